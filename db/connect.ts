@@ -1,0 +1,43 @@
+import postgres from 'postgres';
+
+export type Sql = postgres.Sql<{}>;
+
+/**
+ * Money columns are bigint. They are read as JS integers only when exact: amounts are
+ * capped far below 2^53, and anything larger throws instead of losing a cent.
+ */
+const int8 = {
+  to: 20,
+  from: [20],
+  serialize: (n: number | bigint) => String(n),
+  parse: (text: string) => {
+    const n = Number(text);
+    if (!Number.isSafeInteger(n)) throw new RangeError(`int8 ${text} is not a safe integer`);
+    return n;
+  },
+};
+
+export interface SqlOptions {
+  max?: number;
+  /** Fail fast when the server is down so the API can answer 503 instead of hanging. */
+  connectTimeoutSeconds?: number;
+  applicationName?: string;
+}
+
+/** One injected postgres.js client per process. */
+export function createSql(url: string, options: SqlOptions = {}): Sql {
+  return postgres(url, {
+    max: options.max ?? 10,
+    connect_timeout: options.connectTimeoutSeconds ?? 5,
+    idle_timeout: 60,
+    onnotice: () => {},
+    types: { int8 } as never,
+    connection: { application_name: options.applicationName ?? 'payment-orchestrator' },
+  });
+}
+
+/** PostgreSQL's unique_violation, optionally on a named constraint or index. */
+export function isUniqueViolation(error: unknown, constraint?: string): boolean {
+  const e = error as { code?: string; constraint_name?: string };
+  return e?.code === '23505' && (constraint === undefined || e.constraint_name === constraint);
+}

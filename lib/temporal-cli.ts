@@ -1,0 +1,109 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Search attributes an operator filters payments by in the Web UI (SPEC section 5). */
+export const searchAttributeFlags = ['TenantId=Keyword', 'OrderId=Keyword', 'PaymentStatus=Keyword'];
+
+/** TEMPORAL_CLI_PATH, then `temporal` on PATH, then the project's own install (.tools/bin). */
+export function resolveTemporalCli(): string | null {
+  const fromEnv = process.env.TEMPORAL_CLI_PATH;
+  if (fromEnv && existsSync(fromEnv)) return fromEnv;
+  const onPath = spawnSync('sh', ['-c', 'command -v temporal'], { encoding: 'utf8' });
+  if (onPath.status === 0 && onPath.stdout.trim()) return onPath.stdout.trim();
+  const local = path.join(projectRoot, '.tools', 'bin', 'temporal');
+  return existsSync(local) ? local : null;
+}
+
+/** Resolves the CLI, running scripts/install-temporal.sh once if it is missing. */
+export function ensureTemporalCli(): string {
+  const found = resolveTemporalCli();
+  if (found) return found;
+  const result = spawnSync('bash', [path.join(projectRoot, 'scripts', 'install-temporal.sh')], { stdio: 'inherit' });
+  const installed = resolveTemporalCli();
+  if (result.status !== 0 || !installed) throw new Error('the Temporal CLI is missing and scripts/install-temporal.sh failed');
+  return installed;
+}
+
+export interface DevServerOptions {
+  port: number;
+  uiPort?: number;
+  /** Persist to this SQLite file; in memory when omitted. */
+  dbFilename?: string;
+  headless?: boolean;
+  namespace?: string;
+  logFile?: string;
+}
+
+export interface DevServer {
+  address: string;
+  uiUrl: string | null;
+  process: ChildProcess;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/**
+ * Starts `temporal server start-dev` with the custom search attributes registered and
+ * waits until its frontend answers. Used by `npm start`, the test suite and the benchmark.
+ */
+export async function startTemporalDevServer(options: DevServerOptions): Promise<DevServer> {
+  const cli = ensureTemporalCli();
+  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(options.port), '--log-level', 'error'];
+  for (const flag of searchAttributeFlags) args.push('--search-attribute', flag);
+  if (options.namespace) args.push('--namespace', options.namespace);
+  if (options.dbFilename) {
+    // WAL + NORMAL: the file-backed dev server is several times faster and still durable
+    // across a process crash (only an OS crash can lose the last transactions).
+    args.push('--db-filename', options.dbFilename, '--sqlite-pragma', 'journal_mode=WAL', '--sqlite-pragma', 'synchronous=NORMAL');
+  }
+  if (options.headless ?? !options.uiPort) args.push('--headless');
+  else args.push('--ui-port', String(options.uiPort));
+
+  const { openSync } = await import('node:fs');
+  const out = options.logFile ? openSync(options.logFile, 'a') : 'ignore';
+  const child = spawn(cli, args, { stdio: ['ignore', out, out], detached: false });
+  const address = `127.0.0.1:${options.port}`;
+  let exited = false;
+  child.once('exit', () => (exited = true));
+
+  const deadline = Date.now() + 60_000;
+  while (!(await frontendAnswers(address))) {
+    if (exited) throw new Error(`temporal dev server exited during start (args: ${args.join(' ')})`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error('temporal dev server did not become ready within 60 s');
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return {
+    address,
+    uiUrl: args.includes('--headless') ? null : `http://127.0.0.1:${options.uiPort}`,
+    process: child,
+    stop: (signal = 'SIGTERM') =>
+      new Promise<void>((resolve) => {
+        if (exited) return resolve();
+        child.once('exit', () => resolve());
+        child.kill(signal);
+        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+      }),
+  };
+}
+
+/** True once the frontend serves the namespace, not merely once the port is open. */
+async function frontendAnswers(address: string): Promise<boolean> {
+  const { Connection } = await import('@temporalio/client');
+  try {
+    const connection = await Connection.connect({ address, connectTimeout: 1000 });
+    try {
+      await connection.workflowService.describeNamespace({ namespace: 'default' });
+      return true;
+    } finally {
+      await connection.close();
+    }
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Provides the Temporal CLI v1.5.1 (dev server + Web UI) at .tools/bin/temporal.
+#
+# Order of preference, as in SPEC section 2:
+#   1. TEMPORAL_CLI_PATH, or a `temporal` already on PATH: nothing to install.
+#   2. Go present: `go install` of v1.5.1 (later tags carry a `replace` directive that
+#      breaks `go install`; v1.5.1 is pure Go, no cgo).
+#   3. Otherwise, on a machine with internet: the official release archive.
+# Set SKIP_TEMPORAL_CLI=1 to skip (e.g. in an image that only runs the API).
+set -euo pipefail
+
+VERSION=1.5.1
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bin_dir="$root/.tools/bin"
+target="$bin_dir/temporal"
+
+if [ "${SKIP_TEMPORAL_CLI:-}" = "1" ]; then
+  echo "temporal cli: skipped (SKIP_TEMPORAL_CLI=1)"; exit 0
+fi
+if [ -n "${TEMPORAL_CLI_PATH:-}" ] && [ -x "$TEMPORAL_CLI_PATH" ]; then
+  echo "temporal cli: using TEMPORAL_CLI_PATH=$TEMPORAL_CLI_PATH"; exit 0
+fi
+if [ -x "$target" ] && "$target" --version 2>/dev/null | grep -q "$VERSION"; then
+  echo "temporal cli: $target ($VERSION) already installed"; exit 0
+fi
+if command -v temporal >/dev/null 2>&1; then
+  echo "temporal cli: using $(command -v temporal) from PATH"; exit 0
+fi
+
+mkdir -p "$bin_dir"
+gobin=""
+if command -v go >/dev/null 2>&1; then gobin="$(command -v go)"; elif [ -x /usr/local/go/bin/go ]; then gobin=/usr/local/go/bin/go; fi
+
+if [ -n "$gobin" ]; then
+  echo "temporal cli: building v$VERSION with $("$gobin" version) (first time: a few minutes)"
+  GOBIN="$bin_dir" "$gobin" install \
+    -ldflags "-X github.com/temporalio/cli/temporalcli.Version=$VERSION" \
+    "github.com/temporalio/cli/cmd/temporal@v$VERSION"
+else
+  os="$(uname -s | tr '[:upper:]' '[:lower:]')"
+  case "$(uname -m)" in x86_64|amd64) arch=amd64 ;; aarch64|arm64) arch=arm64 ;; *) echo "unsupported arch $(uname -m)" >&2; exit 1 ;; esac
+  url="https://temporal.download/cli/archive/v$VERSION?platform=$os&arch=$arch"
+  echo "temporal cli: no Go toolchain; downloading $url"
+  tmp="$(mktemp -d)"
+  curl -fsSL "$url" -o "$tmp/temporal.tar.gz"
+  tar -xzf "$tmp/temporal.tar.gz" -C "$tmp"
+  install -m 0755 "$tmp/temporal" "$target"
+  rm -rf "$tmp"
+fi
+"$target" --version

@@ -1,0 +1,41 @@
+import type { TestProject } from 'vitest/node';
+import { randomBytes } from 'node:crypto';
+import { createSql } from '../db/connect';
+import { ensureDatabase, migrate } from '../db/migrate';
+import { startTemporalDevServer } from '../lib/temporal-cli';
+import { freePort } from './helpers/ports';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    databaseUrl: string;
+    temporalAddress: string;
+    temporalUiUrl: string;
+  }
+}
+
+const adminUrl = process.env.TEST_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/** One real Temporal dev server (with its UI) and one fresh, migrated database per run. */
+export default async function setup(project: TestProject) {
+  const dbName = `payorch_test_${randomBytes(4).toString('hex')}`;
+  const admin = createSql(adminUrl, { max: 1 });
+  await ensureDatabase(admin, dbName);
+  const databaseUrl = adminUrl.replace(/\/[^/]*$/, `/${dbName}`);
+  const sql = createSql(databaseUrl, { max: 1 });
+  await migrate(sql);
+  await sql.end();
+
+  const port = await freePort();
+  const uiPort = await freePort();
+  const temporal = await startTemporalDevServer({ port, uiPort, headless: false });
+
+  project.provide('databaseUrl', databaseUrl);
+  project.provide('temporalAddress', temporal.address);
+  project.provide('temporalUiUrl', temporal.uiUrl ?? '');
+
+  return async () => {
+    await temporal.stop();
+    await admin.unsafe(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+    await admin.end();
+  };
+}
