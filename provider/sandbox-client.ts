@@ -1,0 +1,210 @@
+import {
+  ProviderRejectedError,
+  ProviderUnavailableError,
+  type CallOptions,
+  type CaptureChargeRequest,
+  type CreateChargeRequest,
+  type CreateRefundRequest,
+  type PaymentProvider,
+  type ProviderCharge,
+  type ProviderRefund,
+  type VoidChargeRequest,
+} from './types';
+
+export interface SandboxProviderConfig {
+  baseUrl: string;
+  /**
+   * Per HTTP call. Past it the outcome is unknown: the call is aborted and reported as
+   * ProviderUnavailableError, so the caller looks the operation up before retrying.
+   */
+  timeoutMs: number;
+}
+
+/** The sandbox's wire shapes (snake_case, integer minor units). */
+interface ChargeJson {
+  id: string;
+  object: 'charge';
+  status: ProviderCharge['status'];
+  amount_minor: number;
+  amount_captured_minor: number;
+  amount_refunded_minor: number;
+  currency: string;
+  failure_code: string | null;
+  failure_message: string | null;
+}
+
+interface RefundJson {
+  id: string;
+  object: 'refund';
+  charge: string;
+  amount_minor: number;
+  status: ProviderRefund['status'];
+  failure_code: string | null;
+  failure_message: string | null;
+}
+
+interface ErrorJson {
+  error?: { type?: string; code?: string; message?: string; charge?: ChargeJson };
+}
+
+interface ListJson<T> {
+  object: 'list';
+  data: T[];
+}
+
+const toCharge = (c: ChargeJson): ProviderCharge => ({
+  id: c.id,
+  status: c.status,
+  amountMinor: c.amount_minor,
+  amountCapturedMinor: c.amount_captured_minor,
+  amountRefundedMinor: c.amount_refunded_minor,
+  currency: c.currency,
+  declineCode: c.failure_code,
+  declineMessage: c.failure_message,
+});
+
+const toRefund = (r: RefundJson): ProviderRefund => ({
+  id: r.id,
+  chargeId: r.charge,
+  status: r.status,
+  amountMinor: r.amount_minor,
+  failureCode: r.failure_code,
+  failureMessage: r.failure_message,
+});
+
+/** The orchestrator's client for the provider sandbox (sandbox/). */
+export class SandboxProvider implements PaymentProvider {
+  private readonly baseUrl: string;
+  private readonly timeoutMs: number;
+
+  constructor(config: SandboxProviderConfig) {
+    this.baseUrl = config.baseUrl.replace(/\/+$/, '');
+    this.timeoutMs = config.timeoutMs;
+  }
+
+  async createCharge(request: CreateChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
+    const { status, body } = await this.call(
+      'POST',
+      '/v1/charges',
+      {
+        amount_minor: request.amountMinor,
+        currency: request.currency,
+        payment_method: request.paymentMethod,
+        capture: request.capture,
+        reference: request.reference,
+        ...(request.description != null ? { description: request.description } : {}),
+      },
+      request.idempotencyKey,
+      options,
+    );
+    // A decline is an answer about the card, not a failure of the call.
+    if (status === 402) {
+      const declined = (body as ErrorJson).error?.charge;
+      if (!declined) throw new ProviderUnavailableError('sandbox answered 402 without the declined charge', status);
+      return toCharge(declined);
+    }
+    return toCharge(body as ChargeJson);
+  }
+
+  async findChargeByIdempotencyKey(idempotencyKey: string, options?: CallOptions): Promise<ProviderCharge | null> {
+    const query = new URLSearchParams({ idempotency_key: idempotencyKey });
+    const { body } = await this.call('GET', `/v1/charges?${query}`, undefined, undefined, options);
+    const [charge] = (body as ListJson<ChargeJson>).data;
+    return charge ? toCharge(charge) : null;
+  }
+
+  async captureCharge(request: CaptureChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
+    const { body } = await this.call(
+      'POST',
+      `/v1/charges/${encodeURIComponent(request.chargeId)}/capture`,
+      request.amountMinor !== undefined ? { amount_minor: request.amountMinor } : {},
+      request.idempotencyKey,
+      options,
+    );
+    return toCharge(body as ChargeJson);
+  }
+
+  async voidCharge(request: VoidChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
+    const { body } = await this.call(
+      'POST',
+      `/v1/charges/${encodeURIComponent(request.chargeId)}/void`,
+      {},
+      request.idempotencyKey,
+      options,
+    );
+    return toCharge(body as ChargeJson);
+  }
+
+  async createRefund(request: CreateRefundRequest, options?: CallOptions): Promise<ProviderRefund> {
+    const { body } = await this.call(
+      'POST',
+      '/v1/refunds',
+      { charge: request.chargeId, amount_minor: request.amountMinor, reference: request.reference },
+      request.idempotencyKey,
+      options,
+    );
+    return toRefund(body as RefundJson);
+  }
+
+  async findRefundByIdempotencyKey(idempotencyKey: string, options?: CallOptions): Promise<ProviderRefund | null> {
+    const query = new URLSearchParams({ idempotency_key: idempotencyKey });
+    const { body } = await this.call('GET', `/v1/refunds?${query}`, undefined, undefined, options);
+    const [refund] = (body as ListJson<RefundJson>).data;
+    return refund ? toRefund(refund) : null;
+  }
+
+  /**
+   * One HTTP exchange. Resolves with 200 and 402 bodies; everything whose outcome is
+   * unknown (network error, timeout, abort, 429, 5xx) becomes ProviderUnavailableError and
+   * every other 4xx, a refusal that changed nothing, ProviderRejectedError.
+   */
+  private async call(
+    method: 'GET' | 'POST',
+    path: string,
+    body: object | undefined,
+    idempotencyKey: string | undefined,
+    options: CallOptions | undefined,
+  ): Promise<{ status: number; body: unknown }> {
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const signal = options?.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
+    const headers: Record<string, string> = { Accept: 'application/json' };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (idempotencyKey !== undefined) headers['Idempotency-Key'] = idempotencyKey;
+
+    let response: Response;
+    let text: string;
+    try {
+      response = await fetch(`${this.baseUrl}${path}`, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal,
+      });
+      // Reading the body is still part of the exchange: a lost body is a lost response.
+      text = await response.text();
+    } catch (error) {
+      const reason = timeout.aborted
+        ? `no answer within ${this.timeoutMs} ms`
+        : signal.aborted
+          ? 'aborted by the caller'
+          : 'network error';
+      throw new ProviderUnavailableError(`sandbox ${method} ${path}: ${reason}`, undefined, { cause: error });
+    }
+
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    const status = response.status;
+    if (status === 200 || status === 402) {
+      if (parsed === undefined) throw new ProviderUnavailableError(`sandbox ${method} ${path}: ${status} without a JSON body`, status);
+      return { status, body: parsed };
+    }
+    const error = (parsed as ErrorJson | undefined)?.error;
+    const message = `sandbox ${method} ${path}: ${status} ${error?.message ?? (text.slice(0, 200) || response.statusText)}`;
+    if (status === 429 || status >= 500) throw new ProviderUnavailableError(message, status);
+    throw new ProviderRejectedError(message, status, error?.code ?? 'unknown');
+  }
+}

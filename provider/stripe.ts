@@ -1,0 +1,296 @@
+import Stripe from 'stripe';
+import {
+  ProviderRejectedError,
+  ProviderUnavailableError,
+  type CallOptions,
+  type CaptureChargeRequest,
+  type CreateChargeRequest,
+  type CreateRefundRequest,
+  type PaymentProvider,
+  type ProviderCharge,
+  type ProviderRefund,
+  type VoidChargeRequest,
+} from './types';
+
+export interface StripeProviderConfig {
+  apiKey: string;
+  /** host/port/protocol point the SDK elsewhere than api.stripe.com (tests use a local fake). */
+  host?: string;
+  port?: number;
+  protocol?: 'http' | 'https';
+  /** Per HTTP call; past it the outcome is unknown (ProviderUnavailableError). */
+  timeoutMs?: number;
+  /**
+   * The SDK's own retries. 0 by default: the orchestrator's activity retries already
+   * repeat the call with the same key after looking the operation up, and a second retry
+   * loop hidden in here would only stretch the activity past its timeout.
+   */
+  maxNetworkRetries?: number;
+}
+
+/** How far back a refund lookup scans; Stripe prunes idempotency keys after 24 hours. */
+const refundLookupWindowSeconds = 48 * 3600;
+
+/**
+ * Stripe behind the PaymentProvider interface. A "charge" here is a PaymentIntent: it is
+ * created and confirmed in one call, with capture_method manual for authorize-only, and
+ * its id is the charge id the orchestrator stores. Our idempotency key goes to Stripe as
+ * the `idempotencyKey` request option of every mutating call.
+ */
+export class StripeProvider implements PaymentProvider {
+  private readonly stripe: Stripe;
+
+  constructor(config: StripeProviderConfig) {
+    this.stripe = new Stripe(config.apiKey, {
+      host: config.host,
+      port: config.port,
+      protocol: config.protocol,
+      timeout: config.timeoutMs ?? 30_000,
+      maxNetworkRetries: config.maxNetworkRetries ?? 0,
+      telemetry: false,
+    });
+  }
+
+  async createCharge(request: CreateChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
+    try {
+      const intent = await this.send(options, () =>
+        this.stripe.paymentIntents.create(
+          {
+            amount: request.amountMinor,
+            currency: request.currency.toLowerCase(),
+            payment_method: request.paymentMethod,
+            confirm: true,
+            capture_method: request.capture ? 'automatic' : 'manual',
+            // Confirmed server-side with no customer present, so no redirect can be followed.
+            automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
+            ...(request.description != null ? { description: request.description } : {}),
+            // idempotency_key is what findChargeByIdempotencyKey searches for.
+            metadata: { reference: request.reference, idempotency_key: request.idempotencyKey },
+            expand: ['latest_charge'],
+          },
+          { idempotencyKey: request.idempotencyKey },
+        ),
+      );
+      return toCharge(intent);
+    } catch (error) {
+      // Stripe answers a decline with 402 and the PaymentIntent it left behind; a decline
+      // is a normal result for us.
+      if (error instanceof Stripe.errors.StripeCardError && error.payment_intent) {
+        return toCharge(error.payment_intent, error);
+      }
+      throw toProviderError(error, 'create PaymentIntent');
+    }
+  }
+
+  /**
+   * Stripe cannot look a request up by its idempotency key, so createCharge stores the key
+   * in the PaymentIntent's metadata and this searches on it. Search is eventually
+   * consistent (Stripe documents up to about a minute): a PaymentIntent created moments ago
+   * may not be found yet. That is safe, because the caller then retries createCharge with
+   * the same key and Stripe replays the original PaymentIntent instead of making another.
+   */
+  async findChargeByIdempotencyKey(idempotencyKey: string, options?: CallOptions): Promise<ProviderCharge | null> {
+    try {
+      const result = await this.send(options, () =>
+        this.stripe.paymentIntents.search({
+          query: `metadata['idempotency_key']:'${escapeSearchValue(idempotencyKey)}'`,
+          limit: 1,
+          expand: ['data.latest_charge'],
+        }),
+      );
+      const [intent] = result.data;
+      return intent ? toCharge(intent) : null;
+    } catch (error) {
+      throw toProviderError(error, 'search PaymentIntents');
+    }
+  }
+
+  async captureCharge(request: CaptureChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
+    try {
+      const intent = await this.send(options, () =>
+        this.stripe.paymentIntents.capture(
+          request.chargeId,
+          {
+            ...(request.amountMinor !== undefined ? { amount_to_capture: request.amountMinor } : {}),
+            expand: ['latest_charge'],
+          },
+          { idempotencyKey: request.idempotencyKey },
+        ),
+      );
+      return toCharge(intent);
+    } catch (error) {
+      throw toProviderError(error, 'capture PaymentIntent');
+    }
+  }
+
+  async voidCharge(request: VoidChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
+    try {
+      const intent = await this.send(options, () =>
+        this.stripe.paymentIntents.cancel(
+          request.chargeId,
+          { expand: ['latest_charge'] },
+          { idempotencyKey: request.idempotencyKey },
+        ),
+      );
+      return toCharge(intent);
+    } catch (error) {
+      throw toProviderError(error, 'cancel PaymentIntent');
+    }
+  }
+
+  async createRefund(request: CreateRefundRequest, options?: CallOptions): Promise<ProviderRefund> {
+    try {
+      const refund = await this.send(options, () =>
+        this.stripe.refunds.create(
+          {
+            payment_intent: request.chargeId,
+            amount: request.amountMinor,
+            metadata: { reference: request.reference, idempotency_key: request.idempotencyKey },
+          },
+          { idempotencyKey: request.idempotencyKey },
+        ),
+      );
+      return toRefund(refund);
+    } catch (error) {
+      throw toProviderError(error, 'create Refund');
+    }
+  }
+
+  /**
+   * Refunds have no search API, so this scans the refunds created within the idempotency
+   * window for the key createRefund put in their metadata. Past the window Stripe would not
+   * dedupe a retried create either, so nothing older is worth finding.
+   */
+  async findRefundByIdempotencyKey(idempotencyKey: string, options?: CallOptions): Promise<ProviderRefund | null> {
+    try {
+      const since = Math.floor(Date.now() / 1000) - refundLookupWindowSeconds;
+      const found = await this.send(options, async () => {
+        for await (const refund of this.stripe.refunds.list({ created: { gte: since }, limit: 100 })) {
+          if (refund.metadata?.['idempotency_key'] === idempotencyKey) return refund;
+        }
+        return null;
+      });
+      return found ? toRefund(found) : null;
+    } catch (error) {
+      throw toProviderError(error, 'list Refunds');
+    }
+  }
+
+  /**
+   * The SDK takes no AbortSignal, so the caller's signal is honoured by giving up on the
+   * call (its outcome is then unknown, as with any timeout); the request itself runs on.
+   */
+  private send<T>(options: CallOptions | undefined, call: () => Promise<T>): Promise<T> {
+    const signal = options?.signal;
+    if (!signal) return call();
+    if (signal.aborted) return Promise.reject(abortedByCaller());
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = () => reject(abortedByCaller());
+      signal.addEventListener('abort', onAbort, { once: true });
+      call()
+        .then(resolve, reject)
+        .finally(() => signal.removeEventListener('abort', onAbort));
+    });
+  }
+}
+
+const abortedByCaller = () => new ProviderUnavailableError('Stripe call aborted by the caller');
+
+/** Search values are single-quoted; a quote or backslash inside must be escaped. */
+const escapeSearchValue = (value: string) => value.replace(/[\\']/g, (c) => `\\${c}`);
+
+function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors.StripeCardError): ProviderCharge {
+  const latestCharge = typeof intent.latest_charge === 'object' ? intent.latest_charge : null;
+  const base = {
+    id: intent.id,
+    amountMinor: intent.amount,
+    amountCapturedMinor: intent.amount_received,
+    amountRefundedMinor: latestCharge?.amount_refunded ?? 0,
+    currency: intent.currency.toUpperCase(),
+    declineCode: null,
+    declineMessage: null,
+  };
+  switch (intent.status) {
+    case 'succeeded':
+      return { ...base, status: 'succeeded' };
+    case 'requires_capture':
+      return { ...base, status: 'requires_capture' };
+    case 'canceled':
+      return { ...base, status: 'canceled' };
+    case 'requires_payment_method': {
+      // Confirmation failed: the PaymentIntent waits for another payment method, which for
+      // us (one method per charge) is a decline.
+      const failure = intent.last_payment_error;
+      return {
+        ...base,
+        status: 'declined',
+        declineCode: failure?.decline_code ?? failure?.code ?? cardError?.decline_code ?? cardError?.code ?? 'card_declined',
+        declineMessage: failure?.message ?? cardError?.message ?? null,
+      };
+    }
+    case 'requires_action':
+      // 3-D Secure or similar: nobody is present to authenticate a server-side charge, so it
+      // is declined under the code Stripe itself uses for that case.
+      return {
+        ...base,
+        status: 'declined',
+        declineCode: 'authentication_required',
+        declineMessage: 'The payment method requires customer authentication.',
+      };
+    default:
+      // 'processing', 'requires_confirmation': no outcome yet. Unknown, so the caller looks
+      // it up again later rather than acting on a guess.
+      throw new ProviderUnavailableError(`PaymentIntent ${intent.id} is ${intent.status}; outcome not known yet`);
+  }
+}
+
+function toRefund(refund: Stripe.Refund): ProviderRefund {
+  const chargeId = typeof refund.payment_intent === 'string' ? refund.payment_intent : (refund.payment_intent?.id ?? '');
+  const base = { id: refund.id, chargeId, amountMinor: refund.amount };
+  switch (refund.status) {
+    case 'succeeded':
+      return { ...base, status: 'succeeded', failureCode: null, failureMessage: null };
+    case 'failed':
+    case 'canceled':
+      return {
+        ...base,
+        status: 'failed',
+        failureCode: refund.failure_reason ?? refund.status,
+        failureMessage: `Refund ${refund.status}${refund.failure_reason ? `: ${refund.failure_reason}` : ''}`,
+      };
+    default:
+      // 'pending', 'requires_action': settles later (Stripe sends a webhook); until then the
+      // outcome is unknown and findRefundByIdempotencyKey will report it once settled.
+      throw new ProviderUnavailableError(`Refund ${refund.id} is ${refund.status}; outcome not known yet`);
+  }
+}
+
+/**
+ * Unknown outcome (retry with the same key after a lookup): connection errors and
+ * timeouts, 5xx, 429, and 409 (another request with the same key still in flight).
+ * Refusals that changed nothing: invalid requests, a key reused with other parameters,
+ * authentication and permission errors.
+ */
+function toProviderError(error: unknown, what: string): Error {
+  if (error instanceof ProviderUnavailableError || error instanceof ProviderRejectedError) return error;
+  if (!(error instanceof Stripe.errors.StripeError)) {
+    return new ProviderUnavailableError(`Stripe ${what}: ${String(error)}`, undefined, { cause: error });
+  }
+  const status = error.statusCode;
+  const message = `Stripe ${what}: ${error.message}`;
+  if (
+    error instanceof Stripe.errors.StripeConnectionError ||
+    error instanceof Stripe.errors.StripeRateLimitError ||
+    status === undefined ||
+    status === 409 ||
+    status === 429 ||
+    status >= 500
+  ) {
+    return new ProviderUnavailableError(message, status, { cause: error });
+  }
+  // The same code the sandbox uses, so callers need not know which PSP refused the key.
+  if (error instanceof Stripe.errors.StripeIdempotencyError) {
+    return new ProviderRejectedError(message, status, 'idempotency_key_reused');
+  }
+  return new ProviderRejectedError(message, status, error.code ?? error.rawType ?? 'unknown');
+}

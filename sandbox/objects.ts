@@ -1,0 +1,76 @@
+import { randomBytes } from 'node:crypto';
+
+export type ChargeStatus = 'succeeded' | 'requires_capture' | 'declined' | 'canceled';
+export type RefundStatus = 'succeeded' | 'failed';
+
+/** A row of sandbox.charges, as postgres.js returns it (int8 parsed to exact integers). */
+export interface ChargeRow {
+  id: string;
+  status: ChargeStatus;
+  amount_minor: number;
+  amount_captured_minor: number;
+  amount_refunded_minor: number;
+  currency: string;
+  payment_method: string;
+  reference: string;
+  description: string | null;
+  idempotency_key: string;
+  failure_code: string | null;
+  failure_message: string | null;
+  created_at: Date;
+}
+
+export interface RefundRow {
+  id: string;
+  charge_id: string;
+  amount_minor: number;
+  status: RefundStatus;
+  reference: string;
+  idempotency_key: string;
+  failure_code: string | null;
+  failure_message: string | null;
+  created_at: Date;
+}
+
+/** The public charge object; the field order here is the order on the wire. */
+export function chargeJson(row: ChargeRow) {
+  return {
+    id: row.id,
+    object: 'charge' as const,
+    status: row.status,
+    amount_minor: row.amount_minor,
+    amount_captured_minor: row.amount_captured_minor,
+    amount_refunded_minor: row.amount_refunded_minor,
+    currency: row.currency,
+    payment_method: row.payment_method,
+    reference: row.reference,
+    description: row.description,
+    idempotency_key: row.idempotency_key,
+    failure_code: row.failure_code,
+    failure_message: row.failure_message,
+    created_at: row.created_at.toISOString(),
+  };
+}
+
+export function refundJson(row: RefundRow) {
+  return {
+    id: row.id,
+    object: 'refund' as const,
+    charge: row.charge_id,
+    amount_minor: row.amount_minor,
+    status: row.status,
+    reference: row.reference,
+    idempotency_key: row.idempotency_key,
+    failure_code: row.failure_code,
+    failure_message: row.failure_message,
+    created_at: row.created_at.toISOString(),
+  };
+}
+
+export function listJson<T>(data: T[]) {
+  return { object: 'list' as const, data };
+}
+
+/** 96 random bits: ids are unguessable and never collide in practice. */
+export const newChargeId = () => `ch_${randomBytes(12).toString('hex')}`;
+export const newRefundId = () => `re_${randomBytes(12).toString('hex')}`;

@@ -1,0 +1,35 @@
+/**
+ * The deterministic test payment methods. Each names one behaviour of a real PSP that the
+ * orchestrator must survive; anything else is refused as an invalid payment method.
+ */
+export type PaymentMethodBehaviour =
+  | { kind: 'approve' }
+  | { kind: 'decline'; code: string; message: string }
+  /** Approves, after the configured delay. */
+  | { kind: 'slow' }
+  /** Commits the charge, then never answers: the lost-response case. */
+  | { kind: 'lose_response' }
+  /** The first N attempts of a key fail with 503 before anything is committed. */
+  | { kind: 'flaky' }
+  /** Charges fine; every refund of the charge fails (to exercise refund.failed). */
+  | { kind: 'refunds_fail' };
+
+const behaviours: Record<string, PaymentMethodBehaviour> = {
+  pm_card_visa: { kind: 'approve' },
+  pm_card_declined: { kind: 'decline', code: 'card_declined', message: 'Your card was declined.' },
+  pm_card_insufficient_funds: {
+    kind: 'decline',
+    code: 'insufficient_funds',
+    message: 'Your card has insufficient funds.',
+  },
+  pm_card_slow: { kind: 'slow' },
+  pm_card_timeout_after_charge: { kind: 'lose_response' },
+  pm_card_flaky: { kind: 'flaky' },
+  pm_card_refund_fails: { kind: 'refunds_fail' },
+};
+
+export const knownPaymentMethods = Object.keys(behaviours);
+
+export function paymentMethodBehaviour(paymentMethod: string): PaymentMethodBehaviour | undefined {
+  return Object.hasOwn(behaviours, paymentMethod) ? behaviours[paymentMethod] : undefined;
+}

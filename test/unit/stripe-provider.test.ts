@@ -1,0 +1,345 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { StripeProvider } from '../../provider/stripe';
+import { ProviderRejectedError, ProviderUnavailableError } from '../../provider/types';
+
+/**
+ * StripeProvider against a local HTTP server posing as api.stripe.com: it records every
+ * request and answers what the test scripted, so the wire format (idempotency keys,
+ * parameters) and the mapping of Stripe's answers are checked without the network.
+ */
+
+interface RecordedRequest {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  headers: IncomingHttpHeaders;
+  form: URLSearchParams;
+}
+
+type Answer = { status: number; body: unknown };
+
+let server: Server;
+let port: number;
+let recorded: RecordedRequest[] = [];
+let answer: (request: RecordedRequest) => Answer = () => ({ status: 500, body: {} });
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'http://fake');
+      const request: RecordedRequest = {
+        method: req.method ?? '',
+        path: url.pathname,
+        query: url.searchParams,
+        headers: req.headers,
+        form: new URLSearchParams(Buffer.concat(chunks).toString('utf8')),
+      };
+      recorded.push(request);
+      const { status, body } = answer(request);
+      res.writeHead(status, { 'Content-Type': 'application/json', 'Request-Id': `req_${recorded.length}` });
+      res.end(JSON.stringify(body));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  port = (server.address() as AddressInfo).port;
+});
+
+afterAll(async () => {
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+beforeEach(() => {
+  recorded = [];
+});
+
+const provider = () =>
+  new StripeProvider({ apiKey: 'sk_test_fake', host: '127.0.0.1', port, protocol: 'http', timeoutMs: 2_000 });
+
+function paymentIntent(overrides: Record<string, unknown> = {}) {
+  return {
+    id: 'pi_123',
+    object: 'payment_intent',
+    amount: 2_500,
+    amount_received: 2_500,
+    currency: 'eur',
+    status: 'succeeded',
+    capture_method: 'automatic',
+    last_payment_error: null,
+    latest_charge: { id: 'ch_123', object: 'charge', amount_refunded: 0 },
+    metadata: { reference: 'pay_1', idempotency_key: 'key_charge_1' },
+    ...overrides,
+  };
+}
+
+function refund(overrides: Record<string, unknown> = {}) {
+  return {
+    id: 're_123',
+    object: 'refund',
+    amount: 1_000,
+    payment_intent: 'pi_123',
+    status: 'succeeded',
+    failure_reason: null,
+    metadata: { reference: 'refund_1', idempotency_key: 'key_refund_1' },
+    ...overrides,
+  };
+}
+
+const chargeRequest = {
+  idempotencyKey: 'key_charge_1',
+  amountMinor: 2_500,
+  currency: 'EUR',
+  paymentMethod: 'pm_card_visa',
+  capture: true,
+  reference: 'pay_1',
+};
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => {
+      throw new Error('expected the call to fail');
+    },
+    (error: unknown) => error,
+  );
+}
+
+describe('every mutating call carries our idempotency key', () => {
+  it('createCharge confirms a PaymentIntent under our key and stores the key in metadata', async () => {
+    answer = () => ({ status: 200, body: paymentIntent() });
+    const charge = await provider().createCharge(chargeRequest);
+
+    expect(recorded).toHaveLength(1);
+    const [request] = recorded;
+    expect(request!.method).toBe('POST');
+    expect(request!.path).toBe('/v1/payment_intents');
+    expect(request!.headers['idempotency-key']).toBe('key_charge_1');
+    expect(request!.headers['authorization']).toBe('Bearer sk_test_fake');
+    expect(Object.fromEntries(request!.form)).toMatchObject({
+      amount: '2500',
+      currency: 'eur',
+      payment_method: 'pm_card_visa',
+      confirm: 'true',
+      capture_method: 'automatic',
+      'metadata[reference]': 'pay_1',
+      'metadata[idempotency_key]': 'key_charge_1',
+    });
+    expect(charge).toEqual({
+      id: 'pi_123',
+      status: 'succeeded',
+      amountMinor: 2_500,
+      amountCapturedMinor: 2_500,
+      amountRefundedMinor: 0,
+      currency: 'EUR',
+      declineCode: null,
+      declineMessage: null,
+    });
+  });
+
+  it('an authorize-only charge asks for manual capture and maps requires_capture', async () => {
+    answer = () => ({ status: 200, body: paymentIntent({ status: 'requires_capture', amount_received: 0, capture_method: 'manual' }) });
+    const charge = await provider().createCharge({ ...chargeRequest, capture: false, idempotencyKey: 'key_auth_1' });
+    expect(recorded[0]!.form.get('capture_method')).toBe('manual');
+    expect(recorded[0]!.headers['idempotency-key']).toBe('key_auth_1');
+    expect(charge).toMatchObject({ status: 'requires_capture', amountCapturedMinor: 0 });
+  });
+
+  it('captureCharge, voidCharge and createRefund send their own keys', async () => {
+    answer = (request) => {
+      if (request.path === '/v1/payment_intents/pi_123/capture') {
+        return { status: 200, body: paymentIntent({ amount_received: 1_500 }) };
+      }
+      if (request.path === '/v1/payment_intents/pi_123/cancel') {
+        return { status: 200, body: paymentIntent({ status: 'canceled', amount_received: 0 }) };
+      }
+      if (request.path === '/v1/refunds') return { status: 200, body: refund() };
+      return { status: 404, body: { error: { type: 'invalid_request_error', code: 'resource_missing', message: 'no' } } };
+    };
+    const stripe = provider();
+
+    const captured = await stripe.captureCharge({ idempotencyKey: 'key_capture_1', chargeId: 'pi_123', amountMinor: 1_500 });
+    const voided = await stripe.voidCharge({ idempotencyKey: 'key_void_1', chargeId: 'pi_123' });
+    const refunded = await stripe.createRefund({
+      idempotencyKey: 'key_refund_1',
+      chargeId: 'pi_123',
+      amountMinor: 1_000,
+      reference: 'refund_1',
+    });
+
+    expect(recorded.map((r) => [r.method, r.path, r.headers['idempotency-key']])).toEqual([
+      ['POST', '/v1/payment_intents/pi_123/capture', 'key_capture_1'],
+      ['POST', '/v1/payment_intents/pi_123/cancel', 'key_void_1'],
+      ['POST', '/v1/refunds', 'key_refund_1'],
+    ]);
+    expect(recorded[0]!.form.get('amount_to_capture')).toBe('1500');
+    expect(Object.fromEntries(recorded[2]!.form)).toMatchObject({
+      payment_intent: 'pi_123',
+      amount: '1000',
+      'metadata[reference]': 'refund_1',
+      'metadata[idempotency_key]': 'key_refund_1',
+    });
+    expect(captured).toMatchObject({ status: 'succeeded', amountMinor: 2_500, amountCapturedMinor: 1_500 });
+    expect(voided).toMatchObject({ status: 'canceled' });
+    expect(refunded).toEqual({
+      id: 're_123',
+      chargeId: 'pi_123',
+      status: 'succeeded',
+      amountMinor: 1_000,
+      failureCode: null,
+      failureMessage: null,
+    });
+  });
+
+  it('a full capture sends no amount, so Stripe captures the whole authorization', async () => {
+    answer = () => ({ status: 200, body: paymentIntent() });
+    await provider().captureCharge({ idempotencyKey: 'key_capture_2', chargeId: 'pi_123' });
+    expect(recorded[0]!.form.has('amount_to_capture')).toBe(false);
+    expect(recorded[0]!.headers['idempotency-key']).toBe('key_capture_2');
+  });
+});
+
+describe('lookups by idempotency key', () => {
+  it('findChargeByIdempotencyKey searches PaymentIntents by the metadata key', async () => {
+    answer = () => ({
+      status: 200,
+      body: { object: 'search_result', data: [paymentIntent({ latest_charge: { id: 'ch_1', object: 'charge', amount_refunded: 700 } })], has_more: false, url: '/v1/payment_intents/search' },
+    });
+    const found = await provider().findChargeByIdempotencyKey("key_'quoted'");
+    expect(recorded[0]!.method).toBe('GET');
+    expect(recorded[0]!.path).toBe('/v1/payment_intents/search');
+    expect(recorded[0]!.query.get('query')).toBe("metadata['idempotency_key']:'key_\\'quoted\\''");
+    expect(found).toMatchObject({ id: 'pi_123', status: 'succeeded', amountRefundedMinor: 700 });
+  });
+
+  it('findChargeByIdempotencyKey is null when nothing matches', async () => {
+    answer = () => ({ status: 200, body: { object: 'search_result', data: [], has_more: false, url: '/v1/payment_intents/search' } });
+    expect(await provider().findChargeByIdempotencyKey('key_none')).toBeNull();
+  });
+
+  it('findRefundByIdempotencyKey picks the refund whose metadata holds the key', async () => {
+    answer = () => ({
+      status: 200,
+      body: {
+        object: 'list',
+        data: [refund({ id: 're_other', metadata: { idempotency_key: 'key_other' } }), refund({ id: 're_mine', metadata: { idempotency_key: 'key_mine' } })],
+        has_more: false,
+        url: '/v1/refunds',
+      },
+    });
+    const found = await provider().findRefundByIdempotencyKey('key_mine');
+    expect(recorded[0]!.path).toBe('/v1/refunds');
+    expect(recorded[0]!.query.get('created[gte]')).toMatch(/^\d+$/);
+    expect(found).toMatchObject({ id: 're_mine', status: 'succeeded' });
+    expect(await provider().findRefundByIdempotencyKey('key_absent')).toBeNull();
+  });
+});
+
+describe('mapping of Stripe results and errors', () => {
+  it('a card error is a declined charge, not an error', async () => {
+    answer = () => ({
+      status: 402,
+      body: {
+        error: {
+          type: 'card_error',
+          code: 'card_declined',
+          decline_code: 'insufficient_funds',
+          message: 'Your card has insufficient funds.',
+          payment_intent: paymentIntent({
+            id: 'pi_declined',
+            status: 'requires_payment_method',
+            amount_received: 0,
+            latest_charge: null,
+            last_payment_error: {
+              type: 'card_error',
+              code: 'card_declined',
+              decline_code: 'insufficient_funds',
+              message: 'Your card has insufficient funds.',
+            },
+          }),
+        },
+      },
+    });
+    const charge = await provider().createCharge({ ...chargeRequest, idempotencyKey: 'key_declined_1' });
+    expect(recorded[0]!.headers['idempotency-key']).toBe('key_declined_1');
+    expect(charge).toEqual({
+      id: 'pi_declined',
+      status: 'declined',
+      amountMinor: 2_500,
+      amountCapturedMinor: 0,
+      amountRefundedMinor: 0,
+      currency: 'EUR',
+      declineCode: 'insufficient_funds',
+      declineMessage: 'Your card has insufficient funds.',
+    });
+  });
+
+  it('a 500 is an unknown outcome: ProviderUnavailableError', async () => {
+    answer = () => ({ status: 500, body: { error: { type: 'api_error', message: 'Something went wrong on our end.' } } });
+    const error = await rejection(provider().createCharge(chargeRequest));
+    expect(error).toBeInstanceOf(ProviderUnavailableError);
+    expect((error as ProviderUnavailableError).status).toBe(500);
+    // No hidden SDK retries: the orchestrator owns retrying.
+    expect(recorded).toHaveLength(1);
+  });
+
+  it('a 429 and a 409 (same key still in flight) are unknown outcomes too', async () => {
+    for (const status of [429, 409]) {
+      answer = () => ({ status, body: { error: { type: status === 429 ? 'invalid_request_error' : 'idempotency_error', code: status === 429 ? 'rate_limit' : undefined, message: 'later' } } });
+      const error = await rejection(provider().captureCharge({ idempotencyKey: 'key_capture_3', chargeId: 'pi_123' }));
+      expect(error).toBeInstanceOf(ProviderUnavailableError);
+    }
+  });
+
+  it('a 400 is a refusal: ProviderRejectedError with the Stripe code', async () => {
+    answer = () => ({
+      status: 400,
+      body: { error: { type: 'invalid_request_error', code: 'amount_too_large', message: 'Refund amount is greater than unrefunded amount.' } },
+    });
+    const error = await rejection(
+      provider().createRefund({ idempotencyKey: 'key_refund_2', chargeId: 'pi_123', amountMinor: 99_999, reference: 'refund_2' }),
+    );
+    expect(error).toBeInstanceOf(ProviderRejectedError);
+    expect(error).toMatchObject({ status: 400, code: 'amount_too_large' });
+  });
+
+  it('a key reused with other parameters is a refusal', async () => {
+    answer = () => ({
+      status: 400,
+      body: { error: { type: 'idempotency_error', message: 'Keys for idempotent requests can only be used with the same parameters they were first used with.' } },
+    });
+    const error = await rejection(provider().createCharge(chargeRequest));
+    expect(error).toBeInstanceOf(ProviderRejectedError);
+    expect(error).toMatchObject({ status: 400, code: 'idempotency_key_reused' });
+  });
+
+  it('a refund Stripe reports failed is a normal result', async () => {
+    answer = () => ({ status: 200, body: refund({ status: 'failed', failure_reason: 'expired_or_canceled_card' }) });
+    const result = await provider().createRefund({ idempotencyKey: 'key_refund_3', chargeId: 'pi_123', amountMinor: 1_000, reference: 'refund_3' });
+    expect(result).toMatchObject({ status: 'failed', failureCode: 'expired_or_canceled_card' });
+  });
+
+  it('a refund still pending has no outcome yet: ProviderUnavailableError', async () => {
+    answer = () => ({ status: 200, body: refund({ status: 'pending' }) });
+    const error = await rejection(
+      provider().createRefund({ idempotencyKey: 'key_refund_4', chargeId: 'pi_123', amountMinor: 1_000, reference: 'refund_4' }),
+    );
+    expect(error).toBeInstanceOf(ProviderUnavailableError);
+  });
+
+  it('a connection failure is ProviderUnavailableError', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const deadPort = (closed.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const unreachable = new StripeProvider({ apiKey: 'sk_test_fake', host: '127.0.0.1', port: deadPort, protocol: 'http' });
+    expect(await rejection(unreachable.createCharge(chargeRequest))).toBeInstanceOf(ProviderUnavailableError);
+  });
+
+  it("the caller's abort signal gives up on the call as an unknown outcome", async () => {
+    answer = () => ({ status: 200, body: paymentIntent() });
+    const error = await rejection(provider().createCharge(chargeRequest, { signal: AbortSignal.abort() }));
+    expect(error).toBeInstanceOf(ProviderUnavailableError);
+  });
+});
