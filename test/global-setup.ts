@@ -4,12 +4,17 @@ import { createSql } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
 import { startTemporalDevServer } from '../lib/temporal-cli';
 import { freePort } from './helpers/ports';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { workflowsPath } from '../worker/worker';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     databaseUrl: string;
     temporalAddress: string;
     temporalUiUrl: string;
+    workflowBundlePath: string;
   }
 }
 
@@ -29,6 +34,14 @@ export default async function setup(project: TestProject) {
   const uiPort = await freePort();
   const temporal = await startTemporalDevServer({ port, uiPort, headless: false });
 
+  // Bundle the workflows once per run; every test worker loads this bundle.
+  const artifacts = path.resolve('test/artifacts');
+  mkdirSync(artifacts, { recursive: true });
+  const workflowBundlePath = path.join(artifacts, 'workflow-bundle.js');
+  const { code } = await bundleWorkflowCode({ workflowsPath, logger: quietLogger });
+  writeFileSync(workflowBundlePath, code);
+  project.provide('workflowBundlePath', workflowBundlePath);
+
   project.provide('databaseUrl', databaseUrl);
   project.provide('temporalAddress', temporal.address);
   project.provide('temporalUiUrl', temporal.uiUrl ?? '');
@@ -39,3 +52,16 @@ export default async function setup(project: TestProject) {
     await admin.end();
   };
 }
+
+const quietLogger = {
+  log() {},
+  trace() {},
+  debug() {},
+  info() {},
+  warn(message: string, meta?: unknown) {
+    console.warn(message, meta ?? '');
+  },
+  error(message: string, meta?: unknown) {
+    console.error(message, meta ?? '');
+  },
+};

@@ -199,3 +199,25 @@ CREATE TABLE webhook_deliveries (
   created_at       timestamptz NOT NULL DEFAULT now(),
   UNIQUE (event_id, attempt)
 );
+
+-- Wakes the API process waiting for this operation's outcome (LISTEN idempotency_completed):
+-- the notification is sent at commit, before Temporal even learns the activity finished.
+CREATE FUNCTION idempotency_notify_completed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('idempotency_completed', NEW.tenant_id || '|' || NEW.operation || '|' || NEW.idempotency_key);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER idempotency_records_completed_insert AFTER INSERT ON idempotency_records
+  FOR EACH ROW WHEN (NEW.state = 'completed') EXECUTE FUNCTION idempotency_notify_completed();
+CREATE TRIGGER idempotency_records_completed_update AFTER UPDATE OF state ON idempotency_records
+  FOR EACH ROW WHEN (NEW.state = 'completed' AND OLD.state <> 'completed') EXECUTE FUNCTION idempotency_notify_completed();
+
+-- Wakes the outbox relay as soon as an event commits (it also polls, so a lost
+-- notification only delays delivery).
+CREATE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('outbox_event', '');
+  RETURN NULL;
+END $$;
+CREATE TRIGGER outbox_events_notify AFTER INSERT ON outbox_events
+  FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();

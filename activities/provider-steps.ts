@@ -1,0 +1,115 @@
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { providerSubKey } from '../shared/keys';
+import { FailureType } from '../shared/definitions';
+import { ProviderRejectedError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../provider/types';
+
+/**
+ * Runs one provider call while heartbeating, so that a worker killed mid-call is noticed
+ * within the heartbeat timeout and the step is retried elsewhere (looking the operation up
+ * first). The activity's cancellation aborts the HTTP call.
+ */
+async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const context = Context.current();
+  const beat = setInterval(() => context.heartbeat(), 1000);
+  try {
+    return await call(context.cancellationSignal);
+  } catch (error) {
+    if (error instanceof ProviderRejectedError) {
+      // Nothing happened at the provider and the same request cannot succeed later.
+      throw ApplicationFailure.create({ type: FailureType.ProviderRejected, message: error.message, nonRetryable: true, details: [error.code] });
+    }
+    throw error; // unknown outcome: retried with the same sub-key, lookup first
+  } finally {
+    clearInterval(beat);
+  }
+}
+
+/** After a timeout or unknown outcome, the next attempt asks the provider before acting again. */
+function isRetryAttempt(): boolean {
+  return Context.current().info.attempt > 1;
+}
+
+export interface ChargeInput {
+  paymentId: string;
+  amountMinor: number;
+  currency: string;
+  paymentMethod: string;
+  capture: boolean;
+  description: string | null;
+}
+
+export interface ChargeStepInput {
+  paymentId: string;
+  chargeId: string;
+}
+
+export function createProviderSteps(provider: PaymentProvider) {
+  /** The charge made under this payment's charge sub-key, in its current state, if any. */
+  const findCharge = (paymentId: string, signal: AbortSignal) =>
+    provider.findChargeByIdempotencyKey(providerSubKey.charge(paymentId), { signal });
+
+  return {
+    /** Charges (or authorizes) the payment once: a decline is a result, not an error. */
+    async chargePayment(input: ChargeInput): Promise<ProviderCharge> {
+      return providerCall(async (signal) => {
+        if (isRetryAttempt()) {
+          const existing = await findCharge(input.paymentId, signal);
+          if (existing) return existing;
+        }
+        return provider.createCharge(
+          {
+            idempotencyKey: providerSubKey.charge(input.paymentId),
+            amountMinor: input.amountMinor,
+            currency: input.currency,
+            paymentMethod: input.paymentMethod,
+            capture: input.capture,
+            reference: input.paymentId,
+            description: input.description,
+          },
+          { signal },
+        );
+      });
+    },
+
+    /** Captures an authorization (all of it, or amountMinor of it) once. */
+    async captureCharge(input: ChargeStepInput & { amountMinor: number }): Promise<ProviderCharge> {
+      return providerCall(async (signal) => {
+        if (isRetryAttempt()) {
+          const existing = await findCharge(input.paymentId, signal);
+          if (existing && existing.status === 'succeeded') return existing;
+        }
+        return provider.captureCharge(
+          { idempotencyKey: providerSubKey.capture(input.paymentId), chargeId: input.chargeId, amountMinor: input.amountMinor },
+          { signal },
+        );
+      });
+    },
+
+    /** Voids an uncaptured authorization once (cancel, expiry, or compensation). */
+    async voidCharge(input: ChargeStepInput): Promise<ProviderCharge> {
+      return providerCall(async (signal) => {
+        if (isRetryAttempt()) {
+          const existing = await findCharge(input.paymentId, signal);
+          if (existing && existing.status === 'canceled') return existing;
+        }
+        return provider.voidCharge({ idempotencyKey: providerSubKey.void(input.paymentId), chargeId: input.chargeId }, { signal });
+      });
+    },
+
+    /** Refunds part or all of a captured charge once, under the given sub-key. */
+    async refundCharge(input: { subKey: string; chargeId: string; amountMinor: number; reference: string }): Promise<ProviderRefund> {
+      return providerCall(async (signal) => {
+        if (isRetryAttempt()) {
+          const existing = await provider.findRefundByIdempotencyKey(input.subKey, { signal });
+          if (existing) return existing;
+        }
+        return provider.createRefund(
+          { idempotencyKey: input.subKey, chargeId: input.chargeId, amountMinor: input.amountMinor, reference: input.reference },
+          { signal },
+        );
+      });
+    },
+  };
+}
+
+export type ProviderSteps = ReturnType<typeof createProviderSteps>;

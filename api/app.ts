@@ -1,0 +1,87 @@
+import { OpenAPIHono, createRoute, z } from '@hono/zod-openapi';
+import { Scalar } from '@scalar/hono-api-reference';
+import type { Hook } from '@hono/zod-openapi';
+import { apiErrorBody, errorStatus } from '../domain/errors';
+import type { ApiDeps, AppEnv } from './context';
+import { adminOnly, authenticate, errorHandler, jsonBody, requestContext, requireIdempotencyKey } from './middleware';
+import { RETENTION_HEADER } from './idempotency';
+import { accountRoutes } from './routes/account';
+import { adminRoutes } from './routes/admin';
+import { paymentRoutes } from './routes/payments';
+import { refundRoutes } from './routes/refunds';
+
+/** Request validation failures: 400 invalid_request with the zod issues. Nothing was executed. */
+const invalidRequest: Hook<unknown, AppEnv, string, unknown> = (result, c) => {
+  if (result.success) return;
+  const issues = result.error.issues.map((issue) => ({ path: issue.path.join('.'), code: issue.code, message: issue.message }));
+  return c.json(apiErrorBody('invalid_request', 'The request is invalid; see issues.', { issues }), errorStatus.invalid_request);
+};
+
+const healthRoute = createRoute({
+  method: 'get',
+  path: '/healthz',
+  tags: ['Operations'],
+  summary: 'Liveness',
+  responses: { 200: { description: 'The process is up.', content: { 'application/json': { schema: z.object({ status: z.literal('ok') }) } } } },
+});
+
+const readyRoute = createRoute({
+  method: 'get',
+  path: '/readyz',
+  tags: ['Operations'],
+  summary: 'Readiness: PostgreSQL and Temporal answer',
+  responses: {
+    200: { description: 'Ready.', content: { 'application/json': { schema: z.object({ status: z.string(), checks: z.record(z.string(), z.string()) }) } } },
+    503: { description: 'A dependency is unreachable.', content: { 'application/json': { schema: z.object({ status: z.string(), checks: z.record(z.string(), z.string()) }) } } },
+  },
+});
+
+/** The HTTP API, built from its dependencies. `api/main.ts` serves it; tests call it directly. */
+export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
+  const app = new OpenAPIHono<AppEnv>({ defaultHook: invalidRequest as never });
+  app.use('*', requestContext(deps));
+  app.onError(errorHandler());
+  app.notFound((c) => c.json(apiErrorBody('not_found', `No route for ${c.req.method} ${c.req.path}`), 404));
+
+  app.openapi(healthRoute, (c) => c.json({ status: 'ok' as const }, 200));
+  app.openapi(readyRoute, async (c) => {
+    const checks = await readiness(deps);
+    const ok = Object.values(checks).every((v) => v === 'ok');
+    return c.json({ status: ok ? 'ready' : 'unavailable', checks }, ok ? 200 : 503);
+  });
+
+  app.use('/v1/*', authenticate(deps), jsonBody(), requireIdempotencyKey(deps));
+  app.route('/', paymentRoutes(deps));
+  app.route('/', refundRoutes(deps));
+  app.route('/', accountRoutes(deps));
+
+  app.use('/admin/*', adminOnly(deps), jsonBody());
+  app.route('/', adminRoutes(deps));
+
+  app.openAPIRegistry.registerComponent('securitySchemes', 'apiKey', { type: 'http', scheme: 'bearer', description: 'The tenant API key (sk_…).' });
+  app.doc31('/openapi.json', {
+    openapi: '3.1.0',
+    info: {
+      title: 'Payment orchestrator',
+      version: '1.0.0',
+      description:
+        'Effectively-once payments and refunds. Every mutating request carries an `Idempotency-Key`; a repeat with the same ' +
+        'request replays the first final response byte for byte (`Idempotent-Replayed: true`), a repeat with a different ' +
+        `request is refused with 422, and outcomes are remembered for the window given in \`${RETENTION_HEADER}\` ` +
+        `(${deps.config.IDEMPOTENCY_RETENTION_SECONDS} s here). If PostgreSQL or Temporal is unreachable, mutating ` +
+        'requests fail closed with 503 and `Retry-After`, and nothing is executed.',
+    },
+    security: [{ apiKey: [] }],
+  });
+  app.get('/docs', Scalar({ url: '/openapi.json', pageTitle: 'Payment orchestrator API' }));
+  return app;
+}
+
+async function readiness(deps: ApiDeps): Promise<Record<string, string>> {
+  const [postgres, temporal] = await Promise.allSettled([
+    deps.sql`SELECT 1`,
+    deps.temporal.connection.withDeadline(Date.now() + 2000, () => deps.temporal.workflowService.getSystemInfo({})),
+  ]);
+  const verdict = (r: PromiseSettledResult<unknown>) => (r.status === 'fulfilled' ? 'ok' : `unreachable: ${String((r.reason as Error)?.message ?? r.reason).slice(0, 200)}`);
+  return { postgres: verdict(postgres), temporal: verdict(temporal) };
+}

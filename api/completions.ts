@@ -1,0 +1,79 @@
+import type { Sql } from '../db/connect';
+import type { Logger } from '../lib/logger';
+
+/** The channel and payload the idempotency_records trigger notifies on (db/migrations). */
+const channel = 'idempotency_completed';
+export function completionTopic(tenantId: string, operation: string, key: string): string {
+  return `${tenantId}|${operation}|${key}`;
+}
+
+export interface Expectation {
+  /** Resolves true when the operation completed, false when `ms` passed first. */
+  wait(ms: number): Promise<boolean>;
+  dispose(): void;
+}
+
+/**
+ * Wakes requests that wait for an operation's outcome. One LISTEN connection per API
+ * process; the workflow's final transaction notifies at commit. A lost notification costs
+ * only latency: the waiter re-reads the record when its bounded wait ends.
+ */
+export class CompletionWaiter {
+  private readonly waiting = new Map<string, Set<() => void>>();
+  private unlisten: (() => Promise<void>) | null = null;
+  private retry: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Starts listening; if PostgreSQL is down, keeps trying in the background (the API still serves 503s). */
+  async start(): Promise<void> {
+    try {
+      const subscription = await this.sql.listen(channel, (payload) => this.notify(payload));
+      this.unlisten = subscription.unlisten;
+    } catch (error) {
+      if (this.stopped) return;
+      this.logger.warn({ err: error }, 'cannot LISTEN for completions yet; retrying');
+      this.retry = setTimeout(() => void this.start(), 1000);
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retry) clearTimeout(this.retry);
+    await this.unlisten?.().catch(() => {});
+  }
+
+  /** Registers interest before the operation is dispatched, so an early completion is not missed. */
+  expect(tenantId: string, operation: string, key: string): Expectation {
+    const topic = completionTopic(tenantId, operation, key);
+    let wake!: () => void;
+    const completed = new Promise<true>((resolve) => (wake = () => resolve(true)));
+    const set = this.waiting.get(topic) ?? new Set();
+    set.add(wake);
+    this.waiting.set(topic, set);
+    const dispose = () => {
+      set.delete(wake);
+      if (set.size === 0 && this.waiting.get(topic) === set) this.waiting.delete(topic);
+    };
+    return {
+      wait: async (ms) => {
+        let timer: NodeJS.Timeout | undefined;
+        const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+        try {
+          return await Promise.race([completed, timedOut]);
+        } finally {
+          clearTimeout(timer);
+        }
+      },
+      dispose,
+    };
+  }
+
+  private notify(topic: string): void {
+    for (const wake of this.waiting.get(topic) ?? []) wake();
+  }
+}

@@ -1,0 +1,32 @@
+import type { Client } from '@temporalio/client';
+import type { Sql } from '../db/connect';
+import type { TenantRow } from '../db/tenants';
+import type { Config } from '../lib/config';
+import type { Logger } from '../lib/logger';
+import type { CompletionWaiter } from './completions';
+
+/** What the API is built from; tests build it from the real PostgreSQL and Temporal too. */
+export interface ApiDeps {
+  sql: Sql;
+  temporal: Client;
+  completions: CompletionWaiter;
+  config: Pick<
+    Config,
+    | 'ADMIN_TOKEN'
+    | 'TASK_QUEUE'
+    | 'IDEMPOTENCY_RETENTION_SECONDS'
+    | 'IDEMPOTENCY_WAIT_MS'
+    | 'TEMPORAL_RPC_TIMEOUT_MS'
+    | 'AUTHORIZATION_WINDOW_SECONDS'
+  >;
+  logger: Logger;
+}
+
+export interface AppEnv {
+  Variables: {
+    requestId: string;
+    logger: Logger;
+    tenant: TenantRow;
+    idempotencyKey: string;
+  };
+}

@@ -1,0 +1,151 @@
+import type { Context } from 'hono';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord } from '../db/records';
+import { ApiError, errorResponse } from '../domain/errors';
+import { requestFingerprint } from '../domain/fingerprint';
+import { isTemporalUnavailable } from '../lib/temporal';
+import type { FinalResponse, ScopedKey } from '../shared/definitions';
+import type { ApiDeps, AppEnv } from './context';
+
+/** Header that advertises how long an outcome is remembered. */
+export const RETENTION_HEADER = 'Idempotency-Retention-Seconds';
+
+/** One mutating operation, as the idempotency protocol needs to know it. */
+export interface IdempotentOperation {
+  /** "METHOD /route/template": part of the scope, so a key on another route is another operation. */
+  operation: string;
+  /** Path parameters and validated body: what the fingerprint covers. */
+  params: Record<string, string>;
+  body: unknown;
+  /** Ids for a new claim: the workflow that runs the operation and the resource it acts on. */
+  claim(): { workflowId: string; resourceId: string };
+  /**
+   * Makes sure the workflow runs the operation. Must be idempotent: the first request and
+   * every duplicate call it. May return a final response decided at once (e.g. an update
+   * refused by its validator), which is then recorded and returned.
+   */
+  dispatch(record: IdempotencyRecord, scope: ScopedKey): Promise<FinalResponse | undefined>;
+  /** The resource in its current state, for a 202 while the outcome is not known yet. */
+  pending(record: IdempotencyRecord): Promise<{ body: unknown; location: string }>;
+}
+
+/**
+ * The idempotency protocol of every mutating endpoint (SPEC section 3):
+ *
+ * 1. A finished operation is served from PostgreSQL alone: stored status and bytes, with
+ *    Idempotent-Replayed: true. A different fingerprint under the same scoped key is 422.
+ * 2. Otherwise claim the scoped key (one INSERT; the primary key arbitrates races).
+ * 3. Dispatch to the deterministic workflow: a duplicate attaches to the same run.
+ * 4. Wait, bounded, for the workflow's final transaction to record the outcome, and answer
+ *    with it; if it is not known in time, 202 with the resource as it is now.
+ * Temporal unreachable before anything ran: the claim is given back and the answer is 503.
+ */
+export async function runIdempotent(c: Context<AppEnv>, deps: ApiDeps, op: IdempotentOperation): Promise<Response> {
+  const { sql, config } = deps;
+  const scope: ScopedKey = {
+    tenantId: c.var.tenant.id,
+    operation: op.operation,
+    key: c.var.idempotencyKey,
+    fingerprint: requestFingerprint(op.params, op.body),
+    retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS,
+  };
+
+  let record = await findRecord(sql, scope.tenantId, scope.operation, scope.key);
+  let owner = false;
+  if (!record) {
+    record = await claimRecord(sql, scope, op.claim());
+    owner = record !== null;
+    record ??= await findRecord(sql, scope.tenantId, scope.operation, scope.key);
+    if (!record) throw new Error('idempotency record vanished right after a conflicting claim');
+  }
+  if (record.fingerprint !== scope.fingerprint) {
+    throw new ApiError(
+      'idempotency_key_reused',
+      'This Idempotency-Key was already used with a different request. Use a new key for a new operation.',
+    );
+  }
+  const replayed = !owner;
+  const stored = storedResponse(record);
+  if (stored) return respond(c, stored, true);
+
+  const expectation = deps.completions.expect(scope.tenantId, scope.operation, scope.key);
+  try {
+    let decided: FinalResponse | undefined;
+    try {
+      decided = await withinTemporalDeadline(deps, () => op.dispatch(record, scope));
+    } catch (error) {
+      if (!isTemporalUnavailable(error)) throw error;
+      // Nothing ran: give the claim back so the client's retry really executes.
+      if (owner) await releaseClaim(sql, scope);
+      throw new ApiError('service_unavailable', 'The workflow engine is unreachable; nothing was executed. Retry later.', {}, { 'Retry-After': '2' });
+    }
+    if (decided) {
+      return respond(c, await completeRecord(sql, scope, { workflowId: record.workflow_id, resourceId: record.resource_id }, decided), replayed);
+    }
+    await expectation.wait(config.IDEMPOTENCY_WAIT_MS);
+  } finally {
+    expectation.dispose();
+  }
+
+  const latest = await findRecord(sql, scope.tenantId, scope.operation, scope.key);
+  const outcome = latest && storedResponse(latest);
+  if (outcome) return respond(c, outcome, replayed);
+  // Still running. 202 is not a final response: it is never stored.
+  const { body, location } = await op.pending(record);
+  return c.json(body as object, 202, { Location: location, 'Retry-After': '1' });
+}
+
+function respond(c: Context<AppEnv>, response: FinalResponse, replayed: boolean): Response {
+  c.header('Content-Type', 'application/json');
+  if (response.location) c.header('Location', response.location);
+  if (replayed) c.header('Idempotent-Replayed', 'true');
+  return c.body(response.body, response.status as 200);
+}
+
+/** Bounds every call to Temporal so an unreachable server turns into a prompt 503. */
+export function withinTemporalDeadline<T>(deps: ApiDeps, call: () => Promise<T>): Promise<T> {
+  return deps.temporal.connection.withDeadline(Date.now() + deps.config.TEMPORAL_RPC_TIMEOUT_MS, call);
+}
+
+/**
+ * Starts the operation's workflow, or attaches to it: USE_EXISTING joins the running run,
+ * and REJECT_DUPLICATE refuses a second run under the same id while history is retained.
+ * If the run already closed (its record expired or was lost), its result, the first
+ * final response, is returned, provided it ran the same request.
+ */
+export async function startOrAttach(
+  deps: ApiDeps,
+  scope: ScopedKey,
+  workflowType: string,
+  options: {
+    workflowId: string;
+    args: unknown[];
+    searchAttributes: { key: { name: string; type: string }; value: string }[];
+    memo: Record<string, unknown>;
+  },
+): Promise<FinalResponse | undefined> {
+  try {
+    await deps.temporal.workflow.start(workflowType, {
+      workflowId: options.workflowId,
+      taskQueue: deps.config.TASK_QUEUE,
+      args: options.args,
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      typedSearchAttributes: options.searchAttributes as never,
+      memo: { ...options.memo, fingerprint: scope.fingerprint, idempotency_key: scope.key },
+    });
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+  }
+  const handle = deps.temporal.workflow.getHandle(options.workflowId);
+  const description = await handle.describe();
+  const memo = (description.memo ?? {}) as { fingerprint?: string };
+  if (memo.fingerprint !== scope.fingerprint) {
+    return errorResponse('idempotency_key_reused', 'This Idempotency-Key was already used with a different request. Use a new key for a new operation.');
+  }
+  if (description.status.name !== 'COMPLETED') {
+    throw new ApiError('internal_error', `The operation's workflow ${options.workflowId} ended without an outcome (${description.status.name}).`);
+  }
+  return (await handle.result()) as FinalResponse;
+}

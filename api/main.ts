@@ -1,0 +1,31 @@
+import { serve } from '@hono/node-server';
+import { createSql } from '../db/connect';
+import { loadConfig } from '../lib/config';
+import { createLogger } from '../lib/logger';
+import { connectTemporal } from '../lib/temporal';
+import { createApp } from './app';
+import { CompletionWaiter } from './completions';
+
+/** The API process: parse the environment, build the app from real dependencies, serve it. */
+const config = loadConfig();
+const logger = createLogger({ name: 'api', level: config.LOG_LEVEL });
+const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-api' });
+const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE);
+const completions = new CompletionWaiter(sql, logger);
+await completions.start();
+
+const app = createApp({ sql, temporal, completions, config, logger });
+const server = serve({ fetch: app.fetch, port: config.PORT, hostname: process.env.HOST ?? '0.0.0.0' }, (info) =>
+  logger.info({ port: info.port }, `api listening on http://127.0.0.1:${info.port}`),
+);
+
+async function shutdown(signal: string) {
+  logger.info({ signal }, 'api shutting down');
+  server.close();
+  await completions.stop();
+  await temporal.connection.close().catch(() => {});
+  await sql.end({ timeout: 5 });
+  process.exit(0);
+}
+process.once('SIGINT', () => void shutdown('SIGINT'));
+process.once('SIGTERM', () => void shutdown('SIGTERM'));

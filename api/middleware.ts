@@ -1,0 +1,147 @@
+import type { Context, ErrorHandler, MiddlewareHandler } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import { bodyLimit } from 'hono/body-limit';
+import { timingSafeEqual } from 'node:crypto';
+import { findTenantByApiKey, type TenantRow } from '../db/tenants';
+import { ApiError, apiErrorBody, errorStatus } from '../domain/errors';
+import { newId } from '../domain/ids';
+import { isTemporalUnavailable } from '../lib/temporal';
+import type { ApiDeps, AppEnv } from './context';
+import { RETENTION_HEADER } from './idempotency';
+
+/** Request bodies above this are refused with 413 before they are parsed. */
+export const MAX_BODY_BYTES = 64 * 1024;
+
+/** 8 to 255 printable ASCII characters, no spaces (SPEC section 3). */
+const idempotencyKeyPattern = /^[\x21-\x7e]{8,255}$/;
+const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** A request id (the caller's X-Request-Id if sane, else a new one), echoed and logged. */
+export function requestContext(deps: ApiDeps): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const given = c.req.header('x-request-id');
+    const requestId = given && requestIdPattern.test(given) ? given : newId('req');
+    c.set('requestId', requestId);
+    c.set('logger', deps.logger.child({ request_id: requestId }));
+    c.header('X-Request-Id', requestId);
+    await next();
+  };
+}
+
+/** Bearer API key → tenant. Every read and write below this is scoped to that tenant. */
+export function authenticate(deps: ApiDeps): MiddlewareHandler<AppEnv> {
+  const cache = new TenantCache(deps);
+  return async (c, next) => {
+    const apiKey = bearer(c);
+    const tenant = apiKey ? await cache.get(apiKey) : null;
+    if (!tenant) throw new ApiError('unauthorized', 'Provide a valid API key as "Authorization: Bearer <api_key>".');
+    c.set('tenant', tenant);
+    c.set('logger', c.var.logger.child({ tenant_id: tenant.id }));
+    await next();
+  };
+}
+
+/**
+ * API keys resolve to tenants through a short-lived in-process cache: an indexed lookup
+ * per request otherwise doubles the database work of a replay. A tenant's data never comes
+ * from here, only its identity.
+ */
+class TenantCache {
+  private readonly entries = new Map<string, { tenant: TenantRow; until: number }>();
+  private static readonly ttlMs = 10_000;
+  constructor(private readonly deps: ApiDeps) {}
+  async get(apiKey: string): Promise<TenantRow | null> {
+    const hit = this.entries.get(apiKey);
+    if (hit && hit.until > Date.now()) return hit.tenant;
+    const tenant = await findTenantByApiKey(this.deps.sql, apiKey);
+    if (tenant) {
+      if (this.entries.size > 10_000) this.entries.clear();
+      this.entries.set(apiKey, { tenant, until: Date.now() + TenantCache.ttlMs });
+    }
+    return tenant;
+  }
+}
+
+export function adminOnly(deps: ApiDeps): MiddlewareHandler<AppEnv> {
+  const expected = Buffer.from(deps.config.ADMIN_TOKEN);
+  return async (c, next) => {
+    const given = Buffer.from(bearer(c) ?? '');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+      throw new ApiError('unauthorized', 'Provide the admin token as "Authorization: Bearer <ADMIN_TOKEN>".');
+    }
+    await next();
+  };
+}
+
+function bearer(c: Context): string | null {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '');
+  return match ? match[1]! : null;
+}
+
+/** JSON only, and not too much of it: 415 and 413 before anything is parsed. */
+export function jsonBody(): MiddlewareHandler<AppEnv> {
+  const limit = bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: () => {
+      throw new ApiError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`);
+    },
+  });
+  return async (c, next) => {
+    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
+    const hasBody = c.req.header('content-length') !== undefined && c.req.header('content-length') !== '0' || c.req.header('transfer-encoding') !== undefined;
+    const type = c.req.header('content-type');
+    if (hasBody && !/^application\/json\s*(;|$)/i.test(type ?? '')) {
+      throw new ApiError('unsupported_media_type', 'Send the body as JSON with "Content-Type: application/json".');
+    }
+    return limit(c, next);
+  };
+}
+
+/** Every mutating /v1 request carries a valid Idempotency-Key; the retention window is advertised. */
+export function requireIdempotencyKey(deps: ApiDeps): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    if (c.req.method !== 'POST') return next();
+    c.header(RETENTION_HEADER, String(deps.config.IDEMPOTENCY_RETENTION_SECONDS));
+    const key = c.req.header('idempotency-key');
+    if (key === undefined || key === '') {
+      throw new ApiError('idempotency_key_missing', 'Mutating requests need an "Idempotency-Key" header: a unique value per operation, reused on every retry.');
+    }
+    if (!idempotencyKeyPattern.test(key)) {
+      throw new ApiError('idempotency_key_invalid', 'The Idempotency-Key must be 8 to 255 printable ASCII characters without spaces.');
+    }
+    c.set('idempotencyKey', key);
+    await next();
+  };
+}
+
+/** PostgreSQL cannot be reached (refused, reset, timed out, shutting down). */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  const code = (error as { code?: string })?.code ?? '';
+  return (
+    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED'].includes(code) ||
+    code.startsWith('08') || // connection exceptions
+    code.startsWith('57P') // admin shutdown, crash shutdown, cannot connect now
+  );
+}
+
+/** The one place where errors become responses; nothing else leaks (no stack traces). */
+export function errorHandler(): ErrorHandler<AppEnv> {
+  return (error, c) => {
+    let apiError: ApiError;
+    if (error instanceof ApiError) {
+      apiError = error;
+    } else if (error instanceof HTTPException && error.status === 400) {
+      apiError = new ApiError('invalid_request', 'The body is not valid JSON.');
+    } else if (error instanceof HTTPException && error.status === 413) {
+      apiError = new ApiError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`);
+    } else if (isDatabaseUnavailable(error) || isTemporalUnavailable(error)) {
+      c.var.logger?.warn({ err: error }, 'dependency unavailable; failing closed');
+      apiError = new ApiError('service_unavailable', 'A dependency is unreachable; nothing was executed. Retry later.', {}, { 'Retry-After': '2' });
+    } else {
+      c.var.logger?.error({ err: error }, 'unhandled error');
+      apiError = new ApiError('internal_error', `An internal error occurred. Quote request id ${c.var.requestId ?? 'unknown'} to support.`);
+    }
+    for (const [name, value] of Object.entries(apiError.headers)) c.header(name, value);
+    return c.json(apiErrorBody(apiError.type, apiError.message, apiError.extra), errorStatus[apiError.type]);
+  };
+}

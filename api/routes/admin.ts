@@ -1,0 +1,56 @@
+import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
+import { createTenant, updateTenant, type TenantRow } from '../../db/tenants';
+import { ApiError } from '../../domain/errors';
+import type { ApiDeps, AppEnv } from '../context';
+import { CreatedTenant, CreateTenantBody, IdParam, Tenant, UpdateTenantBody } from '../schemas';
+import { errorResponses, jsonContent } from './openapi';
+
+const createTenantRoute = createRoute({
+  method: 'post',
+  path: '/admin/tenants',
+  tags: ['Admin'],
+  summary: 'Create a tenant (admin token)',
+  description: 'Returns the API key and the webhook signing secret once; only the key’s SHA-256 is stored.',
+  request: { body: { content: jsonContent(CreateTenantBody), required: true } },
+  responses: { 201: { description: 'The tenant, with its secrets.', content: jsonContent(CreatedTenant) }, ...errorResponses(['invalid_request', 'unauthorized', 'unsupported_media_type', 'payload_too_large']) },
+});
+
+const updateTenantRoute = createRoute({
+  method: 'patch',
+  path: '/admin/tenants/{id}',
+  tags: ['Admin'],
+  summary: "Set a tenant's webhook URL (admin token)",
+  request: { params: IdParam('tenant', 'ten_01jd6w8b3m4x0c2q7yk5h9t1ve'), body: { content: jsonContent(UpdateTenantBody), required: true } },
+  responses: { 200: { description: 'The tenant.', content: jsonContent(Tenant) }, ...errorResponses(['invalid_request', 'unauthorized', 'not_found', 'unsupported_media_type', 'payload_too_large']) },
+});
+
+function tenantResource(row: TenantRow) {
+  return {
+    id: row.id,
+    object: 'tenant' as const,
+    name: row.name,
+    api_key_prefix: row.api_key_prefix,
+    webhook_url: row.webhook_url,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+export function adminRoutes(deps: ApiDeps) {
+  const app = new OpenAPIHono<AppEnv>();
+
+  app.openapi(createTenantRoute, async (c) => {
+    const { tenant, apiKey } = await createTenant(deps.sql, c.req.valid('json').name);
+    c.var.logger.info({ tenant_id: tenant.id }, 'tenant created');
+    return c.json({ ...tenantResource(tenant), api_key: apiKey, webhook_secret: tenant.webhook_secret }, 201);
+  });
+
+  app.openapi(updateTenantRoute, async (c) => {
+    const body = c.req.valid('json');
+    const tenant = await updateTenant(deps.sql, c.req.valid('param').id, { webhookUrl: body.webhook_url, name: body.name });
+    if (!tenant) throw new ApiError('not_found', `No such tenant: ${c.req.valid('param').id}`);
+    return c.json(tenantResource(tenant), 200);
+  });
+
+  return app;
+}

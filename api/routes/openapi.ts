@@ -1,0 +1,84 @@
+import { z } from '@hono/zod-openapi';
+import type { ZodType } from 'zod';
+import { errorStatus, type ApiErrorType } from '../../domain/errors';
+import { ErrorBody } from '../schemas';
+import { RETENTION_HEADER } from '../idempotency';
+
+/** Shared pieces of the OpenAPI route definitions, so every route documents the same contract. */
+
+export const paymentIdExample = 'pay_01jd6w8b3m4x0c2q7yk5h9t1ve';
+
+export function jsonContent<T extends ZodType>(schema: T) {
+  return { 'application/json': { schema } };
+}
+
+/** The Idempotency-Key request header of every mutating endpoint. */
+export const mutatingHeaders = z.object({
+  'idempotency-key': z
+    .string()
+    .min(8)
+    .max(255)
+    .openapi({
+      param: { name: 'Idempotency-Key', in: 'header', required: true },
+      description: 'A unique value per operation (e.g. a UUID), reused on every retry of it. 8–255 printable ASCII characters, no spaces.',
+      example: '9c7c96d4-812e-47c1-b712-2899a5947f64',
+    }),
+});
+
+const responseHeaders = {
+  'Idempotent-Replayed': { description: '`true` when this is the stored response of an earlier delivery.', schema: { type: 'string' as const, enum: ['true'] } },
+  [RETENTION_HEADER]: { description: 'How long (seconds) the outcome of this key is remembered.', schema: { type: 'integer' as const } },
+  'X-Request-Id': { description: 'The request id, for support and logs.', schema: { type: 'string' as const } },
+};
+
+export const idempotentResponses = {
+  headers: responseHeaders,
+  pending: (schema: ZodType) => ({
+    202: {
+      description: 'Still processing: not a final response and never stored. Retry with the same key after `Retry-After` seconds, or poll `Location`.',
+      content: jsonContent(schema),
+      headers: {
+        ...responseHeaders,
+        Location: { description: 'The resource.', schema: { type: 'string' as const } },
+        'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer' as const } },
+      },
+    },
+  }),
+};
+
+const errorDescriptions: Record<ApiErrorType, string> = {
+  invalid_request: 'The request is invalid (the zod issues are listed in `error.issues`). Nothing was executed.',
+  idempotency_key_missing: 'The Idempotency-Key header is missing.',
+  idempotency_key_invalid: 'The Idempotency-Key header is malformed.',
+  unauthorized: 'Missing or invalid API key (or admin token).',
+  card_declined: 'The card was declined; `error.payment` is the declined payment. Retry the order with a new key.',
+  payment_failed: 'The payment failed for good; `error.payment` says why (money that moved was given back).',
+  refund_failed: 'The provider refused the refund; `error.refund` says why.',
+  not_found: 'No such object for this tenant.',
+  order_already_paid: 'The order already has a live or paid payment (`error.payment_id`). No charge was made.',
+  refund_exceeds_captured: 'The refund would take the refunded total above the captured amount.',
+  payment_not_capturable: 'The payment is not awaiting capture.',
+  payment_not_cancelable: 'The payment is not awaiting capture, so it cannot be voided.',
+  payment_not_refundable: 'Only captured payments can be refunded.',
+  capture_exceeds_authorized: 'The capture amount is above the authorized amount.',
+  payload_too_large: 'The body is larger than 64 KiB.',
+  unsupported_media_type: 'The body is not `application/json`.',
+  idempotency_key_reused: 'This key was used for a different request (another body or path). Nothing was executed.',
+  internal_error: 'An unexpected error; quote the request id.',
+  service_unavailable: 'PostgreSQL or Temporal is unreachable: nothing was executed. Retry after `Retry-After` seconds.',
+};
+
+/** The error responses a route can give, grouped by status, each type listed in the description. */
+export function errorResponses(types: ApiErrorType[]) {
+  const byStatus = new Map<number, ApiErrorType[]>();
+  for (const type of types) byStatus.set(errorStatus[type], [...(byStatus.get(errorStatus[type]) ?? []), type]);
+  const responses: Record<number, { description: string; content: ReturnType<typeof jsonContent>; headers?: object }> = {};
+  for (const [status, group] of byStatus) {
+    responses[status] = {
+      description: group.map((t) => `\`${t}\`: ${errorDescriptions[t]}`).join(' '),
+      content: jsonContent(ErrorBody),
+      ...(status === 503 ? { headers: { 'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' } } } } : {}),
+    };
+  }
+  return responses;
+}

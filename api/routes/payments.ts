@@ -1,0 +1,257 @@
+import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { getPayment, listPayments } from '../../db/payments';
+import type { IdempotencyRecord } from '../../db/records';
+import { ApiError, errorResponse, type ApiErrorType } from '../../domain/errors';
+import { looksLikeId, newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
+import { paymentLocation, paymentResource, type PaymentRow } from '../../domain/resources';
+import {
+  cancelUpdate,
+  captureUpdate,
+  FailureType,
+  OrderIdKey,
+  PaymentStatusKey,
+  TenantIdKey,
+  type FinalResponse,
+  type PaymentWorkflowInput,
+  type ScopedKey,
+} from '../../shared/definitions';
+import type { ApiDeps, AppEnv } from '../context';
+import { runIdempotent, startOrAttach } from '../idempotency';
+import {
+  CancelPaymentBody,
+  CapturePaymentBody,
+  CreatePaymentBody,
+  IdParam,
+  ListPaymentsQuery,
+  listOf,
+  Payment,
+} from '../schemas';
+import { errorResponses, idempotentResponses, mutatingHeaders, jsonContent, paymentIdExample } from './openapi';
+
+const createPayment = createRoute({
+  method: 'post',
+  path: '/v1/payments',
+  tags: ['Payments'],
+  summary: 'Create a payment (idempotent)',
+  description:
+    'Charges the payment method once, however often the request is delivered. 201 when `succeeded` or `requires_capture`; ' +
+    '402 `card_declined` (the body carries the declined payment); 202 while still `processing`; 409 `order_already_paid` ' +
+    'when the order already has a live or paid payment (no charge is made).',
+  request: { headers: mutatingHeaders, body: { content: jsonContent(CreatePaymentBody), required: true } },
+  responses: {
+    201: { description: 'Payment succeeded or authorized (manual capture).', content: jsonContent(Payment), headers: idempotentResponses.headers },
+    ...idempotentResponses.pending(Payment),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'card_declined', 'payment_failed', 'order_already_paid', 'payload_too_large', 'unsupported_media_type', 'idempotency_key_reused', 'service_unavailable']),
+  },
+});
+
+const getPaymentRoute = createRoute({
+  method: 'get',
+  path: '/v1/payments/{id}',
+  tags: ['Payments'],
+  summary: 'Retrieve a payment',
+  request: { params: IdParam('payment', paymentIdExample) },
+  responses: { 200: { description: 'The payment.', content: jsonContent(Payment) }, ...errorResponses(['unauthorized', 'not_found']) },
+});
+
+const listPaymentsRoute = createRoute({
+  method: 'get',
+  path: '/v1/payments',
+  tags: ['Payments'],
+  summary: 'List payments, newest first (optionally of one order)',
+  request: { query: ListPaymentsQuery },
+  responses: { 200: { description: 'A page of payments.', content: jsonContent(listOf(Payment, 'PaymentList')) }, ...errorResponses(['invalid_request', 'unauthorized']) },
+});
+
+const capturePayment = createRoute({
+  method: 'post',
+  path: '/v1/payments/{id}/capture',
+  tags: ['Payments'],
+  summary: 'Capture a manual-capture payment (idempotent)',
+  description: 'Captures all of the authorization, or `amount_minor` of it. 409 when the payment is not awaiting capture.',
+  request: { params: IdParam('payment', paymentIdExample), headers: mutatingHeaders, body: { content: jsonContent(CapturePaymentBody), required: false } },
+  responses: {
+    200: { description: 'Captured: the payment is `succeeded`.', content: jsonContent(Payment), headers: idempotentResponses.headers },
+    ...idempotentResponses.pending(Payment),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_capturable', 'capture_exceeds_authorized', 'payment_failed', 'idempotency_key_reused', 'service_unavailable']),
+  },
+});
+
+const cancelPayment = createRoute({
+  method: 'post',
+  path: '/v1/payments/{id}/cancel',
+  tags: ['Payments'],
+  summary: 'Cancel (void) a manual-capture payment (idempotent)',
+  request: { params: IdParam('payment', paymentIdExample), headers: mutatingHeaders, body: { content: jsonContent(CancelPaymentBody), required: false } },
+  responses: {
+    200: { description: 'Voided: the payment is `canceled`.', content: jsonContent(Payment), headers: idempotentResponses.headers },
+    ...idempotentResponses.pending(Payment),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_cancelable', 'idempotency_key_reused', 'service_unavailable']),
+  },
+});
+
+/** Where an update's rejection by the workflow becomes an HTTP outcome (recorded and replayed). */
+const refusals: Record<string, ApiErrorType> = {
+  [FailureType.PaymentNotCapturable]: 'payment_not_capturable',
+  [FailureType.PaymentNotCancelable]: 'payment_not_cancelable',
+  [FailureType.CaptureExceedsAuthorized]: 'capture_exceeds_authorized',
+};
+
+export function paymentRoutes(deps: ApiDeps) {
+  const app = new OpenAPIHono<AppEnv>();
+
+  /** The tenant's payment, or 404 (also for another tenant's id or a malformed one). */
+  async function tenantPayment(tenantId: string, id: string): Promise<PaymentRow> {
+    const payment = looksLikeId('pay', id) ? await getPayment(deps.sql, tenantId, id) : null;
+    if (!payment) throw new ApiError('not_found', `No such payment: ${id}`);
+    return payment;
+  }
+
+  app.openapi(createPayment, async (c) => {
+    const body = c.req.valid('json');
+    const tenantId = c.var.tenant.id;
+    return runIdempotent(c, deps, {
+      operation: 'POST /v1/payments',
+      params: {},
+      body,
+      claim: () => ({ workflowId: paymentWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('pay') }),
+      dispatch: (record, scope) => {
+        const input: PaymentWorkflowInput = {
+          paymentId: record.resource_id,
+          tenantId,
+          orderId: body.order_id,
+          amountMinor: body.amount_minor,
+          currency: body.currency,
+          paymentMethod: body.payment_method,
+          captureMethod: body.capture_method,
+          description: body.description,
+          metadata: body.metadata,
+          idempotency: scope,
+          requestId: c.var.requestId,
+          authorizationWindowMs: deps.config.AUTHORIZATION_WINDOW_SECONDS * 1000,
+        };
+        return startOrAttach(deps, scope, 'paymentWorkflow', {
+          workflowId: record.workflow_id,
+          args: [input],
+          searchAttributes: [
+            { key: TenantIdKey, value: tenantId },
+            { key: OrderIdKey, value: body.order_id },
+            { key: PaymentStatusKey, value: 'processing' },
+          ],
+          memo: { payment_id: record.resource_id, amount_minor: body.amount_minor, currency: body.currency, request_id: c.var.requestId },
+        });
+      },
+      pending: async (record) => {
+        // Before the workflow has persisted the intent, the payment is what was asked for.
+        const row = (await getPayment(deps.sql, tenantId, record.resource_id)) ?? {
+          id: record.resource_id,
+          tenant_id: tenantId,
+          order_id: body.order_id,
+          amount_minor: body.amount_minor,
+          currency: body.currency,
+          status: 'processing',
+          capture_method: body.capture_method,
+          payment_method: body.payment_method,
+          description: body.description,
+          metadata: body.metadata,
+          amount_captured_minor: 0,
+          amount_refunded_minor: 0,
+          provider_charge_id: null,
+          failure_code: null,
+          failure_message: null,
+          workflow_id: record.workflow_id,
+          created_at: record.created_at,
+          updated_at: record.created_at,
+        };
+        return { body: paymentResource(row), location: paymentLocation(row.id) };
+      },
+    }) as never;
+  });
+
+  app.openapi(getPaymentRoute, async (c) => {
+    const payment = await tenantPayment(c.var.tenant.id, c.req.valid('param').id);
+    return c.json(paymentResource(payment), 200);
+  });
+
+  app.openapi(listPaymentsRoute, async (c) => {
+    const query = c.req.valid('query');
+    const rows = await listPayments(deps.sql, c.var.tenant.id, {
+      limit: query.limit,
+      orderId: query.order_id,
+      startingAfter: query.starting_after,
+    });
+    return c.json({ object: 'list' as const, data: rows.slice(0, query.limit).map(paymentResource), has_more: rows.length > query.limit }, 200);
+  });
+
+  /** Capture and cancel: updates to the payment's running workflow, with validators. */
+  async function runCommand(c: Context<AppEnv>, kind: 'capture' | 'cancel', id: string, body: { amount_minor?: number }) {
+    const tenantId = c.var.tenant.id;
+    const payment = await tenantPayment(tenantId, id);
+    return runIdempotent(c, deps, {
+      operation: `POST /v1/payments/{id}/${kind}`,
+      params: { id },
+      body,
+      claim: () => ({ workflowId: payment.workflow_id, resourceId: payment.id }),
+      dispatch: (record, scope) => sendCommand(deps, record, scope, kind, body.amount_minor ?? null, c.var.requestId),
+      pending: async () => {
+        const row = (await getPayment(deps.sql, tenantId, payment.id))!;
+        return { body: paymentResource(row), location: paymentLocation(row.id) };
+      },
+    });
+  }
+
+  app.openapi(capturePayment, async (c) => runCommand(c, 'capture', c.req.valid('param').id, c.req.valid('json') ?? {}) as never);
+  app.openapi(cancelPayment, async (c) => runCommand(c, 'cancel', c.req.valid('param').id, c.req.valid('json') ?? {}) as never);
+
+  return app;
+}
+
+/**
+ * Sends capture or cancel to the payment's workflow as an Update, waiting only until it is
+ * accepted; the outcome is recorded by the workflow and reaches the caller like any other.
+ * The update id is derived from the scoped key, so a repeated delivery is deduplicated by
+ * Temporal too. A refusal by the validator is a definitive outcome and is returned.
+ */
+async function sendCommand(
+  deps: ApiDeps,
+  record: IdempotencyRecord,
+  scope: ScopedKey,
+  kind: 'capture' | 'cancel',
+  amountMinor: number | null,
+  requestId: string,
+): Promise<FinalResponse | undefined> {
+  const handle = deps.temporal.workflow.getHandle(record.workflow_id);
+  const notAllowed: ApiErrorType = kind === 'capture' ? 'payment_not_capturable' : 'payment_not_cancelable';
+  try {
+    if (kind === 'capture') {
+      await handle.startUpdate(captureUpdate, {
+        args: [{ amountMinor, idempotency: scope, requestId }],
+        updateId: paymentUpdateId(kind, scope.key),
+        waitForStage: 'ACCEPTED',
+      });
+    } else {
+      await handle.startUpdate(cancelUpdate, {
+        args: [{ idempotency: scope, requestId }],
+        updateId: paymentUpdateId(kind, scope.key),
+        waitForStage: 'ACCEPTED',
+      });
+    }
+    return undefined;
+  } catch (error) {
+    if (error instanceof WorkflowUpdateFailedError) {
+      const cause = error.cause;
+      const type = cause instanceof ApplicationFailure && cause.type ? refusals[cause.type] : undefined;
+      return errorResponse(type ?? notAllowed, cause?.message ?? error.message);
+    }
+    if (error instanceof WorkflowNotFoundError || /already completed/i.test(String((error as Error)?.message))) {
+      // The payment's workflow has finished: it is no longer awaiting capture.
+      const [row] = await deps.sql<{ status: string }[]>`SELECT status FROM payments WHERE id = ${record.resource_id}`;
+      return errorResponse(notAllowed, `payment ${record.resource_id} is ${row?.status ?? 'not awaiting capture'}`);
+    }
+    throw error;
+  }
+}
+

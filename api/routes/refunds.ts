@@ -1,0 +1,124 @@
+import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
+import { getPayment } from '../../db/payments';
+import { getRefund, listRefunds } from '../../db/refunds';
+import { ApiError } from '../../domain/errors';
+import { looksLikeId, newId, refundWorkflowId } from '../../domain/ids';
+import { refundLocation, refundResource, type PaymentRow } from '../../domain/resources';
+import { OrderIdKey, TenantIdKey, type RefundWorkflowInput } from '../../shared/definitions';
+import type { ApiDeps, AppEnv } from '../context';
+import { runIdempotent, startOrAttach } from '../idempotency';
+import { CreateRefundBody, IdParam, ListRefundsQuery, listOf, Refund } from '../schemas';
+import { errorResponses, idempotentResponses, jsonContent, mutatingHeaders, paymentIdExample } from './openapi';
+
+const createRefund = createRoute({
+  method: 'post',
+  path: '/v1/payments/{id}/refunds',
+  tags: ['Refunds'],
+  summary: 'Refund part or all of a captured payment (idempotent)',
+  description:
+    'Several partial refunds are allowed; their total never exceeds the captured amount (409 `refund_exceeds_captured`), ' +
+    'however many arrive at once. Each refund runs under its own key and provider sub-key.',
+  request: { params: IdParam('payment', paymentIdExample), headers: mutatingHeaders, body: { content: jsonContent(CreateRefundBody), required: true } },
+  responses: {
+    201: { description: 'Refunded.', content: jsonContent(Refund), headers: idempotentResponses.headers },
+    ...idempotentResponses.pending(Refund),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'refund_failed', 'not_found', 'refund_exceeds_captured', 'payment_not_refundable', 'idempotency_key_reused', 'service_unavailable']),
+  },
+});
+
+const listPaymentRefunds = createRoute({
+  method: 'get',
+  path: '/v1/payments/{id}/refunds',
+  tags: ['Refunds'],
+  summary: "List a payment's refunds, newest first",
+  request: { params: IdParam('payment', paymentIdExample), query: ListRefundsQuery },
+  responses: { 200: { description: 'A page of refunds.', content: jsonContent(listOf(Refund, 'RefundList')) }, ...errorResponses(['invalid_request', 'unauthorized', 'not_found']) },
+});
+
+const getRefundRoute = createRoute({
+  method: 'get',
+  path: '/v1/refunds/{id}',
+  tags: ['Refunds'],
+  summary: 'Retrieve a refund',
+  request: { params: IdParam('refund', 're_01jd6w8b3m4x0c2q7yk5h9t1ve') },
+  responses: { 200: { description: 'The refund.', content: jsonContent(Refund) }, ...errorResponses(['unauthorized', 'not_found']) },
+});
+
+export function refundRoutes(deps: ApiDeps) {
+  const app = new OpenAPIHono<AppEnv>();
+
+  async function tenantPayment(tenantId: string, id: string): Promise<PaymentRow> {
+    const payment = looksLikeId('pay', id) ? await getPayment(deps.sql, tenantId, id) : null;
+    if (!payment) throw new ApiError('not_found', `No such payment: ${id}`);
+    return payment;
+  }
+
+  app.openapi(createRefund, async (c) => {
+    const { id } = c.req.valid('param');
+    const body = c.req.valid('json');
+    const tenantId = c.var.tenant.id;
+    const payment = await tenantPayment(tenantId, id);
+    return runIdempotent(c, deps, {
+      operation: 'POST /v1/payments/{id}/refunds',
+      params: { id },
+      body,
+      claim: () => ({ workflowId: refundWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('re') }),
+      dispatch: (record, scope) => {
+        const input: RefundWorkflowInput = {
+          refundId: record.resource_id,
+          tenantId,
+          paymentId: payment.id,
+          amountMinor: body.amount_minor,
+          reason: body.reason,
+          idempotency: scope,
+          requestId: c.var.requestId,
+        };
+        return startOrAttach(deps, scope, 'refundWorkflow', {
+          workflowId: record.workflow_id,
+          args: [input],
+          searchAttributes: [
+            { key: TenantIdKey, value: tenantId },
+            { key: OrderIdKey, value: payment.order_id },
+          ],
+          memo: { refund_id: record.resource_id, payment_id: payment.id, amount_minor: body.amount_minor, currency: payment.currency, request_id: c.var.requestId },
+        });
+      },
+      pending: async (record) => {
+        const row = (await getRefund(deps.sql, tenantId, record.resource_id)) ?? {
+          id: record.resource_id,
+          tenant_id: tenantId,
+          payment_id: payment.id,
+          amount_minor: body.amount_minor,
+          currency: payment.currency,
+          status: 'pending' as const,
+          reason: body.reason,
+          refund_key: c.var.idempotencyKey,
+          provider_refund_id: null,
+          failure_code: null,
+          failure_message: null,
+          workflow_id: record.workflow_id,
+          created_at: record.created_at,
+          updated_at: record.created_at,
+        };
+        return { body: refundResource(row), location: refundLocation(row.id) };
+      },
+    }) as never;
+  });
+
+  app.openapi(listPaymentRefunds, async (c) => {
+    const { id } = c.req.valid('param');
+    const query = c.req.valid('query');
+    const payment = await tenantPayment(c.var.tenant.id, id);
+    const rows = await listRefunds(deps.sql, c.var.tenant.id, payment.id, { limit: query.limit, startingAfter: query.starting_after });
+    return c.json({ object: 'list' as const, data: rows.slice(0, query.limit).map(refundResource), has_more: rows.length > query.limit }, 200);
+  });
+
+  app.openapi(getRefundRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    const refund = looksLikeId('re', id) ? await getRefund(deps.sql, c.var.tenant.id, id) : null;
+    if (!refund) throw new ApiError('not_found', `No such refund: ${id}`);
+    return c.json(refundResource(refund), 200);
+  });
+
+  return app;
+}

@@ -1,0 +1,84 @@
+import type { Db } from './records';
+import type { PaymentRow } from '../domain/resources';
+import type { PaymentStatus, PaymentWorkflowInput } from '../shared/definitions';
+
+/** The statuses that hold an order: a second payment for it is refused (payments_one_live_per_order). */
+export const liveStatuses: PaymentStatus[] = ['processing', 'requires_capture', 'succeeded', 'refunded'];
+
+export type InsertPaymentResult = { kind: 'created' | 'exists'; payment: PaymentRow } | { kind: 'order_taken'; existingPaymentId: string };
+
+/**
+ * Persists the payment's intent (status processing) before any provider call. Idempotent:
+ * a second insert of the same id finds the first. The partial unique index refuses a
+ * second live payment for the order, whatever idempotency key it came with.
+ */
+export async function insertPayment(db: Db, input: PaymentWorkflowInput, workflowId: string): Promise<InsertPaymentResult> {
+  const [created] = await db<PaymentRow[]>`
+    INSERT INTO payments
+      (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method,
+       description, metadata, workflow_id)
+    VALUES
+      (${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
+       'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
+       ${db.json(input.metadata)}, ${workflowId})
+    ON CONFLICT DO NOTHING
+    RETURNING *`;
+  if (created) return { kind: 'created', payment: created };
+  const [mine] = await db<PaymentRow[]>`SELECT * FROM payments WHERE id = ${input.paymentId}`;
+  if (mine) return { kind: 'exists', payment: mine };
+  const [holder] = await db<{ id: string }[]>`
+    SELECT id FROM payments
+    WHERE tenant_id = ${input.tenantId} AND order_id = ${input.orderId} AND status IN ${db(liveStatuses)}`;
+  if (!holder) throw new Error(`payment ${input.paymentId} was neither inserted nor refused by the order guard`);
+  return { kind: 'order_taken', existingPaymentId: holder.id };
+}
+
+export async function getPayment(db: Db, tenantId: string, paymentId: string): Promise<PaymentRow | null> {
+  const [payment] = await db<PaymentRow[]>`SELECT * FROM payments WHERE id = ${paymentId} AND tenant_id = ${tenantId}`;
+  return payment ?? null;
+}
+
+/** Locks the payment row for the rest of the transaction (state transitions serialize on it). */
+export async function lockPayment(db: Db, paymentId: string): Promise<PaymentRow> {
+  const [payment] = await db<PaymentRow[]>`SELECT * FROM payments WHERE id = ${paymentId} FOR UPDATE`;
+  if (!payment) throw new Error(`payment ${paymentId} not found`);
+  return payment;
+}
+
+export interface PaymentChange {
+  status: PaymentStatus;
+  providerChargeId?: string | null;
+  amountCapturedMinor?: number;
+  failure?: { code: string; message: string } | null;
+}
+
+/** Moves a payment from one status to the next; returns null if it was not in `from` (already moved). */
+export async function transitionPayment(db: Db, paymentId: string, from: PaymentStatus[], change: PaymentChange): Promise<PaymentRow | null> {
+  const [payment] = await db<PaymentRow[]>`
+    UPDATE payments SET
+      status = ${change.status},
+      provider_charge_id = ${change.providerChargeId === undefined ? db`provider_charge_id` : change.providerChargeId},
+      amount_captured_minor = ${change.amountCapturedMinor ?? db`amount_captured_minor`},
+      failure_code = ${change.failure === undefined ? db`failure_code` : (change.failure?.code ?? null)},
+      failure_message = ${change.failure === undefined ? db`failure_message` : (change.failure?.message ?? null)},
+      updated_at = now()
+    WHERE id = ${paymentId} AND status IN ${db(from)}
+    RETURNING *`;
+  return payment ?? null;
+}
+
+export interface PageQuery {
+  limit: number;
+  startingAfter?: string;
+}
+
+/** Newest first; `startingAfter` continues after that id (ids sort by creation time). */
+export async function listPayments(db: Db, tenantId: string, query: PageQuery & { orderId?: string }): Promise<PaymentRow[]> {
+  return db<PaymentRow[]>`
+    SELECT * FROM payments
+    WHERE tenant_id = ${tenantId}
+      ${query.orderId !== undefined ? db`AND order_id = ${query.orderId}` : db``}
+      ${query.startingAfter !== undefined ? db`AND id < ${query.startingAfter}` : db``}
+    ORDER BY id DESC
+    LIMIT ${query.limit + 1}`;
+}

@@ -1,0 +1,63 @@
+import type { Db } from './records';
+import type { RefundRow } from '../domain/resources';
+import type { RefundWorkflowInput } from '../shared/definitions';
+
+/**
+ * Reserves the refund's amount on the payment and inserts it as pending, in the caller's
+ * transaction, which must hold the payment row lock (lockPayment): concurrent refunds of
+ * one payment are decided one after the other, and the CHECK on payments keeps the total
+ * under the captured amount even if this code were wrong.
+ * Idempotent: the refund already exists on a replay, and nothing is reserved twice.
+ */
+export async function reserveRefund(db: Db, input: RefundWorkflowInput, currency: string, workflowId: string): Promise<RefundRow> {
+  const [existing] = await db<RefundRow[]>`SELECT * FROM refunds WHERE id = ${input.refundId}`;
+  if (existing) return existing;
+  const [refund] = await db<RefundRow[]>`
+    INSERT INTO refunds (id, tenant_id, payment_id, amount_minor, currency, status, reason, refund_key, workflow_id)
+    VALUES (${input.refundId}, ${input.tenantId}, ${input.paymentId}, ${input.amountMinor}, ${currency},
+            'pending', ${input.reason}, ${input.idempotency.key}, ${workflowId})
+    RETURNING *`;
+  await db`
+    UPDATE payments SET amount_refunded_minor = amount_refunded_minor + ${input.amountMinor}, updated_at = now()
+    WHERE id = ${input.paymentId}`;
+  return refund!;
+}
+
+export async function getRefund(db: Db, tenantId: string, refundId: string): Promise<RefundRow | null> {
+  const [refund] = await db<RefundRow[]>`SELECT * FROM refunds WHERE id = ${refundId} AND tenant_id = ${tenantId}`;
+  return refund ?? null;
+}
+
+export async function listRefunds(db: Db, tenantId: string, paymentId: string, query: { limit: number; startingAfter?: string }): Promise<RefundRow[]> {
+  return db<RefundRow[]>`
+    SELECT * FROM refunds
+    WHERE tenant_id = ${tenantId} AND payment_id = ${paymentId}
+      ${query.startingAfter !== undefined ? db`AND id < ${query.startingAfter}` : db``}
+    ORDER BY id DESC
+    LIMIT ${query.limit + 1}`;
+}
+
+/** Settles a pending refund; null if it was settled before (a replayed activity). */
+export async function settleRefund(
+  db: Db,
+  refundId: string,
+  outcome: { status: 'succeeded'; providerRefundId: string } | { status: 'failed'; providerRefundId: string | null; failure: { code: string; message: string } },
+): Promise<RefundRow | null> {
+  const failure = outcome.status === 'failed' ? outcome.failure : null;
+  const [refund] = await db<RefundRow[]>`
+    UPDATE refunds SET
+      status = ${outcome.status},
+      provider_refund_id = ${outcome.providerRefundId},
+      failure_code = ${failure?.code ?? null},
+      failure_message = ${failure?.message ?? null},
+      updated_at = now()
+    WHERE id = ${refundId} AND status = 'pending'
+    RETURNING *`;
+  if (refund && outcome.status === 'failed') {
+    // A failed refund gives its reservation back.
+    await db`
+      UPDATE payments SET amount_refunded_minor = amount_refunded_minor - ${refund.amount_minor}, updated_at = now()
+      WHERE id = ${refund.payment_id}`;
+  }
+  return refund ?? null;
+}

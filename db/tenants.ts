@@ -1,0 +1,47 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Db } from './records';
+import { newId } from '../domain/ids';
+
+export interface TenantRow {
+  id: string;
+  name: string;
+  api_key_prefix: string;
+  webhook_secret: string;
+  webhook_url: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** API keys are 256 random bits behind a recognisable prefix; only their SHA-256 is stored. */
+export function hashApiKey(apiKey: string): Buffer {
+  return createHash('sha256').update(apiKey).digest();
+}
+
+export async function createTenant(db: Db, name: string) {
+  const apiKey = `sk_${randomBytes(32).toString('base64url')}`;
+  // Standard Webhooks secrets are "whsec_" + base64 of the signing key.
+  const webhookSecret = `whsec_${randomBytes(32).toString('base64')}`;
+  const [tenant] = await db<TenantRow[]>`
+    INSERT INTO tenants (id, name, api_key_hash, api_key_prefix, webhook_secret)
+    VALUES (${newId('ten')}, ${name}, ${hashApiKey(apiKey)}, ${apiKey.slice(0, 7)}, ${webhookSecret})
+    RETURNING id, name, api_key_prefix, webhook_secret, webhook_url, created_at, updated_at`;
+  return { tenant: tenant!, apiKey };
+}
+
+export async function findTenantByApiKey(db: Db, apiKey: string): Promise<TenantRow | null> {
+  const [tenant] = await db<TenantRow[]>`
+    SELECT id, name, api_key_prefix, webhook_secret, webhook_url, created_at, updated_at
+    FROM tenants WHERE api_key_hash = ${hashApiKey(apiKey)}`;
+  return tenant ?? null;
+}
+
+export async function updateTenant(db: Db, id: string, patch: { webhookUrl?: string | null; name?: string }): Promise<TenantRow | null> {
+  const [tenant] = await db<TenantRow[]>`
+    UPDATE tenants SET
+      webhook_url = ${patch.webhookUrl === undefined ? db`webhook_url` : patch.webhookUrl},
+      name = ${patch.name ?? db`name`},
+      updated_at = now()
+    WHERE id = ${id}
+    RETURNING id, name, api_key_prefix, webhook_secret, webhook_url, created_at, updated_at`;
+  return tenant ?? null;
+}

@@ -1,0 +1,58 @@
+import type { FinalResponse } from '../shared/definitions';
+
+/**
+ * Every error this API answers with: its HTTP status, in one place. Handlers, the
+ * idempotency layer and the activities that record business outcomes all build error
+ * bodies through apiError(), so a type always carries the same status.
+ */
+export const errorStatus = {
+  invalid_request: 400,
+  idempotency_key_missing: 400,
+  idempotency_key_invalid: 400,
+  unauthorized: 401,
+  card_declined: 402,
+  payment_failed: 402,
+  refund_failed: 402,
+  not_found: 404,
+  order_already_paid: 409,
+  refund_exceeds_captured: 409,
+  payment_not_capturable: 409,
+  payment_not_cancelable: 409,
+  payment_not_refundable: 409,
+  capture_exceeds_authorized: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  idempotency_key_reused: 422,
+  internal_error: 500,
+  service_unavailable: 503,
+} as const;
+
+export type ApiErrorType = keyof typeof errorStatus;
+
+export interface ApiErrorBody {
+  error: { type: ApiErrorType; message: string; [extra: string]: unknown };
+}
+
+export function apiErrorBody(type: ApiErrorType, message: string, extra: Record<string, unknown> = {}): ApiErrorBody {
+  return { error: { type, message, ...extra } };
+}
+
+/** An error as a final response, ready to be recorded in the idempotency store. */
+export function errorResponse(type: ApiErrorType, message: string, extra: Record<string, unknown> = {}): FinalResponse {
+  return { status: errorStatus[type], body: JSON.stringify(apiErrorBody(type, message, extra)), location: null };
+}
+
+/** Thrown anywhere in the API to answer with this error; the one error handler renders it. */
+export class ApiError extends Error {
+  constructor(
+    readonly type: ApiErrorType,
+    message: string,
+    readonly extra: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+  get status(): number {
+    return errorStatus[this.type];
+  }
+}

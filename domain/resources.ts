@@ -1,0 +1,89 @@
+import type { CaptureMethod, PaymentStatus } from '../shared/definitions';
+
+/** A payments row as postgres.js returns it (money as exact integers, see db/connect.ts). */
+export interface PaymentRow {
+  id: string;
+  tenant_id: string;
+  order_id: string;
+  amount_minor: number;
+  currency: string;
+  status: PaymentStatus;
+  capture_method: CaptureMethod;
+  payment_method: string;
+  description: string | null;
+  metadata: Record<string, string>;
+  amount_captured_minor: number;
+  amount_refunded_minor: number;
+  provider_charge_id: string | null;
+  failure_code: string | null;
+  failure_message: string | null;
+  workflow_id: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface RefundRow {
+  id: string;
+  tenant_id: string;
+  payment_id: string;
+  amount_minor: number;
+  currency: string;
+  status: 'pending' | 'succeeded' | 'failed';
+  reason: string | null;
+  refund_key: string;
+  provider_refund_id: string | null;
+  failure_code: string | null;
+  failure_message: string | null;
+  workflow_id: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The payment object of the HTTP API (SPEC section 3). Field order is part of the bytes. */
+export function paymentResource(row: PaymentRow) {
+  return {
+    id: row.id,
+    object: 'payment' as const,
+    order_id: row.order_id,
+    amount_minor: row.amount_minor,
+    currency: row.currency,
+    status: row.status,
+    capture_method: row.capture_method,
+    amount_captured_minor: row.amount_captured_minor,
+    amount_refunded_minor: row.amount_refunded_minor,
+    payment_method: row.payment_method,
+    description: row.description,
+    provider_charge_id: row.provider_charge_id,
+    failure: row.failure_code ? { code: row.failure_code, message: row.failure_message ?? '' } : null,
+    workflow_id: row.workflow_id,
+    metadata: row.metadata,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+export type PaymentResource = ReturnType<typeof paymentResource>;
+
+/** The refund object of the HTTP API. */
+export function refundResource(row: RefundRow) {
+  return {
+    id: row.id,
+    object: 'refund' as const,
+    payment_id: row.payment_id,
+    amount_minor: row.amount_minor,
+    currency: row.currency,
+    status: row.status,
+    reason: row.reason,
+    failure: row.failure_code ? { code: row.failure_code, message: row.failure_message ?? '' } : null,
+    workflow_id: row.workflow_id,
+    created_at: row.created_at.toISOString(),
+  };
+}
+export type RefundResource = ReturnType<typeof refundResource>;
+
+export function paymentLocation(paymentId: string): string {
+  return `/v1/payments/${paymentId}`;
+}
+
+export function refundLocation(refundId: string): string {
+  return `/v1/refunds/${refundId}`;
+}

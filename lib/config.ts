@@ -1,0 +1,57 @@
+import { z } from 'zod';
+
+const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+
+/**
+ * The environment, parsed once at start-up. Every process (API, worker, dev launcher) reads
+ * the same variables; each uses the ones it needs. Documented in the README.
+ */
+const schema = z
+  .object({
+    NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+    PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    DATABASE_URL: z.string().min(1).default('postgres://postgres@127.0.0.1:5432/payments'),
+    DATABASE_POOL_SIZE: z.coerce.number().int().positive().default(10),
+    TEMPORAL_ADDRESS: z.string().min(1).default('127.0.0.1:7233'),
+    TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+    TASK_QUEUE: z.string().min(1).default('payments'),
+    /** Bearer token of the /admin endpoints. A development default is used outside production. */
+    ADMIN_TOKEN: z.string().min(16).optional(),
+    /** How long an idempotency key's outcome is remembered (default 72 h, above any sane retry horizon). */
+    IDEMPOTENCY_RETENTION_SECONDS: seconds(72 * 3600),
+    /** How long a request waits for its operation's outcome before answering 202. */
+    IDEMPOTENCY_WAIT_MS: z.coerce.number().int().min(0).default(5000),
+    /** Upper bound on any one call to Temporal from the API; past it the API answers 503. */
+    TEMPORAL_RPC_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
+    /** How long a manual-capture authorization may wait before it is voided (default 7 days). */
+    AUTHORIZATION_WINDOW_SECONDS: seconds(7 * 24 * 3600),
+    PROVIDER_URL: z.string().url().default('http://127.0.0.1:4010'),
+    /** One provider call; past it the outcome is unknown and the next attempt looks it up first. */
+    PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+    /** Outbox relay: first retry delay, doubled per attempt up to the cap, for this many attempts. */
+    WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().positive().default(5_000),
+    WEBHOOK_RETRY_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
+    WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().positive().default(12),
+    WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+    /** How often the retention job deletes expired idempotency records. */
+    RETENTION_JOB_INTERVAL_SECONDS: seconds(300),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  })
+  .transform((env, ctx) => {
+    if (env.NODE_ENV === 'production' && !env.ADMIN_TOKEN) {
+      ctx.addIssue({ code: 'custom', path: ['ADMIN_TOKEN'], message: 'ADMIN_TOKEN is required in production' });
+      return z.NEVER;
+    }
+    return { ...env, ADMIN_TOKEN: env.ADMIN_TOKEN ?? 'dev-admin-token-change-me' };
+  });
+
+export type Config = z.output<typeof schema>;
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new Error(`invalid configuration: ${problems}`);
+  }
+  return parsed.data;
+}

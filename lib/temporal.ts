@@ -1,0 +1,24 @@
+import { Client, Connection, isGrpcServiceError } from '@temporalio/client';
+
+export async function connectTemporal(address: string, namespace: string): Promise<Client> {
+  // Lazy: the API starts (and reports not-ready) while Temporal is still coming up.
+  const connection = Connection.lazy({ address });
+  return new Client({ connection, namespace });
+}
+
+/** gRPC status codes: CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNAVAILABLE. */
+const unavailableCodes = new Set([1, 4, 8, 14]);
+
+/**
+ * Temporal could not be reached or did not answer in time: the operation did not run (or
+ * its start is unknown) and the API fails closed with 503.
+ */
+export function isTemporalUnavailable(error: unknown): boolean {
+  if (isGrpcServiceError(error)) {
+    return unavailableCodes.has(error.code);
+  }
+  const cause = (error as { cause?: unknown })?.cause;
+  if (cause && cause !== error) return isTemporalUnavailable(cause);
+  const message = String((error as Error)?.message ?? '');
+  return /UNAVAILABLE|DEADLINE_EXCEEDED|Failed to connect|ECONNREFUSED|deadline/i.test(message);
+}

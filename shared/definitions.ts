@@ -1,0 +1,107 @@
+/**
+ * What the API, the worker and the workflows share: task queue, workflow inputs and
+ * results, update and query definitions, search attribute keys. Imported by workflow code,
+ * so it must stay free of Node, I/O and clocks.
+ */
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { defineQuery, defineUpdate } from '@temporalio/workflow';
+
+export const DEFAULT_TASK_QUEUE = 'payments';
+
+export type PaymentStatus =
+  | 'processing'
+  | 'requires_capture'
+  | 'succeeded'
+  | 'declined'
+  | 'failed'
+  | 'canceled'
+  | 'refunded';
+
+export type CaptureMethod = 'automatic' | 'manual';
+
+/** The scoped idempotency key an operation runs under, and the fingerprint of its input. */
+export interface ScopedKey {
+  tenantId: string;
+  /** "METHOD /route/template", e.g. "POST /v1/payments". */
+  operation: string;
+  key: string;
+  fingerprint: string;
+  /** How long the outcome is remembered after it is recorded (advertised by the API). */
+  retentionSeconds: number;
+}
+
+/** A final HTTP response, recorded once in the idempotency store and replayed byte for byte. */
+export interface FinalResponse {
+  status: number;
+  body: string;
+  location: string | null;
+}
+
+/** Input of paymentWorkflow: one payment, as validated by the API. */
+export interface PaymentWorkflowInput {
+  paymentId: string;
+  tenantId: string;
+  orderId: string;
+  amountMinor: number;
+  currency: string;
+  paymentMethod: string;
+  captureMethod: CaptureMethod;
+  description: string | null;
+  metadata: Record<string, string>;
+  idempotency: ScopedKey;
+  requestId: string;
+  /** How long a manual-capture authorization may wait before it is voided. */
+  authorizationWindowMs: number;
+}
+
+/** Input of the capture update: capture all (amountMinor omitted) or part of an authorization. */
+export interface CaptureRequest {
+  amountMinor: number | null;
+  idempotency: ScopedKey;
+  requestId: string;
+}
+
+/** Input of the cancel update: void an uncaptured authorization. */
+export interface CancelRequest {
+  idempotency: ScopedKey;
+  requestId: string;
+}
+
+/** Input of refundWorkflow: one refund of a captured payment. */
+export interface RefundWorkflowInput {
+  refundId: string;
+  tenantId: string;
+  paymentId: string;
+  amountMinor: number;
+  reason: string | null;
+  idempotency: ScopedKey;
+  requestId: string;
+}
+
+/** Capture a manual-capture payment. Rejected by its validator unless the payment awaits capture. */
+export const captureUpdate = defineUpdate<FinalResponse, [CaptureRequest]>('capture');
+/** Cancel (void) a manual-capture payment. Rejected by its validator unless it awaits capture. */
+export const cancelUpdate = defineUpdate<FinalResponse, [CancelRequest]>('cancel');
+/** The payment's current status, as the workflow knows it. */
+export const paymentStatusQuery = defineQuery<PaymentStatus>('paymentStatus');
+
+export const TenantIdKey = defineSearchAttributeKey('TenantId', SearchAttributeType.KEYWORD);
+export const OrderIdKey = defineSearchAttributeKey('OrderId', SearchAttributeType.KEYWORD);
+export const PaymentStatusKey = defineSearchAttributeKey('PaymentStatus', SearchAttributeType.KEYWORD);
+
+/**
+ * Failure types that cross the workflow boundary (ApplicationFailure.type). One closed set;
+ * the API maps update rejections of these types to HTTP responses in one place.
+ */
+export const FailureType = {
+  /** The ledger refuses the posting for good (e.g. a frozen account): compensate. */
+  LedgerRejected: 'LedgerRejected',
+  /** The provider refused the request itself; nothing happened there. */
+  ProviderRejected: 'ProviderRejected',
+  /** Update validator: the payment is not in a state that allows this command. */
+  PaymentNotCapturable: 'PaymentNotCapturable',
+  PaymentNotCancelable: 'PaymentNotCancelable',
+  /** Update validator: capture amount above what was authorized. */
+  CaptureExceedsAuthorized: 'CaptureExceedsAuthorized',
+} as const;
+export type FailureType = (typeof FailureType)[keyof typeof FailureType];

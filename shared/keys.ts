@@ -1,0 +1,23 @@
+/** Identifiers derived from our own records. Pure string functions: workflows use them too. */
+
+/**
+ * Provider idempotency keys, derived from our own records (payment or refund + step), never
+ * from the client's string and never random: a restarted worker rebuilds the same key, and
+ * the provider deduplicates our retries.
+ */
+export const providerSubKey = {
+  charge: (paymentId: string) => `${paymentId}:charge`,
+  capture: (paymentId: string) => `${paymentId}:capture`,
+  void: (paymentId: string) => `${paymentId}:void`,
+  /** The compensating refund when a captured payment cannot complete. */
+  compensation: (paymentId: string) => `${paymentId}:compensation`,
+  refund: (refundId: string) => `${refundId}:refund`,
+};
+
+/** The business events that may each be recorded once, in the ledger and in the outbox. */
+export const businessEventKey = {
+  paymentCapture: (paymentId: string) => `payment:${paymentId}:capture`,
+  paymentEvent: (paymentId: string, type: string) => `payment:${paymentId}:${type}`,
+  refund: (refundId: string) => `refund:${refundId}`,
+  refundEvent: (refundId: string, type: string) => `refund:${refundId}:${type}`,
+};

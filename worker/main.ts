@@ -1,0 +1,56 @@
+import { NativeConnection } from '@temporalio/worker';
+import { createSql } from '../db/connect';
+import { loadConfig } from '../lib/config';
+import { createLogger } from '../lib/logger';
+import { SandboxProvider } from '../provider/sandbox-client';
+import { OutboxRelay } from './outbox-relay';
+import { RetentionJob } from './retention';
+import { createPaymentWorker } from './worker';
+
+/** The worker process: Temporal worker (workflows + activities), outbox relay and retention job. */
+const config = loadConfig();
+const logger = createLogger({ name: 'worker', level: config.LOG_LEVEL });
+const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-worker' });
+const provider = new SandboxProvider({ baseUrl: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS });
+
+const connection = await connectWithRetry(config.TEMPORAL_ADDRESS);
+const worker = await createPaymentWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TASK_QUEUE, deps: { sql, provider } });
+const relay = new OutboxRelay(sql, logger, {
+  retryBaseMs: config.WEBHOOK_RETRY_BASE_MS,
+  retryMaxMs: config.WEBHOOK_RETRY_MAX_MS,
+  maxAttempts: config.WEBHOOK_MAX_ATTEMPTS,
+  timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+  batchSize: 50,
+  pollMs: 1000,
+});
+const retention = new RetentionJob(sql, logger, config.RETENTION_JOB_INTERVAL_SECONDS * 1000);
+await relay.start();
+retention.start();
+logger.info({ taskQueue: config.TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
+
+const shutdown = (signal: string) => {
+  logger.info({ signal }, 'worker shutting down');
+  worker.shutdown();
+};
+process.once('SIGINT', () => shutdown('SIGINT'));
+process.once('SIGTERM', () => shutdown('SIGTERM'));
+
+await worker.run();
+await relay.stop();
+retention.stop();
+await connection.close();
+await sql.end({ timeout: 5 });
+process.exit(0);
+
+/** The worker may start before Temporal is up (docker-compose, npm start): wait for it. */
+async function connectWithRetry(address: string): Promise<NativeConnection> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await NativeConnection.connect({ address });
+    } catch (error) {
+      if (attempt >= 60) throw error;
+      logger.warn({ attempt, address }, 'Temporal not reachable yet; retrying');
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}

@@ -1,0 +1,166 @@
+import { Webhook } from 'standardwebhooks';
+import type { Sql } from '../db/connect';
+import type { EventPayload } from '../db/outbox';
+import type { Logger } from '../lib/logger';
+
+export interface RelayOptions {
+  /** First retry delay; doubled per failed attempt up to retryMaxMs, with ±20% jitter. */
+  retryBaseMs: number;
+  retryMaxMs: number;
+  /** After this many failed attempts the event is marked failed (still listed in GET /v1/events). */
+  maxAttempts: number;
+  /** One delivery attempt. */
+  timeoutMs: number;
+  batchSize: number;
+  /** Polling interval; NOTIFY wakes the relay sooner. */
+  pollMs: number;
+}
+
+interface ClaimedEvent {
+  id: string;
+  tenant_id: string;
+  payload: EventPayload;
+  attempts: number;
+  webhook_url: string | null;
+  webhook_secret: string;
+}
+
+/** The delay before attempt `failedAttempts + 1`: exponential, capped, jittered. */
+export function retryDelayMs(failedAttempts: number, options: Pick<RelayOptions, 'retryBaseMs' | 'retryMaxMs'>, random = Math.random): number {
+  const exponential = Math.min(options.retryMaxMs, options.retryBaseMs * 2 ** Math.max(0, failedAttempts - 1));
+  return Math.round(exponential * (0.8 + 0.4 * random()));
+}
+
+/**
+ * Delivers outbox events to each tenant's webhook_url, signed per Standard Webhooks
+ * (webhook-id = event id, webhook-timestamp, webhook-signature). At least once: an event
+ * is claimed with a lease, so a relay that crashes mid-delivery leaves it to be delivered
+ * again after the lease; the event id is the receiver's dedupe key. Every attempt is recorded
+ * in webhook_deliveries. Any number of relays can run: SKIP LOCKED keeps them apart.
+ */
+export class OutboxRelay {
+  private timer: NodeJS.Timeout | null = null;
+  private unlisten: (() => Promise<void>) | null = null;
+  private running: Promise<void> | null = null;
+  private again = false;
+  private stopped = false;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly logger: Logger,
+    private readonly options: RelayOptions,
+  ) {}
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    try {
+      const subscription = await this.sql.listen('outbox_event', () => this.kick());
+      this.unlisten = subscription.unlisten;
+    } catch (error) {
+      this.logger.warn({ err: error }, 'outbox relay cannot LISTEN; polling only');
+    }
+    this.timer = setInterval(() => this.kick(), this.options.pollMs);
+    this.kick();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.unlisten?.().catch(() => {});
+    await this.running;
+  }
+
+  /** Runs a pass now, or right after the current one. */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        try {
+          while (!this.stopped && (await this.deliverBatch()) === this.options.batchSize);
+        } catch (error) {
+          this.logger.warn({ err: error }, 'outbox relay pass failed; will retry');
+        }
+      } while (this.again && !this.stopped);
+      this.running = null;
+    })();
+  }
+
+  /** Claims due events and delivers them; returns how many were claimed. */
+  async deliverBatch(): Promise<number> {
+    // The lease outlasts one attempt, so a live relay never loses its claim mid-delivery.
+    const leaseMs = this.options.timeoutMs + 30_000;
+    const claimed = await this.sql<ClaimedEvent[]>`
+      UPDATE outbox_events e SET locked_until = now() + make_interval(secs => ${leaseMs / 1000})
+      FROM tenants t
+      WHERE t.id = e.tenant_id AND e.id IN (
+        SELECT id FROM outbox_events
+        WHERE delivery_state = 'pending' AND next_attempt_at <= now()
+          AND (locked_until IS NULL OR locked_until < now())
+        ORDER BY next_attempt_at
+        LIMIT ${this.options.batchSize}
+        FOR UPDATE SKIP LOCKED
+      )
+      RETURNING e.id, e.tenant_id, e.payload, e.attempts, t.webhook_url, t.webhook_secret`;
+    await Promise.all(claimed.map((event) => this.deliver(event)));
+    return claimed.length;
+  }
+
+  private async deliver(event: ClaimedEvent): Promise<void> {
+    if (!event.webhook_url) {
+      // No endpoint: the event stays available through GET /v1/events.
+      await this.sql`UPDATE outbox_events SET delivery_state = 'skipped', locked_until = NULL WHERE id = ${event.id}`;
+      return;
+    }
+    const attempt = event.attempts + 1;
+    const body = JSON.stringify(event.payload);
+    const started = Date.now();
+    let status: number | null = null;
+    let error: string | null = null;
+    try {
+      const timestamp = new Date();
+      const response = await fetch(event.webhook_url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'payment-orchestrator-webhooks/1',
+          'webhook-id': event.id,
+          'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
+          'webhook-signature': new Webhook(event.webhook_secret).sign(event.id, timestamp, body),
+        },
+        body,
+        signal: AbortSignal.timeout(this.options.timeoutMs),
+        redirect: 'manual',
+      });
+      status = response.status;
+      await response.body?.cancel().catch(() => {});
+      if (status < 200 || status >= 300) error = `HTTP ${status}`;
+    } catch (failure) {
+      error = failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure);
+    }
+    const delivered = error === null;
+    const exhausted = !delivered && attempt >= this.options.maxAttempts;
+    const delayMs = retryDelayMs(attempt, this.options);
+    await this.sql.begin(async (tx) => {
+      await tx`
+        INSERT INTO webhook_deliveries (event_id, attempt, url, response_status, error, duration_ms)
+        VALUES (${event.id}, ${attempt}, ${event.webhook_url}, ${status}, ${error}, ${Date.now() - started})
+        ON CONFLICT (event_id, attempt) DO NOTHING`;
+      await tx`
+        UPDATE outbox_events SET
+          attempts = ${attempt},
+          delivery_state = ${delivered ? 'delivered' : exhausted ? 'failed' : 'pending'},
+          delivered_at = ${delivered ? tx`now()` : null},
+          next_attempt_at = ${delivered || exhausted ? tx`next_attempt_at` : tx`now() + make_interval(secs => ${delayMs / 1000})`},
+          locked_until = NULL
+        WHERE id = ${event.id}`;
+    });
+    const log = { event_id: event.id, tenant_id: event.tenant_id, type: event.payload.type, attempt, status, error };
+    if (delivered) this.logger.info(log, 'webhook delivered');
+    else this.logger.warn({ ...log, next_attempt_in_ms: exhausted ? null : delayMs }, exhausted ? 'webhook delivery gave up' : 'webhook delivery failed; will retry');
+  }
+}

@@ -1,0 +1,28 @@
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { createActivities, type ActivityDeps } from '../activities';
+
+export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+
+/**
+ * A Temporal worker for the payment and refund workflows and their activities. Stateless:
+ * run as many as the load needs, on one task queue.
+ */
+export async function createPaymentWorker(options: {
+  connection: NativeConnection;
+  namespace: string;
+  taskQueue: string;
+  deps: ActivityDeps;
+  /** Pre-built bundle (tests bundle once per run); otherwise bundled from workflowsPath. */
+  workflowBundle?: WorkerOptions['workflowBundle'];
+  tuning?: Partial<WorkerOptions>;
+}): Promise<Worker> {
+  return Worker.create({
+    connection: options.connection,
+    namespace: options.namespace,
+    taskQueue: options.taskQueue,
+    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath }),
+    activities: createActivities(options.deps),
+    ...options.tuning,
+  });
+}

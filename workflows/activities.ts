@@ -1,0 +1,43 @@
+/**
+ * The workflows' view of the activities, with the timeouts and retry policies that make
+ * each step safe to repeat.
+ */
+import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
+import type { ProviderSteps, RecordSteps } from '../activities';
+import { FailureType } from '../shared/definitions';
+
+/**
+ * Database steps run as local activities: each is one short PostgreSQL transaction that is
+ * safe to repeat, so they skip the task-queue round trip of a regular activity.
+ * They retry without limit (PostgreSQL down means "wait", never "give up") except when the
+ * ledger refuses for good, which the workflow answers with compensation.
+ */
+export const records = proxyLocalActivities<RecordSteps>({
+  // One transaction of a few statements; 15 s only trips on a stuck connection.
+  startToCloseTimeout: '15 seconds',
+  retry: {
+    initialInterval: '200 milliseconds',
+    backoffCoefficient: 2,
+    maximumInterval: '10 seconds',
+    nonRetryableErrorTypes: [FailureType.LedgerRejected],
+  },
+});
+
+/**
+ * Provider calls run as regular activities that heartbeat: a worker killed mid-call is
+ * noticed within the heartbeat timeout, and the retry on another worker looks the
+ * operation up by its sub-key before acting. Attempts are unlimited: a payment is never
+ * given up while a charge may exist; only the provider's own refusal stops the retries.
+ */
+export const provider = proxyActivities<ProviderSteps>({
+  // Upper bound for one attempt; the provider client's own timeout ends a hung call sooner.
+  startToCloseTimeout: '2 minutes',
+  // The activity beats every second; 5 s of silence means its worker is gone.
+  heartbeatTimeout: '5 seconds',
+  retry: {
+    initialInterval: '500 milliseconds',
+    backoffCoefficient: 2,
+    maximumInterval: '30 seconds',
+    nonRetryableErrorTypes: [FailureType.ProviderRejected],
+  },
+});

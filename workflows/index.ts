@@ -1,0 +1,3 @@
+/** Every workflow the worker registers (this file is the bundle's entry point). */
+export { paymentWorkflow } from './payment';
+export { refundWorkflow } from './refund';
