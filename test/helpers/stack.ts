@@ -37,6 +37,8 @@ export interface StackOptions {
   worker?: boolean;
   /** Use these instead of the run's shared database / Temporal server. */
   databaseUrl?: string;
+  /** The sandbox's own database (default: the same as databaseUrl). */
+  sandboxDatabaseUrl?: string;
   temporalAddress?: string;
   taskQueue?: string;
 }
@@ -79,7 +81,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   const logger = createLogger({ name: 'test', level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const sql = createSql(databaseUrl, { max: 20, connectTimeoutSeconds: 2 });
 
-  const sandbox = await startSandbox({ databaseUrl, port: 0, slowMs: options.sandbox?.slowMs ?? 1500, flakyFailures: options.sandbox?.flakyFailures });
+  const sandbox = await startSandbox({ databaseUrl: options.sandboxDatabaseUrl ?? databaseUrl, port: 0, slowMs: options.sandbox?.slowMs ?? 1500, flakyFailures: options.sandbox?.flakyFailures });
   const provider = new SandboxProvider({ baseUrl: sandbox.url, timeoutMs: options.providerTimeoutMs ?? 1500 });
 
   let worker: Worker | null = null;

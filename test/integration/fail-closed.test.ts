@@ -1,0 +1,134 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { serve } from '@hono/node-server';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { createApp } from '../../api/app';
+import { CompletionWaiter } from '../../api/completions';
+import { createSql } from '../../db/connect';
+import { migrate } from '../../db/migrate';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../lib/embedded-postgres';
+import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack } from '../helpers/stack';
+import { effectsOf } from '../helpers/effects';
+import { freePort } from '../helpers/ports';
+
+/** Fail closed: with a dependency unreachable, mutating endpoints answer 503 and execute nothing. */
+
+const body = () => ({ order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'USD', payment_method: 'pm_card_visa' });
+
+describe('Temporal unreachable', () => {
+  let stack: TestStack;
+  let server: Server;
+  let deadApiUrl: string;
+  beforeAll(async () => {
+    stack = await startStack();
+    // A second API process on the same database whose Temporal server is gone.
+    const temporal = new Client({ connection: Connection.lazy({ address: `127.0.0.1:${await freePort()}` }) });
+    const app = createApp({
+      sql: stack.sql,
+      temporal,
+      completions: new CompletionWaiter(stack.sql, stack.logger),
+      logger: stack.logger,
+      config: { ADMIN_TOKEN, TASK_QUEUE: stack.taskQueue, IDEMPOTENCY_RETENTION_SECONDS: 3600, IDEMPOTENCY_WAIT_MS: 2000, TEMPORAL_RPC_TIMEOUT_MS: 1500, AUTHORIZATION_WINDOW_SECONDS: 3600 },
+    });
+    server = await new Promise<Server>((resolve) => {
+      const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
+    });
+    deadApiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server?.close();
+    await stack?.stop();
+  });
+
+  it('answers 503 service_unavailable with Retry-After, executes nothing, and lets the retry really run', async () => {
+    const tenant = await stack.createTenant();
+    const key = uniqueKey();
+    const request = body();
+    const refused = await apiClient(deadApiUrl, tenant.apiKey).post('/v1/payments', request, key);
+    expect(refused.status).toBe(503);
+    expect(refused.json.error.type).toBe('service_unavailable');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    const [counts] = await stack.sql<{ records: number; payments: number }[]>`
+      SELECT (SELECT count(*)::int FROM idempotency_records WHERE idempotency_key = ${key}) AS records,
+             (SELECT count(*)::int FROM payments WHERE order_id = ${request.order_id}) AS payments`;
+    expect(counts).toEqual({ records: 0, payments: 0 });
+    // The readiness probe says why.
+    const ready = await fetch(`${deadApiUrl}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(((await ready.json()) as any).checks.postgres).toBe('ok');
+
+    // Same key, once Temporal is reachable: it executes (503 was not stored).
+    const retried = await apiClient(stack.apiUrl, tenant.apiKey).post('/v1/payments', request, key);
+    expect(retried.status).toBe(201);
+    expect(retried.headers.get('idempotent-replayed')).toBeNull();
+  });
+});
+
+describe('PostgreSQL stopped', () => {
+  let pg: EmbeddedPostgresHandle;
+  let dataDir: string;
+  let stack: TestStack;
+  beforeAll(async () => {
+    dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-pg-'));
+    pg = await startEmbeddedPostgres({ dataDir, port: await freePort(), database: 'payments' });
+    const sql = createSql(pg.url, { max: 1 });
+    await migrate(sql);
+    await sql.end();
+    // The sandbox (another company) keeps its own database up.
+    stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: inject('databaseUrl'), sandbox: { slowMs: 1500 } });
+  });
+  afterAll(async () => {
+    await pg?.start();
+    await stack?.stop();
+    await pg?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('answers 503 while it is down, and completes the in-flight payment once it is back', async () => {
+    const tenant = await stack.createTenant();
+    const api = apiClient(stack.apiUrl, tenant.apiKey);
+    expect((await api.post('/v1/payments', body(), uniqueKey())).status).toBe(201);
+
+    // A payment in flight: the provider is charging when the database goes away.
+    const inflightKey = uniqueKey();
+    const inflight = { ...body(), payment_method: 'pm_card_slow' };
+    const inflightResponse = api.post('/v1/payments', inflight, inflightKey);
+    const [{ resource_id: paymentId }] = await eventually(async () => {
+      const rows = await stack.sql<{ resource_id: string }[]>`
+        SELECT r.resource_id FROM idempotency_records r JOIN payments p ON p.id = r.resource_id
+        WHERE r.idempotency_key = ${inflightKey}`;
+      return rows.length ? rows : null;
+    });
+    await pg.stop();
+
+    const downKey = uniqueKey();
+    const downRequest = body();
+    const duringOutage = await api.post('/v1/payments', downRequest, downKey);
+    expect(duringOutage.status).toBe(503);
+    expect(duringOutage.json.error.type).toBe('service_unavailable');
+    expect(Number(duringOutage.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect((await api.get(`/v1/payments/${paymentId}`)).status).toBe(503);
+    expect((await fetch(`${stack.apiUrl}/readyz`)).status).toBe(503);
+
+    await new Promise((r) => setTimeout(r, 2000)); // the charge lands at the provider meanwhile
+    await pg.start();
+
+    // Nothing lost: the in-flight payment completes, once, and its key answers with it.
+    const first = await inflightResponse;
+    expect([201, 202, 503]).toContain(first.status);
+    const final = await eventually(async () => {
+      const r = await api.post('/v1/payments', inflight, inflightKey);
+      return r.status === 201 ? r : null;
+    }, 30_000, 500);
+    expect(final.json).toMatchObject({ id: paymentId, status: 'succeeded' });
+    expect(await effectsOf(stack.sql, stack.sandboxUrl, paymentId)).toEqual({ charges: 1, ledgerTransactions: 1, events: { 'payment.succeeded': 1 } });
+    // The request refused during the outage executed nothing; its retry runs now.
+    const [{ n }] = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM idempotency_records WHERE idempotency_key = ${downKey}`;
+    expect(n).toBe(0);
+    expect((await api.post('/v1/payments', downRequest, downKey)).status).toBe(201);
+  });
+});
