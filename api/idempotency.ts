@@ -10,6 +10,17 @@ import type { ApiDeps, AppEnv } from './context';
 /** Header that advertises how long an outcome is remembered. */
 export const RETENTION_HEADER = 'Idempotency-Retention-Seconds';
 
+/**
+ * What dispatching an operation told us about its outcome:
+ * - decided: known at once (e.g. a closed run's result), recorded and returned;
+ * - running: the workflow will record it. If the operation is an Update, `outcome` awaits
+ *   its result (its validator's refusal included) for up to `ms`, null if not known by then;
+ *   otherwise the record's completion notification is awaited.
+ */
+export type Dispatched =
+  | { kind: 'decided'; response: FinalResponse }
+  | { kind: 'running'; outcome?: (ms: number) => Promise<FinalResponse | null> };
+
 /** One mutating operation, as the idempotency protocol needs to know it. */
 export interface IdempotentOperation {
   /** "METHOD /route/template": part of the scope, so a key on another route is another operation. */
@@ -21,10 +32,9 @@ export interface IdempotentOperation {
   claim(): { workflowId: string; resourceId: string };
   /**
    * Makes sure the workflow runs the operation. Must be idempotent: the first request and
-   * every duplicate call it. May return a final response decided at once (e.g. an update
-   * refused by its validator), which is then recorded and returned.
+   * every duplicate call it.
    */
-  dispatch(record: IdempotencyRecord, scope: ScopedKey): Promise<FinalResponse | undefined>;
+  dispatch(record: IdempotencyRecord, scope: ScopedKey): Promise<Dispatched>;
   /** The resource in its current state, for a 202 while the outcome is not known yet. */
   pending(record: IdempotencyRecord): Promise<{ body: unknown; location: string }>;
 }
@@ -69,20 +79,25 @@ export async function runIdempotent(c: Context<AppEnv>, deps: ApiDeps, op: Idemp
   if (stored) return respond(c, stored, true);
 
   const expectation = deps.completions.expect(scope.tenantId, scope.operation, scope.key);
+  const owned = { workflowId: record.workflow_id, resourceId: record.resource_id };
   try {
-    let decided: FinalResponse | undefined;
+    let dispatched: Dispatched;
     try {
-      decided = await withinTemporalDeadline(deps, () => op.dispatch(record, scope));
+      dispatched = await withinTemporalDeadline(deps, () => op.dispatch(record, scope));
     } catch (error) {
       if (!isTemporalUnavailable(error)) throw error;
       // Nothing ran: give the claim back so the client's retry really executes.
       if (owner) await releaseClaim(sql, scope);
       throw new ApiError('service_unavailable', 'The workflow engine is unreachable; nothing was executed. Retry later.', {}, { 'Retry-After': '2' });
     }
-    if (decided) {
-      return respond(c, await completeRecord(sql, scope, { workflowId: record.workflow_id, resourceId: record.resource_id }, decided), replayed);
-    }
-    await expectation.wait(config.IDEMPOTENCY_WAIT_MS);
+    const known =
+      dispatched.kind === 'decided'
+        ? dispatched.response
+        : dispatched.outcome
+          ? await dispatched.outcome(config.IDEMPOTENCY_WAIT_MS)
+          : (await expectation.wait(config.IDEMPOTENCY_WAIT_MS), null);
+    // Recording is idempotent: if the workflow recorded first, its response is the one returned.
+    if (known) return respond(c, await completeRecord(sql, scope, owned, known), replayed);
   } finally {
     expectation.dispose();
   }
@@ -123,7 +138,7 @@ export async function startOrAttach(
     searchAttributes: { key: { name: string; type: string }; value: string }[];
     memo: Record<string, unknown>;
   },
-): Promise<FinalResponse | undefined> {
+): Promise<Dispatched> {
   try {
     await deps.temporal.workflow.start(workflowType, {
       workflowId: options.workflowId,
@@ -134,7 +149,7 @@ export async function startOrAttach(
       typedSearchAttributes: options.searchAttributes as never,
       memo: { ...options.memo, fingerprint: scope.fingerprint, idempotency_key: scope.key },
     });
-    return undefined;
+    return { kind: 'running' };
   } catch (error) {
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
   }
@@ -142,10 +157,13 @@ export async function startOrAttach(
   const description = await handle.describe();
   const memo = (description.memo ?? {}) as { fingerprint?: string };
   if (memo.fingerprint !== scope.fingerprint) {
-    return errorResponse('idempotency_key_reused', 'This Idempotency-Key was already used with a different request. Use a new key for a new operation.');
+    return {
+      kind: 'decided',
+      response: errorResponse('idempotency_key_reused', 'This Idempotency-Key was already used with a different request. Use a new key for a new operation.'),
+    };
   }
   if (description.status.name !== 'COMPLETED') {
     throw new ApiError('internal_error', `The operation's workflow ${options.workflowId} ended without an outcome (${description.status.name}).`);
   }
-  return (await handle.result()) as FinalResponse;
+  return { kind: 'decided', response: (await handle.result()) as FinalResponse };
 }

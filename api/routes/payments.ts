@@ -1,6 +1,12 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
-import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import {
+  isGrpcDeadlineError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
+  type WorkflowUpdateHandle,
+} from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { getPayment, listPayments } from '../../db/payments';
 import type { IdempotencyRecord } from '../../db/records';
@@ -19,7 +25,7 @@ import {
   type ScopedKey,
 } from '../../shared/definitions';
 import type { ApiDeps, AppEnv } from '../context';
-import { runIdempotent, startOrAttach } from '../idempotency';
+import { runIdempotent, startOrAttach, type Dispatched } from '../idempotency';
 import {
   CancelPaymentBody,
   CapturePaymentBody,
@@ -210,10 +216,10 @@ export function paymentRoutes(deps: ApiDeps) {
 }
 
 /**
- * Sends capture or cancel to the payment's workflow as an Update, waiting only until it is
- * accepted; the outcome is recorded by the workflow and reaches the caller like any other.
- * The update id is derived from the scoped key, so a repeated delivery is deduplicated by
- * Temporal too. A refusal by the validator is a definitive outcome and is returned.
+ * Sends capture or cancel to the payment's workflow as an Update. The update id is derived
+ * from the scoped key, so a repeated delivery is deduplicated by Temporal too. The update's
+ * result is the operation's final response (the workflow records it); a refusal by the
+ * validator is a definitive outcome too, recorded by the API.
  */
 async function sendCommand(
   deps: ApiDeps,
@@ -222,36 +228,40 @@ async function sendCommand(
   kind: 'capture' | 'cancel',
   amountMinor: number | null,
   requestId: string,
-): Promise<FinalResponse | undefined> {
+): Promise<Dispatched> {
   const handle = deps.temporal.workflow.getHandle(record.workflow_id);
   const notAllowed: ApiErrorType = kind === 'capture' ? 'payment_not_capturable' : 'payment_not_cancelable';
+  const refusal = (error: WorkflowUpdateFailedError): FinalResponse => {
+    const cause = error.cause;
+    const type = cause instanceof ApplicationFailure && cause.type ? refusals[cause.type] : undefined;
+    return errorResponse(type ?? notAllowed, cause?.message ?? error.message);
+  };
+  let update: WorkflowUpdateHandle<FinalResponse>;
   try {
-    if (kind === 'capture') {
-      await handle.startUpdate(captureUpdate, {
-        args: [{ amountMinor, idempotency: scope, requestId }],
-        updateId: paymentUpdateId(kind, scope.key),
-        waitForStage: 'ACCEPTED',
-      });
-    } else {
-      await handle.startUpdate(cancelUpdate, {
-        args: [{ idempotency: scope, requestId }],
-        updateId: paymentUpdateId(kind, scope.key),
-        waitForStage: 'ACCEPTED',
-      });
-    }
-    return undefined;
+    const options = { updateId: paymentUpdateId(kind, scope.key), waitForStage: 'ACCEPTED' as const };
+    update =
+      kind === 'capture'
+        ? await handle.startUpdate(captureUpdate, { ...options, args: [{ amountMinor, idempotency: scope, requestId }] })
+        : await handle.startUpdate(cancelUpdate, { ...options, args: [{ idempotency: scope, requestId }] });
   } catch (error) {
-    if (error instanceof WorkflowUpdateFailedError) {
-      const cause = error.cause;
-      const type = cause instanceof ApplicationFailure && cause.type ? refusals[cause.type] : undefined;
-      return errorResponse(type ?? notAllowed, cause?.message ?? error.message);
-    }
+    if (error instanceof WorkflowUpdateFailedError) return { kind: 'decided', response: refusal(error) };
     if (error instanceof WorkflowNotFoundError || /already completed/i.test(String((error as Error)?.message))) {
       // The payment's workflow has finished: it is no longer awaiting capture.
       const [row] = await deps.sql<{ status: string }[]>`SELECT status FROM payments WHERE id = ${record.resource_id}`;
-      return errorResponse(notAllowed, `payment ${record.resource_id} is ${row?.status ?? 'not awaiting capture'}`);
+      return { kind: 'decided', response: errorResponse(notAllowed, `payment ${record.resource_id} is ${row?.status ?? 'not awaiting capture'}`) };
     }
     throw error;
   }
+  return {
+    kind: 'running',
+    outcome: async (ms) => {
+      try {
+        return await deps.temporal.connection.withDeadline(Date.now() + ms, () => update.result());
+      } catch (error) {
+        if (error instanceof WorkflowUpdateFailedError) return refusal(error);
+        if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || isGrpcDeadlineError(error)) return null;
+        throw error;
+      }
+    },
+  };
 }
-

@@ -97,11 +97,11 @@ describe('PostgreSQL stopped', () => {
     const inflightKey = uniqueKey();
     const inflight = { ...body(), payment_method: 'pm_card_slow' };
     const inflightResponse = api.post('/v1/payments', inflight, inflightKey);
-    const [{ resource_id: paymentId }] = await eventually(async () => {
-      const rows = await stack.sql<{ resource_id: string }[]>`
+    const paymentId = await eventually(async () => {
+      const [row] = await stack.sql<{ resource_id: string }[]>`
         SELECT r.resource_id FROM idempotency_records r JOIN payments p ON p.id = r.resource_id
         WHERE r.idempotency_key = ${inflightKey}`;
-      return rows.length ? rows : null;
+      return row?.resource_id;
     });
     await pg.stop();
 
@@ -127,7 +127,7 @@ describe('PostgreSQL stopped', () => {
     expect(final.json).toMatchObject({ id: paymentId, status: 'succeeded' });
     expect(await effectsOf(stack.sql, stack.sandboxUrl, paymentId)).toEqual({ charges: 1, ledgerTransactions: 1, events: { 'payment.succeeded': 1 } });
     // The request refused during the outage executed nothing; its retry runs now.
-    const [{ n }] = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM idempotency_records WHERE idempotency_key = ${downKey}`;
+    const { n } = (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM idempotency_records WHERE idempotency_key = ${downKey}`)[0]!;
     expect(n).toBe(0);
     expect((await api.post('/v1/payments', downRequest, downKey)).status).toBe(201);
   });

@@ -115,7 +115,7 @@ describe('a reused key with a different request is refused', () => {
       expect(reused.json.error.type).toBe('idempotency_key_reused');
       expect(reused.headers.get('idempotent-replayed')).toBeNull();
     }
-    const [{ n }] = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM payments WHERE order_id = ${otherOrder}`;
+    const { n } = (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM payments WHERE order_id = ${otherOrder}`)[0]!;
     expect(n).toBe(0);
     expect(await effectsOf(stack.sql, stack.sandboxUrl, first.json.id)).toEqual({ charges: 1, ledgerTransactions: 1, events: { 'payment.succeeded': 1 } });
     // The original request still replays its own response.
@@ -131,7 +131,7 @@ describe('a reused key with a different request is refused', () => {
     expect(statuses.filter((s) => s === 201)).toHaveLength(1);
     expect(statuses.filter((s) => s === 422)).toHaveLength(7);
     const orders = bodies.map((b) => b.order_id);
-    const [{ n }] = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM payments WHERE order_id IN ${stack.sql(orders)}`;
+    const { n } = (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM payments WHERE order_id IN ${stack.sql(orders)}`)[0]!;
     expect(n).toBe(1);
   });
 });
@@ -173,7 +173,7 @@ describe('a duplicate storm produces one payment', () => {
     expect(new Set(responses.map((r) => r.text)).size).toBe(1);
     expect(responses.filter((r) => r.headers.get('idempotent-replayed') === null)).toHaveLength(1);
     const paymentId = responses[0]!.json.id;
-    const [{ n }] = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM payments WHERE order_id = ${body.order_id}`;
+    const { n } = (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM payments WHERE order_id = ${body.order_id}`)[0]!;
     expect(n).toBe(1);
     expect(await effectsOf(stack.sql, stack.sandboxUrl, paymentId)).toEqual({ charges: 1, ledgerTransactions: 1, events: { 'payment.succeeded': 1 } });
     const executions = stack.temporal.workflow.list({ query: `WorkflowId = '${responses[0]!.json.workflow_id}'` });
@@ -215,7 +215,7 @@ describe('the order guard holds whatever the key', () => {
     const responses = await Promise.all(Array.from({ length: 6 }, () => api.post('/v1/payments', body, uniqueKey())));
     expect(responses.filter((r) => r.status === 201)).toHaveLength(1);
     expect(responses.filter((r) => r.status === 409)).toHaveLength(5);
-    const [{ n }] = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM payments WHERE order_id = ${body.order_id}`;
+    const { n } = (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM payments WHERE order_id = ${body.order_id}`)[0]!;
     expect(n).toBe(1);
   });
 });

@@ -69,10 +69,10 @@ describe('every event reaches the merchant, verifiably signed', () => {
     await eventually(async () => receiver.deliveries.length >= 4, 20_000);
     const ids = new Set(receiver.deliveries.map((d) => d.headers['webhook-id']));
     expect(ids.size).toBe(1);
-    const [eventId] = [...ids] as string[];
+    const eventId = [...ids][0] as string;
     const attempts = await eventually(async () => {
-      const rows = await stack.sql<{ attempt: number; response_status: number; created_at: Date }[]>`
-        SELECT attempt, response_status, created_at FROM webhook_deliveries WHERE event_id = ${eventId} ORDER BY attempt`;
+      const rows: { attempt: number; response_status: number }[] = await stack.sql<{ attempt: number; response_status: number }[]>`
+        SELECT attempt, response_status FROM webhook_deliveries WHERE event_id = ${eventId} ORDER BY attempt`;
       return rows.length === 4 ? rows : null;
     });
     expect(attempts.map((a) => a.response_status)).toEqual([503, 503, 503, 204]);
