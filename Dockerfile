@@ -1,0 +1,36 @@
+# The application image: one image for the four app processes of docker-compose.yml
+# (api, worker, migrate, sandbox), which picks one with `command:`. Default: the API.
+#
+#   docker build -t payment-orchestrator:local .
+#   docker run --rm -e ADMIN_TOKEN=... -e DATABASE_URL=... -e TEMPORAL_ADDRESS=... payment-orchestrator:local
+#
+# TypeScript runs as is through tsx (no build step), as in development.
+FROM node:20-bookworm-slim
+
+WORKDIR /app
+
+# Dependencies first, so that a source change does not re-run npm ci.
+# package.json's postinstall runs scripts/install-temporal.sh, so the script must be in
+# place; SKIP_TEMPORAL_CLI=1 makes it do nothing: the Temporal CLI (dev server) is for the
+# embedded dev stack and the tests, and in the image nothing would use it. Only production
+# dependencies (tsx, the Temporal SDK and its workflow bundler are among them).
+COPY package.json package-lock.json ./
+COPY scripts/install-temporal.sh scripts/install-temporal.sh
+RUN SKIP_TEMPORAL_CLI=1 npm ci --omit=dev --no-audit --no-fund \
+ && npm cache clean --force
+
+# The source, owned by root and read-only to the process user.
+COPY . .
+
+# production: JSON logs, and lib/config.ts refuses to start without ADMIN_TOKEN.
+ENV NODE_ENV=production
+
+# Unprivileged: the `node` user (uid 1000) of the official image.
+USER node
+
+# api (PORT, default 3000) and sandbox (SANDBOX_PORT, default 4010); the worker listens on none.
+EXPOSE 3000 4010
+
+# `node --import tsx` rather than `npx tsx`: a single process that receives SIGTERM
+# itself and shuts down gracefully (api/main.ts, worker/main.ts).
+CMD ["node", "--import", "tsx", "api/main.ts"]
