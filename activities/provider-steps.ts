@@ -1,4 +1,4 @@
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
 import { ProviderRejectedError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../provider/types';
@@ -54,8 +54,10 @@ export function createProviderSteps(provider: PaymentProvider) {
       return providerCall(async (signal) => {
         if (isRetryAttempt()) {
           const existing = await findCharge(input.paymentId, signal);
+          log.info('charge looked up before retrying', { payment_id: input.paymentId, found: existing?.id ?? null });
           if (existing) return existing;
         }
+        log.info('charging', { payment_id: input.paymentId, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
         return provider.createCharge(
           {
             idempotencyKey: providerSubKey.charge(input.paymentId),

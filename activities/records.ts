@@ -1,6 +1,7 @@
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { ApplicationFailure, Context, log } from '@temporalio/activity';
+import type { WorkerMetrics } from '../lib/metrics';
 import type { Sql } from '../db/connect';
-import { getPayment, insertPayment, lockPayment, transitionPayment } from '../db/payments';
+import { insertPayment, lockPayment, transitionPayment } from '../db/payments';
 import { completeRecord, type Db } from '../db/records';
 import { captureLines, isLedgerRefusal, postTransaction, refundLines } from '../db/ledger';
 import { insertEvent, type EventType } from '../db/outbox';
@@ -66,7 +67,13 @@ async function postCapture(tx: Db, payment: PaymentRow): Promise<void> {
   });
 }
 
-export function createRecordSteps(sql: Sql) {
+export function createRecordSteps(sql: Sql, metrics?: WorkerMetrics) {
+  /** One log line and one count per recorded outcome (a replayed step may count twice; the data never does). */
+  const recorded = (kind: 'payment' | 'refund', id: string, status: string, response: FinalResponse) => {
+    (kind === 'payment' ? metrics?.paymentOutcomes : metrics?.refundOutcomes)?.inc({ status });
+    log.info(`${kind} ${status}`, { [`${kind}_id`]: id, status, http_status: response.status });
+    return response;
+  };
   return {
     /**
      * Persists the payment's intent before the provider is called. The order guard may
@@ -79,7 +86,8 @@ export function createRecordSteps(sql: Sql) {
         const response = errorResponse('order_already_paid', `order ${input.orderId} already has a payment in progress or paid`, {
           payment_id: inserted.existingPaymentId,
         });
-        return { kind: 'rejected', response: await completeRecord(tx, input.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, response) };
+        const stored = await completeRecord(tx, input.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, response);
+        return { kind: 'rejected', response: recorded('payment', input.paymentId, 'order_already_paid', stored) };
       });
     },
 
@@ -120,7 +128,7 @@ export function createRecordSteps(sql: Sql) {
         } else {
           throw ApplicationFailure.nonRetryable(`unexpected charge status ${charge.status} for ${request.paymentId}`);
         }
-        return completeRecord(tx, request.idempotency, owner, response);
+        return recorded('payment', request.paymentId, charge.status, await completeRecord(tx, request.idempotency, owner, response));
       });
     },
 
@@ -134,7 +142,8 @@ export function createRecordSteps(sql: Sql) {
           })) ?? (await lockPayment(tx, input.paymentId));
         await postCapture(tx, payment);
         await paymentEvent(tx, payment, 'payment.succeeded');
-        return completeRecord(tx, input.request.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, paymentResponse(200, payment));
+        const stored = await completeRecord(tx, input.request.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, paymentResponse(200, payment));
+        return recorded('payment', input.paymentId, 'succeeded', stored);
       });
     },
 
@@ -146,8 +155,10 @@ export function createRecordSteps(sql: Sql) {
           (await transitionPayment(tx, input.paymentId, ['requires_capture'], { status: 'canceled', failure })) ??
           (await lockPayment(tx, input.paymentId));
         await paymentEvent(tx, payment, 'payment.canceled');
+        const response = paymentResponse(200, payment);
+        recorded('payment', input.paymentId, 'canceled', response);
         if (!input.request) return null;
-        return completeRecord(tx, input.request.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, paymentResponse(200, payment));
+        return completeRecord(tx, input.request.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, response);
       });
     },
 
@@ -170,7 +181,7 @@ export function createRecordSteps(sql: Sql) {
           })) ?? (await lockPayment(tx, input.paymentId));
         await paymentEvent(tx, payment, 'payment.failed');
         const response = errorResponse('payment_failed', input.failure.message, { payment: paymentResource(payment) });
-        return completeRecord(tx, input.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, response);
+        return recorded('payment', input.paymentId, 'failed', await completeRecord(tx, input.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, response));
       });
     },
 
@@ -242,13 +253,8 @@ export function createRecordSteps(sql: Sql) {
           refund.status === 'succeeded'
             ? { status: 201, body: JSON.stringify(refundResource(refund)), location: refundLocation(refund.id) }
             : errorResponse('refund_failed', refund.failure_message ?? 'The refund failed.', { refund: refundResource(refund) });
-        return completeRecord(tx, request.idempotency, owner, response);
+        return recorded('refund', refund.id, refund.status, await completeRecord(tx, request.idempotency, owner, response));
       });
-    },
-
-    /** The payment as stored (for the workflow's own bookkeeping, e.g. the charge id to capture). */
-    async loadPayment(input: { tenantId: string; paymentId: string }): Promise<PaymentRow | null> {
-      return getPayment(sql, input.tenantId, input.paymentId);
     },
   };
 }

@@ -50,6 +50,11 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
     return c.json({ status: ok ? 'ready' : 'unavailable', checks }, ok ? 200 : 503);
   });
 
+  app.get('/metrics', async (c) => {
+    c.header('Content-Type', deps.metrics.registry.contentType);
+    return c.body(await deps.metrics.registry.metrics());
+  });
+
   app.use('/v1/*', authenticate(deps), jsonBody(), requireIdempotencyKey(deps));
   app.route('/', paymentRoutes(deps));
   app.route('/', refundRoutes(deps));

@@ -3,6 +3,7 @@ import type { Sql } from '../db/connect';
 import type { TenantRow } from '../db/tenants';
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
+import type { ApiMetrics, IdempotencyOutcome } from '../lib/metrics';
 import type { CompletionWaiter } from './completions';
 
 /** What the API is built from; tests build it from the real PostgreSQL and Temporal too. */
@@ -20,6 +21,7 @@ export interface ApiDeps {
     | 'AUTHORIZATION_WINDOW_SECONDS'
   >;
   logger: Logger;
+  metrics: ApiMetrics;
 }
 
 export interface AppEnv {
@@ -28,5 +30,8 @@ export interface AppEnv {
     logger: Logger;
     tenant: TenantRow;
     idempotencyKey: string;
+    /** For the request log line: how the idempotency layer answered, and what it acted on. */
+    idempotencyOutcome?: IdempotencyOutcome;
+    resourceId?: string;
   };
 }

@@ -6,6 +6,8 @@ import { requestFingerprint } from '../domain/fingerprint';
 import { isTemporalUnavailable } from '../lib/temporal';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
 import type { ApiDeps, AppEnv } from './context';
+import type { IdempotencyOutcome } from '../lib/metrics';
+import { isDatabaseUnavailable } from '../db/connect';
 
 /** Header that advertises how long an outcome is remembered. */
 export const RETENTION_HEADER = 'Idempotency-Retention-Seconds';
@@ -51,6 +53,26 @@ export interface IdempotentOperation {
  * Temporal unreachable before anything ran: the claim is given back and the answer is 503.
  */
 export async function runIdempotent(c: Context<AppEnv>, deps: ApiDeps, op: IdempotentOperation): Promise<Response> {
+  const outcome = (value: IdempotencyOutcome) => {
+    c.set('idempotencyOutcome', value);
+    deps.metrics.idempotency.inc({ operation: op.operation, outcome: value });
+  };
+  try {
+    return await runProtocol(c, deps, op, outcome);
+  } catch (error) {
+    if ((error instanceof ApiError && error.type === 'service_unavailable') || isDatabaseUnavailable(error) || isTemporalUnavailable(error)) {
+      outcome('fail_closed');
+    }
+    throw error;
+  }
+}
+
+async function runProtocol(
+  c: Context<AppEnv>,
+  deps: ApiDeps,
+  op: IdempotentOperation,
+  outcome: (value: IdempotencyOutcome) => void,
+): Promise<Response> {
   const { sql, config } = deps;
   const scope: ScopedKey = {
     tenantId: c.var.tenant.id,
@@ -68,7 +90,9 @@ export async function runIdempotent(c: Context<AppEnv>, deps: ApiDeps, op: Idemp
     record ??= await findRecord(sql, scope.tenantId, scope.operation, scope.key);
     if (!record) throw new Error('idempotency record vanished right after a conflicting claim');
   }
+  c.set('resourceId', record.resource_id);
   if (record.fingerprint !== scope.fingerprint) {
+    outcome('mismatch');
     throw new ApiError(
       'idempotency_key_reused',
       'This Idempotency-Key was already used with a different request. Use a new key for a new operation.',
@@ -76,7 +100,10 @@ export async function runIdempotent(c: Context<AppEnv>, deps: ApiDeps, op: Idemp
   }
   const replayed = !owner;
   const stored = storedResponse(record);
-  if (stored) return respond(c, stored, true);
+  if (stored) {
+    outcome('replayed');
+    return respond(c, stored, true);
+  }
 
   const expectation = deps.completions.expect(scope.tenantId, scope.operation, scope.key);
   const owned = { workflowId: record.workflow_id, resourceId: record.resource_id };
@@ -97,15 +124,22 @@ export async function runIdempotent(c: Context<AppEnv>, deps: ApiDeps, op: Idemp
           ? await dispatched.outcome(config.IDEMPOTENCY_WAIT_MS)
           : (await expectation.wait(config.IDEMPOTENCY_WAIT_MS), null);
     // Recording is idempotent: if the workflow recorded first, its response is the one returned.
-    if (known) return respond(c, await completeRecord(sql, scope, owned, known), replayed);
+    if (known) {
+      outcome(owner ? 'new' : 'waited');
+      return respond(c, await completeRecord(sql, scope, owned, known), replayed);
+    }
   } finally {
     expectation.dispose();
   }
 
   const latest = await findRecord(sql, scope.tenantId, scope.operation, scope.key);
-  const outcome = latest && storedResponse(latest);
-  if (outcome) return respond(c, outcome, replayed);
+  const recorded = latest && storedResponse(latest);
+  if (recorded) {
+    outcome(owner ? 'new' : 'waited');
+    return respond(c, recorded, replayed);
+  }
   // Still running. 202 is not a final response: it is never stored.
+  outcome('pending');
   const { body, location } = await op.pending(record);
   return c.json(body as object, 202, { Location: location, 'Retry-After': '1' });
 }

@@ -2,6 +2,7 @@ import { serve } from '@hono/node-server';
 import { createSql } from '../db/connect';
 import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/logger';
+import { createApiMetrics } from '../lib/metrics';
 import { connectTemporal } from '../lib/temporal';
 import { createApp } from './app';
 import { CompletionWaiter } from './completions';
@@ -14,7 +15,7 @@ const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_
 const completions = new CompletionWaiter(sql, logger);
 await completions.start();
 
-const app = createApp({ sql, temporal, completions, config, logger });
+const app = createApp({ sql, temporal, completions, config, logger, metrics: createApiMetrics() });
 const server = serve({ fetch: app.fetch, port: config.PORT, hostname: process.env.HOST ?? '0.0.0.0' }, (info) =>
   logger.info({ port: info.port }, `api listening on http://127.0.0.1:${info.port}`),
 );

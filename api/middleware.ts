@@ -6,6 +6,7 @@ import { findTenantByApiKey, type TenantRow } from '../db/tenants';
 import { ApiError, apiErrorBody, errorStatus } from '../domain/errors';
 import { newId } from '../domain/ids';
 import { isTemporalUnavailable } from '../lib/temporal';
+import { isDatabaseUnavailable } from '../db/connect';
 import type { ApiDeps, AppEnv } from './context';
 import { RETENTION_HEADER } from './idempotency';
 
@@ -16,15 +17,35 @@ export const MAX_BODY_BYTES = 64 * 1024;
 const idempotencyKeyPattern = /^[\x21-\x7e]{8,255}$/;
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** A request id (the caller's X-Request-Id if sane, else a new one), echoed and logged. */
+/**
+ * A request id (the caller's X-Request-Id if sane, else a new one), echoed, attached to every
+ * log line of the request and passed to the workflow. One log line and one latency sample
+ * per request, labelled by route template, never by raw path.
+ */
 export function requestContext(deps: ApiDeps): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
+    const started = performance.now();
     const given = c.req.header('x-request-id');
     const requestId = given && requestIdPattern.test(given) ? given : newId('req');
     c.set('requestId', requestId);
     c.set('logger', deps.logger.child({ request_id: requestId }));
     c.header('X-Request-Id', requestId);
     await next();
+    const route = c.req.routePath && c.req.routePath !== '/*' ? c.req.routePath : 'unmatched';
+    const seconds = (performance.now() - started) / 1000;
+    deps.metrics.httpDuration.observe({ method: c.req.method, route, status: String(c.res.status) }, seconds);
+    if (route === '/metrics' || route === '/healthz') return;
+    c.var.logger.info(
+      {
+        method: c.req.method,
+        route,
+        status: c.res.status,
+        duration_ms: Math.round(seconds * 1000),
+        idempotency: c.var.idempotencyOutcome,
+        resource_id: c.var.resourceId,
+      },
+      'request',
+    );
   };
 }
 
@@ -112,16 +133,6 @@ export function requireIdempotencyKey(deps: ApiDeps): MiddlewareHandler<AppEnv> 
     c.set('idempotencyKey', key);
     await next();
   };
-}
-
-/** PostgreSQL cannot be reached (refused, reset, timed out, shutting down). */
-export function isDatabaseUnavailable(error: unknown): boolean {
-  const code = (error as { code?: string })?.code ?? '';
-  return (
-    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED'].includes(code) ||
-    code.startsWith('08') || // connection exceptions
-    code.startsWith('57P') // admin shutdown, crash shutdown, cannot connect now
-  );
 }
 
 /** The one place where errors become responses; nothing else leaks (no stack traces). */

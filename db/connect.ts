@@ -41,3 +41,13 @@ export function isUniqueViolation(error: unknown, constraint?: string): boolean 
   const e = error as { code?: string; constraint_name?: string };
   return e?.code === '23505' && (constraint === undefined || e.constraint_name === constraint);
 }
+
+/** PostgreSQL cannot be reached (refused, reset, timed out, shutting down). */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  const code = (error as { code?: string })?.code ?? '';
+  return (
+    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED'].includes(code) ||
+    code.startsWith('08') || // connection exceptions
+    code.startsWith('57P') // admin shutdown, crash shutdown, cannot connect now
+  );
+}

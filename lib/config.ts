@@ -33,6 +33,12 @@ const schema = z
     WEBHOOK_RETRY_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
     WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().positive().default(12),
     WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+    /** Worker: its /metrics endpoint (its own metrics followed by the Temporal SDK's). */
+    WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
+    /** Worker: where the Temporal SDK's Prometheus exporter binds (scraped through WORKER_METRICS_PORT). */
+    TEMPORAL_SDK_METRICS_ADDRESS: z.string().min(1).default('127.0.0.1:9465'),
+    /** Worker: how often recently finished payments are reconciled against the provider. */
+    RECONCILE_INTERVAL_SECONDS: seconds(15),
     /** How often the retention job deletes expired idempotency records. */
     RETENTION_JOB_INTERVAL_SECONDS: seconds(300),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -113,6 +113,12 @@ export class SandboxProvider implements PaymentProvider {
     return charge ? toCharge(charge) : null;
   }
 
+  async listChargesByReference(reference: string, options?: CallOptions): Promise<ProviderCharge[]> {
+    const query = new URLSearchParams({ reference });
+    const { body } = await this.call('GET', `/v1/charges?${query}`, undefined, undefined, options);
+    return (body as ListJson<ChargeJson>).data.map(toCharge);
+  }
+
   async captureCharge(request: CaptureChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
     const { body } = await this.call(
       'POST',

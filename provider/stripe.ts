@@ -105,6 +105,22 @@ export class StripeProvider implements PaymentProvider {
     }
   }
 
+  /** PaymentIntents created for this reference (metadata set by createCharge); search is eventually consistent. */
+  async listChargesByReference(reference: string, options?: CallOptions): Promise<ProviderCharge[]> {
+    try {
+      const result = await this.send(options, () =>
+        this.stripe.paymentIntents.search({
+          query: `metadata['reference']:'${escapeSearchValue(reference)}'`,
+          limit: 100,
+          expand: ['data.latest_charge'],
+        }),
+      );
+      return result.data.map((intent) => toCharge(intent));
+    } catch (error) {
+      throw toProviderError(error, 'search PaymentIntents');
+    }
+  }
+
   async captureCharge(request: CaptureChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
     try {
       const intent = await this.send(options, () =>

@@ -74,6 +74,8 @@ export interface PaymentProvider {
   createCharge(request: CreateChargeRequest, options?: CallOptions): Promise<ProviderCharge>;
   /** The charge made under this idempotency key, or null if the provider never committed one. */
   findChargeByIdempotencyKey(idempotencyKey: string, options?: CallOptions): Promise<ProviderCharge | null>;
+  /** Every charge made for this reference (our payment id): reconciliation counts them. */
+  listChargesByReference(reference: string, options?: CallOptions): Promise<ProviderCharge[]>;
   captureCharge(request: CaptureChargeRequest, options?: CallOptions): Promise<ProviderCharge>;
   voidCharge(request: VoidChargeRequest, options?: CallOptions): Promise<ProviderCharge>;
   /** A refund the provider refuses is a normal result (status 'failed'), not an error. */

@@ -7,7 +7,7 @@ import { freePort } from './helpers/ports';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { workflowsPath } from '../worker/worker';
+import { workflowInterceptorModules, workflowsPath } from '../worker/worker';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -38,7 +38,7 @@ export default async function setup(project: TestProject) {
   const artifacts = path.resolve('test/artifacts');
   mkdirSync(artifacts, { recursive: true });
   const workflowBundlePath = path.join(artifacts, 'workflow-bundle.js');
-  const { code } = await bundleWorkflowCode({ workflowsPath, logger: quietLogger });
+  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, logger: quietLogger });
   writeFileSync(workflowBundlePath, code);
   project.provide('workflowBundlePath', workflowBundlePath);
 

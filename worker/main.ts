@@ -5,16 +5,21 @@ import { createLogger } from '../lib/logger';
 import { SandboxProvider } from '../provider/sandbox-client';
 import { OutboxRelay } from './outbox-relay';
 import { RetentionJob } from './retention';
+import { Reconciler } from './reconciler';
+import { installTemporalRuntime, serveWorkerMetrics } from './observability';
+import { createWorkerMetrics } from '../lib/metrics';
 import { createPaymentWorker } from './worker';
 
 /** The worker process: Temporal worker (workflows + activities), outbox relay and retention job. */
 const config = loadConfig();
 const logger = createLogger({ name: 'worker', level: config.LOG_LEVEL });
+installTemporalRuntime(logger, config.TEMPORAL_SDK_METRICS_ADDRESS);
+const metrics = createWorkerMetrics();
 const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-worker' });
 const provider = new SandboxProvider({ baseUrl: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS });
 
 const connection = await connectWithRetry(config.TEMPORAL_ADDRESS);
-const worker = await createPaymentWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TASK_QUEUE, deps: { sql, provider } });
+const worker = await createPaymentWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TASK_QUEUE, deps: { sql, provider, metrics } });
 const relay = new OutboxRelay(sql, logger, {
   retryBaseMs: config.WEBHOOK_RETRY_BASE_MS,
   retryMaxMs: config.WEBHOOK_RETRY_MAX_MS,
@@ -22,10 +27,19 @@ const relay = new OutboxRelay(sql, logger, {
   timeoutMs: config.WEBHOOK_TIMEOUT_MS,
   batchSize: 50,
   pollMs: 1000,
+}, metrics);
+const reconciler = new Reconciler({ sql, provider, metrics, logger }, config.RECONCILE_INTERVAL_SECONDS * 1000);
+const metricsServer = serveWorkerMetrics({
+  port: config.WORKER_METRICS_PORT,
+  metrics,
+  sdkMetricsUrl: `http://${config.TEMPORAL_SDK_METRICS_ADDRESS}/metrics`,
+  beforeScrape: () => relay.measureBacklog(),
+  logger,
 });
 const retention = new RetentionJob(sql, logger, config.RETENTION_JOB_INTERVAL_SECONDS * 1000);
 await relay.start();
 retention.start();
+reconciler.start();
 logger.info({ taskQueue: config.TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
 
 const shutdown = (signal: string) => {
@@ -38,6 +52,8 @@ process.once('SIGTERM', () => shutdown('SIGTERM'));
 await worker.run();
 await relay.stop();
 retention.stop();
+reconciler.stop();
+metricsServer.close();
 await connection.close();
 await sql.end({ timeout: 5 });
 process.exit(0);

@@ -2,6 +2,7 @@ import { Webhook } from 'standardwebhooks';
 import type { Sql } from '../db/connect';
 import type { EventPayload } from '../db/outbox';
 import type { Logger } from '../lib/logger';
+import type { WorkerMetrics } from '../lib/metrics';
 
 export interface RelayOptions {
   /** First retry delay; doubled per failed attempt up to retryMaxMs, with ±20% jitter. */
@@ -49,7 +50,17 @@ export class OutboxRelay {
     private readonly sql: Sql,
     private readonly logger: Logger,
     private readonly options: RelayOptions,
+    private readonly metrics?: WorkerMetrics,
   ) {}
+
+  /** Sets the backlog gauges (called when metrics are scraped). */
+  async measureBacklog(): Promise<void> {
+    const [backlog] = await this.sql<{ pending: number; lag: number }[]>`
+      SELECT count(*)::int AS pending, coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS lag
+      FROM outbox_events WHERE delivery_state = 'pending'`;
+    this.metrics?.outboxPending.set(backlog!.pending);
+    this.metrics?.outboxLag.set(backlog!.lag);
+  }
 
   async start(): Promise<void> {
     this.stopped = false;
@@ -159,6 +170,8 @@ export class OutboxRelay {
           locked_until = NULL
         WHERE id = ${event.id}`;
     });
+    this.metrics?.webhookAttempts.inc({ result: delivered ? 'delivered' : exhausted ? 'gave_up' : 'failed' });
+    this.metrics?.webhookDuration.observe((Date.now() - started) / 1000);
     const log = { event_id: event.id, tenant_id: event.tenant_id, type: event.payload.type, attempt, status, error };
     if (delivered) this.logger.info(log, 'webhook delivered');
     else this.logger.warn({ ...log, next_attempt_in_ms: exhausted ? null : delayMs }, exhausted ? 'webhook delivery gave up' : 'webhook delivery failed; will retry');

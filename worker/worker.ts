@@ -1,8 +1,11 @@
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities';
+import { requestIdActivityInterceptor } from './interceptors';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+/** Workflow interceptor modules: bundled with the workflows (pass to bundleWorkflowCode too). */
+export const workflowInterceptorModules = [fileURLToPath(new URL('../workflows/interceptors.ts', import.meta.url))];
 
 /**
  * A Temporal worker for the payment and refund workflows and their activities. Stateless:
@@ -23,6 +26,7 @@ export async function createPaymentWorker(options: {
     taskQueue: options.taskQueue,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath }),
     activities: createActivities(options.deps),
+    interceptors: { workflowModules: workflowInterceptorModules, activity: [requestIdActivityInterceptor] },
     ...options.tuning,
   });
 }

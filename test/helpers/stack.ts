@@ -4,28 +4,51 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { inject } from 'vitest';
 import { serve } from '@hono/node-server';
-import { NativeConnection, Runtime, type Worker } from '@temporalio/worker';
+import { NativeConnection, type Worker } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { createApp } from '../../api/app';
 import { CompletionWaiter } from '../../api/completions';
 import type { ApiDeps } from '../../api/context';
 import { createSql, type Sql } from '../../db/connect';
 import { createLogger, type Logger } from '../../lib/logger';
+import { createApiMetrics, createWorkerMetrics, type ApiMetrics, type WorkerMetrics } from '../../lib/metrics';
+import { installTemporalRuntime } from '../../worker/observability';
+import { Reconciler } from '../../worker/reconciler';
+import { freePort } from './ports';
 import { SandboxProvider } from '../../provider/sandbox-client';
 import { startSandbox } from '../../sandbox/server';
 import { OutboxRelay, type RelayOptions } from '../../worker/outbox-relay';
 import { RetentionJob } from '../../worker/retention';
 import { createPaymentWorker } from '../../worker/worker';
 
+/**
+ * One logger per test process, also installed as the Temporal runtime's logger (once per
+ * process, before anything creates the runtime). Its JSON lines are kept only while a test
+ * captures them (captureLogs), so tests can read what API, workflow and activity really log.
+ */
+const capturedLines: string[] = [];
+let capturing = false;
+const testLogger = createLogger({
+  name: 'test',
+  level: 'debug',
+  destination: { write: (line: string) => void (capturing && capturedLines.push(line)) },
+});
 let runtimeInstalled = false;
-function quietRuntime() {
+async function installRuntime() {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  try {
-    Runtime.install({ logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} } as never });
-  } catch {
-    // already installed in this process
-  }
+  installTemporalRuntime(testLogger, `127.0.0.1:${await freePort()}`);
+}
+
+/** Starts keeping log lines; `lines()` returns them parsed. */
+export function captureLogs() {
+  capturedLines.length = 0;
+  capturing = true;
+  return {
+    lines: () => capturedLines.map((line) => JSON.parse(line) as Record<string, unknown>),
+    text: () => capturedLines.join(''),
+    stop: () => void (capturing = false),
+  };
 }
 
 export interface StackOptions {
@@ -58,6 +81,11 @@ export interface TestStack {
   databaseUrl: string;
   temporalAddress: string;
   logger: Logger;
+  apiMetrics: ApiMetrics;
+  workerMetrics: WorkerMetrics;
+  reconciler: Reconciler;
+  /** The API's config, to build a second API process on the same database (see isolatedApi). */
+  apiConfig: ApiDeps['config'];
   relay: OutboxRelay;
   retention: RetentionJob;
   worker: Worker | null;
@@ -74,16 +102,17 @@ export const ADMIN_TOKEN = 'test-admin-token-0123456789';
  * sandbox, a worker on its own task queue, the outbox relay, and the API over real HTTP.
  */
 export async function startStack(options: StackOptions = {}): Promise<TestStack> {
-  quietRuntime();
+  await installRuntime();
   const databaseUrl = options.databaseUrl ?? inject('databaseUrl');
   const temporalAddress = options.temporalAddress ?? inject('temporalAddress');
   const taskQueue = options.taskQueue ?? `test-${randomBytes(4).toString('hex')}`;
-  const logger = createLogger({ name: 'test', level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+  const logger = testLogger;
   const sql = createSql(databaseUrl, { max: 20, connectTimeoutSeconds: 2 });
 
   const sandbox = await startSandbox({ databaseUrl: options.sandboxDatabaseUrl ?? databaseUrl, port: 0, slowMs: options.sandbox?.slowMs ?? 1500, flakyFailures: options.sandbox?.flakyFailures });
   const provider = new SandboxProvider({ baseUrl: sandbox.url, timeoutMs: options.providerTimeoutMs ?? 1500 });
 
+  const workerMetrics = createWorkerMetrics();
   let worker: Worker | null = null;
   let workerRun: Promise<void> | null = null;
   let workerConnection: NativeConnection | null = null;
@@ -93,7 +122,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       connection: workerConnection,
       namespace: 'default',
       taskQueue,
-      deps: { sql, provider },
+      deps: { sql, provider, metrics: workerMetrics },
       workflowBundle: { code: readFileSync(inject('workflowBundlePath'), 'utf8') },
     });
     workerRun = worker.run();
@@ -107,7 +136,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     batchSize: 50,
     pollMs: 200,
     ...options.relay,
-  });
+  }, workerMetrics);
   await relay.start();
   const retention = new RetentionJob(sql, logger, 60_000);
 
@@ -124,7 +153,8 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     AUTHORIZATION_WINDOW_SECONDS: 3600,
     ...options.api,
   };
-  const app = createApp({ sql, temporal, completions, config, logger });
+  const apiMetrics = createApiMetrics();
+  const app = createApp({ sql, temporal, completions, config, logger, metrics: apiMetrics });
   const server = await new Promise<Server>((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
   });
@@ -146,6 +176,10 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     databaseUrl,
     temporalAddress,
     logger,
+    apiMetrics,
+    workerMetrics,
+    reconciler: new Reconciler({ sql, provider, metrics: workerMetrics, logger }, 60_000),
+    apiConfig: config,
     relay,
     retention,
     get worker() {
@@ -216,4 +250,24 @@ export async function eventually<T>(check: () => Promise<T | null | undefined | 
     if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/**
+ * A second API process on the stack's database, with its own Temporal client (e.g. one whose
+ * server is unreachable), served over real HTTP.
+ */
+export async function isolatedApi(stack: TestStack, temporal: Client, config: Partial<ApiDeps['config']> = {}) {
+  const completions = new CompletionWaiter(stack.sql, stack.logger);
+  const app = createApp({ sql: stack.sql, temporal, completions, logger: stack.logger, metrics: createApiMetrics(), config: { ...stack.apiConfig, ...config } });
+  const server = await new Promise<Server>((resolve) => {
+    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
+  });
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      await completions.stop();
+    },
+  };
 }

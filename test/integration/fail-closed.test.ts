@@ -3,15 +3,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { serve } from '@hono/node-server';
-import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
-import { createApp } from '../../api/app';
-import { CompletionWaiter } from '../../api/completions';
 import { createSql } from '../../db/connect';
 import { migrate } from '../../db/migrate';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../lib/embedded-postgres';
-import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack } from '../helpers/stack';
+import { apiClient, eventually, isolatedApi, startStack, uniqueKey, type TestStack } from '../helpers/stack';
 import { effectsOf } from '../helpers/effects';
 import { freePort } from '../helpers/ports';
 
@@ -21,26 +16,17 @@ const body = () => ({ order_id: uniqueKey('ord'), amount_minor: 2500, currency: 
 
 describe('Temporal unreachable', () => {
   let stack: TestStack;
-  let server: Server;
+  let deadApi: Awaited<ReturnType<typeof isolatedApi>>;
   let deadApiUrl: string;
   beforeAll(async () => {
     stack = await startStack();
     // A second API process on the same database whose Temporal server is gone.
     const temporal = new Client({ connection: Connection.lazy({ address: `127.0.0.1:${await freePort()}` }) });
-    const app = createApp({
-      sql: stack.sql,
-      temporal,
-      completions: new CompletionWaiter(stack.sql, stack.logger),
-      logger: stack.logger,
-      config: { ADMIN_TOKEN, TASK_QUEUE: stack.taskQueue, IDEMPOTENCY_RETENTION_SECONDS: 3600, IDEMPOTENCY_WAIT_MS: 2000, TEMPORAL_RPC_TIMEOUT_MS: 1500, AUTHORIZATION_WINDOW_SECONDS: 3600 },
-    });
-    server = await new Promise<Server>((resolve) => {
-      const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
-    });
-    deadApiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    deadApi = await isolatedApi(stack, temporal, { IDEMPOTENCY_WAIT_MS: 2000, TEMPORAL_RPC_TIMEOUT_MS: 1500 });
+    deadApiUrl = deadApi.url;
   });
   afterAll(async () => {
-    server?.close();
+    await deadApi?.close();
     await stack?.stop();
   });
 

@@ -1,8 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, Connection } from '@temporalio/client';
-import { createApp } from '../../api/app';
-import { CompletionWaiter } from '../../api/completions';
-import { apiClient, ADMIN_TOKEN, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { apiClient, isolatedApi, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { chargesAtProvider, effectsOf, expectLedgerConsistent } from '../helpers/effects';
 
 /** The idempotency contract of SPEC section 3, on the real dev server and real PostgreSQL. */
@@ -75,30 +73,20 @@ describe('a repeated request replays the first final response', () => {
     expect(first.status).toBe(201);
 
     // A second API process sharing the database, whose Temporal address answers nothing.
-    const deadTemporal = new Client({ connection: Connection.lazy({ address: '127.0.0.1:1' }) });
-    const completions = new CompletionWaiter(stack.sql, stack.logger);
-    const isolated = createApp({
-      sql: stack.sql,
-      temporal: deadTemporal,
-      completions,
-      logger: stack.logger,
-      config: { ADMIN_TOKEN, TASK_QUEUE: stack.taskQueue, IDEMPOTENCY_RETENTION_SECONDS: 72 * 3600, IDEMPOTENCY_WAIT_MS: 1000, TEMPORAL_RPC_TIMEOUT_MS: 1000, AUTHORIZATION_WINDOW_SECONDS: 3600 },
+    const isolated = await isolatedApi(stack, new Client({ connection: Connection.lazy({ address: '127.0.0.1:1' }) }), {
+      TEMPORAL_RPC_TIMEOUT_MS: 1000,
     });
-    const replay = await isolated.request('/v1/payments', {
-      method: 'POST',
-      headers: { authorization: `Bearer ${tenant.apiKey}`, 'idempotency-key': key, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    expect(replay.status).toBe(201);
-    expect(await replay.text()).toBe(first.text);
-    expect(replay.headers.get('idempotent-replayed')).toBe('true');
-    // ...while a new operation through that process fails closed.
-    const fresh = await isolated.request('/v1/payments', {
-      method: 'POST',
-      headers: { authorization: `Bearer ${tenant.apiKey}`, 'idempotency-key': uniqueKey(), 'content-type': 'application/json' },
-      body: JSON.stringify(paymentBody()),
-    });
-    expect(fresh.status).toBe(503);
+    try {
+      const isolatedClient = apiClient(isolated.url, tenant.apiKey);
+      const replay = await isolatedClient.post('/v1/payments', body, key);
+      expect(replay.status).toBe(201);
+      expect(replay.text).toBe(first.text);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      // ...while a new operation through that process fails closed.
+      expect((await isolatedClient.post('/v1/payments', paymentBody(), uniqueKey())).status).toBe(503);
+    } finally {
+      await isolated.close();
+    }
   });
 });
 

@@ -1,0 +1,99 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * Prometheus metrics. Each process builds its own registry (the API's or the worker's), so
+ * tests that run both in one process never register a metric twice.
+ */
+
+/** How a mutating request was answered by the idempotency layer. */
+export type IdempotencyOutcome =
+  /** first delivery: claimed the key and executed */
+  | 'new'
+  /** a finished operation: the stored response, from PostgreSQL alone */
+  | 'replayed'
+  /** same key, different request: 422 */
+  | 'mismatch'
+  /** a duplicate that attached to the running operation and got its final response */
+  | 'waited'
+  /** the outcome was not known within the bounded wait: 202 */
+  | 'pending'
+  /** a dependency was unreachable: 503, nothing executed */
+  | 'fail_closed';
+
+export function createApiMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'api_' });
+  return {
+    registry,
+    httpDuration: new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'HTTP request latency by route template and status.',
+      labelNames: ['method', 'route', 'status'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+    idempotency: new Counter({
+      name: 'idempotency_requests_total',
+      help: 'Mutating requests by operation and idempotency outcome (new, replayed, mismatch, waited, pending, fail_closed).',
+      labelNames: ['operation', 'outcome'] as const,
+      registers: [registry],
+    }),
+  };
+}
+export type ApiMetrics = ReturnType<typeof createApiMetrics>;
+
+export function createWorkerMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'worker_' });
+  return {
+    registry,
+    paymentOutcomes: new Counter({
+      name: 'payment_outcomes_total',
+      help: 'Payments reaching a status, as recorded by the workflow.',
+      labelNames: ['status'] as const,
+      registers: [registry],
+    }),
+    refundOutcomes: new Counter({
+      name: 'refund_outcomes_total',
+      help: 'Refunds reaching a status, as recorded by the workflow.',
+      labelNames: ['status'] as const,
+      registers: [registry],
+    }),
+    effectsPerPayment: new Histogram({
+      name: 'effects_per_payment',
+      help: 'Effects per payment found by reconciliation: provider charges, ledger transactions, events. Should be exactly 1 each.',
+      labelNames: ['effect'] as const,
+      buckets: [0, 1, 2, 3, 5],
+      registers: [registry],
+    }),
+    duplicateEffects: new Counter({
+      name: 'duplicate_effects_total',
+      help: 'Payments found with more than one effect of a kind (should stay 0).',
+      labelNames: ['effect'] as const,
+      registers: [registry],
+    }),
+    webhookAttempts: new Counter({
+      name: 'webhook_delivery_attempts_total',
+      help: 'Webhook delivery attempts by result (delivered, failed, gave_up).',
+      labelNames: ['result'] as const,
+      registers: [registry],
+    }),
+    webhookDuration: new Histogram({
+      name: 'webhook_delivery_duration_seconds',
+      help: 'Duration of one webhook delivery attempt.',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+    outboxLag: new Gauge({
+      name: 'outbox_lag_seconds',
+      help: 'Age of the oldest event still waiting for delivery (0 when none).',
+      registers: [registry],
+    }),
+    outboxPending: new Gauge({
+      name: 'outbox_pending_events',
+      help: 'Events waiting for delivery.',
+      registers: [registry],
+    }),
+  };
+}
+export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;

@@ -1,0 +1,59 @@
+import { createServer, type Server } from 'node:http';
+import { Runtime } from '@temporalio/worker';
+import type { LogLevel, LogMetadata } from '@temporalio/common';
+import type { Logger } from '../lib/logger';
+import type { WorkerMetrics } from '../lib/metrics';
+
+/**
+ * The Temporal SDK's runtime, installed once per process before anything creates it: its
+ * logs (worker, workflow and activity lines, with their workflow/activity attributes and
+ * our request_id) go to pino, and its own metrics (task latencies, slots, polls…) are
+ * exported in Prometheus format on `sdkMetricsAddress`.
+ */
+export function installTemporalRuntime(logger: Logger, sdkMetricsAddress: string): void {
+  const forward = (level: LogLevel, message: string, meta?: LogMetadata) => {
+    const method = level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
+    logger[method]({ ...meta, sdk_component: meta?.sdkComponent }, message);
+  };
+  Runtime.install({
+    logger: {
+      log: forward,
+      trace: (message, meta) => forward('TRACE', message, meta),
+      debug: (message, meta) => forward('DEBUG', message, meta),
+      info: (message, meta) => forward('INFO', message, meta),
+      warn: (message, meta) => forward('WARN', message, meta),
+      error: (message, meta) => forward('ERROR', message, meta),
+    },
+    telemetryOptions: { metrics: { prometheus: { bindAddress: sdkMetricsAddress, countersTotalSuffix: true, useSecondsForDurations: true } } },
+  });
+}
+
+/**
+ * The worker's one scrape endpoint, GET /metrics: its own metrics (outcomes, reconciliation,
+ * webhooks, outbox backlog) followed by the Temporal SDK's.
+ */
+export function serveWorkerMetrics(options: {
+  port: number;
+  metrics: WorkerMetrics;
+  sdkMetricsUrl: string;
+  beforeScrape?: () => Promise<void>;
+  logger: Logger;
+}): Server {
+  const server = createServer(async (req, res) => {
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    try {
+      await options.beforeScrape?.();
+      const own = await options.metrics.registry.metrics();
+      const sdk = await fetch(options.sdkMetricsUrl, { signal: AbortSignal.timeout(2000) }).then((r) => r.text()).catch(() => '');
+      res.writeHead(200, { 'content-type': options.metrics.registry.contentType }).end(`${own}\n${sdk}`);
+    } catch (error) {
+      options.logger.warn({ err: error }, 'metrics scrape failed');
+      res.writeHead(500).end();
+    }
+  });
+  server.listen(options.port, '0.0.0.0', () => options.logger.info({ port: options.port }, `worker metrics on http://127.0.0.1:${options.port}/metrics`));
+  return server;
+}
