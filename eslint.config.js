@@ -1,0 +1,32 @@
+// Lint: the rules that protect correctness, not style.
+import tseslint from 'typescript-eslint';
+
+/** What workflow code must never import: I/O, clocks and randomness live in activities. */
+const bannedInWorkflows = [
+  { group: ['node:*', 'fs', 'fs/*', 'path', 'crypto', 'http', 'https', 'net', 'child_process', 'os', 'worker_threads'], message: 'Workflows are deterministic: no Node I/O. Do it in an activity.' },
+  { group: ['postgres', 'hono', '@hono/*', 'pino', 'prom-client', 'standardwebhooks', 'stripe'], message: 'Workflows do no I/O: call an activity.' },
+  { group: ['@temporalio/client', '@temporalio/worker', '@temporalio/activity'], message: 'Workflow code imports only @temporalio/workflow and @temporalio/common.', allowTypeImports: true },
+  { group: ['../activities', '../activities/*', '../db/*', '../api/*', '../worker/*', '../provider/sandbox-client', '../provider/stripe', '../lib/*', '../domain/*'], message: 'Workflows import activities by type only (import type), and shared definitions from shared/.', allowTypeImports: true },
+];
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', '.data/**', '.tools/**', 'test/artifacts/**', 'bench/results/**'] },
+  {
+    files: ['**/*.ts'],
+    languageOptions: { parser: tseslint.parser, parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    plugins: { '@typescript-eslint': tseslint.plugin },
+    rules: {
+      // A promise nobody awaits hides failures (and in a workflow, nondeterminism).
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: false }],
+    },
+  },
+  {
+    files: ['workflows/**/*.ts', 'shared/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', { patterns: bannedInWorkflows }],
+      'no-restricted-globals': ['error', { name: 'process', message: 'Configuration enters workflows as input.' }, { name: 'setTimeout', message: 'Use sleep() or condition() from @temporalio/workflow.' }, { name: 'fetch', message: 'Workflows do no I/O.' }],
+      'no-restricted-properties': ['error', { object: 'Math', property: 'random', message: 'Use uuid4() or a seeded value from the workflow API.' }],
+    },
+  },
+);
