@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
 import { OpenAPIHono, createRoute, z } from '@hono/zod-openapi';
 import { Scalar } from '@scalar/hono-api-reference';
 import type { Hook } from '@hono/zod-openapi';
@@ -36,6 +39,15 @@ const readyRoute = createRoute({
   },
 });
 
+const metricsRoute = createRoute({
+  method: 'get',
+  path: '/metrics',
+  tags: ['Operations'],
+  summary: 'Prometheus metrics of this API process',
+  description: 'HTTP latency by route and status, idempotency outcomes (new, replayed, mismatch, waited, pending, fail_closed), Node process metrics.',
+  responses: { 200: { description: 'Prometheus text exposition format.', content: { 'text/plain': { schema: z.string() } } } },
+});
+
 /** The HTTP API, built from its dependencies. `api/main.ts` serves it; tests call it directly. */
 export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: invalidRequest as never });
@@ -50,9 +62,9 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
     return c.json({ status: ok ? 'ready' : 'unavailable', checks }, ok ? 200 : 503);
   });
 
-  app.get('/metrics', async (c) => {
+  app.openapi(metricsRoute, async (c) => {
     c.header('Content-Type', deps.metrics.registry.contentType);
-    return c.body(await deps.metrics.registry.metrics());
+    return c.body(await deps.metrics.registry.metrics()) as never;
   });
 
   app.use('/v1/*', authenticate(deps), jsonBody(), requireIdempotencyKey(deps));
@@ -78,8 +90,24 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
     },
     security: [{ apiKey: [] }],
   });
-  app.get('/docs', Scalar({ url: '/openapi.json', pageTitle: 'Payment orchestrator API' }));
+  // The reference page's script is served from here, not a CDN: the page works offline.
+  app.get('/docs/scalar.js', (c) => {
+    c.header('Content-Type', 'application/javascript; charset=utf-8');
+    c.header('Cache-Control', 'public, max-age=86400');
+    return c.body(scalarBundle());
+  });
+  app.get('/docs', Scalar({ url: '/openapi.json', pageTitle: 'Payment orchestrator API', cdn: '/docs/scalar.js', withDefaultFonts: false }));
   return app;
+}
+
+let scalarScript: string | undefined;
+/** The @scalar/api-reference standalone bundle, read once on first use. */
+function scalarBundle(): string {
+  if (scalarScript === undefined) {
+    const entry = createRequire(import.meta.url).resolve('@scalar/api-reference');
+    scalarScript = readFileSync(path.join(path.dirname(entry), 'browser', 'standalone.js'), 'utf8');
+  }
+  return scalarScript;
 }
 
 async function readiness(deps: ApiDeps): Promise<Record<string, string>> {

@@ -12,18 +12,18 @@ export function jsonContent<T extends ZodType>(schema: T) {
   return { 'application/json': { schema } };
 }
 
-/** The Idempotency-Key request header of every mutating endpoint. */
-export const mutatingHeaders = z.object({
-  'idempotency-key': z
-    .string()
-    .min(8)
-    .max(255)
-    .openapi({
-      param: { name: 'Idempotency-Key', in: 'header', required: true },
-      description: 'A unique value per operation (e.g. a UUID), reused on every retry of it. 8–255 printable ASCII characters, no spaces.',
-      example: '9c7c96d4-812e-47c1-b712-2899a5947f64',
-    }),
-});
+/**
+ * The Idempotency-Key request header of every mutating endpoint, as documentation: the
+ * idempotency middleware validates it (with its own error types), not the route schema.
+ */
+export const idempotencyKeyParameter = {
+  name: 'Idempotency-Key',
+  in: 'header' as const,
+  required: true,
+  description: 'A unique value per operation (e.g. a UUID), reused on every retry of it. 8–255 printable ASCII characters, no spaces.',
+  schema: { type: 'string' as const, minLength: 8, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
+  example: '9c7c96d4-812e-47c1-b712-2899a5947f64',
+};
 
 const responseHeaders = {
   'Idempotent-Replayed': { description: '`true` when this is the stored response of an earlier delivery.', schema: { type: 'string' as const, enum: ['true'] } },

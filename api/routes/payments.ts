@@ -35,7 +35,7 @@ import {
   listOf,
   Payment,
 } from '../schemas';
-import { errorResponses, idempotentResponses, mutatingHeaders, jsonContent, paymentIdExample } from './openapi';
+import { errorResponses, idempotentResponses, idempotencyKeyParameter, jsonContent, paymentIdExample } from './openapi';
 
 const createPayment = createRoute({
   method: 'post',
@@ -46,7 +46,8 @@ const createPayment = createRoute({
     'Charges the payment method once, however often the request is delivered. 201 when `succeeded` or `requires_capture`; ' +
     '402 `card_declined` (the body carries the declined payment); 202 while still `processing`; 409 `order_already_paid` ' +
     'when the order already has a live or paid payment (no charge is made).',
-  request: { headers: mutatingHeaders, body: { content: jsonContent(CreatePaymentBody), required: true } },
+  parameters: [idempotencyKeyParameter],
+  request: { body: { content: jsonContent(CreatePaymentBody), required: true } },
   responses: {
     201: { description: 'Payment succeeded or authorized (manual capture).', content: jsonContent(Payment), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Payment),
@@ -78,7 +79,8 @@ const capturePayment = createRoute({
   tags: ['Payments'],
   summary: 'Capture a manual-capture payment (idempotent)',
   description: 'Captures all of the authorization, or `amount_minor` of it. 409 when the payment is not awaiting capture.',
-  request: { params: IdParam('payment', paymentIdExample), headers: mutatingHeaders, body: { content: jsonContent(CapturePaymentBody), required: false } },
+  parameters: [idempotencyKeyParameter],
+  request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CapturePaymentBody), required: false } },
   responses: {
     200: { description: 'Captured: the payment is `succeeded`.', content: jsonContent(Payment), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Payment),
@@ -91,7 +93,8 @@ const cancelPayment = createRoute({
   path: '/v1/payments/{id}/cancel',
   tags: ['Payments'],
   summary: 'Cancel (void) a manual-capture payment (idempotent)',
-  request: { params: IdParam('payment', paymentIdExample), headers: mutatingHeaders, body: { content: jsonContent(CancelPaymentBody), required: false } },
+  parameters: [idempotencyKeyParameter],
+  request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CancelPaymentBody), required: false } },
   responses: {
     200: { description: 'Voided: the payment is `canceled`.', content: jsonContent(Payment), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Payment),

@@ -8,7 +8,7 @@ import { OrderIdKey, TenantIdKey, type RefundWorkflowInput } from '../../shared/
 import type { ApiDeps, AppEnv } from '../context';
 import { runIdempotent, startOrAttach } from '../idempotency';
 import { CreateRefundBody, IdParam, ListRefundsQuery, listOf, Refund } from '../schemas';
-import { errorResponses, idempotentResponses, jsonContent, mutatingHeaders, paymentIdExample } from './openapi';
+import { errorResponses, idempotentResponses, jsonContent, idempotencyKeyParameter, paymentIdExample } from './openapi';
 
 const createRefund = createRoute({
   method: 'post',
@@ -18,7 +18,8 @@ const createRefund = createRoute({
   description:
     'Several partial refunds are allowed; their total never exceeds the captured amount (409 `refund_exceeds_captured`), ' +
     'however many arrive at once. Each refund runs under its own key and provider sub-key.',
-  request: { params: IdParam('payment', paymentIdExample), headers: mutatingHeaders, body: { content: jsonContent(CreateRefundBody), required: true } },
+  parameters: [idempotencyKeyParameter],
+  request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CreateRefundBody), required: true } },
   responses: {
     201: { description: 'Refunded.', content: jsonContent(Refund), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Refund),

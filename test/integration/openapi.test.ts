@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { existsSync, mkdirSync } from 'node:fs';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { chromium } from 'playwright-core';
+import { createApp } from '../../api/app';
+import { errorStatus } from '../../domain/errors';
+import { createApiMetrics } from '../../lib/metrics';
+import { startStack, type TestStack } from '../helpers/stack';
+import { CompletionWaiter } from '../../api/completions';
+
+/** The API documents itself: OpenAPI 3.1 from the same zod schemas, and a reference page. */
+
+let stack: TestStack;
+let doc: any;
+beforeAll(async () => {
+  stack = await startStack();
+  doc = await (await fetch(`${stack.apiUrl}/openapi.json`)).json();
+});
+afterAll(async () => stack?.stop());
+
+/** Routes that are about the document itself, not the API. */
+const meta = new Set(['/openapi.json', '/docs', '/docs/scalar.js']);
+
+describe('GET /openapi.json', () => {
+  it('is a valid OpenAPI 3.1 document', async () => {
+    expect(doc.openapi).toBe('3.1.0');
+    const result = await new Validator().validate(doc);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+  });
+
+  it('documents every route the app serves', () => {
+    const app = createApp({
+      sql: stack.sql,
+      temporal: stack.temporal,
+      completions: new CompletionWaiter(stack.sql, stack.logger),
+      logger: stack.logger,
+      metrics: createApiMetrics(),
+      config: stack.apiConfig,
+    });
+    const served = app.routes
+      .filter((r) => r.method !== 'ALL' && !meta.has(r.path))
+      .map((r) => `${r.method.toLowerCase()} ${r.path.replace(/:(\w+)/g, '{$1}')}`);
+    const documented = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops as object).map((method) => `${method} ${path}`));
+    expect(served.length).toBeGreaterThan(15);
+    expect(new Set(served)).toEqual(new Set(documented));
+  });
+
+  it('documents the idempotency headers on every mutating /v1 endpoint', () => {
+    const mutating = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops as Record<string, any>).filter(([method]) => method === 'post' && path.startsWith('/v1/')).map(([, op]) => ({ path, op })),
+    );
+    expect(mutating.length).toBe(4);
+    for (const { path, op } of mutating) {
+      expect(op.parameters.some((p: any) => p.in === 'header' && p.name === 'Idempotency-Key' && p.required), path).toBe(true);
+      const success = op.responses['201'] ?? op.responses['200'];
+      expect(Object.keys(success.headers), path).toEqual(expect.arrayContaining(['Idempotent-Replayed', 'Idempotency-Retention-Seconds']));
+      expect(Object.keys(op.responses['202'].headers), path).toEqual(expect.arrayContaining(['Location', 'Retry-After']));
+      expect(op.responses['503'].headers, path).toHaveProperty('Retry-After');
+      for (const status of ['400', '401', '422', '503']) expect(op.responses, `${path} ${status}`).toHaveProperty(status);
+    }
+  });
+
+  it('lists every error type of the API', () => {
+    const documented = doc.components.schemas.Error.properties.error.properties.type.enum;
+    expect(new Set(documented)).toEqual(new Set(Object.keys(errorStatus)));
+  });
+});
+
+describe('GET /docs', () => {
+  it('renders the interactive reference in headless Chromium, offline', async () => {
+    expect(existsSync('/usr/bin/chromium'), 'Chromium is missing: run `npm run setup`').toBe(true);
+    const browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    try {
+      const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+      const offsite: string[] = [];
+      page.on('request', (request) => {
+        if (!request.url().startsWith(stack.apiUrl) && !request.url().startsWith('data:')) offsite.push(request.url());
+      });
+      await page.goto(`${stack.apiUrl}/docs`, { waitUntil: 'load' });
+      await page.getByRole('heading', { name: 'Payment orchestrator' }).waitFor({ timeout: 30_000 });
+      await page.getByText('Payments', { exact: true }).first().click();
+      await page.getByText('Create a payment (idempotent)').first().waitFor({ timeout: 30_000 });
+      expect(await page.getByText('Idempotency-Key').count()).toBeGreaterThan(0);
+      mkdirSync('test/artifacts', { recursive: true });
+      await page.screenshot({ path: 'test/artifacts/api-docs.png' });
+      expect(offsite).toEqual([]);
+    } finally {
+      await browser.close();
+    }
+  });
+});
