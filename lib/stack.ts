@@ -1,0 +1,257 @@
+/**
+ * The whole product in one process: the provider sandbox, a worker on its own task queue,
+ * the outbox relay, and the API over real HTTP, against a PostgreSQL database and a
+ * Temporal server the caller names. The tests (test/helpers/stack.ts), the history recorder
+ * and the fault suite use it; `npm start` runs the same parts as separate processes.
+ */
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { serve } from '@hono/node-server';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, type Worker, type WorkerOptions } from '@temporalio/worker';
+import { createApp } from '../api/app';
+import { CompletionWaiter } from '../api/completions';
+import type { ApiDeps } from '../api/context';
+import { createSql, type Sql } from '../db/connect';
+import { SandboxProvider } from '../provider/sandbox-client';
+import { startSandbox } from '../sandbox/server';
+import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
+import { Reconciler } from '../worker/reconciler';
+import { RetentionJob } from '../worker/retention';
+import { createPaymentWorker } from '../worker/worker';
+import { createLogger, type Logger } from './logger';
+import { createApiMetrics, createWorkerMetrics, type ApiMetrics, type WorkerMetrics } from './metrics';
+
+export type ApiConfig = ApiDeps['config'];
+
+export interface StackOptions {
+  databaseUrl: string;
+  temporalAddress: string;
+  namespace?: string;
+  /** A fresh task queue per stack when omitted, so stacks on one server never share work. */
+  taskQueue?: string;
+  /** The sandbox's own database (default: databaseUrl). */
+  sandboxDatabaseUrl?: string;
+  sandbox?: { slowMs?: number; flakyFailures?: number };
+  /** The provider client's per-call timeout: what turns a lost response into a retry. */
+  providerTimeoutMs?: number;
+  /** false: no in-process worker (e.g. workers run as child processes). */
+  worker?: boolean;
+  /** Pre-built workflow bundle; the worker bundles workflows/ itself when omitted. */
+  workflowBundle?: WorkerOptions['workflowBundle'];
+  relay?: Partial<RelayOptions>;
+  api?: Partial<ApiConfig>;
+  logger?: Logger;
+  adminToken?: string;
+}
+
+export interface RunningApi {
+  url: string;
+  close(): Promise<void>;
+}
+
+export interface Tenant {
+  id: string;
+  apiKey: string;
+  webhookSecret: string;
+}
+
+export interface Stack {
+  apiUrl: string;
+  sandboxUrl: string;
+  sql: Sql;
+  temporal: Client;
+  taskQueue: string;
+  databaseUrl: string;
+  temporalAddress: string;
+  logger: Logger;
+  apiMetrics: ApiMetrics;
+  workerMetrics: WorkerMetrics;
+  /** The API's config, for other API processes on the same database (startApi). */
+  apiConfig: ApiConfig;
+  relay: OutboxRelay;
+  retention: RetentionJob;
+  reconciler: Reconciler;
+  worker: Worker | null;
+  adminToken: string;
+  createTenant(name?: string): Promise<Tenant>;
+  /** Another API process on the same database, with other settings or another Temporal client. */
+  startApi(config?: Partial<ApiConfig>, temporal?: Client): Promise<RunningApi>;
+  stopWorker(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startStack(options: StackOptions): Promise<Stack> {
+  const namespace = options.namespace ?? 'default';
+  const taskQueue = options.taskQueue ?? `stack-${randomBytes(4).toString('hex')}`;
+  const adminToken = options.adminToken ?? `admin-${randomBytes(12).toString('hex')}`;
+  const logger = options.logger ?? createLogger({ name: 'stack', level: process.env.LOG_LEVEL ?? 'silent' });
+  const sql = createSql(options.databaseUrl, { max: 20, connectTimeoutSeconds: 2 });
+  const closers: (() => Promise<unknown>)[] = [() => sql.end({ timeout: 5 })];
+  const stop = async () => {
+    for (let close = closers.pop(); close; close = closers.pop()) await close().catch(() => {});
+  };
+
+  try {
+    const sandbox = await startSandbox({
+      databaseUrl: options.sandboxDatabaseUrl ?? options.databaseUrl,
+      port: 0,
+      slowMs: options.sandbox?.slowMs ?? 1500,
+      flakyFailures: options.sandbox?.flakyFailures,
+    });
+    closers.push(() => sandbox.close());
+    const provider = new SandboxProvider({ baseUrl: sandbox.url, timeoutMs: options.providerTimeoutMs ?? 1500 });
+
+    const workerMetrics = createWorkerMetrics();
+    let worker: Worker | null = null;
+    let stopWorker = async () => {};
+    if (options.worker !== false) {
+      const workerConnection = await NativeConnection.connect({ address: options.temporalAddress });
+      closers.push(() => workerConnection.close());
+      const running = await createPaymentWorker({
+        connection: workerConnection,
+        namespace,
+        taskQueue,
+        deps: { sql, provider, metrics: workerMetrics },
+        ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
+      });
+      worker = running;
+      const run = running.run();
+      stopWorker = async () => {
+        if (running.getState() === 'RUNNING') running.shutdown();
+        await run;
+        worker = null;
+      };
+      closers.push(() => stopWorker());
+    }
+
+    const relay = new OutboxRelay(
+      sql,
+      logger,
+      { retryBaseMs: 100, retryMaxMs: 2000, maxAttempts: 8, timeoutMs: 2000, batchSize: 50, pollMs: 200, ...options.relay },
+      workerMetrics,
+    );
+    await relay.start();
+    closers.push(() => relay.stop());
+
+    const connection = await Connection.connect({ address: options.temporalAddress });
+    closers.push(() => connection.close());
+    const temporal = new Client({ connection, namespace });
+    const completions = new CompletionWaiter(sql, logger);
+    await completions.start();
+    closers.push(() => completions.stop());
+
+    const apiConfig: ApiConfig = {
+      ADMIN_TOKEN: adminToken,
+      TASK_QUEUE: taskQueue,
+      IDEMPOTENCY_RETENTION_SECONDS: 72 * 3600,
+      IDEMPOTENCY_WAIT_MS: 10_000,
+      TEMPORAL_RPC_TIMEOUT_MS: 3000,
+      AUTHORIZATION_WINDOW_SECONDS: 3600,
+      ...options.api,
+    };
+    const apiMetrics = createApiMetrics();
+    const startApi = async (overrides: Partial<ApiConfig> = {}, client: Client = temporal): Promise<RunningApi> => {
+      // Its own completion listener when it talks to another Temporal (it is another process).
+      const waiter = client === temporal ? completions : new CompletionWaiter(sql, logger);
+      if (waiter !== completions) await waiter.start();
+      const app = createApp({ sql, temporal: client, completions: waiter, config: { ...apiConfig, ...overrides }, logger, metrics: createApiMetrics() });
+      const server = await new Promise<Server>((resolve) => {
+        const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
+      });
+      const close = async () => {
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+        if (waiter !== completions) await waiter.stop();
+      };
+      closers.push(close);
+      return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close };
+    };
+    const app = createApp({ sql, temporal, completions, config: apiConfig, logger, metrics: apiMetrics });
+    const server = await new Promise<Server>((resolve) => {
+      const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
+    });
+    closers.push(async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    });
+    const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+    return {
+      apiUrl,
+      sandboxUrl: sandbox.url,
+      sql,
+      temporal,
+      taskQueue,
+      databaseUrl: options.databaseUrl,
+      temporalAddress: options.temporalAddress,
+      logger,
+      apiMetrics,
+      workerMetrics,
+      apiConfig,
+      relay,
+      retention: new RetentionJob(sql, logger, 60_000),
+      reconciler: new Reconciler({ sql, provider, metrics: workerMetrics, logger }, 60_000),
+      get worker() {
+        return worker;
+      },
+      adminToken,
+      async createTenant(name = 'tenant') {
+        const response = await fetch(`${apiUrl}/admin/tenants`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ name }),
+        });
+        if (response.status !== 201) throw new Error(`tenant creation failed: ${response.status} ${await response.text()}`);
+        const body = (await response.json()) as { id: string; api_key: string; webhook_secret: string };
+        return { id: body.id, apiKey: body.api_key, webhookSecret: body.webhook_secret };
+      },
+      startApi,
+      stopWorker: () => stopWorker(),
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** One answer of the API: status, headers, raw text and parsed JSON (null if not JSON). */
+export interface ApiResponse {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: any;
+}
+
+/** A small client for the API, authenticated as one tenant. */
+export function apiClient(apiUrl: string, apiKey: string) {
+  const request = async (
+    method: string,
+    path: string,
+    options: { body?: unknown; rawBody?: string; key?: string; headers?: Record<string, string>; signal?: AbortSignal } = {},
+  ): Promise<ApiResponse> => {
+    const headers: Record<string, string> = { authorization: `Bearer ${apiKey}`, ...options.headers };
+    if (options.key) headers['idempotency-key'] = options.key;
+    let body: string | undefined = options.rawBody;
+    if (options.body !== undefined) {
+      body = JSON.stringify(options.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const response = await fetch(`${apiUrl}${path}`, { method, headers, body, signal: options.signal });
+    const text = await response.text();
+    let json: any = null;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      // not JSON
+    }
+    return { status: response.status, headers: response.headers, text, json };
+  };
+  return {
+    request,
+    get: (path: string) => request('GET', path),
+    post: (path: string, body: unknown, key: string, headers?: Record<string, string>) => request('POST', path, { body, key, headers }),
+  };
+}

@@ -1,0 +1,376 @@
+import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { z } from 'zod';
+import { Connection } from '@temporalio/client';
+import { createSql } from '../../db/connect';
+import { ensureDatabase, migrate } from '../../db/migrate';
+import { loadConfig } from '../../lib/config';
+import { projectRoot, startTemporalDevServer, type DevServer } from '../../lib/temporal-cli';
+import { describeExit, spawnService, watchExit, type ExitInfo, type ManagedChild } from './children';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../lib/embedded-postgres';
+import { complain, prefix, say } from './output';
+
+/**
+ * The process behind `npm start` (scripts/start.ts runs it in its own session, so a Ctrl-C
+ * in the terminal reaches only the launcher, which asks this process to stop, and nothing
+ * here is interrupted out of order). Starts Temporal, PostgreSQL, the migrations, the
+ * provider sandbox, the worker and the API; stops them in reverse order.
+ */
+
+const port = z.coerce.number().int().min(1).max(65535);
+const launcherSchema = z
+  .object({
+    DATA_DIR: z.string().min(1).optional(),
+    TEMPORAL_PORT: port.default(7233),
+    TEMPORAL_UI_PORT: port.default(8233),
+    EMBEDDED_PG_PORT: port.default(5433),
+    SANDBOX_PORT: port.default(4010),
+    SANDBOX_HOST: z.string().min(1).default('127.0.0.1'),
+    /** The API's port; 0 (any port) is not allowed here, the banner must name it. */
+    PORT: port.default(3000),
+    HOST: z.string().min(1).optional(),
+    TEMPORAL_UI_URL: z.string().url().optional(),
+    START_READY_TIMEOUT_SECONDS: z.coerce.number().int().positive().default(180),
+  });
+/** The launcher's own variables (lib/config.ts has the ones the API and worker share); set in main(). */
+let launcherEnv: z.output<typeof launcherSchema>;
+
+const GRACE_MS = { api: 10_000, worker: 30_000, sandbox: 10_000 };
+
+class Cancelled extends Error {}
+
+interface State {
+  stopping: boolean;
+  temporal: DevServer | null;
+  temporalExit: { exited: Promise<ExitInfo>; hasExited(): boolean } | null;
+  postgres: EmbeddedPostgresHandle | null;
+  services: ManagedChild[];
+}
+const state: State = { stopping: false, temporal: null, temporalExit: null, postgres: null, services: [] };
+
+let startup: Promise<void> = Promise.resolve();
+let shuttingDown: Promise<never> | null = null;
+let signals = 0;
+
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    signals++;
+    if (signals === 1) void shutdown(`${signal} received`, 0);
+    else forceExit(`${signal} received again: killing everything`);
+  });
+}
+process.on('uncaughtException', (error) => void shutdown(`unexpected error: ${error.stack ?? error}`, 1));
+process.on('unhandledRejection', (error) => void shutdown(`unexpected error: ${(error as Error)?.stack ?? error}`, 1));
+
+// If the launcher in front of this process is killed outright, stop as if asked to.
+const launcherPid = process.ppid;
+setInterval(() => {
+  if (process.ppid !== launcherPid && !state.stopping) void shutdown('the launcher went away', 1);
+}, 500).unref();
+
+startup = main();
+startup.catch((error: unknown) => {
+  if (error instanceof Cancelled) return;
+  void shutdown(`start-up failed: ${(error as Error)?.message ?? error}`, 1);
+});
+
+async function main(): Promise<void> {
+  const parsed = launcherSchema.safeParse(process.env);
+  if (!parsed.success) {
+    throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  }
+  launcherEnv = parsed.data;
+  const config = loadConfig(); // the same parsing (and ADMIN_TOKEN default) as the API's
+  const dataDir = launcherEnv.DATA_DIR ? path.resolve(launcherEnv.DATA_DIR) : path.join(projectRoot, '.data');
+  mkdirSync(dataDir, { recursive: true });
+  const externalTemporal = process.env.TEMPORAL_ADDRESS;
+  const externalDatabase = process.env.DATABASE_URL;
+  const apiHost = launcherEnv.HOST ?? '0.0.0.0';
+
+  const sdkMetrics = /^(.*):(\d+)$/.exec(config.TEMPORAL_SDK_METRICS_ADDRESS);
+  await refuseBusyPorts([
+    { port: launcherEnv.PORT, host: apiHost, what: 'the API (PORT)' },
+    ...(config.WORKER_METRICS_PORT ? [{ port: config.WORKER_METRICS_PORT, host: '0.0.0.0', what: "the worker's /metrics (WORKER_METRICS_PORT)" }] : []),
+    ...(sdkMetrics ? [{ port: Number(sdkMetrics[2]), host: sdkMetrics[1]!, what: "the Temporal SDK's metrics (TEMPORAL_SDK_METRICS_ADDRESS)" }] : []),
+    { port: launcherEnv.SANDBOX_PORT, host: launcherEnv.SANDBOX_HOST, what: 'the provider sandbox (SANDBOX_PORT)' },
+    ...(externalTemporal
+      ? []
+      : [
+          { port: launcherEnv.TEMPORAL_PORT, host: '127.0.0.1', what: 'Temporal (TEMPORAL_PORT)' },
+          { port: launcherEnv.TEMPORAL_UI_PORT, host: '127.0.0.1', what: 'the Temporal Web UI (TEMPORAL_UI_PORT)' },
+        ]),
+    ...(externalDatabase ? [] : [{ port: launcherEnv.EMBEDDED_PG_PORT, host: '127.0.0.1', what: 'the embedded PostgreSQL (EMBEDDED_PG_PORT)' }]),
+  ]);
+
+  // Temporal and PostgreSQL start side by side; each registers itself as soon as it runs.
+  // (allSettled: when one fails, the other still registers what it started, to be stopped.)
+  const [temporalStart, databaseStart] = await Promise.allSettled([startTemporal(externalTemporal, dataDir, config.TEMPORAL_NAMESPACE), startPostgres(externalDatabase, dataDir)]);
+  if (temporalStart.status === 'rejected' || databaseStart.status === 'rejected') {
+    const reasons = [temporalStart, databaseStart].flatMap((r) => (r.status === 'rejected' ? [(r.reason as Error)?.message ?? String(r.reason)] : []));
+    throw new Error(reasons.join('\n'));
+  }
+  const temporalAddress = temporalStart.value;
+  const databaseUrl = databaseStart.value;
+  checkpoint();
+
+  const sql = createSql(databaseUrl, { max: 1, applicationName: 'payment-start' });
+  try {
+    await migrate(sql, (line) => say(line));
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+  checkpoint();
+
+  const sandboxUrl = `http://127.0.0.1:${launcherEnv.SANDBOX_PORT}`;
+  const apiUrl = `http://127.0.0.1:${launcherEnv.PORT}`;
+  const common: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATABASE_URL: databaseUrl,
+    TEMPORAL_ADDRESS: temporalAddress,
+    PROVIDER_URL: sandboxUrl,
+    LOG_LEVEL: config.LOG_LEVEL,
+    ADMIN_TOKEN: config.ADMIN_TOKEN,
+  };
+  // Sandbox first (the worker calls it), then the worker, then the API; they start together.
+  startService('sandbox', 'sandbox/main.ts', { ...common, SANDBOX_PORT: String(launcherEnv.SANDBOX_PORT), SANDBOX_HOST: launcherEnv.SANDBOX_HOST });
+  const worker = startService('worker', 'worker/main.ts', common);
+  startService('api', 'api/main.ts', { ...common, PORT: String(launcherEnv.PORT), HOST: apiHost });
+
+  const deadline = Date.now() + launcherEnv.START_READY_TIMEOUT_SECONDS * 1000;
+  await Promise.all([
+    waitFor('the provider sandbox to answer /healthz', deadline, async () => (await httpStatus(`${sandboxUrl}/healthz`)) === 200),
+    waitFor('the API to answer /readyz with 200', deadline, async () => (await httpStatus(`${apiUrl}/readyz`)) === 200),
+    waitForWorker(temporalAddress, config.TEMPORAL_NAMESPACE, config.TASK_QUEUE, worker.pid, deadline),
+  ]);
+  checkpoint();
+
+  const uiUrl = state.temporal?.uiUrl ?? launcherEnv.TEMPORAL_UI_URL ?? null;
+  const rel = (file: string) => {
+    const relative = path.relative(process.cwd(), file);
+    return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file;
+  };
+  const pids = [
+    ...state.services.map((s) => `${s.name} ${s.pid}`),
+    ...(state.temporal?.process.pid ? [`temporal ${state.temporal.process.pid}`] : []),
+    ...(state.postgres ? [`postgres ${state.postgres.pid}`] : []),
+  ];
+  const databaseShown = state.postgres ? databaseUrl : withoutPassword(databaseUrl);
+  say(
+    [
+      '',
+      'Payment orchestrator is running.',
+      `  API            ${apiUrl}`,
+      `  API docs       ${apiUrl}/docs`,
+      `  Temporal UI    ${uiUrl ?? `(not known for TEMPORAL_ADDRESS=${temporalAddress}; set TEMPORAL_UI_URL)`}`,
+      `  Temporal       ${temporalAddress}${state.temporal ? ` (dev server; ${rel(path.join(dataDir, 'temporal.db'))}, log ${rel(path.join(dataDir, 'temporal.log'))})` : ' (TEMPORAL_ADDRESS)'}`,
+      `  PSP sandbox    ${sandboxUrl}`,
+      ...(config.WORKER_METRICS_PORT ? [`  Worker metrics http://127.0.0.1:${config.WORKER_METRICS_PORT}/metrics`] : []),
+      `  DATABASE_URL   ${databaseShown}${state.postgres ? ` (embedded PostgreSQL; ${rel(path.join(dataDir, 'postgres'))})` : ''}`,
+      `  ADMIN_TOKEN    ${config.ADMIN_TOKEN}`,
+      `  pids           ${pids.join(', ')}`,
+      '  Create a tenant:',
+      `    curl -s -X POST ${apiUrl}/admin/tenants -H 'Authorization: Bearer ${config.ADMIN_TOKEN}' -H 'Content-Type: application/json' -d '{"name":"demo"}'`,
+      'Ctrl-C stops everything.',
+      '',
+    ].join('\n'),
+  );
+}
+
+async function startTemporal(external: string | undefined, dataDir: string, namespace: string): Promise<string> {
+  if (external) {
+    try {
+      const connection = await Connection.connect({ address: external, connectTimeout: 5000 });
+      await connection.close();
+    } catch (error) {
+      throw new Error(`cannot reach Temporal at TEMPORAL_ADDRESS=${external}: ${(error as Error).message}`);
+    }
+    say(`using the Temporal server at TEMPORAL_ADDRESS=${external}`);
+    return external;
+  }
+  say(`starting the Temporal dev server on 127.0.0.1:${launcherEnv.TEMPORAL_PORT} (Web UI on ${launcherEnv.TEMPORAL_UI_PORT})`);
+  const temporal = await startTemporalDevServer({
+    port: launcherEnv.TEMPORAL_PORT,
+    uiPort: launcherEnv.TEMPORAL_UI_PORT,
+    dbFilename: path.join(dataDir, 'temporal.db'),
+    logFile: path.join(dataDir, 'temporal.log'),
+    ...(namespace !== 'default' ? { namespace } : {}),
+  });
+  state.temporal = temporal;
+  const exit = watchExit(temporal.process);
+  state.temporalExit = exit;
+  void exit.exited.then((info) => {
+    if (!state.stopping) void shutdown(`the Temporal dev server exited unexpectedly (${describeExit(info)}); see ${path.join(dataDir, 'temporal.log')}`, 1);
+  });
+  say(`Temporal is up at ${temporal.address}`);
+  return temporal.address;
+}
+
+async function startPostgres(external: string | undefined, dataDir: string): Promise<string> {
+  if (external) {
+    await ensureDatabaseOf(external);
+    say(`using the PostgreSQL at DATABASE_URL=${withoutPassword(external)}`);
+    return external;
+  }
+  say(`starting the embedded PostgreSQL on 127.0.0.1:${launcherEnv.EMBEDDED_PG_PORT}`);
+  const postgres = await startEmbeddedPostgres({
+    dataDir,
+    port: launcherEnv.EMBEDDED_PG_PORT,
+    database: 'payments',
+    log: (line) => process.stdout.write(`${prefix('postgres')}${line}\n`),
+  });
+  state.postgres = postgres;
+  void postgres.exited.then((info) => {
+    if (!state.stopping) void shutdown(`the embedded PostgreSQL exited unexpectedly (${describeExit(info)})`, 1);
+  });
+  say(`PostgreSQL is up${postgres.firstStart ? ' (cluster created)' : ''}`);
+  return postgres.url;
+}
+
+/** DATABASE_URL's database is created if missing, through the same server's `postgres` database. */
+async function ensureDatabaseOf(url: string): Promise<void> {
+  const sql = createSql(url, { max: 1 });
+  try {
+    await sql`SELECT 1`;
+    return;
+  } catch (error) {
+    if ((error as { code?: string }).code !== '3D000') {
+      throw new Error(`cannot connect to DATABASE_URL=${withoutPassword(url)}: ${(error as Error).message}`);
+    }
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+  const target = new URL(url);
+  const name = decodeURIComponent(target.pathname.replace(/^\//, ''));
+  target.pathname = '/postgres';
+  const admin = createSql(target.toString(), { max: 1 });
+  try {
+    await ensureDatabase(admin, name);
+    say(`created database ${name}`);
+  } finally {
+    await admin.end({ timeout: 5 });
+  }
+}
+
+function startService(name: string, entry: string, env: NodeJS.ProcessEnv): ManagedChild {
+  checkpoint();
+  const child = spawnService(name, entry, env);
+  state.services.push(child);
+  void child.exited.then((info) => {
+    if (!state.stopping) void shutdown(`the ${name} process exited unexpectedly (${describeExit(info)}); see the [${name}] lines above`, 1);
+  });
+  return child;
+}
+
+/** The worker is ready once it polls its task queue (it bundles the workflows first). */
+async function waitForWorker(address: string, namespace: string, taskQueue: string, pid: number, deadline: number): Promise<void> {
+  const connection = await Connection.connect({ address, connectTimeout: 5000 });
+  try {
+    await waitFor(`the worker to poll task queue ${taskQueue}`, deadline, async () => {
+      const response = await connection.workflowService.describeTaskQueue({
+        namespace,
+        taskQueue: { name: taskQueue, kind: 1 /* NORMAL */ },
+        taskQueueType: 1 /* WORKFLOW */,
+      });
+      return (response.pollers ?? []).some((poller) => poller.identity?.startsWith(`${pid}@`));
+    });
+  } finally {
+    await connection.close();
+  }
+}
+
+async function waitFor(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
+  for (;;) {
+    checkpoint();
+    if (await check().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function httpStatus(url: string): Promise<number | null> {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(2000) });
+    await response.body?.cancel();
+    return response.status;
+  } catch {
+    return null;
+  }
+}
+
+function checkpoint(): void {
+  if (state.stopping) throw new Cancelled('stopping');
+}
+
+async function refuseBusyPorts(ports: { port: number; host: string; what: string }[]): Promise<void> {
+  const busy: string[] = [];
+  for (const { port, host, what } of ports) {
+    if (!(await portIsFree(port, host))) busy.push(`port ${port} (${what}) is already in use`);
+  }
+  if (busy.length) {
+    throw new Error(
+      `${busy.join('; ')}. Is another \`npm start\` running? Stop it, or choose other ports with the variables named ` +
+        '(or point TEMPORAL_ADDRESS / DATABASE_URL at servers that are already running).',
+    );
+  }
+}
+
+function portIsFree(port: number, host: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen({ port, host, exclusive: true }, () => server.close(() => resolve(true)));
+  });
+}
+
+function withoutPassword(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return url;
+  }
+}
+
+/**
+ * Stops the API, the worker and the sandbox (each SIGTERM, then SIGKILL after its grace
+ * period), then Temporal, then PostgreSQL, and exits.
+ */
+function shutdown(reason: string, code: number): Promise<never> {
+  if (shuttingDown) return shuttingDown;
+  state.stopping = true;
+  (code === 0 ? say : complain)(reason);
+  say('stopping');
+  shuttingDown = (async () => {
+    // Whatever step start-up was in finishes (or is cancelled) first, so that nothing it
+    // starts afterwards is missed.
+    await startup.catch(() => {});
+    for (const name of ['api', 'worker', 'sandbox'] as const) {
+      const child = state.services.find((s) => s.name === name);
+      if (!child) continue;
+      const info = await child.stop(GRACE_MS[name]);
+      say(`${name} stopped (${describeExit(info)})`);
+    }
+    if (state.temporal) {
+      await state.temporal.stop();
+      say('Temporal stopped');
+    }
+    if (state.postgres) {
+      await state.postgres.stop();
+      say('PostgreSQL stopped');
+    }
+    say(code === 0 ? 'all stopped' : 'all stopped after a failure');
+    process.exit(code);
+  })();
+  return shuttingDown;
+}
+
+/** A second Ctrl-C: no more waiting. */
+function forceExit(reason: string): never {
+  complain(reason);
+  for (const child of state.services) child.kill();
+  if (state.temporal && !state.temporalExit?.hasExited()) state.temporal.process.kill('SIGKILL');
+  state.postgres?.kill();
+  process.exit(1);
+}
