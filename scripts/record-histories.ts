@@ -1,0 +1,347 @@
+/**
+ * npm run histories:record [-- --only success,decline] [--before-patch <patch-id>] [--label <text>]
+ *
+ * Records the workflow history of every scenario from a real run: a Temporal dev server of
+ * its own, a fresh migrated database, the provider sandbox, a worker running the current
+ * workflows/ code and the API, driven over HTTP exactly as a client would. Each history is
+ * saved as test/histories/<scenario><suffix>.json (the JSON that `temporal workflow show
+ * --output json` also writes) and listed in test/histories/index.json with what it shows
+ * and the code version it was recorded with. Entries of files not recorded in this run
+ * (e.g. histories kept from before a patch) stay in the index untouched.
+ *
+ * --before-patch <id>: run this BEFORE adding patched('<id>') to a workflow; it saves the
+ * histories as <scenario>-before-<id>.json, kept from then on as proof that runs started
+ * by the old code still replay against the new one (see test/histories/README.md).
+ *
+ * The replay test (test/replay/histories.test.ts) replays every listed history against the
+ * current workflow code. Never edit a history by hand: record it again.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { bundleWorkflowCode, DefaultLogger, Runtime } from '@temporalio/worker';
+import { paymentWorkflowId, refundWorkflowId } from '../domain/ids';
+import { ensureTemporalCli, projectRoot } from '../lib/temporal-cli';
+import {
+  describeHistory,
+  historiesDir,
+  historyIndexPath,
+  workflowInterceptorModules,
+  workflowSourceHash,
+  workflowsPath,
+  type CodeVersion,
+  type HistoryEntry,
+  type HistoryIndex,
+} from './lib/histories';
+import { apiClient, startStack, type ApiResponse, type Stack } from '../lib/stack';
+import { startScratchEnvironment } from './lib/scratch-environment';
+
+/** One workflow run a scenario produced, and what its history must show to be worth keeping. */
+interface Recording {
+  name: string;
+  workflowId: string;
+  shows: string;
+  /** A reason the run did not show what it should (then nothing is saved), or null. */
+  check?: (facts: ReturnType<typeof describeHistory>) => string | null;
+}
+
+interface Scenario {
+  name: string;
+  run(ctx: Context): Promise<Recording[]>;
+}
+
+interface Context {
+  stack: Stack;
+  tenant: { id: string; apiKey: string };
+  api: ReturnType<typeof apiClient>;
+}
+
+const key = (label: string) => `${label}-${randomBytes(6).toString('hex')}`;
+const order = () => key('ord');
+const automatic = (method = 'pm_card_visa', amount = 1000, currency = 'EUR') => ({
+  order_id: order(),
+  amount_minor: amount,
+  currency,
+  payment_method: method,
+  capture_method: 'automatic',
+});
+const manual = (method = 'pm_card_visa', amount = 1000, currency = 'EUR') => ({ ...automatic(method, amount, currency), capture_method: 'manual' });
+
+function expectStatus(response: ApiResponse, status: number, what: string): void {
+  if (response.status !== status) throw new Error(`${what}: expected HTTP ${status}, got ${response.status} ${response.text}`);
+}
+
+const retried = (facts: { maxActivityAttempt: number }) =>
+  facts.maxActivityAttempt >= 2 ? null : `expected a retried activity, max attempt was ${facts.maxActivityAttempt}`;
+const hasActivity = (name: string) => (facts: { activities: string[] }) =>
+  facts.activities.includes(name) ? null : `expected activity ${name}, got ${facts.activities.join(', ')}`;
+
+async function freezeMerchantAccount(ctx: Context, currency: string): Promise<void> {
+  await ctx.stack.sql`
+    INSERT INTO ledger_accounts (tenant_id, code, currency, frozen) VALUES (${ctx.tenant.id}, 'merchant_balance', ${currency}, true)
+    ON CONFLICT (tenant_id, code, currency) DO UPDATE SET frozen = true`;
+}
+
+async function paidPayment(ctx: Context, method = 'pm_card_visa'): Promise<{ id: string; workflow_id: string }> {
+  const response = await ctx.api.post('/v1/payments', automatic(method), key('pay'));
+  expectStatus(response, 201, 'payment');
+  return response.json;
+}
+
+const scenarios: Scenario[] = [
+  {
+    name: 'success',
+    async run({ api }) {
+      const response = await api.post('/v1/payments', automatic(), key('success'));
+      expectStatus(response, 201, 'payment');
+      return [{ name: 'success', workflowId: response.json.workflow_id, shows: 'Automatic capture that succeeds: intent, charge, outcome recorded (ledger + outbox + first response), status search attribute kept current.' }];
+    },
+  },
+  {
+    name: 'decline',
+    async run({ api }) {
+      const response = await api.post('/v1/payments', automatic('pm_card_declined'), key('decline'));
+      expectStatus(response, 402, 'declined payment');
+      return [{ name: 'decline', workflowId: response.json.error.payment.workflow_id, shows: 'The provider declines the card (a result, not an error): payment recorded as declined, 402 card_declined.' }];
+    },
+  },
+  {
+    name: 'lost-response',
+    async run({ api }) {
+      const response = await api.post('/v1/payments', automatic('pm_card_timeout_after_charge'), key('lost'));
+      expectStatus(response, 201, 'payment with a lost response');
+      return [{
+        name: 'lost-response',
+        workflowId: response.json.workflow_id,
+        shows: 'The provider commits the charge but its response is lost: the attempt times out, the retry looks the charge up by its sub-key and finds it (one charge).',
+        check: retried,
+      }];
+    },
+  },
+  {
+    name: 'flaky-provider',
+    async run({ api }) {
+      const response = await api.post('/v1/payments', automatic('pm_card_flaky'), key('flaky'));
+      expectStatus(response, 201, 'payment on a flaky provider');
+      return [{ name: 'flaky-provider', workflowId: response.json.workflow_id, shows: 'The provider answers 503 on the first attempts: the charge activity retries with backoff under the same sub-key, then succeeds.', check: retried }];
+    },
+  },
+  {
+    name: 'manual-capture',
+    async run({ api }) {
+      const created = await api.post('/v1/payments', manual(), key('auth'));
+      expectStatus(created, 201, 'authorization');
+      expectStatus(await api.post(`/v1/payments/${created.json.id}/capture`, {}, key('capture')), 200, 'capture');
+      return [{
+        name: 'manual-capture',
+        workflowId: created.json.workflow_id,
+        shows: 'Manual capture: authorize, wait for the capture update (validator admits it), capture at the provider, record; the update returns the recorded response.',
+        check: (facts) => (facts.updates.includes('capture') ? hasActivity('captureCharge')(facts) : 'expected an accepted capture update'),
+      }];
+    },
+  },
+  {
+    name: 'cancel',
+    async run({ api }) {
+      const created = await api.post('/v1/payments', manual(), key('auth'));
+      expectStatus(created, 201, 'authorization');
+      expectStatus(await api.post(`/v1/payments/${created.json.id}/cancel`, {}, key('cancel')), 200, 'cancel');
+      return [{ name: 'cancel', workflowId: created.json.workflow_id, shows: 'Manual capture canceled by the cancel update: the authorization is voided at the provider.', check: hasActivity('voidCharge') }];
+    },
+  },
+  {
+    name: 'authorization-expired',
+    async run({ stack, tenant }) {
+      // A 2 s window instead of the configured hour: the durable timer fires during the run.
+      const shortWindow = await stack.startApi({ AUTHORIZATION_WINDOW_SECONDS: 2 });
+      const api = apiClient(shortWindow.url, tenant.apiKey);
+      const created = await api.post('/v1/payments', manual(), key('expire'));
+      expectStatus(created, 201, 'authorization');
+      return [{ name: 'authorization-expired', workflowId: created.json.workflow_id, shows: 'An authorization left uncaptured: the timer ends the window (2 s here) and the authorization is voided.', check: hasActivity('voidCharge') }];
+    },
+  },
+  {
+    name: 'refunds',
+    async run(ctx) {
+      const payment = await paidPayment(ctx);
+      const recordings: Recording[] = [];
+      for (const [name, amount, status, shows] of [
+        ['refund-partial-first', 300, 201, 'First partial refund (300 of 1000): reserve under the payment lock, refund at the provider, reversing ledger transaction.'],
+        ['refund-partial-second', 700, 201, 'Second partial refund (700): the rest of the captured amount, which makes the payment refunded.'],
+        ['refund-exceeds-captured', 1, 409, 'A refund above what is left: refused when reserving (409 refund_exceeds_captured), the provider is never called.'],
+      ] as const) {
+        const refundKey = key('refund');
+        expectStatus(await ctx.api.post(`/v1/payments/${payment.id}/refunds`, { amount_minor: amount, reason: 'requested_by_customer' }, refundKey), status, name);
+        recordings.push({ name, workflowId: refundWorkflowId(ctx.tenant.id, refundKey), shows, ...(status === 201 ? { check: hasActivity('refundCharge') } : {}) });
+      }
+      return recordings;
+    },
+  },
+  {
+    name: 'refund-provider-failed',
+    async run(ctx) {
+      const payment = await paidPayment(ctx, 'pm_card_refund_fails');
+      const refundKey = key('refund');
+      expectStatus(await ctx.api.post(`/v1/payments/${payment.id}/refunds`, { amount_minor: 400 }, refundKey), 402, 'refused refund');
+      return [{ name: 'refund-provider-failed', workflowId: refundWorkflowId(ctx.tenant.id, refundKey), shows: 'The provider refuses the refund: recorded as failed, the reserved amount released, 402 refund_failed.' }];
+    },
+  },
+  {
+    name: 'compensation',
+    async run(ctx) {
+      await freezeMerchantAccount(ctx, 'CHF');
+      const response = await ctx.api.post('/v1/payments', automatic('pm_card_visa', 700, 'CHF'), key('frozen'));
+      expectStatus(response, 402, 'payment on a frozen ledger account');
+      return [{ name: 'compensation', workflowId: response.json.error.payment.workflow_id, shows: 'Money moved but the ledger refuses the posting for good (frozen account): the saga refunds the charge and records why (402 payment_failed).', check: hasActivity('refundCharge') }];
+    },
+  },
+  {
+    name: 'capture-compensation',
+    async run(ctx) {
+      const created = await ctx.api.post('/v1/payments', manual('pm_card_visa', 900, 'SEK'), key('auth'));
+      expectStatus(created, 201, 'authorization');
+      await freezeMerchantAccount(ctx, 'SEK');
+      expectStatus(await ctx.api.post(`/v1/payments/${created.json.id}/capture`, {}, key('capture')), 402, 'capture on a frozen ledger account');
+      return [{ name: 'capture-compensation', workflowId: created.json.workflow_id, shows: 'The ledger refuses a manual capture: the compensation swapped from void to refund runs, and the capture update answers with why.', check: hasActivity('refundCharge') }];
+    },
+  },
+  {
+    name: 'order-already-paid',
+    async run(ctx) {
+      const body = automatic();
+      expectStatus(await ctx.api.post('/v1/payments', body, key('first')), 201, 'first payment of the order');
+      const secondKey = key('second');
+      const second = await ctx.api.post('/v1/payments', body, secondKey);
+      expectStatus(second, 409, 'second payment of the order');
+      return [{
+        name: 'order-already-paid',
+        workflowId: paymentWorkflowId(ctx.tenant.id, secondKey),
+        shows: 'A second payment for an order that is already paid (another key): the order guard refuses it when persisting the intent, 409 order_already_paid, no charge.',
+        check: (facts) => (facts.activities.length === 0 ? null : `expected no provider call, got ${facts.activities.join(', ')}`),
+      }];
+    },
+  },
+];
+
+function codeVersion(label: string): CodeVersion {
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: projectRoot, encoding: 'utf8' }).trim();
+  let commit = 'unknown';
+  let uncommittedChanges = false;
+  try {
+    commit = git('rev-parse', 'HEAD');
+    uncommittedChanges = git('status', '--porcelain', '--', 'workflows', 'shared') !== '';
+  } catch {
+    // not a git checkout: the source hash still pins the code
+  }
+  return { commit, uncommittedChanges, workflowSourceSha256: workflowSourceHash(), label };
+}
+
+function versions(): HistoryEntry['temporal'] {
+  const sdk = (JSON.parse(readFileSync(path.join(projectRoot, 'node_modules/@temporalio/workflow/package.json'), 'utf8')) as { version: string }).version;
+  let server = 'unknown';
+  try {
+    server = execFileSync(ensureTemporalCli(), ['--version'], { encoding: 'utf8' }).trim();
+  } catch {
+    // cosmetic
+  }
+  return { sdk, server };
+}
+
+const ABOUT =
+  'Workflow histories recorded from real runs by `npm run histories:record` (scripts/record-histories.ts). ' +
+  'test/replay/histories.test.ts replays every one of them against the current workflow code on each test run. ' +
+  'Never edit a history by hand; see README.md in this folder.';
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      only: { type: 'string' },
+      'before-patch': { type: 'string' },
+      label: { type: 'string' },
+    },
+  });
+  const only = values.only ? new Set(values.only.split(',').map((s) => s.trim())) : null;
+  const selected = scenarios.filter((s) => !only || only.has(s.name));
+  if (only && selected.length !== only.size) {
+    throw new Error(`unknown scenario in --only; known: ${scenarios.map((s) => s.name).join(', ')}`);
+  }
+  const beforePatch = values['before-patch'];
+  if (beforePatch !== undefined && !/^[a-z0-9][a-z0-9.-]*$/.test(beforePatch)) throw new Error('--before-patch: a patch id of lowercase letters, digits, dots and dashes');
+  const suffix = beforePatch ? `-before-${beforePatch}` : '';
+  const label = values.label ?? (beforePatch ? `before patch ${beforePatch}: the code without patched('${beforePatch}')` : 'current workflow code');
+
+  Runtime.install({ logger: new DefaultLogger('ERROR'), telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } } });
+  const version = codeVersion(label);
+  const temporalVersions = versions();
+  console.log(`recording ${selected.length} scenario(s) with workflow code ${version.workflowSourceSha256.slice(0, 12)} (${version.label})`);
+
+  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, logger: new DefaultLogger('WARN') });
+  const environment = await startScratchEnvironment({ label: 'histories' });
+  const recorded: HistoryEntry[] = [];
+  try {
+    const stack = await startStack({
+      databaseUrl: environment.databaseUrl,
+      temporalAddress: environment.temporalAddress,
+      workflowBundle: { code },
+    });
+    try {
+      for (const scenario of selected) {
+        // A tenant per scenario, so a frozen ledger account or an order id never leaks into the next.
+        const tenant = await stack.createTenant(`histories ${scenario.name}`);
+        const ctx: Context = { stack, tenant, api: apiClient(stack.apiUrl, tenant.apiKey) };
+        for (const recording of await scenario.run(ctx)) {
+          const handle = stack.temporal.workflow.getHandle(recording.workflowId);
+          // Only closed runs are recorded: a history that ends mid-way shows less than its name says.
+          await withTimeout(handle.result(), 60_000, `${recording.name}: workflow ${recording.workflowId} did not close`);
+          const history = await handle.fetchHistory();
+          const facts = describeHistory(history);
+          const problem = recording.check?.(facts);
+          if (problem) throw new Error(`${recording.name}: ${problem}`);
+          const file = `${recording.name}${suffix}.json`;
+          writeFileSync(path.join(historiesDir, file), historyToJSON(history) + '\n');
+          recorded.push({
+            file,
+            scenario: recording.name,
+            workflowId: recording.workflowId,
+            shows: recording.shows,
+            ...facts,
+            recordedAt: new Date().toISOString(),
+            recordedWith: version,
+            temporal: temporalVersions,
+          });
+          console.log(`  ${file}: ${facts.workflowType}, ${facts.events} events${facts.patches.length ? `, patches ${facts.patches.join(', ')}` : ''}`);
+        }
+      }
+    } finally {
+      await stack.stop();
+    }
+  } finally {
+    await environment.stop();
+  }
+
+  const previous: HistoryIndex = existsSync(historyIndexPath) ? JSON.parse(readFileSync(historyIndexPath, 'utf8')) : { about: ABOUT, histories: [] };
+  const fresh = new Set(recorded.map((e) => e.file));
+  const histories = [...previous.histories.filter((e) => !fresh.has(e.file)), ...recorded].sort((a, b) => a.file.localeCompare(b.file));
+  writeFileSync(historyIndexPath, JSON.stringify({ about: ABOUT, histories }, null, 2) + '\n');
+  console.log(`recorded ${recorded.length} histories; ${historiesDir}/index.json lists ${histories.length}`);
+}
+
+async function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(`histories:record failed: ${error instanceof Error ? error.stack : String(error)}`);
+    process.exit(1);
+  },
+);

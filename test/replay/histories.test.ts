@@ -1,0 +1,169 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { bundleWorkflowCode, Runtime, Worker, type ReplayWorkerOptions } from '@temporalio/worker';
+import { DeterminismViolationError } from '@temporalio/workflow';
+import {
+  describeHistory,
+  historyFilesOnDisk,
+  loadHistory,
+  readHistoryIndex,
+  workflowInterceptorModules,
+  type HistoryEntry,
+} from '../../scripts/lib/histories';
+
+/**
+ * SPEC sections 5 and 9: workflow code changes are proven safe by replaying the histories
+ * recorded from real runs (test/histories, `npm run histories:record`) against the current
+ * code. A replay that produces other commands than the history recorded is a
+ * nondeterminism: the change would break every run in flight.
+ */
+
+const PATCH_ID = 'charge-memo';
+const fixtures = path.resolve('test/fixtures');
+const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
+
+let index: HistoryEntry[];
+let currentCode: ReplayWorkerOptions['workflowBundle'];
+
+beforeAll(() => {
+  try {
+    // Replay failures are asserted below; the SDK would also log each one.
+    Runtime.install({ logger: silent as never, telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } } });
+  } catch {
+    // this process already has a runtime
+  }
+  index = readHistoryIndex().histories;
+  // The run's bundle of workflows/ (test/global-setup.ts), built as the worker builds it.
+  currentCode = { code: readFileSync(inject('workflowBundlePath'), 'utf8') };
+});
+
+/** Replays the listed histories in one replay worker; the failures, by file. */
+async function replay(workflowBundle: ReplayWorkerOptions['workflowBundle'], entries: HistoryEntry[]) {
+  const histories = entries.map((entry) => ({ workflowId: entry.file, history: loadHistory(entry.file) }));
+  const failures: { file: string; error: Error }[] = [];
+  let replayed = 0;
+  for await (const result of Worker.runReplayHistories({ workflowBundle, replayName: 'histories-test' }, histories)) {
+    replayed++;
+    if (result.error) failures.push({ file: result.workflowId, error: result.error });
+  }
+  return { replayed, failures };
+}
+
+const bundles = new Map<string, Promise<ReplayWorkerOptions['workflowBundle']>>();
+/** The workflows of a fixture under test/fixtures (an altered payment workflow), bundled like the real ones. */
+function fixtureBundle(name: string): Promise<ReplayWorkerOptions['workflowBundle']> {
+  if (!bundles.has(name)) {
+    const workflowsPath = path.join(fixtures, name, 'index.ts');
+    bundles.set(name, bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, logger: silent }).then(({ code }) => ({ code })));
+  }
+  return bundles.get(name)!;
+}
+
+const entry = (file: string) => {
+  const found = index.find((e) => e.file === file);
+  if (!found) throw new Error(`test/histories/index.json does not list ${file}`);
+  return found;
+};
+
+describe('the recorded histories', () => {
+  it('are all listed in the index, and each entry matches its file (no stale or hand-edited entry)', () => {
+    expect(index.map((e) => e.file).sort()).toEqual(historyFilesOnDisk());
+    for (const e of index) {
+      const facts = describeHistory(loadHistory(e.file));
+      expect({ file: e.file, ...facts }).toEqual({
+        file: e.file,
+        workflowType: e.workflowType,
+        events: e.events,
+        activities: e.activities,
+        localActivities: e.localActivities,
+        updates: e.updates,
+        maxActivityAttempt: e.maxActivityAttempt,
+        patches: e.patches,
+      });
+    }
+  });
+
+  it('cover every scenario of the payment and refund workflows', () => {
+    const scenarios = new Set(index.map((e) => e.scenario));
+    for (const scenario of [
+      'success',
+      'decline',
+      'lost-response',
+      'flaky-provider',
+      'manual-capture',
+      'cancel',
+      'authorization-expired',
+      'refund-partial-first',
+      'refund-partial-second',
+      'refund-exceeds-captured',
+      'compensation',
+      'order-already-paid',
+    ]) {
+      expect(scenarios, scenario).toContain(scenario);
+    }
+    expect(new Set(index.map((e) => e.workflowType))).toEqual(new Set(['paymentWorkflow', 'refundWorkflow']));
+    // The retry scenarios really retried; the lost response was resolved without a second charge activity.
+    expect(entry('lost-response.json').maxActivityAttempt).toBeGreaterThanOrEqual(2);
+    expect(entry('lost-response.json').activities).toEqual(['chargePayment']);
+    expect(entry('flaky-provider.json').maxActivityAttempt).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('every recorded history replays against the current workflow code', () => {
+  it('replays all of them without a nondeterminism or any other replay failure', async () => {
+    const { replayed, failures } = await replay(currentCode, index);
+    expect(failures.map((f) => `${f.file}: ${f.error.name}: ${f.error.message}`)).toEqual([]);
+    expect(replayed).toBe(index.length);
+    expect(replayed).toBeGreaterThanOrEqual(19);
+  });
+});
+
+describe(`patch ${PATCH_ID}: runs begun before the change still replay`, () => {
+  const before = () => index.filter((e) => e.file.endsWith(`-before-${PATCH_ID}.json`));
+
+  it('keeps histories recorded by the code before the patch (no marker) next to those recorded after (marker)', () => {
+    expect(before().map((e) => e.scenario).sort()).toEqual(['authorization-expired', 'cancel', 'decline', 'manual-capture', 'success']);
+    for (const e of before()) {
+      expect(e.patches, e.file).toEqual([]);
+      expect(e.recordedWith.label, e.file).toMatch(`before patch ${PATCH_ID}`);
+      // Same scenario, recorded after the patch: it went through the patched branch.
+      expect(entry(`${e.scenario}.json`).patches, e.scenario).toEqual([PATCH_ID]);
+      expect(entry(`${e.scenario}.json`).recordedWith.workflowSourceSha256).not.toBe(e.recordedWith.workflowSourceSha256);
+    }
+  });
+
+  it('replays the pre-patch histories against the patched code', async () => {
+    const { replayed, failures } = await replay(currentCode, before());
+    expect(failures.map((f) => `${f.file}: ${f.error.message}`)).toEqual([]);
+    expect(replayed).toBe(5);
+  });
+
+  it('would break them without the patched() guard: DeterminismViolationError for every pre-patch history', async () => {
+    const { replayed, failures } = await replay(await fixtureBundle('unguarded-patch'), before());
+    expect(replayed).toBe(5);
+    expect(failures.map((f) => f.file).sort()).toEqual(before().map((e) => e.file).sort());
+    for (const failure of failures) expect(failure.error, failure.file).toBeInstanceOf(DeterminismViolationError);
+  });
+});
+
+describe('the replay check has teeth', () => {
+  it('fails the success history with DeterminismViolationError when an activity is added to the payment workflow', async () => {
+    const altered = await fixtureBundle('activity-added');
+    const failure = await Worker.runReplayHistory({ workflowBundle: altered, replayName: 'teeth' }, loadHistory('success.json'), 'success').then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(failure).toBeInstanceOf(DeterminismViolationError);
+    // It is the added activity that breaks it: the history scheduled chargePayment there.
+    expect((failure as Error).message).toMatch(/screenForFraud/);
+    expect((failure as Error).message).toMatch(/chargePayment/);
+  });
+
+  it('still replays the refund histories with that altered bundle (only the payment workflow changed)', async () => {
+    const refunds = index.filter((e) => e.workflowType === 'refundWorkflow');
+    const { replayed, failures } = await replay(await fixtureBundle('activity-added'), refunds);
+    expect(replayed).toBe(refunds.length);
+    expect(failures).toEqual([]);
+  });
+});
