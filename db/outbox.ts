@@ -33,7 +33,9 @@ export interface OutboxEventRow {
 }
 
 /**
- * Writes a notification in the caller's transaction, the one that records the fact itself.
+ * Writes a notification in the caller's transaction (into a json column, serialized once by
+ * postgres.js: the field order written here is the order every reader and webhook receiver
+ * sees; db.json() would send jsonb, which reorders), the one that records the fact itself.
  * Once per business event: a replayed activity finds (tenant, event_key) taken and adds nothing.
  */
 export async function insertEvent(db: Db, event: { tenantId: string; type: EventType; eventKey: string; object: unknown }): Promise<void> {
@@ -41,7 +43,7 @@ export async function insertEvent(db: Db, event: { tenantId: string; type: Event
   const payload: EventPayload = { id, object: 'event', type: event.type, created_at: new Date().toISOString(), data: { object: event.object } };
   await db`
     INSERT INTO outbox_events (id, tenant_id, type, event_key, payload)
-    VALUES (${id}, ${event.tenantId}, ${event.type}, ${event.eventKey}, ${db.json(payload as never)})
+    VALUES (${id}, ${event.tenantId}, ${event.type}, ${event.eventKey}, ${payload as never})
     ON CONFLICT (tenant_id, event_key) DO NOTHING`;
 }
 

@@ -36,6 +36,7 @@ describe('every event reaches the merchant, verifiably signed', () => {
     const verified = new Webhook(tenant.webhookSecret).verify(delivery.body, delivery.headers as Record<string, string>) as any;
     expect(verified).toMatchObject({ object: 'event', type: 'payment.succeeded', data: { object: { id: paid.json.id, status: 'succeeded' } } });
     expect(delivery.headers['webhook-id']).toBe(verified.id);
+    expect(Object.keys(JSON.parse(delivery.body))).toEqual(['id', 'object', 'type', 'created_at', 'data']);
     // Tampering is detected, and so is another tenant's secret.
     expect(() => new Webhook(tenant.webhookSecret).verify(delivery.body.replace('1200', '1'), delivery.headers as Record<string, string>)).toThrow();
     const other = await stack.createTenant('other');
