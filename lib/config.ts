@@ -25,6 +25,9 @@ const schema = z
     TEMPORAL_RPC_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
     /** How long a manual-capture authorization may wait before it is voided (default 7 days). */
     AUTHORIZATION_WINDOW_SECONDS: seconds(7 * 24 * 3600),
+    /** Which PSP the worker calls: the sandbox (PROVIDER_URL) or Stripe (STRIPE_API_KEY). */
+    PROVIDER: z.enum(['sandbox', 'stripe']).default('sandbox'),
+    STRIPE_API_KEY: z.string().min(1).optional(),
     PROVIDER_URL: z.string().url().default('http://127.0.0.1:4010'),
     /** One provider call; past it the outcome is unknown and the next attempt looks it up first. */
     PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
@@ -44,11 +47,15 @@ const schema = z
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   .transform((env, ctx) => {
+    if (env.PROVIDER === 'stripe' && !env.STRIPE_API_KEY) {
+      ctx.addIssue({ code: 'custom', path: ['STRIPE_API_KEY'], message: 'STRIPE_API_KEY is required with PROVIDER=stripe' });
+      return z.NEVER;
+    }
     if (env.NODE_ENV === 'production' && !env.ADMIN_TOKEN) {
       ctx.addIssue({ code: 'custom', path: ['ADMIN_TOKEN'], message: 'ADMIN_TOKEN is required in production' });
       return z.NEVER;
     }
-    return { ...env, ADMIN_TOKEN: env.ADMIN_TOKEN ?? 'dev-admin-token-change-me' };
+    return { ...env, ADMIN_TOKEN: env.ADMIN_TOKEN ?? 'dev-admin-token-change-me', STRIPE_API_KEY: env.STRIPE_API_KEY ?? null };
   });
 
 export type Config = z.output<typeof schema>;
