@@ -1,0 +1,103 @@
+import { NativeConnection } from '@temporalio/worker';
+import { createSql } from '../db/connect';
+import { loadConfig } from '../lib/config';
+import { createLogger } from '../lib/logger';
+import { SandboxProvider } from '../provider/sandbox-client';
+import { StripeProvider } from '../provider/stripe';
+import type { PaymentProvider } from '../provider/types';
+import { OutboxRelay } from './outbox-relay';
+import { RetentionJob } from './retention';
+import { Reconciler } from './reconciler';
+import { installTemporalRuntime, serveWorkerMetrics } from './observability';
+import { createWorkerMetrics } from '../lib/metrics';
+import { createActivities } from '../activities';
+import { createPaymentWorker } from './worker';
+
+/** What a process may add to the product worker (the benchmark registers its floor workflow beside the product's). */
+export interface WorkerProcessExtras {
+  /** Bundle entry that re-exports workflows/index.ts plus more workflows. */
+  workflowsPath?: string;
+  /** Activities registered beside the product's. */
+  activities?: Record<string, (...args: never[]) => Promise<unknown>>;
+}
+
+/**
+ * The worker process: Temporal worker (workflows + activities), outbox relay, retention job
+ * and reconciler, until SIGINT/SIGTERM. worker/main.ts runs it as is; the benchmark's worker
+ * (bench/worker.ts) runs this same process with its floor workflow added, so both are
+ * measured on one worker.
+ */
+export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promise<never> {
+  const config = loadConfig();
+  const logger = createLogger({ name: 'worker', level: config.LOG_LEVEL });
+  installTemporalRuntime(logger, config.TEMPORAL_SDK_METRICS_ADDRESS);
+  const metrics = createWorkerMetrics();
+  const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-worker' });
+  const provider: PaymentProvider =
+    config.PROVIDER === 'stripe'
+      ? new StripeProvider({ apiKey: config.STRIPE_API_KEY!, timeoutMs: config.PROVIDER_TIMEOUT_MS })
+      : new SandboxProvider({ baseUrl: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS });
+
+  const connection = await connectWithRetry(config.TEMPORAL_ADDRESS);
+  const deps = { sql, provider, metrics };
+  const worker = await createPaymentWorker({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    taskQueue: config.TASK_QUEUE,
+    deps,
+    tuning: {
+      ...(extras.workflowsPath ? { workflowsPath: extras.workflowsPath } : {}),
+      ...(extras.activities ? { activities: { ...createActivities(deps), ...extras.activities } } : {}),
+    },
+  });
+  const relay = new OutboxRelay(sql, logger, {
+    retryBaseMs: config.WEBHOOK_RETRY_BASE_MS,
+    retryMaxMs: config.WEBHOOK_RETRY_MAX_MS,
+    maxAttempts: config.WEBHOOK_MAX_ATTEMPTS,
+    timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+    batchSize: 50,
+    pollMs: 1000,
+  }, metrics);
+  const reconciler = new Reconciler({ sql, provider, metrics, logger }, config.RECONCILE_INTERVAL_SECONDS * 1000);
+  const metricsServer = serveWorkerMetrics({
+    port: config.WORKER_METRICS_PORT,
+    metrics,
+    sdkMetricsUrl: `http://${config.TEMPORAL_SDK_METRICS_ADDRESS}/metrics`,
+    beforeScrape: () => relay.measureBacklog(),
+    logger,
+  });
+  const retention = new RetentionJob(sql, logger, config.RETENTION_JOB_INTERVAL_SECONDS * 1000);
+  await relay.start();
+  retention.start();
+  reconciler.start();
+  logger.info({ taskQueue: config.TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
+
+  const shutdown = (signal: string) => {
+    logger.info({ signal }, 'worker shutting down');
+    worker.shutdown();
+  };
+  process.once('SIGINT', () => shutdown('SIGINT'));
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+
+  await worker.run();
+  await relay.stop();
+  retention.stop();
+  reconciler.stop();
+  metricsServer.close();
+  await connection.close();
+  await sql.end({ timeout: 5 });
+  process.exit(0);
+
+  /** The worker may start before Temporal is up (docker-compose, npm start): wait for it. */
+  async function connectWithRetry(address: string): Promise<NativeConnection> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await NativeConnection.connect({ address });
+      } catch (error) {
+        if (attempt >= 60) throw error;
+        logger.warn({ attempt, address }, 'Temporal not reachable yet; retrying');
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+}
