@@ -11,6 +11,7 @@ import {
   workflowInterceptorModules,
   type HistoryEntry,
 } from '../../scripts/lib/histories';
+import { alteredWorkflows, type Alteration } from '../helpers/altered-workflows';
 
 /**
  * SPEC sections 5 and 9: workflow code changes are proven safe by replaying the histories
@@ -20,7 +21,6 @@ import {
  */
 
 const PATCH_ID = 'charge-memo';
-const fixtures = path.resolve('test/fixtures');
 const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 
 let index: HistoryEntry[];
@@ -51,10 +51,10 @@ async function replay(workflowBundle: ReplayWorkerOptions['workflowBundle'], ent
 }
 
 const bundles = new Map<string, Promise<ReplayWorkerOptions['workflowBundle']>>();
-/** The workflows of a fixture under test/fixtures (an altered payment workflow), bundled like the real ones. */
-function fixtureBundle(name: string): Promise<ReplayWorkerOptions['workflowBundle']> {
+/** An altered payment workflow (test/helpers/altered-workflows.ts), bundled like the real ones. */
+function fixtureBundle(name: Alteration): Promise<ReplayWorkerOptions['workflowBundle']> {
   if (!bundles.has(name)) {
-    const workflowsPath = path.join(fixtures, name, 'index.ts');
+    const workflowsPath = alteredWorkflows(name);
     bundles.set(name, bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, logger: silent }).then(({ code }) => ({ code })));
   }
   return bundles.get(name)!;

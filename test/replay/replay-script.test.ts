@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import path from 'node:path';
 import { apiClient, startStack, uniqueKey, type TestStack } from '../helpers/stack';
+import { alteredWorkflows } from '../helpers/altered-workflows';
 
 /**
  * `npm run replay -- --workflow-id <id>` (scripts/replay.ts): fetches a live workflow's
@@ -66,10 +68,10 @@ describe('npm run replay against a live workflow', () => {
     const result = await npmReplay([
       '--workflow-id', payment.workflow_id,
       '--address', stack.temporalAddress,
-      '--workflows-path', 'test/fixtures/activity-added/index.ts',
+      '--workflows-path', path.relative('.', alteredWorkflows('activity-added')),
     ]);
     expect(result.stdout.trim()).toMatch(
-      new RegExp(`^FAIL: workflow ${escape(payment.workflow_id)} \\(paymentWorkflow, \\d+ events\\) does not replay against the code at test/fixtures/activity-added/index.ts: DeterminismViolationError: .*screenForFraud`),
+      new RegExp(`^FAIL: workflow ${escape(payment.workflow_id)} \\(paymentWorkflow, \\d+ events\\) does not replay against the code at test/artifacts/altered-workflows/activity-added/index.ts: DeterminismViolationError: .*screenForFraud`),
     );
     expect(result.code).toBe(1);
   });
