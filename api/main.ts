@@ -20,7 +20,11 @@ const server = serve({ fetch: app.fetch, port: config.PORT, hostname: process.en
   logger.info({ port: info.port }, `api listening on http://127.0.0.1:${info.port}`),
 );
 
+let stopping = false;
 async function shutdown(signal: string) {
+  // SIGINT and SIGTERM may both arrive (a terminal, then a supervisor): stop once.
+  if (stopping) return;
+  stopping = true;
   logger.info({ signal }, 'api shutting down');
   server.close();
   await completions.stop();

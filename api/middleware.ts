@@ -34,7 +34,8 @@ export function requestContext(deps: ApiDeps): MiddlewareHandler<AppEnv> {
     const route = c.req.routePath && c.req.routePath !== '/*' ? c.req.routePath : 'unmatched';
     const seconds = (performance.now() - started) / 1000;
     deps.metrics.httpDuration.observe({ method: c.req.method, route, status: String(c.res.status) }, seconds);
-    if (route === '/metrics' || route === '/healthz') return;
+    // Probes and scrapes are counted in the histogram but not logged line by line.
+    if (route === '/metrics' || route === '/healthz' || route === '/readyz') return;
     c.var.logger.info(
       {
         method: c.req.method,
