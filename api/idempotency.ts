@@ -20,7 +20,8 @@ export const RETENTION_HEADER = 'Idempotency-Retention-Seconds';
  *   otherwise the record's completion notification is awaited.
  */
 export type Dispatched =
-  | { kind: 'decided'; response: FinalResponse }
+  /** `earlier`: the response of a run that happened before this request (a replay). */
+  | { kind: 'decided'; response: FinalResponse; earlier?: boolean }
   | { kind: 'running'; outcome?: (ms: number) => Promise<FinalResponse | null> };
 
 /** One mutating operation, as the idempotency protocol needs to know it. */
@@ -125,8 +126,9 @@ async function runProtocol(
           : (await expectation.wait(config.IDEMPOTENCY_WAIT_MS), null);
     // Recording is idempotent: if the workflow recorded first, its response is the one returned.
     if (known) {
-      outcome(owner ? 'new' : 'waited');
-      return respond(c, await completeRecord(sql, scope, owned, known), replayed);
+      const earlier = dispatched.kind === 'decided' && dispatched.earlier === true;
+      outcome(earlier ? 'replayed' : owner ? 'new' : 'waited');
+      return respond(c, await completeRecord(sql, scope, owned, known), replayed || earlier);
     }
   } finally {
     expectation.dispose();
@@ -199,5 +201,5 @@ export async function startOrAttach(
   if (description.status.name !== 'COMPLETED') {
     throw new ApiError('internal_error', `The operation's workflow ${options.workflowId} ended without an outcome (${description.status.name}).`);
   }
-  return { kind: 'decided', response: (await handle.result()) as FinalResponse };
+  return { kind: 'decided', response: (await handle.result()) as FinalResponse, earlier: true };
 }

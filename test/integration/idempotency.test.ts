@@ -90,6 +90,26 @@ describe('a repeated request replays the first final response', () => {
   });
 });
 
+describe('after a key has expired', () => {
+  it('answers from the closed run while Temporal still has it: the original bytes, replayed, nothing charged again', async () => {
+    const key = uniqueKey();
+    const body = paymentBody();
+    const first = await api.post('/v1/payments', body, key);
+    expect(first.status).toBe(201);
+    // The retention job deleted the record (the window passed); the run's history remains.
+    await stack.sql`DELETE FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${key}`;
+    const late = await api.post('/v1/payments', body, key);
+    expect(late.status).toBe(201);
+    expect(late.text).toBe(first.text);
+    expect(late.headers.get('idempotent-replayed')).toBe('true');
+    expect(await chargesAtProvider(stack.sandboxUrl, first.json.id)).toHaveLength(1);
+    // A different request under the expired key is still told apart (the run's memo keeps the fingerprint).
+    await stack.sql`DELETE FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${key}`;
+    const other = await api.post('/v1/payments', { ...body, amount_minor: 1 }, key);
+    expect(other.status).toBe(422);
+  });
+});
+
 describe('a reused key with a different request is refused', () => {
   it('answers 422 idempotency_key_reused and executes nothing', async () => {
     const key = uniqueKey();
