@@ -16,9 +16,19 @@ export interface Expectation {
 /**
  * Wakes requests that wait for an operation's outcome. One LISTEN connection per API
  * process; the workflow's final transaction notifies at commit. A lost notification costs
- * only latency: the waiter re-reads the record when its bounded wait ends.
+ * only latency: a waiting request also looks at its record every `pollMs`.
  */
 export class CompletionWaiter {
+  /**
+   * NOTIFY is the fast path, this look at the record the guarantee. Found by the fault suite
+   * (test/faults/postgres-outage.test.ts): postgres.js (3.4.9) re-subscribes LISTEN once, at
+   * the moment its connection drops, and silently gives up if PostgreSQL is still down then.
+   * After any real outage no notification ever arrived again and every request waited out
+   * its whole bounded wait (IDEMPOTENCY_WAIT_MS) before answering. One indexed read per
+   * second per waiting request bounds that to a second.
+   */
+  static readonly pollMs = 1000;
+
   private readonly waiting = new Map<string, Set<() => void>>();
   private unlisten: (() => Promise<void>) | null = null;
   private retry: NodeJS.Timeout | null = null;
@@ -62,15 +72,38 @@ export class CompletionWaiter {
     return {
       wait: async (ms) => {
         let timer: NodeJS.Timeout | undefined;
+        let poller: NodeJS.Timeout | undefined;
+        let over = false;
         const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+        const polled = new Promise<true>((resolve) => {
+          const look = async () => {
+            if (await this.completedRecord(tenantId, operation, key)) return resolve(true);
+            if (!over) poller = setTimeout(look, CompletionWaiter.pollMs);
+          };
+          poller = setTimeout(look, CompletionWaiter.pollMs);
+        });
         try {
-          return await Promise.race([completed, timedOut]);
+          return await Promise.race([completed, polled, timedOut]);
         } finally {
+          over = true;
           clearTimeout(timer);
+          clearTimeout(poller);
         }
       },
       dispose,
     };
+  }
+
+  /** The record of the operation is completed (false also when PostgreSQL cannot say). */
+  private async completedRecord(tenantId: string, operation: string, key: string): Promise<boolean> {
+    try {
+      const [row] = await this.sql`
+        SELECT 1 FROM idempotency_records
+        WHERE tenant_id = ${tenantId} AND operation = ${operation} AND idempotency_key = ${key} AND state = 'completed'`;
+      return row !== undefined;
+    } catch {
+      return false;
+    }
   }
 
   private notify(topic: string): void {

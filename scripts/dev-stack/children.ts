@@ -8,7 +8,7 @@ export { watchExit, type ExitInfo };
 
 /** The tsx ESM loader, so children run TypeScript with a plain `node` (one process each, no wrapper). */
 export const tsxLoader = import.meta.resolve('tsx');
-const exitWithParent = import.meta.resolve('./exit-with-parent.mjs');
+const exitWithParent = import.meta.resolve('../../lib/exit-with-parent.mjs');
 
 export interface ManagedChild {
   name: string;

@@ -96,6 +96,10 @@ describe('after a key has expired', () => {
     const body = paymentBody();
     const first = await api.post('/v1/payments', body, key);
     expect(first.status).toBe(201);
+    // The first response is recorded (and answered) just before the run closes; a key expires
+    // 72 h later, when the run is long closed. Wait for that, or under load the late request
+    // can still attach to the run in its last milliseconds and wait for a record it never makes.
+    await stack.temporal.workflow.getHandle(first.json.workflow_id).result();
     // The retention job deleted the record (the window passed); the run's history remains.
     await stack.sql`DELETE FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${key}`;
     const late = await api.post('/v1/payments', body, key);

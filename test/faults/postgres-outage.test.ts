@@ -1,0 +1,168 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { CompletionWaiter } from '../../api/completions';
+import { createSql } from '../../db/connect';
+import { claimRecord, completeRecord } from '../../db/records';
+import { migrate } from '../../db/migrate';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../lib/embedded-postgres';
+import { apiClient, eventually, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
+import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
+import { freePort } from '../helpers/ports';
+import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
+import { judge, paymentsInFlight, settle, takeCensus } from './support/census';
+import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
+import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from './support/payments';
+import { runTrials, ScenarioTally } from './support/results';
+
+/**
+ * Scenario 4. The orchestrator's PostgreSQL (a private embedded server) is stopped while
+ * payments are in flight and started again. While it is down, a new payment is refused
+ * with 503 and Retry-After; once it is back, the in-flight payments complete, once, and
+ * the refused request's retry really runs. The provider sandbox keeps the run's shared
+ * database: it is another company's system.
+ */
+
+const inFlightPerTrial = 3;
+let pg: EmbeddedPostgresHandle;
+let dataDir: string;
+let stack: TestStack;
+let merchant: Merchant;
+let tenant: Tenant;
+let api: Api;
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-faults-pg-'));
+  pg = await startEmbeddedPostgres({ dataDir, port: await freePort(), database: 'payments' });
+  const sql = createSql(pg.url, { max: 1 });
+  await migrate(sql);
+  await sql.end();
+  stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: inject('databaseUrl'), sandbox: { slowMs: 6000 } });
+  merchant = await startMerchant();
+  tenant = await tenantWithMerchant(stack, merchant, 'postgres-outage');
+  api = apiClient(stack.apiUrl, tenant.apiKey);
+});
+afterAll(async () => {
+  await pg?.start();
+  await stack?.stop();
+  await pg?.stop();
+  await merchant?.close();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('4. PostgreSQL stopped and restarted mid-flight', () => {
+  it(
+    'answers 503 with Retry-After while it is down; in-flight payments resume and complete once when it is back',
+    async () => {
+      const tally = new ScenarioTally(
+        '4-postgres-restart',
+        `4. PostgreSQL stopped and restarted mid-flight (${inFlightPerTrial} payments in flight)`,
+        'from the restart of PostgreSQL (its start-up included) until every in-flight payment was recorded and its event delivered',
+      );
+      const result = await runTrials(tally, FAULT_TRIALS, async () => {
+        const plans = Array.from({ length: inFlightPerTrial }, () => paymentRequest('pm_card_slow'));
+        const firstAnswers = plans.map((plan) => api.post('/v1/payments', plan.body, plan.key).catch(() => null));
+        // In flight: the intent is persisted and the worker is charging the provider.
+        const { ids, midCharge } = await paymentsInFlight(stack, tenant.id, plans.map((plan) => plan.key));
+        tally.add('payments caught mid-charge by the fault', midCharge);
+        if (midCharge === 0) tally.anomaly('no payment was mid-charge when the fault struck: the trial tested nothing');
+
+        const stoppedAt = Date.now();
+        await pg.stop();
+        tally.sample('stop took (ms)', Date.now() - stoppedAt);
+        const refusedPlan = paymentRequest('pm_card_visa');
+        let startedAt: number;
+        try {
+          // Fail closed: a new payment is refused, and says when to come back.
+          const refused = await api.post('/v1/payments', refusedPlan.body, refusedPlan.key);
+          if (refused.status !== 503 || refused.json?.error?.type !== 'service_unavailable' || !(Number(refused.headers.get('retry-after')) > 0)) {
+            tally.anomaly(`while down, a new payment got ${refused.status} ${refused.text.slice(0, 200)}`);
+          }
+          const ready = await fetch(`${stack.apiUrl}/readyz`);
+          if (ready.status !== 503) tally.anomaly(`readyz answered ${ready.status} while PostgreSQL was down`);
+          // The provider commits the in-flight charges meanwhile (it has its own database).
+          await eventually(async () => (await Promise.all(ids.map((id) => chargesAtProvider(stack.sandboxUrl, id)))).every((c) => c.length > 0), 30_000);
+        } finally {
+          // Also when the trial broke while it was down: the next trial needs it.
+          startedAt = Date.now();
+          await pg.start();
+        }
+        const upAt = Date.now();
+        tally.sample('down for (ms)', upAt - stoppedAt);
+        tally.sample('start took (ms)', upAt - startedAt);
+
+        const settled = await settle(stack, ids, { merchant, timeoutMs: SETTLE_MS });
+        if (settled !== null) tally.recovered(Date.now() - startedAt);
+        for (const answer of await Promise.all(firstAnswers)) tally.add(`first answers ${answer?.status ?? 'connection error'}`, 1);
+
+        // The refused request executed nothing: no record, no payment. Its retry really runs.
+        const [left] = await stack.sql<{ records: number; payments: number }[]>`
+          SELECT (SELECT count(*)::int FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${refusedPlan.key}) AS records,
+                 (SELECT count(*)::int FROM payments WHERE tenant_id = ${tenant.id} AND order_id = ${refusedPlan.body.order_id}) AS payments`;
+        if (left!.records !== 0 || left!.payments !== 0) tally.anomaly(`the refused request left ${left!.records} records and ${left!.payments} payments`);
+        const retryStarted = Date.now();
+        const retried = await untilFinal(api, refusedPlan, SETTLE_MS);
+        tally.sample('new payment after the restart answered in (ms)', Date.now() - retryStarted);
+        if (retried.response.status !== 201 || retried.response.headers.get('idempotent-replayed') !== null) {
+          tally.anomaly(`the refused request's retry answered ${retried.response.status} replayed=${retried.response.headers.get('idempotent-replayed')}`);
+        }
+
+        const pairs: [PaymentRequest, string | null][] = [...plans.map((plan, i) => [plan, ids[i]!] as [PaymentRequest, string]), [refusedPlan, paymentIdIn(retried.response)]];
+        await settle(stack, pairs.flatMap(([, id]) => (id ? [id] : [])), { merchant, timeoutMs: SETTLE_MS });
+        for (const [plan, id] of pairs) {
+          if (!id) {
+            tally.anomaly(`${plan.key}: no payment id`);
+            continue;
+          }
+          // Each in-flight key now answers with its final outcome, for the same payment.
+          const { response } = await untilFinal(api, plan, SETTLE_MS);
+          if (response.status !== 201 || paymentIdIn(response) !== id) tally.anomaly(`${plan.key}: retry answered ${response.status} ${response.text.slice(0, 200)}`);
+          const judgement = judge(await takeCensus(stack, id, { merchant, countRuns: true }), plan.outcome);
+          tally.judged(judgement);
+          tally.add('redeliveries (same event id, deduped by the merchant)', judgement.redeliveries);
+        }
+      });
+
+      expect(result.anomalies).toEqual([]);
+      expect(result.findings).toEqual([]);
+      expect(result.duplicateEffects).toBe(0);
+      expect(result.lostEffects).toBe(0);
+      expect(result.subjects).toBe(FAULT_TRIALS * (inFlightPerTrial + 1));
+      await expectLedgerConsistent(stack.sql);
+    },
+    scenarioTimeout(FAULT_TRIALS, 90_000),
+  );
+});
+
+describe('regression: completions still wake waiting requests after a PostgreSQL outage', () => {
+  it('answers a request waiting on a running operation when the operation completes, not when its bounded wait runs out', async () => {
+    // The API's waiter on a client of its own, as in the API process.
+    const sql = createSql(pg.url, { max: 2, connectTimeoutSeconds: 2 });
+    const waiter = new CompletionWaiter(sql, stack.logger);
+    await waiter.start();
+    try {
+      // postgres.js re-subscribes LISTEN once, right when the connection drops; the database
+      // stays down longer than that.
+      await pg.stop();
+      await new Promise((r) => setTimeout(r, 3000));
+      await pg.start();
+
+      const scope = { tenantId: tenant.id, operation: 'POST /v1/payments', key: uniqueKey(), fingerprint: 'f'.repeat(64), retentionSeconds: 3600 };
+      const owner = { workflowId: `regression-${scope.key}`, resourceId: `pay_${scope.key}` };
+      await eventually(async () => claimRecord(stack.sql, scope, owner).catch(() => null), 30_000, 200);
+      const expectation = waiter.expect(scope.tenantId, scope.operation, scope.key);
+      try {
+        const woken = expectation.wait(20_000);
+        await completeRecord(stack.sql, scope, owner, { status: 201, body: '{}', location: null });
+        // true: woken by the completion; false: only the end of the bounded wait ended it.
+        expect(await woken).toBe(true);
+      } finally {
+        expectation.dispose();
+      }
+    } finally {
+      await waiter.stop();
+      await sql.end({ timeout: 1 });
+    }
+  }, 180_000);
+});

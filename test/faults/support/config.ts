@@ -1,0 +1,34 @@
+import path from 'node:path';
+import { projectRoot } from '../../../lib/temporal-cli';
+
+/**
+ * How much each fault scenario repeats itself. Inside `npm test` the defaults keep the
+ * subset short; `npm run faults` (scripts/faults.ts) sets large counts through the
+ * environment and then prints the table.
+ */
+function positiveInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+/** Trials per scenario (each crash scenario kills or stops something once per trial). */
+export const FAULT_TRIALS = positiveInt('FAULT_TRIALS', 2);
+/** Distinct keys stormed at once in one duplicate-storm round (50 identical requests each). */
+export const FAULT_STORM_KEYS = positiveInt('FAULT_STORM_KEYS', 4);
+/** Identical requests per key in a storm (SPEC section 9: duplicate storms). */
+export const STORM_SIZE = 50;
+/** How long an effect may take to show up after a fault ended before it counts as lost. */
+export const SETTLE_MS = positiveInt('FAULT_SETTLE_MS', 120_000);
+
+/** Where each scenario writes its figures; scripts/faults.ts points this at its own run directory. */
+export const RESULTS_DIR = path.resolve(projectRoot, process.env.FAULT_RESULTS_DIR ?? 'test/artifacts/faults-subset');
+/** Logs of the worker processes and servers the scenarios start and kill. */
+export const LOGS_DIR = path.resolve(projectRoot, process.env.FAULT_LOGS_DIR ?? 'test/artifacts/faults-logs');
+
+/** A generous per-test timeout: `perTrialMs` for every trial on top of a fixed allowance (2 shared cores). */
+export function scenarioTimeout(trials: number, perTrialMs: number, fixedMs = 180_000): number {
+  return fixedMs + trials * perTrialMs;
+}

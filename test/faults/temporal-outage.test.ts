@@ -1,0 +1,128 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startTemporalDevServer, type DevServer } from '../../lib/temporal-cli';
+import { apiClient, eventually, startStack, type Tenant, type TestStack } from '../helpers/stack';
+import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
+import { freePort } from '../helpers/ports';
+import { FAULT_TRIALS, LOGS_DIR, SETTLE_MS, scenarioTimeout } from './support/config';
+import { judge, paymentsInFlight, settle, takeCensus } from './support/census';
+import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
+import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from './support/payments';
+import { runTrials, ScenarioTally } from './support/results';
+
+/**
+ * Scenario 5. The Temporal server (a private, file-backed dev server on its own port) is
+ * killed while payments are in flight and started again on the same file. While it is down
+ * a new payment is refused with 503 and nothing is left behind; once it is back, the
+ * in-flight workflows resume from their histories and complete, once.
+ */
+
+const inFlightPerTrial = 3;
+let dataDir: string;
+let port: number;
+let temporal: DevServer;
+let stack: TestStack;
+let merchant: Merchant;
+let tenant: Tenant;
+let api: Api;
+
+async function startTemporal(): Promise<DevServer> {
+  mkdirSync(LOGS_DIR, { recursive: true });
+  return startTemporalDevServer({ port, dbFilename: path.join(dataDir, 'temporal.db'), headless: true, logFile: path.join(LOGS_DIR, `temporal-outage-${port}.log`) });
+}
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-faults-temporal-'));
+  port = await freePort();
+  temporal = await startTemporal();
+  stack = await startStack({ temporalAddress: temporal.address, sandbox: { slowMs: 6000 }, api: { TEMPORAL_RPC_TIMEOUT_MS: 2000 } });
+  merchant = await startMerchant();
+  tenant = await tenantWithMerchant(stack, merchant, 'temporal-outage');
+  api = apiClient(stack.apiUrl, tenant.apiKey);
+});
+afterAll(async () => {
+  await stack?.stop();
+  await temporal?.stop();
+  await merchant?.close();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('5. Temporal stopped and restarted mid-flight', () => {
+  it(
+    'fails closed with 503 while it is down; in-flight workflows resume and complete once after the restart',
+    async () => {
+      const tally = new ScenarioTally(
+        '5-temporal-restart',
+        `5. Temporal dev server (file-backed) killed and restarted mid-flight (${inFlightPerTrial} payments in flight)`,
+        'from the restart of the server process (its start-up included) until every in-flight payment was recorded and its event delivered',
+      );
+      const result = await runTrials(tally, FAULT_TRIALS, async () => {
+        const plans = Array.from({ length: inFlightPerTrial }, () => paymentRequest('pm_card_slow'));
+        const firstAnswers = plans.map((plan) => api.post('/v1/payments', plan.body, plan.key).catch(() => null));
+        const { ids, midCharge } = await paymentsInFlight(stack, tenant.id, plans.map((plan) => plan.key));
+        tally.add('payments caught mid-charge by the fault', midCharge);
+        if (midCharge === 0) tally.anomaly('no payment was mid-charge when the fault struck: the trial tested nothing');
+
+        const killedAt = Date.now();
+        await temporal.stop('SIGKILL');
+        const refusedPlan = paymentRequest('pm_card_visa');
+        let restartAt: number;
+        try {
+          const refused = await api.post('/v1/payments', refusedPlan.body, refusedPlan.key);
+          if (refused.status !== 503 || refused.json?.error?.type !== 'service_unavailable' || !(Number(refused.headers.get('retry-after')) > 0)) {
+            tally.anomaly(`while down, a new payment got ${refused.status} ${refused.text.slice(0, 200)}`);
+          }
+          // Nothing executed: the claim was given back, no payment exists.
+          const [left] = await stack.sql<{ records: number; payments: number }[]>`
+            SELECT (SELECT count(*)::int FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${refusedPlan.key}) AS records,
+                   (SELECT count(*)::int FROM payments WHERE tenant_id = ${tenant.id} AND order_id = ${refusedPlan.body.order_id}) AS payments`;
+          if (left!.records !== 0 || left!.payments !== 0) tally.anomaly(`the refused request left ${left!.records} records and ${left!.payments} payments`);
+          const ready = await fetch(`${stack.apiUrl}/readyz`);
+          if (ready.status !== 503) tally.anomaly(`readyz answered ${ready.status} while Temporal was down`);
+          // The provider commits the in-flight charges while the engine is gone.
+          await eventually(async () => (await Promise.all(ids.map((id) => chargesAtProvider(stack.sandboxUrl, id)))).every((c) => c.length > 0), 30_000);
+        } finally {
+          // Also when the trial broke while it was down: the next trial needs it.
+          restartAt = Date.now();
+          temporal = await startTemporal();
+        }
+        const upAt = Date.now();
+        tally.sample('down for (ms)', upAt - killedAt);
+        tally.sample('restart took (ms)', upAt - restartAt);
+
+        const settled = await settle(stack, ids, { merchant, timeoutMs: SETTLE_MS });
+        if (settled !== null) tally.recovered(Date.now() - restartAt);
+        for (const answer of await Promise.all(firstAnswers)) tally.add(`first answers ${answer?.status ?? 'connection error'}`, 1);
+
+        const retried = await untilFinal(api, refusedPlan, SETTLE_MS);
+        if (retried.response.status !== 201 || retried.response.headers.get('idempotent-replayed') !== null) {
+          tally.anomaly(`the refused request's retry answered ${retried.response.status} replayed=${retried.response.headers.get('idempotent-replayed')}`);
+        }
+        const pairs: [PaymentRequest, string | null][] = [...plans.map((plan, i) => [plan, ids[i]!] as [PaymentRequest, string]), [refusedPlan, paymentIdIn(retried.response)]];
+        await settle(stack, pairs.flatMap(([, id]) => (id ? [id] : [])), { merchant, timeoutMs: SETTLE_MS });
+        for (const [plan, id] of pairs) {
+          if (!id) {
+            tally.anomaly(`${plan.key}: no payment id`);
+            continue;
+          }
+          // Each key now answers with its final outcome, for the same payment.
+          const { response } = await untilFinal(api, plan, SETTLE_MS);
+          if (response.status !== 201 || paymentIdIn(response) !== id) tally.anomaly(`${plan.key}: retry answered ${response.status} ${response.text.slice(0, 200)}`);
+          const judgement = judge(await takeCensus(stack, id, { merchant, countRuns: true }), plan.outcome);
+          tally.judged(judgement);
+          tally.add('redeliveries (same event id, deduped by the merchant)', judgement.redeliveries);
+        }
+      });
+
+      expect(result.anomalies).toEqual([]);
+      expect(result.findings).toEqual([]);
+      expect(result.duplicateEffects).toBe(0);
+      expect(result.lostEffects).toBe(0);
+      expect(result.subjects).toBe(FAULT_TRIALS * (inFlightPerTrial + 1));
+      await expectLedgerConsistent(stack.sql);
+    },
+    scenarioTimeout(FAULT_TRIALS, 120_000),
+  );
+});

@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiClient, eventually, startStack, type Tenant, type TestStack } from '../helpers/stack';
+import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
+import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
+import { chargeAttempts, chargeInFlight, judge, paymentIdOfKey, settle, takeCensus } from './support/census';
+import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
+import { finalStatusOf, paymentIdIn, paymentRequest, untilFinal, type Api } from './support/payments';
+import { runTrials, ScenarioTally } from './support/results';
+import { spawnWorker, type WorkerEnvironment, type WorkerProcess } from './support/worker-process';
+
+/**
+ * Scenario 2. The worker process is killed with SIGKILL in the middle of a charge, then a
+ * new one is started. Two payments are in flight at each kill:
+ * - committed: pm_card_timeout_after_charge; the provider has committed the charge and the
+ *   activity is still waiting for an answer that never comes;
+ * - in flight: pm_card_slow; the activity's request is still at the provider, which commits
+ *   the charge after the worker died.
+ * The activity's heartbeat stops with the process; after the heartbeat timeout the new
+ * worker retries it, looking the charge up by its sub-key first. Exactly one charge each.
+ */
+
+let stack: TestStack;
+let merchant: Merchant;
+let tenant: Tenant;
+let api: Api;
+let environment: WorkerEnvironment;
+let current: WorkerProcess | null = null;
+
+beforeAll(async () => {
+  // The API, the provider sandbox and an in-process relay; the worker runs as a child process.
+  stack = await startStack({ worker: false, sandbox: { slowMs: 6000 } });
+  merchant = await startMerchant();
+  tenant = await tenantWithMerchant(stack, merchant, 'worker-crash');
+  api = apiClient(stack.apiUrl, tenant.apiKey);
+  environment = {
+    databaseUrl: stack.databaseUrl,
+    temporalAddress: stack.temporalAddress,
+    taskQueue: stack.taskQueue,
+    providerUrl: stack.sandboxUrl,
+    // Far above the scenario's kill point: the lost answer is still awaited when the worker dies.
+    env: { PROVIDER_TIMEOUT_MS: '60000', WEBHOOK_RETRY_BASE_MS: '200', WEBHOOK_RETRY_MAX_MS: '2000', WEBHOOK_TIMEOUT_MS: '5000' },
+  };
+  current = await spawnWorker(`worker-crash-${stack.taskQueue}-0`, environment);
+});
+afterAll(async () => {
+  await current?.kill();
+  await stack?.stop();
+  await merchant?.close();
+});
+
+describe('2. worker killed mid-charge', () => {
+  it(
+    'SIGKILL after the provider committed (or while it is committing), then a restart: exactly one charge, the payment completes',
+    async () => {
+      const tally = new ScenarioTally(
+        '2-worker-sigkill',
+        '2. Worker SIGKILLed mid-charge, then restarted',
+        'from the SIGKILL until both payments of the trial were recorded and their events delivered (includes starting the new worker process and the 5 s heartbeat timeout)',
+      );
+      const result = await runTrials(tally, FAULT_TRIALS, async (trial) => {
+        // A trial that broke between the kill and the restart leaves no worker: start one.
+        current ??= await spawnWorker(`worker-crash-${stack.taskQueue}-${trial}-again`, environment);
+        const committed = paymentRequest('pm_card_timeout_after_charge');
+        const inFlight = paymentRequest('pm_card_slow');
+        const plans = [committed, inFlight];
+        const firstAnswers = plans.map((plan) => api.post('/v1/payments', plan.body, plan.key).catch(() => null));
+
+        const [committedId, inFlightId] = await eventually(async () => {
+          const ids = await Promise.all(plans.map((plan) => paymentIdOfKey(stack, tenant.id, plan.key)));
+          return ids.every(Boolean) ? (ids as string[]) : null;
+        }, 60_000);
+        await eventually(
+          async () =>
+            (await chargesAtProvider(stack.sandboxUrl, committedId!)).length > 0 &&
+            ((await chargeInFlight(stack, inFlightId!)) || (await chargesAtProvider(stack.sandboxUrl, inFlightId!)).length > 0),
+          60_000,
+          50,
+        );
+        // The slow charge usually lands at the provider after the kill; note when it was already there.
+        if ((await chargesAtProvider(stack.sandboxUrl, inFlightId!)).length > 0) tally.add('slow charge already committed at the kill', 1);
+
+        const killedAt = Date.now();
+        await current!.kill();
+        current = null;
+        current = await spawnWorker(`worker-crash-${stack.taskQueue}-${trial + 1}`, environment);
+        tally.sample('new worker ready after kill (ms)', current.readyAt - killedAt);
+
+        const settled = await settle(stack, [committedId!, inFlightId!], { merchant, timeoutMs: SETTLE_MS });
+        if (settled !== null) tally.recovered(Date.now() - killedAt);
+        await Promise.all(firstAnswers);
+
+        // The kill really interrupted the charge: it was retried, by the new worker.
+        const attempts = await chargeAttempts(stack, committedId!);
+        tally.sample('charge attempts of the committed payment', attempts);
+        if (attempts < 2) tally.anomaly(`${committedId}: its charge was not retried after the kill (attempt ${attempts})`);
+
+        for (const [plan, id] of [[committed, committedId!], [inFlight, inFlightId!]] as const) {
+          // The client's retry with the same key gets the final answer, for the same payment.
+          const { response } = await untilFinal(api, plan, SETTLE_MS);
+          if (response.status !== finalStatusOf(plan.outcome) || paymentIdIn(response) !== id) {
+            tally.anomaly(`${plan.key}: retry answered ${response.status} ${response.text.slice(0, 200)}`);
+          }
+          const judgement = judge(await takeCensus(stack, id, { merchant, countRuns: true }), plan.outcome, `${plan.body.payment_method} ${id}`);
+          tally.judged(judgement);
+          tally.add('redeliveries (same event id, deduped by the merchant)', judgement.redeliveries);
+        }
+      });
+
+      expect(result.anomalies).toEqual([]);
+      expect(result.findings).toEqual([]);
+      expect(result.duplicateEffects).toBe(0);
+      expect(result.lostEffects).toBe(0);
+      expect(result.subjects).toBe(FAULT_TRIALS * 2);
+      await expectLedgerConsistent(stack.sql);
+    },
+    scenarioTimeout(FAULT_TRIALS, 120_000),
+  );
+});
