@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Sql } from '../db/connect';
 import type { Logger } from '../lib/logger';
 
@@ -29,32 +30,82 @@ export class CompletionWaiter {
    */
   static readonly pollMs = 1000;
 
+  /**
+   * The subscription checks itself: every `healthMs` (default 5 s) it notifies its own ping topic, and if
+   * the ping has not come back within `pingTimeoutMs` (the subscription died with an outage,
+   * see pollMs), it subscribes again, so notifications are instant again after recovery.
+   */
+  static readonly pingTimeoutMs = 2000;
+
   private readonly waiting = new Map<string, Set<() => void>>();
+  private readonly pingTopic = `ping|${randomUUID()}`;
+  private lastPing = 0;
   private unlisten: (() => Promise<void>) | null = null;
   private retry: NodeJS.Timeout | null = null;
+  private health: NodeJS.Timeout | null = null;
   private stopped = false;
 
   constructor(
     private readonly sql: Sql,
     private readonly logger: Logger,
+    private readonly options: { healthMs?: number } = {},
   ) {}
 
   /** Starts listening; if PostgreSQL is down, keeps trying in the background (the API still serves 503s). */
   async start(): Promise<void> {
+    await this.subscribe();
+    this.health ??= setInterval(() => void this.checkSubscription(), this.options.healthMs ?? 5000);
+    this.health.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retry) clearTimeout(this.retry);
+    if (this.health) clearInterval(this.health);
+    await this.unlisten?.().catch(() => {});
+  }
+
+  /** True while the last self-ping came back (for tests and diagnostics). */
+  async subscriptionWorks(): Promise<boolean> {
+    const sentAt = Date.now();
+    try {
+      await this.sql`SELECT pg_notify(${channel}, ${this.pingTopic})`;
+    } catch {
+      return false;
+    }
+    const deadline = sentAt + CompletionWaiter.pingTimeoutMs;
+    while (this.lastPing < sentAt && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    return this.lastPing >= sentAt;
+  }
+
+  private async subscribe(): Promise<void> {
     try {
       const subscription = await this.sql.listen(channel, (payload) => this.notify(payload));
       this.unlisten = subscription.unlisten;
     } catch (error) {
       if (this.stopped) return;
       this.logger.warn({ err: error }, 'cannot LISTEN for completions yet; retrying');
-      this.retry = setTimeout(() => void this.start(), 1000);
+      this.retry = setTimeout(() => void this.subscribe(), 1000);
     }
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.retry) clearTimeout(this.retry);
-    await this.unlisten?.().catch(() => {});
+  private checking = false;
+  private async checkSubscription(): Promise<void> {
+    if (this.stopped || this.checking || !this.unlisten) return;
+    this.checking = true;
+    try {
+      // PostgreSQL unreachable: nothing to repair yet (requests fail closed meanwhile).
+      const reachable = await this.sql`SELECT 1`.then(() => true, () => false);
+      if (!reachable || (await this.subscriptionWorks())) return;
+      this.logger.warn('completion notifications stopped arriving; subscribing again');
+      const stale = this.unlisten;
+      this.unlisten = null;
+      // Its connection is gone: don't let the goodbye hang the check.
+      await Promise.race([stale().catch(() => {}), new Promise((r) => setTimeout(r, 1000))]);
+      await this.subscribe();
+    } finally {
+      this.checking = false;
+    }
   }
 
   /** Registers interest before the operation is dispatched, so an early completion is not missed. */
@@ -107,6 +158,7 @@ export class CompletionWaiter {
   }
 
   private notify(topic: string): void {
+    if (topic === this.pingTopic) this.lastPing = Date.now();
     for (const wake of this.waiting.get(topic) ?? []) wake();
   }
 }
