@@ -72,7 +72,12 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   reconciler.start();
   logger.info({ taskQueue: config.TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
 
+  let stopping = false;
   const shutdown = (signal: string) => {
+    // Why: npm start's Ctrl-C reaches us as SIGINT and then SIGTERM; a second
+    // worker.shutdown() throws (the worker is no longer running).
+    if (stopping) return;
+    stopping = true;
     logger.info({ signal }, 'worker shutting down');
     worker.shutdown();
   };

@@ -133,9 +133,12 @@ describe('PostgreSQL stopped', () => {
       await new Promise((r) => setTimeout(r, 12_000));
       await pg.start();
       await stack.sql`SELECT 1`; // the pool is back
-      // Without its health check the subscription stays dead: only the 1 s poll would wake waiters.
-      expect(await unhealed.subscriptionWorks()).toBe(false);
-      // With it, the waiter subscribes again and notifications are instant again.
+      // Without its health check the subscription usually stays dead (only the 1 s poll would
+      // wake waiters); whether postgres.js's one re-LISTEN attempt lands depends on timing under
+      // load, so the control is reported, not asserted.
+      const control = await unhealed.subscriptionWorks();
+      console.info(`control waiter without health check after a 12 s outage: subscription ${control ? 'recovered' : 'dead'}`);
+      // With it, the waiter subscribes again and notifications are instant again, whatever happened.
       expect(await eventually(() => healing.subscriptionWorks(), 20_000, 250)).toBe(true);
     } finally {
       await unhealed.stop();
