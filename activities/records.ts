@@ -80,9 +80,11 @@ export function createRecordSteps(sql: Sql, metrics?: WorkerMetrics) {
      * refuse it: 409 order_already_paid is then the operation's final response.
      */
     async beginPayment(input: PaymentWorkflowInput): Promise<BeginPaymentResult> {
+      // Why: the insert is one atomic statement; run alone it saves the BEGIN and COMMIT round
+      // trips of every payment. Only a refused order needs a transaction (to record the 409).
+      const inserted = await insertPayment(sql, input, workflowId());
+      if (inserted.kind !== 'order_taken') return { kind: 'created' };
       return step(sql, async (tx) => {
-        const inserted = await insertPayment(tx, input, workflowId());
-        if (inserted.kind !== 'order_taken') return { kind: 'created' };
         const response = errorResponse('order_already_paid', `order ${input.orderId} already has a payment in progress or paid`, {
           payment_id: inserted.existingPaymentId,
         });
@@ -97,6 +99,7 @@ export function createRecordSteps(sql: Sql, metrics?: WorkerMetrics) {
       return step(sql, async (tx) => {
         const owner = { workflowId: workflowId(), resourceId: request.paymentId };
         let response: FinalResponse;
+        let effects: Promise<unknown>[];
         if (charge.status === 'declined') {
           const payment =
             (await transitionPayment(tx, request.paymentId, ['processing'], {
@@ -104,7 +107,7 @@ export function createRecordSteps(sql: Sql, metrics?: WorkerMetrics) {
               providerChargeId: charge.id,
               failure: { code: charge.declineCode ?? 'card_declined', message: charge.declineMessage ?? 'The card was declined.' },
             })) ?? (await lockPayment(tx, request.paymentId));
-          await paymentEvent(tx, payment, 'payment.declined');
+          effects = [paymentEvent(tx, payment, 'payment.declined')];
           response = errorResponse('card_declined', payment.failure_message ?? 'The card was declined.', {
             decline_code: payment.failure_code,
             payment: paymentResource(payment),
@@ -113,7 +116,7 @@ export function createRecordSteps(sql: Sql, metrics?: WorkerMetrics) {
           const payment =
             (await transitionPayment(tx, request.paymentId, ['processing'], { status: 'requires_capture', providerChargeId: charge.id })) ??
             (await lockPayment(tx, request.paymentId));
-          await paymentEvent(tx, payment, 'payment.requires_capture');
+          effects = [paymentEvent(tx, payment, 'payment.requires_capture')];
           response = paymentResponse(201, payment);
         } else if (charge.status === 'succeeded') {
           const payment =
@@ -122,13 +125,17 @@ export function createRecordSteps(sql: Sql, metrics?: WorkerMetrics) {
               providerChargeId: charge.id,
               amountCapturedMinor: charge.amountCapturedMinor,
             })) ?? (await lockPayment(tx, request.paymentId));
-          await postCapture(tx, payment);
-          await paymentEvent(tx, payment, 'payment.succeeded');
+          effects = [postCapture(tx, payment), paymentEvent(tx, payment, 'payment.succeeded')];
           response = paymentResponse(201, payment);
         } else {
           throw ApplicationFailure.nonRetryable(`unexpected charge status ${charge.status} for ${request.paymentId}`);
         }
-        return recorded('payment', request.paymentId, charge.status, await completeRecord(tx, request.idempotency, owner, response));
+        // Why: the ledger posting, the event and the response touch different rows and need only
+        // the payment row; sent together, postgres.js pipelines them on the transaction's
+        // connection (fewer round trips). A refusal still fails the whole transaction, and the
+        // first error in statement order (the ledger's) is the one the step sees.
+        const [stored] = await Promise.all([completeRecord(tx, request.idempotency, owner, response), ...effects]);
+        return recorded('payment', request.paymentId, charge.status, stored as FinalResponse);
       });
     },
 

@@ -115,6 +115,13 @@ export function jsonBody(): MiddlewareHandler<AppEnv> {
     if (hasBody && !/^application\/json\s*(;|$)/i.test(type ?? '')) {
       throw new ApiError('unsupported_media_type', 'Send the body as JSON with "Content-Type: application/json".');
     }
+    // Why: bodyLimit reads c.req.raw.body, which makes @hono/node-server build a full web Request
+    // and stream per POST (a third of a replay's CPU); a declared length is checked as bodyLimit would.
+    const length = c.req.header('content-length');
+    if (length !== undefined && c.req.header('transfer-encoding') === undefined && /^\d+$/.test(length)) {
+      if (Number(length) > MAX_BODY_BYTES) throw new ApiError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`);
+      return next();
+    }
     return limit(c, next);
   };
 }

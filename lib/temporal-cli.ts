@@ -36,7 +36,32 @@ export interface DevServerOptions {
   headless?: boolean;
   namespace?: string;
   logFile?: string;
+  /** More `--dynamic-config-value KEY=JSON` pairs (over devServerDynamicConfig). */
+  dynamicConfig?: Record<string, unknown>;
+  /** More `--sqlite-pragma NAME=VALUE` pairs for a file-backed server (over the defaults below). */
+  sqlitePragmas?: Record<string, string>;
 }
+
+/**
+ * Why: the dev server has ONE history shard, so limits meant per shard of a cluster become
+ * limits of the whole server (measured with npm run bench, bench/results/latest.md):
+ * - each history queue reader loads new tasks at most 20 times a second by default, so every
+ *   hop (workflow task, activity task, close, visibility) waited ~35 ms for its load: an empty
+ *   workflow took 50 ms, a 3-activity one 150 ms. 1000/s keeps batching under load.
+ * - one task-queue partition: with the default 4, a task can land on a partition whose
+ *   poller is elsewhere and be forwarded; one worker process gains nothing from four.
+ * - eager activity dispatch: an activity scheduled by a workflow task is handed back in the
+ *   reply to that task's completion instead of a trip through matching (same events, same
+ *   retries and timeouts; a worker without free slots simply does not ask for it).
+ */
+const devServerDynamicConfig: Record<string, unknown> = {
+  'history.transferProcessorMaxPollRPS': 1000,
+  'history.visibilityProcessorMaxPollRPS': 1000,
+  'history.timerProcessorMaxPollRPS': 1000,
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
+  'system.enableActivityEagerExecution': true,
+};
 
 export interface DevServer {
   address: string;
@@ -57,7 +82,12 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   if (options.dbFilename) {
     // WAL + NORMAL: the file-backed dev server is several times faster and still durable
     // across a process crash (only an OS crash can lose the last transactions).
-    args.push('--db-filename', options.dbFilename, '--sqlite-pragma', 'journal_mode=WAL', '--sqlite-pragma', 'synchronous=NORMAL');
+    const pragmas = { journal_mode: 'WAL', synchronous: 'NORMAL', ...options.sqlitePragmas };
+    args.push('--db-filename', options.dbFilename);
+    for (const [name, value] of Object.entries(pragmas)) args.push('--sqlite-pragma', `${name}=${value}`);
+  }
+  for (const [key, value] of Object.entries({ ...devServerDynamicConfig, ...options.dynamicConfig })) {
+    args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
   }
   if (options.headless ?? !options.uiPort) args.push('--headless');
   else args.push('--ui-port', String(options.uiPort));

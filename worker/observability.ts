@@ -13,6 +13,9 @@ import type { WorkerMetrics } from '../lib/metrics';
 export function installTemporalRuntime(logger: Logger, sdkMetricsAddress: string): void {
   const forward = (level: LogLevel, message: string, meta?: LogMetadata) => {
     const method = level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
+    // Why: the SDK logs each workflow and activity start and end at DEBUG; below the level,
+    // skip building the line's metadata at all (a few per payment, on the worker's hot path).
+    if (!logger.isLevelEnabled(method)) return;
     logger[method]({ ...meta, sdk_component: meta?.sdkComponent }, message);
   };
   Runtime.install({
