@@ -12,3 +12,14 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/** The HTTP status `url` answers with within 2 s, or null when it does not answer (a readiness probe). */
+export async function httpStatus(url: string): Promise<number | null> {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(2000) });
+    await response.body?.cancel();
+    return response.status;
+  } catch {
+    return null;
+  }
+}

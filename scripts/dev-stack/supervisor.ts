@@ -6,6 +6,7 @@ import { Connection } from '@temporalio/client';
 import { createSql } from '../../db/connect';
 import { ensureDatabase, migrate } from '../../db/migrate';
 import { loadConfig } from '../../lib/config';
+import { httpStatus } from '../../lib/ports';
 import { projectRoot, startTemporalDevServer, type DevServer } from '../../lib/temporal-cli';
 import { describeExit, spawnService, watchExit, type ExitInfo, type ManagedChild } from './children';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../lib/embedded-postgres';
@@ -285,16 +286,6 @@ async function waitFor(what: string, deadline: number, check: () => Promise<bool
     if (await check().catch(() => false)) return;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
-async function httpStatus(url: string): Promise<number | null> {
-  try {
-    const response = await fetch(url, { signal: AbortSignal.timeout(2000) });
-    await response.body?.cancel();
-    return response.status;
-  } catch {
-    return null;
   }
 }
 

@@ -1,0 +1,66 @@
+/**
+ * CPU time per process of the stack (Linux /proc), to say where each operation's cost goes:
+ * the Temporal server, the worker, the API, the sandbox, PostgreSQL (the backends serving
+ * the bench database) and the bench process itself (load generator and floor client), and
+ * `other`: whatever else kept the machine's CPUs busy meanwhile (another user's work, and
+ * PostgreSQL's shared background processes: WAL writer, checkpointer, autovacuum).
+ */
+import { readFileSync } from 'node:fs';
+import type { Sql } from '../db/connect';
+
+const ticksPerSecond = 100; // USER_HZ on Linux
+
+export type CpuSnapshot = Record<string, number>;
+
+function processCpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime are fields 14 and 15 of /proc/<pid>/stat (1-based); after "(comm) " they are at 11 and 12.
+    return ((Number(fields[11]) + Number(fields[12])) / ticksPerSecond) * 1000;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU ms the whole machine spent busy (all CPUs, /proc/stat: everything but idle and iowait). */
+function machineBusyMs(): number {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const total = fields.slice(0, 8).reduce((a, b) => a + b, 0);
+  return ((total - fields[3]! - fields[4]!) / ticksPerSecond) * 1000;
+}
+
+export class CpuMeter {
+  constructor(
+    private readonly processes: Record<string, number>,
+    private readonly sql: Sql,
+    private readonly database: string,
+  ) {}
+
+  async snapshot(): Promise<CpuSnapshot> {
+    const snapshot: CpuSnapshot = {};
+    for (const [name, pid] of Object.entries(this.processes)) snapshot[name] = processCpuMs(pid);
+    const own = process.cpuUsage();
+    snapshot.bench = (own.user + own.system) / 1000;
+    const backends = await this.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = ${this.database}`;
+    snapshot.postgres = 0;
+    for (const { pid } of backends) snapshot.postgres += processCpuMs(pid);
+    snapshot.machine = machineBusyMs();
+    return snapshot;
+  }
+
+  /** CPU ms by process between two snapshots (backends that came and went are missed), with the total. */
+  static delta(before: CpuSnapshot, after: CpuSnapshot): Record<string, number> {
+    const result: Record<string, number> = {};
+    let total = 0;
+    for (const name of Object.keys(after)) {
+      if (name === 'machine') continue;
+      const ms = Math.max(0, (after[name] ?? 0) - (before[name] ?? 0));
+      total += ms;
+      result[name] = ms;
+    }
+    result.total = total;
+    result.other = Math.max(0, (after.machine ?? 0) - (before.machine ?? 0) - total);
+    return result;
+  }
+}

@@ -1,0 +1,324 @@
+/**
+ * `npm run bench`: the payment API measured against the engine's own floor, on a stack it
+ * starts itself (bench/stack.ts), side by side in one run. Writes bench/results/latest.json
+ * and bench/results/latest.md. Not part of `npm test`.
+ *
+ * Environment (all optional):
+ *   BENCH_ADMIN_DATABASE_URL  postgres://…/postgres to create the bench database on
+ *                             (default postgres://postgres@127.0.0.1:5432/postgres)
+ *   BENCH_TEMPORAL_STORE      file (default; SQLite file with WAL, as `npm start`) | memory
+ *   BENCH_WINDOW_MS           measured window of one run (default 4000)
+ *   BENCH_ROUNDS              interleaved runs per figure (default 2)
+ *   BENCH_CONCURRENCY         e.g. "1,8,32,64" (default)
+ *   BENCH_SCALES              e.g. "10,100" (default); "" skips the history-size phase
+ *   BENCH_HISTORY_BASE        finished payments in the tables at 1× (default 10000)
+ *   BENCH_OUT                 results directory (default bench/results)
+ *   BENCH_KEEP_LOGS=1         keep the children's logs (printed path) instead of deleting them
+ *   BENCH_TEMPORAL_DYNAMIC_CONFIG  JSON of extra dev-server dynamic config, e.g. the stock values
+ *                             '{"history.transferProcessorMaxPollRPS":20}' for a before/after
+ *   BENCH_SKIP                e.g. "storm,scale": phases to leave out (quick iterations)
+ */
+import { execSync } from 'node:child_process';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { CpuMeter } from './cpu';
+import { closedLoop, HttpClient, mergeRuns, round, summarise, type LoopResult, type LoopRun } from './load';
+import { Progress } from './progress';
+import { writeReport, type BenchResults, type ScaleResult, type StormResult } from './report';
+import { historyCounts, Scenarios, seedHistory, type StormKeyResult } from './scenarios';
+import { startBenchStack } from './stack';
+
+const env = process.env;
+const settings = {
+  adminUrl: env.BENCH_ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+  temporalStore: (env.BENCH_TEMPORAL_STORE === 'memory' ? 'memory' : 'file') as 'file' | 'memory',
+  windowMs: Number(env.BENCH_WINDOW_MS ?? 4000),
+  rounds: Number(env.BENCH_ROUNDS ?? 2),
+  concurrencies: (env.BENCH_CONCURRENCY ?? '1,8,32,64').split(',').map(Number),
+  replayConcurrency: 64,
+  stormKeys: 30,
+  stormCopies: 50,
+  scales: (env.BENCH_SCALES ?? '10,100').split(',').filter(Boolean).map(Number),
+  /** Finished payments in the tables at 1× (the run's own, topped up with synthetic ones). */
+  historyBase: Number(env.BENCH_HISTORY_BASE ?? 10_000),
+  outDir: env.BENCH_OUT ?? new URL('./results/', import.meta.url).pathname,
+  dynamicConfig: JSON.parse(env.BENCH_TEMPORAL_DYNAMIC_CONFIG ?? '{}') as Record<string, unknown>,
+  skip: new Set((env.BENCH_SKIP ?? '').split(',').filter(Boolean)),
+};
+
+const progress = new Progress();
+const startedAt = new Date();
+const machine = describeMachine();
+progress.say(`machine: ${machine.cpus}× ${machine.cpuModel}, load average ${machine.loadBefore.join(' ')}`);
+if (machine.loadBefore[0]! > 1) progress.say('warning: the machine is busy; figures will be noisy (ratios measured side by side still hold best)');
+
+const stack = await startBenchStack({
+  adminUrl: settings.adminUrl,
+  temporalStore: settings.temporalStore,
+  dynamicConfig: settings.dynamicConfig,
+  keepLogs: env.BENCH_KEEP_LOGS === '1',
+  log: (line) => progress.say(line),
+});
+let interrupted = false;
+const onSignal = () => {
+  if (interrupted) process.exit(130);
+  interrupted = true;
+  progress.say('interrupted: stopping the stack');
+  void stack.stop().finally(() => process.exit(130));
+};
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);
+
+const http = new HttpClient(stack.apiUrl, Math.max(64, settings.stormCopies));
+try {
+  const tenant = await createTenant();
+  const scenarios = new Scenarios(stack, http, tenant);
+  const cpu = new CpuMeter(
+    { temporal: stack.devServer.process.pid!, ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) },
+    stack.sql,
+    stack.databaseName,
+  );
+  const runStart = { at: Date.now(), cpu: await cpu.snapshot() };
+
+  /** One closed-loop run with a status line. */
+  const measure = async (label: string, concurrency: number, operation: () => Promise<string | void>, timing: Timing): Promise<LoopRun> => {
+    const total = (timing.warmupMs + timing.windowMs) / 1000;
+    const before = await cpu.snapshot();
+    const run = await closedLoop({
+      concurrency,
+      warmupMs: timing.warmupMs,
+      durationMs: timing.windowMs,
+      operation,
+      onProgress: (done, elapsed) => progress.status(`${label} c=${concurrency}  ${(elapsed / 1000).toFixed(1)}/${total.toFixed(1)} s  ${done} done (${Math.round((done / elapsed) * 1000)}/s)`),
+    });
+    run.cpuMs = CpuMeter.delta(before, await cpu.snapshot());
+    progress.clear();
+    if (run.result.failed) progress.say(`${label} c=${concurrency}: ${run.result.failed} failed, first: ${run.result.firstFailure}`);
+    return run;
+  };
+
+  /** Alternates the measurements `rounds` times, so drift (caches, history growth) hits all alike. */
+  const interleaved = async (
+    parts: { label: string; concurrency: number; operation: () => Promise<string | void> }[],
+    rounds = settings.rounds,
+    timing: (concurrency: number) => Timing = workflowTiming,
+  ) => {
+    const runs = parts.map(() => [] as LoopRun[]);
+    for (let r = 0; r < rounds; r++) {
+      for (const [i, part] of parts.entries()) runs[i]!.push(await measure(`${part.label} (${r + 1}/${rounds})`, part.concurrency, part.operation, timing(part.concurrency)));
+    }
+    return runs.map((r) => mergeRuns(r));
+  };
+
+  const floorOp = () => scenarios.floor();
+  const paymentOp = () => scenarios.newPayment();
+  const replayOp = () => scenarios.replay();
+  const readOp = () => scenarios.read();
+
+  progress.say('warm-up: payments and floor at 32 clients');
+  await measure('warm-up payments', 32, paymentOp, { warmupMs: 1000, windowMs: 3000 });
+  await measure('warm-up floor', 32, floorOp, { warmupMs: 1000, windowMs: 3000 });
+
+  // History: 1× is `historyBase` finished payments (synthetic rows topped up to that count
+  // now, before anything is measured); 10× and 100× are topped up later, between phases.
+  const sample = scenarios.finished[0]!;
+  let seeded = 0;
+  const seedTo = async (label: string, payments: number) => {
+    const current = (await historyCounts(stack.sql)).payments!;
+    const adding = Math.max(0, payments - current);
+    const started = Date.now();
+    await seedHistory(stack.sql, tenant.id, seeded + 1, adding, { responseBody: sample.response, paymentId: sample.id }, (done) =>
+      progress.status(`history ${label}: ${done}/${adding} synthetic payments inserted`),
+    );
+    seeded += adding;
+    progress.clear();
+    const rows = await historyCounts(stack.sql);
+    const seconds = round((Date.now() - started) / 1000, 0);
+    progress.say(`history ${label}: +${adding} synthetic payments in ${seconds} s; rows ${JSON.stringify(rows)}`);
+    return { rows, seconds };
+  };
+  const baseSeed = await seedTo('1×', settings.historyBase);
+
+  // 1 + 2: the floor and new payments at each concurrency, side by side.
+  const floor: Record<number, LoopResult> = {};
+  const payments: Record<number, LoopResult> = {};
+  for (const c of settings.concurrencies) {
+    const [f, p] = await interleaved([
+      { label: 'floor', concurrency: c, operation: floorOp },
+      { label: 'new payments', concurrency: c, operation: paymentOp },
+    ]);
+    floor[c] = f!;
+    payments[c] = p!;
+    progress.say(
+      `c=${c}: floor ${f!.throughput}/s p50 ${f!.latency.p50} ms | payments ${p!.throughput}/s p50 ${p!.latency.p50} ms p99 ${p!.latency.p99} ms | ratio ${ratio(p!.throughput, f!.throughput)}`,
+    );
+  }
+
+  // 3: replays against the one-read route, 64 clients.
+  const [replay, read] = await interleaved(
+    [
+      { label: 'replays', concurrency: settings.replayConcurrency, operation: replayOp },
+      { label: 'one-read GET', concurrency: settings.replayConcurrency, operation: readOp },
+    ],
+    settings.rounds + 1,
+    requestTiming,
+  );
+  progress.say(`replays ${replay!.throughput}/s p99 ${replay!.latency.p99} ms | GET ${read!.throughput}/s p99 ${read!.latency.p99} ms`);
+
+  // 4: duplicate storms.
+  const storm = settings.skip.has('storm') ? await runStorms(scenarios, 3) : await runStorms(scenarios, settings.stormKeys);
+  progress.say(`storm: ${storm.keys} keys × ${storm.copies}: p50 ${storm.latency.p50} ms p99 ${storm.latency.p99} ms, charges per payment ${JSON.stringify(storm.chargesPerPayment)}`);
+
+  // 5: the same figures with 10× and 100× the history in the tables.
+  const baseHistory = baseSeed.rows;
+  const scales: ScaleResult[] = [];
+  for (const factor of settings.skip.has('scale') ? [] : settings.scales) {
+    const { rows, seconds: seedSeconds } = await seedTo(`${factor}×`, settings.historyBase * factor);
+    const [f64, p64] = await interleaved([
+      { label: `${factor}× floor`, concurrency: 64, operation: floorOp },
+      { label: `${factor}× new payments`, concurrency: 64, operation: paymentOp },
+    ]);
+    const [p1] = await interleaved([{ label: `${factor}× new payments`, concurrency: 1, operation: paymentOp }], 1);
+    const [r64, g64] = await interleaved(
+      [
+        { label: `${factor}× replays`, concurrency: 64, operation: replayOp },
+        { label: `${factor}× one-read GET`, concurrency: 64, operation: readOp },
+      ],
+      settings.rounds,
+      requestTiming,
+    );
+    const s = await runStorms(scenarios, 10);
+    scales.push({ factor, rows, seedSeconds, floor64: f64!, payments64: p64!, payments1: p1!, replay64: r64!, read64: g64!, storm: s });
+    progress.say(
+      `${factor}×: payments@64 ${p64!.throughput}/s (floor ${f64!.throughput}/s), p50@1 ${p1!.latency.p50} ms, replays ${r64!.throughput}/s p99 ${r64!.latency.p99} ms, GET ${g64!.throughput}/s, storm p50 ${s.latency.p50} ms`,
+    );
+  }
+
+  const effects = await globalEffects();
+  // How busy the rest of the machine was meanwhile, in cores on average (0 = a quiet machine).
+  const runCpu = CpuMeter.delta(runStart.cpu, await cpu.snapshot());
+  const otherCores = round(runCpu.other! / (Date.now() - runStart.at), 2);
+  progress.say(`other processes used ${otherCores} cores on average during the run`);
+  const results: BenchResults = {
+    startedAt: startedAt.toISOString(),
+    durationSeconds: round((Date.now() - startedAt.getTime()) / 1000, 0),
+    machine: { ...machine, loadAfter: loadavg().map((l) => round(l, 2)), otherCores },
+    settings: { ...settings, outDir: undefined, skip: [...settings.skip] },
+    temporal: { store: settings.temporalStore, cli: cliVersion() },
+    baseHistory,
+    floor,
+    payments,
+    replay: replay!,
+    read: read!,
+    storm,
+    scales,
+    effects,
+  };
+  const files = writeReport(results, settings.outDir);
+  progress.say(`done in ${results.durationSeconds} s; wrote ${files.join(', ')}`);
+} finally {
+  http.close();
+  if (!interrupted) {
+    if (env.BENCH_KEEP_LOGS === '1') progress.say(`logs kept in ${stack.workDir}`);
+    await stack.stop();
+  }
+}
+process.exit(0);
+
+interface Timing {
+  warmupMs: number;
+  windowMs: number;
+}
+
+/**
+ * Workflow runs: at 64 clients a payment takes a second or two, so the window must hold many
+ * latencies (and the warm-up more than one) for the closed loop to reach its steady state.
+ */
+function workflowTiming(concurrency: number): Timing {
+  const scale = concurrency >= 64 ? 2.5 : concurrency >= 32 ? 2 : concurrency >= 8 ? 1.25 : 1;
+  return { warmupMs: concurrency >= 64 ? 3000 : concurrency >= 32 ? 2000 : 1000, windowMs: Math.round(settings.windowMs * scale) };
+}
+
+/** Replays and reads answer in milliseconds: a second of warm-up is plenty. */
+function requestTiming(): Timing {
+  return { warmupMs: 1000, windowMs: settings.windowMs };
+}
+
+async function createTenant(): Promise<{ id: string; apiKey: string }> {
+  const response = await fetch(`${stack.apiUrl}/admin/tenants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${stack.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'bench' }),
+  });
+  if (response.status !== 201) throw new Error(`tenant creation failed: ${response.status} ${await response.text()}`);
+  const body = (await response.json()) as { id: string; api_key: string };
+  return { id: body.id, apiKey: body.api_key };
+}
+
+async function runStorms(scenarios: Scenarios, keys: number): Promise<StormResult> {
+  const perKey: StormKeyResult[] = [];
+  for (let k = 0; k < keys; k++) {
+    progress.status(`duplicate storm: key ${k + 1}/${keys} × ${settings.stormCopies} requests`);
+    perKey.push(await scenarios.storm(settings.stormCopies));
+  }
+  progress.clear();
+  const tally = (values: number[]) => {
+    const counts: Record<string, number> = {};
+    for (const v of values) counts[String(v)] = (counts[String(v)] ?? 0) + 1;
+    return counts;
+  };
+  const statuses: Record<string, number> = {};
+  for (const key of perKey) for (const [status, n] of Object.entries(key.statuses)) statuses[status] = (statuses[status] ?? 0) + n;
+  return {
+    keys,
+    copies: settings.stormCopies,
+    latency: summarise(perKey.flatMap((k) => k.latencies)),
+    slowestPerKeyP50: summarise(perKey.map((k) => Math.max(...k.latencies))).p50,
+    statuses,
+    replayedPerKey: tally(perKey.map((k) => k.replayed)),
+    chargesPerPayment: tally(perKey.map((k) => k.charges)),
+    ledgerTransactionsPerPayment: tally(perKey.map((k) => k.ledgerTransactions)),
+    eventsPerPayment: tally(perKey.map((k) => k.events)),
+    distinctPaymentsPerKey: tally(perKey.map((k) => k.distinctPayments)),
+    distinctBodiesPerKey: tally(perKey.map((k) => k.distinctBodies)),
+  };
+}
+
+/** Over the whole run: one charge at the provider per (real) payment, nothing more. */
+async function globalEffects() {
+  const [row] = await stack.sql<{ payments: number; charges: number; charged_payments: number; max_per_payment: number; ledger: number }[]>`
+    SELECT (SELECT count(*)::int FROM payments WHERE id NOT LIKE 'pay\\_00%') AS payments,
+           (SELECT count(*)::int FROM sandbox.charges) AS charges,
+           (SELECT count(DISTINCT reference)::int FROM sandbox.charges) AS charged_payments,
+           (SELECT coalesce(max(n), 0)::int FROM (SELECT count(*) AS n FROM sandbox.charges GROUP BY reference) c) AS max_per_payment,
+           (SELECT count(*)::int FROM ledger_transactions WHERE id NOT LIKE 'ltx\\_00%') AS ledger`;
+  return row!;
+}
+
+function ratio(a: number, b: number): number {
+  return round(a / b, 2);
+}
+
+function describeMachine() {
+  let top = '';
+  try {
+    top = execSync('ps -eo pcpu,comm --sort=-pcpu | head -6', { encoding: 'utf8' });
+  } catch {
+    // informational only
+  }
+  return {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    memoryGb: round(totalmem() / 2 ** 30, 1),
+    node: process.version,
+    loadBefore: loadavg().map((l) => round(l, 2)),
+    topBefore: top.trim().split('\n'),
+  };
+}
+
+function cliVersion(): string {
+  try {
+    return execSync(`"${stack.devServer.process.spawnfile}" --version`, { encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+}

@@ -1,0 +1,253 @@
+/** bench/results/latest.json (every figure) and latest.md (the summary a reviewer reads). */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { round, type LatencySummary, type LoopResult } from './load';
+
+export interface StormResult {
+  keys: number;
+  copies: number;
+  latency: LatencySummary;
+  /** Per key, the slowest of its copies; the median of that over keys. */
+  slowestPerKeyP50: number;
+  statuses: Record<string, number>;
+  /** Tallies over keys: value → number of keys. */
+  replayedPerKey: Record<string, number>;
+  chargesPerPayment: Record<string, number>;
+  ledgerTransactionsPerPayment: Record<string, number>;
+  eventsPerPayment: Record<string, number>;
+  distinctPaymentsPerKey: Record<string, number>;
+  distinctBodiesPerKey: Record<string, number>;
+}
+
+export interface ScaleResult {
+  factor: number;
+  rows: Record<string, number>;
+  seedSeconds: number;
+  floor64: LoopResult;
+  payments64: LoopResult;
+  payments1: LoopResult;
+  replay64: LoopResult;
+  read64: LoopResult;
+  storm: StormResult;
+}
+
+export interface BenchResults {
+  startedAt: string;
+  durationSeconds: number;
+  machine: { cpus: number; cpuModel: string; memoryGb: number; node: string; loadBefore: number[]; loadAfter: number[]; topBefore: string[]; otherCores: number };
+  settings: Record<string, unknown>;
+  temporal: { store: 'file' | 'memory'; cli: string };
+  baseHistory: Record<string, number>;
+  floor: Record<number, LoopResult>;
+  payments: Record<number, LoopResult>;
+  replay: LoopResult;
+  read: LoopResult;
+  storm: StormResult;
+  scales: ScaleResult[];
+  effects: { payments: number; charges: number; charged_payments: number; max_per_payment: number; ledger: number };
+  targets?: Target[];
+}
+
+export interface Target {
+  name: string;
+  goal: string;
+  value: string;
+  met: boolean;
+}
+
+const r2 = (n: number) => round(n, 2);
+
+/** The brief's targets, evaluated on this run's side-by-side figures. */
+export function evaluateTargets(results: BenchResults): Target[] {
+  const targets: Target[] = [];
+  for (const [c, p] of Object.entries(results.payments)) {
+    const f = results.floor[Number(c)]!;
+    const ratio = r2(p.throughput / f.throughput);
+    targets.push({ name: `new-payment throughput at ${c} clients`, goal: '≥ 0.8 × floor', value: `${ratio} × (${p.throughput} vs ${f.throughput}/s)`, met: ratio >= 0.8 });
+  }
+  const tr = r2(results.replay.throughput / results.read.throughput);
+  targets.push({ name: 'replay throughput at 64 clients', goal: '≥ 0.8 × one-read GET', value: `${tr} × (${results.replay.throughput} vs ${results.read.throughput}/s)`, met: tr >= 0.8 });
+  const pr = r2(results.replay.latency.p99 / results.read.latency.p99);
+  targets.push({ name: 'replay p99 at 64 clients', goal: '≤ 1.25 × one-read GET p99', value: `${pr} × (${results.replay.latency.p99} vs ${results.read.latency.p99} ms)`, met: pr <= 1.25 });
+  const chargesOk = Object.keys(results.storm.chargesPerPayment).every((k) => k === '1');
+  targets.push({ name: 'duplicate storm: charges per payment', goal: 'exactly 1', value: JSON.stringify(results.storm.chargesPerPayment), met: chargesOk });
+  const top = results.scales.at(-1);
+  if (top) {
+    const base64 = results.payments[64];
+    const base1 = results.payments[1];
+    const checks: [string, number | undefined, number, 'higher' | 'lower'][] = [
+      ['new payments at 64: throughput', base64?.throughput, top.payments64.throughput, 'higher'],
+      ['new payments at 64: ratio to floor', base64 && results.floor[64] ? base64.throughput / results.floor[64].throughput : undefined, top.payments64.throughput / top.floor64.throughput, 'higher'],
+      ['new payments at 1: p50', base1?.latency.p50, top.payments1.latency.p50, 'lower'],
+      ['replays at 64: throughput', results.replay.throughput, top.replay64.throughput, 'higher'],
+      ['replays at 64: p99', results.replay.latency.p99, top.replay64.latency.p99, 'lower'],
+      ['one-read GET at 64: throughput', results.read.throughput, top.read64.throughput, 'higher'],
+      ['storm: p50', results.storm.latency.p50, top.storm.latency.p50, 'lower'],
+    ];
+    for (const [name, base, now, better] of checks) {
+      if (base === undefined) continue;
+      const change = r2(((now - base) / base) * 100);
+      const degraded = better === 'higher' ? -change : change;
+      targets.push({ name: `${top.factor}× history: ${name}`, goal: '≤ 10% worse than 1×', value: `${change > 0 ? '+' : ''}${change}% (${r2(base)} → ${r2(now)})`, met: degraded <= 10 });
+    }
+  }
+  return targets;
+}
+
+export function writeReport(results: BenchResults, outDir: string): string[] {
+  results.targets = evaluateTargets(results);
+  mkdirSync(outDir, { recursive: true });
+  const json = path.join(outDir, 'latest.json');
+  const md = path.join(outDir, 'latest.md');
+  writeFileSync(json, `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(md, markdown(results));
+  return [json, md];
+}
+
+function markdown(results: BenchResults): string {
+  const m = results.machine;
+  const lines: string[] = [];
+  const lat = (l: LatencySummary) => `${l.p50} / ${l.p95} / ${l.p99}`;
+  lines.push('# Benchmark: the payment API against the engine\'s floor', '');
+  lines.push(
+    `Run ${results.startedAt}, ${results.durationSeconds} s. ${m.cpus}× ${m.cpuModel}, ${m.memoryGb} GB, Node ${m.node}. ` +
+      `Load average before ${m.loadBefore.join(' / ')}, after ${m.loadAfter.join(' / ')} (1/5/15 min; the run itself keeps both cores busy); ` +
+      `processes outside the stack used ${m.otherCores} cores on average during the run. ` +
+      `Temporal dev server (${results.temporal.cli.split('\n')[0]}), ${results.temporal.store === 'file' ? 'SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it' : 'in-memory SQLite'}, with lib/temporal-cli.ts's dynamic config. ` +
+      'API, worker and provider sandbox as separate processes; PostgreSQL on 127.0.0.1:5432 (a fresh database, dropped at the end); ' +
+      'the load generator and the Temporal client of the floor run in the bench process, on the same cores.',
+    '',
+  );
+  lines.push(
+    'Every figure below comes from this one run, and each pair that forms a ratio was measured interleaved (A, B, A, B…), ' +
+      'so drift and background load hit both sides alike: **the ratios are the trustworthy numbers**; absolute figures move with the machine.',
+    '',
+  );
+  lines.push('## Targets', '', '| target | goal | this run | met |', '|---|---|---|---|');
+  for (const t of results.targets ?? []) lines.push(`| ${t.name} | ${t.goal} | ${t.value} | ${t.met ? 'yes' : '**no**'} |`);
+  lines.push('');
+
+  lines.push('## New payments vs the floor', '');
+  lines.push(
+    'Floor: a bare workflow with the automatic-capture payment\'s shape (local activity, regular activity, local activity, all no-ops, same options), ' +
+      'on the same server, worker process and task queue, started and awaited with the Temporal client (`execute`). ' +
+      'New payments: `POST /v1/payments` with a fresh key, `pm_card_visa`, closed loop; latency is the first response (201).',
+    '',
+  );
+  lines.push(
+    '| clients | floor /s | floor p50 / p95 / p99 ms | payments /s | payments p50 / p95 / p99 ms | throughput ratio | p50 ratio | failed (floor / payments) |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|',
+  );
+  for (const [c, p] of Object.entries(results.payments)) {
+    const f = results.floor[Number(c)]!;
+    lines.push(
+      `| ${c} | ${f.throughput} | ${lat(f.latency)} | ${p.throughput} | ${lat(p.latency)} | ${r2(p.throughput / f.throughput)} | ${r2(p.latency.p50 / f.latency.p50)} | ${f.failed} / ${p.failed} |`,
+    );
+  }
+  const failures = [...Object.values(results.floor), ...Object.values(results.payments), results.replay, results.read].filter((r) => r.firstFailure);
+  if (failures.length) lines.push('', `Failed operations (counted in the latency, not as successes), first: ${failures.map((f) => `\`${f.firstFailure}\``).join('; ')}`);
+  lines.push('');
+
+  lines.push('## Replays vs a one-read route (64 clients)', '');
+  lines.push(
+    'Replay: the same key and body as a finished payment (201, `Idempotent-Replayed: true`, byte-identical body checked). ' +
+      'One-read route: `GET /v1/payments/{id}` (cached auth + one primary-key read) on the same API process.',
+    '',
+  );
+  lines.push('| route | /s | p50 / p95 / p99 ms | max ms | failed |', '|---|---:|---:|---:|---:|');
+  lines.push(`| replay | ${results.replay.throughput} | ${lat(results.replay.latency)} | ${results.replay.latency.max} | ${results.replay.failed} |`);
+  lines.push(`| GET /v1/payments/{id} | ${results.read.throughput} | ${lat(results.read.latency)} | ${results.read.latency.max} | ${results.read.failed} |`);
+  lines.push(`| ratio | ${r2(results.replay.throughput / results.read.throughput)} | p99 ${r2(results.replay.latency.p99 / results.read.latency.p99)} | | |`, '');
+
+  const cpuRows: [string, LoopResult | undefined][] = [
+    ...Object.entries(results.floor).map(([c, r]) => [`floor, ${c} clients`, r] as [string, LoopResult]),
+    ...Object.entries(results.payments).map(([c, r]) => [`new payment, ${c} clients`, r] as [string, LoopResult]),
+    ['replay, 64 clients', results.replay],
+    ['one-read GET, 64 clients', results.read],
+  ];
+  const processes = ['temporal', 'worker', 'api', 'sandbox', 'postgres', 'bench', 'total', 'other'];
+  if (cpuRows.some(([, r]) => r?.cpuPerOperation)) {
+    lines.push('## Where the CPU goes', '');
+    lines.push(
+      'CPU time per operation by process (from /proc, over each whole run including its warm-up): `temporal` is the dev server, `postgres` the backends ' +
+        'serving the bench database, `bench` the load generator and the floor\'s Temporal client, `total` their sum; `other` is what the rest ' +
+        'of the machine used meanwhile (another user\'s work, PostgreSQL\'s shared WAL writer and checkpointer), per operation too: near 0 means the ' +
+        'figure was taken on a quiet machine. On 2 cores, throughput at high concurrency is bounded by the total.',
+      '',
+    );
+    lines.push(`| operation | ${processes.join(' | ')} |`, `|---|${processes.map(() => '---:').join('|')}|`);
+    for (const [label, r] of cpuRows) {
+      if (r?.cpuPerOperation) lines.push(`| ${label} | ${processes.map((p) => r.cpuPerOperation![p] ?? '–').join(' | ')} |`);
+    }
+    lines.push('');
+  }
+
+  const s = results.storm;
+  lines.push('## Duplicate storm', '');
+  lines.push(
+    `${s.keys} keys, one after another, each sent ${s.copies} times at once (identical requests). ` +
+      `Latency over all ${s.keys * s.copies} requests p50 / p95 / p99: ${lat(s.latency)} ms (max ${s.latency.max}); median over keys of the slowest copy: ${s.slowestPerKeyP50} ms.`,
+    '',
+  );
+  lines.push('| per key | tally (value: keys) |', '|---|---|');
+  lines.push(`| HTTP statuses (all requests) | ${fmt(s.statuses)} |`);
+  lines.push(`| answers marked replayed | ${fmt(s.replayedPerKey)} |`);
+  lines.push(`| distinct payments in the answers | ${fmt(s.distinctPaymentsPerKey)} |`);
+  lines.push(`| distinct response bodies | ${fmt(s.distinctBodiesPerKey)} |`);
+  lines.push(`| charges at the provider | ${fmt(s.chargesPerPayment)} |`);
+  lines.push(`| ledger transactions | ${fmt(s.ledgerTransactionsPerPayment)} |`);
+  lines.push(`| outbox events | ${fmt(s.eventsPerPayment)} |`, '');
+
+  if (results.scales.length) {
+    lines.push('## Cost as the history grows', '');
+    lines.push(
+      `1× is ${results.settings.historyBase} finished payments in the tables when the first figure is measured (the warm-up's plus synthetic ones: ${fmt(results.baseHistory)}); ` +
+        'the run\'s own phases add more as they go. For 10× and 100× the bench tops the tables up with synthetic finished payments of the same tenant ' +
+        '(INSERT … SELECT generate_series, triggers off): per payment one idempotency record with a real-sized stored response, one payment, one ledger ' +
+        'transaction with its two entries and one outbox event; then VACUUM ANALYZE and a CHECKPOINT. Rows below are counted after each top-up.',
+      '',
+    );
+    lines.push(
+      '| history | rows (payments / idempotency / ledger entries / outbox) | floor@64 /s | payments@64 /s | ratio | payments@1 p50 ms | replays@64 /s | replay p99 ms | GET@64 /s | GET p99 ms | storm p50 ms | charges per payment |',
+      '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+    );
+    const base = {
+      rows: results.baseHistory,
+      floor64: results.floor[64],
+      payments64: results.payments[64],
+      payments1: results.payments[1],
+      replay64: results.replay,
+      read64: results.read,
+      storm: results.storm,
+    };
+    const row = (label: string, x: typeof base) => {
+      const r = x.rows;
+      lines.push(
+        `| ${label} | ${r.payments} / ${r.idempotency_records} / ${r.ledger_entries} / ${r.outbox_events} | ${x.floor64?.throughput ?? '–'} | ${x.payments64?.throughput ?? '–'} | ` +
+          `${x.payments64 && x.floor64 ? r2(x.payments64.throughput / x.floor64.throughput) : '–'} | ${x.payments1?.latency.p50 ?? '–'} | ${x.replay64.throughput} | ${x.replay64.latency.p99} | ` +
+          `${x.read64.throughput} | ${x.read64.latency.p99} | ${x.storm.latency.p50} | ${fmt(x.storm.chargesPerPayment)} |`,
+      );
+    };
+    row('1×', base);
+    for (const scale of results.scales) row(`${scale.factor}× (seeded in ${scale.seedSeconds} s)`, scale);
+    lines.push('');
+  }
+
+  const e = results.effects;
+  lines.push('## Effects over the whole run', '');
+  lines.push(
+    `${e.payments} payments created through the API; ${e.charges} charges at the provider for ${e.charged_payments} distinct payments ` +
+      `(at most ${e.max_per_payment} per payment); ${e.ledger} ledger transactions.`,
+    '',
+  );
+
+  const notes = path.join(path.dirname(new URL(import.meta.url).pathname), 'NOTES.md');
+  if (existsSync(notes)) lines.push(readFileSync(notes, 'utf8').trim(), '');
+  return `${lines.join('\n')}\n`;
+}
+
+function fmt(tally: Record<string, number>): string {
+  return Object.entries(tally)
+    .map(([k, v]) => `${k}: ${v}`)
+    .join(', ');
+}

@@ -1,0 +1,211 @@
+/**
+ * The benchmark's stack, in production's shape: a Temporal dev server of its own, a fresh
+ * database on the local PostgreSQL, and the provider sandbox, the worker and the API as
+ * separate `node --import tsx` processes (as scripts/dev-stack/children.ts runs them), each
+ * on free ports. Everything started here is stopped and the database dropped by `stop()`.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { createSql, type Sql } from '../db/connect';
+import { ensureDatabase, migrate } from '../db/migrate';
+import { freePort, httpStatus } from '../lib/ports';
+import { watchExit } from '../lib/process-exit';
+import { projectRoot, startTemporalDevServer, type DevServer } from '../lib/temporal-cli';
+import { tsxLoader } from '../scripts/dev-stack/children';
+
+const exitWithParent = path.join(projectRoot, 'lib', 'exit-with-parent.mjs');
+
+export interface BenchStackOptions {
+  /** postgres://…/postgres of the server the bench database is created on. */
+  adminUrl: string;
+  /** 'file': SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it; 'memory': in-memory. */
+  temporalStore: 'file' | 'memory';
+  /** Extra environment for the API and worker processes (lib/config.ts variables). */
+  env?: Record<string, string>;
+  /** Extra environment per child (`api`, `worker`, `sandbox`). */
+  childEnv?: Record<string, Record<string, string>>;
+  /** Extra node flags per child, e.g. `{ api: ['--cpu-prof'] }` to profile one. */
+  childNodeArgs?: Record<string, string[]>;
+  /** Dynamic config of the dev server (`--dynamic-config-value`). */
+  dynamicConfig?: Record<string, unknown>;
+  /** Keep the children's logs (in `workDir`) after stop. */
+  keepLogs?: boolean;
+  log: (line: string) => void;
+}
+
+export interface BenchChild {
+  name: string;
+  pid: number;
+  logFile: string;
+  process: ChildProcess;
+}
+
+export interface BenchStack {
+  apiUrl: string;
+  sandboxUrl: string;
+  /** The worker's /metrics (its own and the Temporal SDK's: slots, poll and task latencies). */
+  workerMetricsUrl: string;
+  temporalAddress: string;
+  taskQueue: string;
+  databaseName: string;
+  databaseUrl: string;
+  adminToken: string;
+  /** The bench's own PostgreSQL client (seeding, counting effects). */
+  sql: Sql;
+  /** The bench's own Temporal client (drives the floor workflow). */
+  temporal: Client;
+  devServer: DevServer;
+  children: BenchChild[];
+  workDir: string;
+  stop(): Promise<void>;
+}
+
+export async function startBenchStack(options: BenchStackOptions): Promise<BenchStack> {
+  const workDir = mkdtempSync(path.join(tmpdir(), 'payorch-bench-'));
+  const closers: (() => Promise<unknown>)[] = [async () => (options.keepLogs ? undefined : rmSync(workDir, { recursive: true, force: true }))];
+  let stopping = false;
+  const stop = async () => {
+    stopping = true;
+    for (let close = closers.pop(); close; close = closers.pop()) await close().catch((error: unknown) => options.log(`cleanup: ${String(error)}`));
+  };
+  try {
+    // The database: fresh, migrated, dropped at the end.
+    const databaseName = `payorch_bench_${randomBytes(4).toString('hex')}`;
+    const admin = createSql(options.adminUrl, { max: 1, applicationName: 'payment-bench-admin' });
+    closers.push(() => admin.end({ timeout: 5 }));
+    await ensureDatabase(admin, databaseName);
+    closers.push(() => admin.unsafe(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`));
+    const databaseUrl = options.adminUrl.replace(/\/[^/]*$/, `/${databaseName}`);
+    const sql = createSql(databaseUrl, { max: 4, applicationName: 'payment-bench' });
+    closers.push(() => sql.end({ timeout: 5 }));
+    await migrate(sql);
+    options.log(`database ${databaseName} created and migrated`);
+
+    const temporalPort = await freePort();
+    const devServer = await startTemporalDevServer({
+      port: temporalPort,
+      headless: true,
+      ...(options.dynamicConfig ? { dynamicConfig: options.dynamicConfig } : {}),
+      logFile: path.join(workDir, 'temporal.log'),
+      ...(options.temporalStore === 'file' ? { dbFilename: path.join(workDir, 'temporal.db') } : {}),
+    });
+    closers.push(() => devServer.stop());
+    options.log(`Temporal dev server on ${devServer.address} (${options.temporalStore === 'file' ? 'SQLite file, WAL, synchronous=NORMAL' : 'in-memory SQLite'})`);
+
+    const [apiPort, sandboxPort, metricsPort, sdkMetricsPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+    const taskQueue = `bench-${randomBytes(3).toString('hex')}`;
+    const adminToken = `bench-admin-${randomBytes(12).toString('hex')}`;
+    const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
+    const apiUrl = `http://127.0.0.1:${apiPort}`;
+    const common: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      // Production mode: JSON logs at info, the admin token required (given).
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'info',
+      DATABASE_URL: databaseUrl,
+      TEMPORAL_ADDRESS: devServer.address,
+      TASK_QUEUE: taskQueue,
+      PROVIDER_URL: sandboxUrl,
+      ADMIN_TOKEN: adminToken,
+      ...options.env,
+    };
+    const children: BenchChild[] = [];
+    let crashed: string | undefined;
+    const spawnChild = (name: string, entry: string, baseEnv: NodeJS.ProcessEnv) => {
+      const env = { ...baseEnv, ...options.childEnv?.[name] };
+      const logFile = path.join(workDir, `${name}.log`);
+      const out = openSync(logFile, 'a');
+      // Logs go to a file, as a production process's stdout goes to its collector: the
+      // bench process does not spend the measured CPU on relaying them.
+      const child = spawn(process.execPath, [...(options.childNodeArgs?.[name] ?? []), '--import', tsxLoader, '--import', exitWithParent, path.join(projectRoot, entry)], {
+        cwd: projectRoot,
+        env,
+        stdio: ['ignore', out, out],
+      });
+      closeSync(out);
+      const { exited, hasExited } = watchExit(child);
+      const handle: BenchChild = { name, pid: child.pid!, logFile, process: child };
+      children.push(handle);
+      closers.push(async () => {
+        if (hasExited()) return;
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+        await exited;
+        clearTimeout(timer);
+      });
+      void exited.then((info) => {
+        if (stopping) return;
+        crashed ??= `${name} exited unexpectedly (${JSON.stringify(info)}); last lines:\n${tail(logFile)}`;
+        options.log(crashed);
+      });
+      return handle;
+    };
+    spawnChild('sandbox', 'sandbox/main.ts', { ...common, SANDBOX_PORT: String(sandboxPort), SANDBOX_HOST: '127.0.0.1' });
+    const worker = spawnChild('worker', 'bench/worker.ts', {
+      ...common,
+      WORKER_METRICS_PORT: String(metricsPort),
+      TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${sdkMetricsPort}`,
+    });
+    spawnChild('api', 'api/main.ts', { ...common, PORT: String(apiPort), HOST: '127.0.0.1' });
+
+    const connection = await Connection.connect({ address: devServer.address });
+    closers.push(() => connection.close());
+    const temporal = new Client({ connection });
+
+    const deadline = Date.now() + 180_000;
+    const waitFor = async (what: string, check: () => Promise<boolean>) => {
+      for (;;) {
+        if (crashed) throw new Error(crashed);
+        if (await check().catch(() => false)) return;
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    };
+    await Promise.all([
+      waitFor('the sandbox', async () => (await httpStatus(`${sandboxUrl}/healthz`)) === 200),
+      waitFor('the API', async () => (await httpStatus(`${apiUrl}/readyz`)) === 200),
+      waitFor('the worker to poll', async () => {
+        const response = await connection.workflowService.describeTaskQueue({
+          namespace: 'default',
+          taskQueue: { name: taskQueue, kind: 1 },
+          taskQueueType: 1,
+        });
+        return (response.pollers ?? []).some((poller) => poller.identity?.startsWith(`${worker.pid}@`));
+      }),
+    ]);
+    options.log(`sandbox, worker (pid ${worker.pid}) and API up; logs in ${workDir}`);
+
+    return {
+      apiUrl,
+      sandboxUrl,
+      workerMetricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
+      temporalAddress: devServer.address,
+      taskQueue,
+      databaseName,
+      databaseUrl,
+      adminToken,
+      sql,
+      temporal,
+      devServer,
+      children,
+      workDir,
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+function tail(file: string, lines = 20): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
