@@ -17,9 +17,12 @@
  *   BENCH_TEMPORAL_DYNAMIC_CONFIG  JSON of extra dev-server dynamic config, e.g. the stock values
  *                             '{"history.transferProcessorMaxPollRPS":20}' for a before/after
  *   BENCH_SKIP                e.g. "storm,scale": phases to leave out (quick iterations)
+ *   BENCH_PROFILE             e.g. "worker,api": V8 CPU profiles of those children (--cpu-prof),
+ *                             written next to the kept logs (implies BENCH_KEEP_LOGS=1)
  */
 import { execSync } from 'node:child_process';
 import { cpus, loadavg, totalmem } from 'node:os';
+import type { Sql } from '../db/connect';
 import { CpuMeter } from './cpu';
 import { closedLoop, HttpClient, mergeRuns, round, summarise, type LoopResult, type LoopRun } from './load';
 import { Progress } from './progress';
@@ -43,7 +46,9 @@ const settings = {
   outDir: env.BENCH_OUT ?? new URL('./results/', import.meta.url).pathname,
   dynamicConfig: JSON.parse(env.BENCH_TEMPORAL_DYNAMIC_CONFIG ?? '{}') as Record<string, unknown>,
   skip: new Set((env.BENCH_SKIP ?? '').split(',').filter(Boolean)),
+  profile: (env.BENCH_PROFILE ?? '').split(',').filter(Boolean),
 };
+const keepLogs = env.BENCH_KEEP_LOGS === '1' || settings.profile.length > 0;
 
 const progress = new Progress();
 const startedAt = new Date();
@@ -55,7 +60,8 @@ const stack = await startBenchStack({
   adminUrl: settings.adminUrl,
   temporalStore: settings.temporalStore,
   dynamicConfig: settings.dynamicConfig,
-  keepLogs: env.BENCH_KEEP_LOGS === '1',
+  keepLogs,
+  profile: settings.profile,
   log: (line) => progress.say(line),
 });
 let interrupted = false;
@@ -69,20 +75,19 @@ process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);
 
 const http = new HttpClient(stack.apiUrl, Math.max(64, settings.stormCopies));
+const closers: (() => void)[] = [() => http.close()];
+/** The stack's processes by name, as the CPU tables name them (the base lane's API and worker). */
+const processIds = () => ({ temporal: stack.devServer.process.pid!, ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) });
 try {
-  const tenant = await createTenant();
+  const tenant = await createTenant(stack.apiUrl);
   const scenarios = new Scenarios(stack, http, tenant);
-  const cpu = new CpuMeter(
-    { temporal: stack.devServer.process.pid!, ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) },
-    stack.sql,
-    stack.databaseName,
-  );
+  const cpu = new CpuMeter(processIds(), stack.sql, stack.databaseName);
   const runStart = { at: Date.now(), cpu: await cpu.snapshot() };
 
   /** One closed-loop run with a status line. */
-  const measure = async (label: string, concurrency: number, operation: () => Promise<string | void>, timing: Timing): Promise<LoopRun> => {
+  const measure = async (label: string, concurrency: number, operation: () => Promise<string | void>, timing: Timing, meter = cpu): Promise<LoopRun> => {
     const total = (timing.warmupMs + timing.windowMs) / 1000;
-    const before = await cpu.snapshot();
+    const before = await meter.snapshot();
     const run = await closedLoop({
       concurrency,
       warmupMs: timing.warmupMs,
@@ -90,7 +95,7 @@ try {
       operation,
       onProgress: (done, elapsed) => progress.status(`${label} c=${concurrency}  ${(elapsed / 1000).toFixed(1)}/${total.toFixed(1)} s  ${done} done (${Math.round((done / elapsed) * 1000)}/s)`),
     });
-    run.cpuMs = CpuMeter.delta(before, await cpu.snapshot());
+    run.cpuMs = CpuMeter.delta(before, await meter.snapshot());
     progress.clear();
     if (run.result.failed) progress.say(`${label} c=${concurrency}: ${run.result.failed} failed, first: ${run.result.firstFailure}`);
     return run;
@@ -98,13 +103,13 @@ try {
 
   /** Alternates the measurements `rounds` times, so drift (caches, history growth) hits all alike. */
   const interleaved = async (
-    parts: { label: string; concurrency: number; operation: () => Promise<string | void> }[],
+    parts: { label: string; concurrency: number; operation: () => Promise<string | void>; meter?: CpuMeter }[],
     rounds = settings.rounds,
     timing: (concurrency: number) => Timing = workflowTiming,
   ) => {
     const runs = parts.map(() => [] as LoopRun[]);
     for (let r = 0; r < rounds; r++) {
-      for (const [i, part] of parts.entries()) runs[i]!.push(await measure(`${part.label} (${r + 1}/${rounds})`, part.concurrency, part.operation, timing(part.concurrency)));
+      for (const [i, part] of parts.entries()) runs[i]!.push(await measure(`${part.label} (${r + 1}/${rounds})`, part.concurrency, part.operation, timing(part.concurrency), part.meter));
     }
     return runs.map((r) => mergeRuns(r));
   };
@@ -120,23 +125,25 @@ try {
 
   // History: 1× is `historyBase` finished payments (synthetic rows topped up to that count
   // now, before anything is measured); 10× and 100× are topped up later, between phases.
-  const sample = scenarios.finished[0]!;
-  let seeded = 0;
-  const seedTo = async (label: string, payments: number) => {
-    const current = (await historyCounts(stack.sql)).payments!;
+  const seeded = new Map<Scenarios, number>();
+  /** Tops the tables of `lane`'s database up to `payments` finished payments. */
+  const seedTo = async (lane: Scenarios, label: string, payments: number) => {
+    const current = (await historyCounts(lane.sql)).payments!;
     const adding = Math.max(0, payments - current);
     const started = Date.now();
-    await seedHistory(stack.sql, tenant.id, seeded + 1, adding, { responseBody: sample.response, paymentId: sample.id }, (done) =>
+    const sample = lane.finished[0]!;
+    const from = (seeded.get(lane) ?? 0) + 1;
+    await seedHistory(lane.sql, lane.tenant.id, from, adding, { responseBody: sample.response, paymentId: sample.id }, (done) =>
       progress.status(`history ${label}: ${done}/${adding} synthetic payments inserted`),
     );
-    seeded += adding;
+    seeded.set(lane, from - 1 + adding);
     progress.clear();
-    const rows = await historyCounts(stack.sql);
+    const rows = await historyCounts(lane.sql);
     const seconds = round((Date.now() - started) / 1000, 0);
     progress.say(`history ${label}: +${adding} synthetic payments in ${seconds} s; rows ${JSON.stringify(rows)}`);
     return { rows, seconds };
   };
-  const baseSeed = await seedTo('1×', settings.historyBase);
+  const baseSeed = await seedTo(scenarios, '1×', settings.historyBase);
 
   // 1 + 2: the floor and new payments at each concurrency, side by side.
   const floor: Record<number, LoopResult> = {};
@@ -165,35 +172,51 @@ try {
   progress.say(`replays ${replay!.throughput}/s p99 ${replay!.latency.p99} ms | GET ${read!.throughput}/s p99 ${read!.latency.p99} ms`);
 
   // 4: duplicate storms.
-  const storm = settings.skip.has('storm') ? await runStorms(scenarios, 3) : await runStorms(scenarios, settings.stormKeys);
+  const [stormKeys] = await runStorms([scenarios], settings.skip.has('storm') ? 3 : settings.stormKeys);
+  const storm = summariseStorms(stormKeys!);
   progress.say(`storm: ${storm.keys} keys × ${storm.copies}: p50 ${storm.latency.p50} ms p99 ${storm.latency.p99} ms, charges per payment ${JSON.stringify(storm.chargesPerPayment)}`);
 
-  // 5: the same figures with 10× and 100× the history in the tables.
+  // 5: history size, side by side. A second lane (its own database, API and worker on the
+  // same Temporal server and sandbox) gets factor × the base lane's finished payments; both
+  // lanes are then measured interleaved, so the machine's drift over the minutes that seeding
+  // takes hits both sides alike (measured one after the other, it moved every process's CPU
+  // per operation by ±20%, the floor's too, which touches no table).
   const baseHistory = baseSeed.rows;
   const scales: ScaleResult[] = [];
-  for (const factor of settings.skip.has('scale') ? [] : settings.scales) {
-    const { rows, seconds: seedSeconds } = await seedTo(`${factor}×`, settings.historyBase * factor);
-    const [f64, p64] = await interleaved([
-      { label: `${factor}× floor`, concurrency: 64, operation: floorOp },
-      { label: `${factor}× new payments`, concurrency: 64, operation: paymentOp },
-    ]);
-    const [p1] = await interleaved([{ label: `${factor}× new payments`, concurrency: 1, operation: paymentOp }], 1);
-    const [r64, g64] = await interleaved(
-      [
-        { label: `${factor}× replays`, concurrency: 64, operation: replayOp },
-        { label: `${factor}× one-read GET`, concurrency: 64, operation: readOp },
-      ],
-      settings.rounds,
-      requestTiming,
-    );
-    const s = await runStorms(scenarios, 10);
-    scales.push({ factor, rows, seedSeconds, floor64: f64!, payments64: p64!, payments1: p1!, replay64: r64!, read64: g64!, storm: s });
-    progress.say(
-      `${factor}×: payments@64 ${p64!.throughput}/s (floor ${f64!.throughput}/s), p50@1 ${p1!.latency.p50} ms, replays ${r64!.throughput}/s p99 ${r64!.latency.p99} ms, GET ${g64!.throughput}/s, storm p50 ${s.latency.p50} ms`,
-    );
+  const factors = settings.skip.has('scale') ? [] : settings.scales;
+  const lanes: { name: string; scenarios: Scenarios; meter: CpuMeter }[] = [{ name: '1×', scenarios, meter: cpu }];
+  if (factors.length) {
+    const grown = await stack.addLane('grown');
+    const grownHttp = new HttpClient(grown.apiUrl, Math.max(64, settings.stormCopies));
+    closers.push(() => grownHttp.close());
+    const grownScenarios = new Scenarios({ ...grown, temporal: stack.temporal, sandboxUrl: stack.sandboxUrl }, grownHttp, await createTenant(grown.apiUrl));
+    const grownMeter = new CpuMeter({ ...processIds(), worker: grown.worker.pid, api: grown.api.pid }, grown.sql, grown.databaseName);
+    await measure('warm-up of the grown lane: payments', 32, () => grownScenarios.newPayment(), { warmupMs: 1000, windowMs: 3000 }, grownMeter);
+    lanes.push({ name: 'grown', scenarios: grownScenarios, meter: grownMeter });
+    for (const factor of factors) {
+      const baseRows = await historyCounts(stack.sql);
+      const seed = await seedTo(grownScenarios, `${factor}×`, baseRows.payments! * factor);
+      const pairs = (what: string, concurrency: number, operation: (lane: Scenarios) => Promise<string | void>) =>
+        lanes.map((lane) => ({ label: `${lane.name === '1×' ? '1×' : `${factor}×`} ${what}`, concurrency, operation: () => operation(lane.scenarios), meter: lane.meter }));
+      const [b64, g64] = await interleaved(pairs('new payments', 64, (l) => l.newPayment()));
+      const [b1, g1] = await interleaved(pairs('new payments', 1, (l) => l.newPayment()));
+      const [br, gr, bg, gg] = await interleaved(
+        [...pairs('replays', settings.replayConcurrency, (l) => l.replay()), ...pairs('one-read GET', settings.replayConcurrency, (l) => l.read())],
+        settings.rounds,
+        requestTiming,
+      );
+      const [bs, gs] = await runStorms(lanes.map((l) => l.scenarios), 10);
+      const base = { rows: baseRows, payments64: b64!, payments1: b1!, replay64: br!, read64: bg!, storm: summariseStorms(bs!) };
+      const big = { rows: seed.rows, payments64: g64!, payments1: g1!, replay64: gr!, read64: gg!, storm: summariseStorms(gs!) };
+      scales.push({ factor, seedSeconds: seed.seconds, base, grown: big });
+      progress.say(
+        `${factor}× vs 1×: payments@64 ${big.payments64.throughput} vs ${base.payments64.throughput}/s, p50@1 ${big.payments1.latency.p50} vs ${base.payments1.latency.p50} ms, ` +
+          `replays ${big.replay64.throughput} vs ${base.replay64.throughput}/s, GET ${big.read64.throughput} vs ${base.read64.throughput}/s, storm p50 ${big.storm.latency.p50} vs ${base.storm.latency.p50} ms`,
+      );
+    }
   }
 
-  const effects = await globalEffects();
+  const effects = await globalEffects(lanes.map((lane) => lane.scenarios.sql));
   // How busy the rest of the machine was meanwhile, in cores on average (0 = a quiet machine).
   const runCpu = CpuMeter.delta(runStart.cpu, await cpu.snapshot());
   const otherCores = round(runCpu.other! / (Date.now() - runStart.at), 2);
@@ -216,9 +239,9 @@ try {
   const files = writeReport(results, settings.outDir);
   progress.say(`done in ${results.durationSeconds} s; wrote ${files.join(', ')}`);
 } finally {
-  http.close();
+  for (const close of closers) close();
   if (!interrupted) {
-    if (env.BENCH_KEEP_LOGS === '1') progress.say(`logs kept in ${stack.workDir}`);
+    if (keepLogs) progress.say(`logs kept in ${stack.workDir}`);
     await stack.stop();
   }
 }
@@ -243,8 +266,8 @@ function requestTiming(): Timing {
   return { warmupMs: 1000, windowMs: settings.windowMs };
 }
 
-async function createTenant(): Promise<{ id: string; apiKey: string }> {
-  const response = await fetch(`${stack.apiUrl}/admin/tenants`, {
+async function createTenant(apiUrl: string): Promise<{ id: string; apiKey: string }> {
+  const response = await fetch(`${apiUrl}/admin/tenants`, {
     method: 'POST',
     headers: { authorization: `Bearer ${stack.adminToken}`, 'content-type': 'application/json' },
     body: JSON.stringify({ name: 'bench' }),
@@ -254,13 +277,21 @@ async function createTenant(): Promise<{ id: string; apiKey: string }> {
   return { id: body.id, apiKey: body.api_key };
 }
 
-async function runStorms(scenarios: Scenarios, keys: number): Promise<StormResult> {
-  const perKey: StormKeyResult[] = [];
+/** `keys` storms per lane, the lanes taking turns key by key; each lane's results per key. */
+async function runStorms(lanes: Scenarios[], keys: number): Promise<StormKeyResult[][]> {
+  const perLane = lanes.map(() => [] as StormKeyResult[]);
   for (let k = 0; k < keys; k++) {
-    progress.status(`duplicate storm: key ${k + 1}/${keys} × ${settings.stormCopies} requests`);
-    perKey.push(await scenarios.storm(settings.stormCopies));
+    for (const [i, lane] of lanes.entries()) {
+      progress.status(`duplicate storm: key ${k + 1}/${keys} × ${settings.stormCopies} requests${lanes.length > 1 ? ` (lane ${i + 1}/${lanes.length})` : ''}`);
+      perLane[i]!.push(await lane.storm(settings.stormCopies));
+    }
   }
   progress.clear();
+  return perLane;
+}
+
+function summariseStorms(perKey: StormKeyResult[]): StormResult {
+  const keys = perKey.length;
   const tally = (values: number[]) => {
     const counts: Record<string, number> = {};
     for (const v of values) counts[String(v)] = (counts[String(v)] ?? 0) + 1;
@@ -283,15 +314,23 @@ async function runStorms(scenarios: Scenarios, keys: number): Promise<StormResul
   };
 }
 
-/** Over the whole run: one charge at the provider per (real) payment, nothing more. */
-async function globalEffects() {
-  const [row] = await stack.sql<{ payments: number; charges: number; charged_payments: number; max_per_payment: number; ledger: number }[]>`
-    SELECT (SELECT count(*)::int FROM payments WHERE id NOT LIKE 'pay\\_00%') AS payments,
-           (SELECT count(*)::int FROM sandbox.charges) AS charges,
+/** Over the whole run, all lanes: one charge at the provider per (real) payment, nothing more. */
+async function globalEffects(laneDatabases: Sql[]) {
+  // The sandbox keeps every lane's charges in the base lane's database.
+  const [charges] = await stack.sql<{ charges: number; charged_payments: number; max_per_payment: number }[]>`
+    SELECT (SELECT count(*)::int FROM sandbox.charges) AS charges,
            (SELECT count(DISTINCT reference)::int FROM sandbox.charges) AS charged_payments,
-           (SELECT coalesce(max(n), 0)::int FROM (SELECT count(*) AS n FROM sandbox.charges GROUP BY reference) c) AS max_per_payment,
-           (SELECT count(*)::int FROM ledger_transactions WHERE id NOT LIKE 'ltx\\_00%') AS ledger`;
-  return row!;
+           (SELECT coalesce(max(n), 0)::int FROM (SELECT count(*) AS n FROM sandbox.charges GROUP BY reference) c) AS max_per_payment`;
+  let payments = 0;
+  let ledger = 0;
+  for (const sql of laneDatabases) {
+    const [row] = await sql<{ payments: number; ledger: number }[]>`
+      SELECT (SELECT count(*)::int FROM payments WHERE id NOT LIKE 'pay\\_00%') AS payments,
+             (SELECT count(*)::int FROM ledger_transactions WHERE id NOT LIKE 'ltx\\_00%') AS ledger`;
+    payments += row!.payments;
+    ledger += row!.ledger;
+  }
+  return { payments, ledger, ...charges! };
 }
 
 function ratio(a: number, b: number): number {

@@ -22,6 +22,9 @@ export interface FinishedPayment {
   headers: OutgoingHttpHeaders;
 }
 
+/** What the scenarios drive: one lane's API database, plus the shared Temporal client and sandbox. */
+export type ScenarioTarget = Pick<BenchStack, 'temporal' | 'taskQueue' | 'sandboxUrl' | 'sql'>;
+
 export class Scenarios {
   private readonly run = randomBytes(3).toString('hex');
   private counter = 0;
@@ -33,11 +36,16 @@ export class Scenarios {
   private readonly readHeaders: OutgoingHttpHeaders;
 
   constructor(
-    private readonly stack: BenchStack,
+    private readonly stack: ScenarioTarget,
     private readonly http: HttpClient,
     readonly tenant: { id: string; apiKey: string },
   ) {
     this.readHeaders = this.auth();
+  }
+
+  /** The lane's database (the bench's own client). */
+  get sql(): Sql {
+    return this.stack.sql;
   }
 
   private auth(): Record<string, string> {

@@ -32,6 +32,8 @@ export interface BenchStackOptions {
   childNodeArgs?: Record<string, string[]>;
   /** Dynamic config of the dev server (`--dynamic-config-value`). */
   dynamicConfig?: Record<string, unknown>;
+  /** Children to run with `--cpu-prof` (their .cpuprofile files, one per thread, land in `workDir`/<name>-profile). */
+  profile?: string[];
   /** Keep the children's logs (in `workDir`) after stop. */
   keepLogs?: boolean;
   log: (line: string) => void;
@@ -44,23 +46,39 @@ export interface BenchChild {
   process: ChildProcess;
 }
 
-export interface BenchStack {
+/**
+ * One API + worker pair on a database of its own, on the shared Temporal server (its own
+ * task queue) and the shared provider sandbox. The stack starts with one lane, `base`; the
+ * history-size phase adds a second, `grown`, whose tables it fills, so both sizes can be
+ * measured side by side (interleaved) rather than one after the other.
+ */
+export interface BenchLane {
+  name: string;
   apiUrl: string;
-  sandboxUrl: string;
   /** The worker's /metrics (its own and the Temporal SDK's: slots, poll and task latencies). */
   workerMetricsUrl: string;
-  temporalAddress: string;
   taskQueue: string;
   databaseName: string;
   databaseUrl: string;
-  adminToken: string;
-  /** The bench's own PostgreSQL client (seeding, counting effects). */
+  /** The bench's own PostgreSQL client on the lane's database (seeding, counting effects). */
   sql: Sql;
+  /** The lane's API and worker processes. */
+  api: BenchChild;
+  worker: BenchChild;
+}
+
+export interface BenchStack extends BenchLane {
+  sandboxUrl: string;
+  temporalAddress: string;
+  adminToken: string;
   /** The bench's own Temporal client (drives the floor workflow). */
   temporal: Client;
   devServer: DevServer;
+  /** Every child process started so far (the sandbox and each lane's API and worker). */
   children: BenchChild[];
   workDir: string;
+  /** Starts another lane (fresh database, API, worker) and waits until it answers. */
+  addLane(name: string): Promise<BenchLane>;
   stop(): Promise<void>;
 }
 
@@ -73,17 +91,21 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     for (let close = closers.pop(); close; close = closers.pop()) await close().catch((error: unknown) => options.log(`cleanup: ${String(error)}`));
   };
   try {
-    // The database: fresh, migrated, dropped at the end.
-    const databaseName = `payorch_bench_${randomBytes(4).toString('hex')}`;
     const admin = createSql(options.adminUrl, { max: 1, applicationName: 'payment-bench-admin' });
     closers.push(() => admin.end({ timeout: 5 }));
-    await ensureDatabase(admin, databaseName);
-    closers.push(() => admin.unsafe(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`));
-    const databaseUrl = options.adminUrl.replace(/\/[^/]*$/, `/${databaseName}`);
-    const sql = createSql(databaseUrl, { max: 4, applicationName: 'payment-bench' });
-    closers.push(() => sql.end({ timeout: 5 }));
-    await migrate(sql);
-    options.log(`database ${databaseName} created and migrated`);
+    /** A fresh, migrated database, dropped at the end. */
+    const createDatabase = async (lane: string) => {
+      const databaseName = `payorch_bench_${randomBytes(4).toString('hex')}`;
+      await ensureDatabase(admin, databaseName);
+      closers.push(() => admin.unsafe(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`));
+      const databaseUrl = options.adminUrl.replace(/\/[^/]*$/, `/${databaseName}`);
+      const sql = createSql(databaseUrl, { max: 4, applicationName: 'payment-bench' });
+      closers.push(() => sql.end({ timeout: 5 }));
+      await migrate(sql);
+      options.log(`database ${databaseName} (lane ${lane}) created and migrated`);
+      return { databaseName, databaseUrl, sql };
+    };
+    const base = await createDatabase('base');
 
     const temporalPort = await freePort();
     const devServer = await startTemporalDevServer({
@@ -96,20 +118,16 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     closers.push(() => devServer.stop());
     options.log(`Temporal dev server on ${devServer.address} (${options.temporalStore === 'file' ? 'SQLite file, WAL, synchronous=NORMAL' : 'in-memory SQLite'})`);
 
-    const [apiPort, sandboxPort, metricsPort, sdkMetricsPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
-    const taskQueue = `bench-${randomBytes(3).toString('hex')}`;
+    const sandboxPort = await freePort();
     const adminToken = `bench-admin-${randomBytes(12).toString('hex')}`;
     const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
-    const apiUrl = `http://127.0.0.1:${apiPort}`;
     const common: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       // Production mode: JSON logs at info, the admin token required (given).
       NODE_ENV: 'production',
       LOG_LEVEL: 'info',
-      DATABASE_URL: databaseUrl,
       TEMPORAL_ADDRESS: devServer.address,
-      TASK_QUEUE: taskQueue,
       PROVIDER_URL: sandboxUrl,
       ADMIN_TOKEN: adminToken,
       ...options.env,
@@ -122,7 +140,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       const out = openSync(logFile, 'a');
       // Logs go to a file, as a production process's stdout goes to its collector: the
       // bench process does not spend the measured CPU on relaying them.
-      const child = spawn(process.execPath, [...(options.childNodeArgs?.[name] ?? []), '--import', tsxLoader, '--import', exitWithParent, path.join(projectRoot, entry)], {
+      const profile = options.profile?.includes(name) ? ['--cpu-prof', `--cpu-prof-dir=${path.join(workDir, `${name}-profile`)}`] : [];
+      const child = spawn(process.execPath, [...profile, ...(options.childNodeArgs?.[name] ?? []), '--import', tsxLoader, '--import', exitWithParent, path.join(projectRoot, entry)], {
         cwd: projectRoot,
         env,
         stdio: ['ignore', out, out],
@@ -145,20 +164,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       });
       return handle;
     };
-    spawnChild('sandbox', 'sandbox/main.ts', { ...common, SANDBOX_PORT: String(sandboxPort), SANDBOX_HOST: '127.0.0.1' });
-    const worker = spawnChild('worker', 'bench/worker.ts', {
-      ...common,
-      WORKER_METRICS_PORT: String(metricsPort),
-      TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${sdkMetricsPort}`,
-    });
-    spawnChild('api', 'api/main.ts', { ...common, PORT: String(apiPort), HOST: '127.0.0.1' });
-
-    const connection = await Connection.connect({ address: devServer.address });
-    closers.push(() => connection.close());
-    const temporal = new Client({ connection });
-
-    const deadline = Date.now() + 180_000;
     const waitFor = async (what: string, check: () => Promise<boolean>) => {
+      const deadline = Date.now() + 180_000;
       for (;;) {
         if (crashed) throw new Error(crashed);
         if (await check().catch(() => false)) return;
@@ -166,34 +173,53 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
         await new Promise((r) => setTimeout(r, 250));
       }
     };
-    await Promise.all([
-      waitFor('the sandbox', async () => (await httpStatus(`${sandboxUrl}/healthz`)) === 200),
-      waitFor('the API', async () => (await httpStatus(`${apiUrl}/readyz`)) === 200),
-      waitFor('the worker to poll', async () => {
-        const response = await connection.workflowService.describeTaskQueue({
-          namespace: 'default',
-          taskQueue: { name: taskQueue, kind: 1 },
-          taskQueueType: 1,
-        });
-        return (response.pollers ?? []).some((poller) => poller.identity?.startsWith(`${worker.pid}@`));
-      }),
-    ]);
-    options.log(`sandbox, worker (pid ${worker.pid}) and API up; logs in ${workDir}`);
 
+    // The sandbox keeps its charges in the base lane's database (schema sandbox), for all lanes.
+    spawnChild('sandbox', 'sandbox/main.ts', { ...common, DATABASE_URL: base.databaseUrl, SANDBOX_PORT: String(sandboxPort), SANDBOX_HOST: '127.0.0.1' });
+    const connection = await Connection.connect({ address: devServer.address });
+    closers.push(() => connection.close());
+    const temporal = new Client({ connection });
+
+    /** Worker and API of one lane (the base lane's are named plainly: worker, api). */
+    const startLane = async (name: string, database: Awaited<ReturnType<typeof createDatabase>>): Promise<BenchLane> => {
+      const suffix = name === 'base' ? '' : `-${name}`;
+      const [apiPort, metricsPort, sdkMetricsPort] = await Promise.all([freePort(), freePort(), freePort()]);
+      const taskQueue = `bench-${name}-${randomBytes(3).toString('hex')}`;
+      const laneEnv = { ...common, DATABASE_URL: database.databaseUrl, TASK_QUEUE: taskQueue };
+      const worker = spawnChild(`worker${suffix}`, 'bench/worker.ts', {
+        ...laneEnv,
+        WORKER_METRICS_PORT: String(metricsPort),
+        TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${sdkMetricsPort}`,
+      });
+      const api = spawnChild(`api${suffix}`, 'api/main.ts', { ...laneEnv, PORT: String(apiPort), HOST: '127.0.0.1' });
+      const apiUrl = `http://127.0.0.1:${apiPort}`;
+      await Promise.all([
+        waitFor('the sandbox', async () => (await httpStatus(`${sandboxUrl}/healthz`)) === 200),
+        waitFor(`the API (${name})`, async () => (await httpStatus(`${apiUrl}/readyz`)) === 200),
+        waitFor(`the worker (${name}) to poll`, async () => {
+          const response = await connection.workflowService.describeTaskQueue({
+            namespace: 'default',
+            taskQueue: { name: taskQueue, kind: 1 },
+            taskQueueType: 1,
+          });
+          return (response.pollers ?? []).some((poller) => poller.identity?.startsWith(`${worker.pid}@`));
+        }),
+      ]);
+      options.log(`lane ${name}: worker (pid ${worker.pid}) and API (pid ${api.pid}) up; logs in ${workDir}`);
+      return { name, apiUrl, workerMetricsUrl: `http://127.0.0.1:${metricsPort}/metrics`, taskQueue, ...database, api, worker };
+    };
+
+    const baseLane = await startLane('base', base);
     return {
-      apiUrl,
+      ...baseLane,
       sandboxUrl,
-      workerMetricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
       temporalAddress: devServer.address,
-      taskQueue,
-      databaseName,
-      databaseUrl,
       adminToken,
-      sql,
       temporal,
       devServer,
       children,
       workDir,
+      addLane: async (name) => startLane(name, await createDatabase(name)),
       stop,
     };
   } catch (error) {

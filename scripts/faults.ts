@@ -5,8 +5,9 @@
  * global setup's Temporal dev server and fresh database; the scenarios add their own
  * PostgreSQL, Temporal server and worker processes where they take one away). Then the
  * table: per scenario, trials, duplicate effects, lost effects and time to recover,
- * printed and written to test/artifacts/faults-results.{json,md}. Ends with the plain line
- * "N passed, N failed".
+ * printed and written to test/faults/results/latest.{json,md} (committed: the figures of the
+ * last full run) or, for a run filtered to some scenarios, to test/artifacts/faults-results.{json,md}.
+ * Ends with the plain line "N passed, N failed".
  *
  * Environment: FAULT_TRIALS (default 20: each crash scenario kills or stops something that
  * many times), FAULT_STORM_KEYS (default 6 keys stormed at once per round), FAULT_SETTLE_MS.
@@ -28,6 +29,9 @@ const stormKeys = process.env.FAULT_STORM_KEYS ?? '6';
 const artifacts = path.join(projectRoot, 'test', 'artifacts');
 const runDir = path.join(artifacts, 'faults-run');
 const vitestJson = path.join(artifacts, 'faults-vitest.json');
+const full = filters.length === 0;
+const outJson = full ? path.join(projectRoot, 'test', 'faults', 'results', 'latest.json') : path.join(artifacts, 'faults-results.json');
+const outMarkdown = outJson.replace(/\.json$/, '.md');
 
 rmSync(runDir, { recursive: true, force: true });
 rmSync(vitestJson, { force: true });
@@ -89,7 +93,8 @@ const summary = {
   unclean: unclean.map((r) => r.id),
   scenarios: results,
 };
-writeFileSync(path.join(artifacts, 'faults-results.json'), `${JSON.stringify(summary, null, 2)}\n`);
+mkdirSync(path.dirname(outJson), { recursive: true });
+writeFileSync(outJson, `${JSON.stringify(summary, null, 2)}\n`);
 const heading = `Fault suite: effectively-once under failure (${new Date(summary.generatedAt).toISOString().slice(0, 16)}Z)`;
 const markdown = [
   renderMarkdown(results, heading).trimEnd(),
@@ -102,7 +107,7 @@ const markdown = [
   `${passed} passed, ${failed} failed`,
   '',
 ].join('\n');
-writeFileSync(path.join(artifacts, 'faults-results.md'), markdown);
+writeFileSync(outMarkdown, markdown);
 
 console.log(`\n${renderText(results)}\n`);
 for (const r of unclean) {
@@ -110,7 +115,7 @@ for (const r of unclean) {
   for (const line of [...r.findings, ...r.anomalies].slice(0, 10)) console.log(`  ${line.split('\n')[0]}`);
 }
 console.log(`target (zero duplicates, zero losses in every row): ${summary.met ? 'met' : 'NOT met'}${unclean.length ? `; rows with anomalies: ${unclean.length}` : ''}`);
-console.log(`written: test/artifacts/faults-results.md, test/artifacts/faults-results.json (${(durationMs / 60_000).toFixed(1)} min)`);
+console.log(`written: ${path.relative(projectRoot, outMarkdown)}, ${path.relative(projectRoot, outJson)} (${(durationMs / 60_000).toFixed(1)} min)`);
 if (skipped) console.log(`${skipped} skipped`);
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(exitCode !== 0 || failed > 0 || !summary.met || unclean.length > 0 ? 1 : 0);
