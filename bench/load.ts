@@ -95,6 +95,8 @@ export interface LoopResult {
   windowMs: number;
   /** CPU ms per operation by process (Linux), when measured. */
   cpuPerOperation?: Record<string, number>;
+  /** New payments first answered 202 (then followed to their final state), warm-up included. */
+  accepted202?: number;
 }
 
 /** A run's figures and its raw latencies (to merge interleaved runs into one distribution). */
@@ -105,6 +107,7 @@ export interface LoopRun {
   operations: number;
   /** CPU ms by process over the whole run (filled in by the caller). */
   cpuMs?: Record<string, number>;
+  accepted202?: number;
 }
 
 export interface LoopOptions {
@@ -185,6 +188,7 @@ export function mergeRuns(loopRuns: LoopRun[]): LoopResult {
     for (const name of Object.keys(cpuPerOperation)) cpuPerOperation[name] = round(cpuPerOperation[name]! / operations, 2);
   }
   const failed = runs.reduce((a, r) => a + r.failed, 0);
+  const accepted202 = loopRuns.reduce((a, r) => a + (r.accepted202 ?? 0), 0);
   return {
     throughput: round(((completed - failed) / windowMs) * 1000, 1),
     latency: summarise(latencies),
@@ -193,5 +197,6 @@ export function mergeRuns(loopRuns: LoopRun[]): LoopResult {
     ...(failures.length ? { firstFailure: failures[0]!.firstFailure } : {}),
     windowMs,
     ...(cpuPerOperation ? { cpuPerOperation } : {}),
+    ...(accepted202 ? { accepted202 } : {}),
   };
 }
