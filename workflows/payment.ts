@@ -52,6 +52,19 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     if (patched(Patch.chargeMemo)) upsertMemo({ provider_charge_id: charge.id, charge_status: charge.status });
   };
 
+  /**
+   * A compensating refund. The provider answers a refund it cannot send with a failed refund
+   * (no money moved), not an error: that must count as a failed compensation, or the payment
+   * would say "Compensated" while the customer's money stayed with us.
+   */
+  const giveBack = async (chargeId: string, amountMinor: number) => {
+    const refund = await provider.refundCharge({ subKey: providerSubKey.compensation(input.paymentId), chargeId, amountMinor, reference: input.paymentId });
+    if (refund.status === 'failed') {
+      throw ApplicationFailure.nonRetryable(`the provider refused refund ${refund.id}: ${refund.failureMessage ?? refund.failureCode ?? 'no reason given'}`);
+    }
+    return refund;
+  };
+
   /** Gives back money that moved, newest step first, then records why the payment failed. */
   async function failAfterMoneyMoved(reason: { code: string; message: string }, idempotency: ScopedKey): Promise<FinalResponse> {
     const { undone, failed } = await compensations.run();
@@ -102,9 +115,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
   if (charge.status === 'succeeded') {
     const chargeId = charge.id;
     const amountMinor = charge.amountCapturedMinor;
-    compensations.push(`refunded ${amountMinor} ${input.currency} of charge ${chargeId}`, () =>
-      provider.refundCharge({ subKey: providerSubKey.compensation(input.paymentId), chargeId, amountMinor, reference: input.paymentId }),
-    );
+    compensations.push(`refunded ${amountMinor} ${input.currency} of charge ${chargeId}`, () => giveBack(chargeId, amountMinor));
   } else if (charge.status === 'requires_capture') {
     const chargeId = charge.id;
     compensations.push(`voided authorization ${chargeId}`, () => provider.voidCharge({ paymentId: input.paymentId, chargeId }));
@@ -177,12 +188,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     showCharge(captured);
     // Once captured, giving the money back means a refund, no longer a void.
     compensations.replace(`refunded ${captured.amountCapturedMinor} ${input.currency} of charge ${chargeId}`, () =>
-      provider.refundCharge({
-        subKey: providerSubKey.compensation(input.paymentId),
-        chargeId,
-        amountMinor: captured.amountCapturedMinor,
-        reference: input.paymentId,
-      }),
+      giveBack(chargeId, captured.amountCapturedMinor),
     );
     try {
       commandResponse = await records.recordCapture({ paymentId: input.paymentId, charge: captured, request: decided.request });

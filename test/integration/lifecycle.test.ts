@@ -249,6 +249,24 @@ describe('compensation when money moved but the payment cannot complete', () => 
     expect((await frozenApi.post('/v1/payments', body, uniqueKey())).status).toBe(402);
   });
 
+  it('surfaces a compensation the provider refuses: never "Compensated", the payment says it needs an operator', async () => {
+    const frozen = await stack.createTenant('frozen-refund-fails');
+    await freezeMerchantAccount(frozen.id, 'NOK');
+    const frozenApi = apiClient(stack.apiUrl, frozen.apiKey);
+    const body = { order_id: uniqueKey('ord'), amount_minor: 650, currency: 'NOK', payment_method: 'pm_card_refund_fails' };
+    const response = await frozenApi.post('/v1/payments', body, uniqueKey());
+    expect(response.status).toBe(402);
+    const payment = response.json.error.payment;
+    expect(payment).toMatchObject({ status: 'failed', failure: { code: 'compensation_failed' } });
+    expect(payment.failure.message).toMatch(/ledger refused/i);
+    expect(payment.failure.message).toMatch(/Compensation FAILED, needs an operator: refunded 650 NOK of charge \S+ \(.*refused refund/);
+    expect(payment.failure.message).not.toMatch(/Compensated:/);
+    // The money is still with the provider's charge: exactly what the operator is told.
+    const [charge] = await chargesAtProvider(stack.sandboxUrl, payment.id);
+    expect(charge).toMatchObject({ status: 'succeeded', amount_captured_minor: 650, amount_refunded_minor: 0 });
+    expect(await effectsOf(stack.sql, stack.sandboxUrl, payment.id)).toEqual({ charges: 1, ledgerTransactions: 0, events: { 'payment.failed': 1 } });
+  });
+
   it('refunds a manual capture the ledger refuses, and answers the capture with why', async () => {
     const frozen = await stack.createTenant('frozen-capture');
     const frozenApi = apiClient(stack.apiUrl, frozen.apiKey);
