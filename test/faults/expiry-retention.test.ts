@@ -7,6 +7,7 @@ import { judge, paymentIdOfKey, settle, takeCensus, type Judgement } from './sup
 import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from './support/payments';
 import { runTrials, ScenarioTally } from './support/results';
+import { expectCleanScenario } from './support/verify';
 
 /**
  * Scenarios 7 and 8: what happens when an idempotency record's retention window ends.
@@ -141,11 +142,7 @@ describe('7. a retry after the idempotency record expired', () => {
       }
       const results = [retained.write(), deleted.write()];
       for (const result of results) {
-        expect(result.anomalies).toEqual([]);
-        expect(result.findings).toEqual([]);
-        expect(result.duplicateEffects).toBe(0);
-        expect(result.lostEffects).toBe(0);
-        expect(result.subjects).toBe(FAULT_TRIALS);
+        expectCleanScenario(result, FAULT_TRIALS);
       }
     },
     scenarioTimeout(FAULT_TRIALS, 30_000, 300_000),
@@ -203,11 +200,7 @@ describe('8. the retention job', () => {
         }
       });
 
-      expect(result.anomalies).toEqual([]);
-      expect(result.findings).toEqual([]);
-      expect(result.duplicateEffects).toBe(0);
-      expect(result.lostEffects).toBe(0);
-      expect(result.subjects).toBe(FAULT_TRIALS * 3);
+      expectCleanScenario(result, FAULT_TRIALS * 3);
       expect(result.figures['unfinished payment finished before the pass (not a trial of the rule)']).toBeUndefined();
     },
     scenarioTimeout(FAULT_TRIALS, 40_000),

@@ -1,12 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { apiClient, eventually, startStack, type Tenant, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
-import { chargeAttempts, judge, paymentIdOfKey, settle, takeCensus } from './support/census';
+import { chargeAttempts, paymentIdOfKey, settle } from './support/census';
 import { startDroppingProxy } from './support/dropping-proxy';
 import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
 import { finalStatusOf, paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from './support/payments';
 import { runTrials, ScenarioTally } from './support/results';
+import { expectCleanScenario, tallyEffects } from './support/verify';
 
 /**
  * Scenario 3. Lost responses, on both sides of the orchestrator:
@@ -39,20 +40,9 @@ afterAll(async () => {
 /** Settles, then counts each payment's effects against its expected outcome. */
 async function count(tally: ScenarioTally, pairs: [PaymentRequest, string][]): Promise<void> {
   await settle(stack, pairs.map(([, id]) => id), { merchant, timeoutMs: SETTLE_MS });
-  for (const [plan, id] of pairs) {
-    const judgement = judge(await takeCensus(stack, id, { merchant, countRuns: true }), plan.outcome);
-    tally.judged(judgement);
-    tally.add('redeliveries (same event id, deduped by the merchant)', judgement.redeliveries);
-  }
+  for (const [plan, id] of pairs) await tallyEffects(tally, stack, merchant, plan, id);
 }
 
-function verdict(result: ReturnType<ScenarioTally['result']>, subjects: number) {
-  expect(result.anomalies).toEqual([]);
-  expect(result.findings).toEqual([]);
-  expect(result.duplicateEffects).toBe(0);
-  expect(result.lostEffects).toBe(0);
-  expect(result.subjects).toBe(subjects);
-}
 
 describe('3. lost responses', () => {
   for (const [id, method, title, measure] of [
@@ -83,7 +73,7 @@ describe('3. lost responses', () => {
           }
           await count(tally, pairs);
         });
-        verdict(result, FAULT_TRIALS * 2);
+        expectCleanScenario(result, FAULT_TRIALS * 2);
       },
       scenarioTimeout(FAULT_TRIALS, 60_000),
     );
@@ -117,7 +107,7 @@ describe('3. lost responses', () => {
           }
           await count(tally, [[plan, paymentIdIn(retry) ?? record?.resource_id ?? 'none']]);
         });
-        verdict(result, FAULT_TRIALS);
+        expectCleanScenario(result, FAULT_TRIALS);
       } finally {
         await proxy.close();
       }
@@ -157,7 +147,7 @@ describe('3. lost responses', () => {
         }
         await count(tally, [[plan, paymentId]]);
       });
-      verdict(result, FAULT_TRIALS);
+      expectCleanScenario(result, FAULT_TRIALS);
     },
     scenarioTimeout(FAULT_TRIALS, 30_000),
   );

@@ -11,10 +11,11 @@ import { apiClient, eventually, startStack, uniqueKey, type Tenant, type TestSta
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 import { freePort } from '../helpers/ports';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
-import { judge, paymentsInFlight, settle, takeCensus } from './support/census';
+import { paymentsInFlight, settle } from './support/census';
 import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from './support/payments';
 import { runTrials, ScenarioTally } from './support/results';
+import { expectCleanScenario, retryAndTally } from './support/verify';
 
 /**
  * Scenario 4. The orchestrator's PostgreSQL (a private embedded server) is stopped while
@@ -110,25 +111,11 @@ describe('4. PostgreSQL stopped and restarted mid-flight', () => {
 
         const pairs: [PaymentRequest, string | null][] = [...plans.map((plan, i) => [plan, ids[i]!] as [PaymentRequest, string]), [refusedPlan, paymentIdIn(retried.response)]];
         await settle(stack, pairs.flatMap(([, id]) => (id ? [id] : [])), { merchant, timeoutMs: SETTLE_MS });
-        for (const [plan, id] of pairs) {
-          if (!id) {
-            tally.anomaly(`${plan.key}: no payment id`);
-            continue;
-          }
-          // Each in-flight key now answers with its final outcome, for the same payment.
-          const { response } = await untilFinal(api, plan, SETTLE_MS);
-          if (response.status !== 201 || paymentIdIn(response) !== id) tally.anomaly(`${plan.key}: retry answered ${response.status} ${response.text.slice(0, 200)}`);
-          const judgement = judge(await takeCensus(stack, id, { merchant, countRuns: true }), plan.outcome);
-          tally.judged(judgement);
-          tally.add('redeliveries (same event id, deduped by the merchant)', judgement.redeliveries);
-        }
+        // Each in-flight key now answers with its final outcome, for the same payment.
+        await retryAndTally(tally, stack, merchant, api, SETTLE_MS, pairs);
       });
 
-      expect(result.anomalies).toEqual([]);
-      expect(result.findings).toEqual([]);
-      expect(result.duplicateEffects).toBe(0);
-      expect(result.lostEffects).toBe(0);
-      expect(result.subjects).toBe(FAULT_TRIALS * (inFlightPerTrial + 1));
+      expectCleanScenario(result, FAULT_TRIALS * (inFlightPerTrial + 1));
       await expectLedgerConsistent(stack.sql);
     },
     scenarioTimeout(FAULT_TRIALS, 90_000),

@@ -1,10 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { apiClient, eventually, startStack, type TestStack } from '../helpers/stack';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
 import { judge, settle, takeCensus } from './support/census';
 import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
 import { paymentIdIn, paymentRequest, untilFinal } from './support/payments';
 import { runTrials, ScenarioTally } from './support/results';
+import { expectCleanScenario } from './support/verify';
 import { spawnWorker, type WorkerEnvironment, type WorkerProcess } from './support/worker-process';
 
 /**
@@ -133,11 +134,7 @@ describe('6. outbox relay killed mid-delivery, merchant endpoint down for a whil
       await Promise.all(monitors);
       const result = tally.write();
 
-      expect(result.anomalies).toEqual([]);
-      expect(result.findings).toEqual([]);
-      expect(result.duplicateEffects).toBe(0);
-      expect(result.lostEffects).toBe(0);
-      expect(result.subjects).toBe(FAULT_TRIALS * paymentsPerTrial);
+      expectCleanScenario(result, FAULT_TRIALS * paymentsPerTrial);
     },
     scenarioTimeout(FAULT_TRIALS, 60_000, 300_000),
   );

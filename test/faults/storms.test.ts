@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { apiClient, isolatedApi, startStack, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 import { FAULT_STORM_KEYS, FAULT_TRIALS, SETTLE_MS, STORM_SIZE, scenarioTimeout } from './support/config';
@@ -6,6 +6,7 @@ import { judge, settle, takeCensus } from './support/census';
 import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
 import { finalStatusOf, paymentIdIn, paymentRequest, untilFinal, type ApiResponse } from './support/payments';
 import { runTrials, ScenarioTally } from './support/results';
+import { expectCleanScenario } from './support/verify';
 
 /**
  * Scenario 1. Duplicate storms: every round fires STORM_SIZE identical requests for each of
@@ -93,11 +94,7 @@ describe('1. duplicate storms', () => {
         tally.add('requests', plans.length * STORM_SIZE);
       });
 
-      expect(result.anomalies).toEqual([]);
-      expect(result.findings).toEqual([]);
-      expect(result.duplicateEffects).toBe(0);
-      expect(result.lostEffects).toBe(0);
-      expect(result.subjects).toBe(FAULT_TRIALS * FAULT_STORM_KEYS);
+      expectCleanScenario(result, FAULT_TRIALS * FAULT_STORM_KEYS);
       await expectLedgerConsistent(stack.sql);
     },
     scenarioTimeout(FAULT_TRIALS, 60_000),

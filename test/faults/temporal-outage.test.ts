@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -7,10 +7,11 @@ import { apiClient, eventually, startStack, type Tenant, type TestStack } from '
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 import { freePort } from '../helpers/ports';
 import { FAULT_TRIALS, LOGS_DIR, SETTLE_MS, scenarioTimeout } from './support/config';
-import { judge, paymentsInFlight, settle, takeCensus } from './support/census';
+import { paymentsInFlight, settle } from './support/census';
 import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from './support/payments';
 import { runTrials, ScenarioTally } from './support/results';
+import { expectCleanScenario, retryAndTally } from './support/verify';
 
 /**
  * Scenario 5. The Temporal server (a private, file-backed dev server on its own port) is
@@ -102,25 +103,11 @@ describe('5. Temporal stopped and restarted mid-flight', () => {
         }
         const pairs: [PaymentRequest, string | null][] = [...plans.map((plan, i) => [plan, ids[i]!] as [PaymentRequest, string]), [refusedPlan, paymentIdIn(retried.response)]];
         await settle(stack, pairs.flatMap(([, id]) => (id ? [id] : [])), { merchant, timeoutMs: SETTLE_MS });
-        for (const [plan, id] of pairs) {
-          if (!id) {
-            tally.anomaly(`${plan.key}: no payment id`);
-            continue;
-          }
-          // Each key now answers with its final outcome, for the same payment.
-          const { response } = await untilFinal(api, plan, SETTLE_MS);
-          if (response.status !== 201 || paymentIdIn(response) !== id) tally.anomaly(`${plan.key}: retry answered ${response.status} ${response.text.slice(0, 200)}`);
-          const judgement = judge(await takeCensus(stack, id, { merchant, countRuns: true }), plan.outcome);
-          tally.judged(judgement);
-          tally.add('redeliveries (same event id, deduped by the merchant)', judgement.redeliveries);
-        }
+        // Each key now answers with its final outcome, for the same payment.
+        await retryAndTally(tally, stack, merchant, api, SETTLE_MS, pairs);
       });
 
-      expect(result.anomalies).toEqual([]);
-      expect(result.findings).toEqual([]);
-      expect(result.duplicateEffects).toBe(0);
-      expect(result.lostEffects).toBe(0);
-      expect(result.subjects).toBe(FAULT_TRIALS * (inFlightPerTrial + 1));
+      expectCleanScenario(result, FAULT_TRIALS * (inFlightPerTrial + 1));
       await expectLedgerConsistent(stack.sql);
     },
     scenarioTimeout(FAULT_TRIALS, 120_000),

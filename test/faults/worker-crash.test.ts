@@ -1,11 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { apiClient, eventually, startStack, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
-import { chargeAttempts, chargeInFlight, judge, paymentIdOfKey, settle, takeCensus } from './support/census';
+import { chargeAttempts, chargeInFlight, paymentIdOfKey, settle } from './support/census';
 import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
-import { finalStatusOf, paymentIdIn, paymentRequest, untilFinal, type Api } from './support/payments';
+import { paymentRequest, type Api } from './support/payments';
 import { runTrials, ScenarioTally } from './support/results';
+import { expectCleanScenario, retryAndTally } from './support/verify';
 import { spawnWorker, type WorkerEnvironment, type WorkerProcess } from './support/worker-process';
 
 /**
@@ -94,23 +95,14 @@ describe('2. worker killed mid-charge', () => {
         tally.sample('charge attempts of the committed payment', attempts);
         if (attempts < 2) tally.anomaly(`${committedId}: its charge was not retried after the kill (attempt ${attempts})`);
 
-        for (const [plan, id] of [[committed, committedId!], [inFlight, inFlightId!]] as const) {
-          // The client's retry with the same key gets the final answer, for the same payment.
-          const { response } = await untilFinal(api, plan, SETTLE_MS);
-          if (response.status !== finalStatusOf(plan.outcome) || paymentIdIn(response) !== id) {
-            tally.anomaly(`${plan.key}: retry answered ${response.status} ${response.text.slice(0, 200)}`);
-          }
-          const judgement = judge(await takeCensus(stack, id, { merchant, countRuns: true }), plan.outcome, `${plan.body.payment_method} ${id}`);
-          tally.judged(judgement);
-          tally.add('redeliveries (same event id, deduped by the merchant)', judgement.redeliveries);
-        }
+        // The client's retry with the same key gets the final answer, for the same payment.
+        await retryAndTally(tally, stack, merchant, api, SETTLE_MS, [
+          [committed, committedId!],
+          [inFlight, inFlightId!],
+        ]);
       });
 
-      expect(result.anomalies).toEqual([]);
-      expect(result.findings).toEqual([]);
-      expect(result.duplicateEffects).toBe(0);
-      expect(result.lostEffects).toBe(0);
-      expect(result.subjects).toBe(FAULT_TRIALS * 2);
+      expectCleanScenario(result, FAULT_TRIALS * 2);
       await expectLedgerConsistent(stack.sql);
     },
     scenarioTimeout(FAULT_TRIALS, 120_000),
