@@ -24,12 +24,6 @@ export interface BenchStackOptions {
   adminUrl: string;
   /** 'file': SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it; 'memory': in-memory. */
   temporalStore: 'file' | 'memory';
-  /** Extra environment for the API and worker processes (lib/config.ts variables). */
-  env?: Record<string, string>;
-  /** Extra environment per child (`api`, `worker`, `sandbox`). */
-  childEnv?: Record<string, Record<string, string>>;
-  /** Extra node flags per child, e.g. `{ api: ['--cpu-prof'] }` to profile one. */
-  childNodeArgs?: Record<string, string[]>;
   /** Dynamic config of the dev server (`--dynamic-config-value`). */
   dynamicConfig?: Record<string, unknown>;
   /** Children to run with `--cpu-prof` (their .cpuprofile files, one per thread, land in `workDir`/<name>-profile). */
@@ -130,20 +124,18 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       TEMPORAL_ADDRESS: devServer.address,
       PROVIDER_URL: sandboxUrl,
       ADMIN_TOKEN: adminToken,
-      ...options.env,
     };
     const children: BenchChild[] = [];
     let crashed: string | undefined;
     const spawnChild = (name: string, entry: string, baseEnv: NodeJS.ProcessEnv) => {
-      const env = { ...baseEnv, ...options.childEnv?.[name] };
       const logFile = path.join(workDir, `${name}.log`);
       const out = openSync(logFile, 'a');
       // Logs go to a file, as a production process's stdout goes to its collector: the
       // bench process does not spend the measured CPU on relaying them.
       const profile = options.profile?.includes(name) ? ['--cpu-prof', `--cpu-prof-dir=${path.join(workDir, `${name}-profile`)}`] : [];
-      const child = spawn(process.execPath, [...profile, ...(options.childNodeArgs?.[name] ?? []), '--import', tsxLoader, '--import', exitWithParent, path.join(projectRoot, entry)], {
+      const child = spawn(process.execPath, [...profile, '--import', tsxLoader, '--import', exitWithParent, path.join(projectRoot, entry)], {
         cwd: projectRoot,
-        env,
+        env: baseEnv,
         stdio: ['ignore', out, out],
       });
       closeSync(out);
