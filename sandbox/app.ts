@@ -9,6 +9,8 @@ export interface SandboxConfig {
   slowMs: number;
   /** How many attempts of one key pm_card_flaky fails with 503 before it succeeds. */
   flakyFailures: number;
+  /** Idempotency keys are forgotten this many seconds after first use; null: never. */
+  idempotencyKeyTtlSeconds: number | null;
 }
 
 export interface SandboxDeps {

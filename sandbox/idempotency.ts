@@ -12,6 +12,11 @@ export interface IdempotencyScope {
   endpoint: string;
   key: string;
   fingerprint: string;
+  /**
+   * Forget the key this many seconds after it was first used (Stripe forgets after 24 hours);
+   * null: remembered forever. A request after that is executed again, as a new request.
+   */
+  ttlSeconds: number | null;
 }
 
 /** The response exactly as it was first produced, replayed byte for byte. */
@@ -49,7 +54,8 @@ async function readStored(sql: Sql | Tx, scope: IdempotencyScope): Promise<Store
   >`
     SELECT fingerprint, response_status, response_body, response_lost
     FROM sandbox.idempotency_keys
-    WHERE endpoint = ${scope.endpoint} AND idempotency_key = ${scope.key}`;
+    WHERE endpoint = ${scope.endpoint} AND idempotency_key = ${scope.key}
+      AND (${scope.ttlSeconds}::int IS NULL OR created_at > clock_timestamp() - make_interval(secs => ${scope.ttlSeconds}::int))`;
   if (!row) return null;
   if (row.fingerprint !== scope.fingerprint) throw keyReused(scope);
   if (row.response_status === null || row.response_body === null) {
@@ -86,7 +92,12 @@ export async function runIdempotently(
     const claimed = await tx`
       INSERT INTO sandbox.idempotency_keys (endpoint, idempotency_key, fingerprint)
       VALUES (${scope.endpoint}, ${scope.key}, ${scope.fingerprint})
-      ON CONFLICT DO NOTHING
+      ON CONFLICT (endpoint, idempotency_key) DO UPDATE
+        SET fingerprint = excluded.fingerprint, response_status = NULL, response_body = NULL,
+            response_lost = false, created_at = clock_timestamp()
+        -- An expired key is claimed afresh: the request runs again, as at a real PSP.
+        WHERE ${scope.ttlSeconds}::int IS NOT NULL
+          AND sandbox.idempotency_keys.created_at <= clock_timestamp() - make_interval(secs => ${scope.ttlSeconds}::int)
       RETURNING 1`;
     if (claimed.length === 0) {
       const winner = await readStored(tx, scope);

@@ -8,6 +8,8 @@ const env = z
     SANDBOX_PORT: z.coerce.number().int().min(0).max(65535).default(4010),
     SANDBOX_SLOW_MS: z.coerce.number().int().min(0).default(3000),
     SANDBOX_FLAKY_FAILURES: z.coerce.number().int().min(0).default(2),
+    /** Unset: keys are remembered forever. */
+    SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS: z.coerce.number().int().positive().optional(),
   })
   .parse(process.env);
 
@@ -17,6 +19,7 @@ const sandbox = await startSandbox({
   port: env.SANDBOX_PORT,
   slowMs: env.SANDBOX_SLOW_MS,
   flakyFailures: env.SANDBOX_FLAKY_FAILURES,
+  idempotencyKeyTtlSeconds: env.SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS ?? null,
 });
 console.log(`provider sandbox listening on ${sandbox.url}`);
 

@@ -12,6 +12,8 @@ export interface StartSandboxOptions {
   host?: string;
   slowMs?: number;
   flakyFailures?: number;
+  /** Forget idempotency keys after this many seconds (as Stripe does after 24 hours); never when omitted. */
+  idempotencyKeyTtlSeconds?: number | null;
 }
 
 export interface RunningSandbox {
@@ -33,7 +35,7 @@ export async function startSandbox(options: StartSandboxOptions): Promise<Runnin
 
   const app = createSandboxApp({
     sql,
-    config: { slowMs: options.slowMs ?? 3000, flakyFailures: options.flakyFailures ?? 2 },
+    config: { slowMs: options.slowMs ?? 3000, flakyFailures: options.flakyFailures ?? 2, idempotencyKeyTtlSeconds: options.idempotencyKeyTtlSeconds ?? null },
   });
   const host = options.host ?? '127.0.0.1';
   const server = await new Promise<Server>((resolve, reject) => {

@@ -95,7 +95,7 @@ export function chargeRoutes(deps: SandboxDeps) {
       if (!behaviour) {
         throw invalidRequest('invalid_payment_method', `No such payment method: '${params.payment_method}'.`);
       }
-      const scope = { endpoint: 'POST /v1/charges', key, fingerprint: requestFingerprint(params) };
+      const scope = { endpoint: 'POST /v1/charges', key, fingerprint: requestFingerprint(params), ttlSeconds: config.idempotencyKeyTtlSeconds };
 
       const stored = await runIdempotently(
         sql,
@@ -119,6 +119,7 @@ export function chargeRoutes(deps: SandboxDeps) {
         endpoint: 'POST /v1/charges/:id/capture',
         key,
         fingerprint: requestFingerprint({ charge: id, ...params }),
+        ttlSeconds: config.idempotencyKeyTtlSeconds,
       };
       const stored = await runIdempotently(sql, scope, async (tx) => {
         const charge = await lockCharge(tx, id);
@@ -145,6 +146,7 @@ export function chargeRoutes(deps: SandboxDeps) {
         endpoint: 'POST /v1/charges/:id/void',
         key,
         fingerprint: requestFingerprint({ charge: id, ...params }),
+        ttlSeconds: config.idempotencyKeyTtlSeconds,
       };
       const stored = await runIdempotently(sql, scope, async (tx) => {
         const charge = await lockCharge(tx, id);
@@ -161,7 +163,7 @@ export function chargeRoutes(deps: SandboxDeps) {
       // Every charge ever committed, declined ones included: this is how charges are counted.
       const rows = query.idempotency_key !== undefined
         ? await sql<ChargeRow[]>`
-            SELECT * FROM sandbox.charges WHERE idempotency_key = ${query.idempotency_key}`
+            SELECT * FROM sandbox.charges WHERE idempotency_key = ${query.idempotency_key} ORDER BY created_at, id`
         : await sql<ChargeRow[]>`
             SELECT * FROM sandbox.charges WHERE reference = ${query.reference!} ORDER BY created_at, id`;
       return c.json(listJson(rows.map(chargeJson)));

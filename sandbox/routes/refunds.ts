@@ -23,12 +23,12 @@ const listRefundsQuery = z
     message: 'give exactly one of idempotency_key or charge',
   });
 
-export function refundRoutes({ sql }: SandboxDeps) {
+export function refundRoutes({ sql, config }: SandboxDeps) {
   return new Hono()
     .post('/', async (c) => {
       const key = requireIdempotencyKey(c);
       const params = await parseJsonBody(c, createRefundBody);
-      const scope = { endpoint: 'POST /v1/refunds', key, fingerprint: requestFingerprint(params) };
+      const scope = { endpoint: 'POST /v1/refunds', key, fingerprint: requestFingerprint(params), ttlSeconds: config.idempotencyKeyTtlSeconds };
 
       const stored = await runIdempotently(sql, scope, async (tx) => {
         // Locking the charge serializes concurrent refunds of it, so the remaining amount
@@ -76,7 +76,7 @@ export function refundRoutes({ sql }: SandboxDeps) {
       const query = parseParams(listRefundsQuery, c.req.query());
       const rows = query.idempotency_key !== undefined
         ? await sql<RefundRow[]>`
-            SELECT * FROM sandbox.refunds WHERE idempotency_key = ${query.idempotency_key}`
+            SELECT * FROM sandbox.refunds WHERE idempotency_key = ${query.idempotency_key} ORDER BY created_at, id`
         : await sql<RefundRow[]>`
             SELECT * FROM sandbox.refunds WHERE charge_id = ${query.charge!} ORDER BY created_at, id`;
       return c.json(listJson(rows.map(refundJson)));
