@@ -1,6 +1,7 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
+import { killPoint } from '../worker/kill-points';
 import { ProviderRejectedError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../provider/types';
 
 /**
@@ -12,7 +13,9 @@ async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>): Promi
   const context = Context.current();
   const beat = setInterval(() => context.heartbeat(), 1000);
   try {
-    return await call(context.cancellationSignal);
+    const answer = await call(context.cancellationSignal);
+    killPoint('after-provider-answer');
+    return answer;
   } catch (error) {
     if (error instanceof ProviderRejectedError) {
       // Nothing happened at the provider and the same request cannot succeed later.

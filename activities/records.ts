@@ -7,6 +7,7 @@ import { captureLines, isLedgerRefusal, postTransaction, refundLines } from '../
 import { insertEvent, type EventType } from '../db/outbox';
 import { reserveRefund, settleRefund } from '../db/refunds';
 import { businessEventKey } from '../shared/keys';
+import { killPoint } from '../worker/kill-points';
 import { errorResponse } from '../domain/errors';
 import { paymentLocation, paymentResource, refundLocation, refundResource, type PaymentRow, type RefundRow } from '../domain/resources';
 import type { ProviderCharge, ProviderRefund } from '../provider/types';
@@ -40,7 +41,9 @@ function workflowId(): string {
 /** Runs one step's transaction; a ledger refusal becomes a non-retryable LedgerRejected. */
 async function step<T>(sql: Sql, work: (tx: Db) => Promise<T>): Promise<T> {
   try {
-    return (await sql.begin(work)) as T;
+    const result = (await sql.begin(work)) as T;
+    killPoint('after-record-commit');
+    return result;
   } catch (error) {
     if (isLedgerRefusal(error)) {
       throw ApplicationFailure.create({ type: FailureType.LedgerRejected, message: (error as Error).message, nonRetryable: true });

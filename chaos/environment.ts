@@ -1,0 +1,257 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { createSql, type Sql } from '../db/connect';
+import { migrate } from '../db/migrate';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../lib/embedded-postgres';
+import { freePort } from '../lib/ports';
+import { startTemporalDevServer, type DevServer } from '../lib/temporal-cli';
+import { startMerchant, type Merchant } from '../test/faults/support/merchant';
+import { spawnWorker } from '../test/faults/support/worker-process';
+import { startNetworkProxy, type NetworkProxy } from './network-proxy';
+import type { Fault, FaultKind } from './nemesis';
+import { spawnService } from './services';
+import { Supervisor, type Supervisable } from './supervisor';
+
+export interface EnvironmentOptions {
+  /** Where logs go. */
+  logsDir: string;
+  /** Server of the sandbox's own database (it gets a fresh database there, dropped at the end). */
+  sandboxServerUrl: string;
+  /** The sandbox forgets idempotency keys after this many seconds. */
+  keyTtlSeconds: number;
+  apiCount: number;
+  /** CHAOS_KILL_AT for the n-th worker process (null: none). */
+  killPointFor: (workerIndex: number) => string | null;
+}
+
+const ADMIN_TOKEN = 'chaos-admin-token-0123456789';
+const TASK_QUEUE = 'chaos';
+
+/**
+ * The product as separate processes, each of which the nemesis can take away: a private
+ * embedded PostgreSQL (never the machine's shared server), a private file-backed Temporal
+ * dev server, the provider sandbox (its own database), the worker behind a fault-injecting
+ * proxy to the provider, a separate outbox relay, and `apiCount` API processes. A merchant
+ * endpoint in this process counts the webhooks it acknowledged.
+ */
+export async function startEnvironment(options: EnvironmentOptions) {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-chaos-'));
+  mkdirSync(options.logsDir, { recursive: true });
+  const closers: (() => Promise<unknown>)[] = [async () => rmSync(dataDir, { recursive: true, force: true })];
+  const teardown = async () => {
+    for (let close = closers.pop(); close; close = closers.pop()) await close().catch((e) => console.error('chaos teardown:', e));
+  };
+  try {
+    const pg: EmbeddedPostgresHandle = await startEmbeddedPostgres({ dataDir, port: await freePort(), database: 'payments' });
+    closers.push(() => pg.stop());
+    const sql: Sql = createSql(pg.url, { max: 4, connectTimeoutSeconds: 2 });
+    closers.push(() => sql.end({ timeout: 5 }));
+    await migrate(sql);
+
+    const sandboxDb = `chaos_sandbox_${randomBytes(4).toString('hex')}`;
+    const admin = createSql(options.sandboxServerUrl, { max: 1 });
+    await admin.unsafe(`CREATE DATABASE ${sandboxDb}`);
+    closers.push(async () => {
+      await admin.unsafe(`DROP DATABASE IF EXISTS ${sandboxDb} WITH (FORCE)`);
+      await admin.end({ timeout: 5 });
+    });
+    const sandboxDatabaseUrl = options.sandboxServerUrl.replace(/\/[^/]*$/, `/${sandboxDb}`);
+    const sandboxSql: Sql = createSql(sandboxDatabaseUrl, { max: 2 });
+    closers.push(() => sandboxSql.end({ timeout: 5 }));
+
+    const temporalPort = await freePort();
+    const startTemporal = () =>
+      startTemporalDevServer({ port: temporalPort, dbFilename: path.join(dataDir, 'temporal.db'), headless: true, logFile: path.join(options.logsDir, 'temporal.log') });
+    let temporalServer: DevServer | null = await startTemporal();
+    closers.push(() => temporalServer?.stop('SIGKILL') ?? Promise.resolve());
+    const connection = await Connection.connect({ address: `127.0.0.1:${temporalPort}` });
+    closers.push(() => connection.close());
+    const temporal = new Client({ connection });
+
+    const merchant: Merchant = await startMerchant();
+    closers.push(() => merchant.close());
+
+    const supervisors: Supervisor[] = [];
+    const supervise = async (name: string, start: (index: number) => Promise<Supervisable>) => {
+      const supervisor = new Supervisor(name, start);
+      supervisors.push(supervisor);
+      await supervisor.run();
+      return supervisor;
+    };
+    closers.push(() => Promise.all(supervisors.map((s) => s.stop())));
+
+    const sandboxPort = await freePort();
+    const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
+    const sandbox = await supervise('sandbox', (i) =>
+      spawnService({
+        name: `sandbox-${i}`,
+        script: 'sandbox/main.ts',
+        env: { DATABASE_URL: sandboxDatabaseUrl, SANDBOX_PORT: String(sandboxPort), SANDBOX_SLOW_MS: '2500', SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS: String(options.keyTtlSeconds) },
+        readyUrl: `${sandboxUrl}/healthz`,
+        logsDir: options.logsDir,
+      }),
+    );
+    const proxy: NetworkProxy = await startNetworkProxy(sandboxUrl);
+    closers.push(() => proxy.close());
+
+    const common = { DATABASE_URL: pg.url, TEMPORAL_ADDRESS: `127.0.0.1:${temporalPort}`, TASK_QUEUE, ADMIN_TOKEN, WEBHOOK_RETRY_BASE_MS: '300', WEBHOOK_RETRY_MAX_MS: '3000', WEBHOOK_MAX_ATTEMPTS: '60', WEBHOOK_TIMEOUT_MS: '5000' };
+    const workerKillPoints: (string | null)[] = [];
+    const worker = await supervise('worker', async (i) => {
+      const killAt = options.killPointFor(i);
+      workerKillPoints.push(killAt);
+      const spawned = await spawnWorker(
+        `chaos-worker-${i}`,
+        { databaseUrl: pg.url, temporalAddress: common.TEMPORAL_ADDRESS, taskQueue: TASK_QUEUE, providerUrl: proxy.url, env: { ...common, PROVIDER_TIMEOUT_MS: '5000', RECONCILE_INTERVAL_SECONDS: '10', LOG_LEVEL: 'warn', ...(killAt ? { CHAOS_KILL_AT: killAt } : {}) } },
+        240_000,
+      );
+      const whenExited = (async () => {
+        while (!spawned.exited()) await new Promise((r) => setTimeout(r, 200));
+      })();
+      return { kill: () => spawned.kill(), whenExited };
+    });
+
+    const relayPort = await freePort();
+    const relay = await supervise('relay', (i) =>
+      spawnService({ name: `relay-${i}`, script: 'chaos/relay-main.ts', env: { ...common, RELAY_HEALTH_PORT: String(relayPort) }, readyUrl: `http://127.0.0.1:${relayPort}/`, logsDir: options.logsDir }),
+    );
+
+    const apiPorts = await Promise.all(Array.from({ length: options.apiCount }, () => freePort()));
+    const apiUrls = apiPorts.map((port) => `http://127.0.0.1:${port}`);
+    const apis = await Promise.all(
+      apiPorts.map((port, n) =>
+        supervise(`api-${n}`, (i) =>
+          spawnService({
+            name: `api-${n}-${i}`,
+            script: 'api/main.ts',
+            env: { ...common, PORT: String(port), HOST: '127.0.0.1', IDEMPOTENCY_WAIT_MS: '3000', TEMPORAL_RPC_TIMEOUT_MS: '3000', AUTHORIZATION_WINDOW_SECONDS: String(7 * 24 * 3600) },
+            readyUrl: `http://127.0.0.1:${port}/healthz`,
+            logsDir: options.logsDir,
+          }),
+        ),
+      ),
+    );
+
+    // The merchant's tenant, its webhooks sent to the endpoint above.
+    const created = await fetch(`${apiUrls[0]}/admin/tenants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'chaos' }),
+    });
+    if (created.status !== 201) throw new Error(`tenant creation failed: ${created.status} ${await created.text()}`);
+    const tenant = (await created.json()) as { id: string; api_key: string };
+    const patched = await fetch(`${apiUrls[0]}/admin/tenants/${tenant.id}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ webhook_url: merchant.url }),
+    });
+    if (patched.status !== 200) throw new Error(`webhook_url refused: ${patched.status} ${await patched.text()}`);
+
+    let temporalDown = false;
+    let postgresDown = false;
+    const busy = new Set<string>();
+    const injected: Record<FaultKind, number> = Object.fromEntries(
+      ['kill-worker', 'kill-api', 'kill-relay', 'kill-sandbox', 'postgres-stop', 'temporal-restart', 'network-delay', 'network-drop-responses', 'network-reset'].map((k) => [k, 0]),
+    ) as Record<FaultKind, number>;
+    const skipped: Record<string, number> = {};
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    /** What the nemesis took away must come back, or the run cannot settle: retried until it does. */
+    const untilDone = async <T>(what: string, attempt: () => Promise<T>): Promise<T> => {
+      for (let tries = 1; ; tries++) {
+        try {
+          return await attempt();
+        } catch (error) {
+          if (tries >= 30) throw error;
+          console.error(`chaos: ${what} failed (${(error as Error).message.split('\n')[0]}); retrying`);
+          await sleep(2000);
+        }
+      }
+    };
+
+    /** Strikes one fault and returns once it is over (the thing is back or being restarted). */
+    const strike = async (fault: Fault): Promise<void> => {
+      const slot = fault.kind.startsWith('network') ? 'network' : `${fault.kind}#${fault.target}`;
+      if (busy.has(slot)) {
+        skipped[fault.kind] = (skipped[fault.kind] ?? 0) + 1;
+        return;
+      }
+      busy.add(slot);
+      try {
+        let struck = true;
+        switch (fault.kind) {
+          case 'kill-worker':
+            struck = await worker.kill(fault.durationMs);
+            break;
+          case 'kill-api':
+            struck = await apis[fault.target]!.kill(fault.durationMs);
+            break;
+          case 'kill-relay':
+            struck = await relay.kill(fault.durationMs);
+            break;
+          case 'kill-sandbox':
+            struck = await sandbox.kill(fault.durationMs);
+            break;
+          case 'postgres-stop':
+            postgresDown = true;
+            await pg.stop();
+            await sleep(fault.durationMs);
+            await untilDone('PostgreSQL start', () => pg.start());
+            postgresDown = false;
+            break;
+          case 'temporal-restart':
+            temporalDown = true;
+            await temporalServer?.stop('SIGKILL');
+            temporalServer = null;
+            await sleep(fault.durationMs);
+            temporalServer = await untilDone('Temporal start', startTemporal);
+            temporalDown = false;
+            break;
+          default:
+            proxy.set(fault.kind === 'network-delay' ? { kind: 'delay', ms: fault.delayMs ?? 1000 } : fault.kind === 'network-reset' ? { kind: 'reset' } : { kind: 'drop-responses' });
+            await sleep(fault.durationMs);
+            proxy.set({ kind: 'pass' });
+        }
+        if (struck) injected[fault.kind]++;
+        else skipped[fault.kind] = (skipped[fault.kind] ?? 0) + 1;
+      } finally {
+        busy.delete(slot);
+      }
+    };
+
+    return {
+      sql,
+      sandboxSql,
+      temporal,
+      merchant,
+      proxy,
+      apiUrls,
+      apiKey: tenant.api_key,
+      tenantId: tenant.id,
+      taskQueue: TASK_QUEUE,
+      supervisors,
+      workerKillPoints,
+      injected,
+      skipped,
+      strike,
+      /** Everything back: network clean, PostgreSQL and Temporal up, every process running. */
+      async restore(): Promise<void> {
+        proxy.set({ kind: 'pass' });
+        while (busy.size > 0 || postgresDown || temporalDown) await sleep(200);
+        await Promise.all(supervisors.map((s) => s.whenUp()));
+      },
+      /** Replaces an armed worker with an unarmed one, so the system can settle. */
+      async disarmWorker(): Promise<void> {
+        if (workerKillPoints[workerKillPoints.length - 1]) await worker.kill(0);
+        await worker.whenUp();
+      },
+      teardown,
+    };
+  } catch (error) {
+    await teardown();
+    throw error;
+  }
+}
+
+export type ChaosEnvironment = Awaited<ReturnType<typeof startEnvironment>>;

@@ -1,0 +1,39 @@
+/**
+ * npm run chaos -- --minutes M --seed S [--clients N] [--gap MIN-MAX]
+ *
+ * Randomized faults under a mixed load, then the checker (chaos/run.ts). Prints the seed and
+ * its fault schedule first, the verdict last (`N passed, N failed`); exits 1 on any finding.
+ * Results: chaos/results/ (census.json.gz, summary.json, summary.md); logs: test/artifacts/chaos-logs/.
+ */
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { projectRoot } from '../lib/temporal-cli';
+
+const { values } = parseArgs({
+  options: {
+    minutes: { type: 'string', default: '30' },
+    seed: { type: 'string' },
+    clients: { type: 'string', default: '6' },
+    /** Seconds between two fault events, drawn in this range. */
+    gap: { type: 'string', default: '15-45' },
+    results: { type: 'string', default: 'chaos/results' },
+  },
+});
+const minutes = Number(values.minutes);
+const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
+const clients = Number(values.clients);
+const gapMs = values.gap.split('-').map((s) => Number(s) * 1000) as [number, number];
+if (!(minutes > 0) || !Number.isInteger(seed) || seed < 0 || !(clients > 0) || gapMs.length !== 2 || !(gapMs[0] > 0) || !(gapMs[1] >= gapMs[0])) {
+  console.error('usage: npm run chaos -- --minutes M --seed S [--clients N] [--gap MIN-MAX]  (M > 0, S a non-negative integer, gap in seconds)');
+  process.exit(2);
+}
+const logsDir = path.join(projectRoot, 'test', 'artifacts', 'chaos-logs');
+// The worker processes of the fault suite's spawner log there too.
+process.env.FAULT_LOGS_DIR ??= logsDir;
+const { runChaos } = await import('./run');
+const { summary } = await runChaos({ minutes, seed, clients, gapMs, resultsDir: path.resolve(projectRoot, values.results), logsDir });
+for (const finding of summary.findings) console.log(`FINDING ${finding}`);
+console.log(`written: ${values.results}/summary.md, summary.json, census.json.gz`);
+console.log(`seed ${seed}: ${summary.payments} payments, ${summary.refunds} refunds, faults ${JSON.stringify(summary.faultsInjected)}`);
+console.log(`${summary.passed} passed, ${summary.failed} failed`);
+process.exit(summary.failed > 0 ? 1 : 0);

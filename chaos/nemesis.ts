@@ -1,0 +1,89 @@
+import { killPointNames } from '../worker/kill-points';
+import type { Prng } from './prng';
+
+export const faultKinds = [
+  'kill-worker',
+  'kill-api',
+  'kill-relay',
+  'kill-sandbox',
+  'postgres-stop',
+  'temporal-restart',
+  'network-delay',
+  'network-drop-responses',
+  'network-reset',
+] as const;
+export type FaultKind = (typeof faultKinds)[number];
+
+/** One fault: what, which instance (for the APIs), and for how long it lasts or the thing stays down. */
+export interface Fault {
+  kind: FaultKind;
+  target: number;
+  durationMs: number;
+  /** network-delay: each answer chunk waits this long. */
+  delayMs?: number;
+}
+
+/** Faults struck at one moment (one or two at once), `atMs` after the load started. */
+export interface NemesisEvent {
+  atMs: number;
+  faults: Fault[];
+}
+
+const weights: Record<FaultKind, number> = {
+  'kill-worker': 3,
+  'kill-api': 2,
+  'kill-relay': 1.5,
+  'kill-sandbox': 1.5,
+  'postgres-stop': 1.5,
+  'temporal-restart': 1,
+  'network-delay': 1.5,
+  'network-drop-responses': 1.5,
+  'network-reset': 1,
+};
+
+function fault(rng: Prng, kind: FaultKind, apiCount: number): Fault {
+  switch (kind) {
+    case 'postgres-stop':
+      return { kind, target: 0, durationMs: rng.int(2_000, 12_000) };
+    case 'temporal-restart':
+      return { kind, target: 0, durationMs: rng.int(0, 5_000) };
+    case 'network-delay':
+      return { kind, target: 0, durationMs: rng.int(5_000, 20_000), delayMs: rng.int(500, 8_000) };
+    case 'network-drop-responses':
+    case 'network-reset':
+      return { kind, target: 0, durationMs: rng.int(5_000, 20_000) };
+    default:
+      // A killed process is restarted this long after it died.
+      return { kind, target: kind === 'kill-api' ? rng.int(0, apiCount - 1) : 0, durationMs: rng.int(0, 4_000) };
+  }
+}
+
+/**
+ * The whole fault schedule, drawn from the seed before the run starts: the same seed gives
+ * the same schedule. About one event in four strikes with two faults at once.
+ */
+export function faultSchedule(rng: Prng, options: { durationMs: number; gapMs: [number, number]; apiCount: number }): NemesisEvent[] {
+  const events: NemesisEvent[] = [];
+  for (let at = rng.int(...options.gapMs) / 2; at < options.durationMs; at += rng.int(...options.gapMs)) {
+    const first = rng.weighted(weights);
+    const faults = [fault(rng, first, options.apiCount)];
+    if (rng.chance(0.25)) {
+      const second = rng.weighted(weights);
+      const bothNetwork = first.startsWith('network') && second.startsWith('network');
+      if (second !== first && !bothNetwork) faults.push(fault(rng, second, options.apiCount));
+    }
+    events.push({ atMs: Math.round(at), faults });
+  }
+  return events;
+}
+
+/** CHAOS_KILL_AT for successive worker processes: two in five die at a named point on its n-th pass. */
+export function killPointPlan(rng: Prng): () => string | null {
+  return () => (rng.chance(0.4) ? `${rng.pick(killPointNames)}:${rng.int(1, 60)}` : null);
+}
+
+export function describeSchedule(events: NemesisEvent[]): string {
+  return events
+    .map((e) => `  +${(e.atMs / 1000).toFixed(1).padStart(6)} s  ${e.faults.map((f) => `${f.kind}${f.kind === 'kill-api' ? `#${f.target}` : ''} ${f.durationMs} ms${f.delayMs ? ` (delay ${f.delayMs} ms)` : ''}`).join(' + ')}`)
+    .join('\n');
+}

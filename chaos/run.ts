@@ -1,0 +1,222 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
+import path from 'node:path';
+import { availableParallelism } from 'node:os';
+import { check, type Verdict } from './checker';
+import { startEnvironment } from './environment';
+import { describeSchedule, faultSchedule, killPointPlan, type NemesisEvent } from './nemesis';
+import { Prng } from './prng';
+import { Workload, type Operation } from './workload';
+
+export interface ChaosOptions {
+  minutes: number;
+  seed: number;
+  /** Where the census and the summary are written. */
+  resultsDir: string;
+  logsDir: string;
+  /** Concurrent clients of the workload. */
+  clients?: number;
+  /** Pause between two fault events, drawn in this range. */
+  gapMs?: [number, number];
+  keyTtlSeconds?: number;
+  sandboxServerUrl?: string;
+  /** How long the system may take to settle after the load before what is left counts as found. */
+  settleMs?: number;
+  log?: (line: string) => void;
+}
+
+export interface ChaosSummary {
+  seed: number;
+  minutes: number;
+  startedAt: string;
+  loadMs: number;
+  settleMs: number;
+  totalMs: number;
+  machine: { cpus: number; node: string };
+  settings: { clients: number; gapMs: [number, number]; keyTtlSeconds: number; apiProcesses: number };
+  operations: Record<string, number>;
+  payments: number;
+  refunds: number;
+  paymentsByStatus: Record<string, number>;
+  faultsInjected: Record<string, number>;
+  faultsSkipped: Record<string, number>;
+  schedule: NemesisEvent[];
+  workerKillPoints: (string | null)[];
+  processStarts: Record<string, { starts: number; unplannedExits: number; failedStarts: number }>;
+  network: Record<string, number>;
+  checks: Verdict['checks'];
+  findings: string[];
+  passed: number;
+  failed: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * One chaos run: the environment, the workload for `minutes` while the nemesis strikes on
+ * its seeded schedule, everything restored, the system left to settle, then the checker.
+ * Writes census.json.gz and summary.{json,md} to resultsDir.
+ */
+export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosSummary; verdict: Verdict }> {
+  const log = options.log ?? ((line: string) => console.log(line));
+  const rng = new Prng(options.seed);
+  const clients = options.clients ?? 6;
+  const gapMs = options.gapMs ?? [15_000, 45_000];
+  const keyTtlSeconds = options.keyTtlSeconds ?? 5;
+  const apiCount = 2;
+  const loadMs = Math.round(options.minutes * 60_000);
+  const schedule = faultSchedule(rng.fork(1), { durationMs: loadMs, gapMs, apiCount });
+  log(`chaos: seed ${options.seed}, ${options.minutes} min, ${clients} clients, keys expire after ${keyTtlSeconds} s`);
+  log(`fault schedule (${schedule.length} events):\n${describeSchedule(schedule)}`);
+
+  let loadRunning = true;
+  const nextKillPoint = killPointPlan(rng.fork(2));
+  const started = Date.now();
+  const env = await startEnvironment({
+    logsDir: options.logsDir,
+    sandboxServerUrl: options.sandboxServerUrl ?? process.env.TEST_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+    keyTtlSeconds,
+    apiCount,
+    killPointFor: () => (loadRunning ? nextKillPoint() : null),
+  });
+  try {
+    log(`environment up in ${((Date.now() - started) / 1000).toFixed(0)} s; load starts`);
+    const loadStarted = Date.now();
+    const workload = new Workload({
+      apiUrls: () => env.apiUrls,
+      apiKey: env.apiKey,
+      rng: rng.fork(3),
+      operationTimeoutMs: 120_000,
+      shouldStop: () => Date.now() - loadStarted > loadMs,
+    });
+    const clientsDone = Promise.all(Array.from({ length: clients }, () => workload.runClient()));
+
+    const strikes: Promise<void>[] = [];
+    for (const event of schedule) {
+      const wait = loadStarted + event.atMs - Date.now();
+      if (wait > 0) await sleep(wait);
+      log(`+${((Date.now() - loadStarted) / 1000).toFixed(0)} s: ${event.faults.map((f) => f.kind).join(' + ')} (${workload.paymentIds.size} payments so far)`);
+      strikes.push(...event.faults.map((fault) => env.strike(fault).catch((error) => log(`fault ${fault.kind} broke: ${(error as Error).message}`))));
+    }
+    await sleep(Math.max(0, loadStarted + loadMs - Date.now()));
+    loadRunning = false;
+    log(`load time over (${workload.paymentIds.size} payments); finishing the clients' stories and restoring everything`);
+    await Promise.all(strikes);
+    await env.restore();
+    await env.disarmWorker();
+    await clientsDone;
+    const loadEnded = Date.now();
+
+    // Settled: nothing processing, pending or running, every event delivered.
+    const settleLimit = options.settleMs ?? 300_000;
+    for (;;) {
+      const [open] = await env.sql<{ n: number }[]>`
+        SELECT (SELECT count(*) FROM payments WHERE status = 'processing')
+             + (SELECT count(*) FROM refunds WHERE status = 'pending')
+             + (SELECT count(*) FROM idempotency_records WHERE state = 'running')
+             + (SELECT count(*) FROM outbox_events WHERE delivery_state = 'pending') AS n`.catch(() => [{ n: -1 }]);
+      if (open!.n === 0 || Date.now() - loadEnded > settleLimit) break;
+      await sleep(1000);
+    }
+    const settled = Date.now();
+    log(`settled in ${((settled - loadEnded) / 1000).toFixed(0)} s; checking`);
+
+    const replay = async (op: Operation) => {
+      for (let attempt = 0; attempt < 20; attempt++) {
+        try {
+          const response = await fetch(`${env.apiUrls[attempt % env.apiUrls.length]}${op.path}`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${env.apiKey}`, 'idempotency-key': op.key, 'content-type': 'application/json' },
+            body: JSON.stringify(op.body),
+            signal: AbortSignal.timeout(30_000),
+          });
+          const text = await response.text();
+          if (response.status !== 503 && response.status !== 429) return { status: response.status, text };
+        } catch {
+          // retried below
+        }
+        await sleep(500);
+      }
+      return null;
+    };
+    const verdict = await check({ sql: env.sql, sandboxSql: env.sandboxSql, temporal: env.temporal, tenantId: env.tenantId, acks: env.merchant.acks, operations: workload.operations, replay });
+
+    const count = (items: string[]) => items.reduce<Record<string, number>>((acc, k) => ((acc[k] = (acc[k] ?? 0) + 1), acc), {});
+    const summary: ChaosSummary = {
+      seed: options.seed,
+      minutes: options.minutes,
+      startedAt: new Date(started).toISOString(),
+      loadMs: loadEnded - loadStarted,
+      settleMs: settled - loadEnded,
+      totalMs: Date.now() - started,
+      machine: { cpus: availableParallelism(), node: process.version },
+      settings: { clients, gapMs, keyTtlSeconds, apiProcesses: apiCount },
+      operations: {
+        ...count(workload.operations.map((op) => op.kind + (op.copies > 1 ? ` (${op.copies} concurrent copies)` : ''))),
+        'attempts in all': workload.operations.reduce((n, op) => n + op.attempts, 0),
+        'answers lost (dropped by the client, refused, reset)': workload.operations.reduce((n, op) => n + op.lostAnswers, 0),
+        'without a final answer during the load': workload.operations.filter((op) => op.finalStatus === null).length,
+      },
+      payments: verdict.census.length,
+      refunds: verdict.census.reduce((n, p) => n + p.refunds.length, 0),
+      paymentsByStatus: count(verdict.census.map((p) => p.status)),
+      faultsInjected: { ...env.injected, 'worker killed at a kill point (or crashed)': env.supervisors.find((s) => s.name === 'worker')!.unplannedExits },
+      faultsSkipped: env.skipped,
+      schedule,
+      workerKillPoints: env.workerKillPoints,
+      processStarts: Object.fromEntries(env.supervisors.map((s) => [s.name, { starts: s.starts, unplannedExits: s.unplannedExits, failedStarts: s.failedStarts }])),
+      network: { ...env.proxy.counts },
+      checks: verdict.checks,
+      findings: verdict.findings,
+      passed: verdict.passed,
+      failed: verdict.failed,
+    };
+    writeResults(options.resultsDir, summary, verdict);
+    return { summary, verdict };
+  } finally {
+    await env.teardown();
+  }
+}
+
+function writeResults(dir: string, summary: ChaosSummary, verdict: Verdict): void {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(dir, 'census.json.gz'), gzipSync(JSON.stringify(verdict.census, null, 1)));
+  writeFileSync(path.join(dir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
+  writeFileSync(path.join(dir, 'summary.md'), renderSummary(summary));
+}
+
+export function renderSummary(s: ChaosSummary): string {
+  const rows = (record: Record<string, number>) => Object.entries(record).map(([k, v]) => `| ${k} | ${v} |`);
+  const lines = [
+    `# Chaos run: seed ${s.seed}, ${s.minutes} min`,
+    '',
+    `Started ${s.startedAt}; load ${(s.loadMs / 60_000).toFixed(1)} min, settled in ${(s.settleMs / 1000).toFixed(0)} s, ${(s.totalMs / 60_000).toFixed(1)} min in all; ` +
+      `${s.machine.cpus} CPUs (shared), Node ${s.machine.node}. ${s.settings.clients} clients, ${s.settings.apiProcesses} API processes, ` +
+      `fault events every ${s.settings.gapMs[0] / 1000}–${s.settings.gapMs[1] / 1000} s, sandbox keys expire after ${s.settings.keyTtlSeconds} s.`,
+    `Reproduce the fault schedule: \`npm run chaos -- --minutes ${s.minutes} --seed ${s.seed} --clients ${s.settings.clients} --gap ${s.settings.gapMs[0] / 1000}-${s.settings.gapMs[1] / 1000}\`.`,
+    '',
+    `**${s.payments} payments, ${s.refunds} refunds.** Final states: ${Object.entries(s.paymentsByStatus).map(([k, v]) => `${k} ${v}`).join(', ')}.`,
+    '',
+    '| operation | count |',
+    '|---|---:|',
+    ...rows(s.operations),
+    '',
+    '| fault injected | count |',
+    '|---|---:|',
+    ...rows(s.faultsInjected),
+    '',
+    `Skipped (the same thing was already down): ${Object.entries(s.faultsSkipped).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}. ` +
+      `Proxy: ${Object.entries(s.network).map(([k, v]) => `${k} ${v}`).join(', ')}. Worker kill points armed: ${s.workerKillPoints.filter(Boolean).join(', ') || 'none'}.`,
+    '',
+    '| check | passed | failed |',
+    '|---|---:|---:|',
+    ...Object.entries(s.checks).map(([name, c]) => `| ${name} | ${c.passed} | ${c.failed} |`),
+    '',
+    s.findings.length ? 'Findings:' : 'Findings: none.',
+    ...s.findings.map((f) => `- ${f}`),
+    '',
+    `${s.passed} passed, ${s.failed} failed`,
+    '',
+  ];
+  return lines.join('\n');
+}

@@ -1,0 +1,168 @@
+import { randomBytes } from 'node:crypto';
+import type { Prng } from './prng';
+
+/** One client request under one Idempotency-Key, sent until it got a final answer. */
+export interface Operation {
+  kind: 'payment' | 'capture' | 'cancel' | 'refund';
+  key: string;
+  path: string;
+  body: Record<string, unknown>;
+  /** How many copies of the request were sent at once (duplicates of one key). */
+  copies: number;
+  /** Attempts over all copies, and how many of them got no answer (dropped by us, refused, reset). */
+  attempts: number;
+  lostAnswers: number;
+  /** 500s seen on the way (never acceptable, even transiently). */
+  serverErrors: number;
+  /** The first final answer, exactly as received; null if none came before the deadline. */
+  finalStatus: number | null;
+  finalText: string | null;
+  /** Every copy's final answer (they must all be the same bytes). */
+  copyTexts: string[];
+  paymentId: string | null;
+}
+
+/** The sandbox's payment methods, weighted so approvals dominate but every behaviour shows up. */
+const methodWeights = {
+  pm_card_visa: 6,
+  pm_card_slow: 2,
+  pm_card_flaky: 2,
+  pm_card_timeout_after_charge: 2,
+  pm_card_declined: 1,
+  pm_card_insufficient_funds: 1,
+  pm_card_refund_fails: 1,
+};
+const currencies = ['EUR', 'USD', 'GBP'];
+const nonFinal = new Set([202, 429, 502, 503, 504]);
+
+export interface WorkloadOptions {
+  apiUrls: () => string[];
+  apiKey: string;
+  rng: Prng;
+  /** Give up on one operation after this long (what remains is judged by the checker). */
+  operationTimeoutMs: number;
+  shouldStop: () => boolean;
+}
+
+/**
+ * The mixed workload of one client: new payments with every method, sometimes as several
+ * concurrent copies of one key, and what follows (manual captures, cancels, partial and full
+ * refunds, concurrent ones too); about one attempt in ten has its answer dropped by the
+ * client, which then retries the same key as a real client would.
+ */
+export class Workload {
+  readonly operations: Operation[] = [];
+  readonly paymentIds = new Set<string>();
+
+  constructor(private readonly options: WorkloadOptions) {}
+
+  async runClient(): Promise<void> {
+    while (!this.options.shouldStop()) {
+      try {
+        await this.oneStory();
+      } catch (error) {
+        console.error('chaos workload: a story broke', error);
+      }
+    }
+  }
+
+  private key(label: string): string {
+    return `chaos-${label}-${randomBytes(8).toString('hex')}`;
+  }
+
+  /** A payment and, depending on how it ended, what a merchant does next. */
+  private async oneStory(): Promise<void> {
+    const { rng } = this.options;
+    const method = rng.weighted(methodWeights);
+    const manual = rng.chance(0.3);
+    const amount = rng.int(100, 50_000);
+    const paying = this.operation('payment', '/v1/payments', {
+      order_id: this.key('ord'),
+      amount_minor: amount,
+      currency: rng.pick(currencies),
+      payment_method: method,
+      capture_method: manual ? 'manual' : 'automatic',
+    }, rng.chance(0.2) ? rng.int(2, 4) : 1);
+    const answer = await this.send(paying);
+    const payment = answer ? (JSON.parse(answer) as { id?: string; status?: string; error?: { payment?: { id: string } } }) : null;
+    const id = payment?.id ?? payment?.error?.payment?.id ?? null;
+    paying.paymentId = id;
+    if (id) this.paymentIds.add(id);
+    if (!id || this.options.shouldStop()) return;
+
+    if (payment?.status === 'requires_capture') {
+      const next = rng.weighted({ capture: 5, partialCapture: 2, cancel: 3, race: 1, leave: 1 });
+      if (next === 'leave') return; // an authorization left waiting: its workflow runs on, with a reason
+      const capture = (amountMinor?: number) => this.operation('capture', `/v1/payments/${id}/capture`, amountMinor ? { amount_minor: amountMinor } : {}, 1, id);
+      const cancel = () => this.operation('cancel', `/v1/payments/${id}/cancel`, {}, 1, id);
+      const ops =
+        next === 'race' ? [capture(), cancel()] : next === 'cancel' ? [cancel()] : [capture(next === 'partialCapture' ? rng.int(1, amount) : undefined)];
+      const answers = await Promise.all(ops.map((op) => this.send(op)));
+      const captured = answers.map((a) => (a ? (JSON.parse(a) as { status?: string; amount_captured_minor?: number }) : null)).find((p) => p?.status === 'succeeded');
+      if (captured && rng.chance(0.5)) await this.refunds(id, captured.amount_captured_minor ?? amount);
+    } else if (payment?.status === 'succeeded' && rng.chance(0.6)) {
+      await this.refunds(id, amount);
+    }
+  }
+
+  /** One refund (partial or full), or two at once whose sum may exceed what is left, or one key sent twice at once. */
+  private async refunds(paymentId: string, captured: number): Promise<void> {
+    const { rng } = this.options;
+    const refund = (amountMinor: number, copies = 1) => this.operation('refund', `/v1/payments/${paymentId}/refunds`, { amount_minor: amountMinor }, copies, paymentId);
+    const shape = rng.weighted({ full: 2, partial: 3, concurrent: 2, duplicated: 1 });
+    const ops =
+      shape === 'full'
+        ? [refund(captured)]
+        : shape === 'partial'
+          ? [refund(rng.int(1, Math.max(1, Math.floor(captured / 2))))]
+          : shape === 'concurrent'
+            ? [refund(rng.int(1, captured)), refund(rng.int(1, captured))]
+            : [refund(rng.int(1, captured), 3)];
+    await Promise.all(ops.map((op) => this.send(op)));
+  }
+
+  private operation(kind: Operation['kind'], path: string, body: Record<string, unknown>, copies: number, paymentId: string | null = null): Operation {
+    const op: Operation = { kind, key: this.key(kind), path, body, copies, attempts: 0, lostAnswers: 0, serverErrors: 0, finalStatus: null, finalText: null, copyTexts: [], paymentId };
+    this.operations.push(op);
+    return op;
+  }
+
+  /** Sends the operation's copies at once, each until it gets a final answer; returns the first final answer's text. */
+  private async send(op: Operation): Promise<string | null> {
+    const copies = await Promise.all(Array.from({ length: op.copies }, () => this.sendOne(op)));
+    for (const copy of copies) if (copy) op.copyTexts.push(copy.text);
+    const first = copies.find(Boolean) ?? null;
+    if (first) {
+      op.finalStatus = first.status;
+      op.finalText = first.text;
+    }
+    return first?.text ?? null;
+  }
+
+  private async sendOne(op: Operation): Promise<{ status: number; text: string } | null> {
+    const { rng } = this.options;
+    const deadline = Date.now() + this.options.operationTimeoutMs;
+    while (Date.now() < deadline) {
+      op.attempts++;
+      const urls = this.options.apiUrls();
+      const url = urls[Math.floor(Math.random() * urls.length)]!;
+      // The client gives up on some answers early: the request may well have been executed.
+      const lose = rng.chance(0.1);
+      try {
+        const response = await fetch(`${url}${op.path}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${this.options.apiKey}`, 'idempotency-key': op.key, 'content-type': 'application/json' },
+          body: JSON.stringify(op.body),
+          signal: AbortSignal.timeout(lose ? rng.int(20, 1500) : 30_000),
+        });
+        const text = await response.text();
+        if (response.status >= 500 && response.status !== 503) op.serverErrors++;
+        if (!nonFinal.has(response.status) && response.status < 500) return { status: response.status, text };
+      } catch {
+        op.lostAnswers++;
+      }
+      await new Promise((r) => setTimeout(r, 300 + Math.random() * 700));
+    }
+    return null;
+  }
+}
