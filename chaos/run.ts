@@ -139,6 +139,12 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
       }
       return null;
     };
+    // A payment whose client never got a final answer is still found through its key's record.
+    for (const op of workload.operations.filter((o) => o.kind === 'payment' && !o.paymentId)) {
+      const [record] = await env.sql<{ resource_id: string }[]>`
+        SELECT resource_id FROM idempotency_records WHERE idempotency_key = ${op.key} AND operation = 'POST /v1/payments'`;
+      op.paymentId = record?.resource_id ?? null;
+    }
     const verdict = await check({ sql: env.sql, sandboxSql: env.sandboxSql, temporal: env.temporal, tenantId: env.tenantId, acks: env.merchant.acks, operations: workload.operations, replay });
 
     const count = (items: string[]) => items.reduce<Record<string, number>>((acc, k) => ((acc[k] = (acc[k] ?? 0) + 1), acc), {});
