@@ -10,7 +10,7 @@ import {
   readHistoryIndex,
   workflowInterceptorModules,
   type HistoryEntry,
-} from '../../scripts/lib/histories';
+} from '../../devstack/histories';
 import { alteredWorkflows, type Alteration } from '../helpers/altered-workflows';
 
 /**

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { projectRoot } from '../../../lib/temporal-cli';
+import { projectRoot } from '../../../devstack/temporal-cli';
 
 /**
  * How much each fault scenario repeats itself. Inside `npm test` the defaults keep the
