@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord } from '../db/records';
+import { claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord } from '../db/idempotency-records';
 import { ApiError, errorResponse } from '../domain/errors';
 import { requestFingerprint } from '../domain/fingerprint';
 import { isTemporalUnavailable } from '../lib/temporal';

@@ -8,8 +8,8 @@ import {
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { getPayment, listPayments } from '../../db/payments';
-import type { IdempotencyRecord } from '../../db/records';
+import { getPayment, listPayments, paymentStatus } from '../../db/payments';
+import type { IdempotencyRecord } from '../../db/idempotency-records';
 import { ApiError, errorResponse, type ApiErrorType } from '../../domain/errors';
 import { looksLikeId, newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
 import { paymentLocation, paymentResource, type PaymentRow } from '../../domain/resources';
@@ -250,8 +250,8 @@ async function sendCommand(
     if (error instanceof WorkflowUpdateFailedError) return { kind: 'decided', response: refusal(error) };
     if (error instanceof WorkflowNotFoundError || /already completed/i.test(String((error as Error)?.message))) {
       // The payment's workflow has finished: it is no longer awaiting capture.
-      const [row] = await deps.sql<{ status: string }[]>`SELECT status FROM payments WHERE id = ${record.resource_id}`;
-      return { kind: 'decided', response: errorResponse(notAllowed, `payment ${record.resource_id} is ${row?.status ?? 'not awaiting capture'}`) };
+      const status = await paymentStatus(deps.sql, record.resource_id);
+      return { kind: 'decided', response: errorResponse(notAllowed, `payment ${record.resource_id} is ${status ?? 'not awaiting capture'}`) };
     }
     throw error;
   }

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { CompletionWaiter } from '../../api/completions';
 import { createSql } from '../../db/connect';
-import { claimRecord, completeRecord } from '../../db/records';
+import { claimRecord, completeRecord } from '../../db/idempotency-records';
 import { migrate } from '../../db/migrate';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
 import { apiClient, eventually, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
