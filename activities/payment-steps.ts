@@ -4,12 +4,12 @@ import type { Db, Sql } from '../db/connect';
 import { insertPayment, lockPayment, transitionPayment } from '../db/payments';
 import { completeRecord } from '../db/idempotency-records';
 import { captureLines, postTransaction } from '../db/ledger';
-import { insertEvent, type EventType } from '../db/outbox';
+import { insertEvent } from '../db/outbox';
 import { businessEventKey } from '../shared/keys';
 import { errorResponse } from '../domain/errors';
 import { paymentLocation, paymentResource, type PaymentRow } from '../domain/resources';
 import type { ProviderCharge } from '../provider/types';
-import type { CancelRequest, CaptureRequest, FinalResponse, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
+import type { CancelRequest, CaptureRequest, FinalResponse, PaymentEventType, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
 import { outcomeRecorder, step, workflowId } from './record-step';
 
 /** The database steps of the payment workflow (see record-step.ts for what every step guarantees). */
@@ -20,7 +20,7 @@ function paymentResponse(status: number, payment: PaymentRow): FinalResponse {
   return { status, body: JSON.stringify(paymentResource(payment)), location: paymentLocation(payment.id) };
 }
 
-async function paymentEvent(tx: Db, payment: PaymentRow, type: EventType): Promise<void> {
+async function paymentEvent(tx: Db, payment: PaymentRow, type: PaymentEventType): Promise<void> {
   await insertEvent(tx, { tenantId: payment.tenant_id, type, eventKey: businessEventKey.paymentEvent(payment.id, type), object: paymentResource(payment) });
 }
 

@@ -1,14 +1,7 @@
 import type { Db, Sql } from './connect';
 import { newId } from '../domain/ids';
+import type { EventType } from '../shared/definitions';
 
-export type EventType =
-  | 'payment.succeeded'
-  | 'payment.requires_capture'
-  | 'payment.declined'
-  | 'payment.failed'
-  | 'payment.canceled'
-  | 'refund.succeeded'
-  | 'refund.failed';
 
 export interface EventPayload {
   id: string;

@@ -1,4 +1,4 @@
-import type { CaptureMethod, PaymentStatus } from '../shared/definitions';
+import type { CaptureMethod, PaymentStatus, RefundStatus } from '../shared/definitions';
 
 /** A payments row as postgres.js returns it (money as exact integers, see db/connect.ts). */
 export interface PaymentRow {
@@ -28,7 +28,7 @@ export interface RefundRow {
   payment_id: string;
   amount_minor: number;
   currency: string;
-  status: 'pending' | 'succeeded' | 'failed';
+  status: RefundStatus;
   reason: string | null;
   refund_key: string;
   provider_refund_id: string | null;

@@ -3,10 +3,7 @@ import { paymentEffectCounts } from '../db/payments';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { PaymentProvider } from '../provider/types';
-import type { EventType } from '../db/outbox';
-
-/** The outbox event types a payment can have (its event keys are businessEventKey.paymentEvent(id, type)). */
-const paymentEventTypes: EventType[] = ['payment.succeeded', 'payment.requires_capture', 'payment.declined', 'payment.failed', 'payment.canceled'];
+import { paymentEventTypes } from '../shared/definitions';
 
 /**
  * Counts, for each payment that recently reached a recorded state, its effects where they
