@@ -44,7 +44,7 @@ export interface IdempotentOperation {
 }
 
 /**
- * The idempotency protocol of every mutating endpoint (SPEC section 3):
+ * The idempotency protocol of every mutating endpoint (docs/CONTRACT.md §3.1):
  *
  * 1. A finished operation is served from PostgreSQL alone: stored status and bytes, with
  *    Idempotent-Replayed: true. A different fingerprint under the same scoped key is 422.

@@ -148,7 +148,7 @@ function markdown(results: BenchResults): string {
     'Floor: a bare workflow with the automatic-capture payment\'s shape (local activity, regular activity, local activity, all no-ops, same options), ' +
       'on the same server, worker process and task queue, started and awaited with the Temporal client (`execute`). ' +
       'New payments: `POST /v1/payments` with a fresh key, `pm_card_visa`, closed loop; latency is the first response when it is final (201). ' +
-      'When the stack is saturated the API\'s bounded wait can end first: the payment is answered 202 `processing` and the client, as the SPEC asks of it, ' +
+      'When the stack is saturated the API\'s bounded wait can end first: the payment is answered 202 `processing` and the client, as the contract asks of it (docs/CONTRACT.md §3.1.6), ' +
       'polls `GET /v1/payments/{id}` (every 100 ms here) until it is final; that operation\'s latency runs to the final answer, and the count of those is shown.',
     '',
   );

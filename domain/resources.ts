@@ -39,7 +39,7 @@ export interface RefundRow {
   updated_at: Date;
 }
 
-/** The payment object of the HTTP API (SPEC section 3). Field order is part of the bytes. */
+/** The payment object of the HTTP API (docs/CONTRACT.md §3.3). Field order is part of the bytes. */
 export function paymentResource(row: PaymentRow) {
   return {
     id: row.id,
