@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { projectRoot } from '../lib/temporal-cli';
+import { projectRoot } from '../devstack/temporal-cli';
 
 const { values } = parseArgs({
   options: {

@@ -2,9 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { projectRoot } from '../lib/temporal-cli';
+import { projectRoot } from '../devstack/temporal-cli';
 
-const dieWithParent = fileURLToPath(new URL('../lib/exit-with-parent.mjs', import.meta.url));
+const dieWithParent = fileURLToPath(new URL('../devstack/exit-with-parent.mjs', import.meta.url));
 
 const living = new Set<ChildProcess>();
 process.once('exit', () => {

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../lib/temporal-cli';
+import { projectRoot } from '../../devstack/temporal-cli';
 import { describeSchedule, faultSchedule } from '../../chaos/nemesis';
 import { Prng } from '../../chaos/prng';
 import { runChaos } from '../../chaos/run';

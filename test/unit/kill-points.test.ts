@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../lib/temporal-cli';
+import { projectRoot } from '../../devstack/temporal-cli';
 
 /**
  * worker/kill-points.ts: the chaos run's hook. It kills the process with SIGKILL on the n-th
