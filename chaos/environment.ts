@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -18,8 +17,6 @@ import { Supervisor, type Supervisable } from './supervisor';
 export interface EnvironmentOptions {
   /** Where logs go. */
   logsDir: string;
-  /** Server of the sandbox's own database (it gets a fresh database there, dropped at the end). */
-  sandboxServerUrl: string;
   /** The sandbox forgets idempotency keys after this many seconds. */
   keyTtlSeconds: number;
   apiCount: number;
@@ -33,7 +30,7 @@ const TASK_QUEUE = 'chaos';
 /**
  * The product as separate processes, each of which the nemesis can take away: a private
  * embedded PostgreSQL (never the machine's shared server), a private file-backed Temporal
- * dev server, the provider sandbox (its own database), the worker behind a fault-injecting
+ * dev server, the provider sandbox (on a second private PostgreSQL), the worker behind a fault-injecting
  * proxy to the provider, a separate outbox relay, and `apiCount` API processes. A merchant
  * endpoint in this process counts the webhooks it acknowledged.
  */
@@ -51,14 +48,10 @@ export async function startEnvironment(options: EnvironmentOptions) {
     closers.push(() => sql.end({ timeout: 5 }));
     await migrate(sql);
 
-    const sandboxDb = `chaos_sandbox_${randomBytes(4).toString('hex')}`;
-    const admin = createSql(options.sandboxServerUrl, { max: 1 });
-    await admin.unsafe(`CREATE DATABASE ${sandboxDb}`);
-    closers.push(async () => {
-      await admin.unsafe(`DROP DATABASE IF EXISTS ${sandboxDb} WITH (FORCE)`);
-      await admin.end({ timeout: 5 });
-    });
-    const sandboxDatabaseUrl = options.sandboxServerUrl.replace(/\/[^/]*$/, `/${sandboxDb}`);
+    // The provider is another company: its own PostgreSQL, which the nemesis never stops.
+    const providerPg = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'provider'), port: await freePort(), database: 'sandbox' });
+    closers.push(() => providerPg.stop());
+    const sandboxDatabaseUrl = providerPg.url;
     const sandboxSql: Sql = createSql(sandboxDatabaseUrl, { max: 2 });
     closers.push(() => sandboxSql.end({ timeout: 5 }));
 

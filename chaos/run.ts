@@ -19,7 +19,6 @@ export interface ChaosOptions {
   /** Pause between two fault events, drawn in this range. */
   gapMs?: [number, number];
   keyTtlSeconds?: number;
-  sandboxServerUrl?: string;
   /** How long the system may take to settle after the load before what is left counts as found. */
   settleMs?: number;
   log?: (line: string) => void;
@@ -74,7 +73,6 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
   const started = Date.now();
   const env = await startEnvironment({
     logsDir: options.logsDir,
-    sandboxServerUrl: options.sandboxServerUrl ?? process.env.TEST_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
     keyTtlSeconds,
     apiCount,
     killPointFor: () => (loadRunning ? nextKillPoint() : null),
