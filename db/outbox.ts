@@ -1,5 +1,6 @@
 import type { Db } from './records';
 import { newId } from '../domain/ids';
+import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 
 export type EventType =
   | 'payment.succeeded'
@@ -30,6 +31,8 @@ export interface OutboxEventRow {
   attempts: number;
   next_attempt_at: Date;
   delivered_at: Date | null;
+  resend_round_first_attempt: number;
+  resend_requests: number;
 }
 
 /**
@@ -47,18 +50,19 @@ export async function insertEvent(db: Db, event: { tenantId: string; type: Event
     ON CONFLICT (tenant_id, event_key) DO NOTHING`;
 }
 
+export type DeliveryState = OutboxEventRow['delivery_state'];
+
+/** The tenant's events, newest first, paged by their sequence (an event id cursor is looked up). */
 export async function listEvents(
   db: Db,
   tenantId: string,
-  query: { limit: number; type?: string; startingAfter?: string },
-): Promise<OutboxEventRow[]> {
-  return db<OutboxEventRow[]>`
+  query: PageQuery & { type?: string; deliveryState?: DeliveryState },
+): Promise<Page<OutboxEventRow>> {
+  const rows = await db<OutboxEventRow[]>`
     SELECT * FROM outbox_events
     WHERE tenant_id = ${tenantId}
       ${query.type !== undefined ? db`AND type = ${query.type}` : db``}
-      ${query.startingAfter !== undefined
-        ? db`AND seq < (SELECT seq FROM outbox_events WHERE id = ${query.startingAfter} AND tenant_id = ${tenantId})`
-        : db``}
-    ORDER BY seq DESC
-    LIMIT ${query.limit + 1}`;
+      ${query.deliveryState !== undefined ? db`AND delivery_state = ${query.deliveryState}` : db``}
+      ${keysetPage(db, 'seq', query, (cursor) => db`(SELECT seq FROM outbox_events WHERE id = ${cursor} AND tenant_id = ${tenantId})`)}`;
+  return toPage(rows, query);
 }

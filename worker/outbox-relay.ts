@@ -22,6 +22,8 @@ interface ClaimedEvent {
   tenant_id: string;
   payload: EventPayload;
   attempts: number;
+  resend_round_first_attempt: number;
+  resend_requests: number;
   webhook_url: string | null;
   webhook_secret: string;
 }
@@ -116,7 +118,7 @@ export class OutboxRelay {
         LIMIT ${this.options.batchSize}
         FOR UPDATE SKIP LOCKED
       )
-      RETURNING e.id, e.tenant_id, e.payload, e.attempts, t.webhook_url, t.webhook_secret`;
+      RETURNING e.id, e.tenant_id, e.payload, e.attempts, e.resend_round_first_attempt, e.resend_requests, t.webhook_url, t.webhook_secret`;
     await Promise.all(claimed.map((event) => this.deliver(event)));
     return claimed.length;
   }
@@ -154,19 +156,24 @@ export class OutboxRelay {
       error = failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure);
     }
     const delivered = error === null;
-    const exhausted = !delivered && attempt >= this.options.maxAttempts;
-    const delayMs = retryDelayMs(attempt, this.options);
+    // A resend (POST /v1/events/{id}/resend) starts a new round: budget and backoff count from it.
+    const attemptOfRound = attempt - event.resend_round_first_attempt;
+    const exhausted = !delivered && attemptOfRound >= this.options.maxAttempts;
+    const delayMs = retryDelayMs(attemptOfRound, this.options);
     await this.sql.begin(async (tx) => {
       await tx`
         INSERT INTO webhook_deliveries (event_id, attempt, url, response_status, error, duration_ms)
         VALUES (${event.id}, ${attempt}, ${event.webhook_url}, ${status}, ${error}, ${Date.now() - started})
         ON CONFLICT (event_id, attempt) DO NOTHING`;
+      // A resend asked for while this attempt was in flight wins: the event stays due now.
+      const resentMeanwhile = tx`resend_requests <> ${event.resend_requests}`;
       await tx`
         UPDATE outbox_events SET
           attempts = ${attempt},
-          delivery_state = ${delivered ? 'delivered' : exhausted ? 'failed' : 'pending'},
-          delivered_at = ${delivered ? tx`now()` : null},
-          next_attempt_at = ${delivered || exhausted ? tx`next_attempt_at` : tx`now() + make_interval(secs => ${delayMs / 1000})`},
+          delivery_state = CASE WHEN ${resentMeanwhile} THEN 'pending' ELSE ${delivered ? 'delivered' : exhausted ? 'failed' : 'pending'} END,
+          delivered_at = CASE WHEN ${resentMeanwhile} THEN NULL ELSE ${delivered ? tx`now()` : null}::timestamptz END,
+          next_attempt_at = CASE WHEN ${resentMeanwhile} THEN now()
+            ELSE ${delivered || exhausted ? tx`next_attempt_at` : tx`now() + make_interval(secs => ${delayMs / 1000})`} END,
           locked_until = NULL
         WHERE id = ${event.id}`;
     });
