@@ -91,9 +91,18 @@ describe('normal flows', () => {
     // An API that stops waiting after 50 ms answers the slow card with 202 first.
     const impatient = await stack.startApi({ IDEMPOTENCY_WAIT_MS: 50 });
     try {
-      const slowClient = new PaymentsClient({ apiKey: tenant.apiKey, baseUrl: impatient.url });
+      const seen: string[] = [];
+      const recordingFetch: typeof fetch = async (input, init) => {
+        const response = await fetch(input, init);
+        seen.push(`${init?.method ?? 'GET'} ${new URL(String(input)).pathname} ${response.status}`);
+        return response;
+      };
+      const slowClient = new PaymentsClient({ apiKey: tenant.apiKey, baseUrl: impatient.url, fetch: recordingFetch });
       const payment = await slowClient.payments.create(order('pm_card_slow'));
       expect(payment.status).toBe('succeeded');
+      expect(seen[0]).toBe('POST /v1/payments 202');
+      expect(seen).toContain(`GET /v1/payments/${payment.id} 200`);
+      expect(seen.at(-1)).toBe('POST /v1/payments 201');
       expect((await effectsOf(stack.sql, stack.sandboxUrl, payment.id)).charges).toBe(1);
     } finally {
       await impatient.close();
