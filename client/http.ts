@@ -12,6 +12,8 @@ export interface ClientOptions {
   /** Backoff: a random wait up to baseDelayMs·2^retry (full jitter), capped at maxDelayMs; never shorter than Retry-After. */
   baseDelayMs?: number;
   maxDelayMs?: number;
+  /** A Retry-After longer than this (default 60 s) is not waited out: the error is thrown with it. */
+  maxRetryAfterMs?: number;
   /** One try's timeout (an answer that takes longer is a network error, retried). Default 30 s. */
   timeoutMs?: number;
   /** How long a 202 is followed before OperationPendingError. Default 60 s. */
@@ -69,6 +71,7 @@ export class Transport {
   private readonly maxRetries: number;
   private readonly backoff: { baseDelayMs: number; maxDelayMs: number };
   private readonly timeoutMs: number;
+  private readonly maxRetryAfterMs: number;
   private readonly pendingTimeoutMs: number;
   private readonly fetch: typeof fetch;
   private readonly random: () => number;
@@ -80,6 +83,7 @@ export class Transport {
     this.maxRetries = options.maxRetries ?? 4;
     this.backoff = { baseDelayMs: options.baseDelayMs ?? 250, maxDelayMs: options.maxDelayMs ?? 8000 };
     this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.maxRetryAfterMs = options.maxRetryAfterMs ?? 60_000;
     this.pendingTimeoutMs = options.pendingTimeoutMs ?? 60_000;
     this.fetch = options.fetch ?? globalThis.fetch;
     this.random = options.random ?? Math.random;
@@ -163,7 +167,10 @@ export class Transport {
         continue;
       }
       if (!retryable(response.status) || retry >= this.maxRetries) return response;
-      await this.sleep(backoffMs(retry, retryAfterMs(response.headers), this.backoff, this.random));
+      const asked = retryAfterMs(response.headers);
+      // Blocking the caller for longer is worse than telling it when to come back.
+      if (asked !== null && asked > this.maxRetryAfterMs) return response;
+      await this.sleep(backoffMs(retry, asked, this.backoff, this.random));
     }
   }
 

@@ -69,6 +69,15 @@ describe('one idempotency key per operation, reused by every retry', () => {
     expect(new Set(requests.map((r) => r.headers['idempotency-key'])).size).toBe(1);
   });
 
+  it('does not wait out a Retry-After beyond its patience: the error carries it at once', async () => {
+    const { client, requests, waits } = await scripted(() => apiError(429, 'rate_limited', {}, { 'retry-after': '3600' }));
+    const error = await client.payments.create(body).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RateLimitedError);
+    expect((error as RateLimitedError).retryAfterSeconds).toBe(3600);
+    expect(requests).toHaveLength(1);
+    expect(waits).toEqual([]);
+  });
+
   it('retries cut connections and 5xx with the same key, with growing jittered backoff', async () => {
     const { client, requests, waits } = await scripted((_, i) => (i === 0 ? 'cut' : i === 1 ? apiError(503, 'service_unavailable') : i === 2 ? { status: 502, body: 'bad gateway' } : { status: 201, body: payment }));
     expect(await client.payments.create(body, { idempotencyKey: 'order-ord_1-attempt-1' })).toEqual(payment);
