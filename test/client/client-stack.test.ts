@@ -7,6 +7,7 @@ import {
   OrderAlreadyPaidError,
   PaymentsClient,
   PaymentStateError,
+  RateLimitedError,
   RefundExceedsCapturedError,
   verifyWebhook,
   type Event,
@@ -112,7 +113,7 @@ describe('normal flows', () => {
 
 describe('a connection cut after the server committed', () => {
   it("the client's retry under the same key returns the original payment; the provider charged once", async () => {
-    const proxy = await startLossyProxy(stack.apiUrl, ({ method, index }) => method === 'POST' && index < 2);
+    const proxy = await startLossyProxy(stack.apiUrl, ({ method, index }) => (method === 'POST' && index < 2 ? 'lose_answer' : 'forward'));
     try {
       const lossy = new PaymentsClient({ apiKey: tenant.apiKey, baseUrl: proxy.url, baseDelayMs: 50 });
       const payment = await lossy.payments.create(order());
@@ -127,6 +128,41 @@ describe('a connection cut after the server committed', () => {
       expect(effects).toMatchObject({ charges: 1, ledgerTransactions: 1, events: { 'payment.succeeded': 1 } });
     } finally {
       await proxy.close();
+    }
+  });
+});
+
+describe('a 429 storm in front of the stack', () => {
+  it('waits each one out under the same key, then pays once', async () => {
+    // Stands in for the API's rate limiter: the first five tries are refused before reaching it.
+    const limiter = await startLossyProxy(stack.apiUrl, ({ index }) =>
+      index < 5 ? { status: 429, headers: { 'retry-after': '0' }, body: { error: { type: 'rate_limited', message: 'slow down' } } } : 'forward',
+    );
+    const keys: string[] = [];
+    const recordingFetch: typeof fetch = async (input, init) => {
+      keys.push(new Headers(init?.headers).get('idempotency-key') ?? '');
+      return fetch(input, init);
+    };
+    try {
+      const patient = new PaymentsClient({ apiKey: tenant.apiKey, baseUrl: limiter.url, baseDelayMs: 20, maxRetries: 6, fetch: recordingFetch });
+      const payment = await patient.payments.create(order());
+      expect(payment.status).toBe('succeeded');
+      expect(limiter.answeredByProxy.map((a) => a.status)).toEqual([429, 429, 429, 429, 429]);
+      expect(keys).toHaveLength(6);
+      expect(new Set(keys).size).toBe(1);
+      expect((await effectsOf(stack.sql, stack.sandboxUrl, payment.id)).charges).toBe(1);
+
+      // A storm that outlasts the retries: a typed error, and the API never saw the request.
+      const storm = await startLossyProxy(stack.apiUrl, () => ({ status: 429, headers: { 'retry-after': '0' }, body: { error: { type: 'rate_limited', message: 'slow down' } } }));
+      try {
+        const refused = await new PaymentsClient({ apiKey: tenant.apiKey, baseUrl: storm.url, baseDelayMs: 20, maxRetries: 2 }).payments.create(order()).catch((e: unknown) => e);
+        expect(refused).toBeInstanceOf(RateLimitedError);
+        expect(storm.answeredByProxy).toHaveLength(3);
+      } finally {
+        await storm.close();
+      }
+    } finally {
+      await limiter.close();
     }
   });
 });

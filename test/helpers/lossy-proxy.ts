@@ -2,23 +2,35 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
- * An HTTP proxy in front of the API that forwards every request in full and, for the
- * requests `loseAnswer` picks, cuts the client's connection once the API has answered: the
- * server committed, the client never heard (a lost response, as a client experiences it).
+ * What the proxy does with one request: pass it on, pass it on and cut the client's
+ * connection once the API has answered (the server committed, the client never heard: a
+ * lost response as a client experiences it), or answer itself without passing it on (e.g.
+ * a rate limiter's 429).
  */
-export async function startLossyProxy(target: string, loseAnswer: (request: { method: string; path: string; index: number }) => boolean) {
+export type ProxyVerdict = 'forward' | 'lose_answer' | { status: number; headers?: Record<string, string>; body?: unknown };
+
+/** An HTTP proxy in front of the API that treats each request as `verdict` says. */
+export async function startLossyProxy(target: string, verdict: (request: { method: string; path: string; index: number }) => ProxyVerdict) {
   let index = 0;
   const lost: { method: string; path: string; status: number }[] = [];
+  const answeredByProxy: { method: string; path: string; status: number }[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', async () => {
       const request = { method: req.method ?? 'GET', path: req.url ?? '/', index: index++ };
+      const decision = verdict(request);
+      if (typeof decision === 'object') {
+        answeredByProxy.push({ method: request.method, path: request.path, status: decision.status });
+        res.writeHead(decision.status, { 'content-type': 'application/json', ...decision.headers });
+        res.end(JSON.stringify(decision.body ?? {}));
+        return;
+      }
       const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name))) as Record<string, string>;
       try {
         const answer = await fetch(target + request.path, { method: request.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined, redirect: 'manual' });
         const text = await answer.text();
-        if (loseAnswer(request)) {
+        if (decision === 'lose_answer') {
           lost.push({ method: request.method, path: request.path, status: answer.status });
           req.socket.destroy();
           return;
@@ -39,6 +51,8 @@ export async function startLossyProxy(target: string, loseAnswer: (request: { me
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     /** The answers the client never got. */
     lost,
+    /** The requests that never reached the API. */
+    answeredByProxy,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
