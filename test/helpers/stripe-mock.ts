@@ -5,13 +5,16 @@ import { freePort } from './ports';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
-/** STRIPE_MOCK_PATH, else the project's own build (.tools/bin, built now by scripts/install-stripe-mock.sh if missing). */
+/**
+ * STRIPE_MOCK_PATH, else the project's own build in .tools/bin (built now by
+ * scripts/install-stripe-mock.sh if missing), else the one on PATH the script settled for.
+ */
 function stripeMockBinary(): string {
   const given = process.env.STRIPE_MOCK_PATH;
   if (given && existsSync(given)) return given;
   const own = path.join(root, '.tools', 'bin', 'stripe-mock');
   if (!existsSync(own)) execFileSync('bash', [path.join(root, 'scripts', 'install-stripe-mock.sh')], { stdio: 'inherit' });
-  return own;
+  return existsSync(own) ? own : 'stripe-mock';
 }
 
 /**
