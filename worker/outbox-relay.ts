@@ -165,11 +165,13 @@ export class OutboxRelay {
         INSERT INTO webhook_deliveries (event_id, attempt, url, response_status, error, duration_ms)
         VALUES (${event.id}, ${attempt}, ${event.webhook_url}, ${status}, ${error}, ${Date.now() - started})
         ON CONFLICT (event_id, attempt) DO NOTHING`;
-      // A resend asked for while this attempt was in flight wins: the event stays due now.
+      // A resend asked for while this attempt was in flight wins: the event stays due now,
+      // with its whole round still ahead of it.
       const resentMeanwhile = tx`resend_requests <> ${event.resend_requests}`;
       await tx`
         UPDATE outbox_events SET
           attempts = ${attempt},
+          resend_round_first_attempt = CASE WHEN ${resentMeanwhile} THEN ${attempt} ELSE resend_round_first_attempt END,
           delivery_state = CASE WHEN ${resentMeanwhile} THEN 'pending' ELSE ${delivered ? 'delivered' : exhausted ? 'failed' : 'pending'} END,
           delivered_at = CASE WHEN ${resentMeanwhile} THEN NULL ELSE ${delivered ? tx`now()` : null}::timestamptz END,
           next_attempt_at = CASE WHEN ${resentMeanwhile} THEN now()
