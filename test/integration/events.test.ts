@@ -158,6 +158,9 @@ describe('an event whose webhook gave up can be inspected and delivered again', 
     expect((await api.post('/v1/webhook_endpoint/recover', { since: 'yesterday' }, uniqueKey())).json.error.type).toBe('invalid_request');
     expect((await api.post('/v1/webhook_endpoint/recover', { since: '2026-01-01T00:00:00Z', extra: 1 }, uniqueKey())).status).toBe(400);
     expect((await api.request('POST', `/v1/events/${event.id}/resend`, { body: {} })).json.error.type).toBe('idempotency_key_missing');
+    expect((await api.request('POST', `/v1/events/${event.id}/resend`, { body: { force: true }, key: uniqueKey() })).status).toBe(400);
+    // No body at all is a resend too (like capture and cancel).
+    expect((await api.request('POST', `/v1/events/${event.id}/resend`, { key: uniqueKey() })).json.event_id).toBe(event.id);
     expect((await api.get('/v1/events?delivery_status=lost')).status).toBe(400);
     expect((await api.get(`/v1/events?starting_after=${event.id}&ending_before=${event.id}`)).status).toBe(400);
     // No endpoint configured: the event was skipped, and stays listed as such.
