@@ -10,7 +10,7 @@ const bannedInWorkflows = [
 ];
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', '.tools/**', 'test/artifacts/**', 'bench/results/**'] },
+  { ignores: ['node_modules/**', '.data/**', '.tools/**', 'dist/**', 'test/artifacts/**', 'bench/results/**'] },
   {
     files: ['**/*.ts'],
     languageOptions: { parser: tseslint.parser, parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },

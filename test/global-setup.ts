@@ -4,10 +4,9 @@ import { createSql } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
 import { startTemporalDevServer } from '../lib/temporal-cli';
 import { freePort } from './helpers/ports';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { workflowInterceptorModules, workflowsPath } from '../worker/worker';
+import { bundleWorkflows } from '../worker/worker';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -34,12 +33,11 @@ export default async function setup(project: TestProject) {
   const uiPort = await freePort();
   const temporal = await startTemporalDevServer({ port, uiPort, headless: false });
 
-  // Bundle the workflows once per run; every test worker loads this bundle.
+  // Bundle the workflows once per run, as `npm run build` does; every test worker loads this bundle.
   const artifacts = path.resolve('test/artifacts');
   mkdirSync(artifacts, { recursive: true });
   const workflowBundlePath = path.join(artifacts, 'workflow-bundle.js');
-  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, logger: quietLogger });
-  writeFileSync(workflowBundlePath, code);
+  writeFileSync(workflowBundlePath, await bundleWorkflows(quietLogger));
   project.provide('workflowBundlePath', workflowBundlePath);
 
   project.provide('databaseUrl', databaseUrl);
