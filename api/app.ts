@@ -6,6 +6,7 @@ import { OpenAPIHono, createRoute, z } from '@hono/zod-openapi';
 import { Scalar } from '@scalar/hono-api-reference';
 import type { Hook } from '@hono/zod-openapi';
 import { apiErrorBody, errorStatus } from '../domain/errors';
+import { ping } from '../db/connect';
 import type { ApiDeps, AppEnv } from './context';
 import { adminOnly, authenticate, errorHandler, jsonBody, requestContext, requireIdempotencyKey } from './middleware';
 import { RETENTION_HEADER } from './idempotency';
@@ -126,7 +127,7 @@ export function scalarStandalonePath(): string {
 
 async function readiness(deps: ApiDeps): Promise<Record<string, string>> {
   const [postgres, temporal] = await Promise.allSettled([
-    deps.sql`SELECT 1`,
+    ping(deps.sql),
     deps.temporal.connection.withDeadline(Date.now() + 2000, () => deps.temporal.workflowService.getSystemInfo({})),
   ]);
   const verdict = (r: PromiseSettledResult<unknown>) => (r.status === 'fulfilled' ? 'ok' : `unreachable: ${String((r.reason as Error)?.message ?? r.reason).slice(0, 200)}`);

@@ -1,10 +1,11 @@
 import type { Context } from 'hono';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord } from '../db/records';
+import { claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord } from '../db/idempotency-records';
 import { ApiError, errorResponse } from '../domain/errors';
 import { requestFingerprint } from '../domain/fingerprint';
 import { isTemporalUnavailable } from '../lib/temporal';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
+import type * as workflows from '../workflows';
 import type { ApiDeps, AppEnv } from './context';
 import type { IdempotencyOutcome } from '../lib/metrics';
 import { isDatabaseUnavailable } from '../db/connect';
@@ -43,7 +44,7 @@ export interface IdempotentOperation {
 }
 
 /**
- * The idempotency protocol of every mutating endpoint (SPEC section 3):
+ * The idempotency protocol of every mutating endpoint (docs/CONTRACT.md §3.1):
  *
  * 1. A finished operation is served from PostgreSQL alone: stored status and bytes, with
  *    Idempotent-Replayed: true. A different fingerprint under the same scoped key is 422.
@@ -159,24 +160,31 @@ export function withinTemporalDeadline<T>(deps: ApiDeps, call: () => Promise<T>)
 }
 
 /**
+ * The workflows the worker registers, by the type name their histories record (their export
+ * name in workflows/index.ts). Imported as types only: the API never loads workflow code.
+ */
+type Workflows = typeof workflows;
+export type WorkflowType = keyof Workflows;
+
+/**
  * Starts the operation's workflow, or attaches to it: USE_EXISTING joins the running run,
  * and REJECT_DUPLICATE refuses a second run under the same id while history is retained.
  * If the run already closed (its record expired or was lost), its result, the first
  * final response, is returned, provided it ran the same request.
  */
-export async function startOrAttach(
+export async function startOrAttach<T extends WorkflowType>(
   deps: ApiDeps,
   scope: ScopedKey,
-  workflowType: string,
+  workflowType: T,
   options: {
     workflowId: string;
-    args: unknown[];
+    args: Parameters<Workflows[T]>;
     searchAttributes: { key: { name: string; type: string }; value: string }[];
     memo: Record<string, unknown>;
   },
 ): Promise<Dispatched> {
   try {
-    await deps.temporal.workflow.start(workflowType, {
+    await deps.temporal.workflow.start<Workflows[T]>(workflowType, {
       workflowId: options.workflowId,
       taskQueue: deps.config.TASK_QUEUE,
       args: options.args,
@@ -189,7 +197,7 @@ export async function startOrAttach(
   } catch (error) {
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
   }
-  const handle = deps.temporal.workflow.getHandle(options.workflowId);
+  const handle = deps.temporal.workflow.getHandle<Workflows[T]>(options.workflowId);
   const description = await handle.describe();
   const memo = (description.memo ?? {}) as { fingerprint?: string };
   if (memo.fingerprint !== scope.fingerprint) {
@@ -201,5 +209,6 @@ export async function startOrAttach(
   if (description.status.name !== 'COMPLETED') {
     throw new ApiError('internal_error', `The operation's workflow ${options.workflowId} ended without an outcome (${description.status.name}).`);
   }
+  // Every workflow the API starts answers with its operation's final response.
   return { kind: 'decided', response: (await handle.result()) as FinalResponse, earlier: true };
 }

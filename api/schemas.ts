@@ -1,6 +1,8 @@
 import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from '../domain/money';
 import { errorStatus } from '../domain/errors';
+import type { PaymentResource, RefundResource } from '../domain/resources';
+import { captureMethods, eventTypes, paymentStatuses, refundStatuses } from '../shared/definitions';
 
 /**
  * One zod schema per request: it validates in the API, its parsed output is the input the
@@ -37,7 +39,7 @@ export const CreatePaymentBody = z
       .string()
       .regex(/^pm_[A-Za-z0-9_]{1,100}$/, 'must be a payment method token such as "pm_card_visa"')
       .openapi({ description: 'Payment method token from the provider.', example: 'pm_card_visa' }),
-    capture_method: z.enum(['automatic', 'manual']).default('automatic').openapi({
+    capture_method: z.enum(captureMethods).default('automatic').openapi({
       description: '`automatic` captures at once; `manual` stops at `requires_capture` until you capture or cancel.',
     }),
     description: z.string().max(1000).regex(printable, 'no control characters').nullable().default(null),
@@ -88,16 +90,6 @@ export const ListPaymentsQuery = z.strictObject({
 
 export const ListRefundsQuery = z.strictObject({ limit, starting_after: cursor });
 
-export const eventTypes = [
-  'payment.succeeded',
-  'payment.requires_capture',
-  'payment.declined',
-  'payment.failed',
-  'payment.canceled',
-  'refund.succeeded',
-  'refund.failed',
-] as const;
-
 export const ListEventsQuery = z.strictObject({
   type: z.enum(eventTypes).optional(),
   limit,
@@ -118,8 +110,8 @@ export const Payment = z
     order_id: z.string(),
     amount_minor: z.number().int(),
     currency: z.string(),
-    status: z.enum(['processing', 'requires_capture', 'succeeded', 'declined', 'failed', 'canceled', 'refunded']),
-    capture_method: z.enum(['automatic', 'manual']),
+    status: z.enum(paymentStatuses),
+    capture_method: z.enum(captureMethods),
     amount_captured_minor: z.number().int(),
     amount_refunded_minor: z.number().int().openapi({ description: 'Pending and succeeded refunds.' }),
     payment_method: z.string(),
@@ -140,13 +132,23 @@ export const Refund = z
     payment_id: z.string(),
     amount_minor: z.number().int(),
     currency: z.string(),
-    status: z.enum(['pending', 'succeeded', 'failed']),
+    status: z.enum(refundStatuses),
     reason: z.string().nullable(),
     failure: Failure,
     workflow_id: z.string(),
     created_at: z.string(),
   })
   .openapi('Refund');
+
+/**
+ * The documented response shapes and the bodies domain/resources.ts builds are the same type:
+ * a field added, removed or retyped on one side without the other fails the typecheck.
+ */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const paymentSchemaMatchesResource: Same<z.output<typeof Payment>, PaymentResource> = true;
+const refundSchemaMatchesResource: Same<z.output<typeof Refund>, RefundResource> = true;
+void paymentSchemaMatchesResource;
+void refundSchemaMatchesResource;
 
 export const Event = z
   .object({

@@ -1,14 +1,7 @@
-import type { Db } from './records';
+import type { Db, Sql } from './connect';
 import { newId } from '../domain/ids';
+import type { EventType } from '../shared/definitions';
 
-export type EventType =
-  | 'payment.succeeded'
-  | 'payment.requires_capture'
-  | 'payment.declined'
-  | 'payment.failed'
-  | 'payment.canceled'
-  | 'refund.succeeded'
-  | 'refund.failed';
 
 export interface EventPayload {
   id: string;
@@ -45,6 +38,78 @@ export async function insertEvent(db: Db, event: { tenantId: string; type: Event
     INSERT INTO outbox_events (id, tenant_id, type, event_key, payload)
     VALUES (${id}, ${event.tenantId}, ${event.type}, ${event.eventKey}, ${payload as never})
     ON CONFLICT (tenant_id, event_key) DO NOTHING`;
+}
+
+/** An event claimed for delivery, with where and how to deliver it. */
+export interface ClaimedEvent {
+  id: string;
+  tenant_id: string;
+  payload: EventPayload;
+  attempts: number;
+  webhook_url: string | null;
+  webhook_secret: string;
+}
+
+/** How many events wait for delivery, and how long the oldest has waited (seconds). */
+export async function deliveryBacklog(db: Db): Promise<{ pending: number; lag: number }> {
+  const [backlog] = await db<{ pending: number; lag: number }[]>`
+    SELECT count(*)::int AS pending, coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS lag
+    FROM outbox_events WHERE delivery_state = 'pending'`;
+  return backlog!;
+}
+
+/**
+ * Claims up to `batchSize` due events under a lease of `leaseMs`. SKIP LOCKED keeps
+ * concurrent relays apart; an expired lease makes the event claimable again.
+ */
+export async function claimDueEvents(db: Db, batchSize: number, leaseMs: number): Promise<ClaimedEvent[]> {
+  return db<ClaimedEvent[]>`
+    UPDATE outbox_events e SET locked_until = now() + make_interval(secs => ${leaseMs / 1000})
+    FROM tenants t
+    WHERE t.id = e.tenant_id AND e.id IN (
+      SELECT id FROM outbox_events
+      WHERE delivery_state = 'pending' AND next_attempt_at <= now()
+        AND (locked_until IS NULL OR locked_until < now())
+      ORDER BY next_attempt_at
+      LIMIT ${batchSize}
+      FOR UPDATE SKIP LOCKED
+    )
+    RETURNING e.id, e.tenant_id, e.payload, e.attempts, t.webhook_url, t.webhook_secret`;
+}
+
+/** The tenant has no webhook endpoint: the event is only listed (GET /v1/events). */
+export async function markEventSkipped(db: Db, eventId: string): Promise<void> {
+  await db`UPDATE outbox_events SET delivery_state = 'skipped', locked_until = NULL WHERE id = ${eventId}`;
+}
+
+export interface DeliveryAttempt {
+  eventId: string;
+  attempt: number;
+  url: string;
+  responseStatus: number | null;
+  error: string | null;
+  durationMs: number;
+  outcome: 'delivered' | 'failed' | 'pending';
+  /** When `outcome` is pending: the delay before the next attempt. */
+  retryDelayMs: number;
+}
+
+/** Records one delivery attempt and the event's new delivery state, in one transaction. */
+export async function recordDeliveryAttempt(db: Sql, attempt: DeliveryAttempt): Promise<void> {
+  await db.begin(async (tx) => {
+    await tx`
+      INSERT INTO webhook_deliveries (event_id, attempt, url, response_status, error, duration_ms)
+      VALUES (${attempt.eventId}, ${attempt.attempt}, ${attempt.url}, ${attempt.responseStatus}, ${attempt.error}, ${attempt.durationMs})
+      ON CONFLICT (event_id, attempt) DO NOTHING`;
+    await tx`
+      UPDATE outbox_events SET
+        attempts = ${attempt.attempt},
+        delivery_state = ${attempt.outcome},
+        delivered_at = ${attempt.outcome === 'delivered' ? tx`now()` : null},
+        next_attempt_at = ${attempt.outcome === 'pending' ? tx`now() + make_interval(secs => ${attempt.retryDelayMs / 1000})` : tx`next_attempt_at`},
+        locked_until = NULL
+      WHERE id = ${attempt.eventId}`;
+  });
 }
 
 export async function listEvents(

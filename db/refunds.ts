@@ -1,4 +1,4 @@
-import type { Db } from './records';
+import type { Db } from './connect';
 import type { RefundRow } from '../domain/resources';
 import type { RefundWorkflowInput } from '../shared/definitions';
 
@@ -35,6 +35,12 @@ export async function listRefunds(db: Db, tenantId: string, paymentId: string, q
       ${query.startingAfter !== undefined ? db`AND id < ${query.startingAfter}` : db``}
     ORDER BY id DESC
     LIMIT ${query.limit + 1}`;
+}
+
+/** The refund by id alone (a workflow step, which owns the refund), or null. */
+export async function findRefund(db: Db, refundId: string): Promise<RefundRow | null> {
+  const [refund] = await db<RefundRow[]>`SELECT * FROM refunds WHERE id = ${refundId}`;
+  return refund ?? null;
 }
 
 /** Settles a pending refund; null if it was settled before (a replayed activity). */

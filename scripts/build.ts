@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { SCALAR_BUNDLE_FILE, scalarStandalonePath } from '../api/app';
-import { projectRoot } from '../lib/temporal-cli';
+import { projectRoot } from '../devstack/temporal-cli';
 import { bundleWorkflows } from '../worker/worker';
 
 const dist = path.join(projectRoot, 'dist');

@@ -6,7 +6,7 @@ import { launchBrowser } from '../helpers/browser';
 import { apiClient, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 
 /**
- * SPEC section 5: an operator finds a payment in the Temporal Web UI by tenant, order and
+ * docs/CONTRACT.md §5.9: an operator finds a payment in the Temporal Web UI by tenant, order and
  * status. Checked in a real browser (headless Chromium, test/helpers/browser.ts) against the Web UI of the
  * run's dev server (test/global-setup.ts starts it with its UI).
  */

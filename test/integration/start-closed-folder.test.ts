@@ -3,9 +3,9 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { firstFolderClosedTo } from '../../lib/embedded-postgres';
-import { projectRoot } from '../../lib/temporal-cli';
-import { freePort } from '../helpers/ports';
+import { firstFolderClosedTo } from '../../devstack/embedded-postgres';
+import { projectRoot } from '../../devstack/temporal-cli';
+import { freePort } from '../../devstack/ports';
 
 /**
  * A clone inside a folder only its owner can enter (mode 0700, as `mktemp -d` makes it).
