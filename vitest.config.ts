@@ -4,9 +4,11 @@ export default defineConfig({
   test: {
     // The Temporal SDK's native addon is not happy in worker threads.
     pool: 'forks',
-    // Most files wait (on Temporal, PostgreSQL, child processes) far more than they compute:
-    // vitest's default on 2 cores is ONE file at a time, which made the suite ~8 minutes.
-    maxWorkers: 3,
+    // One file at a time (vitest's default on 2 cores, made explicit): every file's stack
+    // shares the run's database, so a second file's outbox relay would deliver (and count)
+    // this file's webhooks, and three stacks at once exceed PostgreSQL's 100 connections.
+    // Running files side by side needs a database per file first.
+    maxWorkers: 1,
     globalSetup: ['test/global-setup.ts'],
     include: ['test/**/*.test.ts'],
     testTimeout: 120_000,
