@@ -19,7 +19,10 @@ declare module 'vitest' {
 
 const adminUrl = process.env.TEST_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-/** One real Temporal dev server (with its UI) and one fresh, migrated database per run. */
+/**
+ * One real Temporal dev server (with its UI) and one fresh, migrated database per run: the
+ * template each test file copies for itself (test/helpers/database.ts).
+ */
 export default async function setup(project: TestProject) {
   const dbName = `payorch_test_${randomBytes(4).toString('hex')}`;
   const admin = createSql(adminUrl, { max: 1 });
@@ -46,6 +49,9 @@ export default async function setup(project: TestProject) {
 
   return async () => {
     await temporal.stop();
+    // The test files' own copies (test/helpers/database.ts), then the template.
+    const copies = await admin<{ datname: string }[]>`SELECT datname FROM pg_database WHERE datname LIKE ${`${dbName}\\_f%`}`;
+    for (const { datname } of copies) await admin.unsafe(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
     await admin.unsafe(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
     await admin.end();
   };
