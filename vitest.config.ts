@@ -4,11 +4,12 @@ export default defineConfig({
   test: {
     // The Temporal SDK's native addon is not happy in worker threads.
     pool: 'forks',
-    // One file at a time (vitest's default on 2 cores, made explicit): every file's stack
-    // shares the run's database, so a second file's outbox relay would deliver (and count)
-    // this file's webhooks, and three stacks at once exceed PostgreSQL's 100 connections.
-    // Running files side by side needs a database per file first.
-    maxWorkers: 1,
+    // Two files at a time: most files wait (on Temporal, PostgreSQL, child processes) more
+    // than they compute, and vitest's default on 2 cores is one. Safe because each file has
+    // its own copy of the database (test/helpers/database.ts): with one shared database, a
+    // second file's outbox relay delivered and counted this file's webhooks. Measured: the
+    // two busiest files together peak at 46 PostgreSQL connections (of 100).
+    maxWorkers: 2,
     globalSetup: ['test/global-setup.ts'],
     include: ['test/**/*.test.ts'],
     testTimeout: 120_000,
