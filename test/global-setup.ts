@@ -11,6 +11,7 @@ import { bundleWorkflows } from '../worker/worker';
 declare module 'vitest' {
   export interface ProvidedContext {
     databaseUrl: string;
+    templateDatabaseUrl: string;
     temporalAddress: string;
     temporalUiUrl: string;
     workflowBundlePath: string;
@@ -20,8 +21,9 @@ declare module 'vitest' {
 const adminUrl = process.env.TEST_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 /**
- * One real Temporal dev server (with its UI) and one fresh, migrated database per run: the
- * template each test file copies for itself (test/helpers/database.ts).
+ * One real Temporal dev server (with its UI) and one fresh, migrated database per run
+ * (`databaseUrl`), plus an untouched copy of it (`templateDatabaseUrl`, nobody connects) from
+ * which each test file makes its own (test/helpers/database.ts).
  */
 export default async function setup(project: TestProject) {
   const dbName = `payorch_test_${randomBytes(4).toString('hex')}`;
@@ -31,6 +33,8 @@ export default async function setup(project: TestProject) {
   const sql = createSql(databaseUrl, { max: 1 });
   await migrate(sql);
   await sql.end();
+  const templateName = `${dbName}_template`;
+  await admin.unsafe(`CREATE DATABASE ${templateName} TEMPLATE ${dbName}`);
 
   const port = await freePort();
   const uiPort = await freePort();
@@ -44,13 +48,14 @@ export default async function setup(project: TestProject) {
   project.provide('workflowBundlePath', workflowBundlePath);
 
   project.provide('databaseUrl', databaseUrl);
+  project.provide('templateDatabaseUrl', adminUrl.replace(/\/[^/]*$/, `/${templateName}`));
   project.provide('temporalAddress', temporal.address);
   project.provide('temporalUiUrl', temporal.uiUrl ?? '');
 
   return async () => {
     await temporal.stop();
-    // The test files' own copies (test/helpers/database.ts), then the template.
-    const copies = await admin<{ datname: string }[]>`SELECT datname FROM pg_database WHERE datname LIKE ${`${dbName}\\_f%`}`;
+    // The template and the test files' own copies (test/helpers/database.ts), then the shared one.
+    const copies = await admin<{ datname: string }[]>`SELECT datname FROM pg_database WHERE datname LIKE ${`${dbName}\\_%`}`;
     for (const { datname } of copies) await admin.unsafe(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
     await admin.unsafe(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
     await admin.end();

@@ -5,16 +5,16 @@ import { createSql } from '../../db/connect';
 let own: Promise<string> | undefined;
 
 /**
- * This test file's own database: a copy of the run's migrated one (test/global-setup.ts
+ * This test file's own database: a copy of the run's migrated template (test/global-setup.ts
  * makes it and drops the copies at the end), made on first use. Files then cannot see each
  * other's rows: a stack's outbox relay delivers only its own file's events, and counts over
  * a table are this file's.
  */
 export function fileDatabaseUrl(): Promise<string> {
   own ??= (async () => {
-    const template = inject('databaseUrl');
+    const template = inject('templateDatabaseUrl');
     const templateName = template.slice(template.lastIndexOf('/') + 1);
-    const name = `${templateName}_f${randomBytes(4).toString('hex')}`;
+    const name = `${templateName.replace(/_template$/, '')}_f${randomBytes(4).toString('hex')}`;
     const admin = createSql(template.replace(/\/[^/]*$/, '/postgres'), { max: 1 });
     try {
       for (let attempt = 1; ; attempt++) {
@@ -22,7 +22,7 @@ export function fileDatabaseUrl(): Promise<string> {
           await admin.unsafe(`CREATE DATABASE ${name} TEMPLATE ${templateName}`);
           break;
         } catch (error) {
-          // A copy needs the template to itself: a test that connected to it may still be closing.
+          // A copy needs the template to itself: another file's copy may be under way.
           if (attempt >= 20 || !/being accessed by other users/.test(String(error))) throw error;
           await new Promise((resolve) => setTimeout(resolve, 250));
         }
