@@ -12,6 +12,7 @@ import { adminOnly, authenticate, errorHandler, jsonBody, requestContext, requir
 import { RETENTION_HEADER } from './idempotency';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
+import { eventRoutes } from './routes/events';
 import { paymentRoutes } from './routes/payments';
 import { refundRoutes } from './routes/refunds';
 
@@ -73,6 +74,7 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   app.route('/', paymentRoutes(deps));
   app.route('/', refundRoutes(deps));
   app.route('/', accountRoutes(deps));
+  app.route('/', eventRoutes(deps));
 
   app.use('/admin/*', adminOnly(deps), jsonBody());
   app.route('/', adminRoutes(deps));

@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord } from '../db/idempotency-records';
+import type { Db } from '../db/connect';
 import { ApiError, errorResponse } from '../domain/errors';
 import { requestFingerprint } from '../domain/fingerprint';
 import { isTemporalUnavailable } from '../lib/temporal';
@@ -211,4 +212,49 @@ export async function startOrAttach<T extends WorkflowType>(
   }
   // Every workflow the API starts answers with its operation's final response.
   return { kind: 'decided', response: (await handle.result()) as FinalResponse, earlier: true };
+}
+
+/** An operation that is one PostgreSQL transaction (no workflow), e.g. resending events. */
+export interface TransactionalOperation {
+  operation: string;
+  params: Record<string, string>;
+  body: unknown;
+  /** What the operation acts on, for the record and the request log. */
+  resourceId: string;
+  /** The effect, in the transaction that also records its response. */
+  execute(tx: Db): Promise<FinalResponse>;
+}
+
+/**
+ * The idempotency protocol for operations without a workflow: the claim, the effect and the
+ * recorded response commit together. A concurrent duplicate's claim waits on the first one's
+ * uncommitted row and then replays its outcome (waiting on the same run, as a duplicate of a
+ * workflow operation does); a rolled-back first attempt leaves nothing behind, so the retry
+ * really runs.
+ */
+export async function runTransactional(c: Context<AppEnv>, deps: ApiDeps, op: TransactionalOperation): Promise<Response> {
+  const scope: ScopedKey = {
+    tenantId: c.var.tenant.id,
+    operation: op.operation,
+    key: c.var.idempotencyKey,
+    fingerprint: requestFingerprint(op.params, op.body),
+    retentionSeconds: deps.config.IDEMPOTENCY_RETENTION_SECONDS,
+  };
+  const owner = { workflowId: '', resourceId: op.resourceId };
+  c.set('resourceId', op.resourceId);
+  const result = await deps.sql.begin(async (tx): Promise<{ outcome: IdempotencyOutcome; response: FinalResponse | null }> => {
+    if (await claimRecord(tx, scope, owner)) return { outcome: 'new', response: await completeRecord(tx, scope, owner, await op.execute(tx)) };
+    const record = await findRecord(tx, scope.tenantId, scope.operation, scope.key);
+    if (!record) throw new Error(`idempotency record ${scope.operation} ${scope.key} vanished right after a conflicting claim`);
+    if (record.fingerprint !== scope.fingerprint) return { outcome: 'mismatch', response: null };
+    const stored = storedResponse(record);
+    if (!stored) throw new Error(`idempotency record ${scope.operation} ${scope.key} is running outside a transaction`);
+    return { outcome: 'replayed', response: stored };
+  });
+  c.set('idempotencyOutcome', result.outcome);
+  deps.metrics.idempotency.inc({ operation: op.operation, outcome: result.outcome });
+  if (!result.response) {
+    throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different request. Use a new key for a new operation.');
+  }
+  return respond(c, result.response, result.outcome === 'replayed');
 }

@@ -1,7 +1,7 @@
 import type { Db, Sql } from './connect';
 import { newId } from '../domain/ids';
-import type { EventType } from '../shared/definitions';
-
+import type { DeliveryStatus, EventType } from '../shared/definitions';
+import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 
 export interface EventPayload {
   id: string;
@@ -19,10 +19,12 @@ export interface OutboxEventRow {
   event_key: string;
   payload: EventPayload;
   created_at: Date;
-  delivery_state: 'pending' | 'delivered' | 'failed' | 'skipped';
+  delivery_state: DeliveryStatus;
   attempts: number;
   next_attempt_at: Date;
   delivered_at: Date | null;
+  resend_round_first_attempt: number;
+  resend_requests: number;
 }
 
 /**
@@ -46,6 +48,10 @@ export interface ClaimedEvent {
   tenant_id: string;
   payload: EventPayload;
   attempts: number;
+  /** The first attempt of the current round (a resend starts a new round). */
+  resend_round_first_attempt: number;
+  /** Resends asked for so far; a change while an attempt is in flight means a resend won. */
+  resend_requests: number;
   webhook_url: string | null;
   webhook_secret: string;
 }
@@ -74,7 +80,7 @@ export async function claimDueEvents(db: Db, batchSize: number, leaseMs: number)
       LIMIT ${batchSize}
       FOR UPDATE SKIP LOCKED
     )
-    RETURNING e.id, e.tenant_id, e.payload, e.attempts, t.webhook_url, t.webhook_secret`;
+    RETURNING e.id, e.tenant_id, e.payload, e.attempts, e.resend_round_first_attempt, e.resend_requests, t.webhook_url, t.webhook_secret`;
 }
 
 /** The tenant has no webhook endpoint: the event is only listed (GET /v1/events). */
@@ -92,6 +98,8 @@ export interface DeliveryAttempt {
   outcome: 'delivered' | 'failed' | 'pending';
   /** When `outcome` is pending: the delay before the next attempt. */
   retryDelayMs: number;
+  /** `resend_requests` as claimed: if it changed meanwhile, a resend (POST /v1/events/{id}/resend) wins. */
+  resendRequestsSeen: number;
 }
 
 /** Records one delivery attempt and the event's new delivery state, in one transaction. */
@@ -101,29 +109,35 @@ export async function recordDeliveryAttempt(db: Sql, attempt: DeliveryAttempt): 
       INSERT INTO webhook_deliveries (event_id, attempt, url, response_status, error, duration_ms)
       VALUES (${attempt.eventId}, ${attempt.attempt}, ${attempt.url}, ${attempt.responseStatus}, ${attempt.error}, ${attempt.durationMs})
       ON CONFLICT (event_id, attempt) DO NOTHING`;
+    // A resend asked for while this attempt was in flight wins: the event stays due now,
+    // with its whole round still ahead of it.
+    const resentMeanwhile = tx`resend_requests <> ${attempt.resendRequestsSeen}`;
     await tx`
       UPDATE outbox_events SET
         attempts = ${attempt.attempt},
-        delivery_state = ${attempt.outcome},
-        delivered_at = ${attempt.outcome === 'delivered' ? tx`now()` : null},
-        next_attempt_at = ${attempt.outcome === 'pending' ? tx`now() + make_interval(secs => ${attempt.retryDelayMs / 1000})` : tx`next_attempt_at`},
+        resend_round_first_attempt = CASE WHEN ${resentMeanwhile} THEN ${attempt.attempt} ELSE resend_round_first_attempt END,
+        delivery_state = CASE WHEN ${resentMeanwhile} THEN 'pending' ELSE ${attempt.outcome} END,
+        delivered_at = CASE WHEN ${resentMeanwhile} THEN NULL ELSE ${attempt.outcome === 'delivered' ? tx`now()` : null}::timestamptz END,
+        next_attempt_at = CASE WHEN ${resentMeanwhile} THEN now()
+          ELSE ${attempt.outcome === 'pending' ? tx`now() + make_interval(secs => ${attempt.retryDelayMs / 1000})` : tx`next_attempt_at`} END,
         locked_until = NULL
       WHERE id = ${attempt.eventId}`;
   });
 }
 
+export type DeliveryState = OutboxEventRow['delivery_state'];
+
+/** The tenant's events, newest first, paged by their sequence (an event id cursor is looked up). */
 export async function listEvents(
   db: Db,
   tenantId: string,
-  query: { limit: number; type?: string; startingAfter?: string },
-): Promise<OutboxEventRow[]> {
-  return db<OutboxEventRow[]>`
+  query: PageQuery & { type?: string; deliveryState?: DeliveryState },
+): Promise<Page<OutboxEventRow>> {
+  const rows = await db<OutboxEventRow[]>`
     SELECT * FROM outbox_events
     WHERE tenant_id = ${tenantId}
       ${query.type !== undefined ? db`AND type = ${query.type}` : db``}
-      ${query.startingAfter !== undefined
-        ? db`AND seq < (SELECT seq FROM outbox_events WHERE id = ${query.startingAfter} AND tenant_id = ${tenantId})`
-        : db``}
-    ORDER BY seq DESC
-    LIMIT ${query.limit + 1}`;
+      ${query.deliveryState !== undefined ? db`AND delivery_state = ${query.deliveryState}` : db``}
+      ${keysetPage(db, 'seq', query, (cursor) => db`(SELECT seq FROM outbox_events WHERE id = ${cursor} AND tenant_id = ${tenantId})`)}`;
+  return toPage(rows, query);
 }

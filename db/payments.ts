@@ -1,4 +1,5 @@
 import type { Db } from './connect';
+import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { PaymentRow } from '../domain/resources';
 import type { PaymentStatus, PaymentWorkflowInput } from '../shared/definitions';
 
@@ -115,18 +116,12 @@ export async function paymentEffectCounts(db: Db, since: Date, limit: number, ev
     LIMIT ${limit}`;
 }
 
-export interface PageQuery {
-  limit: number;
-  startingAfter?: string;
-}
-
-/** Newest first; `startingAfter` continues after that id (ids sort by creation time). */
-export async function listPayments(db: Db, tenantId: string, query: PageQuery & { orderId?: string }): Promise<PaymentRow[]> {
-  return db<PaymentRow[]>`
+/** Newest first, paged by id (ids sort by creation time). */
+export async function listPayments(db: Db, tenantId: string, query: PageQuery & { orderId?: string }): Promise<Page<PaymentRow>> {
+  const rows = await db<PaymentRow[]>`
     SELECT * FROM payments
     WHERE tenant_id = ${tenantId}
       ${query.orderId !== undefined ? db`AND order_id = ${query.orderId}` : db``}
-      ${query.startingAfter !== undefined ? db`AND id < ${query.startingAfter}` : db``}
-    ORDER BY id DESC
-    LIMIT ${query.limit + 1}`;
+      ${keysetPage(db, 'id', query)}`;
+  return toPage(rows, query);
 }

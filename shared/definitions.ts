@@ -28,6 +28,10 @@ export const eventTypes = [...paymentEventTypes, ...refundEventTypes] as const;
 export type PaymentEventType = (typeof paymentEventTypes)[number];
 export type EventType = (typeof eventTypes)[number];
 
+/** Where an event's webhook delivery stands: being tried, acknowledged, given up, or no endpoint. */
+export const deliveryStatuses = ['pending', 'delivered', 'failed', 'skipped'] as const;
+export type DeliveryStatus = (typeof deliveryStatuses)[number];
+
 /**
  * The activity header that carries the HTTP request id from a workflow to its activities
  * (workflows/interceptors.ts sets it, worker/interceptors.ts reads it).

@@ -132,8 +132,10 @@ export class OutboxRelay {
       error = failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure);
     }
     const delivered = error === null;
-    const exhausted = !delivered && attempt >= this.options.maxAttempts;
-    const delayMs = retryDelayMs(attempt, this.options);
+    // A resend (POST /v1/events/{id}/resend) starts a new round: budget and backoff count from it.
+    const attemptOfRound = attempt - event.resend_round_first_attempt;
+    const exhausted = !delivered && attemptOfRound >= this.options.maxAttempts;
+    const delayMs = retryDelayMs(attemptOfRound, this.options);
     await recordDeliveryAttempt(this.sql, {
       eventId: event.id,
       attempt,
@@ -143,6 +145,7 @@ export class OutboxRelay {
       durationMs: Date.now() - started,
       outcome: delivered ? 'delivered' : exhausted ? 'failed' : 'pending',
       retryDelayMs: delayMs,
+      resendRequestsSeen: event.resend_requests,
     });
     this.metrics?.webhookAttempts.inc({ result: delivered ? 'delivered' : exhausted ? 'gave_up' : 'failed' });
     this.metrics?.webhookDuration.observe((Date.now() - started) / 1000);

@@ -181,12 +181,13 @@ export function paymentRoutes(deps: ApiDeps) {
 
   app.openapi(listPaymentsRoute, async (c) => {
     const query = c.req.valid('query');
-    const rows = await listPayments(deps.sql, c.var.tenant.id, {
+    const page = await listPayments(deps.sql, c.var.tenant.id, {
       limit: query.limit,
       orderId: query.order_id,
       startingAfter: query.starting_after,
+      endingBefore: query.ending_before,
     });
-    return c.json({ object: 'list' as const, data: rows.slice(0, query.limit).map(paymentResource), has_more: rows.length > query.limit }, 200);
+    return c.json({ object: 'list' as const, data: page.rows.map(paymentResource), has_more: page.hasMore }, 200);
   });
 
   /** Capture and cancel: updates to the payment's running workflow, with validators. */

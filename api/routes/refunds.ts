@@ -104,8 +104,8 @@ export function refundRoutes(deps: ApiDeps) {
     const { id } = c.req.valid('param');
     const query = c.req.valid('query');
     const payment = await tenantPayment(deps.sql, c.var.tenant.id, id);
-    const rows = await listRefunds(deps.sql, c.var.tenant.id, payment.id, { limit: query.limit, startingAfter: query.starting_after });
-    return c.json({ object: 'list' as const, data: rows.slice(0, query.limit).map(refundResource), has_more: rows.length > query.limit }, 200);
+    const page = await listRefunds(deps.sql, c.var.tenant.id, payment.id, { limit: query.limit, startingAfter: query.starting_after, endingBefore: query.ending_before });
+    return c.json({ object: 'list' as const, data: page.rows.map(refundResource), has_more: page.hasMore }, 200);
   });
 
   app.openapi(getRefundRoute, async (c) => {
