@@ -7,13 +7,18 @@ import { freePort } from './helpers/ports';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { workflowInterceptorModules, workflowsPath } from '../worker/worker';
+import { failureConverterPath, workflowInterceptorModules, workflowsPath } from '../worker/worker';
+import { startCodecServer } from '../lib/codec-server';
+import { AesGcmPayloadCodec } from '../lib/payload-codec';
+import { testPayloadKeys } from './helpers/payload-keys';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     databaseUrl: string;
     temporalAddress: string;
     temporalUiUrl: string;
+    /** The codec server the run's Web UI is configured with (test key, no token). */
+    codecUrl: string;
     workflowBundlePath: string;
   }
 }
@@ -32,22 +37,31 @@ export default async function setup(project: TestProject) {
 
   const port = await freePort();
   const uiPort = await freePort();
-  const temporal = await startTemporalDevServer({ port, uiPort, headless: false });
+  // The Web UI shows decoded payloads through this codec server, as under npm start.
+  const codec = await startCodecServer({
+    codec: new AesGcmPayloadCodec(testPayloadKeys),
+    token: null,
+    allowedOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`],
+    port: await freePort(),
+  });
+  const temporal = await startTemporalDevServer({ port, uiPort, headless: false, uiCodecEndpoint: codec.url });
 
   // Bundle the workflows once per run; every test worker loads this bundle.
   const artifacts = path.resolve('test/artifacts');
   mkdirSync(artifacts, { recursive: true });
   const workflowBundlePath = path.join(artifacts, 'workflow-bundle.js');
-  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, logger: quietLogger });
+  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, failureConverterPath, logger: quietLogger });
   writeFileSync(workflowBundlePath, code);
   project.provide('workflowBundlePath', workflowBundlePath);
 
   project.provide('databaseUrl', databaseUrl);
   project.provide('temporalAddress', temporal.address);
   project.provide('temporalUiUrl', temporal.uiUrl ?? '');
+  project.provide('codecUrl', codec.url);
 
   return async () => {
     await temporal.stop();
+    await codec.close();
     await admin.unsafe(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
     await admin.end();
   };

@@ -12,7 +12,7 @@ import { projectRoot } from '../../lib/temporal-cli';
 export const historiesDir = path.join(projectRoot, 'test', 'histories');
 export const historyIndexPath = path.join(historiesDir, 'index.json');
 /** The workflow code a history must replay against: bundled exactly as the worker bundles it. */
-export { workflowInterceptorModules, workflowsPath } from '../../worker/worker';
+export { failureConverterPath, workflowInterceptorModules, workflowsPath } from '../../worker/worker';
 
 /** Markers the SDK core writes: for patched() / deprecatePatch(), and for a local activity. */
 const PATCH_MARKER = 'core_patch';
@@ -112,14 +112,15 @@ function patchIdOf(data: Uint8Array | null | undefined): string | null {
 /**
  * A hash of everything that is bundled into the workflow code (workflows/ and the shared
  * definitions it imports), so an index entry pins the exact code it was recorded with even
- * when that code was not committed yet.
+ * when that code was not committed yet. `replaced`: sources that were recorded instead of the
+ * file on disk (an altered copy), by path.
  */
-export function workflowSourceHash(): string {
+export function workflowSourceHash(replaced: Record<string, string> = {}): string {
   const hash = createHash('sha256');
   for (const dir of ['workflows', 'shared']) {
     for (const file of readdirSync(path.join(projectRoot, dir)).filter((f) => f.endsWith('.ts')).sort()) {
       hash.update(`${dir}/${file}\0`);
-      hash.update(readFileSync(path.join(projectRoot, dir, file)));
+      hash.update(replaced[`${dir}/${file}`] ?? readFileSync(path.join(projectRoot, dir, file)));
       hash.update('\0');
     }
   }
