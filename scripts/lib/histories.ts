@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { historyFromJSON, type History } from '@temporalio/common/lib/proto-utils';
+import { KEY_ID_METADATA } from '../../lib/payload-codec';
 import { projectRoot } from '../../lib/temporal-cli';
 
 export const historiesDir = path.join(projectRoot, 'test', 'histories');
@@ -97,6 +98,21 @@ export function describeHistory(history: History) {
     }
   }
   return { workflowType, events: events.length, activities, localActivities, updates, maxActivityAttempt, patches: [...patches].sort() };
+}
+
+/** The payload keys a history's payloads are encrypted under (lib/payload-codec.ts), by id. */
+export function encryptionKeyIds(history: History): string[] {
+  const ids = new Set<string>();
+  const visit = (value: unknown): void => {
+    if (!value || typeof value !== 'object' || ArrayBuffer.isView(value)) return;
+    if (Array.isArray(value)) return value.forEach(visit);
+    const metadata = (value as { metadata?: Record<string, Uint8Array> }).metadata;
+    const keyId = metadata?.[KEY_ID_METADATA];
+    if (keyId && ArrayBuffer.isView(keyId)) ids.add(Buffer.from(keyId).toString('utf8'));
+    for (const child of Object.values(value)) visit(child);
+  };
+  visit(history.events ?? []);
+  return [...ids].sort();
 }
 
 function patchIdOf(data: Uint8Array | null | undefined): string | null {

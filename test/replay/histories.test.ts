@@ -5,6 +5,8 @@ import { bundleWorkflowCode, Runtime, Worker, type ReplayWorkerOptions } from '@
 import { DeterminismViolationError } from '@temporalio/workflow';
 import {
   describeHistory,
+  encryptionKeyIds,
+  failureConverterPath,
   historyFilesOnDisk,
   loadHistory,
   readHistoryIndex,
@@ -12,6 +14,7 @@ import {
   type HistoryEntry,
 } from '../../scripts/lib/histories';
 import { alteredWorkflows, type Alteration } from '../helpers/altered-workflows';
+import { testDataConverter } from '../helpers/payload-keys';
 
 /**
  * SPEC sections 5 and 9: workflow code changes are proven safe by replaying the histories
@@ -39,11 +42,11 @@ beforeAll(() => {
 });
 
 /** Replays the listed histories in one replay worker; the failures, by file. */
-async function replay(workflowBundle: ReplayWorkerOptions['workflowBundle'], entries: HistoryEntry[]) {
+async function replay(workflowBundle: ReplayWorkerOptions['workflowBundle'], entries: HistoryEntry[], dataConverter = testDataConverter) {
   const histories = entries.map((entry) => ({ workflowId: entry.file, history: loadHistory(entry.file) }));
   const failures: { file: string; error: Error }[] = [];
   let replayed = 0;
-  for await (const result of Worker.runReplayHistories({ workflowBundle, replayName: 'histories-test' }, histories)) {
+  for await (const result of Worker.runReplayHistories({ workflowBundle, replayName: 'histories-test', dataConverter }, histories)) {
     replayed++;
     if (result.error) failures.push({ file: result.workflowId, error: result.error });
   }
@@ -55,7 +58,7 @@ const bundles = new Map<string, Promise<ReplayWorkerOptions['workflowBundle']>>(
 function fixtureBundle(name: Alteration): Promise<ReplayWorkerOptions['workflowBundle']> {
   if (!bundles.has(name)) {
     const workflowsPath = alteredWorkflows(name);
-    bundles.set(name, bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, logger: silent }).then(({ code }) => ({ code })));
+    bundles.set(name, bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, failureConverterPath, logger: silent }).then(({ code }) => ({ code })));
   }
   return bundles.get(name)!;
 }
@@ -150,7 +153,7 @@ describe(`patch ${PATCH_ID}: runs begun before the change still replay`, () => {
 describe('the replay check has teeth', () => {
   it('fails the success history with DeterminismViolationError when an activity is added to the payment workflow', async () => {
     const altered = await fixtureBundle('activity-added');
-    const failure = await Worker.runReplayHistory({ workflowBundle: altered, replayName: 'teeth' }, loadHistory('success.json'), 'success').then(
+    const failure = await Worker.runReplayHistory({ workflowBundle: altered, replayName: 'teeth', dataConverter: testDataConverter }, loadHistory('success.json'), 'success').then(
       () => null,
       (error: unknown) => error,
     );
