@@ -15,7 +15,10 @@ import { Hono } from 'hono';
 import { cors } from 'hono/cors';
 import { z } from 'zod';
 import type { Payload, PayloadCodec } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
+import protos from '@temporalio/proto';
+
+// CommonJS: Node's ESM loader does not see its named exports.
+const { temporal } = protos;
 import { apiErrorBody } from '../domain/errors';
 
 export interface CodecServerOptions {

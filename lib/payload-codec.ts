@@ -13,7 +13,10 @@
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { METADATA_ENCODING_KEY, type Payload, type PayloadCodec } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
+import protos from '@temporalio/proto';
+
+// CommonJS: Node's ESM loader does not see its named exports.
+const { temporal } = protos;
 
 /** One AES-256 key and the id stored beside each payload it encrypted. */
 export interface PayloadKey {
@@ -86,7 +89,8 @@ export class AesGcmPayloadCodec implements PayloadCodec {
     decipher.setAAD(Buffer.from(keyId));
     decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
     const plaintext = Buffer.concat([decipher.update(sealed.subarray(NONCE_BYTES, sealed.length - TAG_BYTES)), decipher.final()]);
-    return temporal.api.common.v1.Payload.decode(plaintext) as Payload;
+    const { metadata, data } = temporal.api.common.v1.Payload.decode(plaintext);
+    return { metadata, data };
   }
 }
 

@@ -14,7 +14,10 @@ import {
   type HistoryEntry,
 } from '../../scripts/lib/histories';
 import { alteredWorkflows, type Alteration } from '../helpers/altered-workflows';
-import { testDataConverter } from '../helpers/payload-keys';
+import { TEST_PAYLOAD_KEYS, testDataConverter } from '../helpers/payload-keys';
+import { clearPayloads, leaks } from '../helpers/history-payloads';
+import { paymentDataConverter } from '../../lib/data-converter';
+import { generatePayloadKey, parsePayloadKeys } from '../../lib/payload-codec';
 
 /**
  * SPEC sections 5 and 9: workflow code changes are proven safe by replaying the histories
@@ -168,5 +171,49 @@ describe('the replay check has teeth', () => {
     const { replayed, failures } = await replay(await fixtureBundle('activity-added'), refunds);
     expect(replayed).toBe(refunds.length);
     expect(failures).toEqual([]);
+  });
+});
+
+describe('the recorded histories are encrypted, and stay readable across a key rotation', () => {
+  const BEFORE_ENCRYPTION = '-before-encryption.json';
+  const encrypted = () => index.filter((e) => !e.file.endsWith(BEFORE_ENCRYPTION));
+
+  it('hold ciphertext only, under the test key: no payload in clear but search attributes and SDK bookkeeping', () => {
+    expect(encrypted().length).toBeGreaterThanOrEqual(19);
+    for (const e of encrypted()) {
+      const history = loadHistory(e.file);
+      expect(encryptionKeyIds(history), e.file).toEqual([TEST_PAYLOAD_KEYS.split(':')[0]]);
+      expect(leaks(history), e.file).toEqual([]);
+      const raw = readFileSync(path.join('test', 'histories', e.file), 'utf8');
+      // Nothing a merchant sent (card tokens look like pm_…) is readable in the file.
+      expect(raw, e.file).not.toMatch(/pm_card_/);
+    }
+  });
+
+  it('still replay runs begun before encryption was switched on (payloads in clear, no activity summaries)', async () => {
+    const plain = index.filter((e) => e.file.endsWith(BEFORE_ENCRYPTION));
+    expect(plain.map((e) => e.scenario).sort()).toEqual(['manual-capture', 'success']);
+    for (const e of plain) {
+      expect(encryptionKeyIds(loadHistory(e.file)), e.file).toEqual([]);
+      expect(clearPayloads(loadHistory(e.file)).map((p) => p.text).join(' '), e.file).toMatch(/pm_card_visa/);
+    }
+    const { replayed, failures } = await replay(currentCode, plain);
+    expect(failures.map((f) => `${f.file}: ${f.error.message}`)).toEqual([]);
+    expect(replayed).toBe(2);
+  });
+
+  it('replay after a rotation to "new,old": histories written under the old key replay; with the new key alone they cannot', async () => {
+    const newKey = generatePayloadKey('test-key-2');
+    const rotated = paymentDataConverter(parsePayloadKeys(`${newKey},${TEST_PAYLOAD_KEYS}`));
+    const afterRotation = await replay(currentCode, encrypted(), rotated);
+    expect(afterRotation.failures.map((f) => `${f.file}: ${f.error.message}`)).toEqual([]);
+    expect(afterRotation.replayed).toBe(encrypted().length);
+
+    const oldKeyDropped = await replay(currentCode, [entry('success.json')], paymentDataConverter(parsePayloadKeys(newKey)));
+    expect(oldKeyDropped.failures).toHaveLength(1);
+    // The worker cannot read the input: a failed workflow task, not a verdict on the code.
+    const error = oldKeyDropped.failures[0]!.error;
+    expect(error).not.toBeInstanceOf(DeterminismViolationError);
+    expect(error.message).toMatch(/workflow task failure/);
   });
 });
