@@ -50,7 +50,7 @@ interface ComposeFile {
 const raw = parse(read('docker-compose.yml'), { merge: true }) as ComposeFile;
 
 /** A valid admin token, the one variable the file refuses to run without. */
-const hostEnv = { ADMIN_TOKEN: 'compose-test-admin-token-0123456789' };
+const hostEnv = { ADMIN_TOKEN: 'compose-test-admin-token-0123456789', TEMPORAL_PAYLOAD_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}` };
 
 /**
  * Compose's interpolation of one string: $$, $VAR, ${VAR}, ${VAR:-default}, ${VAR-default},
