@@ -72,7 +72,8 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   await relay.start();
   retention.start();
   reconciler.start();
-  logger.info({ taskQueue: config.TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
+  const payloadKeys = config.TEMPORAL_PAYLOAD_KEYS?.map((k) => k.id) ?? 'off (payloads in clear)';
+  logger.info({ taskQueue: config.TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS, payloadKeys }, 'worker running');
 
   let stopping = false;
   const shutdown = (signal: string) => {
