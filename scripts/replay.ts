@@ -20,7 +20,7 @@ import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { loadConfig } from '../lib/config';
 import { paymentDataConverter } from '../lib/data-converter';
-import { describeHistory, encryptionKeyIds, failureConverterPath, workflowInterceptorModules, workflowsPath as localWorkflowsPath } from './lib/histories';
+import { describeHistory, encryptionKeyIds, failureConverterPath, workflowInterceptorModules, workflowsPath as localWorkflowsPath } from '../devstack/histories';
 
 const usage = 'usage: npm run replay -- --workflow-id <id> [--run-id <id>] [--address host:port] [--namespace default] [--workflows-path <entry.ts>]';
 

@@ -7,9 +7,8 @@
  */
 import { defaultPayloadConverter } from '@temporalio/common';
 import { workflowInfo, type WorkflowInterceptorsFactory, type WorkflowOutboundCallsInterceptor } from '@temporalio/workflow';
+import { REQUEST_ID_HEADER } from '../shared/definitions';
 import { activitySummaries } from './activities';
-
-export const REQUEST_ID_HEADER = 'request-id';
 
 function requestId(): string | undefined {
   const value = workflowInfo().memo?.request_id;

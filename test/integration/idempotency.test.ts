@@ -4,7 +4,7 @@ import { apiClient, isolatedApi, startStack, uniqueKey, type TestStack, type Ten
 import { chargesAtProvider, effectsOf, expectLedgerConsistent } from '../helpers/effects';
 import { testDataConverter } from '../helpers/payload-keys';
 
-/** The idempotency contract of SPEC section 3, on the real dev server and real PostgreSQL. */
+/** The idempotency contract (docs/CONTRACT.md §3.1), on the real dev server and real PostgreSQL. */
 
 let stack: TestStack;
 let tenant: Tenant;

@@ -7,7 +7,7 @@ import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { startCodecServer, type RunningCodecServer } from '../../lib/codec-server';
 import { AesGcmPayloadCodec } from '../../lib/payload-codec';
-import { resolveTemporalCli } from '../../lib/temporal-cli';
+import { resolveTemporalCli } from '../../devstack/temporal-cli';
 import { clearPayloads, leaks } from '../helpers/history-payloads';
 import { testPayloadKeys } from '../helpers/payload-keys';
 import { apiClient, startStack, type TestStack } from '../helpers/stack';

@@ -7,13 +7,13 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { historyFromJSON, type History } from '@temporalio/common/lib/proto-utils';
-import { KEY_ID_METADATA } from '../../lib/payload-codec';
-import { projectRoot } from '../../lib/temporal-cli';
+import { KEY_ID_METADATA } from '../lib/payload-codec';
+import { projectRoot } from './temporal-cli';
 
 export const historiesDir = path.join(projectRoot, 'test', 'histories');
 export const historyIndexPath = path.join(historiesDir, 'index.json');
 /** The workflow code a history must replay against: bundled exactly as the worker bundles it. */
-export { failureConverterPath, workflowInterceptorModules, workflowsPath } from '../../worker/worker';
+export { failureConverterPath, workflowInterceptorModules, workflowsPath } from '../worker/worker';
 
 /** Markers the SDK core writes: for patched() / deprecatePatch(), and for a local activity. */
 const PATCH_MARKER = 'core_patch';
