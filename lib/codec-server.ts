@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import { cors } from 'hono/cors';
 import { z } from 'zod';
 import type { Payload, PayloadCodec } from '@temporalio/common';
@@ -57,16 +58,18 @@ export function createCodecApp(options: CodecServerOptions): Hono {
   );
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
 
+  // Counted as the body streams in, so a chunked body without Content-Length is bounded too.
+  const limited = bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: (c) => c.json(apiErrorBody('payload_too_large', `At most ${MAX_BODY_BYTES} bytes per request.`), 413),
+  });
   for (const direction of ['encode', 'decode'] as const) {
-    app.post(`/${direction}`, async (c) => {
+    app.post(`/${direction}`, limited, async (c) => {
       if (expected) {
         const given = Buffer.from(c.req.header('authorization') ?? '');
         if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
           return c.json(apiErrorBody('unauthorized', 'The codec server needs `Authorization: Bearer <CODEC_TOKEN>`.'), 401);
         }
-      }
-      if (Number(c.req.header('content-length') ?? 0) > MAX_BODY_BYTES) {
-        return c.json(apiErrorBody('payload_too_large', `At most ${MAX_BODY_BYTES} bytes per request.`), 413);
       }
       let body: unknown;
       try {

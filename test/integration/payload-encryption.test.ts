@@ -143,6 +143,9 @@ describe('the codec server decodes what the worker encoded', () => {
     const auth = { authorization: `Bearer ${token}` };
     expect((await post('/decode', { payloads: [{ data: 'not base64!' }] }, auth)).status).toBe(400);
     expect((await post('/decode', { nope: [] }, auth)).status).toBe(400);
+    const huge = await post('/decode', { payloads: [{ data: 'A'.repeat(17 * 1024 * 1024) }] }, auth);
+    expect(huge.status).toBe(413);
+    expect(((await huge.json()) as { error: { type: string } }).error.type).toBe('payload_too_large');
     const foreign = { metadata: { encoding: Buffer.from('binary/encrypted').toString('base64'), 'encryption-key-id': Buffer.from('gone').toString('base64') }, data: 'AAAA' };
     const unknownKey = await post('/decode', { payloads: [foreign] }, auth);
     expect(unknownKey.status).toBe(400);
