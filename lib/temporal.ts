@@ -1,9 +1,11 @@
 import { Client, Connection, isGrpcServiceError } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 
-export async function connectTemporal(address: string, namespace: string): Promise<Client> {
+/** `dataConverter`: lib/data-converter.ts, the one every client and worker of the service uses. */
+export async function connectTemporal(address: string, namespace: string, dataConverter: DataConverter): Promise<Client> {
   // Lazy: the API starts (and reports not-ready) while Temporal is still coming up.
   const connection = Connection.lazy({ address });
-  return new Client({ connection, namespace });
+  return new Client({ connection, namespace, dataConverter });
 }
 
 /** gRPC status codes: CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNAVAILABLE. */

@@ -3,7 +3,7 @@
  * 1. tsc compiles the product's folders (tsconfig.build.json).
  * 2. Relative imports get their file extension: the sources import '../db/connect' as the
  *    bundler resolution allows, and Node's ESM loader needs '../db/connect.js'.
- * 3. Files read at run time beside the code: the SQL migrations, and the API reference
+ * 3. Files read or loaded at run time beside the code: plain .cjs/.mjs modules, the SQL migrations, and the API reference
  *    page's script copied out of a devDependency (so production installs no front-end toolchain).
  * 4. The workflow bundle (dist/workflow-bundle.js), which production workers load.
  */
@@ -43,6 +43,16 @@ for (const file of jsFiles(dist)) {
   const source = readFileSync(file, 'utf8');
   const rewritten = source.replace(importPattern, (_match, lead: string, quote: string, specifier: string) => `${lead}${quote}${withExtension(file, specifier)}${quote}`);
   if (rewritten !== source) writeFileSync(file, rewritten);
+}
+
+// Plain JavaScript modules beside the TypeScript (e.g. lib/failure-converter.cjs) are not tsc's to copy.
+const compiled = (JSON.parse(readFileSync(path.join(projectRoot, 'tsconfig.build.json'), 'utf8')) as { include: string[] }).include;
+for (const folder of compiled) {
+  for (const entry of readdirSync(path.join(projectRoot, folder), { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile() || !/\.(cjs|mjs)$/.test(entry.name)) continue;
+    const source = path.join(entry.parentPath, entry.name);
+    cpSync(source, path.join(dist, path.relative(projectRoot, source)));
+  }
 }
 
 for (const migrations of ['db/migrations', 'sandbox/migrations']) {

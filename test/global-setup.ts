@@ -7,6 +7,9 @@ import { freePort } from '../devstack/ports';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { bundleWorkflows } from '../worker/worker';
+import { startCodecServer } from '../lib/codec-server';
+import { AesGcmPayloadCodec } from '../lib/payload-codec';
+import { testPayloadKeys } from './helpers/payload-keys';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -14,6 +17,8 @@ declare module 'vitest' {
     templateDatabaseUrl: string;
     temporalAddress: string;
     temporalUiUrl: string;
+    /** The codec server the run's Web UI is configured with (test key, no token). */
+    codecUrl: string;
     workflowBundlePath: string;
   }
 }
@@ -38,7 +43,14 @@ export default async function setup(project: TestProject) {
 
   const port = await freePort();
   const uiPort = await freePort();
-  const temporal = await startTemporalDevServer({ port, uiPort, headless: false });
+  // The Web UI shows decoded payloads through this codec server, as under npm start.
+  const codec = await startCodecServer({
+    codec: new AesGcmPayloadCodec(testPayloadKeys),
+    token: null,
+    allowedOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`],
+    port: await freePort(),
+  });
+  const temporal = await startTemporalDevServer({ port, uiPort, headless: false, uiCodecEndpoint: codec.url });
 
   // Bundle the workflows once per run, as `npm run build` does; every test worker loads this bundle.
   const artifacts = path.resolve('test/artifacts');
@@ -51,9 +63,11 @@ export default async function setup(project: TestProject) {
   project.provide('templateDatabaseUrl', adminUrl.replace(/\/[^/]*$/, `/${templateName}`));
   project.provide('temporalAddress', temporal.address);
   project.provide('temporalUiUrl', temporal.uiUrl ?? '');
+  project.provide('codecUrl', codec.url);
 
   return async () => {
     await temporal.stop();
+    await codec.close();
     // The template and the test files' own copies (test/helpers/database.ts), then the shared one.
     const copies = await admin<{ datname: string }[]>`SELECT datname FROM pg_database WHERE datname LIKE ${`${dbName}\\_%`}`;
     for (const { datname } of copies) await admin.unsafe(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);

@@ -11,6 +11,7 @@ import { Reconciler } from './reconciler';
 import { installTemporalRuntime, serveWorkerMetrics } from './observability';
 import { createWorkerMetrics } from '../lib/metrics';
 import { createActivities } from '../activities';
+import { paymentDataConverter } from '../lib/data-converter';
 import { createPaymentWorker } from './worker';
 
 /** What a process may add to the product worker (the benchmark registers its floor workflow beside the product's). */
@@ -45,6 +46,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TASK_QUEUE,
     deps,
+    dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS),
     tuning: {
       ...(extras.workflowsPath ? { workflowsPath: extras.workflowsPath } : {}),
       ...(extras.activities ? { activities: { ...createActivities(deps), ...extras.activities } } : {}),
@@ -70,7 +72,8 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   await relay.start();
   retention.start();
   reconciler.start();
-  logger.info({ taskQueue: config.TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
+  const payloadKeys = config.TEMPORAL_PAYLOAD_KEYS?.map((k) => k.id) ?? 'off (payloads in clear)';
+  logger.info({ taskQueue: config.TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS, payloadKeys }, 'worker running');
 
   let stopping = false;
   const shutdown = (signal: string) => {

@@ -1,7 +1,9 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { DataConverter } from '@temporalio/common';
 import { bundleWorkflowCode, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { failureConverterPath } from '../lib/data-converter';
 import { createActivities, type ActivityDeps } from '../activities';
 import { requestIdActivityInterceptor } from './interceptors';
 
@@ -10,6 +12,8 @@ const extension = path.extname(fileURLToPath(import.meta.url));
 export const workflowsPath = fileURLToPath(new URL(`../workflows/index${extension}`, import.meta.url));
 /** Workflow interceptor modules: bundled with the workflows (pass to bundleWorkflowCode too). */
 export const workflowInterceptorModules = [fileURLToPath(new URL(`../workflows/interceptors${extension}`, import.meta.url))];
+/** The failure converter of lib/data-converter.ts: bundled with the workflows (pass to bundleWorkflowCode too). */
+export { failureConverterPath };
 /**
  * The bundle `npm run build` writes beside the compiled code (dist/workflow-bundle.js):
  * production workers load it instead of bundling at start, and it is what the replay tests
@@ -17,9 +21,9 @@ export const workflowInterceptorModules = [fileURLToPath(new URL(`../workflows/i
  */
 export const prebuiltWorkflowBundlePath = fileURLToPath(new URL('../workflow-bundle.js', import.meta.url));
 
-/** The workflow code as every worker runs it: the workflows and their interceptors, one file. */
+/** The workflow code as every worker runs it: the workflows, their interceptors and the failure converter, one file. */
 export async function bundleWorkflows(logger?: Parameters<typeof bundleWorkflowCode>[0]['logger']): Promise<string> {
-  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, ...(logger ? { logger } : {}) });
+  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, failureConverterPath, ...(logger ? { logger } : {}) });
   return code;
 }
 
@@ -32,6 +36,8 @@ export async function createPaymentWorker(options: {
   namespace: string;
   taskQueue: string;
   deps: ActivityDeps;
+  /** lib/data-converter.ts: the same as every client's, or the worker cannot read what they wrote. */
+  dataConverter: DataConverter;
   /** Pre-built bundle (tests bundle once per run); otherwise dist/workflow-bundle.js, or bundled from workflowsPath. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   tuning?: Partial<WorkerOptions>;
@@ -42,6 +48,7 @@ export async function createPaymentWorker(options: {
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
+    dataConverter: options.dataConverter,
     // A bundle already contains the workflow interceptors; bundling from source adds them.
     ...(workflowBundle ? { workflowBundle } : { workflowsPath }),
     activities: createActivities(options.deps),
