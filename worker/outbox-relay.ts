@@ -3,6 +3,7 @@ import type { Sql } from '../db/connect';
 import type { EventPayload } from '../db/outbox';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
+import { postWebhook, type WebhookTargetPolicy } from '../lib/webhook-target';
 
 export interface RelayOptions {
   /** First retry delay; doubled per failed attempt up to retryMaxMs, with ±20% jitter. */
@@ -15,6 +16,8 @@ export interface RelayOptions {
   batchSize: number;
   /** Polling interval; NOTIFY wakes the relay sooner. */
   pollMs: number;
+  /** Which addresses deliveries may be dialled to (checked on the connection's own lookup). */
+  targetPolicy: WebhookTargetPolicy;
 }
 
 interface ClaimedEvent {
@@ -24,6 +27,20 @@ interface ClaimedEvent {
   attempts: number;
   webhook_url: string | null;
   webhook_secret: string;
+  /** The secret before the last rotation, while its overlap lasts. */
+  previous_webhook_secret: string | null;
+}
+
+/**
+ * The webhook-signature header: one signature per secret in force, space-separated (Standard
+ * Webhooks), the new secret's first. During a rotation's overlap a receiver that still has
+ * the old secret, and one that already has the new, both verify the delivery.
+ */
+export function webhookSignatures(secrets: (string | null)[], id: string, timestamp: Date, body: string): string {
+  return secrets
+    .filter((secret): secret is string => !!secret)
+    .map((secret) => new Webhook(secret).sign(id, timestamp, body))
+    .join(' ');
 }
 
 /** The delay before attempt `failedAttempts + 1`: exponential, capped, jittered. */
@@ -116,7 +133,8 @@ export class OutboxRelay {
         LIMIT ${this.options.batchSize}
         FOR UPDATE SKIP LOCKED
       )
-      RETURNING e.id, e.tenant_id, e.payload, e.attempts, t.webhook_url, t.webhook_secret`;
+      RETURNING e.id, e.tenant_id, e.payload, e.attempts, t.webhook_url, t.webhook_secret,
+        CASE WHEN t.previous_webhook_secret_expires_at > now() THEN t.previous_webhook_secret END AS previous_webhook_secret`;
     await Promise.all(claimed.map((event) => this.deliver(event)));
     return claimed.length;
   }
@@ -134,21 +152,23 @@ export class OutboxRelay {
     let error: string | null = null;
     try {
       const timestamp = new Date();
-      const response = await fetch(event.webhook_url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': 'payment-orchestrator-webhooks/1',
-          'webhook-id': event.id,
-          'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
-          'webhook-signature': new Webhook(event.webhook_secret).sign(event.id, timestamp, body),
+      // Redirects are not followed; the address dialled is checked again (DNS rebinding).
+      const response = await postWebhook(
+        event.webhook_url,
+        {
+          headers: {
+            'content-type': 'application/json',
+            'user-agent': 'payment-orchestrator-webhooks/1',
+            'webhook-id': event.id,
+            'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
+            'webhook-signature': webhookSignatures([event.webhook_secret, event.previous_webhook_secret], event.id, timestamp, body),
+          },
+          body,
+          signal: AbortSignal.timeout(this.options.timeoutMs),
         },
-        body,
-        signal: AbortSignal.timeout(this.options.timeoutMs),
-        redirect: 'manual',
-      });
+        this.options.targetPolicy,
+      );
       status = response.status;
-      await response.body?.cancel().catch(() => {});
       if (status < 200 || status >= 300) error = `HTTP ${status}`;
     } catch (failure) {
       error = failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure);

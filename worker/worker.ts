@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities';
 import { requestIdActivityInterceptor } from './interceptors';
+import { databaseRefusalInterceptor } from './database-refusals';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 /** Workflow interceptor modules: bundled with the workflows (pass to bundleWorkflowCode too). */
@@ -26,7 +27,7 @@ export async function createPaymentWorker(options: {
     taskQueue: options.taskQueue,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath }),
     activities: createActivities(options.deps),
-    interceptors: { workflowModules: workflowInterceptorModules, activity: [requestIdActivityInterceptor] },
+    interceptors: { workflowModules: workflowInterceptorModules, activity: [requestIdActivityInterceptor, databaseRefusalInterceptor] },
     ...options.tuning,
   });
 }

@@ -144,6 +144,7 @@ export function paymentRoutes(deps: ApiDeps) {
         };
         return startOrAttach(deps, scope, 'paymentWorkflow', {
           workflowId: record.workflow_id,
+          resourceId: record.resource_id,
           args: [input],
           searchAttributes: [
             { key: TenantIdKey, value: tenantId },

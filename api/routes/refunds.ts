@@ -76,6 +76,7 @@ export function refundRoutes(deps: ApiDeps) {
         };
         return startOrAttach(deps, scope, 'refundWorkflow', {
           workflowId: record.workflow_id,
+          resourceId: record.resource_id,
           args: [input],
           searchAttributes: [
             { key: TenantIdKey, value: tenantId },

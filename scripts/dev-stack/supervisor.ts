@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { Connection } from '@temporalio/client';
 import { createSql } from '../../db/connect';
 import { ensureDatabase, migrate } from '../../db/migrate';
-import { loadConfig } from '../../lib/config';
+import { assertSafeToListen, isLoopbackHost, loadConfig } from '../../lib/config';
 import { httpStatus } from '../../lib/ports';
 import { projectRoot, startTemporalDevServer, type DevServer } from '../../lib/temporal-cli';
 import { describeExit, spawnService, watchExit, type ExitInfo, type ManagedChild } from './children';
@@ -87,12 +87,16 @@ async function main(): Promise<void> {
   mkdirSync(dataDir, { recursive: true });
   const externalTemporal = process.env.TEMPORAL_ADDRESS;
   const externalDatabase = process.env.DATABASE_URL;
-  const apiHost = launcherEnv.HOST ?? '0.0.0.0';
+  const apiHost = launcherEnv.HOST ?? '127.0.0.1';
+  assertSafeToListen({ HOST: apiHost, ADMIN_TOKEN: config.ADMIN_TOKEN });
+  // Development webhooks go to receivers on this machine: loopback (and plain http) only, said in the banner.
+  const webhookCidrs = process.env.WEBHOOK_ALLOWED_CIDRS ?? '127.0.0.0/8,::1';
+  const webhookHttp = process.env.WEBHOOK_ALLOW_HTTP ?? 'true';
 
   const sdkMetrics = /^(.*):(\d+)$/.exec(config.TEMPORAL_SDK_METRICS_ADDRESS);
   await refuseBusyPorts([
     { port: launcherEnv.PORT, host: apiHost, what: 'the API (PORT)' },
-    ...(config.WORKER_METRICS_PORT ? [{ port: config.WORKER_METRICS_PORT, host: '0.0.0.0', what: "the worker's /metrics (WORKER_METRICS_PORT)" }] : []),
+    ...(config.WORKER_METRICS_PORT ? [{ port: config.WORKER_METRICS_PORT, host: apiHost, what: "the worker's /metrics (WORKER_METRICS_PORT)" }] : []),
     ...(sdkMetrics ? [{ port: Number(sdkMetrics[2]), host: sdkMetrics[1]!, what: "the Temporal SDK's metrics (TEMPORAL_SDK_METRICS_ADDRESS)" }] : []),
     { port: launcherEnv.SANDBOX_PORT, host: launcherEnv.SANDBOX_HOST, what: 'the provider sandbox (SANDBOX_PORT)' },
     ...(externalTemporal
@@ -132,6 +136,9 @@ async function main(): Promise<void> {
     PROVIDER_URL: sandboxUrl,
     LOG_LEVEL: config.LOG_LEVEL,
     ADMIN_TOKEN: config.ADMIN_TOKEN,
+    HOST: apiHost,
+    WEBHOOK_ALLOWED_CIDRS: webhookCidrs,
+    WEBHOOK_ALLOW_HTTP: webhookHttp,
   };
   // Sandbox first (the worker calls it), then the worker, then the API; they start together.
   startService('sandbox', 'sandbox/main.ts', { ...common, SANDBOX_PORT: String(launcherEnv.SANDBOX_PORT), SANDBOX_HOST: launcherEnv.SANDBOX_HOST });
@@ -167,8 +174,11 @@ async function main(): Promise<void> {
       `  Temporal       ${temporalAddress}${state.temporal ? ` (dev server; ${rel(path.join(dataDir, 'temporal.db'))}, log ${rel(path.join(dataDir, 'temporal.log'))})` : ' (TEMPORAL_ADDRESS)'}`,
       `  PSP sandbox    ${sandboxUrl}`,
       ...(config.WORKER_METRICS_PORT ? [`  Worker metrics http://127.0.0.1:${config.WORKER_METRICS_PORT}/metrics`] : []),
+      `  API metrics    ${apiUrl}/metrics (Authorization: Bearer <ADMIN_TOKEN or METRICS_TOKEN>)`,
       `  DATABASE_URL   ${databaseShown}${state.postgres ? ` (embedded PostgreSQL; ${rel(path.join(dataDir, 'postgres'))})` : ''}`,
       `  ADMIN_TOKEN    ${config.ADMIN_TOKEN}`,
+      `  Listening on   ${apiHost}${isLoopbackHost(apiHost) ? ' (loopback only; HOST to change)' : ''}`,
+      `  Webhooks       internal targets allowed: ${process.env.WEBHOOK_ALLOWED_CIDRS === undefined ? 'loopback only' : webhookCidrs || 'none'} (WEBHOOK_ALLOWED_CIDRS=${webhookCidrs})${webhookHttp === 'true' ? '; plain http allowed' : ''}`,
       `  pids           ${pids.join(', ')}`,
       '  Create a tenant:',
       `    curl -s -X POST ${apiUrl}/admin/tenants -H 'Authorization: Bearer ${config.ADMIN_TOKEN}' -H 'Content-Type: application/json' -d '{"name":"demo"}'`,
