@@ -99,7 +99,7 @@ const schema = z
       });
       return z.NEVER;
     }
-    return { ...env, ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN, STRIPE_API_KEY: env.STRIPE_API_KEY ?? null };
+    return { ...env, ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN, STRIPE_API_KEY: env.STRIPE_API_KEY ?? null, METRICS_TOKEN: env.METRICS_TOKEN ?? null };
   });
 
 export type Config = z.output<typeof schema>;
