@@ -61,6 +61,9 @@ export function adminRoutes(deps: ApiDeps) {
 
   app.openapi(updateTenantRoute, async (c) => {
     const body = c.req.valid('json');
+    const { id } = c.req.valid('param');
+    // An unknown tenant is 404 before its URL is looked up in DNS.
+    if ((await deps.sql`SELECT 1 FROM tenants WHERE id = ${id}`).length === 0) throw new ApiError('not_found', `No such tenant: ${id}`);
     if (typeof body.webhook_url === 'string') {
       const verdict = await checkWebhookUrl(body.webhook_url, targets);
       if (!verdict.ok) {
