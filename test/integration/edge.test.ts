@@ -160,6 +160,25 @@ describe('rate limits', () => {
     expect(retried.json.order_id).toBe(limited.body.order_id);
   });
 
+  it('each API process enforces the full limit on its own (the README states it): two processes allow twice as much', async () => {
+    const tenant = await stack.createTenant('two-processes');
+    expect((await patchTenant(tenant.id, { rate_limits: { read_per_second: 5 } })).status).toBe(200);
+    const other = await stack.startApi();
+    try {
+      const burst = (url: string) => Promise.all(Array.from({ length: 12 }, () => apiClient(url, tenant.apiKey).get('/v1/payments')));
+      const [first, second] = await Promise.all([burst(stack.apiUrl), burst(other.url)]);
+      const accepted = [first, second].map((answers) => answers.filter((a) => a.status === 200).length);
+      console.log(`read limit 5/s, 12 requests to each of two API processes at once: accepted ${accepted.join(' + ')}`);
+      for (const count of accepted) {
+        expect(count).toBeGreaterThanOrEqual(5);
+        expect(count).toBeLessThanOrEqual(10);
+      }
+      expect(accepted[0]! + accepted[1]!).toBeGreaterThan(5);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('PATCH refuses a limit that is not a positive integer', async () => {
     const tenant = await stack.createTenant('bad-limits');
     for (const rate_limits of [{ read_per_second: 0 }, { write_per_second: 1.5 }, { read_per_second: '10' }, { burst: 10 }]) {
