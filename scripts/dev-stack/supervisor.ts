@@ -174,7 +174,7 @@ async function main(): Promise<void> {
       `  Temporal       ${temporalAddress}${state.temporal ? ` (dev server; ${rel(path.join(dataDir, 'temporal.db'))}, log ${rel(path.join(dataDir, 'temporal.log'))})` : ' (TEMPORAL_ADDRESS)'}`,
       `  PSP sandbox    ${sandboxUrl}`,
       ...(config.WORKER_METRICS_PORT ? [`  Worker metrics http://127.0.0.1:${config.WORKER_METRICS_PORT}/metrics`] : []),
-      `  API metrics    ${apiUrl}/metrics (Authorization: Bearer <ADMIN_TOKEN or METRICS_TOKEN>)`,
+      `  API metrics    ${apiUrl}/metrics (bearer: the admin token, or METRICS_TOKEN if set)`,
       `  DATABASE_URL   ${databaseShown}${state.postgres ? ` (embedded PostgreSQL; ${rel(path.join(dataDir, 'postgres'))})` : ''}`,
       `  ADMIN_TOKEN    ${config.ADMIN_TOKEN}`,
       `  Listening on   ${apiHost}${isLoopbackHost(apiHost) ? ' (loopback only; HOST to change)' : ''}`,
