@@ -20,7 +20,8 @@ export async function unfinishedRecords(db: Db, minAgeSeconds: number, limit: nu
  * `failed` and frees its order. One that may hold money (a charge at the provider, an
  * authorization, or nobody could ask: `moneyMoved` null) keeps its status, so its order stays
  * taken, and is flagged `needs_operator`: the run that would have booked or given the money
- * back is gone, and only a person can decide what it should have done.
+ * back is gone, and only a person can decide what it should have done. A refund still
+ * `pending` is flagged the same way (the provider may have sent it; its amount stays reserved).
  */
 export async function settleAbandonedRun(
   sql: Sql,
@@ -31,7 +32,7 @@ export async function settleAbandonedRun(
 ): Promise<{ response: FinalResponse; flagged: boolean }> {
   return sql.begin(async (tx) => {
     let flagged = false;
-    let paymentNote = '';
+    let note = '';
     if (record.resource_id.startsWith('pay_')) {
       const reason = `The payment's run ended without an outcome (${runStatus}).`;
       const [failed] =
@@ -49,11 +50,22 @@ export async function settleAbandonedRun(
             WHERE id = ${record.resource_id} AND status IN ('processing', 'requires_capture')
             RETURNING id`;
       flagged = held !== undefined;
-      paymentNote = failed ? ` Payment ${record.resource_id} is failed; no money moved.` : held ? ` Payment ${record.resource_id} is flagged for an operator.` : '';
+      note = failed ? ` Payment ${record.resource_id} is failed; no money moved.` : held ? ` Payment ${record.resource_id} is flagged for an operator.` : '';
+    }
+    if (record.resource_id.startsWith('re_')) {
+      // The provider may or may not have sent the refund; its amount stays reserved until a person decides.
+      const [held] = await tx<{ id: string }[]>`
+        UPDATE refunds SET failure_code = 'needs_operator',
+          failure_message = ${`The refund's run ended without an outcome (${runStatus}); the provider may have sent it: an operator must reconcile it.`},
+          updated_at = now()
+        WHERE id = ${record.resource_id} AND status = 'pending'
+        RETURNING id`;
+      flagged = held !== undefined;
+      note = held ? ` Refund ${record.resource_id} is flagged for an operator.` : '';
     }
     const response = errorResponse(
       'operation_failed',
-      `The operation ended without an outcome (its workflow ${runStatus.toLowerCase()}); it will not run again under this key.${paymentNote}`,
+      `The operation ended without an outcome (its workflow ${runStatus.toLowerCase()}); it will not run again under this key.${note}`,
       { resource_id: record.resource_id },
     );
     const stored = await completeRecord(

@@ -51,7 +51,7 @@ const createPayment = createRoute({
   responses: {
     201: { description: 'Payment succeeded or authorized (manual capture).', content: jsonContent(Payment), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Payment),
-    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'card_declined', 'payment_failed', 'order_already_paid', 'payload_too_large', 'unsupported_media_type', 'idempotency_key_reused', 'service_unavailable']),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'card_declined', 'payment_failed', 'order_already_paid', 'payload_too_large', 'unsupported_media_type', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
   },
 });
 
@@ -84,7 +84,7 @@ const capturePayment = createRoute({
   responses: {
     200: { description: 'Captured: the payment is `succeeded`.', content: jsonContent(Payment), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Payment),
-    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_capturable', 'capture_exceeds_authorized', 'payment_failed', 'idempotency_key_reused', 'service_unavailable']),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_capturable', 'capture_exceeds_authorized', 'payment_failed', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
   },
 });
 
@@ -98,7 +98,7 @@ const cancelPayment = createRoute({
   responses: {
     200: { description: 'Voided: the payment is `canceled`.', content: jsonContent(Payment), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Payment),
-    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_cancelable', 'idempotency_key_reused', 'service_unavailable']),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_cancelable', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
   },
 });
 

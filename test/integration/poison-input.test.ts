@@ -4,10 +4,11 @@ import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { claimRecord, findRecord } from '../../db/records';
 import { DATABASE_REFUSED } from '../../db/sqlstate';
 import { requestFingerprint } from '../../domain/fingerprint';
-import { newId, paymentWorkflowId } from '../../domain/ids';
+import { newId, paymentWorkflowId, refundWorkflowId } from '../../domain/ids';
+import { reserveRefund } from '../../db/refunds';
 import { CreatePaymentBody } from '../../api/schemas';
 import { SandboxProvider } from '../../provider/sandbox-client';
-import { PaymentStatusKey, TenantIdKey, type PaymentWorkflowInput, type ScopedKey } from '../../shared/definitions';
+import { PaymentStatusKey, TenantIdKey, type PaymentWorkflowInput, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
 import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
@@ -213,5 +214,31 @@ describe('poison that reaches a workflow anyway (validation bypassed) ends the r
     expect(`${payment!.status}:${payment!.failure_code}`).toBe(live ? 'processing:needs_operator' : 'failed:run_ended');
     const [record] = await stack.sql`SELECT state FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${key}`;
     expect(record!.state).toBe('completed');
+  });
+
+  it('a refund whose run ended mid-way: its key answers one stored 500 and the pending refund is flagged, its amount still reserved', async () => {
+    const paid = await api.post('/v1/payments', valid(), uniqueKey());
+    expect(paid.status).toBe(201);
+    const key = uniqueKey('refund-ended');
+    const refundId = newId('re');
+    const scope: ScopedKey = { tenantId: tenant.id, operation: 'POST /v1/payments/{id}/refunds', key, fingerprint: requestFingerprint({ id: paid.json.id }, { amount_minor: 300, reason: null }), retentionSeconds: 3600 };
+    const workflowId = refundWorkflowId(tenant.id, key);
+    await claimRecord(stack.sql, scope, { workflowId, resourceId: refundId });
+    // As if beginRefund had reserved the amount and the run then died: a run on a queue no worker polls, terminated.
+    const input: RefundWorkflowInput = { refundId, tenantId: tenant.id, paymentId: paid.json.id, amountMinor: 300, reason: null, idempotency: scope, requestId: 'req_refund_ended' };
+    await reserveRefund(stack.sql, input, 'EUR', workflowId);
+    const handle = await stack.temporal.workflow.start('refundWorkflow', { workflowId, taskQueue: `${stack.taskQueue}-nobody`, args: [input] });
+    await handle.terminate('test: run ends without an outcome');
+
+    expect(await stack.abandonedRuns.runOnce(500, 0)).toBeGreaterThanOrEqual(1);
+    const retried = await api.post(`/v1/payments/${paid.json.id}/refunds`, { amount_minor: 300 }, key);
+    expect(retried.status, retried.text).toBe(500);
+    expect(retried.json.error.type).toBe('operation_failed');
+    expect(retried.json.error.message).toMatch(/flagged for an operator/);
+    expect(retried.headers.get('idempotent-replayed')).toBe('true');
+    const refund = (await api.get(`/v1/refunds/${refundId}`)).json;
+    expect(refund.status).toBe('pending');
+    expect(refund.failure.code).toBe('needs_operator');
+    expect((await api.get(`/v1/payments/${paid.json.id}`)).json.amount_refunded_minor).toBe(300);
   });
 });
