@@ -79,10 +79,17 @@ class TenantCache {
   private readonly entries = new Map<string, { tenant: TenantRow; until: number }>();
   static readonly ttlMs = 2_000;
   constructor(private readonly deps: ApiDeps) {}
+  /** Lookups in flight: a storm of requests with one key, arriving as its entry expires, makes one lookup (it also stamps last use). */
+  private readonly lookups = new Map<string, Promise<TenantRow | null>>();
   async get(apiKey: string): Promise<TenantRow | null> {
     const hit = this.entries.get(apiKey);
     if (hit && hit.until > Date.now()) return hit.tenant;
-    const tenant = await tenantOfActiveKey(this.deps.sql, apiKey);
+    let lookup = this.lookups.get(apiKey);
+    if (!lookup) {
+      lookup = tenantOfActiveKey(this.deps.sql, apiKey).finally(() => this.lookups.delete(apiKey));
+      this.lookups.set(apiKey, lookup);
+    }
+    const tenant = await lookup;
     if (tenant) {
       if (this.entries.size > 10_000) this.entries.clear();
       this.entries.set(apiKey, { tenant, until: Date.now() + TenantCache.ttlMs });
