@@ -102,6 +102,27 @@ const cancelPayment = createRoute({
   },
 });
 
+/** The payment workflow's input for a validated request body. */
+export function paymentWorkflowInput(
+  body: CreatePaymentBody,
+  run: { paymentId: string; tenantId: string; scope: ScopedKey; requestId: string; authorizationWindowSeconds: number },
+): PaymentWorkflowInput {
+  return {
+    paymentId: run.paymentId,
+    tenantId: run.tenantId,
+    orderId: body.order_id,
+    amountMinor: body.amount_minor,
+    currency: body.currency,
+    paymentMethod: body.payment_method,
+    captureMethod: body.capture_method,
+    description: body.description,
+    metadata: body.metadata,
+    idempotency: run.scope,
+    requestId: run.requestId,
+    authorizationWindowMs: run.authorizationWindowSeconds * 1000,
+  };
+}
+
 /** Where an update's rejection by the workflow becomes an HTTP outcome (recorded and replayed). */
 const refusals: Record<string, ApiErrorType> = {
   [FailureType.PaymentNotCapturable]: 'payment_not_capturable',
@@ -128,20 +149,7 @@ export function paymentRoutes(deps: ApiDeps) {
       body,
       claim: () => ({ workflowId: paymentWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('pay') }),
       dispatch: (record, scope) => {
-        const input: PaymentWorkflowInput = {
-          paymentId: record.resource_id,
-          tenantId,
-          orderId: body.order_id,
-          amountMinor: body.amount_minor,
-          currency: body.currency,
-          paymentMethod: body.payment_method,
-          captureMethod: body.capture_method,
-          description: body.description,
-          metadata: body.metadata,
-          idempotency: scope,
-          requestId: c.var.requestId,
-          authorizationWindowMs: deps.config.AUTHORIZATION_WINDOW_SECONDS * 1000,
-        };
+        const input = paymentWorkflowInput(body, { paymentId: record.resource_id, tenantId, scope, requestId: c.var.requestId, authorizationWindowSeconds: deps.config.AUTHORIZATION_WINDOW_SECONDS });
         return startOrAttach(deps, scope, 'paymentWorkflow', {
           workflowId: record.workflow_id,
           resourceId: record.resource_id,

@@ -7,8 +7,9 @@ import { requestFingerprint } from '../../domain/fingerprint';
 import { newId, paymentWorkflowId, refundWorkflowId } from '../../domain/ids';
 import { reserveRefund } from '../../db/refunds';
 import { CreatePaymentBody } from '../../api/schemas';
+import { paymentWorkflowInput } from '../../api/routes/payments';
 import { SandboxProvider } from '../../provider/sandbox-client';
-import { PaymentStatusKey, TenantIdKey, type PaymentWorkflowInput, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
+import { PaymentStatusKey, TenantIdKey, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
 import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
@@ -107,20 +108,7 @@ describe('poison that reaches a workflow anyway (validation bypassed) ends the r
       retentionSeconds: 3600,
     };
     const claimed = await claimRecord(stack.sql, scope, { workflowId: paymentWorkflowId(tenant.id, key), resourceId: newId('pay') });
-    const input: PaymentWorkflowInput = {
-      paymentId: claimed!.resource_id,
-      tenantId: tenant.id,
-      orderId: body.order_id,
-      amountMinor: body.amount_minor,
-      currency: body.currency,
-      paymentMethod: body.payment_method,
-      captureMethod: body.capture_method,
-      description: body.description,
-      metadata: body.metadata,
-      idempotency: scope,
-      requestId: 'req_poison',
-      authorizationWindowMs: 3_600_000,
-    };
+    const input = paymentWorkflowInput(body, { paymentId: claimed!.resource_id, tenantId: tenant.id, scope, requestId: 'req_poison', authorizationWindowSeconds: 3600 });
     const handle = await stack.temporal.workflow.start('paymentWorkflow', {
       workflowId: claimed!.workflow_id,
       taskQueue: stack.taskQueue,
