@@ -27,10 +27,26 @@ export const storable = 'must not contain U+0000 or a lone surrogate (PostgreSQL
 /** A string that PostgreSQL can store as given. Every string the API accepts starts here. */
 export const text = () => z.string().refine((s) => !unstorableText.test(s), storable);
 
-const metadata = z
-  .record(z.string().min(1).max(40).regex(/^[A-Za-z0-9_.-]+$/, 'metadata keys are letters, digits, _ . -'), text().max(500))
+// zod drops an own "__proto__" key from a record without an issue: it would vanish silently.
+const withoutProtoKey = (value: unknown, ctx: { addIssue: (issue: { code: 'custom'; message: string; path: string[]; input: unknown }) => void }) => {
+  if (value !== null && typeof value === 'object' && Object.hasOwn(value, '__proto__')) {
+    ctx.addIssue({ code: 'custom', message: 'metadata key "__proto__" is reserved', path: ['__proto__'], input: value });
+  }
+  return value;
+};
+
+const metadataRecord = z
+  .record(
+    z
+      .string()
+      .min(1)
+      .max(40)
+      .regex(/^[A-Za-z0-9_.-]+$/, 'metadata keys are letters, digits, _ . -'),
+    text().max(500),
+  )
   .refine((m) => Object.keys(m).length <= 50, 'at most 50 metadata keys')
   .openapi({ description: 'Up to 50 string pairs for your own references.', example: { cart: 'c_123' } });
+const metadata = z.preprocess(withoutProtoKey, metadataRecord);
 
 export const CreatePaymentBody = z
   .strictObject({

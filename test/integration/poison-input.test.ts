@@ -52,6 +52,7 @@ describe('what PostgreSQL cannot store is refused at validation, with the field 
     ['lone low surrogate in the description', { description: 'x\udc00' }, 'description'],
     ['NUL in the order id', { order_id: 'o\u0000' }, 'order_id'],
     ['NUL in the description', { description: 'd\u0000' }, 'description'],
+    ['a metadata key that would vanish in a JavaScript object', { metadata: JSON.parse('{"__proto__":"x"}') }, 'metadata.__proto__'],
   ];
   for (const [name, change, path] of bodies) {
     it(`POST /v1/payments: ${name}`, async () => {
