@@ -6,6 +6,7 @@ import { Scalar } from '@scalar/hono-api-reference';
 import type { Hook } from '@hono/zod-openapi';
 import { apiErrorBody, errorStatus } from '../domain/errors';
 import { errorResponses } from './routes/openapi';
+import { ping } from '../db/connect';
 import type { ApiDeps, AppEnv } from './context';
 import { adminOnly, authenticate, errorHandler, jsonBody, requestContext, requireIdempotencyKey } from './middleware';
 import { RETENTION_HEADER } from './idempotency';
@@ -13,6 +14,7 @@ import { AuthFailureLimit, metricsAccess, securityHeaders, tenantRateLimit } fro
 import { credentialRoutes } from './routes/credentials';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
+import { eventRoutes } from './routes/events';
 import { paymentRoutes } from './routes/payments';
 import { refundRoutes } from './routes/refunds';
 
@@ -80,6 +82,7 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   app.route('/', paymentRoutes(deps));
   app.route('/', refundRoutes(deps));
   app.route('/', accountRoutes(deps));
+  app.route('/', eventRoutes(deps));
 
   app.use('/admin/*', adminOnly(deps, authFailures), jsonBody());
   app.route('/', adminRoutes(deps));
@@ -124,7 +127,7 @@ function scalarBundle(): string {
 
 async function readiness(deps: ApiDeps): Promise<Record<string, string>> {
   const [postgres, temporal] = await Promise.allSettled([
-    deps.sql`SELECT 1`,
+    ping(deps.sql),
     deps.temporal.connection.withDeadline(Date.now() + 2000, () => deps.temporal.workflowService.getSystemInfo({})),
   ]);
   const verdict = (r: PromiseSettledResult<unknown>) => (r.status === 'fulfilled' ? 'ok' : `unreachable: ${String((r.reason as Error)?.message ?? r.reason).slice(0, 200)}`);

@@ -1,7 +1,7 @@
 /**
  * The benchmark's stack, in production's shape: a Temporal dev server of its own, a fresh
  * database on the local PostgreSQL, and the provider sandbox, the worker and the API as
- * separate `node --import tsx` processes (as scripts/dev-stack/children.ts runs them), each
+ * separate `node --import tsx` processes (as devstack/children.ts runs them), each
  * on free ports. Everything started here is stopped and the database dropped by `stop()`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -12,10 +12,10 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { createSql, type Sql } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
-import { freePort, httpStatus } from '../lib/ports';
-import { watchExit } from '../lib/process-exit';
-import { projectRoot, startTemporalDevServer, type DevServer } from '../lib/temporal-cli';
-import { tsxLoader } from '../scripts/dev-stack/children';
+import { freePort, httpStatus } from '../devstack/ports';
+import { watchExit } from '../devstack/process-exit';
+import { projectRoot, startTemporalDevServer, type DevServer } from '../devstack/temporal-cli';
+import { tsxLoader } from '../devstack/children';
 
 const exitWithParent = path.join(projectRoot, 'lib', 'exit-with-parent.mjs');
 

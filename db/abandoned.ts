@@ -1,7 +1,8 @@
 import { errorResponse } from '../domain/errors';
 import type { FinalResponse } from '../shared/definitions';
 import type { Sql } from './connect';
-import { completeRecord, type Db, type IdempotencyRecord } from './records';
+import type { Db } from './connect';
+import { completeRecord, type IdempotencyRecord } from './idempotency-records';
 
 /** Unfinished operations older than `minAgeSeconds`, oldest first: candidates for a closed run. */
 export async function unfinishedRecords(db: Db, minAgeSeconds: number, limit: number): Promise<IdempotencyRecord[]> {

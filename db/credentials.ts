@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { newId } from '../domain/ids';
-import type { Db } from './records';
+import type { Db } from './connect';
 import { hashApiKey, type TenantRow } from './tenants';
 
 export interface ApiKeyRow {

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Db } from './records';
+import type { Db } from './connect';
 import { newId } from '../domain/ids';
 
 export interface TenantRow {
@@ -55,4 +55,8 @@ export async function updateTenant(
     WHERE id = ${id}
     RETURNING id, name, api_key_prefix, webhook_secret, webhook_url, created_at, updated_at, rate_limit_read_per_second, rate_limit_write_per_second`;
   return tenant ?? null;
+}
+
+export async function tenantExists(db: Db, id: string): Promise<boolean> {
+  return (await db`SELECT 1 FROM tenants WHERE id = ${id}`).length > 0;
 }

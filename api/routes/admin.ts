@@ -1,5 +1,5 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
-import { createTenant, updateTenant, type TenantRow } from '../../db/tenants';
+import { createTenant, tenantExists, updateTenant, type TenantRow } from '../../db/tenants';
 import { ApiError } from '../../domain/errors';
 import { checkWebhookUrl, webhookTargetPolicy } from '../../lib/webhook-target';
 import { insertApiKey } from '../../db/credentials';
@@ -63,7 +63,7 @@ export function adminRoutes(deps: ApiDeps) {
     const body = c.req.valid('json');
     const { id } = c.req.valid('param');
     // An unknown tenant is 404 before its URL is looked up in DNS.
-    if ((await deps.sql`SELECT 1 FROM tenants WHERE id = ${id}`).length === 0) throw new ApiError('not_found', `No such tenant: ${id}`);
+    if (!(await tenantExists(deps.sql, id))) throw new ApiError('not_found', `No such tenant: ${id}`);
     if (typeof body.webhook_url === 'string') {
       const verdict = await checkWebhookUrl(body.webhook_url, targets);
       if (!verdict.ok) {

@@ -1,6 +1,7 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import { generateApiKey, insertApiKey, listApiKeys, revokeApiKey, rotateWebhookSecret, type ApiKeyRow } from '../../db/credentials';
 import { ApiError } from '../../domain/errors';
+import { tenantExists } from '../../db/tenants';
 import type { ApiDeps, AppEnv } from '../context';
 import { ApiKey, CreateApiKeyBody, CreatedApiKey, IdParam, listOf, RotatedWebhookSecret, RotateWebhookSecretBody, TenantKeyParams } from '../schemas';
 import { errorResponses, jsonContent } from './openapi';
@@ -71,9 +72,8 @@ export function credentialRoutes(deps: ApiDeps) {
   const app = new OpenAPIHono<AppEnv>();
 
   async function existingTenant(id: string): Promise<string> {
-    const [tenant] = await deps.sql<{ id: string }[]>`SELECT id FROM tenants WHERE id = ${id}`;
-    if (!tenant) throw new ApiError('not_found', `No such tenant: ${id}`);
-    return tenant.id;
+    if (!(await tenantExists(deps.sql, id))) throw new ApiError('not_found', `No such tenant: ${id}`);
+    return id;
   }
 
   app.openapi(createKeyRoute, async (c) => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
-import { claimRecord, findRecord } from '../../db/records';
+import { claimRecord, findRecord } from '../../db/idempotency-records';
 import { DATABASE_REFUSED } from '../../db/sqlstate';
 import { requestFingerprint } from '../../domain/fingerprint';
 import { newId, paymentWorkflowId, refundWorkflowId } from '../../domain/ids';

@@ -20,10 +20,10 @@ import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
 import { Reconciler } from '../worker/reconciler';
 import { RetentionJob } from '../worker/retention';
 import { AbandonedRunSweeper } from '../worker/abandoned-runs';
-import { LOOPBACK_CIDRS, webhookTargetPolicy } from './webhook-target';
+import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../lib/webhook-target';
 import { createPaymentWorker } from '../worker/worker';
-import { createLogger, type Logger } from './logger';
-import { createApiMetrics, createWorkerMetrics, type ApiMetrics, type WorkerMetrics } from './metrics';
+import { createLogger, type Logger } from '../lib/logger';
+import { createApiMetrics, createWorkerMetrics, type ApiMetrics, type WorkerMetrics } from '../lib/metrics';
 
 export type ApiConfig = ApiDeps['config'];
 

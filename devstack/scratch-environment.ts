@@ -4,10 +4,10 @@
  * by stop().
  */
 import { randomBytes } from 'node:crypto';
-import { createSql } from '../../db/connect';
-import { ensureDatabase, migrate } from '../../db/migrate';
-import { startTemporalDevServer } from '../../lib/temporal-cli';
-import { freePort } from '../../lib/ports';
+import { createSql } from '../db/connect';
+import { ensureDatabase, migrate } from '../db/migrate';
+import { startTemporalDevServer } from './temporal-cli';
+import { freePort } from './ports';
 
 export interface ScratchEnvironment {
   databaseUrl: string;

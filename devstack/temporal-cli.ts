@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 
 export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
-/** Search attributes an operator filters payments by in the Web UI (SPEC section 5). */
+/** Search attributes an operator filters payments by in the Web UI (docs/CONTRACT.md §5.9). */
 export const searchAttributeFlags = ['TenantId=Keyword', 'OrderId=Keyword', 'PaymentStatus=Keyword'];
 
 /** TEMPORAL_CLI_PATH, then `temporal` on PATH, then the project's own install (.tools/bin). */
