@@ -6,6 +6,7 @@ import { bundleWorkflowCode, NativeConnection, Worker, type WorkerOptions } from
 import { failureConverterPath } from '../lib/data-converter';
 import { createActivities, type ActivityDeps } from '../activities';
 import { requestIdActivityInterceptor } from './interceptors';
+import { databaseRefusalInterceptor } from './database-refusals';
 
 // .ts from the sources (tsx), .js from the compiled dist/.
 const extension = path.extname(fileURLToPath(import.meta.url));
@@ -52,7 +53,7 @@ export async function createPaymentWorker(options: {
     // A bundle already contains the workflow interceptors; bundling from source adds them.
     ...(workflowBundle ? { workflowBundle } : { workflowsPath }),
     activities: createActivities(options.deps),
-    interceptors: { ...(workflowBundle ? {} : { workflowModules: workflowInterceptorModules }), activity: [requestIdActivityInterceptor] },
+    interceptors: { ...(workflowBundle ? {} : { workflowModules: workflowInterceptorModules }), activity: [requestIdActivityInterceptor, databaseRefusalInterceptor] },
     ...options.tuning,
   });
 }
