@@ -5,7 +5,7 @@
  * Chromium, no root, no download at test time.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { chromium, type Browser, type LaunchOptions } from 'playwright-core';
@@ -77,9 +77,35 @@ const args = [
   '--disable-domain-reliability',
 ];
 
+/**
+ * The package's own fonts.conf names Lambda's folders (/tmp/fonts, /var/task/fonts); where
+ * none exists Chromium has no font and aborts on the first text it draws (Skia's "Not
+ * implemented"). Ours names the fonts it unpacked, wherever the project lives.
+ */
+function fontConfigFolder(): string {
+  const folder = path.join(unpacked, 'fontconfig');
+  const file = path.join(folder, 'fonts.conf');
+  if (!existsSync(file)) {
+    mkdirSync(folder, { recursive: true });
+    const conf = [
+      '<?xml version="1.0"?>',
+      '<!DOCTYPE fontconfig SYSTEM "fonts.dtd">',
+      '<fontconfig>',
+      `  <dir>${path.join(unpacked, 'fonts', 'fonts')}</dir>`,
+      `  <cachedir>${path.join(folder, 'cache')}</cachedir>`,
+      '</fontconfig>',
+      '',
+    ].join('\n');
+    writeFileSync(`${file}.${process.pid}`, conf);
+    renameSync(`${file}.${process.pid}`, file);
+  }
+  return folder;
+}
+
 /** Headless Chromium for a test; close it in the test's afterAll or finally. */
 export async function launchBrowser(options: Pick<LaunchOptions, 'timeout'> = {}): Promise<Browser> {
   unpack();
+  const fonts = fontConfigFolder();
   return chromium.launch({
     executablePath: path.join(unpacked, 'chromium'),
     headless: true,
@@ -88,7 +114,7 @@ export async function launchBrowser(options: Pick<LaunchOptions, 'timeout'> = {}
     env: {
       ...process.env,
       LD_LIBRARY_PATH: [path.join(unpacked, 'al2023', 'lib'), process.env.LD_LIBRARY_PATH].filter(Boolean).join(':'),
-      FONTCONFIG_PATH: path.join(unpacked, 'fonts'),
+      FONTCONFIG_PATH: fonts,
     },
     ...options,
   });
