@@ -4,6 +4,7 @@ import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { createApiMetrics } from '../lib/metrics';
 import { connectTemporal } from '../lib/temporal';
+import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { createApp } from './app';
 import { CompletionWaiter } from './completions';
 
@@ -11,7 +12,7 @@ import { CompletionWaiter } from './completions';
 const config = loadConfig();
 const logger = createLogger({ name: 'api', level: config.LOG_LEVEL });
 const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-api' });
-const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE);
+const temporal = await connectTemporal(temporalConnectionSettings(config), config.TEMPORAL_NAMESPACE);
 const completions = new CompletionWaiter(sql, logger);
 await completions.start();
 

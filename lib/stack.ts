@@ -21,6 +21,7 @@ import { Reconciler } from '../worker/reconciler';
 import { RetentionJob } from '../worker/retention';
 import { createPaymentWorker } from '../worker/worker';
 import { createLogger, type Logger } from './logger';
+import type { TemporalConnectionSettings } from './temporal-connection';
 import { createApiMetrics, createWorkerMetrics, type ApiMetrics, type WorkerMetrics } from './metrics';
 
 export type ApiConfig = ApiDeps['config'];
@@ -28,6 +29,8 @@ export type ApiConfig = ApiDeps['config'];
 export interface StackOptions {
   databaseUrl: string;
   temporalAddress: string;
+  /** TLS / API key for temporalAddress (lib/temporal-connection.ts). */
+  temporalConnection?: Omit<TemporalConnectionSettings, 'address'>;
   namespace?: string;
   /** A fresh task queue per stack when omitted, so stacks on one server never share work. */
   taskQueue?: string;
@@ -40,6 +43,8 @@ export interface StackOptions {
   worker?: boolean;
   /** Pre-built workflow bundle; the worker bundles workflows/ itself when omitted. */
   workflowBundle?: WorkerOptions['workflowBundle'];
+  /** More worker options (e.g. shutdownGraceTime, slots). */
+  workerTuning?: Partial<WorkerOptions>;
   relay?: Partial<RelayOptions>;
   api?: Partial<ApiConfig>;
   logger?: Logger;
@@ -107,7 +112,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     let worker: Worker | null = null;
     let stopWorker = async () => {};
     if (options.worker !== false) {
-      const workerConnection = await NativeConnection.connect({ address: options.temporalAddress });
+      const workerConnection = await NativeConnection.connect({ ...options.temporalConnection, address: options.temporalAddress });
       closers.push(() => workerConnection.close());
       const running = await createPaymentWorker({
         connection: workerConnection,
@@ -115,6 +120,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         taskQueue,
         deps: { sql, provider, metrics: workerMetrics },
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
+        ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
       });
       worker = running;
       const run = running.run();
@@ -135,7 +141,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await relay.start();
     closers.push(() => relay.stop());
 
-    const connection = await Connection.connect({ address: options.temporalAddress });
+    const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
     closers.push(() => connection.close());
     const temporal = new Client({ connection, namespace });
     const completions = new CompletionWaiter(sql, logger);

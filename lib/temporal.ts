@@ -1,8 +1,9 @@
 import { Client, Connection, isGrpcServiceError } from '@temporalio/client';
+import type { TemporalConnectionSettings } from './temporal-connection';
 
-export async function connectTemporal(address: string, namespace: string): Promise<Client> {
+export async function connectTemporal(settings: TemporalConnectionSettings, namespace: string): Promise<Client> {
   // Lazy: the API starts (and reports not-ready) while Temporal is still coming up.
-  const connection = Connection.lazy({ address });
+  const connection = Connection.lazy(settings);
   return new Client({ connection, namespace });
 }
 

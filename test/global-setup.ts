@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { createSql } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
 import { startTemporalDevServer } from '../lib/temporal-cli';
+import { startTemporalCluster } from '../lib/temporal-cluster';
 import { freePort } from './helpers/ports';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -20,7 +21,12 @@ declare module 'vitest' {
 
 const adminUrl = process.env.TEST_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-/** One real Temporal dev server (with its UI) and one fresh, migrated database per run. */
+/**
+ * One real Temporal (with its UI) and one fresh, migrated database per run. TEMPORAL_MODE
+ * picks the Temporal: `dev` (default) a dev server; `cluster` a two-node cluster of the
+ * production server on this PostgreSQL, in databases of its own (dropped afterwards);
+ * `external` none: TEMPORAL_ADDRESS (plaintext; the namespace and search attributes must exist).
+ */
 export default async function setup(project: TestProject) {
   const dbName = `payorch_test_${randomBytes(4).toString('hex')}`;
   const admin = createSql(adminUrl, { max: 1 });
@@ -30,9 +36,21 @@ export default async function setup(project: TestProject) {
   await migrate(sql);
   await sql.end();
 
-  const port = await freePort();
+  const mode = process.env.TEMPORAL_MODE ?? 'dev';
   const uiPort = await freePort();
-  const temporal = await startTemporalDevServer({ port, uiPort, headless: false });
+  const temporalDatabases = [`${dbName}_temporal`, `${dbName}_temporal_visibility`] as const;
+  const temporal =
+    mode === 'external'
+      ? { address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233', uiUrl: process.env.TEMPORAL_UI_URL ?? null, stop: async () => {} }
+      : mode === 'cluster'
+        ? await startTemporalCluster({
+            postgresUrl: adminUrl,
+            databaseName: temporalDatabases[0],
+            visibilityDatabaseName: temporalDatabases[1],
+            uiPort,
+            dataDir: path.resolve('test/artifacts', `cluster-${dbName}`),
+          })
+        : await startTemporalDevServer({ port: await freePort(), uiPort, headless: false });
 
   // Bundle the workflows once per run; every test worker loads this bundle.
   const artifacts = path.resolve('test/artifacts');
@@ -49,6 +67,7 @@ export default async function setup(project: TestProject) {
   return async () => {
     await temporal.stop();
     await admin.unsafe(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+    if (mode === 'cluster') for (const name of temporalDatabases) await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.end();
   };
 }

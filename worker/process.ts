@@ -1,6 +1,6 @@
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { createSql } from '../db/connect';
-import { loadConfig } from '../lib/config';
+import { loadConfig, type Config } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { SandboxProvider } from '../provider/sandbox-client';
 import { StripeProvider } from '../provider/stripe';
@@ -12,6 +12,7 @@ import { installTemporalRuntime, serveWorkerMetrics } from './observability';
 import { createWorkerMetrics } from '../lib/metrics';
 import { createActivities } from '../activities';
 import { createPaymentWorker } from './worker';
+import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
 
 /** What a process may add to the product worker (the benchmark registers its floor workflow beside the product's). */
 export interface WorkerProcessExtras {
@@ -19,6 +20,22 @@ export interface WorkerProcessExtras {
   workflowsPath?: string;
   /** Activities registered beside the product's. */
   activities?: Record<string, (...args: never[]) => Promise<unknown>>;
+}
+
+/**
+ * The worker's production settings from the environment (documented in the README):
+ * - shutdownGraceTime: on SIGTERM the worker stops polling and lets running activities
+ *   finish for this long before cancelling them (a charge in flight completes rather than
+ *   being retried by another worker after its timeout).
+ * - the sticky cache and slot counts, left to the SDK's defaults unless set.
+ */
+export function workerTuning(config: Pick<Config, 'WORKER_SHUTDOWN_GRACE_SECONDS' | 'WORKER_MAX_CACHED_WORKFLOWS' | 'WORKER_MAX_CONCURRENT_ACTIVITIES' | 'WORKER_MAX_CONCURRENT_WORKFLOW_TASKS'>): Partial<WorkerOptions> {
+  return {
+    shutdownGraceTime: `${config.WORKER_SHUTDOWN_GRACE_SECONDS}s`,
+    ...(config.WORKER_MAX_CACHED_WORKFLOWS !== undefined ? { maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS } : {}),
+    ...(config.WORKER_MAX_CONCURRENT_ACTIVITIES !== undefined ? { maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES } : {}),
+    ...(config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS !== undefined ? { maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS } : {}),
+  };
 }
 
 /**
@@ -38,7 +55,8 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
       ? new StripeProvider({ apiKey: config.STRIPE_API_KEY!, timeoutMs: config.PROVIDER_TIMEOUT_MS })
       : new SandboxProvider({ baseUrl: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS });
 
-  const connection = await connectWithRetry(config.TEMPORAL_ADDRESS);
+  const temporal = temporalConnectionSettings(config);
+  const connection = await connectWithRetry(temporal);
   const deps = { sql, provider, metrics };
   const worker = await createPaymentWorker({
     connection,
@@ -46,6 +64,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
     taskQueue: config.TASK_QUEUE,
     deps,
     tuning: {
+      ...workerTuning(config),
       ...(extras.workflowsPath ? { workflowsPath: extras.workflowsPath } : {}),
       ...(extras.activities ? { activities: { ...createActivities(deps), ...extras.activities } } : {}),
     },
@@ -70,7 +89,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   await relay.start();
   retention.start();
   reconciler.start();
-  logger.info({ taskQueue: config.TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
+  logger.info({ taskQueue: config.TASK_QUEUE, temporal: describeTemporalConnection(temporal) }, 'worker running');
 
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -94,13 +113,13 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   process.exit(0);
 
   /** The worker may start before Temporal is up (docker-compose, npm start): wait for it. */
-  async function connectWithRetry(address: string): Promise<NativeConnection> {
+  async function connectWithRetry(settings: TemporalConnectionSettings): Promise<NativeConnection> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await NativeConnection.connect({ address });
+        return await NativeConnection.connect(settings);
       } catch (error) {
         if (attempt >= 60) throw error;
-        logger.warn({ attempt, address }, 'Temporal not reachable yet; retrying');
+        logger.warn({ attempt, address: settings.address, error: (error as Error).message }, 'Temporal not reachable yet; retrying');
         await new Promise((r) => setTimeout(r, 1000));
       }
     }
