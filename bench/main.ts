@@ -6,6 +6,8 @@
  * Environment (all optional):
  *   BENCH_ADMIN_DATABASE_URL  postgres://…/postgres to create the bench database on
  *                             (default postgres://postgres@127.0.0.1:5432/postgres)
+ *   TEMPORAL_MODE             dev (default: the dev server) | cluster (two production server
+ *                             processes on PostgreSQL, lib/temporal-cluster.ts, 8 shards)
  *   BENCH_TEMPORAL_STORE      file (default; SQLite file with WAL, as `npm start`) | memory
  *   BENCH_WINDOW_MS           measured window of one run (default 4000)
  *   BENCH_ROUNDS              interleaved runs per figure (default 2)
@@ -34,6 +36,7 @@ const env = process.env;
 const settings = {
   adminUrl: env.BENCH_ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
   temporalStore: (env.BENCH_TEMPORAL_STORE === 'memory' ? 'memory' : 'file') as 'file' | 'memory',
+  temporalMode: (env.TEMPORAL_MODE === 'cluster' ? 'cluster' : 'dev') as 'dev' | 'cluster',
   windowMs: Number(env.BENCH_WINDOW_MS ?? 4000),
   rounds: Number(env.BENCH_ROUNDS ?? 2),
   concurrencies: (env.BENCH_CONCURRENCY ?? '1,8,64').split(',').map(Number),
@@ -59,6 +62,7 @@ if (machine.loadBefore[0]! > 1) progress.say('warning: the machine is busy; figu
 const stack = await startBenchStack({
   adminUrl: settings.adminUrl,
   temporalStore: settings.temporalStore,
+  temporalMode: settings.temporalMode,
   dynamicConfig: settings.dynamicConfig,
   keepLogs,
   profile: settings.profile,
@@ -77,7 +81,7 @@ process.on('SIGTERM', onSignal);
 const http = new HttpClient(stack.apiUrl, Math.max(64, settings.stormCopies));
 const closers: (() => void)[] = [() => http.close()];
 /** The stack's processes by name, as the CPU tables name them (the base lane's API and worker). */
-const processIds = (): Record<string, number> => ({ temporal: stack.devServer.process.pid!, ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) });
+const processIds = (): Record<string, number> => ({ ...stack.temporalProcesses(), ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) });
 try {
   const tenant = await createTenant(stack.apiUrl);
   const scenarios = new Scenarios(stack, http, tenant);
@@ -364,7 +368,7 @@ function describeMachine() {
 
 function cliVersion(): string {
   try {
-    return execSync(`"${stack.devServer.process.spawnfile}" --version`, { encoding: 'utf8' }).trim();
+    return execSync(`"${stack.temporalBinary}" --version`, { encoding: 'utf8' }).trim();
   } catch {
     return 'unknown';
   }

@@ -1,5 +1,6 @@
 /**
- * The benchmark's stack, in production's shape: a Temporal dev server of its own, a fresh
+ * The benchmark's stack, in production's shape: a Temporal of its own (the dev server, or
+ * with temporalMode 'cluster' a two-node cluster of the production server on PostgreSQL), a fresh
  * database on the local PostgreSQL, and the provider sandbox, the worker and the API as
  * separate `node --import tsx` processes (as scripts/dev-stack/children.ts runs them), each
  * on free ports. Everything started here is stopped and the database dropped by `stop()`.
@@ -14,7 +15,8 @@ import { createSql, type Sql } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
 import { freePort, httpStatus } from '../lib/ports';
 import { watchExit } from '../lib/process-exit';
-import { projectRoot, startTemporalDevServer, type DevServer } from '../lib/temporal-cli';
+import { projectRoot, startTemporalDevServer } from '../lib/temporal-cli';
+import { startTemporalCluster } from '../lib/temporal-cluster';
 import { tsxLoader } from '../scripts/dev-stack/children';
 
 const exitWithParent = path.join(projectRoot, 'lib', 'exit-with-parent.mjs');
@@ -24,7 +26,9 @@ export interface BenchStackOptions {
   adminUrl: string;
   /** 'file': SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it; 'memory': in-memory. */
   temporalStore: 'file' | 'memory';
-  /** Dynamic config of the dev server (`--dynamic-config-value`). */
+  /** 'dev': the dev server (temporalStore applies); 'cluster': lib/temporal-cluster.ts, in databases of its own. */
+  temporalMode: 'dev' | 'cluster';
+  /** Dynamic config of the dev server (`--dynamic-config-value`) or of the cluster (its file). */
   dynamicConfig?: Record<string, unknown>;
   /** Children to run with `--cpu-prof` (their .cpuprofile files, one per thread, land in `workDir`/<name>-profile). */
   profile?: string[];
@@ -67,7 +71,10 @@ export interface BenchStack extends BenchLane {
   adminToken: string;
   /** The bench's own Temporal client (drives the floor workflow). */
   temporal: Client;
-  devServer: DevServer;
+  /** Temporal's server processes by name (`temporal`, or `temporal-1`, `temporal-2`), for the CPU tables. */
+  temporalProcesses: () => Record<string, number>;
+  /** The server binary, for its version. */
+  temporalBinary: string;
   /** Every child process started so far (the sandbox and each lane's API and worker). */
   children: BenchChild[];
   workDir: string;
@@ -101,16 +108,37 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     };
     const base = await createDatabase('base');
 
-    const temporalPort = await freePort();
-    const devServer = await startTemporalDevServer({
-      port: temporalPort,
-      headless: true,
-      ...(options.dynamicConfig ? { dynamicConfig: options.dynamicConfig } : {}),
-      logFile: path.join(workDir, 'temporal.log'),
-      ...(options.temporalStore === 'file' ? { dbFilename: path.join(workDir, 'temporal.db') } : {}),
-    });
-    closers.push(() => devServer.stop());
-    options.log(`Temporal dev server on ${devServer.address} (${options.temporalStore === 'file' ? 'SQLite file, WAL, synchronous=NORMAL' : 'in-memory SQLite'})`);
+    const startTemporal = async () => {
+      if (options.temporalMode === 'cluster') {
+        const prefix = `payorch_bench_${randomBytes(4).toString('hex')}`;
+        for (const name of [`${prefix}_temporal`, `${prefix}_visibility`]) closers.push(() => admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+        const cluster = await startTemporalCluster({
+          postgresUrl: options.adminUrl,
+          databaseName: `${prefix}_temporal`,
+          visibilityDatabaseName: `${prefix}_visibility`,
+          dataDir: workDir,
+          ...(options.dynamicConfig ? { dynamicConfig: options.dynamicConfig } : {}),
+        });
+        closers.push(() => cluster.stop());
+        options.log(`Temporal cluster: ${cluster.nodes.map((node) => `${node.name} ${node.address}`).join(', ')} (PostgreSQL ${prefix}_*)`);
+        return {
+          address: cluster.address,
+          processes: () => Object.fromEntries(cluster.nodes.map((node) => [node.name, node.pid])),
+          binary: cluster.nodes[0]!.process.spawnfile,
+        };
+      }
+      const devServer = await startTemporalDevServer({
+        port: await freePort(),
+        headless: true,
+        ...(options.dynamicConfig ? { dynamicConfig: options.dynamicConfig } : {}),
+        logFile: path.join(workDir, 'temporal.log'),
+        ...(options.temporalStore === 'file' ? { dbFilename: path.join(workDir, 'temporal.db') } : {}),
+      });
+      closers.push(() => devServer.stop());
+      options.log(`Temporal dev server on ${devServer.address} (${options.temporalStore === 'file' ? 'SQLite file, WAL, synchronous=NORMAL' : 'in-memory SQLite'})`);
+      return { address: devServer.address, processes: () => ({ temporal: devServer.process.pid! }), binary: devServer.process.spawnfile };
+    };
+    const temporalServer = await startTemporal();
 
     const sandboxPort = await freePort();
     const adminToken = `bench-admin-${randomBytes(12).toString('hex')}`;
@@ -121,7 +149,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       // Production mode: JSON logs at info, the admin token required (given).
       NODE_ENV: 'production',
       LOG_LEVEL: 'info',
-      TEMPORAL_ADDRESS: devServer.address,
+      TEMPORAL_ADDRESS: temporalServer.address,
       PROVIDER_URL: sandboxUrl,
       ADMIN_TOKEN: adminToken,
     };
@@ -168,7 +196,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
 
     // The sandbox keeps its charges in the base lane's database (schema sandbox), for all lanes.
     spawnChild('sandbox', 'sandbox/main.ts', { ...common, DATABASE_URL: base.databaseUrl, SANDBOX_PORT: String(sandboxPort), SANDBOX_HOST: '127.0.0.1' });
-    const connection = await Connection.connect({ address: devServer.address });
+    const connection = await Connection.connect({ address: temporalServer.address });
     closers.push(() => connection.close());
     const temporal = new Client({ connection });
 
@@ -205,10 +233,11 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     return {
       ...baseLane,
       sandboxUrl,
-      temporalAddress: devServer.address,
+      temporalAddress: temporalServer.address,
       adminToken,
       temporal,
-      devServer,
+      temporalProcesses: temporalServer.processes,
+      temporalBinary: temporalServer.binary,
       children,
       workDir,
       addLane: async (name) => startLane(name, await createDatabase(name)),
