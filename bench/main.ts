@@ -81,11 +81,11 @@ process.on('SIGTERM', onSignal);
 const http = new HttpClient(stack.apiUrl, Math.max(64, settings.stormCopies));
 const closers: (() => void)[] = [() => http.close()];
 /** The stack's processes by name, as the CPU tables name them (the base lane's API and worker). */
-const processIds = (): Record<string, number> => ({ ...stack.temporalProcesses(), ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) });
+const processIds = (): Record<string, number | number[]> => ({ temporal: stack.temporalPids(), ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) });
 try {
   const tenant = await createTenant(stack.apiUrl);
   const scenarios = new Scenarios(stack, http, tenant);
-  const cpu = new CpuMeter(processIds(), stack.sql, stack.databaseName);
+  const cpu = new CpuMeter(processIds(), stack.sql, [stack.databaseName, ...stack.temporalDatabases]);
   const runStart = { at: Date.now(), cpu: await cpu.snapshot() };
 
   /** One closed-loop run with a status line. */
@@ -197,7 +197,7 @@ try {
     closers.push(() => grownHttp.close());
     const grownScenarios = new Scenarios({ ...grown, temporal: stack.temporal, sandboxUrl: stack.sandboxUrl }, grownHttp, await createTenant(grown.apiUrl));
     const { temporal, sandbox } = processIds();
-    const grownMeter = new CpuMeter({ temporal: temporal!, sandbox: sandbox!, worker: grown.worker.pid, api: grown.api.pid }, grown.sql, grown.databaseName);
+    const grownMeter = new CpuMeter({ temporal: temporal!, sandbox: sandbox!, worker: grown.worker.pid, api: grown.api.pid }, grown.sql, [grown.databaseName, ...stack.temporalDatabases]);
     await measure('warm-up of the grown lane: payments', 32, () => grownScenarios.newPayment(), { warmupMs: 1000, windowMs: 3000 }, grownMeter);
     lanes.push({ name: 'grown', scenarios: grownScenarios, meter: grownMeter });
     for (const factor of factors) {
@@ -238,7 +238,7 @@ try {
     durationSeconds: round((Date.now() - startedAt.getTime()) / 1000, 0),
     machine: { ...machine, loadAfter: loadavg().map((l) => round(l, 2)), otherCores },
     settings: { ...settings, outDir: undefined, skip: [...settings.skip] },
-    temporal: { store: settings.temporalStore, cli: cliVersion() },
+    temporal: { store: settings.temporalStore, cli: cliVersion(), description: stack.temporalDescription },
     baseHistory,
     floor,
     payments,

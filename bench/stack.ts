@@ -71,8 +71,12 @@ export interface BenchStack extends BenchLane {
   adminToken: string;
   /** The bench's own Temporal client (drives the floor workflow). */
   temporal: Client;
-  /** Temporal's server processes by name (`temporal`, or `temporal-1`, `temporal-2`), for the CPU tables. */
-  temporalProcesses: () => Record<string, number>;
+  /** Temporal's server processes (one, or one per cluster node), for the CPU tables. */
+  temporalPids: () => number[];
+  /** The cluster's own PostgreSQL databases (none for the dev server), whose backends count as PostgreSQL's CPU. */
+  temporalDatabases: string[];
+  /** What Temporal ran on, for the report. */
+  temporalDescription: string;
   /** The server binary, for its version. */
   temporalBinary: string;
   /** Every child process started so far (the sandbox and each lane's API and worker). */
@@ -123,7 +127,9 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
         options.log(`Temporal cluster: ${cluster.nodes.map((node) => `${node.name} ${node.address}`).join(', ')} (PostgreSQL ${prefix}_*)`);
         return {
           address: cluster.address,
-          processes: () => Object.fromEntries(cluster.nodes.map((node) => [node.name, node.pid])),
+          pids: () => cluster.nodes.map((node) => node.pid),
+          databases: [cluster.databaseName, cluster.visibilityDatabaseName],
+          description: `Temporal cluster of ${cluster.nodes.length} production server processes (lib/temporal-cluster.ts) on PostgreSQL, 8 history shards`,
           binary: cluster.nodes[0]!.process.spawnfile,
         };
       }
@@ -136,7 +142,13 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       });
       closers.push(() => devServer.stop());
       options.log(`Temporal dev server on ${devServer.address} (${options.temporalStore === 'file' ? 'SQLite file, WAL, synchronous=NORMAL' : 'in-memory SQLite'})`);
-      return { address: devServer.address, processes: () => ({ temporal: devServer.process.pid! }), binary: devServer.process.spawnfile };
+      return {
+        address: devServer.address,
+        pids: () => [devServer.process.pid!],
+        databases: [],
+        description: `Temporal dev server, ${options.temporalStore === 'file' ? 'SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it' : 'in-memory SQLite'}`,
+        binary: devServer.process.spawnfile,
+      };
     };
     const temporalServer = await startTemporal();
 
@@ -236,7 +248,9 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       temporalAddress: temporalServer.address,
       adminToken,
       temporal,
-      temporalProcesses: temporalServer.processes,
+      temporalPids: temporalServer.pids,
+      temporalDatabases: temporalServer.databases,
+      temporalDescription: temporalServer.description,
       temporalBinary: temporalServer.binary,
       children,
       workDir,
