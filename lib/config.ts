@@ -78,7 +78,20 @@ const schema = z
       ctx.addIssue({ code: 'custom', path: ['ADMIN_TOKEN'], message: 'ADMIN_TOKEN is required in production' });
       return z.NEVER;
     }
-    return { ...env, ADMIN_TOKEN: env.ADMIN_TOKEN ?? 'dev-admin-token-change-me', STRIPE_API_KEY: env.STRIPE_API_KEY ?? null };
+    return {
+      ...env,
+      ADMIN_TOKEN: env.ADMIN_TOKEN ?? 'dev-admin-token-change-me',
+      STRIPE_API_KEY: env.STRIPE_API_KEY ?? null,
+      // Every key present (null: not set), so the parsed config lists every variable it reads.
+      TEMPORAL_TLS_CERT: env.TEMPORAL_TLS_CERT ?? null,
+      TEMPORAL_TLS_KEY: env.TEMPORAL_TLS_KEY ?? null,
+      TEMPORAL_TLS_CA: env.TEMPORAL_TLS_CA ?? null,
+      TEMPORAL_TLS_SERVER_NAME: env.TEMPORAL_TLS_SERVER_NAME ?? null,
+      TEMPORAL_API_KEY: env.TEMPORAL_API_KEY ?? null,
+      WORKER_MAX_CACHED_WORKFLOWS: env.WORKER_MAX_CACHED_WORKFLOWS ?? null,
+      WORKER_MAX_CONCURRENT_ACTIVITIES: env.WORKER_MAX_CONCURRENT_ACTIVITIES ?? null,
+      WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: env.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS ?? null,
+    };
   });
 
 export type Config = z.output<typeof schema>;

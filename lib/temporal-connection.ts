@@ -16,12 +16,12 @@ export interface TemporalConnectionSettings {
 
 export interface TemporalConnectionEnv {
   TEMPORAL_ADDRESS: string;
-  TEMPORAL_TLS_CERT?: string | undefined;
-  TEMPORAL_TLS_KEY?: string | undefined;
-  TEMPORAL_TLS_CA?: string | undefined;
-  TEMPORAL_TLS_SERVER_NAME?: string | undefined;
+  TEMPORAL_TLS_CERT?: string | null | undefined;
+  TEMPORAL_TLS_KEY?: string | null | undefined;
+  TEMPORAL_TLS_CA?: string | null | undefined;
+  TEMPORAL_TLS_SERVER_NAME?: string | null | undefined;
   TEMPORAL_TLS?: boolean | undefined;
-  TEMPORAL_API_KEY?: string | undefined;
+  TEMPORAL_API_KEY?: string | null | undefined;
 }
 
 const read = (file: string, variable: string): Buffer => {

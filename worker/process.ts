@@ -32,9 +32,9 @@ export interface WorkerProcessExtras {
 export function workerTuning(config: Pick<Config, 'WORKER_SHUTDOWN_GRACE_SECONDS' | 'WORKER_MAX_CACHED_WORKFLOWS' | 'WORKER_MAX_CONCURRENT_ACTIVITIES' | 'WORKER_MAX_CONCURRENT_WORKFLOW_TASKS'>): Partial<WorkerOptions> {
   return {
     shutdownGraceTime: `${config.WORKER_SHUTDOWN_GRACE_SECONDS}s`,
-    ...(config.WORKER_MAX_CACHED_WORKFLOWS !== undefined ? { maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS } : {}),
-    ...(config.WORKER_MAX_CONCURRENT_ACTIVITIES !== undefined ? { maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES } : {}),
-    ...(config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS !== undefined ? { maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS } : {}),
+    ...(config.WORKER_MAX_CACHED_WORKFLOWS !== null ? { maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS } : {}),
+    ...(config.WORKER_MAX_CONCURRENT_ACTIVITIES !== null ? { maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES } : {}),
+    ...(config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS !== null ? { maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS } : {}),
   };
 }
 
