@@ -356,13 +356,25 @@ async function registerNamespace(nodes: ClusterNode[], namespace: string, connec
   } finally {
     await connection.close();
   }
+  // Each frontend must serve the namespace, and reach history and matching through the ring
+  // (right after start, "not enough hosts" until membership settles): a probe workflow is
+  // started and terminated through each node.
   for (const node of nodes) {
     const deadline = Date.now() + 60_000;
     for (;;) {
       const served = await connectTo(node.address)
         .then(async (c) => {
           try {
-            await c.workflowService.countWorkflowExecutions({ namespace });
+            const workflowId = `cluster-probe-${node.name}-${Date.now()}`;
+            await c.workflowService.startWorkflowExecution({
+              namespace,
+              workflowId,
+              workflowType: { name: 'clusterProbe' },
+              taskQueue: { name: 'cluster-probe' },
+              requestId: workflowId,
+            });
+            await c.workflowService.describeTaskQueue({ namespace, taskQueue: { name: 'cluster-probe', kind: 1 }, taskQueueType: 1 });
+            await c.workflowService.terminateWorkflowExecution({ namespace, workflowExecution: { workflowId }, reason: 'cluster start-up probe' });
             return true;
           } finally {
             await c.close();

@@ -71,7 +71,7 @@ describe('the product on a two-node Temporal cluster', () => {
   it('charges a payment once, end to end, with its ledger posting and its signed webhook', async () => {
     const plan = paymentRequest('pm_card_visa');
     const { response } = await untilFinal(api, plan, 60_000);
-    expect(response.status).toBe(201);
+    expect(response.status, response.text).toBe(201);
     expect(response.json.status).toBe('succeeded');
     const id = paymentIdIn(response)!;
     expect(await settle(stack, [id], { merchant, timeoutMs: SETTLE_MS })).not.toBeNull();
@@ -90,7 +90,7 @@ describe('the product on a two-node Temporal cluster', () => {
 
   it('authorizes, captures part, and refunds part of a payment (the lifecycle)', async () => {
     const created = await api.post('/v1/payments', { ...paymentRequest('pm_card_visa', 'manual').body, amount_minor: 1000 }, uniqueKey());
-    expect(created.status).toBe(201);
+    expect(created.status, created.text).toBe(201);
     expect(created.json.status).toBe('requires_capture');
     const captured = await api.post(`/v1/payments/${created.json.id}/capture`, { amount_minor: 600 }, uniqueKey());
     expect(captured.status).toBe(200);
