@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { createSql } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
 import { startTemporalDevServer } from '../lib/temporal-cli';
-import { startTemporalCluster } from '../lib/temporal-cluster';
+import { ensureClusterBinaries, startTemporalCluster } from '../lib/temporal-cluster';
 import { freePort } from './helpers/ports';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -36,6 +36,14 @@ export default async function setup(project: TestProject) {
   await migrate(sql);
   await sql.end();
 
+  // The cluster suite (test/cluster/) and TEMPORAL_MODE=cluster need the production server's
+  // binaries: built once into .tools/ (minutes the first time, a no-op after). Here, once
+  // per run, rather than in a test file's hook (its timeout) or twice in parallel files.
+  try {
+    ensureClusterBinaries();
+  } catch (error) {
+    console.warn(`the cluster tests will fail: ${(error as Error).message}`);
+  }
   const mode = process.env.TEMPORAL_MODE ?? 'dev';
   const uiPort = await freePort();
   const temporalDatabases = [`${dbName}_temporal`, `${dbName}_temporal_visibility`] as const;
