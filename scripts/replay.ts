@@ -17,6 +17,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { describeHistory, workflowInterceptorModules, workflowsPath as localWorkflowsPath } from './lib/histories';
 
 const usage = 'usage: npm run replay -- --workflow-id <id> [--run-id <id>] [--address host:port] [--namespace default] [--workflows-path <entry.ts>]';
@@ -56,7 +57,8 @@ async function main(): Promise<number> {
   let history;
   let connection: Connection;
   try {
-    connection = await Connection.connect({ address: values.address!, connectTimeout: '5 seconds' });
+    // TLS / API key from the environment, as every process reads them (TEMPORAL_TLS_*, TEMPORAL_API_KEY).
+    connection = await Connection.connect({ ...temporalConnectionSettings({ ...process.env, TEMPORAL_TLS: process.env.TEMPORAL_TLS === 'true', TEMPORAL_ADDRESS: values.address! }), connectTimeout: '5 seconds' });
   } catch (error) {
     throw new NothingToJudge(`cannot reach Temporal at ${values.address}: ${(error as Error).message}`);
   }
