@@ -187,7 +187,7 @@ function markdown(results: BenchResults): string {
   if (cpuRows.some(([, r]) => r?.cpuPerOperation)) {
     lines.push('## Where the CPU goes', '');
     lines.push(
-      'CPU time per operation by process (from /proc, over each whole run including its warm-up): `temporal` is the dev server, `postgres` the backends ' +
+      'CPU time per operation by process (from /proc, over each whole run including its warm-up): `temporal` is the Temporal server (on a cluster, all its nodes), `postgres` the backends ' +
         'serving the bench database, `bench` the load generator and the floor\'s Temporal client, `total` their sum; `other` is what the rest ' +
         'of the machine used meanwhile (another user\'s work, PostgreSQL\'s shared WAL writer and checkpointer), per operation too: near 0 means the ' +
         'figure was taken on a quiet machine. On 2 cores, throughput at high concurrency is bounded by the total.',
