@@ -9,6 +9,10 @@ const bannedInWorkflows = [
   { group: ['../activities', '../activities/*', '../db/*', '../api/*', '../worker/*', '../provider/sandbox-client', '../provider/stripe', '../lib/*', '../domain/*'], message: 'Workflows import activities by type only (import type), and shared definitions from shared/.', allowTypeImports: true },
 ];
 
+/** The house's layers: production code never reaches into the development stack, scripts or tests, and lib/ (shared by every process) never into a process. */
+const devOnly = { group: ['**/devstack/*', '**/scripts/*', '**/test/*', '**/bench/*'], message: 'Production code does not import the development stack, scripts, tests or the bench.' };
+const processes = { group: ['**/api/*', '**/worker/*', '**/sandbox/*', '**/activities/*', '**/workflows/*'], message: 'lib/ and db/ serve every process: they import none of them.' };
+
 export default tseslint.config(
   { ignores: ['node_modules/**', '.data/**', '.tools/**', 'test/artifacts/**', 'bench/results/**'] },
   {
@@ -28,5 +32,13 @@ export default tseslint.config(
       'no-restricted-globals': ['error', { name: 'process', message: 'Configuration enters workflows as input.' }, { name: 'setTimeout', message: 'Use sleep() or condition() from @temporalio/workflow.' }, { name: 'fetch', message: 'Workflows do no I/O.' }],
       'no-restricted-properties': ['error', { object: 'Math', property: 'random', message: 'Use uuid4() or a seeded value from the workflow API.' }],
     },
+  },
+  {
+    files: ['api/**/*.ts', 'worker/**/*.ts', 'activities/**/*.ts', 'domain/**/*.ts', 'provider/**/*.ts', 'sandbox/**/*.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [devOnly] }] },
+  },
+  {
+    files: ['lib/**/*.ts', 'db/**/*.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [devOnly, processes] }] },
   },
 );

@@ -1,8 +1,9 @@
 import type { Sql } from '../db/connect';
 import type { PaymentProvider } from '../provider/types';
 import type { WorkerMetrics } from '../lib/metrics';
+import { createPaymentSteps, type PaymentSteps } from './payment-steps';
 import { createProviderSteps } from './provider-steps';
-import { createRecordSteps } from './records';
+import { createRefundSteps, type RefundSteps } from './refund-steps';
 
 export interface ActivityDeps {
   sql: Sql;
@@ -11,10 +12,16 @@ export interface ActivityDeps {
   metrics?: WorkerMetrics;
 }
 
-/** All activities, built from injected dependencies (real ones in the worker, fakes in unit tests). */
+/**
+ * All activities, built from injected dependencies (real ones in the worker, fakes in unit tests).
+ * Their method names are the activity type names workflow histories record: never rename one.
+ */
 export function createActivities(deps: ActivityDeps) {
-  return { ...createRecordSteps(deps.sql, deps.metrics), ...createProviderSteps(deps.provider) };
+  return { ...createPaymentSteps(deps.sql, deps.metrics), ...createRefundSteps(deps.sql, deps.metrics), ...createProviderSteps(deps.provider) };
 }
 
-export type { RecordSteps, BeginPaymentResult, BeginRefundResult } from './records';
+/** The database steps (run as local activities): the payment's and the refund's. */
+export type RecordSteps = PaymentSteps & RefundSteps;
+export type { BeginPaymentResult } from './payment-steps';
+export type { BeginRefundResult } from './refund-steps';
 export type { ProviderSteps } from './provider-steps';

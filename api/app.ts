@@ -5,11 +5,13 @@ import { OpenAPIHono, createRoute, z } from '@hono/zod-openapi';
 import { Scalar } from '@scalar/hono-api-reference';
 import type { Hook } from '@hono/zod-openapi';
 import { apiErrorBody, errorStatus } from '../domain/errors';
+import { ping } from '../db/connect';
 import type { ApiDeps, AppEnv } from './context';
 import { adminOnly, authenticate, errorHandler, jsonBody, requestContext, requireIdempotencyKey } from './middleware';
 import { RETENTION_HEADER } from './idempotency';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
+import { eventRoutes } from './routes/events';
 import { paymentRoutes } from './routes/payments';
 import { refundRoutes } from './routes/refunds';
 
@@ -71,6 +73,7 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   app.route('/', paymentRoutes(deps));
   app.route('/', refundRoutes(deps));
   app.route('/', accountRoutes(deps));
+  app.route('/', eventRoutes(deps));
 
   app.use('/admin/*', adminOnly(deps), jsonBody());
   app.route('/', adminRoutes(deps));
@@ -112,7 +115,7 @@ function scalarBundle(): string {
 
 async function readiness(deps: ApiDeps): Promise<Record<string, string>> {
   const [postgres, temporal] = await Promise.allSettled([
-    deps.sql`SELECT 1`,
+    ping(deps.sql),
     deps.temporal.connection.withDeadline(Date.now() + 2000, () => deps.temporal.workflowService.getSystemInfo({})),
   ]);
   const verdict = (r: PromiseSettledResult<unknown>) => (r.status === 'fulfilled' ? 'ok' : `unreachable: ${String((r.reason as Error)?.message ?? r.reason).slice(0, 200)}`);

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Sql } from '../db/connect';
+import { notify, ping, type Sql } from '../db/connect';
+import { isRecordCompleted } from '../db/idempotency-records';
 import type { Logger } from '../lib/logger';
 
 /** The channel and payload the idempotency_records trigger notifies on (db/migrations). */
@@ -69,7 +70,7 @@ export class CompletionWaiter {
   async subscriptionWorks(): Promise<boolean> {
     const sentAt = Date.now();
     try {
-      await this.sql`SELECT pg_notify(${channel}, ${this.pingTopic})`;
+      await notify(this.sql, channel, this.pingTopic);
     } catch {
       return false;
     }
@@ -95,7 +96,7 @@ export class CompletionWaiter {
     this.checking = true;
     try {
       // PostgreSQL unreachable: nothing to repair yet (requests fail closed meanwhile).
-      const reachable = await this.sql`SELECT 1`.then(() => true, () => false);
+      const reachable = await ping(this.sql).then(() => true, () => false);
       if (!reachable || (await this.subscriptionWorks())) return;
       this.logger.warn('completion notifications stopped arriving; subscribing again');
       const stale = this.unlisten;
@@ -148,10 +149,7 @@ export class CompletionWaiter {
   /** The record of the operation is completed (false also when PostgreSQL cannot say). */
   private async completedRecord(tenantId: string, operation: string, key: string): Promise<boolean> {
     try {
-      const [row] = await this.sql`
-        SELECT 1 FROM idempotency_records
-        WHERE tenant_id = ${tenantId} AND operation = ${operation} AND idempotency_key = ${key} AND state = 'completed'`;
-      return row !== undefined;
+      return await isRecordCompleted(this.sql, tenantId, operation, key);
     } catch {
       return false;
     }

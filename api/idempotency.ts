@@ -1,10 +1,12 @@
 import type { Context } from 'hono';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord } from '../db/records';
+import { claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord } from '../db/idempotency-records';
+import type { Db } from '../db/connect';
 import { ApiError, errorResponse } from '../domain/errors';
 import { requestFingerprint } from '../domain/fingerprint';
 import { isTemporalUnavailable } from '../lib/temporal';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
+import type * as workflows from '../workflows';
 import type { ApiDeps, AppEnv } from './context';
 import type { IdempotencyOutcome } from '../lib/metrics';
 import { isDatabaseUnavailable } from '../db/connect';
@@ -43,7 +45,7 @@ export interface IdempotentOperation {
 }
 
 /**
- * The idempotency protocol of every mutating endpoint (SPEC section 3):
+ * The idempotency protocol of every mutating endpoint (docs/CONTRACT.md §3.1):
  *
  * 1. A finished operation is served from PostgreSQL alone: stored status and bytes, with
  *    Idempotent-Replayed: true. A different fingerprint under the same scoped key is 422.
@@ -159,24 +161,31 @@ export function withinTemporalDeadline<T>(deps: ApiDeps, call: () => Promise<T>)
 }
 
 /**
+ * The workflows the worker registers, by the type name their histories record (their export
+ * name in workflows/index.ts). Imported as types only: the API never loads workflow code.
+ */
+type Workflows = typeof workflows;
+export type WorkflowType = keyof Workflows;
+
+/**
  * Starts the operation's workflow, or attaches to it: USE_EXISTING joins the running run,
  * and REJECT_DUPLICATE refuses a second run under the same id while history is retained.
  * If the run already closed (its record expired or was lost), its result, the first
  * final response, is returned, provided it ran the same request.
  */
-export async function startOrAttach(
+export async function startOrAttach<T extends WorkflowType>(
   deps: ApiDeps,
   scope: ScopedKey,
-  workflowType: string,
+  workflowType: T,
   options: {
     workflowId: string;
-    args: unknown[];
+    args: Parameters<Workflows[T]>;
     searchAttributes: { key: { name: string; type: string }; value: string }[];
     memo: Record<string, unknown>;
   },
 ): Promise<Dispatched> {
   try {
-    await deps.temporal.workflow.start(workflowType, {
+    await deps.temporal.workflow.start<Workflows[T]>(workflowType, {
       workflowId: options.workflowId,
       taskQueue: deps.config.TASK_QUEUE,
       args: options.args,
@@ -189,7 +198,7 @@ export async function startOrAttach(
   } catch (error) {
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
   }
-  const handle = deps.temporal.workflow.getHandle(options.workflowId);
+  const handle = deps.temporal.workflow.getHandle<Workflows[T]>(options.workflowId);
   const description = await handle.describe();
   const memo = (description.memo ?? {}) as { fingerprint?: string };
   if (memo.fingerprint !== scope.fingerprint) {
@@ -201,5 +210,51 @@ export async function startOrAttach(
   if (description.status.name !== 'COMPLETED') {
     throw new ApiError('internal_error', `The operation's workflow ${options.workflowId} ended without an outcome (${description.status.name}).`);
   }
+  // Every workflow the API starts answers with its operation's final response.
   return { kind: 'decided', response: (await handle.result()) as FinalResponse, earlier: true };
+}
+
+/** An operation that is one PostgreSQL transaction (no workflow), e.g. resending events. */
+export interface TransactionalOperation {
+  operation: string;
+  params: Record<string, string>;
+  body: unknown;
+  /** What the operation acts on, for the record and the request log. */
+  resourceId: string;
+  /** The effect, in the transaction that also records its response. */
+  execute(tx: Db): Promise<FinalResponse>;
+}
+
+/**
+ * The idempotency protocol for operations without a workflow: the claim, the effect and the
+ * recorded response commit together. A concurrent duplicate's claim waits on the first one's
+ * uncommitted row and then replays its outcome (waiting on the same run, as a duplicate of a
+ * workflow operation does); a rolled-back first attempt leaves nothing behind, so the retry
+ * really runs.
+ */
+export async function runTransactional(c: Context<AppEnv>, deps: ApiDeps, op: TransactionalOperation): Promise<Response> {
+  const scope: ScopedKey = {
+    tenantId: c.var.tenant.id,
+    operation: op.operation,
+    key: c.var.idempotencyKey,
+    fingerprint: requestFingerprint(op.params, op.body),
+    retentionSeconds: deps.config.IDEMPOTENCY_RETENTION_SECONDS,
+  };
+  const owner = { workflowId: '', resourceId: op.resourceId };
+  c.set('resourceId', op.resourceId);
+  const result = await deps.sql.begin(async (tx): Promise<{ outcome: IdempotencyOutcome; response: FinalResponse | null }> => {
+    if (await claimRecord(tx, scope, owner)) return { outcome: 'new', response: await completeRecord(tx, scope, owner, await op.execute(tx)) };
+    const record = await findRecord(tx, scope.tenantId, scope.operation, scope.key);
+    if (!record) throw new Error(`idempotency record ${scope.operation} ${scope.key} vanished right after a conflicting claim`);
+    if (record.fingerprint !== scope.fingerprint) return { outcome: 'mismatch', response: null };
+    const stored = storedResponse(record);
+    if (!stored) throw new Error(`idempotency record ${scope.operation} ${scope.key} is running outside a transaction`);
+    return { outcome: 'replayed', response: stored };
+  });
+  c.set('idempotencyOutcome', result.outcome);
+  deps.metrics.idempotency.inc({ operation: op.operation, outcome: result.outcome });
+  if (!result.response) {
+    throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different request. Use a new key for a new operation.');
+  }
+  return respond(c, result.response, result.outcome === 'replayed');
 }

@@ -13,7 +13,7 @@ import { RETENTION_HEADER } from './idempotency';
 /** Request bodies above this are refused with 413 before they are parsed. */
 export const MAX_BODY_BYTES = 64 * 1024;
 
-/** 8 to 255 printable ASCII characters, no spaces (SPEC section 3). */
+/** 8 to 255 printable ASCII characters, no spaces (docs/CONTRACT.md §3.1). */
 const idempotencyKeyPattern = /^[\x21-\x7e]{8,255}$/;
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 

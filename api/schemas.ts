@@ -1,6 +1,8 @@
 import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from '../domain/money';
 import { errorStatus } from '../domain/errors';
+import type { PaymentResource, RefundResource } from '../domain/resources';
+import { captureMethods, deliveryStatuses, eventTypes, paymentStatuses, refundStatuses } from '../shared/definitions';
 
 /**
  * One zod schema per request: it validates in the API, its parsed output is the input the
@@ -37,7 +39,7 @@ export const CreatePaymentBody = z
       .string()
       .regex(/^pm_[A-Za-z0-9_]{1,100}$/, 'must be a payment method token such as "pm_card_visa"')
       .openapi({ description: 'Payment method token from the provider.', example: 'pm_card_visa' }),
-    capture_method: z.enum(['automatic', 'manual']).default('automatic').openapi({
+    capture_method: z.enum(captureMethods).default('automatic').openapi({
       description: '`automatic` captures at once; `manual` stops at `requires_capture` until you capture or cancel.',
     }),
     description: z.string().max(1000).regex(printable, 'no control characters').nullable().default(null),
@@ -77,32 +79,50 @@ export const UpdateTenantBody = z
   })
   .openapi('UpdateTenantRequest');
 
-const cursor = z.string().max(64).optional().openapi({ description: 'An object id: the page continues after it (older objects).' });
 const limit = z.coerce.number().int().min(1).max(100).default(10).openapi({ description: '1 to 100, default 10.' });
 
-export const ListPaymentsQuery = z.strictObject({
-  order_id: z.string().min(1).max(255).optional(),
+/** Every list is newest first and walks both ways: one of the two cursors at a time. */
+const paging = {
   limit,
-  starting_after: cursor,
-});
+  starting_after: z.string().max(64).optional().openapi({ description: 'An object id: the page continues after it (older objects).' }),
+  ending_before: z
+    .string()
+    .max(64)
+    .optional()
+    .openapi({ description: 'An object id: the page just before it (newer objects), still listed newest first. Not with `starting_after`.' }),
+};
+const oneCursor = <T extends { starting_after?: string; ending_before?: string }>(query: T) => !(query.starting_after !== undefined && query.ending_before !== undefined);
+const oneCursorIssue = { message: 'give starting_after or ending_before, not both', path: ['ending_before'] };
 
-export const ListRefundsQuery = z.strictObject({ limit, starting_after: cursor });
+export const ListPaymentsQuery = z
+  .strictObject({ order_id: z.string().min(1).max(255).optional(), ...paging })
+  .refine(oneCursor, oneCursorIssue);
 
-export const eventTypes = [
-  'payment.succeeded',
-  'payment.requires_capture',
-  'payment.declined',
-  'payment.failed',
-  'payment.canceled',
-  'refund.succeeded',
-  'refund.failed',
-] as const;
+export const ListRefundsQuery = z.strictObject(paging).refine(oneCursor, oneCursorIssue);
 
-export const ListEventsQuery = z.strictObject({
-  type: z.enum(eventTypes).optional(),
-  limit,
-  starting_after: cursor,
-});
+export const ListEventsQuery = z
+  .strictObject({
+    type: z.enum(eventTypes).optional(),
+    delivery_status: z.enum(deliveryStatuses).optional().openapi({
+      description:
+        '`pending` (being delivered or retried), `delivered` (acknowledged with a 2xx), `failed` (retries exhausted: ' +
+        'resend it, or recover), `skipped` (no webhook endpoint was configured).',
+    }),
+    ...paging,
+  })
+  .refine(oneCursor, oneCursorIssue);
+
+export const ListDeliveryAttemptsQuery = z.strictObject(paging).refine(oneCursor, oneCursorIssue);
+
+export const RecoverEventsBody = z
+  .strictObject({
+    since: z.iso
+      .datetime({ offset: true, message: 'must be an ISO 8601 date-time, e.g. "2026-01-31T00:00:00Z"' })
+      .openapi({ description: 'Resend every event created at or after this time that no endpoint acknowledged.', example: '2026-01-31T00:00:00Z' }),
+  })
+  .openapi('RecoverEventsRequest');
+
+export const ResendEventBody = z.strictObject({}).openapi('ResendEventRequest');
 
 export const IdParam = (name: string, example: string) =>
   z.object({ id: z.string().max(64).openapi({ param: { name: 'id', in: 'path' }, description: `The ${name} id.`, example }) });
@@ -118,8 +138,8 @@ export const Payment = z
     order_id: z.string(),
     amount_minor: z.number().int(),
     currency: z.string(),
-    status: z.enum(['processing', 'requires_capture', 'succeeded', 'declined', 'failed', 'canceled', 'refunded']),
-    capture_method: z.enum(['automatic', 'manual']),
+    status: z.enum(paymentStatuses),
+    capture_method: z.enum(captureMethods),
     amount_captured_minor: z.number().int(),
     amount_refunded_minor: z.number().int().openapi({ description: 'Pending and succeeded refunds.' }),
     payment_method: z.string(),
@@ -140,13 +160,23 @@ export const Refund = z
     payment_id: z.string(),
     amount_minor: z.number().int(),
     currency: z.string(),
-    status: z.enum(['pending', 'succeeded', 'failed']),
+    status: z.enum(refundStatuses),
     reason: z.string().nullable(),
     failure: Failure,
     workflow_id: z.string(),
     created_at: z.string(),
   })
   .openapi('Refund');
+
+/**
+ * The documented response shapes and the bodies domain/resources.ts builds are the same type:
+ * a field added, removed or retyped on one side without the other fails the typecheck.
+ */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const paymentSchemaMatchesResource: Same<z.output<typeof Payment>, PaymentResource> = true;
+const refundSchemaMatchesResource: Same<z.output<typeof Refund>, RefundResource> = true;
+void paymentSchemaMatchesResource;
+void refundSchemaMatchesResource;
 
 export const Event = z
   .object({
@@ -157,6 +187,39 @@ export const Event = z
     data: z.object({ object: z.union([Payment, Refund]) }),
   })
   .openapi('Event');
+
+export const DeliveryAttempt = z
+  .object({
+    id: z.string().openapi({ example: 'wha_42' }),
+    object: z.literal('delivery_attempt'),
+    event_id: z.string(),
+    attempt: z.number().int().openapi({ description: '1 for the first attempt; resends continue the count.' }),
+    url: z.string(),
+    response_status: z.number().int().nullable().openapi({ description: 'The endpoint’s HTTP status; null when no response came (see `error`).' }),
+    error: z.string().nullable().openapi({ description: 'Why the attempt failed (non-2xx status, timeout, connection refused); null when acknowledged.' }),
+    duration_ms: z.number().int(),
+    created_at: z.string(),
+  })
+  .openapi('DeliveryAttempt');
+
+export const EventDelivery = z
+  .object({
+    object: z.literal('event_delivery'),
+    event_id: z.string(),
+    delivery_status: z.enum(deliveryStatuses),
+    attempts: z.number().int(),
+    next_attempt_at: z.string().nullable().openapi({ description: 'When the relay tries next; null unless `pending`.' }),
+    delivered_at: z.string().nullable(),
+  })
+  .openapi('EventDelivery');
+
+export const EventRecovery = z
+  .object({
+    object: z.literal('event_recovery'),
+    since: z.string(),
+    resent: z.number().int().openapi({ description: 'How many unacknowledged events were given a new round of delivery.' }),
+  })
+  .openapi('EventRecovery');
 
 export const listOf = <T extends z.ZodType>(item: T, name: string) =>
   z.object({ object: z.literal('list'), data: z.array(item), has_more: z.boolean() }).openapi(name);

@@ -7,7 +7,7 @@
  *   BENCH_ADMIN_DATABASE_URL  postgres://…/postgres to create the bench database on
  *                             (default postgres://postgres@127.0.0.1:5432/postgres)
  *   TEMPORAL_MODE             dev (default: the dev server) | cluster (two production server
- *                             processes on PostgreSQL, lib/temporal-cluster.ts, 8 shards)
+ *                             processes on PostgreSQL, devstack/temporal-cluster.ts, 8 shards)
  *   BENCH_TEMPORAL_STORE      file (default; SQLite file with WAL, as `npm start`) | memory
  *   BENCH_WINDOW_MS           measured window of one run (default 4000)
  *   BENCH_ROUNDS              interleaved runs per figure (default 2)

@@ -129,7 +129,7 @@ function markdown(results: BenchResults): string {
     `Run ${results.startedAt}, ${results.durationSeconds} s. ${m.cpus}× ${m.cpuModel}, ${m.memoryGb} GB, Node ${m.node}. ` +
       `Load average before ${m.loadBefore.join(' / ')}, after ${m.loadAfter.join(' / ')} (1/5/15 min; the run itself keeps both cores busy); ` +
       `processes outside the stack used ${m.otherCores} cores on average during the run. ` +
-      `${results.temporal.description ?? `Temporal dev server, ${results.temporal.store === 'file' ? 'SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it' : 'in-memory SQLite'}`} (${results.temporal.cli.split('\n')[0]}), with lib/temporal-cli.ts's dynamic config. ` +
+      `${results.temporal.description ?? `Temporal dev server, ${results.temporal.store === 'file' ? 'SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it' : 'in-memory SQLite'}`} (${results.temporal.cli.split('\n')[0]}), with devstack/temporal-cli.ts's dynamic config. ` +
       'API, worker and provider sandbox as separate processes; PostgreSQL on 127.0.0.1:5432 (a fresh database, dropped at the end); ' +
       'the load generator and the Temporal client of the floor run in the bench process, on the same cores.',
     '',
@@ -148,7 +148,7 @@ function markdown(results: BenchResults): string {
     'Floor: a bare workflow with the automatic-capture payment\'s shape (local activity, regular activity, local activity, all no-ops, same options), ' +
       'on the same server, worker process and task queue, started and awaited with the Temporal client (`execute`). ' +
       'New payments: `POST /v1/payments` with a fresh key, `pm_card_visa`, closed loop; latency is the first response when it is final (201). ' +
-      'When the stack is saturated the API\'s bounded wait can end first: the payment is answered 202 `processing` and the client, as the SPEC asks of it, ' +
+      'When the stack is saturated the API\'s bounded wait can end first: the payment is answered 202 `processing` and the client, as the contract asks of it (docs/CONTRACT.md §3.1.6), ' +
       'polls `GET /v1/payments/{id}` (every 100 ms here) until it is final; that operation\'s latency runs to the final answer, and the count of those is shown.',
     '',
   );

@@ -2,7 +2,7 @@
  * The benchmark's stack, in production's shape: a Temporal of its own (the dev server, or
  * with temporalMode 'cluster' a two-node cluster of the production server on PostgreSQL), a fresh
  * database on the local PostgreSQL, and the provider sandbox, the worker and the API as
- * separate `node --import tsx` processes (as scripts/dev-stack/children.ts runs them), each
+ * separate `node --import tsx` processes (as devstack/children.ts runs them), each
  * on free ports. Everything started here is stopped and the database dropped by `stop()`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -13,11 +13,11 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { createSql, type Sql } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
-import { freePort, httpStatus } from '../lib/ports';
-import { watchExit } from '../lib/process-exit';
-import { projectRoot, startTemporalDevServer } from '../lib/temporal-cli';
-import { startTemporalCluster } from '../lib/temporal-cluster';
-import { tsxLoader } from '../scripts/dev-stack/children';
+import { freePort, httpStatus } from '../devstack/ports';
+import { watchExit } from '../devstack/process-exit';
+import { projectRoot, startTemporalDevServer } from '../devstack/temporal-cli';
+import { startTemporalCluster } from '../devstack/temporal-cluster';
+import { tsxLoader } from '../devstack/children';
 
 const exitWithParent = path.join(projectRoot, 'lib', 'exit-with-parent.mjs');
 
@@ -26,7 +26,7 @@ export interface BenchStackOptions {
   adminUrl: string;
   /** 'file': SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it; 'memory': in-memory. */
   temporalStore: 'file' | 'memory';
-  /** 'dev': the dev server (temporalStore applies); 'cluster': lib/temporal-cluster.ts, in databases of its own. */
+  /** 'dev': the dev server (temporalStore applies); 'cluster': devstack/temporal-cluster.ts, in databases of its own. */
   temporalMode: 'dev' | 'cluster';
   /** Dynamic config of the dev server (`--dynamic-config-value`) or of the cluster (its file). */
   dynamicConfig?: Record<string, unknown>;
@@ -129,7 +129,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
           address: cluster.address,
           pids: () => cluster.nodes.map((node) => node.pid),
           databases: [cluster.databaseName, cluster.visibilityDatabaseName],
-          description: `Temporal cluster of ${cluster.nodes.length} production server processes (lib/temporal-cluster.ts) on PostgreSQL, 8 history shards`,
+          description: `Temporal cluster of ${cluster.nodes.length} production server processes (devstack/temporal-cluster.ts) on PostgreSQL, 8 history shards`,
           binary: cluster.nodes[0]!.process.spawnfile,
         };
       }

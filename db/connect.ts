@@ -2,6 +2,9 @@ import postgres from 'postgres';
 
 export type Sql = postgres.Sql<{}>;
 
+/** A client, or a transaction inside one: every data-access function in db/ works with either. */
+export type Db = postgres.Sql<{}> | postgres.TransactionSql<{}>;
+
 /**
  * Money columns are bigint. They are read as JS integers only when exact: amounts are
  * capped far below 2^53, and anything larger throws instead of losing a cent.
@@ -50,4 +53,14 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     code.startsWith('08') || // connection exceptions
     code.startsWith('57P') // admin shutdown, crash shutdown, cannot connect now
   );
+}
+
+/** PostgreSQL answers (readiness checks). */
+export async function ping(db: Db): Promise<void> {
+  await db`SELECT 1`;
+}
+
+/** Sends a NOTIFY on `channel` (the payload is a topic the listeners filter on). */
+export async function notify(db: Db, channel: string, payload: string): Promise<void> {
+  await db`SELECT pg_notify(${channel}, ${payload})`;
 }

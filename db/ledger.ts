@@ -1,4 +1,4 @@
-import type { Db } from './records';
+import type { Db } from './connect';
 import { newId } from '../domain/ids';
 
 export type LedgerAccountCode = 'provider_receivable' | 'merchant_balance';

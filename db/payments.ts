@@ -1,4 +1,5 @@
-import type { Db } from './records';
+import type { Db } from './connect';
+import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { PaymentRow } from '../domain/resources';
 import type { PaymentStatus, PaymentWorkflowInput } from '../shared/definitions';
 
@@ -38,6 +39,21 @@ export async function getPayment(db: Db, tenantId: string, paymentId: string): P
   return payment ?? null;
 }
 
+/** The payment's status, without tenant scope (the caller holds the payment's own record). */
+export async function paymentStatus(db: Db, paymentId: string): Promise<PaymentStatus | null> {
+  const [row] = await db<{ status: PaymentStatus }[]>`SELECT status FROM payments WHERE id = ${paymentId}`;
+  return row?.status ?? null;
+}
+
+/** Marks the payment refunded once its succeeded refunds add up to what was captured. */
+export async function markRefundedIfFullyRefunded(db: Db, paymentId: string): Promise<void> {
+  await db`
+    UPDATE payments p SET status = 'refunded', updated_at = now()
+    WHERE p.id = ${paymentId} AND p.status = 'succeeded'
+      AND p.amount_captured_minor = (SELECT coalesce(sum(amount_minor), 0) FROM refunds r
+                                     WHERE r.payment_id = p.id AND r.status = 'succeeded')`;
+}
+
 /** Locks the payment row for the rest of the transaction (state transitions serialize on it). */
 export async function lockPayment(db: Db, paymentId: string): Promise<PaymentRow> {
   const [payment] = await db<PaymentRow[]>`SELECT * FROM payments WHERE id = ${paymentId} FOR UPDATE`;
@@ -67,18 +83,45 @@ export async function transitionPayment(db: Db, paymentId: string, from: Payment
   return payment ?? null;
 }
 
-export interface PageQuery {
-  limit: number;
-  startingAfter?: string;
+/** A payment's effects as counted in PostgreSQL (the reconciler compares them to one each). */
+export interface PaymentEffectCounts {
+  id: string;
+  status: PaymentStatus;
+  updated_at: Date;
+  /** Ledger transactions of its capture (refunds excluded). */
+  ledger: number;
+  /** The largest number of events of any one type. */
+  max_events: number;
 }
 
-/** Newest first; `startingAfter` continues after that id (ids sort by creation time). */
-export async function listPayments(db: Db, tenantId: string, query: PageQuery & { orderId?: string }): Promise<PaymentRow[]> {
-  return db<PaymentRow[]>`
+/**
+ * Payments that left `processing` after `since` (oldest first, at most `limit`) with their
+ * ledger and event counts. `eventTypes` are the payment's event types: its event keys are
+ * businessEventKey.paymentEvent(id, type).
+ */
+export async function paymentEffectCounts(db: Db, since: Date, limit: number, eventTypes: readonly string[]): Promise<PaymentEffectCounts[]> {
+  return db<PaymentEffectCounts[]>`
+    SELECT p.id, p.status, p.updated_at,
+           (SELECT count(*)::int FROM ledger_transactions t WHERE t.payment_id = p.id AND t.refund_id IS NULL) AS ledger,
+           -- Why: exact keys use the (tenant_id, event_key) index; LIKE 'payment:<id>:%' scanned
+           -- all of the tenant's events per payment, a cost growing with history (npm run bench).
+           (SELECT coalesce(max(n), 0)::int FROM (
+              SELECT count(*) AS n FROM outbox_events e
+              WHERE e.tenant_id = p.tenant_id
+                AND e.event_key = ANY (ARRAY(SELECT 'payment:' || p.id || ':' || t FROM unnest(${eventTypes as string[]}::text[]) AS t))
+              GROUP BY e.type) per_type) AS max_events
+    FROM payments p
+    WHERE p.updated_at > ${since} AND p.status <> 'processing'
+    ORDER BY p.updated_at
+    LIMIT ${limit}`;
+}
+
+/** Newest first, paged by id (ids sort by creation time). */
+export async function listPayments(db: Db, tenantId: string, query: PageQuery & { orderId?: string }): Promise<Page<PaymentRow>> {
+  const rows = await db<PaymentRow[]>`
     SELECT * FROM payments
     WHERE tenant_id = ${tenantId}
       ${query.orderId !== undefined ? db`AND order_id = ${query.orderId}` : db``}
-      ${query.startingAfter !== undefined ? db`AND id < ${query.startingAfter}` : db``}
-    ORDER BY id DESC
-    LIMIT ${query.limit + 1}`;
+      ${keysetPage(db, 'id', query)}`;
+  return toPage(rows, query);
 }

@@ -1,4 +1,5 @@
-import type { Db } from './records';
+import type { Db } from './connect';
+import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { RefundRow } from '../domain/resources';
 import type { RefundWorkflowInput } from '../shared/definitions';
 
@@ -28,13 +29,18 @@ export async function getRefund(db: Db, tenantId: string, refundId: string): Pro
   return refund ?? null;
 }
 
-export async function listRefunds(db: Db, tenantId: string, paymentId: string, query: { limit: number; startingAfter?: string }): Promise<RefundRow[]> {
-  return db<RefundRow[]>`
+export async function listRefunds(db: Db, tenantId: string, paymentId: string, query: PageQuery): Promise<Page<RefundRow>> {
+  const rows = await db<RefundRow[]>`
     SELECT * FROM refunds
     WHERE tenant_id = ${tenantId} AND payment_id = ${paymentId}
-      ${query.startingAfter !== undefined ? db`AND id < ${query.startingAfter}` : db``}
-    ORDER BY id DESC
-    LIMIT ${query.limit + 1}`;
+      ${keysetPage(db, 'id', query)}`;
+  return toPage(rows, query);
+}
+
+/** The refund by id alone (a workflow step, which owns the refund), or null. */
+export async function findRefund(db: Db, refundId: string): Promise<RefundRow | null> {
+  const [refund] = await db<RefundRow[]>`SELECT * FROM refunds WHERE id = ${refundId}`;
+  return refund ?? null;
 }
 
 /** Settles a pending refund; null if it was settled before (a replayed activity). */

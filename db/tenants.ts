@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Db } from './records';
+import type { Db } from './connect';
 import { newId } from '../domain/ids';
 
 export interface TenantRow {

@@ -1,4 +1,4 @@
-import type { CaptureMethod, PaymentStatus } from '../shared/definitions';
+import type { CaptureMethod, PaymentStatus, RefundStatus } from '../shared/definitions';
 
 /** A payments row as postgres.js returns it (money as exact integers, see db/connect.ts). */
 export interface PaymentRow {
@@ -28,7 +28,7 @@ export interface RefundRow {
   payment_id: string;
   amount_minor: number;
   currency: string;
-  status: 'pending' | 'succeeded' | 'failed';
+  status: RefundStatus;
   reason: string | null;
   refund_key: string;
   provider_refund_id: string | null;
@@ -39,7 +39,7 @@ export interface RefundRow {
   updated_at: Date;
 }
 
-/** The payment object of the HTTP API (SPEC section 3). Field order is part of the bytes. */
+/** The payment object of the HTTP API (docs/CONTRACT.md §3.3). Field order is part of the bytes. */
 export function paymentResource(row: PaymentRow) {
   return {
     id: row.id,

@@ -1,20 +1,8 @@
 import { Hono } from 'hono';
-import type { Sql } from '../db/connect';
 import { SandboxError } from './errors';
 import { chargeRoutes } from './routes/charges';
 import { refundRoutes } from './routes/refunds';
-
-export interface SandboxConfig {
-  /** How long pm_card_slow takes to answer. */
-  slowMs: number;
-  /** How many attempts of one key pm_card_flaky fails with 503 before it succeeds. */
-  flakyFailures: number;
-}
-
-export interface SandboxDeps {
-  sql: Sql;
-  config: SandboxConfig;
-}
+import type { SandboxDeps } from './deps';
 
 /** The stand-in PSP: a Stripe-like API over its own durable state in the `sandbox` schema. */
 export function createSandboxApp(deps: SandboxDeps) {

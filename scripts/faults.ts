@@ -18,8 +18,8 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
-import { projectRoot } from '../lib/temporal-cli';
-import { renderMarkdown, renderText, type ScenarioResult } from '../test/faults/support/results';
+import { projectRoot } from '../devstack/temporal-cli';
+import { renderMarkdown, renderText, type ScenarioResult } from '../devstack/fault-table';
 
 const args = process.argv.slice(2);
 const parallel = args.includes('--parallel');

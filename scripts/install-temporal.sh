@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Provides the Temporal CLI v1.5.1 (dev server + Web UI) at .tools/bin/temporal.
 #
-# Order of preference, as in SPEC section 2:
+# Order of preference, as in docs/CONTRACT.md §2.1:
 #   1. TEMPORAL_CLI_PATH, or a `temporal` already on PATH: nothing to install.
 #   2. Go present: `go install` of v1.5.1 (later tags carry a `replace` directive that
 #      breaks `go install`; v1.5.1 is pure Go, no cgo).

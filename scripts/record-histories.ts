@@ -24,7 +24,7 @@ import { parseArgs } from 'node:util';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, Runtime } from '@temporalio/worker';
 import { paymentWorkflowId, refundWorkflowId } from '../domain/ids';
-import { ensureTemporalCli, projectRoot } from '../lib/temporal-cli';
+import { ensureTemporalCli, projectRoot } from '../devstack/temporal-cli';
 import {
   describeHistory,
   historiesDir,
@@ -35,9 +35,9 @@ import {
   type CodeVersion,
   type HistoryEntry,
   type HistoryIndex,
-} from './lib/histories';
-import { apiClient, startStack, type ApiResponse, type Stack } from '../lib/stack';
-import { startScratchEnvironment } from './lib/scratch-environment';
+} from '../devstack/histories';
+import { apiClient, startStack, type ApiResponse, type Stack } from '../devstack/stack';
+import { startScratchEnvironment } from '../devstack/scratch-environment';
 
 /** One workflow run a scenario produced, and what its history must show to be worth keeping. */
 interface Recording {

@@ -18,7 +18,7 @@ import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { temporalConnectionSettings } from '../lib/temporal-connection';
-import { describeHistory, workflowInterceptorModules, workflowsPath as localWorkflowsPath } from './lib/histories';
+import { describeHistory, workflowInterceptorModules, workflowsPath as localWorkflowsPath } from '../devstack/histories';
 
 const usage = 'usage: npm run replay -- --workflow-id <id> [--run-id <id>] [--address host:port] [--namespace default] [--workflows-path <entry.ts>]';
 

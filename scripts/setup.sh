@@ -4,6 +4,7 @@
 #   1. Chromium (Debian's `chromium` package) at /usr/bin/chromium, for the browser test of
 #      the Temporal Web UI (test/e2e). Installed with apt-get, which needs root.
 #   2. The Temporal CLI v1.5.1 (dev server + Web UI), via scripts/install-temporal.sh.
+#   3. stripe-mock (the Stripe adapter's tests run against it), via scripts/install-stripe-mock.sh.
 #
 # Run it as `npm run setup` (or `sudo npm run setup` as a non-root user).
 set -euo pipefail
@@ -31,4 +32,5 @@ else
 fi
 
 bash "$root/scripts/install-temporal.sh"
+bash "$root/scripts/install-stripe-mock.sh"
 echo "setup: done"

@@ -3,7 +3,7 @@
  * PostgreSQL (embedded unless DATABASE_URL is set), migrations, the provider sandbox, the
  * worker and the API — and a banner saying where each part is. Ctrl-C stops it all.
  *
- * This file is only the front: it runs scripts/dev-stack/supervisor.ts in a session of its
+ * This file is only the front: it runs devstack/supervisor.ts in a session of its
  * own and relays signals to it. A Ctrl-C in a terminal signals the whole foreground process
  * group at once; without this indirection PostgreSQL and Temporal would be interrupted at the
  * same moment as the worker still draining into them. Here only the supervisor is told,
@@ -17,7 +17,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const supervisorPath = fileURLToPath(new URL('./dev-stack/supervisor.ts', import.meta.url));
+const supervisorPath = fileURLToPath(new URL('../devstack/supervisor.ts', import.meta.url));
 
 const supervisor = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), supervisorPath], {
   // A new session: terminal signals (Ctrl-C, hang-up) reach the supervisor only through us.

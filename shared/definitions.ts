@@ -8,16 +8,35 @@ import { defineQuery, defineUpdate } from '@temporalio/workflow';
 
 export const DEFAULT_TASK_QUEUE = 'payments';
 
-export type PaymentStatus =
-  | 'processing'
-  | 'requires_capture'
-  | 'succeeded'
-  | 'declined'
-  | 'failed'
-  | 'canceled'
-  | 'refunded';
+/**
+ * The vocabularies, each defined once: the TypeScript types, the zod enums (api/schemas.ts)
+ * and so the OpenAPI document are derived from these lists.
+ */
+export const paymentStatuses = ['processing', 'requires_capture', 'succeeded', 'declined', 'failed', 'canceled', 'refunded'] as const;
+export type PaymentStatus = (typeof paymentStatuses)[number];
 
-export type CaptureMethod = 'automatic' | 'manual';
+export const captureMethods = ['automatic', 'manual'] as const;
+export type CaptureMethod = (typeof captureMethods)[number];
+
+export const refundStatuses = ['pending', 'succeeded', 'failed'] as const;
+export type RefundStatus = (typeof refundStatuses)[number];
+
+/** The events the outbox records and delivers (docs/CONTRACT.md, webhooks). */
+export const paymentEventTypes = ['payment.succeeded', 'payment.requires_capture', 'payment.declined', 'payment.failed', 'payment.canceled'] as const;
+export const refundEventTypes = ['refund.succeeded', 'refund.failed'] as const;
+export const eventTypes = [...paymentEventTypes, ...refundEventTypes] as const;
+export type PaymentEventType = (typeof paymentEventTypes)[number];
+export type EventType = (typeof eventTypes)[number];
+
+/** Where an event's webhook delivery stands: being tried, acknowledged, given up, or no endpoint. */
+export const deliveryStatuses = ['pending', 'delivered', 'failed', 'skipped'] as const;
+export type DeliveryStatus = (typeof deliveryStatuses)[number];
+
+/**
+ * The activity header that carries the HTTP request id from a workflow to its activities
+ * (workflows/interceptors.ts sets it, worker/interceptors.ts reads it).
+ */
+export const REQUEST_ID_HEADER = 'request-id';
 
 /** The scoped idempotency key an operation runs under, and the fingerprint of its input. */
 export interface ScopedKey {

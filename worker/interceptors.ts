@@ -1,8 +1,6 @@
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
-
-/** Must match workflows/interceptors.ts (which cannot be imported here: it is workflow code). */
-const REQUEST_ID_HEADER = 'request-id';
+import { REQUEST_ID_HEADER } from '../shared/definitions';
 
 /**
  * Puts the request id that the workflow passed in the activity's headers on every log line

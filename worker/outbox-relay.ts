@@ -1,6 +1,6 @@
 import { Webhook } from 'standardwebhooks';
 import type { Sql } from '../db/connect';
-import type { EventPayload } from '../db/outbox';
+import { claimDueEvents, deliveryBacklog, markEventSkipped, recordDeliveryAttempt, type ClaimedEvent } from '../db/outbox';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 
@@ -15,15 +15,6 @@ export interface RelayOptions {
   batchSize: number;
   /** Polling interval; NOTIFY wakes the relay sooner. */
   pollMs: number;
-}
-
-interface ClaimedEvent {
-  id: string;
-  tenant_id: string;
-  payload: EventPayload;
-  attempts: number;
-  webhook_url: string | null;
-  webhook_secret: string;
 }
 
 /** The delay before attempt `failedAttempts + 1`: exponential, capped, jittered. */
@@ -55,11 +46,9 @@ export class OutboxRelay {
 
   /** Sets the backlog gauges (called when metrics are scraped). */
   async measureBacklog(): Promise<void> {
-    const [backlog] = await this.sql<{ pending: number; lag: number }[]>`
-      SELECT count(*)::int AS pending, coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS lag
-      FROM outbox_events WHERE delivery_state = 'pending'`;
-    this.metrics?.outboxPending.set(backlog!.pending);
-    this.metrics?.outboxLag.set(backlog!.lag);
+    const backlog = await deliveryBacklog(this.sql);
+    this.metrics?.outboxPending.set(backlog.pending);
+    this.metrics?.outboxLag.set(backlog.lag);
   }
 
   async start(): Promise<void> {
@@ -105,18 +94,7 @@ export class OutboxRelay {
   async deliverBatch(): Promise<number> {
     // The lease outlasts one attempt, so a live relay never loses its claim mid-delivery.
     const leaseMs = this.options.timeoutMs + 30_000;
-    const claimed = await this.sql<ClaimedEvent[]>`
-      UPDATE outbox_events e SET locked_until = now() + make_interval(secs => ${leaseMs / 1000})
-      FROM tenants t
-      WHERE t.id = e.tenant_id AND e.id IN (
-        SELECT id FROM outbox_events
-        WHERE delivery_state = 'pending' AND next_attempt_at <= now()
-          AND (locked_until IS NULL OR locked_until < now())
-        ORDER BY next_attempt_at
-        LIMIT ${this.options.batchSize}
-        FOR UPDATE SKIP LOCKED
-      )
-      RETURNING e.id, e.tenant_id, e.payload, e.attempts, t.webhook_url, t.webhook_secret`;
+    const claimed = await claimDueEvents(this.sql, this.options.batchSize, leaseMs);
     await Promise.all(claimed.map((event) => this.deliver(event)));
     return claimed.length;
   }
@@ -124,7 +102,7 @@ export class OutboxRelay {
   private async deliver(event: ClaimedEvent): Promise<void> {
     if (!event.webhook_url) {
       // No endpoint: the event stays available through GET /v1/events.
-      await this.sql`UPDATE outbox_events SET delivery_state = 'skipped', locked_until = NULL WHERE id = ${event.id}`;
+      await markEventSkipped(this.sql, event.id);
       return;
     }
     const attempt = event.attempts + 1;
@@ -154,21 +132,20 @@ export class OutboxRelay {
       error = failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure);
     }
     const delivered = error === null;
-    const exhausted = !delivered && attempt >= this.options.maxAttempts;
-    const delayMs = retryDelayMs(attempt, this.options);
-    await this.sql.begin(async (tx) => {
-      await tx`
-        INSERT INTO webhook_deliveries (event_id, attempt, url, response_status, error, duration_ms)
-        VALUES (${event.id}, ${attempt}, ${event.webhook_url}, ${status}, ${error}, ${Date.now() - started})
-        ON CONFLICT (event_id, attempt) DO NOTHING`;
-      await tx`
-        UPDATE outbox_events SET
-          attempts = ${attempt},
-          delivery_state = ${delivered ? 'delivered' : exhausted ? 'failed' : 'pending'},
-          delivered_at = ${delivered ? tx`now()` : null},
-          next_attempt_at = ${delivered || exhausted ? tx`next_attempt_at` : tx`now() + make_interval(secs => ${delayMs / 1000})`},
-          locked_until = NULL
-        WHERE id = ${event.id}`;
+    // A resend (POST /v1/events/{id}/resend) starts a new round: budget and backoff count from it.
+    const attemptOfRound = attempt - event.resend_round_first_attempt;
+    const exhausted = !delivered && attemptOfRound >= this.options.maxAttempts;
+    const delayMs = retryDelayMs(attemptOfRound, this.options);
+    await recordDeliveryAttempt(this.sql, {
+      eventId: event.id,
+      attempt,
+      url: event.webhook_url,
+      responseStatus: status,
+      error,
+      durationMs: Date.now() - started,
+      outcome: delivered ? 'delivered' : exhausted ? 'failed' : 'pending',
+      retryDelayMs: delayMs,
+      resendRequestsSeen: event.resend_requests,
     });
     this.metrics?.webhookAttempts.inc({ result: delivered ? 'delivered' : exhausted ? 'gave_up' : 'failed' });
     this.metrics?.webhookDuration.observe((Date.now() - started) / 1000);

@@ -1,10 +1,10 @@
 import type { Sql } from '../db/connect';
-import { deleteExpiredRecords } from '../db/records';
+import { deleteExpiredRecords } from '../db/idempotency-records';
 import type { Logger } from '../lib/logger';
 
 /**
  * Deletes idempotency records whose retention window has passed, for finished operations
- * only (db/records.ts). Once a key is gone, the domain constraints still refuse a second
+ * only (db/idempotency-records.ts). Once a key is gone, the domain constraints still refuse a second
  * payment for the order and a second ledger posting for the event.
  */
 export class RetentionJob {

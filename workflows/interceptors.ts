@@ -5,8 +5,7 @@
  */
 import { defaultPayloadConverter } from '@temporalio/common';
 import { workflowInfo, type WorkflowInterceptorsFactory, type WorkflowOutboundCallsInterceptor } from '@temporalio/workflow';
-
-export const REQUEST_ID_HEADER = 'request-id';
+import { REQUEST_ID_HEADER } from '../shared/definitions';
 
 function requestId(): string | undefined {
   const value = workflowInfo().memo?.request_id;

@@ -10,7 +10,9 @@ const listEventsRoute = createRoute({
   path: '/v1/events',
   tags: ['Events'],
   summary: "The tenant's notification events (the outbox), newest first",
-  description: 'The same events the webhooks deliver, for polling and reconciliation. The event id is the dedupe key.',
+  description:
+    'The same events the webhooks deliver, for polling and reconciliation. The event id is the dedupe key. ' +
+    '`delivery_status=failed` lists the events whose webhook gave up: resend them one by one, or recover them all.',
   request: { query: ListEventsQuery },
   responses: { 200: { description: 'A page of events.', content: jsonContent(listOf(Event, 'EventList')) }, ...errorResponses(['invalid_request', 'unauthorized']) },
 });
@@ -29,8 +31,14 @@ export function accountRoutes(deps: ApiDeps) {
 
   app.openapi(listEventsRoute, async (c) => {
     const query = c.req.valid('query');
-    const rows = await listEvents(deps.sql, c.var.tenant.id, { limit: query.limit, type: query.type, startingAfter: query.starting_after });
-    return c.json({ object: 'list' as const, data: rows.slice(0, query.limit).map((r) => r.payload), has_more: rows.length > query.limit } as never, 200);
+    const page = await listEvents(deps.sql, c.var.tenant.id, {
+      limit: query.limit,
+      type: query.type,
+      deliveryState: query.delivery_status,
+      startingAfter: query.starting_after,
+      endingBefore: query.ending_before,
+    });
+    return c.json({ object: 'list' as const, data: page.rows.map((r) => r.payload), has_more: page.hasMore } as never, 200);
   });
 
   app.openapi(balanceRoute, async (c) => {

@@ -8,11 +8,11 @@ import {
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { getPayment, listPayments } from '../../db/payments';
-import type { IdempotencyRecord } from '../../db/records';
-import { ApiError, errorResponse, type ApiErrorType } from '../../domain/errors';
-import { looksLikeId, newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
-import { paymentLocation, paymentResource, type PaymentRow } from '../../domain/resources';
+import { getPayment, listPayments, paymentStatus } from '../../db/payments';
+import type { IdempotencyRecord } from '../../db/idempotency-records';
+import { errorResponse, type ApiErrorType } from '../../domain/errors';
+import { newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
+import { paymentLocation, paymentResource } from '../../domain/resources';
 import {
   cancelUpdate,
   captureUpdate,
@@ -25,6 +25,7 @@ import {
   type ScopedKey,
 } from '../../shared/definitions';
 import type { ApiDeps, AppEnv } from '../context';
+import { tenantPayment } from '../tenant-payment';
 import { runIdempotent, startOrAttach, type Dispatched } from '../idempotency';
 import {
   CancelPaymentBody,
@@ -112,13 +113,6 @@ const refusals: Record<string, ApiErrorType> = {
 export function paymentRoutes(deps: ApiDeps) {
   const app = new OpenAPIHono<AppEnv>();
 
-  /** The tenant's payment, or 404 (also for another tenant's id or a malformed one). */
-  async function tenantPayment(tenantId: string, id: string): Promise<PaymentRow> {
-    const payment = looksLikeId('pay', id) ? await getPayment(deps.sql, tenantId, id) : null;
-    if (!payment) throw new ApiError('not_found', `No such payment: ${id}`);
-    return payment;
-  }
-
   app.openapi(createPayment, async (c) => {
     const body = c.req.valid('json');
     const tenantId = c.var.tenant.id;
@@ -181,24 +175,25 @@ export function paymentRoutes(deps: ApiDeps) {
   });
 
   app.openapi(getPaymentRoute, async (c) => {
-    const payment = await tenantPayment(c.var.tenant.id, c.req.valid('param').id);
+    const payment = await tenantPayment(deps.sql, c.var.tenant.id, c.req.valid('param').id);
     return c.json(paymentResource(payment), 200);
   });
 
   app.openapi(listPaymentsRoute, async (c) => {
     const query = c.req.valid('query');
-    const rows = await listPayments(deps.sql, c.var.tenant.id, {
+    const page = await listPayments(deps.sql, c.var.tenant.id, {
       limit: query.limit,
       orderId: query.order_id,
       startingAfter: query.starting_after,
+      endingBefore: query.ending_before,
     });
-    return c.json({ object: 'list' as const, data: rows.slice(0, query.limit).map(paymentResource), has_more: rows.length > query.limit }, 200);
+    return c.json({ object: 'list' as const, data: page.rows.map(paymentResource), has_more: page.hasMore }, 200);
   });
 
   /** Capture and cancel: updates to the payment's running workflow, with validators. */
   async function runCommand(c: Context<AppEnv>, kind: 'capture' | 'cancel', id: string, body: { amount_minor?: number }) {
     const tenantId = c.var.tenant.id;
-    const payment = await tenantPayment(tenantId, id);
+    const payment = await tenantPayment(deps.sql, tenantId, id);
     return runIdempotent(c, deps, {
       operation: `POST /v1/payments/{id}/${kind}`,
       params: { id },
@@ -250,8 +245,8 @@ async function sendCommand(
     if (error instanceof WorkflowUpdateFailedError) return { kind: 'decided', response: refusal(error) };
     if (error instanceof WorkflowNotFoundError || /already completed/i.test(String((error as Error)?.message))) {
       // The payment's workflow has finished: it is no longer awaiting capture.
-      const [row] = await deps.sql<{ status: string }[]>`SELECT status FROM payments WHERE id = ${record.resource_id}`;
-      return { kind: 'decided', response: errorResponse(notAllowed, `payment ${record.resource_id} is ${row?.status ?? 'not awaiting capture'}`) };
+      const status = await paymentStatus(deps.sql, record.resource_id);
+      return { kind: 'decided', response: errorResponse(notAllowed, `payment ${record.resource_id} is ${status ?? 'not awaiting capture'}`) };
     }
     throw error;
   }

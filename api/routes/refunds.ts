@@ -1,11 +1,11 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
-import { getPayment } from '../../db/payments';
 import { getRefund, listRefunds } from '../../db/refunds';
 import { ApiError } from '../../domain/errors';
 import { looksLikeId, newId, refundWorkflowId } from '../../domain/ids';
-import { refundLocation, refundResource, type PaymentRow } from '../../domain/resources';
+import { refundLocation, refundResource } from '../../domain/resources';
 import { OrderIdKey, TenantIdKey, type RefundWorkflowInput } from '../../shared/definitions';
 import type { ApiDeps, AppEnv } from '../context';
+import { tenantPayment } from '../tenant-payment';
 import { runIdempotent, startOrAttach } from '../idempotency';
 import { CreateRefundBody, IdParam, ListRefundsQuery, listOf, Refund } from '../schemas';
 import { errorResponses, idempotentResponses, jsonContent, idempotencyKeyParameter, paymentIdExample } from './openapi';
@@ -48,17 +48,11 @@ const getRefundRoute = createRoute({
 export function refundRoutes(deps: ApiDeps) {
   const app = new OpenAPIHono<AppEnv>();
 
-  async function tenantPayment(tenantId: string, id: string): Promise<PaymentRow> {
-    const payment = looksLikeId('pay', id) ? await getPayment(deps.sql, tenantId, id) : null;
-    if (!payment) throw new ApiError('not_found', `No such payment: ${id}`);
-    return payment;
-  }
-
   app.openapi(createRefund, async (c) => {
     const { id } = c.req.valid('param');
     const body = c.req.valid('json');
     const tenantId = c.var.tenant.id;
-    const payment = await tenantPayment(tenantId, id);
+    const payment = await tenantPayment(deps.sql, tenantId, id);
     return runIdempotent(c, deps, {
       operation: 'POST /v1/payments/{id}/refunds',
       params: { id },
@@ -109,9 +103,9 @@ export function refundRoutes(deps: ApiDeps) {
   app.openapi(listPaymentRefunds, async (c) => {
     const { id } = c.req.valid('param');
     const query = c.req.valid('query');
-    const payment = await tenantPayment(c.var.tenant.id, id);
-    const rows = await listRefunds(deps.sql, c.var.tenant.id, payment.id, { limit: query.limit, startingAfter: query.starting_after });
-    return c.json({ object: 'list' as const, data: rows.slice(0, query.limit).map(refundResource), has_more: rows.length > query.limit }, 200);
+    const payment = await tenantPayment(deps.sql, c.var.tenant.id, id);
+    const page = await listRefunds(deps.sql, c.var.tenant.id, payment.id, { limit: query.limit, startingAfter: query.starting_after, endingBefore: query.ending_before });
+    return c.json({ object: 'list' as const, data: page.rows.map(refundResource), has_more: page.hasMore }, 200);
   });
 
   app.openapi(getRefundRoute, async (c) => {

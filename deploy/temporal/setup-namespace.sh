@@ -5,7 +5,7 @@
 #      server, creates no namespace) with $TEMPORAL_NAMESPACE_RETENTION for closed workflows;
 #   2. registers the custom search attributes in $SEARCH_ATTRIBUTES ("Name=Type ..."), the
 #      ones an operator filters payments by in the Web UI: the same list the dev server is
-#      started with (lib/temporal-cli.ts, searchAttributeFlags).
+#      started with (devstack/temporal-cli.ts, searchAttributeFlags).
 # Idempotent: what exists is left alone ("already exists" is success); an attribute that
 # exists with another type is an error. It ends by checking that every attribute is there.
 # POSIX sh: the admin-tools image is Alpine based.

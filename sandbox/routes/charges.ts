@@ -5,7 +5,7 @@ import { parseJsonBody, parseParams, requireIdempotencyKey, sendStored } from '.
 import { requestFingerprint, runIdempotently, type EffectResult, type Tx } from '../idempotency';
 import { chargeJson, listJson, newChargeId, type ChargeRow, type ChargeStatus } from '../objects';
 import { paymentMethodBehaviour, type PaymentMethodBehaviour } from '../payment-methods';
-import type { SandboxDeps } from '../app';
+import type { SandboxDeps } from '../deps';
 
 /** Far below 2^53, so amounts stay exact as JS numbers (and as int8). */
 export const maxAmountMinor = 100_000_000_000_000;

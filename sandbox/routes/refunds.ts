@@ -6,7 +6,7 @@ import { requestFingerprint, runIdempotently } from '../idempotency';
 import { listJson, newRefundId, refundJson, type ChargeRow, type RefundRow } from '../objects';
 import { paymentMethodBehaviour } from '../payment-methods';
 import { amountMinor } from './charges';
-import type { SandboxDeps } from '../app';
+import type { SandboxDeps } from '../deps';
 
 const createRefundBody = z.strictObject({
   charge: z.string().min(1).max(255),

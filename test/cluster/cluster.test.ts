@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
-import type { TemporalCluster } from '../../lib/temporal-cluster';
+import type { TemporalCluster } from '../../devstack/temporal-cluster';
 import { apiClient, eventually, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 import { SETTLE_MS, scenarioTimeout } from '../faults/support/config';
@@ -15,7 +15,7 @@ import { createSql, type Sql } from '../../db/connect';
 
 /**
  * The product on the production Temporal server: a cluster of two server processes on
- * PostgreSQL (lib/temporal-cluster.ts, the config docker-compose.yml runs), with the API and
+ * PostgreSQL (devstack/temporal-cluster.ts, the config docker-compose.yml runs), with the API and
  * the worker reaching the frontends through a TCP balancer as a deployment would. The
  * ordinary cases first, then the cluster's own faults: a node SIGKILLed mid-flight (its
  * shards move to the other node) and a rolling restart of both nodes under load.

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
-import type { TemporalCluster } from '../../lib/temporal-cluster';
+import type { TemporalCluster } from '../../devstack/temporal-cluster';
 import { temporalConnectionSettings } from '../../lib/temporal-connection';
 import { apiClient, isolatedApi, startStack, uniqueKey, type TestStack } from '../helpers/stack';
 import { startTestCluster } from './support';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { createSql } from '../../db/connect';
-import { startTemporalCluster, type ClusterOptions, type TemporalCluster } from '../../lib/temporal-cluster';
+import { startTemporalCluster, type ClusterOptions, type TemporalCluster } from '../../devstack/temporal-cluster';
 import { LOGS_DIR } from '../faults/support/config';
 
 const adminUrl = process.env.TEST_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';

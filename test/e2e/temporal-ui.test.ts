@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { apiClient, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 
 /**
- * SPEC section 5: an operator finds a payment in the Temporal Web UI by tenant, order and
+ * docs/CONTRACT.md §5.9: an operator finds a payment in the Temporal Web UI by tenant, order and
  * status. Checked in a real browser (Debian's Chromium, headless) against the Web UI of the
  * run's dev server (test/global-setup.ts starts it with its UI).
  */

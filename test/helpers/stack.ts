@@ -3,11 +3,11 @@ import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import type { Client } from '@temporalio/client';
 import { createLogger } from '../../lib/logger';
-import { freePort } from '../../lib/ports';
-import { startStack as startProductStack, type Stack, type StackOptions } from '../../lib/stack';
+import { freePort } from '../../devstack/ports';
+import { startStack as startProductStack, type Stack, type StackOptions } from '../../devstack/stack';
 import { installTemporalRuntime } from '../../worker/observability';
 
-export { apiClient, type Tenant } from '../../lib/stack';
+export { apiClient, type Tenant } from '../../devstack/stack';
 export type TestStack = Stack;
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
@@ -43,7 +43,7 @@ export function captureLogs() {
 }
 
 /**
- * The whole product (lib/stack.ts) on the run's shared Temporal dev server and database,
+ * The whole product (devstack/stack.ts) on the run's shared Temporal dev server and database,
  * with the workflow bundle built once by the global setup and a task queue of its own.
  */
 export async function startStack(options: Partial<StackOptions> = {}): Promise<TestStack> {

@@ -5,11 +5,11 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { createSql } from '../../db/connect';
 import { migrate } from '../../db/migrate';
-import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../lib/embedded-postgres';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
 import { apiClient, eventually, isolatedApi, startStack, uniqueKey, type TestStack } from '../helpers/stack';
 import { CompletionWaiter } from '../../api/completions';
 import { effectsOf } from '../helpers/effects';
-import { freePort } from '../helpers/ports';
+import { freePort } from '../../devstack/ports';
 
 /** Fail closed: with a dependency unreachable, mutating endpoints answer 503 and execute nothing. */
 

@@ -3,7 +3,7 @@ import { Client, Connection } from '@temporalio/client';
 import { apiClient, isolatedApi, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { chargesAtProvider, effectsOf, expectLedgerConsistent } from '../helpers/effects';
 
-/** The idempotency contract of SPEC section 3, on the real dev server and real PostgreSQL. */
+/** The idempotency contract (docs/CONTRACT.md §3.1), on the real dev server and real PostgreSQL. */
 
 let stack: TestStack;
 let tenant: Tenant;

@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { chargesAtProvider, effectsOf, expectLedgerConsistent } from '../helpers/effects';
 
-/** The money movements after the charge (SPEC sections 3, 5, 8), each under the idempotency contract. */
+/** The money movements after the charge (docs/CONTRACT.md §3, §5, §8), each under the idempotency contract. */
 
 let stack: TestStack;
 let tenant: Tenant;

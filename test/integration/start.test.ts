@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createSql } from '../../db/connect';
-import { projectRoot } from '../../lib/temporal-cli';
-import { freePort } from '../helpers/ports';
+import { projectRoot } from '../../devstack/temporal-cli';
+import { freePort } from '../../devstack/ports';
 
 /**
  * `npm start` as a new user runs it: the real launcher in a child process, on free ports and

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'node:http';
 import { apiClient, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
-/** Bad input always gets a clear 4xx in the SPEC's error shape, and changes nothing. */
+/** Bad input always gets a clear 4xx in the contract's error shape (docs/CONTRACT.md §3), and changes nothing. */
 
 let stack: TestStack;
 let tenant: Tenant;

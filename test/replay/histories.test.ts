@@ -10,11 +10,11 @@ import {
   readHistoryIndex,
   workflowInterceptorModules,
   type HistoryEntry,
-} from '../../scripts/lib/histories';
+} from '../../devstack/histories';
 import { alteredWorkflows, type Alteration } from '../helpers/altered-workflows';
 
 /**
- * SPEC sections 5 and 9: workflow code changes are proven safe by replaying the histories
+ * docs/CONTRACT.md §5.8 and §9.3: workflow code changes are proven safe by replaying the histories
  * recorded from real runs (test/histories, `npm run histories:record`) against the current
  * code. A replay that produces other commands than the history recorded is a
  * nondeterminism: the change would break every run in flight.

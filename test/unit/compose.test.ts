@@ -8,13 +8,13 @@ import { parse } from 'yaml';
 import { Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { loadConfig } from '../../lib/config';
-import { projectRoot, resolveTemporalCli, searchAttributeFlags } from '../../lib/temporal-cli';
+import { projectRoot, resolveTemporalCli, searchAttributeFlags } from '../../devstack/temporal-cli';
 
 /**
  * docker-compose.yml, Dockerfile and deploy/ (the production-shaped stack), checked without
  * a Docker engine: the file is parsed as Compose parses it (YAML merge keys, `${VAR...}`
  * interpolation) and its wiring is checked against the code that will run in it
- * (lib/config.ts, sandbox/main.ts, lib/temporal-cli.ts). The two scripts that talk to
+ * (lib/config.ts, sandbox/main.ts, devstack/temporal-cli.ts). The two scripts that talk to
  * Temporal (temporal-setup and the worker healthcheck) are run for real against the test
  * run's Temporal server. `docker compose config` itself is not run: this machine has no
  * Compose plugin.

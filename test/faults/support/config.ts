@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { projectRoot } from '../../../lib/temporal-cli';
+import { projectRoot } from '../../../devstack/temporal-cli';
 
 /**
  * How much each fault scenario repeats itself. Inside `npm test` the defaults keep the
@@ -18,7 +18,7 @@ function positiveInt(name: string, fallback: number): number {
 export const FAULT_TRIALS = positiveInt('FAULT_TRIALS', 2);
 /** Distinct keys stormed at once in one duplicate-storm round (50 identical requests each). */
 export const FAULT_STORM_KEYS = positiveInt('FAULT_STORM_KEYS', 4);
-/** Identical requests per key in a storm (SPEC section 9: duplicate storms). */
+/** Identical requests per key in a storm (docs/CONTRACT.md §9.4: duplicate storms). */
 export const STORM_SIZE = 50;
 /** How long an effect may take to show up after a fault ended before it counts as lost. */
 export const SETTLE_MS = positiveInt('FAULT_SETTLE_MS', 120_000);

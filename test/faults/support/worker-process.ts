@@ -2,12 +2,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync, closeSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { projectRoot } from '../../../lib/temporal-cli';
-import { freePort } from '../../helpers/ports';
+import { projectRoot } from '../../../devstack/temporal-cli';
+import { freePort } from '../../../devstack/ports';
 import { LOGS_DIR } from './config';
 
 // Dies with the test process (SIGKILL: a worker must not live on against a dropped database).
-const dieWithParent = fileURLToPath(new URL('../../../lib/exit-with-parent.mjs', import.meta.url));
+const dieWithParent = fileURLToPath(new URL('../../../devstack/exit-with-parent.mjs', import.meta.url));
 
 /** `worker/main.ts` as a real process: Temporal worker, outbox relay, retention job and reconciler. */
 export interface WorkerProcess {

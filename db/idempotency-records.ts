@@ -1,8 +1,5 @@
-import type postgres from 'postgres';
+import type { Db } from './connect';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
-
-/** A client, or a transaction inside one: every helper here works with either. */
-export type Db = postgres.Sql<{}> | postgres.TransactionSql<{}>;
 
 export interface IdempotencyRecord {
   tenant_id: string;
@@ -98,6 +95,14 @@ export async function completeRecord(
   const stored = existing && existing.fingerprint === scope.fingerprint ? storedResponse(existing) : null;
   if (!stored) throw new Error(`idempotency record ${scope.operation} ${scope.key} is held by another request`);
   return stored;
+}
+
+/** The operation's record is completed (its final response is stored). */
+export async function isRecordCompleted(db: Db, tenantId: string, operation: string, key: string): Promise<boolean> {
+  const [row] = await db`
+    SELECT 1 FROM idempotency_records
+    WHERE tenant_id = ${tenantId} AND operation = ${operation} AND idempotency_key = ${key} AND state = 'completed'`;
+  return row !== undefined;
 }
 
 /**

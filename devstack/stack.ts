@@ -20,9 +20,9 @@ import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
 import { Reconciler } from '../worker/reconciler';
 import { RetentionJob } from '../worker/retention';
 import { createPaymentWorker } from '../worker/worker';
-import { createLogger, type Logger } from './logger';
-import type { TemporalConnectionSettings } from './temporal-connection';
-import { createApiMetrics, createWorkerMetrics, type ApiMetrics, type WorkerMetrics } from './metrics';
+import { createLogger, type Logger } from '../lib/logger';
+import type { TemporalConnectionSettings } from '../lib/temporal-connection';
+import { createApiMetrics, createWorkerMetrics, type ApiMetrics, type WorkerMetrics } from '../lib/metrics';
 
 export type ApiConfig = ApiDeps['config'];
 

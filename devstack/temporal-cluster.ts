@@ -135,7 +135,7 @@ function writeDynamicConfig(file: string, extra: Record<string, unknown>): void 
   const tuned = Object.entries(extra)
     .map(([key, value]) => `${key}:\n  - value: ${JSON.stringify(value)}\n`)
     .join('');
-  writeFileSync(file, `${base}\n# Added by lib/temporal-cluster.ts (tunedDynamicConfig and the caller's values).\n${tuned}`);
+  writeFileSync(file, `${base}\n# Added by devstack/temporal-cluster.ts (tunedDynamicConfig and the caller's values).\n${tuned}`);
 }
 
 function sqlToolArgs(url: URL, database: string): string[] {

@@ -1,59 +1,26 @@
-import { ApplicationFailure, Context, log } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/activity';
 import type { WorkerMetrics } from '../lib/metrics';
-import type { Sql } from '../db/connect';
+import type { Db, Sql } from '../db/connect';
 import { insertPayment, lockPayment, transitionPayment } from '../db/payments';
-import { completeRecord, type Db } from '../db/records';
-import { captureLines, isLedgerRefusal, postTransaction, refundLines } from '../db/ledger';
-import { insertEvent, type EventType } from '../db/outbox';
-import { reserveRefund, settleRefund } from '../db/refunds';
+import { completeRecord } from '../db/idempotency-records';
+import { captureLines, postTransaction } from '../db/ledger';
+import { insertEvent } from '../db/outbox';
 import { businessEventKey } from '../shared/keys';
 import { errorResponse } from '../domain/errors';
-import { paymentLocation, paymentResource, refundLocation, refundResource, type PaymentRow, type RefundRow } from '../domain/resources';
-import type { ProviderCharge, ProviderRefund } from '../provider/types';
-import {
-  FailureType,
-  type CancelRequest,
-  type CaptureRequest,
-  type FinalResponse,
-  type PaymentWorkflowInput,
-  type RefundWorkflowInput,
-  type ScopedKey,
-} from '../shared/definitions';
+import { paymentLocation, paymentResource, type PaymentRow } from '../domain/resources';
+import type { ProviderCharge } from '../provider/types';
+import type { CancelRequest, CaptureRequest, FinalResponse, PaymentEventType, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
+import { outcomeRecorder, step, workflowId } from './record-step';
 
-/**
- * The database steps of the workflows. Each is one PostgreSQL transaction that records a
- * business fact together with everything that follows from it: the payment's new state,
- * its ledger transaction, its outbox event and the operation's final response. Replaying
- * a step is a no-op: every write is guarded by a state transition or a unique constraint,
- * and the stored response is returned unchanged.
- */
+/** The database steps of the payment workflow (see record-step.ts for what every step guarantees). */
 
 export type BeginPaymentResult = { kind: 'created' } | { kind: 'rejected'; response: FinalResponse };
-export type BeginRefundResult =
-  | { kind: 'reserved'; chargeId: string; currency: string }
-  | { kind: 'rejected'; response: FinalResponse };
-
-function workflowId(): string {
-  return Context.current().info.workflowExecution!.workflowId;
-}
-
-/** Runs one step's transaction; a ledger refusal becomes a non-retryable LedgerRejected. */
-async function step<T>(sql: Sql, work: (tx: Db) => Promise<T>): Promise<T> {
-  try {
-    return (await sql.begin(work)) as T;
-  } catch (error) {
-    if (isLedgerRefusal(error)) {
-      throw ApplicationFailure.create({ type: FailureType.LedgerRejected, message: (error as Error).message, nonRetryable: true });
-    }
-    throw error;
-  }
-}
 
 function paymentResponse(status: number, payment: PaymentRow): FinalResponse {
   return { status, body: JSON.stringify(paymentResource(payment)), location: paymentLocation(payment.id) };
 }
 
-async function paymentEvent(tx: Db, payment: PaymentRow, type: EventType): Promise<void> {
+async function paymentEvent(tx: Db, payment: PaymentRow, type: PaymentEventType): Promise<void> {
   await insertEvent(tx, { tenantId: payment.tenant_id, type, eventKey: businessEventKey.paymentEvent(payment.id, type), object: paymentResource(payment) });
 }
 
@@ -67,13 +34,8 @@ async function postCapture(tx: Db, payment: PaymentRow): Promise<void> {
   });
 }
 
-export function createRecordSteps(sql: Sql, metrics?: WorkerMetrics) {
-  /** One log line and one count per recorded outcome (a replayed step may count twice; the data never does). */
-  const recorded = (kind: 'payment' | 'refund', id: string, status: string, response: FinalResponse) => {
-    (kind === 'payment' ? metrics?.paymentOutcomes : metrics?.refundOutcomes)?.inc({ status });
-    log.info(`${kind} ${status}`, { [`${kind}_id`]: id, status, http_status: response.status });
-    return response;
-  };
+export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics) {
+  const recorded = outcomeRecorder(metrics);
   return {
     /**
      * Persists the payment's intent before the provider is called. The order guard may
@@ -191,79 +153,7 @@ export function createRecordSteps(sql: Sql, metrics?: WorkerMetrics) {
         return recorded('payment', input.paymentId, 'failed', await completeRecord(tx, input.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, response));
       });
     },
-
-    /**
-     * Decides whether the refund may happen and reserves its amount, under the payment's row
-     * lock: concurrent refunds of one payment are decided one at a time.
-     */
-    async beginRefund(input: RefundWorkflowInput): Promise<BeginRefundResult> {
-      return step(sql, async (tx) => {
-        const owner = { workflowId: workflowId(), resourceId: input.refundId };
-        const payment = await lockPayment(tx, input.paymentId);
-        const reject = async (response: FinalResponse): Promise<BeginRefundResult> => ({
-          kind: 'rejected',
-          response: await completeRecord(tx, input.idempotency, owner, response),
-        });
-        const [already] = await tx<{ id: string }[]>`SELECT id FROM refunds WHERE id = ${input.refundId}`;
-        if (!already) {
-          if (payment.status !== 'succeeded' && payment.status !== 'refunded') {
-            return reject(errorResponse('payment_not_refundable', `payment ${payment.id} is ${payment.status}; only captured payments can be refunded`));
-          }
-          const refundable = payment.amount_captured_minor - payment.amount_refunded_minor;
-          if (input.amountMinor > refundable) {
-            return reject(
-              errorResponse('refund_exceeds_captured', `refund of ${input.amountMinor} exceeds the ${refundable} still refundable on ${payment.id}`, {
-                amount_refundable_minor: refundable,
-              }),
-            );
-          }
-        }
-        await reserveRefund(tx, input, payment.currency, workflowId());
-        return { kind: 'reserved', chargeId: payment.provider_charge_id!, currency: payment.currency };
-      });
-    },
-
-    /** Records the provider's answer to a refund: ledger reversal and event, or release of the reservation. */
-    async recordRefundOutcome(input: { request: RefundWorkflowInput; refund: ProviderRefund }): Promise<FinalResponse> {
-      const { request, refund: provided } = input;
-      return step(sql, async (tx) => {
-        const owner = { workflowId: workflowId(), resourceId: request.refundId };
-        const settled =
-          provided.status === 'succeeded'
-            ? await settleRefund(tx, request.refundId, { status: 'succeeded', providerRefundId: provided.id })
-            : await settleRefund(tx, request.refundId, {
-                status: 'failed',
-                providerRefundId: provided.id,
-                failure: { code: provided.failureCode ?? 'refund_failed', message: provided.failureMessage ?? 'The provider refused the refund.' },
-              });
-        const [refund] = settled ? [settled] : await tx<RefundRow[]>`SELECT * FROM refunds WHERE id = ${request.refundId}`;
-        if (!refund) throw new Error(`refund ${request.refundId} not found`);
-        if (refund.status === 'succeeded') {
-          await postTransaction(tx, {
-            tenantId: refund.tenant_id,
-            eventKey: businessEventKey.refund(refund.id),
-            paymentId: refund.payment_id,
-            refundId: refund.id,
-            description: `refund ${refund.id} of ${refund.payment_id}`,
-            lines: refundLines(refund.currency, refund.amount_minor),
-          });
-          // Fully refunded once the succeeded refunds add up to what was captured.
-          await tx`
-            UPDATE payments p SET status = 'refunded', updated_at = now()
-            WHERE p.id = ${refund.payment_id} AND p.status = 'succeeded'
-              AND p.amount_captured_minor = (SELECT coalesce(sum(amount_minor), 0) FROM refunds r
-                                             WHERE r.payment_id = p.id AND r.status = 'succeeded')`;
-        }
-        const type = refund.status === 'succeeded' ? 'refund.succeeded' : 'refund.failed';
-        await insertEvent(tx, { tenantId: refund.tenant_id, type, eventKey: businessEventKey.refundEvent(refund.id, type), object: refundResource(refund) });
-        const response: FinalResponse =
-          refund.status === 'succeeded'
-            ? { status: 201, body: JSON.stringify(refundResource(refund)), location: refundLocation(refund.id) }
-            : errorResponse('refund_failed', refund.failure_message ?? 'The refund failed.', { refund: refundResource(refund) });
-        return recorded('refund', refund.id, refund.status, await completeRecord(tx, request.idempotency, owner, response));
-      });
-    },
   };
 }
 
-export type RecordSteps = ReturnType<typeof createRecordSteps>;
+export type PaymentSteps = ReturnType<typeof createPaymentSteps>;

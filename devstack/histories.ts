@@ -7,12 +7,12 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { historyFromJSON, type History } from '@temporalio/common/lib/proto-utils';
-import { projectRoot } from '../../lib/temporal-cli';
+import { projectRoot } from './temporal-cli';
 
 export const historiesDir = path.join(projectRoot, 'test', 'histories');
 export const historyIndexPath = path.join(historiesDir, 'index.json');
 /** The workflow code a history must replay against: bundled exactly as the worker bundles it. */
-export { workflowInterceptorModules, workflowsPath } from '../../worker/worker';
+export { workflowInterceptorModules, workflowsPath } from '../worker/worker';
 
 /** Markers the SDK core writes: for patched() / deprecatePatch(), and for a local activity. */
 const PATCH_MARKER = 'core_patch';

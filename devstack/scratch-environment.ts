@@ -5,12 +5,12 @@
  * TEMPORAL_ADDRESS is used, with its TLS / API key settings (lib/temporal-connection.ts).
  */
 import { randomBytes } from 'node:crypto';
-import { createSql } from '../../db/connect';
-import { ensureDatabase, migrate } from '../../db/migrate';
-import { startTemporalDevServer } from '../../lib/temporal-cli';
-import { freePort } from '../../lib/ports';
-import { loadConfig } from '../../lib/config';
-import { temporalConnectionSettings, type TemporalConnectionSettings } from '../../lib/temporal-connection';
+import { createSql } from '../db/connect';
+import { ensureDatabase, migrate } from '../db/migrate';
+import { startTemporalDevServer } from './temporal-cli';
+import { freePort } from './ports';
+import { loadConfig } from '../lib/config';
+import { temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
 
 export interface ScratchEnvironment {
   databaseUrl: string;

@@ -3,15 +3,15 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 import { Connection } from '@temporalio/client';
-import { createSql } from '../../db/connect';
-import { ensureDatabase, migrate } from '../../db/migrate';
-import { loadConfig } from '../../lib/config';
-import { httpStatus } from '../../lib/ports';
-import { projectRoot, startTemporalDevServer, type DevServer } from '../../lib/temporal-cli';
-import { startTemporalCluster, type TemporalCluster } from '../../lib/temporal-cluster';
-import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../../lib/temporal-connection';
+import { createSql, ping } from '../db/connect';
+import { ensureDatabase, migrate } from '../db/migrate';
+import { loadConfig } from '../lib/config';
+import { httpStatus } from './ports';
+import { projectRoot, startTemporalDevServer, type DevServer } from './temporal-cli';
+import { startTemporalCluster, type TemporalCluster } from './temporal-cluster';
+import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
 import { describeExit, spawnService, watchExit, type ExitInfo, type ManagedChild } from './children';
-import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../lib/embedded-postgres';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './embedded-postgres';
 import { complain, prefix, say } from './output';
 
 /**
@@ -277,7 +277,7 @@ async function startPostgres(external: string | undefined, dataDir: string): Pro
 async function ensureDatabaseOf(url: string): Promise<void> {
   const sql = createSql(url, { max: 1 });
   try {
-    await sql`SELECT 1`;
+    await ping(sql);
     return;
   } catch (error) {
     if ((error as { code?: string }).code !== '3D000') {

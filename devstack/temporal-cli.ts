@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 
 export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
-/** Search attributes an operator filters payments by in the Web UI (SPEC section 5). */
+/** Search attributes an operator filters payments by in the Web UI (docs/CONTRACT.md §5.9). */
 export const searchAttributeFlags = ['TenantId=Keyword', 'OrderId=Keyword', 'PaymentStatus=Keyword'];
 
 /** TEMPORAL_CLI_PATH, then `temporal` on PATH, then the project's own install (.tools/bin). */
@@ -44,7 +44,7 @@ export interface DevServerOptions {
 
 /**
  * Why: the dev server has ONE history shard, so limits meant per shard of a cluster become
- * limits of the whole server (the cluster of lib/temporal-cluster.ts gets the same values:
+ * limits of the whole server (the cluster of devstack/temporal-cluster.ts gets the same values:
  * there the reader limits apply to each of its shards, and the hop latency is the same) (measured with npm run bench, bench/results/latest.md):
  * - each history queue reader loads new tasks at most 20 times a second by default, so every
  *   hop (workflow task, activity task, close, visibility) waited ~35 ms for its load: an empty

@@ -1,14 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { projectRoot } from '../../lib/temporal-cli';
+import { projectRoot } from './temporal-cli';
 import { pipeLines } from './output';
-import { watchExit, type ExitInfo } from '../../lib/process-exit';
+import { watchExit, type ExitInfo } from './process-exit';
 
 export { watchExit, type ExitInfo };
 
 /** The tsx ESM loader, so children run TypeScript with a plain `node` (one process each, no wrapper). */
 export const tsxLoader = import.meta.resolve('tsx');
-const exitWithParent = import.meta.resolve('../../lib/exit-with-parent.mjs');
+const exitWithParent = import.meta.resolve('./exit-with-parent.mjs');
 
 export interface ManagedChild {
   name: string;

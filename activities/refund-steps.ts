@@ -1,0 +1,93 @@
+import type { WorkerMetrics } from '../lib/metrics';
+import type { Sql } from '../db/connect';
+import { lockPayment, markRefundedIfFullyRefunded } from '../db/payments';
+import { completeRecord } from '../db/idempotency-records';
+import { postTransaction, refundLines } from '../db/ledger';
+import { insertEvent } from '../db/outbox';
+import { findRefund, reserveRefund, settleRefund } from '../db/refunds';
+import { businessEventKey } from '../shared/keys';
+import { errorResponse } from '../domain/errors';
+import { refundLocation, refundResource } from '../domain/resources';
+import type { ProviderRefund } from '../provider/types';
+import type { FinalResponse, RefundWorkflowInput } from '../shared/definitions';
+import { outcomeRecorder, step, workflowId } from './record-step';
+
+/** The database steps of the refund workflow (see record-step.ts for what every step guarantees). */
+
+export type BeginRefundResult =
+  | { kind: 'reserved'; chargeId: string; currency: string }
+  | { kind: 'rejected'; response: FinalResponse };
+
+export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics) {
+  const recorded = outcomeRecorder(metrics);
+  return {
+    /**
+     * Decides whether the refund may happen and reserves its amount, under the payment's row
+     * lock: concurrent refunds of one payment are decided one at a time.
+     */
+    async beginRefund(input: RefundWorkflowInput): Promise<BeginRefundResult> {
+      return step(sql, async (tx) => {
+        const owner = { workflowId: workflowId(), resourceId: input.refundId };
+        const payment = await lockPayment(tx, input.paymentId);
+        const reject = async (response: FinalResponse): Promise<BeginRefundResult> => ({
+          kind: 'rejected',
+          response: await completeRecord(tx, input.idempotency, owner, response),
+        });
+        const already = await findRefund(tx, input.refundId);
+        if (!already) {
+          if (payment.status !== 'succeeded' && payment.status !== 'refunded') {
+            return reject(errorResponse('payment_not_refundable', `payment ${payment.id} is ${payment.status}; only captured payments can be refunded`));
+          }
+          const refundable = payment.amount_captured_minor - payment.amount_refunded_minor;
+          if (input.amountMinor > refundable) {
+            return reject(
+              errorResponse('refund_exceeds_captured', `refund of ${input.amountMinor} exceeds the ${refundable} still refundable on ${payment.id}`, {
+                amount_refundable_minor: refundable,
+              }),
+            );
+          }
+        }
+        await reserveRefund(tx, input, payment.currency, workflowId());
+        return { kind: 'reserved', chargeId: payment.provider_charge_id!, currency: payment.currency };
+      });
+    },
+
+    /** Records the provider's answer to a refund: ledger reversal and event, or release of the reservation. */
+    async recordRefundOutcome(input: { request: RefundWorkflowInput; refund: ProviderRefund }): Promise<FinalResponse> {
+      const { request, refund: provided } = input;
+      return step(sql, async (tx) => {
+        const owner = { workflowId: workflowId(), resourceId: request.refundId };
+        const settled =
+          provided.status === 'succeeded'
+            ? await settleRefund(tx, request.refundId, { status: 'succeeded', providerRefundId: provided.id })
+            : await settleRefund(tx, request.refundId, {
+                status: 'failed',
+                providerRefundId: provided.id,
+                failure: { code: provided.failureCode ?? 'refund_failed', message: provided.failureMessage ?? 'The provider refused the refund.' },
+              });
+        const refund = settled ?? (await findRefund(tx, request.refundId));
+        if (!refund) throw new Error(`refund ${request.refundId} not found`);
+        if (refund.status === 'succeeded') {
+          await postTransaction(tx, {
+            tenantId: refund.tenant_id,
+            eventKey: businessEventKey.refund(refund.id),
+            paymentId: refund.payment_id,
+            refundId: refund.id,
+            description: `refund ${refund.id} of ${refund.payment_id}`,
+            lines: refundLines(refund.currency, refund.amount_minor),
+          });
+          await markRefundedIfFullyRefunded(tx, refund.payment_id);
+        }
+        const type = refund.status === 'succeeded' ? 'refund.succeeded' : 'refund.failed';
+        await insertEvent(tx, { tenantId: refund.tenant_id, type, eventKey: businessEventKey.refundEvent(refund.id, type), object: refundResource(refund) });
+        const response: FinalResponse =
+          refund.status === 'succeeded'
+            ? { status: 201, body: JSON.stringify(refundResource(refund)), location: refundLocation(refund.id) }
+            : errorResponse('refund_failed', refund.failure_message ?? 'The refund failed.', { refund: refundResource(refund) });
+        return recorded('refund', refund.id, refund.status, await completeRecord(tx, request.idempotency, owner, response));
+      });
+    },
+  };
+}
+
+export type RefundSteps = ReturnType<typeof createRefundSteps>;

@@ -1,0 +1,49 @@
+import type { z } from 'zod';
+import type {
+  Balance,
+  CapturePaymentBody,
+  CreatePaymentBody,
+  CreateRefundBody,
+  DeliveryAttempt,
+  Event,
+  EventDelivery,
+  EventRecovery,
+  ListDeliveryAttemptsQuery,
+  ListEventsQuery,
+  ListPaymentsQuery,
+  ListRefundsQuery,
+  Payment,
+  Refund,
+} from '../api/schemas';
+
+/*
+ * The client's types are the API's own zod schemas (the ones that validate requests and
+ * generate the OpenAPI document), imported as types only: nothing of zod runs in the client.
+ * Requests take the schemas' input side (defaults optional), responses their output side.
+ */
+
+export type Payment = z.output<typeof Payment>;
+export type Refund = z.output<typeof Refund>;
+export type Event = z.output<typeof Event>;
+export type EventType = Event['type'];
+export type Balance = z.output<typeof Balance>;
+export type DeliveryAttempt = z.output<typeof DeliveryAttempt>;
+export type EventDelivery = z.output<typeof EventDelivery>;
+export type EventRecovery = z.output<typeof EventRecovery>;
+
+export type CreatePaymentParams = z.input<typeof CreatePaymentBody>;
+export type CapturePaymentParams = z.input<typeof CapturePaymentBody>;
+export type CreateRefundParams = z.input<typeof CreateRefundBody>;
+
+/** Query parameters, all optional (the output side: `limit` is a number, not the string it travels as). */
+type Query<T extends z.ZodType> = Partial<z.output<T>>;
+export type ListPaymentsParams = Query<typeof ListPaymentsQuery>;
+export type ListRefundsParams = Query<typeof ListRefundsQuery>;
+export type ListEventsParams = Query<typeof ListEventsQuery>;
+export type ListDeliveryAttemptsParams = Query<typeof ListDeliveryAttemptsQuery>;
+
+export interface List<T> {
+  object: 'list';
+  data: T[];
+  has_more: boolean;
+}

@@ -1,0 +1,165 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { StripeProvider } from '../../provider/stripe';
+import { ProviderRejectedError, ProviderUnavailableError } from '../../provider/types';
+import { freePort } from '../../devstack/ports';
+import { startStripeMock } from '../helpers/stripe-mock';
+
+/**
+ * StripeProvider against stripe-mock, Stripe's own mock server, which validates every
+ * request against Stripe's OpenAPI definition: the parameters the adapter sends are ones
+ * Stripe accepts, each mutating call carries its Idempotency-Key, search queries are in
+ * Stripe's syntax, and Stripe's refusals map to our errors. stripe-mock is stateless (it
+ * answers fixtures), so outcomes that need state (declines, replays, conflicts, 5xx) stay
+ * with the scripted fake in stripe-provider.test.ts.
+ */
+
+interface Exchange {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  headers: IncomingHttpHeaders;
+  form: URLSearchParams;
+  status: number;
+  responseHeaders: Headers;
+}
+
+let mock: Awaited<ReturnType<typeof startStripeMock>>;
+let recorder: Server;
+let recorderPort: number;
+let exchanges: Exchange[] = [];
+
+beforeAll(async () => {
+  mock = await startStripeMock();
+  // A recording hop in front of stripe-mock: what went over the wire, and how stripe-mock judged it.
+  recorder = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', async () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const url = new URL(req.url ?? '/', 'http://stripe');
+      const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name))) as Record<string, string>;
+      const answer = await fetch(`http://127.0.0.1:${mock.port}${req.url}`, { method: req.method, headers, body: body || undefined });
+      const text = await answer.text();
+      exchanges.push({ method: req.method ?? '', path: url.pathname, query: url.searchParams, headers: req.headers, form: new URLSearchParams(body), status: answer.status, responseHeaders: answer.headers });
+      res.writeHead(answer.status, { 'content-type': 'application/json', 'request-id': answer.headers.get('request-id') ?? 'req_mock' });
+      res.end(text);
+    });
+  });
+  await new Promise<void>((resolve) => recorder.listen(0, '127.0.0.1', resolve));
+  recorderPort = (recorder.address() as AddressInfo).port;
+}, 300_000);
+
+afterAll(async () => {
+  await new Promise<void>((resolve) => (recorder ? recorder.close(() => resolve()) : resolve()));
+  await mock?.stop();
+});
+
+beforeEach(() => {
+  exchanges = [];
+});
+
+const provider = (apiKey = 'sk_test_123', port = () => recorderPort) => new StripeProvider({ apiKey, host: '127.0.0.1', port: port(), protocol: 'http', timeoutMs: 5_000 });
+
+/** The one exchange of the last call; stripe-mock accepted it and echoed the key it was sent. */
+function accepted(method: string, path: string): Exchange {
+  expect(exchanges.map((e) => `${e.method} ${e.path} ${e.status}`)).toEqual([`${method} ${path} 200`]);
+  return exchanges[0]!;
+}
+
+describe('every request the adapter sends is one Stripe accepts', () => {
+  it('creates a PaymentIntent with valid parameters and the idempotency key', async () => {
+    for (const capture of [true, false]) {
+      exchanges = [];
+      const charge = await provider().createCharge({
+        amountMinor: 2500,
+        currency: 'EUR',
+        paymentMethod: 'pm_card_visa',
+        capture,
+        description: 'order 1001',
+        reference: 'pay_1',
+        idempotencyKey: `charge-key-${capture}`,
+      });
+      // stripe-mock reflects what it was sent into its fixture.
+      expect(charge).toMatchObject({ amountMinor: 2500, currency: 'EUR' });
+      const exchange = accepted('POST', '/v1/payment_intents');
+      expect(exchange.headers['idempotency-key']).toBe(`charge-key-${capture}`);
+      expect(exchange.responseHeaders.get('idempotency-key')).toBe(`charge-key-${capture}`);
+      expect(exchange.form.get('capture_method')).toBe(capture ? 'automatic' : 'manual');
+      expect(exchange.form.get('confirm')).toBe('true');
+      expect(exchange.form.get('metadata[idempotency_key]')).toBe(`charge-key-${capture}`);
+      expect(exchange.form.get('metadata[reference]')).toBe('pay_1');
+    }
+  });
+
+  it('captures, voids and refunds with valid parameters, each under its own key', async () => {
+    await provider().captureCharge({ chargeId: 'pi_123', amountMinor: 1200, idempotencyKey: 'capture-key' });
+    expect(accepted('POST', '/v1/payment_intents/pi_123/capture').headers['idempotency-key']).toBe('capture-key');
+    expect(exchanges[0]!.form.get('amount_to_capture')).toBe('1200');
+
+    exchanges = [];
+    await provider().captureCharge({ chargeId: 'pi_123', idempotencyKey: 'capture-all-key' });
+    expect(accepted('POST', '/v1/payment_intents/pi_123/capture').form.has('amount_to_capture')).toBe(false);
+
+    exchanges = [];
+    await provider().voidCharge({ chargeId: 'pi_123', idempotencyKey: 'void-key' });
+    expect(accepted('POST', '/v1/payment_intents/pi_123/cancel').headers['idempotency-key']).toBe('void-key');
+
+    exchanges = [];
+    const refund = await provider().createRefund({ chargeId: 'pi_123', amountMinor: 300, reference: 're_1', idempotencyKey: 'refund-key' });
+    expect(refund).toMatchObject({ chargeId: 'pi_123', amountMinor: 300 });
+    const exchange = accepted('POST', '/v1/refunds');
+    expect(exchange.headers['idempotency-key']).toBe('refund-key');
+    expect(exchange.form.get('metadata[idempotency_key]')).toBe('refund-key');
+  });
+
+  it('looks refunds up by listing the idempotency window', async () => {
+    await provider().findRefundByIdempotencyKey('refund-key');
+    const exchange = exchanges[0]!;
+    expect(`${exchange.method} ${exchange.path} ${exchange.status}`).toBe('GET /v1/refunds 200');
+    expect(Number(exchange.query.get('created[gte]'))).toBeGreaterThan(Date.now() / 1000 - 49 * 3600);
+    expect(exchange.query.get('limit')).toBe('100');
+  });
+
+  it("searches in Stripe's query syntax, quoting and escaping any key", async () => {
+    // Stripe search: field:'value', metadata['key']:'value'; a quote or backslash in a value is backslash-escaped.
+    const clause = /^metadata\['(idempotency_key|reference)'\]:'((?:[^'\\]|\\['\\])*)'$/;
+    const unescape = (value: string) => value.replace(/\\(['\\])/g, '$1');
+    for (const key of ['plain-key', "it's", 'back\\slash', "both\\'"]) {
+      exchanges = [];
+      await provider().findChargeByIdempotencyKey(key);
+      const search = accepted('GET', '/v1/payment_intents/search');
+      const [, field, value] = clause.exec(search.query.get('query') ?? '') ?? [];
+      expect(field).toBe('idempotency_key');
+      expect(unescape(value!)).toBe(key);
+      expect(search.query.get('expand[0]')).toBe('data.latest_charge');
+    }
+    exchanges = [];
+    await provider().listChargesByReference('pay_1');
+    expect(clause.exec(accepted('GET', '/v1/payment_intents/search').query.get('query') ?? '')?.[1]).toBe('reference');
+  });
+});
+
+describe("Stripe's refusals map to our errors", () => {
+  it('a request Stripe refuses at validation is a rejection (nothing happened), not an unknown outcome', async () => {
+    const error = await provider()
+      .createCharge({ amountMinor: 12.5, currency: 'EUR', paymentMethod: 'pm_card_visa', capture: true, description: null, reference: 'pay_2', idempotencyKey: 'bad-amount' })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ProviderRejectedError);
+    expect((error as ProviderRejectedError).status).toBe(400);
+    expect(exchanges[0]!.status).toBe(400);
+  });
+
+  it('an invalid API key is a rejection', async () => {
+    const error = await provider('not-a-key').captureCharge({ chargeId: 'pi_123', idempotencyKey: 'k-auth' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ProviderRejectedError);
+    expect((error as ProviderRejectedError).status).toBe(401);
+  });
+
+  it('an unreachable Stripe is an unknown outcome', async () => {
+    const closedPort = await freePort();
+    const error = await provider('sk_test_123', () => closedPort).captureCharge({ chargeId: 'pi_123', idempotencyKey: 'k-down' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ProviderUnavailableError);
+  });
+});
