@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import type { TemporalCluster } from '../../devstack/temporal-cluster';
-import { apiClient, eventually, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
+import { apiClient, captureLogs, eventually, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 import { SETTLE_MS, scenarioTimeout } from '../faults/support/config';
 import { paymentsInFlight, settle } from '../faults/support/census';
@@ -70,8 +70,11 @@ describe('the product on a two-node Temporal cluster', () => {
 
   it('charges a payment once, end to end, with its ledger posting and its signed webhook', async () => {
     const plan = paymentRequest('pm_card_visa');
+    const logs = captureLogs();
     const { response } = await untilFinal(api, plan, 60_000);
-    expect(response.status, response.text).toBe(201);
+    logs.stop();
+    // On failure, the API's own account of it (its error and warning lines).
+    expect(response.status, `${response.text} ${logs.lines().filter((l) => Number(l.level) >= 40).map((l) => JSON.stringify(l).slice(0, 1500))}`).toBe(201);
     expect(response.json.status).toBe('succeeded');
     const id = paymentIdIn(response)!;
     expect(await settle(stack, [id], { merchant, timeoutMs: SETTLE_MS })).not.toBeNull();
