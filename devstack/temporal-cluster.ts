@@ -11,7 +11,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
-import { Connection, isGrpcServiceError } from '@temporalio/client';
+import { Client, Connection, isGrpcServiceError } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import { createSql } from '../db/connect';
 import { ensureDatabase } from '../db/migrate';
@@ -365,16 +365,15 @@ async function registerNamespace(nodes: ClusterNode[], namespace: string, connec
       const served = await connectTo(node.address)
         .then(async (c) => {
           try {
-            const workflowId = `cluster-probe-${node.name}-${Date.now()}`;
-            await c.workflowService.startWorkflowExecution({
-              namespace,
-              workflowId,
-              workflowType: { name: 'clusterProbe' },
-              taskQueue: { name: 'cluster-probe' },
-              requestId: workflowId,
+            // With the custom search attributes set: each frontend caches their mapping and
+            // refuses a start that uses them until its cache has it.
+            const probe = await new Client({ connection: c, namespace }).workflow.start('clusterProbe', {
+              taskQueue: 'cluster-probe',
+              workflowId: `cluster-probe-${node.name}-${Date.now()}`,
+              searchAttributes: Object.fromEntries(searchAttributeFlags.map((flag) => [flag.split('=')[0]!, ['probe']])),
             });
             await c.workflowService.describeTaskQueue({ namespace, taskQueue: { name: 'cluster-probe', kind: 1 }, taskQueueType: 1 });
-            await c.workflowService.terminateWorkflowExecution({ namespace, workflowExecution: { workflowId }, reason: 'cluster start-up probe' });
+            await probe.terminate('cluster start-up probe');
             return true;
           } finally {
             await c.close();
