@@ -182,6 +182,8 @@ export async function startOrAttach<T extends WorkflowType>(
     args: Parameters<Workflows[T]>;
     searchAttributes: { key: { name: string; type: string }; value: string }[];
     memo: Record<string, unknown>;
+    /** Temporal's user metadata: the one line the Web UI lists the run by. Never a card token or metadata value. */
+    summary: string;
   },
 ): Promise<Dispatched> {
   try {
@@ -193,6 +195,7 @@ export async function startOrAttach<T extends WorkflowType>(
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       typedSearchAttributes: options.searchAttributes as never,
       memo: { ...options.memo, fingerprint: scope.fingerprint, idempotency_key: scope.key },
+      staticSummary: options.summary,
     });
     return { kind: 'running' };
   } catch (error) {

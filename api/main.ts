@@ -3,6 +3,7 @@ import { createSql } from '../db/connect';
 import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { createApiMetrics } from '../lib/metrics';
+import { paymentDataConverter } from '../lib/data-converter';
 import { connectTemporal } from '../lib/temporal';
 import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { createApp } from './app';
@@ -12,7 +13,7 @@ import { CompletionWaiter } from './completions';
 const config = loadConfig();
 const logger = createLogger({ name: 'api', level: config.LOG_LEVEL });
 const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-api' });
-const temporal = await connectTemporal(temporalConnectionSettings(config), config.TEMPORAL_NAMESPACE);
+const temporal = await connectTemporal(temporalConnectionSettings(config), config.TEMPORAL_NAMESPACE, paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS));
 const completions = new CompletionWaiter(sql, logger);
 await completions.start();
 

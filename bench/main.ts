@@ -19,6 +19,8 @@
  *   BENCH_TEMPORAL_DYNAMIC_CONFIG  JSON of extra dev-server dynamic config, e.g. the stock values
  *                             '{"history.transferProcessorMaxPollRPS":20}' for a before/after
  *   BENCH_SKIP                e.g. "storm,scale": phases to leave out (quick iterations)
+ *   BENCH_PAYLOAD_ENCRYPTION  off: Temporal payloads in clear (default: encrypted by the payload
+ *                             codec, as in production), to compare the codec's cost side by side
  *   BENCH_PROFILE             e.g. "worker,api": V8 CPU profiles of those children (--cpu-prof),
  *                             written next to the kept logs (implies BENCH_KEEP_LOGS=1)
  */
@@ -37,6 +39,8 @@ const settings = {
   adminUrl: env.BENCH_ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
   temporalStore: (env.BENCH_TEMPORAL_STORE === 'memory' ? 'memory' : 'file') as 'file' | 'memory',
   temporalMode: (env.TEMPORAL_MODE === 'cluster' ? 'cluster' : 'dev') as 'dev' | 'cluster',
+  /** Temporal payloads encrypted by the payload codec (the default, as in production), or `off`. */
+  payloadEncryption: env.BENCH_PAYLOAD_ENCRYPTION !== 'off',
   windowMs: Number(env.BENCH_WINDOW_MS ?? 4000),
   rounds: Number(env.BENCH_ROUNDS ?? 2),
   concurrencies: (env.BENCH_CONCURRENCY ?? '1,8,64').split(',').map(Number),
@@ -63,6 +67,7 @@ const stack = await startBenchStack({
   adminUrl: settings.adminUrl,
   temporalStore: settings.temporalStore,
   temporalMode: settings.temporalMode,
+  payloadEncryption: settings.payloadEncryption,
   dynamicConfig: settings.dynamicConfig,
   keepLogs,
   profile: settings.profile,

@@ -129,7 +129,7 @@ function markdown(results: BenchResults): string {
     `Run ${results.startedAt}, ${results.durationSeconds} s. ${m.cpus}× ${m.cpuModel}, ${m.memoryGb} GB, Node ${m.node}. ` +
       `Load average before ${m.loadBefore.join(' / ')}, after ${m.loadAfter.join(' / ')} (1/5/15 min; the run itself keeps both cores busy); ` +
       `processes outside the stack used ${m.otherCores} cores on average during the run. ` +
-      `${results.temporal.description ?? `Temporal dev server, ${results.temporal.store === 'file' ? 'SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it' : 'in-memory SQLite'}`} (${results.temporal.cli.split('\n')[0]}), with devstack/temporal-cli.ts's dynamic config. ` +
+      `${results.temporal.description ?? `Temporal dev server, ${results.temporal.store === 'file' ? 'SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it' : 'in-memory SQLite'}`} (${results.temporal.cli.split('\n')[0]}), with devstack/temporal-cli.ts's dynamic config; Temporal payloads ${results.settings.payloadEncryption === false ? '**in clear** (BENCH_PAYLOAD_ENCRYPTION=off)' : 'encrypted by the payload codec (AES-256-GCM), as in production'}. ` +
       'API, worker and provider sandbox as separate processes; PostgreSQL on 127.0.0.1:5432 (a fresh database, dropped at the end); ' +
       'the load generator and the Temporal client of the floor run in the bench process, on the same cores.',
     '',

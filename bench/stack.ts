@@ -18,6 +18,8 @@ import { watchExit } from '../devstack/process-exit';
 import { projectRoot, startTemporalDevServer } from '../devstack/temporal-cli';
 import { startTemporalCluster } from '../devstack/temporal-cluster';
 import { tsxLoader } from '../devstack/children';
+import { paymentDataConverter } from '../lib/data-converter';
+import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
 
 const exitWithParent = path.join(projectRoot, 'lib', 'exit-with-parent.mjs');
 
@@ -28,6 +30,8 @@ export interface BenchStackOptions {
   temporalStore: 'file' | 'memory';
   /** 'dev': the dev server (temporalStore applies); 'cluster': devstack/temporal-cluster.ts, in databases of its own. */
   temporalMode: 'dev' | 'cluster';
+  /** Temporal payloads encrypted by the codec (lib/payload-codec.ts, a key made for the run), as in production; false: in clear. */
+  payloadEncryption: boolean;
   /** Dynamic config of the dev server (`--dynamic-config-value`) or of the cluster (its file). */
   dynamicConfig?: Record<string, unknown>;
   /** Children to run with `--cpu-prof` (their .cpuprofile files, one per thread, land in `workDir`/<name>-profile). */
@@ -154,6 +158,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
 
     const sandboxPort = await freePort();
     const adminToken = `bench-admin-${randomBytes(12).toString('hex')}`;
+    const payloadKeys = options.payloadEncryption ? generatePayloadKey('bench') : null;
     const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
     const common: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
@@ -164,6 +169,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       TEMPORAL_ADDRESS: temporalServer.address,
       PROVIDER_URL: sandboxUrl,
       ADMIN_TOKEN: adminToken,
+      ...(payloadKeys ? { TEMPORAL_PAYLOAD_KEYS: payloadKeys } : { TEMPORAL_PAYLOAD_ENCRYPTION: 'off' }),
     };
     const children: BenchChild[] = [];
     let crashed: string | undefined;
@@ -210,7 +216,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     spawnChild('sandbox', 'sandbox/main.ts', { ...common, DATABASE_URL: base.databaseUrl, SANDBOX_PORT: String(sandboxPort), SANDBOX_HOST: '127.0.0.1' });
     const connection = await Connection.connect({ address: temporalServer.address });
     closers.push(() => connection.close());
-    const temporal = new Client({ connection });
+    const temporal = new Client({ connection, dataConverter: paymentDataConverter(payloadKeys ? parsePayloadKeys(payloadKeys) : null) });
 
     /** Worker and API of one lane (the base lane's are named plainly: worker, api). */
     const startLane = async (name: string, database: Awaited<ReturnType<typeof createDatabase>>): Promise<BenchLane> => {

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import { Client, Connection } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, type Worker, type WorkerOptions } from '@temporalio/worker';
 import { createApp } from '../api/app';
 import { CompletionWaiter } from '../api/completions';
@@ -31,6 +32,8 @@ export interface StackOptions {
   temporalAddress: string;
   /** TLS / API key for temporalAddress (lib/temporal-connection.ts). */
   temporalConnection?: Omit<TemporalConnectionSettings, 'address'>;
+  /** lib/data-converter.ts (with the run's payload keys): used by the stack's worker and client. */
+  dataConverter: DataConverter;
   namespace?: string;
   /** A fresh task queue per stack when omitted, so stacks on one server never share work. */
   taskQueue?: string;
@@ -119,6 +122,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         namespace,
         taskQueue,
         deps: { sql, provider, metrics: workerMetrics },
+        dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
       });
@@ -143,7 +147,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
 
     const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
     closers.push(() => connection.close());
-    const temporal = new Client({ connection, namespace });
+    const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter });
     const completions = new CompletionWaiter(sql, logger);
     await completions.start();
     closers.push(() => completions.stop());

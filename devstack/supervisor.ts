@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
@@ -6,6 +6,7 @@ import { Connection } from '@temporalio/client';
 import { createSql, ping } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
 import { loadConfig } from '../lib/config';
+import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
 import { httpStatus } from './ports';
 import { projectRoot, startTemporalDevServer, type DevServer } from './temporal-cli';
 import { startTemporalCluster, type TemporalCluster } from './temporal-cluster';
@@ -42,7 +43,7 @@ const launcherSchema = z
 /** The launcher's own variables (lib/config.ts has the ones the API and worker share); set in main(). */
 let launcherEnv: z.output<typeof launcherSchema>;
 
-const GRACE_MS = { api: 10_000, worker: 30_000, sandbox: 10_000 };
+const GRACE_MS = { api: 10_000, worker: 30_000, sandbox: 10_000, codec: 5_000 };
 
 class Cancelled extends Error {}
 
@@ -103,6 +104,7 @@ async function main(): Promise<void> {
     ...(config.WORKER_METRICS_PORT ? [{ port: config.WORKER_METRICS_PORT, host: '0.0.0.0', what: "the worker's /metrics (WORKER_METRICS_PORT)" }] : []),
     ...(sdkMetrics ? [{ port: Number(sdkMetrics[2]), host: sdkMetrics[1]!, what: "the Temporal SDK's metrics (TEMPORAL_SDK_METRICS_ADDRESS)" }] : []),
     { port: launcherEnv.SANDBOX_PORT, host: launcherEnv.SANDBOX_HOST, what: 'the provider sandbox (SANDBOX_PORT)' },
+    ...(config.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' ? [{ port: config.CODEC_PORT, host: '127.0.0.1', what: 'the codec server (CODEC_PORT)' }] : []),
     ...(externalTemporal
       ? []
       : [
@@ -112,12 +114,17 @@ async function main(): Promise<void> {
     ...(externalDatabase ? [] : [{ port: launcherEnv.EMBEDDED_PG_PORT, host: '127.0.0.1', what: 'the embedded PostgreSQL (EMBEDDED_PG_PORT)' }]),
   ]);
 
+  const payloadKeys = config.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' ? developmentPayloadKeys(dataDir) : null;
+  const codecUrl = payloadKeys ? `http://127.0.0.1:${config.CODEC_PORT}` : null;
+
   // Temporal and PostgreSQL start side by side; each registers itself as soon as it runs.
   // (allSettled: when one fails, the other still registers what it started, to be stopped.)
   // The cluster stores into that PostgreSQL, so it starts after it.
   const databaseStarting = startPostgres(externalDatabase, dataDir);
   const temporalStarting =
-    mode === 'cluster' ? databaseStarting.then((url) => startCluster(url, dataDir, config.TEMPORAL_NAMESPACE)) : startTemporal(externalTemporal, dataDir, config.TEMPORAL_NAMESPACE);
+    mode === 'cluster'
+      ? databaseStarting.then((url) => startCluster(url, dataDir, config.TEMPORAL_NAMESPACE, codecUrl))
+      : startTemporal(externalTemporal, dataDir, config.TEMPORAL_NAMESPACE, codecUrl);
   const [temporalStart, databaseStart] = await Promise.allSettled([temporalStarting, databaseStarting]);
   if (temporalStart.status === 'rejected' || databaseStart.status === 'rejected') {
     const reasons = [...new Set([temporalStart, databaseStart].flatMap((r) => (r.status === 'rejected' ? [(r.reason as Error)?.message ?? String(r.reason)] : [])))];
@@ -145,17 +152,22 @@ async function main(): Promise<void> {
     PROVIDER_URL: sandboxUrl,
     LOG_LEVEL: config.LOG_LEVEL,
     ADMIN_TOKEN: config.ADMIN_TOKEN,
+    ...(payloadKeys ? { TEMPORAL_PAYLOAD_KEYS: payloadKeys.text } : {}),
   };
   // Sandbox first (the worker calls it), then the worker, then the API; they start together.
   startService('sandbox', 'sandbox/main.ts', { ...common, SANDBOX_PORT: String(launcherEnv.SANDBOX_PORT), SANDBOX_HOST: launcherEnv.SANDBOX_HOST });
   const worker = startService('worker', 'worker/main.ts', common);
   startService('api', 'api/main.ts', { ...common, PORT: String(launcherEnv.PORT), HOST: apiHost });
+  // The Web UI's page calls the codec server from the browser: its origin must be allowed.
+  const uiOrigins = [`http://127.0.0.1:${launcherEnv.TEMPORAL_UI_PORT}`, `http://localhost:${launcherEnv.TEMPORAL_UI_PORT}`, ...config.CODEC_CORS_ORIGINS];
+  if (codecUrl) startService('codec', 'lib/codec-server-main.ts', { ...common, CODEC_PORT: String(config.CODEC_PORT), CODEC_CORS_ORIGINS: [...new Set(uiOrigins)].join(','), HOST: '127.0.0.1' });
 
   const deadline = Date.now() + launcherEnv.START_READY_TIMEOUT_SECONDS * 1000;
   await Promise.all([
     waitFor('the provider sandbox to answer /healthz', deadline, async () => (await httpStatus(`${sandboxUrl}/healthz`)) === 200),
     waitFor('the API to answer /readyz with 200', deadline, async () => (await httpStatus(`${apiUrl}/readyz`)) === 200),
     waitForWorker(temporal, config.TEMPORAL_NAMESPACE, config.TASK_QUEUE, worker.pid, deadline),
+    ...(codecUrl ? [waitFor('the codec server to answer /healthz', deadline, async () => (await httpStatus(`${codecUrl}/healthz`)) === 200)] : []),
   ]);
   checkpoint();
 
@@ -186,6 +198,9 @@ async function main(): Promise<void> {
             : `${describeTemporalConnection(temporal)} (TEMPORAL_MODE=external)`
       }`,
       `  PSP sandbox    ${sandboxUrl}`,
+      payloadKeys
+        ? `  Codec server   ${codecUrl} (Temporal payloads encrypted with key ${payloadKeys.encryptingId}${payloadKeys.file ? `, kept in ${rel(payloadKeys.file)}` : ', from TEMPORAL_PAYLOAD_KEYS'}; the Web UI decodes through it)`
+        : '  Codec server   (off: TEMPORAL_PAYLOAD_ENCRYPTION=off, Temporal payloads are in clear)',
       ...(config.WORKER_METRICS_PORT ? [`  Worker metrics http://127.0.0.1:${config.WORKER_METRICS_PORT}/metrics`] : []),
       `  DATABASE_URL   ${databaseShown}${state.postgres ? ` (embedded PostgreSQL; ${rel(path.join(dataDir, 'postgres'))})` : ''}`,
       `  ADMIN_TOKEN    ${config.ADMIN_TOKEN}`,
@@ -198,7 +213,24 @@ async function main(): Promise<void> {
   );
 }
 
-async function startTemporal(external: TemporalConnectionSettings | undefined, dataDir: string, namespace: string): Promise<TemporalConnectionSettings> {
+/**
+ * The payload keys of this development stack: TEMPORAL_PAYLOAD_KEYS when set, otherwise a key
+ * generated on the first start and kept in the data folder, so the histories Temporal keeps
+ * in that folder stay readable across restarts.
+ */
+function developmentPayloadKeys(dataDir: string): { text: string; encryptingId: string; file: string | null } {
+  const fromEnv = process.env.TEMPORAL_PAYLOAD_KEYS;
+  if (fromEnv) return { text: fromEnv, encryptingId: parsePayloadKeys(fromEnv)[0]!.id, file: null };
+  const file = path.join(dataDir, 'temporal-payload-keys');
+  if (!existsSync(file)) {
+    writeFileSync(file, `${generatePayloadKey(`dev-${new Date().toISOString().slice(0, 10)}`)}\n`, { mode: 0o600 });
+    say(`generated a development payload key in ${file}`);
+  }
+  const text = readFileSync(file, 'utf8').trim();
+  return { text, encryptingId: parsePayloadKeys(text)[0]!.id, file };
+}
+
+async function startTemporal(external: TemporalConnectionSettings | undefined, dataDir: string, namespace: string, codecUrl: string | null): Promise<TemporalConnectionSettings> {
   if (external) {
     try {
       const connection = await Connection.connect({ ...external, connectTimeout: 5000 });
@@ -216,6 +248,7 @@ async function startTemporal(external: TemporalConnectionSettings | undefined, d
     dbFilename: path.join(dataDir, 'temporal.db'),
     logFile: path.join(dataDir, 'temporal.log'),
     ...(namespace !== 'default' ? { namespace } : {}),
+    ...(codecUrl ? { uiCodecEndpoint: codecUrl } : {}),
   });
   state.temporal = temporal;
   const exit = watchExit(temporal.process);
@@ -228,7 +261,7 @@ async function startTemporal(external: TemporalConnectionSettings | undefined, d
 }
 
 /** TEMPORAL_MODE=cluster: the production server, several processes, on the stack's PostgreSQL. */
-async function startCluster(databaseUrl: string, dataDir: string, namespace: string): Promise<TemporalConnectionSettings> {
+async function startCluster(databaseUrl: string, dataDir: string, namespace: string, codecUrl: string | null): Promise<TemporalConnectionSettings> {
   checkpoint();
   say(`starting a Temporal cluster of ${launcherEnv.TEMPORAL_CLUSTER_NODES} on PostgreSQL (frontend 127.0.0.1:${launcherEnv.TEMPORAL_PORT}, Web UI on ${launcherEnv.TEMPORAL_UI_PORT}; the first start builds the server into .tools/)`);
   const cluster = await startTemporalCluster({
@@ -239,6 +272,7 @@ async function startCluster(databaseUrl: string, dataDir: string, namespace: str
     shards: launcherEnv.TEMPORAL_CLUSTER_SHARDS,
     frontendPort: launcherEnv.TEMPORAL_PORT,
     uiPort: launcherEnv.TEMPORAL_UI_PORT,
+    ...(codecUrl ? { uiCodecEndpoint: codecUrl } : {}),
     namespace,
     dataDir,
   });
@@ -382,7 +416,7 @@ function shutdown(reason: string, code: number): Promise<never> {
     // Whatever step start-up was in finishes (or is cancelled) first, so that nothing it
     // starts afterwards is missed.
     await startup.catch(() => {});
-    for (const name of ['api', 'worker', 'sandbox'] as const) {
+    for (const name of ['api', 'worker', 'sandbox', 'codec'] as const) {
       const child = state.services.find((s) => s.name === name);
       if (!child) continue;
       const info = await child.stop(GRACE_MS[name]);

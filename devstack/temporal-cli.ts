@@ -38,6 +38,8 @@ export interface DevServerOptions {
   logFile?: string;
   /** More `--dynamic-config-value KEY=JSON` pairs (over tunedDynamicConfig). */
   dynamicConfig?: Record<string, unknown>;
+  /** The codec server the Web UI calls to show decoded payloads (`--ui-codec-endpoint`). */
+  uiCodecEndpoint?: string;
   /** More `--sqlite-pragma NAME=VALUE` pairs for a file-backed server (over the defaults below). */
   sqlitePragmas?: Record<string, string>;
 }
@@ -92,6 +94,7 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   }
   if (options.headless ?? !options.uiPort) args.push('--headless');
   else args.push('--ui-port', String(options.uiPort));
+  if (options.uiCodecEndpoint) args.push('--ui-codec-endpoint', options.uiCodecEndpoint);
 
   const { openSync } = await import('node:fs');
   const out = options.logFile ? openSync(options.logFile, 'a') : 'ignore';

@@ -61,6 +61,8 @@ export interface ClusterOptions {
   frontendPort?: number;
   /** The Web UI's port; no UI when omitted. */
   uiPort?: number;
+  /** The codec server the Web UI decodes payloads through (lib/codec-server.ts). */
+  uiCodecEndpoint?: string;
   namespace?: string;
   /** Folder for the nodes' logs and the rendered dynamic config. */
   dataDir: string;
@@ -245,7 +247,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     await nodes[0]!.start();
     await Promise.all(nodes.slice(1).map((node) => node.start()));
     await registerNamespace(nodes, namespace, connectTo);
-    if (options.uiPort) ui = await startUi(options.uiPort, nodes[0]!.address, namespace, options.dataDir);
+    if (options.uiPort) ui = await startUi(options.uiPort, nodes[0]!.address, namespace, options.dataDir, options.uiCodecEndpoint);
   } catch (error) {
     await stop();
     throw error;
@@ -388,7 +390,7 @@ async function registerNamespace(nodes: ClusterNode[], namespace: string, connec
 }
 
 /** The Web UI server (temporalio/ui-server) with a config written for this cluster. */
-async function startUi(port: number, frontend: string, namespace: string, dataDir: string): Promise<ChildProcess> {
+async function startUi(port: number, frontend: string, namespace: string, dataDir: string, codecEndpoint?: string): Promise<ChildProcess> {
   if (!existsSync(clusterBinaries.uiServer)) ensureClusterBinaries();
   const root = path.join(dataDir, 'temporal-ui');
   mkdirSync(path.join(root, 'config'), { recursive: true });
@@ -404,6 +406,7 @@ async function startUi(port: number, frontend: string, namespace: string, dataDi
       '  allowOrigins: []',
       'auth:',
       '  enabled: false',
+      ...(codecEndpoint ? ['codec:', `  endpoint: ${codecEndpoint}`] : []),
       '',
     ].join('\n'),
   );

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parsePayloadKeys, type PayloadKey } from './payload-codec';
 
 const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
@@ -64,6 +65,16 @@ const schema = z
     WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().positive().optional(),
     WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).optional(),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /** AES-256 keys of the Temporal payload codec, `id:base64key,…`: the first encrypts, all decrypt. */
+    TEMPORAL_PAYLOAD_KEYS: z.string().optional(),
+    /** `off` writes Temporal payloads in clear; production refuses to run without keys otherwise. */
+    TEMPORAL_PAYLOAD_ENCRYPTION: z.enum(['on', 'off']).default('on'),
+    /** The codec server (lib/codec-server.ts) the Web UI calls to show decoded payloads. */
+    CODEC_PORT: z.coerce.number().int().min(0).max(65535).default(8888),
+    /** When set, the codec server answers only requests bearing it (`Authorization: Bearer …`). */
+    CODEC_TOKEN: z.string().min(16).optional(),
+    /** Web UI origins allowed to call the codec server from a browser, comma-separated. */
+    CODEC_CORS_ORIGINS: z.string().default('http://127.0.0.1:8233,http://localhost:8233'),
   })
   .transform((env, ctx) => {
     if (env.PROVIDER === 'stripe' && !env.STRIPE_API_KEY) {
@@ -76,6 +87,23 @@ const schema = z
     }
     if (env.NODE_ENV === 'production' && !env.ADMIN_TOKEN) {
       ctx.addIssue({ code: 'custom', path: ['ADMIN_TOKEN'], message: 'ADMIN_TOKEN is required in production' });
+      return z.NEVER;
+    }
+    let payloadKeys: PayloadKey[] | null = null;
+    if (env.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' && env.TEMPORAL_PAYLOAD_KEYS) {
+      try {
+        payloadKeys = parsePayloadKeys(env.TEMPORAL_PAYLOAD_KEYS);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', path: ['TEMPORAL_PAYLOAD_KEYS'], message: (error as Error).message });
+        return z.NEVER;
+      }
+    }
+    if (env.NODE_ENV === 'production' && env.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' && !payloadKeys) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['TEMPORAL_PAYLOAD_KEYS'],
+        message: 'TEMPORAL_PAYLOAD_KEYS is required in production (or TEMPORAL_PAYLOAD_ENCRYPTION=off to write Temporal payloads in clear)',
+      });
       return z.NEVER;
     }
     return {
@@ -91,6 +119,10 @@ const schema = z
       WORKER_MAX_CACHED_WORKFLOWS: env.WORKER_MAX_CACHED_WORKFLOWS ?? null,
       WORKER_MAX_CONCURRENT_ACTIVITIES: env.WORKER_MAX_CONCURRENT_ACTIVITIES ?? null,
       WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: env.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS ?? null,
+      /** null: payloads are written in clear (no keys outside production, or encryption off). */
+      TEMPORAL_PAYLOAD_KEYS: payloadKeys,
+      CODEC_TOKEN: env.CODEC_TOKEN ?? null,
+      CODEC_CORS_ORIGINS: env.CODEC_CORS_ORIGINS.split(',').map((o) => o.trim()).filter(Boolean),
     };
   });
 

@@ -8,13 +8,18 @@ import { freePort } from '../devstack/ports';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { workflowInterceptorModules, workflowsPath } from '../worker/worker';
+import { failureConverterPath, workflowInterceptorModules, workflowsPath } from '../worker/worker';
+import { startCodecServer } from '../lib/codec-server';
+import { AesGcmPayloadCodec } from '../lib/payload-codec';
+import { testPayloadKeys } from './helpers/payload-keys';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     databaseUrl: string;
     temporalAddress: string;
     temporalUiUrl: string;
+    /** The codec server the run's Web UI is configured with (test key, no token). */
+    codecUrl: string;
     workflowBundlePath: string;
   }
 }
@@ -46,6 +51,13 @@ export default async function setup(project: TestProject) {
   }
   const mode = process.env.TEMPORAL_MODE ?? 'dev';
   const uiPort = await freePort();
+  // The Web UI shows decoded payloads through this codec server, as under npm start.
+  const codec = await startCodecServer({
+    codec: new AesGcmPayloadCodec(testPayloadKeys),
+    token: null,
+    allowedOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`],
+    port: await freePort(),
+  });
   const temporalDatabases = [`${dbName}_temporal`, `${dbName}_temporal_visibility`] as const;
   const temporal =
     mode === 'external'
@@ -56,24 +68,27 @@ export default async function setup(project: TestProject) {
             databaseName: temporalDatabases[0],
             visibilityDatabaseName: temporalDatabases[1],
             uiPort,
+            uiCodecEndpoint: codec.url,
             dataDir: path.resolve('test/artifacts', `cluster-${dbName}`),
           })
-        : await startTemporalDevServer({ port: await freePort(), uiPort, headless: false });
+        : await startTemporalDevServer({ port: await freePort(), uiPort, headless: false, uiCodecEndpoint: codec.url });
 
   // Bundle the workflows once per run; every test worker loads this bundle.
   const artifacts = path.resolve('test/artifacts');
   mkdirSync(artifacts, { recursive: true });
   const workflowBundlePath = path.join(artifacts, 'workflow-bundle.js');
-  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, logger: quietLogger });
+  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, failureConverterPath, logger: quietLogger });
   writeFileSync(workflowBundlePath, code);
   project.provide('workflowBundlePath', workflowBundlePath);
 
   project.provide('databaseUrl', databaseUrl);
   project.provide('temporalAddress', temporal.address);
   project.provide('temporalUiUrl', temporal.uiUrl ?? '');
+  project.provide('codecUrl', codec.url);
 
   return async () => {
     await temporal.stop();
+    await codec.close();
     await admin.unsafe(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
     if (mode === 'cluster') for (const name of temporalDatabases) await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.end();

@@ -11,6 +11,7 @@ import { Reconciler } from './reconciler';
 import { installTemporalRuntime, serveWorkerMetrics } from './observability';
 import { createWorkerMetrics } from '../lib/metrics';
 import { createActivities } from '../activities';
+import { paymentDataConverter } from '../lib/data-converter';
 import { createPaymentWorker } from './worker';
 import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
 
@@ -63,6 +64,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TASK_QUEUE,
     deps,
+    dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS),
     tuning: {
       ...workerTuning(config),
       ...(extras.workflowsPath ? { workflowsPath: extras.workflowsPath } : {}),
@@ -89,7 +91,8 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   await relay.start();
   retention.start();
   reconciler.start();
-  logger.info({ taskQueue: config.TASK_QUEUE, temporal: describeTemporalConnection(temporal) }, 'worker running');
+  const payloadKeys = config.TEMPORAL_PAYLOAD_KEYS?.map((k) => k.id) ?? 'off (payloads in clear)';
+  logger.info({ taskQueue: config.TASK_QUEUE, temporal: describeTemporalConnection(temporal), payloadKeys }, 'worker running');
 
   let stopping = false;
   const shutdown = (signal: string) => {

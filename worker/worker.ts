@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities';
 import { requestIdActivityInterceptor } from './interceptors';
@@ -6,6 +7,8 @@ import { requestIdActivityInterceptor } from './interceptors';
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 /** Workflow interceptor modules: bundled with the workflows (pass to bundleWorkflowCode too). */
 export const workflowInterceptorModules = [fileURLToPath(new URL('../workflows/interceptors.ts', import.meta.url))];
+/** The failure converter of lib/data-converter.ts: bundled with the workflows (pass to bundleWorkflowCode too). */
+export { failureConverterPath } from '../lib/data-converter';
 
 /**
  * A Temporal worker for the payment and refund workflows and their activities. Stateless:
@@ -16,6 +19,8 @@ export async function createPaymentWorker(options: {
   namespace: string;
   taskQueue: string;
   deps: ActivityDeps;
+  /** lib/data-converter.ts: the same as every client's, or the worker cannot read what they wrote. */
+  dataConverter: DataConverter;
   /** Pre-built bundle (tests bundle once per run); otherwise bundled from workflowsPath. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   tuning?: Partial<WorkerOptions>;
@@ -24,6 +29,7 @@ export async function createPaymentWorker(options: {
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
+    dataConverter: options.dataConverter,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath }),
     activities: createActivities(options.deps),
     interceptors: { workflowModules: workflowInterceptorModules, activity: [requestIdActivityInterceptor] },

@@ -1,3 +1,4 @@
+import { formatAmount } from '../../domain/money';
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import {
@@ -145,6 +146,7 @@ export function paymentRoutes(deps: ApiDeps) {
             { key: PaymentStatusKey, value: 'processing' },
           ],
           memo: { payment_id: record.resource_id, amount_minor: body.amount_minor, currency: body.currency, request_id: c.var.requestId },
+          summary: `Payment ${formatAmount(body.amount_minor, body.currency)} · ${body.order_id}`,
         });
       },
       pending: async (record) => {

@@ -1,3 +1,4 @@
+import { formatAmount } from '../../domain/money';
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import { getRefund, listRefunds } from '../../db/refunds';
 import { ApiError } from '../../domain/errors';
@@ -76,6 +77,7 @@ export function refundRoutes(deps: ApiDeps) {
             { key: OrderIdKey, value: payment.order_id },
           ],
           memo: { refund_id: record.resource_id, payment_id: payment.id, amount_minor: body.amount_minor, currency: payment.currency, request_id: c.var.requestId },
+          summary: `Refund ${formatAmount(body.amount_minor, payment.currency)} of ${payment.id} · ${payment.order_id}`,
         });
       },
       pending: async (record) => {

@@ -102,3 +102,47 @@ describe('the Temporal Web UI finds a payment by its search attributes', () => {
     }
   });
 });
+
+describe('the Temporal Web UI shows encrypted payloads decoded, through the codec server', () => {
+  it("shows a payment's input in clear, its activities' summaries in the history and its static summary", async () => {
+    const browser = await launchBrowser();
+    const canary = uniqueKey('canary');
+    const orderId = uniqueKey('ord');
+    const response = await apiClient(stack.apiUrl, tenant.apiKey).post(
+      '/v1/payments',
+      { order_id: orderId, amount_minor: 4999, currency: 'EUR', payment_method: 'pm_card_visa', metadata: { note: canary } },
+      uniqueKey(),
+    );
+    expect(response.status).toBe(201);
+    const payment = response.json as { workflow_id: string };
+
+    const page = await browser.newPage({ viewport: { width: 1600, height: 1200 } });
+    try {
+      // (The list cannot show the static summary: ListWorkflowExecutions returns no user
+      // metadata, only DescribeWorkflowExecution does; so the run's own page shows it.)
+      await openFilteredList(page, `OrderId="${orderId}"`, payment.workflow_id);
+      const summary = `Payment 49.99 EUR · ${orderId}`;
+
+      // The run's page: its input, which Temporal stores encrypted, shown decoded (the metadata canary).
+      await page.getByRole('link', { name: payment.workflow_id, exact: true }).click();
+      await page.waitForURL((url) => url.pathname.includes(encodeURIComponent(payment.workflow_id)) || url.pathname.includes(payment.workflow_id));
+      const shown = () => page.locator('main').innerText();
+      await expect.poll(shown, { timeout: 20_000, message: 'the decoded input on the payment page' }).toContain(`"note": "${canary}"`);
+      expect(await shown()).toContain('"paymentMethod": "pm_card_visa"');
+      // The event history: each activity with its summary, decoded.
+      for (const activitySummary of ['charge at provider', 'record outcome + ledger + outbox']) {
+        await expect.poll(shown, { timeout: 20_000, message: `"${activitySummary}" in the history` }).toContain(activitySummary);
+      }
+      await page.screenshot({ path: path.join(artifacts, 'temporal-ui-codec-decoded-input.png'), fullPage: true });
+
+      // The static summary of the run, decoded, on its User Metadata tab.
+      await page.getByRole('link', { name: 'User Metadata' }).or(page.getByRole('tab', { name: 'User Metadata' })).first().click();
+      // The UI renders a summary as markdown in a sandboxed frame of its own.
+      const framesText = async () => (await Promise.all(page.frames().map((frame) => frame.locator('body').innerText().catch(() => '')))).join('\n');
+      await expect.poll(framesText, { timeout: 20_000, message: 'the static summary on the User Metadata tab' }).toContain(summary);
+      await page.screenshot({ path: path.join(artifacts, 'temporal-ui-codec-user-metadata.png') });
+    } finally {
+      await page.close();
+    }
+  });
+});

@@ -6,6 +6,7 @@ import { createLogger } from '../../lib/logger';
 import { freePort } from '../../devstack/ports';
 import { startStack as startProductStack, type Stack, type StackOptions } from '../../devstack/stack';
 import { installTemporalRuntime } from '../../worker/observability';
+import { testDataConverter } from './payload-keys';
 
 export { apiClient, type Tenant } from '../../devstack/stack';
 export type TestStack = Stack;
@@ -53,6 +54,7 @@ export async function startStack(options: Partial<StackOptions> = {}): Promise<T
     temporalAddress: inject('temporalAddress'),
     taskQueue: `test-${randomBytes(4).toString('hex')}`,
     workflowBundle: { code: readFileSync(inject('workflowBundlePath'), 'utf8') },
+    dataConverter: testDataConverter,
     logger: testLogger,
     adminToken: ADMIN_TOKEN,
     ...options,

@@ -10,6 +10,7 @@ import { apiClient, eventually, isolatedApi, startStack, uniqueKey, type TestSta
 import { CompletionWaiter } from '../../api/completions';
 import { effectsOf } from '../helpers/effects';
 import { freePort } from '../../devstack/ports';
+import { testDataConverter } from '../helpers/payload-keys';
 
 /** Fail closed: with a dependency unreachable, mutating endpoints answer 503 and execute nothing. */
 
@@ -22,7 +23,7 @@ describe('Temporal unreachable', () => {
   beforeAll(async () => {
     stack = await startStack();
     // A second API process on the same database whose Temporal server is gone.
-    const temporal = new Client({ connection: Connection.lazy({ address: `127.0.0.1:${await freePort()}` }) });
+    const temporal = new Client({ connection: Connection.lazy({ address: `127.0.0.1:${await freePort()}` }), dataConverter: testDataConverter });
     deadApi = await isolatedApi(stack, temporal, { IDEMPOTENCY_WAIT_MS: 2000, TEMPORAL_RPC_TIMEOUT_MS: 1500 });
     deadApiUrl = deadApi.url;
   });

@@ -50,7 +50,7 @@ interface ComposeFile {
 const raw = parse(read('docker-compose.yml'), { merge: true }) as ComposeFile;
 
 /** A valid admin token, the one variable the file refuses to run without. */
-const hostEnv = { ADMIN_TOKEN: 'compose-test-admin-token-0123456789' };
+const hostEnv = { ADMIN_TOKEN: 'compose-test-admin-token-0123456789', TEMPORAL_PAYLOAD_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}` };
 
 /**
  * Compose's interpolation of one string: $$, $VAR, ${VAR}, ${VAR:-default}, ${VAR-default},
@@ -164,7 +164,7 @@ const configKeys = schemaKeys('lib/config.ts');
 const sandboxKeys = schemaKeys('sandbox/main.ts');
 
 const oneShots = ['temporal-schema', 'temporal-setup', 'migrate'];
-const longRunning = ['postgres', 'temporal', 'temporal-ui', 'sandbox', 'api', 'worker'];
+const longRunning = ['postgres', 'temporal', 'temporal-ui', 'sandbox', 'api', 'worker', 'codec-server'];
 const orchestratorServices = ['migrate', 'api', 'worker'];
 
 describe('docker-compose.yml: services', () => {
@@ -172,19 +172,23 @@ describe('docker-compose.yml: services', () => {
     expect(Object.keys(services).sort()).toEqual([...oneShots, ...longRunning].sort());
   });
 
-  it('publishes api 3000, temporal 7233, temporal-ui 8233 and sandbox 4010, and nothing else', () => {
+  it('publishes api 3000, temporal 7233, temporal-ui 8233, sandbox 4010 and codec-server 8888, and nothing else', () => {
     const expected: Record<string, { published: number; target: number }> = {
       api: { published: 3000, target: 3000 },
       temporal: { published: 7233, target: 7233 },
       'temporal-ui': { published: 8233, target: 8080 },
       sandbox: { published: 4010, target: 4010 },
+      'codec-server': { published: 8888, target: 8888 },
     };
     for (const name of Object.keys(services)) {
       const ports = publishedPorts(name).map(({ published, target }) => ({ published, target }));
       expect(ports, name).toEqual(expected[name] ? [expected[name]] : []);
     }
     // The unauthenticated surfaces stay on the loopback interface.
-    for (const name of ['temporal', 'temporal-ui', 'sandbox']) expect(publishedPorts(name)[0]!.hostIp, name).toBe('127.0.0.1');
+    for (const name of ['temporal', 'temporal-ui', 'sandbox', 'codec-server']) expect(publishedPorts(name)[0]!.hostIp, name).toBe('127.0.0.1');
+    // The UI's page calls the codec server from the browser, through that published port.
+    expect(envOf('temporal-ui').TEMPORAL_CODEC_ENDPOINT).toBe(`http://localhost:${publishedPorts('codec-server')[0]!.published}`);
+    expect(envOf('codec-server').CODEC_CORS_ORIGINS).toBe(envOf('temporal-ui').TEMPORAL_CORS_ORIGINS);
   });
 
   it('gives every long-running service a real healthcheck and a restart policy; one-shot jobs never restart', () => {
@@ -216,8 +220,8 @@ describe('docker-compose.yml: services', () => {
     expect(service('temporal-ui').image).toMatch(/^temporalio\/ui:\d+\.\d+\.\d+$/);
   });
 
-  it('builds the four app processes from the Dockerfile, each running its entry file with tsx', () => {
-    const entries: Record<string, string> = { migrate: 'db/main.ts', sandbox: 'sandbox/main.ts', api: 'api/main.ts', worker: 'worker/main.ts' };
+  it('builds the app processes from the Dockerfile, each running its entry file with tsx', () => {
+    const entries: Record<string, string> = { migrate: 'db/main.ts', sandbox: 'sandbox/main.ts', api: 'api/main.ts', worker: 'worker/main.ts', 'codec-server': 'lib/codec-server-main.ts' };
     for (const [name, entry] of Object.entries(entries)) {
       const svc = service(name);
       expect(svc.build, name).toBeDefined();
