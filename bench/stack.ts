@@ -170,6 +170,9 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       PROVIDER_URL: sandboxUrl,
       ADMIN_TOKEN: adminToken,
       ...(payloadKeys ? { TEMPORAL_PAYLOAD_KEYS: payloadKeys } : { TEMPORAL_PAYLOAD_ENCRYPTION: 'off' }),
+      // The benchmark measures the service, not its per-tenant rate limits (one tenant, storms).
+      RATE_LIMIT_READ_PER_SECOND: '1000000',
+      RATE_LIMIT_WRITE_PER_SECOND: '1000000',
     };
     const children: BenchChild[] = [];
     let crashed: string | undefined;

@@ -20,6 +20,8 @@ import { startSandbox } from '../sandbox/server';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
 import { Reconciler } from '../worker/reconciler';
 import { RetentionJob } from '../worker/retention';
+import { AbandonedRunSweeper } from '../worker/abandoned-runs';
+import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../lib/webhook-target';
 import { createPaymentWorker } from '../worker/worker';
 import { createLogger, type Logger } from '../lib/logger';
 import type { TemporalConnectionSettings } from '../lib/temporal-connection';
@@ -80,6 +82,8 @@ export interface Stack {
   apiConfig: ApiConfig;
   relay: OutboxRelay;
   retention: RetentionJob;
+  /** Not started: tests run its passes (worker/process.ts runs it on a timer). */
+  abandonedRuns: AbandonedRunSweeper;
   reconciler: Reconciler;
   worker: Worker | null;
   adminToken: string;
@@ -139,7 +143,17 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const relay = new OutboxRelay(
       sql,
       logger,
-      { retryBaseMs: 100, retryMaxMs: 2000, maxAttempts: 8, timeoutMs: 2000, batchSize: 50, pollMs: 200, ...options.relay },
+      {
+        retryBaseMs: 100,
+        retryMaxMs: 2000,
+        maxAttempts: 8,
+        timeoutMs: 2000,
+        batchSize: 50,
+        pollMs: 200,
+        // Test receivers listen on this machine, over plain http.
+        targetPolicy: webhookTargetPolicy({ allowedCidrs: LOOPBACK_CIDRS, allowHttp: true }),
+        ...options.relay,
+      },
       workerMetrics,
     );
     await relay.start();
@@ -159,6 +173,13 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       IDEMPOTENCY_WAIT_MS: 10_000,
       TEMPORAL_RPC_TIMEOUT_MS: 3000,
       AUTHORIZATION_WINDOW_SECONDS: 3600,
+      WEBHOOK_ALLOWED_CIDRS: LOOPBACK_CIDRS,
+      WEBHOOK_ALLOW_HTTP: true,
+      // Storms of one tenant's requests are what many tests are about: the rate limits and the
+      // failed-authentication limit are tested on their own, with their own settings.
+      RATE_LIMIT_READ_PER_SECOND: 1_000_000,
+      RATE_LIMIT_WRITE_PER_SECOND: 1_000_000,
+      AUTH_FAILURES_PER_MINUTE: 1_000_000,
       ...options.api,
     };
     const apiMetrics = createApiMetrics();
@@ -202,6 +223,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       apiConfig,
       relay,
       retention: new RetentionJob(sql, logger, 60_000),
+      abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }, 60_000),
       reconciler: new Reconciler({ sql, provider, metrics: workerMetrics, logger }, 60_000),
       get worker() {
         return worker;

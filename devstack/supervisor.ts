@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { Connection } from '@temporalio/client';
 import { createSql, ping } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
-import { loadConfig } from '../lib/config';
+import { assertSafeToListen, isLoopbackHost, loadConfig } from '../lib/config';
 import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
 import { httpStatus } from './ports';
 import { projectRoot, startTemporalDevServer, type DevServer } from './temporal-cli';
@@ -96,12 +96,16 @@ async function main(): Promise<void> {
   const mode = config.TEMPORAL_MODE === 'dev' && process.env.TEMPORAL_ADDRESS ? 'external' : config.TEMPORAL_MODE;
   const externalTemporal = mode === 'external' ? temporalConnectionSettings(config) : undefined;
   const externalDatabase = process.env.DATABASE_URL;
-  const apiHost = launcherEnv.HOST ?? '0.0.0.0';
+  const apiHost = launcherEnv.HOST ?? '127.0.0.1';
+  assertSafeToListen({ HOST: apiHost, ADMIN_TOKEN: config.ADMIN_TOKEN });
+  // Development webhooks go to receivers on this machine: loopback (and plain http) only, said in the banner.
+  const webhookCidrs = process.env.WEBHOOK_ALLOWED_CIDRS ?? '127.0.0.0/8,::1';
+  const webhookHttp = process.env.WEBHOOK_ALLOW_HTTP ?? 'true';
 
   const sdkMetrics = /^(.*):(\d+)$/.exec(config.TEMPORAL_SDK_METRICS_ADDRESS);
   await refuseBusyPorts([
     { port: launcherEnv.PORT, host: apiHost, what: 'the API (PORT)' },
-    ...(config.WORKER_METRICS_PORT ? [{ port: config.WORKER_METRICS_PORT, host: '0.0.0.0', what: "the worker's /metrics (WORKER_METRICS_PORT)" }] : []),
+    ...(config.WORKER_METRICS_PORT ? [{ port: config.WORKER_METRICS_PORT, host: apiHost, what: "the worker's /metrics (WORKER_METRICS_PORT)" }] : []),
     ...(sdkMetrics ? [{ port: Number(sdkMetrics[2]), host: sdkMetrics[1]!, what: "the Temporal SDK's metrics (TEMPORAL_SDK_METRICS_ADDRESS)" }] : []),
     { port: launcherEnv.SANDBOX_PORT, host: launcherEnv.SANDBOX_HOST, what: 'the provider sandbox (SANDBOX_PORT)' },
     ...(config.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' ? [{ port: config.CODEC_PORT, host: '127.0.0.1', what: 'the codec server (CODEC_PORT)' }] : []),
@@ -153,6 +157,9 @@ async function main(): Promise<void> {
     LOG_LEVEL: config.LOG_LEVEL,
     ADMIN_TOKEN: config.ADMIN_TOKEN,
     ...(payloadKeys ? { TEMPORAL_PAYLOAD_KEYS: payloadKeys.text } : {}),
+    HOST: apiHost,
+    WEBHOOK_ALLOWED_CIDRS: webhookCidrs,
+    WEBHOOK_ALLOW_HTTP: webhookHttp,
   };
   // Sandbox first (the worker calls it), then the worker, then the API; they start together.
   startService('sandbox', 'sandbox/main.ts', { ...common, SANDBOX_PORT: String(launcherEnv.SANDBOX_PORT), SANDBOX_HOST: launcherEnv.SANDBOX_HOST });
@@ -202,8 +209,11 @@ async function main(): Promise<void> {
         ? `  Codec server   ${codecUrl} (Temporal payloads encrypted with key ${payloadKeys.encryptingId}${payloadKeys.file ? `, kept in ${rel(payloadKeys.file)}` : ', from TEMPORAL_PAYLOAD_KEYS'}; the Web UI decodes through it)`
         : '  Codec server   (off: TEMPORAL_PAYLOAD_ENCRYPTION=off, Temporal payloads are in clear)',
       ...(config.WORKER_METRICS_PORT ? [`  Worker metrics http://127.0.0.1:${config.WORKER_METRICS_PORT}/metrics`] : []),
+      `  API metrics    ${apiUrl}/metrics (bearer: the admin token, or METRICS_TOKEN if set)`,
       `  DATABASE_URL   ${databaseShown}${state.postgres ? ` (embedded PostgreSQL; ${rel(path.join(dataDir, 'postgres'))})` : ''}`,
       `  ADMIN_TOKEN    ${config.ADMIN_TOKEN}`,
+      `  Listening on   ${apiHost}${isLoopbackHost(apiHost) ? ' (loopback only; HOST to change)' : ''}`,
+      `  Webhooks       internal targets allowed: ${process.env.WEBHOOK_ALLOWED_CIDRS === undefined ? 'loopback only' : webhookCidrs || 'none'} (WEBHOOK_ALLOWED_CIDRS=${webhookCidrs})${webhookHttp === 'true' ? '; plain http allowed' : ''}`,
       `  pids           ${pids.join(', ')}`,
       '  Create a tenant:',
       `    curl -s -X POST ${apiUrl}/admin/tenants -H 'Authorization: Bearer ${config.ADMIN_TOKEN}' -H 'Content-Type: application/json' -d '{"name":"demo"}'`,

@@ -1,6 +1,29 @@
 import { z } from 'zod';
 import { parsePayloadKeys, type PayloadKey } from './payload-codec';
 
+/** The development admin token: printed in the README, so never accepted in production or off loopback. */
+export const DEV_ADMIN_TOKEN = 'dev-admin-token-change-me';
+
+/** Long, not the default, and not one character repeated: what a generated secret looks like. */
+export function isStrongAdminToken(token: string | undefined): token is string {
+  return token !== undefined && token.length >= 32 && token !== DEV_ADMIN_TOKEN && new Set(token).size >= 8;
+}
+
+/** Whether an address to listen on is loopback only. */
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * Refuses to serve the development admin token beyond this machine: anyone who read the
+ * README could administer tenants. Throws with the reason; the process does not start.
+ */
+export function assertSafeToListen(config: Pick<Config, 'HOST' | 'ADMIN_TOKEN'>): void {
+  if (!isLoopbackHost(config.HOST) && config.ADMIN_TOKEN === DEV_ADMIN_TOKEN) {
+    throw new Error(`refusing to listen on ${config.HOST} with the development ADMIN_TOKEN; set ADMIN_TOKEN to a secret (openssl rand -hex 32) or listen on 127.0.0.1`);
+  }
+}
+
 const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
 /**
@@ -28,8 +51,25 @@ const schema = z
     /** Temporal Cloud API key (sent as a bearer token, over TLS). */
     TEMPORAL_API_KEY: z.string().min(1).optional(),
     TASK_QUEUE: z.string().min(1).default('payments'),
-    /** Bearer token of the /admin endpoints. A development default is used outside production. */
+    /**
+     * Bearer token of the /admin endpoints. A development default is used outside production,
+     * and only on a loopback address (api/main.ts refuses anything else). In production it
+     * must be given, at least 32 characters, and not the default.
+     */
     ADMIN_TOKEN: z.string().min(16).optional(),
+    /** The address the API and the worker's /metrics listen on: loopback unless set (0.0.0.0 in a container). */
+    HOST: z.string().min(1).default('127.0.0.1'),
+    /** Bearer token of the API's /metrics (the admin token also works); unset: only the admin token. */
+    METRICS_TOKEN: z.string().min(16).optional(),
+    /** Internal addresses webhooks may go to anyway: comma-separated CIDRs (e.g. "10.1.0.0/16"). Empty: none. */
+    WEBHOOK_ALLOWED_CIDRS: z.string().default(''),
+    /** Plain http webhook URLs (development only): "true" to allow. */
+    WEBHOOK_ALLOW_HTTP: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+    /** Default per-tenant rate limits (requests per second), each API process; PATCH /admin/tenants/{id} overrides per tenant. */
+    RATE_LIMIT_READ_PER_SECOND: z.coerce.number().int().positive().default(100),
+    RATE_LIMIT_WRITE_PER_SECOND: z.coerce.number().int().positive().default(100),
+    /** Failed authentications allowed per client address per minute, each API process. */
+    AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
     /** How long an idempotency key's outcome is remembered (default 72 h, above any sane retry horizon). */
     IDEMPOTENCY_RETENTION_SECONDS: seconds(72 * 3600),
     /** How long a request waits for its operation's outcome before answering 202. */
@@ -85,8 +125,12 @@ const schema = z
       ctx.addIssue({ code: 'custom', path: ['TEMPORAL_TLS_CERT'], message: 'TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together' });
       return z.NEVER;
     }
-    if (env.NODE_ENV === 'production' && !env.ADMIN_TOKEN) {
-      ctx.addIssue({ code: 'custom', path: ['ADMIN_TOKEN'], message: 'ADMIN_TOKEN is required in production' });
+    if (env.NODE_ENV === 'production' && !isStrongAdminToken(env.ADMIN_TOKEN)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['ADMIN_TOKEN'],
+        message: 'in production ADMIN_TOKEN must be set to a long random secret: 32+ characters, not the development default (openssl rand -hex 32)',
+      });
       return z.NEVER;
     }
     let payloadKeys: PayloadKey[] | null = null;
@@ -108,7 +152,7 @@ const schema = z
     }
     return {
       ...env,
-      ADMIN_TOKEN: env.ADMIN_TOKEN ?? 'dev-admin-token-change-me',
+      ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN,
       STRIPE_API_KEY: env.STRIPE_API_KEY ?? null,
       // Every key present (null: not set), so the parsed config lists every variable it reads.
       TEMPORAL_TLS_CERT: env.TEMPORAL_TLS_CERT ?? null,
@@ -119,6 +163,7 @@ const schema = z
       WORKER_MAX_CACHED_WORKFLOWS: env.WORKER_MAX_CACHED_WORKFLOWS ?? null,
       WORKER_MAX_CONCURRENT_ACTIVITIES: env.WORKER_MAX_CONCURRENT_ACTIVITIES ?? null,
       WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: env.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS ?? null,
+      METRICS_TOKEN: env.METRICS_TOKEN ?? null,
       /** null: payloads are written in clear (no keys outside production, or encryption off). */
       TEMPORAL_PAYLOAD_KEYS: payloadKeys,
       CODEC_TOKEN: env.CODEC_TOKEN ?? null,

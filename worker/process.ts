@@ -1,3 +1,4 @@
+import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { createSql } from '../db/connect';
 import { loadConfig, type Config } from '../lib/config';
@@ -6,7 +7,9 @@ import { SandboxProvider } from '../provider/sandbox-client';
 import { StripeProvider } from '../provider/stripe';
 import type { PaymentProvider } from '../provider/types';
 import { OutboxRelay } from './outbox-relay';
+import { webhookTargetPolicy } from '../lib/webhook-target';
 import { RetentionJob } from './retention';
+import { AbandonedRunSweeper } from './abandoned-runs';
 import { Reconciler } from './reconciler';
 import { installTemporalRuntime, serveWorkerMetrics } from './observability';
 import { createWorkerMetrics } from '../lib/metrics';
@@ -78,18 +81,26 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     batchSize: 50,
     pollMs: 1000,
+    targetPolicy: webhookTargetPolicy({ allowedCidrs: config.WEBHOOK_ALLOWED_CIDRS, allowHttp: config.WEBHOOK_ALLOW_HTTP }),
   }, metrics);
   const reconciler = new Reconciler({ sql, provider, metrics, logger }, config.RECONCILE_INTERVAL_SECONDS * 1000);
   const metricsServer = serveWorkerMetrics({
     port: config.WORKER_METRICS_PORT,
+    host: config.HOST,
     metrics,
     sdkMetricsUrl: `http://${config.TEMPORAL_SDK_METRICS_ADDRESS}/metrics`,
     beforeScrape: () => relay.measureBacklog(),
     logger,
   });
   const retention = new RetentionJob(sql, logger, config.RETENTION_JOB_INTERVAL_SECONDS * 1000);
+  const clientConnection = await Connection.connect(temporal);
+  const abandonedRuns = new AbandonedRunSweeper(
+    { sql, temporal: new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE }), provider, logger, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS },
+    config.RETENTION_JOB_INTERVAL_SECONDS * 1000,
+  );
   await relay.start();
   retention.start();
+  abandonedRuns.start();
   reconciler.start();
   const payloadKeys = config.TEMPORAL_PAYLOAD_KEYS?.map((k) => k.id) ?? 'off (payloads in clear)';
   logger.info({ taskQueue: config.TASK_QUEUE, temporal: describeTemporalConnection(temporal), payloadKeys }, 'worker running');
@@ -109,8 +120,10 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   await worker.run();
   await relay.stop();
   retention.stop();
+  abandonedRuns.stop();
   reconciler.stop();
   metricsServer.close();
+  await clientConnection.close();
   await connection.close();
   await sql.end({ timeout: 5 });
   process.exit(0);

@@ -3,6 +3,7 @@ import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities';
 import { requestIdActivityInterceptor } from './interceptors';
+import { databaseRefusalInterceptor } from './database-refusals';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 /** Workflow interceptor modules: bundled with the workflows (pass to bundleWorkflowCode too). */
@@ -32,7 +33,7 @@ export async function createPaymentWorker(options: {
     dataConverter: options.dataConverter,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath }),
     activities: createActivities(options.deps),
-    interceptors: { workflowModules: workflowInterceptorModules, activity: [requestIdActivityInterceptor] },
+    interceptors: { workflowModules: workflowInterceptorModules, activity: [requestIdActivityInterceptor, databaseRefusalInterceptor] },
     ...options.tuning,
   });
 }

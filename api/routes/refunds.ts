@@ -24,7 +24,7 @@ const createRefund = createRoute({
   responses: {
     201: { description: 'Refunded.', content: jsonContent(Refund), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Refund),
-    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'refund_failed', 'not_found', 'refund_exceeds_captured', 'payment_not_refundable', 'idempotency_key_reused', 'service_unavailable']),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'refund_failed', 'not_found', 'refund_exceeds_captured', 'payment_not_refundable', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
   },
 });
 
@@ -71,6 +71,7 @@ export function refundRoutes(deps: ApiDeps) {
         };
         return startOrAttach(deps, scope, 'refundWorkflow', {
           workflowId: record.workflow_id,
+          resourceId: record.resource_id,
           args: [input],
           searchAttributes: [
             { key: TenantIdKey, value: tenantId },

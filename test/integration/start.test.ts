@@ -121,6 +121,8 @@ async function exercise(launch: Launch, banner: string): Promise<string> {
   expect(banner).toContain(`API            ${apiUrl}`);
   expect(banner).toContain(`API docs       ${apiUrl}/docs`);
   expect(banner).toContain(`PSP sandbox    http://127.0.0.1:${launch.ports.sandbox}`);
+  expect(banner).toContain('Listening on   127.0.0.1 (loopback only');
+  expect(banner).toContain('Webhooks       internal targets allowed: loopback only');
   const uiUrl = `http://127.0.0.1:${launch.ports.ui}`;
   expect(banner).toContain(`Temporal UI    ${uiUrl}`);
   // Payloads are encrypted with a development key kept in the data folder; the UI decodes through the codec server.

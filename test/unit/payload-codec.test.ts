@@ -71,7 +71,7 @@ describe('TEMPORAL_PAYLOAD_KEYS', () => {
   });
 
   it('is required in production unless encryption is explicitly off; optional elsewhere', () => {
-    const production = { NODE_ENV: 'production', ADMIN_TOKEN: 'a-production-admin-token' };
+    const production = { NODE_ENV: 'production', ADMIN_TOKEN: '3f9c1e0b7a5d4c2e8f6a1b3d5c7e9f0a' };
     expect(() => loadConfig(production)).toThrow(/TEMPORAL_PAYLOAD_KEYS is required in production/);
     expect(loadConfig({ ...production, TEMPORAL_PAYLOAD_ENCRYPTION: 'off' }).TEMPORAL_PAYLOAD_KEYS).toBeNull();
     expect(loadConfig({ ...production, TEMPORAL_PAYLOAD_KEYS: `${newKey},${oldKey}` }).TEMPORAL_PAYLOAD_KEYS!.map((k) => k.id)).toEqual(['new', 'old']);

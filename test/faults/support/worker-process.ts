@@ -68,6 +68,9 @@ export async function spawnWorker(name: string, environment: WorkerEnvironment, 
       TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${sdkPort}`,
       // The key of the test stacks' clients: this worker reads what their API wrote.
       TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS,
+      // The merchant's endpoint listens on this machine, over plain http.
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8,::1',
+      WEBHOOK_ALLOW_HTTP: 'true',
       ...environment.env,
     },
     stdio: ['ignore', out, out],
