@@ -247,6 +247,14 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     await nodes[0]!.start();
     await Promise.all(nodes.slice(1).map((node) => node.start()));
     await registerNamespace(nodes, namespace, connectTo);
+    // A node started again (after a stop or a crash) is ready once it serves the namespace as well.
+    for (const node of nodes) {
+      const startProcess = node.start.bind(node);
+      node.start = async () => {
+        await startProcess();
+        await untilNodeServes(node, namespace, connectTo);
+      };
+    }
     if (options.uiPort) ui = await startUi(options.uiPort, nodes[0]!.address, namespace, options.dataDir, options.uiCodecEndpoint);
   } catch (error) {
     await stop();
@@ -361,31 +369,37 @@ async function registerNamespace(nodes: ClusterNode[], namespace: string, connec
   // Each frontend must serve the namespace, and reach history and matching through the ring
   // (right after start, "not enough hosts" until membership settles): a probe workflow is
   // started and terminated through each node.
-  for (const node of nodes) {
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const served = await connectTo(node.address)
-        .then(async (c) => {
-          try {
-            // With the custom search attributes set: each frontend caches their mapping and
-            // refuses a start that uses them until its cache has it.
-            const probe = await new Client({ connection: c, namespace }).workflow.start('clusterProbe', {
-              taskQueue: 'cluster-probe',
-              workflowId: `cluster-probe-${node.name}-${Date.now()}`,
-              searchAttributes: Object.fromEntries(searchAttributeFlags.map((flag) => [flag.split('=')[0]!, ['probe']])),
-            });
-            await c.workflowService.describeTaskQueue({ namespace, taskQueue: { name: 'cluster-probe', kind: 1 }, taskQueueType: 1 });
-            await probe.terminate('cluster start-up probe');
-            return true;
-          } finally {
-            await c.close();
-          }
-        })
-        .catch(() => false);
-      if (served) break;
-      if (Date.now() > deadline) throw new Error(`${node.name} does not serve namespace ${namespace} after 60 s`);
-      await new Promise((r) => setTimeout(r, 500));
-    }
+  for (const node of nodes) await untilNodeServes(node, namespace, connectTo);
+}
+
+/**
+ * Until `node`'s frontend serves the namespace and reaches history and matching through the
+ * ring (right after a start, "not enough hosts" until membership settles): a probe workflow
+ * is started through it, with the custom search attributes set (each frontend caches their
+ * mapping and refuses a start that uses them until its cache has it), and terminated.
+ */
+async function untilNodeServes(node: ClusterNode, namespace: string, connectTo: (address: string) => Promise<Connection>): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const served = await connectTo(node.address)
+      .then(async (c) => {
+        try {
+          const probe = await new Client({ connection: c, namespace }).workflow.start('clusterProbe', {
+            taskQueue: 'cluster-probe',
+            workflowId: `cluster-probe-${node.name}-${Date.now()}`,
+            searchAttributes: Object.fromEntries(searchAttributeFlags.map((flag) => [flag.split('=')[0]!, ['probe']])),
+          });
+          await c.workflowService.describeTaskQueue({ namespace, taskQueue: { name: 'cluster-probe', kind: 1 }, taskQueueType: 1 });
+          await probe.terminate('cluster start-up probe');
+          return true;
+        } finally {
+          await c.close();
+        }
+      })
+      .catch(() => false);
+    if (served) return;
+    if (Date.now() > deadline) throw new Error(`${node.name} does not serve namespace ${namespace} after 60 s`);
+    await new Promise((r) => setTimeout(r, 500));
   }
 }
 
