@@ -84,7 +84,7 @@ export interface ClusterNode {
   exited(): Promise<ExitInfo>;
   /** SIGTERM (then SIGKILL after 20 s), or the signal given; resolves on exit. */
   stop(signal?: NodeJS.Signals): Promise<ExitInfo>;
-  /** Starts the node again (after stop) with the same ports; resolves once its frontend answers. */
+  /** Starts the node again (after stop) with the same ports; resolves once its frontend answers (and, once the cluster is up, serves the namespace). */
   start(): Promise<void>;
 }
 
