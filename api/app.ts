@@ -1,6 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { OpenAPIHono, createRoute, z } from '@hono/zod-openapi';
 import { Scalar } from '@scalar/hono-api-reference';
 import type { Hook } from '@hono/zod-openapi';
@@ -116,13 +117,26 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
 }
 
 let scalarScript: string | undefined;
-/** The @scalar/api-reference standalone bundle, read once on first use. */
+/**
+ * The @scalar/api-reference standalone bundle, read once on first use. That package is a
+ * devDependency (it brings a front-end toolchain): `npm run build` copies its one file
+ * beside the compiled API, and development reads it from the package.
+ */
 function scalarBundle(): string {
   if (scalarScript === undefined) {
-    const entry = createRequire(import.meta.url).resolve('@scalar/api-reference');
-    scalarScript = readFileSync(path.join(path.dirname(entry), 'browser', 'standalone.js'), 'utf8');
+    const built = fileURLToPath(new URL(`./${SCALAR_BUNDLE_FILE}`, import.meta.url));
+    scalarScript = readFileSync(existsSync(built) ? built : scalarStandalonePath(), 'utf8');
   }
   return scalarScript;
+}
+
+/** What `npm run build` names the copy of the reference page's script, beside dist/api/app.js. */
+export const SCALAR_BUNDLE_FILE = 'scalar-standalone.js';
+
+/** The standalone script inside the @scalar/api-reference package (installed with the devDependencies). */
+export function scalarStandalonePath(): string {
+  const entry = createRequire(import.meta.url).resolve('@scalar/api-reference');
+  return path.join(path.dirname(entry), 'browser', 'standalone.js');
 }
 
 async function readiness(deps: ApiDeps): Promise<Record<string, string>> {

@@ -1,16 +1,16 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { launchBrowser } from '../helpers/browser';
 import { apiClient, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 
 /**
  * docs/CONTRACT.md §5.9: an operator finds a payment in the Temporal Web UI by tenant, order and
- * status. Checked in a real browser (Debian's Chromium, headless) against the Web UI of the
+ * status. Checked in a real browser (headless Chromium, test/helpers/browser.ts) against the Web UI of the
  * run's dev server (test/global-setup.ts starts it with its UI).
  */
 
-const CHROMIUM = '/usr/bin/chromium';
 const artifacts = path.resolve('test/artifacts');
 
 let stack: TestStack;
@@ -25,16 +25,6 @@ beforeAll(async () => {
   tenant = await stack.createTenant('web ui');
 });
 
-/** Debian's Chromium, headless. Missing, it is a test FAILURE that says how to install it, never a skip. */
-async function launchBrowser(): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is missing at ${CHROMIUM}: run \`npm run setup\` (as root; it installs Debian's chromium package), then run the tests again.`);
-  if (!uiUrl) throw new Error('the test run has no Temporal Web UI: test/global-setup.ts must start the dev server with --ui-port');
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  return browser;
-}
 afterAll(async () => {
   await browser?.close();
   await stack?.stop();
@@ -68,7 +58,8 @@ async function openFilteredList(page: Page, query: string, workflowId: string): 
 
 describe('the Temporal Web UI finds a payment by its search attributes', () => {
   it('filters the workflow list by OrderId and shows TenantId, OrderId, PaymentStatus and the charge memo on the payment', async () => {
-    const browser = await launchBrowser();
+    if (!uiUrl) throw new Error('the test run has no Temporal Web UI: test/global-setup.ts must start the dev server with --ui-port');
+    browser = await launchBrowser();
     const orderId = uniqueKey('ord');
     const payment = await pay(orderId);
     const other = await pay(uniqueKey('ord')); // same tenant, another order: must be filtered out

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -16,6 +16,7 @@ import { startMerchant, tenantWithMerchant, type Merchant } from './support/merc
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from './support/payments';
 import { runTrials, ScenarioTally } from './support/results';
 import { expectCleanScenario, retryAndTally } from './support/verify';
+import { fileDatabaseUrl } from '../helpers/database';
 
 /**
  * Scenario 4. The orchestrator's PostgreSQL (a private embedded server) is stopped while
@@ -39,7 +40,7 @@ beforeAll(async () => {
   const sql = createSql(pg.url, { max: 1 });
   await migrate(sql);
   await sql.end();
-  stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: inject('databaseUrl'), sandbox: { slowMs: 6000 } });
+  stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: await fileDatabaseUrl(), sandbox: { slowMs: 6000 } });
   merchant = await startMerchant();
   tenant = await tenantWithMerchant(stack, merchant, 'postgres-outage');
   api = apiClient(stack.apiUrl, tenant.apiKey);

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,6 +10,7 @@ import { apiClient, eventually, isolatedApi, startStack, uniqueKey, type TestSta
 import { CompletionWaiter } from '../../api/completions';
 import { effectsOf } from '../helpers/effects';
 import { freePort } from '../../devstack/ports';
+import { fileDatabaseUrl } from '../helpers/database';
 import { testDataConverter } from '../helpers/payload-keys';
 
 /** Fail closed: with a dependency unreachable, mutating endpoints answer 503 and execute nothing. */
@@ -67,7 +68,7 @@ describe('PostgreSQL stopped', () => {
     await migrate(sql);
     await sql.end();
     // The sandbox (another company) keeps its own database up.
-    stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: inject('databaseUrl'), sandbox: { slowMs: 1500 } });
+    stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: await fileDatabaseUrl(), sandbox: { slowMs: 1500 } });
   });
   afterAll(async () => {
     await pg?.start();
