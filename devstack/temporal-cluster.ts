@@ -203,11 +203,12 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     DB_PORT: pg.port || '5432',
     POSTGRES_USER: decodeURIComponent(pg.username || 'postgres'),
     POSTGRES_PWD: decodeURIComponent(pg.password),
-    // Two nodes x (20 + 10) connections stay well inside PostgreSQL's default 100.
-    SQL_MAX_CONNS: '20',
-    SQL_MAX_IDLE_CONNS: '20',
-    SQL_VIS_MAX_CONNS: '5',
-    SQL_VIS_MAX_IDLE_CONNS: '5',
+    // Per node: 10 persistence + 3 visibility connections. Two nodes take 26 of PostgreSQL's
+    // default 100, which the app, the tests' own clusters and stacks share on one machine.
+    SQL_MAX_CONNS: '10',
+    SQL_MAX_IDLE_CONNS: '10',
+    SQL_VIS_MAX_CONNS: '3',
+    SQL_VIS_MAX_IDLE_CONNS: '3',
     DYNAMIC_CONFIG_FILE_PATH: dynamicConfigFile,
     BIND_ON_IP: '127.0.0.1',
     TEMPORAL_BROADCAST_ADDRESS: '127.0.0.1',
