@@ -5,6 +5,7 @@ import { createLogger } from '../lib/logger';
 import { createApiMetrics } from '../lib/metrics';
 import { paymentDataConverter } from '../lib/data-converter';
 import { connectTemporal } from '../lib/temporal';
+import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { createApp } from './app';
 import { CompletionWaiter } from './completions';
 
@@ -13,7 +14,7 @@ const config = loadConfig();
 assertSafeToListen(config);
 const logger = createLogger({ name: 'api', level: config.LOG_LEVEL });
 const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-api' });
-const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS));
+const temporal = await connectTemporal(temporalConnectionSettings(config), config.TEMPORAL_NAMESPACE, paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS));
 const completions = new CompletionWaiter(sql, logger);
 await completions.start();
 

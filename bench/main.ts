@@ -6,6 +6,8 @@
  * Environment (all optional):
  *   BENCH_ADMIN_DATABASE_URL  postgres://…/postgres to create the bench database on
  *                             (default postgres://postgres@127.0.0.1:5432/postgres)
+ *   TEMPORAL_MODE             dev (default: the dev server) | cluster (two production server
+ *                             processes on PostgreSQL, devstack/temporal-cluster.ts, 8 shards)
  *   BENCH_TEMPORAL_STORE      file (default; SQLite file with WAL, as `npm start`) | memory
  *   BENCH_WINDOW_MS           measured window of one run (default 4000)
  *   BENCH_ROUNDS              interleaved runs per figure (default 2)
@@ -36,6 +38,7 @@ const env = process.env;
 const settings = {
   adminUrl: env.BENCH_ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
   temporalStore: (env.BENCH_TEMPORAL_STORE === 'memory' ? 'memory' : 'file') as 'file' | 'memory',
+  temporalMode: (env.TEMPORAL_MODE === 'cluster' ? 'cluster' : 'dev') as 'dev' | 'cluster',
   /** Temporal payloads encrypted by the payload codec (the default, as in production), or `off`. */
   payloadEncryption: env.BENCH_PAYLOAD_ENCRYPTION !== 'off',
   windowMs: Number(env.BENCH_WINDOW_MS ?? 4000),
@@ -63,6 +66,7 @@ if (machine.loadBefore[0]! > 1) progress.say('warning: the machine is busy; figu
 const stack = await startBenchStack({
   adminUrl: settings.adminUrl,
   temporalStore: settings.temporalStore,
+  temporalMode: settings.temporalMode,
   payloadEncryption: settings.payloadEncryption,
   dynamicConfig: settings.dynamicConfig,
   keepLogs,
@@ -82,11 +86,11 @@ process.on('SIGTERM', onSignal);
 const http = new HttpClient(stack.apiUrl, Math.max(64, settings.stormCopies));
 const closers: (() => void)[] = [() => http.close()];
 /** The stack's processes by name, as the CPU tables name them (the base lane's API and worker). */
-const processIds = (): Record<string, number> => ({ temporal: stack.devServer.process.pid!, ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) });
+const processIds = (): Record<string, number | number[]> => ({ temporal: stack.temporalPids(), ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) });
 try {
   const tenant = await createTenant(stack.apiUrl);
   const scenarios = new Scenarios(stack, http, tenant);
-  const cpu = new CpuMeter(processIds(), stack.sql, stack.databaseName);
+  const cpu = new CpuMeter(processIds(), stack.sql, [stack.databaseName, ...stack.temporalDatabases]);
   const runStart = { at: Date.now(), cpu: await cpu.snapshot() };
 
   /** One closed-loop run with a status line. */
@@ -198,7 +202,7 @@ try {
     closers.push(() => grownHttp.close());
     const grownScenarios = new Scenarios({ ...grown, temporal: stack.temporal, sandboxUrl: stack.sandboxUrl }, grownHttp, await createTenant(grown.apiUrl));
     const { temporal, sandbox } = processIds();
-    const grownMeter = new CpuMeter({ temporal: temporal!, sandbox: sandbox!, worker: grown.worker.pid, api: grown.api.pid }, grown.sql, grown.databaseName);
+    const grownMeter = new CpuMeter({ temporal: temporal!, sandbox: sandbox!, worker: grown.worker.pid, api: grown.api.pid }, grown.sql, [grown.databaseName, ...stack.temporalDatabases]);
     await measure('warm-up of the grown lane: payments', 32, () => grownScenarios.newPayment(), { warmupMs: 1000, windowMs: 3000 }, grownMeter);
     lanes.push({ name: 'grown', scenarios: grownScenarios, meter: grownMeter });
     for (const factor of factors) {
@@ -239,7 +243,7 @@ try {
     durationSeconds: round((Date.now() - startedAt.getTime()) / 1000, 0),
     machine: { ...machine, loadAfter: loadavg().map((l) => round(l, 2)), otherCores },
     settings: { ...settings, outDir: undefined, skip: [...settings.skip] },
-    temporal: { store: settings.temporalStore, cli: cliVersion() },
+    temporal: { store: settings.temporalStore, cli: cliVersion(), description: stack.temporalDescription },
     baseHistory,
     floor,
     payments,
@@ -369,7 +373,7 @@ function describeMachine() {
 
 function cliVersion(): string {
   try {
-    return execSync(`"${stack.devServer.process.spawnfile}" --version`, { encoding: 'utf8' }).trim();
+    return execSync(`"${stack.temporalBinary}" --version`, { encoding: 'utf8' }).trim();
   } catch {
     return 'unknown';
   }

@@ -24,6 +24,7 @@ import { AbandonedRunSweeper } from '../worker/abandoned-runs';
 import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../lib/webhook-target';
 import { createPaymentWorker } from '../worker/worker';
 import { createLogger, type Logger } from '../lib/logger';
+import type { TemporalConnectionSettings } from '../lib/temporal-connection';
 import { createApiMetrics, createWorkerMetrics, type ApiMetrics, type WorkerMetrics } from '../lib/metrics';
 
 export type ApiConfig = ApiDeps['config'];
@@ -31,6 +32,8 @@ export type ApiConfig = ApiDeps['config'];
 export interface StackOptions {
   databaseUrl: string;
   temporalAddress: string;
+  /** TLS / API key for temporalAddress (lib/temporal-connection.ts). */
+  temporalConnection?: Omit<TemporalConnectionSettings, 'address'>;
   /** lib/data-converter.ts (with the run's payload keys): used by the stack's worker and client. */
   dataConverter: DataConverter;
   namespace?: string;
@@ -45,6 +48,8 @@ export interface StackOptions {
   worker?: boolean;
   /** Pre-built workflow bundle; the worker bundles workflows/ itself when omitted. */
   workflowBundle?: WorkerOptions['workflowBundle'];
+  /** More worker options (e.g. shutdownGraceTime, slots). */
+  workerTuning?: Partial<WorkerOptions>;
   relay?: Partial<RelayOptions>;
   api?: Partial<ApiConfig>;
   logger?: Logger;
@@ -114,7 +119,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     let worker: Worker | null = null;
     let stopWorker = async () => {};
     if (options.worker !== false) {
-      const workerConnection = await NativeConnection.connect({ address: options.temporalAddress });
+      const workerConnection = await NativeConnection.connect({ ...options.temporalConnection, address: options.temporalAddress });
       closers.push(() => workerConnection.close());
       const running = await createPaymentWorker({
         connection: workerConnection,
@@ -123,6 +128,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         deps: { sql, provider, metrics: workerMetrics },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
+        ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
       });
       worker = running;
       const run = running.run();
@@ -153,7 +159,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await relay.start();
     closers.push(() => relay.stop());
 
-    const connection = await Connection.connect({ address: options.temporalAddress });
+    const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
     closers.push(() => connection.close());
     const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter });
     const completions = new CompletionWaiter(sql, logger);

@@ -38,6 +38,18 @@ const schema = z
     DATABASE_POOL_SIZE: z.coerce.number().int().positive().default(10),
     TEMPORAL_ADDRESS: z.string().min(1).default('127.0.0.1:7233'),
     TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+    /** Which Temporal `npm start`, the tests and the benchmark run: dev server, local cluster, or none (external). */
+    TEMPORAL_MODE: z.enum(['dev', 'cluster', 'external']).default('dev'),
+    /** mTLS to Temporal: client certificate and key (PEM files), and the CA that signed the server's certificate. */
+    TEMPORAL_TLS_CERT: z.string().min(1).optional(),
+    TEMPORAL_TLS_KEY: z.string().min(1).optional(),
+    TEMPORAL_TLS_CA: z.string().min(1).optional(),
+    /** The name the server's certificate must carry, when it is not the address's host. */
+    TEMPORAL_TLS_SERVER_NAME: z.string().min(1).optional(),
+    /** TLS without a client certificate (the system's root CAs). */
+    TEMPORAL_TLS: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+    /** Temporal Cloud API key (sent as a bearer token, over TLS). */
+    TEMPORAL_API_KEY: z.string().min(1).optional(),
     TASK_QUEUE: z.string().min(1).default('payments'),
     /**
      * Bearer token of the /admin endpoints. A development default is used outside production,
@@ -85,6 +97,13 @@ const schema = z
     RECONCILE_INTERVAL_SECONDS: seconds(15),
     /** How often the retention job deletes expired idempotency records. */
     RETENTION_JOB_INTERVAL_SECONDS: seconds(300),
+    /** Worker: on SIGTERM, how long running activities may take to finish before they are cancelled. */
+    WORKER_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(30),
+    /** Worker: workflows kept in memory between tasks (sticky cache); each costs a V8 context's memory. */
+    WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).optional(),
+    /** Worker: activities and workflow tasks run at once (slots). */
+    WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().positive().optional(),
+    WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).optional(),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** AES-256 keys of the Temporal payload codec, `id:base64key,…`: the first encrypts, all decrypt. */
     TEMPORAL_PAYLOAD_KEYS: z.string().optional(),
@@ -100,6 +119,10 @@ const schema = z
   .transform((env, ctx) => {
     if (env.PROVIDER === 'stripe' && !env.STRIPE_API_KEY) {
       ctx.addIssue({ code: 'custom', path: ['STRIPE_API_KEY'], message: 'STRIPE_API_KEY is required with PROVIDER=stripe' });
+      return z.NEVER;
+    }
+    if (Boolean(env.TEMPORAL_TLS_CERT) !== Boolean(env.TEMPORAL_TLS_KEY)) {
+      ctx.addIssue({ code: 'custom', path: ['TEMPORAL_TLS_CERT'], message: 'TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together' });
       return z.NEVER;
     }
     if (env.NODE_ENV === 'production' && !isStrongAdminToken(env.ADMIN_TOKEN)) {
@@ -131,6 +154,15 @@ const schema = z
       ...env,
       ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN,
       STRIPE_API_KEY: env.STRIPE_API_KEY ?? null,
+      // Every key present (null: not set), so the parsed config lists every variable it reads.
+      TEMPORAL_TLS_CERT: env.TEMPORAL_TLS_CERT ?? null,
+      TEMPORAL_TLS_KEY: env.TEMPORAL_TLS_KEY ?? null,
+      TEMPORAL_TLS_CA: env.TEMPORAL_TLS_CA ?? null,
+      TEMPORAL_TLS_SERVER_NAME: env.TEMPORAL_TLS_SERVER_NAME ?? null,
+      TEMPORAL_API_KEY: env.TEMPORAL_API_KEY ?? null,
+      WORKER_MAX_CACHED_WORKFLOWS: env.WORKER_MAX_CACHED_WORKFLOWS ?? null,
+      WORKER_MAX_CONCURRENT_ACTIVITIES: env.WORKER_MAX_CONCURRENT_ACTIVITIES ?? null,
+      WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: env.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS ?? null,
       METRICS_TOKEN: env.METRICS_TOKEN ?? null,
       /** null: payloads are written in clear (no keys outside production, or encryption off). */
       TEMPORAL_PAYLOAD_KEYS: payloadKeys,

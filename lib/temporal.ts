@@ -1,10 +1,14 @@
 import { Client, Connection, isGrpcServiceError } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
+import type { TemporalConnectionSettings } from './temporal-connection';
 
-/** `dataConverter`: lib/data-converter.ts, the one every client and worker of the service uses. */
-export async function connectTemporal(address: string, namespace: string, dataConverter: DataConverter): Promise<Client> {
+/**
+ * `settings`: address, TLS, API key (lib/temporal-connection.ts); `dataConverter`:
+ * lib/data-converter.ts, the one every client and worker of the service uses.
+ */
+export async function connectTemporal(settings: TemporalConnectionSettings, namespace: string, dataConverter: DataConverter): Promise<Client> {
   // Lazy: the API starts (and reports not-ready) while Temporal is still coming up.
-  const connection = Connection.lazy({ address });
+  const connection = Connection.lazy(settings);
   return new Client({ connection, namespace, dataConverter });
 }
 

@@ -299,6 +299,8 @@ async function main(): Promise<void> {
     const stack = await startStack({
       databaseUrl: environment.databaseUrl,
       temporalAddress: environment.temporalAddress,
+      temporalConnection: environment.temporalConnection,
+      namespace: environment.namespace,
       workflowBundle: { code },
       dataConverter: testDataConverter,
     });

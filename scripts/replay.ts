@@ -20,6 +20,7 @@ import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { loadConfig } from '../lib/config';
 import { paymentDataConverter } from '../lib/data-converter';
+import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { describeHistory, encryptionKeyIds, failureConverterPath, workflowInterceptorModules, workflowsPath as localWorkflowsPath } from '../devstack/histories';
 
 const usage = 'usage: npm run replay -- --workflow-id <id> [--run-id <id>] [--address host:port] [--namespace default] [--workflows-path <entry.ts>]';
@@ -65,7 +66,8 @@ async function main(): Promise<number> {
   let history;
   let connection: Connection;
   try {
-    connection = await Connection.connect({ address: values.address!, connectTimeout: '5 seconds' });
+    // TLS / API key from the environment, as every process reads them (TEMPORAL_TLS_*, TEMPORAL_API_KEY).
+    connection = await Connection.connect({ ...temporalConnectionSettings({ ...process.env, TEMPORAL_TLS: process.env.TEMPORAL_TLS === 'true', TEMPORAL_ADDRESS: values.address! }), connectTimeout: '5 seconds' });
   } catch (error) {
     throw new NothingToJudge(`cannot reach Temporal at ${values.address}: ${(error as Error).message}`);
   }
