@@ -4,23 +4,35 @@
 #   docker build -t payment-orchestrator:local .
 #   docker run --rm -e ADMIN_TOKEN=... -e DATABASE_URL=... -e TEMPORAL_ADDRESS=... payment-orchestrator:local
 #
-# TypeScript runs as is through tsx (no build step), as in development.
+# The image runs compiled JavaScript: a build stage runs `npm run build` (tsc to dist/, the
+# prebuilt workflow bundle, the API reference page's script), and the final stage has only
+# production dependencies and dist/.
+FROM node:20-bookworm-slim AS build
+
+WORKDIR /app
+# package.json's postinstall runs scripts/install-temporal.sh, so the script must be in
+# place; SKIP_TEMPORAL_CLI=1 makes it do nothing: the Temporal CLI (dev server) is for the
+# embedded dev stack and the tests, and in the image nothing would use it.
+COPY package.json package-lock.json ./
+COPY scripts/install-temporal.sh scripts/install-temporal.sh
+RUN SKIP_TEMPORAL_CLI=1 npm ci --no-audit --no-fund
+COPY . .
+RUN npm run build
+
 FROM node:20-bookworm-slim
 
 WORKDIR /app
 
-# Dependencies first, so that a source change does not re-run npm ci.
-# package.json's postinstall runs scripts/install-temporal.sh, so the script must be in
-# place; SKIP_TEMPORAL_CLI=1 makes it do nothing: the Temporal CLI (dev server) is for the
-# embedded dev stack and the tests, and in the image nothing would use it. Only production
-# dependencies (tsx, the Temporal SDK and its workflow bundler are among them).
+# Dependencies first, so that a source change does not re-run npm ci. Production
+# dependencies only: no tsx, no TypeScript, no front-end toolchain.
 COPY package.json package-lock.json ./
 COPY scripts/install-temporal.sh scripts/install-temporal.sh
 RUN SKIP_TEMPORAL_CLI=1 npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 
-# The source, owned by root and read-only to the process user.
-COPY . .
+# The compiled code and the healthcheck scripts, owned by root and read-only to the process user.
+COPY --from=build /app/dist dist
+COPY deploy deploy
 
 # production: JSON logs, and lib/config.ts refuses to start without ADMIN_TOKEN.
 ENV NODE_ENV=production
@@ -31,6 +43,6 @@ USER node
 # api (PORT, default 3000) and sandbox (SANDBOX_PORT, default 4010); the worker listens on none.
 EXPOSE 3000 4010
 
-# `node --import tsx` rather than `npx tsx`: a single process that receives SIGTERM
-# itself and shuts down gracefully (api/main.ts, worker/main.ts).
-CMD ["node", "--import", "tsx", "api/main.ts"]
+# `node` itself, not npm: a single process that receives SIGTERM and shuts down
+# gracefully (api/main.ts, worker/main.ts).
+CMD ["node", "dist/api/main.js"]

@@ -14,7 +14,7 @@ const devOnly = { group: ['**/devstack/*', '**/scripts/*', '**/test/*', '**/benc
 const processes = { group: ['**/api/*', '**/worker/*', '**/sandbox/*', '**/activities/*', '**/workflows/*'], message: 'lib/ and db/ serve every process: they import none of them.' };
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', '.tools/**', 'test/artifacts/**', 'bench/results/**'] },
+  { ignores: ['node_modules/**', '.data/**', '.tools/**', 'dist/**', 'test/artifacts/**', 'bench/results/**'] },
   {
     files: ['**/*.ts'],
     languageOptions: { parser: tseslint.parser, parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },

@@ -1,14 +1,18 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { OpenAPIHono, createRoute, z } from '@hono/zod-openapi';
 import { Scalar } from '@scalar/hono-api-reference';
 import type { Hook } from '@hono/zod-openapi';
 import { apiErrorBody, errorStatus } from '../domain/errors';
+import { errorResponses } from './routes/openapi';
 import { ping } from '../db/connect';
 import type { ApiDeps, AppEnv } from './context';
 import { adminOnly, authenticate, errorHandler, jsonBody, requestContext, requireIdempotencyKey } from './middleware';
 import { RETENTION_HEADER } from './idempotency';
+import { AuthFailureLimit, metricsAccess, securityHeaders, tenantRateLimit } from './edge';
+import { credentialRoutes } from './routes/credentials';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
 import { eventRoutes } from './routes/events';
@@ -45,15 +49,21 @@ const metricsRoute = createRoute({
   method: 'get',
   path: '/metrics',
   tags: ['Operations'],
-  summary: 'Prometheus metrics of this API process',
+  summary: 'Prometheus metrics of this API process (METRICS_TOKEN or the admin token)',
   description: 'HTTP latency by route and status, idempotency outcomes (new, replayed, mismatch, waited, pending, fail_closed), Node process metrics.',
-  responses: { 200: { description: 'Prometheus text exposition format.', content: { 'text/plain': { schema: z.string() } } } },
+  security: [{ metricsToken: [] }],
+  responses: {
+    200: { description: 'Prometheus text exposition format.', content: { 'text/plain': { schema: z.string() } } },
+    ...errorResponses(['unauthorized']),
+  },
 });
 
 /** The HTTP API, built from its dependencies. `api/main.ts` serves it; tests call it directly. */
 export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: invalidRequest as never });
-  app.use('*', requestContext(deps));
+  const authFailures = new AuthFailureLimit(deps.config.AUTH_FAILURES_PER_MINUTE ?? 30);
+  app.use('*', requestContext(deps), securityHeaders());
+  app.use('/metrics', metricsAccess(deps, authFailures));
   app.onError(errorHandler());
   app.notFound((c) => c.json(apiErrorBody('not_found', `No route for ${c.req.method} ${c.req.path}`), 404));
 
@@ -69,16 +79,19 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
     return c.body(await deps.metrics.registry.metrics()) as never;
   });
 
-  app.use('/v1/*', authenticate(deps), jsonBody(), requireIdempotencyKey(deps));
+  app.use('/v1/*', authenticate(deps, authFailures), tenantRateLimit(deps), jsonBody(), requireIdempotencyKey(deps));
   app.route('/', paymentRoutes(deps));
   app.route('/', refundRoutes(deps));
   app.route('/', accountRoutes(deps));
   app.route('/', eventRoutes(deps));
 
-  app.use('/admin/*', adminOnly(deps), jsonBody());
+  app.use('/admin/*', adminOnly(deps, authFailures), jsonBody());
   app.route('/', adminRoutes(deps));
+  app.route('/', credentialRoutes(deps));
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'apiKey', { type: 'http', scheme: 'bearer', description: 'The tenant API key (sk_…).' });
+  app.openAPIRegistry.registerComponent('securitySchemes', 'adminToken', { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN (the /admin routes).' });
+  app.openAPIRegistry.registerComponent('securitySchemes', 'metricsToken', { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN, or ADMIN_TOKEN (GET /metrics).' });
   app.doc31('/openapi.json', {
     openapi: '3.1.0',
     info: {
@@ -104,13 +117,26 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
 }
 
 let scalarScript: string | undefined;
-/** The @scalar/api-reference standalone bundle, read once on first use. */
+/**
+ * The @scalar/api-reference standalone bundle, read once on first use. That package is a
+ * devDependency (it brings a front-end toolchain): `npm run build` copies its one file
+ * beside the compiled API, and development reads it from the package.
+ */
 function scalarBundle(): string {
   if (scalarScript === undefined) {
-    const entry = createRequire(import.meta.url).resolve('@scalar/api-reference');
-    scalarScript = readFileSync(path.join(path.dirname(entry), 'browser', 'standalone.js'), 'utf8');
+    const built = fileURLToPath(new URL(`./${SCALAR_BUNDLE_FILE}`, import.meta.url));
+    scalarScript = readFileSync(existsSync(built) ? built : scalarStandalonePath(), 'utf8');
   }
   return scalarScript;
+}
+
+/** What `npm run build` names the copy of the reference page's script, beside dist/api/app.js. */
+export const SCALAR_BUNDLE_FILE = 'scalar-standalone.js';
+
+/** The standalone script inside the @scalar/api-reference package (installed with the devDependencies). */
+export function scalarStandalonePath(): string {
+  const entry = createRequire(import.meta.url).resolve('@scalar/api-reference');
+  return path.join(path.dirname(entry), 'browser', 'standalone.js');
 }
 
 async function readiness(deps: ApiDeps): Promise<Record<string, string>> {

@@ -19,7 +19,14 @@ export interface ApiDeps {
     | 'IDEMPOTENCY_WAIT_MS'
     | 'TEMPORAL_RPC_TIMEOUT_MS'
     | 'AUTHORIZATION_WINDOW_SECONDS'
-  >;
+  > &
+    // The edge's settings; lib/config.ts defaults apply when a caller leaves them out.
+    Partial<
+      Pick<
+        Config,
+        'METRICS_TOKEN' | 'WEBHOOK_ALLOWED_CIDRS' | 'WEBHOOK_ALLOW_HTTP' | 'RATE_LIMIT_READ_PER_SECOND' | 'RATE_LIMIT_WRITE_PER_SECOND' | 'AUTH_FAILURES_PER_MINUTE'
+      >
+    >;
   logger: Logger;
   metrics: ApiMetrics;
 }

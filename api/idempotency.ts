@@ -10,6 +10,7 @@ import type * as workflows from '../workflows';
 import type { ApiDeps, AppEnv } from './context';
 import type { IdempotencyOutcome } from '../lib/metrics';
 import { isDatabaseUnavailable } from '../db/connect';
+import { settleAbandonedRun } from '../db/abandoned';
 
 /** Header that advertises how long an outcome is remembered. */
 export const RETENTION_HEADER = 'Idempotency-Retention-Seconds';
@@ -179,9 +180,13 @@ export async function startOrAttach<T extends WorkflowType>(
   workflowType: T,
   options: {
     workflowId: string;
+    /** The payment or refund the operation acts on. */
+    resourceId: string;
     args: Parameters<Workflows[T]>;
     searchAttributes: { key: { name: string; type: string }; value: string }[];
     memo: Record<string, unknown>;
+    /** Temporal's user metadata: the one line the Web UI lists the run by. Never a card token or metadata value. */
+    summary: string;
   },
 ): Promise<Dispatched> {
   try {
@@ -193,6 +198,7 @@ export async function startOrAttach<T extends WorkflowType>(
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       typedSearchAttributes: options.searchAttributes as never,
       memo: { ...options.memo, fingerprint: scope.fingerprint, idempotency_key: scope.key },
+      staticSummary: options.summary,
     });
     return { kind: 'running' };
   } catch (error) {
@@ -207,8 +213,17 @@ export async function startOrAttach<T extends WorkflowType>(
       response: errorResponse('idempotency_key_reused', 'This Idempotency-Key was already used with a different request. Use a new key for a new operation.'),
     };
   }
+  if (description.status.name === 'RUNNING') {
+    throw new ApiError('internal_error', `The operation's workflow ${options.workflowId} is running but refused to attach.`);
+  }
   if (description.status.name !== 'COMPLETED') {
-    throw new ApiError('internal_error', `The operation's workflow ${options.workflowId} ended without an outcome (${description.status.name}).`);
+    // Failed, terminated or timed out: the run will never record an outcome. One is recorded
+    // now, and it is the answer to this and every later retry. The API cannot ask the provider
+    // whether money moved (null): a payment that may hold money is flagged for an operator.
+    const record = { tenant_id: scope.tenantId, operation: scope.operation, idempotency_key: scope.key, fingerprint: scope.fingerprint, workflow_id: options.workflowId, resource_id: options.resourceId };
+    const settled = await settleAbandonedRun(deps.sql, record, description.status.name ?? 'UNKNOWN', scope.retentionSeconds, null);
+    deps.logger.error({ workflow_id: options.workflowId, status: description.status.name, flagged: settled.flagged }, 'operation ended without an outcome; recorded operation_failed');
+    return { kind: 'decided', response: settled.response };
   }
   // Every workflow the API starts answers with its operation's final response.
   return { kind: 'decided', response: (await handle.result()) as FinalResponse, earlier: true };

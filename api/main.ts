@@ -1,23 +1,26 @@
 import { serve } from '@hono/node-server';
 import { createSql } from '../db/connect';
-import { loadConfig } from '../lib/config';
+import { assertSafeToListen, loadConfig } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { createApiMetrics } from '../lib/metrics';
+import { paymentDataConverter } from '../lib/data-converter';
 import { connectTemporal } from '../lib/temporal';
+import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { createApp } from './app';
 import { CompletionWaiter } from './completions';
 
 /** The API process: parse the environment, build the app from real dependencies, serve it. */
 const config = loadConfig();
+assertSafeToListen(config);
 const logger = createLogger({ name: 'api', level: config.LOG_LEVEL });
 const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-api' });
-const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE);
+const temporal = await connectTemporal(temporalConnectionSettings(config), config.TEMPORAL_NAMESPACE, paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS));
 const completions = new CompletionWaiter(sql, logger);
 await completions.start();
 
 const app = createApp({ sql, temporal, completions, config, logger, metrics: createApiMetrics() });
-const server = serve({ fetch: app.fetch, port: config.PORT, hostname: process.env.HOST ?? '0.0.0.0' }, (info) =>
-  logger.info({ port: info.port }, `api listening on http://127.0.0.1:${info.port}`),
+const server = serve({ fetch: app.fetch, port: config.PORT, hostname: config.HOST }, (info) =>
+  logger.info({ host: config.HOST, port: info.port }, `api listening on http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${info.port}`),
 );
 
 let stopping = false;

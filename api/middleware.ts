@@ -1,14 +1,16 @@
 import type { Context, ErrorHandler, MiddlewareHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { bodyLimit } from 'hono/body-limit';
-import { timingSafeEqual } from 'node:crypto';
-import { findTenantByApiKey, type TenantRow } from '../db/tenants';
+import type { TenantRow } from '../db/tenants';
+import { tenantOfActiveKey } from '../db/credentials';
 import { ApiError, apiErrorBody, errorStatus } from '../domain/errors';
 import { newId } from '../domain/ids';
 import { isTemporalUnavailable } from '../lib/temporal';
 import { isDatabaseUnavailable } from '../db/connect';
+import { sqlState } from '../db/sqlstate';
 import type { ApiDeps, AppEnv } from './context';
 import { RETENTION_HEADER } from './idempotency';
+import { sameSecret, type AuthFailureLimit } from './edge';
 
 /** Request bodies above this are refused with 413 before they are parsed. */
 export const MAX_BODY_BYTES = 64 * 1024;
@@ -51,12 +53,16 @@ export function requestContext(deps: ApiDeps): MiddlewareHandler<AppEnv> {
 }
 
 /** Bearer API key → tenant. Every read and write below this is scoped to that tenant. */
-export function authenticate(deps: ApiDeps): MiddlewareHandler<AppEnv> {
+export function authenticate(deps: ApiDeps, failures: AuthFailureLimit): MiddlewareHandler<AppEnv> {
   const cache = new TenantCache(deps);
   return async (c, next) => {
+    failures.check(c);
     const apiKey = bearer(c);
     const tenant = apiKey ? await cache.get(apiKey) : null;
-    if (!tenant) throw new ApiError('unauthorized', 'Provide a valid API key as "Authorization: Bearer <api_key>".');
+    if (!tenant) {
+      failures.record(c);
+      throw new ApiError('unauthorized', 'Provide a valid API key as "Authorization: Bearer <api_key>".');
+    }
     c.set('tenant', tenant);
     c.set('logger', c.var.logger.child({ tenant_id: tenant.id }));
     await next();
@@ -66,16 +72,24 @@ export function authenticate(deps: ApiDeps): MiddlewareHandler<AppEnv> {
 /**
  * API keys resolve to tenants through a short-lived in-process cache: an indexed lookup
  * per request otherwise doubles the database work of a replay. A tenant's data never comes
- * from here, only its identity.
+ * from here, only its identity and settings. The TTL bounds how long a revoked key (or an
+ * old rate limit) is still honoured by a process: under 5 seconds. Misses are not cached.
  */
 class TenantCache {
   private readonly entries = new Map<string, { tenant: TenantRow; until: number }>();
-  private static readonly ttlMs = 10_000;
+  static readonly ttlMs = 2_000;
   constructor(private readonly deps: ApiDeps) {}
+  /** Lookups in flight: a storm of requests with one key, arriving as its entry expires, makes one lookup (it also stamps last use). */
+  private readonly lookups = new Map<string, Promise<TenantRow | null>>();
   async get(apiKey: string): Promise<TenantRow | null> {
     const hit = this.entries.get(apiKey);
     if (hit && hit.until > Date.now()) return hit.tenant;
-    const tenant = await findTenantByApiKey(this.deps.sql, apiKey);
+    let lookup = this.lookups.get(apiKey);
+    if (!lookup) {
+      lookup = tenantOfActiveKey(this.deps.sql, apiKey).finally(() => this.lookups.delete(apiKey));
+      this.lookups.set(apiKey, lookup);
+    }
+    const tenant = await lookup;
     if (tenant) {
       if (this.entries.size > 10_000) this.entries.clear();
       this.entries.set(apiKey, { tenant, until: Date.now() + TenantCache.ttlMs });
@@ -84,11 +98,11 @@ class TenantCache {
   }
 }
 
-export function adminOnly(deps: ApiDeps): MiddlewareHandler<AppEnv> {
-  const expected = Buffer.from(deps.config.ADMIN_TOKEN);
+export function adminOnly(deps: ApiDeps, failures: AuthFailureLimit): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const given = Buffer.from(bearer(c) ?? '');
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    failures.check(c);
+    if (!sameSecret(bearer(c) ?? '', deps.config.ADMIN_TOKEN)) {
+      failures.record(c);
       throw new ApiError('unauthorized', 'Provide the admin token as "Authorization: Bearer <ADMIN_TOKEN>".');
     }
     await next();
@@ -153,6 +167,11 @@ export function errorHandler(): ErrorHandler<AppEnv> {
       apiError = new ApiError('invalid_request', 'The body is not valid JSON.');
     } else if (error instanceof HTTPException && error.status === 413) {
       apiError = new ApiError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`);
+    } else if (sqlState(error)?.startsWith('22')) {
+      // Validation refuses what PostgreSQL cannot store; this is the net under it, so a value
+      // that slips through is still the client's 400, never a 500.
+      c.var.logger?.warn({ err: error }, 'PostgreSQL refused a value that passed validation');
+      apiError = new ApiError('invalid_request', 'A value in the request cannot be stored.', { issues: [] });
     } else if (isDatabaseUnavailable(error) || isTemporalUnavailable(error)) {
       c.var.logger?.warn({ err: error }, 'dependency unavailable; failing closed');
       apiError = new ApiError('service_unavailable', 'A dependency is unreachable; nothing was executed. Retry later.', {}, { 'Retry-After': '2' });

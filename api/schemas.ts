@@ -19,14 +19,40 @@ const amountMinor = z
 
 const printable = /^[^\p{Cc}]*$/u;
 
-const metadata = z
-  .record(z.string().min(1).max(40).regex(/^[A-Za-z0-9_.-]+$/, 'metadata keys are letters, digits, _ . -'), z.string().max(500))
+/**
+ * PostgreSQL cannot store U+0000 in text or jsonb (SQLSTATE 22P05), and refuses a lone UTF-16
+ * surrogate in jsonb (postgres.js would silently turn one into U+FFFD in text). Refused at
+ * validation, so such input never reaches a workflow that would retry writing it.
+ */
+export const unstorableText = /\u0000|\p{Cs}/u;
+export const storable = 'must not contain U+0000 or a lone surrogate (PostgreSQL cannot store them)';
+/** A string that PostgreSQL can store as given. Every string the API accepts starts here. */
+export const text = () => z.string().refine((s) => !unstorableText.test(s), storable);
+
+// zod drops an own "__proto__" key from a record without an issue: it would vanish silently.
+const withoutProtoKey = (value: unknown, ctx: { addIssue: (issue: { code: 'custom'; message: string; path: string[]; input: unknown }) => void }) => {
+  if (value !== null && typeof value === 'object' && Object.hasOwn(value, '__proto__')) {
+    ctx.addIssue({ code: 'custom', message: 'metadata key "__proto__" is reserved', path: ['__proto__'], input: value });
+  }
+  return value;
+};
+
+const metadataRecord = z
+  .record(
+    z
+      .string()
+      .min(1)
+      .max(40)
+      .regex(/^[A-Za-z0-9_.-]+$/, 'metadata keys are letters, digits, _ . -'),
+    text().max(500),
+  )
   .refine((m) => Object.keys(m).length <= 50, 'at most 50 metadata keys')
   .openapi({ description: 'Up to 50 string pairs for your own references.', example: { cart: 'c_123' } });
+const metadata = z.preprocess(withoutProtoKey, metadataRecord);
 
 export const CreatePaymentBody = z
   .strictObject({
-    order_id: z.string().min(1).max(255).regex(printable, 'no control characters').openapi({
+    order_id: text().min(1).max(255).regex(printable, 'no control characters').openapi({
       description: 'Your order. One live or paid payment per order, whatever the idempotency key.',
       example: 'ord_8f32',
     }),
@@ -42,7 +68,7 @@ export const CreatePaymentBody = z
     capture_method: z.enum(captureMethods).default('automatic').openapi({
       description: '`automatic` captures at once; `manual` stops at `requires_capture` until you capture or cancel.',
     }),
-    description: z.string().max(1000).regex(printable, 'no control characters').nullable().default(null),
+    description: text().max(1000).regex(printable, 'no control characters').nullable().default(null),
     metadata: metadata.default({}),
   })
   .openapi('CreatePaymentRequest');
@@ -59,34 +85,67 @@ export const CancelPaymentBody = z.strictObject({}).openapi('CancelPaymentReques
 export const CreateRefundBody = z
   .strictObject({
     amount_minor: amountMinor,
-    reason: z.string().min(1).max(500).regex(printable, 'no control characters').nullable().default(null),
+    reason: text().min(1).max(500).regex(printable, 'no control characters').nullable().default(null),
   })
   .openapi('CreateRefundRequest');
 
 export const CreateTenantBody = z
-  .strictObject({ name: z.string().min(1).max(200).regex(printable, 'no control characters').openapi({ example: 'Acme Shop' }) })
+  .strictObject({ name: text().min(1).max(200).regex(printable, 'no control characters').openapi({ example: 'Acme Shop' }) })
   .openapi('CreateTenantRequest');
+
+const perSecond = z.number().int().min(1).max(1_000_000).nullable();
 
 export const UpdateTenantBody = z
   .strictObject({
-    webhook_url: z
-      .url({ protocol: /^https?$/, message: 'must be an http(s) URL' })
+    webhook_url: text()
       .max(2000)
       .nullable()
       .optional()
-      .openapi({ description: 'Where events are delivered; null stops deliveries.', example: 'https://example.com/webhooks' }),
-    name: z.string().min(1).max(200).regex(printable).optional(),
+      .openapi({
+        format: 'uri',
+        description:
+          'Where events are delivered; null stops deliveries. https only (http where the operator allows it), no credentials; ' +
+          'the host must resolve, and only to public addresses (loopback, private, link-local, CGNAT, ULA, multicast and ' +
+          'IPv4-mapped addresses are refused unless WEBHOOK_ALLOWED_CIDRS allows them). Checked again at each delivery.',
+        example: 'https://example.com/webhooks',
+      }),
+    name: text().min(1).max(200).regex(printable, 'no control characters').optional(),
+    rate_limits: z
+      .strictObject({
+        read_per_second: perSecond.optional().openapi({ description: 'GET requests per second; null: the default.' }),
+        write_per_second: perSecond.optional().openapi({ description: 'POST requests per second; null: the default.' }),
+      })
+      .optional()
+      .openapi({ description: 'Per-tenant rate limits, per API process (README, "Security").', example: { read_per_second: 100, write_per_second: 25 } }),
   })
   .openapi('UpdateTenantRequest');
+
+export const CreateApiKeyBody = z.strictObject({}).openapi('CreateApiKeyRequest');
+
+export const RotateWebhookSecretBody = z
+  .strictObject({
+    overlap_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(7 * 24 * 3600)
+      .default(24 * 3600)
+      .openapi({ description: 'How long deliveries also carry a signature made with the old secret (default 24 h, at most 7 days).' }),
+  })
+  .openapi('RotateWebhookSecretRequest');
+
+export const TenantKeyParams = z.object({
+  id: text().max(64).openapi({ param: { name: 'id', in: 'path' }, description: 'The tenant id.', example: 'ten_01jd6w8b3m4x0c2q7yk5h9t1ve' }),
+  key_id: text().max(64).openapi({ param: { name: 'key_id', in: 'path' }, description: 'The API key id.', example: 'key_01jd6w8b3m4x0c2q7yk5h9t1ve' }),
+});
 
 const limit = z.coerce.number().int().min(1).max(100).default(10).openapi({ description: '1 to 100, default 10.' });
 
 /** Every list is newest first and walks both ways: one of the two cursors at a time. */
 const paging = {
   limit,
-  starting_after: z.string().max(64).optional().openapi({ description: 'An object id: the page continues after it (older objects).' }),
-  ending_before: z
-    .string()
+  starting_after: text().max(64).optional().openapi({ description: 'An object id: the page continues after it (older objects).' }),
+  ending_before: text()
     .max(64)
     .optional()
     .openapi({ description: 'An object id: the page just before it (newer objects), still listed newest first. Not with `starting_after`.' }),
@@ -95,7 +154,7 @@ const oneCursor = <T extends { starting_after?: string; ending_before?: string }
 const oneCursorIssue = { message: 'give starting_after or ending_before, not both', path: ['ending_before'] };
 
 export const ListPaymentsQuery = z
-  .strictObject({ order_id: z.string().min(1).max(255).optional(), ...paging })
+  .strictObject({ order_id: text().min(1).max(255).optional(), ...paging })
   .refine(oneCursor, oneCursorIssue);
 
 export const ListRefundsQuery = z.strictObject(paging).refine(oneCursor, oneCursorIssue);
@@ -125,7 +184,7 @@ export const RecoverEventsBody = z
 export const ResendEventBody = z.strictObject({}).openapi('ResendEventRequest');
 
 export const IdParam = (name: string, example: string) =>
-  z.object({ id: z.string().max(64).openapi({ param: { name: 'id', in: 'path' }, description: `The ${name} id.`, example }) });
+  z.object({ id: text().max(64).openapi({ param: { name: 'id', in: 'path' }, description: `The ${name} id.`, example }) });
 
 // Responses (documentation; the bodies are built by domain/resources.ts).
 
@@ -244,10 +303,34 @@ export const Tenant = z
     name: z.string(),
     api_key_prefix: z.string(),
     webhook_url: z.string().nullable(),
+    rate_limits: z
+      .object({ read_per_second: z.number().int(), write_per_second: z.number().int() })
+      .openapi({ description: 'The limits in force (the tenant’s own, or the defaults).' }),
     created_at: z.string(),
     updated_at: z.string(),
   })
   .openapi('Tenant');
+
+export const ApiKey = z
+  .object({
+    id: z.string(),
+    object: z.literal('api_key'),
+    prefix: z.string().openapi({ description: 'The first characters of the key, to recognise it.' }),
+    created_at: z.string(),
+    last_used_at: z.string().nullable().openapi({ description: 'Last authentication with it (to a few seconds).' }),
+    revoked_at: z.string().nullable(),
+  })
+  .openapi('ApiKey');
+
+export const CreatedApiKey = ApiKey.extend({ api_key: z.string().openapi({ description: 'The key, shown once; only its hash is stored.' }) }).openapi('CreatedApiKey');
+
+export const RotatedWebhookSecret = z
+  .object({
+    object: z.literal('webhook_secret'),
+    webhook_secret: z.string().openapi({ description: 'The new signing secret (whsec_…), shown once.' }),
+    previous_secret_valid_until: z.string().openapi({ description: 'Until then deliveries carry a signature with the old secret too.' }),
+  })
+  .openapi('RotatedWebhookSecret');
 
 export const CreatedTenant = Tenant.extend({
   api_key: z.string().openapi({ description: 'Shown once; only its hash is stored.' }),

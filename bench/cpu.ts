@@ -32,17 +32,19 @@ function machineBusyMs(): number {
 
 export class CpuMeter {
   constructor(
-    private readonly processes: Record<string, number>,
+    /** A name's pids are summed (the cluster's server processes count as one `temporal`). */
+    private readonly processes: Record<string, number | number[]>,
     private readonly sql: Sql,
-    private readonly database: string,
+    /** The databases whose backends count as `postgres` (the bench's, and the cluster's own). */
+    private readonly database: string | string[],
   ) {}
 
   async snapshot(): Promise<CpuSnapshot> {
     const snapshot: CpuSnapshot = {};
-    for (const [name, pid] of Object.entries(this.processes)) snapshot[name] = processCpuMs(pid);
+    for (const [name, pids] of Object.entries(this.processes)) snapshot[name] = [pids].flat().reduce((sum, pid) => sum + processCpuMs(pid), 0);
     const own = process.cpuUsage();
     snapshot.bench = (own.user + own.system) / 1000;
-    const backends = await this.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = ${this.database}`;
+    const backends = await this.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname IN ${this.sql([this.database].flat())}`;
     snapshot.postgres = 0;
     for (const { pid } of backends) snapshot.postgres += processCpuMs(pid);
     snapshot.machine = machineBusyMs();

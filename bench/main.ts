@@ -6,6 +6,8 @@
  * Environment (all optional):
  *   BENCH_ADMIN_DATABASE_URL  postgres://…/postgres to create the bench database on
  *                             (default postgres://postgres@127.0.0.1:5432/postgres)
+ *   TEMPORAL_MODE             dev (default: the dev server) | cluster (two production server
+ *                             processes on PostgreSQL, devstack/temporal-cluster.ts, 8 shards)
  *   BENCH_TEMPORAL_STORE      file (default; SQLite file with WAL, as `npm start`) | memory
  *   BENCH_WINDOW_MS           measured window of one run (default 4000)
  *   BENCH_ROUNDS              interleaved runs per figure (default 2)
@@ -17,6 +19,8 @@
  *   BENCH_TEMPORAL_DYNAMIC_CONFIG  JSON of extra dev-server dynamic config, e.g. the stock values
  *                             '{"history.transferProcessorMaxPollRPS":20}' for a before/after
  *   BENCH_SKIP                e.g. "storm,scale": phases to leave out (quick iterations)
+ *   BENCH_PAYLOAD_ENCRYPTION  off: Temporal payloads in clear (default: encrypted by the payload
+ *                             codec, as in production), to compare the codec's cost side by side
  *   BENCH_PROFILE             e.g. "worker,api": V8 CPU profiles of those children (--cpu-prof),
  *                             written next to the kept logs (implies BENCH_KEEP_LOGS=1)
  */
@@ -34,6 +38,9 @@ const env = process.env;
 const settings = {
   adminUrl: env.BENCH_ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
   temporalStore: (env.BENCH_TEMPORAL_STORE === 'memory' ? 'memory' : 'file') as 'file' | 'memory',
+  temporalMode: (env.TEMPORAL_MODE === 'cluster' ? 'cluster' : 'dev') as 'dev' | 'cluster',
+  /** Temporal payloads encrypted by the payload codec (the default, as in production), or `off`. */
+  payloadEncryption: env.BENCH_PAYLOAD_ENCRYPTION !== 'off',
   windowMs: Number(env.BENCH_WINDOW_MS ?? 4000),
   rounds: Number(env.BENCH_ROUNDS ?? 2),
   concurrencies: (env.BENCH_CONCURRENCY ?? '1,8,64').split(',').map(Number),
@@ -59,6 +66,8 @@ if (machine.loadBefore[0]! > 1) progress.say('warning: the machine is busy; figu
 const stack = await startBenchStack({
   adminUrl: settings.adminUrl,
   temporalStore: settings.temporalStore,
+  temporalMode: settings.temporalMode,
+  payloadEncryption: settings.payloadEncryption,
   dynamicConfig: settings.dynamicConfig,
   keepLogs,
   profile: settings.profile,
@@ -77,11 +86,11 @@ process.on('SIGTERM', onSignal);
 const http = new HttpClient(stack.apiUrl, Math.max(64, settings.stormCopies));
 const closers: (() => void)[] = [() => http.close()];
 /** The stack's processes by name, as the CPU tables name them (the base lane's API and worker). */
-const processIds = (): Record<string, number> => ({ temporal: stack.devServer.process.pid!, ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) });
+const processIds = (): Record<string, number | number[]> => ({ temporal: stack.temporalPids(), ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) });
 try {
   const tenant = await createTenant(stack.apiUrl);
   const scenarios = new Scenarios(stack, http, tenant);
-  const cpu = new CpuMeter(processIds(), stack.sql, stack.databaseName);
+  const cpu = new CpuMeter(processIds(), stack.sql, [stack.databaseName, ...stack.temporalDatabases]);
   const runStart = { at: Date.now(), cpu: await cpu.snapshot() };
 
   /** One closed-loop run with a status line. */
@@ -193,7 +202,7 @@ try {
     closers.push(() => grownHttp.close());
     const grownScenarios = new Scenarios({ ...grown, temporal: stack.temporal, sandboxUrl: stack.sandboxUrl }, grownHttp, await createTenant(grown.apiUrl));
     const { temporal, sandbox } = processIds();
-    const grownMeter = new CpuMeter({ temporal: temporal!, sandbox: sandbox!, worker: grown.worker.pid, api: grown.api.pid }, grown.sql, grown.databaseName);
+    const grownMeter = new CpuMeter({ temporal: temporal!, sandbox: sandbox!, worker: grown.worker.pid, api: grown.api.pid }, grown.sql, [grown.databaseName, ...stack.temporalDatabases]);
     await measure('warm-up of the grown lane: payments', 32, () => grownScenarios.newPayment(), { warmupMs: 1000, windowMs: 3000 }, grownMeter);
     lanes.push({ name: 'grown', scenarios: grownScenarios, meter: grownMeter });
     for (const factor of factors) {
@@ -234,7 +243,7 @@ try {
     durationSeconds: round((Date.now() - startedAt.getTime()) / 1000, 0),
     machine: { ...machine, loadAfter: loadavg().map((l) => round(l, 2)), otherCores },
     settings: { ...settings, outDir: undefined, skip: [...settings.skip] },
-    temporal: { store: settings.temporalStore, cli: cliVersion() },
+    temporal: { store: settings.temporalStore, cli: cliVersion(), description: stack.temporalDescription },
     baseHistory,
     floor,
     payments,
@@ -364,7 +373,7 @@ function describeMachine() {
 
 function cliVersion(): string {
   try {
-    return execSync(`"${stack.devServer.process.spawnfile}" --version`, { encoding: 'utf8' }).trim();
+    return execSync(`"${stack.temporalBinary}" --version`, { encoding: 'utf8' }).trim();
   } catch {
     return 'unknown';
   }

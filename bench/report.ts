@@ -60,7 +60,7 @@ export interface BenchResults {
   durationSeconds: number;
   machine: { cpus: number; cpuModel: string; memoryGb: number; node: string; loadBefore: number[]; loadAfter: number[]; topBefore: string[]; otherCores: number };
   settings: Record<string, unknown>;
-  temporal: { store: 'file' | 'memory'; cli: string };
+  temporal: { store: 'file' | 'memory'; cli: string; description?: string };
   baseHistory: Record<string, number>;
   floor: Record<number, LoopResult>;
   payments: Record<number, LoopResult>;
@@ -129,7 +129,7 @@ function markdown(results: BenchResults): string {
     `Run ${results.startedAt}, ${results.durationSeconds} s. ${m.cpus}× ${m.cpuModel}, ${m.memoryGb} GB, Node ${m.node}. ` +
       `Load average before ${m.loadBefore.join(' / ')}, after ${m.loadAfter.join(' / ')} (1/5/15 min; the run itself keeps both cores busy); ` +
       `processes outside the stack used ${m.otherCores} cores on average during the run. ` +
-      `Temporal dev server (${results.temporal.cli.split('\n')[0]}), ${results.temporal.store === 'file' ? 'SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it' : 'in-memory SQLite'}, with devstack/temporal-cli.ts's dynamic config. ` +
+      `${results.temporal.description ?? `Temporal dev server, ${results.temporal.store === 'file' ? 'SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it' : 'in-memory SQLite'}`} (${results.temporal.cli.split('\n')[0]}), with devstack/temporal-cli.ts's dynamic config; Temporal payloads ${results.settings.payloadEncryption === false ? '**in clear** (BENCH_PAYLOAD_ENCRYPTION=off)' : 'encrypted by the payload codec (AES-256-GCM), as in production'}. ` +
       'API, worker and provider sandbox as separate processes; PostgreSQL on 127.0.0.1:5432 (a fresh database, dropped at the end); ' +
       'the load generator and the Temporal client of the floor run in the bench process, on the same cores.',
     '',
@@ -187,7 +187,7 @@ function markdown(results: BenchResults): string {
   if (cpuRows.some(([, r]) => r?.cpuPerOperation)) {
     lines.push('## Where the CPU goes', '');
     lines.push(
-      'CPU time per operation by process (from /proc, over each whole run including its warm-up): `temporal` is the dev server, `postgres` the backends ' +
+      'CPU time per operation by process (from /proc, over each whole run including its warm-up): `temporal` is the Temporal server (on a cluster, all its nodes), `postgres` the backends ' +
         'serving the bench database, `bench` the load generator and the floor\'s Temporal client, `total` their sum; `other` is what the rest ' +
         'of the machine used meanwhile (another user\'s work, PostgreSQL\'s shared WAL writer and checkpointer), per operation too: near 0 means the ' +
         'figure was taken on a quiet machine. On 2 cores, throughput at high concurrency is bounded by the total.',

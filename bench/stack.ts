@@ -1,5 +1,6 @@
 /**
- * The benchmark's stack, in production's shape: a Temporal dev server of its own, a fresh
+ * The benchmark's stack, in production's shape: a Temporal of its own (the dev server, or
+ * with temporalMode 'cluster' a two-node cluster of the production server on PostgreSQL), a fresh
  * database on the local PostgreSQL, and the provider sandbox, the worker and the API as
  * separate `node --import tsx` processes (as devstack/children.ts runs them), each
  * on free ports. Everything started here is stopped and the database dropped by `stop()`.
@@ -14,8 +15,11 @@ import { createSql, type Sql } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
 import { freePort, httpStatus } from '../devstack/ports';
 import { watchExit } from '../devstack/process-exit';
-import { projectRoot, startTemporalDevServer, type DevServer } from '../devstack/temporal-cli';
+import { projectRoot, startTemporalDevServer } from '../devstack/temporal-cli';
+import { startTemporalCluster } from '../devstack/temporal-cluster';
 import { tsxLoader } from '../devstack/children';
+import { paymentDataConverter } from '../lib/data-converter';
+import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
 
 const exitWithParent = path.join(projectRoot, 'lib', 'exit-with-parent.mjs');
 
@@ -24,7 +28,11 @@ export interface BenchStackOptions {
   adminUrl: string;
   /** 'file': SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it; 'memory': in-memory. */
   temporalStore: 'file' | 'memory';
-  /** Dynamic config of the dev server (`--dynamic-config-value`). */
+  /** 'dev': the dev server (temporalStore applies); 'cluster': devstack/temporal-cluster.ts, in databases of its own. */
+  temporalMode: 'dev' | 'cluster';
+  /** Temporal payloads encrypted by the codec (lib/payload-codec.ts, a key made for the run), as in production; false: in clear. */
+  payloadEncryption: boolean;
+  /** Dynamic config of the dev server (`--dynamic-config-value`) or of the cluster (its file). */
   dynamicConfig?: Record<string, unknown>;
   /** Children to run with `--cpu-prof` (their .cpuprofile files, one per thread, land in `workDir`/<name>-profile). */
   profile?: string[];
@@ -67,7 +75,14 @@ export interface BenchStack extends BenchLane {
   adminToken: string;
   /** The bench's own Temporal client (drives the floor workflow). */
   temporal: Client;
-  devServer: DevServer;
+  /** Temporal's server processes (one, or one per cluster node), for the CPU tables. */
+  temporalPids: () => number[];
+  /** The cluster's own PostgreSQL databases (none for the dev server), whose backends count as PostgreSQL's CPU. */
+  temporalDatabases: string[];
+  /** What Temporal ran on, for the report. */
+  temporalDescription: string;
+  /** The server binary, for its version. */
+  temporalBinary: string;
   /** Every child process started so far (the sandbox and each lane's API and worker). */
   children: BenchChild[];
   workDir: string;
@@ -101,19 +116,49 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     };
     const base = await createDatabase('base');
 
-    const temporalPort = await freePort();
-    const devServer = await startTemporalDevServer({
-      port: temporalPort,
-      headless: true,
-      ...(options.dynamicConfig ? { dynamicConfig: options.dynamicConfig } : {}),
-      logFile: path.join(workDir, 'temporal.log'),
-      ...(options.temporalStore === 'file' ? { dbFilename: path.join(workDir, 'temporal.db') } : {}),
-    });
-    closers.push(() => devServer.stop());
-    options.log(`Temporal dev server on ${devServer.address} (${options.temporalStore === 'file' ? 'SQLite file, WAL, synchronous=NORMAL' : 'in-memory SQLite'})`);
+    const startTemporal = async () => {
+      if (options.temporalMode === 'cluster') {
+        const prefix = `payorch_bench_${randomBytes(4).toString('hex')}`;
+        for (const name of [`${prefix}_temporal`, `${prefix}_visibility`]) closers.push(() => admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+        const cluster = await startTemporalCluster({
+          postgresUrl: options.adminUrl,
+          databaseName: `${prefix}_temporal`,
+          visibilityDatabaseName: `${prefix}_visibility`,
+          dataDir: workDir,
+          ...(options.dynamicConfig ? { dynamicConfig: options.dynamicConfig } : {}),
+        });
+        closers.push(() => cluster.stop());
+        options.log(`Temporal cluster: ${cluster.nodes.map((node) => `${node.name} ${node.address}`).join(', ')} (PostgreSQL ${prefix}_*)`);
+        return {
+          address: cluster.address,
+          pids: () => cluster.nodes.map((node) => node.pid),
+          databases: [cluster.databaseName, cluster.visibilityDatabaseName],
+          description: `Temporal cluster of ${cluster.nodes.length} production server processes (devstack/temporal-cluster.ts) on PostgreSQL, 8 history shards`,
+          binary: cluster.nodes[0]!.process.spawnfile,
+        };
+      }
+      const devServer = await startTemporalDevServer({
+        port: await freePort(),
+        headless: true,
+        ...(options.dynamicConfig ? { dynamicConfig: options.dynamicConfig } : {}),
+        logFile: path.join(workDir, 'temporal.log'),
+        ...(options.temporalStore === 'file' ? { dbFilename: path.join(workDir, 'temporal.db') } : {}),
+      });
+      closers.push(() => devServer.stop());
+      options.log(`Temporal dev server on ${devServer.address} (${options.temporalStore === 'file' ? 'SQLite file, WAL, synchronous=NORMAL' : 'in-memory SQLite'})`);
+      return {
+        address: devServer.address,
+        pids: () => [devServer.process.pid!],
+        databases: [],
+        description: `Temporal dev server, ${options.temporalStore === 'file' ? 'SQLite file with WAL + synchronous=NORMAL, as `npm start` runs it' : 'in-memory SQLite'}`,
+        binary: devServer.process.spawnfile,
+      };
+    };
+    const temporalServer = await startTemporal();
 
     const sandboxPort = await freePort();
     const adminToken = `bench-admin-${randomBytes(12).toString('hex')}`;
+    const payloadKeys = options.payloadEncryption ? generatePayloadKey('bench') : null;
     const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
     const common: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
@@ -121,9 +166,13 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       // Production mode: JSON logs at info, the admin token required (given).
       NODE_ENV: 'production',
       LOG_LEVEL: 'info',
-      TEMPORAL_ADDRESS: devServer.address,
+      TEMPORAL_ADDRESS: temporalServer.address,
       PROVIDER_URL: sandboxUrl,
       ADMIN_TOKEN: adminToken,
+      ...(payloadKeys ? { TEMPORAL_PAYLOAD_KEYS: payloadKeys } : { TEMPORAL_PAYLOAD_ENCRYPTION: 'off' }),
+      // The benchmark measures the service, not its per-tenant rate limits (one tenant, storms).
+      RATE_LIMIT_READ_PER_SECOND: '1000000',
+      RATE_LIMIT_WRITE_PER_SECOND: '1000000',
     };
     const children: BenchChild[] = [];
     let crashed: string | undefined;
@@ -168,9 +217,9 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
 
     // The sandbox keeps its charges in the base lane's database (schema sandbox), for all lanes.
     spawnChild('sandbox', 'sandbox/main.ts', { ...common, DATABASE_URL: base.databaseUrl, SANDBOX_PORT: String(sandboxPort), SANDBOX_HOST: '127.0.0.1' });
-    const connection = await Connection.connect({ address: devServer.address });
+    const connection = await Connection.connect({ address: temporalServer.address });
     closers.push(() => connection.close());
-    const temporal = new Client({ connection });
+    const temporal = new Client({ connection, dataConverter: paymentDataConverter(payloadKeys ? parsePayloadKeys(payloadKeys) : null) });
 
     /** Worker and API of one lane (the base lane's are named plainly: worker, api). */
     const startLane = async (name: string, database: Awaited<ReturnType<typeof createDatabase>>): Promise<BenchLane> => {
@@ -205,10 +254,13 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     return {
       ...baseLane,
       sandboxUrl,
-      temporalAddress: devServer.address,
+      temporalAddress: temporalServer.address,
       adminToken,
       temporal,
-      devServer,
+      temporalPids: temporalServer.pids,
+      temporalDatabases: temporalServer.databases,
+      temporalDescription: temporalServer.description,
+      temporalBinary: temporalServer.binary,
       children,
       workDir,
       addLane: async (name) => startLane(name, await createDatabase(name)),

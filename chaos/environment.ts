@@ -9,6 +9,7 @@ import { freePort } from '../devstack/ports';
 import { startTemporalDevServer, type DevServer } from '../devstack/temporal-cli';
 import { startMerchant, type Merchant } from '../test/faults/support/merchant';
 import { spawnWorker } from '../test/faults/support/worker-process';
+import { TEST_PAYLOAD_KEYS } from '../test/helpers/payload-keys';
 import { startNetworkProxy, type NetworkProxy } from './network-proxy';
 import type { Fault, FaultKind } from './nemesis';
 import { spawnService } from './services';
@@ -90,7 +91,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
     const proxy: NetworkProxy = await startNetworkProxy(sandboxUrl);
     closers.push(() => proxy.close());
 
-    const common = { DATABASE_URL: pg.url, TEMPORAL_ADDRESS: `127.0.0.1:${temporalPort}`, TASK_QUEUE, ADMIN_TOKEN, WEBHOOK_RETRY_BASE_MS: '300', WEBHOOK_RETRY_MAX_MS: '3000', WEBHOOK_MAX_ATTEMPTS: '60', WEBHOOK_TIMEOUT_MS: '5000' };
+    const common = { DATABASE_URL: pg.url, TEMPORAL_ADDRESS: `127.0.0.1:${temporalPort}`, TASK_QUEUE, ADMIN_TOKEN, WEBHOOK_RETRY_BASE_MS: '300', WEBHOOK_RETRY_MAX_MS: '3000', WEBHOOK_MAX_ATTEMPTS: '60', WEBHOOK_TIMEOUT_MS: '5000', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8,::1', WEBHOOK_ALLOW_HTTP: 'true', TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS };
     const workerKillPoints: (string | null)[] = [];
     const worker = await supervise('worker', async (i) => {
       const killAt = options.killPointFor(i);

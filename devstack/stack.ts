@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import { Client, Connection } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, type Worker, type WorkerOptions } from '@temporalio/worker';
 import { createApp } from '../api/app';
 import { CompletionWaiter } from '../api/completions';
@@ -19,8 +20,11 @@ import { startSandbox } from '../sandbox/server';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
 import { Reconciler } from '../worker/reconciler';
 import { RetentionJob } from '../worker/retention';
+import { AbandonedRunSweeper } from '../worker/abandoned-runs';
+import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../lib/webhook-target';
 import { createPaymentWorker } from '../worker/worker';
 import { createLogger, type Logger } from '../lib/logger';
+import type { TemporalConnectionSettings } from '../lib/temporal-connection';
 import { createApiMetrics, createWorkerMetrics, type ApiMetrics, type WorkerMetrics } from '../lib/metrics';
 
 export type ApiConfig = ApiDeps['config'];
@@ -28,6 +32,10 @@ export type ApiConfig = ApiDeps['config'];
 export interface StackOptions {
   databaseUrl: string;
   temporalAddress: string;
+  /** TLS / API key for temporalAddress (lib/temporal-connection.ts). */
+  temporalConnection?: Omit<TemporalConnectionSettings, 'address'>;
+  /** lib/data-converter.ts (with the run's payload keys): used by the stack's worker and client. */
+  dataConverter: DataConverter;
   namespace?: string;
   /** A fresh task queue per stack when omitted, so stacks on one server never share work. */
   taskQueue?: string;
@@ -40,6 +48,8 @@ export interface StackOptions {
   worker?: boolean;
   /** Pre-built workflow bundle; the worker bundles workflows/ itself when omitted. */
   workflowBundle?: WorkerOptions['workflowBundle'];
+  /** More worker options (e.g. shutdownGraceTime, slots). */
+  workerTuning?: Partial<WorkerOptions>;
   relay?: Partial<RelayOptions>;
   api?: Partial<ApiConfig>;
   logger?: Logger;
@@ -72,6 +82,8 @@ export interface Stack {
   apiConfig: ApiConfig;
   relay: OutboxRelay;
   retention: RetentionJob;
+  /** Not started: tests run its passes (worker/process.ts runs it on a timer). */
+  abandonedRuns: AbandonedRunSweeper;
   reconciler: Reconciler;
   worker: Worker | null;
   adminToken: string;
@@ -107,14 +119,16 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     let worker: Worker | null = null;
     let stopWorker = async () => {};
     if (options.worker !== false) {
-      const workerConnection = await NativeConnection.connect({ address: options.temporalAddress });
+      const workerConnection = await NativeConnection.connect({ ...options.temporalConnection, address: options.temporalAddress });
       closers.push(() => workerConnection.close());
       const running = await createPaymentWorker({
         connection: workerConnection,
         namespace,
         taskQueue,
         deps: { sql, provider, metrics: workerMetrics },
+        dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
+        ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
       });
       worker = running;
       const run = running.run();
@@ -129,15 +143,25 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const relay = new OutboxRelay(
       sql,
       logger,
-      { retryBaseMs: 100, retryMaxMs: 2000, maxAttempts: 8, timeoutMs: 2000, batchSize: 50, pollMs: 200, ...options.relay },
+      {
+        retryBaseMs: 100,
+        retryMaxMs: 2000,
+        maxAttempts: 8,
+        timeoutMs: 2000,
+        batchSize: 50,
+        pollMs: 200,
+        // Test receivers listen on this machine, over plain http.
+        targetPolicy: webhookTargetPolicy({ allowedCidrs: LOOPBACK_CIDRS, allowHttp: true }),
+        ...options.relay,
+      },
       workerMetrics,
     );
     await relay.start();
     closers.push(() => relay.stop());
 
-    const connection = await Connection.connect({ address: options.temporalAddress });
+    const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
     closers.push(() => connection.close());
-    const temporal = new Client({ connection, namespace });
+    const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter });
     const completions = new CompletionWaiter(sql, logger);
     await completions.start();
     closers.push(() => completions.stop());
@@ -149,6 +173,13 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       IDEMPOTENCY_WAIT_MS: 10_000,
       TEMPORAL_RPC_TIMEOUT_MS: 3000,
       AUTHORIZATION_WINDOW_SECONDS: 3600,
+      WEBHOOK_ALLOWED_CIDRS: LOOPBACK_CIDRS,
+      WEBHOOK_ALLOW_HTTP: true,
+      // Storms of one tenant's requests are what many tests are about: the rate limits and the
+      // failed-authentication limit are tested on their own, with their own settings.
+      RATE_LIMIT_READ_PER_SECOND: 1_000_000,
+      RATE_LIMIT_WRITE_PER_SECOND: 1_000_000,
+      AUTH_FAILURES_PER_MINUTE: 1_000_000,
       ...options.api,
     };
     const apiMetrics = createApiMetrics();
@@ -192,6 +223,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       apiConfig,
       relay,
       retention: new RetentionJob(sql, logger, 60_000),
+      abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }, 60_000),
       reconciler: new Reconciler({ sql, provider, metrics: workerMetrics, logger }, 60_000),
       get worker() {
         return worker;

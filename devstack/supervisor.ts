@@ -1,13 +1,16 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 import { Connection } from '@temporalio/client';
 import { createSql, ping } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
-import { loadConfig } from '../lib/config';
+import { assertSafeToListen, isLoopbackHost, loadConfig } from '../lib/config';
+import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
 import { httpStatus } from './ports';
 import { projectRoot, startTemporalDevServer, type DevServer } from './temporal-cli';
+import { startTemporalCluster, type TemporalCluster } from './temporal-cluster';
+import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
 import { describeExit, spawnService, watchExit, type ExitInfo, type ManagedChild } from './children';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './embedded-postgres';
 import { complain, prefix, say } from './output';
@@ -33,22 +36,26 @@ const launcherSchema = z
     HOST: z.string().min(1).optional(),
     TEMPORAL_UI_URL: z.string().url().optional(),
     START_READY_TIMEOUT_SECONDS: z.coerce.number().int().positive().default(180),
+    /** TEMPORAL_MODE=cluster: history shards (fixed once .data holds the cluster) and server processes. */
+    TEMPORAL_CLUSTER_SHARDS: z.coerce.number().int().positive().default(8),
+    TEMPORAL_CLUSTER_NODES: z.coerce.number().int().min(1).max(5).default(2),
   });
 /** The launcher's own variables (lib/config.ts has the ones the API and worker share); set in main(). */
 let launcherEnv: z.output<typeof launcherSchema>;
 
-const GRACE_MS = { api: 10_000, worker: 30_000, sandbox: 10_000 };
+const GRACE_MS = { api: 10_000, worker: 30_000, sandbox: 10_000, codec: 5_000 };
 
 class Cancelled extends Error {}
 
 interface State {
   stopping: boolean;
   temporal: DevServer | null;
+  cluster: TemporalCluster | null;
   temporalExit: { exited: Promise<ExitInfo>; hasExited(): boolean } | null;
   postgres: EmbeddedPostgresHandle | null;
   services: ManagedChild[];
 }
-const state: State = { stopping: false, temporal: null, temporalExit: null, postgres: null, services: [] };
+const state: State = { stopping: false, temporal: null, cluster: null, temporalExit: null, postgres: null, services: [] };
 
 let startup: Promise<void> = Promise.resolve();
 let shuttingDown: Promise<never> | null = null;
@@ -85,16 +92,23 @@ async function main(): Promise<void> {
   const config = loadConfig(); // the same parsing (and ADMIN_TOKEN default) as the API's
   const dataDir = launcherEnv.DATA_DIR ? path.resolve(launcherEnv.DATA_DIR) : path.join(projectRoot, '.data');
   mkdirSync(dataDir, { recursive: true });
-  const externalTemporal = process.env.TEMPORAL_ADDRESS;
+  // TEMPORAL_ADDRESS alone (the default mode) still means "use that server", as before.
+  const mode = config.TEMPORAL_MODE === 'dev' && process.env.TEMPORAL_ADDRESS ? 'external' : config.TEMPORAL_MODE;
+  const externalTemporal = mode === 'external' ? temporalConnectionSettings(config) : undefined;
   const externalDatabase = process.env.DATABASE_URL;
-  const apiHost = launcherEnv.HOST ?? '0.0.0.0';
+  const apiHost = launcherEnv.HOST ?? '127.0.0.1';
+  assertSafeToListen({ HOST: apiHost, ADMIN_TOKEN: config.ADMIN_TOKEN });
+  // Development webhooks go to receivers on this machine: loopback (and plain http) only, said in the banner.
+  const webhookCidrs = process.env.WEBHOOK_ALLOWED_CIDRS ?? '127.0.0.0/8,::1';
+  const webhookHttp = process.env.WEBHOOK_ALLOW_HTTP ?? 'true';
 
   const sdkMetrics = /^(.*):(\d+)$/.exec(config.TEMPORAL_SDK_METRICS_ADDRESS);
   await refuseBusyPorts([
     { port: launcherEnv.PORT, host: apiHost, what: 'the API (PORT)' },
-    ...(config.WORKER_METRICS_PORT ? [{ port: config.WORKER_METRICS_PORT, host: '0.0.0.0', what: "the worker's /metrics (WORKER_METRICS_PORT)" }] : []),
+    ...(config.WORKER_METRICS_PORT ? [{ port: config.WORKER_METRICS_PORT, host: apiHost, what: "the worker's /metrics (WORKER_METRICS_PORT)" }] : []),
     ...(sdkMetrics ? [{ port: Number(sdkMetrics[2]), host: sdkMetrics[1]!, what: "the Temporal SDK's metrics (TEMPORAL_SDK_METRICS_ADDRESS)" }] : []),
     { port: launcherEnv.SANDBOX_PORT, host: launcherEnv.SANDBOX_HOST, what: 'the provider sandbox (SANDBOX_PORT)' },
+    ...(config.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' ? [{ port: config.CODEC_PORT, host: '127.0.0.1', what: 'the codec server (CODEC_PORT)' }] : []),
     ...(externalTemporal
       ? []
       : [
@@ -104,14 +118,24 @@ async function main(): Promise<void> {
     ...(externalDatabase ? [] : [{ port: launcherEnv.EMBEDDED_PG_PORT, host: '127.0.0.1', what: 'the embedded PostgreSQL (EMBEDDED_PG_PORT)' }]),
   ]);
 
+  const payloadKeys = config.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' ? developmentPayloadKeys(dataDir) : null;
+  const codecUrl = payloadKeys ? `http://127.0.0.1:${config.CODEC_PORT}` : null;
+
   // Temporal and PostgreSQL start side by side; each registers itself as soon as it runs.
   // (allSettled: when one fails, the other still registers what it started, to be stopped.)
-  const [temporalStart, databaseStart] = await Promise.allSettled([startTemporal(externalTemporal, dataDir, config.TEMPORAL_NAMESPACE), startPostgres(externalDatabase, dataDir)]);
+  // The cluster stores into that PostgreSQL, so it starts after it.
+  const databaseStarting = startPostgres(externalDatabase, dataDir);
+  const temporalStarting =
+    mode === 'cluster'
+      ? databaseStarting.then((url) => startCluster(url, dataDir, config.TEMPORAL_NAMESPACE, codecUrl))
+      : startTemporal(externalTemporal, dataDir, config.TEMPORAL_NAMESPACE, codecUrl);
+  const [temporalStart, databaseStart] = await Promise.allSettled([temporalStarting, databaseStarting]);
   if (temporalStart.status === 'rejected' || databaseStart.status === 'rejected') {
-    const reasons = [temporalStart, databaseStart].flatMap((r) => (r.status === 'rejected' ? [(r.reason as Error)?.message ?? String(r.reason)] : []));
+    const reasons = [...new Set([temporalStart, databaseStart].flatMap((r) => (r.status === 'rejected' ? [(r.reason as Error)?.message ?? String(r.reason)] : [])))];
     throw new Error(reasons.join('\n'));
   }
-  const temporalAddress = temporalStart.value;
+  const temporal = temporalStart.value;
+  const temporalAddress = temporal.address;
   const databaseUrl = databaseStart.value;
   checkpoint();
 
@@ -132,21 +156,29 @@ async function main(): Promise<void> {
     PROVIDER_URL: sandboxUrl,
     LOG_LEVEL: config.LOG_LEVEL,
     ADMIN_TOKEN: config.ADMIN_TOKEN,
+    ...(payloadKeys ? { TEMPORAL_PAYLOAD_KEYS: payloadKeys.text } : {}),
+    HOST: apiHost,
+    WEBHOOK_ALLOWED_CIDRS: webhookCidrs,
+    WEBHOOK_ALLOW_HTTP: webhookHttp,
   };
   // Sandbox first (the worker calls it), then the worker, then the API; they start together.
   startService('sandbox', 'sandbox/main.ts', { ...common, SANDBOX_PORT: String(launcherEnv.SANDBOX_PORT), SANDBOX_HOST: launcherEnv.SANDBOX_HOST });
   const worker = startService('worker', 'worker/main.ts', common);
   startService('api', 'api/main.ts', { ...common, PORT: String(launcherEnv.PORT), HOST: apiHost });
+  // The Web UI's page calls the codec server from the browser: its origin must be allowed.
+  const uiOrigins = [`http://127.0.0.1:${launcherEnv.TEMPORAL_UI_PORT}`, `http://localhost:${launcherEnv.TEMPORAL_UI_PORT}`, ...config.CODEC_CORS_ORIGINS];
+  if (codecUrl) startService('codec', 'lib/codec-server-main.ts', { ...common, CODEC_PORT: String(config.CODEC_PORT), CODEC_CORS_ORIGINS: [...new Set(uiOrigins)].join(','), HOST: '127.0.0.1' });
 
   const deadline = Date.now() + launcherEnv.START_READY_TIMEOUT_SECONDS * 1000;
   await Promise.all([
     waitFor('the provider sandbox to answer /healthz', deadline, async () => (await httpStatus(`${sandboxUrl}/healthz`)) === 200),
     waitFor('the API to answer /readyz with 200', deadline, async () => (await httpStatus(`${apiUrl}/readyz`)) === 200),
-    waitForWorker(temporalAddress, config.TEMPORAL_NAMESPACE, config.TASK_QUEUE, worker.pid, deadline),
+    waitForWorker(temporal, config.TEMPORAL_NAMESPACE, config.TASK_QUEUE, worker.pid, deadline),
+    ...(codecUrl ? [waitFor('the codec server to answer /healthz', deadline, async () => (await httpStatus(`${codecUrl}/healthz`)) === 200)] : []),
   ]);
   checkpoint();
 
-  const uiUrl = state.temporal?.uiUrl ?? launcherEnv.TEMPORAL_UI_URL ?? null;
+  const uiUrl = state.temporal?.uiUrl ?? state.cluster?.uiUrl ?? launcherEnv.TEMPORAL_UI_URL ?? null;
   const rel = (file: string) => {
     const relative = path.relative(process.cwd(), file);
     return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file;
@@ -154,6 +186,7 @@ async function main(): Promise<void> {
   const pids = [
     ...state.services.map((s) => `${s.name} ${s.pid}`),
     ...(state.temporal?.process.pid ? [`temporal ${state.temporal.process.pid}`] : []),
+    ...(state.cluster?.nodes.map((node) => `${node.name} ${node.pid}`) ?? []),
     ...(state.postgres ? [`postgres ${state.postgres.pid}`] : []),
   ];
   const databaseShown = state.postgres ? databaseUrl : withoutPassword(databaseUrl);
@@ -164,11 +197,23 @@ async function main(): Promise<void> {
       `  API            ${apiUrl}`,
       `  API docs       ${apiUrl}/docs`,
       `  Temporal UI    ${uiUrl ?? `(not known for TEMPORAL_ADDRESS=${temporalAddress}; set TEMPORAL_UI_URL)`}`,
-      `  Temporal       ${temporalAddress}${state.temporal ? ` (dev server; ${rel(path.join(dataDir, 'temporal.db'))}, log ${rel(path.join(dataDir, 'temporal.log'))})` : ' (TEMPORAL_ADDRESS)'}`,
+      `  Temporal       ${
+        state.temporal
+          ? `${temporalAddress} (dev server; ${rel(path.join(dataDir, 'temporal.db'))}, log ${rel(path.join(dataDir, 'temporal.log'))})`
+          : state.cluster
+            ? `${state.cluster.nodes.map((node) => node.address).join(', ')} (cluster of ${state.cluster.nodes.length} on PostgreSQL databases ${state.cluster.databaseName}, ${state.cluster.visibilityDatabaseName}; logs ${rel(path.join(dataDir, 'temporal-N.log'))})`
+            : `${describeTemporalConnection(temporal)} (TEMPORAL_MODE=external)`
+      }`,
       `  PSP sandbox    ${sandboxUrl}`,
+      payloadKeys
+        ? `  Codec server   ${codecUrl} (Temporal payloads encrypted with key ${payloadKeys.encryptingId}${payloadKeys.file ? `, kept in ${rel(payloadKeys.file)}` : ', from TEMPORAL_PAYLOAD_KEYS'}; the Web UI decodes through it)`
+        : '  Codec server   (off: TEMPORAL_PAYLOAD_ENCRYPTION=off, Temporal payloads are in clear)',
       ...(config.WORKER_METRICS_PORT ? [`  Worker metrics http://127.0.0.1:${config.WORKER_METRICS_PORT}/metrics`] : []),
+      `  API metrics    ${apiUrl}/metrics (bearer: the admin token, or METRICS_TOKEN if set)`,
       `  DATABASE_URL   ${databaseShown}${state.postgres ? ` (embedded PostgreSQL; ${rel(path.join(dataDir, 'postgres'))})` : ''}`,
       `  ADMIN_TOKEN    ${config.ADMIN_TOKEN}`,
+      `  Listening on   ${apiHost}${isLoopbackHost(apiHost) ? ' (loopback only; HOST to change)' : ''}`,
+      `  Webhooks       internal targets allowed: ${process.env.WEBHOOK_ALLOWED_CIDRS === undefined ? 'loopback only' : webhookCidrs || 'none'} (WEBHOOK_ALLOWED_CIDRS=${webhookCidrs})${webhookHttp === 'true' ? '; plain http allowed' : ''}`,
       `  pids           ${pids.join(', ')}`,
       '  Create a tenant:',
       `    curl -s -X POST ${apiUrl}/admin/tenants -H 'Authorization: Bearer ${config.ADMIN_TOKEN}' -H 'Content-Type: application/json' -d '{"name":"demo"}'`,
@@ -178,15 +223,32 @@ async function main(): Promise<void> {
   );
 }
 
-async function startTemporal(external: string | undefined, dataDir: string, namespace: string): Promise<string> {
+/**
+ * The payload keys of this development stack: TEMPORAL_PAYLOAD_KEYS when set, otherwise a key
+ * generated on the first start and kept in the data folder, so the histories Temporal keeps
+ * in that folder stay readable across restarts.
+ */
+function developmentPayloadKeys(dataDir: string): { text: string; encryptingId: string; file: string | null } {
+  const fromEnv = process.env.TEMPORAL_PAYLOAD_KEYS;
+  if (fromEnv) return { text: fromEnv, encryptingId: parsePayloadKeys(fromEnv)[0]!.id, file: null };
+  const file = path.join(dataDir, 'temporal-payload-keys');
+  if (!existsSync(file)) {
+    writeFileSync(file, `${generatePayloadKey(`dev-${new Date().toISOString().slice(0, 10)}`)}\n`, { mode: 0o600 });
+    say(`generated a development payload key in ${file}`);
+  }
+  const text = readFileSync(file, 'utf8').trim();
+  return { text, encryptingId: parsePayloadKeys(text)[0]!.id, file };
+}
+
+async function startTemporal(external: TemporalConnectionSettings | undefined, dataDir: string, namespace: string, codecUrl: string | null): Promise<TemporalConnectionSettings> {
   if (external) {
     try {
-      const connection = await Connection.connect({ address: external, connectTimeout: 5000 });
+      const connection = await Connection.connect({ ...external, connectTimeout: 5000 });
       await connection.close();
     } catch (error) {
-      throw new Error(`cannot reach Temporal at TEMPORAL_ADDRESS=${external}: ${(error as Error).message}`);
+      throw new Error(`cannot reach Temporal at TEMPORAL_ADDRESS=${describeTemporalConnection(external)}: ${(error as Error).message}`);
     }
-    say(`using the Temporal server at TEMPORAL_ADDRESS=${external}`);
+    say(`using the Temporal server at TEMPORAL_ADDRESS=${describeTemporalConnection(external)}`);
     return external;
   }
   say(`starting the Temporal dev server on 127.0.0.1:${launcherEnv.TEMPORAL_PORT} (Web UI on ${launcherEnv.TEMPORAL_UI_PORT})`);
@@ -196,6 +258,7 @@ async function startTemporal(external: string | undefined, dataDir: string, name
     dbFilename: path.join(dataDir, 'temporal.db'),
     logFile: path.join(dataDir, 'temporal.log'),
     ...(namespace !== 'default' ? { namespace } : {}),
+    ...(codecUrl ? { uiCodecEndpoint: codecUrl } : {}),
   });
   state.temporal = temporal;
   const exit = watchExit(temporal.process);
@@ -204,7 +267,33 @@ async function startTemporal(external: string | undefined, dataDir: string, name
     if (!state.stopping) void shutdown(`the Temporal dev server exited unexpectedly (${describeExit(info)}); see ${path.join(dataDir, 'temporal.log')}`, 1);
   });
   say(`Temporal is up at ${temporal.address}`);
-  return temporal.address;
+  return { address: temporal.address };
+}
+
+/** TEMPORAL_MODE=cluster: the production server, several processes, on the stack's PostgreSQL. */
+async function startCluster(databaseUrl: string, dataDir: string, namespace: string, codecUrl: string | null): Promise<TemporalConnectionSettings> {
+  checkpoint();
+  say(`starting a Temporal cluster of ${launcherEnv.TEMPORAL_CLUSTER_NODES} on PostgreSQL (frontend 127.0.0.1:${launcherEnv.TEMPORAL_PORT}, Web UI on ${launcherEnv.TEMPORAL_UI_PORT}; the first start builds the server into .tools/)`);
+  const cluster = await startTemporalCluster({
+    postgresUrl: databaseUrl,
+    databaseName: process.env.TEMPORAL_DB_NAME ?? 'temporal',
+    visibilityDatabaseName: process.env.TEMPORAL_VISIBILITY_DB_NAME ?? 'temporal_visibility',
+    nodes: launcherEnv.TEMPORAL_CLUSTER_NODES,
+    shards: launcherEnv.TEMPORAL_CLUSTER_SHARDS,
+    frontendPort: launcherEnv.TEMPORAL_PORT,
+    uiPort: launcherEnv.TEMPORAL_UI_PORT,
+    ...(codecUrl ? { uiCodecEndpoint: codecUrl } : {}),
+    namespace,
+    dataDir,
+  });
+  state.cluster = cluster;
+  for (const node of cluster.nodes) {
+    void node.exited().then((info) => {
+      if (!state.stopping) void shutdown(`Temporal ${node.name} exited unexpectedly (${describeExit(info)}); see ${node.logFile}`, 1);
+    });
+  }
+  say(`Temporal cluster is up: ${cluster.nodes.map((node) => `${node.name} ${node.address}`).join(', ')}`);
+  return { address: cluster.address };
 }
 
 async function startPostgres(external: string | undefined, dataDir: string): Promise<string> {
@@ -264,8 +353,8 @@ function startService(name: string, entry: string, env: NodeJS.ProcessEnv): Mana
 }
 
 /** The worker is ready once it polls its task queue (it bundles the workflows first). */
-async function waitForWorker(address: string, namespace: string, taskQueue: string, pid: number, deadline: number): Promise<void> {
-  const connection = await Connection.connect({ address, connectTimeout: 5000 });
+async function waitForWorker(temporal: TemporalConnectionSettings, namespace: string, taskQueue: string, pid: number, deadline: number): Promise<void> {
+  const connection = await Connection.connect({ ...temporal, connectTimeout: 5000 });
   try {
     await waitFor(`the worker to poll task queue ${taskQueue}`, deadline, async () => {
       const response = await connection.workflowService.describeTaskQueue({
@@ -337,7 +426,7 @@ function shutdown(reason: string, code: number): Promise<never> {
     // Whatever step start-up was in finishes (or is cancelled) first, so that nothing it
     // starts afterwards is missed.
     await startup.catch(() => {});
-    for (const name of ['api', 'worker', 'sandbox'] as const) {
+    for (const name of ['api', 'worker', 'sandbox', 'codec'] as const) {
       const child = state.services.find((s) => s.name === name);
       if (!child) continue;
       const info = await child.stop(GRACE_MS[name]);
@@ -346,6 +435,10 @@ function shutdown(reason: string, code: number): Promise<never> {
     if (state.temporal) {
       await state.temporal.stop();
       say('Temporal stopped');
+    }
+    if (state.cluster) {
+      await state.cluster.stop();
+      say('Temporal cluster stopped');
     }
     if (state.postgres) {
       await state.postgres.stop();
@@ -362,6 +455,8 @@ function forceExit(reason: string): never {
   complain(reason);
   for (const child of state.services) child.kill();
   if (state.temporal && !state.temporalExit?.hasExited()) state.temporal.process.kill('SIGKILL');
+  for (const node of state.cluster?.nodes ?? []) if (!node.hasExited()) node.process.kill('SIGKILL');
+  state.cluster?.ui?.kill('SIGKILL');
   state.postgres?.kill();
   process.exit(1);
 }

@@ -36,15 +36,18 @@ export interface DevServerOptions {
   headless?: boolean;
   namespace?: string;
   logFile?: string;
-  /** More `--dynamic-config-value KEY=JSON` pairs (over devServerDynamicConfig). */
+  /** More `--dynamic-config-value KEY=JSON` pairs (over tunedDynamicConfig). */
   dynamicConfig?: Record<string, unknown>;
+  /** The codec server the Web UI calls to show decoded payloads (`--ui-codec-endpoint`). */
+  uiCodecEndpoint?: string;
   /** More `--sqlite-pragma NAME=VALUE` pairs for a file-backed server (over the defaults below). */
   sqlitePragmas?: Record<string, string>;
 }
 
 /**
  * Why: the dev server has ONE history shard, so limits meant per shard of a cluster become
- * limits of the whole server (measured with npm run bench, bench/results/latest.md):
+ * limits of the whole server (the cluster of devstack/temporal-cluster.ts gets the same values:
+ * there the reader limits apply to each of its shards, and the hop latency is the same) (measured with npm run bench, bench/results/latest.md):
  * - each history queue reader loads new tasks at most 20 times a second by default, so every
  *   hop (workflow task, activity task, close, visibility) waited ~35 ms for its load: an empty
  *   workflow took 50 ms, a 3-activity one 150 ms. 1000/s keeps batching under load.
@@ -54,7 +57,7 @@ export interface DevServerOptions {
  *   reply to that task's completion instead of a trip through matching (same events, same
  *   retries and timeouts; a worker without free slots simply does not ask for it).
  */
-const devServerDynamicConfig: Record<string, unknown> = {
+export const tunedDynamicConfig: Record<string, unknown> = {
   'history.transferProcessorMaxPollRPS': 1000,
   'history.visibilityProcessorMaxPollRPS': 1000,
   'history.timerProcessorMaxPollRPS': 1000,
@@ -86,11 +89,12 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
     args.push('--db-filename', options.dbFilename);
     for (const [name, value] of Object.entries(pragmas)) args.push('--sqlite-pragma', `${name}=${value}`);
   }
-  for (const [key, value] of Object.entries({ ...devServerDynamicConfig, ...options.dynamicConfig })) {
+  for (const [key, value] of Object.entries({ ...tunedDynamicConfig, ...options.dynamicConfig })) {
     args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
   }
   if (options.headless ?? !options.uiPort) args.push('--headless');
   else args.push('--ui-port', String(options.uiPort));
+  if (options.uiCodecEndpoint) args.push('--ui-codec-endpoint', options.uiCodecEndpoint);
 
   const { openSync } = await import('node:fs');
   const out = options.logFile ? openSync(options.logFile, 'a') : 'ignore';

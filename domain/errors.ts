@@ -23,7 +23,9 @@ export const errorStatus = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   idempotency_key_reused: 422,
+  rate_limited: 429,
   internal_error: 500,
+  operation_failed: 500,
   service_unavailable: 503,
 } as const;
 

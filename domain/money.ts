@@ -10,3 +10,11 @@ export const MAX_AMOUNT_MINOR = 99_999_999;
 export function isCurrency(code: string): boolean {
   return /^[A-Z]{3}$/.test(code) && currencies.has(code);
 }
+
+/** `4999, 'EUR'` → `49.99 EUR`: the currency's own number of minor-unit digits, no float arithmetic. */
+export function formatAmount(amountMinor: number, currency: string): string {
+  const digits = new Intl.NumberFormat('en', { style: 'currency', currency }).resolvedOptions().maximumFractionDigits ?? 2;
+  const text = String(Math.abs(amountMinor)).padStart(digits + 1, '0');
+  const major = digits ? `${text.slice(0, -digits)}.${text.slice(-digits)}` : text;
+  return `${amountMinor < 0 ? '-' : ''}${major} ${currency}`;
+}

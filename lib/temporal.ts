@@ -1,9 +1,15 @@
 import { Client, Connection, isGrpcServiceError } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
+import type { TemporalConnectionSettings } from './temporal-connection';
 
-export async function connectTemporal(address: string, namespace: string): Promise<Client> {
+/**
+ * `settings`: address, TLS, API key (lib/temporal-connection.ts); `dataConverter`:
+ * lib/data-converter.ts, the one every client and worker of the service uses.
+ */
+export async function connectTemporal(settings: TemporalConnectionSettings, namespace: string, dataConverter: DataConverter): Promise<Client> {
   // Lazy: the API starts (and reports not-ready) while Temporal is still coming up.
-  const connection = Connection.lazy({ address });
-  return new Client({ connection, namespace });
+  const connection = Connection.lazy(settings);
+  return new Client({ connection, namespace, dataConverter });
 }
 
 /** gRPC status codes: CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNAVAILABLE. */

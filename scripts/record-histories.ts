@@ -9,9 +9,14 @@
  * and the code version it was recorded with. Entries of files not recorded in this run
  * (e.g. histories kept from before a patch) stay in the index untouched.
  *
- * --before-patch <id>: run this BEFORE adding patched('<id>') to a workflow; it saves the
- * histories as <scenario>-before-<id>.json, kept from then on as proof that runs started
- * by the old code still replay against the new one (see test/histories/README.md).
+ * --before-patch <id>: records with the code as it was before patched('<id>'): a copy of
+ * workflows/ in which that patched() call is false (test/helpers/altered-workflows.ts), so
+ * the old histories can be recorded again (e.g. under a new payload key) after the patch
+ * landed. It saves them as <scenario>-before-<id>.json, kept as proof that runs started by
+ * the old code still replay against the new one (see test/histories/README.md).
+ *
+ * Every payload is encrypted with the test suite's fixed key (test/helpers/payload-keys.ts),
+ * as production encrypts with its own: the histories show what Temporal really stores.
  *
  * The replay test (test/replay/histories.test.ts) replays every listed history against the
  * current workflow code. Never edit a history by hand: record it again.
@@ -38,6 +43,9 @@ import {
 } from '../devstack/histories';
 import { apiClient, startStack, type ApiResponse, type Stack } from '../devstack/stack';
 import { startScratchEnvironment } from '../devstack/scratch-environment';
+import { failureConverterPath } from '../lib/data-converter';
+import { workflowsBeforePatch } from '../test/helpers/altered-workflows';
+import { testDataConverter } from '../test/helpers/payload-keys';
 
 /** One workflow run a scenario produced, and what its history must show to be worth keeping. */
 interface Recording {
@@ -226,7 +234,7 @@ const scenarios: Scenario[] = [
   },
 ];
 
-function codeVersion(label: string): CodeVersion {
+function codeVersion(label: string, beforePatch?: string): CodeVersion {
   const git = (...args: string[]) => execFileSync('git', args, { cwd: projectRoot, encoding: 'utf8' }).trim();
   let commit = 'unknown';
   let uncommittedChanges = false;
@@ -236,7 +244,8 @@ function codeVersion(label: string): CodeVersion {
   } catch {
     // not a git checkout: the source hash still pins the code
   }
-  return { commit, uncommittedChanges, workflowSourceSha256: workflowSourceHash(), label };
+  const altered: Record<string, string> = beforePatch ? { 'workflows/payment.ts': readFileSync(workflowsBeforePatch(beforePatch).paymentPath, 'utf8') } : {};
+  return { commit, uncommittedChanges, workflowSourceSha256: workflowSourceHash(altered), label };
 }
 
 function versions(): HistoryEntry['temporal'] {
@@ -271,21 +280,29 @@ async function main(): Promise<void> {
   const beforePatch = values['before-patch'];
   if (beforePatch !== undefined && !/^[a-z0-9][a-z0-9.-]*$/.test(beforePatch)) throw new Error('--before-patch: a patch id of lowercase letters, digits, dots and dashes');
   const suffix = beforePatch ? `-before-${beforePatch}` : '';
-  const label = values.label ?? (beforePatch ? `before patch ${beforePatch}: the code without patched('${beforePatch}')` : 'current workflow code');
+  const label = values.label ?? (beforePatch ? `before patch ${beforePatch}: the code with patched('${beforePatch}') false` : 'current workflow code');
 
   Runtime.install({ logger: new DefaultLogger('ERROR'), telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } } });
-  const version = codeVersion(label);
+  const version = codeVersion(label, beforePatch);
   const temporalVersions = versions();
   console.log(`recording ${selected.length} scenario(s) with workflow code ${version.workflowSourceSha256.slice(0, 12)} (${version.label})`);
 
-  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, logger: new DefaultLogger('WARN') });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: beforePatch ? workflowsBeforePatch(beforePatch).indexPath : workflowsPath,
+    workflowInterceptorModules,
+    failureConverterPath,
+    logger: new DefaultLogger('WARN'),
+  });
   const environment = await startScratchEnvironment({ label: 'histories' });
   const recorded: HistoryEntry[] = [];
   try {
     const stack = await startStack({
       databaseUrl: environment.databaseUrl,
       temporalAddress: environment.temporalAddress,
+      temporalConnection: environment.temporalConnection,
+      namespace: environment.namespace,
       workflowBundle: { code },
+      dataConverter: testDataConverter,
     });
     try {
       for (const scenario of selected) {

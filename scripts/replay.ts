@@ -12,12 +12,16 @@
  * Exit code 0 on PASS, 1 on FAIL, 2 when there is nothing to judge (bad arguments, the
  * server unreachable, no such workflow). The address defaults to TEMPORAL_ADDRESS, then
  * 127.0.0.1:7233; --workflows-path replays against other workflow code (e.g. a branch's).
+ * Payloads are decrypted with TEMPORAL_PAYLOAD_KEYS, the worker's keys (lib/config.ts).
  */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
-import { describeHistory, workflowInterceptorModules, workflowsPath as localWorkflowsPath } from '../devstack/histories';
+import { loadConfig } from '../lib/config';
+import { paymentDataConverter } from '../lib/data-converter';
+import { temporalConnectionSettings } from '../lib/temporal-connection';
+import { describeHistory, encryptionKeyIds, failureConverterPath, workflowInterceptorModules, workflowsPath as localWorkflowsPath } from '../devstack/histories';
 
 const usage = 'usage: npm run replay -- --workflow-id <id> [--run-id <id>] [--address host:port] [--namespace default] [--workflows-path <entry.ts>]';
 
@@ -49,6 +53,12 @@ async function main(): Promise<number> {
   const workflowId = values['workflow-id'];
   if (!workflowId) throw new NothingToJudge(`--workflow-id is required\n${usage}`);
   const workflowsPath = values['workflows-path'] ? path.resolve(values['workflows-path']) : localWorkflowsPath;
+  let keys;
+  try {
+    keys = loadConfig().TEMPORAL_PAYLOAD_KEYS;
+  } catch (error) {
+    throw new NothingToJudge((error as Error).message);
+  }
 
   // Replay failures are the verdict, printed once below; the SDK's own logging would repeat them.
   Runtime.install({ logger: new DefaultLogger('ERROR'), telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } } });
@@ -56,7 +66,8 @@ async function main(): Promise<number> {
   let history;
   let connection: Connection;
   try {
-    connection = await Connection.connect({ address: values.address!, connectTimeout: '5 seconds' });
+    // TLS / API key from the environment, as every process reads them (TEMPORAL_TLS_*, TEMPORAL_API_KEY).
+    connection = await Connection.connect({ ...temporalConnectionSettings({ ...process.env, TEMPORAL_TLS: process.env.TEMPORAL_TLS === 'true', TEMPORAL_ADDRESS: values.address! }), connectTimeout: '5 seconds' });
   } catch (error) {
     throw new NothingToJudge(`cannot reach Temporal at ${values.address}: ${(error as Error).message}`);
   }
@@ -69,11 +80,17 @@ async function main(): Promise<number> {
     await connection.close();
   }
 
+  // Without the key a replay cannot even read the workflow's input: that is no verdict on the code.
+  const held = new Set((keys ?? []).map((k) => k.id));
+  const missing = encryptionKeyIds(history).filter((id) => !held.has(id));
+  if (missing.length) {
+    throw new NothingToJudge(`the history of workflow ${workflowId} is encrypted under payload key(s) ${missing.join(', ')}: set TEMPORAL_PAYLOAD_KEYS to the worker's keys`);
+  }
   const { workflowType, events } = describeHistory(history);
   const subject = `workflow ${workflowId} (${workflowType}, ${events} events)`;
-  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, logger: new DefaultLogger('WARN') });
+  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, failureConverterPath, logger: new DefaultLogger('WARN') });
   try {
-    await Worker.runReplayHistory({ workflowBundle: { code }, replayName: 'replay-script' }, history, workflowId);
+    await Worker.runReplayHistory({ workflowBundle: { code }, replayName: 'replay-script', dataConverter: paymentDataConverter(keys) }, history, workflowId);
   } catch (error) {
     const name = error instanceof Error ? error.name : 'Error';
     const message = error instanceof Error ? error.message : String(error);

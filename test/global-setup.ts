@@ -3,24 +3,37 @@ import { randomBytes } from 'node:crypto';
 import { createSql } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
 import { startTemporalDevServer } from '../devstack/temporal-cli';
+import { ensureClusterBinaries, startTemporalCluster } from '../devstack/temporal-cluster';
 import { freePort } from '../devstack/ports';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { workflowInterceptorModules, workflowsPath } from '../worker/worker';
+import { bundleWorkflows } from '../worker/worker';
+import { startCodecServer } from '../lib/codec-server';
+import { AesGcmPayloadCodec } from '../lib/payload-codec';
+import { testPayloadKeys } from './helpers/payload-keys';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     databaseUrl: string;
+    templateDatabaseUrl: string;
     temporalAddress: string;
     temporalUiUrl: string;
+    /** The codec server the run's Web UI is configured with (test key, no token). */
+    codecUrl: string;
     workflowBundlePath: string;
   }
 }
 
 const adminUrl = process.env.TEST_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-/** One real Temporal dev server (with its UI) and one fresh, migrated database per run. */
+/**
+ * One real Temporal (with its UI) and one fresh, migrated database per run (`databaseUrl`),
+ * plus an untouched copy of it (`templateDatabaseUrl`, nobody connects) from which each test
+ * file makes its own (test/helpers/database.ts). TEMPORAL_MODE picks the Temporal: `dev`
+ * (default) a dev server; `cluster` a two-node cluster of the production server on this
+ * PostgreSQL, in databases of its own (dropped afterwards); `external` none: TEMPORAL_ADDRESS
+ * (plaintext; the namespace and search attributes must exist).
+ */
 export default async function setup(project: TestProject) {
   const dbName = `payorch_test_${randomBytes(4).toString('hex')}`;
   const admin = createSql(adminUrl, { max: 1 });
@@ -29,26 +42,62 @@ export default async function setup(project: TestProject) {
   const sql = createSql(databaseUrl, { max: 1 });
   await migrate(sql);
   await sql.end();
+  const templateName = `${dbName}_template`;
+  await admin.unsafe(`CREATE DATABASE ${templateName} TEMPLATE ${dbName}`);
 
-  const port = await freePort();
+  // The cluster suite (test/cluster/) and TEMPORAL_MODE=cluster need the production server's
+  // binaries: built once into .tools/ (minutes the first time, a no-op after). Here, once
+  // per run, rather than in a test file's hook (its timeout) or twice in parallel files.
+  try {
+    ensureClusterBinaries();
+  } catch (error) {
+    console.warn(`the cluster tests will fail: ${(error as Error).message}`);
+  }
+  const mode = process.env.TEMPORAL_MODE ?? 'dev';
   const uiPort = await freePort();
-  const temporal = await startTemporalDevServer({ port, uiPort, headless: false });
+  // The Web UI shows decoded payloads through this codec server, as under npm start.
+  const codec = await startCodecServer({
+    codec: new AesGcmPayloadCodec(testPayloadKeys),
+    token: null,
+    allowedOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`],
+    port: await freePort(),
+  });
+  const temporalDatabases = [`${dbName}_temporal`, `${dbName}_temporal_visibility`] as const;
+  const temporal =
+    mode === 'external'
+      ? { address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233', uiUrl: process.env.TEMPORAL_UI_URL ?? null, stop: async () => {} }
+      : mode === 'cluster'
+        ? await startTemporalCluster({
+            postgresUrl: adminUrl,
+            databaseName: temporalDatabases[0],
+            visibilityDatabaseName: temporalDatabases[1],
+            uiPort,
+            uiCodecEndpoint: codec.url,
+            dataDir: path.resolve('test/artifacts', `cluster-${dbName}`),
+          })
+        : await startTemporalDevServer({ port: await freePort(), uiPort, headless: false, uiCodecEndpoint: codec.url });
 
-  // Bundle the workflows once per run; every test worker loads this bundle.
+  // Bundle the workflows once per run, as `npm run build` does; every test worker loads this bundle.
   const artifacts = path.resolve('test/artifacts');
   mkdirSync(artifacts, { recursive: true });
   const workflowBundlePath = path.join(artifacts, 'workflow-bundle.js');
-  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, logger: quietLogger });
-  writeFileSync(workflowBundlePath, code);
+  writeFileSync(workflowBundlePath, await bundleWorkflows(quietLogger));
   project.provide('workflowBundlePath', workflowBundlePath);
 
   project.provide('databaseUrl', databaseUrl);
+  project.provide('templateDatabaseUrl', adminUrl.replace(/\/[^/]*$/, `/${templateName}`));
   project.provide('temporalAddress', temporal.address);
   project.provide('temporalUiUrl', temporal.uiUrl ?? '');
+  project.provide('codecUrl', codec.url);
 
   return async () => {
     await temporal.stop();
+    await codec.close();
+    // The template and the test files' own copies (test/helpers/database.ts), then the shared one.
+    const copies = await admin<{ datname: string }[]>`SELECT datname FROM pg_database WHERE datname LIKE ${`${dbName}\\_%`}`;
+    for (const { datname } of copies) await admin.unsafe(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
     await admin.unsafe(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+    if (mode === 'cluster') for (const name of temporalDatabases) await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.end();
   };
 }

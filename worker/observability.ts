@@ -37,6 +37,8 @@ export function installTemporalRuntime(logger: Logger, sdkMetricsAddress: string
  */
 export function serveWorkerMetrics(options: {
   port: number;
+  /** Loopback unless HOST says otherwise. */
+  host?: string;
   metrics: WorkerMetrics;
   sdkMetricsUrl: string;
   beforeScrape?: () => Promise<void>;
@@ -57,6 +59,7 @@ export function serveWorkerMetrics(options: {
       res.writeHead(500).end();
     }
   });
-  server.listen(options.port, '0.0.0.0', () => options.logger.info({ port: options.port }, `worker metrics on http://127.0.0.1:${options.port}/metrics`));
+  const host = options.host ?? '127.0.0.1';
+  server.listen(options.port, host, () => options.logger.info({ host, port: options.port }, `worker metrics on http://${host}:${options.port}/metrics`));
   return server;
 }

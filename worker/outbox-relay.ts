@@ -3,6 +3,7 @@ import type { Sql } from '../db/connect';
 import { claimDueEvents, deliveryBacklog, markEventSkipped, recordDeliveryAttempt, type ClaimedEvent } from '../db/outbox';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
+import { postWebhook, type WebhookTargetPolicy } from '../lib/webhook-target';
 
 export interface RelayOptions {
   /** First retry delay; doubled per failed attempt up to retryMaxMs, with ±20% jitter. */
@@ -15,6 +16,20 @@ export interface RelayOptions {
   batchSize: number;
   /** Polling interval; NOTIFY wakes the relay sooner. */
   pollMs: number;
+  /** Which addresses deliveries may be dialled to (checked on the connection's own lookup). */
+  targetPolicy: WebhookTargetPolicy;
+}
+
+/**
+ * The webhook-signature header: one signature per secret in force, space-separated (Standard
+ * Webhooks), the new secret's first. During a rotation's overlap a receiver that still has
+ * the old secret, and one that already has the new, both verify the delivery.
+ */
+export function webhookSignatures(secrets: (string | null)[], id: string, timestamp: Date, body: string): string {
+  return secrets
+    .filter((secret): secret is string => !!secret)
+    .map((secret) => new Webhook(secret).sign(id, timestamp, body))
+    .join(' ');
 }
 
 /** The delay before attempt `failedAttempts + 1`: exponential, capped, jittered. */
@@ -112,21 +127,23 @@ export class OutboxRelay {
     let error: string | null = null;
     try {
       const timestamp = new Date();
-      const response = await fetch(event.webhook_url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': 'payment-orchestrator-webhooks/1',
-          'webhook-id': event.id,
-          'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
-          'webhook-signature': new Webhook(event.webhook_secret).sign(event.id, timestamp, body),
+      // Redirects are not followed; the address dialled is checked again (DNS rebinding).
+      const response = await postWebhook(
+        event.webhook_url,
+        {
+          headers: {
+            'content-type': 'application/json',
+            'user-agent': 'payment-orchestrator-webhooks/1',
+            'webhook-id': event.id,
+            'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
+            'webhook-signature': webhookSignatures([event.webhook_secret, event.previous_webhook_secret], event.id, timestamp, body),
+          },
+          body,
+          signal: AbortSignal.timeout(this.options.timeoutMs),
         },
-        body,
-        signal: AbortSignal.timeout(this.options.timeoutMs),
-        redirect: 'manual',
-      });
+        this.options.targetPolicy,
+      );
       status = response.status;
-      await response.body?.cancel().catch(() => {});
       if (status < 200 || status >= 300) error = `HTTP ${status}`;
     } catch (failure) {
       error = failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure);

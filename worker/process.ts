@@ -1,17 +1,22 @@
-import { NativeConnection } from '@temporalio/worker';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { createSql } from '../db/connect';
-import { loadConfig } from '../lib/config';
+import { loadConfig, type Config } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { SandboxProvider } from '../provider/sandbox-client';
 import { StripeProvider } from '../provider/stripe';
 import type { PaymentProvider } from '../provider/types';
 import { OutboxRelay } from './outbox-relay';
+import { webhookTargetPolicy } from '../lib/webhook-target';
 import { RetentionJob } from './retention';
+import { AbandonedRunSweeper } from './abandoned-runs';
 import { Reconciler } from './reconciler';
 import { installTemporalRuntime, serveWorkerMetrics } from './observability';
 import { createWorkerMetrics } from '../lib/metrics';
 import { createActivities } from '../activities';
+import { paymentDataConverter } from '../lib/data-converter';
 import { createPaymentWorker } from './worker';
+import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
 
 /** What a process may add to the product worker (the benchmark registers its floor workflow beside the product's). */
 export interface WorkerProcessExtras {
@@ -19,6 +24,22 @@ export interface WorkerProcessExtras {
   workflowsPath?: string;
   /** Activities registered beside the product's. */
   activities?: Record<string, (...args: never[]) => Promise<unknown>>;
+}
+
+/**
+ * The worker's production settings from the environment (documented in the README):
+ * - shutdownGraceTime: on SIGTERM the worker stops polling and lets running activities
+ *   finish for this long before cancelling them (a charge in flight completes rather than
+ *   being retried by another worker after its timeout).
+ * - the sticky cache and slot counts, left to the SDK's defaults unless set.
+ */
+export function workerTuning(config: Pick<Config, 'WORKER_SHUTDOWN_GRACE_SECONDS' | 'WORKER_MAX_CACHED_WORKFLOWS' | 'WORKER_MAX_CONCURRENT_ACTIVITIES' | 'WORKER_MAX_CONCURRENT_WORKFLOW_TASKS'>): Partial<WorkerOptions> {
+  return {
+    shutdownGraceTime: `${config.WORKER_SHUTDOWN_GRACE_SECONDS}s`,
+    ...(config.WORKER_MAX_CACHED_WORKFLOWS !== null ? { maxCachedWorkflows: config.WORKER_MAX_CACHED_WORKFLOWS } : {}),
+    ...(config.WORKER_MAX_CONCURRENT_ACTIVITIES !== null ? { maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES } : {}),
+    ...(config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS !== null ? { maxConcurrentWorkflowTaskExecutions: config.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS } : {}),
+  };
 }
 
 /**
@@ -38,14 +59,17 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
       ? new StripeProvider({ apiKey: config.STRIPE_API_KEY!, timeoutMs: config.PROVIDER_TIMEOUT_MS })
       : new SandboxProvider({ baseUrl: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS });
 
-  const connection = await connectWithRetry(config.TEMPORAL_ADDRESS);
+  const temporal = temporalConnectionSettings(config);
+  const connection = await connectWithRetry(temporal);
   const deps = { sql, provider, metrics };
   const worker = await createPaymentWorker({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TASK_QUEUE,
     deps,
+    dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS),
     tuning: {
+      ...workerTuning(config),
       ...(extras.workflowsPath ? { workflowsPath: extras.workflowsPath } : {}),
       ...(extras.activities ? { activities: { ...createActivities(deps), ...extras.activities } } : {}),
     },
@@ -57,20 +81,29 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     batchSize: 50,
     pollMs: 1000,
+    targetPolicy: webhookTargetPolicy({ allowedCidrs: config.WEBHOOK_ALLOWED_CIDRS, allowHttp: config.WEBHOOK_ALLOW_HTTP }),
   }, metrics);
   const reconciler = new Reconciler({ sql, provider, metrics, logger }, config.RECONCILE_INTERVAL_SECONDS * 1000);
   const metricsServer = serveWorkerMetrics({
     port: config.WORKER_METRICS_PORT,
+    host: config.HOST,
     metrics,
     sdkMetricsUrl: `http://${config.TEMPORAL_SDK_METRICS_ADDRESS}/metrics`,
     beforeScrape: () => relay.measureBacklog(),
     logger,
   });
   const retention = new RetentionJob(sql, logger, config.RETENTION_JOB_INTERVAL_SECONDS * 1000);
+  const clientConnection = await Connection.connect(temporal);
+  const abandonedRuns = new AbandonedRunSweeper(
+    { sql, temporal: new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE }), provider, logger, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS },
+    config.RETENTION_JOB_INTERVAL_SECONDS * 1000,
+  );
   await relay.start();
   retention.start();
+  abandonedRuns.start();
   reconciler.start();
-  logger.info({ taskQueue: config.TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
+  const payloadKeys = config.TEMPORAL_PAYLOAD_KEYS?.map((k) => k.id) ?? 'off (payloads in clear)';
+  logger.info({ taskQueue: config.TASK_QUEUE, temporal: describeTemporalConnection(temporal), payloadKeys }, 'worker running');
 
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -87,20 +120,22 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   await worker.run();
   await relay.stop();
   retention.stop();
+  abandonedRuns.stop();
   reconciler.stop();
   metricsServer.close();
+  await clientConnection.close();
   await connection.close();
   await sql.end({ timeout: 5 });
   process.exit(0);
 
   /** The worker may start before Temporal is up (docker-compose, npm start): wait for it. */
-  async function connectWithRetry(address: string): Promise<NativeConnection> {
+  async function connectWithRetry(settings: TemporalConnectionSettings): Promise<NativeConnection> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await NativeConnection.connect({ address });
+        return await NativeConnection.connect(settings);
       } catch (error) {
         if (attempt >= 60) throw error;
-        logger.warn({ attempt, address }, 'Temporal not reachable yet; retrying');
+        logger.warn({ attempt, address: settings.address, error: (error as Error).message }, 'Temporal not reachable yet; retrying');
         await new Promise((r) => setTimeout(r, 1000));
       }
     }

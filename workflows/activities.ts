@@ -41,3 +41,23 @@ export const provider = proxyActivities<ProviderSteps>({
     nonRetryableErrorTypes: [FailureType.ProviderRejected],
   },
 });
+
+/**
+ * What each step does, in an operator's words: Temporal's user metadata on each scheduled
+ * activity, shown in the Web UI's timeline (encrypted like every payload, decoded by the
+ * codec server). Set by the workflow interceptor (workflows/interceptors.ts). Fixed text
+ * only: never an amount, a card token or a merchant's metadata.
+ */
+export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps, string> = {
+  beginPayment: 'persist intent + order guard',
+  chargePayment: 'charge at provider',
+  recordChargeOutcome: 'record outcome + ledger + outbox',
+  captureCharge: 'capture at provider',
+  recordCapture: 'record capture + ledger + outbox',
+  voidCharge: 'void authorization at provider',
+  recordCancel: 'record cancel + outbox',
+  refundCharge: 'refund at provider',
+  recordPaymentFailure: 'record failure + outbox',
+  beginRefund: 'reserve refund under payment lock',
+  recordRefundOutcome: 'record refund outcome + ledger + outbox',
+};

@@ -28,7 +28,9 @@ export class Compensations {
         undone.push(next.description);
       } catch (error) {
         log.error('compensation failed', { compensation: next.description, error: String(error) });
-        failed.push(`${next.description} (${error instanceof Error ? error.message : String(error)})`);
+        // An activity's failure says only "Activity task failed"; the provider's reason is its cause.
+        const reason = error instanceof ActivityFailure && error.cause ? error.cause : error;
+        failed.push(`${next.description} (${reason instanceof Error ? reason.message : String(reason)})`);
       }
     }
     return { undone, failed };

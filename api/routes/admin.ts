@@ -1,6 +1,9 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
-import { createTenant, updateTenant, type TenantRow } from '../../db/tenants';
+import { createTenant, tenantExists, updateTenant, type TenantRow } from '../../db/tenants';
 import { ApiError } from '../../domain/errors';
+import { checkWebhookUrl, webhookTargetPolicy } from '../../lib/webhook-target';
+import { insertApiKey } from '../../db/credentials';
+import { defaultRateLimits } from '../edge';
 import type { ApiDeps, AppEnv } from '../context';
 import { CreatedTenant, CreateTenantBody, IdParam, Tenant, UpdateTenantBody } from '../schemas';
 import { errorResponses, jsonContent } from './openapi';
@@ -10,6 +13,7 @@ const createTenantRoute = createRoute({
   path: '/admin/tenants',
   tags: ['Admin'],
   summary: 'Create a tenant (admin token)',
+  security: [{ adminToken: [] }],
   description: 'Returns the API key and the webhook signing secret once; only the key’s SHA-256 is stored.',
   request: { body: { content: jsonContent(CreateTenantBody), required: true } },
   responses: { 201: { description: 'The tenant, with its secrets.', content: jsonContent(CreatedTenant) }, ...errorResponses(['invalid_request', 'unauthorized', 'unsupported_media_type', 'payload_too_large']) },
@@ -19,18 +23,23 @@ const updateTenantRoute = createRoute({
   method: 'patch',
   path: '/admin/tenants/{id}',
   tags: ['Admin'],
-  summary: "Set a tenant's webhook URL (admin token)",
+  summary: "Set a tenant's webhook URL, name or rate limits (admin token)",
+  security: [{ adminToken: [] }],
   request: { params: IdParam('tenant', 'ten_01jd6w8b3m4x0c2q7yk5h9t1ve'), body: { content: jsonContent(UpdateTenantBody), required: true } },
   responses: { 200: { description: 'The tenant.', content: jsonContent(Tenant) }, ...errorResponses(['invalid_request', 'unauthorized', 'not_found', 'unsupported_media_type', 'payload_too_large']) },
 });
 
-function tenantResource(row: TenantRow) {
+function tenantResource(row: TenantRow, deps: ApiDeps) {
   return {
     id: row.id,
     object: 'tenant' as const,
     name: row.name,
     api_key_prefix: row.api_key_prefix,
     webhook_url: row.webhook_url,
+    rate_limits: {
+      read_per_second: row.rate_limit_read_per_second ?? deps.config.RATE_LIMIT_READ_PER_SECOND ?? defaultRateLimits.read,
+      write_per_second: row.rate_limit_write_per_second ?? deps.config.RATE_LIMIT_WRITE_PER_SECOND ?? defaultRateLimits.write,
+    },
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };
@@ -38,18 +47,32 @@ function tenantResource(row: TenantRow) {
 
 export function adminRoutes(deps: ApiDeps) {
   const app = new OpenAPIHono<AppEnv>();
+  const targets = webhookTargetPolicy({ allowedCidrs: deps.config.WEBHOOK_ALLOWED_CIDRS ?? '', allowHttp: deps.config.WEBHOOK_ALLOW_HTTP ?? false });
 
   app.openapi(createTenantRoute, async (c) => {
-    const { tenant, apiKey } = await createTenant(deps.sql, c.req.valid('json').name);
+    const { tenant, apiKey } = await deps.sql.begin(async (tx) => {
+      const created = await createTenant(tx, c.req.valid('json').name);
+      await insertApiKey(tx, created.tenant.id, created.apiKey);
+      return created;
+    });
     c.var.logger.info({ tenant_id: tenant.id }, 'tenant created');
-    return c.json({ ...tenantResource(tenant), api_key: apiKey, webhook_secret: tenant.webhook_secret }, 201);
+    return c.json({ ...tenantResource(tenant, deps), api_key: apiKey, webhook_secret: tenant.webhook_secret }, 201);
   });
 
   app.openapi(updateTenantRoute, async (c) => {
     const body = c.req.valid('json');
-    const tenant = await updateTenant(deps.sql, c.req.valid('param').id, { webhookUrl: body.webhook_url, name: body.name });
+    const { id } = c.req.valid('param');
+    // An unknown tenant is 404 before its URL is looked up in DNS.
+    if (!(await tenantExists(deps.sql, id))) throw new ApiError('not_found', `No such tenant: ${id}`);
+    if (typeof body.webhook_url === 'string') {
+      const verdict = await checkWebhookUrl(body.webhook_url, targets);
+      if (!verdict.ok) {
+        throw new ApiError('invalid_request', `webhook_url ${verdict.reason}.`, { issues: [{ path: 'webhook_url', code: 'forbidden_target', message: verdict.reason }] });
+      }
+    }
+    const tenant = await updateTenant(deps.sql, c.req.valid('param').id, { webhookUrl: body.webhook_url, name: body.name, rateLimits: body.rate_limits });
     if (!tenant) throw new ApiError('not_found', `No such tenant: ${c.req.valid('param').id}`);
-    return c.json(tenantResource(tenant), 200);
+    return c.json(tenantResource(tenant, deps), 200);
   });
 
   return app;

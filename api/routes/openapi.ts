@@ -64,12 +64,22 @@ const errorDescriptions: Record<ApiErrorType, string> = {
   payload_too_large: 'The body is larger than 64 KiB.',
   unsupported_media_type: 'The body is not `application/json`.',
   idempotency_key_reused: 'This key was used for a different request (another body or path). Nothing was executed.',
+  rate_limited: 'Over the rate limit (per tenant: reads and writes apart; per client address: failed authentications). Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the quota and what is left. Never recorded as an operation\'s outcome: a retry with the same Idempotency-Key runs normally.',
   internal_error: 'An unexpected error; quote the request id.',
+  operation_failed: 'The operation\'s run ended without an outcome (failed, terminated or timed out). This answer is recorded: every retry with the key replays it. `error.resource_id` names the payment or refund, which says what happened (`failure.code` `run_ended`, or `needs_operator` when money may have moved).',
   service_unavailable: 'PostgreSQL or Temporal is unreachable: nothing was executed. Retry after `Retry-After` seconds.',
 };
 
+const rateLimitHeaders = {
+  'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' } },
+  'RateLimit-Policy': { description: 'The quota (IETF RateLimit fields), e.g. `"write";q=100;w=1`: 100 writes per second.', schema: { type: 'string' } },
+  RateLimit: { description: 'What is left of it, e.g. `"write";r=0;t=1`: none, for 1 more second.', schema: { type: 'string' } },
+};
+
 /** The error responses a route can give, grouped by status, each type listed in the description. */
-export function errorResponses(types: ApiErrorType[]) {
+export function errorResponses(given: ApiErrorType[]) {
+  // Whatever authenticates can be rate-limited (per tenant, or failed attempts per address).
+  const types: ApiErrorType[] = given.includes('unauthorized') && !given.includes('rate_limited') ? [...given, 'rate_limited'] : given;
   const byStatus = new Map<number, ApiErrorType[]>();
   for (const type of types) byStatus.set(errorStatus[type], [...(byStatus.get(errorStatus[type]) ?? []), type]);
   const responses: Record<number, { description: string; content: ReturnType<typeof jsonContent>; headers?: object }> = {};
@@ -78,6 +88,7 @@ export function errorResponses(types: ApiErrorType[]) {
       description: group.map((t) => `\`${t}\`: ${errorDescriptions[t]}`).join(' '),
       content: jsonContent(ErrorBody),
       ...(status === 503 ? { headers: { 'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' } } } } : {}),
+      ...(status === 429 ? { headers: rateLimitHeaders } : {}),
     };
   }
   return responses;

@@ -1,3 +1,4 @@
+import { formatAmount } from '../../domain/money';
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import {
@@ -52,7 +53,7 @@ const createPayment = createRoute({
   responses: {
     201: { description: 'Payment succeeded or authorized (manual capture).', content: jsonContent(Payment), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Payment),
-    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'card_declined', 'payment_failed', 'order_already_paid', 'payload_too_large', 'unsupported_media_type', 'idempotency_key_reused', 'service_unavailable']),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'card_declined', 'payment_failed', 'order_already_paid', 'payload_too_large', 'unsupported_media_type', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
   },
 });
 
@@ -85,7 +86,7 @@ const capturePayment = createRoute({
   responses: {
     200: { description: 'Captured: the payment is `succeeded`.', content: jsonContent(Payment), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Payment),
-    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_capturable', 'capture_exceeds_authorized', 'payment_failed', 'idempotency_key_reused', 'service_unavailable']),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_capturable', 'capture_exceeds_authorized', 'payment_failed', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
   },
 });
 
@@ -99,9 +100,30 @@ const cancelPayment = createRoute({
   responses: {
     200: { description: 'Voided: the payment is `canceled`.', content: jsonContent(Payment), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Payment),
-    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_cancelable', 'idempotency_key_reused', 'service_unavailable']),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_cancelable', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
   },
 });
+
+/** The payment workflow's input for a validated request body. */
+export function paymentWorkflowInput(
+  body: CreatePaymentBody,
+  run: { paymentId: string; tenantId: string; scope: ScopedKey; requestId: string; authorizationWindowSeconds: number },
+): PaymentWorkflowInput {
+  return {
+    paymentId: run.paymentId,
+    tenantId: run.tenantId,
+    orderId: body.order_id,
+    amountMinor: body.amount_minor,
+    currency: body.currency,
+    paymentMethod: body.payment_method,
+    captureMethod: body.capture_method,
+    description: body.description,
+    metadata: body.metadata,
+    idempotency: run.scope,
+    requestId: run.requestId,
+    authorizationWindowMs: run.authorizationWindowSeconds * 1000,
+  };
+}
 
 /** Where an update's rejection by the workflow becomes an HTTP outcome (recorded and replayed). */
 const refusals: Record<string, ApiErrorType> = {
@@ -122,22 +144,10 @@ export function paymentRoutes(deps: ApiDeps) {
       body,
       claim: () => ({ workflowId: paymentWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('pay') }),
       dispatch: (record, scope) => {
-        const input: PaymentWorkflowInput = {
-          paymentId: record.resource_id,
-          tenantId,
-          orderId: body.order_id,
-          amountMinor: body.amount_minor,
-          currency: body.currency,
-          paymentMethod: body.payment_method,
-          captureMethod: body.capture_method,
-          description: body.description,
-          metadata: body.metadata,
-          idempotency: scope,
-          requestId: c.var.requestId,
-          authorizationWindowMs: deps.config.AUTHORIZATION_WINDOW_SECONDS * 1000,
-        };
+        const input = paymentWorkflowInput(body, { paymentId: record.resource_id, tenantId, scope, requestId: c.var.requestId, authorizationWindowSeconds: deps.config.AUTHORIZATION_WINDOW_SECONDS });
         return startOrAttach(deps, scope, 'paymentWorkflow', {
           workflowId: record.workflow_id,
+          resourceId: record.resource_id,
           args: [input],
           searchAttributes: [
             { key: TenantIdKey, value: tenantId },
@@ -145,6 +155,7 @@ export function paymentRoutes(deps: ApiDeps) {
             { key: PaymentStatusKey, value: 'processing' },
           ],
           memo: { payment_id: record.resource_id, amount_minor: body.amount_minor, currency: body.currency, request_id: c.var.requestId },
+          summary: `Payment ${formatAmount(body.amount_minor, body.currency)} · ${body.order_id}`,
         });
       },
       pending: async (record) => {

@@ -1,3 +1,4 @@
+import { formatAmount } from '../../domain/money';
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import { getRefund, listRefunds } from '../../db/refunds';
 import { ApiError } from '../../domain/errors';
@@ -23,7 +24,7 @@ const createRefund = createRoute({
   responses: {
     201: { description: 'Refunded.', content: jsonContent(Refund), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Refund),
-    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'refund_failed', 'not_found', 'refund_exceeds_captured', 'payment_not_refundable', 'idempotency_key_reused', 'service_unavailable']),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'refund_failed', 'not_found', 'refund_exceeds_captured', 'payment_not_refundable', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
   },
 });
 
@@ -70,12 +71,14 @@ export function refundRoutes(deps: ApiDeps) {
         };
         return startOrAttach(deps, scope, 'refundWorkflow', {
           workflowId: record.workflow_id,
+          resourceId: record.resource_id,
           args: [input],
           searchAttributes: [
             { key: TenantIdKey, value: tenantId },
             { key: OrderIdKey, value: payment.order_id },
           ],
           memo: { refund_id: record.resource_id, payment_id: payment.id, amount_minor: body.amount_minor, currency: payment.currency, request_id: c.var.requestId },
+          summary: `Refund ${formatAmount(body.amount_minor, payment.currency)} of ${payment.id} · ${payment.order_id}`,
         });
       },
       pending: async (record) => {

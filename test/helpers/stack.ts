@@ -1,11 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
+import { fileDatabaseUrl } from './database';
 import type { Client } from '@temporalio/client';
 import { createLogger } from '../../lib/logger';
 import { freePort } from '../../devstack/ports';
 import { startStack as startProductStack, type Stack, type StackOptions } from '../../devstack/stack';
 import { installTemporalRuntime } from '../../worker/observability';
+import { testDataConverter } from './payload-keys';
 
 export { apiClient, type Tenant } from '../../devstack/stack';
 export type TestStack = Stack;
@@ -43,16 +45,17 @@ export function captureLogs() {
 }
 
 /**
- * The whole product (devstack/stack.ts) on the run's shared Temporal dev server and database,
+ * The whole product (devstack/stack.ts) on the run's shared Temporal dev server and this file's database,
  * with the workflow bundle built once by the global setup and a task queue of its own.
  */
 export async function startStack(options: Partial<StackOptions> = {}): Promise<TestStack> {
   await installRuntime();
   return startProductStack({
-    databaseUrl: inject('databaseUrl'),
+    databaseUrl: await fileDatabaseUrl(),
     temporalAddress: inject('temporalAddress'),
     taskQueue: `test-${randomBytes(4).toString('hex')}`,
     workflowBundle: { code: readFileSync(inject('workflowBundlePath'), 'utf8') },
+    dataConverter: testDataConverter,
     logger: testLogger,
     adminToken: ADMIN_TOKEN,
     ...options,

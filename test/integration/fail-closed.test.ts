@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,6 +10,8 @@ import { apiClient, eventually, isolatedApi, startStack, uniqueKey, type TestSta
 import { CompletionWaiter } from '../../api/completions';
 import { effectsOf } from '../helpers/effects';
 import { freePort } from '../../devstack/ports';
+import { fileDatabaseUrl } from '../helpers/database';
+import { testDataConverter } from '../helpers/payload-keys';
 
 /** Fail closed: with a dependency unreachable, mutating endpoints answer 503 and execute nothing. */
 
@@ -22,7 +24,7 @@ describe('Temporal unreachable', () => {
   beforeAll(async () => {
     stack = await startStack();
     // A second API process on the same database whose Temporal server is gone.
-    const temporal = new Client({ connection: Connection.lazy({ address: `127.0.0.1:${await freePort()}` }) });
+    const temporal = new Client({ connection: Connection.lazy({ address: `127.0.0.1:${await freePort()}` }), dataConverter: testDataConverter });
     deadApi = await isolatedApi(stack, temporal, { IDEMPOTENCY_WAIT_MS: 2000, TEMPORAL_RPC_TIMEOUT_MS: 1500 });
     deadApiUrl = deadApi.url;
   });
@@ -66,7 +68,7 @@ describe('PostgreSQL stopped', () => {
     await migrate(sql);
     await sql.end();
     // The sandbox (another company) keeps its own database up.
-    stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: inject('databaseUrl'), sandbox: { slowMs: 1500 } });
+    stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: await fileDatabaseUrl(), sandbox: { slowMs: 1500 } });
   });
   afterAll(async () => {
     await pg?.start();

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, Connection } from '@temporalio/client';
 import { apiClient, isolatedApi, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { chargesAtProvider, effectsOf, expectLedgerConsistent } from '../helpers/effects';
+import { testDataConverter } from '../helpers/payload-keys';
 
 /** The idempotency contract (docs/CONTRACT.md §3.1), on the real dev server and real PostgreSQL. */
 
@@ -73,7 +74,7 @@ describe('a repeated request replays the first final response', () => {
     expect(first.status).toBe(201);
 
     // A second API process sharing the database, whose Temporal address answers nothing.
-    const isolated = await isolatedApi(stack, new Client({ connection: Connection.lazy({ address: '127.0.0.1:1' }) }), {
+    const isolated = await isolatedApi(stack, new Client({ connection: Connection.lazy({ address: '127.0.0.1:1' }), dataConverter: testDataConverter }), {
       TEMPORAL_RPC_TIMEOUT_MS: 1000,
     });
     try {

@@ -31,7 +31,7 @@ describe('metrics', () => {
       body: JSON.stringify({ webhook_url: receiver.url }),
     });
     const api = apiClient(stack.apiUrl, tenant.apiKey);
-    const scrape = async () => (await fetch(`${stack.apiUrl}/metrics`)).text();
+    const scrape = async () => (await fetch(`${stack.apiUrl}/metrics`, { headers: { authorization: `Bearer ${stack.adminToken}` } })).text();
     const op = { operation: 'POST /v1/payments' };
     const before = await scrape();
     const workerBefore = await stack.workerMetrics.registry.metrics();

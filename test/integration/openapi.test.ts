@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import { chromium } from 'playwright-core';
 import { createApp } from '../../api/app';
 import { errorStatus } from '../../domain/errors';
 import { createApiMetrics } from '../../lib/metrics';
+import { launchBrowser } from '../helpers/browser';
 import { startStack, type TestStack } from '../helpers/stack';
 import { CompletionWaiter } from '../../api/completions';
 
@@ -71,11 +71,7 @@ describe('GET /openapi.json', () => {
 
 describe('GET /docs', () => {
   it('renders the interactive reference in headless Chromium, offline', async () => {
-    expect(existsSync('/usr/bin/chromium'), 'Chromium is missing: run `npm run setup`').toBe(true);
-    const browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    const browser = await launchBrowser();
     try {
       const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
       const offsite: string[] = [];

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxProvider } from '../../provider/sandbox-client';
 import {
   ProviderRejectedError,
@@ -7,6 +7,7 @@ import {
   type CreateChargeRequest,
 } from '../../provider/types';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
+import { fileDatabaseUrl } from '../helpers/database';
 
 /**
  * The provider sandbox as the orchestrator sees it (through SandboxProvider) and as a
@@ -21,7 +22,7 @@ let sandbox: RunningSandbox;
 let provider: SandboxProvider;
 
 beforeAll(async () => {
-  sandbox = await startSandbox({ databaseUrl: inject('databaseUrl'), port: 0, slowMs, flakyFailures });
+  sandbox = await startSandbox({ databaseUrl: await fileDatabaseUrl(), port: 0, slowMs, flakyFailures });
   provider = new SandboxProvider({ baseUrl: sandbox.url, timeoutMs: 5_000 });
 });
 
@@ -427,7 +428,7 @@ describe('refunds', () => {
 
 describe('durability: state survives a sandbox restart', () => {
   it('a new sandbox process on the same database still has the charge and replays its response', async () => {
-    const databaseUrl = inject('databaseUrl');
+    const databaseUrl = await fileDatabaseUrl();
     const first = await startSandbox({ databaseUrl, port: 0, slowMs, flakyFailures });
     const request = chargeRequest({ capture: false });
     const flakyRequest = chargeRequest({ paymentMethod: 'pm_card_flaky' });

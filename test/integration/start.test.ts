@@ -21,7 +21,7 @@ interface Launch {
   output: () => string;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   hasExited: () => boolean;
-  ports: Record<'api' | 'sandbox' | 'temporal' | 'ui' | 'postgres' | 'workerMetrics' | 'sdkMetrics', number>;
+  ports: Record<'api' | 'sandbox' | 'temporal' | 'ui' | 'postgres' | 'workerMetrics' | 'sdkMetrics' | 'codec', number>;
   dataDir: string;
   /** Its process tree once it was up, for the clean-up after a failure. */
   tree: number[];
@@ -60,7 +60,7 @@ describe('npm start', () => {
     expect(banner).toContain(`DATABASE_URL   ${databaseUrl}`);
     expect(banner).not.toContain('embedded PostgreSQL');
     const pids = bannerPids(banner);
-    expect(Object.keys(pids).sort()).toEqual(['api', 'sandbox', 'temporal', 'worker']);
+    expect(Object.keys(pids).sort()).toEqual(['api', 'codec', 'sandbox', 'temporal', 'worker']);
 
     const paymentId = await exercise(launch, banner);
     // The payment is in the database DATABASE_URL named, which the launcher created and migrated.
@@ -90,7 +90,7 @@ describe('npm start', () => {
     const databaseUrl = `postgres://postgres:postgres@127.0.0.1:${launch.ports.postgres}/payments`;
     expect(banner).toContain(`DATABASE_URL   ${databaseUrl} (embedded PostgreSQL`);
     const pids = bannerPids(banner);
-    expect(Object.keys(pids).sort()).toEqual(['api', 'postgres', 'sandbox', 'temporal', 'worker']);
+    expect(Object.keys(pids).sort()).toEqual(['api', 'codec', 'postgres', 'sandbox', 'temporal', 'worker']);
     expect(existsSync(path.join(launch.dataDir, 'postgres', 'PG_VERSION'))).toBe(true);
     expect(existsSync(path.join(launch.dataDir, 'temporal.db'))).toBe(true);
 
@@ -121,8 +121,16 @@ async function exercise(launch: Launch, banner: string): Promise<string> {
   expect(banner).toContain(`API            ${apiUrl}`);
   expect(banner).toContain(`API docs       ${apiUrl}/docs`);
   expect(banner).toContain(`PSP sandbox    http://127.0.0.1:${launch.ports.sandbox}`);
+  expect(banner).toContain('Listening on   127.0.0.1 (loopback only');
+  expect(banner).toContain('Webhooks       internal targets allowed: loopback only');
   const uiUrl = `http://127.0.0.1:${launch.ports.ui}`;
   expect(banner).toContain(`Temporal UI    ${uiUrl}`);
+  // Payloads are encrypted with a development key kept in the data folder; the UI decodes through the codec server.
+  const codecUrl = `http://127.0.0.1:${launch.ports.codec}`;
+  expect(banner).toMatch(new RegExp(`Codec server   ${codecUrl} \\(Temporal payloads encrypted with key dev-\\d{4}-\\d{2}-\\d{2}, kept in `));
+  expect(readFileSync(path.join(launch.dataDir, 'temporal-payload-keys'), 'utf8')).toMatch(/^dev-\d{4}-\d{2}-\d{2}:[A-Za-z0-9+/]{43}=\n$/);
+  const uiSettings = (await (await fetch(`${uiUrl}/api/v1/settings`)).json()) as { Codec?: { Endpoint?: string } };
+  expect(uiSettings.Codec?.Endpoint).toBe(codecUrl);
   const adminToken = /ADMIN_TOKEN\s+(\S+)/.exec(banner)?.[1];
   expect(adminToken).toBeTruthy();
   expect(banner).toContain(`curl -s -X POST ${apiUrl}/admin/tenants -H 'Authorization: Bearer ${adminToken}'`);
@@ -162,11 +170,12 @@ async function launchStart(extraEnv: NodeJS.ProcessEnv): Promise<Launch> {
     postgres: await freePort(),
     workerMetrics: await freePort(),
     sdkMetrics: await freePort(),
+    codec: await freePort(),
   };
   const dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-start-'));
   const env: NodeJS.ProcessEnv = { ...process.env };
   // Nothing of the test run's own wiring may leak in: the launcher must find its own way.
-  for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER_URL', 'ADMIN_TOKEN', 'HOST', 'TEMPORAL_UI_URL', 'FORCE_COLOR']) delete env[name];
+  for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER_URL', 'ADMIN_TOKEN', 'HOST', 'TEMPORAL_UI_URL', 'FORCE_COLOR', 'TEMPORAL_PAYLOAD_KEYS']) delete env[name];
   Object.assign(env, {
     PORT: String(ports.api),
     SANDBOX_PORT: String(ports.sandbox),
@@ -175,6 +184,7 @@ async function launchStart(extraEnv: NodeJS.ProcessEnv): Promise<Launch> {
     EMBEDDED_PG_PORT: String(ports.postgres),
     WORKER_METRICS_PORT: String(ports.workerMetrics),
     TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${ports.sdkMetrics}`,
+    CODEC_PORT: String(ports.codec),
     DATA_DIR: dataDir,
     LOG_LEVEL: 'warn',
     NODE_ENV: 'development',

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { startWebhookReceiver } from '../helpers/webhook-receiver';
+import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../../lib/webhook-target';
 import { OutboxRelay } from '../../worker/outbox-relay';
 
 /** Notifications: written in the fact's transaction, delivered at least once, signed per Standard Webhooks. */
@@ -93,7 +94,8 @@ describe('every event reaches the merchant, verifiably signed', () => {
     expect(paid.status).toBe(201);
     // A relay that crashed mid-delivery leaves its lease behind.
     await stack.sql`UPDATE outbox_events SET locked_until = now() + interval '1 second' WHERE tenant_id = ${tenant.id}`;
-    const restarted = new OutboxRelay(stack.sql, stack.logger, { retryBaseMs: 100, retryMaxMs: 1000, maxAttempts: 5, timeoutMs: 1000, batchSize: 10, pollMs: 200 });
+    const targetPolicy = webhookTargetPolicy({ allowedCidrs: LOOPBACK_CIDRS, allowHttp: true });
+    const restarted = new OutboxRelay(stack.sql, stack.logger, { retryBaseMs: 100, retryMaxMs: 1000, maxAttempts: 5, timeoutMs: 1000, batchSize: 10, pollMs: 200, targetPolicy });
     await restarted.start();
     try {
       const delivery = await eventually(async () => receiver.deliveries[0], 10_000);

@@ -5,6 +5,8 @@ import { bundleWorkflowCode, Runtime, Worker, type ReplayWorkerOptions } from '@
 import { DeterminismViolationError } from '@temporalio/workflow';
 import {
   describeHistory,
+  encryptionKeyIds,
+  failureConverterPath,
   historyFilesOnDisk,
   loadHistory,
   readHistoryIndex,
@@ -12,6 +14,10 @@ import {
   type HistoryEntry,
 } from '../../devstack/histories';
 import { alteredWorkflows, type Alteration } from '../helpers/altered-workflows';
+import { TEST_PAYLOAD_KEYS, testDataConverter } from '../helpers/payload-keys';
+import { clearPayloads, leaks } from '../helpers/history-payloads';
+import { paymentDataConverter } from '../../lib/data-converter';
+import { generatePayloadKey, parsePayloadKeys } from '../../lib/payload-codec';
 
 /**
  * docs/CONTRACT.md §5.8 and §9.3: workflow code changes are proven safe by replaying the histories
@@ -39,11 +45,11 @@ beforeAll(() => {
 });
 
 /** Replays the listed histories in one replay worker; the failures, by file. */
-async function replay(workflowBundle: ReplayWorkerOptions['workflowBundle'], entries: HistoryEntry[]) {
+async function replay(workflowBundle: ReplayWorkerOptions['workflowBundle'], entries: HistoryEntry[], dataConverter = testDataConverter) {
   const histories = entries.map((entry) => ({ workflowId: entry.file, history: loadHistory(entry.file) }));
   const failures: { file: string; error: Error }[] = [];
   let replayed = 0;
-  for await (const result of Worker.runReplayHistories({ workflowBundle, replayName: 'histories-test' }, histories)) {
+  for await (const result of Worker.runReplayHistories({ workflowBundle, replayName: 'histories-test', dataConverter }, histories)) {
     replayed++;
     if (result.error) failures.push({ file: result.workflowId, error: result.error });
   }
@@ -55,7 +61,7 @@ const bundles = new Map<string, Promise<ReplayWorkerOptions['workflowBundle']>>(
 function fixtureBundle(name: Alteration): Promise<ReplayWorkerOptions['workflowBundle']> {
   if (!bundles.has(name)) {
     const workflowsPath = alteredWorkflows(name);
-    bundles.set(name, bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, logger: silent }).then(({ code }) => ({ code })));
+    bundles.set(name, bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, failureConverterPath, logger: silent }).then(({ code }) => ({ code })));
   }
   return bundles.get(name)!;
 }
@@ -150,7 +156,7 @@ describe(`patch ${PATCH_ID}: runs begun before the change still replay`, () => {
 describe('the replay check has teeth', () => {
   it('fails the success history with DeterminismViolationError when an activity is added to the payment workflow', async () => {
     const altered = await fixtureBundle('activity-added');
-    const failure = await Worker.runReplayHistory({ workflowBundle: altered, replayName: 'teeth' }, loadHistory('success.json'), 'success').then(
+    const failure = await Worker.runReplayHistory({ workflowBundle: altered, replayName: 'teeth', dataConverter: testDataConverter }, loadHistory('success.json'), 'success').then(
       () => null,
       (error: unknown) => error,
     );
@@ -165,5 +171,49 @@ describe('the replay check has teeth', () => {
     const { replayed, failures } = await replay(await fixtureBundle('activity-added'), refunds);
     expect(replayed).toBe(refunds.length);
     expect(failures).toEqual([]);
+  });
+});
+
+describe('the recorded histories are encrypted, and stay readable across a key rotation', () => {
+  const BEFORE_ENCRYPTION = '-before-encryption.json';
+  const encrypted = () => index.filter((e) => !e.file.endsWith(BEFORE_ENCRYPTION));
+
+  it('hold ciphertext only, under the test key: no payload in clear but search attributes and SDK bookkeeping', () => {
+    expect(encrypted().length).toBeGreaterThanOrEqual(19);
+    for (const e of encrypted()) {
+      const history = loadHistory(e.file);
+      expect(encryptionKeyIds(history), e.file).toEqual([TEST_PAYLOAD_KEYS.split(':')[0]]);
+      expect(leaks(history), e.file).toEqual([]);
+      const raw = readFileSync(path.join('test', 'histories', e.file), 'utf8');
+      // Nothing a merchant sent (card tokens look like pm_…) is readable in the file.
+      expect(raw, e.file).not.toMatch(/pm_card_/);
+    }
+  });
+
+  it('still replay runs begun before encryption was switched on (payloads in clear, no activity summaries)', async () => {
+    const plain = index.filter((e) => e.file.endsWith(BEFORE_ENCRYPTION));
+    expect(plain.map((e) => e.scenario).sort()).toEqual(['manual-capture', 'success']);
+    for (const e of plain) {
+      expect(encryptionKeyIds(loadHistory(e.file)), e.file).toEqual([]);
+      expect(clearPayloads(loadHistory(e.file)).map((p) => p.text).join(' '), e.file).toMatch(/pm_card_visa/);
+    }
+    const { replayed, failures } = await replay(currentCode, plain);
+    expect(failures.map((f) => `${f.file}: ${f.error.message}`)).toEqual([]);
+    expect(replayed).toBe(2);
+  });
+
+  it('replay after a rotation to "new,old": histories written under the old key replay; with the new key alone they cannot', async () => {
+    const newKey = generatePayloadKey('test-key-2');
+    const rotated = paymentDataConverter(parsePayloadKeys(`${newKey},${TEST_PAYLOAD_KEYS}`));
+    const afterRotation = await replay(currentCode, encrypted(), rotated);
+    expect(afterRotation.failures.map((f) => `${f.file}: ${f.error.message}`)).toEqual([]);
+    expect(afterRotation.replayed).toBe(encrypted().length);
+
+    const oldKeyDropped = await replay(currentCode, [entry('success.json')], paymentDataConverter(parsePayloadKeys(newKey)));
+    expect(oldKeyDropped.failures).toHaveLength(1);
+    // The worker cannot read the input: a failed workflow task, not a verdict on the code.
+    const error = oldKeyDropped.failures[0]!.error;
+    expect(error).not.toBeInstanceOf(DeterminismViolationError);
+    expect(error.message).toMatch(/workflow task failure/);
   });
 });

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import path from 'node:path';
 import { apiClient, startStack, uniqueKey, type TestStack } from '../helpers/stack';
 import { alteredWorkflows } from '../helpers/altered-workflows';
+import { TEST_PAYLOAD_KEYS } from '../helpers/payload-keys';
 
 /**
  * `npm run replay -- --workflow-id <id>` (scripts/replay.ts): fetches a live workflow's
@@ -20,10 +21,12 @@ beforeAll(async () => {
 });
 afterAll(async () => stack?.stop());
 
-/** Runs the npm script as an operator would, in a child process. */
-function npmReplay(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Runs the npm script as an operator would, in a child process, with the worker's payload keys. */
+function npmReplay(args: string[], payloadKeys: string | null = TEST_PAYLOAD_KEYS): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const { TEMPORAL_PAYLOAD_KEYS: _unused, ...inherited } = process.env;
+  const env = payloadKeys ? { ...inherited, TEMPORAL_PAYLOAD_KEYS: payloadKeys } : inherited;
   return new Promise((resolve, reject) => {
-    const child = spawn('npm', ['run', '--silent', 'replay', '--', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('npm', ['run', '--silent', 'replay', '--', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => (stdout += chunk));
@@ -80,6 +83,16 @@ describe('npm run replay against a live workflow', () => {
     const result = await npmReplay(['--workflow-id', `payment-nobody-${uniqueKey()}`, '--address', stack.temporalAddress]);
     expect(result.stdout).toBe('');
     expect(result.stderr).toMatch(/^ERROR: cannot fetch the history of workflow payment-nobody-/);
+    expect(result.code).toBe(2);
+  });
+
+  it('ERROR and exit 2, naming the key, when the history is encrypted under a key it was not given', async () => {
+    const payment = await livePayment('automatic');
+    const result = await npmReplay(['--workflow-id', payment.workflow_id, '--address', stack.temporalAddress], null);
+    expect(result.stdout).toBe('');
+    expect(result.stderr.trim()).toBe(
+      `ERROR: the history of workflow ${payment.workflow_id} is encrypted under payload key(s) ${TEST_PAYLOAD_KEYS.split(':')[0]}: set TEMPORAL_PAYLOAD_KEYS to the worker's keys`,
+    );
     expect(result.code).toBe(2);
   });
 });

@@ -50,7 +50,7 @@ interface ComposeFile {
 const raw = parse(read('docker-compose.yml'), { merge: true }) as ComposeFile;
 
 /** A valid admin token, the one variable the file refuses to run without. */
-const hostEnv = { ADMIN_TOKEN: 'compose-test-admin-token-0123456789' };
+const hostEnv = { ADMIN_TOKEN: 'compose-test-admin-token-0123456789', TEMPORAL_PAYLOAD_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}` };
 
 /**
  * Compose's interpolation of one string: $$, $VAR, ${VAR}, ${VAR:-default}, ${VAR-default},
@@ -164,7 +164,7 @@ const configKeys = schemaKeys('lib/config.ts');
 const sandboxKeys = schemaKeys('sandbox/main.ts');
 
 const oneShots = ['temporal-schema', 'temporal-setup', 'migrate'];
-const longRunning = ['postgres', 'temporal', 'temporal-ui', 'sandbox', 'api', 'worker'];
+const longRunning = ['postgres', 'temporal', 'temporal-ui', 'sandbox', 'api', 'worker', 'codec-server'];
 const orchestratorServices = ['migrate', 'api', 'worker'];
 
 describe('docker-compose.yml: services', () => {
@@ -172,19 +172,23 @@ describe('docker-compose.yml: services', () => {
     expect(Object.keys(services).sort()).toEqual([...oneShots, ...longRunning].sort());
   });
 
-  it('publishes api 3000, temporal 7233, temporal-ui 8233 and sandbox 4010, and nothing else', () => {
+  it('publishes api 3000, temporal 7233, temporal-ui 8233, sandbox 4010 and codec-server 8888, and nothing else', () => {
     const expected: Record<string, { published: number; target: number }> = {
       api: { published: 3000, target: 3000 },
       temporal: { published: 7233, target: 7233 },
       'temporal-ui': { published: 8233, target: 8080 },
       sandbox: { published: 4010, target: 4010 },
+      'codec-server': { published: 8888, target: 8888 },
     };
     for (const name of Object.keys(services)) {
       const ports = publishedPorts(name).map(({ published, target }) => ({ published, target }));
       expect(ports, name).toEqual(expected[name] ? [expected[name]] : []);
     }
     // The unauthenticated surfaces stay on the loopback interface.
-    for (const name of ['temporal', 'temporal-ui', 'sandbox']) expect(publishedPorts(name)[0]!.hostIp, name).toBe('127.0.0.1');
+    for (const name of ['temporal', 'temporal-ui', 'sandbox', 'codec-server']) expect(publishedPorts(name)[0]!.hostIp, name).toBe('127.0.0.1');
+    // The UI's page calls the codec server from the browser, through that published port.
+    expect(envOf('temporal-ui').TEMPORAL_CODEC_ENDPOINT).toBe(`http://localhost:${publishedPorts('codec-server')[0]!.published}`);
+    expect(envOf('codec-server').CODEC_CORS_ORIGINS).toBe(envOf('temporal-ui').TEMPORAL_CORS_ORIGINS);
   });
 
   it('gives every long-running service a real healthcheck and a restart policy; one-shot jobs never restart', () => {
@@ -216,15 +220,24 @@ describe('docker-compose.yml: services', () => {
     expect(service('temporal-ui').image).toMatch(/^temporalio\/ui:\d+\.\d+\.\d+$/);
   });
 
-  it('builds the four app processes from the Dockerfile, each running its entry file with tsx', () => {
-    const entries: Record<string, string> = { migrate: 'db/main.ts', sandbox: 'sandbox/main.ts', api: 'api/main.ts', worker: 'worker/main.ts' };
+  it('builds the app processes from the Dockerfile, each running its compiled entry file with node', () => {
+    const entries: Record<string, string> = {
+      migrate: 'dist/db/main.js',
+      sandbox: 'dist/sandbox/main.js',
+      api: 'dist/api/main.js',
+      worker: 'dist/worker/main.js',
+      'codec-server': 'dist/lib/codec-server-main.js',
+    };
     for (const [name, entry] of Object.entries(entries)) {
       const svc = service(name);
       expect(svc.build, name).toBeDefined();
       const command = argv(svc.command);
       expect(command.at(-1), name).toBe(entry);
-      expect(command.join(' '), name).toMatch(/\btsx\b/);
-      expect(existsSync(path.join(root, entry)), entry).toBe(true);
+      expect(command[0], name).toBe('node');
+      expect(command.join(' '), name).not.toMatch(/\btsx\b/);
+      // `npm run build` compiles it from its source.
+      const source = entry.replace(/^dist\//, '').replace(/\.js$/, '.ts');
+      expect(existsSync(path.join(root, source)), source).toBe(true);
     }
   });
 
@@ -494,13 +507,18 @@ describe('Dockerfile and .dockerignore', () => {
     .map((line) => line.trim())
     .filter(Boolean);
 
-  it('builds on node:20-bookworm-slim and runs the API as an unprivileged user by default', () => {
-    expect(instructions[0]).toBe('FROM node:20-bookworm-slim');
+  it('builds on node:20-bookworm-slim and runs the compiled API as an unprivileged user by default', () => {
+    const stages = instructions.filter((line) => line.startsWith('FROM '));
+    expect(stages.map((line) => line.split(' ')[1])).toEqual(['node:20-bookworm-slim', 'node:20-bookworm-slim']);
+    // The final image: production dependencies and the build stage's dist/ only.
+    const final = instructions.slice(instructions.lastIndexOf(stages.at(-1)!));
+    expect(final.some((line) => /^RUN .*\bnpm ci\b.*--omit=dev/.test(line))).toBe(true);
+    expect(final).toContain('COPY --from=build /app/dist dist');
     const user = instructions.filter((line) => line.startsWith('USER ')).at(-1);
     expect(user).toBeDefined();
     expect(user).not.toMatch(/^USER (root|0)\b/);
     const cmd = instructions.filter((line) => line.startsWith('CMD ')).at(-1)!;
-    expect(JSON.parse(cmd.slice(4)).at(-1)).toBe('api/main.ts');
+    expect(JSON.parse(cmd.slice(4))).toEqual(['node', 'dist/api/main.js']);
     expect(instructions.find((line) => line.startsWith('ENV ') && line.includes('NODE_ENV=production'))).toBeDefined();
   });
 
@@ -523,9 +541,9 @@ describe('Dockerfile and .dockerignore', () => {
       .split('\n')
       .map((line) => line.trim())
       .filter((line) => line && !line.startsWith('#'));
-    expect(ignored).toEqual(expect.arrayContaining(['node_modules', '.data', '.tools', 'test/artifacts', '.git']));
+    expect(ignored).toEqual(expect.arrayContaining(['node_modules', '.data', '.tools', 'test/artifacts', '.git', 'dist']));
     // What the containers run must stay in the context.
-    for (const needed of ['deploy', 'api', 'worker', 'sandbox', 'db', 'lib', 'package.json', 'package-lock.json', 'tsconfig.json']) {
+    for (const needed of ['deploy', 'api', 'worker', 'sandbox', 'db', 'lib', 'scripts', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json']) {
       expect(ignored, needed).not.toContain(needed);
     }
   });

@@ -1,10 +1,11 @@
 import { describe, expect, inject, it } from 'vitest';
 import { Connection } from '@temporalio/client';
 import { createSql } from '../../db/connect';
+import { fileDatabaseUrl } from '../helpers/database';
 
 describe('test environment', () => {
   it('has a migrated database and a Temporal server with the search attributes', async () => {
-    const sql = createSql(inject('databaseUrl'), { max: 1 });
+    const sql = createSql(await fileDatabaseUrl(), { max: 1 });
     const [row] = await sql`SELECT count(*) AS n FROM schema_migrations`;
     expect(row!.n).toBeGreaterThan(0);
     await sql.end();

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { projectRoot } from '../../../devstack/temporal-cli';
 import { freePort } from '../../../devstack/ports';
+import { TEST_PAYLOAD_KEYS } from '../../helpers/payload-keys';
 import { LOGS_DIR } from './config';
 
 // Dies with the test process (SIGKILL: a worker must not live on against a dropped database).
@@ -65,6 +66,11 @@ export async function spawnWorker(name: string, environment: WorkerEnvironment, 
       PROVIDER_URL: environment.providerUrl,
       WORKER_METRICS_PORT: String(metricsPort),
       TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${sdkPort}`,
+      // The key of the test stacks' clients: this worker reads what their API wrote.
+      TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS,
+      // The merchant's endpoint listens on this machine, over plain http.
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8,::1',
+      WEBHOOK_ALLOW_HTTP: 'true',
       ...environment.env,
     },
     stdio: ['ignore', out, out],

@@ -1,0 +1,139 @@
+import type { Context, MiddlewareHandler } from 'hono';
+import { timingSafeEqual } from 'node:crypto';
+import { getConnInfo } from '@hono/node-server/conninfo';
+import { ApiError } from '../domain/errors';
+import type { ApiDeps, AppEnv } from './context';
+
+/**
+ * The API's edge defences that are not about one route: response headers, rate limits per
+ * tenant, a limit on failed authentication per client address, and access to /metrics.
+ * The limits are kept in this process's memory: each API process enforces the full limit
+ * on the requests it serves (README, "Security").
+ */
+
+/** Answers are personal and JSON: never cached by a shared cache, never sniffed as HTML. */
+export function securityHeaders(): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    await next();
+    // The reference page's script sets its own (public) caching; everything else is no-store.
+    if (!c.res.headers.has('Cache-Control')) c.res.headers.set('Cache-Control', 'no-store');
+    c.res.headers.set('X-Content-Type-Options', 'nosniff');
+  };
+}
+
+/** A fixed one-window counter per name: cheap, and its remaining quota is exact for the headers. */
+export class WindowCounter {
+  private readonly windows = new Map<string, { start: number; count: number }>();
+  constructor(private readonly windowMs: number, private readonly now: () => number = Date.now) {}
+
+  /** Counts one hit against `limit`; says whether it is within it, what is left and when the window ends. */
+  hit(name: string, limit: number): { allowed: boolean; remaining: number; resetMs: number } {
+    const now = this.now();
+    let window = this.windows.get(name);
+    if (!window || now - window.start >= this.windowMs) {
+      if (this.windows.size > 50_000) this.prune(now);
+      window = { start: now, count: 0 };
+      this.windows.set(name, window);
+    }
+    const resetMs = window.start + this.windowMs - now;
+    if (window.count >= limit) return { allowed: false, remaining: 0, resetMs };
+    window.count++;
+    return { allowed: true, remaining: limit - window.count, resetMs };
+  }
+
+  /** How many hits the current window of `name` holds (0 when it has ended). */
+  count(name: string): number {
+    const window = this.windows.get(name);
+    return window && this.now() - window.start < this.windowMs ? window.count : 0;
+  }
+
+  private prune(now: number): void {
+    for (const [name, window] of this.windows) if (now - window.start >= this.windowMs) this.windows.delete(name);
+  }
+}
+
+export const defaultRateLimits = { read: 100, write: 100 };
+
+/**
+ * Per-tenant limits, reads (GET, HEAD) and writes (everything else) counted apart, each with
+ * the tenant's own setting or the process default. Over the limit: 429 rate_limited with
+ * Retry-After and the IETF RateLimit-Policy / RateLimit fields. It runs before the
+ * idempotency layer, so a 429 is never an operation's recorded outcome: the retry runs.
+ */
+export function tenantRateLimit(deps: ApiDeps): MiddlewareHandler<AppEnv> {
+  const counter = new WindowCounter(1000);
+  return async (c, next) => {
+    const tenant = c.var.tenant;
+    const kind = c.req.method === 'GET' || c.req.method === 'HEAD' ? 'read' : 'write';
+    const limit =
+      kind === 'read'
+        ? (tenant.rate_limit_read_per_second ?? deps.config.RATE_LIMIT_READ_PER_SECOND ?? defaultRateLimits.read)
+        : (tenant.rate_limit_write_per_second ?? deps.config.RATE_LIMIT_WRITE_PER_SECOND ?? defaultRateLimits.write);
+    const verdict = counter.hit(`${tenant.id}:${kind}`, limit);
+    const resetSeconds = Math.max(1, Math.ceil(verdict.resetMs / 1000));
+    const headers = {
+      'RateLimit-Policy': `"${kind}";q=${limit};w=1`,
+      RateLimit: `"${kind}";r=${verdict.remaining};t=${resetSeconds}`,
+    };
+    if (!verdict.allowed) {
+      throw new ApiError('rate_limited', `Too many ${kind} requests: this tenant may make ${limit} per second. Retry after ${resetSeconds} s.`, { limit, window_seconds: 1 }, {
+        ...headers,
+        'Retry-After': String(resetSeconds),
+      });
+    }
+    await next();
+    for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value);
+  };
+}
+
+/** The client's address as the socket sees it (no proxy header is trusted), or "unknown" outside a server. */
+export function clientAddress(c: Context): string {
+  try {
+    return getConnInfo(c).remote.address ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/**
+ * Limits failed authentication (API keys and the admin token) per client address: after
+ * `perMinute` failures in a minute, every authentication attempt from that address is 429
+ * until the minute ends, a right key included, so guessing stays slow.
+ */
+export class AuthFailureLimit {
+  private readonly failures = new WindowCounter(60_000);
+  constructor(private readonly perMinute: number) {}
+
+  /** Throws 429 if the address has used up its failures. */
+  check(c: Context): void {
+    const address = clientAddress(c);
+    if (this.failures.count(address) >= this.perMinute) {
+      throw new ApiError('rate_limited', 'Too many failed authentications from this address; retry in a minute.', {}, { 'Retry-After': '60' });
+    }
+  }
+
+  record(c: Context): void {
+    this.failures.hit(clientAddress(c), Number.MAX_SAFE_INTEGER);
+  }
+}
+
+/** Compares secrets in constant time (for equal lengths; a length difference is not a secret). */
+export function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** /metrics needs a bearer token: METRICS_TOKEN if set, or the admin token. */
+export function metricsAccess(deps: ApiDeps, failures: AuthFailureLimit): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    failures.check(c);
+    const given = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '')?.[1] ?? '';
+    const tokens = [deps.config.ADMIN_TOKEN, deps.config.METRICS_TOKEN].filter((t): t is string => !!t);
+    if (!tokens.some((token) => sameSecret(given, token))) {
+      failures.record(c);
+      throw new ApiError('unauthorized', 'Provide METRICS_TOKEN (or the admin token) as "Authorization: Bearer <token>".');
+    }
+    await next();
+  };
+}

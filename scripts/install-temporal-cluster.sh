@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Provides the production Temporal server (TEMPORAL_MODE=cluster) in .tools/:
+#   .tools/bin/temporal-server     go.temporal.io/server/cmd/server            v1.29.1
+#   .tools/bin/temporal-sql-tool   go.temporal.io/server/cmd/tools/sql         v1.29.1
+#   .tools/bin/temporal-ui-server  github.com/temporalio/ui-server/v2/cmd/server v2.42.1
+#   .tools/temporal-schema/        the server module's PostgreSQL schemas (schema/postgresql/v12)
+# 1.29.1 is the server inside the Temporal CLI v1.5.1 (the dev server), so both modes run
+# the same server code. Run on first use of cluster mode (devstack/temporal-cluster.ts), not by
+# npm install: a first `npm start` in dev mode stays quick. Each part is skipped when present.
+# Needs Go (1.24+): the first build takes a few minutes per binary; with a warm Go build
+# cache (~/.cache/go-build) it takes seconds.
+set -euo pipefail
+
+SERVER_VERSION=1.29.1
+UI_VERSION=2.42.1
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+tools="$root/.tools"
+bin_dir="$tools/bin"
+schema_dir="$tools/temporal-schema"
+stamp="$tools/temporal-cluster.version"
+
+gobin=""
+if command -v go >/dev/null 2>&1; then gobin="$(command -v go)"; elif [ -x /usr/local/go/bin/go ]; then gobin=/usr/local/go/bin/go; fi
+
+want="server $SERVER_VERSION ui $UI_VERSION"
+if [ -x "$bin_dir/temporal-server" ] && [ -x "$bin_dir/temporal-sql-tool" ] && [ -x "$bin_dir/temporal-ui-server" ] \
+  && [ -d "$schema_dir/temporal/versioned" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+  echo "temporal cluster: binaries present in $bin_dir ($want)"; exit 0
+fi
+[ -n "$gobin" ] || { echo "temporal cluster: Go is required to build the Temporal server (https://go.dev/dl/)" >&2; exit 1; }
+
+mkdir -p "$bin_dir"
+# Both main packages are named `server`: each is built into a folder of its own, then renamed.
+build() { # build PACKAGE@VERSION TARGET
+  local out; out="$(mktemp -d)"
+  echo "temporal cluster: building $1 (first time: a few minutes)"
+  GOBIN="$out" GOFLAGS=-mod=mod "$gobin" install "$1"
+  local built; built="$(find "$out" -maxdepth 1 -type f | head -n1)"
+  install -m 0755 "$built" "$bin_dir/$2.tmp" && mv "$bin_dir/$2.tmp" "$bin_dir/$2"
+  rm -rf "$out"
+}
+build "go.temporal.io/server/cmd/server@v$SERVER_VERSION" temporal-server
+build "go.temporal.io/server/cmd/tools/sql@v$SERVER_VERSION" temporal-sql-tool
+build "github.com/temporalio/ui-server/v2/cmd/server@v$UI_VERSION" temporal-ui-server
+
+module_dir="$(GOFLAGS=-mod=mod "$gobin" mod download -json "go.temporal.io/server@v$SERVER_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+[ -d "$module_dir/schema/postgresql/v12" ] || { echo "temporal cluster: schema not found in $module_dir" >&2; exit 1; }
+rm -rf "$schema_dir.tmp" && mkdir -p "$schema_dir.tmp"
+cp -R "$module_dir/schema/postgresql/v12/." "$schema_dir.tmp/"
+chmod -R u+w "$schema_dir.tmp"
+rm -rf "$schema_dir" && mv "$schema_dir.tmp" "$schema_dir"
+echo "$want" > "$stamp"
+echo "temporal cluster: ready in $bin_dir"

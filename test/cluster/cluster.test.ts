@@ -1,0 +1,198 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Webhook } from 'standardwebhooks';
+import type { TemporalCluster } from '../../devstack/temporal-cluster';
+import { apiClient, captureLogs, eventually, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
+import { expectLedgerConsistent } from '../helpers/effects';
+import { SETTLE_MS, scenarioTimeout } from '../faults/support/config';
+import { paymentsInFlight, settle } from '../faults/support/census';
+import { startMerchant, tenantWithMerchant, type Merchant } from '../faults/support/merchant';
+import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../faults/support/payments';
+import { runTrials, ScenarioTally } from '../faults/support/results';
+import { expectCleanScenario, retryAndTally } from '../faults/support/verify';
+import { startFrontendBalancer } from './frontend-balancer';
+import { clusterDatabaseUrl, startTestCluster } from './support';
+import { createSql, type Sql } from '../../db/connect';
+
+/**
+ * The product on the production Temporal server: a cluster of two server processes on
+ * PostgreSQL (devstack/temporal-cluster.ts, the config docker-compose.yml runs), with the API and
+ * the worker reaching the frontends through a TCP balancer as a deployment would. The
+ * ordinary cases first, then the cluster's own faults: a node SIGKILLed mid-flight (its
+ * shards move to the other node) and a rolling restart of both nodes under load.
+ */
+
+let cluster: TemporalCluster;
+let balancer: Awaited<ReturnType<typeof startFrontendBalancer>>;
+let stack: TestStack;
+let merchant: Merchant;
+let tenant: Tenant;
+let api: Api;
+
+beforeAll(async () => {
+  cluster = await startTestCluster('cluster', { nodes: 2, shards: 8 });
+  balancer = await startFrontendBalancer(cluster.nodes.map((node) => node.address));
+  stack = await startStack({ temporalAddress: balancer.address, sandbox: { slowMs: 5000 }, api: { TEMPORAL_RPC_TIMEOUT_MS: 3000 } });
+  merchant = await startMerchant();
+  tenant = await tenantWithMerchant(stack, merchant, 'cluster');
+  api = apiClient(stack.apiUrl, tenant.apiKey);
+});
+async function withClusterDatabase<T>(query: (sql: Sql) => Promise<T>): Promise<T> {
+  const sql = createSql(clusterDatabaseUrl(cluster), { max: 1 });
+  try {
+    return await query(sql);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+afterAll(async () => {
+  await stack?.stop();
+  await merchant?.close();
+  await balancer?.close();
+  await cluster?.stop();
+});
+
+describe('the product on a two-node Temporal cluster', () => {
+  it('has two live members for each of the four services (ringpop membership in PostgreSQL)', async () => {
+    const members = await withClusterDatabase(
+      (sql) => sql<{ role: number; hosts: number }[]>`
+        SELECT role::int, count(DISTINCT rpc_port)::int AS hosts FROM cluster_membership
+        WHERE record_expiry > (now() AT TIME ZONE 'utc') GROUP BY role ORDER BY role`,
+    );
+    // 1 frontend, 2 history, 3 matching, 4 worker
+    expect(members.map((m) => [m.role, m.hosts])).toEqual([
+      [1, 2],
+      [2, 2],
+      [3, 2],
+      [4, 2],
+    ]);
+  });
+
+  it('charges a payment once, end to end, with its ledger posting and its signed webhook', async () => {
+    const plan = paymentRequest('pm_card_visa');
+    const logs = captureLogs();
+    const { response } = await untilFinal(api, plan, 60_000);
+    logs.stop();
+    // On failure, the API's own account of it (its error and warning lines).
+    expect(response.status, `${response.text} ${logs.lines().filter((l) => Number(l.level) >= 40).map((l) => JSON.stringify(l).slice(0, 1500))}`).toBe(201);
+    expect(response.json.status).toBe('succeeded');
+    const id = paymentIdIn(response)!;
+    expect(await settle(stack, [id], { merchant, timeoutMs: SETTLE_MS })).not.toBeNull();
+    // The webhook: delivered to the merchant, signed per Standard Webhooks with the tenant's secret.
+    const delivery = await eventually(async () => merchant.deliveries().find((d) => d.body.includes(id) && d.body.includes('payment.succeeded')));
+    const event = new Webhook(tenant.webhookSecret).verify(delivery.body, delivery.headers as Record<string, string>) as { type: string; data: { object: { id: string } } };
+    expect(event.type).toBe('payment.succeeded');
+    expect(event.data.object.id).toBe(id);
+    // The same key again: the same answer, replayed; the workflow ran once.
+    const replay = await api.post('/v1/payments', plan.body, plan.key);
+    expect(replay.status).toBe(201);
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    const [row] = await stack.sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${id}`;
+    expect((await stack.temporal.workflow.count(`WorkflowId = '${row!.workflow_id}'`)).count).toBe(1);
+  });
+
+  it('authorizes, captures part, and refunds part of a payment (the lifecycle)', async () => {
+    const created = await api.post('/v1/payments', { ...paymentRequest('pm_card_visa', 'manual').body, amount_minor: 1000 }, uniqueKey());
+    expect(created.status, created.text).toBe(201);
+    expect(created.json.status).toBe('requires_capture');
+    const captured = await api.post(`/v1/payments/${created.json.id}/capture`, { amount_minor: 600 }, uniqueKey());
+    expect(captured.status).toBe(200);
+    expect(captured.json.status).toBe('succeeded');
+    expect(captured.json.amount_captured_minor).toBe(600);
+    const refund = await api.post(`/v1/payments/${created.json.id}/refunds`, { amount_minor: 250 }, uniqueKey());
+    expect(refund.status).toBe(201);
+    const done = await eventually(async () => {
+      const r = await api.get(`/v1/refunds/${refund.json.id}`);
+      return r.json.status === 'succeeded' ? r.json : null;
+    }, 60_000);
+    expect(done.amount_minor).toBe(250);
+    const over = await api.post(`/v1/payments/${created.json.id}/refunds`, { amount_minor: 351 }, uniqueKey());
+    expect(over.status).toBe(409);
+    await expectLedgerConsistent(stack.sql);
+  });
+
+  it(
+    'one node SIGKILLed mid-flight: its payments finish on the other node, once, and the node rejoins',
+    async () => {
+      const inFlight = 3;
+      const tally = new ScenarioTally(
+        'cluster-node-kill',
+        `Temporal cluster: one of two nodes SIGKILLed mid-flight (${inFlight} payments in flight, 8 shards)`,
+        'from the SIGKILL until every in-flight payment was recorded and its event delivered (the node stays down meanwhile)',
+      );
+      const result = await runTrials(tally, 2, async (trial) => {
+        const victim = cluster.nodes[trial % cluster.nodes.length]!;
+        const plans = Array.from({ length: inFlight }, () => paymentRequest('pm_card_slow'));
+        const firstAnswers = plans.map((plan) => api.post('/v1/payments', plan.body, plan.key).catch(() => null));
+        const { ids, midCharge } = await paymentsInFlight(stack, tenant.id, plans.map((plan) => plan.key));
+        tally.add('payments caught mid-charge by the fault', midCharge);
+        if (midCharge === 0) tally.anomaly('no payment was mid-charge when the node was killed: the trial tested nothing');
+
+        const killedAt = Date.now();
+        await victim.stop('SIGKILL');
+        const settled = await settle(stack, ids, { merchant, timeoutMs: SETTLE_MS });
+        if (settled !== null) tally.recovered(Date.now() - killedAt);
+        await Promise.all(firstAnswers);
+
+        const restartAt = Date.now();
+        await victim.start();
+        tally.sample('node restart took (ms)', Date.now() - restartAt);
+        const pairs = plans.map((plan, i) => [plan, ids[i]!] as const);
+        await retryAndTally(tally, stack, merchant, api, SETTLE_MS, pairs);
+      });
+      console.log(`cluster node kill: recovery ${JSON.stringify({ max: result.maxRecoveryMs, median: result.medianRecoveryMs })} ms`);
+      expectCleanScenario(result, 2 * 3);
+      await expectLedgerConsistent(stack.sql);
+    },
+    scenarioTimeout(2, 180_000),
+  );
+
+  it(
+    'a rolling restart of both nodes under load: every payment completes once',
+    async () => {
+      const tally = new ScenarioTally(
+        'cluster-rolling-restart',
+        'Temporal cluster: rolling restart (SIGTERM, start) of both nodes while payments keep arriving',
+        'from the second node back up until every payment was recorded and its event delivered',
+      );
+      const result = await runTrials(tally, 1, async () => {
+        const plans: PaymentRequest[] = [];
+        const answers: Promise<string | null>[] = [];
+        let sending = true;
+        // A payment every 300 ms for the whole restart, each retried by its client until final.
+        const load = (async () => {
+          while (sending && plans.length < 200) {
+            const plan = paymentRequest(plans.length % 3 === 0 ? 'pm_card_slow' : 'pm_card_visa');
+            plans.push(plan);
+            answers.push(untilFinal(api, plan, SETTLE_MS).then(({ response }) => paymentIdIn(response), () => null));
+            await new Promise((r) => setTimeout(r, 300));
+          }
+        })();
+        for (const node of cluster.nodes) {
+          await new Promise((r) => setTimeout(r, 3000));
+          const stoppedAt = Date.now();
+          const info = await node.stop('SIGTERM');
+          tally.sample(`${node.name} stop (ms, ${info.signal ?? `exit ${info.code}`})`, Date.now() - stoppedAt);
+          await node.start();
+        }
+        const backAt = Date.now();
+        await new Promise((r) => setTimeout(r, 3000));
+        sending = false;
+        await load;
+        const ids = await Promise.all(answers);
+        tally.add('payments sent during the restart', plans.length);
+        const settled = await settle(
+          stack,
+          ids.filter((id): id is string => id !== null),
+          { merchant, timeoutMs: SETTLE_MS },
+        );
+        if (settled !== null) tally.recovered(Date.now() - backAt);
+        await retryAndTally(tally, stack, merchant, api, SETTLE_MS, plans.map((plan, i) => [plan, ids[i] ?? null] as const));
+      });
+      expect(result.subjects).toBeGreaterThan(10);
+      expectCleanScenario(result, result.subjects);
+      await expectLedgerConsistent(stack.sql);
+    },
+    scenarioTimeout(1, 300_000),
+  );
+});

@@ -1,0 +1,92 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createSql } from '../../db/connect';
+import { migrate } from '../../db/migrate';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
+import { freePort } from '../../devstack/ports';
+import { startTemporalCluster, type TemporalCluster } from '../../devstack/temporal-cluster';
+import { apiClient, startStack, type Tenant, type TestStack } from '../helpers/stack';
+import { expectLedgerConsistent } from '../helpers/effects';
+import { LOGS_DIR, SETTLE_MS, scenarioTimeout } from '../faults/support/config';
+import { paymentsInFlight, settle } from '../faults/support/census';
+import { startMerchant, tenantWithMerchant, type Merchant } from '../faults/support/merchant';
+import { paymentRequest, type Api } from '../faults/support/payments';
+import { runTrials, ScenarioTally } from '../faults/support/results';
+import { expectCleanScenario, retryAndTally } from '../faults/support/verify';
+
+/**
+ * The PostgreSQL under a two-node cluster (and under the app, as in docker-compose.yml: one
+ * server for both) stopped and started again while payments are in flight. The nodes ride
+ * it out (persistence calls fail and are retried, shards are reacquired) and every
+ * in-flight payment completes, once.
+ */
+
+let dataDir: string;
+let pg: EmbeddedPostgresHandle;
+let cluster: TemporalCluster;
+let stack: TestStack;
+let merchant: Merchant;
+let tenant: Tenant;
+let api: Api;
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-cluster-pg-'));
+  pg = await startEmbeddedPostgres({ dataDir, port: await freePort(), database: 'payments' });
+  const sql = createSql(pg.url, { max: 1 });
+  await migrate(sql);
+  await sql.end();
+  cluster = await startTemporalCluster({ postgresUrl: pg.adminUrl, nodes: 2, shards: 4, dataDir: path.join(LOGS_DIR, `cluster-pg-${path.basename(dataDir)}`) });
+  stack = await startStack({ databaseUrl: pg.url, temporalAddress: cluster.address, sandboxDatabaseUrl: inject('databaseUrl'), sandbox: { slowMs: 5000 } });
+  merchant = await startMerchant();
+  tenant = await tenantWithMerchant(stack, merchant, 'cluster-postgres');
+  api = apiClient(stack.apiUrl, tenant.apiKey);
+});
+afterAll(async () => {
+  await pg?.start();
+  await stack?.stop();
+  await cluster?.stop();
+  await pg?.stop();
+  await merchant?.close();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('Temporal cluster: its PostgreSQL restarted mid-flight', () => {
+  it(
+    'the nodes survive it and every in-flight payment completes once',
+    async () => {
+      const inFlight = 3;
+      const tally = new ScenarioTally(
+        'cluster-postgres-restart',
+        `Temporal cluster: the PostgreSQL under it (and the app) stopped for a few seconds and restarted mid-flight (${inFlight} payments in flight)`,
+        'from the restart of PostgreSQL until every in-flight payment was recorded and its event delivered',
+      );
+      const result = await runTrials(tally, 1, async () => {
+        const plans = Array.from({ length: inFlight }, () => paymentRequest('pm_card_slow'));
+        const firstAnswers = plans.map((plan) => api.post('/v1/payments', plan.body, plan.key).catch(() => null));
+        const { ids, midCharge } = await paymentsInFlight(stack, tenant.id, plans.map((plan) => plan.key));
+        tally.add('payments caught mid-charge by the fault', midCharge);
+        if (midCharge === 0) tally.anomaly('no payment was mid-charge when PostgreSQL stopped: the trial tested nothing');
+        await pg.stop();
+        let startedAt: number;
+        try {
+          await new Promise((r) => setTimeout(r, 3000));
+        } finally {
+          startedAt = Date.now();
+          await pg.start();
+        }
+        const settled = await settle(stack, ids, { merchant, timeoutMs: SETTLE_MS });
+        if (settled !== null) tally.recovered(Date.now() - startedAt);
+        await Promise.all(firstAnswers);
+        for (const node of cluster.nodes) if (node.hasExited()) tally.anomaly(`${node.name} exited while PostgreSQL was away`);
+        await retryAndTally(tally, stack, merchant, api, SETTLE_MS, plans.map((plan, i) => [plan, ids[i]!] as const));
+      });
+      console.log(`cluster postgres restart: recovery ${result.maxRecoveryMs} ms`);
+      expectCleanScenario(result, 3);
+      for (const node of cluster.nodes) expect(node.hasExited(), node.name).toBe(false);
+      await expectLedgerConsistent(stack.sql);
+    },
+    scenarioTimeout(1, 180_000),
+  );
+});

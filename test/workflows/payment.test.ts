@@ -1,0 +1,356 @@
+import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { providerSubKey } from '../../shared/keys';
+import type { paymentWorkflow } from '../../workflows';
+import { cancelUpdate, captureUpdate, FailureType, paymentStatusQuery, type CaptureRequest } from '../../shared/definitions';
+import {
+  bodyOf,
+  charge,
+  chargeIdOf,
+  failedRefund,
+  gate,
+  ledgerRefuses,
+  paymentInput,
+  providerRefuses,
+  response,
+  scopedKey,
+  startWorkflowBench,
+  type Steps,
+  type WorkflowBench,
+} from './support';
+
+/**
+ * The payment workflow's decisions, with fake activities: which steps run, in which order,
+ * with what, and what the run answers. The steps themselves (SQL, provider calls) are tested
+ * against PostgreSQL and the sandbox in test/integration.
+ */
+
+let bench: WorkflowBench;
+beforeAll(async () => {
+  bench = await startWorkflowBench();
+});
+afterAll(async () => {
+  await bench?.stop();
+});
+
+const manual = () => paymentInput({ captureMethod: 'manual' });
+const capture = (amountMinor: number | null = null): CaptureRequest => ({ amountMinor, idempotency: scopedKey('POST /v1/payments/{id}/capture'), requestId: 'req_capture' });
+const cancel = () => ({ idempotency: scopedKey('POST /v1/payments/{id}/cancel'), requestId: 'req_cancel' });
+
+/** A provider capture that hangs until the test releases it: the command stays in progress. */
+function heldCapture() {
+  const held = gate();
+  const fakes: Partial<Steps> = {
+    captureCharge: async ({ paymentId, amountMinor }) => {
+      await held.opened;
+      return charge(paymentId, { status: 'succeeded', amountCapturedMinor: amountMinor });
+    },
+  };
+  return { fakes, release: () => held.open() };
+}
+
+/** The failure type an update was refused with (its validator's ApplicationFailure). */
+async function refusalOf(update: Promise<unknown>): Promise<string | undefined> {
+  const error = await update.then(
+    () => undefined,
+    (failure: unknown) => failure,
+  );
+  expect(error).toBeInstanceOf(WorkflowUpdateFailedError);
+  return ((error as WorkflowUpdateFailedError).cause as { type?: string } | undefined)?.type;
+}
+
+/**
+ * Waits until the run awaits a command: the update handlers are registered from then on
+ * (an update that reaches the run before that is refused for want of a handler).
+ */
+async function awaitingCapture(run: { handle: WorkflowHandle<typeof paymentWorkflow> }): Promise<void> {
+  await expect.poll(() => run.handle.query(paymentStatusQuery), { timeout: 10_000, interval: 50 }).toBe('requires_capture');
+}
+
+/** Waits until the run has reached a step (the fakes record calls as they start). */
+async function until(condition: () => boolean): Promise<void> {
+  await expect.poll(condition, { timeout: 10_000, interval: 20 }).toBe(true);
+}
+
+describe('automatic capture', () => {
+  it('charges once and records the outcome once (rules out a second charge or a lost booking)', async () => {
+    const input = paymentInput();
+    const run = await bench.startPayment(input);
+    const final = await run.handle.result();
+
+    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome']);
+    expect(run.inputsOf('chargePayment')[0]).toMatchObject({ paymentId: input.paymentId, amountMinor: 4200, currency: 'EUR', capture: true });
+    expect(run.inputsOf('recordChargeOutcome')[0]!.charge.status).toBe('succeeded');
+    expect(bodyOf(final)).toEqual({ id: input.paymentId, status: 'succeeded' });
+    expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+  });
+
+  it('records a decline as the outcome and gives nothing back (rules out refunding or voiding money that never moved)', async () => {
+    const input = paymentInput();
+    const run = await bench.startPayment(input, {
+      chargePayment: async () => charge(input.paymentId, { status: 'declined', declineCode: 'card_declined', declineMessage: 'Your card was declined.' }),
+    });
+    const final = await run.handle.result();
+
+    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome']);
+    expect(run.inputsOf('recordChargeOutcome')[0]!.charge).toMatchObject({ status: 'declined', declineCode: 'card_declined' });
+    expect(bodyOf(final).status).toBe('declined');
+    expect(await run.handle.query(paymentStatusQuery)).toBe('declined');
+  });
+
+  it('records a provider refusal as a failure without compensation (rules out treating "nothing happened" as money to give back)', async () => {
+    const input = paymentInput();
+    const run = await bench.startPayment(input, {
+      chargePayment: async () => {
+        throw providerRefuses('No such payment_method: pm_bogus');
+      },
+    });
+    const final = await run.handle.result();
+
+    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordPaymentFailure']);
+    expect(run.inputsOf('recordPaymentFailure')[0]).toMatchObject({
+      failure: { code: 'provider_rejected', message: 'No such payment_method: pm_bogus' },
+      idempotency: input.idempotency,
+    });
+    expect(bodyOf(final).status).toBe('failed');
+  });
+
+  it('retries a charge whose outcome is unknown and books it once (rules out failing a payment on a transient provider error)', async () => {
+    const input = paymentInput();
+    let attempts = 0;
+    const run = await bench.startPayment(input, {
+      chargePayment: async (step) => {
+        if (++attempts === 1) throw new Error('socket hang up');
+        return charge(step.paymentId, { status: 'succeeded', amountCapturedMinor: step.amountMinor });
+      },
+    });
+    await run.handle.result();
+
+    expect(run.calls.filter((call) => call.step === 'chargePayment').map((call) => call.attempt)).toEqual([1, 2]);
+    expect(run.steps().filter((step) => step === 'recordChargeOutcome')).toHaveLength(1);
+    expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+  });
+
+  it('stops at the order guard without calling the provider (rules out charging an order that is already paid)', async () => {
+    const input = paymentInput();
+    const refusal = response(409, { error: { type: 'order_already_paid', message: 'paid' } });
+    const run = await bench.startPayment(input, { beginPayment: async () => ({ kind: 'rejected', response: refusal }) });
+
+    expect(await run.handle.result()).toEqual(refusal);
+    expect(run.steps()).toEqual(['beginPayment']);
+  });
+});
+
+describe('compensation', () => {
+  it('refunds a captured charge the ledger refuses, under the compensation sub-key, and says so (rules out keeping money that was never booked)', async () => {
+    const input = paymentInput();
+    const run = await bench.startPayment(input, { recordChargeOutcome: async () => Promise.reject(ledgerRefuses('account frozen')) });
+    await run.handle.result();
+
+    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome', 'refundCharge', 'recordPaymentFailure']);
+    expect(run.inputsOf('refundCharge')[0]).toEqual({
+      subKey: providerSubKey.compensation(input.paymentId),
+      chargeId: chargeIdOf(input.paymentId),
+      amountMinor: 4200,
+      reference: input.paymentId,
+    });
+    const { failure } = run.inputsOf('recordPaymentFailure')[0]!;
+    expect(failure.code).toBe('ledger_rejected');
+    expect(failure.message).toContain('account frozen');
+    expect(failure.message).toContain(`Compensated: refunded 4200 EUR of charge ${chargeIdOf(input.paymentId)}.`);
+    expect(await run.handle.query(paymentStatusQuery)).toBe('failed');
+  });
+
+  it('voids an authorization the ledger refuses (rules out refunding money that was only held)', async () => {
+    const input = manual();
+    const run = await bench.startPayment(input, { recordChargeOutcome: async () => Promise.reject(ledgerRefuses('account frozen')) });
+    await run.handle.result();
+
+    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome', 'voidCharge', 'recordPaymentFailure']);
+    expect(run.inputsOf('recordPaymentFailure')[0]!.failure.message).toContain(`Compensated: voided authorization ${chargeIdOf(input.paymentId)}.`);
+  });
+
+  it('records a compensating refund the provider answers "failed" as compensation_failed (rules out "Compensated" while the money stayed with us)', async () => {
+    const input = paymentInput();
+    const run = await bench.startPayment(input, {
+      recordChargeOutcome: async () => Promise.reject(ledgerRefuses('account frozen')),
+      refundCharge: async ({ chargeId, amountMinor }) => failedRefund(chargeId, amountMinor, 'card closed'),
+    });
+    await run.handle.result();
+
+    const { failure } = run.inputsOf('recordPaymentFailure')[0]!;
+    expect(failure.code).toBe('compensation_failed');
+    expect(failure.message).toContain('Compensation FAILED, needs an operator');
+    expect(failure.message).toContain('card closed');
+    expect(failure.message).not.toContain('Compensated:');
+    expect(await run.handle.query(paymentStatusQuery)).toBe('failed');
+  });
+
+  it('records a compensating refund the provider refuses outright as compensation_failed, and still closes (rules out a run stuck or silent after a failed undo)', async () => {
+    const input = paymentInput();
+    const run = await bench.startPayment(input, {
+      recordChargeOutcome: async () => Promise.reject(ledgerRefuses('account frozen')),
+      refundCharge: async () => Promise.reject(providerRefuses('charge already disputed')),
+    });
+    const final = await run.handle.result();
+
+    expect(run.inputsOf('refundCharge')).toHaveLength(1);
+    expect(run.inputsOf('recordPaymentFailure')[0]!.failure).toMatchObject({ code: 'compensation_failed' });
+    expect(run.inputsOf('recordPaymentFailure')[0]!.failure.message).toContain('charge already disputed');
+    expect(bodyOf(final).status).toBe('failed');
+  });
+
+  it('refunds (no longer voids) a captured authorization whose capture the ledger refuses, and answers the capture with the failure (rules out voiding a captured charge)', async () => {
+    const input = manual();
+    const run = await bench.startPayment(input, { recordCapture: async () => Promise.reject(ledgerRefuses('account frozen')) });
+    await awaitingCapture(run);
+    const request = capture(3000);
+    const answer = await run.handle.executeUpdate(captureUpdate, { args: [request] });
+    await run.handle.result();
+
+    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome', 'captureCharge', 'recordCapture', 'refundCharge', 'recordPaymentFailure']);
+    expect(run.inputsOf('refundCharge')[0]).toMatchObject({ subKey: providerSubKey.compensation(input.paymentId), amountMinor: 3000 });
+    const failure = run.inputsOf('recordPaymentFailure')[0]!;
+    expect(failure.idempotency).toEqual(request.idempotency);
+    expect(failure.failure.code).toBe('ledger_rejected');
+    expect(bodyOf(answer).status).toBe('failed');
+  });
+});
+
+describe('manual capture', () => {
+  it('captures the amount asked for, answers the update with the capture and the run with the authorization (rules out capturing the wrong amount)', async () => {
+    const input = manual();
+    const run = await bench.startPayment(input);
+    await awaitingCapture(run);
+    expect(await run.handle.query(paymentStatusQuery)).toBe('requires_capture');
+
+    const answer = await run.handle.executeUpdate(captureUpdate, { args: [capture(2500)] });
+    const final = await run.handle.result();
+
+    expect(run.inputsOf('captureCharge')).toEqual([{ paymentId: input.paymentId, chargeId: chargeIdOf(input.paymentId), amountMinor: 2500 }]);
+    expect(bodyOf(answer)).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500 });
+    expect(bodyOf(final).status).toBe('requires_capture');
+    expect(run.steps()).not.toContain('voidCharge');
+    expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+  });
+
+  it('captures the whole authorization when no amount is given (rules out a capture of 0 or null)', async () => {
+    const run = await bench.startPayment(manual());
+    await awaitingCapture(run);
+    await run.handle.executeUpdate(captureUpdate, { args: [capture(null)] });
+    expect(run.inputsOf('captureCharge')[0]!.amountMinor).toBe(4200);
+  });
+
+  it('refuses a capture above the authorized amount and keeps waiting (rules out overcapture, and a refused update ending the authorization)', async () => {
+    const run = await bench.startPayment(manual());
+    await awaitingCapture(run);
+    expect(await refusalOf(run.handle.executeUpdate(captureUpdate, { args: [capture(4201)] }))).toBe(FailureType.CaptureExceedsAuthorized);
+    expect(await run.handle.query(paymentStatusQuery)).toBe('requires_capture');
+
+    await run.handle.executeUpdate(cancelUpdate, { args: [cancel()] });
+    await run.handle.result();
+    expect(run.steps()).not.toContain('captureCharge');
+    expect(run.steps()).toContain('voidCharge');
+  });
+
+  it('voids on cancel and records the cancel with its request (rules out a cancel that leaves the hold on the card)', async () => {
+    const input = manual();
+    const run = await bench.startPayment(input);
+    await awaitingCapture(run);
+    const request = cancel();
+    const answer = await run.handle.executeUpdate(cancelUpdate, { args: [request] });
+    await run.handle.result();
+
+    expect(run.steps().slice(-2)).toEqual(['voidCharge', 'recordCancel']);
+    expect(run.inputsOf('recordCancel')[0]).toEqual({ paymentId: input.paymentId, request });
+    expect(bodyOf(answer).status).toBe('canceled');
+    expect(await run.handle.query(paymentStatusQuery)).toBe('canceled');
+  });
+});
+
+describe('authorization expiry (a short window)', () => {
+  it('voids the authorization when its window ends, records the cancel without a request, and refuses a late capture (rules out a hold that never ends)', async () => {
+    const input = paymentInput({ captureMethod: 'manual', authorizationWindowMs: 1500 });
+    const run = await bench.startPayment(input);
+    const final = await run.handle.result();
+
+    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome', 'voidCharge', 'recordCancel']);
+    expect(run.inputsOf('recordCancel')[0]).toEqual({ paymentId: input.paymentId, request: null });
+    expect(bodyOf(final).status).toBe('requires_capture');
+    expect(await run.handle.query(paymentStatusQuery)).toBe('canceled');
+    await expect(run.handle.executeUpdate(captureUpdate, { args: [capture()] })).rejects.toThrow();
+  });
+
+  it('lets a capture accepted inside the window finish even when the provider is slower than the window (rules out the timer voiding a charge being captured)', async () => {
+    const captured = heldCapture();
+    const input = paymentInput({ captureMethod: 'manual', authorizationWindowMs: 1000 });
+    const run = await bench.startPayment(input, captured.fakes);
+    await awaitingCapture(run);
+    const answer = run.handle.executeUpdate(captureUpdate, { args: [capture()] });
+    await until(() => run.steps().includes('captureCharge'));
+    await new Promise((resolve) => setTimeout(resolve, 1500)); // past the window
+    captured.release();
+
+    expect(bodyOf(await answer).status).toBe('succeeded');
+    await run.handle.result();
+    expect(run.steps()).not.toContain('voidCharge');
+    expect(run.steps()).not.toContain('recordCancel');
+  });
+});
+
+describe('capture and cancel racing, and a second update on the run', () => {
+  it('accepts exactly one of a capture and a cancel sent together (rules out capturing and voiding the same authorization)', async () => {
+    const run = await bench.startPayment(manual());
+    await awaitingCapture(run);
+    const outcomes = await Promise.allSettled([
+      run.handle.executeUpdate(captureUpdate, { args: [capture()] }),
+      run.handle.executeUpdate(cancelUpdate, { args: [cancel()] }),
+    ]);
+    await run.handle.result();
+
+    expect(outcomes.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(1);
+    const refused = outcomes.find((outcome) => outcome.status === 'rejected') as PromiseRejectedResult;
+    expect(refused.reason).toBeInstanceOf(WorkflowUpdateFailedError);
+    const providerCommands = run.steps().filter((step) => step === 'captureCharge' || step === 'voidCharge');
+    expect(providerCommands).toHaveLength(1);
+  });
+
+  it('refuses a second command while the first is in progress, naming it (rules out two provider commands on one authorization)', async () => {
+    const captured = heldCapture();
+    const input = manual();
+    const run = await bench.startPayment(input, captured.fakes);
+    await awaitingCapture(run);
+    const first = run.handle.executeUpdate(captureUpdate, { args: [capture()] });
+    await until(() => run.steps().includes('captureCharge'));
+
+    const second = await run.handle.executeUpdate(captureUpdate, { args: [capture(100)] }).catch((error: WorkflowUpdateFailedError) => error);
+    expect(second).toBeInstanceOf(WorkflowUpdateFailedError);
+    expect(((second as WorkflowUpdateFailedError).cause as { type?: string }).type).toBe(FailureType.PaymentNotCapturable);
+    expect((second as WorkflowUpdateFailedError).cause?.message).toContain('already has a capture in progress');
+    expect(await refusalOf(run.handle.executeUpdate(cancelUpdate, { args: [cancel()] }))).toBe(FailureType.PaymentNotCancelable);
+
+    captured.release();
+    expect(bodyOf(await first).status).toBe('succeeded');
+    await run.handle.result();
+    expect(run.inputsOf('captureCharge')).toHaveLength(1);
+    expect(run.steps()).not.toContain('voidCharge');
+  });
+
+  it('answers a repeated delivery of the same update (same update id) with the one result (rules out a retried request capturing twice)', async () => {
+    const captured = heldCapture();
+    const run = await bench.startPayment(manual(), captured.fakes);
+    await awaitingCapture(run);
+    const request = capture(1200);
+    const first = run.handle.executeUpdate(captureUpdate, { args: [request], updateId: 'capture-once' });
+    await until(() => run.steps().includes('captureCharge'));
+    const again = run.handle.executeUpdate(captureUpdate, { args: [request], updateId: 'capture-once' });
+    captured.release();
+
+    const [one, two] = await Promise.all([first, again]);
+    expect(two).toEqual(one);
+    expect(bodyOf(one).amount_captured_minor).toBe(1200);
+    await run.handle.result();
+    expect(run.inputsOf('captureCharge')).toHaveLength(1);
+    expect(run.inputsOf('recordCapture')).toHaveLength(1);
+  });
+});

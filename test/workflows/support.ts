@@ -1,0 +1,252 @@
+/**
+ * The real payment and refund workflows on a real worker and the run's Temporal dev server,
+ * with every activity replaced by a fake. Each run gets its own script of fakes (looked up
+ * by its workflow id), so one worker per test file serves many runs side by side.
+ *
+ * Time cannot be skipped offline, so windows (the authorization's) are short inputs.
+ */
+import { randomBytes } from 'node:crypto';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { WorkflowHandle } from '@temporalio/client';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Runtime, Worker } from '@temporalio/worker';
+import { inject } from 'vitest';
+import type { ProviderSteps, RecordSteps } from '../../activities';
+import type { ProviderCharge, ProviderRefund } from '../../provider/types';
+import { FailureType, type FinalResponse, type PaymentWorkflowInput, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
+import type { paymentWorkflow, refundWorkflow } from '../../workflows';
+
+export type Steps = RecordSteps & ProviderSteps;
+export type StepName = keyof Steps;
+type Step<N extends StepName> = Steps[N];
+
+/** One activity execution as the workflow asked for it. */
+export interface StepCall {
+  step: StepName;
+  input: unknown;
+  attempt: number;
+}
+
+interface Run {
+  fakes: Partial<Steps>;
+  calls: StepCall[];
+}
+
+const runs = new Map<string, Run>();
+
+/** Answers of a happy provider and database, for whatever a test does not script. */
+const happy: Steps = {
+  async beginPayment() {
+    return { kind: 'created' };
+  },
+  async recordChargeOutcome({ payment, charge }) {
+    return response(201, { id: payment.paymentId, status: charge.status });
+  },
+  async recordCapture({ paymentId, charge }) {
+    return response(200, { id: paymentId, status: 'succeeded', amount_captured_minor: charge.amountCapturedMinor });
+  },
+  async recordCancel({ paymentId }) {
+    return response(200, { id: paymentId, status: 'canceled' });
+  },
+  async recordPaymentFailure({ paymentId, failure }) {
+    return response(201, { id: paymentId, status: 'failed', failure });
+  },
+  async beginRefund({ paymentId }) {
+    return { kind: 'reserved', chargeId: chargeIdOf(paymentId), currency: 'EUR' };
+  },
+  async recordRefundOutcome({ request, refund }) {
+    return response(201, { id: request.refundId, status: refund.status, failure_code: refund.failureCode });
+  },
+  async chargePayment(input) {
+    return charge(input.paymentId, {
+      status: input.capture ? 'succeeded' : 'requires_capture',
+      amountMinor: input.amountMinor,
+      amountCapturedMinor: input.capture ? input.amountMinor : 0,
+    });
+  },
+  async captureCharge({ paymentId, amountMinor }) {
+    return charge(paymentId, { status: 'succeeded', amountCapturedMinor: amountMinor });
+  },
+  async voidCharge({ paymentId }) {
+    return charge(paymentId, { status: 'canceled' });
+  },
+  async refundCharge({ subKey, chargeId, amountMinor }) {
+    return { id: `re_${subKey}`, chargeId, status: 'succeeded', amountMinor, failureCode: null, failureMessage: null };
+  },
+};
+
+/** Every step dispatches to the fake scripted for the run that called it. */
+function dispatchingActivities(): Steps {
+  const names = Object.keys(happy) as StepName[];
+  return Object.fromEntries(
+    names.map((name) => [
+      name,
+      async (input: unknown) => {
+        const { info } = Context.current();
+        const workflowId = info.workflowExecution?.workflowId ?? '';
+        const run = runs.get(workflowId);
+        if (!run) throw ApplicationFailure.nonRetryable(`no fakes scripted for workflow ${workflowId}`);
+        run.calls.push({ step: name, input, attempt: info.attempt });
+        const fake = (run.fakes[name] ?? happy[name]) as (input: unknown) => Promise<unknown>;
+        return fake(input);
+      },
+    ]),
+  ) as unknown as Steps;
+}
+
+export function response(status: number, body: Record<string, unknown>): FinalResponse {
+  return { status, body: JSON.stringify(body), location: typeof body.id === 'string' ? `/v1/payments/${body.id}` : null };
+}
+
+export const chargeIdOf = (paymentId: string) => `ch_${paymentId}`;
+
+export function charge(paymentId: string, fields: Partial<ProviderCharge>): ProviderCharge {
+  return {
+    id: chargeIdOf(paymentId),
+    status: 'succeeded',
+    amountMinor: 4200,
+    amountCapturedMinor: 0,
+    amountRefundedMinor: 0,
+    currency: 'EUR',
+    declineCode: null,
+    declineMessage: null,
+    ...fields,
+  };
+}
+
+export function failedRefund(chargeId: string, amountMinor: number, reason: string): ProviderRefund {
+  return { id: 're_failed', chargeId, status: 'failed', amountMinor, failureCode: 'refund_failed', failureMessage: reason };
+}
+
+/** What a step throws when the provider refuses a request outright. */
+export const providerRefuses = (message: string) =>
+  ApplicationFailure.create({ type: FailureType.ProviderRejected, message, nonRetryable: true });
+/** What a database step throws when the ledger refuses a posting for good. */
+export const ledgerRefuses = (message: string) =>
+  ApplicationFailure.create({ type: FailureType.LedgerRejected, message, nonRetryable: true });
+
+/** A promise with its resolver, to hold a fake step until the test lets it go. */
+export function gate<T = void>() {
+  let open!: (value: T) => void;
+  const opened = new Promise<T>((resolve) => (open = resolve));
+  return { open, opened };
+}
+
+export function scopedKey(operation: string): ScopedKey {
+  return { tenantId: 'ten_unit', operation, key: randomBytes(6).toString('hex'), fingerprint: 'fp', retentionSeconds: 86_400 };
+}
+
+export function paymentInput(overrides: Partial<PaymentWorkflowInput> = {}): PaymentWorkflowInput {
+  return {
+    paymentId: `pay_${randomBytes(6).toString('hex')}`,
+    tenantId: 'ten_unit',
+    orderId: `ord_${randomBytes(4).toString('hex')}`,
+    amountMinor: 4200,
+    currency: 'EUR',
+    paymentMethod: 'pm_card_visa',
+    captureMethod: 'automatic',
+    description: null,
+    metadata: {},
+    idempotency: scopedKey('POST /v1/payments'),
+    requestId: 'req_unit',
+    // Long enough that no test sees it end unless it asks for a short one.
+    authorizationWindowMs: 10 * 60_000,
+    ...overrides,
+  };
+}
+
+export function refundInput(overrides: Partial<RefundWorkflowInput> = {}): RefundWorkflowInput {
+  return {
+    refundId: `re_${randomBytes(6).toString('hex')}`,
+    tenantId: 'ten_unit',
+    paymentId: `pay_${randomBytes(6).toString('hex')}`,
+    amountMinor: 1000,
+    reason: null,
+    idempotency: scopedKey('POST /v1/payments/{id}/refunds'),
+    requestId: 'req_unit',
+    ...overrides,
+  };
+}
+
+export interface WorkflowBench {
+  env: TestWorkflowEnvironment;
+  worker: Worker;
+  startPayment(input: PaymentWorkflowInput, fakes?: Partial<Steps>): Promise<ScriptedRun<typeof paymentWorkflow>>;
+  startRefund(input: RefundWorkflowInput, fakes?: Partial<Steps>): Promise<ScriptedRun<typeof refundWorkflow>>;
+  stop(): Promise<void>;
+}
+
+export interface ScriptedRun<W extends typeof paymentWorkflow | typeof refundWorkflow> {
+  handle: WorkflowHandle<W>;
+  /** The steps called so far, in order, retries included. */
+  calls: StepCall[];
+  /** Names of the steps called so far (each attempt once). */
+  steps(): StepName[];
+  /** The inputs the step was called with, one per attempt. */
+  inputsOf<N extends StepName>(step: N): Parameters<Step<N>>[0][];
+}
+
+/**
+ * A worker with the run's workflow bundle (test/global-setup.ts) and dispatching fakes, on
+ * a task queue of its own, attached to the run's dev server. Stop it in afterAll.
+ */
+export async function startWorkflowBench(): Promise<WorkflowBench> {
+  try {
+    // Compensation failures and retries are asserted, not read: keep the SDK's log quiet.
+    Runtime.install({ logger: silent as never, telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } } });
+  } catch {
+    // this process already has a runtime
+  }
+  const env = await TestWorkflowEnvironment.createFromExistingServer({ address: inject('temporalAddress'), namespace: 'default' });
+  const taskQueue = `workflow-unit-${randomBytes(4).toString('hex')}`;
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    namespace: 'default',
+    taskQueue,
+    workflowBundle: { codePath: inject('workflowBundlePath') },
+    activities: dispatchingActivities(),
+  });
+  const running = worker.run();
+
+  async function start<W extends typeof paymentWorkflow | typeof refundWorkflow>(
+    workflowType: 'paymentWorkflow' | 'refundWorkflow',
+    workflowId: string,
+    input: PaymentWorkflowInput | RefundWorkflowInput,
+    fakes: Partial<Steps>,
+  ): Promise<ScriptedRun<W>> {
+    const run: Run = { fakes, calls: [] };
+    runs.set(workflowId, run);
+    const handle = (await env.client.workflow.start(workflowType, {
+      taskQueue,
+      workflowId,
+      args: [input],
+      memo: { request_id: input.requestId },
+    })) as WorkflowHandle<W>;
+    return {
+      handle,
+      calls: run.calls,
+      steps: () => run.calls.map((call) => call.step),
+      inputsOf: <N extends StepName>(step: N) => run.calls.filter((call) => call.step === step).map((call) => call.input as Parameters<Step<N>>[0]),
+    };
+  }
+
+  return {
+    env,
+    worker,
+    startPayment: (input, fakes = {}) => start('paymentWorkflow', `payment-${input.paymentId}`, input, fakes),
+    startRefund: (input, fakes = {}) => start('refundWorkflow', `refund-${input.refundId}`, input, fakes),
+    async stop() {
+      worker.shutdown();
+      await running;
+      await env.teardown();
+    },
+  };
+}
+
+const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
+
+/** The parsed body of a final response. */
+export function bodyOf(final: FinalResponse | null | undefined): Record<string, unknown> {
+  if (!final) throw new Error('no final response');
+  return JSON.parse(final.body) as Record<string, unknown>;
+}
