@@ -9,7 +9,7 @@ import { freePort } from '../devstack/ports';
 import { startTemporalDevServer, type DevServer } from '../devstack/temporal-cli';
 import { startMerchant, type Merchant } from '../test/faults/support/merchant';
 import { spawnWorker } from '../test/faults/support/worker-process';
-import { TEST_PAYLOAD_KEYS } from '../test/helpers/payload-keys';
+import { TEST_PAYLOAD_KEYS, testDataConverter } from '../test/helpers/payload-keys';
 import { startNetworkProxy, type NetworkProxy } from './network-proxy';
 import type { Fault, FaultKind } from './nemesis';
 import { spawnService } from './services';
@@ -63,7 +63,8 @@ export async function startEnvironment(options: EnvironmentOptions) {
     closers.push(() => temporalServer?.stop('SIGKILL') ?? Promise.resolve());
     const connection = await Connection.connect({ address: `127.0.0.1:${temporalPort}` });
     closers.push(() => connection.close());
-    const temporal = new Client({ connection });
+    // The workflows' memos are encrypted: the checker's client decodes them with the same keys.
+    const temporal = new Client({ connection, dataConverter: testDataConverter });
 
     const merchant: Merchant = await startMerchant();
     closers.push(() => merchant.close());
