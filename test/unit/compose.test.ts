@@ -310,7 +310,7 @@ describe('docker-compose.yml: configuration of the app', () => {
   it('reads the config schemas it checks against', () => {
     expect(configKeys).toEqual(expect.arrayContaining(['NODE_ENV', 'DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER_URL', 'ADMIN_TOKEN']));
     expect(Object.keys(loadConfig({ ADMIN_TOKEN: hostEnv.ADMIN_TOKEN })).sort()).toEqual([...configKeys].sort());
-    expect(sandboxKeys.sort()).toEqual(['DATABASE_URL', 'SANDBOX_FLAKY_FAILURES', 'SANDBOX_HOST', 'SANDBOX_PORT', 'SANDBOX_SLOW_MS']);
+    expect(sandboxKeys.sort()).toEqual(['DATABASE_URL', 'SANDBOX_FLAKY_FAILURES', 'SANDBOX_HOST', 'SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS', 'SANDBOX_PORT', 'SANDBOX_SLOW_MS']);
   });
 
   it('sets only variables that lib/config.ts (api, worker, migrate) or sandbox/main.ts reads', () => {
