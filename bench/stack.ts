@@ -21,7 +21,7 @@ import { tsxLoader } from '../devstack/children';
 import { paymentDataConverter } from '../lib/data-converter';
 import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
 
-const exitWithParent = path.join(projectRoot, 'lib', 'exit-with-parent.mjs');
+const exitWithParent = path.join(projectRoot, 'devstack', 'exit-with-parent.mjs');
 
 export interface BenchStackOptions {
   /** postgres://…/postgres of the server the bench database is created on. */
