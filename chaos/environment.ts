@@ -7,11 +7,13 @@ import { migrate } from '../db/migrate';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../devstack/embedded-postgres';
 import { freePort } from '../devstack/ports';
 import { startTemporalDevServer, type DevServer } from '../devstack/temporal-cli';
+import { startTemporalCluster, type TemporalCluster } from '../devstack/temporal-cluster';
+import { startFrontendBalancer } from '../testkit/frontend-balancer';
 import { setTenantWebhookUrl, startMerchant, type Merchant } from '../testkit/merchant';
 import { TEST_PAYLOAD_KEYS, testDataConverter } from '../testkit/payload-keys';
 import { spawnService, spawnWorker } from '../testkit/processes';
 import { startNetworkProxy, type NetworkProxy } from './network-proxy';
-import type { Fault, FaultKind } from './nemesis';
+import { faultKindsFor, type Fault, type FaultKind, type TemporalMode } from './nemesis';
 import { Supervisor, type Supervisable } from './supervisor';
 
 export interface EnvironmentOptions {
@@ -20,6 +22,8 @@ export interface EnvironmentOptions {
   /** The sandbox forgets idempotency keys after this many seconds. */
   keyTtlSeconds: number;
   apiCount: number;
+  /** The dev server, or the production server as a two-node cluster. */
+  temporal: TemporalMode;
   /** CHAOS_KILL_AT for the n-th worker process (null: none). */
   killPointFor: (workerIndex: number) => string | null;
 }
@@ -30,7 +34,8 @@ const TASK_QUEUE = 'chaos';
 /**
  * The product as separate processes, each of which the nemesis can take away: a private
  * embedded PostgreSQL (never the machine's shared server), a private file-backed Temporal
- * dev server, the provider sandbox (on a second private PostgreSQL), the worker behind a fault-injecting
+ * dev server (or, with `temporal: 'cluster'`, the production server as two nodes on a
+ * PostgreSQL of their own, reached through a TCP balancer as a deployment would), the provider sandbox (on a second private PostgreSQL), the worker behind a fault-injecting
  * proxy to the provider, a separate outbox relay, and `apiCount` API processes. A merchant
  * endpoint in this process counts the webhooks it acknowledged.
  */
@@ -55,12 +60,31 @@ export async function startEnvironment(options: EnvironmentOptions) {
     const sandboxSql: Sql = createSql(sandboxDatabaseUrl, { max: 2 });
     closers.push(() => sandboxSql.end({ timeout: 5 }));
 
-    const temporalPort = await freePort();
-    const startTemporal = () =>
-      startTemporalDevServer({ port: temporalPort, dbFilename: path.join(dataDir, 'temporal.db'), headless: true, logFile: path.join(options.logsDir, 'temporal.log') });
-    let temporalServer: DevServer | null = await startTemporal();
-    closers.push(() => temporalServer?.stop('SIGKILL') ?? Promise.resolve());
-    const connection = await Connection.connect({ address: `127.0.0.1:${temporalPort}` });
+    // Temporal: the dev server on a file, or two cluster nodes on a PostgreSQL of their own
+    // (Temporal's storage, which the nemesis never stops: postgres-stop is the app's database).
+    let temporalServer: DevServer | null = null;
+    let startTemporal: () => Promise<DevServer> = () => Promise.reject(new Error('no dev server in cluster mode'));
+    let cluster: TemporalCluster | null = null;
+    let temporalAddress: string;
+    if (options.temporal === 'cluster') {
+      const clusterPg = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'temporal-pg'), port: await freePort(), database: 'temporal' });
+      closers.push(() => clusterPg.stop());
+      const started = await startTemporalCluster({ postgresUrl: clusterPg.adminUrl, nodes: 2, shards: 8, dataDir: path.join(options.logsDir, 'temporal-cluster') });
+      cluster = started;
+      closers.push(() => started.stop());
+      // Each new connection goes to a node that accepts it: a killed node's clients reconnect to the other.
+      const balancer = await startFrontendBalancer(started.nodes.map((node) => node.address));
+      closers.push(() => balancer.close());
+      temporalAddress = balancer.address;
+    } else {
+      const temporalPort = await freePort();
+      temporalAddress = `127.0.0.1:${temporalPort}`;
+      startTemporal = () =>
+        startTemporalDevServer({ port: temporalPort, dbFilename: path.join(dataDir, 'temporal.db'), headless: true, logFile: path.join(options.logsDir, 'temporal.log') });
+      temporalServer = await startTemporal();
+      closers.push(() => temporalServer?.stop('SIGKILL') ?? Promise.resolve());
+    }
+    const connection = await Connection.connect({ address: temporalAddress });
     closers.push(() => connection.close());
     // The workflows' memos are encrypted: the checker's client decodes them with the same keys.
     const temporal = new Client({ connection, dataConverter: testDataConverter });
@@ -91,7 +115,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
     const proxy: NetworkProxy = await startNetworkProxy(sandboxUrl);
     closers.push(() => proxy.close());
 
-    const common = { DATABASE_URL: pg.url, TEMPORAL_ADDRESS: `127.0.0.1:${temporalPort}`, TASK_QUEUE, ADMIN_TOKEN, WEBHOOK_RETRY_BASE_MS: '300', WEBHOOK_RETRY_MAX_MS: '3000', WEBHOOK_MAX_ATTEMPTS: '60', WEBHOOK_TIMEOUT_MS: '5000', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8,::1', WEBHOOK_ALLOW_HTTP: 'true', TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS };
+    const common = { DATABASE_URL: pg.url, TEMPORAL_ADDRESS: temporalAddress, TASK_QUEUE, ADMIN_TOKEN, WEBHOOK_RETRY_BASE_MS: '300', WEBHOOK_RETRY_MAX_MS: '3000', WEBHOOK_MAX_ATTEMPTS: '60', WEBHOOK_TIMEOUT_MS: '5000', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8,::1', WEBHOOK_ALLOW_HTTP: 'true', TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS };
     const workerKillPoints: (string | null)[] = [];
     const worker = await supervise('worker', async (i) => {
       const killAt = options.killPointFor(i);
@@ -145,7 +169,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
     let postgresDown = false;
     const busy = new Set<string>();
     const injected: Record<FaultKind, number> = Object.fromEntries(
-      ['kill-worker', 'kill-api', 'kill-relay', 'kill-sandbox', 'postgres-stop', 'temporal-restart', 'network-delay', 'network-drop-responses', 'network-reset'].map((k) => [k, 0]),
+      faultKindsFor(options.temporal).map((k) => [k, 0]),
     ) as Record<FaultKind, number>;
     const skipped: Record<string, number> = {};
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -164,7 +188,8 @@ export async function startEnvironment(options: EnvironmentOptions) {
 
     /** Strikes one fault and returns once it is over (the thing is back or being restarted). */
     const strike = async (fault: Fault): Promise<void> => {
-      const slot = fault.kind.startsWith('network') ? 'network' : `${fault.kind}#${fault.target}`;
+      // One network fault at a time, one cluster node down at a time (never both), one kill per process.
+      const slot = fault.kind.startsWith('network') ? 'network' : fault.kind === 'kill-temporal-node' ? fault.kind : `${fault.kind}#${fault.target}`;
       if (busy.has(slot)) {
         skipped[fault.kind] = (skipped[fault.kind] ?? 0) + 1;
         return;
@@ -200,6 +225,19 @@ export async function startEnvironment(options: EnvironmentOptions) {
             temporalServer = await untilDone('Temporal start', startTemporal);
             temporalDown = false;
             break;
+          case 'kill-temporal-node': {
+            const node = cluster?.nodes[fault.target];
+            if (!node) {
+              struck = false;
+              break;
+            }
+            temporalDown = true;
+            await node.stop('SIGKILL');
+            await sleep(fault.durationMs);
+            await untilDone(`${node.name} start`, () => node.start());
+            temporalDown = false;
+            break;
+          }
           default:
             proxy.set(fault.kind === 'network-delay' ? { kind: 'delay', ms: fault.delayMs ?? 1000 } : fault.kind === 'network-reset' ? { kind: 'reset' } : { kind: 'drop-responses' });
             await sleep(fault.durationMs);

@@ -8,13 +8,27 @@ export const faultKinds = [
   'kill-sandbox',
   'postgres-stop',
   'temporal-restart',
+  'kill-temporal-node',
   'network-delay',
   'network-drop-responses',
   'network-reset',
 ] as const;
 export type FaultKind = (typeof faultKinds)[number];
 
-/** One fault: what, which instance (for the APIs), and for how long it lasts or the thing stays down. */
+/**
+ * Which Temporal the run is on: `dev`, the dev server (one process, restarted whole by
+ * `temporal-restart`), or `cluster`, the production server as two nodes behind a TCP
+ * balancer (one node SIGKILLed at a time by `kill-temporal-node`).
+ */
+export type TemporalMode = 'dev' | 'cluster';
+export const temporalModes: readonly TemporalMode[] = ['dev', 'cluster'];
+
+/** The fault kinds a run on this Temporal draws from. */
+export function faultKindsFor(mode: TemporalMode): FaultKind[] {
+  return faultKinds.filter((kind) => kind !== (mode === 'cluster' ? 'temporal-restart' : 'kill-temporal-node'));
+}
+
+/** One fault: what, which instance (for the APIs and the cluster's nodes), and for how long it lasts or the thing stays down. */
 export interface Fault {
   kind: FaultKind;
   target: number;
@@ -36,6 +50,7 @@ const weights: Record<FaultKind, number> = {
   'kill-sandbox': 1.5,
   'postgres-stop': 1.5,
   'temporal-restart': 1,
+  'kill-temporal-node': 2,
   'network-delay': 1.5,
   'network-drop-responses': 1.5,
   'network-reset': 1,
@@ -47,6 +62,10 @@ function fault(rng: Prng, kind: FaultKind, apiCount: number): Fault {
       return { kind, target: 0, durationMs: rng.int(2_000, 12_000) };
     case 'temporal-restart':
       return { kind, target: 0, durationMs: rng.int(0, 5_000) };
+    case 'kill-temporal-node':
+      // Which node dies, and how long it stays down before it starts again (its shards
+      // move to the other node meanwhile, and back once it rejoins).
+      return { kind, target: rng.int(0, 1), durationMs: rng.int(2_000, 20_000) };
     case 'network-delay':
       return { kind, target: 0, durationMs: rng.int(5_000, 20_000), delayMs: rng.int(500, 8_000) };
     case 'network-drop-responses':
@@ -62,13 +81,15 @@ function fault(rng: Prng, kind: FaultKind, apiCount: number): Fault {
  * The whole fault schedule, drawn from the seed before the run starts: the same seed gives
  * the same schedule. About one event in four strikes with two faults at once.
  */
-export function faultSchedule(rng: Prng, options: { durationMs: number; gapMs: [number, number]; apiCount: number }): NemesisEvent[] {
+export function faultSchedule(rng: Prng, options: { durationMs: number; gapMs: [number, number]; apiCount: number; temporal?: TemporalMode }): NemesisEvent[] {
+  const kinds = new Set(faultKindsFor(options.temporal ?? 'dev'));
+  const modeWeights = Object.fromEntries(Object.entries(weights).filter(([kind]) => kinds.has(kind as FaultKind))) as Record<FaultKind, number>;
   const events: NemesisEvent[] = [];
   for (let at = rng.int(...options.gapMs) / 2; at < options.durationMs; at += rng.int(...options.gapMs)) {
-    const first = rng.weighted(weights);
+    const first = rng.weighted(modeWeights);
     const faults = [fault(rng, first, options.apiCount)];
     if (rng.chance(0.25)) {
-      const second = rng.weighted(weights);
+      const second = rng.weighted(modeWeights);
       const bothNetwork = first.startsWith('network') && second.startsWith('network');
       if (second !== first && !bothNetwork) faults.push(fault(rng, second, options.apiCount));
     }
@@ -84,6 +105,6 @@ export function killPointPlan(rng: Prng): () => string | null {
 
 export function describeSchedule(events: NemesisEvent[]): string {
   return events
-    .map((e) => `  +${(e.atMs / 1000).toFixed(1).padStart(6)} s  ${e.faults.map((f) => `${f.kind}${f.kind === 'kill-api' ? `#${f.target}` : ''} ${f.durationMs} ms${f.delayMs ? ` (delay ${f.delayMs} ms)` : ''}`).join(' + ')}`)
+    .map((e) => `  +${(e.atMs / 1000).toFixed(1).padStart(6)} s  ${e.faults.map((f) => `${f.kind}${f.kind === 'kill-api' || f.kind === 'kill-temporal-node' ? `#${f.target}` : ''} ${f.durationMs} ms${f.delayMs ? ` (delay ${f.delayMs} ms)` : ''}`).join(' + ')}`)
     .join('\n');
 }

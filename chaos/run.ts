@@ -4,7 +4,7 @@ import path from 'node:path';
 import { availableParallelism } from 'node:os';
 import { check, type Verdict } from './checker';
 import { startEnvironment } from './environment';
-import { describeSchedule, faultSchedule, killPointPlan, type NemesisEvent } from './nemesis';
+import { describeSchedule, faultSchedule, killPointPlan, type NemesisEvent, type TemporalMode } from './nemesis';
 import { Prng } from './prng';
 import { Workload, type Operation } from './workload';
 
@@ -19,6 +19,8 @@ export interface ChaosOptions {
   /** Pause between two fault events, drawn in this range. */
   gapMs?: [number, number];
   keyTtlSeconds?: number;
+  /** Which Temporal (default dev): the dev server, or the two-node production cluster. */
+  temporal?: TemporalMode;
   /** How long the system may take to settle after the load before what is left counts as found. */
   settleMs?: number;
   log?: (line: string) => void;
@@ -32,7 +34,7 @@ export interface ChaosSummary {
   settleMs: number;
   totalMs: number;
   machine: { cpus: number; node: string };
-  settings: { clients: number; gapMs: [number, number]; keyTtlSeconds: number; apiProcesses: number };
+  settings: { temporal: TemporalMode; clients: number; gapMs: [number, number]; keyTtlSeconds: number; apiProcesses: number };
   operations: Record<string, number>;
   payments: number;
   refunds: number;
@@ -64,8 +66,9 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
   const keyTtlSeconds = options.keyTtlSeconds ?? 5;
   const apiCount = 2;
   const loadMs = Math.round(options.minutes * 60_000);
-  const schedule = faultSchedule(rng.fork(1), { durationMs: loadMs, gapMs, apiCount });
-  log(`chaos: seed ${options.seed}, ${options.minutes} min, ${clients} clients, keys expire after ${keyTtlSeconds} s`);
+  const temporalMode = options.temporal ?? 'dev';
+  const schedule = faultSchedule(rng.fork(1), { durationMs: loadMs, gapMs, apiCount, temporal: temporalMode });
+  log(`chaos: seed ${options.seed}, ${options.minutes} min, ${clients} clients, keys expire after ${keyTtlSeconds} s, Temporal ${temporalMode === 'cluster' ? 'cluster (two nodes)' : 'dev server'}`);
   log(`fault schedule (${schedule.length} events):\n${describeSchedule(schedule)}`);
 
   let loadRunning = true;
@@ -75,6 +78,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
     logsDir: options.logsDir,
     keyTtlSeconds,
     apiCount,
+    temporal: temporalMode,
     killPointFor: () => (loadRunning ? nextKillPoint() : null),
   });
   try {
@@ -154,7 +158,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
       settleMs: settled - loadEnded,
       totalMs: Date.now() - started,
       machine: { cpus: availableParallelism(), node: process.version },
-      settings: { clients, gapMs, keyTtlSeconds, apiProcesses: apiCount },
+      settings: { temporal: temporalMode, clients, gapMs, keyTtlSeconds, apiProcesses: apiCount },
       operations: {
         ...count(workload.operations.map((op) => op.kind + (op.copies > 1 ? ` (${op.copies} concurrent copies)` : ''))),
         'attempts in all': workload.operations.reduce((n, op) => n + op.attempts, 0),
@@ -194,10 +198,10 @@ export function renderSummary(s: ChaosSummary): string {
   const lines = [
     `# Chaos run: seed ${s.seed}, ${s.minutes} min`,
     '',
-    `Started ${s.startedAt}; load ${(s.loadMs / 60_000).toFixed(1)} min, settled in ${(s.settleMs / 1000).toFixed(0)} s, ${(s.totalMs / 60_000).toFixed(1)} min in all; ` +
+    `Started ${s.startedAt}; Temporal ${s.settings.temporal === 'cluster' ? 'cluster of two nodes' : 'dev server'}; load ${(s.loadMs / 60_000).toFixed(1)} min, settled in ${(s.settleMs / 1000).toFixed(0)} s, ${(s.totalMs / 60_000).toFixed(1)} min in all; ` +
       `${s.machine.cpus} CPUs (shared), Node ${s.machine.node}. ${s.settings.clients} clients, ${s.settings.apiProcesses} API processes, ` +
       `fault events every ${s.settings.gapMs[0] / 1000}–${s.settings.gapMs[1] / 1000} s, sandbox keys expire after ${s.settings.keyTtlSeconds} s.`,
-    `Reproduce the fault schedule: \`npm run chaos -- --minutes ${s.minutes} --seed ${s.seed} --clients ${s.settings.clients} --gap ${s.settings.gapMs[0] / 1000}-${s.settings.gapMs[1] / 1000}\`.`,
+    `Reproduce the fault schedule: \`npm run chaos -- --minutes ${s.minutes} --seed ${s.seed} --clients ${s.settings.clients} --gap ${s.settings.gapMs[0] / 1000}-${s.settings.gapMs[1] / 1000}${s.settings.temporal === 'cluster' ? ' --temporal cluster' : ''}\`.`,
     '',
     `**${s.payments} payments, ${s.refunds} refunds.** Final states: ${Object.entries(s.paymentsByStatus).map(([k, v]) => `${k} ${v}`).join(', ')}.`,
     '',

@@ -28,6 +28,18 @@ describe('chaos', { retry: 1 }, () => {
     expect(long.some((e) => e.faults.length === 2)).toBe(true);
   });
 
+  it('the dev server is restarted whole; on the cluster a node dies instead, either of the two', () => {
+    const kinds = (temporal: 'dev' | 'cluster') =>
+      faultSchedule(new Prng(seed), { durationMs: 120 * 60_000, gapMs: [15_000, 45_000], apiCount: 2, temporal }).flatMap((e) => e.faults);
+    const dev = kinds('dev');
+    expect(dev.some((f) => f.kind === 'temporal-restart')).toBe(true);
+    expect(dev.some((f) => f.kind === 'kill-temporal-node')).toBe(false);
+    const cluster = kinds('cluster');
+    expect(cluster.some((f) => f.kind === 'temporal-restart')).toBe(false);
+    const nodeKills = cluster.filter((f) => f.kind === 'kill-temporal-node');
+    expect(new Set(nodeKills.map((f) => f.target))).toEqual(new Set([0, 1]));
+  });
+
   it(
     `two minutes of faults under mixed load, then the checker finds nothing (seed ${seed})`,
     async () => {

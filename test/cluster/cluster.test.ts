@@ -10,7 +10,7 @@ import { tenantWithMerchant } from '../faults/support/merchant';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../faults/support/payments';
 import { runTrials, ScenarioTally } from '../faults/support/results';
 import { expectCleanScenario, retryAndTally } from '../faults/support/verify';
-import { startFrontendBalancer } from './frontend-balancer';
+import { startFrontendBalancer } from '../../testkit/frontend-balancer';
 import { clusterDatabaseUrl, startTestCluster } from './support';
 import { createSql, type Sql } from '../../db/connect';
 
