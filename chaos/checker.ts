@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import protos from '@temporalio/proto';
 import type { Sql } from '../db/connect';
 import type { Operation } from './workload';
 
@@ -276,11 +277,12 @@ export async function check(input: CheckInput): Promise<Verdict> {
   const undelivered = events.filter((e) => e.delivery_state !== 'delivered');
   verdict('outbox drained', undelivered.length === 0, () => undelivered.map((e) => `${e.type} ${e.id} ${e.delivery_state}`).join(', '));
 
-  const waiting = new Set(payments.filter((p) => p.status === 'requires_capture').map((p) => p.workflow_id));
-  const open: string[] = [];
-  for await (const execution of input.temporal.workflow.list({ query: `ExecutionStatus = 'Running'` })) open.push(execution.workflowId);
+  const { open, withoutReason } = await runningWorkflows(sql, input.temporal, input.tenantId);
+  const statusByWorkflow = new Map(payments.map((p) => [p.workflow_id, p.status]));
   for (const workflowId of open) {
-    verdict('no workflow running without a reason', waiting.has(workflowId), () => `workflow ${workflowId} is still running and waits for nothing`);
+    const ok = !withoutReason.includes(workflowId);
+    const state = ok ? '' : await workflowState(input.temporal, workflowId);
+    verdict('no workflow running without a reason', ok, () => `workflow ${workflowId} is still running and waits for nothing (payment ${statusByWorkflow.get(workflowId) ?? 'unknown'}; ${state})`);
   }
 
   const serverErrors = input.operations.filter((op) => op.serverErrors > 0);
@@ -305,4 +307,34 @@ export async function check(input: CheckInput): Promise<Verdict> {
   const passed = Object.values(checks).reduce((n, c) => n + c.passed, 0);
   const failed = Object.values(checks).reduce((n, c) => n + c.failed, 0);
   return { passed, failed, findings, checks, census };
+}
+
+/**
+ * The running workflows, and among them those without a reason to run: only a payment
+ * awaiting capture (its workflow waits for a capture or cancel, or for the window to end)
+ * may still be running once the system settled.
+ */
+export async function runningWorkflows(sql: Sql, temporal: Client, tenantId: string): Promise<{ open: string[]; withoutReason: string[] }> {
+  const open: string[] = [];
+  for await (const execution of temporal.workflow.list({ query: `ExecutionStatus = 'Running'` })) open.push(execution.workflowId);
+  if (open.length === 0) return { open, withoutReason: [] };
+  const waiting = await sql<{ workflow_id: string }[]>`
+    SELECT workflow_id FROM payments WHERE tenant_id = ${tenantId} AND status = 'requires_capture' AND workflow_id IN ${sql(open)}`;
+  const reasons = new Set(waiting.map((w) => w.workflow_id));
+  return { open, withoutReason: open.filter((id) => !reasons.has(id)) };
+}
+
+/** Where a running workflow stands, for a finding: its pending activities and its last history events. */
+async function workflowState(temporal: Client, workflowId: string): Promise<string> {
+  try {
+    const handle = temporal.workflow.getHandle(workflowId);
+    const description = await handle.describe();
+    const pending = (description.raw.pendingActivities ?? []).map((a) => `${a.activityType?.name} attempt ${a.attempt} state ${a.state}`);
+    const history = await handle.fetchHistory();
+    const events = history.events ?? [];
+    const last = events.slice(-6).map((e) => `${e.eventId} ${protos.temporal.api.enums.v1.EventType[e.eventType ?? 0]} ${e.eventTime?.seconds ? new Date(Number(e.eventTime.seconds) * 1000).toISOString() : ''}`);
+    return `pending activities: ${pending.join(', ') || 'none'}; pending workflow task: ${description.raw.pendingWorkflowTask ? `attempt ${description.raw.pendingWorkflowTask.attempt} state ${description.raw.pendingWorkflowTask.state}` : 'none'}; last events: ${last.join(' | ')}; checked at ${new Date().toISOString()}`;
+  } catch (error) {
+    return `could not describe it: ${(error as Error).message}`;
+  }
 }
