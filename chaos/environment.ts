@@ -232,10 +232,17 @@ export async function startEnvironment(options: EnvironmentOptions) {
               break;
             }
             temporalDown = true;
-            await node.stop('SIGKILL');
-            await sleep(fault.durationMs);
-            await untilDone(`${node.name} start`, () => node.start());
-            temporalDown = false;
+            try {
+              await node.stop('SIGKILL');
+              await sleep(fault.durationMs);
+              // A start that did not get as far as serving the namespace leaves a process behind: killed before the next try.
+              await untilDone(`${node.name} start`, async () => {
+                if (!node.hasExited()) await node.stop('SIGKILL');
+                await node.start();
+              });
+            } finally {
+              temporalDown = false;
+            }
             break;
           }
           default:
