@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
 import type { TenantRow } from '../db/tenants';
 import type { Config } from '../lib/config';
-import type { Logger, RequestLogger } from '../lib/logger';
+import type { Logger } from '../lib/logger';
 import type { ApiMetrics, IdempotencyOutcome } from '../lib/metrics';
 import type { CompletionWaiter } from './completions';
 
@@ -34,7 +34,7 @@ export interface ApiDeps {
 export interface AppEnv {
   Variables: {
     requestId: string;
-    logger: RequestLogger;
+    logger: Logger;
     tenant: TenantRow;
     idempotencyKey: string;
     /** For the request log line: how the idempotency layer answered, and what it acted on. */

@@ -6,7 +6,6 @@ import { tenantOfActiveKey } from '../db/credentials';
 import { ApiError, apiErrorBody, errorStatus } from '../domain/errors';
 import { newId } from '../domain/ids';
 import { isTemporalUnavailable } from '../lib/temporal';
-import { RequestLogger } from '../lib/logger';
 import { isDatabaseUnavailable } from '../db/connect';
 import { sqlState } from '../db/sqlstate';
 import type { ApiDeps, AppEnv } from './context';
@@ -31,7 +30,7 @@ export function requestContext(deps: ApiDeps): MiddlewareHandler<AppEnv> {
     const given = c.req.header('x-request-id');
     const requestId = given && requestIdPattern.test(given) ? given : newId('req');
     c.set('requestId', requestId);
-    c.set('logger', new RequestLogger(deps.logger, requestId));
+    c.set('logger', deps.logger.child({ request_id: requestId }));
     c.header('X-Request-Id', requestId);
     await next();
     const route = c.req.routePath && c.req.routePath !== '/*' ? c.req.routePath : 'unmatched';
@@ -39,7 +38,7 @@ export function requestContext(deps: ApiDeps): MiddlewareHandler<AppEnv> {
     deps.metrics.httpDuration.observe({ method: c.req.method, route, status: String(c.res.status) }, seconds);
     // Probes and scrapes are counted in the histogram but not logged line by line.
     if (route === '/metrics' || route === '/healthz' || route === '/readyz') return;
-    c.var.logger.line(
+    c.var.logger.info(
       {
         method: c.req.method,
         route,
@@ -65,7 +64,7 @@ export function authenticate(deps: ApiDeps, failures: AuthFailureLimit): Middlew
       throw new ApiError('unauthorized', 'Provide a valid API key as "Authorization: Bearer <api_key>".');
     }
     c.set('tenant', tenant);
-    c.var.logger.bindTenant(tenant.id);
+    c.set('logger', c.var.logger.child({ tenant_id: tenant.id }));
     await next();
   };
 }
