@@ -1,6 +1,7 @@
 import type { Sql } from '../db/connect';
 import type { PaymentProvider } from '../provider/types';
 import type { WorkerMetrics } from '../lib/metrics';
+import { LedgerAccounts } from '../db/ledger';
 import { createPaymentSteps, type PaymentSteps } from './payment-steps';
 import { createProviderSteps } from './provider-steps';
 import { createRefundSteps, type RefundSteps } from './refund-steps';
@@ -17,7 +18,9 @@ export interface ActivityDeps {
  * Their method names are the activity type names workflow histories record: never rename one.
  */
 export function createActivities(deps: ActivityDeps) {
-  return { ...createPaymentSteps(deps.sql, deps.metrics), ...createRefundSteps(deps.sql, deps.metrics), ...createProviderSteps(deps.provider) };
+  // One cache of ledger account ids for the process's database (db/ledger.ts).
+  const accounts = new LedgerAccounts();
+  return { ...createPaymentSteps(deps.sql, deps.metrics, accounts), ...createRefundSteps(deps.sql, deps.metrics, accounts), ...createProviderSteps(deps.provider) };
 }
 
 /** The database steps (run as local activities): the payment's and the refund's. */

@@ -3,7 +3,7 @@ import type { WorkerMetrics } from '../lib/metrics';
 import type { Db, Sql } from '../db/connect';
 import { insertPayment, lockPayment, transitionPayment } from '../db/payments';
 import { completeRecord } from '../db/idempotency-records';
-import { captureLines, postTransaction } from '../db/ledger';
+import { captureLines, postTransaction, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
 import { businessEventKey } from '../shared/keys';
 import { errorResponse } from '../domain/errors';
@@ -24,17 +24,17 @@ async function paymentEvent(tx: Db, payment: PaymentRow, type: PaymentEventType)
   await insertEvent(tx, { tenantId: payment.tenant_id, type, eventKey: businessEventKey.paymentEvent(payment.id, type), object: paymentResource(payment) });
 }
 
-async function postCapture(tx: Db, payment: PaymentRow): Promise<void> {
+async function postCapture(tx: Db, payment: PaymentRow, accounts?: LedgerAccounts): Promise<void> {
   await postTransaction(tx, {
     tenantId: payment.tenant_id,
     eventKey: businessEventKey.paymentCapture(payment.id),
     paymentId: payment.id,
     description: `capture of ${payment.id}`,
     lines: captureLines(payment.currency, payment.amount_captured_minor),
-  });
+  }, accounts);
 }
 
-export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics) {
+export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: LedgerAccounts) {
   const recorded = outcomeRecorder(metrics);
   return {
     /**
@@ -87,7 +87,7 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics) {
               providerChargeId: charge.id,
               amountCapturedMinor: charge.amountCapturedMinor,
             })) ?? (await lockPayment(tx, request.paymentId));
-          effects = [postCapture(tx, payment), paymentEvent(tx, payment, 'payment.succeeded')];
+          effects = [postCapture(tx, payment, accounts), paymentEvent(tx, payment, 'payment.succeeded')];
           response = paymentResponse(201, payment);
         } else {
           throw ApplicationFailure.nonRetryable(`unexpected charge status ${charge.status} for ${request.paymentId}`);
@@ -109,7 +109,7 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics) {
             status: 'succeeded',
             amountCapturedMinor: input.charge.amountCapturedMinor,
           })) ?? (await lockPayment(tx, input.paymentId));
-        await postCapture(tx, payment);
+        await postCapture(tx, payment, accounts);
         await paymentEvent(tx, payment, 'payment.succeeded');
         const stored = await completeRecord(tx, input.request.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, paymentResponse(200, payment));
         return recorded('payment', input.paymentId, 'succeeded', stored);

@@ -2,7 +2,7 @@ import type { WorkerMetrics } from '../lib/metrics';
 import type { Sql } from '../db/connect';
 import { lockPayment, markRefundedIfFullyRefunded } from '../db/payments';
 import { completeRecord } from '../db/idempotency-records';
-import { postTransaction, refundLines } from '../db/ledger';
+import { postTransaction, refundLines, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
 import { findRefund, reserveRefund, settleRefund } from '../db/refunds';
 import { businessEventKey } from '../shared/keys';
@@ -18,7 +18,7 @@ export type BeginRefundResult =
   | { kind: 'reserved'; chargeId: string; currency: string }
   | { kind: 'rejected'; response: FinalResponse };
 
-export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics) {
+export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: LedgerAccounts) {
   const recorded = outcomeRecorder(metrics);
   return {
     /**
@@ -75,7 +75,7 @@ export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics) {
             refundId: refund.id,
             description: `refund ${refund.id} of ${refund.payment_id}`,
             lines: refundLines(refund.currency, refund.amount_minor),
-          });
+          }, accounts);
           await markRefundedIfFullyRefunded(tx, refund.payment_id);
         }
         const type = refund.status === 'succeeded' ? 'refund.succeeded' : 'refund.failed';

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { notify, ping, type Sql } from '../db/connect';
 import { isRecordCompleted } from '../db/idempotency-records';
 import type { Logger } from '../lib/logger';
+import type { FinalResponse } from '../shared/definitions';
 
 /** The channel and payload the idempotency_records trigger notifies on (db/migrations). */
 const channel = 'idempotency_completed';
@@ -10,9 +11,28 @@ export function completionTopic(tenantId: string, operation: string, key: string
 }
 
 export interface Expectation {
-  /** Resolves true when the operation completed, false when `ms` passed first. */
-  wait(ms: number): Promise<boolean>;
+  /**
+   * Resolves when the operation completed: with its stored answer when the notification
+   * carried it (db/migrations/006), true when it did not or the record was seen completed;
+   * false when `ms` passed first.
+   */
+  wait(ms: number): Promise<FinalResponse | boolean>;
   dispose(): void;
+}
+
+/**
+ * A notification's topic and, when it carries one, the stored answer:
+ * "<topic>\n<status>\n<location or empty>\n<body>" (the body last: it may hold newlines).
+ */
+export function parseCompletion(payload: string): { topic: string; response: FinalResponse | null } {
+  const first = payload.indexOf('\n');
+  if (first < 0) return { topic: payload, response: null };
+  const second = payload.indexOf('\n', first + 1);
+  const third = second < 0 ? -1 : payload.indexOf('\n', second + 1);
+  const status = Number(payload.slice(first + 1, second));
+  if (third < 0 || !Number.isInteger(status)) return { topic: payload.slice(0, first), response: null };
+  const location = payload.slice(second + 1, third);
+  return { topic: payload.slice(0, first), response: { status, location: location === '' ? null : location, body: payload.slice(third + 1) } };
 }
 
 /**
@@ -38,7 +58,7 @@ export class CompletionWaiter {
    */
   static readonly pingTimeoutMs = 2000;
 
-  private readonly waiting = new Map<string, Set<() => void>>();
+  private readonly waiting = new Map<string, Set<(response: FinalResponse | null) => void>>();
   private readonly pingTopic = `ping|${randomUUID()}`;
   private lastPing = 0;
   private unlisten: (() => Promise<void>) | null = null;
@@ -112,8 +132,8 @@ export class CompletionWaiter {
   /** Registers interest before the operation is dispatched, so an early completion is not missed. */
   expect(tenantId: string, operation: string, key: string): Expectation {
     const topic = completionTopic(tenantId, operation, key);
-    let wake!: () => void;
-    const completed = new Promise<true>((resolve) => (wake = () => resolve(true)));
+    let wake!: (response: FinalResponse | null) => void;
+    const completed = new Promise<FinalResponse | true>((resolve) => (wake = (response) => resolve(response ?? true)));
     const set = this.waiting.get(topic) ?? new Set();
     set.add(wake);
     this.waiting.set(topic, set);
@@ -155,8 +175,9 @@ export class CompletionWaiter {
     }
   }
 
-  private notify(topic: string): void {
+  private notify(payload: string): void {
+    const { topic, response } = parseCompletion(payload);
     if (topic === this.pingTopic) this.lastPing = Date.now();
-    for (const wake of this.waiting.get(topic) ?? []) wake();
+    for (const wake of this.waiting.get(topic) ?? []) wake(response);
   }
 }

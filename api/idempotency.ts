@@ -121,12 +121,17 @@ async function runProtocol(
       if (owner) await releaseClaim(sql, scope);
       throw new ApiError('service_unavailable', 'The workflow engine is unreachable; nothing was executed. Retry later.', {}, { 'Retry-After': '2' });
     }
+    if (dispatched.kind === 'running' && !dispatched.outcome) {
+      // The workflow records the outcome; its completion notification usually carries the
+      // stored answer (db/migrations/006), which then needs no read back.
+      const completion = await expectation.wait(config.IDEMPOTENCY_WAIT_MS);
+      if (typeof completion === 'object') {
+        outcome(owner ? 'new' : 'waited');
+        return respond(c, completion, replayed);
+      }
+    }
     const known =
-      dispatched.kind === 'decided'
-        ? dispatched.response
-        : dispatched.outcome
-          ? await dispatched.outcome(config.IDEMPOTENCY_WAIT_MS)
-          : (await expectation.wait(config.IDEMPOTENCY_WAIT_MS), null);
+      dispatched.kind === 'decided' ? dispatched.response : dispatched.outcome ? await dispatched.outcome(config.IDEMPOTENCY_WAIT_MS) : null;
     // Recording is idempotent: if the workflow recorded first, its response is the one returned.
     if (known) {
       const earlier = dispatched.kind === 'decided' && dispatched.earlier === true;

@@ -12,6 +12,10 @@ const ticksPerSecond = 100; // USER_HZ on Linux
 
 export type CpuSnapshot = Record<string, number>;
 
+/** Not CPU: PostgreSQL buffer hits and reads (blocks), carried alongside and kept out of the totals. */
+export const blockHit = 'pg_blocks_hit';
+export const blockRead = 'pg_blocks_read';
+
 function processCpuMs(pid: number): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -48,6 +52,14 @@ export class CpuMeter {
     snapshot.postgres = 0;
     for (const { pid } of backends) snapshot.postgres += processCpuMs(pid);
     snapshot.machine = machineBusyMs();
+    // PostgreSQL's shared-buffer hits and reads of the lane's own database (the first one):
+    // per operation, they tell whether a slower figure touched more pages or just got less CPU.
+    // Backends report these at most once a second and when going idle, so per-run figures
+    // carry up to a second of slack at each end.
+    const [blocks] = await this.sql<{ hit: string; read: string }[]>`
+      SELECT blks_hit::text AS hit, blks_read::text AS read FROM pg_stat_database WHERE datname = ${[this.database].flat()[0]!}`;
+    snapshot[blockHit] = Number(blocks?.hit ?? 0);
+    snapshot[blockRead] = Number(blocks?.read ?? 0);
     return snapshot;
   }
 
@@ -57,6 +69,10 @@ export class CpuMeter {
     let total = 0;
     for (const name of Object.keys(after)) {
       if (name === 'machine') continue;
+      if (name === blockHit || name === blockRead) {
+        result[name] = Math.max(0, (after[name] ?? 0) - (before[name] ?? 0));
+        continue;
+      }
       const ms = Math.max(0, (after[name] ?? 0) - (before[name] ?? 0));
       total += ms;
       result[name] = ms;

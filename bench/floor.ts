@@ -26,3 +26,11 @@ export async function floorWorkflow(input: { id: string }): Promise<string> {
   await local.floorNoop(input.id);
   return input.id;
 }
+
+/**
+ * The engine's floor for any one-workflow-per-payment design: start, complete, no activity.
+ * Whatever a payment costs above this is the price of its steps, not of having a workflow.
+ */
+export async function emptyWorkflow(input: { id: string }): Promise<string> {
+  return input.id;
+}

@@ -97,6 +97,43 @@ export interface LoopResult {
   cpuPerOperation?: Record<string, number>;
   /** New payments first answered 202 (then followed to their final state), warm-up included. */
   accepted202?: number;
+  /** Each interleaved round on its own, in order (ratios are taken round by round). */
+  rounds?: RoundFigures[];
+}
+
+/** One round of an interleaved measurement. */
+export interface RoundFigures {
+  throughput: number;
+  p50: number;
+  p99: number;
+}
+
+/** A ratio taken per interleaved round: its median and spread. */
+export interface RoundRatio {
+  median: number;
+  min: number;
+  max: number;
+  values: number[];
+}
+
+/**
+ * a/b round by round (round r of A against round r of B, measured minutes apart at most
+ * seconds), then the median: one disturbed round moves the median far less than it moves a
+ * ratio of sums.
+ */
+export function roundRatio(a: LoopResult, b: LoopResult, pick: (r: RoundFigures) => number): RoundRatio {
+  const ra = a.rounds ?? [{ throughput: a.throughput, p50: a.latency.p50, p99: a.latency.p99 }];
+  const rb = b.rounds ?? [{ throughput: b.throughput, p50: b.latency.p50, p99: b.latency.p99 }];
+  const values = ra.slice(0, rb.length).map((r, i) => round(pick(r) / pick(rb[i]!), 3));
+  const sorted = [...values].sort((x, y) => x - y);
+  const mid = sorted.length >> 1;
+  const median = sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+  return { median: round(median, 2), min: round(sorted[0]!, 2), max: round(sorted.at(-1)!, 2), values };
+}
+
+/** "0.81 (0.78–0.84)": a per-round median with its range. */
+export function formatRatio(r: RoundRatio): string {
+  return r.values.length > 1 ? `${r.median} (${r.min}–${r.max})` : `${r.median}`;
 }
 
 /** A run's figures and its raw latencies (to merge interleaved runs into one distribution). */
@@ -198,5 +235,6 @@ export function mergeRuns(loopRuns: LoopRun[]): LoopResult {
     windowMs,
     ...(cpuPerOperation ? { cpuPerOperation } : {}),
     ...(accepted202 ? { accepted202 } : {}),
+    rounds: runs.map((r) => ({ throughput: r.throughput, p50: r.latency.p50, p99: r.latency.p99 })),
   };
 }

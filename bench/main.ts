@@ -10,7 +10,9 @@
  *                             processes on PostgreSQL, devstack/temporal-cluster.ts, 8 shards)
  *   BENCH_TEMPORAL_STORE      file (default; SQLite file with WAL, as `npm start`) | memory
  *   BENCH_WINDOW_MS           measured window of one run (default 4000)
- *   BENCH_ROUNDS              interleaved runs per figure (default 2)
+ *   BENCH_ROUNDS              interleaved rounds per workflow figure at 64 clients (default 2); below
+ *                             64 clients one more, replays/reads and the 100× lane's cheap figures
+ *                             more still (ratios are medians of per-round ratios)
  *   BENCH_CONCURRENCY         e.g. "1,8,32,64" (default "1,8,64")
  *   BENCH_SCALES              e.g. "10,100" (default); "" skips the history-size phase
  *   BENCH_HISTORY_BASE        finished payments in the tables at 1× (default 10000)
@@ -28,10 +30,10 @@ import { execSync } from 'node:child_process';
 import { cpus, loadavg, totalmem } from 'node:os';
 import type { Sql } from '../db/connect';
 import { CpuMeter } from './cpu';
-import { closedLoop, HttpClient, mergeRuns, round, summarise, type LoopResult, type LoopRun } from './load';
+import { closedLoop, formatRatio, HttpClient, mergeRuns, round, roundRatio, summarise, type LoopResult, type LoopRun } from './load';
 import { Progress } from './progress';
 import { writeReport, type BenchResults, type ScaleResult, type StormResult } from './report';
-import { historyCounts, Scenarios, seedHistory, type StormKeyResult } from './scenarios';
+import { historyCounts, hotStatementBuffers, Scenarios, seedHistory, type StormKeyResult } from './scenarios';
 import { startBenchStack } from './stack';
 
 const env = process.env;
@@ -125,6 +127,7 @@ try {
     return runs.map((r) => mergeRuns(r));
   };
 
+  const emptyOp = () => scenarios.empty();
   const floorOp = () => scenarios.floor();
   const paymentOp = () => scenarios.newPayment();
   const replayOp = () => scenarios.replay();
@@ -133,6 +136,7 @@ try {
   progress.say('warm-up: payments and floor at 32 clients');
   await measure('warm-up payments', 32, paymentOp, { warmupMs: 1000, windowMs: 3000 });
   await measure('warm-up floor', 32, floorOp, { warmupMs: 1000, windowMs: 3000 });
+  await measure('warm-up empty workflow', 32, emptyOp, { warmupMs: 1000, windowMs: 2000 });
 
   // History: 1× is `historyBase` finished payments (synthetic rows topped up to that count
   // now, before anything is measured); 10× and 100× are topped up later, between phases.
@@ -156,18 +160,26 @@ try {
   };
   const baseSeed = await seedTo(scenarios, '1×', settings.historyBase);
 
-  // 1 + 2: the floor and new payments at each concurrency, side by side.
+  // 1 + 2: the empty workflow, the floor and new payments at each concurrency, side by side.
+  // Below 64 clients a round is a few seconds: one more round for the medians.
+  const empty: Record<number, LoopResult> = {};
   const floor: Record<number, LoopResult> = {};
   const payments: Record<number, LoopResult> = {};
   for (const c of settings.concurrencies) {
-    const [f, p] = await interleaved([
-      { label: 'floor', concurrency: c, operation: floorOp },
-      { label: 'new payments', concurrency: c, operation: paymentOp },
-    ]);
+    const [e, f, p] = await interleaved(
+      [
+        { label: 'empty workflow', concurrency: c, operation: emptyOp },
+        { label: 'floor', concurrency: c, operation: floorOp },
+        { label: 'new payments', concurrency: c, operation: paymentOp },
+      ],
+      c >= 64 ? settings.rounds : settings.rounds + 1,
+    );
+    empty[c] = e!;
     floor[c] = f!;
     payments[c] = p!;
     progress.say(
-      `c=${c}: floor ${f!.throughput}/s p50 ${f!.latency.p50} ms | payments ${p!.throughput}/s p50 ${p!.latency.p50} ms p99 ${p!.latency.p99} ms | ratio ${ratio(p!.throughput, f!.throughput)}`,
+      `c=${c}: empty ${e!.throughput}/s p50 ${e!.latency.p50} ms | floor ${f!.throughput}/s p50 ${f!.latency.p50} ms | payments ${p!.throughput}/s p50 ${p!.latency.p50} ms p99 ${p!.latency.p99} ms | ` +
+        `ratio to floor ${formatRatio(roundRatio(p!, f!, (r) => r.throughput))} (per-round median), cpu/op worker ${p!.cpuPerOperation?.worker} api ${p!.cpuPerOperation?.api} pg ${p!.cpuPerOperation?.postgres} sandbox ${p!.cpuPerOperation?.sandbox} temporal ${p!.cpuPerOperation?.temporal}`,
     );
   }
 
@@ -177,10 +189,13 @@ try {
       { label: 'replays', concurrency: settings.replayConcurrency, operation: replayOp },
       { label: 'one-read GET', concurrency: settings.replayConcurrency, operation: readOp },
     ],
-    settings.rounds + 1,
+    settings.rounds + 3,
     requestTiming,
   );
-  progress.say(`replays ${replay!.throughput}/s p99 ${replay!.latency.p99} ms | GET ${read!.throughput}/s p99 ${read!.latency.p99} ms`);
+  progress.say(
+    `replays ${replay!.throughput}/s p99 ${replay!.latency.p99} ms | GET ${read!.throughput}/s p99 ${read!.latency.p99} ms | ` +
+      `ratio ${formatRatio(roundRatio(replay!, read!, (r) => r.throughput))}, p99 ${formatRatio(roundRatio(replay!, read!, (r) => r.p99))}, api cpu/op ${replay!.cpuPerOperation?.api} vs ${read!.cpuPerOperation?.api}`,
+  );
 
   // 4: duplicate storms.
   const [stormKeys] = await runStorms([scenarios], settings.skip.has('storm') ? 3 : settings.stormKeys);
@@ -212,19 +227,23 @@ try {
         lanes.map((lane) => ({ label: `${lane.name === '1×' ? '1×' : `${factor}×`} ${what}`, concurrency, operation: () => operation(lane.scenarios), meter: lane.meter }));
       // The largest size is the one the target is judged on: full rounds; smaller ones get one
       // round each (still side by side) and shorter windows, to keep the run under 10 minutes.
-      const rounds = factor === Math.max(...factors) ? settings.rounds : 1;
+      // Its rounds: one more at 64 clients, and the cheap figures (a few seconds a round) two
+      // more, so that each change is a median of per-round ratios, not one pair's luck.
+      const top = factor === Math.max(...factors);
+      const rounds = top ? settings.rounds + 1 : 1;
+      const cheapRounds = top ? settings.rounds + 2 : 1;
       const scaleTiming = (concurrency: number): Timing =>
         concurrency >= 64 ? { warmupMs: 3000, windowMs: Math.round(settings.windowMs * 1.5) } : workflowTiming(concurrency);
       const [b64, g64] = await interleaved(pairs('new payments', 64, (l) => l.newPayment()), rounds, scaleTiming);
-      const [b1, g1] = await interleaved(pairs('new payments', 1, (l) => l.newPayment()), rounds);
+      const [b1, g1] = await interleaved(pairs('new payments', 1, (l) => l.newPayment()), cheapRounds);
       const [br, gr, bg, gg] = await interleaved(
         [...pairs('replays', settings.replayConcurrency, (l) => l.replay()), ...pairs('one-read GET', settings.replayConcurrency, (l) => l.read())],
-        rounds,
+        cheapRounds,
         requestTiming,
       );
       const [bs, gs] = await runStorms(lanes.map((l) => l.scenarios), 10);
-      const base = { rows: baseRows, payments64: b64!, payments1: b1!, replay64: br!, read64: bg!, storm: summariseStorms(bs!) };
-      const big = { rows: seed.rows, payments64: g64!, payments1: g1!, replay64: gr!, read64: gg!, storm: summariseStorms(gs!) };
+      const base = { rows: baseRows, payments64: b64!, payments1: b1!, replay64: br!, read64: bg!, storm: summariseStorms(bs!), plans: await hotStatementBuffers(scenarios) };
+      const big = { rows: seed.rows, payments64: g64!, payments1: g1!, replay64: gr!, read64: gg!, storm: summariseStorms(gs!), plans: await hotStatementBuffers(grownScenarios) };
       scales.push({ factor, seedSeconds: seed.seconds, base, grown: big });
       progress.say(
         `${factor}× vs 1×: payments@64 ${big.payments64.throughput} vs ${base.payments64.throughput}/s, p50@1 ${big.payments1.latency.p50} vs ${base.payments1.latency.p50} ms, ` +
@@ -245,6 +264,7 @@ try {
     settings: { ...settings, outDir: undefined, skip: [...settings.skip] },
     temporal: { store: settings.temporalStore, cli: cliVersion(), description: stack.temporalDescription },
     baseHistory,
+    empty,
     floor,
     payments,
     replay: replay!,
@@ -348,10 +368,6 @@ async function globalEffects(laneDatabases: Sql[]) {
     ledger += row!.ledger;
   }
   return { payments, ledger, ...charges! };
-}
-
-function ratio(a: number, b: number): number {
-  return round(a / b, 2);
 }
 
 function describeMachine() {

@@ -1,7 +1,8 @@
 /** bench/results/latest.json (every figure) and latest.md (the summary a reviewer reads). */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { round, type LatencySummary, type LoopResult } from './load';
+import { formatRatio, round, roundRatio, type LatencySummary, type LoopResult, type RoundFigures } from './load';
+import type { StatementBuffers } from './scenarios';
 
 export interface StormResult {
   keys: number;
@@ -27,6 +28,8 @@ export interface LaneFigures {
   replay64: LoopResult;
   read64: LoopResult;
   storm: StormResult;
+  /** EXPLAIN (ANALYZE, BUFFERS) of the hot statements on this lane's tables, per statement. */
+  plans?: Record<string, StatementBuffers>;
 }
 
 /** The grown lane (factor × the base lane's history) measured interleaved with the base lane. */
@@ -37,22 +40,42 @@ export interface ScaleResult {
   grown: LaneFigures;
 }
 
-/** The figures compared across history sizes: name, how to read it, which way is better. */
-const scaleFigures: [string, (x: LaneFigures) => number, 'higher' | 'lower'][] = [
-  ['new payments at 64 clients: throughput /s', (x) => x.payments64.throughput, 'higher'],
-  ['new payments at 64 clients: p50 ms', (x) => x.payments64.latency.p50, 'lower'],
-  ['new payments at 1 client: p50 ms', (x) => x.payments1.latency.p50, 'lower'],
-  ['replays at 64 clients: throughput /s', (x) => x.replay64.throughput, 'higher'],
-  ['replays at 64 clients: p99 ms', (x) => x.replay64.latency.p99, 'lower'],
-  ['one-read GET at 64 clients: throughput /s', (x) => x.read64.throughput, 'higher'],
-  ['one-read GET at 64 clients: p99 ms', (x) => x.read64.latency.p99, 'lower'],
-  ['duplicate storm: p50 ms', (x) => x.storm.latency.p50, 'lower'],
+/**
+ * The figures compared across history sizes: name, which measurement, which figure of a
+ * round, which way is better. The storm (one burst per key, not rounds) compares its p50.
+ */
+const scaleFigures: [string, (x: LaneFigures) => LoopResult | StormResult, (r: RoundFigures) => number, 'higher' | 'lower'][] = [
+  ['new payments at 64 clients: throughput /s', (x) => x.payments64, (r) => r.throughput, 'higher'],
+  ['new payments at 64 clients: p50 ms', (x) => x.payments64, (r) => r.p50, 'lower'],
+  ['new payments at 1 client: p50 ms', (x) => x.payments1, (r) => r.p50, 'lower'],
+  ['replays at 64 clients: throughput /s', (x) => x.replay64, (r) => r.throughput, 'higher'],
+  ['replays at 64 clients: p99 ms', (x) => x.replay64, (r) => r.p99, 'lower'],
+  ['one-read GET at 64 clients: throughput /s', (x) => x.read64, (r) => r.throughput, 'higher'],
+  ['one-read GET at 64 clients: p99 ms', (x) => x.read64, (r) => r.p99, 'lower'],
+  ['duplicate storm: p50 ms', (x) => x.storm, (r) => r.p50, 'lower'],
 ];
 
-/** Change of the grown lane against the base lane, in %, and whether that is a degradation. */
-function scaleChange(base: number, grown: number, better: 'higher' | 'lower'): { change: number; degraded: number } {
-  const change = r2(((grown - base) / base) * 100);
-  return { change, degraded: better === 'higher' ? -change : change };
+/** A storm's p50 as a one-round figure, so it compares like the rest. */
+function asLoop(x: LoopResult | StormResult): LoopResult {
+  if ('throughput' in x) return x;
+  return { throughput: 0, latency: x.latency, completed: x.latency.count, failed: 0, windowMs: 0 };
+}
+
+/**
+ * Change of the grown lane against the base lane, in %: the median of the per-round changes
+ * (round r of the grown lane against round r of the base lane, measured back to back), with
+ * their range; and whether the median is a degradation.
+ */
+function scaleChange(base: LoopResult | StormResult, grown: LoopResult | StormResult, pick: (r: RoundFigures) => number, better: 'higher' | 'lower') {
+  const ratio = roundRatio(asLoop(grown), asLoop(base), pick);
+  const pct = (x: number) => r2((x - 1) * 100);
+  const change = pct(ratio.median);
+  return { change, low: pct(ratio.min), high: pct(ratio.max), rounds: ratio.values.length, degraded: better === 'higher' ? -change : change };
+}
+
+const signed = (n: number) => `${n > 0 ? '+' : ''}${n}%`;
+function changeText(c: ReturnType<typeof scaleChange>): string {
+  return c.rounds > 1 ? `${signed(c.change)} (rounds ${signed(c.low)} … ${signed(c.high)})` : signed(c.change);
 }
 
 export interface BenchResults {
@@ -62,6 +85,8 @@ export interface BenchResults {
   settings: Record<string, unknown>;
   temporal: { store: 'file' | 'memory'; cli: string; description?: string };
   baseHistory: Record<string, number>;
+  /** The empty workflow (start, complete): the engine's floor for any one-workflow-per-payment design. */
+  empty: Record<number, LoopResult>;
   floor: Record<number, LoopResult>;
   payments: Record<number, LoopResult>;
   replay: LoopResult;
@@ -81,27 +106,34 @@ export interface Target {
 
 const r2 = (n: number) => round(n, 2);
 
-/** The brief's targets, evaluated on this run's side-by-side figures. */
+/**
+ * The targets (issue 16), evaluated on this run's side-by-side figures. Every ratio is the
+ * median of per-round ratios (round r of one side against round r of the other).
+ */
 export function evaluateTargets(results: BenchResults): Target[] {
   const targets: Target[] = [];
   for (const [c, p] of Object.entries(results.payments)) {
     const f = results.floor[Number(c)]!;
-    const ratio = r2(p.throughput / f.throughput);
-    targets.push({ name: `new-payment throughput at ${c} clients`, goal: '≥ 0.8 × floor', value: `${ratio} × (${p.throughput} vs ${f.throughput}/s)`, met: ratio >= 0.8 });
+    const ratio = roundRatio(p, f, (r) => r.throughput);
+    targets.push({ name: `new-payment throughput at ${c} clients`, goal: '≥ 0.8 × floor', value: `${formatRatio(ratio)} × (${p.throughput} vs ${f.throughput}/s)`, met: ratio.median >= 0.8 });
   }
-  const tr = r2(results.replay.throughput / results.read.throughput);
-  targets.push({ name: 'replay throughput at 64 clients', goal: '≥ 0.8 × one-read GET', value: `${tr} × (${results.replay.throughput} vs ${results.read.throughput}/s)`, met: tr >= 0.8 });
-  const pr = r2(results.replay.latency.p99 / results.read.latency.p99);
-  targets.push({ name: 'replay p99 at 64 clients', goal: '≤ 1.25 × one-read GET p99', value: `${pr} × (${results.replay.latency.p99} vs ${results.read.latency.p99} ms)`, met: pr <= 1.25 });
+  const p1 = results.payments[1];
+  const f1 = results.floor[1];
+  if (p1 && f1) {
+    const ratio = roundRatio(p1, f1, (r) => r.p50);
+    targets.push({ name: 'new-payment p50 at 1 client', goal: '≤ 1.25 × floor p50', value: `${formatRatio(ratio)} × (${p1.latency.p50} vs ${f1.latency.p50} ms)`, met: ratio.median <= 1.25 });
+  }
+  const tr = roundRatio(results.replay, results.read, (r) => r.throughput);
+  targets.push({ name: 'replay throughput at 64 clients', goal: '≥ 0.9 × one-read GET', value: `${formatRatio(tr)} × (${results.replay.throughput} vs ${results.read.throughput}/s)`, met: tr.median >= 0.9 });
+  const pr = roundRatio(results.replay, results.read, (r) => r.p99);
+  targets.push({ name: 'replay p99 at 64 clients', goal: '≤ 1.2 × one-read GET p99', value: `${formatRatio(pr)} × (${results.replay.latency.p99} vs ${results.read.latency.p99} ms)`, met: pr.median <= 1.2 });
   const chargesOk = Object.keys(results.storm.chargesPerPayment).every((k) => k === '1');
   targets.push({ name: 'duplicate storm: charges per payment', goal: 'exactly 1', value: JSON.stringify(results.storm.chargesPerPayment), met: chargesOk });
   const top = results.scales.at(-1);
   if (top) {
-    for (const [name, read, better] of scaleFigures) {
-      const base = read(top.base);
-      const grown = read(top.grown);
-      const { change, degraded } = scaleChange(base, grown, better);
-      targets.push({ name: `${top.factor}× history: ${name}`, goal: '≤ 10% worse than 1×', value: `${change > 0 ? '+' : ''}${change}% (${r2(base)} → ${r2(grown)})`, met: degraded <= 10 });
+    for (const [name, read, pick, better] of scaleFigures) {
+      const change = scaleChange(read(top.base), read(top.grown), pick, better);
+      targets.push({ name: `${top.factor}× history: ${name}`, goal: '≤ 10% worse than 1× (median of rounds)', value: changeText(change), met: change.degraded <= 10 });
     }
     const charges = { ...top.base.storm.chargesPerPayment };
     for (const [k, v] of Object.entries(top.grown.storm.chargesPerPayment)) charges[k] = (charges[k] ?? 0) + v;
@@ -145,7 +177,8 @@ function markdown(results: BenchResults): string {
 
   lines.push('## New payments vs the floor', '');
   lines.push(
-    'Floor: a bare workflow with the automatic-capture payment\'s shape (local activity, regular activity, local activity, all no-ops, same options), ' +
+    'Empty workflow: start and complete, no activity: the engine\'s floor for any design with one workflow per payment. ' +
+      'Floor: a bare workflow with the automatic-capture payment\'s shape (local activity, regular activity, local activity, all no-ops, same options), ' +
       'on the same server, worker process and task queue, started and awaited with the Temporal client (`execute`). ' +
       'New payments: `POST /v1/payments` with a fresh key, `pm_card_visa`, closed loop; latency is the first response when it is final (201). ' +
       'When the stack is saturated the API\'s bounded wait can end first: the payment is answered 202 `processing` and the client, as the contract asks of it (docs/CONTRACT.md §3.1.6), ' +
@@ -153,16 +186,21 @@ function markdown(results: BenchResults): string {
     '',
   );
   lines.push(
-    '| clients | floor /s | floor p50 / p95 / p99 ms | payments /s | payments p50 / p95 / p99 ms | throughput ratio | p50 ratio | answered 202 first | failed (floor / payments) |',
-    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    'Ratios are medians of per-round ratios (each round of payments against the floor\'s and the empty workflow\'s round measured just before it), with the range over rounds in brackets.',
+    '',
+    '| clients | empty /s | empty p50 / p95 / p99 ms | floor /s | floor p50 / p95 / p99 ms | payments /s | payments p50 / p95 / p99 ms | throughput ratio to floor | p50 ratio to floor | throughput ratio to empty | answered 202 first | failed (empty / floor / payments) |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   );
   for (const [c, p] of Object.entries(results.payments)) {
     const f = results.floor[Number(c)]!;
+    const e = results.empty?.[Number(c)];
     lines.push(
-      `| ${c} | ${f.throughput} | ${lat(f.latency)} | ${p.throughput} | ${lat(p.latency)} | ${r2(p.throughput / f.throughput)} | ${r2(p.latency.p50 / f.latency.p50)} | ${p.accepted202 ?? 0} | ${f.failed} / ${p.failed} |`,
+      `| ${c} | ${e?.throughput ?? '–'} | ${e ? lat(e.latency) : '–'} | ${f.throughput} | ${lat(f.latency)} | ${p.throughput} | ${lat(p.latency)} | ` +
+        `${formatRatio(roundRatio(p, f, (r) => r.throughput))} | ${formatRatio(roundRatio(p, f, (r) => r.p50))} | ${e ? formatRatio(roundRatio(p, e, (r) => r.throughput)) : '–'} | ` +
+        `${p.accepted202 ?? 0} | ${e?.failed ?? '–'} / ${f.failed} / ${p.failed} |`,
     );
   }
-  const failures = [...Object.values(results.floor), ...Object.values(results.payments), results.replay, results.read].filter((r) => r.firstFailure);
+  const failures = [...Object.values(results.empty ?? {}), ...Object.values(results.floor), ...Object.values(results.payments), results.replay, results.read].filter((r) => r.firstFailure);
   if (failures.length) lines.push('', `Failed operations (counted in the latency, not as successes), first: ${failures.map((f) => `\`${f.firstFailure}\``).join('; ')}`);
   lines.push('');
 
@@ -175,22 +213,28 @@ function markdown(results: BenchResults): string {
   lines.push('| route | /s | p50 / p95 / p99 ms | max ms | failed |', '|---|---:|---:|---:|---:|');
   lines.push(`| replay | ${results.replay.throughput} | ${lat(results.replay.latency)} | ${results.replay.latency.max} | ${results.replay.failed} |`);
   lines.push(`| GET /v1/payments/{id} | ${results.read.throughput} | ${lat(results.read.latency)} | ${results.read.latency.max} | ${results.read.failed} |`);
-  lines.push(`| ratio | ${r2(results.replay.throughput / results.read.throughput)} | p99 ${r2(results.replay.latency.p99 / results.read.latency.p99)} | | |`, '');
+  lines.push(
+    `| ratio (median of ${results.replay.rounds?.length ?? 1} rounds, range) | ${formatRatio(roundRatio(results.replay, results.read, (r) => r.throughput))} | ` +
+      `p99 ${formatRatio(roundRatio(results.replay, results.read, (r) => r.p99))} | | |`,
+    '',
+  );
 
   const cpuRows: [string, LoopResult | undefined][] = [
+    ...Object.entries(results.empty ?? {}).map(([c, r]) => [`empty workflow, ${c} clients`, r] as [string, LoopResult]),
     ...Object.entries(results.floor).map(([c, r]) => [`floor, ${c} clients`, r] as [string, LoopResult]),
     ...Object.entries(results.payments).map(([c, r]) => [`new payment, ${c} clients`, r] as [string, LoopResult]),
     ['replay, 64 clients', results.replay],
     ['one-read GET, 64 clients', results.read],
   ];
-  const processes = ['temporal', 'worker', 'api', 'sandbox', 'postgres', 'bench', 'total', 'other'];
+  const processes = ['temporal', 'worker', 'api', 'sandbox', 'postgres', 'bench', 'total', 'other', 'pg_blocks_hit', 'pg_blocks_read'];
   if (cpuRows.some(([, r]) => r?.cpuPerOperation)) {
     lines.push('## Where the CPU goes', '');
     lines.push(
       'CPU time per operation by process (from /proc, over each whole run including its warm-up): `temporal` is the Temporal server (on a cluster, all its nodes), `postgres` the backends ' +
         'serving the bench database, `bench` the load generator and the floor\'s Temporal client, `total` their sum; `other` is what the rest ' +
         'of the machine used meanwhile (another user\'s work, PostgreSQL\'s shared WAL writer and checkpointer), per operation too: near 0 means the ' +
-        'figure was taken on a quiet machine. On 2 cores, throughput at high concurrency is bounded by the total.',
+        'figure was taken on a quiet machine. On 2 cores, throughput at high concurrency is bounded by the total. ' +
+        '`pg_blocks_hit` / `pg_blocks_read`: PostgreSQL shared-buffer pages found in / read into its cache per operation, for the bench database (pg_stat_database; backends report about once a second, so short runs carry some slack).',
       '',
     );
     lines.push(`| operation | ${processes.join(' | ')} |`, `|---|${processes.map(() => '---:').join('|')}|`);
@@ -237,14 +281,43 @@ function markdown(results: BenchResults): string {
         `Rows (payments / idempotency records / ledger entries / outbox events): base lane ${b.payments} / ${b.idempotency_records} / ${b.ledger_entries} / ${b.outbox_events}; ` +
           `grown lane ${g.payments} / ${g.idempotency_records} / ${g.ledger_entries} / ${g.outbox_events}.`,
         '',
-        '| figure | base lane | grown lane | change |',
+        '| figure | base lane | grown lane | change (median of per-round changes; range) |',
         '|---|---:|---:|---:|',
       );
-      for (const [name, read, better] of scaleFigures) {
-        const { change, degraded } = scaleChange(read(scale.base), read(scale.grown), better);
-        lines.push(`| ${name} | ${r2(read(scale.base))} | ${r2(read(scale.grown))} | ${change > 0 ? '+' : ''}${change}%${degraded > 10 ? ' **(worse > 10%)**' : ''} |`);
+      for (const [name, read, pick, better] of scaleFigures) {
+        const change = scaleChange(read(scale.base), read(scale.grown), pick, better);
+        const whole = (x: LaneFigures) => {
+          const r = asLoop(read(x));
+          return r2(pick({ throughput: r.throughput, p50: r.latency.p50, p99: r.latency.p99 }));
+        };
+        lines.push(`| ${name} | ${whole(scale.base)} | ${whole(scale.grown)} | ${changeText(change)}${change.degraded > 10 ? ' **(worse > 10%)**' : ''} |`);
       }
       lines.push(`| storm: charges per payment | ${fmt(scale.base.storm.chargesPerPayment)} | ${fmt(scale.grown.storm.chargesPerPayment)} | |`, '');
+      const perOp = (name: string, r: LoopResult) =>
+        `| ${name} | ${['worker', 'api', 'postgres', 'temporal', 'total'].map((p) => r.cpuPerOperation?.[p] ?? '–').join(' | ')} | ${r.cpuPerOperation?.pg_blocks_hit ?? '–'} | ${r.cpuPerOperation?.pg_blocks_read ?? '–'} |`;
+      lines.push(
+        'CPU ms and PostgreSQL shared-buffer pages per operation, by lane:',
+        '',
+        '| operation, lane | worker | api | postgres | temporal | total | pg pages hit | pg pages read |',
+        '|---|---:|---:|---:|---:|---:|---:|---:|',
+      );
+      for (const [label, key] of [['new payment 64', 'payments64'], ['new payment 1', 'payments1'], ['replay 64', 'replay64'], ['GET 64', 'read64']] as const) {
+        lines.push(perOp(`${label}, base`, scale.base[key]), perOp(`${label}, ${scale.factor}×`, scale.grown[key]));
+      }
+      lines.push('');
+      if (scale.base.plans && scale.grown.plans) {
+        lines.push(
+          'Hot statements under EXPLAIN (ANALYZE, BUFFERS), writes rolled back, 20 samples each: shared-buffer pages hit / read and execution ms per statement.',
+          '',
+          '| statement | base: hit / read / ms | grown: hit / read / ms |',
+          '|---|---:|---:|',
+        );
+        for (const [name, b] of Object.entries(scale.base.plans)) {
+          const g = scale.grown.plans[name];
+          lines.push(`| ${name} | ${b.hit} / ${b.read} / ${b.ms} | ${g ? `${g.hit} / ${g.read} / ${g.ms}` : '–'} |`);
+        }
+        lines.push('');
+      }
     }
   }
 

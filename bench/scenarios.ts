@@ -61,6 +61,14 @@ export class Scenarios {
     if (result !== id) return `floor workflow returned ${String(result)}`;
   }
 
+  /** The empty workflow (start, complete): the engine's floor for one workflow per payment. */
+  async empty(): Promise<string | void> {
+    const n = ++this.counter;
+    const id = `empty-${this.run}-${n}`;
+    const result = await this.stack.temporal.workflow.execute('emptyWorkflow', { taskQueue: this.stack.taskQueue, workflowId: id, args: [{ id }] });
+    if (result !== id) return `empty workflow returned ${String(result)}`;
+  }
+
   private paymentRequest(n: number): { key: string; body: Buffer; headers: OutgoingHttpHeaders } {
     const key = `bench-${this.run}-${n}`;
     const body = Buffer.from(
@@ -297,3 +305,75 @@ async function settleWriteback(): Promise<void> {
   for (let i = 0; i < 30 && pending() > 64 * 1024; i++) await new Promise((r) => setTimeout(r, 500));
   await new Promise((r) => setTimeout(r, 3000));
 }
+
+/** Shared-buffer blocks one execution of a statement touched (EXPLAIN ANALYZE, BUFFERS), averaged over samples. */
+export interface StatementBuffers {
+  hit: number;
+  read: number;
+  ms: number;
+}
+
+/**
+ * The hot statements of a payment and a replay, executed for real under EXPLAIN (ANALYZE,
+ * BUFFERS) against the lane's tables, writes rolled back: how many shared-buffer pages each
+ * touches (hits) and how many came from outside PostgreSQL's cache (reads). Compared between
+ * the 1× and the grown lane, they say whether a bigger table costs more pages per operation
+ * (index depth, bloat) or whether a slower figure is the machine's noise.
+ */
+export async function hotStatementBuffers(lane: Scenarios, samples = 20): Promise<Record<string, StatementBuffers>> {
+  const tenant = lane.tenant.id;
+  const statements: Record<string, (n: number, payment: FinishedPayment) => string> = {
+    'replay lookup (idempotency record by key)': (_n, p) =>
+      `SELECT * FROM idempotency_records WHERE tenant_id = '${tenant}' AND operation = 'POST /v1/payments' AND idempotency_key = '${p.key}'`,
+    'GET payment by id': (_n, p) => `SELECT * FROM payments WHERE id = '${p.id}' AND tenant_id = '${tenant}'`,
+    'claim (INSERT idempotency record)': (n) =>
+      `INSERT INTO idempotency_records (tenant_id, operation, idempotency_key, fingerprint, state, workflow_id, resource_id, expires_at)
+       VALUES ('${tenant}', 'POST /v1/payments', 'explain-${n}-${randomBytes(4).toString('hex')}', 'f', 'running', 'wf', 'pay_explain_${n}', now() + interval '1 day')
+       ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING RETURNING *`,
+    'intent (INSERT payment, order guard)': (n) =>
+      `INSERT INTO payments (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method, metadata, workflow_id)
+       VALUES ('pay_explain_${n}_${randomBytes(4).toString('hex')}', '${tenant}', 'explain-ord-${n}-${randomBytes(4).toString('hex')}', 1000, 'EUR', 'processing', 'automatic', 'pm_card_visa', '{}', 'wf')
+       ON CONFLICT DO NOTHING RETURNING id`,
+    'ledger (INSERT transaction)': (n, p) =>
+      `INSERT INTO ledger_transactions (id, tenant_id, event_key, payment_id, description)
+       VALUES ('ltx_explain_${n}_${randomBytes(4).toString('hex')}', '${tenant}', 'explain:${n}:${randomBytes(4).toString('hex')}', '${p.id}', 'x')
+       ON CONFLICT (tenant_id, event_key) DO NOTHING RETURNING id`,
+  };
+  const result: Record<string, StatementBuffers> = {};
+  for (const [name, statement] of Object.entries(statements)) {
+    let hit = 0;
+    let read = 0;
+    let ms = 0;
+    for (let n = 0; n < samples; n++) {
+      const payment = lane.finished[Math.floor(Math.random() * lane.finished.length)]!;
+      const plan = await lane.sql
+        .begin(async (tx) => {
+          const [row] = await tx.unsafe<{ 'QUERY PLAN': ExplainPlan[] }[]>(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${statement(n, payment)}`);
+          throw new ExplainDone(row!['QUERY PLAN'][0]!);
+        })
+        .catch((error: unknown) => {
+          if (error instanceof ExplainDone) return error.plan;
+          throw error;
+        });
+      hit += plan.Plan['Shared Hit Blocks'] ?? 0;
+      read += plan.Plan['Shared Read Blocks'] ?? 0;
+      ms += plan['Execution Time'] ?? 0;
+    }
+    result[name] = { hit: round2(hit / samples), read: round2(read / samples), ms: round2(ms / samples) };
+  }
+  return result;
+}
+
+interface ExplainPlan {
+  Plan: { 'Shared Hit Blocks'?: number; 'Shared Read Blocks'?: number };
+  'Execution Time'?: number;
+}
+
+/** Rolls the EXPLAIN's transaction back (its writes never land) while carrying the plan out. */
+class ExplainDone extends Error {
+  constructor(readonly plan: ExplainPlan) {
+    super('explain done');
+  }
+}
+
+const round2 = (n: number) => Math.round(n * 100) / 100;

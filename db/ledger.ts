@@ -50,11 +50,36 @@ export function isBalanced(lines: LedgerLine[]): boolean {
 }
 
 /**
+ * Ledger account ids by (tenant, code, currency), remembered by the worker: an account is
+ * never deleted and its id never changes, so after the first posting each payment saves the
+ * two lookups. Only ids read back by a SELECT are remembered, and a posting that fails
+ * forgets the ids it used: an id read inside a transaction that then rolled back (the
+ * account created by that same transaction) cannot stick.
+ */
+export class LedgerAccounts {
+  private readonly ids = new Map<string, number>();
+  static key(tenantId: string, code: LedgerAccountCode, currency: string): string {
+    return `${tenantId}|${code}|${currency}`;
+  }
+  get(tenantId: string, code: LedgerAccountCode, currency: string): number | undefined {
+    return this.ids.get(LedgerAccounts.key(tenantId, code, currency));
+  }
+  remember(tenantId: string, code: LedgerAccountCode, currency: string, id: number): void {
+    if (this.ids.size >= 100_000) this.ids.clear();
+    this.ids.set(LedgerAccounts.key(tenantId, code, currency), id);
+  }
+  forget(tenantId: string, lines: LedgerLine[]): void {
+    for (const line of lines) this.ids.delete(LedgerAccounts.key(tenantId, line.account, line.currency));
+  }
+}
+
+/**
  * Posts a balanced transaction once per business event. Returns false when the event was
  * posted before (a replayed activity): the unique (tenant, event_key) makes it a no-op.
- * A frozen account makes the database refuse the entries (isLedgerRefusal).
+ * A frozen account makes the database refuse the entries (isLedgerRefusal). `accounts`
+ * remembers account ids across postings (one per process).
  */
-export async function postTransaction(db: Db, transaction: LedgerTransaction): Promise<boolean> {
+export async function postTransaction(db: Db, transaction: LedgerTransaction, accounts?: LedgerAccounts): Promise<boolean> {
   if (!isBalanced(transaction.lines)) throw new Error(`ledger transaction ${transaction.eventKey} does not balance`);
   const id = newId('ltx');
   const [inserted] = await db`
@@ -64,11 +89,17 @@ export async function postTransaction(db: Db, transaction: LedgerTransaction): P
     ON CONFLICT (tenant_id, event_key) DO NOTHING
     RETURNING id`;
   if (!inserted) return false;
-  for (const line of transaction.lines) {
-    const accountId = await ensureAccount(db, transaction.tenantId, line.account, line.currency);
-    await db`
-      INSERT INTO ledger_entries (transaction_id, account_id, currency, amount_minor)
-      VALUES (${id}, ${accountId}, ${line.currency}, ${line.amountMinor})`;
+  try {
+    const entries = [];
+    for (const line of transaction.lines) {
+      const accountId = accounts?.get(transaction.tenantId, line.account, line.currency) ?? (await ensureAccount(db, transaction.tenantId, line.account, line.currency, accounts));
+      entries.push({ transaction_id: id, account_id: accountId, currency: line.currency, amount_minor: line.amountMinor });
+    }
+    // One statement for all the lines (the frozen-account and balance triggers still run per row).
+    await db`INSERT INTO ledger_entries ${db(entries, 'transaction_id', 'account_id', 'currency', 'amount_minor')}`;
+  } catch (error) {
+    accounts?.forget(transaction.tenantId, transaction.lines);
+    throw error;
   }
   return true;
 }
@@ -77,10 +108,14 @@ export async function postTransaction(db: Db, transaction: LedgerTransaction): P
  * The account's id, created on first use. Reads first and never updates the account row,
  * so concurrent postings to one merchant's account do not queue on a row lock.
  */
-async function ensureAccount(db: Db, tenantId: string, code: LedgerAccountCode, currency: string): Promise<number> {
-  const find = () => db<{ id: number }[]>`
-    SELECT id FROM ledger_accounts WHERE tenant_id = ${tenantId} AND code = ${code} AND currency = ${currency}`;
-  const [existing] = await find();
+async function ensureAccount(db: Db, tenantId: string, code: LedgerAccountCode, currency: string, accounts?: LedgerAccounts): Promise<number> {
+  const find = async () => {
+    const [row] = await db<{ id: number }[]>`
+      SELECT id FROM ledger_accounts WHERE tenant_id = ${tenantId} AND code = ${code} AND currency = ${currency}`;
+    if (row) accounts?.remember(tenantId, code, currency, row.id);
+    return row;
+  };
+  const existing = await find();
   if (existing) return existing.id;
   const [created] = await db<{ id: number }[]>`
     INSERT INTO ledger_accounts (tenant_id, code, currency) VALUES (${tenantId}, ${code}, ${currency})
@@ -88,7 +123,7 @@ async function ensureAccount(db: Db, tenantId: string, code: LedgerAccountCode, 
     RETURNING id`;
   if (created) return created.id;
   // A concurrent transaction created it first; a new statement sees its commit.
-  const [raced] = await find();
+  const raced = await find();
   if (!raced) throw new Error(`ledger account ${tenantId}/${code}/${currency} vanished`);
   return raced.id;
 }
