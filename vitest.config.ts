@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongestFirstSequencer from './test/sequencer';
 
 export default defineConfig({
   test: {
@@ -9,7 +10,10 @@ export default defineConfig({
     // its own copy of the database (test/helpers/database.ts): with one shared database, a
     // second file's outbox relay delivered and counted this file's webhooks. Measured: the
     // two busiest files together peak at 46 PostgreSQL connections (of 100).
-    maxWorkers: 2,
+    maxWorkers: 3,
+    // Longest files first (test/sequencer.ts): the two-minute chaos run and the cluster files
+    // start at once instead of last.
+    sequence: { sequencer: LongestFirstSequencer },
     globalSetup: ['test/global-setup.ts'],
     include: ['test/**/*.test.ts'],
     testTimeout: 120_000,
