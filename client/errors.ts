@@ -21,13 +21,18 @@ export class PaymentsApiError extends Error {
   ) {
     super(message);
   }
+
+  /** A field of the error body beside `type` and `message` (`payment`, `refund`, `issues`…), or null. */
+  protected detail<T>(field: string): T | null {
+    return (this.body?.error[field] as T | undefined) ?? null;
+  }
 }
 
 /** 400 invalid_request: the request was refused at validation; `issues` says what to fix. Nothing ran. */
 export class InvalidRequestError extends PaymentsApiError {
   override readonly name = 'InvalidRequestError';
   get issues(): { path: string; code: string; message: string }[] {
-    return (this.body?.error.issues as never) ?? [];
+    return this.detail<{ path: string; code: string; message: string }[]>('issues') ?? [];
   }
 }
 /** 401: the API key is missing, wrong or revoked. */
@@ -42,28 +47,28 @@ export class NotFoundError extends PaymentsApiError {
 export class CardDeclinedError extends PaymentsApiError {
   override readonly name = 'CardDeclinedError';
   get payment(): Payment | null {
-    return (this.body?.error.payment as Payment | undefined) ?? null;
+    return this.detail<Payment>('payment');
   }
 }
 /** 402 payment_failed: the payment failed for good (money that moved was given back). */
 export class PaymentFailedError extends PaymentsApiError {
   override readonly name = 'PaymentFailedError';
   get payment(): Payment | null {
-    return (this.body?.error.payment as Payment | undefined) ?? null;
+    return this.detail<Payment>('payment');
   }
 }
 /** 402 refund_failed: the provider refused the refund. */
 export class RefundFailedError extends PaymentsApiError {
   override readonly name = 'RefundFailedError';
   get refund(): Refund | null {
-    return (this.body?.error.refund as Refund | undefined) ?? null;
+    return this.detail<Refund>('refund');
   }
 }
 /** 409 order_already_paid: the order has a live or paid payment (`paymentId`); no charge was made. */
 export class OrderAlreadyPaidError extends PaymentsApiError {
   override readonly name = 'OrderAlreadyPaidError';
   get paymentId(): string | null {
-    return (this.body?.error.payment_id as string | undefined) ?? null;
+    return this.detail<string>('payment_id');
   }
 }
 /** 409 refund_exceeds_captured: the refunds would exceed the captured amount. */

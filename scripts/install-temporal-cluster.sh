@@ -5,8 +5,9 @@
 #   .tools/bin/temporal-ui-server  github.com/temporalio/ui-server/v2/cmd/server v2.42.1
 #   .tools/temporal-schema/        the server module's PostgreSQL schemas (schema/postgresql/v12)
 # 1.29.1 is the server inside the Temporal CLI v1.5.1 (the dev server), so both modes run
-# the same server code. Run on first use of cluster mode (devstack/temporal-cluster.ts), not by
-# npm install: a first `npm start` in dev mode stays quick. Each part is skipped when present.
+# the same server code. Run by npm's postinstall (scripts/install-temporal.sh, unless
+# SKIP_TEMPORAL_CLUSTER=1) and again, as a no-op or a repair, on first use of cluster mode
+# (devstack/temporal-cluster.ts). Each part is skipped when present.
 # Needs Go (1.24+): the first build takes a few minutes per binary; with a warm Go build
 # cache (~/.cache/go-build) it takes seconds.
 set -euo pipefail

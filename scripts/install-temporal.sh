@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Provides the Temporal CLI v1.5.1 (dev server + Web UI) at .tools/bin/temporal.
+# Provides the Temporal CLI v1.5.1 (dev server + Web UI) at .tools/bin/temporal, then the
+# production server's binaries for TEMPORAL_MODE=cluster and test/cluster/
+# (scripts/install-temporal-cluster.sh; SKIP_TEMPORAL_CLUSTER=1 skips them). npm's postinstall
+# runs it, so `npm test` spends its time on tests, not on building tools.
 #
 # Order of preference, as in docs/CONTRACT.md §2.1:
 #   1. TEMPORAL_CLI_PATH, or a `temporal` already on PATH: nothing to install.
@@ -17,14 +20,20 @@ target="$bin_dir/temporal"
 if [ "${SKIP_TEMPORAL_CLI:-}" = "1" ]; then
   echo "temporal cli: skipped (SKIP_TEMPORAL_CLI=1)"; exit 0
 fi
+cluster() {
+  if [ "${SKIP_TEMPORAL_CLUSTER:-}" = "1" ]; then echo "temporal cluster: skipped (SKIP_TEMPORAL_CLUSTER=1)"; exit 0; fi
+  # Not fatal: without Go, dev mode works; cluster mode tries again on first use and says why.
+  bash "$root/scripts/install-temporal-cluster.sh" || echo "temporal cluster: not built; TEMPORAL_MODE=cluster and test/cluster/ need it (see above)" >&2
+  exit 0
+}
 if [ -n "${TEMPORAL_CLI_PATH:-}" ] && [ -x "$TEMPORAL_CLI_PATH" ]; then
-  echo "temporal cli: using TEMPORAL_CLI_PATH=$TEMPORAL_CLI_PATH"; exit 0
+  echo "temporal cli: using TEMPORAL_CLI_PATH=$TEMPORAL_CLI_PATH"; cluster
 fi
 if [ -x "$target" ] && "$target" --version 2>/dev/null | grep -q "$VERSION"; then
-  echo "temporal cli: $target ($VERSION) already installed"; exit 0
+  echo "temporal cli: $target ($VERSION) already installed"; cluster
 fi
 if command -v temporal >/dev/null 2>&1; then
-  echo "temporal cli: using $(command -v temporal) from PATH"; exit 0
+  echo "temporal cli: using $(command -v temporal) from PATH"; cluster
 fi
 
 mkdir -p "$bin_dir"
@@ -48,3 +57,4 @@ else
   rm -rf "$tmp"
 fi
 "$target" --version
+cluster

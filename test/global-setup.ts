@@ -46,8 +46,8 @@ export default async function setup(project: TestProject) {
   await admin.unsafe(`CREATE DATABASE ${templateName} TEMPLATE ${dbName}`);
 
   // The cluster suite (test/cluster/) and TEMPORAL_MODE=cluster need the production server's
-  // binaries: built once into .tools/ (minutes the first time, a no-op after). Here, once
-  // per run, rather than in a test file's hook (its timeout) or twice in parallel files.
+  // binaries, which npm install builds into .tools/: a no-op check here, or a repair (once
+  // per run, rather than in a test file's hook or twice in parallel files) if they are missing.
   try {
     ensureClusterBinaries();
   } catch (error) {
