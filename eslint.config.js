@@ -10,7 +10,7 @@ const bannedInWorkflows = [
 ];
 
 /** The house's layers: production code never reaches into the development stack, scripts or tests, and lib/ (shared by every process) never into a process. */
-const devOnly = { group: ['**/devstack/*', '**/scripts/*', '**/test/*', '**/bench/*'], message: 'Production code does not import the development stack, scripts, tests or the bench.' };
+const devOnly = { group: ['**/devstack/*', '**/scripts/*', '**/test/*', '**/testkit/*', '**/bench/*', '**/chaos/*'], message: 'Production code does not import the development stack, scripts, tests, their kit, the bench or the chaos run.' };
 const processes = { group: ['**/api/*', '**/worker/*', '**/sandbox/*', '**/activities/*', '**/workflows/*'], message: 'lib/ and db/ serve every process: they import none of them.' };
 
 export default tseslint.config(

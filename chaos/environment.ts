@@ -7,12 +7,11 @@ import { migrate } from '../db/migrate';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../devstack/embedded-postgres';
 import { freePort } from '../devstack/ports';
 import { startTemporalDevServer, type DevServer } from '../devstack/temporal-cli';
-import { startMerchant, type Merchant } from '../test/faults/support/merchant';
-import { spawnWorker } from '../test/faults/support/worker-process';
-import { TEST_PAYLOAD_KEYS, testDataConverter } from '../test/helpers/payload-keys';
+import { setTenantWebhookUrl, startMerchant, type Merchant } from '../testkit/merchant';
+import { TEST_PAYLOAD_KEYS, testDataConverter } from '../testkit/payload-keys';
+import { spawnService, spawnWorker } from '../testkit/processes';
 import { startNetworkProxy, type NetworkProxy } from './network-proxy';
 import type { Fault, FaultKind } from './nemesis';
-import { spawnService } from './services';
 import { Supervisor, type Supervisable } from './supervisor';
 
 export interface EnvironmentOptions {
@@ -97,15 +96,18 @@ export async function startEnvironment(options: EnvironmentOptions) {
     const worker = await supervise('worker', async (i) => {
       const killAt = options.killPointFor(i);
       workerKillPoints.push(killAt);
-      const spawned = await spawnWorker(
+      return spawnWorker(
         `chaos-worker-${i}`,
-        { databaseUrl: pg.url, temporalAddress: common.TEMPORAL_ADDRESS, taskQueue: TASK_QUEUE, providerUrl: proxy.url, env: { ...common, PROVIDER_TIMEOUT_MS: '5000', RECONCILE_INTERVAL_SECONDS: '10', LOG_LEVEL: 'warn', ...(killAt ? { CHAOS_KILL_AT: killAt } : {}) } },
+        {
+          databaseUrl: pg.url,
+          temporalAddress: common.TEMPORAL_ADDRESS,
+          taskQueue: TASK_QUEUE,
+          providerUrl: proxy.url,
+          env: { ...common, PROVIDER_TIMEOUT_MS: '5000', RECONCILE_INTERVAL_SECONDS: '10', LOG_LEVEL: 'warn', ...(killAt ? { CHAOS_KILL_AT: killAt } : {}) },
+          logsDir: options.logsDir,
+        },
         240_000,
       );
-      const whenExited = (async () => {
-        while (!spawned.exited()) await new Promise((r) => setTimeout(r, 200));
-      })();
-      return { kill: () => spawned.kill(), whenExited };
     });
 
     const relayPort = await freePort();
@@ -137,12 +139,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
     });
     if (created.status !== 201) throw new Error(`tenant creation failed: ${created.status} ${await created.text()}`);
     const tenant = (await created.json()) as { id: string; api_key: string };
-    const patched = await fetch(`${apiUrls[0]}/admin/tenants/${tenant.id}`, {
-      method: 'PATCH',
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ webhook_url: merchant.url }),
-    });
-    if (patched.status !== 200) throw new Error(`webhook_url refused: ${patched.status} ${await patched.text()}`);
+    await setTenantWebhookUrl(apiUrls[0]!, ADMIN_TOKEN, tenant.id, merchant.url);
 
     let temporalDown = false;
     let postgresDown = false;

@@ -28,8 +28,6 @@ if (!(minutes > 0) || !Number.isInteger(seed) || seed < 0 || !(clients > 0) || g
   process.exit(2);
 }
 const logsDir = path.join(projectRoot, 'test', 'artifacts', 'chaos-logs');
-// The worker processes of the fault suite's spawner log there too.
-process.env.FAULT_LOGS_DIR ??= logsDir;
 const { runChaos } = await import('./run');
 const { summary } = await runChaos({ minutes, seed, clients, gapMs, resultsDir: path.resolve(projectRoot, values.results), logsDir });
 for (const finding of summary.findings) console.log(`FINDING ${finding}`);

@@ -10,12 +10,12 @@
  * (e.g. histories kept from before a patch) stay in the index untouched.
  *
  * --before-patch <id>: records with the code as it was before patched('<id>'): a copy of
- * workflows/ in which that patched() call is false (test/helpers/altered-workflows.ts), so
+ * workflows/ in which that patched() call is false (testkit/altered-workflows.ts), so
  * the old histories can be recorded again (e.g. under a new payload key) after the patch
  * landed. It saves them as <scenario>-before-<id>.json, kept as proof that runs started by
  * the old code still replay against the new one (see test/histories/README.md).
  *
- * Every payload is encrypted with the test suite's fixed key (test/helpers/payload-keys.ts),
+ * Every payload is encrypted with the test suite's fixed key (testkit/payload-keys.ts),
  * as production encrypts with its own: the histories show what Temporal really stores.
  *
  * The replay test (test/replay/histories.test.ts) replays every listed history against the
@@ -44,8 +44,8 @@ import {
 import { apiClient, startStack, type ApiResponse, type Stack } from '../devstack/stack';
 import { startScratchEnvironment } from '../devstack/scratch-environment';
 import { failureConverterPath } from '../lib/data-converter';
-import { workflowsBeforePatch } from '../test/helpers/altered-workflows';
-import { testDataConverter } from '../test/helpers/payload-keys';
+import { workflowsBeforePatch } from '../testkit/altered-workflows';
+import { testDataConverter } from '../testkit/payload-keys';
 
 /** One workflow run a scenario produced, and what its history must show to be worth keeping. */
 interface Recording {

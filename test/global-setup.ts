@@ -10,7 +10,7 @@ import path from 'node:path';
 import { bundleWorkflows } from '../worker/worker';
 import { startCodecServer } from '../lib/codec-server';
 import { AesGcmPayloadCodec } from '../lib/payload-codec';
-import { testPayloadKeys } from './helpers/payload-keys';
+import { testPayloadKeys } from '../testkit/payload-keys';
 
 declare module 'vitest' {
   export interface ProvidedContext {

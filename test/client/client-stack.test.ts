@@ -15,7 +15,7 @@ import {
 import { effectsOf } from '../helpers/effects';
 import { startLossyProxy } from '../helpers/lossy-proxy';
 import { eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
-import { startWebhookReceiver } from '../helpers/webhook-receiver';
+import { startWebhookReceiver } from '../../testkit/webhook-receiver';
 
 /** The typed client against the real stack: API, Temporal, PostgreSQL, sandbox provider, relay. */
 

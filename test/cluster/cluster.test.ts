@@ -5,7 +5,8 @@ import { apiClient, captureLogs, eventually, startStack, uniqueKey, type Tenant,
 import { expectLedgerConsistent } from '../helpers/effects';
 import { SETTLE_MS, scenarioTimeout } from '../faults/support/config';
 import { paymentsInFlight, settle } from '../faults/support/census';
-import { startMerchant, tenantWithMerchant, type Merchant } from '../faults/support/merchant';
+import { startMerchant, type Merchant } from '../../testkit/merchant';
+import { tenantWithMerchant } from '../faults/support/merchant';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../faults/support/payments';
 import { runTrials, ScenarioTally } from '../faults/support/results';
 import { expectCleanScenario, retryAndTally } from '../faults/support/verify';

@@ -8,7 +8,8 @@ import { apiClient, startStack, type Tenant, type TestStack } from '../helpers/s
 import { expectLedgerConsistent } from '../helpers/effects';
 import { LOGS_DIR, SETTLE_MS, scenarioTimeout } from '../faults/support/config';
 import { paymentsInFlight, settle } from '../faults/support/census';
-import { startMerchant, tenantWithMerchant, type Merchant } from '../faults/support/merchant';
+import { startMerchant, type Merchant } from '../../testkit/merchant';
+import { tenantWithMerchant } from '../faults/support/merchant';
 import { paymentRequest, type Api } from '../faults/support/payments';
 import { runTrials, ScenarioTally } from '../faults/support/results';
 import { expectCleanScenario, retryAndTally } from '../faults/support/verify';

@@ -5,7 +5,8 @@ import { ensureDatabase, migrate } from '../../db/migrate';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack } from '../helpers/stack';
 import { insertEvent } from '../../db/outbox';
 import { judge, settle, takeCensus } from './support/census';
-import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
+import { startMerchant, type Merchant } from '../../testkit/merchant';
+import { tenantWithMerchant } from './support/merchant';
 import { paymentIdIn, paymentRequest } from './support/payments';
 
 /**

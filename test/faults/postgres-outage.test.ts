@@ -9,7 +9,8 @@ import { apiClient, eventually, startStack, uniqueKey, type Tenant, type TestSta
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
 import { paymentsInFlight, settle } from './support/census';
-import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
+import { startMerchant, type Merchant } from '../../testkit/merchant';
+import { tenantWithMerchant } from './support/merchant';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from './support/payments';
 import { runTrials, ScenarioTally } from './support/results';
 import { expectCleanScenario, retryAndTally } from './support/verify';

@@ -2,11 +2,12 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { apiClient, eventually, startStack, type TestStack } from '../helpers/stack';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
 import { judge, settle, takeCensus } from './support/census';
-import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
+import { startMerchant, type Merchant } from '../../testkit/merchant';
+import { tenantWithMerchant } from './support/merchant';
 import { paymentIdIn, paymentRequest, untilFinal } from './support/payments';
 import { runTrials, ScenarioTally } from './support/results';
 import { expectCleanScenario } from './support/verify';
-import { spawnWorker, type WorkerEnvironment, type WorkerProcess } from './support/worker-process';
+import { spawnWorker, type WorkerEnvironment, type WorkerProcess } from '../../testkit/processes';
 
 /**
  * Scenario 6. The outbox relay dies mid-delivery: the worker process that runs it is

@@ -3,7 +3,8 @@ import { apiClient, isolatedApi, startStack, type TestStack } from '../helpers/s
 import { expectLedgerConsistent } from '../helpers/effects';
 import { FAULT_STORM_KEYS, FAULT_TRIALS, SETTLE_MS, STORM_SIZE, scenarioTimeout } from './support/config';
 import { judge, settle, takeCensus } from './support/census';
-import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
+import { startMerchant, type Merchant } from '../../testkit/merchant';
+import { tenantWithMerchant } from './support/merchant';
 import { finalStatusOf, paymentIdIn, paymentRequest, untilFinal, type ApiResponse } from './support/payments';
 import { runTrials, ScenarioTally } from './support/results';
 import { expectCleanScenario } from './support/verify';

@@ -3,11 +3,12 @@ import { apiClient, eventually, startStack, type Tenant, type TestStack } from '
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
 import { chargeAttempts, chargeInFlight, paymentIdOfKey, settle } from './support/census';
-import { startMerchant, tenantWithMerchant, type Merchant } from './support/merchant';
+import { startMerchant, type Merchant } from '../../testkit/merchant';
+import { tenantWithMerchant } from './support/merchant';
 import { paymentRequest, type Api } from './support/payments';
 import { runTrials, ScenarioTally } from './support/results';
 import { expectCleanScenario, retryAndTally } from './support/verify';
-import { spawnWorker, type WorkerEnvironment, type WorkerProcess } from './support/worker-process';
+import { spawnWorker, type WorkerEnvironment, type WorkerProcess } from '../../testkit/processes';
 
 /**
  * Scenario 2. The worker process is killed with SIGKILL in the middle of a charge, then a

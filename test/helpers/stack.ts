@@ -7,7 +7,7 @@ import { createLogger } from '../../lib/logger';
 import { freePort } from '../../devstack/ports';
 import { startStack as startProductStack, type Stack, type StackOptions } from '../../devstack/stack';
 import { installTemporalRuntime } from '../../worker/observability';
-import { testDataConverter } from './payload-keys';
+import { testDataConverter } from '../../testkit/payload-keys';
 
 export { apiClient, type Tenant } from '../../devstack/stack';
 export type TestStack = Stack;

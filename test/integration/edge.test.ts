@@ -3,7 +3,7 @@ import { Webhook } from 'standardwebhooks';
 import { webhookTargetPolicy } from '../../lib/webhook-target';
 import { OutboxRelay } from '../../worker/outbox-relay';
 import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
-import { startWebhookReceiver } from '../helpers/webhook-receiver';
+import { startWebhookReceiver } from '../../testkit/webhook-receiver';
 
 /**
  * The public edge: SSRF checks of webhook targets, security headers, /metrics access, rate

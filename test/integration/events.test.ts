@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
-import { startWebhookReceiver } from '../helpers/webhook-receiver';
+import { startWebhookReceiver } from '../../testkit/webhook-receiver';
 
 /**
  * Events a merchant can recover: fetched one by one, their delivery attempts listed, and

@@ -7,7 +7,7 @@ import { effectsOf } from '../helpers/effects';
 import { freePort } from '../../devstack/ports';
 import { fileDatabaseUrl } from '../helpers/database';
 import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres';
-import { testDataConverter } from '../helpers/payload-keys';
+import { testDataConverter } from '../../testkit/payload-keys';
 
 /**
  * Fail closed: with a dependency unreachable, mutating endpoints answer 503 and execute nothing.

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, Connection } from '@temporalio/client';
 import { apiClient, isolatedApi, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { chargesAtProvider, effectsOf, expectLedgerConsistent } from '../helpers/effects';
-import { testDataConverter } from '../helpers/payload-keys';
+import { testDataConverter } from '../../testkit/payload-keys';
 
 /** The idempotency contract (docs/CONTRACT.md §3.1), on the real dev server and real PostgreSQL. */
 

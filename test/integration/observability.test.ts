@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiClient, captureLogs, eventually, startStack, uniqueKey, type TestStack } from '../helpers/stack';
-import { startWebhookReceiver } from '../helpers/webhook-receiver';
+import { startWebhookReceiver } from '../../testkit/webhook-receiver';
 
 /** Operators see what happens: Prometheus counters that move, and logs that follow one request. */
 

@@ -9,7 +9,7 @@ import { startCodecServer, type RunningCodecServer } from '../../lib/codec-serve
 import { AesGcmPayloadCodec } from '../../lib/payload-codec';
 import { resolveTemporalCli } from '../../devstack/temporal-cli';
 import { clearPayloads, leaks } from '../helpers/history-payloads';
-import { testPayloadKeys } from '../helpers/payload-keys';
+import { testPayloadKeys } from '../../testkit/payload-keys';
 import { apiClient, startStack, type TestStack } from '../helpers/stack';
 
 /**

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
-import { startWebhookReceiver } from '../helpers/webhook-receiver';
+import { startWebhookReceiver } from '../../testkit/webhook-receiver';
 import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../../lib/webhook-target';
 import { OutboxRelay } from '../../worker/outbox-relay';
 

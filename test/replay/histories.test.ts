@@ -13,8 +13,8 @@ import {
   workflowInterceptorModules,
   type HistoryEntry,
 } from '../../devstack/histories';
-import { alteredWorkflows, type Alteration } from '../helpers/altered-workflows';
-import { TEST_PAYLOAD_KEYS, testDataConverter } from '../helpers/payload-keys';
+import { alteredWorkflows, type Alteration } from '../../testkit/altered-workflows';
+import { TEST_PAYLOAD_KEYS, testDataConverter } from '../../testkit/payload-keys';
 import { clearPayloads, leaks } from '../helpers/history-payloads';
 import { paymentDataConverter } from '../../lib/data-converter';
 import { generatePayloadKey, parsePayloadKeys } from '../../lib/payload-codec';
@@ -57,7 +57,7 @@ async function replay(workflowBundle: ReplayWorkerOptions['workflowBundle'], ent
 }
 
 const bundles = new Map<string, Promise<ReplayWorkerOptions['workflowBundle']>>();
-/** An altered payment workflow (test/helpers/altered-workflows.ts), bundled like the real ones. */
+/** An altered payment workflow (testkit/altered-workflows.ts), bundled like the real ones. */
 function fixtureBundle(name: Alteration): Promise<ReplayWorkerOptions['workflowBundle']> {
   if (!bundles.has(name)) {
     const workflowsPath = alteredWorkflows(name);

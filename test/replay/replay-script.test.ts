@@ -2,8 +2,8 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import path from 'node:path';
 import { apiClient, startStack, uniqueKey, type TestStack } from '../helpers/stack';
-import { alteredWorkflows } from '../helpers/altered-workflows';
-import { TEST_PAYLOAD_KEYS } from '../helpers/payload-keys';
+import { alteredWorkflows } from '../../testkit/altered-workflows';
+import { TEST_PAYLOAD_KEYS } from '../../testkit/payload-keys';
 
 /**
  * `npm run replay -- --workflow-id <id>` (scripts/replay.ts): fetches a live workflow's

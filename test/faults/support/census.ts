@@ -1,6 +1,6 @@
 import type { TestStack } from '../../helpers/stack';
 import { effectsOf } from '../../helpers/effects';
-import type { Merchant } from './merchant';
+import type { Merchant } from '../../../testkit/merchant';
 
 /** The final state a payment is expected to reach, and the effects that state implies. */
 export type Outcome = 'succeeded' | 'declined' | 'requires_capture';

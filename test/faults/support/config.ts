@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { projectRoot } from '../../../devstack/temporal-cli';
+import { DEFAULT_LOGS_DIR } from '../../../testkit/processes';
 
 /**
  * How much each fault scenario repeats itself. Inside `npm test` the defaults keep the
@@ -25,8 +26,8 @@ export const SETTLE_MS = positiveInt('FAULT_SETTLE_MS', 120_000);
 
 /** Where each scenario writes its figures; scripts/faults.ts points this at its own run directory. */
 export const RESULTS_DIR = path.resolve(projectRoot, process.env.FAULT_RESULTS_DIR ?? 'test/artifacts/faults-subset');
-/** Logs of the worker processes and servers the scenarios start and kill. */
-export const LOGS_DIR = path.resolve(projectRoot, process.env.FAULT_LOGS_DIR ?? 'test/artifacts/faults-logs');
+/** Logs of the worker processes and servers the scenarios start and kill (FAULT_LOGS_DIR). */
+export const LOGS_DIR = DEFAULT_LOGS_DIR;
 
 /** A generous per-test timeout: `perTrialMs` for every trial on top of a fixed allowance (2 shared cores). */
 export function scenarioTimeout(trials: number, perTrialMs: number, fixedMs = 180_000): number {

@@ -5,7 +5,7 @@
 import { expect } from 'vitest';
 import type { TestStack } from '../../helpers/stack';
 import { judge, takeCensus } from './census';
-import type { Merchant } from './merchant';
+import type { Merchant } from '../../../testkit/merchant';
 import { finalStatusOf, paymentIdIn, untilFinal, type Api, type PaymentRequest } from './payments';
 import type { ScenarioResult, ScenarioTally } from './results';
 

@@ -1,5 +1,5 @@
-import { paymentDataConverter } from '../../lib/data-converter';
-import { parsePayloadKeys } from '../../lib/payload-codec';
+import { paymentDataConverter } from '../lib/data-converter';
+import { parsePayloadKeys } from '../lib/payload-codec';
 
 /**
  * The fixed payload key of the test suite and of the recorded histories (test/histories):
