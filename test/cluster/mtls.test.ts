@@ -65,7 +65,9 @@ beforeAll(async () => {
     TEMPORAL_TLS_SERVER_NAME: 'localhost',
   });
   stack = await startStack({ temporalAddress: address, temporalConnection, api: { TEMPORAL_RPC_TIMEOUT_MS: 3000 } });
-});
+  // Longer than the usual hook timeout: the cluster may wait for test/cluster/cluster.test.ts's
+  // to stop first (test/cluster/support.ts: clusters on the shared PostgreSQL take turns).
+}, 420_000);
 afterAll(async () => {
   await stack?.stop();
   await cluster?.stop();

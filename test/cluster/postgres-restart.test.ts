@@ -1,11 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createSql } from '../../db/connect';
-import { migrate } from '../../db/migrate';
-import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
-import { freePort } from '../../devstack/ports';
+import type { EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
+import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres';
 import { startTemporalCluster, type TemporalCluster } from '../../devstack/temporal-cluster';
 import { apiClient, startStack, type Tenant, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
@@ -24,7 +21,7 @@ import { expectCleanScenario, retryAndTally } from '../faults/support/verify';
  * in-flight payment completes, once.
  */
 
-let dataDir: string;
+let privatePostgres: PrivatePostgres;
 let pg: EmbeddedPostgresHandle;
 let cluster: TemporalCluster;
 let stack: TestStack;
@@ -33,12 +30,9 @@ let tenant: Tenant;
 let api: Api;
 
 beforeAll(async () => {
-  dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-cluster-pg-'));
-  pg = await startEmbeddedPostgres({ dataDir, port: await freePort(), database: 'payments' });
-  const sql = createSql(pg.url, { max: 1 });
-  await migrate(sql);
-  await sql.end();
-  cluster = await startTemporalCluster({ postgresUrl: pg.adminUrl, nodes: 2, shards: 4, dataDir: path.join(LOGS_DIR, `cluster-pg-${path.basename(dataDir)}`) });
+  privatePostgres = await startPrivatePostgres('cluster-pg');
+  pg = privatePostgres.pg;
+  cluster = await startTemporalCluster({ postgresUrl: pg.adminUrl, nodes: 2, shards: 4, dataDir: path.join(LOGS_DIR, `cluster-pg-${pg.port}-${Date.now()}`) });
   stack = await startStack({ databaseUrl: pg.url, temporalAddress: cluster.address, sandboxDatabaseUrl: inject('databaseUrl'), sandbox: { slowMs: 5000 } });
   merchant = await startMerchant();
   tenant = await tenantWithMerchant(stack, merchant, 'cluster-postgres');
@@ -48,9 +42,8 @@ afterAll(async () => {
   await pg?.start();
   await stack?.stop();
   await cluster?.stop();
-  await pg?.stop();
+  await privatePostgres?.remove();
   await merchant?.close();
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
 describe('Temporal cluster: its PostgreSQL restarted mid-flight', () => {

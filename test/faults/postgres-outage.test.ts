@@ -1,15 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { CompletionWaiter } from '../../api/completions';
 import { createSql } from '../../db/connect';
 import { claimRecord, completeRecord } from '../../db/idempotency-records';
-import { migrate } from '../../db/migrate';
-import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
+import type { EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
+import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres';
 import { apiClient, eventually, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
-import { freePort } from '../../devstack/ports';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
 import { paymentsInFlight, settle } from './support/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
@@ -29,18 +26,15 @@ import { fileDatabaseUrl } from '../helpers/database';
 
 const inFlightPerTrial = 3;
 let pg: EmbeddedPostgresHandle;
-let dataDir: string;
+let privatePostgres: PrivatePostgres;
 let stack: TestStack;
 let merchant: Merchant;
 let tenant: Tenant;
 let api: Api;
 
 beforeAll(async () => {
-  dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-faults-pg-'));
-  pg = await startEmbeddedPostgres({ dataDir, port: await freePort(), database: 'payments' });
-  const sql = createSql(pg.url, { max: 1 });
-  await migrate(sql);
-  await sql.end();
+  privatePostgres = await startPrivatePostgres('faults-pg');
+  pg = privatePostgres.pg;
   stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: await fileDatabaseUrl(), sandbox: { slowMs: 6000 } });
   merchant = await startMerchant();
   tenant = await tenantWithMerchant(stack, merchant, 'postgres-outage');
@@ -49,9 +43,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await pg?.start();
   await stack?.stop();
-  await pg?.stop();
+  await privatePostgres?.remove();
   await merchant?.close();
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
 describe('4. PostgreSQL stopped and restarted mid-flight', () => {

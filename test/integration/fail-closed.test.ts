@@ -1,28 +1,41 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { createSql } from '../../db/connect';
-import { migrate } from '../../db/migrate';
-import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
+import type { EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
 import { apiClient, eventually, isolatedApi, startStack, uniqueKey, type TestStack } from '../helpers/stack';
 import { CompletionWaiter } from '../../api/completions';
 import { effectsOf } from '../helpers/effects';
 import { freePort } from '../../devstack/ports';
 import { fileDatabaseUrl } from '../helpers/database';
+import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres';
 import { testDataConverter } from '../../testkit/payload-keys';
 
-/** Fail closed: with a dependency unreachable, mutating endpoints answer 503 and execute nothing. */
+/**
+ * Fail closed: with a dependency unreachable, mutating endpoints answer 503 and execute nothing.
+ * One stack for the file, on a PostgreSQL of its own (the second part stops it); the first
+ * part runs before that, with a second API process whose Temporal is gone.
+ */
+
+let privatePostgres: PrivatePostgres;
+let pg: EmbeddedPostgresHandle;
+let stack: TestStack;
+beforeAll(async () => {
+  privatePostgres = await startPrivatePostgres('fail-closed');
+  pg = privatePostgres.pg;
+  // The sandbox (another company) keeps its own database up.
+  stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: await fileDatabaseUrl(), sandbox: { slowMs: 1500 } });
+});
+afterAll(async () => {
+  await pg?.start();
+  await stack?.stop();
+  await privatePostgres?.remove();
+});
 
 const body = () => ({ order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'USD', payment_method: 'pm_card_visa' });
 
 describe('Temporal unreachable', () => {
-  let stack: TestStack;
   let deadApi: Awaited<ReturnType<typeof isolatedApi>>;
   let deadApiUrl: string;
   beforeAll(async () => {
-    stack = await startStack();
     // A second API process on the same database whose Temporal server is gone.
     const temporal = new Client({ connection: Connection.lazy({ address: `127.0.0.1:${await freePort()}` }), dataConverter: testDataConverter });
     deadApi = await isolatedApi(stack, temporal, { IDEMPOTENCY_WAIT_MS: 2000, TEMPORAL_RPC_TIMEOUT_MS: 1500 });
@@ -30,7 +43,6 @@ describe('Temporal unreachable', () => {
   });
   afterAll(async () => {
     await deadApi?.close();
-    await stack?.stop();
   });
 
   it('answers 503 service_unavailable with Retry-After, executes nothing, and lets the retry really run', async () => {
@@ -58,24 +70,6 @@ describe('Temporal unreachable', () => {
 });
 
 describe('PostgreSQL stopped', () => {
-  let pg: EmbeddedPostgresHandle;
-  let dataDir: string;
-  let stack: TestStack;
-  beforeAll(async () => {
-    dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-pg-'));
-    pg = await startEmbeddedPostgres({ dataDir, port: await freePort(), database: 'payments' });
-    const sql = createSql(pg.url, { max: 1 });
-    await migrate(sql);
-    await sql.end();
-    // The sandbox (another company) keeps its own database up.
-    stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: await fileDatabaseUrl(), sandbox: { slowMs: 1500 } });
-  });
-  afterAll(async () => {
-    await pg?.start();
-    await stack?.stop();
-    await pg?.stop();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
 
   it('answers 503 while it is down, and completes the in-flight payment once it is back', async () => {
     const tenant = await stack.createTenant();

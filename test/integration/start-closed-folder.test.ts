@@ -1,16 +1,19 @@
-import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { firstFolderClosedTo } from '../../devstack/embedded-postgres';
+import { createSql } from '../../db/connect';
+import { firstFolderClosedTo, installedEmbeddedPostgres, reachableEmbeddedPostgres, startEmbeddedPostgres } from '../../devstack/embedded-postgres';
 import { projectRoot } from '../../devstack/temporal-cli';
 import { freePort } from '../../devstack/ports';
 
 /**
  * A clone inside a folder only its owner can enter (mode 0700, as `mktemp -d` makes it).
- * As root, the embedded PostgreSQL runs as the `postgres` user, who cannot get in: `npm start`
- * must stop at once and say which folder and what to change, not fail deep inside initdb.
+ * As root, the embedded PostgreSQL runs as the `postgres` user, who cannot get in. Its
+ * binaries (in the clone's node_modules) are then mirrored where that user can reach them,
+ * and the server runs; a data folder it cannot reach makes `npm start` stop at once and say
+ * which folder and what to change, not fail deep inside initdb.
  */
 
 const asRoot = userInfo().uid === 0;
@@ -72,4 +75,48 @@ describe('a folder the postgres user cannot enter', () => {
     expect(output).toContain('DATABASE_URL');
     expect(output).not.toContain('EACCES');
   });
+
+  it('still runs the embedded PostgreSQL when its packages are inside it: as root, from a mirror the postgres user can reach (rules out binaries run from where that user cannot enter)', async () => {
+    // The packages as a clone inside the closed folder has them.
+    const installed = installedEmbeddedPostgres();
+    const modules = path.join(closed, 'clone', 'node_modules');
+    const inside = {
+      mainDir: path.join(modules, path.basename(installed.mainDir)),
+      platformDir: path.join(modules, path.basename(path.dirname(installed.platformDir)), path.basename(installed.platformDir)),
+    };
+    cpSync(installed.mainDir, inside.mainDir, { recursive: true, verbatimSymlinks: true });
+    cpSync(installed.platformDir, inside.platformDir, { recursive: true, verbatimSymlinks: true });
+    const initdb = path.join(inside.platformDir, 'native', 'bin', 'initdb');
+    // A fresh place for the mirror, so that this test makes it rather than finds it.
+    const mirrorRoot = mkdtempSync(path.join(tmpdir(), 'payorch-mirror-'));
+    chmodSync(mirrorRoot, 0o755);
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-mirror-data-'));
+    try {
+      if (!asRoot) {
+        // Not root: PostgreSQL runs as this user, who can reach its own folder; nothing is mirrored.
+        expect(reachableEmbeddedPostgres(inside, mirrorRoot)).toMatchObject({ platformDir: inside.platformDir, mirrored: false });
+        return;
+      }
+      expect(firstFolderClosedTo([initdb], 'postgres')).toMatchObject({ folder: closed, mode: 0o700 });
+      const pg = await startEmbeddedPostgres({ dataDir, port: await freePort(), database: 'payments', packages: inside, mirrorRoot });
+      try {
+        // The server runs as the postgres user, from the mirror's binaries, and answers.
+        const postgresUid = Number(spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).stdout.trim());
+        expect(statSync(`/proc/${pg.pid}`).uid).toBe(postgresUid);
+        expect(readlinkSync(`/proc/${pg.pid}/exe`).startsWith(`${mirrorRoot}/`)).toBe(true);
+        const sql = createSql(pg.url, { max: 1 });
+        try {
+          const [row] = await sql<{ database: string }[]>`SELECT current_database() AS database`;
+          expect(row?.database).toBe('payments');
+        } finally {
+          await sql.end();
+        }
+      } finally {
+        await pg.stop();
+      }
+    } finally {
+      rmSync(mirrorRoot, { recursive: true, force: true });
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
