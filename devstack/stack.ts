@@ -54,6 +54,8 @@ export interface StackOptions {
   api?: Partial<ApiConfig>;
   logger?: Logger;
   adminToken?: string;
+  /** Connections of the stack's one pool (API, worker, relay and jobs share it; default 20). */
+  databasePoolSize?: number;
 }
 
 export interface RunningApi {
@@ -99,7 +101,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const taskQueue = options.taskQueue ?? `stack-${randomBytes(4).toString('hex')}`;
   const adminToken = options.adminToken ?? `admin-${randomBytes(12).toString('hex')}`;
   const logger = options.logger ?? createLogger({ name: 'stack', level: process.env.LOG_LEVEL ?? 'silent' });
-  const sql = createSql(options.databaseUrl, { max: 20, connectTimeoutSeconds: 2 });
+  const sql = createSql(options.databaseUrl, { max: options.databasePoolSize ?? 20, connectTimeoutSeconds: 2 });
   const closers: (() => Promise<unknown>)[] = [() => sql.end({ timeout: 5 })];
   const stop = async () => {
     for (let close = closers.pop(); close; close = closers.pop()) await close().catch(() => {});

@@ -7,28 +7,31 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * two-minute chaos run), so that file and the other long ones must start at once, not last:
  * vitest without its cache (a fresh clone, as in CI) orders by file size, which put the
  * chaos run and test/replay/replay-script.test.ts (a small file that runs a script five
- * times) at the end. Seconds are from a full run with three files at a time (see README,
- * "Tests"); only their order matters. A file not listed is placed by its size (about 1 s
- * per 1 KB, as the unlisted files measure) among them.
+ * times) at the end. Seconds are from a full run with four files at a time on a quiet
+ * machine (see README, "Tests"); only their order matters. A file not listed is placed by its
+ * size (about 1 s per 1 KB, as the unlisted files measure) among them.
  */
 export const measuredSeconds: Record<string, number> = {
-  'test/chaos/chaos.test.ts': 176,
-  'test/unit/static.test.ts': 95,
-  'test/replay/replay-script.test.ts': 82,
-  'test/cluster/cluster.test.ts': 68,
-  'test/integration/fail-closed.test.ts': 61,
-  'test/faults/postgres-outage.test.ts': 50,
-  'test/integration/start.test.ts': 50,
+  'test/chaos/chaos.test.ts': 153,
+  'test/faults/postgres-outage.test.ts': 53,
+  'test/cluster/cluster.test.ts': 52,
   'test/faults/relay-crash.test.ts': 47,
-  'test/faults/expiry-retention.test.ts': 42,
-  'test/integration/idempotency.test.ts': 37,
-  'test/faults/worker-crash.test.ts': 34,
-  'test/faults/temporal-outage.test.ts': 28,
-  'test/integration/lifecycle.test.ts': 27,
-  'test/integration/edge.test.ts': 26,
-  'test/cluster/postgres-restart.test.ts': 25,
-  'test/workflows/payment.test.ts': 25,
-  'test/faults/lost-response.test.ts': 24,
+  'test/integration/fail-closed.test.ts': 43,
+  'test/unit/static.test.ts': 40,
+  'test/faults/expiry-retention.test.ts': 38,
+  'test/faults/worker-crash.test.ts': 32,
+  'test/faults/lost-response.test.ts': 26,
+  'test/faults/temporal-outage.test.ts': 24,
+  'test/integration/start.test.ts': 22,
+  'test/cluster/postgres-restart.test.ts': 19,
+  'test/integration/idempotency.test.ts': 17,
+  'test/replay/replay-script.test.ts': 15,
+  'test/chaos/settle.test.ts': 11,
+  'test/integration/edge.test.ts': 8,
+  'test/workflows/payment.test.ts': 8,
+  'test/faults/storms.test.ts': 7,
+  'test/integration/lifecycle.test.ts': 7,
+  'test/integration/start-closed-folder.test.ts': 7,
 };
 
 /**

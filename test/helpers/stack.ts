@@ -58,6 +58,9 @@ export async function startStack(options: Partial<StackOptions> = {}): Promise<T
     dataConverter: testDataConverter,
     logger: testLogger,
     adminToken: ADMIN_TOKEN,
+    // Four files run at once on PostgreSQL's 100 connections (vitest.config.ts): 10 each is
+    // plenty for a test's concurrency (postgres.js queues beyond it) and leaves room.
+    databasePoolSize: 10,
     ...options,
   });
 }

@@ -46,7 +46,9 @@ async function livePayment(captureMethod: 'automatic' | 'manual') {
   return response.json as { id: string; workflow_id: string };
 }
 
-describe('npm run replay against a live workflow', () => {
+// Concurrent: each case is its own payment and its own child process (most of a case's time is
+// that process loading and bundling the workflow code), so they need not wait for each other.
+describe.concurrent('npm run replay against a live workflow', () => {
   it('PASS and exit 0 for a payment run by the current code', async () => {
     const payment = await livePayment('automatic');
     const result = await npmReplay(['--workflow-id', payment.workflow_id, '--address', stack.temporalAddress, '--namespace', 'default']);
