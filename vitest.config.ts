@@ -12,7 +12,7 @@ export default defineConfig({
     // 2-core CI machine: under the same outside load (load average 10-17), 722 s of vitest
     // with two files at a time in size order, 522 s with three and 350 s with three longest
     // first; on the quiet machine, longest first, 228 s and 234 s (a CI run) with four, 191 s
-    // with five, when both cores are busy most of the run (README, "Tests"). Connections: each
+    // and 216 s (a CI run) with five, when both cores are busy most of the run (README, "Tests"). Connections: each
     // test stack's pool is 10 (test/helpers/stack.ts) and the two cluster files take turns
     // (test/cluster/support.ts); the run's client connections peaked at 81 of PostgreSQL's
     // 100 (polled each second from pg_stat_activity), 50 of them a starting cluster.
