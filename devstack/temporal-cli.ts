@@ -1,3 +1,4 @@
+import type { Connection } from '@temporalio/client';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -104,7 +105,7 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   child.once('exit', () => (exited = true));
 
   const deadline = Date.now() + 60_000;
-  while (!(await frontendAnswers(address))) {
+  while (!(await namespaceServed(address))) {
     if (exited) throw new Error(`temporal dev server exited during start (args: ${args.join(' ')})`);
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
@@ -126,13 +127,20 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   };
 }
 
-/** True once the frontend serves the namespace, not merely once the port is open. */
-async function frontendAnswers(address: string): Promise<boolean> {
-  const { Connection } = await import('@temporalio/client');
+/**
+ * True once a frontend serves `namespace`, not merely once its port is open. `connect` opens
+ * the connection (the dev server's: plaintext, 1 s timeout; the cluster passes its own, TLS).
+ */
+export async function namespaceServed(
+  address: string,
+  namespace = 'default',
+  connect: (address: string) => Promise<Connection> = async (at) =>
+    (await import('@temporalio/client')).Connection.connect({ address: at, connectTimeout: 1000 }),
+): Promise<boolean> {
   try {
-    const connection = await Connection.connect({ address, connectTimeout: 1000 });
+    const connection = await connect(address);
     try {
-      await connection.workflowService.describeNamespace({ namespace: 'default' });
+      await connection.workflowService.describeNamespace({ namespace });
       return true;
     } finally {
       await connection.close();

@@ -17,7 +17,7 @@ import { createSql } from '../db/connect';
 import { ensureDatabase } from '../db/migrate';
 import { freePort } from './ports';
 import { watchExit, type ExitInfo } from './process-exit';
-import { projectRoot, searchAttributeFlags, tunedDynamicConfig } from './temporal-cli';
+import { namespaceServed, projectRoot, searchAttributeFlags, tunedDynamicConfig } from './temporal-cli';
 
 const toolsBin = path.join(projectRoot, '.tools', 'bin');
 export const clusterBinaries = {
@@ -307,7 +307,7 @@ function createNode(name: string, env: NodeJS.ProcessEnv, logFile: string, conne
       });
       exit = watchExit(child);
       const deadline = Date.now() + 90_000;
-      while (!(await systemNamespaceServed(address, connectTo))) {
+      while (!(await namespaceServed(address, 'temporal-system', connectTo))) {
         if (exit.hasExited()) throw new Error(`${name} exited during start; see ${logFile}`);
         if (Date.now() > deadline) {
           child.kill('SIGKILL');
@@ -318,20 +318,6 @@ function createNode(name: string, env: NodeJS.ProcessEnv, logFile: string, conne
     },
   };
   return node;
-}
-
-async function systemNamespaceServed(address: string, connectTo: (address: string) => Promise<Connection>): Promise<boolean> {
-  try {
-    const connection = await connectTo(address);
-    try {
-      await connection.workflowService.describeNamespace({ namespace: 'temporal-system' });
-      return true;
-    } finally {
-      await connection.close();
-    }
-  } catch {
-    return false;
-  }
 }
 
 const ALREADY_EXISTS = 6;
