@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { Connection } from '@temporalio/client';
 import { createSql, ping } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
-import { assertSafeToListen, isLoopbackHost, loadConfig } from '../lib/config';
+import { assertSafeToListen, codecCorsOrigins, isLoopbackHost, loadConfig } from '../lib/config';
 import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
 import { httpStatus } from './ports';
 import { projectRoot, startTemporalDevServer, type DevServer } from './temporal-cli';
@@ -166,7 +166,7 @@ async function main(): Promise<void> {
   const worker = startService('worker', 'worker/main.ts', common);
   startService('api', 'api/main.ts', { ...common, PORT: String(launcherEnv.PORT), HOST: apiHost });
   // The Web UI's page calls the codec server from the browser: its origin must be allowed.
-  const uiOrigins = [`http://127.0.0.1:${launcherEnv.TEMPORAL_UI_PORT}`, `http://localhost:${launcherEnv.TEMPORAL_UI_PORT}`, ...config.CODEC_CORS_ORIGINS];
+  const uiOrigins = [`http://127.0.0.1:${launcherEnv.TEMPORAL_UI_PORT}`, `http://localhost:${launcherEnv.TEMPORAL_UI_PORT}`, ...codecCorsOrigins(config)];
   if (codecUrl) startService('codec', 'lib/codec-server-main.ts', { ...common, CODEC_PORT: String(config.CODEC_PORT), CODEC_CORS_ORIGINS: [...new Set(uiOrigins)].join(','), HOST: '127.0.0.1' });
 
   const deadline = Date.now() + launcherEnv.START_READY_TIMEOUT_SECONDS * 1000;

@@ -7,7 +7,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { loadConfig } from '../../lib/config';
+import { assertSafeCodecServer, loadConfig } from '../../lib/config';
 import { projectRoot, resolveTemporalCli, searchAttributeFlags } from '../../devstack/temporal-cli';
 
 /**
@@ -31,6 +31,7 @@ interface Healthcheck {
 interface Service {
   image?: string;
   build?: unknown;
+  profiles?: string[];
   command?: string | string[];
   entrypoint?: string | string[];
   environment?: Record<string, string | number | boolean | null> | string[];
@@ -186,9 +187,33 @@ describe('docker-compose.yml: services', () => {
     }
     // The unauthenticated surfaces stay on the loopback interface.
     for (const name of ['temporal', 'temporal-ui', 'sandbox', 'codec-server']) expect(publishedPorts(name)[0]!.hostIp, name).toBe('127.0.0.1');
-    // The UI's page calls the codec server from the browser, through that published port.
-    expect(envOf('temporal-ui').TEMPORAL_CODEC_ENDPOINT).toBe(`http://localhost:${publishedPorts('codec-server')[0]!.published}`);
+    // The codec server admits the UI's origin, as the browser sees it, and no other.
     expect(envOf('codec-server').CODEC_CORS_ORIGINS).toBe(envOf('temporal-ui').TEMPORAL_CORS_ORIGINS);
+  });
+
+  it('the codec server is secure by default: opt-in profile, no token default (it refuses to start without one), /encode off, loopback only', () => {
+    expect(raw.services['codec-server']!).toMatchObject({ profiles: ['codec'] });
+    expect(declaredEnv('codec-server')).toContain('CODEC_TOKEN');
+    const env = envOf('codec-server');
+    expect(env.CODEC_TOKEN).toBeUndefined();
+    expect(env.CODEC_ENABLE_ENCODE).toBeUndefined();
+    expect(publishedPorts('codec-server').map((p) => p.hostIp)).toEqual(['127.0.0.1']);
+    // What the container's process would do with this environment: refuse to start…
+    expect(() => assertSafeCodecServer(loadConfig(env))).toThrow(/without CODEC_TOKEN/);
+    // …until the operator gives a token; then it serves the UI's origin, /encode off.
+    // (A key without a value takes the host's value, as Compose passes it through.)
+    const withToken = { ...env, CODEC_TOKEN: randomBytes(24).toString('hex') };
+    const config = loadConfig(withToken);
+    expect(() => assertSafeCodecServer(config)).not.toThrow();
+    expect(config.CODEC_ENABLE_ENCODE).toBe(false);
+    expect(config.CODEC_CORS_ORIGINS).toEqual([envOf('temporal-ui').TEMPORAL_CORS_ORIGINS]);
+  });
+
+  it('the Web UI is read-only by default (no terminate, cancel, signal or reset) and calls no codec endpoint it cannot authenticate to', () => {
+    expect(envOf('temporal-ui').TEMPORAL_DISABLE_WRITE_ACTIONS).toBe('true');
+    expect(envOf('temporal-ui', resolve(raw, { ...hostEnv, TEMPORAL_DISABLE_WRITE_ACTIONS: 'false' })).TEMPORAL_DISABLE_WRITE_ACTIONS).toBe('false');
+    expect(envOf('temporal-ui').TEMPORAL_CODEC_ENDPOINT).toBeUndefined();
+    expect(declaredEnv('temporal-ui')).toEqual(expect.arrayContaining(['TEMPORAL_CODEC_ENDPOINT', 'TEMPORAL_CODEC_PASS_ACCESS_TOKEN']));
   });
 
   it('gives every long-running service a real healthcheck and a restart policy; one-shot jobs never restart', () => {
