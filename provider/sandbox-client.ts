@@ -3,7 +3,10 @@ import https from 'node:https';
 import {
   ProviderRejectedError,
   ProviderUnavailableError,
+  ProviderWebhookError,
   type CallOptions,
+  type ProviderBalanceTransaction,
+  type ProviderWebhookEvent,
   type CaptureChargeRequest,
   type CreateChargeRequest,
   type CreateRefundRequest,
@@ -63,6 +66,8 @@ const toCharge = (c: ChargeJson): ProviderCharge => ({
   currency: c.currency,
   declineCode: c.failure_code,
   declineMessage: c.failure_message,
+  nextAction: null,
+  reference: '',
 });
 
 const toRefund = (r: RefundJson): ProviderRefund => ({
@@ -197,6 +202,17 @@ export class SandboxProvider implements PaymentProvider {
       options,
     );
     return toRefund(body as RefundJson);
+  }
+
+  // Placeholder until psp's branch (provider/*) lands with the real implementations.
+  async retrieveCharge(chargeId: string): Promise<ProviderCharge> {
+    throw new ProviderUnavailableError(`retrieveCharge(${chargeId}) is not implemented by this client yet`);
+  }
+  verifyWebhook(): ProviderWebhookEvent {
+    throw new ProviderWebhookError('webhook verification is not implemented by this client yet');
+  }
+  async listBalanceTransactions(): Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }> {
+    throw new ProviderUnavailableError('listBalanceTransactions is not implemented by this client yet');
   }
 
   async findRefundByIdempotencyKey(idempotencyKey: string, options?: CallOptions): Promise<ProviderRefund | null> {

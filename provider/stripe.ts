@@ -2,7 +2,10 @@ import Stripe from 'stripe';
 import {
   ProviderRejectedError,
   ProviderUnavailableError,
+  ProviderWebhookError,
   type CallOptions,
+  type ProviderBalanceTransaction,
+  type ProviderWebhookEvent,
   type CaptureChargeRequest,
   type CreateChargeRequest,
   type CreateRefundRequest,
@@ -177,6 +180,17 @@ export class StripeProvider implements PaymentProvider {
    * window for the key createRefund put in their metadata. Past the window Stripe would not
    * dedupe a retried create either, so nothing older is worth finding.
    */
+  // Placeholder until psp's branch (provider/*) lands with the real implementations.
+  async retrieveCharge(chargeId: string): Promise<ProviderCharge> {
+    throw new ProviderUnavailableError(`retrieveCharge(${chargeId}) is not implemented by this client yet`);
+  }
+  verifyWebhook(): ProviderWebhookEvent {
+    throw new ProviderWebhookError('webhook verification is not implemented by this client yet');
+  }
+  async listBalanceTransactions(): Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }> {
+    throw new ProviderUnavailableError('listBalanceTransactions is not implemented by this client yet');
+  }
+
   async findRefundByIdempotencyKey(idempotencyKey: string, options?: CallOptions): Promise<ProviderRefund | null> {
     try {
       const since = Math.floor(Date.now() / 1000) - refundLookupWindowSeconds;
@@ -225,6 +239,8 @@ function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors.Stripe
     currency: intent.currency.toUpperCase(),
     declineCode: null,
     declineMessage: null,
+    nextAction: null,
+    reference: '',
   };
   switch (intent.status) {
     case 'succeeded':

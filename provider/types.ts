@@ -7,7 +7,12 @@
  * object instead of a second one.
  */
 
-export type ProviderChargeStatus = 'succeeded' | 'requires_capture' | 'declined' | 'canceled';
+export type ProviderChargeStatus =
+  | 'succeeded' | 'requires_capture' | 'declined' | 'canceled'
+  | 'requires_action'   // the customer must authenticate (3-D Secure): see nextAction
+  | 'processing';       // the PSP has it, the outcome is pending (bank debits)
+
+export interface ProviderNextAction { type: 'redirect_to_url'; url: string; returnUrl: string | null }
 
 export interface ProviderCharge {
   id: string;
@@ -19,6 +24,10 @@ export interface ProviderCharge {
   /** Set when status is 'declined': e.g. 'card_declined', 'insufficient_funds'. */
   declineCode: string | null;
   declineMessage: string | null;
+  /** Set while status is 'requires_action'. */
+  nextAction: ProviderNextAction | null;
+  /** Our reference (payment id) as the PSP stored it. */
+  reference: string;
 }
 
 export type ProviderRefundStatus = 'succeeded' | 'failed';
@@ -42,6 +51,7 @@ export interface CreateChargeRequest {
   /** Our payment id, so charges can be reconciled (and counted) per payment. */
   reference: string;
   description?: string | null;
+  /** Where the challenge page sends the customer back. */ returnUrl?: string | null;
 }
 
 export interface CaptureChargeRequest {
@@ -81,6 +91,35 @@ export interface PaymentProvider {
   /** A refund the provider refuses is a normal result (status 'failed'), not an error. */
   createRefund(request: CreateRefundRequest, options?: CallOptions): Promise<ProviderRefund>;
   findRefundByIdempotencyKey(idempotencyKey: string, options?: CallOptions): Promise<ProviderRefund | null>;
+  /** The charge as the PSP holds it now (status poll). */
+  retrieveCharge(chargeId: string, options?: CallOptions): Promise<ProviderCharge>;
+  /** Verifies a webhook on its raw body; throws ProviderWebhookError (bad/missing/stale signature, bad JSON). */
+  verifyWebhook(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
+  /** One page of the PSP's balance transactions created in [from, to). */
+  listBalanceTransactions(query: { from: Date; to: Date; startingAfter?: string; limit?: number }, options?: CallOptions):
+    Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }>;
+}
+
+export interface ProviderWebhookEvent {
+  id: string;                 // the PSP's event id, unique per provider
+  type: string;               // e.g. 'charge.requires_action' | 'charge.processing' | 'charge.succeeded' | 'charge.requires_capture' | 'charge.declined' | 'charge.canceled' | 'charge.refunded' | 'refund.succeeded' | 'refund.failed'
+  createdAt: Date;
+  charge: ProviderCharge | null;   // the charge as it was when the event was made
+  refund: ProviderRefund | null;
+}
+export class ProviderWebhookError extends Error {}   // → 400 at the inbound route
+
+export interface ProviderBalanceTransaction {
+  id: string;                        // e.g. 'txn_…'
+  type: 'charge' | 'refund';
+  source: string;                    // the charge id ('ch_…') or refund id ('re_…')
+  chargeId: string;                  // for refunds, the refunded charge
+  reference: string | null;          // our payment id (charges) or refund id (refunds)
+  amountMinor: number;               // positive for charges, negative for refunds
+  feeMinor: number;
+  currency: string;                  // upper-case ISO 4217
+  status: 'pending' | 'available';
+  createdAt: Date;
 }
 
 /**
