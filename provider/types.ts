@@ -8,11 +8,21 @@
  */
 
 export type ProviderChargeStatus =
-  | 'succeeded' | 'requires_capture' | 'declined' | 'canceled'
-  | 'requires_action'   // the customer must authenticate (3-D Secure): see nextAction
-  | 'processing';       // the PSP has it, the outcome is pending (bank debits)
+  | 'succeeded'
+  | 'requires_capture'
+  | 'declined'
+  | 'canceled'
+  /** The customer must authenticate (3-D Secure): see nextAction. */
+  | 'requires_action'
+  /** The PSP has it, the outcome is pending (bank debits). */
+  | 'processing';
 
-export interface ProviderNextAction { type: 'redirect_to_url'; url: string; returnUrl: string | null }
+/** Where the customer goes to authenticate, and where the PSP sends them back afterwards. */
+export interface ProviderNextAction {
+  type: 'redirect_to_url';
+  url: string;
+  returnUrl: string | null;
+}
 
 export interface ProviderCharge {
   id: string;
@@ -51,7 +61,8 @@ export interface CreateChargeRequest {
   /** Our payment id, so charges can be reconciled (and counted) per payment. */
   reference: string;
   description?: string | null;
-  /** Where the challenge page sends the customer back. */ returnUrl?: string | null;
+  /** Where the challenge page sends the customer back (methods that need authentication). */
+  returnUrl?: string | null;
 }
 
 export interface CaptureChargeRequest {
@@ -93,31 +104,55 @@ export interface PaymentProvider {
   findRefundByIdempotencyKey(idempotencyKey: string, options?: CallOptions): Promise<ProviderRefund | null>;
   /** The charge as the PSP holds it now (status poll). */
   retrieveCharge(chargeId: string, options?: CallOptions): Promise<ProviderCharge>;
-  /** Verifies a webhook on its raw body; throws ProviderWebhookError (bad/missing/stale signature, bad JSON). */
+  /**
+   * Verifies a webhook on its raw body (headers by any case); throws ProviderWebhookError for a
+   * bad, missing or stale signature, or a body that is not an event.
+   */
   verifyWebhook(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
   /** One page of the PSP's balance transactions created in [from, to). */
-  listBalanceTransactions(query: { from: Date; to: Date; startingAfter?: string; limit?: number }, options?: CallOptions):
-    Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }>;
+  listBalanceTransactions(
+    query: { from: Date; to: Date; startingAfter?: string; limit?: number },
+    options?: CallOptions,
+  ): Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }>;
 }
 
+/** A PSP's webhook, verified and in our terms. */
 export interface ProviderWebhookEvent {
-  id: string;                 // the PSP's event id, unique per provider
-  type: string;               // e.g. 'charge.requires_action' | 'charge.processing' | 'charge.succeeded' | 'charge.requires_capture' | 'charge.declined' | 'charge.canceled' | 'charge.refunded' | 'refund.succeeded' | 'refund.failed'
+  /** The PSP's event id, unique per provider. */
+  id: string;
+  /**
+   * 'charge.requires_action' | 'charge.processing' | 'charge.succeeded' | 'charge.requires_capture' |
+   * 'charge.declined' | 'charge.canceled' | 'charge.refunded' | 'refund.succeeded' | 'refund.failed';
+   * other PSP events pass through under their own names (e.g. 'stripe.customer.created').
+   */
+  type: string;
   createdAt: Date;
-  charge: ProviderCharge | null;   // the charge as it was when the event was made
+  /** The charge as it was when the event was made. */
+  charge: ProviderCharge | null;
   refund: ProviderRefund | null;
 }
-export class ProviderWebhookError extends Error {}   // → 400 at the inbound route
 
+/** An unverified or unreadable webhook (bad, missing or stale signature; not an event): 400 at the inbound route. */
+export class ProviderWebhookError extends Error {
+  override readonly name = 'ProviderWebhookError';
+}
+
+/** One line of the PSP's report of money moved (issue 23's reconciliation). */
 export interface ProviderBalanceTransaction {
-  id: string;                        // e.g. 'txn_…'
+  /** e.g. 'txn_…' */
+  id: string;
   type: 'charge' | 'refund';
-  source: string;                    // the charge id ('ch_…') or refund id ('re_…')
-  chargeId: string;                  // for refunds, the refunded charge
-  reference: string | null;          // our payment id (charges) or refund id (refunds)
-  amountMinor: number;               // positive for charges, negative for refunds
+  /** The charge id or the refund id. */
+  source: string;
+  /** For refunds, the refunded charge. */
+  chargeId: string;
+  /** Our payment id (charges) or refund id (refunds). */
+  reference: string | null;
+  /** Positive for charges, negative for refunds. */
+  amountMinor: number;
   feeMinor: number;
-  currency: string;                  // upper-case ISO 4217
+  /** Upper-case ISO 4217. */
+  currency: string;
   status: 'pending' | 'available';
   createdAt: Date;
 }
