@@ -246,6 +246,24 @@ function allowedHosts(given: string | undefined, host: string): string[] {
 
 export type Config = z.output<typeof schema>;
 
+const listenerFields = schema.in.pick({
+  HTTP_REQUEST_TIMEOUT_MS: true,
+  HTTP_HEADERS_TIMEOUT_MS: true,
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: true,
+  HTTP_MAX_CONNECTIONS: true,
+  HTTP_ALLOWED_HOSTS: true,
+});
+
+/**
+ * Only the listener settings (HTTP_*), for a process that does not load the whole
+ * configuration (the provider sandbox): the same variables, defaults and rules as loadConfig.
+ */
+export function loadListenerConfig(env: NodeJS.ProcessEnv, host: string): Pick<Config, 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_KEEP_ALIVE_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS' | 'HTTP_ALLOWED_HOSTS'> {
+  const parsed = listenerFields.safeParse(env);
+  if (!parsed.success) throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return { ...parsed.data, HTTP_ALLOWED_HOSTS: allowedHosts(parsed.data.HTTP_ALLOWED_HOSTS, host) };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = schema.safeParse(env);
   if (!parsed.success) {

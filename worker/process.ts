@@ -13,6 +13,7 @@ import { AbandonedRunSweeper } from './abandoned-runs';
 import { Reconciler } from './reconciler';
 import { installTemporalRuntime, serveWorkerMetrics } from './observability';
 import { createWorkerMetrics } from '../lib/metrics';
+import { listenerLimits } from '../lib/listener';
 import { createActivities } from '../activities';
 import { paymentDataConverter } from '../lib/data-converter';
 import { createPaymentWorker } from './worker';
@@ -85,6 +86,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   }, metrics);
   const reconciler = new Reconciler({ sql, provider, metrics, logger }, config.RECONCILE_INTERVAL_SECONDS * 1000);
   const metricsServer = serveWorkerMetrics({
+    limits: listenerLimits(config),
     port: config.WORKER_METRICS_PORT,
     host: config.HOST,
     metrics,

@@ -209,6 +209,13 @@ describe('docker-compose.yml: services', () => {
     expect(config.CODEC_CORS_ORIGINS).toEqual([envOf('temporal-ui').TEMPORAL_CORS_ORIGINS]);
   });
 
+  it('each service called by name across the network lets that name through its Host check', () => {
+    // The workers call the sandbox as PROVIDER_URL; every other listener is reached through loopback.
+    const provider = new URL(envOf('worker').PROVIDER_URL!);
+    expect(envOf('sandbox').HTTP_ALLOWED_HOSTS!.split(',')).toContain(provider.hostname);
+    for (const name of orchestratorServices) expect(envOf(name).HTTP_ALLOWED_HOSTS, name).toBeUndefined(); // loopback names: the healthchecks
+  });
+
   it('the Web UI is read-only by default (no terminate, cancel, signal or reset) and calls no codec endpoint it cannot authenticate to', () => {
     expect(envOf('temporal-ui').TEMPORAL_DISABLE_WRITE_ACTIONS).toBe('true');
     expect(envOf('temporal-ui', resolve(raw, { ...hostEnv, TEMPORAL_DISABLE_WRITE_ACTIONS: 'false' })).TEMPORAL_DISABLE_WRITE_ACTIONS).toBe('false');
@@ -334,8 +341,13 @@ describe('docker-compose.yml: start-up order', () => {
 describe('docker-compose.yml: configuration of the app', () => {
   it('reads the config schemas it checks against', () => {
     expect(configKeys).toEqual(expect.arrayContaining(['NODE_ENV', 'DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER_URL', 'ADMIN_TOKEN']));
-    expect(Object.keys(loadConfig({ ADMIN_TOKEN: hostEnv.ADMIN_TOKEN })).sort()).toEqual([...configKeys].sort());
-    expect(sandboxKeys.sort()).toEqual(['DATABASE_URL', 'SANDBOX_FLAKY_FAILURES', 'SANDBOX_HOST', 'SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS', 'SANDBOX_PORT', 'SANDBOX_SLOW_MS']);
+    // Every variable is in the parsed config (null when unset), except these optional secrets,
+    // which are absent when unset (PSP webhooks, issue 21).
+    const absentWhenUnset = ['PROVIDER_WEBHOOK_SECRET', 'SANDBOX_WEBHOOK_SECRET', 'STRIPE_WEBHOOK_SECRET'];
+    expect(Object.keys(loadConfig({ ADMIN_TOKEN: hostEnv.ADMIN_TOKEN })).sort()).toEqual(configKeys.filter((k) => !absentWhenUnset.includes(k)).sort());
+    expect(sandboxKeys).toEqual(
+      expect.arrayContaining(['DATABASE_URL', 'SANDBOX_FLAKY_FAILURES', 'SANDBOX_HOST', 'SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS', 'SANDBOX_PORT', 'SANDBOX_SLOW_MS', 'HTTP_ALLOWED_HOSTS']),
+    );
   });
 
   it('sets only variables that lib/config.ts (api, worker, migrate) or sandbox/main.ts reads', () => {
