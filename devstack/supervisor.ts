@@ -40,6 +40,8 @@ const launcherSchema = z
     /** TEMPORAL_MODE=cluster: history shards (fixed once .data holds the cluster) and server processes. */
     TEMPORAL_CLUSTER_SHARDS: z.coerce.number().int().positive().default(8),
     TEMPORAL_CLUSTER_NODES: z.coerce.number().int().min(1).max(5).default(2),
+    /** TEMPORAL_MODE=cluster: "true" lets the Web UI terminate, cancel, signal and reset runs (off: it has no login). */
+    TEMPORAL_UI_WRITE_ACTIONS: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   });
 /** The launcher's own variables (lib/config.ts has the ones the API and worker share); set in main(). */
 let launcherEnv: z.output<typeof launcherSchema>;
@@ -287,6 +289,7 @@ async function startCluster(databaseUrl: string, dataDir: string, namespace: str
     shards: launcherEnv.TEMPORAL_CLUSTER_SHARDS,
     frontendPort: launcherEnv.TEMPORAL_PORT,
     uiPort: launcherEnv.TEMPORAL_UI_PORT,
+    uiWriteActions: launcherEnv.TEMPORAL_UI_WRITE_ACTIONS,
     ...(codecUrl ? { uiCodecEndpoint: codecUrl } : {}),
     namespace,
     dataDir,
