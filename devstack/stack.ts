@@ -18,7 +18,8 @@ import { createSql, type Sql } from '../db/connect';
 import { SandboxProvider } from '../provider/sandbox-client';
 import { startSandbox } from '../sandbox/server';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
-import { Reconciler } from '../worker/reconciler';
+import { Reconciliation } from '../worker/reconciliation';
+import { deleteSchedules, ensureSchedules } from '../worker/schedules';
 import { RetentionJob } from '../worker/retention';
 import { AbandonedRunSweeper } from '../worker/abandoned-runs';
 import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../lib/webhook-target';
@@ -56,6 +57,11 @@ export interface StackOptions {
   adminToken?: string;
   /** Connections of the stack's one pool (API, worker, relay and jobs share it; default 20). */
   databasePoolSize?: number;
+  /**
+   * Create the periodic jobs' Schedules on the stack's task queue, as a worker process does at
+   * start (deleted again when the stack stops). Off by default: tests run the jobs when they choose.
+   */
+  schedules?: boolean;
 }
 
 export interface RunningApi {
@@ -83,10 +89,10 @@ export interface Stack {
   /** The API's config, for other API processes on the same database (startApi). */
   apiConfig: ApiConfig;
   relay: OutboxRelay;
+  /** The jobs' passes, for tests to run directly (in production their Schedules run them: worker/schedules.ts). */
   retention: RetentionJob;
-  /** Not started: tests run its passes (worker/process.ts runs it on a timer). */
   abandonedRuns: AbandonedRunSweeper;
-  reconciler: Reconciler;
+  reconciliation: Reconciliation;
   worker: Worker | null;
   adminToken: string;
   createTenant(name?: string): Promise<Tenant>;
@@ -117,6 +123,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     closers.push(() => sandbox.close());
     const provider = new SandboxProvider({ baseUrl: sandbox.url, timeoutMs: options.providerTimeoutMs ?? 1500 });
 
+    // Before the worker: the jobs' activities use this client (the abandoned-run sweep).
+    const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
+    closers.push(() => connection.close());
+    const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter });
+    const retentionSeconds = options.api?.IDEMPOTENCY_RETENTION_SECONDS ?? 72 * 3600;
+
     const workerMetrics = createWorkerMetrics();
     let worker: Worker | null = null;
     let stopWorker = async () => {};
@@ -127,7 +139,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         connection: workerConnection,
         namespace,
         taskQueue,
-        deps: { sql, provider, metrics: workerMetrics },
+        deps: { sql, provider, metrics: workerMetrics, providerName: 'sandbox', logger, temporal, retentionSeconds },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
@@ -161,9 +173,11 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await relay.start();
     closers.push(() => relay.stop());
 
-    const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
-    closers.push(() => connection.close());
-    const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter });
+    if (options.schedules) {
+      const settings = { taskQueue, providers: ['sandbox'], reconciliationLookbackHours: 3, retentionIntervalSeconds: 300, abandonedRunsIntervalSeconds: 300 };
+      closers.push(() => deleteSchedules(temporal, taskQueue));
+      await ensureSchedules(temporal, settings, logger);
+    }
     const completions = new CompletionWaiter(sql, logger);
     await completions.start();
     closers.push(() => completions.stop());
@@ -171,7 +185,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const apiConfig: ApiConfig = {
       ADMIN_TOKEN: adminToken,
       TASK_QUEUE: taskQueue,
-      IDEMPOTENCY_RETENTION_SECONDS: 72 * 3600,
+      IDEMPOTENCY_RETENTION_SECONDS: retentionSeconds,
       IDEMPOTENCY_WAIT_MS: 10_000,
       TEMPORAL_RPC_TIMEOUT_MS: 3000,
       AUTHORIZATION_WINDOW_SECONDS: 3600,
@@ -224,9 +238,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       workerMetrics,
       apiConfig,
       relay,
-      retention: new RetentionJob(sql, logger, 60_000),
-      abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }, 60_000),
-      reconciler: new Reconciler({ sql, provider, metrics: workerMetrics, logger }, 60_000),
+      retention: new RetentionJob(sql, logger),
+      abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }),
+      reconciliation: new Reconciliation({ sql, providers: { sandbox: provider }, metrics: workerMetrics, logger }),
       get worker() {
         return worker;
       },
