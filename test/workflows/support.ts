@@ -110,6 +110,8 @@ export function charge(paymentId: string, fields: Partial<ProviderCharge>): Prov
     currency: 'EUR',
     declineCode: null,
     declineMessage: null,
+    nextAction: null,
+    reference: paymentId,
     ...fields,
   };
 }
