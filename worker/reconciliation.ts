@@ -15,8 +15,7 @@ import {
 } from '../db/reconciliation';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
-import type { PaymentProvider, ProviderCharge } from '../provider/types';
-import type { ProviderBalanceTransaction, ReportingProvider } from './balance-report';
+import type { PaymentProvider, ProviderBalanceTransaction, ProviderCharge } from '../provider/types';
 import { paymentEventTypes } from '../shared/definitions';
 import type { ReconciliationRunSummary, TimeWindow } from '../shared/jobs';
 
@@ -286,7 +285,7 @@ export class Reconciliation {
     const all: ProviderBalanceTransaction[] = [];
     let startingAfter: string | undefined;
     for (;;) {
-      const page = await (provider as ReportingProvider).listBalanceTransactions({ ...query, limit: PAGE_SIZE, ...(startingAfter !== undefined ? { startingAfter } : {}) });
+      const page = await provider.listBalanceTransactions({ ...query, limit: PAGE_SIZE, ...(startingAfter !== undefined ? { startingAfter } : {}) });
       all.push(...page.data);
       heartbeat({ transactions: all.length });
       if (!page.hasMore || page.data.length === 0) return all;

@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { OurPayment, OurRefund } from '../../db/reconciliation';
-import type { ProviderCharge } from '../../provider/types';
+import type { ProviderBalanceTransaction, ProviderCharge } from '../../provider/types';
 import { reconciliationWindow } from '../../shared/jobs';
-import type { ProviderBalanceTransaction } from '../../worker/balance-report';
 import { compareWindow, type OurSide } from '../../worker/reconciliation';
 
 /**
