@@ -19,7 +19,6 @@ import { SandboxProvider } from '../provider/sandbox-client';
 import { startSandbox } from '../sandbox/server';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
 import { Reconciliation } from '../worker/reconciliation';
-import { deleteSchedules, ensureSchedules } from '../worker/schedules';
 import { RetentionJob } from '../worker/retention';
 import { AbandonedRunSweeper } from '../worker/abandoned-runs';
 import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../lib/webhook-target';
@@ -57,11 +56,6 @@ export interface StackOptions {
   adminToken?: string;
   /** Connections of the stack's one pool (API, worker, relay and jobs share it; default 20). */
   databasePoolSize?: number;
-  /**
-   * Create the periodic jobs' Schedules on the stack's task queue, as a worker process does at
-   * start (deleted again when the stack stops). Off by default: tests run the jobs when they choose.
-   */
-  schedules?: boolean;
 }
 
 export interface RunningApi {
@@ -89,7 +83,10 @@ export interface Stack {
   /** The API's config, for other API processes on the same database (startApi). */
   apiConfig: ApiConfig;
   relay: OutboxRelay;
-  /** The jobs' passes, for tests to run directly (in production their Schedules run them: worker/schedules.ts). */
+  /**
+   * The periodic jobs' passes, for tests to run directly. The stack creates no Schedules (a
+   * worker process does at start: worker/schedules.ts); a test that wants them calls ensureSchedules.
+   */
   retention: RetentionJob;
   abandonedRuns: AbandonedRunSweeper;
   reconciliation: Reconciliation;
@@ -173,11 +170,6 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await relay.start();
     closers.push(() => relay.stop());
 
-    if (options.schedules) {
-      const settings = { taskQueue, providers: ['sandbox'], reconciliationLookbackHours: 3, retentionIntervalSeconds: 300, abandonedRunsIntervalSeconds: 300 };
-      closers.push(() => deleteSchedules(temporal, taskQueue));
-      await ensureSchedules(temporal, settings, logger);
-    }
     const completions = new CompletionWaiter(sql, logger);
     await completions.start();
     closers.push(() => completions.stop());

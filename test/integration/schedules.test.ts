@@ -122,6 +122,20 @@ describe('operated with the Temporal CLI', () => {
     cli('schedule', 'toggle', '--schedule-id', id, '--unpause');
   });
 
+  it('backfill of the daily reconciliation: the action at 2026-11-20 00:30 reconciles 2026-11-19, the day before its scheduled time, and records the run', async () => {
+    const id = scheduleId(stack.taskQueue, 'reconciliation-daily');
+    cli('schedule', 'backfill', '--schedule-id', id, '--start-time', '2026-11-20T00:00:00Z', '--end-time', '2026-11-21T00:00:00Z', '--overlap-policy', 'AllowAll');
+    const run = await eventually(async () => {
+      const [row] = await stack.sql<{ id: string; status: string; window_from: Date; window_to: Date; workflow_id: string }[]>`
+        SELECT id, status, window_from, window_to, workflow_id FROM reconciliation_runs WHERE workflow_id LIKE ${`${id}-%`} AND status <> 'running'`;
+      return row;
+    }, 60_000);
+    expect(run.workflow_id).toBe(`${id}-2026-11-20T00:30:00Z`);
+    expect({ from: run.window_from.toISOString(), to: run.window_to.toISOString() }).toEqual({ from: '2026-11-19T00:00:00.000Z', to: '2026-11-20T00:00:00.000Z' });
+    expect(run.status).toBe('clean');
+    expect(await stack.temporal.workflow.getHandle(run.workflow_id).result()).toMatchObject({ window: { from: '2026-11-19T00:00:00.000Z' }, runs: [{ provider: 'sandbox', status: 'clean' }] });
+  });
+
   it('trigger of the abandoned-run sweep: the job runs on its workflow (no timer in any process) and reports what it settled', async () => {
     const id = scheduleId(stack.taskQueue, 'abandoned-runs');
     cli('schedule', 'trigger', '--schedule-id', id);
