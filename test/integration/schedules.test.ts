@@ -1,11 +1,12 @@
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Client, Connection, ScheduleOverlapPolicy } from '@temporalio/client';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import { ensureTemporalCli } from '../../devstack/temporal-cli';
 import { scheduleId, periodicJobs } from '../../shared/jobs';
-import { testDataConverter } from '../../testkit/payload-keys';
+import { TEST_PAYLOAD_KEYS, testDataConverter } from '../../testkit/payload-keys';
 import { SandboxProvider } from '../../provider/sandbox-client';
 import { createPaymentWorker } from '../../worker/worker';
 import { deleteSchedules, ensureSchedules, type ScheduleSettings } from '../../worker/schedules';
@@ -99,6 +100,28 @@ describe('the Schedules are created once, whatever the number of workers startin
     expect(description.spec.intervals?.[0]?.every).toBe(600_000);
     cli('schedule', 'toggle', '--schedule-id', id, '--unpause', '--reason', 'done');
     expect((await stack.temporal.schedule.getHandle(id).describe()).state.paused).toBe(false);
+  });
+});
+
+describe('npm run schedules', () => {
+  it('creates them from the environment, then finds and updates them on a second run, and lists each with its next runs', async () => {
+    const taskQueue = `schedules-${randomBytes(4).toString('hex')}`;
+    const run = () =>
+      execFileSync(process.execPath, ['--import', 'tsx', 'scripts/schedules.ts'], {
+        encoding: 'utf8',
+        env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), TASK_QUEUE: taskQueue, TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS, LOG_LEVEL: 'silent' },
+      });
+    try {
+      const first = run();
+      const second = run();
+      for (const job of periodicJobs) {
+        expect(first).toContain(`${scheduleId(taskQueue, job)} (created)`);
+        expect(second).toContain(`${scheduleId(taskQueue, job)} (updated)`);
+      }
+      expect(second).toMatch(new RegExp(`${taskQueue}\\.reconciliation-daily \\(updated\\): .* active; next \\d{4}-\\d\\d-\\d\\dT00:30:00\\.000Z`));
+    } finally {
+      await deleteSchedules(stack.temporal, taskQueue);
+    }
   });
 });
 
