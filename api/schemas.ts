@@ -106,8 +106,8 @@ export const UpdateTenantBody = z
         format: 'uri',
         description:
           'Where events are delivered; null stops deliveries. https only (http where the operator allows it), no credentials; ' +
-          'the host must resolve, and only to public addresses (loopback, private, link-local, CGNAT, ULA, multicast and ' +
-          'IPv4-mapped addresses are refused unless WEBHOOK_ALLOWED_CIDRS allows them). Checked again at each delivery.',
+          'the host must resolve, and only to global unicast addresses (every block of the IANA IPv4 and IPv6 special-purpose ' +
+          'registries is refused, and IPv6 outside 2000::/3, unless WEBHOOK_ALLOWED_CIDRS allows it). Checked again at each delivery.',
         example: 'https://example.com/webhooks',
       }),
     name: text().min(1).max(200).regex(printable, 'no control characters').optional(),

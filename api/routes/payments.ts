@@ -37,7 +37,7 @@ import {
   listOf,
   Payment,
 } from '../schemas';
-import { errorResponses, idempotentResponses, idempotencyKeyParameter, jsonContent, paymentIdExample } from './openapi';
+import { errorResponses, idempotentResponses, idempotencyKeyParameter, jsonContent, optionalBody, paymentIdExample } from './openapi';
 
 const createPayment = createRoute({
   method: 'post',
@@ -218,8 +218,8 @@ export function paymentRoutes(deps: ApiDeps) {
     });
   }
 
-  app.openapi(capturePayment, async (c) => runCommand(c, 'capture', c.req.valid('param').id, c.req.valid('json') ?? {}) as never);
-  app.openapi(cancelPayment, async (c) => runCommand(c, 'cancel', c.req.valid('param').id, c.req.valid('json') ?? {}) as never);
+  app.openapi(capturePayment, async (c) => runCommand(c, 'capture', c.req.valid('param').id, optionalBody(CapturePaymentBody, c.req.valid('json'))) as never);
+  app.openapi(cancelPayment, async (c) => runCommand(c, 'cancel', c.req.valid('param').id, optionalBody(CancelPaymentBody, c.req.valid('json'))) as never);
 
   return app;
 }
