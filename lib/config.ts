@@ -78,6 +78,16 @@ const schema = z
     TEMPORAL_RPC_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
     /** How long a manual-capture authorization may wait before it is voided (default 7 days). */
     AUTHORIZATION_WINDOW_SECONDS: seconds(7 * 24 * 3600),
+    /** How long a customer has to finish a 3-D Secure challenge before the payment expires (default 15 min). */
+    AUTHENTICATION_WINDOW_SECONDS: seconds(900),
+    /** How long an asynchronous method's outcome (a bank debit) is awaited before the payment expires (default 7 days). */
+    ASYNC_SETTLEMENT_WINDOW_SECONDS: seconds(7 * 24 * 3600),
+    /** While a payment waits, the workflow polls the PSP: first after this long, then doubling… */
+    PROVIDER_POLL_FIRST_MS: z.coerce.number().int().positive().default(30_000),
+    /** …up to this interval. */
+    PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
+    /** The inbound PSP webhooks' secret (the sandbox's SANDBOX_WEBHOOK_SECRET, or Stripe's endpoint secret whsec_…). */
+    PROVIDER_WEBHOOK_SECRET: z.string().min(1).optional(),
     /** Which PSP the worker calls: the sandbox (PROVIDER_URL) or Stripe (STRIPE_API_KEY). */
     PROVIDER: z.enum(['sandbox', 'stripe']).default('sandbox'),
     STRIPE_API_KEY: z.string().min(1).optional(),
