@@ -63,6 +63,8 @@ export interface ClusterOptions {
   uiPort?: number;
   /** The codec server the Web UI decodes payloads through (lib/codec-server.ts). */
   uiCodecEndpoint?: string;
+  /** The frontend address the Web UI is given (default node 1's; `npm start` gives it the balancer's). */
+  uiTemporalAddress?: string;
   namespace?: string;
   /** Folder for the nodes' logs and the rendered dynamic config. */
   dataDir: string;
@@ -256,7 +258,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
         await untilNodeServes(node, namespace, connectTo);
       };
     }
-    if (options.uiPort) ui = await startUi(options.uiPort, nodes[0]!.address, namespace, options.dataDir, options.uiCodecEndpoint);
+    if (options.uiPort) ui = await startUi(options.uiPort, options.uiTemporalAddress ?? nodes[0]!.address, namespace, options.dataDir, options.uiCodecEndpoint);
   } catch (error) {
     await stop();
     throw error;

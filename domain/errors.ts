@@ -27,6 +27,7 @@ export const errorStatus = {
   internal_error: 500,
   operation_failed: 500,
   service_unavailable: 503,
+  temporal_unavailable: 503,
 } as const;
 
 export type ApiErrorType = keyof typeof errorStatus;

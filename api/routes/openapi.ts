@@ -83,7 +83,8 @@ const errorDescriptions: Record<ApiErrorType, string> = {
   rate_limited: 'Over the rate limit (per tenant: reads and writes apart; per client address: failed authentications). Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the quota and what is left. Never recorded as an operation\'s outcome: a retry with the same Idempotency-Key runs normally.',
   internal_error: 'An unexpected error; quote the request id.',
   operation_failed: 'The operation\'s run ended without an outcome (failed, terminated or timed out). This answer is recorded: every retry with the key replays it. `error.resource_id` names the payment or refund, which says what happened (`failure.code` `run_ended`, or `needs_operator` when money may have moved).',
-  service_unavailable: 'PostgreSQL or Temporal is unreachable: nothing was executed. Retry after `Retry-After` seconds.',
+  service_unavailable: 'PostgreSQL is unreachable: nothing was executed. Retry after `Retry-After` seconds.',
+  temporal_unavailable: 'The workflow engine (Temporal) could not be reached or did not answer in time (connection refused or closing, deadline, overload): nothing was recorded for the Idempotency-Key. Retry after `Retry-After` seconds with the same key.',
 };
 
 const rateLimitHeaders = {
@@ -95,7 +96,9 @@ const rateLimitHeaders = {
 /** The error responses a route can give, grouped by status, each type listed in the description. */
 export function errorResponses(given: ApiErrorType[]) {
   // Whatever authenticates can be rate-limited (per tenant, or failed attempts per address).
-  const types: ApiErrorType[] = given.includes('unauthorized') && !given.includes('rate_limited') ? [...given, 'rate_limited'] : given;
+  const withLimits: ApiErrorType[] = given.includes('unauthorized') && !given.includes('rate_limited') ? [...given, 'rate_limited'] : given;
+  // Whatever can find a dependency unreachable can find Temporal so (api/middleware.ts maps both).
+  const types: ApiErrorType[] = withLimits.includes('service_unavailable') && !withLimits.includes('temporal_unavailable') ? [...withLimits, 'temporal_unavailable'] : withLimits;
   const byStatus = new Map<number, ApiErrorType[]>();
   for (const type of types) byStatus.set(errorStatus[type], [...(byStatus.get(errorStatus[type]) ?? []), type]);
   const responses: Record<number, { description: string; content: ReturnType<typeof jsonContent>; headers?: object }> = {};
