@@ -26,6 +26,7 @@ import {
   type ScopedKey,
 } from '../../shared/definitions';
 import type { ApiDeps, AppEnv } from '../context';
+import { recordedReply } from '../typed-route';
 import { tenantPayment } from '../tenant-payment';
 import { runIdempotent, startOrAttach, type Dispatched } from '../idempotency';
 import {
@@ -39,7 +40,7 @@ import {
 } from '../schemas';
 import { errorResponses, idempotentResponses, idempotencyKeyParameter, jsonContent, paymentIdExample } from './openapi';
 
-const createPayment = createRoute({
+export const createPayment = createRoute({
   method: 'post',
   path: '/v1/payments',
   tags: ['Payments'],
@@ -57,7 +58,7 @@ const createPayment = createRoute({
   },
 });
 
-const getPaymentRoute = createRoute({
+export const getPaymentRoute = createRoute({
   method: 'get',
   path: '/v1/payments/{id}',
   tags: ['Payments'],
@@ -66,7 +67,7 @@ const getPaymentRoute = createRoute({
   responses: { 200: { description: 'The payment.', content: jsonContent(Payment) }, ...errorResponses(['unauthorized', 'not_found']) },
 });
 
-const listPaymentsRoute = createRoute({
+export const listPaymentsRoute = createRoute({
   method: 'get',
   path: '/v1/payments',
   tags: ['Payments'],
@@ -75,7 +76,7 @@ const listPaymentsRoute = createRoute({
   responses: { 200: { description: 'A page of payments.', content: jsonContent(listOf(Payment, 'PaymentList')) }, ...errorResponses(['invalid_request', 'unauthorized']) },
 });
 
-const capturePayment = createRoute({
+export const capturePayment = createRoute({
   method: 'post',
   path: '/v1/payments/{id}/capture',
   tags: ['Payments'],
@@ -90,7 +91,7 @@ const capturePayment = createRoute({
   },
 });
 
-const cancelPayment = createRoute({
+export const cancelPayment = createRoute({
   method: 'post',
   path: '/v1/payments/{id}/cancel',
   tags: ['Payments'],
@@ -138,8 +139,7 @@ export function paymentRoutes(deps: ApiDeps) {
   app.openapi(createPayment, async (c) => {
     const body = c.req.valid('json');
     const tenantId = c.var.tenant.id;
-    return runIdempotent(c, deps, {
-      operation: 'POST /v1/payments',
+    return recordedReply(c, createPayment, await runIdempotent(c, deps, createPayment, {
       params: {},
       body,
       claim: () => ({ workflowId: paymentWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('pay') }),
@@ -182,7 +182,7 @@ export function paymentRoutes(deps: ApiDeps) {
         };
         return { body: paymentResource(row), location: paymentLocation(row.id) };
       },
-    }) as never;
+    }));
   });
 
   app.openapi(getPaymentRoute, async (c) => {
@@ -202,11 +202,10 @@ export function paymentRoutes(deps: ApiDeps) {
   });
 
   /** Capture and cancel: updates to the payment's running workflow, with validators. */
-  async function runCommand(c: Context<AppEnv>, kind: 'capture' | 'cancel', id: string, body: { amount_minor?: number }) {
+  async function runCommand(c: Context<AppEnv>, route: typeof capturePayment | typeof cancelPayment, kind: 'capture' | 'cancel', id: string, body: { amount_minor?: number }) {
     const tenantId = c.var.tenant.id;
     const payment = await tenantPayment(deps.sql, tenantId, id);
-    return runIdempotent(c, deps, {
-      operation: `POST /v1/payments/{id}/${kind}`,
+    return runIdempotent(c, deps, route, {
       params: { id },
       body,
       claim: () => ({ workflowId: payment.workflow_id, resourceId: payment.id }),
@@ -218,8 +217,8 @@ export function paymentRoutes(deps: ApiDeps) {
     });
   }
 
-  app.openapi(capturePayment, async (c) => runCommand(c, 'capture', c.req.valid('param').id, c.req.valid('json') ?? {}) as never);
-  app.openapi(cancelPayment, async (c) => runCommand(c, 'cancel', c.req.valid('param').id, c.req.valid('json') ?? {}) as never);
+  app.openapi(capturePayment, async (c) => recordedReply(c, capturePayment, await runCommand(c, capturePayment, 'capture', c.req.valid('param').id, c.req.valid('json') ?? {})));
+  app.openapi(cancelPayment, async (c) => recordedReply(c, cancelPayment, await runCommand(c, cancelPayment, 'cancel', c.req.valid('param').id, c.req.valid('json') ?? {})));
 
   return app;
 }
