@@ -14,7 +14,7 @@ import {
   type ScopedKey,
 } from '../shared/definitions';
 import { providerSubKey } from '../shared/keys';
-import { provider, records } from './activities';
+import { providerSteps, records } from './activities';
 import { Compensations, failureOfType } from './saga';
 
 type Command = { kind: 'capture'; request: CaptureRequest } | { kind: 'cancel'; request: CancelRequest };
@@ -58,7 +58,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
    * would say "Compensated" while the customer's money stayed with us.
    */
   const giveBack = async (chargeId: string, amountMinor: number) => {
-    const refund = await provider.refundCharge({ subKey: providerSubKey.compensation(input.paymentId), chargeId, amountMinor, reference: input.paymentId });
+    const refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(input.paymentId), chargeId, amountMinor, reference: input.paymentId });
     if (refund.status === 'failed') {
       throw ApplicationFailure.nonRetryable(`the provider refused refund ${refund.id}: ${refund.failureMessage ?? refund.failureCode ?? 'no reason given'}`);
     }
@@ -90,7 +90,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
 
   let charge: ProviderCharge;
   try {
-    charge = await provider.chargePayment({
+    charge = await providerSteps.chargePayment({
       paymentId: input.paymentId,
       amountMinor: input.amountMinor,
       currency: input.currency,
@@ -118,7 +118,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     compensations.push(`refunded ${amountMinor} ${input.currency} of charge ${chargeId}`, () => giveBack(chargeId, amountMinor));
   } else if (charge.status === 'requires_capture') {
     const chargeId = charge.id;
-    compensations.push(`voided authorization ${chargeId}`, () => provider.voidCharge({ paymentId: input.paymentId, chargeId }));
+    compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: input.paymentId, chargeId }));
   }
 
   let firstResponse: FinalResponse;
@@ -175,16 +175,16 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
 
   if (decided === undefined) {
     log.info('authorization window ended uncaptured; voiding', { paymentId: input.paymentId });
-    showCharge(await provider.voidCharge({ paymentId: input.paymentId, chargeId }));
+    showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId }));
     await records.recordCancel({ paymentId: input.paymentId, request: null });
     setStatus('canceled');
   } else if (decided.kind === 'cancel') {
-    showCharge(await provider.voidCharge({ paymentId: input.paymentId, chargeId }));
+    showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId }));
     commandResponse = (await records.recordCancel({ paymentId: input.paymentId, request: decided.request }))!;
     setStatus('canceled');
   } else {
     const amountMinor = decided.request.amountMinor ?? input.amountMinor;
-    const captured = await provider.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor });
+    const captured = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor });
     showCharge(captured);
     // Once captured, giving the money back means a refund, no longer a void.
     compensations.replace(`refunded ${captured.amountCapturedMinor} ${input.currency} of charge ${chargeId}`, () =>
