@@ -1,7 +1,8 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { Db, Sql } from '../db/connect';
-import { insertPayment, lockPayment, transitionPayment } from '../db/payments';
+import { insertPayment, lockPayment, transitionPayment, type PaymentChange } from '../db/payments';
+import { eventOf } from '../domain/payment-lifecycle';
 import { completeRecord } from '../db/idempotency-records';
 import { captureLines, postTransaction, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
@@ -9,7 +10,7 @@ import { businessEventKey } from '../shared/keys';
 import { errorResponse } from '../domain/errors';
 import { paymentLocation, paymentResource, type PaymentRow } from '../domain/resources';
 import type { ProviderCharge } from '../provider/types';
-import type { CancelRequest, CaptureRequest, FinalResponse, PaymentEventType, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
+import type { CancelRequest, CaptureRequest, FinalResponse, PaymentEventType, PaymentStatus, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
 import { outcomeRecorder, step, workflowId } from './record-step';
 
 /** The database steps of the payment workflow (see record-step.ts for what every step guarantees). */
@@ -34,6 +35,79 @@ async function postCapture(tx: Db, payment: PaymentRow, accounts?: LedgerAccount
   }, accounts);
 }
 
+/**
+ * Moves the payment to the status the charge reports (as the lifecycle table allows) with what
+ * follows from it: the ledger posting of a capture and the merchant event. A report the payment
+ * cannot move to (it is already there, or final) changes nothing and records no effect: the
+ * effects are written only when the payment is in the reported status, and their unique keys
+ * make a repeated step a no-op.
+ */
+async function applyCharge(tx: Db, paymentId: string, charge: ProviderCharge, accounts?: LedgerAccounts): Promise<{ payment: PaymentRow; effects: Promise<unknown>[] }> {
+  const target = chargeTarget(charge);
+  const moved =
+    target.status === 'processing'
+      ? null // the intent was persisted as processing: the PSP's "pending" is the same status, an event of its own
+      : await transitionPayment(tx, paymentId, target);
+  const payment = moved ?? (await lockPayment(tx, paymentId));
+  if (payment.status !== target.status) return { payment, effects: [] };
+  if (target.status === 'processing' && payment.provider_charge_id === null) {
+    await tx`UPDATE payments SET provider_charge_id = ${charge.id}, updated_at = now() WHERE id = ${paymentId}`;
+    payment.provider_charge_id = charge.id;
+  }
+  const effects: Promise<unknown>[] = [];
+  if (payment.status === 'succeeded') effects.push(postCapture(tx, payment, accounts));
+  const event = eventOf(payment.status);
+  if (event) effects.push(paymentEvent(tx, payment, event));
+  return { payment, effects };
+}
+
+/** The payment change a charge status means. */
+function chargeTarget(charge: ProviderCharge): PaymentChange {
+  switch (charge.status) {
+    case 'declined':
+      return {
+        status: 'declined',
+        providerChargeId: charge.id,
+        failure: { code: charge.declineCode ?? 'card_declined', message: charge.declineMessage ?? 'The card was declined.' },
+      };
+    case 'requires_capture':
+      return { status: 'requires_capture', providerChargeId: charge.id };
+    case 'succeeded':
+      return { status: 'succeeded', providerChargeId: charge.id, amountCapturedMinor: charge.amountCapturedMinor };
+    case 'canceled':
+      return { status: 'canceled', providerChargeId: charge.id, failure: { code: 'canceled_at_provider', message: 'The PSP canceled the charge.' } };
+    case 'requires_action':
+      return {
+        status: 'requires_action',
+        providerChargeId: charge.id,
+        nextAction: charge.nextAction
+          ? { type: 'redirect_to_url', redirect_to_url: { url: charge.nextAction.url, return_url: charge.nextAction.returnUrl } }
+          : null,
+      };
+    case 'processing':
+      return { status: 'processing', providerChargeId: charge.id };
+    default:
+      throw ApplicationFailure.nonRetryable(`unexpected charge status ${String(charge.status)} for charge ${charge.id}`);
+  }
+}
+
+/** The first answer to POST /v1/payments for the payment as the charge left it. */
+function chargeResponse(payment: PaymentRow): FinalResponse {
+  switch (payment.status) {
+    case 'declined':
+      return errorResponse('card_declined', payment.failure_message ?? 'The card was declined.', {
+        decline_code: payment.failure_code,
+        payment: paymentResource(payment),
+      });
+    case 'requires_action':
+    case 'processing':
+      // The outcome waits for the customer or the bank: 202, and this is the key's answer.
+      return paymentResponse(202, payment);
+    default:
+      return paymentResponse(201, payment);
+  }
+}
+
 export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: LedgerAccounts) {
   const recorded = outcomeRecorder(metrics);
   return {
@@ -55,43 +129,18 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
       });
     },
 
-    /** Records what the provider answered to the charge: succeeded, authorized or declined. */
+    /**
+     * Records what the provider answered to the charge: succeeded, authorized, declined, or a
+     * wait (requires_action: the customer's challenge; processing: an asynchronous method).
+     * Its response is the operation's first answer, recorded for the idempotency key: 201, 402,
+     * or 202 for a wait (replayed byte for byte like any other; GET shows where it stands now).
+     */
     async recordChargeOutcome(input: { payment: PaymentWorkflowInput; charge: ProviderCharge }): Promise<FinalResponse> {
       const { payment: request, charge } = input;
       return step(sql, async (tx) => {
         const owner = { workflowId: workflowId(), resourceId: request.paymentId };
-        let response: FinalResponse;
-        let effects: Promise<unknown>[];
-        if (charge.status === 'declined') {
-          const payment =
-            (await transitionPayment(tx, request.paymentId, ['processing'], {
-              status: 'declined',
-              providerChargeId: charge.id,
-              failure: { code: charge.declineCode ?? 'card_declined', message: charge.declineMessage ?? 'The card was declined.' },
-            })) ?? (await lockPayment(tx, request.paymentId));
-          effects = [paymentEvent(tx, payment, 'payment.declined')];
-          response = errorResponse('card_declined', payment.failure_message ?? 'The card was declined.', {
-            decline_code: payment.failure_code,
-            payment: paymentResource(payment),
-          });
-        } else if (charge.status === 'requires_capture') {
-          const payment =
-            (await transitionPayment(tx, request.paymentId, ['processing'], { status: 'requires_capture', providerChargeId: charge.id })) ??
-            (await lockPayment(tx, request.paymentId));
-          effects = [paymentEvent(tx, payment, 'payment.requires_capture')];
-          response = paymentResponse(201, payment);
-        } else if (charge.status === 'succeeded') {
-          const payment =
-            (await transitionPayment(tx, request.paymentId, ['processing'], {
-              status: 'succeeded',
-              providerChargeId: charge.id,
-              amountCapturedMinor: charge.amountCapturedMinor,
-            })) ?? (await lockPayment(tx, request.paymentId));
-          effects = [postCapture(tx, payment, accounts), paymentEvent(tx, payment, 'payment.succeeded')];
-          response = paymentResponse(201, payment);
-        } else {
-          throw ApplicationFailure.nonRetryable(`unexpected charge status ${charge.status} for ${request.paymentId}`);
-        }
+        const { payment, effects } = await applyCharge(tx, request.paymentId, charge, accounts);
+        const response = chargeResponse(payment);
         // Why: the ledger posting, the event and the response touch different rows and need only
         // the payment row; sent together, postgres.js pipelines them on the transaction's
         // connection (fewer round trips). A refusal still fails the whole transaction, and the
@@ -101,11 +150,40 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
       });
     },
 
+    /**
+     * Records how a wait ended, as the PSP reported it (webhook or status poll): the charge
+     * settled (succeeded, authorized, declined) or was canceled. The operation's answer was
+     * recorded when the wait began; this records the new status, its ledger posting and event.
+     * Returns the status the payment is in afterwards.
+     */
+    async recordSettlement(input: { paymentId: string; charge: ProviderCharge }): Promise<PaymentStatus> {
+      return step(sql, async (tx) => {
+        const { payment, effects } = await applyCharge(tx, input.paymentId, input.charge, accounts);
+        await Promise.all(effects);
+        recorded('payment', input.paymentId, payment.status, chargeResponse(payment));
+        return payment.status;
+      });
+    },
+
+    /**
+     * Records that a wait's window ended: the customer did not authenticate in time, or the
+     * PSP gave no outcome. `failure` says why, including what was done with a late success.
+     */
+    async recordExpiry(input: { paymentId: string; failure: { code: string; message: string } }): Promise<PaymentStatus> {
+      return step(sql, async (tx) => {
+        const payment =
+          (await transitionPayment(tx, input.paymentId, { status: 'expired', failure: input.failure })) ?? (await lockPayment(tx, input.paymentId));
+        if (payment.status === 'expired') await paymentEvent(tx, payment, 'payment.expired');
+        recorded('payment', input.paymentId, payment.status, paymentResponse(200, payment));
+        return payment.status;
+      });
+    },
+
     /** Records a manual capture: the money moved, the ledger posts it, the capture request gets its answer. */
     async recordCapture(input: { paymentId: string; charge: ProviderCharge; request: CaptureRequest }): Promise<FinalResponse> {
       return step(sql, async (tx) => {
         const payment =
-          (await transitionPayment(tx, input.paymentId, ['requires_capture'], {
+          (await transitionPayment(tx, input.paymentId, {
             status: 'succeeded',
             amountCapturedMinor: input.charge.amountCapturedMinor,
           })) ?? (await lockPayment(tx, input.paymentId));
@@ -121,7 +199,7 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
       return step(sql, async (tx) => {
         const failure = input.request ? null : { code: 'authorization_expired', message: 'The authorization was not captured in time and was voided.' };
         const payment =
-          (await transitionPayment(tx, input.paymentId, ['requires_capture'], { status: 'canceled', failure })) ??
+          (await transitionPayment(tx, input.paymentId, { status: 'canceled', failure })) ??
           (await lockPayment(tx, input.paymentId));
         await paymentEvent(tx, payment, 'payment.canceled');
         const response = paymentResponse(200, payment);
@@ -143,7 +221,7 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
     }): Promise<FinalResponse> {
       return step(sql, async (tx) => {
         const payment =
-          (await transitionPayment(tx, input.paymentId, ['processing', 'requires_capture'], {
+          (await transitionPayment(tx, input.paymentId, {
             status: 'failed',
             amountCapturedMinor: 0,
             failure: input.failure,

@@ -39,6 +39,8 @@ export interface ChargeInput {
   paymentMethod: string;
   capture: boolean;
   description: string | null;
+  /** Where the PSP's challenge page sends the customer back (absent in runs from before it existed). */
+  returnUrl?: string | null;
 }
 
 export interface ChargeStepInput {
@@ -70,6 +72,7 @@ export function createProviderSteps(provider: PaymentProvider) {
             capture: input.capture,
             reference: input.paymentId,
             description: input.description,
+            returnUrl: input.returnUrl ?? null,
           },
           { signal },
         );
@@ -99,6 +102,14 @@ export function createProviderSteps(provider: PaymentProvider) {
         }
         return provider.voidCharge({ idempotencyKey: providerSubKey.void(input.paymentId), chargeId: input.chargeId }, { signal });
       });
+    },
+
+    /**
+     * The charge as the PSP holds it now: the status poll of a waiting payment. Reads only, so
+     * it needs no sub-key; an unknown outcome is retried like any provider call.
+     */
+    async retrieveCharge(input: ChargeStepInput): Promise<ProviderCharge> {
+      return providerCall((signal) => provider.retrieveCharge(input.chargeId, { signal }));
     },
 
     /** Refunds part or all of a captured charge once, under the given sub-key. */

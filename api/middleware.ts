@@ -124,6 +124,10 @@ export function jsonBody(): MiddlewareHandler<AppEnv> {
   });
   return async (c, next) => {
     if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
+    // An empty body is no body, whatever type a client library labelled it with: the route then
+    // validates `{}` (its defaults, or "required" issues with field paths), never a JSON parse
+    // error or a media-type refusal of nothing (issue 27).
+    if (c.req.header('content-length') === '0' && c.req.header('transfer-encoding') === undefined) c.req.raw.headers.delete('content-type');
     const hasBody = c.req.header('content-length') !== undefined && c.req.header('content-length') !== '0' || c.req.header('transfer-encoding') !== undefined;
     const type = c.req.header('content-type');
     if (hasBody && !/^application\/json\s*(;|$)/i.test(type ?? '')) {
@@ -167,6 +171,11 @@ export function errorHandler(): ErrorHandler<AppEnv> {
       apiError = new ApiError('invalid_request', 'The body is not valid JSON.');
     } else if (error instanceof HTTPException && error.status === 413) {
       apiError = new ApiError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`);
+    } else if (error instanceof HTTPException && error.status === 415) {
+      apiError = new ApiError('unsupported_media_type', 'Send the body as JSON with "Content-Type: application/json".');
+    } else if (error instanceof HTTPException && error.status >= 400 && error.status < 500) {
+      // Whatever else the framework refuses is the request's fault: a 400, never a 500.
+      apiError = new ApiError('invalid_request', `The request is invalid: ${error.message || 'refused'}.`);
     } else if (sqlState(error)?.startsWith('22')) {
       // Validation refuses what PostgreSQL cannot store; this is the net under it, so a value
       // that slips through is still the client's 400, never a 500.

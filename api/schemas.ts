@@ -4,6 +4,8 @@ import { errorStatus } from '../domain/errors';
 import type { PaymentResource, RefundResource } from '../domain/resources';
 import type { EventPayload } from '../db/outbox';
 import { captureMethods, deliveryStatuses, eventTypes, paymentStatuses, refundStatuses } from '../shared/definitions';
+import { discrepancyKinds, reconciliationRunStatuses } from '../shared/jobs';
+import { paymentLifecycle } from '../domain/payment-lifecycle';
 
 /**
  * One zod schema per request: it validates in the API, its parsed output is the input the
@@ -71,8 +73,36 @@ export const CreatePaymentBody = z
     }),
     description: text().max(1000).regex(printable, 'no control characters').nullable().default(null),
     metadata: metadata.default({}),
+    // Optional without a default: a request without it keeps the fingerprint it always had.
+    return_url: text()
+      .max(2048)
+      .refine(isReturnUrl, 'must be an https URL (http only on a loopback host, in development)')
+      .optional()
+      .openapi({
+        description:
+          'Where the PSP sends the customer back after a 3-D Secure challenge (`next_action.redirect_to_url.return_url`). ' +
+          'https; plain http only on a loopback host (127.0.0.1, ::1, localhost) outside production.',
+        example: 'https://shop.example/checkout/return',
+      }),
   })
   .openapi('CreatePaymentRequest');
+
+/** https, or http on a loopback host (the API refuses the latter in production: api/routes/payments.ts). */
+export function isReturnUrl(value: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return false;
+  }
+  if (url.username || url.password) return false;
+  if (url.protocol === 'https:') return url.hostname.length > 0;
+  return url.protocol === 'http:' && isLoopbackHost(url.hostname);
+}
+
+export function isLoopbackHost(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
+}
 export type CreatePaymentBody = z.output<typeof CreatePaymentBody>;
 
 export const CapturePaymentBody = z
@@ -106,8 +136,8 @@ export const UpdateTenantBody = z
         format: 'uri',
         description:
           'Where events are delivered; null stops deliveries. https only (http where the operator allows it), no credentials; ' +
-          'the host must resolve, and only to public addresses (loopback, private, link-local, CGNAT, ULA, multicast and ' +
-          'IPv4-mapped addresses are refused unless WEBHOOK_ALLOWED_CIDRS allows them). Checked again at each delivery.',
+          'the host must resolve, and only to global unicast addresses (every block of the IANA IPv4 and IPv6 special-purpose ' +
+          'registries is refused, and IPv6 outside 2000::/3, unless WEBHOOK_ALLOWED_CIDRS allows it). Checked again at each delivery.',
         example: 'https://example.com/webhooks',
       }),
     name: text().min(1).max(200).regex(printable, 'no control characters').optional(),
@@ -191,6 +221,18 @@ export const IdParam = (name: string, example: string) =>
 
 export const Failure = z.object({ code: z.string(), message: z.string() }).nullable();
 
+/** What the customer must do while the payment is `requires_action` (Stripe's PaymentIntent shape); null otherwise. */
+export const NextAction = z
+  .object({
+    type: z.literal('redirect_to_url'),
+    redirect_to_url: z.object({
+      url: z.string().openapi({ description: 'Send the customer here to authenticate (3-D Secure challenge).' }),
+      return_url: z.string().nullable().openapi({ description: 'Where the challenge sends the customer back (your `return_url`).' }),
+    }),
+  })
+  .nullable()
+  .openapi('NextAction');
+
 export const Payment = z
   .object({
     id: z.string().openapi({ example: 'pay_01jd6w8b3m4x0c2q7yk5h9t1ve' }),
@@ -198,7 +240,7 @@ export const Payment = z
     order_id: z.string(),
     amount_minor: z.number().int(),
     currency: z.string(),
-    status: z.enum(paymentStatuses),
+    status: z.enum(paymentStatuses).openapi({ description: paymentStatuses.map((s) => `\`${s}\`: ${paymentLifecycle[s].meaning}`).join(' ') }),
     capture_method: z.enum(captureMethods),
     amount_captured_minor: z.number().int(),
     amount_refunded_minor: z.number().int().openapi({ description: 'Pending and succeeded refunds.' }),
@@ -206,6 +248,7 @@ export const Payment = z
     description: z.string().nullable(),
     provider_charge_id: z.string().nullable(),
     failure: Failure,
+    next_action: NextAction,
     workflow_id: z.string().openapi({ description: 'The Temporal workflow of this payment (search it in the Web UI).' }),
     metadata: z.record(z.string(), z.string()),
     created_at: z.string(),
@@ -351,3 +394,49 @@ export const ErrorBody = z
       .catchall(z.unknown()),
   })
   .openapi('Error');
+
+// Reconciliation with the PSP (admin; docs/CONTRACT.md "Reconciliation").
+
+export const ListReconciliationRunsQuery = z
+  .strictObject({ provider: text().min(1).max(64).optional().openapi({ description: 'Only this provider’s runs (e.g. `sandbox`, `stripe`).' }), ...paging })
+  .refine(oneCursor, oneCursorIssue);
+
+const Figures = z
+  .record(z.string(), z.unknown())
+  .nullable()
+  .openapi({ description: 'That side’s figures (amounts in minor units, currency, status, ids); null when that side has no such object.' });
+
+export const ReconciliationRun = z
+  .object({
+    id: z.string().openapi({ example: 'rcn_01jd6w8b3m4x0c2q7yk5h9t1ve' }),
+    object: z.literal('reconciliation_run'),
+    provider: z.string().openapi({ example: 'sandbox' }),
+    window: z.object({ from: z.string(), to: z.string() }).openapi({ description: 'The time window reconciled: balance transactions created in [from, to).' }),
+    status: z.enum(reconciliationRunStatuses).openapi({
+      description: '`running`; `clean` (no difference); `discrepancies` (see `discrepancy_count`); `failed` (the run could not finish: `error`).',
+    }),
+    started_at: z.string(),
+    finished_at: z.string().nullable(),
+    discrepancy_count: z.number().int(),
+    provider_transactions: z.number().int().openapi({ description: 'Balance transactions read from the PSP’s report (the window and a margin on each side).' }),
+    workflow_id: z.string().openapi({ description: 'The Temporal workflow that ran it (its Schedule’s id plus the scheduled time).' }),
+    error: z.string().nullable(),
+  })
+  .openapi('ReconciliationRun');
+
+export const Discrepancy = z
+  .object({
+    id: z.string().openapi({ example: 'dsc_01jd6w8b3m4x0c2q7yk5h9t1ve' }),
+    object: z.literal('reconciliation_discrepancy'),
+    kind: z.enum(discrepancyKinds),
+    payment_id: z.string().nullable().openapi({ description: 'Our payment, when there is one.' }),
+    refund_id: z.string().nullable(),
+    provider_reference: z.string().nullable().openapi({ description: 'The PSP’s charge or refund id, when there is one.' }),
+    ours: Figures,
+    provider: Figures,
+    first_run_id: z.string().openapi({ description: 'The run that first recorded it for this window: a re-run finds the same discrepancy, not a copy.' }),
+    created_at: z.string(),
+  })
+  .openapi('ReconciliationDiscrepancy');
+
+export const ReconciliationRunDetail = ReconciliationRun.extend({ discrepancies: z.array(Discrepancy) }).openapi('ReconciliationRunDetail');

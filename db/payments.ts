@@ -2,9 +2,12 @@ import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { PaymentRow } from '../domain/resources';
 import type { PaymentStatus, PaymentWorkflowInput } from '../shared/definitions';
+import { fromStatuses, orderHoldingStatuses, waitingStatuses } from '../domain/payment-lifecycle';
 
 /** The statuses that hold an order: a second payment for it is refused (payments_one_live_per_order). */
-export const liveStatuses: PaymentStatus[] = ['processing', 'requires_capture', 'succeeded', 'refunded'];
+export const liveStatuses: PaymentStatus[] = orderHoldingStatuses;
+/** The statuses a payment waits in: its run is expected to be open (domain/payment-lifecycle.ts). */
+export { waitingStatuses };
 
 export type InsertPaymentResult = { kind: 'created' | 'exists'; payment: PaymentRow } | { kind: 'order_taken'; existingPaymentId: string };
 
@@ -17,11 +20,11 @@ export async function insertPayment(db: Db, input: PaymentWorkflowInput, workflo
   const [created] = await db<PaymentRow[]>`
     INSERT INTO payments
       (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method,
-       description, metadata, workflow_id)
+       description, metadata, workflow_id, return_url)
     VALUES
       (${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
        'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
-       ${db.json(input.metadata)}, ${workflowId})
+       ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null})
     ON CONFLICT DO NOTHING
     RETURNING *`;
   if (created) return { kind: 'created', payment: created };
@@ -66,13 +69,28 @@ export interface PaymentChange {
   providerChargeId?: string | null;
   amountCapturedMinor?: number;
   failure?: { code: string; message: string } | null;
+  /** What the customer must do (requires_action); cleared on every other move. */
+  nextAction?: NextAction | null;
 }
 
-/** Moves a payment from one status to the next; returns null if it was not in `from` (already moved). */
-export async function transitionPayment(db: Db, paymentId: string, from: PaymentStatus[], change: PaymentChange): Promise<PaymentRow | null> {
+/** The payment's next_action while it is requires_action (the Stripe PaymentIntent shape). */
+export interface NextAction {
+  type: 'redirect_to_url';
+  redirect_to_url: { url: string; return_url: string | null };
+}
+
+/**
+ * Moves a payment to `change.status` from one of the statuses the lifecycle table allows it to
+ * come from (domain/payment-lifecycle.ts); returns null if it was in none of them (already
+ * moved, or final: a final status is never left).
+ */
+export async function transitionPayment(db: Db, paymentId: string, change: PaymentChange): Promise<PaymentRow | null> {
+  const from = fromStatuses(change.status);
+  if (from.length === 0) return null;
   const [payment] = await db<PaymentRow[]>`
     UPDATE payments SET
       status = ${change.status},
+      next_action = ${change.nextAction ? db.json(change.nextAction as never) : null},
       provider_charge_id = ${change.providerChargeId === undefined ? db`provider_charge_id` : change.providerChargeId},
       amount_captured_minor = ${change.amountCapturedMinor ?? db`amount_captured_minor`},
       failure_code = ${change.failure === undefined ? db`failure_code` : (change.failure?.code ?? null)},
@@ -81,39 +99,6 @@ export async function transitionPayment(db: Db, paymentId: string, from: Payment
     WHERE id = ${paymentId} AND status IN ${db(from)}
     RETURNING *`;
   return payment ?? null;
-}
-
-/** A payment's effects as counted in PostgreSQL (the reconciler compares them to one each). */
-export interface PaymentEffectCounts {
-  id: string;
-  status: PaymentStatus;
-  updated_at: Date;
-  /** Ledger transactions of its capture (refunds excluded). */
-  ledger: number;
-  /** The largest number of events of any one type. */
-  max_events: number;
-}
-
-/**
- * Payments that left `processing` after `since` (oldest first, at most `limit`) with their
- * ledger and event counts. `eventTypes` are the payment's event types: its event keys are
- * businessEventKey.paymentEvent(id, type).
- */
-export async function paymentEffectCounts(db: Db, since: Date, limit: number, eventTypes: readonly string[]): Promise<PaymentEffectCounts[]> {
-  return db<PaymentEffectCounts[]>`
-    SELECT p.id, p.status, p.updated_at,
-           (SELECT count(*)::int FROM ledger_transactions t WHERE t.payment_id = p.id AND t.refund_id IS NULL) AS ledger,
-           -- Why: exact keys use the (tenant_id, event_key) index; LIKE 'payment:<id>:%' scanned
-           -- all of the tenant's events per payment, a cost growing with history (npm run bench).
-           (SELECT coalesce(max(n), 0)::int FROM (
-              SELECT count(*) AS n FROM outbox_events e
-              WHERE e.tenant_id = p.tenant_id
-                AND e.event_key = ANY (ARRAY(SELECT 'payment:' || p.id || ':' || t FROM unnest(${eventTypes as string[]}::text[]) AS t))
-              GROUP BY e.type) per_type) AS max_events
-    FROM payments p
-    WHERE p.updated_at > ${since} AND p.status <> 'processing'
-    ORDER BY p.updated_at
-    LIMIT ${limit}`;
 }
 
 /** Newest first, paged by id (ids sort by creation time). */

@@ -18,6 +18,10 @@ export interface PaymentRow {
   failure_code: string | null;
   failure_message: string | null;
   workflow_id: string;
+  /** Where the PSP's challenge page sends the customer back (migration 007). */
+  return_url: string | null;
+  /** What the customer must do while the payment is requires_action; null otherwise. */
+  next_action: { type: 'redirect_to_url'; redirect_to_url: { url: string; return_url: string | null } } | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -55,6 +59,7 @@ export function paymentResource(row: PaymentRow) {
     description: row.description,
     provider_charge_id: row.provider_charge_id,
     failure: row.failure_code ? { code: row.failure_code, message: row.failure_message ?? '' } : null,
+    next_action: row.next_action ?? null,
     workflow_id: row.workflow_id,
     metadata: row.metadata,
     created_at: row.created_at.toISOString(),

@@ -78,10 +78,24 @@ const schema = z
     TEMPORAL_RPC_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
     /** How long a manual-capture authorization may wait before it is voided (default 7 days). */
     AUTHORIZATION_WINDOW_SECONDS: seconds(7 * 24 * 3600),
+    /** How long a customer has to finish a 3-D Secure challenge before the payment expires (default 15 min). */
+    AUTHENTICATION_WINDOW_SECONDS: seconds(900),
+    /** How long an asynchronous method's outcome (a bank debit) is awaited before the payment expires (default 7 days). */
+    ASYNC_SETTLEMENT_WINDOW_SECONDS: seconds(7 * 24 * 3600),
+    /** While a payment waits, the workflow polls the PSP: first after this long, then doubling… */
+    PROVIDER_POLL_FIRST_MS: z.coerce.number().int().positive().default(30_000),
+    /** …up to this interval. */
+    PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
+    /** The inbound PSP webhooks' secret (the sandbox's SANDBOX_WEBHOOK_SECRET, or Stripe's endpoint secret whsec_…). */
+    PROVIDER_WEBHOOK_SECRET: z.string().min(1).optional(),
     /** Which PSP the worker calls: the sandbox (PROVIDER_URL) or Stripe (STRIPE_API_KEY). */
     PROVIDER: z.enum(['sandbox', 'stripe']).default('sandbox'),
     STRIPE_API_KEY: z.string().min(1).optional(),
     PROVIDER_URL: z.string().url().default('http://127.0.0.1:4010'),
+    /** The secret the sandbox signs its webhooks with (Sandbox-Signature); npm start generates one. Unset: sandbox webhooks are refused. */
+    SANDBOX_WEBHOOK_SECRET: z.string().min(16).optional(),
+    /** Stripe's signing secret of the webhook endpoint ('whsec_…'); unset: Stripe webhooks are refused. */
+    STRIPE_WEBHOOK_SECRET: z.string().min(1).optional(),
     /** One provider call; past it the outcome is unknown and the next attempt looks it up first. */
     PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
     /** Outbox relay: first retry delay, doubled per attempt up to the cap, for this many attempts. */
@@ -93,10 +107,12 @@ const schema = z
     WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
     /** Worker: where the Temporal SDK's Prometheus exporter binds (scraped through WORKER_METRICS_PORT). */
     TEMPORAL_SDK_METRICS_ADDRESS: z.string().min(1).default('127.0.0.1:9465'),
-    /** Worker: how often recently finished payments are reconciled against the provider. */
-    RECONCILE_INTERVAL_SECONDS: seconds(15),
-    /** How often the retention job deletes expired idempotency records. */
+    /** The hourly reconciliation's Schedule covers this many whole hours before the current one. */
+    RECONCILIATION_LOOKBACK_HOURS: z.coerce.number().int().min(1).max(48).default(3),
+    /** The Schedules of the retention job and the abandoned-run sweeper: every this many seconds. */
     RETENTION_JOB_INTERVAL_SECONDS: seconds(300),
+    /** Worker: create or update the periodic jobs' Temporal Schedules at start (`off`: leave them to `npm run schedules`). */
+    WORKER_SCHEDULES: z.enum(['on', 'off']).default('on'),
     /** Worker: on SIGTERM, how long running activities may take to finish before they are cancelled. */
     WORKER_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(30),
     /** Worker: workflows kept in memory between tasks (sticky cache); each costs a V8 context's memory. */

@@ -25,46 +25,101 @@ export interface WebhookTargetPolicy {
   allowedText: string;
 }
 
-/** Special-purpose ranges (IANA registries): never a merchant's public endpoint. */
-const forbiddenRanges: [string, number, 'ipv4' | 'ipv6', string][] = [
-  ['0.0.0.0', 8, 'ipv4', 'unspecified ("this network")'],
-  ['10.0.0.0', 8, 'ipv4', 'private (RFC 1918)'],
-  ['100.64.0.0', 10, 'ipv4', 'carrier-grade NAT (RFC 6598)'],
-  ['127.0.0.0', 8, 'ipv4', 'loopback'],
-  ['169.254.0.0', 16, 'ipv4', 'link-local (cloud metadata lives here)'],
-  ['172.16.0.0', 12, 'ipv4', 'private (RFC 1918)'],
-  ['192.0.0.0', 24, 'ipv4', 'IETF protocol assignments'],
-  ['192.0.2.0', 24, 'ipv4', 'documentation'],
-  ['192.88.99.0', 24, 'ipv4', '6to4 relay anycast'],
-  ['192.168.0.0', 16, 'ipv4', 'private (RFC 1918)'],
-  ['198.18.0.0', 15, 'ipv4', 'benchmarking'],
-  ['198.51.100.0', 24, 'ipv4', 'documentation'],
-  ['203.0.113.0', 24, 'ipv4', 'documentation'],
-  ['224.0.0.0', 4, 'ipv4', 'multicast'],
-  ['240.0.0.0', 4, 'ipv4', 'reserved (and broadcast)'],
-  ['::', 128, 'ipv6', 'unspecified'],
-  ['::1', 128, 'ipv6', 'loopback'],
-  ['::ffff:0:0', 96, 'ipv6', 'IPv4-mapped'],
-  ['::', 96, 'ipv6', 'IPv4-compatible'],
-  ['64:ff9b::', 96, 'ipv6', 'NAT64 (embeds an IPv4 address)'],
-  ['64:ff9b:1::', 48, 'ipv6', 'local NAT64'],
-  ['100::', 64, 'ipv6', 'discard'],
-  ['2001::', 23, 'ipv6', 'IETF protocol assignments (Teredo, ORCHID…)'],
-  ['2001:db8::', 32, 'ipv6', 'documentation'],
-  ['2002::', 16, 'ipv6', '6to4 (embeds an IPv4 address)'],
-  ['fc00::', 7, 'ipv6', 'unique local (ULA)'],
-  ['fe80::', 10, 'ipv6', 'link-local'],
-  ['fec0::', 10, 'ipv6', 'site-local (deprecated)'],
-  ['ff00::', 8, 'ipv6', 'multicast'],
+/** An address block that is not global unicast, with the RFC that sets it apart. */
+export interface SpecialPurposeBlock {
+  cidr: string;
+  name: string;
+  rfc: string;
+}
+
+/**
+ * Every address block that is not global unicast, from the IANA IPv4 and IPv6 Special-Purpose
+ * Address Registries (RFC 6890) and the IPv6 address space (only 2000::/3 is global unicast,
+ * RFC 4291 §2.4), plus IPv4 multicast and the IPv6 space's other non-unicast parts. Each
+ * entry names its block and the RFC that reserves it; the tests check the start, the middle
+ * and the end of every block in several spellings, from this table. Blocks the registries
+ * mark "globally reachable" (anycast services such as AS112, PCP or TURN) are refused too: no
+ * merchant's webhook endpoint lives there.
+ */
+export const specialPurposeBlocks: readonly SpecialPurposeBlock[] = [
+  // IPv4 Special-Purpose Address Registry
+  { cidr: '0.0.0.0/8', name: '"this network"', rfc: 'RFC 791' },
+  { cidr: '0.0.0.0/32', name: 'unspecified ("this host on this network")', rfc: 'RFC 1122' },
+  { cidr: '10.0.0.0/8', name: 'private use', rfc: 'RFC 1918' },
+  { cidr: '100.64.0.0/10', name: 'shared address space (carrier-grade NAT)', rfc: 'RFC 6598' },
+  { cidr: '127.0.0.0/8', name: 'loopback', rfc: 'RFC 1122' },
+  { cidr: '169.254.0.0/16', name: 'link-local (cloud metadata lives here)', rfc: 'RFC 3927' },
+  { cidr: '172.16.0.0/12', name: 'private use', rfc: 'RFC 1918' },
+  { cidr: '192.0.0.0/24', name: 'IETF protocol assignments', rfc: 'RFC 6890' },
+  { cidr: '192.0.0.0/29', name: 'IPv4 service continuity prefix', rfc: 'RFC 7335' },
+  { cidr: '192.0.0.8/32', name: 'IPv4 dummy address', rfc: 'RFC 7600' },
+  { cidr: '192.0.0.9/32', name: 'Port Control Protocol anycast', rfc: 'RFC 7723' },
+  { cidr: '192.0.0.10/32', name: 'TURN anycast', rfc: 'RFC 8155' },
+  { cidr: '192.0.0.170/31', name: 'NAT64/DNS64 discovery', rfc: 'RFC 8880' },
+  { cidr: '192.0.2.0/24', name: 'documentation (TEST-NET-1)', rfc: 'RFC 5737' },
+  { cidr: '192.31.196.0/24', name: 'AS112-v4', rfc: 'RFC 7535' },
+  { cidr: '192.52.193.0/24', name: 'Automatic Multicast Tunneling', rfc: 'RFC 7450' },
+  { cidr: '192.88.99.0/24', name: 'deprecated 6to4 relay anycast', rfc: 'RFC 7526' },
+  { cidr: '192.168.0.0/16', name: 'private use', rfc: 'RFC 1918' },
+  { cidr: '192.175.48.0/24', name: 'direct delegation AS112 service', rfc: 'RFC 7534' },
+  { cidr: '198.18.0.0/15', name: 'benchmarking', rfc: 'RFC 2544' },
+  { cidr: '198.51.100.0/24', name: 'documentation (TEST-NET-2)', rfc: 'RFC 5737' },
+  { cidr: '203.0.113.0/24', name: 'documentation (TEST-NET-3)', rfc: 'RFC 5737' },
+  { cidr: '240.0.0.0/4', name: 'reserved', rfc: 'RFC 1112' },
+  { cidr: '255.255.255.255/32', name: 'limited broadcast', rfc: 'RFC 919' },
+  // IPv4 multicast (not in the special-purpose registry: its own registry)
+  { cidr: '224.0.0.0/4', name: 'multicast', rfc: 'RFC 5771' },
+
+  // IPv6 Special-Purpose Address Registry
+  { cidr: '::/128', name: 'unspecified', rfc: 'RFC 4291' },
+  { cidr: '::1/128', name: 'loopback', rfc: 'RFC 4291' },
+  { cidr: '::ffff:0:0/96', name: 'IPv4-mapped', rfc: 'RFC 4291' },
+  { cidr: '64:ff9b::/96', name: 'IPv4/IPv6 translation (NAT64, embeds an IPv4 address)', rfc: 'RFC 6052' },
+  { cidr: '64:ff9b:1::/48', name: 'IPv4/IPv6 translation, local use', rfc: 'RFC 8215' },
+  { cidr: '100::/64', name: 'discard-only', rfc: 'RFC 6666' },
+  { cidr: '100:0:0:1::/64', name: 'dummy IPv6 prefix', rfc: 'RFC 9780' },
+  { cidr: '2001::/23', name: 'IETF protocol assignments', rfc: 'RFC 2928' },
+  { cidr: '2001::/32', name: 'Teredo (embeds an IPv4 address)', rfc: 'RFC 4380' },
+  { cidr: '2001:1::1/128', name: 'Port Control Protocol anycast', rfc: 'RFC 7723' },
+  { cidr: '2001:1::2/128', name: 'TURN anycast', rfc: 'RFC 8155' },
+  { cidr: '2001:1::3/128', name: 'DNS-SD service registration protocol anycast', rfc: 'RFC 9665' },
+  { cidr: '2001:2::/48', name: 'benchmarking', rfc: 'RFC 5180' },
+  { cidr: '2001:3::/32', name: 'Automatic Multicast Tunneling', rfc: 'RFC 7450' },
+  { cidr: '2001:4:112::/48', name: 'AS112-v6', rfc: 'RFC 7535' },
+  { cidr: '2001:10::/28', name: 'deprecated ORCHID', rfc: 'RFC 4843' },
+  { cidr: '2001:20::/28', name: 'ORCHIDv2', rfc: 'RFC 7343' },
+  { cidr: '2001:30::/28', name: 'drone remote ID entity tags', rfc: 'RFC 9374' },
+  { cidr: '2001:db8::/32', name: 'documentation', rfc: 'RFC 3849' },
+  { cidr: '2002::/16', name: '6to4 (embeds an IPv4 address)', rfc: 'RFC 3056' },
+  { cidr: '2620:4f:8000::/48', name: 'direct delegation AS112 service', rfc: 'RFC 7534' },
+  { cidr: '3fff::/20', name: 'documentation', rfc: 'RFC 9637' },
+  { cidr: '5f00::/16', name: 'segment routing (SRv6) SIDs', rfc: 'RFC 9602' },
+  { cidr: 'fc00::/7', name: 'unique local (ULA)', rfc: 'RFC 4193' },
+  { cidr: 'fe80::/10', name: 'link-local', rfc: 'RFC 4291' },
+
+  // The rest of the IPv6 address space that is not global unicast (IANA IPv6 Address Space; RFC 4291)
+  { cidr: '::/96', name: 'IPv4-compatible (deprecated)', rfc: 'RFC 4291' },
+  { cidr: '::ffff:0:0:0/96', name: 'IPv4-translated', rfc: 'RFC 2765' },
+  { cidr: '::/8', name: 'reserved by the IETF (embeds IPv4 in several spellings)', rfc: 'RFC 4291' },
+  { cidr: '::/3', name: 'outside global unicast 2000::/3', rfc: 'RFC 4291' },
+  { cidr: '4000::/2', name: 'outside global unicast 2000::/3', rfc: 'RFC 4291' },
+  { cidr: '8000::/1', name: 'outside global unicast 2000::/3', rfc: 'RFC 4291' },
+  { cidr: 'fec0::/10', name: 'site-local (deprecated)', rfc: 'RFC 3879' },
+  { cidr: 'ff00::/8', name: 'multicast', rfc: 'RFC 4291' },
 ];
 
-// Why one list per range and the family filter: BlockList matches IPv4 addresses against
+// Why one list per block and the family filter: BlockList matches IPv4 addresses against
 // IPv6 rules through their mapped form, so ::ffff:0:0/96 would otherwise catch every IPv4.
-const forbidden = forbiddenRanges.map(([network, prefix, family, why]) => {
-  const list = new BlockList();
-  list.addSubnet(network, prefix, family);
-  return { list, family, why: `${network}/${prefix} is ${why}` };
-});
+// Most specific first, so a refusal names the narrowest block (loopback, not "reserved").
+const forbidden = specialPurposeBlocks
+  .map((block) => {
+    const [network, prefixText] = block.cidr.split('/') as [string, string];
+    const family = isIP(network) === 4 ? ('ipv4' as const) : ('ipv6' as const);
+    const list = new BlockList();
+    list.addSubnet(network, Number(prefixText), family);
+    return { list, family, prefix: Number(prefixText), why: `${block.cidr} is ${block.name} (${block.rfc})` };
+  })
+  .sort((a, b) => b.prefix - a.prefix);
 
 /** Parses WEBHOOK_ALLOWED_CIDRS: comma-separated CIDRs or single addresses ("127.0.0.0/8,::1"). */
 export function webhookTargetPolicy(options: { allowedCidrs: string; allowHttp: boolean }): WebhookTargetPolicy {

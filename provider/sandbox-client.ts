@@ -1,9 +1,13 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import {
   ProviderRejectedError,
   ProviderUnavailableError,
+  ProviderWebhookError,
   type CallOptions,
+  type ProviderBalanceTransaction,
+  type ProviderWebhookEvent,
   type CaptureChargeRequest,
   type CreateChargeRequest,
   type CreateRefundRequest,
@@ -20,6 +24,19 @@ export interface SandboxProviderConfig {
    * ProviderUnavailableError, so the caller looks the operation up before retrying.
    */
   timeoutMs: number;
+  /** The secret the sandbox signs its webhooks with (SANDBOX_WEBHOOK_SECRET); verifyWebhook refuses everything without it. */
+  webhookSecret?: string | null;
+  /** How old (or how far ahead) a signature's timestamp may be, in seconds (default 300, as Stripe's). */
+  webhookToleranceSeconds?: number;
+}
+
+/** The header the sandbox signs its webhooks in: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`. */
+export const sandboxSignatureHeader = 'sandbox-signature';
+
+/** The signature header's value for a body (the sandbox's signer, and tests posing as the sandbox). */
+export function signSandboxWebhook(rawBody: string, secret: string, timestampSeconds = Math.floor(Date.now() / 1000)): string {
+  const digest = createHmac('sha256', secret).update(`${timestampSeconds}.${rawBody}`, 'utf8').digest('hex');
+  return `t=${timestampSeconds},v1=${digest}`;
 }
 
 /** The sandbox's wire shapes (snake_case, integer minor units). */
@@ -33,6 +50,8 @@ interface ChargeJson {
   currency: string;
   failure_code: string | null;
   failure_message: string | null;
+  reference: string;
+  next_action: { type: 'redirect_to_url'; redirect_to_url: { url: string; return_url: string | null } } | null;
 }
 
 interface RefundJson {
@@ -52,6 +71,21 @@ interface ErrorJson {
 interface ListJson<T> {
   object: 'list';
   data: T[];
+  has_more?: boolean;
+}
+
+interface BalanceTransactionJson {
+  id: string;
+  object: 'balance_transaction';
+  type: 'charge' | 'refund';
+  source: string;
+  charge: string;
+  reference: string | null;
+  amount_minor: number;
+  fee_minor: number;
+  currency: string;
+  status: 'pending' | 'available';
+  created_at: string;
 }
 
 const toCharge = (c: ChargeJson): ProviderCharge => ({
@@ -63,6 +97,11 @@ const toCharge = (c: ChargeJson): ProviderCharge => ({
   currency: c.currency,
   declineCode: c.failure_code,
   declineMessage: c.failure_message,
+  nextAction:
+    c.next_action?.type === 'redirect_to_url'
+      ? { type: 'redirect_to_url', url: c.next_action.redirect_to_url.url, returnUrl: c.next_action.redirect_to_url.return_url }
+      : null,
+  reference: c.reference,
 });
 
 const toRefund = (r: RefundJson): ProviderRefund => ({
@@ -74,11 +113,31 @@ const toRefund = (r: RefundJson): ProviderRefund => ({
   failureMessage: r.failure_message,
 });
 
+const toBalanceTransaction = (t: BalanceTransactionJson): ProviderBalanceTransaction => ({
+  id: t.id,
+  type: t.type,
+  source: t.source,
+  chargeId: t.charge,
+  reference: t.reference,
+  amountMinor: t.amount_minor,
+  feeMinor: t.fee_minor,
+  currency: t.currency,
+  status: t.status,
+  createdAt: new Date(t.created_at),
+});
+
+const headerValue = (headers: Record<string, string | undefined>, name: string): string | undefined => {
+  for (const [key, value] of Object.entries(headers)) if (key.toLowerCase() === name) return value;
+  return undefined;
+};
+
 /** The orchestrator's client for the provider sandbox (sandbox/). */
 export class SandboxProvider implements PaymentProvider {
   private readonly baseUrl: URL;
   private readonly prefix: string;
   private readonly timeoutMs: number;
+  private readonly webhookSecret: string | null;
+  private readonly webhookToleranceSeconds: number;
   /**
    * Why node:http and not fetch: fetch (undici) costs the worker noticeably more CPU per call
    * (web streams, Headers, Response); the provider call is on every payment's path. Keep-alive,
@@ -92,6 +151,8 @@ export class SandboxProvider implements PaymentProvider {
     this.baseUrl = new URL(config.baseUrl);
     this.prefix = this.baseUrl.pathname.replace(/\/+$/, '');
     this.timeoutMs = config.timeoutMs;
+    this.webhookSecret = config.webhookSecret ?? null;
+    this.webhookToleranceSeconds = config.webhookToleranceSeconds ?? 300;
     this.transport = this.baseUrl.protocol === 'https:' ? https : http;
     this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: 256 });
   }
@@ -140,6 +201,7 @@ export class SandboxProvider implements PaymentProvider {
         capture: request.capture,
         reference: request.reference,
         ...(request.description != null ? { description: request.description } : {}),
+        ...(request.returnUrl != null ? { return_url: request.returnUrl } : {}),
       },
       request.idempotencyKey,
       options,
@@ -204,6 +266,68 @@ export class SandboxProvider implements PaymentProvider {
     const { body } = await this.call('GET', `/v1/refunds?${query}`, undefined, undefined, options);
     const [refund] = (body as ListJson<RefundJson>).data;
     return refund ? toRefund(refund) : null;
+  }
+
+  async retrieveCharge(chargeId: string, options?: CallOptions): Promise<ProviderCharge> {
+    const { body } = await this.call('GET', `/v1/charges/${encodeURIComponent(chargeId)}`, undefined, undefined, options);
+    return toCharge(body as ChargeJson);
+  }
+
+  async listBalanceTransactions(
+    query: { from: Date; to: Date; startingAfter?: string; limit?: number },
+    options?: CallOptions,
+  ): Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }> {
+    const params = new URLSearchParams({ from: query.from.toISOString(), to: query.to.toISOString() });
+    if (query.startingAfter !== undefined) params.set('starting_after', query.startingAfter);
+    if (query.limit !== undefined) params.set('limit', String(query.limit));
+    const { body } = await this.call('GET', `/v1/reports/balance_transactions?${params}`, undefined, undefined, options);
+    const list = body as ListJson<BalanceTransactionJson>;
+    return { data: list.data.map(toBalanceTransaction), hasMore: list.has_more === true };
+  }
+
+  /**
+   * The sandbox's webhook: `Sandbox-Signature: t=…,v1=…` (one or more v1) over "<t>.<raw body>"
+   * with the shared secret, compared in constant time; a timestamp further than the tolerance
+   * from `now` (either way) is stale, so a captured request cannot be replayed later.
+   */
+  verifyWebhook(rawBody: string, headers: Record<string, string | undefined>, now: Date = new Date()): ProviderWebhookEvent {
+    if (!this.webhookSecret) throw new ProviderWebhookError('no webhook secret is configured for the sandbox (SANDBOX_WEBHOOK_SECRET)');
+    const header = headerValue(headers, sandboxSignatureHeader);
+    if (!header) throw new ProviderWebhookError(`missing ${sandboxSignatureHeader} header`);
+    let timestamp: number | null = null;
+    const signatures: string[] = [];
+    for (const part of header.split(',')) {
+      const at = part.indexOf('=');
+      if (at < 0) continue;
+      const [name, value] = [part.slice(0, at).trim(), part.slice(at + 1).trim()];
+      if (name === 't' && /^\d{1,12}$/.test(value)) timestamp = Number(value);
+      else if (name === 'v1' && /^[0-9a-f]{64}$/.test(value)) signatures.push(value);
+    }
+    if (timestamp === null || signatures.length === 0) throw new ProviderWebhookError(`malformed ${sandboxSignatureHeader} header`);
+    const expected = Buffer.from(signSandboxWebhook(rawBody, this.webhookSecret, timestamp).slice(`t=${timestamp},v1=`.length), 'hex');
+    if (!signatures.some((s) => timingSafeEqual(Buffer.from(s, 'hex'), expected))) {
+      throw new ProviderWebhookError('no signature matches the body');
+    }
+    if (Math.abs(Math.floor(now.getTime() / 1000) - timestamp) > this.webhookToleranceSeconds) {
+      throw new ProviderWebhookError(`signature timestamp ${timestamp} is outside the ${this.webhookToleranceSeconds} s tolerance`);
+    }
+    let event: { id?: unknown; type?: unknown; created?: unknown; data?: { object?: { object?: unknown } } };
+    try {
+      event = JSON.parse(rawBody) as typeof event;
+    } catch {
+      throw new ProviderWebhookError('the body is not JSON');
+    }
+    const object = event?.data?.object;
+    if (typeof event?.id !== 'string' || typeof event.type !== 'string' || typeof event.created !== 'number' || typeof object !== 'object' || object === null) {
+      throw new ProviderWebhookError('the body is not a sandbox event');
+    }
+    return {
+      id: event.id,
+      type: event.type,
+      createdAt: new Date(event.created * 1000),
+      charge: object.object === 'charge' ? toCharge(object as unknown as ChargeJson) : null,
+      refund: object.object === 'refund' ? toRefund(object as unknown as RefundJson) : null,
+    };
   }
 
   /**

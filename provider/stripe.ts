@@ -2,7 +2,10 @@ import Stripe from 'stripe';
 import {
   ProviderRejectedError,
   ProviderUnavailableError,
+  ProviderWebhookError,
   type CallOptions,
+  type ProviderBalanceTransaction,
+  type ProviderWebhookEvent,
   type CaptureChargeRequest,
   type CreateChargeRequest,
   type CreateRefundRequest,
@@ -26,6 +29,10 @@ export interface StripeProviderConfig {
    * loop hidden in here would only stretch the activity past its timeout.
    */
   maxNetworkRetries?: number;
+  /** The endpoint's signing secret ('whsec_…', STRIPE_WEBHOOK_SECRET); verifyWebhook refuses everything without it. */
+  webhookSecret?: string | null;
+  /** How old a signature's timestamp may be, in seconds (default: the Stripe library's, 300). */
+  webhookToleranceSeconds?: number;
 }
 
 /** How far back a refund lookup scans; Stripe prunes idempotency keys after 24 hours. */
@@ -39,8 +46,12 @@ const refundLookupWindowSeconds = 48 * 3600;
  */
 export class StripeProvider implements PaymentProvider {
   private readonly stripe: Stripe;
+  private readonly webhookSecret: string | null;
+  private readonly webhookToleranceSeconds: number | undefined;
 
   constructor(config: StripeProviderConfig) {
+    this.webhookSecret = config.webhookSecret ?? null;
+    this.webhookToleranceSeconds = config.webhookToleranceSeconds;
     this.stripe = new Stripe(config.apiKey, {
       host: config.host,
       port: config.port,
@@ -61,8 +72,12 @@ export class StripeProvider implements PaymentProvider {
             payment_method: request.paymentMethod,
             confirm: true,
             capture_method: request.capture ? 'automatic' : 'manual',
-            // Confirmed server-side with no customer present, so no redirect can be followed.
-            automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
+            // With a return_url the customer can be sent to authenticate (3-D Secure, bank
+            // redirects) and comes back there: next_action.redirect_to_url. Without one nobody
+            // can follow a redirect, so methods that need one are not offered.
+            ...(request.returnUrl != null
+              ? { return_url: request.returnUrl, automatic_payment_methods: { enabled: true } }
+              : { automatic_payment_methods: { enabled: true, allow_redirects: 'never' as const } }),
             ...(request.description != null ? { description: request.description } : {}),
             // idempotency_key is what findChargeByIdempotencyKey searches for.
             metadata: { reference: request.reference, idempotency_key: request.idempotencyKey },
@@ -192,6 +207,62 @@ export class StripeProvider implements PaymentProvider {
     }
   }
 
+  async retrieveCharge(chargeId: string, options?: CallOptions): Promise<ProviderCharge> {
+    try {
+      const intent = await this.send(options, () => this.stripe.paymentIntents.retrieve(chargeId, { expand: ['latest_charge'] }));
+      return toCharge(intent);
+    } catch (error) {
+      throw toProviderError(error, 'retrieve PaymentIntent');
+    }
+  }
+
+  /**
+   * Verified by the Stripe library itself (Stripe-Signature, its tolerance), then mapped: the
+   * payment_intent.* events carry the PaymentIntent (our charge), refund events the Refund.
+   */
+  verifyWebhook(rawBody: string, headers: Record<string, string | undefined>, now: Date = new Date()): ProviderWebhookEvent {
+    if (!this.webhookSecret) throw new ProviderWebhookError('no Stripe webhook secret is configured (STRIPE_WEBHOOK_SECRET)');
+    const header = Object.entries(headers).find(([name]) => name.toLowerCase() === 'stripe-signature')?.[1];
+    if (!header) throw new ProviderWebhookError('missing Stripe-Signature header');
+    let event: Stripe.Event;
+    try {
+      event = this.stripe.webhooks.constructEvent(rawBody, header, this.webhookSecret, this.webhookToleranceSeconds, undefined, now.getTime());
+    } catch (error) {
+      throw new ProviderWebhookError(`Stripe webhook refused: ${(error as Error).message}`);
+    }
+    return toWebhookEvent(event);
+  }
+
+  /**
+   * Balance transactions of type charge/payment and refund/payment_refund created in [from, to),
+   * newest first as Stripe lists them. The source is expanded so each line carries the
+   * PaymentIntent (our charge id) and our reference from the metadata createCharge and
+   * createRefund set. Other types (payouts, fees, adjustments) are skipped: they are not
+   * payments; hasMore still pages over them.
+   */
+  async listBalanceTransactions(
+    query: { from: Date; to: Date; startingAfter?: string; limit?: number },
+    options?: CallOptions,
+  ): Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }> {
+    try {
+      const page = await this.send(options, () =>
+        this.stripe.balanceTransactions.list({
+          created: { gte: Math.floor(query.from.getTime() / 1000), lt: Math.ceil(query.to.getTime() / 1000) },
+          limit: query.limit ?? 100,
+          ...(query.startingAfter !== undefined ? { starting_after: query.startingAfter } : {}),
+          expand: ['data.source', 'data.source.payment_intent'],
+        }),
+      );
+      const data = page.data.flatMap((txn) => {
+        const line = toBalanceTransaction(txn);
+        return line ? [line] : [];
+      });
+      return { data, hasMore: page.has_more };
+    } catch (error) {
+      throw toProviderError(error, 'list BalanceTransactions');
+    }
+  }
+
   /**
    * The SDK takes no AbortSignal, so the caller's signal is honoured by giving up on the
    * call (its outcome is then unknown, as with any timeout); the request itself runs on.
@@ -225,6 +296,8 @@ function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors.Stripe
     currency: intent.currency.toUpperCase(),
     declineCode: null,
     declineMessage: null,
+    nextAction: null,
+    reference: intent.metadata?.['reference'] ?? '',
   };
   switch (intent.status) {
     case 'succeeded':
@@ -233,9 +306,12 @@ function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors.Stripe
       return { ...base, status: 'requires_capture' };
     case 'canceled':
       return { ...base, status: 'canceled' };
+    case 'processing':
+      // Bank debits and the like: Stripe has it, the outcome comes later (webhook or poll).
+      return { ...base, status: 'processing' };
     case 'requires_payment_method': {
-      // Confirmation failed: the PaymentIntent waits for another payment method, which for
-      // us (one method per charge) is a decline.
+      // Confirmation failed (a decline, also after a 3-D Secure challenge): the PaymentIntent
+      // waits for another payment method, which for us (one method per charge) is a decline.
       const failure = intent.last_payment_error;
       return {
         ...base,
@@ -244,20 +320,97 @@ function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors.Stripe
         declineMessage: failure?.message ?? cardError?.message ?? null,
       };
     }
-    case 'requires_action':
-      // 3-D Secure or similar: nobody is present to authenticate a server-side charge, so it
-      // is declined under the code Stripe itself uses for that case.
+    case 'requires_action': {
+      // 3-D Secure or a bank redirect: the customer goes to next_action.redirect_to_url.url and
+      // comes back to its return_url. Any other kind of action (use_stripe_sdk: Stripe.js in
+      // the customer's browser) is one a server-side integration cannot hand over, so that is
+      // declined under the code Stripe itself uses for that case.
+      const redirect = intent.next_action?.type === 'redirect_to_url' ? intent.next_action.redirect_to_url : null;
+      if (redirect?.url) {
+        return { ...base, status: 'requires_action', nextAction: { type: 'redirect_to_url', url: redirect.url, returnUrl: redirect.return_url ?? null } };
+      }
       return {
         ...base,
         status: 'declined',
         declineCode: 'authentication_required',
         declineMessage: 'The payment method requires customer authentication.',
       };
+    }
     default:
-      // 'processing', 'requires_confirmation': no outcome yet. Unknown, so the caller looks
+      // 'requires_confirmation': no outcome yet. Unknown, so the caller looks
       // it up again later rather than acting on a guess.
       throw new ProviderUnavailableError(`PaymentIntent ${intent.id} is ${intent.status}; outcome not known yet`);
   }
+}
+
+/** Stripe's event types in ours; the charge is the PaymentIntent, as everywhere in this adapter. */
+const paymentIntentEvents: Record<string, string> = {
+  'payment_intent.requires_action': 'charge.requires_action',
+  'payment_intent.processing': 'charge.processing',
+  'payment_intent.succeeded': 'charge.succeeded',
+  'payment_intent.amount_capturable_updated': 'charge.requires_capture',
+  'payment_intent.payment_failed': 'charge.declined',
+  'payment_intent.canceled': 'charge.canceled',
+};
+
+function toWebhookEvent(event: Stripe.Event): ProviderWebhookEvent {
+  const base = { id: event.id, createdAt: new Date(event.created * 1000), charge: null, refund: null };
+  const object = event.data.object as { object?: string };
+  if (object.object === 'payment_intent') {
+    const intent = object as Stripe.PaymentIntent;
+    let charge: ProviderCharge;
+    try {
+      charge = toCharge(intent);
+    } catch {
+      // requires_confirmation: nothing to act on.
+      return { ...base, type: `stripe.${event.type}` };
+    }
+    return { ...base, type: paymentIntentEvents[event.type] ?? `stripe.${event.type}`, charge };
+  }
+  if (object.object === 'refund' && event.type.startsWith('refund.')) {
+    const refund = object as Stripe.Refund;
+    if (refund.status === 'succeeded' || refund.status === 'failed' || refund.status === 'canceled') {
+      const mapped = toRefund(refund);
+      return { ...base, type: `refund.${mapped.status}`, refund: mapped };
+    }
+  }
+  if (event.type === 'charge.refunded') return { ...base, type: 'charge.refunded' };
+  return { ...base, type: `stripe.${event.type}` };
+}
+
+function toBalanceTransaction(txn: Stripe.BalanceTransaction): ProviderBalanceTransaction | null {
+  const type = txn.type === 'charge' || txn.type === 'payment' ? 'charge' : txn.type === 'refund' || txn.type === 'payment_refund' ? 'refund' : null;
+  if (type === null) return null;
+  const source = txn.source;
+  const sourceId = typeof source === 'string' ? source : (source?.id ?? '');
+  const paymentIntentOf = (value: unknown): { id: string; reference: string | null } | null => {
+    if (typeof value === 'string') return { id: value, reference: null };
+    if (value && typeof value === 'object' && 'id' in value) {
+      const intent = value as Stripe.PaymentIntent;
+      return { id: intent.id, reference: intent.metadata?.['reference'] ?? null };
+    }
+    return null;
+  };
+  let chargeId = sourceId;
+  let reference: string | null = null;
+  if (source && typeof source === 'object') {
+    const expanded = source as { object?: string; payment_intent?: unknown; metadata?: Record<string, string> | null };
+    const intent = paymentIntentOf(expanded.payment_intent);
+    if (intent) chargeId = intent.id;
+    reference = type === 'refund' ? (expanded.metadata?.['reference'] ?? null) : (intent?.reference ?? expanded.metadata?.['reference'] ?? null);
+  }
+  return {
+    id: txn.id,
+    type,
+    source: sourceId,
+    chargeId,
+    reference,
+    amountMinor: txn.amount,
+    feeMinor: txn.fee,
+    currency: txn.currency.toUpperCase(),
+    status: txn.status === 'available' ? 'available' : 'pending',
+    createdAt: new Date(txn.created * 1000),
+  };
 }
 
 function toRefund(refund: Stripe.Refund): ProviderRefund {

@@ -7,7 +7,22 @@
  * object instead of a second one.
  */
 
-export type ProviderChargeStatus = 'succeeded' | 'requires_capture' | 'declined' | 'canceled';
+export type ProviderChargeStatus =
+  | 'succeeded'
+  | 'requires_capture'
+  | 'declined'
+  | 'canceled'
+  /** The customer must authenticate (3-D Secure): see nextAction. */
+  | 'requires_action'
+  /** The PSP has it, the outcome is pending (bank debits). */
+  | 'processing';
+
+/** Where the customer goes to authenticate, and where the PSP sends them back afterwards. */
+export interface ProviderNextAction {
+  type: 'redirect_to_url';
+  url: string;
+  returnUrl: string | null;
+}
 
 export interface ProviderCharge {
   id: string;
@@ -19,6 +34,10 @@ export interface ProviderCharge {
   /** Set when status is 'declined': e.g. 'card_declined', 'insufficient_funds'. */
   declineCode: string | null;
   declineMessage: string | null;
+  /** Set while status is 'requires_action'. */
+  nextAction: ProviderNextAction | null;
+  /** Our reference (payment id) as the PSP stored it. */
+  reference: string;
 }
 
 export type ProviderRefundStatus = 'succeeded' | 'failed';
@@ -42,6 +61,8 @@ export interface CreateChargeRequest {
   /** Our payment id, so charges can be reconciled (and counted) per payment. */
   reference: string;
   description?: string | null;
+  /** Where the challenge page sends the customer back (methods that need authentication). */
+  returnUrl?: string | null;
 }
 
 export interface CaptureChargeRequest {
@@ -81,6 +102,59 @@ export interface PaymentProvider {
   /** A refund the provider refuses is a normal result (status 'failed'), not an error. */
   createRefund(request: CreateRefundRequest, options?: CallOptions): Promise<ProviderRefund>;
   findRefundByIdempotencyKey(idempotencyKey: string, options?: CallOptions): Promise<ProviderRefund | null>;
+  /** The charge as the PSP holds it now (status poll). */
+  retrieveCharge(chargeId: string, options?: CallOptions): Promise<ProviderCharge>;
+  /**
+   * Verifies a webhook on its raw body (headers by any case); throws ProviderWebhookError for a
+   * bad, missing or stale signature, or a body that is not an event.
+   */
+  verifyWebhook(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
+  /** One page of the PSP's balance transactions created in [from, to). */
+  listBalanceTransactions(
+    query: { from: Date; to: Date; startingAfter?: string; limit?: number },
+    options?: CallOptions,
+  ): Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }>;
+}
+
+/** A PSP's webhook, verified and in our terms. */
+export interface ProviderWebhookEvent {
+  /** The PSP's event id, unique per provider. */
+  id: string;
+  /**
+   * 'charge.requires_action' | 'charge.processing' | 'charge.succeeded' | 'charge.requires_capture' |
+   * 'charge.declined' | 'charge.canceled' | 'charge.refunded' | 'refund.succeeded' | 'refund.failed';
+   * other PSP events pass through under their own names (e.g. 'stripe.customer.created').
+   */
+  type: string;
+  createdAt: Date;
+  /** The charge as it was when the event was made. */
+  charge: ProviderCharge | null;
+  refund: ProviderRefund | null;
+}
+
+/** An unverified or unreadable webhook (bad, missing or stale signature; not an event): 400 at the inbound route. */
+export class ProviderWebhookError extends Error {
+  override readonly name = 'ProviderWebhookError';
+}
+
+/** One line of the PSP's report of money moved (issue 23's reconciliation). */
+export interface ProviderBalanceTransaction {
+  /** e.g. 'txn_…' */
+  id: string;
+  type: 'charge' | 'refund';
+  /** The charge id or the refund id. */
+  source: string;
+  /** For refunds, the refunded charge. */
+  chargeId: string;
+  /** Our payment id (charges) or refund id (refunds). */
+  reference: string | null;
+  /** Positive for charges, negative for refunds. */
+  amountMinor: number;
+  feeMinor: number;
+  /** Upper-case ISO 4217. */
+  currency: string;
+  status: 'pending' | 'available';
+  createdAt: Date;
 }
 
 /**

@@ -4,7 +4,8 @@
  * so it must stay free of Node, I/O and clocks.
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { ProviderCharge } from '../provider/types';
 
 export const DEFAULT_TASK_QUEUE = 'payments';
 
@@ -12,8 +13,9 @@ export const DEFAULT_TASK_QUEUE = 'payments';
  * The vocabularies, each defined once: the TypeScript types, the zod enums (api/schemas.ts)
  * and so the OpenAPI document are derived from these lists.
  */
-export const paymentStatuses = ['processing', 'requires_capture', 'succeeded', 'declined', 'failed', 'canceled', 'refunded'] as const;
-export type PaymentStatus = (typeof paymentStatuses)[number];
+// The payment statuses and their events come from the lifecycle table (domain/payment-lifecycle.ts).
+import { paymentEventTypes, type PaymentEventType, type PaymentStatus } from '../domain/payment-lifecycle';
+export { paymentStatuses, paymentEventTypes, type PaymentStatus, type PaymentEventType } from '../domain/payment-lifecycle';
 
 export const captureMethods = ['automatic', 'manual'] as const;
 export type CaptureMethod = (typeof captureMethods)[number];
@@ -22,11 +24,9 @@ export const refundStatuses = ['pending', 'succeeded', 'failed'] as const;
 export type RefundStatus = (typeof refundStatuses)[number];
 
 /** The events the outbox records and delivers (docs/CONTRACT.md, webhooks). */
-export const paymentEventTypes = ['payment.succeeded', 'payment.requires_capture', 'payment.declined', 'payment.failed', 'payment.canceled'] as const;
 export const refundEventTypes = ['refund.succeeded', 'refund.failed'] as const;
-export const eventTypes = [...paymentEventTypes, ...refundEventTypes] as const;
-export type PaymentEventType = (typeof paymentEventTypes)[number];
-export type EventType = (typeof eventTypes)[number];
+export const eventTypes = [...paymentEventTypes, ...refundEventTypes] as [EventType, ...EventType[]];
+export type EventType = PaymentEventType | (typeof refundEventTypes)[number];
 
 /** Where an event's webhook delivery stands: being tried, acknowledged, given up, or no endpoint. */
 export const deliveryStatuses = ['pending', 'delivered', 'failed', 'skipped'] as const;
@@ -71,7 +71,38 @@ export interface PaymentWorkflowInput {
   requestId: string;
   /** How long a manual-capture authorization may wait before it is voided. */
   authorizationWindowMs: number;
+  /**
+   * Payments that wait (issue 21). Optional: runs started before these fields existed never
+   * reach the waits, and a missing value takes the default below (a constant, so replay agrees).
+   */
+  /** Where the PSP's challenge page sends the customer back (the merchant's return_url). */
+  returnUrl?: string | null;
+  /** How long the customer has to authenticate (3-D Secure) before the payment expires. */
+  authenticationWindowMs?: number;
+  /** How long an asynchronous method's outcome is awaited before the payment expires. */
+  settlementWindowMs?: number;
+  /** The status poll while a payment waits: first after firstMs, then growing to maxMs. */
+  statusPoll?: { firstMs: number; maxMs: number };
 }
+
+/** The defaults of the waits (lib/config.ts has the same ones for the API's input). */
+export const WAIT_DEFAULTS = {
+  authenticationWindowMs: 900_000,
+  settlementWindowMs: 7 * 24 * 3600_000,
+  statusPoll: { firstMs: 30_000, maxMs: 3600_000 },
+} as const;
+
+/**
+ * What the PSP reported about the payment's charge, by webhook (verified by the API and stored
+ * once in provider_events) or by the workflow's own status poll. The charge as the PSP held it.
+ */
+export interface ChargeReport {
+  source: 'webhook' | 'poll';
+  /** The PSP's event id (webhooks), for the log and the memo. */
+  eventId: string | null;
+  charge: ProviderCharge;
+}
+
 
 /** Input of the capture update: capture all (amountMinor omitted) or part of an authorization. */
 export interface CaptureRequest {
@@ -101,6 +132,8 @@ export interface RefundWorkflowInput {
 export const captureUpdate = defineUpdate<FinalResponse, [CaptureRequest]>('capture');
 /** Cancel (void) a manual-capture payment. Rejected by its validator unless it awaits capture. */
 export const cancelUpdate = defineUpdate<FinalResponse, [CancelRequest]>('cancel');
+/** A PSP webhook about the payment's charge (sent by POST /provider_webhooks/{provider}); fire-and-forget. */
+export const chargeReportSignal = defineSignal<[ChargeReport]>('chargeReport');
 /** The payment's current status, as the workflow knows it. */
 export const paymentStatusQuery = defineQuery<PaymentStatus>('paymentStatus');
 

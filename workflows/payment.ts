@@ -1,9 +1,12 @@
 import { ApplicationFailure, allHandlersFinished, condition, log, patched, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+import { accepts, applyChargeReport, commandRefusal, type ChargeState } from '../domain/payment-lifecycle';
 import type { ProviderCharge } from '../provider/types';
 import {
   cancelUpdate,
   captureUpdate,
+  chargeReportSignal,
   FailureType,
+  WAIT_DEFAULTS,
   paymentStatusQuery,
   PaymentStatusKey,
   type CancelRequest,
@@ -18,6 +21,42 @@ import { providerSteps, records } from './activities';
 import { Compensations, failureOfType } from './saga';
 
 type Command = { kind: 'capture'; request: CaptureRequest } | { kind: 'cancel'; request: CancelRequest };
+/** How a wait for the PSP ends: a command (cancel), or the charge settled as the PSP reported it. */
+type PspOutcome = Command | { kind: 'settled'; charge: ProviderCharge };
+
+/** The charge states a report may carry; anything else (e.g. a refund's event) is not about the charge's outcome. */
+const chargeStates: readonly string[] = ['requires_action', 'processing', 'requires_capture', 'succeeded', 'declined', 'canceled'] satisfies ChargeState[];
+/** Reports kept while waiting: a flood of webhooks cannot grow the run's state without bound. */
+const MAX_KEPT_REPORTS = 20;
+
+/**
+ * The one wait of every phase: until `outcome()` has a value (a merchant's command, or an
+ * external report), or the window ends (undefined). With `poll`, the wait also asks the PSP
+ * itself on a growing backoff (first after `firstMs`, doubling up to `maxMs`), so a lost
+ * webhook delays nothing beyond the next poll; the poll feeds the same reports a webhook does.
+ * Without `poll` it is exactly one condition with the window as its timeout (the commands the
+ * manual-capture wait has always made, so its recorded histories replay).
+ */
+async function waitForOutcome<T>(
+  outcome: () => T | undefined,
+  windowMs: number,
+  poll?: { firstMs: number; maxMs: number; run: () => Promise<void> },
+): Promise<T | undefined> {
+  if (!poll) {
+    await condition(() => outcome() !== undefined, windowMs);
+    return outcome();
+  }
+  const deadline = Date.now() + windowMs; // workflow time: deterministic on replay
+  let interval = poll.firstMs;
+  for (;;) {
+    const remaining = deadline - Date.now();
+    if (remaining <= 0 || outcome() !== undefined) return outcome();
+    if (await condition(() => outcome() !== undefined, Math.min(interval, remaining))) return outcome();
+    if (deadline - Date.now() <= 0) return outcome();
+    await poll.run();
+    interval = Math.min(interval * 2, poll.maxMs);
+  }
+}
 
 /**
  * patched() ids. Each guards a change that adds, removes or reorders commands, so runs begun
@@ -26,17 +65,25 @@ type Command = { kind: 'capture'; request: CaptureRequest } | { kind: 'cancel'; 
 const Patch = {
   /** The memo shows the provider's charge id and status, for an operator in the Web UI. */
   chargeMemo: 'charge-memo',
+  /** Phase "await customer": the PSP asked for 3-D Secure (requires_action); wait for the customer. */
+  awaitCustomer: 'await-customer',
+  /** Phase "await settlement": an asynchronous method's outcome is pending at the PSP (processing). */
+  awaitSettlement: 'await-settlement',
 } as const;
 
 /**
  * One payment, from intent to its final state. Its id is derived from the scoped
  * idempotency key, so every delivery of the same request lands on this one run.
  *
- * 1. Persist the intent (the order guard may refuse it: 409, recorded).
- * 2. Charge the provider under the payment's charge sub-key (lookup first on retries).
- * 3. Record the outcome in one transaction: payment state, ledger, outbox event and the
- *    first final response for the idempotency store.
- * 4. Manual capture: wait for a capture or cancel update, or void when the window ends.
+ * Phases (each wait is `waitForOutcome`; the lifecycle is domain/payment-lifecycle.ts):
+ * 1. Authorize: persist the intent (the order guard may refuse it: 409, recorded), charge the
+ *    provider under the payment's charge sub-key (lookup first on retries), and record the
+ *    outcome in one transaction: payment state, ledger, outbox event and the operation's
+ *    first answer for the idempotency store (202 when the outcome must be waited for).
+ * 2. Await customer (requires_action) or await settlement (processing): PSP webhooks arrive as
+ *    `chargeReport` signals and the workflow polls the PSP itself; whichever settles the charge
+ *    first is recorded. The window's end expires the payment (a late success is given back).
+ * 3. Await capture (manual capture): a capture or cancel update, or void when the window ends.
  * Money that moved but cannot be booked is given back (compensation) and the reason recorded.
  */
 export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<FinalResponse> {
@@ -53,6 +100,33 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
   };
 
   /**
+   * What the PSP reported about the charge (webhooks via the API, and the workflow's own polls),
+   * oldest first. Kept from the start of the run: a webhook may arrive before the charge's answer.
+   * A handler sets no command, so registering it changes no recorded history.
+   */
+  const reports: ProviderCharge[] = [];
+  const noteReport = (charge: ProviderCharge) => {
+    if (!chargeStates.includes(charge.status)) return;
+    if (reports.length >= MAX_KEPT_REPORTS) reports.shift();
+    reports.push(charge);
+  };
+  setHandler(chargeReportSignal, (report) => {
+    log.info('charge report', { payment_id: input.paymentId, source: report.source, event_id: report.eventId, charge_status: report.charge.status });
+    noteReport(report.charge);
+  });
+  /**
+   * The first report about our charge that settles it from the status the payment waits in
+   * (domain/payment-lifecycle.ts applyChargeReport): a wait reported late, a duplicate, or
+   * anything that would leave a final status changes nothing.
+   */
+  const settlingReport = (chargeId: string): ProviderCharge | undefined =>
+    reports.find((charge) => {
+      if (charge.id !== chargeId) return false;
+      const next = applyChargeReport(status, charge.status as ChargeState);
+      return next !== null && next !== 'requires_action' && next !== 'processing';
+    });
+
+  /**
    * A compensating refund. The provider answers a refund it cannot send with a failed refund
    * (no money moved), not an error: that must count as a failed compensation, or the payment
    * would say "Compensated" while the customer's money stayed with us.
@@ -63,6 +137,17 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
       throw ApplicationFailure.nonRetryable(`the provider refused refund ${refund.id}: ${refund.failureMessage ?? refund.failureCode ?? 'no reason given'}`);
     }
     return refund;
+  };
+  /** Money that moved gets its compensation, newest first. */
+  const pushCompensation = (charge: ProviderCharge) => {
+    if (charge.status === 'succeeded') {
+      const chargeId = charge.id;
+      const amountMinor = charge.amountCapturedMinor;
+      compensations.push(`refunded ${amountMinor} ${input.currency} of charge ${chargeId}`, () => giveBack(chargeId, amountMinor));
+    } else if (charge.status === 'requires_capture') {
+      const chargeId = charge.id;
+      compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: input.paymentId, chargeId }));
+    }
   };
 
   /** Gives back money that moved, newest step first, then records why the payment failed. */
@@ -82,6 +167,50 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     return response;
   }
 
+  // Commands (capture, cancel): accepted while a wait is on and the lifecycle table says the
+  // status accepts them. Registered when the first wait begins.
+  let command: Command | undefined;
+  let accepting = false;
+  let commandResponse: FinalResponse | undefined;
+  let commandRefused: ApplicationFailure | undefined;
+  let listening = false;
+  const listenForCommands = () => {
+    if (listening) return;
+    listening = true;
+    const acceptCommand = async (next: Command): Promise<FinalResponse> => {
+      if (command) {
+        // The validator admits one command; this only guards against two in one activation.
+        throw ApplicationFailure.create({ type: refusalType(next), message: `payment ${input.paymentId} already has a ${command.kind} in progress`, nonRetryable: true });
+      }
+      command = next;
+      await condition(() => commandResponse !== undefined || commandRefused !== undefined);
+      if (commandRefused) throw commandRefused;
+      return commandResponse!;
+    };
+    const refuseUnlessAccepted = (kind: Command['kind']) => {
+      if (!accepting || command || !accepts(status, kind)) {
+        const message = command ? `payment ${input.paymentId} already has a ${command.kind} in progress` : commandRefusal(input.paymentId, status, kind);
+        throw ApplicationFailure.create({ type: refusalType({ kind }), message, nonRetryable: true });
+      }
+    };
+    setHandler(captureUpdate, (request) => acceptCommand({ kind: 'capture', request }), {
+      validator: (request) => {
+        refuseUnlessAccepted('capture');
+        if (request.amountMinor !== null && request.amountMinor > input.amountMinor) {
+          throw ApplicationFailure.create({
+            type: FailureType.CaptureExceedsAuthorized,
+            message: `capture of ${request.amountMinor} exceeds the authorized ${input.amountMinor}`,
+            nonRetryable: true,
+          });
+        }
+      },
+    });
+    setHandler(cancelUpdate, (request) => acceptCommand({ kind: 'cancel', request }), {
+      validator: (_request) => refuseUnlessAccepted('cancel'),
+    });
+  };
+
+  // ── Phase 1: authorize ────────────────────────────────────────────────────────────────
   const begun = await records.beginPayment(input);
   if (begun.kind === 'rejected') {
     setStatus('rejected');
@@ -97,6 +226,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
       paymentMethod: input.paymentMethod,
       capture: input.captureMethod === 'automatic',
       description: input.description,
+      ...(input.returnUrl ? { returnUrl: input.returnUrl } : {}),
     });
   } catch (error) {
     const refused = failureOfType(error, FailureType.ProviderRejected);
@@ -111,15 +241,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     return response;
   }
   showCharge(charge);
-
-  if (charge.status === 'succeeded') {
-    const chargeId = charge.id;
-    const amountMinor = charge.amountCapturedMinor;
-    compensations.push(`refunded ${amountMinor} ${input.currency} of charge ${chargeId}`, () => giveBack(chargeId, amountMinor));
-  } else if (charge.status === 'requires_capture') {
-    const chargeId = charge.id;
-    compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: input.paymentId, chargeId }));
-  }
+  pushCompensation(charge);
 
   let firstResponse: FinalResponse;
   try {
@@ -129,49 +251,28 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     if (!refused) throw error;
     return failAfterMoneyMoved({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, input.idempotency);
   }
-  setStatus(charge.status === 'requires_capture' ? 'requires_capture' : charge.status === 'succeeded' ? 'succeeded' : 'declined');
+
+  // ── Phase 2: await customer (3-D Secure) or await settlement (asynchronous method) ──────
+  if (charge.status === 'requires_action' || charge.status === 'processing') {
+    const customer = charge.status === 'requires_action';
+    // Guarded like every new phase; runs recorded before it never got here (their PSP had no waits).
+    if (customer ? patched(Patch.awaitCustomer) : patched(Patch.awaitSettlement)) {
+      setStatus(charge.status);
+      const settled = await awaitPsp(charge, customer);
+      if (settled.kind !== 'settled') return settled.response;
+      charge = settled.charge;
+    }
+  } else {
+    setStatus(charge.status === 'requires_capture' ? 'requires_capture' : charge.status === 'succeeded' ? 'succeeded' : 'declined');
+  }
   if (charge.status !== 'requires_capture') return firstResponse;
 
-  // Manual capture: the authorization waits for one command, or for its window to end.
+  // ── Phase 3: await capture (manual capture) ───────────────────────────────────────────
   const chargeId = charge.id;
-  let command: Command | undefined;
-  let accepting = true;
-  let commandResponse: FinalResponse | undefined;
-
-  const acceptCommand = async (next: Command): Promise<FinalResponse> => {
-    if (command) {
-      // The validator admits one command; this only guards against two in one activation.
-      throw ApplicationFailure.create({ type: refusalType(next), message: `payment ${input.paymentId} already has a ${command.kind} in progress`, nonRetryable: true });
-    }
-    command = next;
-    await condition(() => commandResponse !== undefined);
-    return commandResponse!;
-  };
-  const refuseUnlessAwaitingCapture = (kind: Command['kind']) => {
-    if (!accepting || command || status !== 'requires_capture') {
-      const what = command ? `already has a ${command.kind} in progress` : `is ${status}`;
-      throw ApplicationFailure.create({ type: refusalType({ kind } as Command), message: `payment ${input.paymentId} ${what}`, nonRetryable: true });
-    }
-  };
-  setHandler(captureUpdate, (request) => acceptCommand({ kind: 'capture', request }), {
-    validator: (request) => {
-      refuseUnlessAwaitingCapture('capture');
-      if (request.amountMinor !== null && request.amountMinor > input.amountMinor) {
-        throw ApplicationFailure.create({
-          type: FailureType.CaptureExceedsAuthorized,
-          message: `capture of ${request.amountMinor} exceeds the authorized ${input.amountMinor}`,
-          nonRetryable: true,
-        });
-      }
-    },
-  });
-  setHandler(cancelUpdate, (request) => acceptCommand({ kind: 'cancel', request }), {
-    validator: (_request) => refuseUnlessAwaitingCapture('cancel'),
-  });
-
-  await condition(() => command !== undefined, input.authorizationWindowMs);
+  listenForCommands();
+  accepting = true;
+  const decided = await waitForOutcome(() => command, input.authorizationWindowMs);
   accepting = false; // from here on validators refuse, so no update can wait forever
-  const decided = command as Command | undefined;
 
   if (decided === undefined) {
     log.info('authorization window ended uncaptured; voiding', { paymentId: input.paymentId });
@@ -205,6 +306,113 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
   // Let the update that carried the command return its response before the run closes.
   await condition(allHandlersFinished);
   return firstResponse;
+
+  /**
+   * Phase 2: the charge waits at the PSP, for the customer's challenge (requires_action) or for
+   * the bank (processing). Ends with the charge settled (recorded here, then back to the main
+   * flow: requires_capture goes on to phase 3), or with the payment final: canceled on the
+   * merchant's request, expired when the window ends, failed if the ledger refuses.
+   */
+  async function awaitPsp(
+    waiting: ProviderCharge,
+    customer: boolean,
+  ): Promise<{ kind: 'settled'; charge: ProviderCharge } | { kind: 'final'; response: FinalResponse }> {
+    const chargeId = waiting.id;
+    const windowMs = customer ? (input.authenticationWindowMs ?? WAIT_DEFAULTS.authenticationWindowMs) : (input.settlementWindowMs ?? WAIT_DEFAULTS.settlementWindowMs);
+    const poll = input.statusPoll ?? WAIT_DEFAULTS.statusPoll;
+    const pollCharge = async () => noteReport(await providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId }));
+    // The Web UI shows why the run waits and until when (Memo tab), next to the timer in its history.
+    upsertMemo({
+      waiting_for: customer ? 'customer authentication (3-D Secure)' : 'the PSP to settle an asynchronous payment',
+      waiting_until: new Date(Date.now() + windowMs).toISOString(),
+    });
+    listenForCommands();
+    accepting = true;
+    const outcome = await waitForOutcome<PspOutcome>(
+      () => command ?? (() => {
+        const charge = settlingReport(chargeId);
+        return charge ? { kind: 'settled', charge } : undefined;
+      })(),
+      windowMs,
+      { firstMs: poll.firstMs, maxMs: poll.maxMs, run: pollCharge },
+    );
+    accepting = false;
+    upsertMemo({ waiting_for: null, waiting_until: null });
+
+    if (outcome?.kind === 'settled') return settle(outcome.charge);
+    if (outcome?.kind === 'cancel') {
+      // The merchant gives up on the customer's challenge: void it at the PSP.
+      const voided = await voidOrLookUp(chargeId);
+      if (voided.status === 'canceled') {
+        showCharge(voided);
+        commandResponse = (await records.recordCancel({ paymentId: input.paymentId, request: outcome.request }))!;
+        setStatus('canceled');
+        await condition(allHandlersFinished);
+        return { kind: 'final', response: firstResponse };
+      }
+      // The customer finished first: the charge's own outcome stands, and the cancel is refused.
+      commandRefused = ApplicationFailure.create({
+        type: FailureType.PaymentNotCancelable,
+        message: `payment ${input.paymentId} was ${voided.status} at the provider before it could be canceled`,
+        nonRetryable: true,
+      });
+      command = undefined;
+      const result = await settle(voided);
+      await condition(allHandlersFinished);
+      commandRefused = undefined;
+      return result;
+    }
+
+    // The window ended without an outcome: no money may be kept for a payment the merchant
+    // now sees as expired. A challenge is voided; a bank debit cannot be, so the PSP is asked once more.
+    log.info('waiting window ended; expiring', { payment_id: input.paymentId, waiting: waiting.status });
+    const last = customer ? await voidOrLookUp(chargeId) : await providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId });
+    showCharge(last);
+    let failure: { code: string; message: string };
+    if (last.status === 'canceled' || last.status === 'requires_action' || last.status === 'processing') {
+      failure = customer
+        ? { code: 'authentication_expired', message: 'The customer did not authenticate in time; the challenge was voided at the provider.' }
+        : { code: 'settlement_expired', message: 'The provider gave no outcome within the settlement window.' };
+    } else if (last.status === 'declined') {
+      return settle(last);
+    } else if (last.status === 'succeeded') {
+      // A late success: the money is given back and the payment says so.
+      const refund = await giveBack(chargeId, last.amountCapturedMinor);
+      failure = { code: 'late_success_refunded', message: `The payment succeeded at the provider after its window ended; refund ${refund.id} gave the money back.` };
+    } else {
+      // requires_capture: authorized after the window; the void below releases it.
+      const voided = await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId });
+      failure = { code: 'late_authorization_voided', message: `The payment was authorized at the provider after its window ended; the authorization was voided (${voided.status}).` };
+    }
+    await records.recordExpiry({ paymentId: input.paymentId, failure });
+    setStatus('expired');
+    return { kind: 'final', response: firstResponse };
+  }
+
+  /** Voids a waiting charge; if the PSP refuses (it settled meanwhile), the charge as it is now. */
+  async function voidOrLookUp(chargeId: string): Promise<ProviderCharge> {
+    try {
+      return await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId });
+    } catch (error) {
+      if (!failureOfType(error, FailureType.ProviderRejected)) throw error;
+      return providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId });
+    }
+  }
+
+  /** Records a waiting charge's outcome (ledger and event with it); a ledger refusal gives the money back. */
+  async function settle(settled: ProviderCharge): Promise<{ kind: 'settled'; charge: ProviderCharge } | { kind: 'final'; response: FinalResponse }> {
+    showCharge(settled);
+    pushCompensation(settled);
+    try {
+      setStatus(await records.recordSettlement({ paymentId: input.paymentId, charge: settled }));
+    } catch (error) {
+      const refused = failureOfType(error, FailureType.LedgerRejected);
+      if (!refused) throw error;
+      await failAfterMoneyMoved({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, input.idempotency);
+      return { kind: 'final', response: firstResponse };
+    }
+    return { kind: 'settled', charge: settled };
+  }
 }
 
 function refusalType(command: Pick<Command, 'kind'>): string {

@@ -4,7 +4,7 @@ import { ApiError } from '../../domain/errors';
 import { tenantExists } from '../../db/tenants';
 import type { ApiDeps, AppEnv } from '../context';
 import { ApiKey, CreateApiKeyBody, CreatedApiKey, IdParam, listOf, RotatedWebhookSecret, RotateWebhookSecretBody, TenantKeyParams } from '../schemas';
-import { errorResponses, jsonContent } from './openapi';
+import { errorResponses, jsonContent, optionalBody } from './openapi';
 
 /** A tenant's credentials: several API keys, each revocable, and its webhook signing secret. */
 
@@ -77,6 +77,7 @@ export function credentialRoutes(deps: ApiDeps) {
   }
 
   app.openapi(createKeyRoute, async (c) => {
+    optionalBody(CreateApiKeyBody, c.req.valid('json'));
     const tenantId = await existingTenant(c.req.valid('param').id);
     const apiKey = generateApiKey();
     const row = await insertApiKey(deps.sql, tenantId, apiKey);
@@ -99,7 +100,7 @@ export function credentialRoutes(deps: ApiDeps) {
 
   app.openapi(rotateSecretRoute, async (c) => {
     const { id } = c.req.valid('param');
-    const body = c.req.valid('json') ?? { overlap_seconds: 24 * 3600 };
+    const body = optionalBody(RotateWebhookSecretBody, c.req.valid('json'));
     const rotated = await rotateWebhookSecret(deps.sql, id, body.overlap_seconds);
     if (!rotated) throw new ApiError('not_found', `No such tenant: ${id}`);
     c.var.logger.info({ tenant_id: id, overlap_seconds: body.overlap_seconds }, 'webhook secret rotated');

@@ -7,7 +7,7 @@ import type { ApiDeps, AppEnv } from '../context';
 import { runTransactional } from '../idempotency';
 import { finalResponse, recordedReply } from '../typed-route';
 import { DeliveryAttempt, Event, EventDelivery, EventRecovery, IdParam, ListDeliveryAttemptsQuery, listOf, RecoverEventsBody, ResendEventBody } from '../schemas';
-import { errorResponses, idempotencyKeyParameter, idempotentResponses, jsonContent } from './openapi';
+import { errorResponses, idempotencyKeyParameter, idempotentResponses, jsonContent, optionalBody } from './openapi';
 
 const eventIdExample = 'evt_01jd6w8b3m4x0c2q7yk5h9t1ve';
 
@@ -116,7 +116,7 @@ export function eventRoutes(deps: ApiDeps) {
     await tenantEvent(tenantId, id);
     return recordedReply(c, resendRoute, await runTransactional(c, deps, resendRoute, {
       params: { id },
-      body: c.req.valid('json') ?? {},
+      body: optionalBody(ResendEventBody, c.req.valid('json')),
       resourceId: id,
       execute: async (tx) => {
         const event = await resendEvent(tx, tenantId, id);

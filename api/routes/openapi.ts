@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import type { ZodType } from 'zod';
-import { errorStatus, type ApiErrorType } from '../../domain/errors';
+import { ApiError, errorStatus, type ApiErrorType } from '../../domain/errors';
 import { ErrorBody } from '../schemas';
 import { RETENTION_HEADER } from '../idempotency';
 
@@ -10,6 +10,22 @@ export const paymentIdExample = 'pay_01jd6w8b3m4x0c2q7yk5h9t1ve';
 
 export function jsonContent<T extends ZodType>(schema: T) {
   return { 'application/json': { schema } };
+}
+
+/**
+ * The body of a route whose body is optional (`required: false`). @hono/zod-openapi validates
+ * a JSON body when one is sent, but hands a request without one `{}` *unvalidated*, typed as
+ * the schema's output: its defaults never applied (issue 27: rotating a webhook secret without
+ * a body sent `undefined` to PostgreSQL, a 500). Every optional body is read through here, so
+ * no body, an empty body and `{}` are the same request, with the same defaults and fingerprint.
+ */
+export function optionalBody<T extends ZodType>(schema: T, given: unknown): z.output<T> {
+  const parsed = schema.safeParse(given ?? {});
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((issue) => ({ path: issue.path.join('.'), code: issue.code, message: issue.message }));
+    throw new ApiError('invalid_request', 'The request is invalid; see issues.', { issues });
+  }
+  return parsed.data;
 }
 
 /**

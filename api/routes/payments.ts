@@ -11,7 +11,7 @@ import {
 import { ApplicationFailure } from '@temporalio/common';
 import { getPayment, listPayments, paymentStatus } from '../../db/payments';
 import type { IdempotencyRecord } from '../../db/idempotency-records';
-import { errorResponse, type ApiErrorType } from '../../domain/errors';
+import { ApiError, errorResponse, type ApiErrorType } from '../../domain/errors';
 import { newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
 import { paymentLocation, paymentResource } from '../../domain/resources';
 import {
@@ -27,6 +27,7 @@ import {
 } from '../../shared/definitions';
 import type { ApiDeps, AppEnv } from '../context';
 import { recordedReply } from '../typed-route';
+import type { Config } from '../../lib/config';
 import { tenantPayment } from '../tenant-payment';
 import { runIdempotent, startOrAttach, type Dispatched } from '../idempotency';
 import {
@@ -38,7 +39,7 @@ import {
   listOf,
   Payment,
 } from '../schemas';
-import { errorResponses, idempotentResponses, idempotencyKeyParameter, jsonContent, paymentIdExample } from './openapi';
+import { errorResponses, idempotentResponses, idempotencyKeyParameter, jsonContent, optionalBody, paymentIdExample } from './openapi';
 
 export const createPayment = createRoute({
   method: 'post',
@@ -108,7 +109,7 @@ export const cancelPayment = createRoute({
 /** The payment workflow's input for a validated request body. */
 export function paymentWorkflowInput(
   body: CreatePaymentBody,
-  run: { paymentId: string; tenantId: string; scope: ScopedKey; requestId: string; authorizationWindowSeconds: number },
+  run: { paymentId: string; tenantId: string; scope: ScopedKey; requestId: string; windows: PaymentWindows },
 ): PaymentWorkflowInput {
   return {
     paymentId: run.paymentId,
@@ -122,9 +123,21 @@ export function paymentWorkflowInput(
     metadata: body.metadata,
     idempotency: run.scope,
     requestId: run.requestId,
-    authorizationWindowMs: run.authorizationWindowSeconds * 1000,
+    authorizationWindowMs: run.windows.AUTHORIZATION_WINDOW_SECONDS * 1000,
+    // Configuration enters the workflow as input (and so stays fixed for the run's life).
+    returnUrl: body.return_url ?? null,
+    authenticationWindowMs: (run.windows.AUTHENTICATION_WINDOW_SECONDS ?? 900) * 1000,
+    settlementWindowMs: (run.windows.ASYNC_SETTLEMENT_WINDOW_SECONDS ?? 7 * 24 * 3600) * 1000,
+    statusPoll: {
+      firstMs: run.windows.PROVIDER_POLL_FIRST_MS ?? 30_000,
+      maxMs: run.windows.PROVIDER_POLL_MAX_MS ?? 3_600_000,
+    },
   };
 }
+
+/** The configured windows a payment's waits run under (lib/config.ts). */
+export type PaymentWindows = Pick<ApiDeps['config'], 'AUTHORIZATION_WINDOW_SECONDS'> &
+  Partial<Pick<Config, 'AUTHENTICATION_WINDOW_SECONDS' | 'ASYNC_SETTLEMENT_WINDOW_SECONDS' | 'PROVIDER_POLL_FIRST_MS' | 'PROVIDER_POLL_MAX_MS'>>;
 
 /** Where an update's rejection by the workflow becomes an HTTP outcome (recorded and replayed). */
 const refusals: Record<string, ApiErrorType> = {
@@ -139,12 +152,16 @@ export function paymentRoutes(deps: ApiDeps) {
   app.openapi(createPayment, async (c) => {
     const body = c.req.valid('json');
     const tenantId = c.var.tenant.id;
+    if (body.return_url?.startsWith('http:') && deps.config.NODE_ENV === 'production') {
+      // Plain http is for a developer's own machine; a customer's browser is sent to https only.
+      throw new ApiError('invalid_request', 'return_url must be https in production');
+    }
     return recordedReply(c, createPayment, await runIdempotent(c, deps, createPayment, {
       params: {},
       body,
       claim: () => ({ workflowId: paymentWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('pay') }),
       dispatch: (record, scope) => {
-        const input = paymentWorkflowInput(body, { paymentId: record.resource_id, tenantId, scope, requestId: c.var.requestId, authorizationWindowSeconds: deps.config.AUTHORIZATION_WINDOW_SECONDS });
+        const input = paymentWorkflowInput(body, { paymentId: record.resource_id, tenantId, scope, requestId: c.var.requestId, windows: deps.config });
         return startOrAttach(deps, scope, 'paymentWorkflow', {
           workflowId: record.workflow_id,
           resourceId: record.resource_id,
@@ -177,6 +194,8 @@ export function paymentRoutes(deps: ApiDeps) {
           failure_code: null,
           failure_message: null,
           workflow_id: record.workflow_id,
+          return_url: body.return_url ?? null,
+          next_action: null,
           created_at: record.created_at,
           updated_at: record.created_at,
         };
@@ -217,8 +236,8 @@ export function paymentRoutes(deps: ApiDeps) {
     });
   }
 
-  app.openapi(capturePayment, async (c) => recordedReply(c, capturePayment, await runCommand(c, capturePayment, 'capture', c.req.valid('param').id, c.req.valid('json') ?? {})));
-  app.openapi(cancelPayment, async (c) => recordedReply(c, cancelPayment, await runCommand(c, cancelPayment, 'cancel', c.req.valid('param').id, c.req.valid('json') ?? {})));
+  app.openapi(capturePayment, async (c) => recordedReply(c, capturePayment, await runCommand(c, capturePayment, 'capture', c.req.valid('param').id, optionalBody(CapturePaymentBody, c.req.valid('json')))));
+  app.openapi(cancelPayment, async (c) => recordedReply(c, cancelPayment, await runCommand(c, cancelPayment, 'cancel', c.req.valid('param').id, optionalBody(CancelPaymentBody, c.req.valid('json')))));
 
   return app;
 }

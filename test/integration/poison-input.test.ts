@@ -108,7 +108,7 @@ describe('poison that reaches a workflow anyway (validation bypassed) ends the r
       retentionSeconds: 3600,
     };
     const claimed = await claimRecord(stack.sql, scope, { workflowId: paymentWorkflowId(tenant.id, key), resourceId: newId('pay') });
-    const input = paymentWorkflowInput(body, { paymentId: claimed!.resource_id, tenantId: tenant.id, scope, requestId: 'req_poison', authorizationWindowSeconds: 3600 });
+    const input = paymentWorkflowInput(body, { paymentId: claimed!.resource_id, tenantId: tenant.id, scope, requestId: 'req_poison', windows: { AUTHORIZATION_WINDOW_SECONDS: 3600 } });
     const handle = await stack.temporal.workflow.start('paymentWorkflow', {
       workflowId: claimed!.workflow_id,
       taskQueue: stack.taskQueue,

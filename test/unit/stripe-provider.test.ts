@@ -1,8 +1,9 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import Stripe from 'stripe';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { StripeProvider } from '../../provider/stripe';
-import { ProviderRejectedError, ProviderUnavailableError } from '../../provider/types';
+import { ProviderRejectedError, ProviderUnavailableError, ProviderWebhookError } from '../../provider/types';
 
 /**
  * StripeProvider against a local HTTP server posing as api.stripe.com: it records every
@@ -135,6 +136,8 @@ describe('every mutating call carries our idempotency key', () => {
       currency: 'EUR',
       declineCode: null,
       declineMessage: null,
+      nextAction: null,
+      reference: 'pay_1',
     });
   });
 
@@ -272,6 +275,8 @@ describe('mapping of Stripe results and errors', () => {
       currency: 'EUR',
       declineCode: 'insufficient_funds',
       declineMessage: 'Your card has insufficient funds.',
+      nextAction: null,
+      reference: 'pay_1',
     });
   });
 
@@ -341,5 +346,135 @@ describe('mapping of Stripe results and errors', () => {
     answer = () => ({ status: 200, body: paymentIntent() });
     const error = await rejection(provider().createCharge(chargeRequest, { signal: AbortSignal.abort() }));
     expect(error).toBeInstanceOf(ProviderUnavailableError);
+  });
+});
+
+describe('payments that wait: requires_action, processing and a decline after authentication', () => {
+  it('requires_action with a redirect is requires_action with the next action, and the return_url is sent', async () => {
+    answer = () => ({
+      status: 200,
+      body: paymentIntent({
+        status: 'requires_action',
+        amount_received: 0,
+        next_action: { type: 'redirect_to_url', redirect_to_url: { url: 'https://hooks.stripe.com/3d_secure/x', return_url: 'https://shop.example/back' } },
+      }),
+    });
+    const charge = await provider().createCharge({ ...chargeRequest, idempotencyKey: 'key_3ds', returnUrl: 'https://shop.example/back' });
+    expect(recorded[0]!.form.get('return_url')).toBe('https://shop.example/back');
+    // With a return_url, redirects are allowed (3-D Secure comes back there).
+    expect(recorded[0]!.form.has('automatic_payment_methods[allow_redirects]')).toBe(false);
+    expect(charge).toMatchObject({
+      status: 'requires_action',
+      nextAction: { type: 'redirect_to_url', url: 'https://hooks.stripe.com/3d_secure/x', returnUrl: 'https://shop.example/back' },
+      reference: 'pay_1',
+    });
+  });
+
+  it('without a return_url no redirect is allowed, and an action without a redirect is declined', async () => {
+    answer = () => ({ status: 200, body: paymentIntent({ status: 'requires_action', amount_received: 0, next_action: { type: 'use_stripe_sdk', use_stripe_sdk: {} } }) });
+    const charge = await provider().createCharge({ ...chargeRequest, idempotencyKey: 'key_sdk' });
+    expect(recorded[0]!.form.get('automatic_payment_methods[allow_redirects]')).toBe('never');
+    expect(recorded[0]!.form.has('return_url')).toBe(false);
+    expect(charge).toMatchObject({ status: 'declined', declineCode: 'authentication_required', nextAction: null });
+  });
+
+  it('processing is processing (the outcome comes later)', async () => {
+    answer = () => ({ status: 200, body: paymentIntent({ status: 'processing', amount_received: 0 }) });
+    expect(await provider().createCharge({ ...chargeRequest, idempotencyKey: 'key_sepa' })).toMatchObject({ status: 'processing', nextAction: null });
+  });
+
+  it('requires_payment_method after a challenge is a decline with the last payment error code', async () => {
+    answer = () => ({
+      status: 200,
+      body: paymentIntent({
+        status: 'requires_payment_method',
+        amount_received: 0,
+        last_payment_error: { type: 'card_error', code: 'payment_intent_authentication_failure', message: 'The provided PaymentMethod has failed authentication.' },
+      }),
+    });
+    const charge = await provider().retrieveCharge('pi_123');
+    expect(recorded[0]!.method).toBe('GET');
+    expect(recorded[0]!.path).toBe('/v1/payment_intents/pi_123');
+    expect(recorded[0]!.query.get('expand[0]')).toBe('latest_charge');
+    expect(charge).toMatchObject({ status: 'declined', declineCode: 'payment_intent_authentication_failure', declineMessage: expect.stringContaining('authentication') });
+  });
+
+  it('retrieveCharge of an unknown id is a refusal', async () => {
+    answer = () => ({ status: 404, body: { error: { type: 'invalid_request_error', code: 'resource_missing', message: 'No such payment_intent' } } });
+    expect(await rejection(provider().retrieveCharge('pi_none'))).toMatchObject({ status: 404, code: 'resource_missing' });
+  });
+});
+
+describe("webhooks, verified by the Stripe library's own verification", () => {
+  const secret = 'whsec_test_secret';
+  const withSecret = () =>
+    new StripeProvider({ apiKey: 'sk_test_fake', host: '127.0.0.1', port, protocol: 'http', webhookSecret: secret });
+  const signer = new Stripe('sk_test_fake');
+  const event = (type: string, object: unknown) => JSON.stringify({ id: 'evt_1', object: 'event', type, created: 1_700_000_000, data: { object } });
+  const sign = (payload: string, timestamp = Math.floor(Date.now() / 1000), key = secret) =>
+    signer.webhooks.generateTestHeaderString({ payload, secret: key, timestamp });
+
+  it('a signed payment_intent event becomes our charge event', async () => {
+    const body = event('payment_intent.succeeded', paymentIntent());
+    const verified = withSecret().verifyWebhook(body, { 'Stripe-Signature': sign(body) });
+    expect(verified).toMatchObject({ id: 'evt_1', type: 'charge.succeeded', refund: null, charge: { id: 'pi_123', status: 'succeeded', reference: 'pay_1' } });
+    expect(verified.createdAt.toISOString()).toBe('2023-11-14T22:13:20.000Z');
+
+    const action = event('payment_intent.requires_action', paymentIntent({ status: 'requires_action', next_action: { type: 'redirect_to_url', redirect_to_url: { url: 'https://x/3ds', return_url: null } } }));
+    expect(withSecret().verifyWebhook(action, { 'stripe-signature': sign(action) })).toMatchObject({ type: 'charge.requires_action', charge: { nextAction: { url: 'https://x/3ds' } } });
+    const failed = event('payment_intent.payment_failed', paymentIntent({ status: 'requires_payment_method', last_payment_error: { code: 'card_declined', message: 'no' } }));
+    expect(withSecret().verifyWebhook(failed, { 'stripe-signature': sign(failed) })).toMatchObject({ type: 'charge.declined', charge: { declineCode: 'card_declined' } });
+  });
+
+  it('refund events carry the refund; unrelated events pass through under their own name', async () => {
+    const body = event('refund.updated', refund({ status: 'failed', failure_reason: 'expired_or_canceled_card' }));
+    expect(withSecret().verifyWebhook(body, { 'stripe-signature': sign(body) })).toMatchObject({ type: 'refund.failed', charge: null, refund: { id: 're_123', status: 'failed' } });
+    const other = event('customer.created', { id: 'cus_1', object: 'customer' });
+    expect(withSecret().verifyWebhook(other, { 'stripe-signature': sign(other) })).toMatchObject({ type: 'stripe.customer.created', charge: null, refund: null });
+  });
+
+  it('a missing, wrong or stale signature, a changed body, or no secret is a ProviderWebhookError', async () => {
+    const body = event('payment_intent.succeeded', paymentIntent());
+    const refuse = (fn: () => unknown) => expect(fn).toThrow(ProviderWebhookError);
+    refuse(() => withSecret().verifyWebhook(body, {}));
+    refuse(() => withSecret().verifyWebhook(body, { 'stripe-signature': sign(body, undefined, 'whsec_other') }));
+    refuse(() => withSecret().verifyWebhook(body.replace('2500', '2501'), { 'stripe-signature': sign(body) }));
+    refuse(() => withSecret().verifyWebhook(body, { 'stripe-signature': sign(body, Math.floor(Date.now() / 1000) - 3600) }));
+    refuse(() => provider().verifyWebhook(body, { 'stripe-signature': sign(body) }));
+    // `now` decides staleness: an old delivery verified as of its own time passes.
+    const old = Math.floor(Date.now() / 1000) - 3600;
+    expect(withSecret().verifyWebhook(body, { 'stripe-signature': sign(body, old) }, new Date(old * 1000 + 10_000)).type).toBe('charge.succeeded');
+  });
+});
+
+describe('balance transactions', () => {
+  it('lists a window with the sources expanded and maps charges and refunds to our lines', async () => {
+    answer = () => ({
+      status: 200,
+      body: {
+        object: 'list',
+        has_more: true,
+        url: '/v1/balance_transactions',
+        data: [
+          { id: 'txn_1', object: 'balance_transaction', type: 'charge', amount: 2500, fee: 60, currency: 'eur', status: 'pending', created: 1_700_000_000,
+            source: { id: 'ch_1', object: 'charge', payment_intent: { id: 'pi_123', object: 'payment_intent', metadata: { reference: 'pay_1' } }, metadata: {} } },
+          { id: 'txn_2', object: 'balance_transaction', type: 'refund', amount: -1000, fee: 0, currency: 'eur', status: 'available', created: 1_700_000_100,
+            source: { id: 're_1', object: 'refund', payment_intent: 'pi_123', metadata: { reference: 'refund_1' } } },
+          { id: 'txn_3', object: 'balance_transaction', type: 'payout', amount: -9000, fee: 0, currency: 'eur', status: 'available', created: 1_700_000_200, source: 'po_1' },
+        ],
+      },
+    });
+    const page = await provider().listBalanceTransactions({ from: new Date('2023-11-14T00:00:00Z'), to: new Date('2023-11-15T00:00:00Z'), startingAfter: 'txn_0', limit: 50 });
+    const query = recorded[0]!.query;
+    expect(recorded[0]!.path).toBe('/v1/balance_transactions');
+    expect(query.get('created[gte]')).toBe(String(Date.parse('2023-11-14T00:00:00Z') / 1000));
+    expect(query.get('created[lt]')).toBe(String(Date.parse('2023-11-15T00:00:00Z') / 1000));
+    expect(query.get('starting_after')).toBe('txn_0');
+    expect(query.get('limit')).toBe('50');
+    expect(page.hasMore).toBe(true);
+    expect(page.data).toEqual([
+      { id: 'txn_1', type: 'charge', source: 'ch_1', chargeId: 'pi_123', reference: 'pay_1', amountMinor: 2500, feeMinor: 60, currency: 'EUR', status: 'pending', createdAt: new Date(1_700_000_000_000) },
+      { id: 'txn_2', type: 'refund', source: 're_1', chargeId: 'pi_123', reference: 'refund_1', amountMinor: -1000, feeMinor: 0, currency: 'EUR', status: 'available', createdAt: new Date(1_700_000_100_000) },
+    ]);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkWebhookUrl, LOOPBACK_CIDRS, refusedAddress, webhookTargetPolicy } from '../../lib/webhook-target';
+import { checkWebhookUrl, LOOPBACK_CIDRS, refusedAddress, specialPurposeBlocks, webhookTargetPolicy } from '../../lib/webhook-target';
 import { assertSafeToListen, DEV_ADMIN_TOKEN, isStrongAdminToken, loadConfig } from '../../lib/config';
 
 /**
@@ -113,5 +113,162 @@ describe('the admin token and the listening address', () => {
     expect(() => assertSafeToListen({ ...config, HOST: '0.0.0.0' })).toThrow(/development ADMIN_TOKEN/);
     expect(() => assertSafeToListen({ HOST: '0.0.0.0', ADMIN_TOKEN: '3f9c1e0b7a5d4c2e8f6a1b3d5c7e9f0a' })).not.toThrow();
     expect(() => assertSafeToListen({ ...config, HOST: '::1' })).not.toThrow();
+  });
+});
+
+
+/**
+ * Issue 27 item 3: every block of lib/webhook-target.ts's special-purpose table (the IANA
+ * IPv4 and IPv6 Special-Purpose Address Registries and the non-global-unicast IPv6 space) is
+ * refused at its first, middle and last address, in the spellings a URL can carry (IPv4 in
+ * decimal, hex, octal and short forms, and embedded in IPv6), and the addresses just outside
+ * each block are judged by the table too. Literal addresses are never resolved or dialled.
+ * The arithmetic here is the test's own (bigint), independent of the BlockList the check uses.
+ */
+
+const neverResolve = async (): Promise<string[]> => {
+  throw new Error('a literal address must not be resolved');
+};
+
+function v4ToBig(text: string): bigint {
+  return text.split('.').reduce((acc, part) => (acc << 8n) | BigInt(Number(part)), 0n);
+}
+function bigToV4(value: bigint): string {
+  return [24n, 16n, 8n, 0n].map((shift) => String((value >> shift) & 255n)).join('.');
+}
+function v6ToBig(text: string): bigint {
+  let groups: string[];
+  const tail = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  let body = text;
+  const extra: string[] = [];
+  if (tail) {
+    const v4 = v4ToBig(tail[1]!);
+    extra.push(((v4 >> 16n) & 0xffffn).toString(16), (v4 & 0xffffn).toString(16));
+    body = text.slice(0, -tail[1]!.length).replace(/:$/, ':') || '::';
+    if (body.endsWith(':') && !body.endsWith('::')) body = body.slice(0, -1);
+  }
+  const [head, rest] = body.split('::');
+  const left = head ? head.split(':').filter(Boolean) : [];
+  const right = [...(rest !== undefined && rest !== '' ? rest.split(':').filter(Boolean) : []), ...extra];
+  if (rest === undefined) groups = [...left, ...extra];
+  else groups = [...left, ...Array(8 - left.length - right.length).fill('0'), ...right];
+  if (groups.length !== 8) throw new Error(`bad IPv6 in test: ${text}`);
+  return groups.reduce((acc, g) => (acc << 16n) | BigInt(parseInt(g, 16)), 0n);
+}
+function bigToV6Full(value: bigint): string {
+  return Array.from({ length: 8 }, (_, i) => ((value >> BigInt(16 * (7 - i))) & 0xffffn).toString(16).padStart(4, '0')).join(':');
+}
+/** The canonical (RFC 5952) spelling, as the URL parser writes it. */
+const canonicalV6 = (value: bigint) => new URL(`http://[${bigToV6Full(value)}]/`).hostname.slice(1, -1);
+
+interface Range { cidr: string; v6: boolean; start: bigint; end: bigint; prefix: number }
+function range(cidr: string): Range {
+  const [network, prefixText] = cidr.split('/');
+  const v6 = network!.includes(':');
+  const bits = v6 ? 128 : 32;
+  const prefix = Number(prefixText);
+  const size = 1n << BigInt(bits - prefix);
+  const start = (v6 ? v6ToBig(network!) : v4ToBig(network!)) & ~(size - 1n) & ((1n << BigInt(bits)) - 1n);
+  return { cidr, v6, start, end: start + size - 1n, prefix };
+}
+const ranges = specialPurposeBlocks.map((block) => range(block.cidr));
+/** The most specific table block holding an address: the one the refusal must name. */
+const mostSpecific = (v6: boolean, value: bigint) =>
+  ranges.filter((r) => r.v6 === v6 && r.start <= value && value <= r.end).sort((a, b) => b.prefix - a.prefix)[0];
+
+/** IPv4 in every spelling a URL host can carry, each with the block its refusal must name. */
+function v4Spellings(value: bigint): [string, string | null][] {
+  const [a, b, c, d] = bigToV4(value).split('.').map(Number) as [number, number, number, number];
+  const hex = (n: number) => `0x${n.toString(16)}`;
+  const oct = (n: number) => `0${n.toString(8)}`;
+  const v4Block = mostSpecific(false, value)!.cidr;
+  const h1 = ((a << 8) | b).toString(16);
+  const h2 = ((c << 8) | d).toString(16);
+  return [
+    [bigToV4(value), v4Block],
+    [String(value), v4Block], // one decimal number
+    [`0x${value.toString(16)}`, v4Block], // one hex number
+    [[a, b, c, d].map(oct).join('.'), v4Block], // octal parts
+    [[a, b, c, d].map(hex).join('.'), v4Block], // hex parts
+    [`${a}.${(b << 16) | (c << 8) | d}`, v4Block], // a.b24 (as 127.1)
+    [`${a}.${b}.${(c << 8) | d}`, v4Block], // a.b.c16
+    [`[::ffff:${bigToV4(value)}]`, '::ffff:0:0/96'], // IPv4-mapped
+    [`[::ffff:${h1}:${h2}]`, '::ffff:0:0/96'],
+    [`[0:0:0:0:0:FFFF:${h1.toUpperCase()}:${h2.toUpperCase()}]`, '::ffff:0:0/96'],
+    [`[::ffff:0:${bigToV4(value)}]`, '::ffff:0:0:0/96'], // IPv4-translated (RFC 2765)
+    [`[::ffff:0:${h1}:${h2}]`, '::ffff:0:0:0/96'],
+    [`[64:ff9b::${bigToV4(value)}]`, '64:ff9b::/96'], // NAT64
+    [`[64:ff9b:1::${h1}:${h2}]`, '64:ff9b:1::/48'], // local NAT64
+    [`[2002:${h1}:${h2}::1]`, '2002::/16'], // 6to4
+  ];
+}
+
+async function refusalOf(host: string): Promise<string | null> {
+  const verdict = await checkWebhookUrl(`https://${host}/hook`, strict, neverResolve);
+  return verdict.ok ? null : verdict.reason;
+}
+
+/** The block named in a refusal ("… 10.0.0.0/8 is private use (RFC 1918) …"). */
+const namedBlock = (reason: string) => /\s(\S+\/\d+) is /.exec(reason)?.[1];
+
+describe('the special-purpose table', () => {
+  it('every entry names a well-formed block, a reason and an RFC', () => {
+    for (const block of specialPurposeBlocks) {
+      const r = range(block.cidr);
+      expect(r.start, `${block.cidr} is not its own network address`).toBe(r.v6 ? v6ToBig(block.cidr.split('/')[0]!) : v4ToBig(block.cidr.split('/')[0]!));
+      expect(block.name.length).toBeGreaterThan(3);
+      expect(block.rfc).toMatch(/^RFC \d+$/);
+    }
+    // What the registries hold that the issue names: the table is the registry, not a list of tricks.
+    for (const cidr of ['::ffff:0:0:0/96', '3fff::/20', '5f00::/16', '64:ff9b:1::/48', '192.88.99.0/24', '198.18.0.0/15', '100::/64']) {
+      expect(specialPurposeBlocks.map((b) => b.cidr)).toContain(cidr);
+    }
+  });
+
+  for (const block of specialPurposeBlocks) {
+    const r = range(block.cidr);
+    const points = [...new Set([r.start, r.start + (r.end - r.start) / 2n, r.end])];
+    it(`refuses ${block.cidr} (${block.name}, ${block.rfc}) at its start, middle and end, in every spelling`, async () => {
+      for (const value of points) {
+        const spellings: [string, string | null][] = r.v6
+          ? [
+              [`[${canonicalV6(value)}]`, mostSpecific(true, value)!.cidr],
+              [`[${bigToV6Full(value)}]`, mostSpecific(true, value)!.cidr],
+              [`[${bigToV6Full(value).toUpperCase()}]`, mostSpecific(true, value)!.cidr],
+            ]
+          : v4Spellings(value);
+        for (const [host, expected] of spellings) {
+          const reason = await refusalOf(host);
+          expect(reason, `${host} was allowed`).not.toBeNull();
+          expect(namedBlock(reason!), `${host}: ${reason}`).toBe(expected);
+        }
+      }
+    });
+  }
+
+  it('the address just outside each block is judged by the table, not by the block next door', async () => {
+    for (const r of ranges) {
+      const max = r.v6 ? (1n << 128n) - 1n : (1n << 32n) - 1n;
+      for (const value of [r.start - 1n, r.end + 1n].filter((v) => v >= 0n && v <= max)) {
+        const address = r.v6 ? canonicalV6(value) : bigToV4(value);
+        const holder = mostSpecific(r.v6, value);
+        const reason = refusedAddress(address, strict);
+        if (holder) expect(reason && namedBlock(reason), `${address} (next to ${r.cidr})`).toBe(holder.cidr);
+        else expect(reason, `${address} (next to ${r.cidr}) is global unicast`).toBeNull();
+      }
+    }
+  });
+
+  it('the five spellings reported in issue 27 are refused', async () => {
+    for (const host of ['[::ffff:0:10.0.0.1]', '[::ffff:0:a9fe:a9fe]', '[::1:0:0:1]', '[3fff::1]', '[5f00::1]']) {
+      expect(await refusalOf(host), host).toMatch(/WEBHOOK_ALLOWED_CIDRS/);
+    }
+  });
+
+  it('global unicast addresses outside every block are allowed', async () => {
+    for (const address of ['8.8.8.8', '1.1.1.1', '93.184.215.14', '100.128.0.1', '172.32.0.1', '192.0.1.1', '223.255.255.254', '2606:4700::1111', '2a00:1450:4001::200e', '2001:4860:4860::8888', '3ffe::1', '2620:4f:8001::1']) {
+      expect(mostSpecific(address.includes(':'), address.includes(':') ? v6ToBig(address) : v4ToBig(address)), address).toBeUndefined();
+      expect(refusedAddress(address, strict), address).toBeNull();
+    }
   });
 });

@@ -42,6 +42,12 @@ const happy: Steps = {
   async recordChargeOutcome({ payment, charge }) {
     return response(201, { id: payment.paymentId, status: charge.status });
   },
+  async recordSettlement({ charge }) {
+    return charge.status === 'canceled' ? 'canceled' : (charge.status as 'succeeded' | 'requires_capture' | 'declined');
+  },
+  async recordExpiry() {
+    return 'expired';
+  },
   async recordCapture({ paymentId, charge }) {
     return response(200, { id: paymentId, status: 'succeeded', amount_captured_minor: charge.amountCapturedMinor });
   },
@@ -69,6 +75,10 @@ const happy: Steps = {
   },
   async voidCharge({ paymentId }) {
     return charge(paymentId, { status: 'canceled' });
+  },
+  async retrieveCharge({ paymentId }) {
+    // A happy PSP whose customer never finishes: the charge keeps waiting.
+    return charge(paymentId, { status: 'requires_action' });
   },
   async refundCharge({ subKey, chargeId, amountMinor }) {
     return { id: `re_${subKey}`, chargeId, status: 'succeeded', amountMinor, failureCode: null, failureMessage: null };
@@ -110,6 +120,8 @@ export function charge(paymentId: string, fields: Partial<ProviderCharge>): Prov
     currency: 'EUR',
     declineCode: null,
     declineMessage: null,
+    nextAction: null,
+    reference: paymentId,
     ...fields,
   };
 }

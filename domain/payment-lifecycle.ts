@@ -1,0 +1,213 @@
+/**
+ * The payment lifecycle as one table. Every other definition of "which statuses", "which
+ * transitions", "which commands" is derived from it: the status vocabulary (zod enums, the
+ * OpenAPI document), the transition guards of db/payments.ts, the order guard's live
+ * statuses, the workflow's update validators and the API's 409 refusals. The SQL CHECK and
+ * the partial unique index of migration 007 are tested against it
+ * (test/integration/payment-lifecycle-sql.test.ts).
+ *
+ * Imported by workflow code: no Node, no I/O, no clock.
+ */
+
+/** A command a merchant sends to a payment (an Update to its workflow). */
+export type PaymentCommand = 'capture' | 'cancel';
+
+/**
+ * The window a status waits in, each set by configuration and handed to the workflow as input:
+ * - authentication: the customer's 3-D Secure challenge (AUTHENTICATION_WINDOW_SECONDS, default 900);
+ * - settlement: an asynchronous method's outcome at the PSP (ASYNC_SETTLEMENT_WINDOW_SECONDS, default 7 days);
+ * - authorization: an uncaptured authorization (AUTHORIZATION_WINDOW_SECONDS, default 7 days).
+ */
+export type PaymentDeadline = 'authentication' | 'settlement' | 'authorization';
+
+export interface PaymentStatusRule {
+  /** Final: the charge's outcome is settled and no PSP event, poll or command moves it again. */
+  final: boolean;
+  /** The commands (capture, cancel) the payment accepts in this status. */
+  commands: readonly PaymentCommand[];
+  /** The statuses a payment may come from into this one (none: the status a payment starts in). */
+  from: readonly string[];
+  /** The merchant event recorded when a payment enters this status (null: none of its own). */
+  event: `payment.${string}` | null;
+  /** The window a payment waits in here; when it ends, `onDeadline` is where it goes. */
+  deadline: PaymentDeadline | null;
+  /** Holds the order: a second payment for it is refused (payments_one_live_per_order). */
+  holdsOrder: boolean;
+  /** What the status means, for docs/CONTRACT.md and the OpenAPI description. */
+  meaning: string;
+}
+
+/**
+ * The table. Order matters only for display (the OpenAPI enum, the docs); `processing` first,
+ * as the status a payment starts in.
+ */
+export const paymentLifecycle = {
+  processing: {
+    final: false,
+    commands: [],
+    from: [],
+    // Entered again (not left) when the PSP answers that the outcome is pending: the event marks that fact.
+    event: 'payment.processing',
+    deadline: 'settlement',
+    holdsOrder: true,
+    meaning: 'The payment is being made; for an asynchronous method (a bank debit) the PSP has it and the outcome is pending.',
+  },
+  requires_action: {
+    final: false,
+    commands: ['cancel'],
+    from: ['processing'],
+    event: 'payment.requires_action',
+    deadline: 'authentication',
+    holdsOrder: true,
+    meaning: 'The customer must authenticate (3-D Secure): send them to `next_action.redirect_to_url.url`.',
+  },
+  requires_capture: {
+    final: false,
+    commands: ['capture', 'cancel'],
+    from: ['processing', 'requires_action'],
+    event: 'payment.requires_capture',
+    deadline: 'authorization',
+    holdsOrder: true,
+    meaning: 'Authorized (manual capture): capture or cancel it before the authorization window ends.',
+  },
+  succeeded: {
+    final: true,
+    commands: [],
+    from: ['processing', 'requires_action', 'requires_capture'],
+    event: 'payment.succeeded',
+    deadline: null,
+    holdsOrder: true,
+    meaning: 'The money was captured.',
+  },
+  declined: {
+    final: true,
+    commands: [],
+    from: ['processing', 'requires_action'],
+    event: 'payment.declined',
+    deadline: null,
+    holdsOrder: false,
+    meaning: 'The PSP or the bank declined it (or the customer failed authentication). The order may be paid again.',
+  },
+  failed: {
+    final: true,
+    commands: [],
+    from: ['processing', 'requires_action', 'requires_capture'],
+    event: 'payment.failed',
+    deadline: null,
+    holdsOrder: false,
+    meaning: 'It could not be completed (the PSP refused the request, or money that moved was given back).',
+  },
+  canceled: {
+    final: true,
+    commands: [],
+    from: ['requires_action', 'requires_capture'],
+    event: 'payment.canceled',
+    deadline: null,
+    holdsOrder: false,
+    meaning: 'Canceled by the merchant, or an uncaptured authorization voided when its window ended.',
+  },
+  expired: {
+    final: true,
+    commands: [],
+    from: ['processing', 'requires_action'],
+    event: 'payment.expired',
+    deadline: null,
+    holdsOrder: false,
+    meaning: 'The customer did not authenticate in time, or the PSP gave no outcome within the settlement window; no money kept.',
+  },
+  refunded: {
+    final: true,
+    commands: [],
+    // Reached by refunds only, never by a charge event.
+    from: ['succeeded'],
+    event: null,
+    deadline: null,
+    holdsOrder: true,
+    meaning: 'Fully refunded.',
+  },
+} as const satisfies Record<string, PaymentStatusRule>;
+
+export type PaymentStatus = keyof typeof paymentLifecycle;
+
+const rules = paymentLifecycle as Record<PaymentStatus, PaymentStatusRule>;
+
+/** Every status, in the table's order (the zod enums and the OpenAPI document use this list). */
+export const paymentStatuses = Object.keys(paymentLifecycle) as [PaymentStatus, ...PaymentStatus[]];
+
+/** The statuses whose charge outcome is settled. */
+export const finalStatuses = paymentStatuses.filter((s) => rules[s].final);
+/** The statuses a payment waits in (a run is expected to be open while a payment is in one). */
+export const waitingStatuses = paymentStatuses.filter((s) => !rules[s].final);
+/** The statuses that hold an order (the order guard and its partial unique index). */
+export const orderHoldingStatuses = paymentStatuses.filter((s) => rules[s].holdsOrder);
+
+export function isFinal(status: PaymentStatus): boolean {
+  return rules[status].final;
+}
+
+/** The statuses a payment may move into `to` from: the transition guard of db/payments.ts. */
+export function fromStatuses(to: PaymentStatus): PaymentStatus[] {
+  return [...rules[to].from] as PaymentStatus[];
+}
+
+/** May a payment in `from` move to `to`? (A final status is never left, except succeeded → refunded by refunds.) */
+export function mayMove(from: PaymentStatus, to: PaymentStatus): boolean {
+  return (rules[to].from as readonly string[]).includes(from);
+}
+
+/** Does a payment in this status accept the command? */
+export function accepts(status: PaymentStatus, command: PaymentCommand): boolean {
+  return (rules[status].commands as readonly PaymentCommand[]).includes(command);
+}
+
+/** The statuses that accept a command (e.g. capture: requires_capture only). */
+export function statusesAccepting(command: PaymentCommand): PaymentStatus[] {
+  return paymentStatuses.filter((s) => accepts(s, command));
+}
+
+/** The refusal a merchant reads when the command does not fit the status (the API's 409 message). */
+export function commandRefusal(paymentId: string, status: PaymentStatus, command: PaymentCommand): string {
+  const fits = statusesAccepting(command).join(' or ');
+  return `payment ${paymentId} is ${status}; ${command} is accepted only while it is ${fits}`;
+}
+
+/** The merchant events, derived from the table (the outbox's payment event types). */
+export const paymentEventTypes = paymentStatuses.map((s) => rules[s].event).filter((e): e is NonNullable<typeof e> => e !== null) as [
+  PaymentEventType,
+  ...PaymentEventType[],
+];
+export type PaymentEventType = NonNullable<(typeof paymentLifecycle)[PaymentStatus]['event']>;
+
+export function eventOf(status: PaymentStatus): PaymentEventType | null {
+  return rules[status].event as PaymentEventType | null;
+}
+
+export function deadlineOf(status: PaymentStatus): PaymentDeadline | null {
+  return rules[status].deadline;
+}
+
+/**
+ * The PSP's view of a charge, as a webhook or a status poll reports it, and the payment status
+ * it means. `requires_action` and `processing` are waits; the others settle the charge.
+ */
+export type ChargeState = 'requires_action' | 'processing' | 'requires_capture' | 'succeeded' | 'declined' | 'canceled';
+
+export function statusForCharge(state: ChargeState): PaymentStatus {
+  return state;
+}
+
+/**
+ * What one report about the charge (webhook, poll, or the first answer) does to a payment in
+ * `current`: the next status, or null when it changes nothing. A final status is never left
+ * (a late `processing` after `succeeded` changes nothing: Hyperswitch's #9925 and #10340 are
+ * that bug), and a report of the status the payment is already in is a duplicate.
+ */
+export function applyChargeReport(current: PaymentStatus, reported: ChargeState): PaymentStatus | null {
+  if (isFinal(current)) return null;
+  const next = statusForCharge(reported);
+  if (next === current) return null;
+  // A wait reported after a later wait began (reordered webhooks) is stale: processing after
+  // requires_action, or a wait after an authorization, moves nothing back.
+  if (!mayMove(current, next)) return null;
+  return next;
+}

@@ -1,0 +1,62 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSql, type Sql } from '../../db/connect';
+import { transitionPayment } from '../../db/payments';
+import { mayMove, orderHoldingStatuses, paymentStatuses, type PaymentStatus } from '../../domain/payment-lifecycle';
+import { fileDatabaseUrl } from '../helpers/database';
+
+/**
+ * docs/CONTRACT.md (payment lifecycle): PostgreSQL's own guards say what the lifecycle table
+ * (domain/payment-lifecycle.ts) says. Read back from the catalog, so a migration that forgets a
+ * status, or a table row added without its migration, fails here instead of in production.
+ */
+
+let sql: Sql;
+let tenantId: string;
+beforeAll(async () => {
+  sql = createSql(await fileDatabaseUrl(), { max: 2 });
+  tenantId = `ten_lifecycle_${randomBytes(4).toString('hex')}`;
+  await sql`
+    INSERT INTO tenants (id, name, api_key_hash, api_key_prefix, webhook_secret)
+    VALUES (${tenantId}, 'lifecycle', ${randomBytes(32)}, 'pk_test', 'whsec_test')`;
+});
+afterAll(async () => {
+  await sql?.end();
+});
+
+/** The quoted literals of a constraint's or index's definition, e.g. ('a'::text, 'b'::text) → [a, b]. */
+const literals = (definition: string) => [...definition.matchAll(/'([a-z_]+)'/g)].map((m) => m[1]).sort();
+
+describe('the SQL guards match the lifecycle table', () => {
+  it('payments_status_check admits exactly the table’s statuses (rules out a status the database refuses, or one it admits that no code knows)', async () => {
+    const [row] = await sql<{ def: string }[]>`
+      SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint
+      WHERE conrelid = 'payments'::regclass AND conname = 'payments_status_check'`;
+    expect(row, 'payments_status_check exists').toBeDefined();
+    expect(literals(row!.def)).toEqual([...paymentStatuses].sort());
+  });
+
+  it('payments_one_live_per_order covers exactly the statuses that hold an order (rules out a second charge for an order whose payment waits for its customer)', async () => {
+    const [row] = await sql<{ def: string }[]>`SELECT indexdef AS def FROM pg_indexes WHERE tablename = 'payments' AND indexname = 'payments_one_live_per_order'`;
+    expect(row, 'payments_one_live_per_order exists').toBeDefined();
+    expect(row!.def).toMatch(/UNIQUE INDEX/);
+    expect(literals(row!.def.slice(row!.def.indexOf('WHERE')))).toEqual([...orderHoldingStatuses].sort());
+  });
+
+  it('transitionPayment moves a payment exactly along the table’s edges, and never out of a final status', async () => {
+    const moves: string[] = [];
+    const expected: string[] = [];
+    for (const from of paymentStatuses) {
+      for (const to of paymentStatuses) {
+        const id = `pay_lc_${randomBytes(6).toString('hex')}`;
+        await sql`
+          INSERT INTO payments (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method, workflow_id)
+          VALUES (${id}, ${tenantId}, ${`ord_${id}`}, 1000, 'EUR', ${from}, 'manual', 'pm_card_visa', ${`wf-${id}`})`;
+        const moved = await transitionPayment(sql, id, { status: to as PaymentStatus });
+        if (moved) moves.push(`${from}->${to}`);
+        if (mayMove(from, to)) expected.push(`${from}->${to}`);
+      }
+    }
+    expect(moves).toEqual(expected);
+  });
+});
