@@ -12,7 +12,7 @@ import type * as workflows from '../workflows';
 import type { ApiDeps, AppEnv } from './context';
 import type { IdempotencyOutcome } from '../lib/metrics';
 import { isDatabaseUnavailable } from '../db/connect';
-import { settleAbandonedRun } from '../db/abandoned';
+import { operationKindOfWorkflow, settleAbandonedRun } from '../db/abandoned';
 import { operationName, type RecordedAnswer, type RouteJson } from './typed-route';
 
 /** Header that advertises how long an outcome is remembered. */
@@ -238,7 +238,8 @@ export async function startOrAttach<T extends WorkflowType>(
     // now, and it is the answer to this and every later retry. The API cannot ask the provider
     // whether money moved (null): a payment that may hold money is flagged for an operator.
     const record = { tenant_id: scope.tenantId, operation: scope.operation, idempotency_key: scope.key, fingerprint: scope.fingerprint, workflow_id: options.workflowId, resource_id: options.resourceId };
-    const settled = await settleAbandonedRun(deps.sql, record, description.status.name ?? 'UNKNOWN', scope.retentionSeconds, null);
+    const run = { kind: operationKindOfWorkflow[workflowType] ?? null, status: description.status.name ?? 'UNKNOWN' };
+    const settled = await settleAbandonedRun(deps.sql, record, run, scope.retentionSeconds, null);
     deps.logger.error({ workflow_id: options.workflowId, status: description.status.name, flagged: settled.flagged }, 'operation ended without an outcome; recorded operation_failed');
     return { kind: 'decided', response: settled.response };
   }

@@ -9,11 +9,12 @@ import {
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { getPayment, listPayments, paymentStatus } from '../../db/payments';
+import { getPayment, listPayments } from '../../db/payments';
 import type { IdempotencyRecord } from '../../db/idempotency-records';
 import { ApiError, errorResponse, type ApiErrorType } from '../../domain/errors';
 import { newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
-import { paymentLocation, paymentResource } from '../../domain/resources';
+import { paymentLocation, paymentResource, type PaymentRow } from '../../domain/resources';
+import { isFinal } from '../../domain/payment-lifecycle';
 import {
   cancelUpdate,
   captureUpdate,
@@ -242,6 +243,17 @@ export function paymentRoutes(deps: ApiDeps) {
   return app;
 }
 
+/** Why a capture or cancel cannot be done once the payment's run has closed. */
+function closedRunRefusal(kind: 'capture' | 'cancel', paymentId: string, payment: PaymentRow | null): string {
+  if (!payment) return `payment ${paymentId} cannot be ${kind === 'capture' ? 'captured' : 'canceled'}: its run has ended`;
+  const flagged = payment.failure_code === 'needs_operator' ? ` ${payment.failure_message ?? ''}`.trimEnd() : '';
+  if (isFinal(payment.status)) return `payment ${paymentId} is ${payment.status}.${flagged}`;
+  return (
+    `payment ${paymentId} can no longer be ${kind === 'capture' ? 'captured' : 'canceled'} through the API: its run ended while it was ${payment.status}.` +
+    (flagged || ' It is being flagged for an operator (an open authorization is voided).')
+  );
+}
+
 /**
  * Sends capture or cancel to the payment's workflow as an Update. The update id is derived
  * from the scoped key, so a repeated delivery is deduplicated by Temporal too. The update's
@@ -273,9 +285,10 @@ async function sendCommand(
   } catch (error) {
     if (error instanceof WorkflowUpdateFailedError) return { kind: 'decided', response: refusal(error) };
     if (error instanceof WorkflowNotFoundError || /already completed/i.test(String((error as Error)?.message))) {
-      // The payment's workflow has finished: it is no longer awaiting capture.
-      const status = await paymentStatus(deps.sql, record.resource_id);
-      return { kind: 'decided', response: errorResponse(notAllowed, `payment ${record.resource_id} is ${status ?? 'not awaiting capture'}`) };
+      // The payment's run has closed: no command can reach it again. The answer says why,
+      // without claiming a status that would accept the command.
+      const payment = await getPayment(deps.sql, record.tenant_id, record.resource_id);
+      return { kind: 'decided', response: errorResponse(notAllowed, closedRunRefusal(kind, record.resource_id, payment)) };
     }
     throw error;
   }
