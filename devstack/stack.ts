@@ -16,7 +16,8 @@ import { CompletionWaiter } from '../api/completions';
 import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
 import { SandboxProvider } from '../provider/sandbox-client';
-import { startSandbox } from '../sandbox/server';
+import { startSandbox, type RunningSandbox } from '../sandbox/server';
+import type { WebhookFaults } from '../sandbox/deps';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
 import { Reconciler } from '../worker/reconciler';
 import { RetentionJob } from '../worker/retention';
@@ -41,7 +42,14 @@ export interface StackOptions {
   taskQueue?: string;
   /** The sandbox's own database (default: databaseUrl). */
   sandboxDatabaseUrl?: string;
-  sandbox?: { slowMs?: number; flakyFailures?: number };
+  sandbox?: {
+    slowMs?: number;
+    flakyFailures?: number;
+    asyncSettleMs?: number;
+    webhookFaults?: Partial<WebhookFaults>;
+    /** The secret of the sandbox's webhooks to the stack's API (/provider_webhooks/sandbox); random when omitted. */
+    webhookSecret?: string;
+  };
   /** The provider client's per-call timeout: what turns a lost response into a retry. */
   providerTimeoutMs?: number;
   /** false: no in-process worker (e.g. workers run as child processes). */
@@ -72,6 +80,11 @@ export interface Tenant {
 export interface Stack {
   apiUrl: string;
   sandboxUrl: string;
+  /** The stack's sandbox (e.g. setWebhook to point its events elsewhere). */
+  sandbox: RunningSandbox;
+  /** The worker's client of the sandbox, with the webhook secret (verifyWebhook). */
+  provider: SandboxProvider;
+  sandboxWebhookSecret: string;
   sql: Sql;
   temporal: Client;
   taskQueue: string;
@@ -113,9 +126,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       port: 0,
       slowMs: options.sandbox?.slowMs ?? 1500,
       flakyFailures: options.sandbox?.flakyFailures,
+      asyncSettleMs: options.sandbox?.asyncSettleMs,
+      webhookFaults: options.sandbox?.webhookFaults,
     });
     closers.push(() => sandbox.close());
-    const provider = new SandboxProvider({ baseUrl: sandbox.url, timeoutMs: options.providerTimeoutMs ?? 1500 });
+    const sandboxWebhookSecret = options.sandbox?.webhookSecret ?? randomBytes(24).toString('hex');
+    const provider = new SandboxProvider({ baseUrl: sandbox.url, timeoutMs: options.providerTimeoutMs ?? 1500, webhookSecret: sandboxWebhookSecret });
 
     const workerMetrics = createWorkerMetrics();
     let worker: Worker | null = null;
@@ -210,10 +226,15 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       await new Promise((r) => server.close(r));
     });
     const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    // The sandbox's events go to the API's inbound PSP webhook route, signed with the shared secret.
+    sandbox.setWebhook({ url: `${apiUrl}/provider_webhooks/sandbox`, secret: sandboxWebhookSecret });
 
     return {
       apiUrl,
       sandboxUrl: sandbox.url,
+      sandbox,
+      provider,
+      sandboxWebhookSecret,
       sql,
       temporal,
       taskQueue,

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -154,6 +155,10 @@ async function main(): Promise<void> {
     DATABASE_URL: databaseUrl,
     TEMPORAL_ADDRESS: temporalAddress,
     PROVIDER_URL: sandboxUrl,
+    // The sandbox signs its webhooks to the API's /provider_webhooks/sandbox with this secret;
+    // the API and the worker verify them with it (a fresh one per start unless given).
+    SANDBOX_WEBHOOK_URL: `${apiUrl}/provider_webhooks/sandbox`,
+    SANDBOX_WEBHOOK_SECRET: process.env.SANDBOX_WEBHOOK_SECRET ?? randomBytes(24).toString('hex'),
     LOG_LEVEL: config.LOG_LEVEL,
     ADMIN_TOKEN: config.ADMIN_TOKEN,
     ...(payloadKeys ? { TEMPORAL_PAYLOAD_KEYS: payloadKeys.text } : {}),

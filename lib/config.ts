@@ -94,6 +94,10 @@ const schema = z
     PROVIDER: z.enum(['sandbox', 'stripe']).default('sandbox'),
     STRIPE_API_KEY: z.string().min(1).optional(),
     PROVIDER_URL: z.string().url().default('http://127.0.0.1:4010'),
+    /** The secret the sandbox signs its webhooks with (Sandbox-Signature); npm start generates one. Unset: sandbox webhooks are refused. */
+    SANDBOX_WEBHOOK_SECRET: z.string().min(16).optional(),
+    /** Stripe's signing secret of the webhook endpoint ('whsec_…'); unset: Stripe webhooks are refused. */
+    STRIPE_WEBHOOK_SECRET: z.string().min(1).optional(),
     /** One provider call; past it the outcome is unknown and the next attempt looks it up first. */
     PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
     /** Outbox relay: first retry delay, doubled per attempt up to the cap, for this many attempts. */

@@ -8,9 +8,45 @@ export interface SandboxConfig {
   flakyFailures: number;
   /** Idempotency keys are forgotten this many seconds after first use; null: never. */
   idempotencyKeyTtlSeconds: number | null;
+  /** pm_sepa_debit*: how long a charge stays processing before it settles. */
+  asyncSettleMs: number;
+  /** Balance transactions turn from 'pending' to 'available' this long after they are made. */
+  availableAfterMs: number;
+}
+
+/** The sandbox's outage modes (issue 22): POST /_sandbox/outage. */
+export type OutageMode = 'none' | 'unavailable' | 'down' | 'timeout';
+
+/** Webhook faults (SANDBOX_WEBHOOK_FAULTS, POST /_sandbox/webhook_faults); probabilities in [0, 1]. */
+export interface WebhookFaults {
+  /** An event is sent twice. */
+  duplicate: number;
+  /** An event is held back until a later event of its charge was delivered (or reorder_hold_ms passed). */
+  reorder: number;
+  /** Every event waits this long before its first delivery. */
+  delayMs: number;
+  /** An event is never sent (only POST /_sandbox/events/{id}/redeliver sends it). */
+  loss: number;
+  /** The longest a reordered event is held back. */
+  reorderHoldMs: number;
+}
+
+export const noWebhookFaults: WebhookFaults = { duplicate: 0, reorder: 0, delayMs: 0, loss: 0, reorderHoldMs: 3000 };
+
+/** What can change while the sandbox runs (in memory: a restart ends an outage and the faults). */
+export interface SandboxRuntime {
+  /** The sandbox's own base URL, which challenge URLs start with (known once it listens). */
+  publicUrl: string;
+  /** Where events go (SANDBOX_WEBHOOK_URL) and the secret they are signed with; null: events are kept, not sent. */
+  webhook: { url: string; secret: string } | null;
+  faults: WebhookFaults;
+  outage: OutageMode;
+  /** Wakes the webhook delivery loop (a new event was committed). */
+  wakeDelivery: () => void;
 }
 
 export interface SandboxDeps {
   sql: Sql;
   config: SandboxConfig;
+  runtime: SandboxRuntime;
 }

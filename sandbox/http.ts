@@ -57,7 +57,7 @@ export function sendStored(c: Context, stored: StoredResponse): Response | Promi
  * is held open until the client gives up (its timeout aborts the connection) or the server
  * shuts down (closing the socket aborts it too).
  */
-async function neverAnswer(c: Context): Promise<Response> {
+export async function neverAnswer(c: Context): Promise<Response> {
   const signal = c.req.raw.signal;
   await new Promise<void>((resolve) => {
     if (signal.aborted) resolve();

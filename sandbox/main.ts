@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { noWebhookFaults } from './deps';
 import { startSandbox } from './server';
+import { parseWebhookFaults } from './webhooks';
 
 const env = z
   .object({
@@ -10,6 +12,20 @@ const env = z
     SANDBOX_FLAKY_FAILURES: z.coerce.number().int().min(0).default(2),
     /** Unset: keys are remembered forever. */
     SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS: z.coerce.number().int().positive().optional(),
+    /** pm_sepa_debit*: how long a charge is processing before it settles. */
+    SANDBOX_ASYNC_SETTLE_MS: z.coerce.number().int().min(0).default(5000),
+    /** Where the sandbox POSTs its signed events (the orchestrator's /provider_webhooks/sandbox); unset: kept, not sent. */
+    SANDBOX_WEBHOOK_URL: z.url({ protocol: /^https?$/ }).optional(),
+    /** The HMAC secret of the Sandbox-Signature header; required with SANDBOX_WEBHOOK_URL. */
+    SANDBOX_WEBHOOK_SECRET: z.string().min(16).optional(),
+    /** e.g. `duplicate=0.3,reorder=0.2,delay_ms=2000,loss=0.1` (also POST /_sandbox/webhook_faults). */
+    SANDBOX_WEBHOOK_FAULTS: z.string().default(''),
+    /** The base of challenge URLs when the sandbox is reached under another address than it listens on. */
+    SANDBOX_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
+  })
+  .refine((env) => !env.SANDBOX_WEBHOOK_URL || env.SANDBOX_WEBHOOK_SECRET, {
+    message: 'SANDBOX_WEBHOOK_SECRET (16+ characters) is required with SANDBOX_WEBHOOK_URL',
+    path: ['SANDBOX_WEBHOOK_SECRET'],
   })
   .parse(process.env);
 
@@ -20,8 +36,12 @@ const sandbox = await startSandbox({
   slowMs: env.SANDBOX_SLOW_MS,
   flakyFailures: env.SANDBOX_FLAKY_FAILURES,
   idempotencyKeyTtlSeconds: env.SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS ?? null,
+  asyncSettleMs: env.SANDBOX_ASYNC_SETTLE_MS,
+  webhook: env.SANDBOX_WEBHOOK_URL ? { url: env.SANDBOX_WEBHOOK_URL, secret: env.SANDBOX_WEBHOOK_SECRET! } : null,
+  webhookFaults: parseWebhookFaults(env.SANDBOX_WEBHOOK_FAULTS, noWebhookFaults),
+  ...(env.SANDBOX_PUBLIC_URL ? { publicUrl: env.SANDBOX_PUBLIC_URL.replace(/\/+$/, '') } : {}),
 });
-console.log(`provider sandbox listening on ${sandbox.url}`);
+console.log(`provider sandbox listening on ${sandbox.url}${env.SANDBOX_WEBHOOK_URL ? `; webhooks to ${env.SANDBOX_WEBHOOK_URL}` : ''}`);
 
 let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 
-export type ChargeStatus = 'succeeded' | 'requires_capture' | 'declined' | 'canceled';
+export type ChargeStatus = 'succeeded' | 'requires_capture' | 'declined' | 'canceled' | 'requires_action' | 'processing';
+export type ChallengeState = 'pending' | 'approved' | 'denied' | 'expired';
 export type RefundStatus = 'succeeded' | 'failed';
 
 /** A row of sandbox.charges, as postgres.js returns it (int8 parsed to exact integers). */
@@ -18,6 +19,12 @@ export interface ChargeRow {
   failure_code: string | null;
   failure_message: string | null;
   created_at: Date;
+  capture: boolean;
+  return_url: string | null;
+  challenge_url: string | null;
+  challenge_state: ChallengeState | null;
+  settle_at: Date | null;
+  updated_at: Date;
 }
 
 export interface RefundRow {
@@ -49,8 +56,19 @@ export function chargeJson(row: ChargeRow) {
     failure_code: row.failure_code,
     failure_message: row.failure_message,
     created_at: row.created_at.toISOString(),
+    capture: row.capture,
+    return_url: row.return_url,
+    /** As Stripe's PaymentIntent: where the customer authenticates, while status is requires_action. */
+    next_action:
+      row.status === 'requires_action' && row.challenge_url !== null
+        ? { type: 'redirect_to_url' as const, redirect_to_url: { url: row.challenge_url, return_url: row.return_url } }
+        : null,
+    /** A processing charge settles at this time. */
+    settle_at: row.status === 'processing' && row.settle_at ? row.settle_at.toISOString() : null,
   };
 }
+
+export type ChargeJson = ReturnType<typeof chargeJson>;
 
 export function refundJson(row: RefundRow) {
   return {
@@ -74,3 +92,5 @@ export function listJson<T>(data: T[]) {
 /** 96 random bits: ids are unguessable and never collide in practice. */
 export const newChargeId = () => `ch_${randomBytes(12).toString('hex')}`;
 export const newRefundId = () => `re_${randomBytes(12).toString('hex')}`;
+export const newEventId = () => `evt_${randomBytes(12).toString('hex')}`;
+export const newBalanceTransactionId = () => `txn_${randomBytes(12).toString('hex')}`;

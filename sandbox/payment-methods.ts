@@ -12,7 +12,14 @@ export type PaymentMethodBehaviour =
   /** The first N attempts of a key fail with 503 before anything is committed. */
   | { kind: 'flaky' }
   /** Charges fine; every refund of the charge fails (to exercise refund.failed). */
-  | { kind: 'refunds_fail' };
+  | { kind: 'refunds_fail' }
+  /**
+   * 3-D Secure: requires_action with a challenge page; approved, it succeeds (or waits for
+   * capture), unless `declineAfterApproval` (the issuer declines after authentication).
+   */
+  | { kind: 'challenge'; declineAfterApproval: boolean }
+  /** A bank debit: processing, then settled (succeeded, or declined with debit_failed) after SANDBOX_ASYNC_SETTLE_MS. */
+  | { kind: 'async'; fails: boolean };
 
 const behaviours: Record<string, PaymentMethodBehaviour> = {
   pm_card_visa: { kind: 'approve' },
@@ -26,6 +33,10 @@ const behaviours: Record<string, PaymentMethodBehaviour> = {
   pm_card_timeout_after_charge: { kind: 'lose_response' },
   pm_card_flaky: { kind: 'flaky' },
   pm_card_refund_fails: { kind: 'refunds_fail' },
+  pm_card_threeDSecureRequired: { kind: 'challenge', declineAfterApproval: false },
+  pm_card_threeDSecureRequired_declined: { kind: 'challenge', declineAfterApproval: true },
+  pm_sepa_debit: { kind: 'async', fails: false },
+  pm_sepa_debit_fails: { kind: 'async', fails: true },
 };
 
 export const knownPaymentMethods = Object.keys(behaviours);

@@ -3,7 +3,10 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { createSql } from '../db/connect';
 import { createSandboxApp } from './app';
+import { noWebhookFaults, type SandboxDeps, type WebhookFaults } from './deps';
 import { migrateSandbox } from './migrate';
+import { startSettlementLoop } from './settlement';
+import { WebhookDelivery } from './webhooks';
 
 export interface StartSandboxOptions {
   databaseUrl: string;
@@ -14,10 +17,27 @@ export interface StartSandboxOptions {
   flakyFailures?: number;
   /** Forget idempotency keys after this many seconds (as Stripe does after 24 hours); never when omitted. */
   idempotencyKeyTtlSeconds?: number | null;
+  /** pm_sepa_debit*: processing for this long, then settled (default 5000). */
+  asyncSettleMs?: number;
+  /** Balance transactions are 'available' this long after they are made (default 2 days). */
+  availableAfterMs?: number;
+  /** Where events are POSTed, signed with the secret; omitted: they are kept, not sent (setWebhook later). */
+  webhook?: { url: string; secret: string } | null;
+  webhookFaults?: Partial<WebhookFaults>;
+  /** Webhook retries: first delay, doubled per attempt up to the cap (defaults 500 ms, 30 s); one POST's timeout (5 s). */
+  webhookRetryBaseMs?: number;
+  webhookRetryMaxMs?: number;
+  webhookTimeoutMs?: number;
+  /** How often the settlement and delivery loops look for due work (default 200 ms). */
+  pollMs?: number;
+  /** The base of challenge URLs (default: the URL it listens on). */
+  publicUrl?: string;
 }
 
 export interface RunningSandbox {
   url: string;
+  /** Points the webhooks elsewhere (or nowhere): events made from now on go there. */
+  setWebhook(webhook: { url: string; secret: string } | null): void;
   close(): Promise<void>;
 }
 
@@ -33,10 +53,31 @@ export async function startSandbox(options: StartSandboxOptions): Promise<Runnin
     throw error;
   }
 
-  const app = createSandboxApp({
+  const pollMs = options.pollMs ?? 200;
+  const logError = (what: string) => (error: unknown) => console.error(`sandbox: ${what} failed`, error);
+  const deps: SandboxDeps = {
     sql,
-    config: { slowMs: options.slowMs ?? 3000, flakyFailures: options.flakyFailures ?? 2, idempotencyKeyTtlSeconds: options.idempotencyKeyTtlSeconds ?? null },
-  });
+    config: {
+      slowMs: options.slowMs ?? 3000,
+      flakyFailures: options.flakyFailures ?? 2,
+      idempotencyKeyTtlSeconds: options.idempotencyKeyTtlSeconds ?? null,
+      asyncSettleMs: options.asyncSettleMs ?? 5000,
+      availableAfterMs: options.availableAfterMs ?? 2 * 24 * 3600 * 1000,
+    },
+    runtime: {
+      publicUrl: options.publicUrl ?? '',
+      webhook: options.webhook ?? null,
+      faults: { ...noWebhookFaults, ...options.webhookFaults },
+      outage: 'none',
+      wakeDelivery: () => delivery.wake(),
+    },
+  };
+  const delivery = new WebhookDelivery(
+    deps,
+    { pollMs, retryBaseMs: options.webhookRetryBaseMs ?? 500, retryMaxMs: options.webhookRetryMaxMs ?? 30_000, timeoutMs: options.webhookTimeoutMs ?? 5000 },
+    logError('webhook delivery'),
+  );
+  const app = createSandboxApp(deps, delivery);
   const host = options.host ?? '127.0.0.1';
   const server = await new Promise<Server>((resolve, reject) => {
     const s = serve({ fetch: app.fetch, port: options.port ?? 4010, hostname: host }, () => resolve(s as Server));
@@ -44,10 +85,20 @@ export async function startSandbox(options: StartSandboxOptions): Promise<Runnin
   });
   const { port } = server.address() as AddressInfo;
   const urlHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  const url = `http://${urlHost}:${port}`;
+  deps.runtime.publicUrl ||= url;
+  delivery.start();
+  const settlement = startSettlementLoop(deps, pollMs, logError('settlement'));
 
   return {
-    url: `http://${urlHost}:${port}`,
+    url,
+    setWebhook(webhook) {
+      deps.runtime.webhook = webhook;
+      delivery.wake();
+    },
     async close() {
+      await settlement.stop();
+      await delivery.stop();
       await new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));
         // Held-open lost responses would keep close() waiting forever; dropping the

@@ -56,8 +56,8 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-worker' });
   const provider: PaymentProvider =
     config.PROVIDER === 'stripe'
-      ? new StripeProvider({ apiKey: config.STRIPE_API_KEY!, timeoutMs: config.PROVIDER_TIMEOUT_MS })
-      : new SandboxProvider({ baseUrl: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS });
+      ? new StripeProvider({ apiKey: config.STRIPE_API_KEY!, timeoutMs: config.PROVIDER_TIMEOUT_MS, webhookSecret: config.STRIPE_WEBHOOK_SECRET })
+      : new SandboxProvider({ baseUrl: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS, webhookSecret: config.SANDBOX_WEBHOOK_SECRET });
 
   const temporal = temporalConnectionSettings(config);
   const connection = await connectWithRetry(temporal);

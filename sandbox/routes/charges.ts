@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { invalidRequest, notFound, SandboxError } from '../errors';
 import { parseJsonBody, parseParams, requireIdempotencyKey, sendStored } from '../http';
 import { requestFingerprint, runIdempotently, type EffectResult, type Tx } from '../idempotency';
+import { chargeChanged, chargeEvent } from '../effects';
 import { chargeJson, listJson, newChargeId, type ChargeRow, type ChargeStatus } from '../objects';
 import { paymentMethodBehaviour, type PaymentMethodBehaviour } from '../payment-methods';
 import type { SandboxDeps } from '../deps';
@@ -21,6 +22,8 @@ const createChargeBody = z.strictObject({
   capture: z.boolean(),
   reference: z.string().min(1).max(255),
   description: z.string().max(1000).nullish(),
+  /** Where the challenge page sends the customer back (methods that need authentication). */
+  return_url: z.url({ protocol: /^https?$/ }).max(2000).nullish(),
 });
 type CreateChargeParams = z.output<typeof createChargeBody>;
 
@@ -46,28 +49,48 @@ async function lockCharge(tx: Tx, id: string): Promise<ChargeRow> {
   return row;
 }
 
-const invalidState = (row: ChargeRow, action: string, allowed: ChargeStatus) =>
-  invalidRequest('invalid_state', `Charge ${row.id} has status '${row.status}'; only a '${allowed}' charge can be ${action}.`);
+const invalidState = (row: ChargeRow, action: string, allowed: ChargeStatus | ChargeStatus[]) => {
+  const list = [allowed].flat();
+  return invalidRequest(
+    'invalid_state',
+    `Charge ${row.id} has status '${row.status}'; only a ${list.map((s) => `'${s}'`).join(' or ')} charge can be ${action}.`,
+  );
+};
 
 async function insertCharge(
   tx: Tx,
+  deps: SandboxDeps,
   key: string,
   params: CreateChargeParams,
   behaviour: PaymentMethodBehaviour,
 ): Promise<EffectResult> {
   const decline = behaviour.kind === 'decline' ? behaviour : null;
-  const status: ChargeStatus = decline ? 'declined' : params.capture ? 'succeeded' : 'requires_capture';
+  const status: ChargeStatus = decline
+    ? 'declined'
+    : behaviour.kind === 'challenge'
+      ? 'requires_action'
+      : behaviour.kind === 'async'
+        ? 'processing'
+        : params.capture
+          ? 'succeeded'
+          : 'requires_capture';
+  const id = newChargeId();
+  const challengeUrl = status === 'requires_action' ? `${deps.runtime.publicUrl}/challenge/${id}` : null;
   const [row] = await tx<ChargeRow[]>`
     INSERT INTO sandbox.charges (
       id, status, amount_minor, amount_captured_minor, currency, payment_method, reference,
-      description, idempotency_key, failure_code, failure_message
+      description, idempotency_key, failure_code, failure_message,
+      capture, return_url, challenge_url, challenge_state, settle_at
     ) VALUES (
-      ${newChargeId()}, ${status}, ${params.amount_minor},
+      ${id}, ${status}, ${params.amount_minor},
       ${status === 'succeeded' ? params.amount_minor : 0}, ${params.currency}, ${params.payment_method},
       ${params.reference}, ${params.description ?? null}, ${key},
-      ${decline?.code ?? null}, ${decline?.message ?? null}
+      ${decline?.code ?? null}, ${decline?.message ?? null},
+      ${params.capture}, ${params.return_url ?? null}, ${challengeUrl}, ${challengeUrl ? 'pending' : null},
+      ${status === 'processing' ? deps.sql`clock_timestamp() + ${deps.config.asyncSettleMs}::int * interval '1 millisecond'` : null}
     )
     RETURNING *`;
+  await chargeChanged(tx, deps, row!);
   const charge = chargeJson(row!);
   if (decline) {
     return { status: 402, body: { error: { type: 'card_error', code: decline.code, message: decline.message, charge } } };
@@ -100,7 +123,7 @@ export function chargeRoutes(deps: SandboxDeps) {
       const stored = await runIdempotently(
         sql,
         scope,
-        (tx) => insertCharge(tx, key, params, behaviour),
+        (tx) => insertCharge(tx, deps, key, params, behaviour),
         async () => {
           if (behaviour.kind === 'flaky' && (await flakyAttemptFails(deps, key))) {
             throw new SandboxError(503, 'api_error', 'service_unavailable', 'The sandbox is briefly unavailable (pm_card_flaky); retry with the same key.');
@@ -130,9 +153,10 @@ export function chargeRoutes(deps: SandboxDeps) {
         }
         // A partial capture releases the rest of the authorization: it can never be captured later.
         const [row] = await tx<ChargeRow[]>`
-          UPDATE sandbox.charges SET status = 'succeeded', amount_captured_minor = ${amount}
+          UPDATE sandbox.charges SET status = 'succeeded', amount_captured_minor = ${amount}, updated_at = clock_timestamp()
           WHERE id = ${id}
           RETURNING *`;
+        await chargeChanged(tx, deps, row!);
         return { status: 200, body: chargeJson(row!) };
       });
       return sendStored(c, stored);
@@ -150,9 +174,17 @@ export function chargeRoutes(deps: SandboxDeps) {
       };
       const stored = await runIdempotently(sql, scope, async (tx) => {
         const charge = await lockCharge(tx, id);
-        if (charge.status !== 'requires_capture') throw invalidState(charge, 'voided', 'requires_capture');
+        // A charge waiting for its customer's challenge can be voided too: the challenge then
+        // shows "expired" and completing it changes nothing.
+        if (charge.status !== 'requires_capture' && charge.status !== 'requires_action') {
+          throw invalidState(charge, 'voided', ['requires_capture', 'requires_action']);
+        }
         const [row] = await tx<ChargeRow[]>`
-          UPDATE sandbox.charges SET status = 'canceled' WHERE id = ${id} RETURNING *`;
+          UPDATE sandbox.charges
+          SET status = 'canceled', updated_at = clock_timestamp(),
+              challenge_state = CASE WHEN challenge_state = 'pending' THEN 'expired' ELSE challenge_state END
+          WHERE id = ${id} RETURNING *`;
+        await chargeEvent(tx, deps, row!);
         return { status: 200, body: chargeJson(row!) };
       });
       return sendStored(c, stored);

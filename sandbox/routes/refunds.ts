@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { invalidRequest, notFound } from '../errors';
 import { parseJsonBody, parseParams, requireIdempotencyKey, sendStored } from '../http';
 import { requestFingerprint, runIdempotently } from '../idempotency';
+import { chargeEvent, recordRefundTransaction, refundEvent } from '../effects';
 import { listJson, newRefundId, refundJson, type ChargeRow, type RefundRow } from '../objects';
 import { paymentMethodBehaviour } from '../payment-methods';
 import { amountMinor } from './charges';
@@ -23,7 +24,8 @@ const listRefundsQuery = z
     message: 'give exactly one of idempotency_key or charge',
   });
 
-export function refundRoutes({ sql, config }: SandboxDeps) {
+export function refundRoutes(deps: SandboxDeps) {
+  const { sql, config } = deps;
   return new Hono()
     .post('/', async (c) => {
       const key = requireIdempotencyKey(c);
@@ -62,10 +64,15 @@ export function refundRoutes({ sql, config }: SandboxDeps) {
           )
           RETURNING *`;
         // A failed refund moves no money, so only a successful one counts against the capture.
+        await refundEvent(tx, deps, refund!);
         if (!fails) {
-          await tx`
-            UPDATE sandbox.charges SET amount_refunded_minor = amount_refunded_minor + ${params.amount_minor}
-            WHERE id = ${charge.id}`;
+          const [updated] = await tx<ChargeRow[]>`
+            UPDATE sandbox.charges
+            SET amount_refunded_minor = amount_refunded_minor + ${params.amount_minor}, updated_at = clock_timestamp()
+            WHERE id = ${charge.id}
+            RETURNING *`;
+          await recordRefundTransaction(tx, deps, refund!, updated!);
+          await chargeEvent(tx, deps, updated!, 'charge.refunded');
         }
         return { status: 200, body: refundJson(refund!) };
       });

@@ -7,6 +7,7 @@ import {
   type CreateChargeRequest,
 } from '../../provider/types';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
+import { chargeRequest, unique } from '../helpers/charge-request';
 import { fileDatabaseUrl } from '../helpers/database';
 
 /**
@@ -30,19 +31,7 @@ afterAll(async () => {
   await sandbox?.close();
 });
 
-const unique = (prefix: string) => `${prefix}_${randomBytes(6).toString('hex')}`;
 
-function chargeRequest(overrides: Partial<CreateChargeRequest> = {}): CreateChargeRequest {
-  return {
-    idempotencyKey: unique('key'),
-    amountMinor: 2_500,
-    currency: 'EUR',
-    paymentMethod: 'pm_card_visa',
-    capture: true,
-    reference: unique('pay'),
-    ...overrides,
-  };
-}
 
 interface RawResponse {
   status: number;
