@@ -12,6 +12,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { getPayment, listPayments, paymentStatus } from '../../db/payments';
 import type { IdempotencyRecord } from '../../db/idempotency-records';
 import { ApiError, errorResponse, type ApiErrorType } from '../../domain/errors';
+import { commandRefusal, statusesAccepting } from '../../domain/payment-lifecycle';
 import { newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
 import { paymentLocation, paymentResource } from '../../domain/resources';
 import {
@@ -47,8 +48,11 @@ const createPayment = createRoute({
   summary: 'Create a payment (idempotent)',
   description:
     'Charges the payment method once, however often the request is delivered. 201 when `succeeded` or `requires_capture`; ' +
-    '402 `card_declined` (the body carries the declined payment); 202 while still `processing`; 409 `order_already_paid` ' +
-    'when the order already has a live or paid payment (no charge is made).',
+    '402 `card_declined` (the body carries the declined payment); 409 `order_already_paid` when the order already has a live ' +
+    'or paid payment (no charge is made). 202 when the outcome must be waited for: `requires_action` (send the customer to ' +
+    '`next_action.redirect_to_url.url`; they come back to your `return_url`) or `processing` (an asynchronous method such as a ' +
+    'SEPA debit). That 202 is the key\'s recorded answer and replays byte for byte; `GET /v1/payments/{id}` shows where the ' +
+    'payment stands now, and the `payment.*` events tell you when it settles.',
   parameters: [idempotencyKeyParameter],
   request: { body: { content: jsonContent(CreatePaymentBody), required: true } },
   responses: {
@@ -81,7 +85,7 @@ const capturePayment = createRoute({
   path: '/v1/payments/{id}/capture',
   tags: ['Payments'],
   summary: 'Capture a manual-capture payment (idempotent)',
-  description: 'Captures all of the authorization, or `amount_minor` of it. 409 when the payment is not awaiting capture.',
+  description: `Captures all of the authorization, or \`amount_minor\` of it. 409 unless the payment is ${statusesAccepting('capture').map((s) => `\`${s}\``).join(' or ')}.`,
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CapturePaymentBody), required: false } },
   responses: {
@@ -95,7 +99,8 @@ const cancelPayment = createRoute({
   method: 'post',
   path: '/v1/payments/{id}/cancel',
   tags: ['Payments'],
-  summary: 'Cancel (void) a manual-capture payment (idempotent)',
+  summary: 'Cancel (void) a payment that waits for capture or for its customer (idempotent)',
+  description: `Voids the authorization, or the customer's pending 3-D Secure challenge. 409 unless the payment is ${statusesAccepting('cancel').map((s) => `\`${s}\``).join(' or ')}.`,
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CancelPaymentBody), required: false } },
   responses: {
@@ -276,7 +281,8 @@ async function sendCommand(
     if (error instanceof WorkflowNotFoundError || /already completed/i.test(String((error as Error)?.message))) {
       // The payment's workflow has finished: it is no longer awaiting capture.
       const status = await paymentStatus(deps.sql, record.resource_id);
-      return { kind: 'decided', response: errorResponse(notAllowed, `payment ${record.resource_id} is ${status ?? 'not awaiting capture'}`) };
+      const message = status ? commandRefusal(record.resource_id, status, kind) : `payment ${record.resource_id} is not awaiting a command`;
+      return { kind: 'decided', response: errorResponse(notAllowed, message) };
     }
     throw error;
   }
