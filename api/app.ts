@@ -15,6 +15,7 @@ import { AuthFailureLimit, metricsAccess, securityHeaders, tenantRateLimit } fro
 import { credentialRoutes } from './routes/credentials';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
+import { reconciliationRoutes } from './routes/reconciliation';
 import { eventRoutes } from './routes/events';
 import { paymentRoutes } from './routes/payments';
 import { refundRoutes } from './routes/refunds';
@@ -91,6 +92,7 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
 
   app.use('/admin/*', adminOnly(deps, authFailures), jsonBody());
   app.route('/', adminRoutes(deps));
+  app.route('/', reconciliationRoutes(deps));
   app.route('/', credentialRoutes(deps));
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'apiKey', { type: 'http', scheme: 'bearer', description: 'The tenant API key (sk_…).' });

@@ -167,10 +167,11 @@ export function withinTemporalDeadline<T>(deps: ApiDeps, call: () => Promise<T>)
 }
 
 /**
- * The workflows the worker registers, by the type name their histories record (their export
+ * The workflows an API operation starts, by the type name their histories record (their export
  * name in workflows/index.ts). Imported as types only: the API never loads workflow code.
+ * (The periodic jobs' workflows are started by their Schedules, never by a request.)
  */
-type Workflows = typeof workflows;
+type Workflows = Pick<typeof workflows, 'paymentWorkflow' | 'refundWorkflow'>;
 export type WorkflowType = keyof Workflows;
 
 /**

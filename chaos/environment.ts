@@ -127,7 +127,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
           temporalAddress: common.TEMPORAL_ADDRESS,
           taskQueue: TASK_QUEUE,
           providerUrl: proxy.url,
-          env: { ...common, PROVIDER_TIMEOUT_MS: '5000', RECONCILE_INTERVAL_SECONDS: '10', LOG_LEVEL: 'warn', ...(killAt ? { CHAOS_KILL_AT: killAt } : {}) },
+          env: { ...common, PROVIDER_TIMEOUT_MS: '5000', LOG_LEVEL: 'warn', ...(killAt ? { CHAOS_KILL_AT: killAt } : {}) },
           logsDir: options.logsDir,
         },
         240_000,

@@ -19,7 +19,7 @@ import { SandboxProvider } from '../provider/sandbox-client';
 import { startSandbox, type RunningSandbox } from '../sandbox/server';
 import type { WebhookFaults } from '../sandbox/deps';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
-import { Reconciler } from '../worker/reconciler';
+import { Reconciliation } from '../worker/reconciliation';
 import { RetentionJob } from '../worker/retention';
 import { AbandonedRunSweeper } from '../worker/abandoned-runs';
 import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../lib/webhook-target';
@@ -96,10 +96,13 @@ export interface Stack {
   /** The API's config, for other API processes on the same database (startApi). */
   apiConfig: ApiConfig;
   relay: OutboxRelay;
+  /**
+   * The periodic jobs' passes, for tests to run directly. The stack creates no Schedules (a
+   * worker process does at start: worker/schedules.ts); a test that wants them calls ensureSchedules.
+   */
   retention: RetentionJob;
-  /** Not started: tests run its passes (worker/process.ts runs it on a timer). */
   abandonedRuns: AbandonedRunSweeper;
-  reconciler: Reconciler;
+  reconciliation: Reconciliation;
   worker: Worker | null;
   adminToken: string;
   createTenant(name?: string): Promise<Tenant>;
@@ -133,6 +136,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const sandboxWebhookSecret = options.sandbox?.webhookSecret ?? randomBytes(24).toString('hex');
     const provider = new SandboxProvider({ baseUrl: sandbox.url, timeoutMs: options.providerTimeoutMs ?? 1500, webhookSecret: sandboxWebhookSecret });
 
+    // Before the worker: the jobs' activities use this client (the abandoned-run sweep).
+    const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
+    closers.push(() => connection.close());
+    const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter });
+    const retentionSeconds = options.api?.IDEMPOTENCY_RETENTION_SECONDS ?? 72 * 3600;
+
     const workerMetrics = createWorkerMetrics();
     let worker: Worker | null = null;
     let stopWorker = async () => {};
@@ -143,7 +152,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         connection: workerConnection,
         namespace,
         taskQueue,
-        deps: { sql, provider, metrics: workerMetrics },
+        deps: { sql, provider, metrics: workerMetrics, providerName: 'sandbox', logger, temporal, retentionSeconds },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
@@ -177,9 +186,6 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await relay.start();
     closers.push(() => relay.stop());
 
-    const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
-    closers.push(() => connection.close());
-    const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter });
     const completions = new CompletionWaiter(sql, logger);
     await completions.start();
     closers.push(() => completions.stop());
@@ -187,7 +193,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const apiConfig: ApiConfig = {
       ADMIN_TOKEN: adminToken,
       TASK_QUEUE: taskQueue,
-      IDEMPOTENCY_RETENTION_SECONDS: 72 * 3600,
+      IDEMPOTENCY_RETENTION_SECONDS: retentionSeconds,
       IDEMPOTENCY_WAIT_MS: 10_000,
       TEMPORAL_RPC_TIMEOUT_MS: 3000,
       AUTHORIZATION_WINDOW_SECONDS: 3600,
@@ -247,9 +253,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       workerMetrics,
       apiConfig,
       relay,
-      retention: new RetentionJob(sql, logger, 60_000),
-      abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }, 60_000),
-      reconciler: new Reconciler({ sql, provider, metrics: workerMetrics, logger }, 60_000),
+      retention: new RetentionJob(sql, logger),
+      abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }),
+      reconciliation: new Reconciliation({ sql, providers: { sandbox: provider }, metrics: workerMetrics, logger }),
       get worker() {
         return worker;
       },

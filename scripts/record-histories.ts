@@ -125,6 +125,12 @@ async function paidPayment(ctx: Context, method = 'pm_card_visa'): Promise<{ id:
   return response.json;
 }
 
+/** Makes a difference at the sandbox PSP (POST /_sandbox/discrepancies), as its dashboard would. */
+async function injectDiscrepancy(ctx: Context, body: Record<string, unknown>): Promise<void> {
+  const response = await fetch(`${ctx.stack.sandboxUrl}/_sandbox/discrepancies`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  if (!response.ok) throw new Error(`discrepancy injection: HTTP ${response.status} ${await response.text()}`);
+}
+
 const scenarios: Scenario[] = [
   {
     name: 'success',
@@ -313,6 +319,29 @@ const scenarios: Scenario[] = [
       await freezeMerchantAccount(ctx, 'SEK');
       expectStatus(await ctx.api.post(`/v1/payments/${created.json.id}/capture`, {}, key('capture')), 402, 'capture on a frozen ledger account');
       return [{ name: 'capture-compensation', workflowId: created.json.workflow_id, shows: 'The ledger refuses a manual capture: the compensation swapped from void to refund runs, and the capture update answers with why.', check: hasActivity('refundCharge') }];
+    },
+  },
+  {
+    name: 'reconciliation',
+    async run(ctx) {
+      const from = new Date();
+      const payment = await paidPayment(ctx);
+      const [charge] = await ctx.stack.sql<{ provider_charge_id: string }[]>`SELECT provider_charge_id FROM payments WHERE id = ${payment.id}`;
+      await injectDiscrepancy(ctx, { kind: 'direct_charge', reference: payment.id, amount_minor: 1000, currency: 'EUR' });
+      await injectDiscrepancy(ctx, { kind: 'dashboard_refund', charge_id: charge!.provider_charge_id, amount_minor: 100 });
+      const workflowId = key('reconciliation');
+      // An explicit window around the scenario; a Schedule's run computes its window from its scheduled time instead.
+      await ctx.stack.temporal.workflow.start('reconciliationWorkflow', {
+        taskQueue: ctx.stack.taskQueue,
+        workflowId,
+        args: [{ providers: ['sandbox'], window: { kind: 'explicit', from: from.toISOString(), to: new Date(Date.now() + 1).toISOString() } }],
+      });
+      return [{
+        name: 'reconciliation',
+        workflowId,
+        shows: "The reconciliation workflow over one window: the sandbox PSP's report compared with payments, refunds and ledger, a duplicate charge and a dashboard refund found and recorded.",
+        check: hasActivity('reconcileProviderWindow'),
+      }];
     },
   },
   {

@@ -9,26 +9,15 @@ import type { PaymentProvider } from '../provider/types';
  * out, or never started and long since given up) and settles each with one stable answer
  * (db/abandoned.ts), so no idempotency record stays `running` for good, whether or not the
  * client ever retries. The API does the same when a retry finds such a run first; the
- * first recording wins either way.
+ * first recording wins either way. Run by abandonedRunSweepWorkflow on its Temporal Schedule
+ * (worker/schedules.ts), never by a timer in the process.
  */
 export class AbandonedRunSweeper {
-  private timer: NodeJS.Timeout | null = null;
-
   constructor(
     private readonly deps: { sql: Sql; temporal: Client; provider: PaymentProvider; logger: Logger; retentionSeconds: number },
-    private readonly intervalMs: number,
     /** A run younger than this may still be starting: left alone. */
     private readonly minAgeSeconds = 60,
   ) {}
-
-  start(): void {
-    this.timer = setInterval(() => void this.runOnce().catch((err) => this.deps.logger.warn({ err }, 'abandoned-run sweep failed')), this.intervalMs);
-    this.timer.unref();
-  }
-
-  stop(): void {
-    if (this.timer) clearInterval(this.timer);
-  }
 
   /** Settles what it finds (at most `limit` records looked at); returns how many were settled. */
   async runOnce(limit = 200, minAgeSeconds = this.minAgeSeconds): Promise<number> {

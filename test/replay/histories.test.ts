@@ -90,7 +90,7 @@ describe('the recorded histories', () => {
     }
   });
 
-  it('cover every scenario of the payment and refund workflows', () => {
+  it('cover every scenario of the payment, refund and reconciliation workflows', () => {
     const scenarios = new Set(index.map((e) => e.scenario));
     for (const scenario of [
       'success',
@@ -113,10 +113,11 @@ describe('the recorded histories', () => {
       'three-ds-webhook-lost',
       'sepa-succeeded',
       'sepa-failed',
+      'reconciliation',
     ]) {
       expect(scenarios, scenario).toContain(scenario);
     }
-    expect(new Set(index.map((e) => e.workflowType))).toEqual(new Set(['paymentWorkflow', 'refundWorkflow']));
+    expect(new Set(index.map((e) => e.workflowType))).toEqual(new Set(['paymentWorkflow', 'refundWorkflow', 'reconciliationWorkflow']));
     // The retry scenarios really retried; the lost response was resolved without a second charge activity.
     expect(entry('lost-response.json').maxActivityAttempt).toBeGreaterThanOrEqual(2);
     expect(entry('lost-response.json').activities).toEqual(['chargePayment']);
