@@ -7,6 +7,7 @@ import { paymentDataConverter } from '../lib/data-converter';
 import { connectTemporal } from '../lib/temporal';
 import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { createApp } from './app';
+import { providerWebhookReceiver } from './routes/provider-webhooks';
 import { CompletionWaiter } from './completions';
 
 /** The API process: parse the environment, build the app from real dependencies, serve it. */
@@ -18,7 +19,7 @@ const temporal = await connectTemporal(temporalConnectionSettings(config), confi
 const completions = new CompletionWaiter(sql, logger);
 await completions.start();
 
-const app = createApp({ sql, temporal, completions, config, logger, metrics: createApiMetrics() });
+const app = createApp({ sql, temporal, completions, config, logger, metrics: createApiMetrics(), providerWebhooks: providerWebhookReceiver(config) });
 const server = serve({ fetch: app.fetch, port: config.PORT, hostname: config.HOST }, (info) =>
   logger.info({ host: config.HOST, port: info.port }, `api listening on http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${info.port}`),
 );

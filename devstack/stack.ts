@@ -207,11 +207,13 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       ...options.api,
     };
     const apiMetrics = createApiMetrics();
+    // The API verifies the sandbox's webhooks with the worker's client (it holds the shared secret).
+    const providerWebhooks = { name: 'sandbox', verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => provider.verifyWebhook(raw, headers, now) };
     const startApi = async (overrides: Partial<ApiConfig> = {}, client: Client = temporal): Promise<RunningApi> => {
       // Its own completion listener when it talks to another Temporal (it is another process).
       const waiter = client === temporal ? completions : new CompletionWaiter(sql, logger);
       if (waiter !== completions) await waiter.start();
-      const app = createApp({ sql, temporal: client, completions: waiter, config: { ...apiConfig, ...overrides }, logger, metrics: createApiMetrics() });
+      const app = createApp({ sql, temporal: client, completions: waiter, config: { ...apiConfig, ...overrides }, logger, metrics: createApiMetrics(), providerWebhooks });
       const server = await new Promise<Server>((resolve) => {
         const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
       });
@@ -223,7 +225,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       closers.push(close);
       return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close };
     };
-    const app = createApp({ sql, temporal, completions, config: apiConfig, logger, metrics: apiMetrics });
+    const app = createApp({ sql, temporal, completions, config: apiConfig, logger, metrics: apiMetrics, providerWebhooks });
     const server = await new Promise<Server>((resolve) => {
       const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
     });

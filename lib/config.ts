@@ -86,8 +86,6 @@ const schema = z
     PROVIDER_POLL_FIRST_MS: z.coerce.number().int().positive().default(30_000),
     /** …up to this interval. */
     PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
-    /** The inbound PSP webhooks' secret (the sandbox's SANDBOX_WEBHOOK_SECRET, or Stripe's endpoint secret whsec_…). */
-    PROVIDER_WEBHOOK_SECRET: z.string().min(1).optional(),
     /** Which PSP the worker calls: the sandbox (PROVIDER_URL) or Stripe (STRIPE_API_KEY). */
     PROVIDER: z.enum(['sandbox', 'stripe']).default('sandbox'),
     STRIPE_API_KEY: z.string().min(1).optional(),
