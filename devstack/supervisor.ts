@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { Connection } from '@temporalio/client';
 import { createSql, ping } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
-import { assertSafeToListen, isLoopbackHost, loadConfig } from '../lib/config';
+import { assertSafeToListen, codecCorsOrigins, isLoopbackHost, loadConfig } from '../lib/config';
 import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
 import { httpStatus } from './ports';
 import { namespaceServed, projectRoot, startTemporalDevServer, type DevServer } from './temporal-cli';
@@ -43,6 +43,8 @@ const launcherSchema = z
     /** TEMPORAL_MODE=cluster: history shards (fixed once .data holds the cluster) and server processes. */
     TEMPORAL_CLUSTER_SHARDS: z.coerce.number().int().positive().default(8),
     TEMPORAL_CLUSTER_NODES: z.coerce.number().int().min(1).max(5).default(2),
+    /** TEMPORAL_MODE=cluster: "true" lets the Web UI terminate, cancel, signal and reset runs (off: it has no login). */
+    TEMPORAL_UI_WRITE_ACTIONS: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   });
 /** The launcher's own variables (lib/config.ts has the ones the API and worker share); set in main(). */
 let launcherEnv: z.output<typeof launcherSchema>;
@@ -218,7 +220,7 @@ async function main(): Promise<void> {
   const worker = startService('worker', 'worker/main.ts', common);
   startService('api', 'api/main.ts', { ...common, PORT: String(launcherEnv.PORT), HOST: apiHost });
   // The Web UI's page calls the codec server from the browser: its origin must be allowed.
-  const uiOrigins = [`http://127.0.0.1:${launcherEnv.TEMPORAL_UI_PORT}`, `http://localhost:${launcherEnv.TEMPORAL_UI_PORT}`, ...config.CODEC_CORS_ORIGINS];
+  const uiOrigins = [`http://127.0.0.1:${launcherEnv.TEMPORAL_UI_PORT}`, `http://localhost:${launcherEnv.TEMPORAL_UI_PORT}`, ...codecCorsOrigins(config)];
   if (codecUrl) startService('codec', 'lib/codec-server-main.ts', { ...common, CODEC_PORT: String(config.CODEC_PORT), CODEC_CORS_ORIGINS: [...new Set(uiOrigins)].join(','), HOST: '127.0.0.1' });
 
   const deadline = Date.now() + launcherEnv.START_READY_TIMEOUT_SECONDS * 1000;
@@ -356,6 +358,7 @@ async function startCluster(databaseUrl: string, dataDir: string, namespace: str
     // TEMPORAL_PORT is the balancer's (started next); the nodes' frontends get ports of their own.
     uiPort: launcherEnv.TEMPORAL_UI_PORT,
     uiTemporalAddress: `127.0.0.1:${launcherEnv.TEMPORAL_PORT}`,
+    uiWriteActions: launcherEnv.TEMPORAL_UI_WRITE_ACTIONS,
     ...(codecUrl ? { uiCodecEndpoint: codecUrl } : {}),
     namespace,
     dataDir,

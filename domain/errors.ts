@@ -24,6 +24,7 @@ export const errorStatus = {
   capture_exceeds_authorized: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  misdirected_request: 421,
   idempotency_key_reused: 422,
   rate_limited: 429,
   internal_error: 500,

@@ -80,6 +80,7 @@ const errorDescriptions: Record<ApiErrorType, string> = {
   capture_exceeds_authorized: 'The capture amount is above the authorized amount.',
   payload_too_large: 'The body is larger than 64 KiB.',
   unsupported_media_type: 'The body is not `application/json`.',
+  misdirected_request: 'The `Host` header names no host this service answers for (`HTTP_ALLOWED_HOSTS`): a defence against DNS rebinding.',
   idempotency_key_reused: 'This key was used for a different request (another body or path). Nothing was executed.',
   rate_limited: 'Over the rate limit (per tenant: reads and writes apart; per client address: failed authentications). Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the quota and what is left. Never recorded as an operation\'s outcome: a retry with the same Idempotency-Key runs normally.',
   internal_error: 'An unexpected error; quote the request id.',
