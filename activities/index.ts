@@ -1,6 +1,9 @@
+import type { Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
 import type { PaymentProvider } from '../provider/types';
 import type { WorkerMetrics } from '../lib/metrics';
+import { createLogger, type Logger } from '../lib/logger';
+import { createJobSteps, type JobSteps } from './job-steps';
 import { LedgerAccounts } from '../db/ledger';
 import { createPaymentSteps, type PaymentSteps } from './payment-steps';
 import { createProviderSteps } from './provider-steps';
@@ -11,6 +14,14 @@ export interface ActivityDeps {
   provider: PaymentProvider;
   /** Optional: outcome counters (the worker process passes its registry). */
   metrics?: WorkerMetrics;
+  /** The provider's configured name (`sandbox` or `stripe`): reconciliation runs record it. Default `sandbox`. */
+  providerName?: string;
+  /** The periodic jobs log their findings here (default: a silent logger). */
+  logger?: Logger;
+  /** The abandoned-run sweep asks Temporal how runs ended; without it that job fails (non-retryable). */
+  temporal?: Client;
+  /** How long idempotency outcomes are kept (IDEMPOTENCY_RETENTION_SECONDS; default 72 h). */
+  retentionSeconds?: number;
 }
 
 /**
@@ -20,7 +31,20 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   // One cache of ledger account ids for the process's database (db/ledger.ts).
   const accounts = new LedgerAccounts();
-  return { ...createPaymentSteps(deps.sql, deps.metrics, accounts), ...createRefundSteps(deps.sql, deps.metrics, accounts), ...createProviderSteps(deps.provider) };
+  const jobs = createJobSteps({
+    sql: deps.sql,
+    providers: { [deps.providerName ?? 'sandbox']: deps.provider },
+    ...(deps.metrics ? { metrics: deps.metrics } : {}),
+    logger: deps.logger ?? createLogger({ name: 'jobs', level: 'silent' }),
+    ...(deps.temporal ? { temporal: deps.temporal } : {}),
+    retentionSeconds: deps.retentionSeconds ?? 72 * 3600,
+  });
+  return {
+    ...createPaymentSteps(deps.sql, deps.metrics, accounts),
+    ...createRefundSteps(deps.sql, deps.metrics, accounts),
+    ...createProviderSteps(deps.provider),
+    ...jobs,
+  };
 }
 
 /** The database steps (run as local activities): the payment's and the refund's. */
@@ -28,3 +52,4 @@ export type RecordSteps = PaymentSteps & RefundSteps;
 export type { BeginPaymentResult } from './payment-steps';
 export type { BeginRefundResult } from './refund-steps';
 export type { ProviderSteps } from './provider-steps';
+export type { JobSteps };

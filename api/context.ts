@@ -5,6 +5,7 @@ import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import type { ApiMetrics, IdempotencyOutcome } from '../lib/metrics';
 import type { CompletionWaiter } from './completions';
+import type { ProviderWebhookReceiver } from './routes/provider-webhooks';
 
 /** What the API is built from; tests build it from the real PostgreSQL and Temporal too. */
 export interface ApiDeps {
@@ -37,6 +38,8 @@ export interface ApiDeps {
     >;
   logger: Logger;
   metrics: ApiMetrics;
+  /** The configured PSP's inbound webhooks (POST /provider_webhooks/{provider}); absent: none are received. */
+  providerWebhooks?: ProviderWebhookReceiver;
 }
 
 export interface AppEnv {

@@ -8,6 +8,7 @@ import { paymentDataConverter } from '../lib/data-converter';
 import { connectTemporal } from '../lib/temporal';
 import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { createApp } from './app';
+import { providerWebhookReceiver } from './routes/provider-webhooks';
 import { CompletionWaiter } from './completions';
 
 /** The API process: parse the environment, build the app from real dependencies, serve it. */
@@ -19,7 +20,7 @@ const temporal = await connectTemporal(temporalConnectionSettings(config), confi
 const completions = new CompletionWaiter(sql, logger);
 await completions.start();
 
-const app = createApp({ sql, temporal, completions, config, logger, metrics: createApiMetrics() });
+const app = createApp({ sql, temporal, completions, config, logger, metrics: createApiMetrics(), providerWebhooks: providerWebhookReceiver(config) });
 const server = await serveHttp(app.fetch, { port: config.PORT, hostname: config.HOST, limits: listenerLimits(config) });
 const { port } = server.address() as AddressInfo;
 logger.info({ host: config.HOST, port, allowed_hosts: config.HTTP_ALLOWED_HOSTS }, `api listening on http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`);

@@ -2,7 +2,9 @@ import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from '../domain/money';
 import { errorStatus } from '../domain/errors';
 import type { PaymentResource, RefundResource } from '../domain/resources';
+import type { EventPayload } from '../db/outbox';
 import { captureMethods, deliveryStatuses, eventTypes, paymentStatuses, refundStatuses } from '../shared/definitions';
+import { discrepancyKinds, reconciliationRunStatuses } from '../shared/jobs';
 import { paymentLifecycle } from '../domain/payment-lifecycle';
 
 /**
@@ -314,6 +316,9 @@ export const Event = z
     data: z.object({ object: z.union([Payment, Refund]) }),
   })
   .openapi('Event');
+// The stored event payload (db/outbox.ts) is what GET /v1/events/{id} and the webhooks send.
+const eventSchemaMatchesPayload: Same<z.output<typeof Event>, EventPayload> = true;
+void eventSchemaMatchesPayload;
 
 export const DeliveryAttempt = z
   .object({
@@ -415,3 +420,49 @@ export const ErrorBody = z
       .catchall(z.unknown()),
   })
   .openapi('Error');
+
+// Reconciliation with the PSP (admin; docs/CONTRACT.md "Reconciliation").
+
+export const ListReconciliationRunsQuery = z
+  .strictObject({ provider: text().min(1).max(64).optional().openapi({ description: 'Only this provider’s runs (e.g. `sandbox`, `stripe`).' }), ...paging })
+  .refine(oneCursor, oneCursorIssue);
+
+const Figures = z
+  .record(z.string(), z.unknown())
+  .nullable()
+  .openapi({ description: 'That side’s figures (amounts in minor units, currency, status, ids); null when that side has no such object.' });
+
+export const ReconciliationRun = z
+  .object({
+    id: z.string().openapi({ example: 'rcn_01jd6w8b3m4x0c2q7yk5h9t1ve' }),
+    object: z.literal('reconciliation_run'),
+    provider: z.string().openapi({ example: 'sandbox' }),
+    window: z.object({ from: z.string(), to: z.string() }).openapi({ description: 'The time window reconciled: balance transactions created in [from, to).' }),
+    status: z.enum(reconciliationRunStatuses).openapi({
+      description: '`running`; `clean` (no difference); `discrepancies` (see `discrepancy_count`); `failed` (the run could not finish: `error`).',
+    }),
+    started_at: z.string(),
+    finished_at: z.string().nullable(),
+    discrepancy_count: z.number().int(),
+    provider_transactions: z.number().int().openapi({ description: 'Balance transactions read from the PSP’s report (the window and a margin on each side).' }),
+    workflow_id: z.string().openapi({ description: 'The Temporal workflow that ran it (its Schedule’s id plus the scheduled time).' }),
+    error: z.string().nullable(),
+  })
+  .openapi('ReconciliationRun');
+
+export const Discrepancy = z
+  .object({
+    id: z.string().openapi({ example: 'dsc_01jd6w8b3m4x0c2q7yk5h9t1ve' }),
+    object: z.literal('reconciliation_discrepancy'),
+    kind: z.enum(discrepancyKinds),
+    payment_id: z.string().nullable().openapi({ description: 'Our payment, when there is one.' }),
+    refund_id: z.string().nullable(),
+    provider_reference: z.string().nullable().openapi({ description: 'The PSP’s charge or refund id, when there is one.' }),
+    ours: Figures,
+    provider: Figures,
+    first_run_id: z.string().openapi({ description: 'The run that first recorded it for this window: a re-run finds the same discrepancy, not a copy.' }),
+    created_at: z.string(),
+  })
+  .openapi('ReconciliationDiscrepancy');
+
+export const ReconciliationRunDetail = ReconciliationRun.extend({ discrepancies: z.array(Discrepancy) }).openapi('ReconciliationRunDetail');

@@ -101,39 +101,6 @@ export async function transitionPayment(db: Db, paymentId: string, change: Payme
   return payment ?? null;
 }
 
-/** A payment's effects as counted in PostgreSQL (the reconciler compares them to one each). */
-export interface PaymentEffectCounts {
-  id: string;
-  status: PaymentStatus;
-  updated_at: Date;
-  /** Ledger transactions of its capture (refunds excluded). */
-  ledger: number;
-  /** The largest number of events of any one type. */
-  max_events: number;
-}
-
-/**
- * Payments that left `processing` after `since` (oldest first, at most `limit`) with their
- * ledger and event counts. `eventTypes` are the payment's event types: its event keys are
- * businessEventKey.paymentEvent(id, type).
- */
-export async function paymentEffectCounts(db: Db, since: Date, limit: number, eventTypes: readonly string[]): Promise<PaymentEffectCounts[]> {
-  return db<PaymentEffectCounts[]>`
-    SELECT p.id, p.status, p.updated_at,
-           (SELECT count(*)::int FROM ledger_transactions t WHERE t.payment_id = p.id AND t.refund_id IS NULL) AS ledger,
-           -- Why: exact keys use the (tenant_id, event_key) index; LIKE 'payment:<id>:%' scanned
-           -- all of the tenant's events per payment, a cost growing with history (npm run bench).
-           (SELECT coalesce(max(n), 0)::int FROM (
-              SELECT count(*) AS n FROM outbox_events e
-              WHERE e.tenant_id = p.tenant_id
-                AND e.event_key = ANY (ARRAY(SELECT 'payment:' || p.id || ':' || t FROM unnest(${eventTypes as string[]}::text[]) AS t))
-              GROUP BY e.type) per_type) AS max_events
-    FROM payments p
-    WHERE p.updated_at > ${since} AND p.status <> 'processing'
-    ORDER BY p.updated_at
-    LIMIT ${limit}`;
-}
-
 /** Newest first, paged by id (ids sort by creation time). */
 export async function listPayments(db: Db, tenantId: string, query: PageQuery & { orderId?: string }): Promise<Page<PaymentRow>> {
   const rows = await db<PaymentRow[]>`

@@ -18,7 +18,7 @@ import { SandboxProvider } from '../provider/sandbox-client';
 import { startSandbox, type RunningSandbox } from '../sandbox/server';
 import type { WebhookFaults } from '../sandbox/deps';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
-import { Reconciler } from '../worker/reconciler';
+import { Reconciliation } from '../worker/reconciliation';
 import { RetentionJob } from '../worker/retention';
 import { AbandonedRunSweeper } from '../worker/abandoned-runs';
 import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../lib/webhook-target';
@@ -95,10 +95,13 @@ export interface Stack {
   /** The API's config, for other API processes on the same database (startApi). */
   apiConfig: ApiConfig;
   relay: OutboxRelay;
+  /**
+   * The periodic jobs' passes, for tests to run directly. The stack creates no Schedules (a
+   * worker process does at start: worker/schedules.ts); a test that wants them calls ensureSchedules.
+   */
   retention: RetentionJob;
-  /** Not started: tests run its passes (worker/process.ts runs it on a timer). */
   abandonedRuns: AbandonedRunSweeper;
-  reconciler: Reconciler;
+  reconciliation: Reconciliation;
   worker: Worker | null;
   adminToken: string;
   createTenant(name?: string): Promise<Tenant>;
@@ -132,6 +135,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const sandboxWebhookSecret = options.sandbox?.webhookSecret ?? randomBytes(24).toString('hex');
     const provider = new SandboxProvider({ baseUrl: sandbox.url, timeoutMs: options.providerTimeoutMs ?? 1500, webhookSecret: sandboxWebhookSecret });
 
+    // Before the worker: the jobs' activities use this client (the abandoned-run sweep).
+    const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
+    closers.push(() => connection.close());
+    const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter });
+    const retentionSeconds = options.api?.IDEMPOTENCY_RETENTION_SECONDS ?? 72 * 3600;
+
     const workerMetrics = createWorkerMetrics();
     let worker: Worker | null = null;
     let stopWorker = async () => {};
@@ -142,7 +151,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         connection: workerConnection,
         namespace,
         taskQueue,
-        deps: { sql, provider, metrics: workerMetrics },
+        deps: { sql, provider, metrics: workerMetrics, providerName: 'sandbox', logger, temporal, retentionSeconds },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
@@ -176,9 +185,6 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await relay.start();
     closers.push(() => relay.stop());
 
-    const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
-    closers.push(() => connection.close());
-    const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter });
     const completions = new CompletionWaiter(sql, logger);
     await completions.start();
     closers.push(() => completions.stop());
@@ -186,7 +192,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const apiConfig: ApiConfig = {
       ADMIN_TOKEN: adminToken,
       TASK_QUEUE: taskQueue,
-      IDEMPOTENCY_RETENTION_SECONDS: 72 * 3600,
+      IDEMPOTENCY_RETENTION_SECONDS: retentionSeconds,
       IDEMPOTENCY_WAIT_MS: 10_000,
       TEMPORAL_RPC_TIMEOUT_MS: 3000,
       AUTHORIZATION_WINDOW_SECONDS: 3600,
@@ -200,11 +206,13 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       ...options.api,
     };
     const apiMetrics = createApiMetrics();
+    // The API verifies the sandbox's webhooks with the worker's client (it holds the shared secret).
+    const providerWebhooks = { name: 'sandbox', verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => provider.verifyWebhook(raw, headers, now) };
     const startApi = async (overrides: Partial<ApiConfig> = {}, client: Client = temporal): Promise<RunningApi> => {
       // Its own completion listener when it talks to another Temporal (it is another process).
       const waiter = client === temporal ? completions : new CompletionWaiter(sql, logger);
       if (waiter !== completions) await waiter.start();
-      const app = createApp({ sql, temporal: client, completions: waiter, config: { ...apiConfig, ...overrides }, logger, metrics: createApiMetrics() });
+      const app = createApp({ sql, temporal: client, completions: waiter, config: { ...apiConfig, ...overrides }, logger, metrics: createApiMetrics(), providerWebhooks });
       const server = await serveHttp(app.fetch, { port: 0, hostname: '127.0.0.1', limits: listenerLimits({ ...apiConfig, ...overrides }) });
       const close = async () => {
         server.closeAllConnections();
@@ -214,7 +222,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       closers.push(close);
       return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close };
     };
-    const app = createApp({ sql, temporal, completions, config: apiConfig, logger, metrics: apiMetrics });
+    const app = createApp({ sql, temporal, completions, config: apiConfig, logger, metrics: apiMetrics, providerWebhooks });
     const server = await serveHttp(app.fetch, { port: 0, hostname: '127.0.0.1', limits: listenerLimits(apiConfig) });
     closers.push(async () => {
       server.closeAllConnections();
@@ -240,9 +248,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       workerMetrics,
       apiConfig,
       relay,
-      retention: new RetentionJob(sql, logger, 60_000),
-      abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }, 60_000),
-      reconciler: new Reconciler({ sql, provider, metrics: workerMetrics, logger }, 60_000),
+      retention: new RetentionJob(sql, logger),
+      abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }),
+      reconciliation: new Reconciliation({ sql, providers: { sandbox: provider }, metrics: workerMetrics, logger }),
       get worker() {
         return worker;
       },

@@ -63,6 +63,8 @@ export interface ClusterOptions {
   uiPort?: number;
   /** The codec server the Web UI decodes payloads through (lib/codec-server.ts). */
   uiCodecEndpoint?: string;
+  /** The frontend address the Web UI is given (default node 1's; `npm start` gives it the balancer's). */
+  uiTemporalAddress?: string;
   /**
    * Whether the Web UI offers terminate, cancel, signal, reset and batch actions. Off unless
    * set (TEMPORAL_UI_WRITE_ACTIONS=true): the UI has no login, and any payment's run could be
@@ -262,7 +264,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
         await untilNodeServes(node, namespace, connectTo);
       };
     }
-    if (options.uiPort) ui = await startUi(options.uiPort, nodes[0]!.address, namespace, options.dataDir, options.uiCodecEndpoint, options.uiWriteActions ?? false);
+    if (options.uiPort) ui = await startUi(options.uiPort, options.uiTemporalAddress ?? nodes[0]!.address, namespace, options.dataDir, options.uiCodecEndpoint, options.uiWriteActions ?? false);
   } catch (error) {
     await stop();
     throw error;

@@ -117,8 +117,6 @@ const schema = z
     PROVIDER_POLL_FIRST_MS: z.coerce.number().int().positive().default(30_000),
     /** …up to this interval. */
     PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
-    /** The inbound PSP webhooks' secret (the sandbox's SANDBOX_WEBHOOK_SECRET, or Stripe's endpoint secret whsec_…). */
-    PROVIDER_WEBHOOK_SECRET: z.string().min(1).optional(),
     /** Which PSP the worker calls: the sandbox (PROVIDER_URL) or Stripe (STRIPE_API_KEY). */
     PROVIDER: z.enum(['sandbox', 'stripe']).default('sandbox'),
     STRIPE_API_KEY: z.string().min(1).optional(),
@@ -138,10 +136,12 @@ const schema = z
     WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
     /** Worker: where the Temporal SDK's Prometheus exporter binds (scraped through WORKER_METRICS_PORT). */
     TEMPORAL_SDK_METRICS_ADDRESS: z.string().min(1).default('127.0.0.1:9465'),
-    /** Worker: how often recently finished payments are reconciled against the provider. */
-    RECONCILE_INTERVAL_SECONDS: seconds(15),
-    /** How often the retention job deletes expired idempotency records. */
+    /** The hourly reconciliation's Schedule covers this many whole hours before the current one. */
+    RECONCILIATION_LOOKBACK_HOURS: z.coerce.number().int().min(1).max(48).default(3),
+    /** The Schedules of the retention job and the abandoned-run sweeper: every this many seconds. */
     RETENTION_JOB_INTERVAL_SECONDS: seconds(300),
+    /** Worker: create or update the periodic jobs' Temporal Schedules at start (`off`: leave them to `npm run schedules`). */
+    WORKER_SCHEDULES: z.enum(['on', 'off']).default('on'),
     /** Worker: on SIGTERM, how long running activities may take to finish before they are cancelled. */
     WORKER_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(30),
     /** Worker: workflows kept in memory between tasks (sticky cache); each costs a V8 context's memory. */

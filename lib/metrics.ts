@@ -72,6 +72,18 @@ export function createWorkerMetrics() {
       labelNames: ['effect'] as const,
       registers: [registry],
     }),
+    reconciliationDiscrepancies: new Counter({
+      name: 'reconciliation_discrepancies_total',
+      help: 'New discrepancies found by reconciliation with the PSP, by provider and kind (each is also an error log line: alert on any increase).',
+      labelNames: ['provider', 'kind'] as const,
+      registers: [registry],
+    }),
+    reconciliationRuns: new Counter({
+      name: 'reconciliation_runs_total',
+      help: 'Reconciliation runs finished, by provider and status (clean, discrepancies, failed).',
+      labelNames: ['provider', 'status'] as const,
+      registers: [registry],
+    }),
     webhookAttempts: new Counter({
       name: 'webhook_delivery_attempts_total',
       help: 'Webhook delivery attempts by result (delivered, failed, gave_up).',

@@ -87,6 +87,32 @@ const retried = (facts: { maxActivityAttempt: number }) =>
 const hasActivity = (name: string) => (facts: { activities: string[] }) =>
   facts.activities.includes(name) ? null : `expected activity ${name}, got ${facts.activities.join(', ')}`;
 
+const hasPatch = (id: string) => (facts: { patches: string[] }) => (facts.patches.includes(id) ? null : `expected patch ${id}, got ${facts.patches.join(', ')}`);
+
+/** The merchant's page the challenge sends the customer back to (never fetched). */
+const RETURN_URL = 'http://127.0.0.1:9/return';
+
+/** The customer at the sandbox's challenge page: Approve or Deny (a form POST, answered 303 to the return_url). */
+async function completeChallenge(url: string, result: 'approve' | 'deny'): Promise<void> {
+  const response = await fetch(url, { method: 'POST', body: new URLSearchParams({ result }), redirect: 'manual' });
+  if (response.status !== 303) throw new Error(`challenge ${result}: expected 303, got ${response.status}`);
+}
+
+async function sandboxFaults(stack: Stack, faults: Record<string, number>): Promise<void> {
+  const response = await fetch(`${stack.sandboxUrl}/_sandbox/webhook_faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(faults) });
+  if (!response.ok) throw new Error(`sandbox webhook faults: ${response.status}`);
+}
+
+/** Repeats a request until it answers `status` (and `ready`), for up to 20 s. */
+async function untilStatus(call: () => Promise<ApiResponse>, status: number, ready: (r: ApiResponse) => boolean = () => true): Promise<ApiResponse> {
+  const until = Date.now() + 20_000;
+  for (;;) {
+    const response = await call();
+    if ((response.status === status && ready(response)) || Date.now() > until) return response;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 async function freezeMerchantAccount(ctx: Context, currency: string): Promise<void> {
   await ctx.stack.sql`
     INSERT INTO ledger_accounts (tenant_id, code, currency, frozen) VALUES (${ctx.tenant.id}, 'merchant_balance', ${currency}, true)
@@ -97,6 +123,12 @@ async function paidPayment(ctx: Context, method = 'pm_card_visa'): Promise<{ id:
   const response = await ctx.api.post('/v1/payments', automatic(method), key('pay'));
   expectStatus(response, 201, 'payment');
   return response.json;
+}
+
+/** Makes a difference at the sandbox PSP (POST /_sandbox/discrepancies), as its dashboard would. */
+async function injectDiscrepancy(ctx: Context, body: Record<string, unknown>): Promise<void> {
+  const response = await fetch(`${ctx.stack.sandboxUrl}/_sandbox/discrepancies`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  if (!response.ok) throw new Error(`discrepancy injection: HTTP ${response.status} ${await response.text()}`);
 }
 
 const scenarios: Scenario[] = [
@@ -172,6 +204,79 @@ const scenarios: Scenario[] = [
     },
   },
   {
+    name: 'three-ds-approved',
+    async run({ api }) {
+      const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
+      expectStatus(created, 202, '3-D Secure payment');
+      await completeChallenge(created.json.next_action.redirect_to_url.url, 'approve');
+      return [{ name: 'three-ds-approved', workflowId: created.json.workflow_id, shows: '3-D Secure: 202 requires_action, the customer approves the challenge, the PSP\'s webhook (chargeReport signal) settles it succeeded.', check: hasPatch('await-customer') }];
+    },
+  },
+  {
+    name: 'three-ds-denied',
+    async run({ api }) {
+      const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
+      expectStatus(created, 202, '3-D Secure payment');
+      await completeChallenge(created.json.next_action.redirect_to_url.url, 'deny');
+      return [{ name: 'three-ds-denied', workflowId: created.json.workflow_id, shows: '3-D Secure denied by the customer: declined authentication_failed.', check: hasPatch('await-customer') }];
+    },
+  },
+  {
+    name: 'three-ds-manual-capture',
+    async run({ api }) {
+      const created = await api.post('/v1/payments', { ...manual('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
+      expectStatus(created, 202, '3-D Secure authorization');
+      await completeChallenge(created.json.next_action.redirect_to_url.url, 'approve');
+      const captured = await untilStatus(() => api.post(`/v1/payments/${created.json.id}/capture`, {}, key('capture')), 200);
+      expectStatus(captured, 200, 'capture after the challenge');
+      return [{ name: 'three-ds-manual-capture', workflowId: created.json.workflow_id, shows: 'Manual capture after a challenge: requires_action, then requires_capture, then the capture update.', check: hasActivity('captureCharge') }];
+    },
+  },
+  {
+    name: 'three-ds-expired',
+    async run({ stack, tenant }) {
+      // A 2 s window instead of 15 min, polled every 0.5 s: the customer never comes back.
+      const shortWindow = await stack.startApi({ AUTHENTICATION_WINDOW_SECONDS: 2, PROVIDER_POLL_FIRST_MS: 500, PROVIDER_POLL_MAX_MS: 500 });
+      const api = apiClient(shortWindow.url, tenant.apiKey);
+      const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
+      expectStatus(created, 202, '3-D Secure payment');
+      return [{ name: 'three-ds-expired', workflowId: created.json.workflow_id, shows: 'An abandoned challenge: polled on a backoff, the window (2 s here) ends, the challenge is voided and the payment expired.', check: hasActivity('voidCharge') }];
+    },
+  },
+  {
+    name: 'three-ds-webhook-lost',
+    async run({ stack, tenant }) {
+      const polling = await stack.startApi({ PROVIDER_POLL_FIRST_MS: 500, PROVIDER_POLL_MAX_MS: 1000 });
+      const api = apiClient(polling.url, tenant.apiKey);
+      await sandboxFaults(stack, { loss: 1 });
+      try {
+        const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
+        expectStatus(created, 202, '3-D Secure payment');
+        await completeChallenge(created.json.next_action.redirect_to_url.url, 'approve');
+        await untilStatus(() => api.get(`/v1/payments/${created.json.id}`), 200, (r) => r.json.status === 'succeeded');
+        return [{ name: 'three-ds-webhook-lost', workflowId: created.json.workflow_id, shows: 'Every webhook lost: the workflow\'s own status poll (retrieveCharge) finds the approved charge and settles it.', check: hasActivity('retrieveCharge') }];
+      } finally {
+        await sandboxFaults(stack, { loss: 0 });
+      }
+    },
+  },
+  {
+    name: 'sepa-succeeded',
+    async run({ api }) {
+      const created = await api.post('/v1/payments', automatic('pm_sepa_debit'), key('sepa'));
+      expectStatus(created, 202, 'SEPA payment');
+      return [{ name: 'sepa-succeeded', workflowId: created.json.workflow_id, shows: 'An asynchronous method: 202 processing, then the PSP settles it succeeded (webhook).', check: hasPatch('await-settlement') }];
+    },
+  },
+  {
+    name: 'sepa-failed',
+    async run({ api }) {
+      const created = await api.post('/v1/payments', automatic('pm_sepa_debit_fails'), key('sepa'));
+      expectStatus(created, 202, 'SEPA payment');
+      return [{ name: 'sepa-failed', workflowId: created.json.workflow_id, shows: 'An asynchronous method that fails: 202 processing, then declined debit_failed.', check: hasPatch('await-settlement') }];
+    },
+  },
+  {
     name: 'refunds',
     async run(ctx) {
       const payment = await paidPayment(ctx);
@@ -214,6 +319,29 @@ const scenarios: Scenario[] = [
       await freezeMerchantAccount(ctx, 'SEK');
       expectStatus(await ctx.api.post(`/v1/payments/${created.json.id}/capture`, {}, key('capture')), 402, 'capture on a frozen ledger account');
       return [{ name: 'capture-compensation', workflowId: created.json.workflow_id, shows: 'The ledger refuses a manual capture: the compensation swapped from void to refund runs, and the capture update answers with why.', check: hasActivity('refundCharge') }];
+    },
+  },
+  {
+    name: 'reconciliation',
+    async run(ctx) {
+      const from = new Date();
+      const payment = await paidPayment(ctx);
+      const [charge] = await ctx.stack.sql<{ provider_charge_id: string }[]>`SELECT provider_charge_id FROM payments WHERE id = ${payment.id}`;
+      await injectDiscrepancy(ctx, { kind: 'direct_charge', reference: payment.id, amount_minor: 1000, currency: 'EUR' });
+      await injectDiscrepancy(ctx, { kind: 'dashboard_refund', charge_id: charge!.provider_charge_id, amount_minor: 100 });
+      const workflowId = key('reconciliation');
+      // An explicit window around the scenario; a Schedule's run computes its window from its scheduled time instead.
+      await ctx.stack.temporal.workflow.start('reconciliationWorkflow', {
+        taskQueue: ctx.stack.taskQueue,
+        workflowId,
+        args: [{ providers: ['sandbox'], window: { kind: 'explicit', from: from.toISOString(), to: new Date(Date.now() + 1).toISOString() } }],
+      });
+      return [{
+        name: 'reconciliation',
+        workflowId,
+        shows: "The reconciliation workflow over one window: the sandbox PSP's report compared with payments, refunds and ledger, a duplicate charge and a dashboard refund found and recorded.",
+        check: hasActivity('reconcileProviderWindow'),
+      }];
     },
   },
   {

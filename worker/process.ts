@@ -8,9 +8,7 @@ import { StripeProvider } from '../provider/stripe';
 import type { PaymentProvider } from '../provider/types';
 import { OutboxRelay } from './outbox-relay';
 import { webhookTargetPolicy } from '../lib/webhook-target';
-import { RetentionJob } from './retention';
-import { AbandonedRunSweeper } from './abandoned-runs';
-import { Reconciler } from './reconciler';
+import { ensureSchedules, scheduleSettings } from './schedules';
 import { installTemporalRuntime, serveWorkerMetrics } from './observability';
 import { createWorkerMetrics } from '../lib/metrics';
 import { listenerLimits } from '../lib/listener';
@@ -44,8 +42,9 @@ export function workerTuning(config: Pick<Config, 'WORKER_SHUTDOWN_GRACE_SECONDS
 }
 
 /**
- * The worker process: Temporal worker (workflows + activities), outbox relay, retention job
- * and reconciler, until SIGINT/SIGTERM. worker/main.ts runs it as is; the benchmark's worker
+ * The worker process: Temporal worker (workflows + activities, the periodic jobs' included)
+ * and outbox relay, until SIGINT/SIGTERM. At start it creates or updates the periodic jobs'
+ * Temporal Schedules (worker/schedules.ts): no job runs on a timer in this process. worker/main.ts runs it as is; the benchmark's worker
  * (bench/worker.ts) runs this same process with its floor workflow added, so both are
  * measured on one worker.
  */
@@ -62,7 +61,11 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
 
   const temporal = temporalConnectionSettings(config);
   const connection = await connectWithRetry(temporal);
-  const deps = { sql, provider, metrics };
+  // The jobs' client (Schedules, the sweeper's look at runs): the same data converter as the
+  // API's, since the Schedules' workflow arguments are payloads the workers decode.
+  const clientConnection = await Connection.connect(temporal);
+  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS) });
+  const deps = { sql, provider, metrics, providerName: config.PROVIDER, logger, temporal: client, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS };
   const worker = await createPaymentWorker({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
@@ -84,7 +87,6 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
     pollMs: 1000,
     targetPolicy: webhookTargetPolicy({ allowedCidrs: config.WEBHOOK_ALLOWED_CIDRS, allowHttp: config.WEBHOOK_ALLOW_HTTP }),
   }, metrics);
-  const reconciler = new Reconciler({ sql, provider, metrics, logger }, config.RECONCILE_INTERVAL_SECONDS * 1000);
   const metricsServer = serveWorkerMetrics({
     limits: listenerLimits(config),
     port: config.WORKER_METRICS_PORT,
@@ -94,16 +96,12 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
     beforeScrape: () => relay.measureBacklog(),
     logger,
   });
-  const retention = new RetentionJob(sql, logger, config.RETENTION_JOB_INTERVAL_SECONDS * 1000);
-  const clientConnection = await Connection.connect(temporal);
-  const abandonedRuns = new AbandonedRunSweeper(
-    { sql, temporal: new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE }), provider, logger, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS },
-    config.RETENTION_JOB_INTERVAL_SECONDS * 1000,
-  );
   await relay.start();
-  retention.start();
-  abandonedRuns.start();
-  reconciler.start();
+  if (config.WORKER_SCHEDULES === 'on') {
+    // Every worker does it at start, so a deploy brings the Schedules up to date; a failure
+    // leaves them as they were (npm run schedules retries it) and the worker still serves payments.
+    await ensureSchedules(client, scheduleSettings(config), logger).catch((err: unknown) => logger.error({ err }, 'periodic job schedules could not be created or updated'));
+  }
   const payloadKeys = config.TEMPORAL_PAYLOAD_KEYS?.map((k) => k.id) ?? 'off (payloads in clear)';
   logger.info({ taskQueue: config.TASK_QUEUE, temporal: describeTemporalConnection(temporal), payloadKeys }, 'worker running');
 
@@ -121,9 +119,6 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
 
   await worker.run();
   await relay.stop();
-  retention.stop();
-  abandonedRuns.stop();
-  reconciler.stop();
   metricsServer.close();
   await clientConnection.close();
   await connection.close();

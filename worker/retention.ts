@@ -5,25 +5,14 @@ import type { Logger } from '../lib/logger';
 /**
  * Deletes idempotency records whose retention window has passed, for finished operations
  * only (db/idempotency-records.ts). Once a key is gone, the domain constraints still refuse a second
- * payment for the order and a second ledger posting for the event.
+ * payment for the order and a second ledger posting for the event. Run by retentionWorkflow
+ * on its Temporal Schedule (worker/schedules.ts), never by a timer in the process.
  */
 export class RetentionJob {
-  private timer: NodeJS.Timeout | null = null;
-
   constructor(
     private readonly sql: Sql,
     private readonly logger: Logger,
-    private readonly intervalMs: number,
   ) {}
-
-  start(): void {
-    this.timer = setInterval(() => void this.runOnce().catch((err) => this.logger.warn({ err }, 'retention pass failed')), this.intervalMs);
-    this.timer.unref();
-  }
-
-  stop(): void {
-    if (this.timer) clearInterval(this.timer);
-  }
 
   async runOnce(): Promise<number> {
     let total = 0;

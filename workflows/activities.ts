@@ -3,7 +3,7 @@
  * each step safe to repeat.
  */
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
-import type { ProviderSteps, RecordSteps } from '../activities';
+import type { JobSteps, ProviderSteps, RecordSteps } from '../activities';
 import { FailureType } from '../shared/definitions';
 
 /**
@@ -29,7 +29,7 @@ export const records = proxyLocalActivities<RecordSteps>({
  * operation up by its sub-key before acting. Attempts are unlimited: a payment is never
  * given up while a charge may exist; only the provider's own refusal stops the retries.
  */
-export const provider = proxyActivities<ProviderSteps>({
+export const providerSteps = proxyActivities<ProviderSteps>({
   // Upper bound for one attempt; the provider client's own timeout ends a hung call sooner.
   startToCloseTimeout: '2 minutes',
   // The activity beats every second; 5 s of silence means its worker is gone.
@@ -43,12 +43,31 @@ export const provider = proxyActivities<ProviderSteps>({
 });
 
 /**
+ * The periodic jobs' passes (workflows/jobs.ts). Off the payment path: a failed pass is
+ * retried a few times, then its run is recorded as failed and the next scheduled run
+ * starts afresh; a job never retries forever behind the Schedule's back.
+ */
+export const jobs = proxyActivities<JobSteps>({
+  // A day's report is many pages; the activity heartbeats per page, so a dead worker is
+  // noticed within the heartbeat timeout, not after this bound.
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '2 minutes',
+  retry: {
+    initialInterval: '5 seconds',
+    backoffCoefficient: 2,
+    maximumInterval: '1 minute',
+    maximumAttempts: 5,
+    nonRetryableErrorTypes: ['JobMisconfigured'],
+  },
+});
+
+/**
  * What each step does, in an operator's words: Temporal's user metadata on each scheduled
  * activity, shown in the Web UI's timeline (encrypted like every payload, decoded by the
  * codec server). Set by the workflow interceptor (workflows/interceptors.ts). Fixed text
  * only: never an amount, a card token or a merchant's metadata.
  */
-export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps, string> = {
+export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps | keyof JobSteps, string> = {
   beginPayment: 'persist intent + order guard',
   chargePayment: 'charge at provider',
   recordChargeOutcome: 'record outcome + ledger + outbox',
@@ -63,4 +82,8 @@ export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps, 
   recordPaymentFailure: 'record failure + outbox',
   beginRefund: 'reserve refund under payment lock',
   recordRefundOutcome: 'record refund outcome + ledger + outbox',
+  reconcileProviderWindow: "compare the PSP's report with payments, refunds, ledger",
+  recordReconciliationFailure: 'record the reconciliation run as failed',
+  deleteExpiredIdempotencyRecords: 'delete expired idempotency records',
+  sweepAbandonedRuns: 'settle operations whose run ended without an outcome',
 };

@@ -1,3 +1,4 @@
 /** Every workflow the worker registers (this file is the bundle's entry point). */
 export { paymentWorkflow } from './payment';
 export { refundWorkflow } from './refund';
+export { abandonedRunSweepWorkflow, reconciliationWorkflow, retentionWorkflow } from './jobs';

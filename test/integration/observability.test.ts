@@ -35,6 +35,7 @@ describe('metrics', () => {
     const op = { operation: 'POST /v1/payments' };
     const before = await scrape();
     const workerBefore = await stack.workerMetrics.registry.metrics();
+    const windowFrom = new Date(Date.now() - 1000);
 
     const key = uniqueKey();
     const body = { order_id: uniqueKey('ord'), amount_minor: 500, currency: 'EUR', payment_method: 'pm_card_visa' };
@@ -53,7 +54,10 @@ describe('metrics', () => {
 
     await eventually(async () => receiver.deliveries.length >= 1);
     await eventually(async () => (await stack.sql`SELECT 1 FROM outbox_events WHERE tenant_id = ${tenant.id} AND delivery_state = 'delivered'`).length > 0);
-    expect(await stack.reconciler.runOnce(10_000)).toBeGreaterThan(0);
+    // Reconciliation of the test's window counts each payment's effects (worker/reconciliation.ts).
+    const window = { from: windowFrom.toISOString(), to: new Date(Date.now() + 1000).toISOString() };
+    const run = await stack.reconciliation.run({ runKey: uniqueKey('observability'), workflowId: 'observability-test', provider: 'sandbox', window });
+    expect(run.status).toBe('clean');
     await stack.relay.measureBacklog();
     const worker = await stack.workerMetrics.registry.metrics();
     expect(sample(worker, 'payment_outcomes_total', { status: 'succeeded' }) - sample(workerBefore, 'payment_outcomes_total', { status: 'succeeded' })).toBeGreaterThanOrEqual(1);
@@ -64,6 +68,7 @@ describe('metrics', () => {
     expect(sample(worker, 'effects_per_payment_bucket', { ...charges, le: '1' })).toBe(sample(worker, 'effects_per_payment_count', charges));
     expect(sample(worker, 'effects_per_payment_bucket', { ...charges, le: '0' })).toBe(0);
     expect(sample(worker, 'duplicate_effects_total', charges)).toBe(0);
+    expect(sample(worker, 'reconciliation_runs_total', { provider: 'sandbox', status: 'clean' })).toBeGreaterThanOrEqual(1);
     expect(worker).toMatch(/^outbox_lag_seconds \d/m);
     await receiver.close();
   });

@@ -1,0 +1,70 @@
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
+import type { Sql } from '../db/connect';
+import { failRun } from '../db/reconciliation';
+import type { Logger } from '../lib/logger';
+import type { WorkerMetrics } from '../lib/metrics';
+import type { PaymentProvider } from '../provider/types';
+import type { ReconcileProviderInput, ReconciliationRunSummary } from '../shared/jobs';
+import { AbandonedRunSweeper } from '../worker/abandoned-runs';
+import { Reconciliation, UnknownProviderError } from '../worker/reconciliation';
+import { RetentionJob } from '../worker/retention';
+
+/** What the periodic jobs' activities need beyond the payment steps' dependencies. */
+export interface JobDeps {
+  sql: Sql;
+  /** The PSP clients by configured name (worker/process.ts: `{ [PROVIDER]: client }`). */
+  providers: Record<string, PaymentProvider>;
+  metrics?: WorkerMetrics;
+  logger: Logger;
+  /** The abandoned-run sweeper asks Temporal how each run ended. */
+  temporal?: Client;
+  /** How long an idempotency key's outcome is kept (the sweeper's answers keep it as long). */
+  retentionSeconds: number;
+}
+
+/** Failure type of a job step that retrying cannot fix (a provider this worker does not have, no Temporal client). */
+export const JobMisconfigured = 'JobMisconfigured';
+
+/**
+ * The periodic jobs' activities (workflows/jobs.ts): each is the job's whole pass, as the
+ * timers of old ran it. Their names are the activity types histories record: never rename one.
+ */
+export function createJobSteps(deps: JobDeps) {
+  const reconciliation = new Reconciliation(deps);
+  return {
+    /** One provider's reconciliation of one window (worker/reconciliation.ts); heartbeats per report page. */
+    async reconcileProviderWindow(input: ReconcileProviderInput): Promise<ReconciliationRunSummary> {
+      const context = Context.current();
+      try {
+        return await reconciliation.run(input, (details) => context.heartbeat(details));
+      } catch (error) {
+        if (error instanceof UnknownProviderError) throw ApplicationFailure.nonRetryable(error.message, JobMisconfigured);
+        throw error;
+      }
+    },
+
+    /** Marks the run failed once its activity has given up, with the last error. */
+    async recordReconciliationFailure(input: ReconcileProviderInput & { error: string }): Promise<ReconciliationRunSummary> {
+      const run = await failRun(deps.sql, input, input.error);
+      deps.metrics?.reconciliationRuns.inc({ provider: input.provider, status: 'failed' });
+      deps.logger.error({ alert: 'reconciliation_failed', provider: input.provider, run_id: run.id, window: input.window, error: input.error }, 'reconciliation run failed');
+      return { runId: run.id, provider: input.provider, window: input.window, status: 'failed', discrepancyCount: 0, newDiscrepancyCount: 0 };
+    },
+
+    /** Deletes the idempotency records whose retention has passed (worker/retention.ts); returns how many. */
+    async deleteExpiredIdempotencyRecords(): Promise<number> {
+      return new RetentionJob(deps.sql, deps.logger).runOnce();
+    },
+
+    /** Settles the operations whose run ended without an outcome (worker/abandoned-runs.ts); returns how many. */
+    async sweepAbandonedRuns(): Promise<number> {
+      if (!deps.temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client for the abandoned-run sweep', JobMisconfigured);
+      const provider = Object.values(deps.providers)[0];
+      if (!provider) throw ApplicationFailure.nonRetryable('this worker has no provider configured', JobMisconfigured);
+      return new AbandonedRunSweeper({ sql: deps.sql, temporal: deps.temporal, provider, logger: deps.logger, retentionSeconds: deps.retentionSeconds }).runOnce();
+    },
+  };
+}
+
+export type JobSteps = ReturnType<typeof createJobSteps>;

@@ -1,0 +1,143 @@
+import { describe, expect, it } from 'vitest';
+import type { OurPayment, OurRefund } from '../../db/reconciliation';
+import type { ProviderBalanceTransaction, ProviderCharge } from '../../provider/types';
+import { reconciliationWindow } from '../../shared/jobs';
+import { compareWindow, type OurSide } from '../../worker/reconciliation';
+
+/**
+ * The comparison at the heart of reconciliation (worker/reconciliation.ts), on figures made up
+ * here: which difference is which kind, what is consistent, and which window a difference
+ * belongs to. test/integration/reconciliation.test.ts finds each kind end to end.
+ */
+
+const window = { from: new Date('2026-11-30T10:00:00Z'), to: new Date('2026-11-30T11:00:00Z') };
+const inside = new Date('2026-11-30T10:30:00Z');
+const margin = new Date('2026-11-30T11:05:00Z');
+
+let seq = 0;
+function chargeTxn(over: Partial<ProviderBalanceTransaction> = {}): ProviderBalanceTransaction {
+  seq++;
+  return { id: `txn_${seq}`, type: 'charge', source: `ch_${seq}`, chargeId: `ch_${seq}`, reference: null, amountMinor: 1000, feeMinor: 30, currency: 'EUR', status: 'available', createdAt: inside, ...over };
+}
+function payment(over: Partial<OurPayment> = {}): OurPayment {
+  return {
+    id: `pay_${++seq}`,
+    tenant_id: 'ten_1',
+    status: 'succeeded',
+    amount_minor: 1000,
+    amount_captured_minor: 1000,
+    currency: 'EUR',
+    provider_charge_id: null,
+    ledger_captures: 1,
+    ledger_captured_minor: 1000,
+    captured_at: inside,
+    max_events: 1,
+    ...over,
+  };
+}
+/** A payment of ours and the PSP's charge of it, agreeing. */
+function paid(over: Partial<OurPayment> = {}, txnOver: Partial<ProviderBalanceTransaction> = {}) {
+  const p = payment(over);
+  const txn = chargeTxn({ reference: p.id, ...txnOver });
+  p.provider_charge_id = txn.chargeId;
+  return { payment: p, txn };
+}
+function side(payments: OurPayment[], refunds: OurRefund[] = [], captured = payments.filter((p) => p.captured_at && p.captured_at >= window.from && p.captured_at < window.to).map((p) => p.id)): OurSide {
+  return {
+    payments: new Map(payments.map((p) => [p.id, p])),
+    paymentByCharge: new Map(payments.filter((p) => p.provider_charge_id).map((p) => [p.provider_charge_id!, p.id])),
+    refunds: new Map(refunds.map((r) => [r.id, r])),
+    capturedInWindow: captured,
+    refundedInWindow: refunds.filter((r) => r.booked_at && r.booked_at >= window.from && r.booked_at < window.to).map((r) => r.id),
+  };
+}
+const noLiveCharges = async () => [] as ProviderCharge[];
+const kinds = (findings: { kind: string; subject: string }[]) => findings.map((f) => `${f.kind} ${f.subject}`);
+
+describe('a window where both sides agree', () => {
+  it('is clean: captures, a refund, and a compensated payment (charged, then given back) find nothing', async () => {
+    const a = paid();
+    const b = paid();
+    const compensated = paid({ status: 'failed', amount_captured_minor: 0, ledger_captures: 0, ledger_captured_minor: 0, captured_at: null });
+    const giveBack = chargeTxn({ type: 'refund', source: 're_psp_1', chargeId: compensated.txn.chargeId, reference: compensated.payment.id, amountMinor: -1000 });
+    const refund: OurRefund = { id: 're_ours_1', payment_id: a.payment.id, status: 'succeeded', amount_minor: 400, currency: 'EUR', provider_refund_id: 're_psp_2', booked_at: inside };
+    const refundTxn = chargeTxn({ type: 'refund', source: 're_psp_2', chargeId: a.txn.chargeId, reference: refund.id, amountMinor: -400 });
+    const findings = await compareWindow(window, [a.txn, b.txn, compensated.txn, giveBack, refundTxn], side([a.payment, b.payment, compensated.payment], [refund]), noLiveCharges);
+    expect(findings).toEqual([]);
+  });
+});
+
+describe('each kind of difference', () => {
+  it('missing_at_provider: we booked a capture the PSP has no charge for (checked live before saying so)', async () => {
+    const p = payment({ provider_charge_id: 'ch_never' });
+    let looked = '';
+    const findings = await compareWindow(window, [], side([p]), async (id) => ((looked = id), []));
+    expect(looked).toBe(p.id);
+    expect(findings).toMatchObject([{ kind: 'missing_at_provider', subject: p.id, paymentId: p.id, provider: null, ours: { amount_captured_minor: 1000, currency: 'EUR' } }]);
+  });
+
+  it('unknown_at_provider_side: a charge under no reference of ours, and a refund nobody here made', async () => {
+    const stranger = chargeTxn({ reference: 'pay_not_ours' });
+    const a = paid();
+    const dashboard = chargeTxn({ type: 'refund', source: 're_dashboard', chargeId: a.txn.chargeId, reference: null, amountMinor: -250 });
+    const findings = await compareWindow(window, [stranger, a.txn, dashboard], side([a.payment]), noLiveCharges);
+    expect(kinds(findings)).toEqual([`unknown_at_provider_side ${stranger.chargeId}`, 'unknown_at_provider_side re_dashboard']);
+    expect(findings[1]).toMatchObject({ paymentId: a.payment.id, providerReference: 're_dashboard', provider: { amount_minor: -250 } });
+  });
+
+  it('amount_mismatch: the PSP captured another amount (or the ledger booked another)', async () => {
+    const altered = paid({}, { amountMinor: 900 });
+    const misbooked = paid({ ledger_captured_minor: 2000 });
+    const findings = await compareWindow(window, [altered.txn, misbooked.txn], side([altered.payment, misbooked.payment]), noLiveCharges);
+    expect(kinds(findings).sort()).toEqual([`amount_mismatch ${altered.payment.id}`, `amount_mismatch ${misbooked.payment.id}`].sort());
+    expect(findings.find((f) => f.subject === altered.payment.id)).toMatchObject({ ours: { amount_captured_minor: 1000 }, provider: { amount_minor: 900 } });
+  });
+
+  it('currency_mismatch', async () => {
+    const p = paid({ currency: 'USD' });
+    expect(kinds(await compareWindow(window, [p.txn], side([p.payment]), noLiveCharges))).toEqual([`currency_mismatch ${p.payment.id}`]);
+  });
+
+  it('status_mismatch: captured at the PSP, declined here; refunded at the PSP, failed here', async () => {
+    const declined = paid({ status: 'declined', amount_captured_minor: 0, ledger_captures: 0, ledger_captured_minor: 0, captured_at: null });
+    const a = paid();
+    const refund: OurRefund = { id: 're_ours_2', payment_id: a.payment.id, status: 'failed', amount_minor: 300, currency: 'EUR', provider_refund_id: null, booked_at: null };
+    const refundTxn = chargeTxn({ type: 'refund', source: 're_psp_3', chargeId: a.txn.chargeId, reference: refund.id, amountMinor: -300 });
+    const findings = await compareWindow(window, [declined.txn, a.txn, refundTxn], side([declined.payment, a.payment], [refund]), noLiveCharges);
+    expect(kinds(findings)).toEqual([`status_mismatch ${declined.payment.id}`, 'status_mismatch re_ours_2']);
+  });
+
+  it('duplicate_charge: a second charge at the PSP under a payment of ours', async () => {
+    const p = paid();
+    const second = chargeTxn({ reference: p.payment.id, amountMinor: 1000 });
+    const findings = await compareWindow(window, [p.txn, second], side([p.payment]), noLiveCharges);
+    expect(kinds(findings)).toEqual([`duplicate_charge ${p.payment.id}`]);
+    expect((findings[0]!.provider as { charges: unknown[] }).charges).toHaveLength(2);
+  });
+});
+
+describe('the window a difference belongs to', () => {
+  it('a PSP charge in the margin (after the window) matches our capture inside it: nothing missing, nothing unknown', async () => {
+    const p = paid({}, { createdAt: margin });
+    expect(await compareWindow(window, [p.txn], side([p.payment]), noLiveCharges)).toEqual([]);
+  });
+
+  it('a difference anchored outside the window is left to that window', async () => {
+    const later = chargeTxn({ reference: 'pay_unknown', createdAt: margin });
+    expect(await compareWindow(window, [later], side([]), noLiveCharges)).toEqual([]);
+  });
+});
+
+describe('reconciliationWindow', () => {
+  const at = new Date('2026-11-30T00:30:00Z');
+  it('previous_day: the whole UTC day before the scheduled time (so a backfill of a day reconciles the day before it)', () => {
+    expect(reconciliationWindow({ kind: 'previous_day' }, at)).toEqual({ from: '2026-11-29T00:00:00.000Z', to: '2026-11-30T00:00:00.000Z' });
+  });
+  it('trailing_hours: whole hours before the scheduled hour', () => {
+    expect(reconciliationWindow({ kind: 'trailing_hours', hours: 3 }, new Date('2026-11-30T14:10:00Z'))).toEqual({ from: '2026-11-30T11:00:00.000Z', to: '2026-11-30T14:00:00.000Z' });
+  });
+  it('explicit: as given, and refused when empty', () => {
+    expect(reconciliationWindow({ kind: 'explicit', from: '2026-11-30T10:00:00Z', to: '2026-11-30T10:05:00Z' }, at)).toEqual({ from: '2026-11-30T10:00:00.000Z', to: '2026-11-30T10:05:00.000Z' });
+    expect(() => reconciliationWindow({ kind: 'explicit', from: '2026-11-30T10:00:00Z', to: '2026-11-30T10:00:00Z' }, at)).toThrow(/before/);
+  });
+});

@@ -1,0 +1,341 @@
+import type { Sql } from '../db/connect';
+import {
+  beginRun,
+  finishRun,
+  paymentIdsByCharge,
+  paymentsCapturedIn,
+  paymentsForReconciliation,
+  refundsBookedIn,
+  refundsForReconciliation,
+  type Finding,
+  type Figures,
+  type OurPayment,
+  type OurRefund,
+  type RunIdentity,
+} from '../db/reconciliation';
+import type { Logger } from '../lib/logger';
+import type { WorkerMetrics } from '../lib/metrics';
+import type { PaymentProvider, ProviderBalanceTransaction, ProviderCharge } from '../provider/types';
+import { paymentEventTypes } from '../shared/definitions';
+import type { ReconciliationRunSummary, TimeWindow } from '../shared/jobs';
+
+/**
+ * How far beyond the window the PSP's report is read, on both sides. Our ledger books a
+ * capture a moment after the PSP made its balance transaction, so at a window's edge one
+ * side can fall just outside it: read wide, match everything read, but report only what is
+ * anchored inside the window (the PSP's time if the PSP has it, else ours).
+ */
+export const REPORT_MARGIN_MS = 15 * 60_000;
+const PAGE_SIZE = 100;
+
+/** Statuses in which we hold the payment's money as captured at the PSP. */
+const capturedStatuses = new Set(['succeeded', 'refunded']);
+
+export interface ReconciliationDeps {
+  sql: Sql;
+  /** The PSP clients by configured name (today one per deployment: `sandbox` or `stripe`). */
+  providers: Record<string, PaymentProvider>;
+  metrics?: WorkerMetrics;
+  logger: Logger;
+}
+
+/** Our side of a window, loaded for the comparison. */
+export interface OurSide {
+  payments: Map<string, OurPayment>;
+  /** Payment id by the PSP charge id it recorded. */
+  paymentByCharge: Map<string, string>;
+  refunds: Map<string, OurRefund>;
+  /** Payments whose capture we booked inside the window. */
+  capturedInWindow: string[];
+  /** Refunds we booked inside the window. */
+  refundedInWindow: string[];
+}
+
+const chargeFigures = (txn: ProviderBalanceTransaction): Figures => ({
+  object: 'balance_transaction',
+  id: txn.id,
+  type: txn.type,
+  source: txn.source,
+  charge_id: txn.chargeId,
+  reference: txn.reference,
+  amount_minor: txn.amountMinor,
+  fee_minor: txn.feeMinor,
+  currency: txn.currency,
+  status: txn.status,
+  created_at: txn.createdAt.toISOString(),
+});
+
+const paymentFigures = (p: OurPayment): Figures => ({
+  object: 'payment',
+  id: p.id,
+  status: p.status,
+  amount_minor: p.amount_minor,
+  amount_captured_minor: p.amount_captured_minor,
+  currency: p.currency,
+  provider_charge_id: p.provider_charge_id,
+  ledger_captured_minor: p.ledger_captured_minor,
+  captured_at: p.captured_at?.toISOString() ?? null,
+});
+
+const refundFigures = (r: OurRefund): Figures => ({
+  object: 'refund',
+  id: r.id,
+  payment_id: r.payment_id,
+  status: r.status,
+  amount_minor: r.amount_minor,
+  currency: r.currency,
+  provider_refund_id: r.provider_refund_id,
+  booked_at: r.booked_at?.toISOString() ?? null,
+});
+
+const liveChargeFigures = (c: ProviderCharge): Figures => ({
+  object: 'charge',
+  id: c.id,
+  status: c.status,
+  amount_minor: c.amountMinor,
+  amount_captured_minor: c.amountCapturedMinor,
+  amount_refunded_minor: c.amountRefundedMinor,
+  currency: c.currency,
+});
+
+/**
+ * Compares one window of the PSP's balance transactions with our payments, refunds and
+ * ledger, and returns every difference, at most one per (kind, subject). `transactions` are
+ * the PSP's for the window and its margin; `chargesOf` looks a payment's charges up at the
+ * PSP when the report has none of them (a last check before calling money missing).
+ */
+export async function compareWindow(
+  window: { from: Date; to: Date },
+  transactions: ProviderBalanceTransaction[],
+  ours: OurSide,
+  chargesOf: (paymentId: string) => Promise<ProviderCharge[]>,
+): Promise<Finding[]> {
+  const inWindow = (at: Date) => at >= window.from && at < window.to;
+  const findings = new Map<string, Finding>();
+  const add = (finding: Finding) => {
+    const key = `${finding.kind}|${finding.subject}`;
+    if (!findings.has(key)) findings.set(key, finding);
+  };
+  const charges = transactions.filter((t) => t.type === 'charge');
+  const refunds = transactions.filter((t) => t.type === 'refund');
+  /** The PSP's charges per payment of ours (by our reference or by the charge id we recorded). */
+  const chargesByPayment = new Map<string, Map<string, ProviderBalanceTransaction>>();
+  const paymentOf = (txn: ProviderBalanceTransaction) =>
+    (txn.reference !== null && ours.payments.has(txn.reference) ? txn.reference : undefined) ?? ours.paymentByCharge.get(txn.chargeId);
+  for (const txn of charges) {
+    const paymentId = paymentOf(txn);
+    if (paymentId === undefined) continue;
+    const byCharge = chargesByPayment.get(paymentId) ?? new Map<string, ProviderBalanceTransaction>();
+    if (!byCharge.has(txn.chargeId)) byCharge.set(txn.chargeId, txn);
+    chargesByPayment.set(paymentId, byCharge);
+  }
+  const refundedAtProvider = (chargeId: string) => refunds.filter((t) => t.chargeId === chargeId).reduce((sum, t) => sum - t.amountMinor, 0);
+
+  /** Our captured payment against the PSP's charge (a report line or the live charge). */
+  const compareCapture = (payment: OurPayment, provider: { currency: string; amountMinor: number; figures: Figures; chargeId: string }) => {
+    const base = { subject: payment.id, paymentId: payment.id, refundId: null, providerReference: provider.chargeId, ours: paymentFigures(payment), provider: provider.figures };
+    if (provider.currency !== payment.currency) add({ kind: 'currency_mismatch', ...base });
+    if (provider.amountMinor !== payment.amount_captured_minor || provider.amountMinor !== payment.ledger_captured_minor) add({ kind: 'amount_mismatch', ...base });
+  };
+
+  // 1. Every charge the PSP reports in the window.
+  for (const txn of charges.filter((t) => inWindow(t.createdAt))) {
+    const paymentId = paymentOf(txn);
+    const payment = paymentId === undefined ? undefined : ours.payments.get(paymentId);
+    if (!payment) {
+      add({ kind: 'unknown_at_provider_side', subject: txn.chargeId, paymentId: null, refundId: null, providerReference: txn.chargeId, ours: null, provider: chargeFigures(txn) });
+      continue;
+    }
+    const all = [...(chargesByPayment.get(payment.id)?.values() ?? [])];
+    const isOurCharge = payment.provider_charge_id === null || txn.chargeId === payment.provider_charge_id;
+    if (all.length > 1 || !isOurCharge) {
+      add({
+        kind: 'duplicate_charge',
+        subject: payment.id,
+        paymentId: payment.id,
+        refundId: null,
+        providerReference: txn.chargeId,
+        ours: paymentFigures(payment),
+        provider: { object: 'list', charges: all.map(chargeFigures) },
+      });
+    }
+    if (!isOurCharge) continue;
+    if (!capturedStatuses.has(payment.status)) {
+      // A payment that failed after its charge was given back (compensation) holds nothing: consistent.
+      const compensated = payment.status === 'failed' && refundedAtProvider(txn.chargeId) === txn.amountMinor;
+      if (!compensated) {
+        add({ kind: 'status_mismatch', subject: payment.id, paymentId: payment.id, refundId: null, providerReference: txn.chargeId, ours: paymentFigures(payment), provider: chargeFigures(txn) });
+      }
+      continue;
+    }
+    compareCapture(payment, { currency: txn.currency, amountMinor: txn.amountMinor, figures: chargeFigures(txn), chargeId: txn.chargeId });
+  }
+
+  // 2. Every capture we booked in the window: the PSP must hold it.
+  for (const paymentId of ours.capturedInWindow) {
+    const payment = ours.payments.get(paymentId);
+    if (!payment || !capturedStatuses.has(payment.status)) continue;
+    const reported = payment.provider_charge_id === null ? undefined : chargesByPayment.get(payment.id)?.get(payment.provider_charge_id);
+    if (reported) {
+      // Reported just outside the window (the margin): its figures still have to agree.
+      if (!inWindow(reported.createdAt)) compareCapture(payment, { currency: reported.currency, amountMinor: reported.amountMinor, figures: chargeFigures(reported), chargeId: reported.chargeId });
+      continue;
+    }
+    const live = (await chargesOf(payment.id)).find((c) => c.id === payment.provider_charge_id);
+    if (!live) {
+      add({ kind: 'missing_at_provider', subject: payment.id, paymentId: payment.id, refundId: null, providerReference: payment.provider_charge_id, ours: paymentFigures(payment), provider: null });
+    } else if (live.status !== 'succeeded') {
+      add({ kind: 'status_mismatch', subject: payment.id, paymentId: payment.id, refundId: null, providerReference: live.id, ours: paymentFigures(payment), provider: liveChargeFigures(live) });
+    } else {
+      compareCapture(payment, { currency: live.currency, amountMinor: live.amountCapturedMinor, figures: liveChargeFigures(live), chargeId: live.id });
+    }
+  }
+
+  // 3. Every refund the PSP reports in the window.
+  for (const txn of refunds.filter((t) => inWindow(t.createdAt))) {
+    const refund = txn.reference === null ? undefined : ours.refunds.get(txn.reference);
+    const figures = chargeFigures(txn);
+    if (refund) {
+      const base = { subject: refund.id, paymentId: refund.payment_id, refundId: refund.id, providerReference: txn.source, ours: refundFigures(refund), provider: figures };
+      if (refund.status !== 'succeeded') add({ kind: 'status_mismatch', ...base });
+      if (txn.currency !== refund.currency) add({ kind: 'currency_mismatch', ...base });
+      if (-txn.amountMinor !== refund.amount_minor) add({ kind: 'amount_mismatch', ...base });
+      continue;
+    }
+    // Our compensation gives a failed payment's charge back under the payment's own reference.
+    const compensated = txn.reference !== null ? ours.payments.get(txn.reference) : undefined;
+    if (compensated?.status === 'failed') continue;
+    // A refund nobody here asked for (e.g. made in the PSP's dashboard): money gone that we still book as ours.
+    const paymentId = compensated?.id ?? ours.paymentByCharge.get(txn.chargeId) ?? null;
+    add({ kind: 'unknown_at_provider_side', subject: txn.source, paymentId, refundId: null, providerReference: txn.source, ours: paymentId ? paymentFigures(ours.payments.get(paymentId)!) : null, provider: figures });
+  }
+
+  // 4. Every refund we booked in the window: the PSP must hold it.
+  for (const refundId of ours.refundedInWindow) {
+    const refund = ours.refunds.get(refundId);
+    if (!refund || refund.status !== 'succeeded') continue;
+    const reported = refunds.find((t) => t.reference === refund.id || (refund.provider_refund_id !== null && t.source === refund.provider_refund_id));
+    if (!reported) {
+      add({ kind: 'missing_at_provider', subject: refund.id, paymentId: refund.payment_id, refundId: refund.id, providerReference: refund.provider_refund_id, ours: refundFigures(refund), provider: null });
+    } else if (!inWindow(reported.createdAt) && -reported.amountMinor !== refund.amount_minor) {
+      add({ kind: 'amount_mismatch', subject: refund.id, paymentId: refund.payment_id, refundId: refund.id, providerReference: reported.source, ours: refundFigures(refund), provider: chargeFigures(reported) });
+    }
+  }
+
+  return [...findings.values()].sort((a, b) => a.kind.localeCompare(b.kind) || a.subject.localeCompare(b.subject));
+}
+
+/**
+ * One provider's reconciliation of one window: reads the PSP's balance-transaction report,
+ * compares it with our payments, refunds and ledger (compareWindow), records the run and
+ * each discrepancy (db/reconciliation.ts), and raises an operator alert for each new one:
+ * an error log line `reconciliation discrepancy` and reconciliation_discrepancies_total.
+ *
+ * It also counts each reconciled payment's effects (effects_per_payment,
+ * duplicate_effects_total), which the PSP's report alone cannot show: the PSP's charges
+ * for it, our ledger transactions of its capture and its events, exactly one each. This is
+ * what the timer-driven reconciler of old did; it now runs over the same window, from the
+ * report instead of one PSP call per payment.
+ */
+export class Reconciliation {
+  constructor(private readonly deps: ReconciliationDeps) {}
+
+  async run(identity: RunIdentity, heartbeat: (details: unknown) => void = () => {}): Promise<ReconciliationRunSummary> {
+    const { sql, logger, metrics } = this.deps;
+    const provider = this.deps.providers[identity.provider];
+    if (!provider) throw new UnknownProviderError(identity.provider, Object.keys(this.deps.providers));
+    const window = { from: new Date(identity.window.from), to: new Date(identity.window.to) };
+    const run = await beginRun(sql, identity);
+
+    const transactions = await this.readReport(provider, window, heartbeat);
+    const ours = await this.loadOurSide(window, transactions);
+    const findings = await compareWindow(window, transactions, ours, (paymentId) => provider.listChargesByReference(paymentId));
+    this.countEffects(ours, transactions, window);
+
+    const recorded = await sql.begin((tx) => finishRun(tx, run, findings, transactions.length));
+    const fresh = recorded.filter((f) => f.isNew);
+    for (const finding of fresh) {
+      metrics?.reconciliationDiscrepancies.inc({ provider: identity.provider, kind: finding.kind });
+      logger.error(
+        {
+          alert: 'reconciliation_discrepancy',
+          provider: identity.provider,
+          run_id: run.id,
+          discrepancy_id: finding.discrepancyId,
+          kind: finding.kind,
+          payment_id: finding.paymentId,
+          refund_id: finding.refundId,
+          provider_reference: finding.providerReference,
+          window: identity.window,
+          ours: finding.ours,
+          provider_figures: finding.provider,
+        },
+        'reconciliation discrepancy',
+      );
+    }
+    const status = findings.length === 0 ? 'clean' : 'discrepancies';
+    metrics?.reconciliationRuns.inc({ provider: identity.provider, status });
+    logger.info({ provider: identity.provider, run_id: run.id, window: identity.window, status, discrepancies: findings.length, new: fresh.length, transactions: transactions.length }, 'reconciliation run finished');
+    return { runId: run.id, provider: identity.provider, window: identity.window, status, discrepancyCount: findings.length, newDiscrepancyCount: fresh.length };
+  }
+
+  /** The PSP's balance transactions for the window and its margin, every page. */
+  private async readReport(provider: PaymentProvider, window: { from: Date; to: Date }, heartbeat: (details: unknown) => void): Promise<ProviderBalanceTransaction[]> {
+    const query = { from: new Date(window.from.getTime() - REPORT_MARGIN_MS), to: new Date(window.to.getTime() + REPORT_MARGIN_MS) };
+    const all: ProviderBalanceTransaction[] = [];
+    let startingAfter: string | undefined;
+    for (;;) {
+      const page = await provider.listBalanceTransactions({ ...query, limit: PAGE_SIZE, ...(startingAfter !== undefined ? { startingAfter } : {}) });
+      all.push(...page.data);
+      heartbeat({ transactions: all.length });
+      if (!page.hasMore || page.data.length === 0) return all;
+      startingAfter = page.data[page.data.length - 1]!.id;
+    }
+  }
+
+  private async loadOurSide(window: { from: Date; to: Date }, transactions: ProviderBalanceTransaction[]): Promise<OurSide> {
+    const { sql } = this.deps;
+    const capturedInWindow = await paymentsCapturedIn(sql, window);
+    const refundedInWindow = await refundsBookedIn(sql, window);
+    const byCharge = await paymentIdsByCharge(sql, [...new Set(transactions.map((t) => t.chargeId))]);
+    const references = transactions.map((t) => t.reference).filter((r): r is string => r !== null);
+    const refunds = await refundsForReconciliation(sql, [...new Set([...refundedInWindow, ...references.filter((r) => r.startsWith('re_'))])]);
+    const paymentIds = new Set([...capturedInWindow, ...byCharge.map((p) => p.id), ...references.filter((r) => r.startsWith('pay_')), ...refunds.map((r) => r.payment_id)]);
+    const payments = await paymentsForReconciliation(sql, [...paymentIds], paymentEventTypes);
+    return {
+      payments: new Map(payments.map((p) => [p.id, p])),
+      paymentByCharge: new Map(byCharge.map((p) => [p.provider_charge_id, p.id])),
+      refunds: new Map(refunds.map((r) => [r.id, r])),
+      capturedInWindow,
+      refundedInWindow,
+    };
+  }
+
+  /** Effects per payment captured in the window (booked by us or reported by the PSP): one each. */
+  private countEffects(ours: OurSide, transactions: ProviderBalanceTransaction[], window: { from: Date; to: Date }): void {
+    const { metrics, logger } = this.deps;
+    const reportedInWindow = new Set(
+      transactions.filter((t) => t.type === 'charge' && t.createdAt >= window.from && t.createdAt < window.to).map((t) => (t.reference !== null && ours.payments.has(t.reference) ? t.reference : ours.paymentByCharge.get(t.chargeId))),
+    );
+    for (const payment of ours.payments.values()) {
+      if (!capturedStatuses.has(payment.status) || !(ours.capturedInWindow.includes(payment.id) || reportedInWindow.has(payment.id))) continue;
+      const providerCharges = new Set(transactions.filter((t) => t.type === 'charge' && (t.reference === payment.id || t.chargeId === payment.provider_charge_id)).map((t) => t.chargeId)).size;
+      const counts = { provider_charge: providerCharges, ledger_transaction: payment.ledger_captures, event: payment.max_events };
+      for (const [effect, count] of Object.entries(counts)) {
+        metrics?.effectsPerPayment.observe({ effect }, count);
+        if (count > 1) {
+          metrics?.duplicateEffects.inc({ effect });
+          logger.error({ payment_id: payment.id, effect, count }, 'duplicate effect found by reconciliation');
+        }
+      }
+    }
+  }
+}
+
+/** The workflow named a provider this worker has no client for: retrying cannot help. */
+export class UnknownProviderError extends Error {
+  override readonly name = 'UnknownProviderError';
+  constructor(provider: string, known: string[]) {
+    super(`no provider named ${provider} is configured on this worker (configured: ${known.join(', ') || 'none'})`);
+  }
+}
