@@ -5,6 +5,7 @@ import { ProviderUnavailableError, ProviderWebhookError, type CreateChargeReques
 import { noWebhookFaults } from '../../sandbox/deps';
 import { startSandbox, type RunningSandbox, type StartSandboxOptions } from '../../sandbox/server';
 import { parseWebhookFaults } from '../../sandbox/webhooks';
+import { completeChallenge, sandboxControls } from '../../testkit/sandbox';
 import { startWebhookReceiver, type Delivery } from '../../testkit/webhook-receiver';
 import { chargeRequest, unique } from '../helpers/charge-request';
 import { fileDatabaseUrl } from '../helpers/database';
@@ -84,15 +85,9 @@ async function until<T>(what: string, probe: () => Promise<T | undefined | null 
   }
 }
 
-const postForm = (url: string, result: string) =>
-  fetch(url, { method: 'POST', body: new URLSearchParams({ result }), redirect: 'manual' });
+const postForm = completeChallenge;
 
-const admin = (sandbox: RunningSandbox, path: string, body?: unknown) =>
-  fetch(`${sandbox.url}/_sandbox${path}`, {
-    method: body === undefined ? 'GET' : 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+const admin = (sandbox: RunningSandbox, path: string, body?: unknown) => sandboxControls(sandbox.url).call(path, body);
 
 const json = async (response: Promise<Response>): Promise<any> => (await response).json();
 
@@ -115,7 +110,7 @@ describe('3-D Secure: pm_card_threeDSecureRequired', () => {
 
     const done = await postForm(charge.nextAction!.url, 'approve');
     expect(done.status).toBe(303);
-    const location = new URL(done.headers.get('location')!);
+    const location = new URL(done.location!);
     expect(`${location.origin}${location.pathname}`).toBe('http://127.0.0.1:9/shop/return');
     expect(Object.fromEntries(location.searchParams)).toEqual({ order: '7', payment_id: request.reference, charge_id: charge.id });
 
@@ -123,6 +118,8 @@ describe('3-D Secure: pm_card_threeDSecureRequired', () => {
     expect(now).toMatchObject({ status: 'succeeded', amountCapturedMinor: 2_500, nextAction: null });
     expect(await o.provider.findChargeByIdempotencyKey(request.idempotencyKey)).toMatchObject({ id: charge.id, status: 'succeeded' });
     expect((await o.provider.listChargesByReference(request.reference)).map((c) => c.status)).toEqual(['succeeded']);
+    // The create's answer replays as it was first given (requires_action); lookups show the charge now.
+    expect(await o.provider.createCharge(request)).toEqual(charge);
 
     // A second submit (a double click, the back button) changes nothing and sends them back again.
     const again = await postForm(charge.nextAction!.url, 'deny');
@@ -162,7 +159,7 @@ describe('3-D Secure: pm_card_threeDSecureRequired', () => {
     // Without a return_url the page itself says how it ended.
     const bare = await o.provider.createCharge(chargeRequest({ paymentMethod: 'pm_card_threeDSecureRequired' }));
     expect(bare.nextAction!.returnUrl).toBeNull();
-    const shown = await postForm(bare.nextAction!.url, 'deny');
+    const shown = await fetch(bare.nextAction!.url, { method: 'POST', body: new URLSearchParams({ result: 'deny' }) });
     expect(shown.status).toBe(200);
     expect(await shown.text()).toContain('Authentication failed');
     expect((await postForm(bare.nextAction!.url, 'maybe')).status).toBe(400);
@@ -247,6 +244,11 @@ describe('outbound webhooks', () => {
     const stale = signSandboxWebhook(delivery!.body, secret, Math.floor(Date.now() / 1000) - 600);
     expect(() => o.provider.verifyWebhook(delivery!.body, { 'sandbox-signature': stale })).toThrow(/tolerance/);
     expect(() => o.provider.verifyWebhook(delivery!.body, { 'sandbox-signature': signSandboxWebhook(delivery!.body, 'another-secret-value') })).toThrow(ProviderWebhookError);
+    // Several v1 signatures (a secret being rotated): one match is enough; a future timestamp is stale too.
+    const other = signSandboxWebhook(delivery!.body, 'the-previous-secret-value').split(',')[1];
+    expect(o.provider.verifyWebhook(delivery!.body, { 'sandbox-signature': `${header},${other}` }).id).toBe(body.id);
+    const future = signSandboxWebhook(delivery!.body, secret, Math.floor(Date.now() / 1000) + 600);
+    expect(() => o.provider.verifyWebhook(delivery!.body, { 'sandbox-signature': future })).toThrow(/tolerance/);
     const noSecret = new SandboxProvider({ baseUrl: o.sandbox.url, timeoutMs: 1000 });
     expect(() => noSecret.verifyWebhook(delivery!.body, { 'sandbox-signature': header })).toThrow(ProviderWebhookError);
     expect(() => o.provider.verifyWebhook('not json', { 'sandbox-signature': signSandboxWebhook('not json', secret) })).toThrow(/not JSON/);

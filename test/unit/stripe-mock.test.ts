@@ -141,6 +141,49 @@ describe('every request the adapter sends is one Stripe accepts', () => {
   });
 });
 
+describe('payments that wait and the report: requests Stripe accepts', () => {
+  it('a charge with a return_url allows redirects and sends the return_url', async () => {
+    await provider().createCharge({
+      amountMinor: 2500,
+      currency: 'EUR',
+      paymentMethod: 'pm_card_threeDSecure2Required',
+      capture: true,
+      reference: 'pay_3ds',
+      idempotencyKey: 'charge-3ds',
+      returnUrl: 'https://shop.example/return',
+    }).catch(() => undefined); // stripe-mock's fixture status is not what this is about
+    const exchange = accepted('POST', '/v1/payment_intents');
+    expect(exchange.form.get('return_url')).toBe('https://shop.example/return');
+    expect(exchange.form.get('automatic_payment_methods[enabled]')).toBe('true');
+    expect(exchange.form.has('automatic_payment_methods[allow_redirects]')).toBe(false);
+  });
+
+  it('retrieves a PaymentIntent (the status poll) with its latest charge expanded', async () => {
+    const charge = await provider().retrieveCharge('pi_123').catch((e: unknown) => e);
+    const exchange = accepted('GET', '/v1/payment_intents/pi_123');
+    expect(exchange.query.get('expand[0]')).toBe('latest_charge');
+    // Whatever stripe-mock's fixture status, it maps to one of ours or to an unknown outcome.
+    if (!(charge instanceof ProviderUnavailableError)) expect(charge).toMatchObject({ id: expect.any(String), currency: expect.any(String) });
+  });
+
+  it('lists balance transactions for a window, a page at a time, with the sources expanded', async () => {
+    const page = await provider().listBalanceTransactions({
+      from: new Date('2026-11-30T00:00:00Z'),
+      to: new Date('2026-12-01T00:00:00Z'),
+      startingAfter: 'txn_123',
+      limit: 25,
+    });
+    const exchange = accepted('GET', '/v1/balance_transactions');
+    expect(exchange.query.get('created[gte]')).toBe(String(Date.parse('2026-11-30T00:00:00Z') / 1000));
+    expect(exchange.query.get('created[lt]')).toBe(String(Date.parse('2026-12-01T00:00:00Z') / 1000));
+    expect(exchange.query.get('limit')).toBe('25');
+    expect(exchange.query.get('starting_after')).toBe('txn_123');
+    expect(exchange.query.getAll('expand[]').length + exchange.query.getAll('expand[0]').length).toBeGreaterThan(0);
+    expect(typeof page.hasMore).toBe('boolean');
+    for (const line of page.data) expect(['charge', 'refund']).toContain(line.type);
+  });
+});
+
 describe("Stripe's refusals map to our errors", () => {
   it('a request Stripe refuses at validation is a rejection (nothing happened), not an unknown outcome', async () => {
     const error = await provider()
