@@ -53,7 +53,12 @@ async function waitForOutcome<T>(
     if (remaining <= 0 || outcome() !== undefined) return outcome();
     if (await condition(() => outcome() !== undefined, Math.min(interval, remaining))) return outcome();
     if (deadline - Date.now() <= 0) return outcome();
-    await poll.run();
+    // A poll held up by a PSP outage (its activity retries) must not hold up a webhook or a
+    // command that arrives meanwhile: whichever comes first. (A condition without a timeout adds
+    // no command; a poll left behind ends with the run.)
+    // A poll the PSP refuses outright is logged, not fatal: the wait goes on until its deadline.
+    const polled = poll.run().catch((error: unknown) => log.warn('status poll failed; waiting on', { error: String(error) }));
+    await Promise.race([polled, condition(() => outcome() !== undefined)]);
     interval = Math.min(interval * 2, poll.maxMs);
   }
 }
