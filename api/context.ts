@@ -32,6 +32,8 @@ export interface ApiDeps {
         | 'PROVIDER_POLL_MAX_MS'
         | 'PROVIDER'
         | 'METRICS_TOKEN' | 'WEBHOOK_ALLOWED_CIDRS' | 'WEBHOOK_ALLOW_HTTP' | 'RATE_LIMIT_READ_PER_SECOND' | 'RATE_LIMIT_WRITE_PER_SECOND' | 'AUTH_FAILURES_PER_MINUTE'
+        // The listener's (lib/listener.ts), for the servers the dev and test stacks make.
+        | 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_KEEP_ALIVE_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS' | 'HTTP_ALLOWED_HOSTS'
       >
     >;
   logger: Logger;

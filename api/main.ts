@@ -1,7 +1,8 @@
-import { serve } from '@hono/node-server';
+import type { AddressInfo } from 'node:net';
 import { createSql } from '../db/connect';
 import { assertSafeToListen, loadConfig } from '../lib/config';
 import { createLogger } from '../lib/logger';
+import { listenerLimits, serveHttp } from '../lib/listener';
 import { createApiMetrics } from '../lib/metrics';
 import { paymentDataConverter } from '../lib/data-converter';
 import { connectTemporal } from '../lib/temporal';
@@ -20,9 +21,9 @@ const completions = new CompletionWaiter(sql, logger);
 await completions.start();
 
 const app = createApp({ sql, temporal, completions, config, logger, metrics: createApiMetrics(), providerWebhooks: providerWebhookReceiver(config) });
-const server = serve({ fetch: app.fetch, port: config.PORT, hostname: config.HOST }, (info) =>
-  logger.info({ host: config.HOST, port: info.port }, `api listening on http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${info.port}`),
-);
+const server = await serveHttp(app.fetch, { port: config.PORT, hostname: config.HOST, limits: listenerLimits(config) });
+const { port } = server.address() as AddressInfo;
+logger.info({ host: config.HOST, port, allowed_hosts: config.HTTP_ALLOWED_HOSTS }, `api listening on http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`);
 
 let stopping = false;
 async function shutdown(signal: string) {

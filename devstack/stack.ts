@@ -6,12 +6,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
-import { serve } from '@hono/node-server';
 import { Client, Connection } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, type Worker, type WorkerOptions } from '@temporalio/worker';
 import { createApp } from '../api/app';
+import { listenerLimits, serveHttp } from '../lib/listener';
 import { CompletionWaiter } from '../api/completions';
 import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
@@ -214,9 +213,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       const waiter = client === temporal ? completions : new CompletionWaiter(sql, logger);
       if (waiter !== completions) await waiter.start();
       const app = createApp({ sql, temporal: client, completions: waiter, config: { ...apiConfig, ...overrides }, logger, metrics: createApiMetrics(), providerWebhooks });
-      const server = await new Promise<Server>((resolve) => {
-        const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
-      });
+      const server = await serveHttp(app.fetch, { port: 0, hostname: '127.0.0.1', limits: listenerLimits({ ...apiConfig, ...overrides }) });
       const close = async () => {
         server.closeAllConnections();
         await new Promise((r) => server.close(r));
@@ -226,9 +223,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close };
     };
     const app = createApp({ sql, temporal, completions, config: apiConfig, logger, metrics: apiMetrics, providerWebhooks });
-    const server = await new Promise<Server>((resolve) => {
-      const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
-    });
+    const server = await serveHttp(app.fetch, { port: 0, hostname: '127.0.0.1', limits: listenerLimits(apiConfig) });
     closers.push(async () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

@@ -9,12 +9,12 @@ import {
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { getPayment, listPayments, paymentStatus } from '../../db/payments';
+import { getPayment, listPayments } from '../../db/payments';
 import type { IdempotencyRecord } from '../../db/idempotency-records';
 import { ApiError, errorResponse, type ApiErrorType } from '../../domain/errors';
-import { commandRefusal, statusesAccepting } from '../../domain/payment-lifecycle';
+import { isFinal, statusesAccepting } from '../../domain/payment-lifecycle';
 import { newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
-import { paymentLocation, paymentResource } from '../../domain/resources';
+import { paymentLocation, paymentResource, type PaymentRow } from '../../domain/resources';
 import {
   cancelUpdate,
   captureUpdate,
@@ -27,6 +27,7 @@ import {
   type ScopedKey,
 } from '../../shared/definitions';
 import type { ApiDeps, AppEnv } from '../context';
+import { recordedReply } from '../typed-route';
 import type { Config } from '../../lib/config';
 import { tenantPayment } from '../tenant-payment';
 import { runIdempotent, startOrAttach, type Dispatched } from '../idempotency';
@@ -41,7 +42,7 @@ import {
 } from '../schemas';
 import { errorResponses, idempotentResponses, idempotencyKeyParameter, jsonContent, optionalBody, paymentIdExample } from './openapi';
 
-const createPayment = createRoute({
+export const createPayment = createRoute({
   method: 'post',
   path: '/v1/payments',
   tags: ['Payments'],
@@ -62,7 +63,7 @@ const createPayment = createRoute({
   },
 });
 
-const getPaymentRoute = createRoute({
+export const getPaymentRoute = createRoute({
   method: 'get',
   path: '/v1/payments/{id}',
   tags: ['Payments'],
@@ -71,7 +72,7 @@ const getPaymentRoute = createRoute({
   responses: { 200: { description: 'The payment.', content: jsonContent(Payment) }, ...errorResponses(['unauthorized', 'not_found']) },
 });
 
-const listPaymentsRoute = createRoute({
+export const listPaymentsRoute = createRoute({
   method: 'get',
   path: '/v1/payments',
   tags: ['Payments'],
@@ -80,7 +81,7 @@ const listPaymentsRoute = createRoute({
   responses: { 200: { description: 'A page of payments.', content: jsonContent(listOf(Payment, 'PaymentList')) }, ...errorResponses(['invalid_request', 'unauthorized']) },
 });
 
-const capturePayment = createRoute({
+export const capturePayment = createRoute({
   method: 'post',
   path: '/v1/payments/{id}/capture',
   tags: ['Payments'],
@@ -95,7 +96,7 @@ const capturePayment = createRoute({
   },
 });
 
-const cancelPayment = createRoute({
+export const cancelPayment = createRoute({
   method: 'post',
   path: '/v1/payments/{id}/cancel',
   tags: ['Payments'],
@@ -160,8 +161,7 @@ export function paymentRoutes(deps: ApiDeps) {
       // Plain http is for a developer's own machine; a customer's browser is sent to https only.
       throw new ApiError('invalid_request', 'return_url must be https in production');
     }
-    return runIdempotent(c, deps, {
-      operation: 'POST /v1/payments',
+    return recordedReply(c, createPayment, await runIdempotent(c, deps, createPayment, {
       params: {},
       body,
       claim: () => ({ workflowId: paymentWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('pay') }),
@@ -206,7 +206,7 @@ export function paymentRoutes(deps: ApiDeps) {
         };
         return { body: paymentResource(row), location: paymentLocation(row.id) };
       },
-    }) as never;
+    }));
   });
 
   app.openapi(getPaymentRoute, async (c) => {
@@ -226,11 +226,10 @@ export function paymentRoutes(deps: ApiDeps) {
   });
 
   /** Capture and cancel: updates to the payment's running workflow, with validators. */
-  async function runCommand(c: Context<AppEnv>, kind: 'capture' | 'cancel', id: string, body: { amount_minor?: number }) {
+  async function runCommand(c: Context<AppEnv>, route: typeof capturePayment | typeof cancelPayment, kind: 'capture' | 'cancel', id: string, body: { amount_minor?: number }) {
     const tenantId = c.var.tenant.id;
     const payment = await tenantPayment(deps.sql, tenantId, id);
-    return runIdempotent(c, deps, {
-      operation: `POST /v1/payments/{id}/${kind}`,
+    return runIdempotent(c, deps, route, {
       params: { id },
       body,
       claim: () => ({ workflowId: payment.workflow_id, resourceId: payment.id }),
@@ -242,10 +241,21 @@ export function paymentRoutes(deps: ApiDeps) {
     });
   }
 
-  app.openapi(capturePayment, async (c) => runCommand(c, 'capture', c.req.valid('param').id, optionalBody(CapturePaymentBody, c.req.valid('json'))) as never);
-  app.openapi(cancelPayment, async (c) => runCommand(c, 'cancel', c.req.valid('param').id, optionalBody(CancelPaymentBody, c.req.valid('json'))) as never);
+  app.openapi(capturePayment, async (c) => recordedReply(c, capturePayment, await runCommand(c, capturePayment, 'capture', c.req.valid('param').id, optionalBody(CapturePaymentBody, c.req.valid('json')))));
+  app.openapi(cancelPayment, async (c) => recordedReply(c, cancelPayment, await runCommand(c, cancelPayment, 'cancel', c.req.valid('param').id, optionalBody(CancelPaymentBody, c.req.valid('json')))));
 
   return app;
+}
+
+/** Why a capture or cancel cannot be done once the payment's run has closed. */
+function closedRunRefusal(kind: 'capture' | 'cancel', paymentId: string, payment: PaymentRow | null): string {
+  if (!payment) return `payment ${paymentId} cannot be ${kind === 'capture' ? 'captured' : 'canceled'}: its run has ended`;
+  const flagged = payment.failure_code === 'needs_operator' ? ` ${payment.failure_message ?? ''}`.trimEnd() : '';
+  if (isFinal(payment.status)) return `payment ${paymentId} is ${payment.status}.${flagged}`;
+  return (
+    `payment ${paymentId} can no longer be ${kind === 'capture' ? 'captured' : 'canceled'} through the API: its run ended while it was ${payment.status}.` +
+    (flagged || ' It is being flagged for an operator (an open authorization is voided).')
+  );
 }
 
 /**
@@ -279,10 +289,10 @@ async function sendCommand(
   } catch (error) {
     if (error instanceof WorkflowUpdateFailedError) return { kind: 'decided', response: refusal(error) };
     if (error instanceof WorkflowNotFoundError || /already completed/i.test(String((error as Error)?.message))) {
-      // The payment's workflow has finished: it is no longer awaiting capture.
-      const status = await paymentStatus(deps.sql, record.resource_id);
-      const message = status ? commandRefusal(record.resource_id, status, kind) : `payment ${record.resource_id} is not awaiting a command`;
-      return { kind: 'decided', response: errorResponse(notAllowed, message) };
+      // The payment's run has closed: no command can reach it again. The answer says why,
+      // without claiming a status that would accept the command.
+      const payment = await getPayment(deps.sql, record.tenant_id, record.resource_id);
+      return { kind: 'decided', response: errorResponse(notAllowed, closedRunRefusal(kind, record.resource_id, payment)) };
     }
     throw error;
   }
