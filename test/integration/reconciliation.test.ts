@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postTransaction, captureLines } from '../../db/ledger';
+import { postTransaction, captureLines, refundLines } from '../../db/ledger';
 import { newId } from '../../domain/ids';
 import { businessEventKey } from '../../shared/keys';
 import type { DiscrepancyKind, ReconciliationResult } from '../../shared/jobs';
@@ -103,6 +103,19 @@ describe('each kind of difference is found, with both sides’ figures', () => {
     const { discrepancies, alerts } = await findings(from);
     expect(discrepancies).toEqual([expect.objectContaining({ kind: 'missing_at_provider', payment_id: id, provider: null, ours: expect.objectContaining({ amount_captured_minor: 700, currency: 'EUR', ledger_captured_minor: 700 }) })]);
     expect(alerts).toEqual([expect.objectContaining({ level: 50, kind: 'missing_at_provider', payment_id: id, provider: 'sandbox' })]);
+  });
+
+  it('missing_at_provider: a refund we booked that the PSP never made', async () => {
+    const from = new Date();
+    const paid = await pay({ amount: 1800 });
+    const refundId = newId('re');
+    await stack.sql`UPDATE payments SET amount_refunded_minor = 600 WHERE id = ${paid.id}`;
+    await stack.sql`
+      INSERT INTO refunds (id, tenant_id, payment_id, amount_minor, currency, status, refund_key, provider_refund_id, workflow_id)
+      VALUES (${refundId}, ${tenant.id}, ${paid.id}, 600, 'EUR', 'succeeded', ${uniqueKey('refund')}, ${`re_${uniqueKey('never')}`}, 'none')`;
+    await postTransaction(stack.sql, { tenantId: tenant.id, eventKey: businessEventKey.refund(refundId), paymentId: paid.id, refundId, description: 'refund (made up by the test)', lines: refundLines('EUR', 600) });
+    const { discrepancies } = await findings(from);
+    expect(discrepancies).toEqual([expect.objectContaining({ kind: 'missing_at_provider', payment_id: paid.id, refund_id: refundId, provider: null, ours: expect.objectContaining({ object: 'refund', amount_minor: 600, status: 'succeeded' }) })]);
   });
 
   it('unknown_at_provider_side: a charge made directly at the PSP under a reference we never issued', async () => {
