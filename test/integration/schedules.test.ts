@@ -132,7 +132,8 @@ describe('real worker processes', () => {
       await Promise.all(workers.map((w) => w.stop()));
       await deleteSchedules(stack.temporal, taskQueue);
     }
-  });
+    // Two processes bundling the workflows at once on a loaded machine: up to spawnWorker's 180 s each.
+  }, 300_000);
 });
 
 describe('npm run schedules', () => {
