@@ -5,7 +5,7 @@ import { failRun } from '../db/reconciliation';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { PaymentProvider } from '../provider/types';
-import type { ReconcileProviderInput, ReconciliationRunSummary } from '../shared/jobs';
+import { JobFailureType, type ReconcileProviderInput, type ReconciliationRunSummary } from '../shared/jobs';
 import { AbandonedRunSweeper } from '../worker/abandoned-runs';
 import { Reconciliation, UnknownProviderError } from '../worker/reconciliation';
 import { RetentionJob } from '../worker/retention';
@@ -23,9 +23,6 @@ export interface JobDeps {
   retentionSeconds: number;
 }
 
-/** Failure type of a job step that retrying cannot fix (a provider this worker does not have, no Temporal client). */
-export const JobMisconfigured = 'JobMisconfigured';
-
 /**
  * The periodic jobs' activities (workflows/jobs.ts): each is the job's whole pass, as the
  * timers of old ran it. Their names are the activity types histories record: never rename one.
@@ -39,7 +36,7 @@ export function createJobSteps(deps: JobDeps) {
       try {
         return await reconciliation.run(input, (details) => context.heartbeat(details));
       } catch (error) {
-        if (error instanceof UnknownProviderError) throw ApplicationFailure.nonRetryable(error.message, JobMisconfigured);
+        if (error instanceof UnknownProviderError) throw ApplicationFailure.nonRetryable(error.message, JobFailureType.Misconfigured);
         throw error;
       }
     },
@@ -59,9 +56,9 @@ export function createJobSteps(deps: JobDeps) {
 
     /** Settles the operations whose run ended without an outcome (worker/abandoned-runs.ts); returns how many. */
     async sweepAbandonedRuns(): Promise<number> {
-      if (!deps.temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client for the abandoned-run sweep', JobMisconfigured);
+      if (!deps.temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client for the abandoned-run sweep', JobFailureType.Misconfigured);
       const provider = Object.values(deps.providers)[0];
-      if (!provider) throw ApplicationFailure.nonRetryable('this worker has no provider configured', JobMisconfigured);
+      if (!provider) throw ApplicationFailure.nonRetryable('this worker has no provider configured', JobFailureType.Misconfigured);
       return new AbandonedRunSweeper({ sql: deps.sql, temporal: deps.temporal, provider, logger: deps.logger, retentionSeconds: deps.retentionSeconds }).runOnce();
     },
   };

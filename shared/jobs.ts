@@ -93,6 +93,16 @@ export interface ReconcileProviderInput {
   workflowId: string;
 }
 
+/** Failure types of the periodic jobs (ApplicationFailure.type): one closed set. */
+export const JobFailureType = {
+  /** A job step that retrying cannot fix: a provider this worker has no client for, no Temporal client. */
+  Misconfigured: 'JobMisconfigured',
+  /** The reconciliation window asked for is empty or malformed. */
+  InvalidWindow: 'InvalidReconciliationWindow',
+  /** At least one provider's reconciliation failed for good (its run is recorded as failed). */
+  ReconciliationFailed: 'ReconciliationFailed',
+} as const;
+
 /** Result of retentionWorkflow. */
 export interface RetentionResult {
   deleted: number;

@@ -5,6 +5,7 @@
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { JobSteps, ProviderSteps, RecordSteps } from '../activities';
 import { FailureType } from '../shared/definitions';
+import { JobFailureType } from '../shared/jobs';
 
 /**
  * Database steps run as local activities: each is one short PostgreSQL transaction that is
@@ -57,7 +58,7 @@ export const jobs = proxyActivities<JobSteps>({
     backoffCoefficient: 2,
     maximumInterval: '1 minute',
     maximumAttempts: 5,
-    nonRetryableErrorTypes: ['JobMisconfigured'],
+    nonRetryableErrorTypes: [JobFailureType.Misconfigured],
   },
 });
 

@@ -6,6 +6,7 @@
  */
 import { ActivityFailure, ApplicationFailure, workflowInfo } from '@temporalio/workflow';
 import {
+  JobFailureType,
   reconciliationWindow,
   TemporalScheduledStartTimeKey,
   type ReconciliationInput,
@@ -31,7 +32,7 @@ export async function reconciliationWorkflow(input: ReconciliationInput): Promis
     window = reconciliationWindow(input.window, scheduledAt);
   } catch (error) {
     // A plain error would fail the workflow task and retry it forever.
-    throw ApplicationFailure.nonRetryable((error as Error).message, 'InvalidReconciliationWindow');
+    throw ApplicationFailure.nonRetryable((error as Error).message, JobFailureType.InvalidWindow);
   }
   const runs: ReconciliationRunSummary[] = [];
   for (const provider of input.providers) {
@@ -44,7 +45,7 @@ export async function reconciliationWorkflow(input: ReconciliationInput): Promis
     }
   }
   const failed = runs.filter((r) => r.status === 'failed').map((r) => r.provider);
-  if (failed.length > 0) throw ApplicationFailure.nonRetryable(`reconciliation failed for ${failed.join(', ')} (window ${window.from} to ${window.to})`, 'ReconciliationFailed');
+  if (failed.length > 0) throw ApplicationFailure.nonRetryable(`reconciliation failed for ${failed.join(', ')} (window ${window.from} to ${window.to})`, JobFailureType.ReconciliationFailed);
   return { window, runs };
 }
 

@@ -19,7 +19,7 @@ let stack: TestStack;
 let merchant: Merchant;
 
 // The planted duplicates must not be seen by other tests that count over the whole run's
-// database (e.g. the reconciler's figures in observability.test.ts): a database of its own.
+// database (e.g. reconciliation's effect counts in observability.test.ts): a database of its own.
 const databaseName = `payorch_instruments_${randomBytes(4).toString('hex')}`;
 let admin: Sql;
 

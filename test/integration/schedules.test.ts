@@ -25,12 +25,16 @@ let secondWorkerRun: Promise<void>;
 let secondConnection: NativeConnection;
 const clients: { client: Client; close: () => Promise<void> }[] = [];
 
+/**
+ * Intervals of a day: their actions fall on midnight UTC, so no scheduled action lands inside
+ * a test and the runs a test counts are the ones it triggered.
+ */
 const settings = (): ScheduleSettings => ({
   taskQueue: stack.taskQueue,
   providers: ['sandbox'],
   reconciliationLookbackHours: 3,
-  retentionIntervalSeconds: 300,
-  abandonedRunsIntervalSeconds: 300,
+  retentionIntervalSeconds: 86_400,
+  abandonedRunsIntervalSeconds: 86_400,
 });
 
 /** A worker process's own Temporal client, as each one has. */
@@ -92,13 +96,13 @@ describe('the Schedules are created once, whatever the number of workers startin
   it('a restart finds them and changes nothing an operator set: a paused Schedule stays paused', async () => {
     const id = scheduleId(stack.taskQueue, 'retention');
     cli('schedule', 'toggle', '--schedule-id', id, '--pause', '--reason', 'maintenance window');
-    const outcomes = await ensureSchedules(await workerClient(), { ...settings(), retentionIntervalSeconds: 600 });
+    const outcomes = await ensureSchedules(await workerClient(), { ...settings(), retentionIntervalSeconds: 2 * 86_400 });
     expect(outcomes[id]).toBe('updated');
     const description = await stack.temporal.schedule.getHandle(id).describe();
     expect(description.state.paused).toBe(true);
     expect(description.state.note).toBe('maintenance window');
     // The definition did follow the code: the new interval.
-    expect(description.spec.intervals?.[0]?.every).toBe(600_000);
+    expect(description.spec.intervals?.[0]?.every).toBe(2 * 86_400_000);
     cli('schedule', 'toggle', '--schedule-id', id, '--unpause', '--reason', 'done');
     expect((await stack.temporal.schedule.getHandle(id).describe()).state.paused).toBe(false);
   });
@@ -107,7 +111,7 @@ describe('the Schedules are created once, whatever the number of workers startin
 describe('real worker processes', () => {
   it('two worker processes (worker/main.ts) started at once: four Schedules, each once; a trigger runs the job once, on one of them', async () => {
     const taskQueue = `procs-${randomBytes(4).toString('hex')}`;
-    const environment = { databaseUrl: stack.databaseUrl, temporalAddress: inject('temporalAddress'), taskQueue, providerUrl: stack.sandboxUrl, env: { LOG_LEVEL: 'warn' } };
+    const environment = { databaseUrl: stack.databaseUrl, temporalAddress: inject('temporalAddress'), taskQueue, providerUrl: stack.sandboxUrl, env: { LOG_LEVEL: 'warn', RETENTION_JOB_INTERVAL_SECONDS: '86400' } };
     const workers = await Promise.all([spawnWorker('sched-worker-1', environment), spawnWorker('sched-worker-2', environment)]);
     try {
       const ids = periodicJobs.map((job) => scheduleId(taskQueue, job)).sort();
@@ -128,7 +132,8 @@ describe('real worker processes', () => {
       await Promise.all(workers.map((w) => w.stop()));
       await deleteSchedules(stack.temporal, taskQueue);
     }
-  });
+    // Two processes bundling the workflows at once on a loaded machine: up to spawnWorker's 180 s each.
+  }, 300_000);
 });
 
 describe('npm run schedules', () => {

@@ -5,7 +5,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { JobSteps } from '../../activities';
-import type { ReconcileProviderInput, ReconciliationResult } from '../../shared/jobs';
+import { JobFailureType, type ReconcileProviderInput, type ReconciliationResult } from '../../shared/jobs';
 import { testDataConverter } from '../../testkit/payload-keys';
 
 /**
@@ -25,7 +25,7 @@ let client: Client;
 const fakes: Partial<JobSteps> = {
   async reconcileProviderWindow(input: ReconcileProviderInput) {
     calls.push({ step: 'reconcileProviderWindow', input });
-    if (input.provider === 'broken') throw ApplicationFailure.nonRetryable('the report could not be read', 'JobMisconfigured');
+    if (input.provider === 'broken') throw ApplicationFailure.nonRetryable('the report could not be read', JobFailureType.Misconfigured);
     return { runId: `rcn_${input.provider}`, provider: input.provider, window: input.window, status: 'clean', discrepancyCount: 0, newDiscrepancyCount: 0 };
   },
   async recordReconciliationFailure(input) {
@@ -68,7 +68,7 @@ describe('reconciliationWorkflow', () => {
       (error: unknown) => error,
     );
     expect(failure).toBeInstanceOf(WorkflowFailedError);
-    expect((failure as WorkflowFailedError).cause).toMatchObject({ type: 'ReconciliationFailed', message: expect.stringMatching(/reconciliation failed for broken/) });
+    expect((failure as WorkflowFailedError).cause).toMatchObject({ type: JobFailureType.ReconciliationFailed, message: expect.stringMatching(/reconciliation failed for broken/) });
     expect(calls.map((c) => `${c.step} ${(c.input as { provider: string }).provider}`)).toEqual([
       'reconcileProviderWindow broken',
       'recordReconciliationFailure broken',
@@ -101,6 +101,6 @@ describe('reconciliationWorkflow', () => {
       () => null,
       (error: unknown) => error,
     );
-    expect((failure as WorkflowFailedError).cause).toMatchObject({ type: 'InvalidReconciliationWindow' });
+    expect((failure as WorkflowFailedError).cause).toMatchObject({ type: JobFailureType.InvalidWindow });
   });
 });
