@@ -19,7 +19,7 @@ interface Outcome {
   seen: number[];
 }
 
-/** A payment from a client that retries by key (202 and 503 only; anything else is final). 0 = the connection failed. */
+/** A payment from a client that retries by key (on 202, 429, 503 and a failed connection, counted as 0); anything else is final. */
 async function payUntilFinal(apiUrl: string, apiKey: string, method: string): Promise<Outcome> {
   const key = `roll-${randomBytes(8).toString('hex')}`;
   const body = JSON.stringify({ order_id: `ord-${randomBytes(6).toString('hex')}`, amount_minor: 700, currency: 'EUR', payment_method: method });
@@ -38,7 +38,8 @@ async function payUntilFinal(apiUrl: string, apiKey: string, method: string): Pr
       () => 0,
     );
     seen.push(status);
-    if ((status !== 202 && status !== 503 && status !== 0) || Date.now() > deadline) return { final: status, seen };
+    // 429 too: a client retries after Retry-After (a 429 is never a key's outcome).
+    if ((status !== 202 && status !== 503 && status !== 429 && status !== 0) || Date.now() > deadline) return { final: status, seen };
     await new Promise((r) => setTimeout(r, 1000));
   }
 }
