@@ -1,7 +1,7 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
-import { killPoint } from '../worker/kill-points';
+import { killPoint } from '../lib/kill-points';
 import { ProviderRejectedError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../provider/types';
 
 /**

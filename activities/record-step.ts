@@ -3,7 +3,7 @@ import type { Db, Sql } from '../db/connect';
 import { isLedgerRefusal } from '../db/ledger';
 import type { WorkerMetrics } from '../lib/metrics';
 import { FailureType, type FinalResponse } from '../shared/definitions';
-import { killPoint } from '../worker/kill-points';
+import { killPoint } from '../lib/kill-points';
 
 /**
  * What the database steps of the workflows (payment-steps.ts, refund-steps.ts) share.

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { OpenAPIHono, createRoute, z } from '@hono/zod-openapi';
 import { Scalar } from '@scalar/hono-api-reference';
-import type { Hook } from '@hono/zod-openapi';
+import type { OpenAPIHonoOptions } from '@hono/zod-openapi';
 import { apiErrorBody, errorStatus } from '../domain/errors';
 import { errorResponses } from './routes/openapi';
 import { ping } from '../db/connect';
@@ -19,9 +19,10 @@ import { reconciliationRoutes } from './routes/reconciliation';
 import { eventRoutes } from './routes/events';
 import { paymentRoutes } from './routes/payments';
 import { refundRoutes } from './routes/refunds';
+import { providerWebhookRoutes } from './routes/provider-webhooks';
 
 /** Request validation failures: 400 invalid_request with the zod issues. Nothing was executed. */
-const invalidRequest: Hook<unknown, AppEnv, string, unknown> = (result, c) => {
+const invalidRequest: NonNullable<OpenAPIHonoOptions<AppEnv>['defaultHook']> = (result, c) => {
   if (result.success) return;
   const issues = result.error.issues.map((issue) => ({ path: issue.path.join('.'), code: issue.code, message: issue.message }));
   return c.json(apiErrorBody('invalid_request', 'The request is invalid; see issues.', { issues }), errorStatus.invalid_request);
@@ -61,7 +62,7 @@ const metricsRoute = createRoute({
 
 /** The HTTP API, built from its dependencies. `api/main.ts` serves it; tests call it directly. */
 export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
-  const app = new OpenAPIHono<AppEnv>({ defaultHook: invalidRequest as never });
+  const app = new OpenAPIHono<AppEnv>({ defaultHook: invalidRequest });
   const authFailures = new AuthFailureLimit(deps.config.AUTH_FAILURES_PER_MINUTE ?? 30);
   app.use('*', requestContext(deps), securityHeaders());
   app.use('/metrics', metricsAccess(deps, authFailures));
@@ -76,8 +77,7 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   });
 
   app.openapi(metricsRoute, async (c) => {
-    c.header('Content-Type', deps.metrics.registry.contentType);
-    return c.body(await deps.metrics.registry.metrics()) as never;
+    return c.text(await deps.metrics.registry.metrics(), 200, { 'Content-Type': deps.metrics.registry.contentType });
   });
 
   app.use('/v1/*', authenticate(deps, authFailures), tenantRateLimit(deps), jsonBody(), requireIdempotencyKey(deps));
@@ -85,6 +85,9 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   app.route('/', refundRoutes(deps));
   app.route('/', accountRoutes(deps));
   app.route('/', eventRoutes(deps));
+
+  // The PSP's webhooks: outside /v1 (a signature instead of an API key, the PSP's event id instead of an Idempotency-Key).
+  app.route('/', providerWebhookRoutes(deps));
 
   app.use('/admin/*', adminOnly(deps, authFailures), jsonBody());
   app.route('/', adminRoutes(deps));

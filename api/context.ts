@@ -5,6 +5,7 @@ import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import type { ApiMetrics, IdempotencyOutcome } from '../lib/metrics';
 import type { CompletionWaiter } from './completions';
+import type { ProviderWebhookReceiver } from './routes/provider-webhooks';
 
 /** What the API is built from; tests build it from the real PostgreSQL and Temporal too. */
 export interface ApiDeps {
@@ -31,6 +32,8 @@ export interface ApiDeps {
         | 'PROVIDER_POLL_MAX_MS'
         | 'PROVIDER'
         | 'METRICS_TOKEN' | 'WEBHOOK_ALLOWED_CIDRS' | 'WEBHOOK_ALLOW_HTTP' | 'RATE_LIMIT_READ_PER_SECOND' | 'RATE_LIMIT_WRITE_PER_SECOND' | 'AUTH_FAILURES_PER_MINUTE'
+        // The listener's (lib/listener.ts), for the servers the dev and test stacks make.
+        | 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_KEEP_ALIVE_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS' | 'HTTP_ALLOWED_HOSTS'
       >
     >;
   logger: Logger;
@@ -40,6 +43,8 @@ export interface ApiDeps {
    * its share of every limit (api/primary.ts tells its processes how many are alive). 1 when omitted.
    */
   liveProcesses?: () => number;
+  /** The configured PSP's inbound webhooks (POST /provider_webhooks/{provider}); absent: none are received. */
+  providerWebhooks?: ProviderWebhookReceiver;
 }
 
 export interface AppEnv {

@@ -1,6 +1,8 @@
 import type { Context } from 'hono';
+import type { RouteConfig } from '@hono/zod-openapi';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord } from '../db/idempotency-records';
+import type { SearchAttributePair } from '@temporalio/common';
+import { claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord, type OperationTarget } from '../db/idempotency-records';
 import type { Db } from '../db/connect';
 import { ApiError, errorResponse } from '../domain/errors';
 import { requestFingerprint } from '../domain/fingerprint';
@@ -10,10 +12,14 @@ import type * as workflows from '../workflows';
 import type { ApiDeps, AppEnv } from './context';
 import type { IdempotencyOutcome } from '../lib/metrics';
 import { isDatabaseUnavailable } from '../db/connect';
-import { settleAbandonedRun } from '../db/abandoned';
+import { operationKindOfWorkflow, settleAbandonedRun } from '../db/abandoned';
+import { operationName, type RecordedAnswer, type RouteJson } from './typed-route';
 
 /** Header that advertises how long an outcome is remembered. */
 export const RETENTION_HEADER = 'Idempotency-Retention-Seconds';
+
+/** The answer to a key reused with another request (another body or path), wherever it is detected. */
+const KEY_REUSED = ['idempotency_key_reused', 'This Idempotency-Key was already used with a different request. Use a new key for a new operation.'] as const;
 
 /**
  * What dispatching an operation told us about its outcome:
@@ -27,23 +33,27 @@ export type Dispatched =
   | { kind: 'decided'; response: FinalResponse; earlier?: boolean }
   | { kind: 'running'; outcome?: (ms: number) => Promise<FinalResponse | null> };
 
-/** One mutating operation, as the idempotency protocol needs to know it. */
-export interface IdempotentOperation {
-  /** "METHOD /route/template": part of the scope, so a key on another route is another operation. */
-  operation: string;
+/** One mutating operation of route R, as the idempotency protocol needs to know it. */
+export interface IdempotentOperation<R extends RouteConfig> extends ProtocolSteps {
+  /** The resource in its current state, for a 202 while the outcome is not known yet (the route's declared 202 body). */
+  pending(record: IdempotencyRecord): Promise<{ body: RouteJson<R, 202>; location: string }>;
+}
+
+/** The steps of an operation, as the protocol itself handles them (any route). */
+interface ProtocolSteps {
   /** Path parameters and validated body: what the fingerprint covers. */
   params: Record<string, string>;
   body: unknown;
   /** Ids for a new claim: the workflow that runs the operation and the resource it acts on. */
-  claim(): { workflowId: string; resourceId: string };
+  claim(): OperationTarget;
   /**
    * Makes sure the workflow runs the operation. Must be idempotent: the first request and
    * every duplicate call it.
    */
   dispatch(record: IdempotencyRecord, scope: ScopedKey): Promise<Dispatched>;
-  /** The resource in its current state, for a 202 while the outcome is not known yet. */
   pending(record: IdempotencyRecord): Promise<{ body: unknown; location: string }>;
 }
+
 
 /**
  * The idempotency protocol of every mutating endpoint (docs/CONTRACT.md §3.1):
@@ -56,13 +66,14 @@ export interface IdempotentOperation {
  *    with it; if it is not known in time, 202 with the resource as it is now.
  * Temporal unreachable before anything ran: the claim is given back and the answer is 503.
  */
-export async function runIdempotent(c: Context<AppEnv>, deps: ApiDeps, op: IdempotentOperation): Promise<Response> {
+export async function runIdempotent<R extends RouteConfig>(c: Context<AppEnv>, deps: ApiDeps, route: R, op: IdempotentOperation<R>): Promise<RecordedAnswer> {
+  const operation = operationName(route);
   const outcome = (value: IdempotencyOutcome) => {
     c.set('idempotencyOutcome', value);
-    deps.metrics.idempotency.inc({ operation: op.operation, outcome: value });
+    deps.metrics.idempotency.inc({ operation, outcome: value });
   };
   try {
-    return await runProtocol(c, deps, op, outcome);
+    return await runProtocol(c, deps, operation, op, outcome);
   } catch (error) {
     if ((error instanceof ApiError && (error.type === 'service_unavailable' || error.type === 'temporal_unavailable')) || isDatabaseUnavailable(error) || isTemporalUnavailable(error)) {
       outcome('fail_closed');
@@ -74,43 +85,42 @@ export async function runIdempotent(c: Context<AppEnv>, deps: ApiDeps, op: Idemp
 async function runProtocol(
   c: Context<AppEnv>,
   deps: ApiDeps,
-  op: IdempotentOperation,
+  operation: string,
+  op: ProtocolSteps,
   outcome: (value: IdempotencyOutcome) => void,
-): Promise<Response> {
+): Promise<RecordedAnswer> {
   const { sql, config } = deps;
   const scope: ScopedKey = {
     tenantId: c.var.tenant.id,
-    operation: op.operation,
+    operation,
     key: c.var.idempotencyKey,
     fingerprint: requestFingerprint(op.params, op.body),
     retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS,
   };
 
   let record = await findRecord(sql, scope.tenantId, scope.operation, scope.key);
-  let owner = false;
+  // This request made the claim (it is the first delivery), rather than finding another's.
+  let claimedHere = false;
   if (!record) {
     record = await claimRecord(sql, scope, op.claim());
-    owner = record !== null;
+    claimedHere = record !== null;
     record ??= await findRecord(sql, scope.tenantId, scope.operation, scope.key);
     if (!record) throw new Error('idempotency record vanished right after a conflicting claim');
   }
   c.set('resourceId', record.resource_id);
   if (record.fingerprint !== scope.fingerprint) {
     outcome('mismatch');
-    throw new ApiError(
-      'idempotency_key_reused',
-      'This Idempotency-Key was already used with a different request. Use a new key for a new operation.',
-    );
+    throw new ApiError(...KEY_REUSED);
   }
-  const replayed = !owner;
+  const replayed = !claimedHere;
   const stored = storedResponse(record);
   if (stored) {
     outcome('replayed');
-    return respond(c, stored, true);
+    return recorded(stored, true);
   }
 
   const expectation = deps.completions.expect(scope.tenantId, scope.operation, scope.key);
-  const owned = { workflowId: record.workflow_id, resourceId: record.resource_id };
+  const target: OperationTarget = { workflowId: record.workflow_id, resourceId: record.resource_id };
   try {
     let dispatched: Dispatched;
     try {
@@ -119,8 +129,8 @@ async function runProtocol(
       const reason = temporalUnavailableReason(error);
       if (reason === null) throw error;
       // Nothing ran: give the claim back so the client's retry really executes.
-      if (owner) await releaseClaim(sql, scope);
-      c.var.logger?.warn({ reason, operation: op.operation }, 'Temporal unavailable; claim released, failing closed');
+      if (claimedHere) await releaseClaim(sql, scope);
+      c.var.logger?.warn({ reason, operation }, 'Temporal unavailable; claim released, failing closed');
       throw temporalUnavailable();
     }
     if (dispatched.kind === 'running' && !dispatched.outcome) {
@@ -128,8 +138,8 @@ async function runProtocol(
       // stored answer (db/migrations/006), which then needs no read back.
       const completion = await expectation.wait(config.IDEMPOTENCY_WAIT_MS);
       if (typeof completion === 'object') {
-        outcome(owner ? 'new' : 'waited');
-        return respond(c, completion, replayed);
+        outcome(claimedHere ? 'new' : 'waited');
+        return recorded(completion, replayed);
       }
     }
     const known =
@@ -137,30 +147,31 @@ async function runProtocol(
     // Recording is idempotent: if the workflow recorded first, its response is the one returned.
     if (known) {
       const earlier = dispatched.kind === 'decided' && dispatched.earlier === true;
-      outcome(earlier ? 'replayed' : owner ? 'new' : 'waited');
-      return respond(c, await completeRecord(sql, scope, owned, known), replayed || earlier);
+      outcome(earlier ? 'replayed' : claimedHere ? 'new' : 'waited');
+      return recorded(await completeRecord(sql, scope, target, known), replayed || earlier);
     }
   } finally {
     expectation.dispose();
   }
 
   const latest = await findRecord(sql, scope.tenantId, scope.operation, scope.key);
-  const recorded = latest && storedResponse(latest);
-  if (recorded) {
-    outcome(owner ? 'new' : 'waited');
-    return respond(c, recorded, replayed);
+  const latestStored = latest && storedResponse(latest);
+  if (latestStored) {
+    outcome(claimedHere ? 'new' : 'waited');
+    return recorded(latestStored, replayed);
   }
   // Still running. 202 is not a final response: it is never stored.
   outcome('pending');
   const { body, location } = await op.pending(record);
-  return c.json(body as object, 202, { Location: location, 'Retry-After': '1' });
+  return { response: { status: 202, body: JSON.stringify(body) }, headers: { Location: location, 'Retry-After': '1' } };
 }
 
-function respond(c: Context<AppEnv>, response: FinalResponse, replayed: boolean): Response {
-  c.header('Content-Type', 'application/json');
-  if (response.location) c.header('Location', response.location);
-  if (replayed) c.header('Idempotent-Replayed', 'true');
-  return c.body(response.body, response.status as 200);
+/** A recorded final response, with its Location and, when it is an earlier delivery's, Idempotent-Replayed. */
+function recorded(response: FinalResponse, replayed: boolean): RecordedAnswer {
+  const headers: Record<string, string> = {};
+  if (response.location) headers.Location = response.location;
+  if (replayed) headers['Idempotent-Replayed'] = 'true';
+  return { response, headers };
 }
 
 /** Seconds a client is told to wait: a frontend that died is replaced by the balancer in about that. */
@@ -175,8 +186,7 @@ export function temporalUnavailable(): ApiError {
     { 'Retry-After': String(TEMPORAL_RETRY_AFTER_SECONDS) },
   );
 }
-/** Bounds every call to Temporal
- so an unreachable server turns into a prompt 503. */
+/** Bounds every call to Temporal so an unreachable server turns into a prompt 503. */
 export function withinTemporalDeadline<T>(deps: ApiDeps, call: () => Promise<T>): Promise<T> {
   return deps.temporal.connection.withDeadline(Date.now() + deps.config.TEMPORAL_RPC_TIMEOUT_MS, call);
 }
@@ -204,7 +214,7 @@ export async function startOrAttach<T extends WorkflowType>(
     /** The payment or refund the operation acts on. */
     resourceId: string;
     args: Parameters<Workflows[T]>;
-    searchAttributes: { key: { name: string; type: string }; value: string }[];
+    searchAttributes: SearchAttributePair[];
     memo: Record<string, unknown>;
     /** Temporal's user metadata: the one line the Web UI lists the run by. Never a card token or metadata value. */
     summary: string;
@@ -217,7 +227,7 @@ export async function startOrAttach<T extends WorkflowType>(
       args: options.args,
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      typedSearchAttributes: options.searchAttributes as never,
+      typedSearchAttributes: options.searchAttributes,
       memo: { ...options.memo, fingerprint: scope.fingerprint, idempotency_key: scope.key },
       staticSummary: options.summary,
     });
@@ -231,7 +241,7 @@ export async function startOrAttach<T extends WorkflowType>(
   if (memo.fingerprint !== scope.fingerprint) {
     return {
       kind: 'decided',
-      response: errorResponse('idempotency_key_reused', 'This Idempotency-Key was already used with a different request. Use a new key for a new operation.'),
+      response: errorResponse(...KEY_REUSED),
     };
   }
   if (description.status.name === 'RUNNING') {
@@ -242,7 +252,8 @@ export async function startOrAttach<T extends WorkflowType>(
     // now, and it is the answer to this and every later retry. The API cannot ask the provider
     // whether money moved (null): a payment that may hold money is flagged for an operator.
     const record = { tenant_id: scope.tenantId, operation: scope.operation, idempotency_key: scope.key, fingerprint: scope.fingerprint, workflow_id: options.workflowId, resource_id: options.resourceId };
-    const settled = await settleAbandonedRun(deps.sql, record, description.status.name ?? 'UNKNOWN', scope.retentionSeconds, null);
+    const run = { kind: operationKindOfWorkflow[workflowType] ?? null, status: description.status.name ?? 'UNKNOWN' };
+    const settled = await settleAbandonedRun(deps.sql, record, run, scope.retentionSeconds, null);
     deps.logger.error({ workflow_id: options.workflowId, status: description.status.name, flagged: settled.flagged }, 'operation ended without an outcome; recorded operation_failed');
     return { kind: 'decided', response: settled.response };
   }
@@ -252,12 +263,11 @@ export async function startOrAttach<T extends WorkflowType>(
 
 /** An operation that is one PostgreSQL transaction (no workflow), e.g. resending events. */
 export interface TransactionalOperation {
-  operation: string;
   params: Record<string, string>;
   body: unknown;
   /** What the operation acts on, for the record and the request log. */
   resourceId: string;
-  /** The effect, in the transaction that also records its response. */
+  /** The effect, in the transaction that also records its response (built with `finalResponse` from the route). */
   execute(tx: Db): Promise<FinalResponse>;
 }
 
@@ -268,18 +278,19 @@ export interface TransactionalOperation {
  * workflow operation does); a rolled-back first attempt leaves nothing behind, so the retry
  * really runs.
  */
-export async function runTransactional(c: Context<AppEnv>, deps: ApiDeps, op: TransactionalOperation): Promise<Response> {
+export async function runTransactional(c: Context<AppEnv>, deps: ApiDeps, route: RouteConfig, op: TransactionalOperation): Promise<RecordedAnswer> {
   const scope: ScopedKey = {
     tenantId: c.var.tenant.id,
-    operation: op.operation,
+    operation: operationName(route),
     key: c.var.idempotencyKey,
     fingerprint: requestFingerprint(op.params, op.body),
     retentionSeconds: deps.config.IDEMPOTENCY_RETENTION_SECONDS,
   };
-  const owner = { workflowId: '', resourceId: op.resourceId };
+  // No workflow runs it: the record names only the resource.
+  const target: OperationTarget = { workflowId: '', resourceId: op.resourceId };
   c.set('resourceId', op.resourceId);
   const result = await deps.sql.begin(async (tx): Promise<{ outcome: IdempotencyOutcome; response: FinalResponse | null }> => {
-    if (await claimRecord(tx, scope, owner)) return { outcome: 'new', response: await completeRecord(tx, scope, owner, await op.execute(tx)) };
+    if (await claimRecord(tx, scope, target)) return { outcome: 'new', response: await completeRecord(tx, scope, target, await op.execute(tx)) };
     const record = await findRecord(tx, scope.tenantId, scope.operation, scope.key);
     if (!record) throw new Error(`idempotency record ${scope.operation} ${scope.key} vanished right after a conflicting claim`);
     if (record.fingerprint !== scope.fingerprint) return { outcome: 'mismatch', response: null };
@@ -288,9 +299,7 @@ export async function runTransactional(c: Context<AppEnv>, deps: ApiDeps, op: Tr
     return { outcome: 'replayed', response: stored };
   });
   c.set('idempotencyOutcome', result.outcome);
-  deps.metrics.idempotency.inc({ operation: op.operation, outcome: result.outcome });
-  if (!result.response) {
-    throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different request. Use a new key for a new operation.');
-  }
-  return respond(c, result.response, result.outcome === 'replayed');
+  deps.metrics.idempotency.inc({ operation: scope.operation, outcome: result.outcome });
+  if (!result.response) throw new ApiError(...KEY_REUSED);
+  return recorded(result.response, result.outcome === 'replayed');
 }

@@ -2,6 +2,7 @@ import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from '../domain/money';
 import { errorStatus } from '../domain/errors';
 import type { PaymentResource, RefundResource } from '../domain/resources';
+import type { EventPayload } from '../db/outbox';
 import { captureMethods, deliveryStatuses, eventTypes, paymentStatuses, refundStatuses } from '../shared/definitions';
 import { discrepancyKinds, reconciliationRunStatuses } from '../shared/jobs';
 import { paymentLifecycle } from '../domain/payment-lifecycle';
@@ -289,6 +290,9 @@ export const Event = z
     data: z.object({ object: z.union([Payment, Refund]) }),
   })
   .openapi('Event');
+// The stored event payload (db/outbox.ts) is what GET /v1/events/{id} and the webhooks send.
+const eventSchemaMatchesPayload: Same<z.output<typeof Event>, EventPayload> = true;
+void eventSchemaMatchesPayload;
 
 export const DeliveryAttempt = z
   .object({

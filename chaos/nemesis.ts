@@ -1,4 +1,4 @@
-import { killPointNames } from '../worker/kill-points';
+import { killPointNames } from '../lib/kill-points';
 import type { Prng } from './prng';
 
 export const faultKinds = [

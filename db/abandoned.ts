@@ -1,8 +1,26 @@
 import { errorResponse } from '../domain/errors';
+import { waitingStatuses, type PaymentStatus } from '../domain/payment-lifecycle';
+import { paymentResource, type PaymentRow } from '../domain/resources';
 import type { FinalResponse } from '../shared/definitions';
+import { businessEventKey } from '../shared/keys';
 import type { Sql } from './connect';
 import type { Db } from './connect';
 import { completeRecord, type IdempotencyRecord } from './idempotency-records';
+import { insertEvent } from './outbox';
+import { transitionPayment } from './payments';
+
+/**
+ * What an operation acts on, said by whoever knows it (the workflow type of its run, or the
+ * route that started it), never guessed from an id's prefix. null: no run ever existed, so
+ * nothing was reserved or charged under it.
+ */
+export type OperationKind = 'payment' | 'refund' | null;
+
+/** The kind of resource each workflow type's operations act on. */
+export const operationKindOfWorkflow: Record<string, Exclude<OperationKind, null>> = {
+  paymentWorkflow: 'payment',
+  refundWorkflow: 'refund',
+};
 
 /** Unfinished operations older than `minAgeSeconds`, oldest first: candidates for a closed run. */
 export async function unfinishedRecords(db: Db, minAgeSeconds: number, limit: number): Promise<IdempotencyRecord[]> {
@@ -27,14 +45,15 @@ export async function unfinishedRecords(db: Db, minAgeSeconds: number, limit: nu
 export async function settleAbandonedRun(
   sql: Sql,
   record: Pick<IdempotencyRecord, 'tenant_id' | 'operation' | 'idempotency_key' | 'fingerprint' | 'workflow_id' | 'resource_id'>,
-  runStatus: string,
+  run: { kind: OperationKind; status: string },
   retentionSeconds: number,
   moneyMoved: boolean | null,
 ): Promise<{ response: FinalResponse; flagged: boolean }> {
+  const runStatus = run.status;
   return sql.begin(async (tx) => {
     let flagged = false;
     let note = '';
-    if (record.resource_id.startsWith('pay_')) {
+    if (run.kind === 'payment') {
       const reason = `The payment's run ended without an outcome (${runStatus}).`;
       const [failed] =
         moneyMoved === false
@@ -53,7 +72,7 @@ export async function settleAbandonedRun(
       flagged = held !== undefined;
       note = failed ? ` Payment ${record.resource_id} is failed; no money moved.` : held ? ` Payment ${record.resource_id} is flagged for an operator.` : '';
     }
-    if (record.resource_id.startsWith('re_')) {
+    if (run.kind === 'refund') {
       // The provider may or may not have sent the refund; its amount stays reserved until a person decides.
       const [held] = await tx<{ id: string }[]>`
         UPDATE refunds SET failure_code = 'needs_operator',
@@ -77,4 +96,65 @@ export async function settleAbandonedRun(
     );
     return { response: stored, flagged };
   }) as Promise<{ response: FinalResponse; flagged: boolean }>;
+}
+
+/** A payment in a waiting status (domain/payment-lifecycle.ts), as the closed-wait sweep needs it. */
+export type WaitingPayment = Pick<PaymentRow, 'id' | 'tenant_id' | 'status' | 'workflow_id' | 'provider_charge_id'>;
+
+/**
+ * Payments that wait (every non-final status of the lifecycle table) and have not changed
+ * for `minAgeSeconds`, oldest first, not yet flagged: candidates for a run that closed while
+ * they waited (terminated from the Web UI or the CLI, or failed).
+ */
+export async function waitingPayments(db: Db, minAgeSeconds: number, limit: number, statuses: readonly PaymentStatus[] = waitingStatuses): Promise<WaitingPayment[]> {
+  return db<WaitingPayment[]>`
+    SELECT id, tenant_id, status, workflow_id, provider_charge_id FROM payments
+    WHERE status = ANY(${[...statuses]}) AND failure_code IS DISTINCT FROM 'needs_operator'
+      AND updated_at < now() - make_interval(secs => ${minAgeSeconds})
+    ORDER BY updated_at
+    LIMIT ${limit}`;
+}
+
+/** What the PSP holds for a payment whose run closed while it waited, and what the sweep did there. */
+export interface HeldAtProvider {
+  /** The charge as the PSP holds it now (after the void, if one was made); null if it holds none; undefined if it could not be asked. */
+  charge?: { id: string; status: string } | null;
+  /** The sweep voided the authorization (safe: nothing was captured, and no run is left to capture it). */
+  voided: boolean;
+}
+
+/**
+ * Settles a payment whose run closed while it waited: it is flagged `needs_operator` with what
+ * the PSP holds, in one transaction. If its authorization was voided, the payment is
+ * `canceled` (an allowed move from every status that can be voided) with the merchant's
+ * `payment.canceled` event, under the same event key a cancel by its run would have used;
+ * otherwise it keeps its status (the PSP may have captured, or could not be asked) and its
+ * order stays taken until a person decides. Returns the payment as it is now, or null if it
+ * moved meanwhile (its run was not closed after all, or another sweep came first).
+ */
+export async function settleClosedWait(sql: Sql, payment: WaitingPayment, runStatus: string, held: HeldAtProvider): Promise<PaymentRow | null> {
+  const pspSays =
+    held.charge === undefined
+      ? 'the PSP could not be asked'
+      : held.charge === null
+        ? 'the PSP holds no charge for it'
+        : `the PSP holds charge ${held.charge.id} as ${held.charge.status}${held.voided ? ' (the authorization was voided by the sweep: no money was captured)' : ''}`;
+  const failure = {
+    code: 'needs_operator',
+    message: `The payment's run ended (${runStatus}) while it was ${payment.status}; ${pspSays}. An operator must reconcile it.`,
+  };
+  return sql.begin(async (tx) => {
+    if (held.voided) {
+      const canceled = await transitionPayment(tx, payment.id, { status: 'canceled', failure });
+      if (canceled) {
+        await insertEvent(tx, { tenantId: canceled.tenant_id, type: 'payment.canceled', eventKey: businessEventKey.paymentEvent(canceled.id, 'payment.canceled'), object: paymentResource(canceled) });
+        return canceled;
+      }
+    }
+    const [flagged] = await tx<PaymentRow[]>`
+      UPDATE payments SET failure_code = ${failure.code}, failure_message = ${failure.message}, updated_at = now()
+      WHERE id = ${payment.id} AND status = ${payment.status} AND failure_code IS DISTINCT FROM 'needs_operator'
+      RETURNING *`;
+    return flagged ?? null;
+  }) as Promise<PaymentRow | null>;
 }

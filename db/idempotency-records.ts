@@ -28,6 +28,12 @@ export async function findRecord(db: Db, tenantId: string, operation: string, ke
   return record ?? null;
 }
 
+/** What an operation's record names: the workflow that runs the operation and the resource it acts on. */
+export interface OperationTarget {
+  workflowId: string;
+  resourceId: string;
+}
+
 /**
  * Claims the scoped key: exactly one concurrent caller gets the record back; the others get
  * null and must read the winner's record. The unique primary key arbitrates, not a prior
@@ -36,14 +42,14 @@ export async function findRecord(db: Db, tenantId: string, operation: string, ke
 export async function claimRecord(
   db: Db,
   scope: ScopedKey,
-  claim: { workflowId: string; resourceId: string },
+  target: OperationTarget,
 ): Promise<IdempotencyRecord | null> {
   const [record] = await db<IdempotencyRecord[]>`
     INSERT INTO idempotency_records
       (tenant_id, operation, idempotency_key, fingerprint, state, workflow_id, resource_id, expires_at)
     VALUES
       (${scope.tenantId}, ${scope.operation}, ${scope.key}, ${scope.fingerprint}, 'running',
-       ${claim.workflowId}, ${claim.resourceId}, now() + make_interval(secs => ${scope.retentionSeconds}))
+       ${target.workflowId}, ${target.resourceId}, now() + make_interval(secs => ${scope.retentionSeconds}))
     ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
     RETURNING *`;
   return record ?? null;
@@ -69,7 +75,7 @@ export async function releaseClaim(db: Db, scope: ScopedKey): Promise<void> {
 export async function completeRecord(
   db: Db,
   scope: ScopedKey,
-  owner: { workflowId: string; resourceId: string },
+  target: OperationTarget,
   response: FinalResponse,
 ): Promise<FinalResponse> {
   const [written] = await db<IdempotencyRecord[]>`
@@ -78,7 +84,7 @@ export async function completeRecord(
        response_status, response_body, response_location, completed_at, expires_at)
     VALUES
       (${scope.tenantId}, ${scope.operation}, ${scope.key}, ${scope.fingerprint}, 'completed',
-       ${owner.workflowId}, ${owner.resourceId}, ${response.status}, ${response.body}, ${response.location},
+       ${target.workflowId}, ${target.resourceId}, ${response.status}, ${response.body}, ${response.location},
        now(), now() + make_interval(secs => ${scope.retentionSeconds}))
     ON CONFLICT (tenant_id, operation, idempotency_key) DO UPDATE SET
       state = 'completed',

@@ -1,5 +1,6 @@
 import type { Db, Sql } from './connect';
 import { newId } from '../domain/ids';
+import type { PaymentResource, RefundResource } from '../domain/resources';
 import type { DeliveryStatus, EventType } from '../shared/definitions';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 
@@ -8,7 +9,8 @@ export interface EventPayload {
   object: 'event';
   type: EventType;
   created_at: string;
-  data: { object: unknown };
+  /** The payment or refund as the API shows it at the time of the event. */
+  data: { object: PaymentResource | RefundResource };
 }
 
 export interface OutboxEventRow {
@@ -33,7 +35,7 @@ export interface OutboxEventRow {
  * sees; db.json() would send jsonb, which reorders), the one that records the fact itself.
  * Once per business event: a replayed activity finds (tenant, event_key) taken and adds nothing.
  */
-export async function insertEvent(db: Db, event: { tenantId: string; type: EventType; eventKey: string; object: unknown }): Promise<void> {
+export async function insertEvent(db: Db, event: { tenantId: string; type: EventType; eventKey: string; object: EventPayload['data']['object'] }): Promise<void> {
   const id = newId('evt');
   const payload: EventPayload = { id, object: 'event', type: event.type, created_at: new Date().toISOString(), data: { object: event.object } };
   await db`

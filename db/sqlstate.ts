@@ -18,6 +18,3 @@ export function sqlState(error: unknown): string | null {
   if (!e || e.name !== 'PostgresError' || typeof e.code !== 'string') return null;
   return /^[0-9A-Z]{5}$/.test(e.code) ? e.code : null;
 }
-
-/** The ApplicationFailure type every such error is turned into, in activities and local activities alike. */
-export const DATABASE_REFUSED = 'DatabaseRefused';

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { Connection } from '@temporalio/client';
 import { createSql, ping } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
-import { assertSafeToListen, isLoopbackHost, loadConfig } from '../lib/config';
+import { assertSafeToListen, codecCorsOrigins, isLoopbackHost, loadConfig } from '../lib/config';
 import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
 import { freePort, httpStatus } from './ports';
 import { namespaceServed, projectRoot, startTemporalDevServer, type DevServer } from './temporal-cli';
@@ -43,9 +43,11 @@ const launcherSchema = z
     /** TEMPORAL_MODE=cluster: history shards (fixed once .data holds the cluster) and server processes. */
     TEMPORAL_CLUSTER_SHARDS: z.coerce.number().int().positive().default(8),
     TEMPORAL_CLUSTER_NODES: z.coerce.number().int().min(1).max(5).default(2),
-    /** API processes behind PORT (api/primary.ts when above 1) and worker processes on the task queue. */
+    /** API processes behind PORT (api/primary.ts) and worker processes on the task queue. */
     API_PROCESSES: z.coerce.number().int().min(1).max(64).default(1),
     WORKER_PROCESSES: z.coerce.number().int().min(1).max(64).default(1),
+    /** TEMPORAL_MODE=cluster: "true" lets the Web UI terminate, cancel, signal and reset runs (off: it has no login). */
+    TEMPORAL_UI_WRITE_ACTIONS: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   });
 /** The launcher's own variables (lib/config.ts has the ones the API and worker share); set in main(). */
 let launcherEnv: z.output<typeof launcherSchema>;
@@ -238,7 +240,7 @@ async function main(): Promise<void> {
   startService('api', 'api/primary.ts', { ...common, PORT: String(launcherEnv.PORT), HOST: apiHost, API_PROCESSES: String(launcherEnv.API_PROCESSES) });
   rollingUpgradeContext = { temporal, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TASK_QUEUE, dataDir };
   // The Web UI's page calls the codec server from the browser: its origin must be allowed.
-  const uiOrigins = [`http://127.0.0.1:${launcherEnv.TEMPORAL_UI_PORT}`, `http://localhost:${launcherEnv.TEMPORAL_UI_PORT}`, ...config.CODEC_CORS_ORIGINS];
+  const uiOrigins = [`http://127.0.0.1:${launcherEnv.TEMPORAL_UI_PORT}`, `http://localhost:${launcherEnv.TEMPORAL_UI_PORT}`, ...codecCorsOrigins(config)];
   if (codecUrl) startService('codec', 'lib/codec-server-main.ts', { ...common, CODEC_PORT: String(config.CODEC_PORT), CODEC_CORS_ORIGINS: [...new Set(uiOrigins)].join(','), HOST: '127.0.0.1' });
 
   const deadline = Date.now() + launcherEnv.START_READY_TIMEOUT_SECONDS * 1000;
@@ -444,6 +446,7 @@ async function startCluster(databaseUrl: string, dataDir: string, namespace: str
     // TEMPORAL_PORT is the balancer's (started next); the nodes' frontends get ports of their own.
     uiPort: launcherEnv.TEMPORAL_UI_PORT,
     uiTemporalAddress: `127.0.0.1:${launcherEnv.TEMPORAL_PORT}`,
+    uiWriteActions: launcherEnv.TEMPORAL_UI_WRITE_ACTIONS,
     ...(codecUrl ? { uiCodecEndpoint: codecUrl } : {}),
     namespace,
     dataDir,

@@ -155,5 +155,7 @@ export const FailureType = {
   PaymentNotCancelable: 'PaymentNotCancelable',
   /** Update validator: capture amount above what was authorized. */
   CaptureExceedsAuthorized: 'CaptureExceedsAuthorized',
+  /** PostgreSQL refused a step's statement in a way no retry cures (db/sqlstate.ts); set by worker/database-refusals.ts. */
+  DatabaseRefused: 'DatabaseRefused',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];

@@ -1,6 +1,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
-import { settleAbandonedRun, unfinishedRecords } from '../db/abandoned';
+import { operationKindOfWorkflow, settleAbandonedRun, settleClosedWait, unfinishedRecords, waitingPayments, type HeldAtProvider, type WaitingPayment } from '../db/abandoned';
+import { providerSubKey } from '../shared/keys';
 import type { Logger } from '../lib/logger';
 import type { PaymentProvider } from '../provider/types';
 
@@ -19,23 +20,37 @@ export class AbandonedRunSweeper {
     private readonly minAgeSeconds = 60,
   ) {}
 
-  /** Settles what it finds (at most `limit` records looked at); returns how many were settled. */
+  /**
+   * Settles what it finds (at most `limit` records and `limit` waiting payments looked at):
+   * first the operations that never answered, then the payments whose run closed while they
+   * waited. Returns how many were settled.
+   */
   async runOnce(limit = 200, minAgeSeconds = this.minAgeSeconds): Promise<number> {
-    const { sql, temporal, logger, retentionSeconds } = this.deps;
+    return (await this.settleUnansweredOperations(limit, minAgeSeconds)) + (await this.settleClosedWaits(limit, minAgeSeconds));
+  }
+
+  /** How the run ended, and what kind of operation it ran (from its workflow type); NOT_FOUND: no run. */
+  private async runOf(workflowId: string): Promise<{ status: string; kind: 'payment' | 'refund' | null }> {
+    try {
+      const description = await this.deps.temporal.workflow.getHandle(workflowId).describe();
+      return { status: description.status.name, kind: operationKindOfWorkflow[description.type] ?? null };
+    } catch (error) {
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+      return { status: 'NOT_FOUND', kind: null };
+    }
+  }
+
+  private async settleUnansweredOperations(limit: number, minAgeSeconds: number): Promise<number> {
+    const { sql, logger, retentionSeconds } = this.deps;
     let settled = 0;
     for (const record of await unfinishedRecords(sql, minAgeSeconds, limit)) {
-      let status: string;
-      try {
-        status = (await temporal.workflow.getHandle(record.workflow_id).describe()).status.name;
-      } catch (error) {
-        if (!(error instanceof WorkflowNotFoundError)) throw error;
-        status = 'NOT_FOUND';
-      }
+      const run = await this.runOf(record.workflow_id);
+      const status = run.status;
       // Running: its outcome will come. Completed: the run recorded it, or the client's retry
       // takes it from the run's result (the update of a capture/cancel answers from its own run).
       if (status === 'RUNNING' || status === 'COMPLETED') continue;
-      const moneyMoved = record.resource_id.startsWith('pay_') ? await this.chargeExists(record.resource_id) : null;
-      const { flagged } = await settleAbandonedRun(sql, record, status, retentionSeconds, moneyMoved);
+      const moneyMoved = run.kind === 'payment' ? await this.chargeExists(record.resource_id) : null;
+      const { flagged } = await settleAbandonedRun(sql, record, run, retentionSeconds, moneyMoved);
       settled++;
       logger.error(
         { workflow_id: record.workflow_id, resource_id: record.resource_id, operation: record.operation, status, flagged },
@@ -43,6 +58,54 @@ export class AbandonedRunSweeper {
       );
     }
     return settled;
+  }
+
+  /**
+   * Payments that wait (capture window, customer, bank: every non-final status) while their run
+   * is closed: terminated from the Web UI or the CLI, or failed. Nobody would ever move them
+   * again, and an authorization would stay held. Each is flagged for an operator with what the
+   * PSP holds; an authorization (or a challenge) still open at the PSP is voided first, which is
+   * safe because no run is left to capture it.
+   */
+  private async settleClosedWaits(limit: number, minAgeSeconds: number): Promise<number> {
+    let settled = 0;
+    for (const payment of await waitingPayments(this.deps.sql, minAgeSeconds, limit)) {
+      const run = await this.runOf(payment.workflow_id);
+      if (run.status === 'RUNNING') continue;
+      const held = await this.voidIfHeld(payment);
+      const now = await settleClosedWait(this.deps.sql, payment, run.status, held);
+      if (!now) continue;
+      settled++;
+      this.deps.logger.error(
+        { alert: 'payment_needs_operator', payment_id: payment.id, workflow_id: payment.workflow_id, run_status: run.status, was: payment.status, now: now.status, psp_charge: held.charge ?? null, voided: held.voided },
+        'payment run ended while it waited; flagged for an operator',
+      );
+    }
+    return settled;
+  }
+
+  /** What the PSP holds for the payment; an authorization or challenge still open there is voided. */
+  private async voidIfHeld(payment: WaitingPayment): Promise<HeldAtProvider> {
+    const { provider, logger } = this.deps;
+    let charge;
+    try {
+      const charges = await provider.listChargesByReference(payment.id);
+      charge = charges.find((c) => c.id === payment.provider_charge_id) ?? charges[0] ?? null;
+    } catch (error) {
+      logger.warn({ err: error, payment_id: payment.id }, 'provider lookup failed; the payment is flagged without it');
+      return { voided: false };
+    }
+    if (!charge || (charge.status !== 'requires_capture' && charge.status !== 'requires_action')) {
+      return { charge: charge && { id: charge.id, status: charge.status }, voided: false };
+    }
+    try {
+      // The sub-key the run's own void would have used: if it voided before it died, this is the same void.
+      const voided = await provider.voidCharge({ idempotencyKey: providerSubKey.void(payment.id), chargeId: charge.id });
+      return { charge: { id: voided.id, status: voided.status }, voided: voided.status === 'canceled' };
+    } catch (error) {
+      logger.warn({ err: error, payment_id: payment.id, charge_id: charge.id }, 'void failed; the payment is flagged with the authorization still held');
+      return { charge: { id: charge.id, status: charge.status }, voided: false };
+    }
   }
 
   /** Whether the provider holds a live charge of the payment (its reference), or null if it cannot say. */

@@ -29,7 +29,7 @@ export const records = proxyLocalActivities<RecordSteps>({
  * operation up by its sub-key before acting. Attempts are unlimited: a payment is never
  * given up while a charge may exist; only the provider's own refusal stops the retries.
  */
-export const provider = proxyActivities<ProviderSteps>({
+export const providerSteps = proxyActivities<ProviderSteps>({
   // Upper bound for one attempt; the provider client's own timeout ends a hung call sooner.
   startToCloseTimeout: '2 minutes',
   // The activity beats every second; 5 s of silence means its worker is gone.

@@ -17,7 +17,7 @@ import {
   type ScopedKey,
 } from '../shared/definitions';
 import { providerSubKey } from '../shared/keys';
-import { provider, records } from './activities';
+import { providerSteps, records } from './activities';
 import { Compensations, failureOfType } from './saga';
 
 type Command = { kind: 'capture'; request: CaptureRequest } | { kind: 'cancel'; request: CancelRequest };
@@ -132,7 +132,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
    * would say "Compensated" while the customer's money stayed with us.
    */
   const giveBack = async (chargeId: string, amountMinor: number) => {
-    const refund = await provider.refundCharge({ subKey: providerSubKey.compensation(input.paymentId), chargeId, amountMinor, reference: input.paymentId });
+    const refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(input.paymentId), chargeId, amountMinor, reference: input.paymentId });
     if (refund.status === 'failed') {
       throw ApplicationFailure.nonRetryable(`the provider refused refund ${refund.id}: ${refund.failureMessage ?? refund.failureCode ?? 'no reason given'}`);
     }
@@ -146,7 +146,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
       compensations.push(`refunded ${amountMinor} ${input.currency} of charge ${chargeId}`, () => giveBack(chargeId, amountMinor));
     } else if (charge.status === 'requires_capture') {
       const chargeId = charge.id;
-      compensations.push(`voided authorization ${chargeId}`, () => provider.voidCharge({ paymentId: input.paymentId, chargeId }));
+      compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: input.paymentId, chargeId }));
     }
   };
 
@@ -219,7 +219,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
 
   let charge: ProviderCharge;
   try {
-    charge = await provider.chargePayment({
+    charge = await providerSteps.chargePayment({
       paymentId: input.paymentId,
       amountMinor: input.amountMinor,
       currency: input.currency,
@@ -276,16 +276,16 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
 
   if (decided === undefined) {
     log.info('authorization window ended uncaptured; voiding', { paymentId: input.paymentId });
-    showCharge(await provider.voidCharge({ paymentId: input.paymentId, chargeId }));
+    showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId }));
     await records.recordCancel({ paymentId: input.paymentId, request: null });
     setStatus('canceled');
   } else if (decided.kind === 'cancel') {
-    showCharge(await provider.voidCharge({ paymentId: input.paymentId, chargeId }));
+    showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId }));
     commandResponse = (await records.recordCancel({ paymentId: input.paymentId, request: decided.request }))!;
     setStatus('canceled');
   } else {
     const amountMinor = decided.request.amountMinor ?? input.amountMinor;
-    const captured = await provider.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor });
+    const captured = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor });
     showCharge(captured);
     // Once captured, giving the money back means a refund, no longer a void.
     compensations.replace(`refunded ${captured.amountCapturedMinor} ${input.currency} of charge ${chargeId}`, () =>
@@ -320,7 +320,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     const chargeId = waiting.id;
     const windowMs = customer ? (input.authenticationWindowMs ?? WAIT_DEFAULTS.authenticationWindowMs) : (input.settlementWindowMs ?? WAIT_DEFAULTS.settlementWindowMs);
     const poll = input.statusPoll ?? WAIT_DEFAULTS.statusPoll;
-    const pollCharge = async () => noteReport(await provider.retrieveCharge({ paymentId: input.paymentId, chargeId }));
+    const pollCharge = async () => noteReport(await providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId }));
     // The Web UI shows why the run waits and until when (Memo tab), next to the timer in its history.
     upsertMemo({
       waiting_for: customer ? 'customer authentication (3-D Secure)' : 'the PSP to settle an asynchronous payment',
@@ -366,7 +366,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     // The window ended without an outcome: no money may be kept for a payment the merchant
     // now sees as expired. A challenge is voided; a bank debit cannot be, so the PSP is asked once more.
     log.info('waiting window ended; expiring', { payment_id: input.paymentId, waiting: waiting.status });
-    const last = customer ? await voidOrLookUp(chargeId) : await provider.retrieveCharge({ paymentId: input.paymentId, chargeId });
+    const last = customer ? await voidOrLookUp(chargeId) : await providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId });
     showCharge(last);
     let failure: { code: string; message: string };
     if (last.status === 'canceled' || last.status === 'requires_action' || last.status === 'processing') {
@@ -381,7 +381,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
       failure = { code: 'late_success_refunded', message: `The payment succeeded at the provider after its window ended; refund ${refund.id} gave the money back.` };
     } else {
       // requires_capture: authorized after the window; the void below releases it.
-      const voided = await provider.voidCharge({ paymentId: input.paymentId, chargeId });
+      const voided = await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId });
       failure = { code: 'late_authorization_voided', message: `The payment was authorized at the provider after its window ended; the authorization was voided (${voided.status}).` };
     }
     await records.recordExpiry({ paymentId: input.paymentId, failure });
@@ -392,10 +392,10 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
   /** Voids a waiting charge; if the PSP refuses (it settled meanwhile), the charge as it is now. */
   async function voidOrLookUp(chargeId: string): Promise<ProviderCharge> {
     try {
-      return await provider.voidCharge({ paymentId: input.paymentId, chargeId });
+      return await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId });
     } catch (error) {
       if (!failureOfType(error, FailureType.ProviderRejected)) throw error;
-      return provider.retrieveCharge({ paymentId: input.paymentId, chargeId });
+      return providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId });
     }
   }
 

@@ -1,7 +1,7 @@
 import type { ProviderRefund } from '../provider/types';
 import { FailureType, type FinalResponse, type RefundWorkflowInput } from '../shared/definitions';
 import { providerSubKey } from '../shared/keys';
-import { provider, records } from './activities';
+import { providerSteps, records } from './activities';
 import { failureOfType } from './saga';
 
 /**
@@ -17,7 +17,7 @@ export async function refundWorkflow(input: RefundWorkflowInput): Promise<FinalR
 
   let refund: ProviderRefund;
   try {
-    refund = await provider.refundCharge({
+    refund = await providerSteps.refundCharge({
       subKey: providerSubKey.refund(input.refundId),
       chargeId: begun.chargeId,
       amountMinor: input.amountMinor,

@@ -38,7 +38,7 @@ export function accountRoutes(deps: ApiDeps) {
       startingAfter: query.starting_after,
       endingBefore: query.ending_before,
     });
-    return c.json({ object: 'list' as const, data: page.rows.map((r) => r.payload), has_more: page.hasMore } as never, 200);
+    return c.json({ object: 'list' as const, data: page.rows.map((r) => r.payload), has_more: page.hasMore }, 200);
   });
 
   app.openapi(balanceRoute, async (c) => {

@@ -5,6 +5,7 @@ import { ApiError } from '../../domain/errors';
 import { looksLikeId } from '../../domain/ids';
 import type { ApiDeps, AppEnv } from '../context';
 import { runTransactional } from '../idempotency';
+import { finalResponse, recordedReply } from '../typed-route';
 import { DeliveryAttempt, Event, EventDelivery, EventRecovery, IdParam, ListDeliveryAttemptsQuery, listOf, RecoverEventsBody, ResendEventBody } from '../schemas';
 import { errorResponses, idempotencyKeyParameter, idempotentResponses, jsonContent, optionalBody } from './openapi';
 
@@ -30,7 +31,7 @@ const listAttemptsRoute = createRoute({
   responses: { 200: { description: 'A page of attempts.', content: jsonContent(listOf(DeliveryAttempt, 'DeliveryAttemptList')) }, ...errorResponses(['invalid_request', 'unauthorized', 'not_found']) },
 });
 
-const resendRoute = createRoute({
+export const resendRoute = createRoute({
   method: 'post',
   path: '/v1/events/{id}/resend',
   tags: ['Events'],
@@ -46,7 +47,7 @@ const resendRoute = createRoute({
   },
 });
 
-const recoverRoute = createRoute({
+export const recoverRoute = createRoute({
   method: 'post',
   path: '/v1/webhook_endpoint/recover',
   tags: ['Events'],
@@ -99,7 +100,7 @@ export function eventRoutes(deps: ApiDeps) {
 
   app.openapi(getEventRoute, async (c) => {
     const event = await tenantEvent(c.var.tenant.id, c.req.valid('param').id);
-    return c.json(event.payload as never, 200);
+    return c.json(event.payload, 200);
   });
 
   app.openapi(listAttemptsRoute, async (c) => {
@@ -113,32 +114,30 @@ export function eventRoutes(deps: ApiDeps) {
     const { id } = c.req.valid('param');
     const tenantId = c.var.tenant.id;
     await tenantEvent(tenantId, id);
-    return runTransactional(c, deps, {
-      operation: 'POST /v1/events/{id}/resend',
+    return recordedReply(c, resendRoute, await runTransactional(c, deps, resendRoute, {
       params: { id },
       body: optionalBody(ResendEventBody, c.req.valid('json')),
       resourceId: id,
       execute: async (tx) => {
         const event = await resendEvent(tx, tenantId, id);
         if (!event) throw new ApiError('not_found', `No such event: ${id}`);
-        return { status: 200, body: JSON.stringify(deliveryResource(event)), location: null };
+        return finalResponse(resendRoute, 200, deliveryResource(event));
       },
-    }) as never;
+    }));
   });
 
   app.openapi(recoverRoute, async (c) => {
     const body = c.req.valid('json');
     const tenantId = c.var.tenant.id;
-    return runTransactional(c, deps, {
-      operation: 'POST /v1/webhook_endpoint/recover',
+    return recordedReply(c, recoverRoute, await runTransactional(c, deps, recoverRoute, {
       params: {},
       body,
       resourceId: tenantId,
       execute: async (tx) => {
         const resent = await resendUnacknowledgedSince(tx, tenantId, new Date(body.since));
-        return { status: 200, body: JSON.stringify({ object: 'event_recovery', since: new Date(body.since).toISOString(), resent }), location: null };
+        return finalResponse(recoverRoute, 200, { object: 'event_recovery', since: new Date(body.since).toISOString(), resent });
       },
-    }) as never;
+    }));
   });
 
   return app;

@@ -49,7 +49,7 @@ const responseHeaders = {
 
 export const idempotentResponses = {
   headers: responseHeaders,
-  pending: (schema: ZodType) => ({
+  pending: <T extends ZodType>(schema: T) => ({
     202: {
       description: 'Still processing: not a final response and never stored. Retry with the same key after `Retry-After` seconds, or poll `Location`.',
       content: jsonContent(schema),
@@ -66,6 +66,7 @@ const errorDescriptions: Record<ApiErrorType, string> = {
   invalid_request: 'The request is invalid (the zod issues are listed in `error.issues`). Nothing was executed.',
   idempotency_key_missing: 'The Idempotency-Key header is missing.',
   idempotency_key_invalid: 'The Idempotency-Key header is malformed.',
+  webhook_signature_invalid: 'The webhook’s signature is missing, wrong or stale, or its body is not an event. Nothing was stored.',
   unauthorized: 'Missing or invalid API key (or admin token).',
   card_declined: 'The card was declined; `error.payment` is the declined payment. Retry the order with a new key.',
   payment_failed: 'The payment failed for good; `error.payment` says why (money that moved was given back).',
@@ -79,6 +80,7 @@ const errorDescriptions: Record<ApiErrorType, string> = {
   capture_exceeds_authorized: 'The capture amount is above the authorized amount.',
   payload_too_large: 'The body is larger than 64 KiB.',
   unsupported_media_type: 'The body is not `application/json`.',
+  misdirected_request: 'The `Host` header names no host this service answers for (`HTTP_ALLOWED_HOSTS`): a defence against DNS rebinding.',
   idempotency_key_reused: 'This key was used for a different request (another body or path). Nothing was executed.',
   rate_limited: 'Over the rate limit (per tenant: reads and writes apart; per client address: failed authentications). Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the quota and what is left. Never recorded as an operation\'s outcome: a retry with the same Idempotency-Key runs normally.',
   internal_error: 'An unexpected error; quote the request id.',
@@ -88,27 +90,41 @@ const errorDescriptions: Record<ApiErrorType, string> = {
 };
 
 const rateLimitHeaders = {
-  'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' } },
-  'RateLimit-Policy': { description: 'The quota (IETF RateLimit fields), e.g. `"write";q=100;w=1`: 100 writes per second.', schema: { type: 'string' } },
-  RateLimit: { description: 'What is left of it, e.g. `"write";r=0;t=1`: none, for 1 more second.', schema: { type: 'string' } },
+  'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' as const } },
+  'RateLimit-Policy': { description: 'The quota (IETF RateLimit fields), e.g. `"write";q=100;w=1`: 100 writes per second.', schema: { type: 'string' as const } },
+  RateLimit: { description: 'What is left of it, e.g. `"write";r=0;t=1`: none, for 1 more second.', schema: { type: 'string' as const } },
 };
 
-/** The error responses a route can give, grouped by status, each type listed in the description. */
-export function errorResponses(given: ApiErrorType[]) {
+/** One error status of a route: the error body, and the types it can carry. */
+interface ErrorResponse {
+  description: string;
+  content: { 'application/json': { schema: typeof ErrorBody } };
+  headers?: Record<string, { description: string; schema: { type: 'integer' | 'string' } }>;
+}
+
+/** The statuses of these error types; whatever authenticates can also be rate-limited (429). */
+type ErrorStatuses<T extends ApiErrorType> = (typeof errorStatus)[T] | ('unauthorized' extends T ? (typeof errorStatus)['rate_limited'] : never);
+
+/**
+ * The error responses a route can give, grouped by status, each type listed in the
+ * description. Keyed by the literal statuses, so a handler's typed responses (api/typed-route.ts)
+ * hold exactly these and no other error status.
+ */
+export function errorResponses<const T extends ApiErrorType>(given: readonly T[]): { [S in ErrorStatuses<T>]: ErrorResponse } {
   // Whatever authenticates can be rate-limited (per tenant, or failed attempts per address).
-  const withLimits: ApiErrorType[] = given.includes('unauthorized') && !given.includes('rate_limited') ? [...given, 'rate_limited'] : given;
+  const withLimits: ApiErrorType[] = given.includes('unauthorized' as T) && !given.includes('rate_limited' as T) ? [...given, 'rate_limited'] : [...given];
   // Whatever can find a dependency unreachable can find Temporal so (api/middleware.ts maps both).
   const types: ApiErrorType[] = withLimits.includes('service_unavailable') && !withLimits.includes('temporal_unavailable') ? [...withLimits, 'temporal_unavailable'] : withLimits;
   const byStatus = new Map<number, ApiErrorType[]>();
   for (const type of types) byStatus.set(errorStatus[type], [...(byStatus.get(errorStatus[type]) ?? []), type]);
-  const responses: Record<number, { description: string; content: ReturnType<typeof jsonContent>; headers?: object }> = {};
+  const responses: Record<number, ErrorResponse> = {};
   for (const [status, group] of byStatus) {
     responses[status] = {
       description: group.map((t) => `\`${t}\`: ${errorDescriptions[t]}`).join(' '),
       content: jsonContent(ErrorBody),
-      ...(status === 503 ? { headers: { 'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' } } } } : {}),
+      ...(status === 503 ? { headers: { 'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' as const } } } } : {}),
       ...(status === 429 ? { headers: rateLimitHeaders } : {}),
     };
   }
-  return responses;
+  return responses as { [S in ErrorStatuses<T>]: ErrorResponse };
 }

@@ -9,11 +9,12 @@ import {
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { getPayment, listPayments, paymentStatus } from '../../db/payments';
+import { getPayment, listPayments } from '../../db/payments';
 import type { IdempotencyRecord } from '../../db/idempotency-records';
 import { ApiError, errorResponse, type ApiErrorType } from '../../domain/errors';
+import { isFinal, statusesAccepting } from '../../domain/payment-lifecycle';
 import { newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
-import { paymentLocation, paymentResource } from '../../domain/resources';
+import { paymentLocation, paymentResource, type PaymentRow } from '../../domain/resources';
 import {
   cancelUpdate,
   captureUpdate,
@@ -26,6 +27,7 @@ import {
   type ScopedKey,
 } from '../../shared/definitions';
 import type { ApiDeps, AppEnv } from '../context';
+import { recordedReply } from '../typed-route';
 import type { Config } from '../../lib/config';
 import { tenantPayment } from '../tenant-payment';
 import { runIdempotent, startOrAttach, type Dispatched } from '../idempotency';
@@ -40,15 +42,18 @@ import {
 } from '../schemas';
 import { errorResponses, idempotentResponses, idempotencyKeyParameter, jsonContent, optionalBody, paymentIdExample } from './openapi';
 
-const createPayment = createRoute({
+export const createPayment = createRoute({
   method: 'post',
   path: '/v1/payments',
   tags: ['Payments'],
   summary: 'Create a payment (idempotent)',
   description:
     'Charges the payment method once, however often the request is delivered. 201 when `succeeded` or `requires_capture`; ' +
-    '402 `card_declined` (the body carries the declined payment); 202 while still `processing`; 409 `order_already_paid` ' +
-    'when the order already has a live or paid payment (no charge is made).',
+    '402 `card_declined` (the body carries the declined payment); 409 `order_already_paid` when the order already has a live ' +
+    'or paid payment (no charge is made). 202 when the outcome must be waited for: `requires_action` (send the customer to ' +
+    '`next_action.redirect_to_url.url`; they come back to your `return_url`) or `processing` (an asynchronous method such as a ' +
+    'SEPA debit). That 202 is the key\'s recorded answer and replays byte for byte; `GET /v1/payments/{id}` shows where the ' +
+    'payment stands now, and the `payment.*` events tell you when it settles.',
   parameters: [idempotencyKeyParameter],
   request: { body: { content: jsonContent(CreatePaymentBody), required: true } },
   responses: {
@@ -58,7 +63,7 @@ const createPayment = createRoute({
   },
 });
 
-const getPaymentRoute = createRoute({
+export const getPaymentRoute = createRoute({
   method: 'get',
   path: '/v1/payments/{id}',
   tags: ['Payments'],
@@ -67,7 +72,7 @@ const getPaymentRoute = createRoute({
   responses: { 200: { description: 'The payment.', content: jsonContent(Payment) }, ...errorResponses(['unauthorized', 'not_found']) },
 });
 
-const listPaymentsRoute = createRoute({
+export const listPaymentsRoute = createRoute({
   method: 'get',
   path: '/v1/payments',
   tags: ['Payments'],
@@ -76,12 +81,12 @@ const listPaymentsRoute = createRoute({
   responses: { 200: { description: 'A page of payments.', content: jsonContent(listOf(Payment, 'PaymentList')) }, ...errorResponses(['invalid_request', 'unauthorized']) },
 });
 
-const capturePayment = createRoute({
+export const capturePayment = createRoute({
   method: 'post',
   path: '/v1/payments/{id}/capture',
   tags: ['Payments'],
   summary: 'Capture a manual-capture payment (idempotent)',
-  description: 'Captures all of the authorization, or `amount_minor` of it. 409 when the payment is not awaiting capture.',
+  description: `Captures all of the authorization, or \`amount_minor\` of it. 409 unless the payment is ${statusesAccepting('capture').map((s) => `\`${s}\``).join(' or ')}.`,
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CapturePaymentBody), required: false } },
   responses: {
@@ -91,11 +96,12 @@ const capturePayment = createRoute({
   },
 });
 
-const cancelPayment = createRoute({
+export const cancelPayment = createRoute({
   method: 'post',
   path: '/v1/payments/{id}/cancel',
   tags: ['Payments'],
-  summary: 'Cancel (void) a manual-capture payment (idempotent)',
+  summary: 'Cancel (void) a payment that waits for capture or for its customer (idempotent)',
+  description: `Voids the authorization, or the customer's pending 3-D Secure challenge. 409 unless the payment is ${statusesAccepting('cancel').map((s) => `\`${s}\``).join(' or ')}.`,
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CancelPaymentBody), required: false } },
   responses: {
@@ -155,8 +161,7 @@ export function paymentRoutes(deps: ApiDeps) {
       // Plain http is for a developer's own machine; a customer's browser is sent to https only.
       throw new ApiError('invalid_request', 'return_url must be https in production');
     }
-    return runIdempotent(c, deps, {
-      operation: 'POST /v1/payments',
+    return recordedReply(c, createPayment, await runIdempotent(c, deps, createPayment, {
       params: {},
       body,
       claim: () => ({ workflowId: paymentWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('pay') }),
@@ -201,7 +206,7 @@ export function paymentRoutes(deps: ApiDeps) {
         };
         return { body: paymentResource(row), location: paymentLocation(row.id) };
       },
-    }) as never;
+    }));
   });
 
   app.openapi(getPaymentRoute, async (c) => {
@@ -221,11 +226,10 @@ export function paymentRoutes(deps: ApiDeps) {
   });
 
   /** Capture and cancel: updates to the payment's running workflow, with validators. */
-  async function runCommand(c: Context<AppEnv>, kind: 'capture' | 'cancel', id: string, body: { amount_minor?: number }) {
+  async function runCommand(c: Context<AppEnv>, route: typeof capturePayment | typeof cancelPayment, kind: 'capture' | 'cancel', id: string, body: { amount_minor?: number }) {
     const tenantId = c.var.tenant.id;
     const payment = await tenantPayment(deps.sql, tenantId, id);
-    return runIdempotent(c, deps, {
-      operation: `POST /v1/payments/{id}/${kind}`,
+    return runIdempotent(c, deps, route, {
       params: { id },
       body,
       claim: () => ({ workflowId: payment.workflow_id, resourceId: payment.id }),
@@ -237,10 +241,21 @@ export function paymentRoutes(deps: ApiDeps) {
     });
   }
 
-  app.openapi(capturePayment, async (c) => runCommand(c, 'capture', c.req.valid('param').id, optionalBody(CapturePaymentBody, c.req.valid('json'))) as never);
-  app.openapi(cancelPayment, async (c) => runCommand(c, 'cancel', c.req.valid('param').id, optionalBody(CancelPaymentBody, c.req.valid('json'))) as never);
+  app.openapi(capturePayment, async (c) => recordedReply(c, capturePayment, await runCommand(c, capturePayment, 'capture', c.req.valid('param').id, optionalBody(CapturePaymentBody, c.req.valid('json')))));
+  app.openapi(cancelPayment, async (c) => recordedReply(c, cancelPayment, await runCommand(c, cancelPayment, 'cancel', c.req.valid('param').id, optionalBody(CancelPaymentBody, c.req.valid('json')))));
 
   return app;
+}
+
+/** Why a capture or cancel cannot be done once the payment's run has closed. */
+function closedRunRefusal(kind: 'capture' | 'cancel', paymentId: string, payment: PaymentRow | null): string {
+  if (!payment) return `payment ${paymentId} cannot be ${kind === 'capture' ? 'captured' : 'canceled'}: its run has ended`;
+  const flagged = payment.failure_code === 'needs_operator' ? ` ${payment.failure_message ?? ''}`.trimEnd() : '';
+  if (isFinal(payment.status)) return `payment ${paymentId} is ${payment.status}.${flagged}`;
+  return (
+    `payment ${paymentId} can no longer be ${kind === 'capture' ? 'captured' : 'canceled'} through the API: its run ended while it was ${payment.status}.` +
+    (flagged || ' It is being flagged for an operator (an open authorization is voided).')
+  );
 }
 
 /**
@@ -274,9 +289,10 @@ async function sendCommand(
   } catch (error) {
     if (error instanceof WorkflowUpdateFailedError) return { kind: 'decided', response: refusal(error) };
     if (error instanceof WorkflowNotFoundError || /already completed/i.test(String((error as Error)?.message))) {
-      // The payment's workflow has finished: it is no longer awaiting capture.
-      const status = await paymentStatus(deps.sql, record.resource_id);
-      return { kind: 'decided', response: errorResponse(notAllowed, `payment ${record.resource_id} is ${status ?? 'not awaiting capture'}`) };
+      // The payment's run has closed: no command can reach it again. The answer says why,
+      // without claiming a status that would accept the command.
+      const payment = await getPayment(deps.sql, record.tenant_id, record.resource_id);
+      return { kind: 'decided', response: errorResponse(notAllowed, closedRunRefusal(kind, record.resource_id, payment)) };
     }
     throw error;
   }

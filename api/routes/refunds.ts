@@ -6,12 +6,13 @@ import { looksLikeId, newId, refundWorkflowId } from '../../domain/ids';
 import { refundLocation, refundResource } from '../../domain/resources';
 import { OrderIdKey, TenantIdKey, type RefundWorkflowInput } from '../../shared/definitions';
 import type { ApiDeps, AppEnv } from '../context';
+import { recordedReply } from '../typed-route';
 import { tenantPayment } from '../tenant-payment';
 import { runIdempotent, startOrAttach } from '../idempotency';
 import { CreateRefundBody, IdParam, ListRefundsQuery, listOf, Refund } from '../schemas';
 import { errorResponses, idempotentResponses, jsonContent, idempotencyKeyParameter, paymentIdExample } from './openapi';
 
-const createRefund = createRoute({
+export const createRefund = createRoute({
   method: 'post',
   path: '/v1/payments/{id}/refunds',
   tags: ['Refunds'],
@@ -54,8 +55,7 @@ export function refundRoutes(deps: ApiDeps) {
     const body = c.req.valid('json');
     const tenantId = c.var.tenant.id;
     const payment = await tenantPayment(deps.sql, tenantId, id);
-    return runIdempotent(c, deps, {
-      operation: 'POST /v1/payments/{id}/refunds',
+    return recordedReply(c, createRefund, await runIdempotent(c, deps, createRefund, {
       params: { id },
       body,
       claim: () => ({ workflowId: refundWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('re') }),
@@ -100,7 +100,7 @@ export function refundRoutes(deps: ApiDeps) {
         };
         return { body: refundResource(row), location: refundLocation(row.id) };
       },
-    }) as never;
+    }));
   });
 
   app.openapi(listPaymentRefunds, async (c) => {

@@ -2,14 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { claimRecord, findRecord } from '../../db/idempotency-records';
-import { DATABASE_REFUSED } from '../../db/sqlstate';
 import { requestFingerprint } from '../../domain/fingerprint';
 import { newId, paymentWorkflowId, refundWorkflowId } from '../../domain/ids';
 import { reserveRefund } from '../../db/refunds';
 import { CreatePaymentBody } from '../../api/schemas';
 import { paymentWorkflowInput } from '../../api/routes/payments';
 import { SandboxProvider } from '../../provider/sandbox-client';
-import { PaymentStatusKey, TenantIdKey, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
+import { FailureType, PaymentStatusKey, TenantIdKey, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
 import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
@@ -136,7 +135,7 @@ describe('poison that reaches a workflow anyway (validation bypassed) ends the r
     const outer = (failure as WorkflowFailedError).cause;
     const cause = (outer instanceof ActivityFailure ? outer.cause : outer) as ApplicationFailure;
     expect(cause).toBeInstanceOf(ApplicationFailure);
-    expect(cause.type).toBe(DATABASE_REFUSED);
+    expect(cause.type).toBe(FailureType.DatabaseRefused);
     expect(cause.nonRetryable).toBe(true);
     expect(cause.message).toMatch(/22P05|unsupported Unicode escape/);
     expect((await handle.describe()).status.name).toBe('FAILED');

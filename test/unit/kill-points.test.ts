@@ -4,11 +4,11 @@ import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../devstack/temporal-cli';
 
 /**
- * worker/kill-points.ts: the chaos run's hook. It kills the process with SIGKILL on the n-th
+ * lib/kill-points.ts: the chaos run's hook. It kills the process with SIGKILL on the n-th
  * pass through the named point, and only when NODE_ENV=test: in production it is inert.
  */
 function passFiveTimes(env: Record<string, string>) {
-  const script = `import { killPoint } from ${JSON.stringify(path.join(projectRoot, 'worker/kill-points.ts'))};
+  const script = `import { killPoint } from ${JSON.stringify(path.join(projectRoot, 'lib/kill-points.ts'))};
 for (let i = 1; i <= 5; i++) { killPoint('after-record-commit'); console.log('passed', i); }`;
   return spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
     cwd: projectRoot,
