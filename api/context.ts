@@ -38,6 +38,11 @@ export interface ApiDeps {
     >;
   logger: Logger;
   metrics: ApiMetrics;
+  /**
+   * How many API processes share the port (and so the tenants' rate limits): each enforces
+   * its share of every limit (api/primary.ts tells its processes how many are alive). 1 when omitted.
+   */
+  liveProcesses?: () => number;
   /** The configured PSP's inbound webhooks (POST /provider_webhooks/{provider}); absent: none are received. */
   providerWebhooks?: ProviderWebhookReceiver;
 }

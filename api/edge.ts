@@ -7,8 +7,9 @@ import type { ApiDeps, AppEnv } from './context';
 /**
  * The API's edge defences that are not about one route: response headers, rate limits per
  * tenant, a limit on failed authentication per client address, and access to /metrics.
- * The limits are kept in this process's memory: each API process enforces the full limit
- * on the requests it serves (README, "Security").
+ * The limits are kept in this process's memory: with several API processes behind one port
+ * (API_PROCESSES, api/primary.ts) each enforces its share of every limit, so together they
+ * hold it (README, "Running it at scale").
  */
 
 /** Answers are personal and JSON: never cached by a shared cache, never sniffed as HTML. */
@@ -69,7 +70,9 @@ export function tenantRateLimit(deps: ApiDeps): MiddlewareHandler<AppEnv> {
       kind === 'read'
         ? (tenant.rate_limit_read_per_second ?? deps.config.RATE_LIMIT_READ_PER_SECOND ?? defaultRateLimits.read)
         : (tenant.rate_limit_write_per_second ?? deps.config.RATE_LIMIT_WRITE_PER_SECOND ?? defaultRateLimits.write);
-    const verdict = counter.hit(`${tenant.id}:${kind}`, limit);
+    // This process's share (at least one request a second, so a small limit never locks a tenant out).
+    const processes = Math.max(1, deps.liveProcesses?.() ?? 1);
+    const verdict = counter.hit(`${tenant.id}:${kind}`, Math.max(1, Math.floor(limit / processes)));
     const resetSeconds = Math.max(1, Math.ceil(verdict.resetMs / 1000));
     const headers = {
       'RateLimit-Policy': `"${kind}";q=${limit};w=1`,

@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import type { AddressInfo } from 'node:net';
 import { createSql } from '../db/connect';
 import { assertSafeToListen, loadConfig } from '../lib/config';
@@ -20,7 +21,24 @@ const temporal = await connectTemporal(temporalConnectionSettings(config), confi
 const completions = new CompletionWaiter(sql, logger);
 await completions.start();
 
-const app = createApp({ sql, temporal, completions, config, logger, metrics: createApiMetrics(), providerWebhooks: providerWebhookReceiver(config) });
+// Under api/primary.ts (API_PROCESSES > 1) the port is shared: the primary says how many API
+// processes are alive, and this one enforces its share of the rate limits.
+let liveProcesses = Number(process.env.API_LIVE_PROCESSES ?? 1);
+if (cluster.isWorker) {
+  process.on('message', (message: { type?: string; live?: number }) => {
+    if (message?.type === 'api-processes' && typeof message.live === 'number' && message.live > 0) liveProcesses = message.live;
+  });
+}
+const app = createApp({
+  sql,
+  temporal,
+  completions,
+  config,
+  logger,
+  metrics: createApiMetrics(),
+  providerWebhooks: providerWebhookReceiver(config),
+  liveProcesses: () => liveProcesses,
+});
 const server = await serveHttp(app.fetch, { port: config.PORT, hostname: config.HOST, limits: listenerLimits(config) });
 const { port } = server.address() as AddressInfo;
 logger.info({ host: config.HOST, port, allowed_hosts: config.HTTP_ALLOWED_HOSTS }, `api listening on http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`);
@@ -31,7 +49,14 @@ async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, 'api shutting down');
-  server.close();
+  // Requests in flight finish (a rolling upgrade replaces this process under load); idle
+  // keep-alive connections close now, and whatever is still open after the longest wait a
+  // request can make is cut.
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  if ('closeIdleConnections' in server) server.closeIdleConnections();
+  const cap = setTimeout(() => 'closeAllConnections' in server && server.closeAllConnections(), config.IDEMPOTENCY_WAIT_MS + 5000);
+  await closed;
+  clearTimeout(cap);
   await completions.stop();
   await temporal.connection.close().catch(() => {});
   await sql.end({ timeout: 5 });

@@ -8,7 +8,7 @@ import { createSql, ping } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
 import { assertSafeToListen, codecCorsOrigins, isLoopbackHost, loadConfig } from '../lib/config';
 import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
-import { httpStatus } from './ports';
+import { freePort, httpStatus } from './ports';
 import { namespaceServed, projectRoot, startTemporalDevServer, type DevServer } from './temporal-cli';
 import { startTemporalCluster, type TemporalCluster } from './temporal-cluster';
 import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
@@ -43,6 +43,9 @@ const launcherSchema = z
     /** TEMPORAL_MODE=cluster: history shards (fixed once .data holds the cluster) and server processes. */
     TEMPORAL_CLUSTER_SHARDS: z.coerce.number().int().positive().default(8),
     TEMPORAL_CLUSTER_NODES: z.coerce.number().int().min(1).max(5).default(2),
+    /** API processes behind PORT (api/primary.ts) and worker processes on the task queue. */
+    API_PROCESSES: z.coerce.number().int().min(1).max(64).default(1),
+    WORKER_PROCESSES: z.coerce.number().int().min(1).max(64).default(1),
     /** TEMPORAL_MODE=cluster: "true" lets the Web UI terminate, cancel, signal and reset runs (off: it has no login). */
     TEMPORAL_UI_WRITE_ACTIONS: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   });
@@ -64,6 +67,11 @@ interface Supervised {
   name: string;
   current: ManagedChild;
   restarts: number;
+  /**
+   * Starts a replacement and makes it the current process (the old one's exit is then
+   * expected). `envChanges` apply to it and every later restart (e.g. ports the old one still holds).
+   */
+  replace(envChanges?: NodeJS.ProcessEnv): ManagedChild;
 }
 
 /**
@@ -217,8 +225,20 @@ async function main(): Promise<void> {
   };
   // Sandbox first (the worker calls it), then the worker, then the API; they start together.
   startService('sandbox', 'sandbox/main.ts', { ...common, SANDBOX_PORT: String(launcherEnv.SANDBOX_PORT), SANDBOX_HOST: launcherEnv.SANDBOX_HOST });
-  const worker = startService('worker', 'worker/main.ts', common);
-  startService('api', 'api/main.ts', { ...common, PORT: String(launcherEnv.PORT), HOST: apiHost });
+  // Each worker beyond the first gets metrics ports of its own (the first keeps the configured ones).
+  const workers: { pid: number; metricsPort: number }[] = [];
+  for (let index = 1; index <= launcherEnv.WORKER_PROCESSES; index++) {
+    const own = index === 1 ? null : { metrics: await freePort(), sdk: await freePort() };
+    const child = startService(launcherEnv.WORKER_PROCESSES === 1 ? 'worker' : `worker-${index}`, 'worker/main.ts', {
+      ...common,
+      ...(own ? { WORKER_METRICS_PORT: String(own.metrics), TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${own.sdk}` } : {}),
+    });
+    workers.push({ pid: child.pid, metricsPort: own?.metrics ?? config.WORKER_METRICS_PORT });
+  }
+  // Always through api/primary.ts (node:cluster), even for one process: a rolling upgrade
+  // starts the new API process on the shared port before the old one stops.
+  startService('api', 'api/primary.ts', { ...common, PORT: String(launcherEnv.PORT), HOST: apiHost, API_PROCESSES: String(launcherEnv.API_PROCESSES) });
+  rollingUpgradeContext = { temporal, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TASK_QUEUE, dataDir };
   // The Web UI's page calls the codec server from the browser: its origin must be allowed.
   const uiOrigins = [`http://127.0.0.1:${launcherEnv.TEMPORAL_UI_PORT}`, `http://localhost:${launcherEnv.TEMPORAL_UI_PORT}`, ...codecCorsOrigins(config)];
   if (codecUrl) startService('codec', 'lib/codec-server-main.ts', { ...common, CODEC_PORT: String(config.CODEC_PORT), CODEC_CORS_ORIGINS: [...new Set(uiOrigins)].join(','), HOST: '127.0.0.1' });
@@ -227,7 +247,7 @@ async function main(): Promise<void> {
   await Promise.all([
     waitFor('the provider sandbox to answer /healthz', deadline, async () => (await httpStatus(`${sandboxUrl}/healthz`)) === 200),
     waitFor('the API to answer /readyz with 200', deadline, async () => (await httpStatus(`${apiUrl}/readyz`)) === 200),
-    waitForWorker(temporal, config.TEMPORAL_NAMESPACE, config.TASK_QUEUE, worker.pid, deadline),
+    ...workers.map((worker) => waitForWorker(temporal, config.TEMPORAL_NAMESPACE, config.TASK_QUEUE, worker.pid, deadline)),
     ...(codecUrl ? [waitFor('the codec server to answer /healthz', deadline, async () => (await httpStatus(`${codecUrl}/healthz`)) === 200)] : []),
   ]);
   checkpoint();
@@ -262,7 +282,10 @@ async function main(): Promise<void> {
       payloadKeys
         ? `  Codec server   ${codecUrl} (Temporal payloads encrypted with key ${payloadKeys.encryptingId}${payloadKeys.file ? `, kept in ${rel(payloadKeys.file)}` : ', from TEMPORAL_PAYLOAD_KEYS'}; the Web UI decodes through it)`
         : '  Codec server   (off: TEMPORAL_PAYLOAD_ENCRYPTION=off, Temporal payloads are in clear)',
-      ...(config.WORKER_METRICS_PORT ? [`  Worker metrics http://127.0.0.1:${config.WORKER_METRICS_PORT}/metrics`] : []),
+      ...(config.WORKER_METRICS_PORT ? [`  Worker metrics ${workers.map((w) => `http://127.0.0.1:${w.metricsPort}/metrics`).join(', ')}`] : []),
+      ...(launcherEnv.API_PROCESSES > 1 || launcherEnv.WORKER_PROCESSES > 1
+        ? [`  Processes      ${launcherEnv.API_PROCESSES} API (one port, each enforcing 1/${launcherEnv.API_PROCESSES} of the rate limits), ${launcherEnv.WORKER_PROCESSES} worker`]
+        : []),
       `  API metrics    ${apiUrl}/metrics (bearer: the admin token, or METRICS_TOKEN if set)`,
       `  DATABASE_URL   ${databaseShown}${state.postgres ? ` (embedded PostgreSQL; ${rel(path.join(dataDir, 'postgres'))})` : ''}`,
       `  ADMIN_TOKEN    ${config.ADMIN_TOKEN}`,
@@ -271,10 +294,75 @@ async function main(): Promise<void> {
       `  pids           ${pids.join(', ')}`,
       '  Create a tenant:',
       `    curl -s -X POST ${apiUrl}/admin/tenants -H 'Authorization: Bearer ${config.ADMIN_TOKEN}' -H 'Content-Type: application/json' -d '{"name":"demo"}'`,
+      `  Upgrade        npm run rolling-upgrade (DATA_DIR=${rel(dataDir)}): replaces the workers, then the API processes, one at a time`,
       'Ctrl-C stops everything.',
       '',
     ].join('\n'),
   );
+  writeFileSync(path.join(dataDir, 'supervisor.pid'), `${process.pid}\n`);
+}
+
+/** What a rolling upgrade needs to know of the running stack (set once it is up). */
+let rollingUpgradeContext: { temporal: TemporalConnectionSettings; namespace: string; taskQueue: string; dataDir: string } | null = null;
+let upgrading = false;
+
+/**
+ * SIGUSR2 (`npm run rolling-upgrade`): replaces each worker process, then each API process,
+ * one at a time, with the code now on disk. A new worker must poll the task queue before its
+ * predecessor is stopped (SIGTERM: it stops polling and finishes its activities); the API's
+ * primary starts each new API process on the shared port before the old one stops accepting
+ * (api/primary.ts). Runs in flight keep going: workflow code changes must be behind `patched()`
+ * (README). The outcome is written to DATA_DIR/rolling-upgrade.json.
+ */
+process.on('SIGUSR2', () => void rollingUpgrade());
+async function rollingUpgrade(): Promise<void> {
+  const context = rollingUpgradeContext;
+  if (!context || upgrading || state.stopping) return;
+  upgrading = true;
+  const statusFile = path.join(context.dataDir, 'rolling-upgrade.json');
+  const steps: string[] = [];
+  const startedAt = new Date().toISOString();
+  try {
+    say('rolling upgrade: replacing the workers, then the API processes, one at a time');
+    for (const service of state.services.filter((s) => s.name === 'worker' || s.name.startsWith('worker-'))) {
+      const old = service.current;
+      // Both run for a moment: the new one's metrics go to ports of its own.
+      const fresh = service.replace({ WORKER_METRICS_PORT: String(await freePort()), TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${await freePort()}` });
+      await waitForWorker(context.temporal, context.namespace, context.taskQueue, fresh.pid, Date.now() + 300_000);
+      const info = await old.stop(GRACE_MS.worker!);
+      steps.push(`${service.name} ${old.pid} -> ${fresh.pid}`);
+      say(`rolling upgrade: ${service.name} replaced (pid ${old.pid} -> ${fresh.pid}; the old one ${describeExit(info)})`);
+    }
+    const api = state.services.find((s) => s.name === 'api');
+    if (api) {
+      const output = api.current.process.stdout!;
+      let seen = '';
+      const done = new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('the API processes were not all replaced within 5 minutes')), 300_000);
+        const listen = (chunk: Buffer) => {
+          seen += chunk.toString();
+          const outcome = /rolling replacement of the api processes (done|failed)/.exec(seen)?.[1];
+          if (!outcome) return;
+          clearTimeout(timer);
+          output.off('data', listen);
+          resolve(outcome);
+        };
+        output.on('data', listen);
+      });
+      api.current.process.kill('SIGUSR2');
+      const outcome = await done;
+      if (outcome !== 'done') throw new Error('the API primary could not replace its processes (see the [api] lines)');
+      steps.push(...[...seen.matchAll(/api process (\d+) replaced \(pid (\d+) -> (\d+)\)/g)].map((m) => `api-${m[1]} ${m[2]} -> ${m[3]}`));
+      say('rolling upgrade: API processes replaced');
+    }
+    writeFileSync(statusFile, JSON.stringify({ status: 'done', startedAt, finishedAt: new Date().toISOString(), replaced: steps }, null, 2));
+    say('rolling upgrade: done');
+  } catch (error) {
+    complain(`rolling upgrade failed: ${(error as Error).message}`);
+    writeFileSync(statusFile, JSON.stringify({ status: 'failed', startedAt, error: (error as Error).message, replaced: steps }, null, 2));
+  } finally {
+    upgrading = false;
+  }
 }
 
 /**
@@ -444,15 +532,27 @@ async function ensureDatabaseOf(url: string): Promise<void> {
 }
 
 /** Starts a child and keeps it alive: restarted with backoff when it dies, until a crash loop. */
-function startService(name: string, entry: string, env: NodeJS.ProcessEnv): ManagedChild {
+function startService(name: string, entry: string, startEnv: NodeJS.ProcessEnv): ManagedChild {
   checkpoint();
-  const service: Supervised = { name, current: spawnService(name, entry, env), restarts: 0 };
-  state.services.push(service);
+  const env = { ...startEnv };
   const exits: number[] = [];
   let delay = 0;
+  const service: Supervised = {
+    name,
+    current: spawnService(name, entry, env),
+    restarts: 0,
+    replace(envChanges = {}) {
+      Object.assign(env, envChanges);
+      service.current = spawnService(name, entry, env);
+      watch(service.current, Date.now());
+      return service.current;
+    },
+  };
+  state.services.push(service);
   const watch = (child: ManagedChild, startedAt: number) => {
     void child.exited.then(async (info) => {
-      if (state.stopping) return;
+      // A process replaced by a rolling upgrade was asked to stop: not a death.
+      if (state.stopping || service.current !== child) return;
       const plan = restartPlan(`the ${name} process`, exits, startedAt, delay);
       if ('stop' in plan) return void shutdown(`${plan.stop}; last exit: ${describeExit(info)}; see the [${name}] lines above`, 1);
       delay = plan.delayMs;
@@ -544,10 +644,14 @@ function shutdown(reason: string, code: number): Promise<never> {
     // starts afterwards is missed.
     await startup.catch(() => {});
     for (const name of ['api', 'worker', 'sandbox', 'codec', 'balancer'] as const) {
-      const service = state.services.find((s) => s.name === name);
-      if (!service) continue;
-      const info = await service.current.stop(GRACE_MS[name]!);
-      say(`${name} stopped (${describeExit(info)})`);
+      // Several workers stop together (each finishing its activities within the grace period).
+      const group = state.services.filter((s) => s.name === name || s.name.startsWith(`${name}-`));
+      await Promise.all(
+        group.map(async (service) => {
+          const info = await service.current.stop(GRACE_MS[name]!);
+          say(`${service.name} stopped (${describeExit(info)})`);
+        }),
+      );
     }
     if (state.temporal) {
       await state.temporal.stop();
