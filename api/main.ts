@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createSql } from '../db/connect';
 import { assertSafeToListen, loadConfig } from '../lib/config';
 import { createLogger } from '../lib/logger';
@@ -44,16 +45,24 @@ const { port } = server.address() as AddressInfo;
 logger.info({ host: config.HOST, port, allowed_hosts: config.HTTP_ALLOWED_HOSTS }, `api listening on http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`);
 
 let stopping = false;
+let draining = false;
+server.on('request', (_request: IncomingMessage, response: ServerResponse) => {
+  if (draining && !response.headersSent) response.setHeader('Connection', 'close');
+});
 async function shutdown(signal: string) {
   // SIGINT and SIGTERM may both arrive (a terminal, then a supervisor): stop once.
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, 'api shutting down');
-  // Requests in flight finish (a rolling upgrade replaces this process under load); idle
-  // keep-alive connections close now, and whatever is still open after the longest wait a
-  // request can make is cut.
-  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-  if ('closeIdleConnections' in server) server.closeIdleConnections();
+  // Requests in flight finish (a rolling upgrade replaces this process under load). New
+  // connections go to the other processes, but an idle keep-alive connection is not cut: a
+  // client may be sending on it at that very moment, and would see a reset. Each request
+  // still arriving on one is answered with `Connection: close`, and a connection nobody uses
+  // ends at the keep-alive timeout the client was told. Whatever is still open after the
+  // longest wait a request can make is cut. (http.Server#close would close idle connections
+  // at once, so the listening socket is closed through net.Server's close.)
+  draining = true;
+  const closed = new Promise<void>((resolve) => net.Server.prototype.close.call(server, () => resolve()));
   const cap = setTimeout(() => 'closeAllConnections' in server && server.closeAllConnections(), config.IDEMPOTENCY_WAIT_MS + 5000);
   await closed;
   clearTimeout(cap);
