@@ -19,6 +19,7 @@ import { reconciliationRoutes } from './routes/reconciliation';
 import { eventRoutes } from './routes/events';
 import { paymentRoutes } from './routes/payments';
 import { refundRoutes } from './routes/refunds';
+import { providerWebhookRoutes } from './routes/provider-webhooks';
 
 /** Request validation failures: 400 invalid_request with the zod issues. Nothing was executed. */
 const invalidRequest: NonNullable<OpenAPIHonoOptions<AppEnv>['defaultHook']> = (result, c) => {
@@ -84,6 +85,9 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   app.route('/', refundRoutes(deps));
   app.route('/', accountRoutes(deps));
   app.route('/', eventRoutes(deps));
+
+  // The PSP's webhooks: outside /v1 (a signature instead of an API key, the PSP's event id instead of an Idempotency-Key).
+  app.route('/', providerWebhookRoutes(deps));
 
   app.use('/admin/*', adminOnly(deps, authFailures), jsonBody());
   app.route('/', adminRoutes(deps));

@@ -5,6 +5,7 @@ import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import type { ApiMetrics, IdempotencyOutcome } from '../lib/metrics';
 import type { CompletionWaiter } from './completions';
+import type { ProviderWebhookReceiver } from './routes/provider-webhooks';
 
 /** What the API is built from; tests build it from the real PostgreSQL and Temporal too. */
 export interface ApiDeps {
@@ -31,10 +32,14 @@ export interface ApiDeps {
         | 'PROVIDER_POLL_MAX_MS'
         | 'PROVIDER'
         | 'METRICS_TOKEN' | 'WEBHOOK_ALLOWED_CIDRS' | 'WEBHOOK_ALLOW_HTTP' | 'RATE_LIMIT_READ_PER_SECOND' | 'RATE_LIMIT_WRITE_PER_SECOND' | 'AUTH_FAILURES_PER_MINUTE'
+        // The listener's (lib/listener.ts), for the servers the dev and test stacks make.
+        | 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_KEEP_ALIVE_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS' | 'HTTP_ALLOWED_HOSTS'
       >
     >;
   logger: Logger;
   metrics: ApiMetrics;
+  /** The configured PSP's inbound webhooks (POST /provider_webhooks/{provider}); absent: none are received. */
+  providerWebhooks?: ProviderWebhookReceiver;
 }
 
 export interface AppEnv {

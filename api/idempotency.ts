@@ -6,7 +6,7 @@ import { claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, 
 import type { Db } from '../db/connect';
 import { ApiError, errorResponse } from '../domain/errors';
 import { requestFingerprint } from '../domain/fingerprint';
-import { isTemporalUnavailable } from '../lib/temporal';
+import { isTemporalUnavailable, temporalUnavailableReason } from '../lib/temporal';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
 import type * as workflows from '../workflows';
 import type { ApiDeps, AppEnv } from './context';
@@ -75,7 +75,7 @@ export async function runIdempotent<R extends RouteConfig>(c: Context<AppEnv>, d
   try {
     return await runProtocol(c, deps, operation, op, outcome);
   } catch (error) {
-    if ((error instanceof ApiError && error.type === 'service_unavailable') || isDatabaseUnavailable(error) || isTemporalUnavailable(error)) {
+    if ((error instanceof ApiError && (error.type === 'service_unavailable' || error.type === 'temporal_unavailable')) || isDatabaseUnavailable(error) || isTemporalUnavailable(error)) {
       outcome('fail_closed');
     }
     throw error;
@@ -126,10 +126,12 @@ async function runProtocol(
     try {
       dispatched = await withinTemporalDeadline(deps, () => op.dispatch(record, scope));
     } catch (error) {
-      if (!isTemporalUnavailable(error)) throw error;
+      const reason = temporalUnavailableReason(error);
+      if (reason === null) throw error;
       // Nothing ran: give the claim back so the client's retry really executes.
       if (claimedHere) await releaseClaim(sql, scope);
-      throw new ApiError('service_unavailable', 'The workflow engine is unreachable; nothing was executed. Retry later.', {}, { 'Retry-After': '2' });
+      c.var.logger?.warn({ reason, operation }, 'Temporal unavailable; claim released, failing closed');
+      throw temporalUnavailable();
     }
     if (dispatched.kind === 'running' && !dispatched.outcome) {
       // The workflow records the outcome; its completion notification usually carries the
@@ -172,6 +174,18 @@ function recorded(response: FinalResponse, replayed: boolean): RecordedAnswer {
   return { response, headers };
 }
 
+/** Seconds a client is told to wait: a frontend that died is replaced by the balancer in about that. */
+export const TEMPORAL_RETRY_AFTER_SECONDS = 2;
+
+/** The API's answer when Temporal cannot be reached: 503, nothing recorded, retry with the same key. */
+export function temporalUnavailable(): ApiError {
+  return new ApiError(
+    'temporal_unavailable',
+    'The workflow engine is unreachable or overloaded; nothing was recorded for this request. Retry later with the same Idempotency-Key.',
+    {},
+    { 'Retry-After': String(TEMPORAL_RETRY_AFTER_SECONDS) },
+  );
+}
 /** Bounds every call to Temporal so an unreachable server turns into a prompt 503. */
 export function withinTemporalDeadline<T>(deps: ApiDeps, call: () => Promise<T>): Promise<T> {
   return deps.temporal.connection.withDeadline(Date.now() + deps.config.TEMPORAL_RPC_TIMEOUT_MS, call);

@@ -1,12 +1,14 @@
-import { serve } from '@hono/node-server';
+import type { AddressInfo } from 'node:net';
 import { createSql } from '../db/connect';
 import { assertSafeToListen, loadConfig } from '../lib/config';
 import { createLogger } from '../lib/logger';
+import { listenerLimits, serveHttp } from '../lib/listener';
 import { createApiMetrics } from '../lib/metrics';
 import { paymentDataConverter } from '../lib/data-converter';
 import { connectTemporal } from '../lib/temporal';
 import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { createApp } from './app';
+import { providerWebhookReceiver } from './routes/provider-webhooks';
 import { CompletionWaiter } from './completions';
 
 /** The API process: parse the environment, build the app from real dependencies, serve it. */
@@ -18,10 +20,10 @@ const temporal = await connectTemporal(temporalConnectionSettings(config), confi
 const completions = new CompletionWaiter(sql, logger);
 await completions.start();
 
-const app = createApp({ sql, temporal, completions, config, logger, metrics: createApiMetrics() });
-const server = serve({ fetch: app.fetch, port: config.PORT, hostname: config.HOST }, (info) =>
-  logger.info({ host: config.HOST, port: info.port }, `api listening on http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${info.port}`),
-);
+const app = createApp({ sql, temporal, completions, config, logger, metrics: createApiMetrics(), providerWebhooks: providerWebhookReceiver(config) });
+const server = await serveHttp(app.fetch, { port: config.PORT, hostname: config.HOST, limits: listenerLimits(config) });
+const { port } = server.address() as AddressInfo;
+logger.info({ host: config.HOST, port, allowed_hosts: config.HTTP_ALLOWED_HOSTS }, `api listening on http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`);
 
 let stopping = false;
 async function shutdown(signal: string) {

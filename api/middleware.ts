@@ -5,11 +5,11 @@ import type { TenantRow } from '../db/tenants';
 import { tenantOfActiveKey } from '../db/credentials';
 import { ApiError, apiErrorBody, errorStatus } from '../domain/errors';
 import { newId } from '../domain/ids';
-import { isTemporalUnavailable } from '../lib/temporal';
+import { isTemporalUnavailable, temporalUnavailableReason } from '../lib/temporal';
 import { isDatabaseUnavailable } from '../db/connect';
 import { sqlState } from '../db/sqlstate';
 import type { ApiDeps, AppEnv } from './context';
-import { RETENTION_HEADER } from './idempotency';
+import { RETENTION_HEADER, temporalUnavailable } from './idempotency';
 import { sameSecret, type AuthFailureLimit } from './edge';
 
 /** Request bodies above this are refused with 413 before they are parsed. */
@@ -181,9 +181,12 @@ export function errorHandler(): ErrorHandler<AppEnv> {
       // that slips through is still the client's 400, never a 500.
       c.var.logger?.warn({ err: error }, 'PostgreSQL refused a value that passed validation');
       apiError = new ApiError('invalid_request', 'A value in the request cannot be stored.', { issues: [] });
-    } else if (isDatabaseUnavailable(error) || isTemporalUnavailable(error)) {
-      c.var.logger?.warn({ err: error }, 'dependency unavailable; failing closed');
+    } else if (isDatabaseUnavailable(error)) {
+      c.var.logger?.warn({ err: error }, 'PostgreSQL unavailable; failing closed');
       apiError = new ApiError('service_unavailable', 'A dependency is unreachable; nothing was executed. Retry later.', {}, { 'Retry-After': '2' });
+    } else if (isTemporalUnavailable(error)) {
+      c.var.logger?.warn({ err: error, reason: temporalUnavailableReason(error) }, 'Temporal unavailable; failing closed');
+      apiError = temporalUnavailable();
     } else {
       c.var.logger?.error({ err: error }, 'unhandled error');
       apiError = new ApiError('internal_error', `An internal error occurred. Quote request id ${c.var.requestId ?? 'unknown'} to support.`);

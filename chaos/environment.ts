@@ -8,7 +8,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../devstack/
 import { freePort } from '../devstack/ports';
 import { startTemporalDevServer, type DevServer } from '../devstack/temporal-cli';
 import { startTemporalCluster, type TemporalCluster } from '../devstack/temporal-cluster';
-import { startFrontendBalancer } from '../testkit/frontend-balancer';
+import { startFrontendBalancer } from '../lib/frontend-balancer';
 import { setTenantWebhookUrl, startMerchant, type Merchant } from '../testkit/merchant';
 import { TEST_PAYLOAD_KEYS, testDataConverter } from '../testkit/payload-keys';
 import { spawnService, spawnWorker } from '../testkit/processes';
@@ -72,8 +72,9 @@ export async function startEnvironment(options: EnvironmentOptions) {
       const started = await startTemporalCluster({ postgresUrl: clusterPg.adminUrl, nodes: 2, shards: 8, dataDir: path.join(options.logsDir, 'temporal-cluster') });
       cluster = started;
       closers.push(() => started.stop());
-      // Each new connection goes to a node that accepts it: a killed node's clients reconnect to the other.
-      const balancer = await startFrontendBalancer(started.nodes.map((node) => node.address));
+      // The product's own balancer (what `npm start` runs in cluster mode): a killed node's
+      // clients reconnect to the other, and a hung one is cut off by the health check.
+      const balancer = await startFrontendBalancer({ frontends: started.nodes.map((node) => node.address), namespace: started.namespace });
       closers.push(() => balancer.close());
       temporalAddress = balancer.address;
     } else {

@@ -17,8 +17,8 @@ export type FaultKind = (typeof faultKinds)[number];
 
 /**
  * Which Temporal the run is on: `dev`, the dev server (one process, restarted whole by
- * `temporal-restart`), or `cluster`, the production server as two nodes behind a TCP
- * balancer (one node SIGKILLed at a time by `kill-temporal-node`).
+ * `temporal-restart`), or `cluster`, the production server as two nodes behind the product's
+ * frontend balancer (lib/frontend-balancer.ts; one node SIGKILLed at a time by `kill-temporal-node`).
  */
 export type TemporalMode = 'dev' | 'cluster';
 export const temporalModes: readonly TemporalMode[] = ['dev', 'cluster'];

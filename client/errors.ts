@@ -133,6 +133,7 @@ const byType: Record<string, typeof PaymentsApiError> = {
   idempotency_key_reused: IdempotencyKeyReusedError,
   rate_limited: RateLimitedError,
   service_unavailable: ServiceUnavailableError,
+  temporal_unavailable: ServiceUnavailableError,
 };
 
 /** The typed error for an API answer (an unknown type still gets the base class, never lost). */

@@ -47,7 +47,9 @@ export function isUniqueViolation(error: unknown, constraint?: string): boolean 
 
 /** PostgreSQL cannot be reached (refused, reset, timed out, shutting down). */
 export function isDatabaseUnavailable(error: unknown): boolean {
-  const code = (error as { code?: string })?.code ?? '';
+  const raw = (error as { code?: unknown })?.code;
+  // Only postgres.js and socket errors carry a string code (a gRPC error's is a number).
+  const code = typeof raw === 'string' ? raw : '';
   return (
     ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED'].includes(code) ||
     code.startsWith('08') || // connection exceptions

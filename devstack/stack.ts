@@ -6,12 +6,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
-import { serve } from '@hono/node-server';
 import { Client, Connection } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, type Worker, type WorkerOptions } from '@temporalio/worker';
 import { createApp } from '../api/app';
+import { listenerLimits, serveHttp } from '../lib/listener';
 import { CompletionWaiter } from '../api/completions';
 import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
@@ -207,14 +206,14 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       ...options.api,
     };
     const apiMetrics = createApiMetrics();
+    // The API verifies the sandbox's webhooks with the worker's client (it holds the shared secret).
+    const providerWebhooks = { name: 'sandbox', verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => provider.verifyWebhook(raw, headers, now) };
     const startApi = async (overrides: Partial<ApiConfig> = {}, client: Client = temporal): Promise<RunningApi> => {
       // Its own completion listener when it talks to another Temporal (it is another process).
       const waiter = client === temporal ? completions : new CompletionWaiter(sql, logger);
       if (waiter !== completions) await waiter.start();
-      const app = createApp({ sql, temporal: client, completions: waiter, config: { ...apiConfig, ...overrides }, logger, metrics: createApiMetrics() });
-      const server = await new Promise<Server>((resolve) => {
-        const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
-      });
+      const app = createApp({ sql, temporal: client, completions: waiter, config: { ...apiConfig, ...overrides }, logger, metrics: createApiMetrics(), providerWebhooks });
+      const server = await serveHttp(app.fetch, { port: 0, hostname: '127.0.0.1', limits: listenerLimits({ ...apiConfig, ...overrides }) });
       const close = async () => {
         server.closeAllConnections();
         await new Promise((r) => server.close(r));
@@ -223,10 +222,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       closers.push(close);
       return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close };
     };
-    const app = createApp({ sql, temporal, completions, config: apiConfig, logger, metrics: apiMetrics });
-    const server = await new Promise<Server>((resolve) => {
-      const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server));
-    });
+    const app = createApp({ sql, temporal, completions, config: apiConfig, logger, metrics: apiMetrics, providerWebhooks });
+    const server = await serveHttp(app.fetch, { port: 0, hostname: '127.0.0.1', limits: listenerLimits(apiConfig) });
     closers.push(async () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

@@ -6,10 +6,10 @@ import { z } from 'zod';
 import { Connection } from '@temporalio/client';
 import { createSql, ping } from '../db/connect';
 import { ensureDatabase, migrate } from '../db/migrate';
-import { assertSafeToListen, isLoopbackHost, loadConfig } from '../lib/config';
+import { assertSafeToListen, codecCorsOrigins, isLoopbackHost, loadConfig } from '../lib/config';
 import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
 import { httpStatus } from './ports';
-import { projectRoot, startTemporalDevServer, type DevServer } from './temporal-cli';
+import { namespaceServed, projectRoot, startTemporalDevServer, type DevServer } from './temporal-cli';
 import { startTemporalCluster, type TemporalCluster } from './temporal-cluster';
 import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
 import { describeExit, spawnService, watchExit, type ExitInfo, type ManagedChild } from './children';
@@ -19,8 +19,11 @@ import { complain, prefix, say } from './output';
 /**
  * The process behind `npm start` (scripts/start.ts runs it in its own session, so a Ctrl-C
  * in the terminal reaches only the launcher, which asks this process to stop, and nothing
- * here is interrupted out of order). Starts Temporal, PostgreSQL, the migrations, the
- * provider sandbox, the worker and the API; stops them in reverse order.
+ * here is interrupted out of order). Starts Temporal (in cluster mode: the nodes and the
+ * frontend balancer every client connects through), PostgreSQL, the migrations, the provider
+ * sandbox, the worker and the API; keeps them alive (a child that dies is restarted with
+ * backoff, its new pid logged; PostgreSQL's death or a crash loop stops everything, saying
+ * why); stops them in reverse order.
  */
 
 const port = z.coerce.number().int().min(1).max(65535);
@@ -40,11 +43,44 @@ const launcherSchema = z
     /** TEMPORAL_MODE=cluster: history shards (fixed once .data holds the cluster) and server processes. */
     TEMPORAL_CLUSTER_SHARDS: z.coerce.number().int().positive().default(8),
     TEMPORAL_CLUSTER_NODES: z.coerce.number().int().min(1).max(5).default(2),
+    /** TEMPORAL_MODE=cluster: "true" lets the Web UI terminate, cancel, signal and reset runs (off: it has no login). */
+    TEMPORAL_UI_WRITE_ACTIONS: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   });
 /** The launcher's own variables (lib/config.ts has the ones the API and worker share); set in main(). */
 let launcherEnv: z.output<typeof launcherSchema>;
 
-const GRACE_MS = { api: 10_000, worker: 30_000, sandbox: 10_000, codec: 5_000 };
+const GRACE_MS: Record<string, number> = { api: 10_000, worker: 30_000, sandbox: 10_000, codec: 5_000, balancer: 5_000 };
+
+/**
+ * Restarts: a child that dies is started again after 1 s, 2 s, 4 s … (at most 30 s); a child
+ * that ran for a minute is healthy again (its delay starts over). Five exits within a minute
+ * is a crash loop: restarting cannot help (bad configuration, a port taken, a bug at start),
+ * so everything stops and the message says which child and why.
+ */
+const RESTART = { firstDelayMs: 1000, maxDelayMs: 30_000, healthyAfterMs: 60_000, crashLoopExits: 5, crashLoopWindowMs: 60_000 };
+
+/** A child the supervisor keeps alive: the process of the moment (it changes with each restart). */
+interface Supervised {
+  name: string;
+  current: ManagedChild;
+  restarts: number;
+}
+
+/**
+ * What to do when a supervised child exited on its own: null to restart it (after the delay
+ * returned), or the reason to stop everything (a crash loop).
+ */
+function restartPlan(name: string, exits: number[], startedAt: number, previousDelay: number): { delayMs: number } | { stop: string } {
+  const now = Date.now();
+  exits.push(now);
+  while (exits.length && exits[0]! < now - RESTART.crashLoopWindowMs) exits.shift();
+  if (exits.length >= RESTART.crashLoopExits) {
+    return { stop: `${name} is crash-looping (${exits.length} exits within ${RESTART.crashLoopWindowMs / 1000} s): restarting it cannot help` };
+  }
+  const ranMs = now - startedAt;
+  const delayMs = ranMs >= RESTART.healthyAfterMs || previousDelay === 0 ? RESTART.firstDelayMs : Math.min(previousDelay * 2, RESTART.maxDelayMs);
+  return { delayMs };
+}
 
 class Cancelled extends Error {}
 
@@ -54,7 +90,7 @@ interface State {
   cluster: TemporalCluster | null;
   temporalExit: { exited: Promise<ExitInfo>; hasExited(): boolean } | null;
   postgres: EmbeddedPostgresHandle | null;
-  services: ManagedChild[];
+  services: Supervised[];
 }
 const state: State = { stopping: false, temporal: null, cluster: null, temporalExit: null, postgres: null, services: [] };
 
@@ -135,7 +171,20 @@ async function main(): Promise<void> {
     const reasons = [...new Set([temporalStart, databaseStart].flatMap((r) => (r.status === 'rejected' ? [(r.reason as Error)?.message ?? String(r.reason)] : [])))];
     throw new Error(reasons.join('\n'));
   }
-  const temporal = temporalStart.value;
+  let temporal = temporalStart.value;
+  if (state.cluster) {
+    // Every process reaches every frontend through the balancer, on the port clients are given.
+    const balancerAddress = `127.0.0.1:${launcherEnv.TEMPORAL_PORT}`;
+    startService('balancer', 'lib/frontend-balancer-main.ts', {
+      ...process.env,
+      TEMPORAL_FRONTENDS: state.cluster.nodes.map((node) => node.address).join(','),
+      BALANCER_PORT: String(launcherEnv.TEMPORAL_PORT),
+      BALANCER_HOST: '127.0.0.1',
+      TEMPORAL_NAMESPACE: config.TEMPORAL_NAMESPACE,
+    });
+    await waitFor('the frontend balancer to serve the namespace', Date.now() + 60_000, () => namespaceServed(balancerAddress, config.TEMPORAL_NAMESPACE));
+    temporal = { ...temporal, address: balancerAddress };
+  }
   const temporalAddress = temporal.address;
   const databaseUrl = databaseStart.value;
   checkpoint();
@@ -171,7 +220,7 @@ async function main(): Promise<void> {
   const worker = startService('worker', 'worker/main.ts', common);
   startService('api', 'api/main.ts', { ...common, PORT: String(launcherEnv.PORT), HOST: apiHost });
   // The Web UI's page calls the codec server from the browser: its origin must be allowed.
-  const uiOrigins = [`http://127.0.0.1:${launcherEnv.TEMPORAL_UI_PORT}`, `http://localhost:${launcherEnv.TEMPORAL_UI_PORT}`, ...config.CODEC_CORS_ORIGINS];
+  const uiOrigins = [`http://127.0.0.1:${launcherEnv.TEMPORAL_UI_PORT}`, `http://localhost:${launcherEnv.TEMPORAL_UI_PORT}`, ...codecCorsOrigins(config)];
   if (codecUrl) startService('codec', 'lib/codec-server-main.ts', { ...common, CODEC_PORT: String(config.CODEC_PORT), CODEC_CORS_ORIGINS: [...new Set(uiOrigins)].join(','), HOST: '127.0.0.1' });
 
   const deadline = Date.now() + launcherEnv.START_READY_TIMEOUT_SECONDS * 1000;
@@ -189,7 +238,7 @@ async function main(): Promise<void> {
     return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file;
   };
   const pids = [
-    ...state.services.map((s) => `${s.name} ${s.pid}`),
+    ...state.services.map((s) => `${s.name} ${s.current.pid}`),
     ...(state.temporal?.process.pid ? [`temporal ${state.temporal.process.pid}`] : []),
     ...(state.cluster?.nodes.map((node) => `${node.name} ${node.pid}`) ?? []),
     ...(state.postgres ? [`postgres ${state.postgres.pid}`] : []),
@@ -206,7 +255,7 @@ async function main(): Promise<void> {
         state.temporal
           ? `${temporalAddress} (dev server; ${rel(path.join(dataDir, 'temporal.db'))}, log ${rel(path.join(dataDir, 'temporal.log'))})`
           : state.cluster
-            ? `${state.cluster.nodes.map((node) => node.address).join(', ')} (cluster of ${state.cluster.nodes.length} on PostgreSQL databases ${state.cluster.databaseName}, ${state.cluster.visibilityDatabaseName}; logs ${rel(path.join(dataDir, 'temporal-N.log'))})`
+            ? `${temporalAddress} (balancer over ${state.cluster.nodes.map((node) => `${node.name} ${node.address}`).join(', ')}; cluster of ${state.cluster.nodes.length} on PostgreSQL databases ${state.cluster.databaseName}, ${state.cluster.visibilityDatabaseName}; logs ${rel(path.join(dataDir, 'temporal-N.log'))})`
             : `${describeTemporalConnection(temporal)} (TEMPORAL_MODE=external)`
       }`,
       `  PSP sandbox    ${sandboxUrl}`,
@@ -257,20 +306,41 @@ async function startTemporal(external: TemporalConnectionSettings | undefined, d
     return external;
   }
   say(`starting the Temporal dev server on 127.0.0.1:${launcherEnv.TEMPORAL_PORT} (Web UI on ${launcherEnv.TEMPORAL_UI_PORT})`);
-  const temporal = await startTemporalDevServer({
+  const logFile = path.join(dataDir, 'temporal.log');
+  const options = {
     port: launcherEnv.TEMPORAL_PORT,
     uiPort: launcherEnv.TEMPORAL_UI_PORT,
     dbFilename: path.join(dataDir, 'temporal.db'),
-    logFile: path.join(dataDir, 'temporal.log'),
+    logFile,
     ...(namespace !== 'default' ? { namespace } : {}),
     ...(codecUrl ? { uiCodecEndpoint: codecUrl } : {}),
-  });
-  state.temporal = temporal;
-  const exit = watchExit(temporal.process);
-  state.temporalExit = exit;
-  void exit.exited.then((info) => {
-    if (!state.stopping) void shutdown(`the Temporal dev server exited unexpectedly (${describeExit(info)}); see ${path.join(dataDir, 'temporal.log')}`, 1);
-  });
+  };
+  const exits: number[] = [];
+  let delay = 0;
+  const watch = (server: DevServer, startedAt: number) => {
+    state.temporal = server;
+    const exit = watchExit(server.process);
+    state.temporalExit = exit;
+    void exit.exited.then(async (info) => {
+      if (state.stopping) return;
+      const plan = restartPlan('the Temporal dev server', exits, startedAt, delay);
+      if ('stop' in plan) return void shutdown(`${plan.stop}; last exit: ${describeExit(info)}; see ${logFile}`, 1);
+      delay = plan.delayMs;
+      complain(`the Temporal dev server exited unexpectedly (${describeExit(info)}; see ${logFile}); restarting it in ${delay} ms (its data is in ${options.dbFilename})`);
+      await new Promise((r) => setTimeout(r, delay));
+      if (state.stopping) return;
+      try {
+        const restarted = await startTemporalDevServer(options);
+        if (state.stopping) return void (await restarted.stop());
+        watch(restarted, Date.now());
+        say(`Temporal dev server restarted (pid ${restarted.process.pid})`);
+      } catch (error) {
+        void shutdown(`the Temporal dev server could not be restarted: ${(error as Error).message}; see ${logFile}`, 1);
+      }
+    });
+  };
+  const temporal = await startTemporalDevServer(options);
+  watch(temporal, Date.now());
   say(`Temporal is up at ${temporal.address}`);
   return { address: temporal.address };
 }
@@ -285,17 +355,42 @@ async function startCluster(databaseUrl: string, dataDir: string, namespace: str
     visibilityDatabaseName: process.env.TEMPORAL_VISIBILITY_DB_NAME ?? 'temporal_visibility',
     nodes: launcherEnv.TEMPORAL_CLUSTER_NODES,
     shards: launcherEnv.TEMPORAL_CLUSTER_SHARDS,
-    frontendPort: launcherEnv.TEMPORAL_PORT,
+    // TEMPORAL_PORT is the balancer's (started next); the nodes' frontends get ports of their own.
     uiPort: launcherEnv.TEMPORAL_UI_PORT,
+    uiTemporalAddress: `127.0.0.1:${launcherEnv.TEMPORAL_PORT}`,
+    uiWriteActions: launcherEnv.TEMPORAL_UI_WRITE_ACTIONS,
     ...(codecUrl ? { uiCodecEndpoint: codecUrl } : {}),
     namespace,
     dataDir,
   });
   state.cluster = cluster;
   for (const node of cluster.nodes) {
-    void node.exited().then((info) => {
-      if (!state.stopping) void shutdown(`Temporal ${node.name} exited unexpectedly (${describeExit(info)}); see ${node.logFile}`, 1);
-    });
+    // A node that dies is started again on its ports; the balancer sends clients to the
+    // others meanwhile, and the cluster moves its shards to them and back.
+    const exits: number[] = [];
+    let delay = 0;
+    const watch = (startedAt: number) => {
+      void node.exited().then(async (info) => {
+        if (state.stopping) return;
+        const plan = restartPlan(`Temporal ${node.name}`, exits, startedAt, delay);
+        if ('stop' in plan) return void shutdown(`${plan.stop}; last exit: ${describeExit(info)}; see ${node.logFile}`, 1);
+        delay = plan.delayMs;
+        complain(`Temporal ${node.name} exited unexpectedly (${describeExit(info)}; see ${node.logFile}); restarting it in ${delay} ms`);
+        await new Promise((r) => setTimeout(r, delay));
+        if (state.stopping) return;
+        try {
+          await node.start();
+        } catch (error) {
+          // start() failing leaves the node exited: the next round of the plan counts it.
+          complain(`Temporal ${node.name} did not come back: ${(error as Error).message}`);
+          if (!node.hasExited()) await node.stop('SIGKILL');
+        }
+        if (state.stopping) return void (await node.stop());
+        if (!node.hasExited()) say(`Temporal ${node.name} restarted (pid ${node.pid})`);
+        watch(Date.now());
+      });
+    };
+    watch(Date.now());
   }
   say(`Temporal cluster is up: ${cluster.nodes.map((node) => `${node.name} ${node.address}`).join(', ')}`);
   return { address: cluster.address };
@@ -316,7 +411,8 @@ async function startPostgres(external: string | undefined, dataDir: string): Pro
   });
   state.postgres = postgres;
   void postgres.exited.then((info) => {
-    if (!state.stopping) void shutdown(`the embedded PostgreSQL exited unexpectedly (${describeExit(info)})`, 1);
+    // Not restarted: every other part stores into it, and its own crash recovery wants an operator's eye.
+    if (!state.stopping) void shutdown(`the embedded PostgreSQL exited unexpectedly (${describeExit(info)}): every part of the stack depends on it, so everything stops; see the [postgres] lines above`, 1);
   });
   say(`PostgreSQL is up${postgres.firstStart ? ' (cluster created)' : ''}`);
   return postgres.url;
@@ -347,14 +443,30 @@ async function ensureDatabaseOf(url: string): Promise<void> {
   }
 }
 
+/** Starts a child and keeps it alive: restarted with backoff when it dies, until a crash loop. */
 function startService(name: string, entry: string, env: NodeJS.ProcessEnv): ManagedChild {
   checkpoint();
-  const child = spawnService(name, entry, env);
-  state.services.push(child);
-  void child.exited.then((info) => {
-    if (!state.stopping) void shutdown(`the ${name} process exited unexpectedly (${describeExit(info)}); see the [${name}] lines above`, 1);
-  });
-  return child;
+  const service: Supervised = { name, current: spawnService(name, entry, env), restarts: 0 };
+  state.services.push(service);
+  const exits: number[] = [];
+  let delay = 0;
+  const watch = (child: ManagedChild, startedAt: number) => {
+    void child.exited.then(async (info) => {
+      if (state.stopping) return;
+      const plan = restartPlan(`the ${name} process`, exits, startedAt, delay);
+      if ('stop' in plan) return void shutdown(`${plan.stop}; last exit: ${describeExit(info)}; see the [${name}] lines above`, 1);
+      delay = plan.delayMs;
+      complain(`the ${name} process (pid ${child.pid}) exited unexpectedly (${describeExit(info)}); restarting it in ${delay} ms`);
+      await new Promise((r) => setTimeout(r, delay));
+      if (state.stopping) return;
+      service.current = spawnService(name, entry, env);
+      service.restarts++;
+      say(`${name} restarted (pid ${service.current.pid}, restart ${service.restarts})`);
+      watch(service.current, Date.now());
+    });
+  };
+  watch(service.current, Date.now());
+  return service.current;
 }
 
 /** The worker is ready once it polls its task queue (it bundles the workflows first). */
@@ -431,10 +543,10 @@ function shutdown(reason: string, code: number): Promise<never> {
     // Whatever step start-up was in finishes (or is cancelled) first, so that nothing it
     // starts afterwards is missed.
     await startup.catch(() => {});
-    for (const name of ['api', 'worker', 'sandbox', 'codec'] as const) {
-      const child = state.services.find((s) => s.name === name);
-      if (!child) continue;
-      const info = await child.stop(GRACE_MS[name]);
+    for (const name of ['api', 'worker', 'sandbox', 'codec', 'balancer'] as const) {
+      const service = state.services.find((s) => s.name === name);
+      if (!service) continue;
+      const info = await service.current.stop(GRACE_MS[name]!);
       say(`${name} stopped (${describeExit(info)})`);
     }
     if (state.temporal) {
@@ -458,7 +570,7 @@ function shutdown(reason: string, code: number): Promise<never> {
 /** A second Ctrl-C: no more waiting. */
 function forceExit(reason: string): never {
   complain(reason);
-  for (const child of state.services) child.kill();
+  for (const service of state.services) service.current.kill();
   if (state.temporal && !state.temporalExit?.hasExited()) state.temporal.process.kill('SIGKILL');
   for (const node of state.cluster?.nodes ?? []) if (!node.hasExited()) node.process.kill('SIGKILL');
   state.cluster?.ui?.kill('SIGKILL');

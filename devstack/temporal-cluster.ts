@@ -63,6 +63,14 @@ export interface ClusterOptions {
   uiPort?: number;
   /** The codec server the Web UI decodes payloads through (lib/codec-server.ts). */
   uiCodecEndpoint?: string;
+  /** The frontend address the Web UI is given (default node 1's; `npm start` gives it the balancer's). */
+  uiTemporalAddress?: string;
+  /**
+   * Whether the Web UI offers terminate, cancel, signal, reset and batch actions. Off unless
+   * set (TEMPORAL_UI_WRITE_ACTIONS=true): the UI has no login, and any payment's run could be
+   * ended from it (README "Security").
+   */
+  uiWriteActions?: boolean;
   namespace?: string;
   /** Folder for the nodes' logs and the rendered dynamic config. */
   dataDir: string;
@@ -256,7 +264,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
         await untilNodeServes(node, namespace, connectTo);
       };
     }
-    if (options.uiPort) ui = await startUi(options.uiPort, nodes[0]!.address, namespace, options.dataDir, options.uiCodecEndpoint);
+    if (options.uiPort) ui = await startUi(options.uiPort, options.uiTemporalAddress ?? nodes[0]!.address, namespace, options.dataDir, options.uiCodecEndpoint, options.uiWriteActions ?? false);
   } catch (error) {
     await stop();
     throw error;
@@ -391,7 +399,7 @@ async function untilNodeServes(node: ClusterNode, namespace: string, connectTo: 
 }
 
 /** The Web UI server (temporalio/ui-server) with a config written for this cluster. */
-async function startUi(port: number, frontend: string, namespace: string, dataDir: string, codecEndpoint?: string): Promise<ChildProcess> {
+export async function startUi(port: number, frontend: string, namespace: string, dataDir: string, codecEndpoint: string | undefined, writeActions: boolean): Promise<ChildProcess> {
   if (!existsSync(clusterBinaries.uiServer)) ensureClusterBinaries();
   const root = path.join(dataDir, 'temporal-ui');
   mkdirSync(path.join(root, 'config'), { recursive: true });
@@ -407,6 +415,8 @@ async function startUi(port: number, frontend: string, namespace: string, dataDi
       '  allowOrigins: []',
       'auth:',
       '  enabled: false',
+      `disableWriteActions: ${!writeActions}`,
+      `batchActionsDisabled: ${!writeActions}`,
       ...(codecEndpoint ? ['codec:', `  endpoint: ${codecEndpoint}`] : []),
       '',
     ].join('\n'),

@@ -9,6 +9,8 @@ export const errorStatus = {
   invalid_request: 400,
   idempotency_key_missing: 400,
   idempotency_key_invalid: 400,
+  /** An inbound PSP webhook whose signature is missing, wrong or stale, or whose body is not an event. */
+  webhook_signature_invalid: 400,
   unauthorized: 401,
   card_declined: 402,
   payment_failed: 402,
@@ -22,11 +24,13 @@ export const errorStatus = {
   capture_exceeds_authorized: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  misdirected_request: 421,
   idempotency_key_reused: 422,
   rate_limited: 429,
   internal_error: 500,
   operation_failed: 500,
   service_unavailable: 503,
+  temporal_unavailable: 503,
 } as const;
 
 export type ApiErrorType = keyof typeof errorStatus;

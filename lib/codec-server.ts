@@ -5,12 +5,14 @@
  * `{"payloads":[{"metadata":{"<name>":"<base64>"},"data":"<base64>"}]}` (proto-JSON) and
  * receive the namespace in `X-Namespace`. The browser calls it directly from the UI's page,
  * hence CORS for the UI's origin. With a token configured, only requests bearing it are
- * answered: whoever can call /decode reads every payment's data.
+ * answered: whoever can call /decode reads every payment's data (production refuses to start
+ * without one: assertSafeCodecServer in lib/config.ts). Only `application/json` bodies are
+ * read (415 otherwise): a `text/plain` POST is a CORS "simple request" any web page can send
+ * without a preflight. /encode, which encrypts anything under the live key, is off unless
+ * enabled. The listener (lib/listener.ts) checks `Host` and bounds slow and idle clients.
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
-import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { cors } from 'hono/cors';
@@ -21,6 +23,7 @@ import protos from '@temporalio/proto';
 // CommonJS: Node's ESM loader does not see its named exports.
 const { temporal } = protos;
 import { apiErrorBody } from '../domain/errors';
+import { serveHttp, type ListenerLimits } from './listener';
 
 export interface CodecServerOptions {
   codec: PayloadCodec;
@@ -28,6 +31,8 @@ export interface CodecServerOptions {
   token: string | null;
   /** Origins of the Web UI allowed to call from a browser. */
   allowedOrigins: string[];
+  /** POST /encode: off unless true (CODEC_ENABLE_ENCODE). */
+  enableEncode?: boolean;
 }
 
 const base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'base64');
@@ -71,6 +76,12 @@ export function createCodecApp(options: CodecServerOptions): Hono {
           return c.json(apiErrorBody('unauthorized', 'The codec server needs `Authorization: Bearer <CODEC_TOKEN>`.'), 401);
         }
       }
+      if (direction === 'encode' && !options.enableEncode) {
+        return c.json(apiErrorBody('not_found', 'POST /encode is off on this codec server (CODEC_ENABLE_ENCODE=true turns it on).'), 404);
+      }
+      if (!/^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) {
+        return c.json(apiErrorBody('unsupported_media_type', 'Send the body as JSON with "Content-Type: application/json".'), 415);
+      }
       let body: unknown;
       try {
         body = await c.req.json();
@@ -109,13 +120,10 @@ export interface RunningCodecServer {
   close(): Promise<void>;
 }
 
-export async function startCodecServer(options: CodecServerOptions & { port: number; hostname?: string }): Promise<RunningCodecServer> {
+export async function startCodecServer(options: CodecServerOptions & { port: number; hostname?: string; limits?: ListenerLimits }): Promise<RunningCodecServer> {
   const app = createCodecApp(options);
   const hostname = options.hostname ?? '127.0.0.1';
-  const server = await new Promise<Server>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, port: options.port, hostname }, () => resolve(s as Server));
-    (s as Server).once('error', reject);
-  });
+  const server = await serveHttp(app.fetch, { port: options.port, hostname, limits: options.limits });
   return {
     url: `http://${hostname}:${(server.address() as AddressInfo).port}`,
     close: async () => {

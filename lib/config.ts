@@ -9,6 +9,9 @@ export function isStrongAdminToken(token: string | undefined): token is string {
   return token !== undefined && token.length >= 32 && token !== DEV_ADMIN_TOKEN && new Set(token).size >= 8;
 }
 
+/** Names of this machine: what a developer's browser or a local client sends as `Host`. */
+export const LOOPBACK_HOST_NAMES = ['localhost', '127.0.0.1', '::1'];
+
 /** Whether an address to listen on is loopback only. */
 export function isLoopbackHost(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
@@ -24,7 +27,35 @@ export function assertSafeToListen(config: Pick<Config, 'HOST' | 'ADMIN_TOKEN'>)
   }
 }
 
+/**
+ * Refuses to run the codec server open beyond a developer's machine: whoever can call /decode
+ * reads every payment, and /encode writes under the live key. In production (NODE_ENV=production,
+ * or any address other than loopback) it needs a long random CODEC_TOKEN and an explicit list of
+ * the Web UI's origins. Throws with the reason; the process does not start.
+ */
+export function assertSafeCodecServer(config: Pick<Config, 'NODE_ENV' | 'HOST' | 'CODEC_TOKEN' | 'CODEC_CORS_ORIGINS'>): void {
+  if (config.NODE_ENV !== 'production' && isLoopbackHost(config.HOST)) return;
+  const where = config.NODE_ENV === 'production' ? 'in production' : `on ${config.HOST}`;
+  if (!isStrongAdminToken(config.CODEC_TOKEN ?? undefined)) {
+    throw new Error(`refusing to run the codec server ${where} without CODEC_TOKEN: 32+ random characters (openssl rand -hex 32), sent as "Authorization: Bearer <CODEC_TOKEN>"`);
+  }
+  if (!config.CODEC_CORS_ORIGINS?.length) {
+    throw new Error(`refusing to run the codec server ${where} without CODEC_CORS_ORIGINS: the Web UI's origin(s), e.g. https://temporal-ui.example.com`);
+  }
+}
+
+/** An origin as a browser sends it: scheme, host, optional port; no path, no wildcard. */
+const originPattern = /^https?:\/\/(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$/;
+
+const DEV_CODEC_CORS_ORIGINS = 'http://127.0.0.1:8233,http://localhost:8233';
+
+/** The Web UI origins the codec server admits: CODEC_CORS_ORIGINS, or the dev UI's outside production. */
+export function codecCorsOrigins(config: Pick<Config, 'CODEC_CORS_ORIGINS'>): string[] {
+  return config.CODEC_CORS_ORIGINS ?? DEV_CODEC_CORS_ORIGINS.split(',');
+}
+
 const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+const milliseconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
 /**
  * The environment, parsed once at start-up. Every process (API, worker, dev launcher) reads
@@ -86,8 +117,6 @@ const schema = z
     PROVIDER_POLL_FIRST_MS: z.coerce.number().int().positive().default(30_000),
     /** …up to this interval. */
     PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
-    /** The inbound PSP webhooks' secret (the sandbox's SANDBOX_WEBHOOK_SECRET, or Stripe's endpoint secret whsec_…). */
-    PROVIDER_WEBHOOK_SECRET: z.string().min(1).optional(),
     /** Which PSP the worker calls: the sandbox (PROVIDER_URL) or Stripe (STRIPE_API_KEY). */
     PROVIDER: z.enum(['sandbox', 'stripe']).default('sandbox'),
     STRIPE_API_KEY: z.string().min(1).optional(),
@@ -127,10 +156,22 @@ const schema = z
     TEMPORAL_PAYLOAD_ENCRYPTION: z.enum(['on', 'off']).default('on'),
     /** The codec server (lib/codec-server.ts) the Web UI calls to show decoded payloads. */
     CODEC_PORT: z.coerce.number().int().min(0).max(65535).default(8888),
-    /** When set, the codec server answers only requests bearing it (`Authorization: Bearer …`). */
+    /** When set, the codec server answers only requests bearing it (`Authorization: Bearer …`); required in production. */
     CODEC_TOKEN: z.string().min(16).optional(),
-    /** Web UI origins allowed to call the codec server from a browser, comma-separated. */
-    CODEC_CORS_ORIGINS: z.string().default('http://127.0.0.1:8233,http://localhost:8233'),
+    /** Web UI origins allowed to call the codec server from a browser, comma-separated; required in production. */
+    CODEC_CORS_ORIGINS: z.string().optional(),
+    /** POST /encode (the UI encodes what an operator types into a signal or a start): off unless "true". */
+    CODEC_ENABLE_ENCODE: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+    /** Every listener (API, codec server, sandbox, worker /metrics; lib/listener.ts): the whole request must arrive within this. */
+    HTTP_REQUEST_TIMEOUT_MS: milliseconds(30_000),
+    /** … and its headers within this (an idle or half-sent request is cut). */
+    HTTP_HEADERS_TIMEOUT_MS: milliseconds(10_000),
+    /** An idle keep-alive connection is closed after this. */
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: milliseconds(5_000),
+    /** Connections each listener holds at once; more are dropped when accepted. */
+    HTTP_MAX_CONNECTIONS: z.coerce.number().int().positive().default(1_000),
+    /** Host names the `Host` header may carry (DNS rebinding), comma-separated; default: the loopback names and HOST; `*`: any. */
+    HTTP_ALLOWED_HOSTS: z.string().optional(),
   })
   .transform((env, ctx) => {
     if (env.PROVIDER === 'stripe' && !env.STRIPE_API_KEY) {
@@ -147,6 +188,12 @@ const schema = z
         path: ['ADMIN_TOKEN'],
         message: 'in production ADMIN_TOKEN must be set to a long random secret: 32+ characters, not the development default (openssl rand -hex 32)',
       });
+      return z.NEVER;
+    }
+    const corsOrigins = (env.CODEC_CORS_ORIGINS ?? DEV_CODEC_CORS_ORIGINS).split(',').map((o) => o.trim()).filter(Boolean);
+    const badOrigin = corsOrigins.find((origin) => !originPattern.test(origin));
+    if (badOrigin !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['CODEC_CORS_ORIGINS'], message: `"${badOrigin}" is not an origin (scheme://host[:port], no path, no wildcard)` });
       return z.NEVER;
     }
     let payloadKeys: PayloadKey[] | null = null;
@@ -183,11 +230,39 @@ const schema = z
       /** null: payloads are written in clear (no keys outside production, or encryption off). */
       TEMPORAL_PAYLOAD_KEYS: payloadKeys,
       CODEC_TOKEN: env.CODEC_TOKEN ?? null,
-      CODEC_CORS_ORIGINS: env.CODEC_CORS_ORIGINS.split(',').map((o) => o.trim()).filter(Boolean),
+      /** null: not given (development: the dev UI's origins, codecCorsOrigins(); production refuses to start). */
+      CODEC_CORS_ORIGINS: env.CODEC_CORS_ORIGINS === undefined ? null : corsOrigins,
+      HTTP_ALLOWED_HOSTS: allowedHosts(env.HTTP_ALLOWED_HOSTS, env.HOST),
     };
   });
 
+/** HTTP_ALLOWED_HOSTS as a list; by default the loopback names and the address listened on (unless a wildcard). */
+function allowedHosts(given: string | undefined, host: string): string[] {
+  if (given !== undefined) return given.split(',').map((h) => h.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1')).filter(Boolean);
+  const names = [...LOOPBACK_HOST_NAMES];
+  if (host !== '0.0.0.0' && host !== '::' && !names.includes(host)) names.push(host.toLowerCase());
+  return names;
+}
+
 export type Config = z.output<typeof schema>;
+
+const listenerFields = schema.in.pick({
+  HTTP_REQUEST_TIMEOUT_MS: true,
+  HTTP_HEADERS_TIMEOUT_MS: true,
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: true,
+  HTTP_MAX_CONNECTIONS: true,
+  HTTP_ALLOWED_HOSTS: true,
+});
+
+/**
+ * Only the listener settings (HTTP_*), for a process that does not load the whole
+ * configuration (the provider sandbox): the same variables, defaults and rules as loadConfig.
+ */
+export function loadListenerConfig(env: NodeJS.ProcessEnv, host: string): Pick<Config, 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_KEEP_ALIVE_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS' | 'HTTP_ALLOWED_HOSTS'> {
+  const parsed = listenerFields.safeParse(env);
+  if (!parsed.success) throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return { ...parsed.data, HTTP_ALLOWED_HOSTS: allowedHosts(parsed.data.HTTP_ALLOWED_HOSTS, host) };
+}
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = schema.safeParse(env);

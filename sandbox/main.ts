@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { noWebhookFaults } from './deps';
+import { loadListenerConfig } from '../lib/config';
+import { listenerLimits } from '../lib/listener';
 import { startSandbox } from './server';
 import { parseWebhookFaults } from './webhooks';
 
@@ -22,6 +24,8 @@ const env = z
     SANDBOX_WEBHOOK_FAULTS: z.string().default(''),
     /** The base of challenge URLs when the sandbox is reached under another address than it listens on. */
     SANDBOX_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
+    /** The names clients reach it by (Host check); with the other HTTP_* listener settings read by lib/config.ts loadListenerConfig. */
+    HTTP_ALLOWED_HOSTS: z.string().optional(),
   })
   .refine((env) => !env.SANDBOX_WEBHOOK_URL || env.SANDBOX_WEBHOOK_SECRET, {
     message: 'SANDBOX_WEBHOOK_SECRET (16+ characters) is required with SANDBOX_WEBHOOK_URL',
@@ -33,6 +37,7 @@ const sandbox = await startSandbox({
   databaseUrl: env.DATABASE_URL,
   host: env.SANDBOX_HOST,
   port: env.SANDBOX_PORT,
+  limits: listenerLimits(loadListenerConfig(process.env, env.SANDBOX_HOST)),
   slowMs: env.SANDBOX_SLOW_MS,
   flakyFailures: env.SANDBOX_FLAKY_FAILURES,
   idempotencyKeyTtlSeconds: env.SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS ?? null,

@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import { createSql } from '../db/connect';
+import { serveHttp, type ListenerLimits } from '../lib/listener';
 import { createSandboxApp } from './app';
 import { noWebhookFaults, type SandboxDeps, type WebhookFaults } from './deps';
 import { migrateSandbox } from './migrate';
@@ -13,6 +13,8 @@ export interface StartSandboxOptions {
   /** 0 picks a free port. */
   port?: number;
   host?: string;
+  /** Timeouts, connection cap and Host names of the listener (lib/listener.ts); its defaults when omitted. */
+  limits?: ListenerLimits;
   slowMs?: number;
   flakyFailures?: number;
   /** Forget idempotency keys after this many seconds (as Stripe does after 24 hours); never when omitted. */
@@ -79,10 +81,7 @@ export async function startSandbox(options: StartSandboxOptions): Promise<Runnin
   );
   const app = createSandboxApp(deps, delivery);
   const host = options.host ?? '127.0.0.1';
-  const server = await new Promise<Server>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, port: options.port ?? 4010, hostname: host }, () => resolve(s as Server));
-    s.once('error', reject);
-  });
+  const server = await serveHttp(app.fetch, { port: options.port ?? 4010, hostname: host, limits: options.limits });
   const { port } = server.address() as AddressInfo;
   const urlHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
   const url = `http://${urlHost}:${port}`;

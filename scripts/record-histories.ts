@@ -87,6 +87,32 @@ const retried = (facts: { maxActivityAttempt: number }) =>
 const hasActivity = (name: string) => (facts: { activities: string[] }) =>
   facts.activities.includes(name) ? null : `expected activity ${name}, got ${facts.activities.join(', ')}`;
 
+const hasPatch = (id: string) => (facts: { patches: string[] }) => (facts.patches.includes(id) ? null : `expected patch ${id}, got ${facts.patches.join(', ')}`);
+
+/** The merchant's page the challenge sends the customer back to (never fetched). */
+const RETURN_URL = 'http://127.0.0.1:9/return';
+
+/** The customer at the sandbox's challenge page: Approve or Deny (a form POST, answered 303 to the return_url). */
+async function completeChallenge(url: string, result: 'approve' | 'deny'): Promise<void> {
+  const response = await fetch(url, { method: 'POST', body: new URLSearchParams({ result }), redirect: 'manual' });
+  if (response.status !== 303) throw new Error(`challenge ${result}: expected 303, got ${response.status}`);
+}
+
+async function sandboxFaults(stack: Stack, faults: Record<string, number>): Promise<void> {
+  const response = await fetch(`${stack.sandboxUrl}/_sandbox/webhook_faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(faults) });
+  if (!response.ok) throw new Error(`sandbox webhook faults: ${response.status}`);
+}
+
+/** Repeats a request until it answers `status` (and `ready`), for up to 20 s. */
+async function untilStatus(call: () => Promise<ApiResponse>, status: number, ready: (r: ApiResponse) => boolean = () => true): Promise<ApiResponse> {
+  const until = Date.now() + 20_000;
+  for (;;) {
+    const response = await call();
+    if ((response.status === status && ready(response)) || Date.now() > until) return response;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 async function freezeMerchantAccount(ctx: Context, currency: string): Promise<void> {
   await ctx.stack.sql`
     INSERT INTO ledger_accounts (tenant_id, code, currency, frozen) VALUES (${ctx.tenant.id}, 'merchant_balance', ${currency}, true)
@@ -175,6 +201,79 @@ const scenarios: Scenario[] = [
       const created = await api.post('/v1/payments', manual(), key('expire'));
       expectStatus(created, 201, 'authorization');
       return [{ name: 'authorization-expired', workflowId: created.json.workflow_id, shows: 'An authorization left uncaptured: the timer ends the window (2 s here) and the authorization is voided.', check: hasActivity('voidCharge') }];
+    },
+  },
+  {
+    name: 'three-ds-approved',
+    async run({ api }) {
+      const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
+      expectStatus(created, 202, '3-D Secure payment');
+      await completeChallenge(created.json.next_action.redirect_to_url.url, 'approve');
+      return [{ name: 'three-ds-approved', workflowId: created.json.workflow_id, shows: '3-D Secure: 202 requires_action, the customer approves the challenge, the PSP\'s webhook (chargeReport signal) settles it succeeded.', check: hasPatch('await-customer') }];
+    },
+  },
+  {
+    name: 'three-ds-denied',
+    async run({ api }) {
+      const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
+      expectStatus(created, 202, '3-D Secure payment');
+      await completeChallenge(created.json.next_action.redirect_to_url.url, 'deny');
+      return [{ name: 'three-ds-denied', workflowId: created.json.workflow_id, shows: '3-D Secure denied by the customer: declined authentication_failed.', check: hasPatch('await-customer') }];
+    },
+  },
+  {
+    name: 'three-ds-manual-capture',
+    async run({ api }) {
+      const created = await api.post('/v1/payments', { ...manual('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
+      expectStatus(created, 202, '3-D Secure authorization');
+      await completeChallenge(created.json.next_action.redirect_to_url.url, 'approve');
+      const captured = await untilStatus(() => api.post(`/v1/payments/${created.json.id}/capture`, {}, key('capture')), 200);
+      expectStatus(captured, 200, 'capture after the challenge');
+      return [{ name: 'three-ds-manual-capture', workflowId: created.json.workflow_id, shows: 'Manual capture after a challenge: requires_action, then requires_capture, then the capture update.', check: hasActivity('captureCharge') }];
+    },
+  },
+  {
+    name: 'three-ds-expired',
+    async run({ stack, tenant }) {
+      // A 2 s window instead of 15 min, polled every 0.5 s: the customer never comes back.
+      const shortWindow = await stack.startApi({ AUTHENTICATION_WINDOW_SECONDS: 2, PROVIDER_POLL_FIRST_MS: 500, PROVIDER_POLL_MAX_MS: 500 });
+      const api = apiClient(shortWindow.url, tenant.apiKey);
+      const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
+      expectStatus(created, 202, '3-D Secure payment');
+      return [{ name: 'three-ds-expired', workflowId: created.json.workflow_id, shows: 'An abandoned challenge: polled on a backoff, the window (2 s here) ends, the challenge is voided and the payment expired.', check: hasActivity('voidCharge') }];
+    },
+  },
+  {
+    name: 'three-ds-webhook-lost',
+    async run({ stack, tenant }) {
+      const polling = await stack.startApi({ PROVIDER_POLL_FIRST_MS: 500, PROVIDER_POLL_MAX_MS: 1000 });
+      const api = apiClient(polling.url, tenant.apiKey);
+      await sandboxFaults(stack, { loss: 1 });
+      try {
+        const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
+        expectStatus(created, 202, '3-D Secure payment');
+        await completeChallenge(created.json.next_action.redirect_to_url.url, 'approve');
+        await untilStatus(() => api.get(`/v1/payments/${created.json.id}`), 200, (r) => r.json.status === 'succeeded');
+        return [{ name: 'three-ds-webhook-lost', workflowId: created.json.workflow_id, shows: 'Every webhook lost: the workflow\'s own status poll (retrieveCharge) finds the approved charge and settles it.', check: hasActivity('retrieveCharge') }];
+      } finally {
+        await sandboxFaults(stack, { loss: 0 });
+      }
+    },
+  },
+  {
+    name: 'sepa-succeeded',
+    async run({ api }) {
+      const created = await api.post('/v1/payments', automatic('pm_sepa_debit'), key('sepa'));
+      expectStatus(created, 202, 'SEPA payment');
+      return [{ name: 'sepa-succeeded', workflowId: created.json.workflow_id, shows: 'An asynchronous method: 202 processing, then the PSP settles it succeeded (webhook).', check: hasPatch('await-settlement') }];
+    },
+  },
+  {
+    name: 'sepa-failed',
+    async run({ api }) {
+      const created = await api.post('/v1/payments', automatic('pm_sepa_debit_fails'), key('sepa'));
+      expectStatus(created, 202, 'SEPA payment');
+      return [{ name: 'sepa-failed', workflowId: created.json.workflow_id, shows: 'An asynchronous method that fails: 202 processing, then declined debit_failed.', check: hasPatch('await-settlement') }];
     },
   },
   {

@@ -7,7 +7,8 @@
  * own and relays signals to it. A Ctrl-C in a terminal signals the whole foreground process
  * group at once; without this indirection PostgreSQL and Temporal would be interrupted at the
  * same moment as the worker still draining into them. Here only the supervisor is told,
- * once, and it stops the parts in order: API, worker, sandbox, Temporal, PostgreSQL.
+ * once, and it stops the parts in order: API, worker, sandbox, codec server, frontend balancer,
+ * Temporal, PostgreSQL; until then it restarts any child but PostgreSQL that dies (devstack/supervisor.ts).
  * A second Ctrl-C (after a moment) makes it kill whatever is left.
  *
  * Environment (all optional): DATABASE_URL, TEMPORAL_ADDRESS, PORT (3000), SANDBOX_PORT

@@ -1,4 +1,5 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
+import { createLimitedServer, type ListenerLimits } from '../lib/listener';
 import { Runtime } from '@temporalio/worker';
 import type { LogLevel, LogMetadata } from '@temporalio/common';
 import type { Logger } from '../lib/logger';
@@ -43,8 +44,10 @@ export function serveWorkerMetrics(options: {
   sdkMetricsUrl: string;
   beforeScrape?: () => Promise<void>;
   logger: Logger;
+  /** Timeouts, connection cap and Host names (lib/listener.ts). */
+  limits?: ListenerLimits;
 }): Server {
-  const server = createServer(async (req, res) => {
+  const server = createLimitedServer(async (req, res) => {
     if (req.url !== '/metrics') {
       res.writeHead(404).end();
       return;
@@ -58,7 +61,7 @@ export function serveWorkerMetrics(options: {
       options.logger.warn({ err: error }, 'metrics scrape failed');
       res.writeHead(500).end();
     }
-  });
+  }, options.limits);
   const host = options.host ?? '127.0.0.1';
   server.listen(options.port, host, () => options.logger.info({ host, port: options.port }, `worker metrics on http://${host}:${options.port}/metrics`));
   return server;

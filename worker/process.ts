@@ -11,6 +11,7 @@ import { webhookTargetPolicy } from '../lib/webhook-target';
 import { ensureSchedules, scheduleSettings } from './schedules';
 import { installTemporalRuntime, serveWorkerMetrics } from './observability';
 import { createWorkerMetrics } from '../lib/metrics';
+import { listenerLimits } from '../lib/listener';
 import { createActivities } from '../activities';
 import { paymentDataConverter } from '../lib/data-converter';
 import { createPaymentWorker } from './worker';
@@ -87,6 +88,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
     targetPolicy: webhookTargetPolicy({ allowedCidrs: config.WEBHOOK_ALLOWED_CIDRS, allowHttp: config.WEBHOOK_ALLOW_HTTP }),
   }, metrics);
   const metricsServer = serveWorkerMetrics({
+    limits: listenerLimits(config),
     port: config.WORKER_METRICS_PORT,
     host: config.HOST,
     metrics,

@@ -66,6 +66,7 @@ const errorDescriptions: Record<ApiErrorType, string> = {
   invalid_request: 'The request is invalid (the zod issues are listed in `error.issues`). Nothing was executed.',
   idempotency_key_missing: 'The Idempotency-Key header is missing.',
   idempotency_key_invalid: 'The Idempotency-Key header is malformed.',
+  webhook_signature_invalid: 'The webhook’s signature is missing, wrong or stale, or its body is not an event. Nothing was stored.',
   unauthorized: 'Missing or invalid API key (or admin token).',
   card_declined: 'The card was declined; `error.payment` is the declined payment. Retry the order with a new key.',
   payment_failed: 'The payment failed for good; `error.payment` says why (money that moved was given back).',
@@ -79,11 +80,13 @@ const errorDescriptions: Record<ApiErrorType, string> = {
   capture_exceeds_authorized: 'The capture amount is above the authorized amount.',
   payload_too_large: 'The body is larger than 64 KiB.',
   unsupported_media_type: 'The body is not `application/json`.',
+  misdirected_request: 'The `Host` header names no host this service answers for (`HTTP_ALLOWED_HOSTS`): a defence against DNS rebinding.',
   idempotency_key_reused: 'This key was used for a different request (another body or path). Nothing was executed.',
   rate_limited: 'Over the rate limit (per tenant: reads and writes apart; per client address: failed authentications). Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the quota and what is left. Never recorded as an operation\'s outcome: a retry with the same Idempotency-Key runs normally.',
   internal_error: 'An unexpected error; quote the request id.',
   operation_failed: 'The operation\'s run ended without an outcome (failed, terminated or timed out). This answer is recorded: every retry with the key replays it. `error.resource_id` names the payment or refund, which says what happened (`failure.code` `run_ended`, or `needs_operator` when money may have moved).',
-  service_unavailable: 'PostgreSQL or Temporal is unreachable: nothing was executed. Retry after `Retry-After` seconds.',
+  service_unavailable: 'PostgreSQL is unreachable: nothing was executed. Retry after `Retry-After` seconds.',
+  temporal_unavailable: 'The workflow engine (Temporal) could not be reached or did not answer in time (connection refused or closing, deadline, overload): nothing was recorded for the Idempotency-Key. Retry after `Retry-After` seconds with the same key.',
 };
 
 const rateLimitHeaders = {
@@ -109,7 +112,9 @@ type ErrorStatuses<T extends ApiErrorType> = (typeof errorStatus)[T] | ('unautho
  */
 export function errorResponses<const T extends ApiErrorType>(given: readonly T[]): { [S in ErrorStatuses<T>]: ErrorResponse } {
   // Whatever authenticates can be rate-limited (per tenant, or failed attempts per address).
-  const types: ApiErrorType[] = given.includes('unauthorized' as T) && !given.includes('rate_limited' as T) ? [...given, 'rate_limited'] : [...given];
+  const withLimits: ApiErrorType[] = given.includes('unauthorized' as T) && !given.includes('rate_limited' as T) ? [...given, 'rate_limited'] : [...given];
+  // Whatever can find a dependency unreachable can find Temporal so (api/middleware.ts maps both).
+  const types: ApiErrorType[] = withLimits.includes('service_unavailable') && !withLimits.includes('temporal_unavailable') ? [...withLimits, 'temporal_unavailable'] : withLimits;
   const byStatus = new Map<number, ApiErrorType[]>();
   for (const type of types) byStatus.set(errorStatus[type], [...(byStatus.get(errorStatus[type]) ?? []), type]);
   const responses: Record<number, ErrorResponse> = {};

@@ -12,9 +12,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { getPayment, listPayments } from '../../db/payments';
 import type { IdempotencyRecord } from '../../db/idempotency-records';
 import { ApiError, errorResponse, type ApiErrorType } from '../../domain/errors';
+import { isFinal, statusesAccepting } from '../../domain/payment-lifecycle';
 import { newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
 import { paymentLocation, paymentResource, type PaymentRow } from '../../domain/resources';
-import { isFinal } from '../../domain/payment-lifecycle';
 import {
   cancelUpdate,
   captureUpdate,
@@ -49,8 +49,11 @@ export const createPayment = createRoute({
   summary: 'Create a payment (idempotent)',
   description:
     'Charges the payment method once, however often the request is delivered. 201 when `succeeded` or `requires_capture`; ' +
-    '402 `card_declined` (the body carries the declined payment); 202 while still `processing`; 409 `order_already_paid` ' +
-    'when the order already has a live or paid payment (no charge is made).',
+    '402 `card_declined` (the body carries the declined payment); 409 `order_already_paid` when the order already has a live ' +
+    'or paid payment (no charge is made). 202 when the outcome must be waited for: `requires_action` (send the customer to ' +
+    '`next_action.redirect_to_url.url`; they come back to your `return_url`) or `processing` (an asynchronous method such as a ' +
+    'SEPA debit). That 202 is the key\'s recorded answer and replays byte for byte; `GET /v1/payments/{id}` shows where the ' +
+    'payment stands now, and the `payment.*` events tell you when it settles.',
   parameters: [idempotencyKeyParameter],
   request: { body: { content: jsonContent(CreatePaymentBody), required: true } },
   responses: {
@@ -83,7 +86,7 @@ export const capturePayment = createRoute({
   path: '/v1/payments/{id}/capture',
   tags: ['Payments'],
   summary: 'Capture a manual-capture payment (idempotent)',
-  description: 'Captures all of the authorization, or `amount_minor` of it. 409 when the payment is not awaiting capture.',
+  description: `Captures all of the authorization, or \`amount_minor\` of it. 409 unless the payment is ${statusesAccepting('capture').map((s) => `\`${s}\``).join(' or ')}.`,
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CapturePaymentBody), required: false } },
   responses: {
@@ -97,7 +100,8 @@ export const cancelPayment = createRoute({
   method: 'post',
   path: '/v1/payments/{id}/cancel',
   tags: ['Payments'],
-  summary: 'Cancel (void) a manual-capture payment (idempotent)',
+  summary: 'Cancel (void) a payment that waits for capture or for its customer (idempotent)',
+  description: `Voids the authorization, or the customer's pending 3-D Secure challenge. 409 unless the payment is ${statusesAccepting('cancel').map((s) => `\`${s}\``).join(' or ')}.`,
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CancelPaymentBody), required: false } },
   responses: {

@@ -10,20 +10,21 @@ import { tenantWithMerchant } from '../faults/support/merchant';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../faults/support/payments';
 import { runTrials, ScenarioTally } from '../faults/support/results';
 import { expectCleanScenario, retryAndTally } from '../faults/support/verify';
-import { startFrontendBalancer } from '../../testkit/frontend-balancer';
+import { startFrontendBalancer, type FrontendBalancer } from '../../lib/frontend-balancer';
 import { clusterDatabaseUrl, startTestCluster } from './support';
 import { createSql, type Sql } from '../../db/connect';
 
 /**
  * The product on the production Temporal server: a cluster of two server processes on
  * PostgreSQL (devstack/temporal-cluster.ts, the config docker-compose.yml runs), with the API and
- * the worker reaching the frontends through a TCP balancer as a deployment would. The
+ * the worker reaching the frontends through the product's own balancer (lib/frontend-balancer.ts,
+ * what `npm start` runs in cluster mode), as a deployment would through its load balancer. The
  * ordinary cases first, then the cluster's own faults: a node SIGKILLed mid-flight (its
  * shards move to the other node) and a rolling restart of both nodes under load.
  */
 
 let cluster: TemporalCluster;
-let balancer: Awaited<ReturnType<typeof startFrontendBalancer>>;
+let balancer: FrontendBalancer;
 let stack: TestStack;
 let merchant: Merchant;
 let tenant: Tenant;
@@ -31,7 +32,7 @@ let api: Api;
 
 beforeAll(async () => {
   cluster = await startTestCluster('cluster', { nodes: 2, shards: 8 });
-  balancer = await startFrontendBalancer(cluster.nodes.map((node) => node.address));
+  balancer = await startFrontendBalancer({ frontends: cluster.nodes.map((node) => node.address), namespace: cluster.namespace });
   stack = await startStack({ temporalAddress: balancer.address, sandbox: { slowMs: 5000 }, api: { TEMPORAL_RPC_TIMEOUT_MS: 3000 } });
   merchant = await startMerchant();
   tenant = await tenantWithMerchant(stack, merchant, 'cluster');
@@ -44,6 +45,20 @@ async function withClusterDatabase<T>(query: (sql: Sql) => Promise<T>): Promise<
   } finally {
     await sql.end({ timeout: 5 });
   }
+}
+
+/**
+ * The cluster is whole again, end to end: every node serves, the balancer counts every
+ * frontend healthy, and a payment goes the whole way (API, balancer, frontend, history,
+ * matching, worker) and succeeds. What a trial waits for before it strikes, instead of a
+ * time: right after a node's restart, its shards and task queue partitions move back to it,
+ * and a trial that starts meanwhile measured the move rather than the fault.
+ */
+async function untilClusterWhole(): Promise<void> {
+  await eventually(async () => balancer.frontends().every((frontend) => frontend.healthy), SETTLE_MS, 250);
+  const canary = paymentRequest('pm_card_visa');
+  const { response } = await untilFinal(api, canary, SETTLE_MS);
+  expect(response.status, `the canary payment before the trial: ${response.text}`).toBe(201);
 }
 
 afterAll(async () => {
@@ -113,7 +128,7 @@ describe('the product on a two-node Temporal cluster', () => {
   });
 
   it(
-    'one node SIGKILLed mid-flight: its payments finish on the other node, once, and the node rejoins',
+    'one node SIGKILLed mid-flight, each in turn: its payments finish on the other node, once; new payments keep being accepted (no 5xx for a client retrying by key); the node rejoins',
     async () => {
       const inFlight = 3;
       const tally = new ScenarioTally(
@@ -121,28 +136,59 @@ describe('the product on a two-node Temporal cluster', () => {
         `Temporal cluster: one of two nodes SIGKILLed mid-flight (${inFlight} payments in flight, 8 shards)`,
         'from the SIGKILL until every in-flight payment was recorded and its event delivered (the node stays down meanwhile)',
       );
-      const result = await runTrials(tally, 2, async (trial) => {
+      let subjects = 0;
+      // Each node in turn.
+      const result = await runTrials(tally, cluster.nodes.length, async (trial) => {
         const victim = cluster.nodes[trial % cluster.nodes.length]!;
+        await untilClusterWhole();
         const plans = Array.from({ length: inFlight }, () => paymentRequest('pm_card_slow'));
-        const firstAnswers = plans.map((plan) => api.post('/v1/payments', plan.body, plan.key).catch(() => null));
-        const { ids, midCharge } = await paymentsInFlight(stack, tenant.id, plans.map((plan) => plan.key));
+        // Clients that retry by key (a 503 claims nothing: the key is sent again until it is taken).
+        const firstAnswers = plans.map((plan) => untilFinal(api, plan, SETTLE_MS).catch(() => null));
+        const { ids, midCharge } = await paymentsInFlight(stack, tenant.id, plans.map((plan) => plan.key), SETTLE_MS);
         tally.add('payments caught mid-charge by the fault', midCharge);
         if (midCharge === 0) tally.anomaly('no payment was mid-charge when the node was killed: the trial tested nothing');
 
         const killedAt = Date.now();
         await victim.stop('SIGKILL');
+        // New payments keep arriving while the node is down, each from a client that retries by key.
+        const arriving: PaymentRequest[] = [];
+        const arrivingAnswers: ReturnType<typeof untilFinal>[] = [];
+        let down = true;
+        const load = (async () => {
+          while (down) {
+            const plan = paymentRequest('pm_card_visa');
+            arriving.push(plan);
+            arrivingAnswers.push(untilFinal(api, plan, SETTLE_MS));
+            await new Promise((r) => setTimeout(r, 300));
+          }
+        })();
         const settled = await settle(stack, ids, { merchant, timeoutMs: SETTLE_MS });
         if (settled !== null) tally.recovered(Date.now() - killedAt);
-        await Promise.all(firstAnswers);
+        down = false;
+        await load;
+        const arrived = await Promise.all(arrivingAnswers.map((answer) => answer.catch(() => null)));
+        tally.add('payments sent while the node was down', arrived.length);
+        tally.add('of those, answered 202 or 503 first and retried by key', arrived.filter((a) => (a?.attempts ?? 0) > 1).length);
+        for (const answer of arrived) {
+          if (answer?.response.status !== 201) tally.anomaly(`while the node was down, a payment's final answer was ${answer?.response.status ?? 'none'} ${answer?.response.text.slice(0, 200) ?? ''}`);
+        }
+        for (const answer of await Promise.all(firstAnswers)) {
+          // Never a 5xx for the client: 503s were retried, the final answer is the payment.
+          if (answer?.response.status !== 201) tally.anomaly(`a client's final answer was ${answer?.response.status ?? 'none'} ${answer?.response.text.slice(0, 200) ?? ''}`);
+        }
 
         const restartAt = Date.now();
         await victim.start();
         tally.sample('node restart took (ms)', Date.now() - restartAt);
-        const pairs = plans.map((plan, i) => [plan, ids[i]!] as const);
+        const pairs = [
+          ...plans.map((plan, i) => [plan, ids[i]!] as const),
+          ...arriving.map((plan, i) => [plan, arrived[i] ? paymentIdIn(arrived[i]!.response) : null] as const),
+        ];
+        subjects += pairs.length;
         await retryAndTally(tally, stack, merchant, api, SETTLE_MS, pairs);
       });
       console.log(`cluster node kill: recovery ${JSON.stringify({ max: result.maxRecoveryMs, median: result.medianRecoveryMs })} ms`);
-      expectCleanScenario(result, 2 * 3);
+      expectCleanScenario(result, subjects);
       await expectLedgerConsistent(stack.sql);
     },
     scenarioTimeout(2, 180_000),

@@ -73,7 +73,7 @@ describe('5. Temporal stopped and restarted mid-flight', () => {
         let restartAt: number;
         try {
           const refused = await api.post('/v1/payments', refusedPlan.body, refusedPlan.key);
-          if (refused.status !== 503 || refused.json?.error?.type !== 'service_unavailable' || !(Number(refused.headers.get('retry-after')) > 0)) {
+          if (refused.status !== 503 || refused.json?.error?.type !== 'temporal_unavailable' || !(Number(refused.headers.get('retry-after')) > 0)) {
             tally.anomaly(`while down, a new payment got ${refused.status} ${refused.text.slice(0, 200)}`);
           }
           // Nothing executed: the claim was given back, no payment exists.

@@ -45,13 +45,13 @@ describe('Temporal unreachable', () => {
     await deadApi?.close();
   });
 
-  it('answers 503 service_unavailable with Retry-After, executes nothing, and lets the retry really run', async () => {
+  it('answers 503 temporal_unavailable with Retry-After, executes nothing, and lets the retry really run', async () => {
     const tenant = await stack.createTenant();
     const key = uniqueKey();
     const request = body();
     const refused = await apiClient(deadApiUrl, tenant.apiKey).post('/v1/payments', request, key);
     expect(refused.status).toBe(503);
-    expect(refused.json.error.type).toBe('service_unavailable');
+    expect(refused.json.error.type).toBe('temporal_unavailable');
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
     const [counts] = await stack.sql<{ records: number; payments: number }[]>`
       SELECT (SELECT count(*)::int FROM idempotency_records WHERE idempotency_key = ${key}) AS records,

@@ -91,7 +91,7 @@ describe('the codec server decodes what the worker encoded', () => {
   const origin = 'http://127.0.0.1:8233';
   let server: RunningCodecServer;
   beforeAll(async () => {
-    server = await startCodecServer({ codec: new AesGcmPayloadCodec(testPayloadKeys), token, allowedOrigins: [origin], port: 0 });
+    server = await startCodecServer({ codec: new AesGcmPayloadCodec(testPayloadKeys), token, allowedOrigins: [origin], enableEncode: true, port: 0 });
     guarded.push(server);
   });
 

@@ -118,6 +118,8 @@ describe('3-D Secure: pm_card_threeDSecureRequired', () => {
     expect(now).toMatchObject({ status: 'succeeded', amountCapturedMinor: 2_500, nextAction: null });
     expect(await o.provider.findChargeByIdempotencyKey(request.idempotencyKey)).toMatchObject({ id: charge.id, status: 'succeeded' });
     expect((await o.provider.listChargesByReference(request.reference)).map((c) => c.status)).toEqual(['succeeded']);
+    // The create's answer replays as it was first given (requires_action); lookups show the charge now.
+    expect(await o.provider.createCharge(request)).toEqual(charge);
 
     // A second submit (a double click, the back button) changes nothing and sends them back again.
     const again = await postForm(charge.nextAction!.url, 'deny');
@@ -242,6 +244,11 @@ describe('outbound webhooks', () => {
     const stale = signSandboxWebhook(delivery!.body, secret, Math.floor(Date.now() / 1000) - 600);
     expect(() => o.provider.verifyWebhook(delivery!.body, { 'sandbox-signature': stale })).toThrow(/tolerance/);
     expect(() => o.provider.verifyWebhook(delivery!.body, { 'sandbox-signature': signSandboxWebhook(delivery!.body, 'another-secret-value') })).toThrow(ProviderWebhookError);
+    // Several v1 signatures (a secret being rotated): one match is enough; a future timestamp is stale too.
+    const other = signSandboxWebhook(delivery!.body, 'the-previous-secret-value').split(',')[1];
+    expect(o.provider.verifyWebhook(delivery!.body, { 'sandbox-signature': `${header},${other}` }).id).toBe(body.id);
+    const future = signSandboxWebhook(delivery!.body, secret, Math.floor(Date.now() / 1000) + 600);
+    expect(() => o.provider.verifyWebhook(delivery!.body, { 'sandbox-signature': future })).toThrow(/tolerance/);
     const noSecret = new SandboxProvider({ baseUrl: o.sandbox.url, timeoutMs: 1000 });
     expect(() => noSecret.verifyWebhook(delivery!.body, { 'sandbox-signature': header })).toThrow(ProviderWebhookError);
     expect(() => o.provider.verifyWebhook('not json', { 'sandbox-signature': signSandboxWebhook('not json', secret) })).toThrow(/not JSON/);

@@ -1,12 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createSql } from '../../db/connect';
-import { projectRoot } from '../../devstack/temporal-cli';
-import { freePortOutsideEphemeralRange } from '../../devstack/ports';
+import { adminUrl, bannerPids, cleanUpLaunches, databasesToDrop, descendants, expectCleanExit, expectStopOrder, launchStart, portAnswers, waitForBanner, type Launch } from '../helpers/launch';
 
 /**
  * `npm start` as a new user runs it: the real launcher in a child process, on free ports and
@@ -14,40 +11,7 @@ import { freePortOutsideEphemeralRange } from '../../devstack/ports';
  * Temporal Web UI, and a Ctrl-C after which the launcher exits 0 and leaves no process behind.
  */
 
-const BANNER_END = 'Ctrl-C stops everything.';
-
-interface Launch {
-  npm: ChildProcess;
-  output: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  hasExited: () => boolean;
-  ports: Record<'api' | 'sandbox' | 'temporal' | 'ui' | 'postgres' | 'workerMetrics' | 'sdkMetrics' | 'codec', number>;
-  dataDir: string;
-  /** Its process tree once it was up, for the clean-up after a failure. */
-  tree: number[];
-}
-
-const launches: Launch[] = [];
-const databasesToDrop: string[] = [];
-
-afterEach(async () => {
-  // A failed test must not leave a stack running: Ctrl-C it, then kill what is left.
-  for (const launch of launches.splice(0)) {
-    if (!launch.hasExited()) {
-      launch.tree.push(...descendants(launch.npm.pid!));
-      launch.npm.kill('SIGINT');
-      await Promise.race([launch.exited, sleep(45_000)]);
-      launch.npm.kill('SIGKILL');
-    }
-    for (const pid of new Set(launch.tree)) if (isAlive(pid)) process.kill(pid, 'SIGKILL');
-    rmSync(launch.dataDir, { recursive: true, force: true });
-  }
-  if (databasesToDrop.length) {
-    const admin = createSql(adminUrl(), { max: 1 });
-    for (const name of databasesToDrop.splice(0)) await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
-  }
-}, 120_000);
+afterEach(cleanUpLaunches, 120_000);
 
 describe('npm start', () => {
   it('runs the stack on a DATABASE_URL (creating its database), serves a payment, and stops cleanly on Ctrl-C to the process group', async () => {
@@ -161,160 +125,3 @@ async function exercise(launch: Launch, banner: string): Promise<string> {
   return payment.id;
 }
 
-async function launchStart(extraEnv: NodeJS.ProcessEnv): Promise<Launch> {
-  // Ports the launcher's children bind seconds later: drawn where no other socket on the
-  // machine is handed one by the kernel (EADDRINUSE was seen in CI with freePort()).
-  const freePort = freePortOutsideEphemeralRange;
-  const ports = {
-    api: await freePort(),
-    sandbox: await freePort(),
-    temporal: await freePort(),
-    ui: await freePort(),
-    postgres: await freePort(),
-    workerMetrics: await freePort(),
-    sdkMetrics: await freePort(),
-    codec: await freePort(),
-  };
-  const dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-start-'));
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  // Nothing of the test run's own wiring may leak in: the launcher must find its own way.
-  for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER_URL', 'ADMIN_TOKEN', 'HOST', 'TEMPORAL_UI_URL', 'FORCE_COLOR', 'TEMPORAL_PAYLOAD_KEYS']) delete env[name];
-  Object.assign(env, {
-    PORT: String(ports.api),
-    SANDBOX_PORT: String(ports.sandbox),
-    TEMPORAL_PORT: String(ports.temporal),
-    TEMPORAL_UI_PORT: String(ports.ui),
-    EMBEDDED_PG_PORT: String(ports.postgres),
-    WORKER_METRICS_PORT: String(ports.workerMetrics),
-    TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${ports.sdkMetrics}`,
-    CODEC_PORT: String(ports.codec),
-    DATA_DIR: dataDir,
-    LOG_LEVEL: 'warn',
-    NODE_ENV: 'development',
-    ...extraEnv,
-  });
-  // Its own process group, like a shell job, so a test can Ctrl-C the group.
-  const npm = spawn('npm', ['start'], { cwd: projectRoot, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  npm.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  npm.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  let done = false;
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    npm.once('exit', (code, signal) => {
-      done = true;
-      resolve({ code, signal });
-    }),
-  );
-  const launch: Launch = { npm, output: () => output, exited, hasExited: () => done, ports, dataDir, tree: [] };
-  launches.push(launch);
-  return launch;
-}
-
-async function waitForBanner(launch: Launch, timeoutMs = 180_000): Promise<string> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const output = launch.output();
-    const end = output.indexOf(BANNER_END);
-    if (end >= 0) return output.slice(output.lastIndexOf('Payment orchestrator is running.', end), end);
-    if (launch.hasExited()) throw new Error(`npm start exited before its banner:\n${output}`);
-    if (Date.now() > deadline) throw new Error(`no banner within ${timeoutMs} ms:\n${output}`);
-    await sleep(200);
-  }
-}
-
-function bannerPids(banner: string): Record<string, number> {
-  const line = /pids\s+(.+)/.exec(banner)?.[1] ?? '';
-  return Object.fromEntries(line.split(',').map((part) => part.trim().split(' ')).map(([name, pid]) => [name!, Number(pid)]));
-}
-
-async function expectCleanExit(launch: Launch, tree: number[]): Promise<void> {
-  const started = Date.now();
-  const result = await Promise.race([launch.exited, sleep(60_000).then(() => null)]);
-  expect(result, `npm start did not exit within 60 s of SIGINT:\n${launch.output().slice(-4000)}`).not.toBeNull();
-  expect(result, launch.output().slice(-4000)).toEqual({ code: 0, signal: null });
-  expect(Date.now() - started).toBeLessThan(60_000);
-  // Everything it started is gone (a moment for the kernel to reap what just exited).
-  const deadline = Date.now() + 3000;
-  let alive = tree.filter(isAlive);
-  while (alive.length && Date.now() < deadline) {
-    await sleep(100);
-    alive = tree.filter(isAlive);
-  }
-  expect(alive.map((pid) => `${pid} ${commandOf(pid)}`)).toEqual([]);
-}
-
-function expectStopOrder(output: string, steps: string[]): void {
-  const positions = steps.map((step) => output.indexOf(`[start] ${step}`));
-  for (const [i, position] of positions.entries()) expect(position, `"${steps[i]}" missing:\n${output.slice(-3000)}`).toBeGreaterThanOrEqual(0);
-  expect([...positions].sort((a, b) => a - b)).toEqual(positions);
-}
-
-/** Every process below `root` right now, from /proc (children in other sessions included). */
-function descendants(root: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const ppid = parentOf(Number(entry));
-    if (ppid === null) continue;
-    children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
-  }
-  const found: number[] = [];
-  const queue = [root];
-  while (queue.length) {
-    const pid = queue.shift()!;
-    for (const child of children.get(pid) ?? []) {
-      found.push(child);
-      queue.push(child);
-    }
-  }
-  return found;
-}
-
-function procStat(pid: number): string[] | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command may contain spaces and parentheses: fields start after the last ')'.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return null;
-  }
-}
-
-function parentOf(pid: number): number | null {
-  const fields = procStat(pid);
-  return fields ? Number(fields[1]) : null;
-}
-
-/** Running or sleeping; a zombie has exited. */
-function isAlive(pid: number): boolean {
-  const fields = procStat(pid);
-  return fields !== null && fields[0] !== 'Z' && fields[0] !== 'X';
-}
-
-function commandOf(pid: number): string {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
-  } catch {
-    return '?';
-  }
-}
-
-async function portAnswers(port: number): Promise<boolean> {
-  const { createConnection } = await import('node:net');
-  return new Promise((resolve) => {
-    const socket = createConnection({ port, host: '127.0.0.1' });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
-
-function adminUrl(): string {
-  return inject('databaseUrl').replace(/\/[^/]*$/, '/postgres');
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}

@@ -105,6 +105,14 @@ describe('the recorded histories', () => {
       'refund-exceeds-captured',
       'compensation',
       'order-already-paid',
+      // Payments that wait (issue 21): each new phase's paths.
+      'three-ds-approved',
+      'three-ds-denied',
+      'three-ds-manual-capture',
+      'three-ds-expired',
+      'three-ds-webhook-lost',
+      'sepa-succeeded',
+      'sepa-failed',
       'reconciliation',
     ]) {
       expect(scenarios, scenario).toContain(scenario);
@@ -114,6 +122,14 @@ describe('the recorded histories', () => {
     expect(entry('lost-response.json').maxActivityAttempt).toBeGreaterThanOrEqual(2);
     expect(entry('lost-response.json').activities).toEqual(['chargePayment']);
     expect(entry('flaky-provider.json').maxActivityAttempt).toBeGreaterThanOrEqual(2);
+    // The waits ran behind their own patches; the lost webhook was made up for by the poll; the expiry voided.
+    for (const file of ['three-ds-approved.json', 'three-ds-denied.json', 'three-ds-manual-capture.json', 'three-ds-expired.json', 'three-ds-webhook-lost.json']) {
+      expect(entry(file).patches, file).toContain('await-customer');
+    }
+    for (const file of ['sepa-succeeded.json', 'sepa-failed.json']) expect(entry(file).patches, file).toContain('await-settlement');
+    expect(entry('three-ds-webhook-lost.json').activities).toContain('retrieveCharge');
+    expect(entry('three-ds-expired.json').activities).toContain('voidCharge');
+    expect(entry('three-ds-manual-capture.json').activities).toContain('captureCharge');
   });
 });
 

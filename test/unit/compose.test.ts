@@ -7,7 +7,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { loadConfig } from '../../lib/config';
+import { assertSafeCodecServer, loadConfig } from '../../lib/config';
 import { projectRoot, resolveTemporalCli, searchAttributeFlags } from '../../devstack/temporal-cli';
 
 /**
@@ -31,6 +31,7 @@ interface Healthcheck {
 interface Service {
   image?: string;
   build?: unknown;
+  profiles?: string[];
   command?: string | string[];
   entrypoint?: string | string[];
   environment?: Record<string, string | number | boolean | null> | string[];
@@ -186,9 +187,40 @@ describe('docker-compose.yml: services', () => {
     }
     // The unauthenticated surfaces stay on the loopback interface.
     for (const name of ['temporal', 'temporal-ui', 'sandbox', 'codec-server']) expect(publishedPorts(name)[0]!.hostIp, name).toBe('127.0.0.1');
-    // The UI's page calls the codec server from the browser, through that published port.
-    expect(envOf('temporal-ui').TEMPORAL_CODEC_ENDPOINT).toBe(`http://localhost:${publishedPorts('codec-server')[0]!.published}`);
+    // The codec server admits the UI's origin, as the browser sees it, and no other.
     expect(envOf('codec-server').CODEC_CORS_ORIGINS).toBe(envOf('temporal-ui').TEMPORAL_CORS_ORIGINS);
+  });
+
+  it('the codec server is secure by default: opt-in profile, no token default (it refuses to start without one), /encode off, loopback only', () => {
+    expect(raw.services['codec-server']!).toMatchObject({ profiles: ['codec'] });
+    expect(declaredEnv('codec-server')).toContain('CODEC_TOKEN');
+    const env = envOf('codec-server');
+    expect(env.CODEC_TOKEN).toBeUndefined();
+    expect(env.CODEC_ENABLE_ENCODE).toBeUndefined();
+    expect(publishedPorts('codec-server').map((p) => p.hostIp)).toEqual(['127.0.0.1']);
+    // What the container's process would do with this environment: refuse to start…
+    expect(() => assertSafeCodecServer(loadConfig(env))).toThrow(/without CODEC_TOKEN/);
+    // …until the operator gives a token; then it serves the UI's origin, /encode off.
+    // (A key without a value takes the host's value, as Compose passes it through.)
+    const withToken = { ...env, CODEC_TOKEN: randomBytes(24).toString('hex') };
+    const config = loadConfig(withToken);
+    expect(() => assertSafeCodecServer(config)).not.toThrow();
+    expect(config.CODEC_ENABLE_ENCODE).toBe(false);
+    expect(config.CODEC_CORS_ORIGINS).toEqual([envOf('temporal-ui').TEMPORAL_CORS_ORIGINS]);
+  });
+
+  it('each service called by name across the network lets that name through its Host check', () => {
+    // The workers call the sandbox as PROVIDER_URL; every other listener is reached through loopback.
+    const provider = new URL(envOf('worker').PROVIDER_URL!);
+    expect(envOf('sandbox').HTTP_ALLOWED_HOSTS!.split(',')).toContain(provider.hostname);
+    for (const name of orchestratorServices) expect(envOf(name).HTTP_ALLOWED_HOSTS, name).toBeUndefined(); // loopback names: the healthchecks
+  });
+
+  it('the Web UI is read-only by default (no terminate, cancel, signal or reset) and calls no codec endpoint it cannot authenticate to', () => {
+    expect(envOf('temporal-ui').TEMPORAL_DISABLE_WRITE_ACTIONS).toBe('true');
+    expect(envOf('temporal-ui', resolve(raw, { ...hostEnv, TEMPORAL_DISABLE_WRITE_ACTIONS: 'false' })).TEMPORAL_DISABLE_WRITE_ACTIONS).toBe('false');
+    expect(envOf('temporal-ui').TEMPORAL_CODEC_ENDPOINT).toBeUndefined();
+    expect(declaredEnv('temporal-ui')).toEqual(expect.arrayContaining(['TEMPORAL_CODEC_ENDPOINT', 'TEMPORAL_CODEC_PASS_ACCESS_TOKEN']));
   });
 
   it('gives every long-running service a real healthcheck and a restart policy; one-shot jobs never restart', () => {
@@ -309,8 +341,13 @@ describe('docker-compose.yml: start-up order', () => {
 describe('docker-compose.yml: configuration of the app', () => {
   it('reads the config schemas it checks against', () => {
     expect(configKeys).toEqual(expect.arrayContaining(['NODE_ENV', 'DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER_URL', 'ADMIN_TOKEN']));
-    expect(Object.keys(loadConfig({ ADMIN_TOKEN: hostEnv.ADMIN_TOKEN })).sort()).toEqual([...configKeys].sort());
-    expect(sandboxKeys.sort()).toEqual(['DATABASE_URL', 'SANDBOX_FLAKY_FAILURES', 'SANDBOX_HOST', 'SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS', 'SANDBOX_PORT', 'SANDBOX_SLOW_MS']);
+    // Every variable is in the parsed config (null when unset), except these optional secrets,
+    // which are absent when unset (PSP webhooks, issue 21).
+    const absentWhenUnset = ['PROVIDER_WEBHOOK_SECRET', 'SANDBOX_WEBHOOK_SECRET', 'STRIPE_WEBHOOK_SECRET'];
+    expect(Object.keys(loadConfig({ ADMIN_TOKEN: hostEnv.ADMIN_TOKEN })).sort()).toEqual(configKeys.filter((k) => !absentWhenUnset.includes(k)).sort());
+    expect(sandboxKeys).toEqual(
+      expect.arrayContaining(['DATABASE_URL', 'SANDBOX_FLAKY_FAILURES', 'SANDBOX_HOST', 'SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS', 'SANDBOX_PORT', 'SANDBOX_SLOW_MS', 'HTTP_ALLOWED_HOSTS']),
+    );
   });
 
   it('sets only variables that lib/config.ts (api, worker, migrate) or sandbox/main.ts reads', () => {

@@ -1,0 +1,74 @@
+import type { Db, Sql } from './connect';
+
+/** One PSP webhook as stored (migration 007): once per (provider, event id). */
+export interface ProviderEventRow {
+  provider: string;
+  event_id: string;
+  type: string;
+  charge_id: string | null;
+  charge_status: string | null;
+  payment_id: string | null;
+  disposition: 'forward' | 'unknown_charge' | 'ignored';
+  forwarded_at: Date | null;
+  created_at: Date;
+  received_at: Date;
+}
+
+export interface ReceivedEvent {
+  provider: string;
+  eventId: string;
+  type: string;
+  createdAt: Date;
+  chargeId: string | null;
+  chargeStatus: string | null;
+  /** Our payment id as the PSP stored it (the charge's reference), if the event is about a charge. */
+  reference: string | null;
+  payload: unknown;
+}
+
+/** Where the event goes: the payment's workflow, if the charge is ours. */
+export interface ReceivedOutcome {
+  row: ProviderEventRow;
+  /** false: this (provider, event id) was stored before: a redelivery. */
+  inserted: boolean;
+  /** The payment's workflow, when the event is to be forwarded to it. */
+  workflowId: string | null;
+}
+
+/**
+ * Stores a verified PSP event once, with what it means, in one transaction: the payment it
+ * concerns (by our reference, or the charge id we recorded), or none (kept for an operator).
+ * A redelivery finds the stored row and changes nothing; it is forwarded again only if the
+ * first delivery never reached the workflow (forwarded_at still null).
+ */
+export async function receiveProviderEvent(sql: Sql, event: ReceivedEvent): Promise<ReceivedOutcome> {
+  return sql.begin(async (tx) => {
+    const payment = event.chargeId ? await paymentOfCharge(tx, event.reference, event.chargeId) : null;
+    const disposition = !event.chargeId ? 'ignored' : payment ? 'forward' : 'unknown_charge';
+    const [inserted] = await tx<ProviderEventRow[]>`
+      INSERT INTO provider_events (provider, event_id, type, charge_id, charge_status, payment_id, disposition, created_at, payload)
+      VALUES (${event.provider}, ${event.eventId}, ${event.type}, ${event.chargeId}, ${event.chargeStatus},
+              ${payment?.id ?? null}, ${disposition}, ${event.createdAt}, ${tx.json(event.payload as never)})
+      ON CONFLICT (provider, event_id) DO NOTHING
+      RETURNING *`;
+    const row = inserted ?? (await tx<ProviderEventRow[]>`SELECT * FROM provider_events WHERE provider = ${event.provider} AND event_id = ${event.eventId}`)[0]!;
+    const forward = row.disposition === 'forward' && row.forwarded_at === null;
+    const workflowId = forward && row.payment_id ? ((await tx<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${row.payment_id}`)[0]?.workflow_id ?? null) : null;
+    return { row, inserted: inserted !== undefined, workflowId };
+  }) as Promise<ReceivedOutcome>;
+}
+
+/** The payment a charge belongs to: our reference, provided its recorded charge (if any) is this one. */
+async function paymentOfCharge(db: Db, reference: string | null, chargeId: string): Promise<{ id: string } | null> {
+  const [payment] = await db<{ id: string }[]>`
+    SELECT id FROM payments
+    WHERE (id = ${reference ?? ''} AND (provider_charge_id IS NULL OR provider_charge_id = ${chargeId}))
+       OR provider_charge_id = ${chargeId}
+    LIMIT 1`;
+  return payment ?? null;
+}
+
+/** Notes that the event reached the payment's workflow (or that its run had closed). */
+export async function markForwarded(sql: Sql, provider: string, eventId: string): Promise<void> {
+  await sql`UPDATE provider_events SET forwarded_at = now() WHERE provider = ${provider} AND event_id = ${eventId} AND forwarded_at IS NULL`;
+}
