@@ -112,7 +112,7 @@ export async function spawnService(options: ServiceOptions): Promise<ServiceProc
   };
 }
 
-/** `worker/main.ts` as a real process: Temporal worker, outbox relay, retention job and reconciler. */
+/** `worker/main.ts` as a real process: Temporal worker and outbox relay; at start it creates or updates the periodic jobs' Schedules. */
 export type WorkerProcess = ServiceProcess;
 
 export interface WorkerEnvironment {

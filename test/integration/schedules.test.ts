@@ -7,6 +7,7 @@ import { NativeConnection, type Worker } from '@temporalio/worker';
 import { ensureTemporalCli } from '../../devstack/temporal-cli';
 import { scheduleId, periodicJobs } from '../../shared/jobs';
 import { TEST_PAYLOAD_KEYS, testDataConverter } from '../../testkit/payload-keys';
+import { spawnWorker } from '../../testkit/processes';
 import { SandboxProvider } from '../../provider/sandbox-client';
 import { createPaymentWorker } from '../../worker/worker';
 import { deleteSchedules, ensureSchedules, type ScheduleSettings } from '../../worker/schedules';
@@ -100,6 +101,33 @@ describe('the Schedules are created once, whatever the number of workers startin
     expect(description.spec.intervals?.[0]?.every).toBe(600_000);
     cli('schedule', 'toggle', '--schedule-id', id, '--unpause', '--reason', 'done');
     expect((await stack.temporal.schedule.getHandle(id).describe()).state.paused).toBe(false);
+  });
+});
+
+describe('real worker processes', () => {
+  it('two worker processes (worker/main.ts) started at once: four Schedules, each once; a trigger runs the job once, on one of them', async () => {
+    const taskQueue = `procs-${randomBytes(4).toString('hex')}`;
+    const environment = { databaseUrl: stack.databaseUrl, temporalAddress: inject('temporalAddress'), taskQueue, providerUrl: stack.sandboxUrl, env: { LOG_LEVEL: 'warn' } };
+    const workers = await Promise.all([spawnWorker('sched-worker-1', environment), spawnWorker('sched-worker-2', environment)]);
+    try {
+      const ids = periodicJobs.map((job) => scheduleId(taskQueue, job)).sort();
+      const listed = await eventually(async () => {
+        const found = (JSON.parse(cli('schedule', 'list', '-o', 'json')) as { scheduleId: string }[]).map((s) => s.scheduleId).filter((id) => id.startsWith(`${taskQueue}.`));
+        return found.length >= ids.length ? found : null;
+      }, 60_000);
+      expect(listed.sort()).toEqual(ids);
+      const id = scheduleId(taskQueue, 'retention');
+      cli('schedule', 'trigger', '--schedule-id', id);
+      const runs = await eventually(async () => {
+        const found = [];
+        for await (const run of stack.temporal.workflow.list({ query: `TemporalScheduledById = '${id}'` })) found.push(run);
+        return found.length > 0 && found.every((r) => r.status.name === 'COMPLETED') ? found : null;
+      }, 60_000);
+      expect(runs).toHaveLength(1);
+    } finally {
+      await Promise.all(workers.map((w) => w.stop()));
+      await deleteSchedules(stack.temporal, taskQueue);
+    }
   });
 });
 
