@@ -10,7 +10,7 @@ export default defineConfig({
     // its own copy of the database (test/helpers/database.ts): with one shared database, a
     // second file's outbox relay delivered and counted this file's webhooks. Bounded by
     // PostgreSQL's connections: each test stack's pool is 10 (test/helpers/stack.ts) and the
-    // two cluster files take turns (test/cluster/support.ts). The measurements behind the
+    // two cluster files take turns (test/helpers/cluster.ts). The measurements behind the
     // number (durations with two to five files, the connection peak) are in README, "Tests".
     maxWorkers: 5,
     // Longest files first (test/sequencer.ts): the two-minute chaos run, the long CPU-bound

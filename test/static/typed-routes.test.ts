@@ -7,7 +7,7 @@ import { createRefund } from '../../api/routes/refunds';
 import { recoverRoute, resendRoute } from '../../api/routes/events';
 import { operationName } from '../../api/typed-route';
 
-const casesPath = path.resolve('test/unit/typed-routes.cases.ts');
+const casesPath = path.resolve('test/static/typed-routes.cases.ts');
 
 let previous: ts.Program | undefined;
 
