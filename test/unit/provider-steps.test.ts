@@ -6,6 +6,7 @@ import { databaseRefusalInterceptor } from '../../worker/database-refusals';
 import { FailureType } from '../../shared/definitions';
 import { providerSubKey } from '../../shared/keys';
 import { ProviderRejectedError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../../provider/types';
+import { charge as chargeOf } from '../helpers/workflow-worker';
 
 /**
  * The provider steps' unknown-outcome paths, in milliseconds: each step runs in a
@@ -15,18 +16,8 @@ import { ProviderRejectedError, type PaymentProvider, type ProviderCharge, type 
  */
 
 const paymentId = 'pay_01unknownoutcome00000000000';
-const charge = (status: ProviderCharge['status']): ProviderCharge => ({
-  id: 'ch_1',
-  status,
-  amountMinor: 1000,
-  amountCapturedMinor: status === 'succeeded' ? 1000 : 0,
-  amountRefundedMinor: 0,
-  currency: 'EUR',
-  declineCode: null,
-  declineMessage: null,
-  nextAction: null,
-  reference: paymentId,
-});
+const charge = (status: ProviderCharge['status']): ProviderCharge =>
+  chargeOf(paymentId, { status, amountMinor: 1000, amountCapturedMinor: status === 'succeeded' ? 1000 : 0 });
 const refund: ProviderRefund = { id: 're_p1', chargeId: 'ch_1', status: 'succeeded', amountMinor: 400, failureCode: null, failureMessage: null };
 
 /** A provider that answers from `held` (what it already holds under a key) and records every call. */
