@@ -9,6 +9,9 @@ import { ProviderRejectedError, type PaymentProvider, type ProviderCharge, type 
  * within the heartbeat timeout and the step is retried elsewhere (looking the operation up
  * first). The activity's cancellation aborts the HTTP call.
  */
+/** What a client reads when the provider refused a request (failure code `provider_rejected`). */
+export const PROVIDER_REJECTED_MESSAGE = 'The payment provider refused the request; nothing was charged or refunded.';
+
 async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const context = Context.current();
   const beat = setInterval(() => context.heartbeat(), 1000);
@@ -18,8 +21,11 @@ async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>): Promi
     return answer;
   } catch (error) {
     if (error instanceof ProviderRejectedError) {
-      // Nothing happened at the provider and the same request cannot succeed later.
-      throw ApplicationFailure.create({ type: FailureType.ProviderRejected, message: error.message, nonRetryable: true, details: [error.code] });
+      // Nothing happened at the provider and the same request cannot succeed later. Its own
+      // words (which name its endpoints and echo our input) go to the log, never to clients:
+      // the failure's message is what the payment or refund records and the API answers.
+      context.log.warn('provider rejected the request', { provider_message: error.message, provider_code: error.code, provider_status: error.status });
+      throw ApplicationFailure.create({ type: FailureType.ProviderRejected, message: PROVIDER_REJECTED_MESSAGE, nonRetryable: true, details: [error.code] });
     }
     throw error; // unknown outcome: retried with the same sub-key, lookup first
   } finally {

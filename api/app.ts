@@ -11,7 +11,7 @@ import { ping } from '../db/connect';
 import type { ApiDeps, AppEnv } from './context';
 import { adminOnly, authenticate, errorHandler, jsonBody, requestContext, requireIdempotencyKey } from './middleware';
 import { RETENTION_HEADER } from './idempotency';
-import { AuthFailureLimit, metricsAccess, securityHeaders, tenantRateLimit } from './edge';
+import { AuthFailureLimit, metricsAccess, securityHeaders, sharedFor, tenantRateLimit } from './edge';
 import { credentialRoutes } from './routes/credentials';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
@@ -40,7 +40,7 @@ const readyRoute = createRoute({
   method: 'get',
   path: '/readyz',
   tags: ['Operations'],
-  summary: 'Readiness: PostgreSQL and Temporal answer',
+  summary: 'Readiness: PostgreSQL and Temporal answer (probed at most once a second)',
   responses: {
     200: { description: 'Ready.', content: { 'application/json': { schema: z.object({ status: z.string(), checks: z.record(z.string(), z.string()) }) } } },
     503: { description: 'A dependency is unreachable.', content: { 'application/json': { schema: z.object({ status: z.string(), checks: z.record(z.string(), z.string()) }) } } },
@@ -70,8 +70,9 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   app.notFound((c) => c.json(apiErrorBody('not_found', `No route for ${c.req.method} ${c.req.path}`), 404));
 
   app.openapi(healthRoute, (c) => c.json({ status: 'ok' as const }, 200));
+  const ready = sharedFor(READINESS_CACHE_MS, () => readiness(deps));
   app.openapi(readyRoute, async (c) => {
-    const checks = await readiness(deps);
+    const checks = await ready();
     const ok = Object.values(checks).every((v) => v === 'ok');
     return c.json({ status: ok ? 'ready' : 'unavailable', checks }, ok ? 200 : 503);
   });
@@ -143,6 +144,9 @@ export function scalarStandalonePath(): string {
   const entry = createRequire(import.meta.url).resolve('@scalar/api-reference');
   return path.join(path.dirname(entry), 'browser', 'standalone.js');
 }
+
+/** /readyz answers from one probe of PostgreSQL and Temporal per second at most. */
+export const READINESS_CACHE_MS = 1000;
 
 async function readiness(deps: ApiDeps): Promise<Record<string, string>> {
   const [postgres, temporal] = await Promise.allSettled([

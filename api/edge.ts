@@ -99,6 +99,12 @@ export function clientAddress(c: Context): string {
  * Limits failed authentication (API keys and the admin token) per client address: after
  * `perMinute` failures in a minute, every authentication attempt from that address is 429
  * until the minute ends, a right key included, so guessing stays slow.
+ *
+ * Exactly `perMinute` failures are answered 401, however many arrive at once: `check` before
+ * the key lookup only refuses early, and the failure itself is counted against the limit
+ * when the lookup has failed (`fail`), in one synchronous step. Counting without the limit
+ * after an asynchronous lookup let two requests both pass a check at 29 and both answer 401
+ * (issue 27: 31 tries under 400 concurrent bad keys).
  */
 export class AuthFailureLimit {
   private readonly failures = new WindowCounter(60_000);
@@ -106,14 +112,17 @@ export class AuthFailureLimit {
 
   /** Throws 429 if the address has used up its failures. */
   check(c: Context): void {
-    const address = clientAddress(c);
-    if (this.failures.count(address) >= this.perMinute) {
-      throw new ApiError('rate_limited', 'Too many failed authentications from this address; retry in a minute.', {}, { 'Retry-After': '60' });
-    }
+    if (this.failures.count(clientAddress(c)) >= this.perMinute) throw AuthFailureLimit.limited();
   }
 
-  record(c: Context): void {
-    this.failures.hit(clientAddress(c), Number.MAX_SAFE_INTEGER);
+  /** Counts a failed authentication and returns the 401 to answer, or throws 429 if it is one too many. */
+  fail(c: Context, unauthorized: ApiError): ApiError {
+    if (!this.failures.hit(clientAddress(c), this.perMinute).allowed) throw AuthFailureLimit.limited();
+    return unauthorized;
+  }
+
+  private static limited(): ApiError {
+    return new ApiError('rate_limited', 'Too many failed authentications from this address; retry in a minute.', {}, { 'Retry-After': '60' });
   }
 }
 
@@ -131,9 +140,28 @@ export function metricsAccess(deps: ApiDeps, failures: AuthFailureLimit): Middle
     const given = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '')?.[1] ?? '';
     const tokens = [deps.config.ADMIN_TOKEN, deps.config.METRICS_TOKEN].filter((t): t is string => !!t);
     if (!tokens.some((token) => sameSecret(given, token))) {
-      failures.record(c);
-      throw new ApiError('unauthorized', 'Provide METRICS_TOKEN (or the admin token) as "Authorization: Bearer <token>".');
+      throw failures.fail(c, new ApiError('unauthorized', 'Provide METRICS_TOKEN (or the admin token) as "Authorization: Bearer <token>".'));
     }
     await next();
+  };
+}
+
+/**
+ * One answer of `probe` shared for `ttlMs` after it settles, and by every caller while it runs:
+ * /readyz is unauthenticated, and each call used to ping PostgreSQL and Temporal (issue 27),
+ * so a flood of probes became a flood on both. Readiness a second old is what a balancer's
+ * health check wants anyway.
+ */
+export function sharedFor<T>(ttlMs: number, probe: () => Promise<T>, now: () => number = Date.now): () => Promise<T> {
+  let current: { answer: Promise<T>; settledAt: number | null } | null = null;
+  return () => {
+    if (current && (current.settledAt === null || now() - current.settledAt < ttlMs)) return current.answer;
+    const entry: { answer: Promise<T>; settledAt: number | null } = { answer: probe(), settledAt: null };
+    entry.answer.then(
+      () => void (entry.settledAt = now()),
+      () => void (entry.settledAt = now()),
+    );
+    current = entry;
+    return entry.answer;
   };
 }

@@ -59,10 +59,7 @@ export function authenticate(deps: ApiDeps, failures: AuthFailureLimit): Middlew
     failures.check(c);
     const apiKey = bearer(c);
     const tenant = apiKey ? await cache.get(apiKey) : null;
-    if (!tenant) {
-      failures.record(c);
-      throw new ApiError('unauthorized', 'Provide a valid API key as "Authorization: Bearer <api_key>".');
-    }
+    if (!tenant) throw failures.fail(c, new ApiError('unauthorized', 'Provide a valid API key as "Authorization: Bearer <api_key>".'));
     c.set('tenant', tenant);
     c.set('logger', c.var.logger.child({ tenant_id: tenant.id }));
     await next();
@@ -102,8 +99,7 @@ export function adminOnly(deps: ApiDeps, failures: AuthFailureLimit): Middleware
   return async (c, next) => {
     failures.check(c);
     if (!sameSecret(bearer(c) ?? '', deps.config.ADMIN_TOKEN)) {
-      failures.record(c);
-      throw new ApiError('unauthorized', 'Provide the admin token as "Authorization: Bearer <ADMIN_TOKEN>".');
+      throw failures.fail(c, new ApiError('unauthorized', 'Provide the admin token as "Authorization: Bearer <ADMIN_TOKEN>".'));
     }
     await next();
   };

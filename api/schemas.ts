@@ -23,6 +23,33 @@ const amountMinor = z
 const printable = /^[^\p{Cc}]*$/u;
 
 /**
+ * Identifiers (order ids, tenant names) are compared, searched and shown to people: besides
+ * control characters they refuse the invisible ones that make two different strings look
+ * alike or reorder what is displayed: format characters (Unicode category Cf: bidi overrides
+ * and isolates such as U+202E, zero-width spaces and joiners, the BOM, soft hyphens) and the
+ * line and paragraph separators U+2028/U+2029. Free text (descriptions, refund reasons,
+ * metadata values) keeps them.
+ */
+const visibleIdentifier = /^[^\p{Cc}\p{Cf}\p{Zl}\p{Zp}]*$/u;
+const identifierMessage = 'no control, format (e.g. bidi U+202E, zero-width) or line-separator characters';
+/** A string that names something: storable, and without invisible characters. */
+const identifier = () => text().regex(visibleIdentifier, identifierMessage);
+
+/**
+ * PostgreSQL's timestamptz has no year 0 (it refuses "0000-01-01"); ISO 8601 without an
+ * expanded year stops at 9999. zod's datetime already refuses impossible days (Feb 30); every
+ * date input also lands, once its offset is applied, in 0001-01-01 .. 9999-12-31 UTC, so the
+ * refusal names its field instead of coming back from the database.
+ */
+const timestamp = (example: string) =>
+  z.iso.datetime({ offset: true, message: `must be an ISO 8601 date-time, e.g. "${example}"` }).refine((value) => {
+    // Not an ISO date-time at all (an expanded year such as -000001): the format's issue says so.
+    if (!/^\d{4}-/.test(value)) return true;
+    const year = new Date(value).getUTCFullYear();
+    return year >= 1 && year <= 9999;
+  }, 'must lie between 0001-01-01 and 9999-12-31 (UTC), the dates PostgreSQL stores');
+
+/**
  * PostgreSQL cannot store U+0000 in text or jsonb (SQLSTATE 22P05), and refuses a lone UTF-16
  * surrogate in jsonb (postgres.js would silently turn one into U+FFFD in text). Refused at
  * validation, so such input never reaches a workflow that would retry writing it.
@@ -55,7 +82,7 @@ const metadata = z.preprocess(withoutProtoKey, metadataRecord);
 
 export const CreatePaymentBody = z
   .strictObject({
-    order_id: text().min(1).max(255).regex(printable, 'no control characters').openapi({
+    order_id: identifier().min(1).max(255).openapi({
       description: 'Your order. One live or paid payment per order, whatever the idempotency key.',
       example: 'ord_8f32',
     }),
@@ -121,7 +148,7 @@ export const CreateRefundBody = z
   .openapi('CreateRefundRequest');
 
 export const CreateTenantBody = z
-  .strictObject({ name: text().min(1).max(200).regex(printable, 'no control characters').openapi({ example: 'Acme Shop' }) })
+  .strictObject({ name: identifier().min(1).max(200).openapi({ example: 'Acme Shop' }) })
   .openapi('CreateTenantRequest');
 
 const perSecond = z.number().int().min(1).max(1_000_000).nullable();
@@ -140,7 +167,7 @@ export const UpdateTenantBody = z
           'registries is refused, and IPv6 outside 2000::/3, unless WEBHOOK_ALLOWED_CIDRS allows it). Checked again at each delivery.',
         example: 'https://example.com/webhooks',
       }),
-    name: text().min(1).max(200).regex(printable, 'no control characters').optional(),
+    name: identifier().min(1).max(200).optional(),
     rate_limits: z
       .strictObject({
         read_per_second: perSecond.optional().openapi({ description: 'GET requests per second; null: the default.' }),
@@ -185,7 +212,7 @@ const oneCursor = <T extends { starting_after?: string; ending_before?: string }
 const oneCursorIssue = { message: 'give starting_after or ending_before, not both', path: ['ending_before'] };
 
 export const ListPaymentsQuery = z
-  .strictObject({ order_id: text().min(1).max(255).optional(), ...paging })
+  .strictObject({ order_id: identifier().min(1).max(255).optional(), ...paging })
   .refine(oneCursor, oneCursorIssue);
 
 export const ListRefundsQuery = z.strictObject(paging).refine(oneCursor, oneCursorIssue);
@@ -206,8 +233,7 @@ export const ListDeliveryAttemptsQuery = z.strictObject(paging).refine(oneCursor
 
 export const RecoverEventsBody = z
   .strictObject({
-    since: z.iso
-      .datetime({ offset: true, message: 'must be an ISO 8601 date-time, e.g. "2026-01-31T00:00:00Z"' })
+    since: timestamp('2026-01-31T00:00:00Z')
       .openapi({ description: 'Resend every event created at or after this time that no endpoint acknowledged.', example: '2026-01-31T00:00:00Z' }),
   })
   .openapi('RecoverEventsRequest');

@@ -54,7 +54,12 @@ async function waitForOutcome<T>(
     if (remaining <= 0 || outcome() !== undefined) return outcome();
     if (await condition(() => outcome() !== undefined, Math.min(interval, remaining))) return outcome();
     if (deadline - Date.now() <= 0) return outcome();
-    await poll.run();
+    // A poll held up by a PSP outage (its activity retries) must not hold up a webhook or a
+    // command that arrives meanwhile: whichever comes first. (A condition without a timeout adds
+    // no command; a poll left behind ends with the run.)
+    // A poll the PSP refuses outright is logged, not fatal: the wait goes on until its deadline.
+    const polled = poll.run().catch((error: unknown) => log.warn('status poll failed; waiting on', { error: String(error) }));
+    await Promise.race([polled, condition(() => outcome() !== undefined)]);
     interval = Math.min(interval * 2, poll.maxMs);
   }
 }
@@ -246,6 +251,10 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
   }
   showCharge(charge);
   pushCompensation(charge);
+  // The waits' patches are decided here, right after the charge's answer (where charge-memo's is),
+  // not after the local activity below: a patch marker recorded behind a local activity's marker
+  // was seen not to replay (a query's full replay met the marker with no patched() call).
+  const waits = charge.status === 'requires_action' ? patched(Patch.awaitCustomer) : charge.status === 'processing' ? patched(Patch.awaitSettlement) : false;
 
   let firstResponse: FinalResponse;
   try {
@@ -260,7 +269,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
   if (charge.status === 'requires_action' || charge.status === 'processing') {
     const customer = charge.status === 'requires_action';
     // Guarded like every new phase; runs recorded before it never got here (their PSP had no waits).
-    if (customer ? patched(Patch.awaitCustomer) : patched(Patch.awaitSettlement)) {
+    if (waits) {
       setStatus(charge.status);
       const settled = await awaitPsp(charge, customer);
       if (settled.kind !== 'settled') return settled.response;

@@ -60,7 +60,7 @@ const receiveWebhook = createRoute({
   request: { params: z.object({ provider: z.string().max(32).openapi({ param: { name: 'provider', in: 'path' }, example: 'sandbox' }) }) },
   responses: {
     200: { description: 'Acknowledged (new or duplicate).', content: jsonContent(Received) },
-    ...errorResponses(['webhook_signature_invalid', 'not_found', 'payload_too_large', 'service_unavailable']),
+    ...errorResponses(['webhook_signature_invalid', 'not_found', 'payload_too_large', 'service_unavailable', 'temporal_unavailable']),
   },
 });
 
@@ -113,7 +113,7 @@ export function providerWebhookRoutes(deps: ApiDeps) {
         if (isTemporalUnavailable(error)) {
           // Stored but not passed on: the PSP retries, and the retry forwards it (forwarded_at is
           // still null). The workflow's own poll settles the payment meanwhile anyway.
-          throw new ApiError('service_unavailable', 'The workflow engine is unreachable; retry later.', {}, { 'Retry-After': '5' });
+          throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
         }
         if (!(error instanceof WorkflowNotFoundError) && !/already completed/i.test(String((error as Error)?.message))) throw error;
         // The payment's run has closed: it is final, and a late event changes nothing.

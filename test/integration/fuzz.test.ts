@@ -5,7 +5,8 @@ import { ADMIN_TOKEN, eventually, startStack, uniqueKey, type TestStack, type Te
 /**
  * Property-based fuzz of every route: arbitrary JSON, control and unicode characters (NUL,
  * lone surrogates, bidi overrides), huge and fractional numbers, odd path parameters and
- * query strings. Whatever arrives: never a 5xx, always the error shape for a 4xx; and after
+ * query strings; every admin route as the OpenAPI document lists it, with and without
+ * bodies, and every body-taking route with empty, missing and wrong content types. Whatever arrives: never a 5xx, always the error shape for a 4xx; and after
  * the run no workflow is left running without a reason and no idempotency record is stuck.
  * The run count is modest so the file stays well under a minute.
  */
@@ -28,12 +29,23 @@ function validPayment() {
   return { order_id: uniqueKey('ord'), amount_minor: 1000, currency: 'EUR', payment_method: 'pm_card_visa' };
 }
 
-async function call(method: string, path: string, options: { body?: string; key?: string; token: string; contentType?: string }) {
+/** contentType: undefined sends JSON's, null sends none at all (a body of raw bytes, which fetch does not label). */
+async function call(method: string, path: string, options: { body?: string; key?: string; token: string; contentType?: string | null }) {
   const headers: Record<string, string> = { authorization: `Bearer ${options.token}` };
   if (options.key !== undefined) headers['idempotency-key'] = options.key;
-  if (options.body !== undefined) headers['content-type'] = options.contentType ?? 'application/json';
-  const response = await fetch(`${stack.apiUrl}${path}`, { method, headers, body: options.body });
+  if (options.body !== undefined && options.contentType !== null) headers['content-type'] = options.contentType ?? 'application/json';
+  const body = options.body === undefined ? undefined : options.contentType === null ? new TextEncoder().encode(options.body) : options.body;
+  const response = await fetch(`${stack.apiUrl}${path}`, { method, headers, body });
   return { status: response.status, text: await response.text(), contentType: response.headers.get('content-type') ?? '' };
+}
+
+/** Never a 5xx; a 4xx always in the error shape, as JSON. */
+function expectWellFormed(answer: { status: number; text: string; contentType: string }, what: string) {
+  expect(answer.status, `${what} → ${answer.text.slice(0, 300)}`).toBeLessThan(500);
+  if (answer.status >= 400) {
+    expect(JSON.parse(answer.text), what).toMatchObject({ error: { type: expect.any(String), message: expect.any(String) } });
+    expect(answer.contentType, what).toMatch(/application\/json/);
+  }
 }
 
 // Strings where the trouble is: control characters, NUL, lone surrogates, bidi overrides, emoji, very long ones.
@@ -91,18 +103,74 @@ describe('fuzz of every route', () => {
       fc.asyncProperty(fc.oneof(...routes), async (request) => {
         const answer = await call(request.method, request.path, { body: request.body, key: request.key, token: request.admin ? ADMIN_TOKEN : tenant.apiKey });
         seen.set(answer.status, (seen.get(answer.status) ?? 0) + 1);
-        expect(answer.status, `${request.method} ${request.path} ${request.body?.slice(0, 200)} → ${answer.text.slice(0, 300)}`).toBeLessThan(500);
-        if (answer.status >= 400) {
-          const body = JSON.parse(answer.text);
-          expect(body).toMatchObject({ error: { type: expect.any(String), message: expect.any(String) } });
-          expect(answer.contentType).toMatch(/application\/json/);
-        }
+        expectWellFormed(answer, `${request.method} ${request.path} ${request.body?.slice(0, 200)}`);
       }),
       { numRuns: 400, seed: Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31), endOnFailure: true },
     );
     console.log(`fuzz statuses: ${[...seen].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}×${n}`).join(' ')}`);
     // Some writes passed validation, so the fuzz reached the workflows too.
     expect([...seen.keys()].some((s) => s === 201)).toBe(true);
+  });
+
+  it('every admin route (from the OpenAPI document), with and without bodies, with empty, missing and wrong content types: never a 5xx, always the error shape', async () => {
+    const doc = (await (await fetch(`${stack.apiUrl}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
+    const operations = Object.entries(doc.paths)
+      .filter(([path]) => path.startsWith('/admin/'))
+      .flatMap(([path, methods]) => Object.keys(methods).map((method) => ({ method: method.toUpperCase(), path })));
+    expect(operations.length).toBeGreaterThanOrEqual(6);
+    // A path parameter: the fuzz tenant (so writes reach the handler), an odd string, or a raw escape.
+    const param = (name: string) => (name === 'id' ? fc.oneof(fc.constant(adminTenant.id), fc.constant(adminTenant.id), pathParam, rawPathParam) : fc.oneof(pathParam, rawPathParam));
+    const contentType = fc.oneof(
+      fc.constant(undefined), // application/json
+      fc.constantFrom(null, '', 'text/plain', 'text/plain;charset=UTF-8', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/json; charset=utf-16', 'application/jsonx', 'application/problem+json', '*/*', 'application/json, text/plain', '\tapplication/json'),
+    );
+    const body = fc.oneof(fc.constant(undefined), fc.constant(''), fc.constant('{}'), anyBody.filter(noUrls));
+    const request = fc
+      .record({ operation: fc.constantFrom(...operations), body, contentType })
+      .chain(({ operation, body, contentType }) => {
+        const names = [...operation.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
+        return fc.tuple(...names.map(param)).map((values) => ({
+          method: operation.method,
+          template: operation.path,
+          path: names.reduce((path, name, i) => path.replace(`{${name}}`, values[i]!), operation.path) + (operation.method === 'GET' ? '?limit=2' : ''),
+          body: operation.method === 'GET' || operation.method === 'DELETE' ? undefined : body,
+          contentType,
+        }));
+      });
+    const covered = new Set<string>();
+    await fc.assert(
+      fc.asyncProperty(request, async (r) => {
+        covered.add(`${r.method} ${r.template}`);
+        const answer = await call(r.method, r.path, { body: r.body, token: ADMIN_TOKEN, contentType: r.contentType });
+        expectWellFormed(answer, `${r.method} ${r.path} [${String(r.contentType)}] ${r.body?.slice(0, 200)}`);
+      }),
+      { numRuns: 300, seed: Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31), endOnFailure: true },
+    );
+    expect([...covered].sort()).toEqual(operations.map((o) => `${o.method} ${o.path}`).sort());
+  });
+
+  it('every route that takes a body, with each content type and an empty, absent or JSON body: never a 5xx', async () => {
+    const bodies = [undefined, '', '{}', '[]', 'null', '{"a":', JSON.stringify(validPayment())];
+    const types = [undefined, null, '', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/json; charset=utf-16', 'application/jsonx'];
+    const targets: { method: string; path: string; admin: boolean; key?: boolean }[] = [
+      { method: 'POST', path: '/v1/payments', admin: false, key: true },
+      { method: 'POST', path: `/v1/payments/${paymentId}/capture`, admin: false, key: true },
+      { method: 'POST', path: `/v1/payments/${paymentId}/cancel`, admin: false, key: true },
+      { method: 'POST', path: `/v1/payments/${paymentId}/refunds`, admin: false, key: true },
+      { method: 'POST', path: '/v1/webhook_endpoint/recover', admin: false, key: true },
+      { method: 'POST', path: '/admin/tenants', admin: true },
+      { method: 'PATCH', path: `/admin/tenants/${adminTenant.id}`, admin: true },
+      { method: 'POST', path: `/admin/tenants/${adminTenant.id}/api_keys`, admin: true },
+      { method: 'POST', path: `/admin/tenants/${adminTenant.id}/webhook_secret/rotate`, admin: true },
+    ];
+    for (const target of targets) {
+      for (const body of bodies) {
+        for (const contentType of types) {
+          const answer = await call(target.method, target.path, { body, contentType, token: target.admin ? ADMIN_TOKEN : tenant.apiKey, ...(target.key ? { key: uniqueKey() } : {}) });
+          expectWellFormed(answer, `${target.method} ${target.path} [${String(contentType)}] ${String(body).slice(0, 60)}`);
+        }
+      }
+    }
   });
 
   it('afterwards no workflow runs without a reason and no idempotency record is stuck', async () => {

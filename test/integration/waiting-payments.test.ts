@@ -1,4 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CreatePaymentBody } from '../../api/schemas';
+import { requestFingerprint } from '../../domain/fingerprint';
 import { signSandboxWebhook } from '../../provider/sandbox-client';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
@@ -124,6 +126,37 @@ describe('3-D Secure: requires_action, then the customer decides', () => {
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect((await client.get(`/v1/payments/${first.json.id}`)).json.status).toBe('expired');
     expect(await eventsOf(first.json.id)).toEqual({ 'payment.requires_action': 1, 'payment.expired': 1 });
+  });
+});
+
+describe('return_url', () => {
+  it('refuses what is not https (or http on a loopback host) with 400, charging nothing', async () => {
+    for (const bad of ['ftp://shop.example/return', 'http://shop.example/return', 'javascript:alert(1)', 'https://user:pw@shop.example/', 'not a url']) {
+      const response = await api.post('/v1/payments', body('pm_card_visa', { return_url: bad }), uniqueKey());
+      expect(response.status, bad).toBe(400);
+      expect(response.json.error.type).toBe('invalid_request');
+    }
+    const ok = await api.post('/v1/payments', body('pm_card_visa', { return_url: 'https://shop.example/return?order=1' }), uniqueKey());
+    expect(ok.status).toBe(201);
+  });
+
+  it('refuses plain http in production, even on loopback', async () => {
+    const production = await stack.startApi({ NODE_ENV: 'production' });
+    const response = await apiClient(production.url, tenant.apiKey).post('/v1/payments', body('pm_card_visa'), uniqueKey());
+    expect(response.status).toBe(400);
+    expect(response.json.error.message).toMatch(/https in production/);
+  });
+
+  it('a request without return_url keeps the fingerprint it always had (rules out 422s for keys stored before return_url existed)', async () => {
+    const key = uniqueKey();
+    const request = { order_id: uniqueKey('ord'), amount_minor: 700, currency: 'EUR', payment_method: 'pm_card_visa' };
+    const validated = CreatePaymentBody.parse(request);
+    expect(Object.keys(validated)).not.toContain('return_url');
+    const first = await api.post('/v1/payments', request, key);
+    expect(first.status).toBe(201);
+    const [record] = await stack.sql<{ fingerprint: string }[]>`
+      SELECT fingerprint FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${key}`;
+    expect(record!.fingerprint).toBe(requestFingerprint({}, validated));
   });
 });
 

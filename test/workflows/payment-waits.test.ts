@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { paymentWorkflow } from '../../workflows';
 import { cancelUpdate, captureUpdate, chargeReportSignal, FailureType, paymentStatusQuery, type PaymentWorkflowInput } from '../../shared/definitions';
 import type { ProviderCharge } from '../../provider/types';
-import { bodyOf, charge, chargeIdOf, paymentInput, providerRefuses, response, scopedKey, startWorkflowBench, type Steps, type WorkflowBench } from '../helpers/workflow-worker';
+import { bodyOf, charge, chargeIdOf, gate, paymentInput, providerRefuses, response, scopedKey, startWorkflowBench, type Steps, type WorkflowBench } from '../helpers/workflow-worker';
 
 /**
  * The payment workflow's waits (issue 21), with fake activities: the customer's 3-D Secure
@@ -94,15 +94,30 @@ describe('await customer (3-D Secure)', () => {
     await webhook(run.handle, challenge(input.paymentId), 'evt_1');
     await webhook(run.handle, pending(input.paymentId), 'evt_stale');
     await webhook(run.handle, charge('someone_else', { status: 'succeeded' }), 'evt_other_charge');
-    await Promise.all([
-      webhook(run.handle, success, 'evt_2'),
-      // The run may have closed on the first copy: a signal to a closed run is refused, which the
-      // inbound route acknowledges (test/integration/provider-webhooks.test.ts).
-      webhook(run.handle, success, 'evt_2').catch(() => undefined),
-    ]);
+    // Two copies at once: the run may close on either, and a signal to a closed run is refused
+    // (the inbound route acknowledges that: test/integration/waiting-payments.test.ts). One lands.
+    const sent = await Promise.allSettled([webhook(run.handle, success, 'evt_2'), webhook(run.handle, success, 'evt_2')]);
+    expect(sent.some((s) => s.status === 'fulfilled')).toBe(true);
     await run.handle.result();
     expect(run.steps().filter((s) => s === 'recordSettlement')).toHaveLength(1);
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+  });
+
+  it('a webhook settles it while a poll hangs on a PSP outage (rules out the poll holding up the outcome)', async () => {
+    const input = threeDS({ statusPoll: { firstMs: 200, maxMs: 200 } });
+    const outage = gate();
+    const run = await bench.startPayment(input, {
+      chargePayment: async () => challenge(input.paymentId),
+      retrieveCharge: async ({ paymentId }) => {
+        await outage.opened;
+        return challenge(paymentId);
+      },
+    });
+    await expect.poll(() => run.steps().includes('retrieveCharge'), { timeout: 10_000, interval: 50 }).toBe(true);
+    await webhook(run.handle, charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 }));
+    await run.handle.result();
+    expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+    outage.open();
   });
 
   it('expires an abandoned challenge when its window ends, voiding it at the PSP (rules out a payment that waits forever)', async () => {
