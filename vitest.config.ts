@@ -8,14 +8,10 @@ export default defineConfig({
     // Five files at a time: most files wait (on Temporal, PostgreSQL, child processes) more
     // than they compute, and vitest's default on 2 cores is one. Safe because each file has
     // its own copy of the database (test/helpers/database.ts): with one shared database, a
-    // second file's outbox relay delivered and counted this file's webhooks. Measured on the
-    // 2-core CI machine: under the same outside load (load average 10-17), 722 s of vitest
-    // with two files at a time in size order, 522 s with three and 350 s with three longest
-    // first; on the quiet machine, longest first, 228 s and 234 s (a CI run) with four, 191 s
-    // and 216 s (a CI run) with five, when both cores are busy most of the run (README, "Tests"). Connections: each
-    // test stack's pool is 10 (test/helpers/stack.ts) and the two cluster files take turns
-    // (test/cluster/support.ts); the run's client connections peaked at 81 of PostgreSQL's
-    // 100 (polled each second from pg_stat_activity), 50 of them a starting cluster.
+    // second file's outbox relay delivered and counted this file's webhooks. Bounded by
+    // PostgreSQL's connections: each test stack's pool is 10 (test/helpers/stack.ts) and the
+    // two cluster files take turns (test/helpers/cluster.ts). The measurements behind the
+    // number (durations with two to five files, the connection peak) are in README, "Tests".
     maxWorkers: 5,
     // Longest files first (test/sequencer.ts): the two-minute chaos run, the long CPU-bound
     // files and the cluster start at once instead of last; the suite cannot end before chaos.

@@ -1,5 +1,5 @@
 /**
- * The fault table: one row per scenario, as the fault tests write it (test/faults/support/results.ts)
+ * The fault table: one row per scenario, as the fault tests write it (test/helpers/faults/results.ts)
  * and `npm run faults` (scripts/faults.ts) renders it.
  */
 /** One row of the fault table, with the evidence behind it. */

@@ -5,9 +5,10 @@
 #   .tools/bin/temporal-ui-server  github.com/temporalio/ui-server/v2/cmd/server v2.42.1
 #   .tools/temporal-schema/        the server module's PostgreSQL schemas (schema/postgresql/v12)
 # 1.29.1 is the server inside the Temporal CLI v1.5.1 (the dev server), so both modes run
-# the same server code. Run by npm's postinstall (scripts/install-temporal.sh, unless
-# SKIP_TEMPORAL_CLUSTER=1) and again, as a no-op or a repair, on first use of cluster mode
-# (devstack/temporal-cluster.ts). Each part is skipped when present.
+# the same server code. Run on first use of cluster mode (devstack/temporal-cluster.ts, and
+# test/global-setup.ts once per test run that includes test/cluster/), or at install with
+# TEMPORAL_CLUSTER_AT_INSTALL=1; a no-op when present. Concurrent callers take turns (flock):
+# one builds, the others then find the binaries.
 # Needs Go (1.24+): the first build takes a few minutes per binary; with a warm Go build
 # cache (~/.cache/go-build) it takes seconds.
 set -euo pipefail
@@ -24,25 +25,34 @@ gobin=""
 if command -v go >/dev/null 2>&1; then gobin="$(command -v go)"; elif [ -x /usr/local/go/bin/go ]; then gobin=/usr/local/go/bin/go; fi
 
 want="server $SERVER_VERSION ui $UI_VERSION"
-if [ -x "$bin_dir/temporal-server" ] && [ -x "$bin_dir/temporal-sql-tool" ] && [ -x "$bin_dir/temporal-ui-server" ] \
-  && [ -d "$schema_dir/temporal/versioned" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-  echo "temporal cluster: binaries present in $bin_dir ($want)"; exit 0
+present() {
+  [ -x "$bin_dir/temporal-server" ] && [ -x "$bin_dir/temporal-sql-tool" ] && [ -x "$bin_dir/temporal-ui-server" ] \
+    && [ -d "$schema_dir/temporal/versioned" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]
+}
+if present; then echo "temporal cluster: binaries present in $bin_dir ($want)"; exit 0; fi
+mkdir -p "$tools"
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$tools/temporal-cluster.lock"
+  if ! flock -n 9; then echo "temporal cluster: another process is building the binaries; waiting for it"; flock 9; fi
+  if present; then echo "temporal cluster: binaries present in $bin_dir ($want), built meanwhile"; exit 0; fi
 fi
 [ -n "$gobin" ] || { echo "temporal cluster: Go is required to build the Temporal server (https://go.dev/dl/)" >&2; exit 1; }
 
 mkdir -p "$bin_dir"
 # Both main packages are named `server`: each is built into a folder of its own, then renamed.
-build() { # build PACKAGE@VERSION TARGET
+build() { # build PACKAGE@VERSION TARGET STEP EXPECTED-TIME
   local out; out="$(mktemp -d)"
-  echo "temporal cluster: building $1 (first time: a few minutes)"
+  echo "temporal cluster: building $3 ($2, $1): $4"
   GOBIN="$out" GOFLAGS=-mod=mod "$gobin" install "$1"
   local built; built="$(find "$out" -maxdepth 1 -type f | head -n1)"
   install -m 0755 "$built" "$bin_dir/$2.tmp" && mv "$bin_dir/$2.tmp" "$bin_dir/$2"
   rm -rf "$out"
 }
-build "go.temporal.io/server/cmd/server@v$SERVER_VERSION" temporal-server
-build "go.temporal.io/server/cmd/tools/sql@v$SERVER_VERSION" temporal-sql-tool
-build "github.com/temporalio/ui-server/v2/cmd/server@v$UI_VERSION" temporal-ui-server
+echo "temporal cluster: first use: building the Temporal server, its SQL tool and the UI server with $("$gobin" version | cut -d' ' -f3) into $bin_dir;"
+echo "temporal cluster:   with an empty Go cache this takes several minutes (the three builds were most of the 8 1/2 minutes a fresh npm install used to take on 2 cores); with a warm one, seconds"
+build "go.temporal.io/server/cmd/server@v$SERVER_VERSION" temporal-server 1/3 "the longest, a few minutes cold"
+build "go.temporal.io/server/cmd/tools/sql@v$SERVER_VERSION" temporal-sql-tool 2/3 "reuses most of the server's packages, about a minute cold"
+build "github.com/temporalio/ui-server/v2/cmd/server@v$UI_VERSION" temporal-ui-server 3/3 "about a minute cold"
 
 module_dir="$(GOFLAGS=-mod=mod "$gobin" mod download -json "go.temporal.io/server@v$SERVER_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
 [ -d "$module_dir/schema/postgresql/v12" ] || { echo "temporal cluster: schema not found in $module_dir" >&2; exit 1; }

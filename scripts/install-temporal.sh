@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Provides the Temporal CLI v1.5.1 (dev server + Web UI) at .tools/bin/temporal, then the
-# production server's binaries for TEMPORAL_MODE=cluster and test/cluster/
-# (scripts/install-temporal-cluster.sh; SKIP_TEMPORAL_CLUSTER=1 skips them). npm's postinstall
-# runs it, so `npm test` spends its time on tests, not on building tools.
+# Provides the Temporal CLI v1.5.1 (dev server + Web UI) at .tools/bin/temporal: all that
+# `npm start` needs. npm's postinstall runs it. The production server's binaries (cluster mode,
+# test/cluster/, bench or chaos with --temporal cluster) are built on their first use instead
+# (scripts/install-temporal-cluster.sh, called by devstack/temporal-cluster.ts and, for a test
+# run that includes test/cluster/, by test/global-setup.ts); TEMPORAL_CLUSTER_AT_INSTALL=1
+# builds them now as well (an image or CI cache that wants everything up front).
 #
 # Order of preference, as in docs/CONTRACT.md §2.1:
 #   1. TEMPORAL_CLI_PATH, or a `temporal` already on PATH: nothing to install.
@@ -21,7 +23,10 @@ if [ "${SKIP_TEMPORAL_CLI:-}" = "1" ]; then
   echo "temporal cli: skipped (SKIP_TEMPORAL_CLI=1)"; exit 0
 fi
 cluster() {
-  if [ "${SKIP_TEMPORAL_CLUSTER:-}" = "1" ]; then echo "temporal cluster: skipped (SKIP_TEMPORAL_CLUSTER=1)"; exit 0; fi
+  if [ "${TEMPORAL_CLUSTER_AT_INSTALL:-}" != "1" ]; then
+    echo "temporal cluster: not built now; built on first use of cluster mode (test/cluster/, TEMPORAL_MODE=cluster, bench/chaos --temporal cluster), or set TEMPORAL_CLUSTER_AT_INSTALL=1"
+    exit 0
+  fi
   # Not fatal: without Go, dev mode works; cluster mode tries again on first use and says why.
   bash "$root/scripts/install-temporal-cluster.sh" || echo "temporal cluster: not built; TEMPORAL_MODE=cluster and test/cluster/ need it (see above)" >&2
   exit 0

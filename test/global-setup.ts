@@ -46,14 +46,18 @@ export default async function setup(project: TestProject) {
   await admin.unsafe(`CREATE DATABASE ${templateName} TEMPLATE ${dbName}`);
 
   // The cluster suite (test/cluster/) and TEMPORAL_MODE=cluster need the production server's
-  // binaries, which npm install builds into .tools/: a no-op check here, or a repair (once
-  // per run, rather than in a test file's hook or twice in parallel files) if they are missing.
-  try {
-    ensureClusterBinaries();
-  } catch (error) {
-    console.warn(`the cluster tests will fail: ${(error as Error).message}`);
-  }
+  // binaries, which npm install no longer builds: they are built here on first use, once per
+  // run (not in a test file's hook, under its timeout, or twice by two files in parallel),
+  // and only for a run that needs them: TEMPORAL_MODE=cluster, the whole suite (npm test, CI),
+  // or files named on the command line that include test/cluster/. A no-op when present.
   const mode = process.env.TEMPORAL_MODE ?? 'dev';
+  if (mode === 'cluster' || runIncludesClusterTests(process.argv.slice(2))) {
+    try {
+      ensureClusterBinaries();
+    } catch (error) {
+      console.warn(`the cluster tests will fail: ${(error as Error).message}`);
+    }
+  }
   const uiPort = await freePort();
   // The Web UI shows decoded payloads through this codec server, as under npm start.
   const codec = await startCodecServer({
@@ -114,3 +118,22 @@ const quietLogger = {
     console.error(message, meta ?? '');
   },
 };
+
+/**
+ * Whether a vitest command line runs any of test/cluster/: with no file filters every file
+ * runs; otherwise a filter matches the way vitest matches it (a substring of the path).
+ */
+export function runIncludesClusterTests(argv: string[]): boolean {
+  const afterRun = argv[0] === 'run' || argv[0] === 'watch' ? argv.slice(1) : argv;
+  const filters: string[] = [];
+  for (let i = 0; i < afterRun.length; i++) {
+    const arg = afterRun[i]!;
+    if (arg.startsWith('-')) {
+      // Options that take a value as the next word (-t name, --project p, ...) do not filter files.
+      if (!arg.includes('=') && ['-t', '--testNamePattern', '--project', '--config', '-c', '--root', '-r', '--dir', '--reporter', '--outputFile', '--maxWorkers', '--shard', '--mode'].includes(arg)) i++;
+      continue;
+    }
+    filters.push(arg);
+  }
+  return filters.length === 0 || filters.some((f) => 'test/cluster/'.includes(f) || f.includes('test/cluster'));
+}

@@ -17,7 +17,7 @@ export const measuredSeconds: Record<string, number> = {
   'test/cluster/cluster.test.ts': 52,
   'test/faults/relay-crash.test.ts': 47,
   'test/integration/fail-closed.test.ts': 43,
-  'test/unit/static.test.ts': 40,
+  'test/static/static.test.ts': 40,
   'test/faults/expiry-retention.test.ts': 38,
   'test/faults/worker-crash.test.ts': 32,
   'test/faults/lost-response.test.ts': 26,
@@ -38,7 +38,7 @@ export const measuredSeconds: Record<string, number> = {
  * Started last, whatever their length: test/cluster/mtls.test.ts runs a second two-node
  * cluster on the machine's PostgreSQL (26 connections each, devstack/temporal-cluster.ts);
  * next to test/cluster/cluster.test.ts's, with the other files' stacks, the two took all 100
- * of its connections (test/cluster/support.ts also makes them take turns).
+ * of its connections (test/helpers/cluster.ts also makes them take turns).
  */
 export const startedLast = new Set(['test/cluster/mtls.test.ts']);
 

@@ -18,6 +18,7 @@ import {
 } from '../shared/definitions';
 import { providerSubKey } from '../shared/keys';
 import { providerSteps, records } from './activities';
+import { serveRequest } from './interceptors';
 import { Compensations, failureOfType } from './saga';
 
 type Command = { kind: 'capture'; request: CaptureRequest } | { kind: 'cancel'; request: CancelRequest };
@@ -74,6 +75,8 @@ const Patch = {
   awaitCustomer: 'await-customer',
   /** Phase "await settlement": an asynchronous method's outcome is pending at the PSP (processing). */
   awaitSettlement: 'await-settlement',
+  /** A command's activities carry the command's request id in their header (workflows/interceptors.ts). */
+  commandRequestId: 'command-request-id',
 } as const;
 
 /**
@@ -188,6 +191,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
         throw ApplicationFailure.create({ type: refusalType(next), message: `payment ${input.paymentId} already has a ${command.kind} in progress`, nonRetryable: true });
       }
       command = next;
+      if (patched(Patch.commandRequestId)) serveRequest(next.request.requestId);
       await condition(() => commandResponse !== undefined || commandRefused !== undefined);
       if (commandRefused) throw commandRefused;
       return commandResponse!;

@@ -50,11 +50,19 @@ describe('chaos', () => {
         settleMs: 240_000,
         log: () => {},
       });
-      expect(summary.payments, `seed ${seed}`).toBeGreaterThan(0);
-      expect(Object.values(summary.faultsInjected).reduce((n, c) => n + c, 0), `seed ${seed}`).toBeGreaterThan(0);
-      expect(summary.findings, `seed ${seed}: npm run chaos -- --minutes 2 --seed ${seed} --clients 3 --gap 8-20`).toEqual([]);
-      expect(summary.failed).toBe(0);
-      expect(summary.passed).toBeGreaterThan(0);
+      const replay = `seed ${seed}: npm run chaos -- --minutes 2 --seed ${seed} --clients 3 --gap 8-20`;
+      expect(summary.findings, replay).toEqual([]);
+      // Every check the checker ran, one by one: none failed; and the checks that apply to any run did run.
+      for (const [name, check] of Object.entries(summary.checks)) expect(check.failed, `${replay}: check ${name}`).toBe(0);
+      for (const name of ['payment settled', 'payment matches its charge', 'ledger posting exactly once', 'events exactly once', 'replay byte-identical', 'no idempotency record stuck', 'outbox drained']) {
+        expect(summary.checks[name]?.passed ?? 0, `${replay}: check ${name} never ran`).toBeGreaterThan(0);
+      }
+      // A run that scheduled a kind of fault and never struck with it proved nothing about it.
+      const scheduled = new Set(summary.schedule.flatMap((event) => event.faults.map((fault) => fault.kind)));
+      expect(scheduled.size, replay).toBeGreaterThan(0);
+      for (const kind of scheduled) expect(summary.faultsInjected[kind] ?? 0, `${replay}: ${kind} was scheduled but never injected`).toBeGreaterThan(0);
+      // Under load: every client made payments through the faults.
+      expect(summary.payments, replay).toBeGreaterThanOrEqual(summary.settings.clients);
     },
     15 * 60_000,
   );

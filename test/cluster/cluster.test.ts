@@ -3,15 +3,15 @@ import { Webhook } from 'standardwebhooks';
 import type { TemporalCluster } from '../../devstack/temporal-cluster';
 import { apiClient, captureLogs, eventually, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
-import { SETTLE_MS, scenarioTimeout } from '../faults/support/config';
-import { paymentsInFlight, settle } from '../faults/support/census';
+import { SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
+import { paymentsInFlight, settle } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from '../faults/support/merchant';
-import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../faults/support/payments';
-import { runTrials, ScenarioTally } from '../faults/support/results';
-import { expectCleanScenario, retryAndTally } from '../faults/support/verify';
+import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../helpers/faults/payments';
+import { runTrials, ScenarioTally } from '../helpers/faults/results';
+import { expectCleanScenario, retryAndTally } from '../helpers/faults/verify';
 import { startFrontendBalancer, type FrontendBalancer } from '../../lib/frontend-balancer';
-import { clusterDatabaseUrl, startTestCluster } from './support';
+import { clusterDatabaseUrl, startTestCluster } from '../helpers/cluster';
 import { createSql, type Sql } from '../../db/connect';
 
 /**

@@ -8,7 +8,7 @@ import { NativeConnection } from '@temporalio/worker';
 import type { TemporalCluster } from '../../devstack/temporal-cluster';
 import { temporalConnectionSettings } from '../../lib/temporal-connection';
 import { apiClient, isolatedApi, startStack, uniqueKey, type TestStack } from '../helpers/stack';
-import { startTestCluster } from './support';
+import { startTestCluster } from '../helpers/cluster';
 
 /**
  * mTLS: the cluster's frontend serves TLS and requires a client certificate signed by the
@@ -66,7 +66,7 @@ beforeAll(async () => {
   });
   stack = await startStack({ temporalAddress: address, temporalConnection, api: { TEMPORAL_RPC_TIMEOUT_MS: 3000 } });
   // Longer than the usual hook timeout: the cluster may wait for test/cluster/cluster.test.ts's
-  // to stop first (test/cluster/support.ts: clusters on the shared PostgreSQL take turns).
+  // to stop first (test/helpers/cluster.ts: clusters on the shared PostgreSQL take turns).
 }, 420_000);
 afterAll(async () => {
   await stack?.stop();

@@ -6,13 +6,13 @@ import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-p
 import { startTemporalCluster, type TemporalCluster } from '../../devstack/temporal-cluster';
 import { apiClient, startStack, type Tenant, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
-import { LOGS_DIR, SETTLE_MS, scenarioTimeout } from '../faults/support/config';
-import { paymentsInFlight, settle } from '../faults/support/census';
+import { LOGS_DIR, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
+import { paymentsInFlight, settle } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from '../faults/support/merchant';
-import { paymentRequest, type Api } from '../faults/support/payments';
-import { runTrials, ScenarioTally } from '../faults/support/results';
-import { expectCleanScenario, retryAndTally } from '../faults/support/verify';
+import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { paymentRequest, type Api } from '../helpers/faults/payments';
+import { runTrials, ScenarioTally } from '../helpers/faults/results';
+import { expectCleanScenario, retryAndTally } from '../helpers/faults/verify';
 
 /**
  * The PostgreSQL under a two-node cluster (and under the app, as in docker-compose.yml: one

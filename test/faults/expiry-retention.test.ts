@@ -2,13 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { apiClient, eventually, isolatedApi, startStack, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
-import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
-import { judge, paymentIdOfKey, settle, takeCensus, type Judgement } from './support/census';
+import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
+import { judge, paymentIdOfKey, settle, takeCensus, type Judgement } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from './support/merchant';
-import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from './support/payments';
-import { runTrials, ScenarioTally } from './support/results';
-import { expectCleanScenario } from './support/verify';
+import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../helpers/faults/payments';
+import { runTrials, ScenarioTally } from '../helpers/faults/results';
+import { expectCleanScenario } from '../helpers/faults/verify';
 
 /**
  * Scenarios 7 and 8: what happens when an idempotency record's retention window ends.

@@ -4,10 +4,10 @@ import { createSql, type Sql } from '../../db/connect';
 import { ensureDatabase, migrate } from '../../db/migrate';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack } from '../helpers/stack';
 import { insertEvent } from '../../db/outbox';
-import { judge, settle, takeCensus } from './support/census';
+import { judge, settle, takeCensus } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from './support/merchant';
-import { paymentIdIn, paymentRequest } from './support/payments';
+import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { paymentIdIn, paymentRequest } from '../helpers/faults/payments';
 
 /**
  * The fault scenarios report "zero duplicates, zero losses"; that figure is only worth

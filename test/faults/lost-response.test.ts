@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { apiClient, eventually, startStack, type Tenant, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
-import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
-import { chargeAttempts, paymentIdOfKey, settle } from './support/census';
-import { startDroppingProxy } from './support/dropping-proxy';
+import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
+import { chargeAttempts, paymentIdOfKey, settle } from '../helpers/faults/census';
+import { startDroppingProxy } from '../helpers/faults/dropping-proxy';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from './support/merchant';
-import { finalStatusOf, paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from './support/payments';
-import { runTrials, ScenarioTally } from './support/results';
-import { expectCleanScenario, tallyEffects } from './support/verify';
+import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { finalStatusOf, paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../helpers/faults/payments';
+import { runTrials, ScenarioTally } from '../helpers/faults/results';
+import { expectCleanScenario, tallyEffects } from '../helpers/faults/verify';
 
 /**
  * Scenario 3. Lost responses, on both sides of the orchestrator:

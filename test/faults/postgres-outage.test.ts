@@ -7,13 +7,13 @@ import type { EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
 import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres';
 import { apiClient, eventually, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
-import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
-import { paymentsInFlight, settle } from './support/census';
+import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
+import { paymentsInFlight, settle } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from './support/merchant';
-import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from './support/payments';
-import { runTrials, ScenarioTally } from './support/results';
-import { expectCleanScenario, retryAndTally } from './support/verify';
+import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../helpers/faults/payments';
+import { runTrials, ScenarioTally } from '../helpers/faults/results';
+import { expectCleanScenario, retryAndTally } from '../helpers/faults/verify';
 import { fileDatabaseUrl } from '../helpers/database';
 
 /**

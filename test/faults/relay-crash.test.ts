@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { apiClient, eventually, startStack, type TestStack } from '../helpers/stack';
-import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
-import { judge, settle, takeCensus } from './support/census';
+import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
+import { judge, settle, takeCensus } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from './support/merchant';
-import { paymentIdIn, paymentRequest, untilFinal } from './support/payments';
-import { runTrials, ScenarioTally } from './support/results';
-import { expectCleanScenario } from './support/verify';
+import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { paymentIdIn, paymentRequest, untilFinal } from '../helpers/faults/payments';
+import { runTrials, ScenarioTally } from '../helpers/faults/results';
+import { expectCleanScenario } from '../helpers/faults/verify';
 import { spawnWorker, type WorkerEnvironment, type WorkerProcess } from '../../testkit/processes';
 
 /**

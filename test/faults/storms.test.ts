@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { apiClient, isolatedApi, startStack, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
-import { FAULT_STORM_KEYS, FAULT_TRIALS, SETTLE_MS, STORM_SIZE, scenarioTimeout } from './support/config';
-import { judge, settle, takeCensus } from './support/census';
+import { FAULT_STORM_KEYS, FAULT_TRIALS, SETTLE_MS, STORM_SIZE, scenarioTimeout } from '../helpers/faults/config';
+import { judge, settle, takeCensus } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from './support/merchant';
-import { finalStatusOf, paymentIdIn, paymentRequest, untilFinal, type ApiResponse } from './support/payments';
-import { runTrials, ScenarioTally } from './support/results';
-import { expectCleanScenario } from './support/verify';
+import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { finalStatusOf, paymentIdIn, paymentRequest, untilFinal, type ApiResponse } from '../helpers/faults/payments';
+import { runTrials, ScenarioTally } from '../helpers/faults/results';
+import { expectCleanScenario } from '../helpers/faults/verify';
 
 /**
  * Scenario 1. Duplicate storms: every round fires STORM_SIZE identical requests for each of

@@ -6,13 +6,13 @@ import { startTemporalDevServer, type DevServer } from '../../devstack/temporal-
 import { apiClient, eventually, startStack, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 import { freePort } from '../../devstack/ports';
-import { FAULT_TRIALS, LOGS_DIR, SETTLE_MS, scenarioTimeout } from './support/config';
-import { paymentsInFlight, settle } from './support/census';
+import { FAULT_TRIALS, LOGS_DIR, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
+import { paymentsInFlight, settle } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from './support/merchant';
-import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from './support/payments';
-import { runTrials, ScenarioTally } from './support/results';
-import { expectCleanScenario, retryAndTally } from './support/verify';
+import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../helpers/faults/payments';
+import { runTrials, ScenarioTally } from '../helpers/faults/results';
+import { expectCleanScenario, retryAndTally } from '../helpers/faults/verify';
 
 /**
  * Scenario 5. The Temporal server (a private, file-backed dev server on its own port) is

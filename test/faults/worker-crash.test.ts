@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { apiClient, eventually, startStack, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
-import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from './support/config';
-import { chargeAttempts, chargeInFlight, paymentIdOfKey, settle } from './support/census';
+import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
+import { chargeAttempts, chargeInFlight, paymentIdOfKey, settle } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from './support/merchant';
-import { paymentRequest, type Api } from './support/payments';
-import { runTrials, ScenarioTally } from './support/results';
-import { expectCleanScenario, retryAndTally } from './support/verify';
+import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { paymentRequest, type Api } from '../helpers/faults/payments';
+import { runTrials, ScenarioTally } from '../helpers/faults/results';
+import { expectCleanScenario, retryAndTally } from '../helpers/faults/verify';
 import { spawnWorker, type WorkerEnvironment, type WorkerProcess } from '../../testkit/processes';
 
 /**

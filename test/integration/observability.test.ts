@@ -100,4 +100,23 @@ describe('logs', () => {
     expect(everything).not.toContain(tenant.webhookSecret);
     expect(everything).not.toContain('pm_card_visa');
   });
+
+  it("a capture's activities log the capture request's id, which the workflow hands them (not the creating request's)", async () => {
+    const tenant = await stack.createTenant('logs-capture');
+    const api = apiClient(stack.apiUrl, tenant.apiKey);
+    const created = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 900, currency: 'EUR', payment_method: 'pm_card_visa', capture_method: 'manual' }, uniqueKey(), {
+      'x-request-id': `req-${uniqueKey('create')}`,
+    });
+    expect(created.status).toBe(201);
+    const captureId = `req-${uniqueKey('capture')}`;
+    const logs = captureLogs();
+    const captured = await api.post(`/v1/payments/${created.json.id}/capture`, {}, uniqueKey(), { 'x-request-id': captureId });
+    expect(captured.status, captured.text).toBe(200);
+    await eventually(async () => logs.lines().some((l) => l.activityType === 'recordCapture'), 10_000);
+    logs.stop();
+    // Every line from the activity's own code on ('Activity started' is written before any interceptor runs).
+    const activities = logs.lines().filter((l) => (l.activityType === 'captureCharge' || l.activityType === 'recordCapture') && l.msg !== 'Activity started');
+    expect(activities.length).toBeGreaterThan(0);
+    for (const line of activities) expect(line.request_id, JSON.stringify(line)).toBe(captureId);
+  });
 });

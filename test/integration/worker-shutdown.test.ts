@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../lib/config';
 import { workerTuning } from '../../worker/process';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack } from '../helpers/stack';
-import { chargeInFlight, paymentIdOfKey } from '../faults/support/census';
+import { chargeInFlight, paymentIdOfKey } from '../helpers/faults/census';
 
 /**
  * SIGTERM (worker.shutdown()) with shutdownGraceTime: the worker stops polling and lets the

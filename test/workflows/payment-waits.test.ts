@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { paymentWorkflow } from '../../workflows';
 import { cancelUpdate, captureUpdate, chargeReportSignal, FailureType, paymentStatusQuery, type PaymentWorkflowInput } from '../../shared/definitions';
 import type { ProviderCharge } from '../../provider/types';
-import { bodyOf, charge, chargeIdOf, gate, paymentInput, providerRefuses, response, scopedKey, startWorkflowBench, type Steps, type WorkflowBench } from './support';
+import { bodyOf, charge, chargeIdOf, gate, paymentInput, providerRefuses, response, scopedKey, startWorkflowBench, type Steps, type WorkflowBench } from '../helpers/workflow-worker';
 
 /**
  * The payment workflow's waits (issue 21), with fake activities: the customer's 3-D Secure

@@ -17,7 +17,7 @@ import {
   startWorkflowBench,
   type Steps,
   type WorkflowBench,
-} from './support';
+} from '../helpers/workflow-worker';
 
 /**
  * The payment workflow's decisions, with fake activities: which steps run, in which order,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { providerSubKey } from '../../shared/keys';
-import { bodyOf, chargeIdOf, failedRefund, providerRefuses, refundInput, response, startWorkflowBench, type WorkflowBench } from './support';
+import { bodyOf, chargeIdOf, failedRefund, providerRefuses, refundInput, response, startWorkflowBench, type WorkflowBench } from '../helpers/workflow-worker';
 
 /**
  * The refund workflow's decisions, with fake activities. The reservation under the

@@ -1,7 +1,7 @@
 /**
  * What the typed handlers (api/typed-route.ts) refuse, checked by the compiler: every line
  * after a `@ts-expect-error` must fail to typecheck, or tsc reports the directive as unused.
- * test/unit/typed-routes.test.ts compiles this file alone, and once more with the directives
+ * test/static/typed-routes.test.ts compiles this file alone, and once more with the directives
  * stripped to see each case fail for the reason its comment gives.
  */
 import type { ApiDeps } from '../../api/context';

@@ -3,7 +3,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { createSql } from '../../db/connect';
 import { startTemporalCluster, type ClusterOptions, type TemporalCluster } from '../../devstack/temporal-cluster';
-import { LOGS_DIR } from '../faults/support/config';
+import { LOGS_DIR } from './faults/config';
 
 const adminUrl = process.env.TEST_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 

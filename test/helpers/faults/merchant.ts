@@ -1,5 +1,5 @@
 import { setTenantWebhookUrl, type Merchant } from '../../../testkit/merchant';
-import type { Tenant, TestStack } from '../../helpers/stack';
+import type { Tenant, TestStack } from '../stack';
 
 /** A new tenant of the test stack whose webhook_url is the merchant's endpoint. */
 export async function tenantWithMerchant(stack: TestStack, merchant: Merchant, name = 'faults'): Promise<Tenant> {

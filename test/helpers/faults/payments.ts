@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { apiClient, uniqueKey } from '../../helpers/stack';
+import { apiClient, uniqueKey } from '../stack';
 import type { Outcome } from './census';
 
 export type Api = ReturnType<typeof apiClient>;

@@ -3,7 +3,7 @@
  * payment, and the verdict over all trials. Vitest-only (scripts/faults.ts does not load it).
  */
 import { expect } from 'vitest';
-import type { TestStack } from '../../helpers/stack';
+import type { TestStack } from '../stack';
 import { judge, takeCensus } from './census';
 import type { Merchant } from '../../../testkit/merchant';
 import { finalStatusOf, paymentIdIn, untilFinal, type Api, type PaymentRequest } from './payments';

@@ -1,5 +1,5 @@
-import type { TestStack } from '../../helpers/stack';
-import { effectsOf } from '../../helpers/effects';
+import type { TestStack } from '../stack';
+import { effectsOf } from '../effects';
 import type { Merchant } from '../../../testkit/merchant';
 
 /** The final state a payment is expected to reach, and the effects that state implies. */

@@ -1,0 +1,121 @@
+import { describe, expect, it } from 'vitest';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { ApplicationFailure } from '@temporalio/common';
+import { createProviderSteps } from '../../activities/provider-steps';
+import { databaseRefusalInterceptor } from '../../worker/database-refusals';
+import { FailureType } from '../../shared/definitions';
+import { providerSubKey } from '../../shared/keys';
+import { ProviderRejectedError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../../provider/types';
+import { charge as chargeOf } from '../helpers/workflow-worker';
+
+/**
+ * The provider steps' unknown-outcome paths, in milliseconds: each step runs in a
+ * MockActivityEnvironment (attempt 1, or a retry) against a provider that records every call,
+ * so the order "look up under the sub-key, then act" and the mapping of refusals are seen
+ * call by call. The same paths against the real sandbox: test/faults/lost-response.test.ts.
+ */
+
+const paymentId = 'pay_01unknownoutcome00000000000';
+const charge = (status: ProviderCharge['status']): ProviderCharge =>
+  chargeOf(paymentId, { status, amountMinor: 1000, amountCapturedMinor: status === 'succeeded' ? 1000 : 0 });
+const refund: ProviderRefund = { id: 're_p1', chargeId: 'ch_1', status: 'succeeded', amountMinor: 400, failureCode: null, failureMessage: null };
+
+/** A provider that answers from `held` (what it already holds under a key) and records every call. */
+function recordingProvider(held: { charge?: ProviderCharge; refund?: ProviderRefund } = {}, fail?: Error) {
+  const calls: string[] = [];
+  const answer = <T>(call: string, value: T): Promise<T> => {
+    calls.push(call);
+    return fail ? Promise.reject(fail) : Promise.resolve(value);
+  };
+  const provider = {
+    findChargeByIdempotencyKey: async (key: string) => (calls.push(`find charge ${key}`), held.charge ?? null),
+    findRefundByIdempotencyKey: async (key: string) => (calls.push(`find refund ${key}`), held.refund ?? null),
+    createCharge: (request: { idempotencyKey: string }) => answer(`create charge ${request.idempotencyKey}`, charge('succeeded')),
+    captureCharge: (request: { idempotencyKey: string }) => answer(`capture ${request.idempotencyKey}`, charge('succeeded')),
+    voidCharge: (request: { idempotencyKey: string }) => answer(`void ${request.idempotencyKey}`, charge('canceled')),
+    createRefund: (request: { idempotencyKey: string }) => answer(`refund ${request.idempotencyKey}`, refund),
+  } as unknown as PaymentProvider;
+  return { provider, calls };
+}
+
+const chargeInput = { paymentId, amountMinor: 1000, currency: 'EUR', paymentMethod: 'pm_card_visa', capture: true, description: null };
+const run = <A extends unknown[], R>(attempt: number, step: (...args: A) => Promise<R>, ...args: A) =>
+  new MockActivityEnvironment({ attempt }).run(step, ...args) as Promise<R>;
+
+describe('chargePayment: one charge under the payment sub-key, whatever the retries', () => {
+  it('attempt 1 charges at once, under the charge sub-key', async () => {
+    const { provider, calls } = recordingProvider();
+    await run(1, createProviderSteps(provider).chargePayment, chargeInput);
+    expect(calls).toEqual([`create charge ${providerSubKey.charge(paymentId)}`]);
+  });
+
+  it('a retry looks the charge up first and returns the one the lost answer made, charging nothing', async () => {
+    const { provider, calls } = recordingProvider({ charge: charge('requires_capture') });
+    const found = await run(2, createProviderSteps(provider).chargePayment, chargeInput);
+    expect(found.status).toBe('requires_capture');
+    expect(calls).toEqual([`find charge ${providerSubKey.charge(paymentId)}`]);
+  });
+
+  it('a retry that finds nothing charges under the same sub-key', async () => {
+    const { provider, calls } = recordingProvider();
+    await run(3, createProviderSteps(provider).chargePayment, chargeInput);
+    expect(calls).toEqual([`find charge ${providerSubKey.charge(paymentId)}`, `create charge ${providerSubKey.charge(paymentId)}`]);
+  });
+});
+
+describe('capture, void and refund retries act only if the lookup says it is not done', () => {
+  it('capture: a succeeded charge is the answer; an authorization is captured under the capture sub-key', async () => {
+    const done = recordingProvider({ charge: charge('succeeded') });
+    await run(2, createProviderSteps(done.provider).captureCharge, { paymentId, chargeId: 'ch_1', amountMinor: 1000 });
+    expect(done.calls).toEqual([`find charge ${providerSubKey.charge(paymentId)}`]);
+    const open = recordingProvider({ charge: charge('requires_capture') });
+    await run(2, createProviderSteps(open.provider).captureCharge, { paymentId, chargeId: 'ch_1', amountMinor: 1000 });
+    expect(open.calls).toEqual([`find charge ${providerSubKey.charge(paymentId)}`, `capture ${providerSubKey.capture(paymentId)}`]);
+  });
+
+  it('void: a canceled charge is the answer; attempt 1 voids under the void sub-key without looking', async () => {
+    const done = recordingProvider({ charge: charge('canceled') });
+    expect((await run(2, createProviderSteps(done.provider).voidCharge, { paymentId, chargeId: 'ch_1' })).status).toBe('canceled');
+    expect(done.calls).toEqual([`find charge ${providerSubKey.charge(paymentId)}`]);
+    const first = recordingProvider({ charge: charge('requires_capture') });
+    await run(1, createProviderSteps(first.provider).voidCharge, { paymentId, chargeId: 'ch_1' });
+    expect(first.calls).toEqual([`void ${providerSubKey.void(paymentId)}`]);
+  });
+
+  it('refund: a retry returns the refund its sub-key already made', async () => {
+    const subKey = providerSubKey.compensation(paymentId);
+    const { provider, calls } = recordingProvider({ refund });
+    expect(await run(2, createProviderSteps(provider).refundCharge, { subKey, chargeId: 'ch_1', amountMinor: 400, reference: paymentId })).toEqual(refund);
+    expect(calls).toEqual([`find refund ${subKey}`]);
+  });
+});
+
+describe('what an error means for the retries', () => {
+  it("the provider's refusal fails the step for good as ProviderRejected, with its code", async () => {
+    const { provider } = recordingProvider({}, new ProviderRejectedError('No such payment method', 400, 'invalid_payment_method'));
+    const failure = await run(1, createProviderSteps(provider).chargePayment, chargeInput).catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect(failure).toMatchObject({ type: FailureType.ProviderRejected, nonRetryable: true, details: ['invalid_payment_method'] });
+  });
+
+  it('anything else (a timeout, a reset) is an unknown outcome: thrown as is, so the step is retried, lookup first', async () => {
+    const timeout = Object.assign(new Error('The operation was aborted due to timeout'), { name: 'TimeoutError' });
+    const { provider } = recordingProvider({}, timeout);
+    expect(await run(1, createProviderSteps(provider).chargePayment, chargeInput).catch((e: unknown) => e)).toBe(timeout);
+  });
+
+  it('PostgreSQL refusals no retry cures fail the step as DatabaseRefused; races and outages stay retryable', async () => {
+    const execute = databaseRefusalInterceptor({} as never).inbound!.execute!;
+    const postgresError = (code: string) => Object.assign(new Error(`refused ${code}`), { name: 'PostgresError', code });
+    const outcome = (code: string) =>
+      execute({ args: [], headers: {} }, () => Promise.reject(postgresError(code))).catch((e: unknown) => e);
+    for (const code of ['22P05', '23502', '42P01']) {
+      expect(await outcome(code), code).toMatchObject({ type: FailureType.DatabaseRefused, nonRetryable: true });
+    }
+    for (const code of ['23505', '08006', '57P01']) {
+      const error = await outcome(code);
+      expect(error, code).not.toBeInstanceOf(ApplicationFailure);
+      expect((error as { code: string }).code, code).toBe(code);
+    }
+  });
+});
