@@ -55,9 +55,8 @@ describe('the chaos run settles', () => {
       // What the settle used to wait for alone: nothing open in the database.
       const deadline = Date.now() + 120_000;
       while ((await openInDatabase(env.sql)) !== 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-      const databaseSettledAt = Date.now();
       expect(await openInDatabase(env.sql)).toBe(0);
-      const [payment] = await env.sql<{ status: string; workflow_id: string }[]>`SELECT status, workflow_id FROM payments WHERE tenant_id = ${env.tenantId}`;
+      const [payment] = await env.sql<{ status: string; workflow_id: string; updated_at: Date }[]>`SELECT status, workflow_id, updated_at FROM payments WHERE tenant_id = ${env.tenantId}`;
       expect(payment!.status).toBe('succeeded');
       await waitUntilSettled(env, Date.now() + 180_000);
       expect((await runningWorkflows(env.sql, env.temporal, env.tenantId)).withoutReason).toEqual([]);
@@ -66,9 +65,14 @@ describe('the chaos run settles', () => {
       expect(types).toContain(EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT);
       const completed = history.events!.at(-1)!;
       expect(completed.eventType).toBe(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED);
-      // ... it closed after the database had nothing open: a settle on the database alone would have checked too early.
+      // ... it closed after the payment's final state committed (the record step the worker died
+      // after): from that commit on, the payment was final while its run was still open, so a
+      // settle on the database alone could check too early. The commit's time is the row's own
+      // (the same machine's clock), not when this test got round to polling: under load the
+      // client's retries and the outbox can take longer than the workflow task timeout (a CI
+      // run saw the run close 11.7 s before this test's poll found the database settled).
       const completedAt = Number(completed.eventTime!.seconds) * 1000 + Math.floor((completed.eventTime!.nanos ?? 0) / 1e6);
-      expect(completedAt).toBeGreaterThan(databaseSettledAt);
+      expect(completedAt).toBeGreaterThan(payment!.updated_at.getTime());
       const worker = env.supervisors.find((s) => s.name === 'worker')!;
       expect(worker.unplannedExits).toBe(1);
     },
