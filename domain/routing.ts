@@ -257,3 +257,26 @@ export function routeCandidates(routing: Routing | null, payment: RoutedPayment,
   if (routing.fallback) return usable(routing.fallback, rules.length ? 'no rule matched: the fallback order' : 'the fallback order');
   return configuredOrder('no rule matched and no split or fallback');
 }
+
+/** A PSP's circuit as the worker's breaker sees it (worker/provider-health.ts). */
+export type CircuitState = 'closed' | 'half_open' | 'open';
+
+/** What routing needs of the breaker: injected, so activities need not import the worker. */
+export interface ProviderHealthView {
+  state(provider: string): CircuitState;
+  /** The candidates with open providers moved to the end, in order; never drops one. */
+  order(candidates: readonly string[]): string[];
+}
+
+/**
+ * A routing decision with the PSPs whose circuit is open moved last (still candidates: when
+ * every one is open the routing's order stands), the reason saying so. planRoute's last step.
+ */
+export function orderWithHealth(decision: RouteDecision, health: ProviderHealthView): RouteDecision {
+  const providers = health.order(decision.providers);
+  const unhealthy = decision.providers.filter((provider) => health.state(provider) !== 'closed');
+  if (unhealthy.length === 0) return { providers, reason: decision.reason };
+  const states = unhealthy.map((provider) => `${provider} ${health.state(provider).replace('_', '-')}`).join(', ');
+  const moved = providers.join() !== decision.providers.join();
+  return { providers, reason: `${decision.reason}; circuit ${states}${moved ? `: tried ${providers.join(', ')}` : ''}` };
+}
