@@ -43,6 +43,11 @@ export interface ApiDeps {
    * its share of every limit (api/primary.ts tells its processes how many are alive). 1 when omitted.
    */
   liveProcesses?: () => number;
+  /**
+   * The deployment's PSP names, in configured order (PROVIDERS): what a tenant's routing may
+   * name. Omitted: the one provider of PROVIDER ('sandbox' or 'stripe').
+   */
+  providerNames?: readonly string[];
   /** The configured PSP's inbound webhooks (POST /provider_webhooks/{provider}); absent: none are received. */
   providerWebhooks?: ProviderWebhookReceiver;
 }

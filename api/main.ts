@@ -30,8 +30,16 @@ if (cluster.isWorker) {
     if (message?.type === 'api-processes' && typeof message.live === 'number' && message.live > 0) liveProcesses = message.live;
   });
 }
+/**
+ * The PSP names of PROVIDERS (`name=url,…`), in order: what a tenant's routing may name.
+ * (A stand-in until the provider registry's configuredProviderNames(config) is on this branch.)
+ */
+const providerNames = process.env.PROVIDERS?.split(',')
+  .map((entry) => entry.split('=')[0]!.trim())
+  .filter(Boolean);
 const app = createApp({
   sql,
+  ...(providerNames?.length ? { providerNames } : {}),
   temporal,
   completions,
   config,

@@ -66,6 +66,8 @@ export interface StackOptions {
     webhookFaults?: Partial<WebhookFaults>;
     webhookSecret?: string;
   };
+  /** The PSP names a tenant's routing may name (the API's providerNames); default: the stack's sandboxes' names. */
+  providerNames?: readonly string[];
   /** The provider client's per-call timeout: what turns a lost response into a retry. */
   providerTimeoutMs?: number;
   /** false: no in-process worker (e.g. workers run as child processes). */
@@ -262,12 +264,13 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     };
     const apiMetrics = createApiMetrics();
     // The API verifies the sandbox's webhooks with the worker's client (it holds the shared secret).
+    const providerNames = options.providerNames ?? ['sandbox', ...(secondSandbox ? [secondSandbox.name] : [])];
     const providerWebhooks = { name: 'sandbox', verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => provider.verifyWebhook(raw, headers, now) };
     const startApi = async (overrides: Partial<ApiConfig> = {}, client: Client = temporal): Promise<RunningApi> => {
       // Its own completion listener when it talks to another Temporal (it is another process).
       const waiter = client === temporal ? completions : new CompletionWaiter(sql, logger);
       if (waiter !== completions) await waiter.start();
-      const app = createApp({ sql, temporal: client, completions: waiter, config: { ...apiConfig, ...overrides }, logger, metrics: createApiMetrics(), providerWebhooks });
+      const app = createApp({ sql, temporal: client, completions: waiter, config: { ...apiConfig, ...overrides }, logger, metrics: createApiMetrics(), providerWebhooks, providerNames });
       const server = await serveHttp(app.fetch, { port: 0, hostname: '127.0.0.1', limits: listenerLimits({ ...apiConfig, ...overrides }) });
       const close = async () => {
         server.closeAllConnections();
@@ -277,7 +280,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       closers.push(close);
       return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close };
     };
-    const app = createApp({ sql, temporal, completions, config: apiConfig, logger, metrics: apiMetrics, providerWebhooks });
+    const app = createApp({ sql, temporal, completions, config: apiConfig, logger, metrics: apiMetrics, providerWebhooks, providerNames });
     const server = await serveHttp(app.fetch, { port: 0, hostname: '127.0.0.1', limits: listenerLimits(apiConfig) });
     closers.push(async () => {
       server.closeAllConnections();
