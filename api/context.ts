@@ -43,8 +43,8 @@ export interface ApiDeps {
    * its share of every limit (api/primary.ts tells its processes how many are alive). 1 when omitted.
    */
   liveProcesses?: () => number;
-  /** The configured PSP's inbound webhooks (POST /provider_webhooks/{provider}); absent: none are received. */
-  providerWebhooks?: ProviderWebhookReceiver;
+  /** The configured PSPs' inbound webhooks (POST /provider_webhooks/{provider}), one per name; absent: none are received. */
+  providerWebhooks?: ProviderWebhookReceiver | readonly ProviderWebhookReceiver[];
 }
 
 export interface AppEnv {

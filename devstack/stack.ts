@@ -15,6 +15,7 @@ import { CompletionWaiter } from '../api/completions';
 import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
 import { SandboxProvider } from '../provider/sandbox-client';
+import { providerRegistry } from '../provider/registry';
 import { startSandbox, type RunningSandbox } from '../sandbox/server';
 import type { WebhookFaults } from '../sandbox/deps';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
@@ -151,7 +152,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         connection: workerConnection,
         namespace,
         taskQueue,
-        deps: { sql, provider, metrics: workerMetrics, providerName: 'sandbox', logger, temporal, retentionSeconds },
+        deps: { sql, providers: providerRegistry({ sandbox: provider }), metrics: workerMetrics, logger, temporal, retentionSeconds },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
