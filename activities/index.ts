@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
-import type { PaymentProvider } from '../provider/types';
+import type { ProviderRegistry } from '../provider/registry';
 import type { WorkerMetrics } from '../lib/metrics';
 import { createLogger, type Logger } from '../lib/logger';
 import { createJobSteps, type JobSteps } from './job-steps';
@@ -11,11 +11,10 @@ import { createRefundSteps, type RefundSteps } from './refund-steps';
 
 export interface ActivityDeps {
   sql: Sql;
-  provider: PaymentProvider;
+  /** The PSP clients by configured name (provider/registry.ts); its default holds the payments that record none. */
+  providers: ProviderRegistry;
   /** Optional: outcome counters (the worker process passes its registry). */
   metrics?: WorkerMetrics;
-  /** The provider's configured name (`sandbox` or `stripe`): reconciliation runs record it. Default `sandbox`. */
-  providerName?: string;
   /** The periodic jobs log their findings here (default: a silent logger). */
   logger?: Logger;
   /** The abandoned-run sweep asks Temporal how runs ended; without it that job fails (non-retryable). */
@@ -33,7 +32,7 @@ export function createActivities(deps: ActivityDeps) {
   const accounts = new LedgerAccounts();
   const jobs = createJobSteps({
     sql: deps.sql,
-    providers: { [deps.providerName ?? 'sandbox']: deps.provider },
+    providers: Object.fromEntries(deps.providers.names.map((name) => [name, deps.providers.get(name)])),
     ...(deps.metrics ? { metrics: deps.metrics } : {}),
     logger: deps.logger ?? createLogger({ name: 'jobs', level: 'silent' }),
     ...(deps.temporal ? { temporal: deps.temporal } : {}),
@@ -42,7 +41,7 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
-    ...createProviderSteps(deps.provider),
+    ...createProviderSteps(deps.providers),
     ...jobs,
   };
 }

@@ -2,6 +2,7 @@ import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
 import { killPoint } from '../lib/kill-points';
+import { isProviderRegistry, providerRegistry, type ProviderRegistry } from '../provider/registry';
 import { ProviderRejectedError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../provider/types';
 
 /**
@@ -54,7 +55,9 @@ export interface ChargeStepInput {
   chargeId: string;
 }
 
-export function createProviderSteps(provider: PaymentProvider) {
+export function createProviderSteps(providers: ProviderRegistry | PaymentProvider) {
+  const registry = isProviderRegistry(providers) ? providers : providerRegistry({ sandbox: providers });
+  const provider = registry.get(registry.defaultName);
   /** The charge made under this payment's charge sub-key, in its current state, if any. */
   const findCharge = (paymentId: string, signal: AbortSignal) =>
     provider.findChargeByIdempotencyKey(providerSubKey.charge(paymentId), { signal });

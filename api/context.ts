@@ -45,11 +45,11 @@ export interface ApiDeps {
   liveProcesses?: () => number;
   /**
    * The deployment's PSP names, in configured order (PROVIDERS): what a tenant's routing may
-   * name. Omitted: the one provider of PROVIDER ('sandbox' or 'stripe').
+   * name (api/main.ts: configuredProviderNames(config)). Omitted: the one provider of PROVIDER.
    */
   providerNames?: readonly string[];
-  /** The configured PSP's inbound webhooks (POST /provider_webhooks/{provider}); absent: none are received. */
-  providerWebhooks?: ProviderWebhookReceiver;
+  /** The configured PSPs' inbound webhooks (POST /provider_webhooks/{provider}), one per name; absent: none are received. */
+  providerWebhooks?: ProviderWebhookReceiver | readonly ProviderWebhookReceiver[];
 }
 
 export interface AppEnv {

@@ -10,7 +10,8 @@ import { paymentDataConverter } from '../lib/data-converter';
 import { connectTemporal } from '../lib/temporal';
 import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { createApp } from './app';
-import { providerWebhookReceiver } from './routes/provider-webhooks';
+import { configuredProviderNames } from '../provider/registry';
+import { providerWebhookReceivers } from './routes/provider-webhooks';
 import { CompletionWaiter } from './completions';
 
 /** The API process: parse the environment, build the app from real dependencies, serve it. */
@@ -30,22 +31,16 @@ if (cluster.isWorker) {
     if (message?.type === 'api-processes' && typeof message.live === 'number' && message.live > 0) liveProcesses = message.live;
   });
 }
-/**
- * The PSP names of PROVIDERS (`name=url,…`), in order: what a tenant's routing may name.
- * (A stand-in until the provider registry's configuredProviderNames(config) is on this branch.)
- */
-const providerNames = process.env.PROVIDERS?.split(',')
-  .map((entry) => entry.split('=')[0]!.trim())
-  .filter(Boolean);
 const app = createApp({
   sql,
-  ...(providerNames?.length ? { providerNames } : {}),
+  // What a tenant's routing may name: the configured PSPs, in order.
+  providerNames: configuredProviderNames(config),
   temporal,
   completions,
   config,
   logger,
   metrics: createApiMetrics(),
-  providerWebhooks: providerWebhookReceiver(config),
+  providerWebhooks: providerWebhookReceivers(config),
   liveProcesses: () => liveProcesses,
 });
 const server = await serveHttp(app.fetch, { port: config.PORT, hostname: config.HOST, limits: listenerLimits(config) });

@@ -16,6 +16,7 @@ import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
 import { ensureDatabase } from '../db/migrate';
 import { SandboxProvider } from '../provider/sandbox-client';
+import { providerRegistry } from '../provider/registry';
 import { startSandbox, type RunningSandbox } from '../sandbox/server';
 import type { WebhookFaults } from '../sandbox/deps';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
@@ -208,7 +209,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         connection: workerConnection,
         namespace,
         taskQueue,
-        deps: { sql, provider, metrics: workerMetrics, providerName: 'sandbox', logger, temporal, retentionSeconds },
+        deps: { sql, providers: providerRegistry({ sandbox: provider }), metrics: workerMetrics, logger, temporal, retentionSeconds },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),

@@ -42,9 +42,8 @@ const getTenantRoute = createRoute({
 });
 
 /**
- * The PSP names a routing may use: the deployment's configured providers. (Until the provider
- * registry's configuredProviderNames(config) is on this branch: what the process was given,
- * or PROVIDER's one name.)
+ * The PSP names a routing may use: the deployment's configured providers (api/main.ts passes
+ * configuredProviderNames(config)); an app built without them knows PROVIDER's one name.
  */
 export function routableProviders(deps: Pick<ApiDeps, 'providerNames' | 'config'>): readonly string[] {
   return deps.providerNames ?? [deps.config.PROVIDER ?? 'sandbox'];
