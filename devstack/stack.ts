@@ -14,7 +14,7 @@ import { listenerLimits, serveHttp } from '../lib/listener';
 import { CompletionWaiter } from '../api/completions';
 import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
-import { ensureDatabase } from '../db/migrate';
+import { ensureSiblingDatabase } from '../db/migrate';
 import { SandboxProvider } from '../provider/sandbox-client';
 import { providerRegistry } from '../provider/registry';
 import { startSandbox, type RunningSandbox } from '../sandbox/server';
@@ -333,29 +333,6 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await stop();
     throw error;
   }
-}
-
-/**
- * The URL of a database beside this one on the same server, `<name>_<suffix>`, created when
- * missing: a second sandbox's own (its schema name is fixed, so two sandboxes never share a database).
- */
-export async function ensureSiblingDatabase(databaseUrl: string, suffix: string): Promise<string> {
-  const url = siblingDatabaseUrl(databaseUrl, suffix);
-  const admin = createSql(siblingDatabaseUrl(databaseUrl, null), { max: 1, connectTimeoutSeconds: 5 });
-  try {
-    await ensureDatabase(admin, new URL(url).pathname.slice(1));
-  } finally {
-    await admin.end({ timeout: 5 });
-  }
-  return url;
-}
-
-/** `<database>_<suffix>` on the same server (null: the `postgres` maintenance database). */
-export function siblingDatabaseUrl(databaseUrl: string, suffix: string | null): string {
-  const url = new URL(databaseUrl);
-  const name = decodeURIComponent(url.pathname.slice(1)) || 'postgres';
-  url.pathname = `/${suffix === null ? 'postgres' : `${name}_${suffix}`}`;
-  return url.toString();
 }
 
 /** One answer of the API: status, headers, raw text and parsed JSON (null if not JSON). */
