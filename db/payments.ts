@@ -78,10 +78,10 @@ export async function claimPaymentIntent(
 }
 
 /** The live or paid payment that holds an order (the order guard's 409 names it). */
-export async function orderHolder(db: Db, tenantId: string, orderId: string): Promise<string | null> {
-  const [holder] = await db<{ id: string }[]>`
-    SELECT id FROM payments WHERE tenant_id = ${tenantId} AND order_id = ${orderId} AND status IN ${db(liveStatuses)}`;
-  return holder?.id ?? null;
+export async function orderHolder(db: Db, tenantId: string, orderId: string): Promise<{ id: string; workflow_id: string } | null> {
+  const [holder] = await db<{ id: string; workflow_id: string }[]>`
+    SELECT id, workflow_id FROM payments WHERE tenant_id = ${tenantId} AND order_id = ${orderId} AND status IN ${db(liveStatuses)}`;
+  return holder ?? null;
 }
 
 /**

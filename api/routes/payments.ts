@@ -177,10 +177,13 @@ export function paymentRoutes(deps: ApiDeps) {
         if (!claimed) return null;
         intentPersisted = claimed.intent;
         if (claimed.intent) return { record: claimed.record, refusal: null };
-        // The order guard refused the intent: 409, recorded now as the key's answer (no run).
-        // If the holder has meanwhile failed, the order is free: the run decides, as before.
+        // The order guard refused the intent: another key's payment holds the order, so 409,
+        // recorded now as the key's answer (no run). The run decides, as before, when the holder
+        // is this key's own earlier payment (its record expired: the retry attaches to the
+        // closed run and answers its result) or when the holder has meanwhile let the order go.
         const holder = await orderHolder(deps.sql, tenantId, body.order_id);
-        return { record: claimed.record, refusal: holder ? orderAlreadyPaid(body.order_id, holder) : null };
+        const refused = holder !== null && holder.workflow_id !== target.workflowId;
+        return { record: claimed.record, refusal: refused ? orderAlreadyPaid(body.order_id, holder.id) : null };
       },
       release: (scope, record) =>
         deps.sql.begin(async (tx) => {
