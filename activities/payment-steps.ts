@@ -6,6 +6,7 @@ import { eventOf } from '../domain/payment-lifecycle';
 import { completeRecord } from '../db/idempotency-records';
 import { captureLines, postTransaction, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
+import { beginAttempt, finishAttempt } from '../db/attempts';
 import { businessEventKey } from '../shared/keys';
 import { errorResponse } from '../domain/errors';
 import { paymentLocation, paymentResource, type PaymentRow } from '../domain/resources';
@@ -135,10 +136,20 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
      * Its response is the operation's first answer, recorded for the idempotency key: 201, 402,
      * or 202 for a wait (replayed byte for byte like any other; GET shows where it stands now).
      */
-    async recordChargeOutcome(input: { payment: PaymentWorkflowInput; charge: ProviderCharge }): Promise<FinalResponse> {
+    async recordChargeOutcome(input: {
+      payment: PaymentWorkflowInput;
+      charge: ProviderCharge;
+      /** Routed runs (issue 22): the attempt that made the charge, finished here with the charge's status; its PSP holds the payment. */
+      attempt?: { attempt: number; provider: string };
+    }): Promise<FinalResponse> {
       const { payment: request, charge } = input;
       return step(sql, async (tx) => {
         const owner = { workflowId: workflowId(), resourceId: request.paymentId };
+        if (input.attempt) {
+          // Before the payment's row moves: the response and the event show the provider holding it.
+          await beginAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider);
+          await finishAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider, { outcome: charge.status, providerChargeId: charge.id, errorCode: charge.declineCode });
+        }
         const { payment, effects } = await applyCharge(tx, request.paymentId, charge, accounts);
         const response = chargeResponse(payment);
         // Why: the ledger posting, the event and the response touch different rows and need only

@@ -63,6 +63,21 @@ const happy: Steps = {
   async recordRefundOutcome({ request, refund }) {
     return response(201, { id: request.refundId, status: refund.status, failure_code: refund.failureCode });
   },
+  async planRoute() {
+    return { providers: ['sandbox'], reason: 'default provider (no routing configured)', retryableDeclineCodes: ['processing_error', 'issuer_unavailable', 'try_again_later'] };
+  },
+  async recordAttempt() {},
+  async chargeAttempt(input) {
+    return {
+      kind: 'charge',
+      charge: charge(input.paymentId, {
+        id: input.attempt > 1 ? `${chargeIdOf(input.paymentId)}_${input.attempt}` : chargeIdOf(input.paymentId),
+        status: input.capture ? 'succeeded' : 'requires_capture',
+        amountMinor: input.amountMinor,
+        amountCapturedMinor: input.capture ? input.amountMinor : 0,
+      }),
+    };
+  },
   async chargePayment(input) {
     return charge(input.paymentId, {
       status: input.capture ? 'succeeded' : 'requires_capture',
