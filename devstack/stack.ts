@@ -14,6 +14,7 @@ import { listenerLimits, serveHttp } from '../lib/listener';
 import { CompletionWaiter } from '../api/completions';
 import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
+import { ensureDatabase } from '../db/migrate';
 import { SandboxProvider } from '../provider/sandbox-client';
 import { providerRegistry } from '../provider/registry';
 import { startSandbox, type RunningSandbox } from '../sandbox/server';
@@ -50,6 +51,22 @@ export interface StackOptions {
     /** The secret of the sandbox's webhooks to the stack's API (/provider_webhooks/sandbox); random when omitted. */
     webhookSecret?: string;
   };
+  /**
+   * A second provider sandbox (issue 22: two PSPs), `sandbox-b`, as `npm start` runs it: its
+   * own process state and its own database (`<sandbox database>_sandbox_b` on the same server,
+   * created when missing, unless `databaseUrl` names one). Its client and URL are on
+   * `Stack.secondSandbox`; its events are kept, not sent, until `setWebhook` points them at a
+   * route that verifies them with `webhookSecret`. The stack's worker and API still use the
+   * first sandbox only: wiring both is the provider registry's job.
+   */
+  secondSandbox?: {
+    databaseUrl?: string;
+    slowMs?: number;
+    flakyFailures?: number;
+    asyncSettleMs?: number;
+    webhookFaults?: Partial<WebhookFaults>;
+    webhookSecret?: string;
+  };
   /** The provider client's per-call timeout: what turns a lost response into a retry. */
   providerTimeoutMs?: number;
   /** false: no in-process worker (e.g. workers run as child processes). */
@@ -77,6 +94,18 @@ export interface Tenant {
   webhookSecret: string;
 }
 
+/** A sandbox PSP of the stack beside the first one (StackOptions.secondSandbox). */
+export interface StackSandbox {
+  name: string;
+  url: string;
+  sandbox: RunningSandbox;
+  /** A client of it, with the webhook secret (verifyWebhook). */
+  provider: SandboxProvider;
+  webhookSecret: string;
+  /** The database holding its `sandbox` schema. */
+  databaseUrl: string;
+}
+
 export interface Stack {
   apiUrl: string;
   sandboxUrl: string;
@@ -85,6 +114,8 @@ export interface Stack {
   /** The worker's client of the sandbox, with the webhook secret (verifyWebhook). */
   provider: SandboxProvider;
   sandboxWebhookSecret: string;
+  /** `sandbox-b` when StackOptions.secondSandbox was given, else null. */
+  secondSandbox: StackSandbox | null;
   sql: Sql;
   temporal: Client;
   taskQueue: string;
@@ -135,6 +166,30 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     closers.push(() => sandbox.close());
     const sandboxWebhookSecret = options.sandbox?.webhookSecret ?? randomBytes(24).toString('hex');
     const provider = new SandboxProvider({ baseUrl: sandbox.url, timeoutMs: options.providerTimeoutMs ?? 1500, webhookSecret: sandboxWebhookSecret });
+
+    let secondSandbox: StackSandbox | null = null;
+    if (options.secondSandbox) {
+      const second = options.secondSandbox;
+      const databaseUrl = second.databaseUrl ?? (await ensureSiblingDatabase(options.sandboxDatabaseUrl ?? options.databaseUrl, 'sandbox_b'));
+      const running = await startSandbox({
+        databaseUrl,
+        port: 0,
+        slowMs: second.slowMs ?? 1500,
+        flakyFailures: second.flakyFailures,
+        asyncSettleMs: second.asyncSettleMs,
+        webhookFaults: second.webhookFaults,
+      });
+      closers.push(() => running.close());
+      const webhookSecret = second.webhookSecret ?? randomBytes(24).toString('hex');
+      secondSandbox = {
+        name: 'sandbox-b',
+        url: running.url,
+        sandbox: running,
+        provider: new SandboxProvider({ baseUrl: running.url, timeoutMs: options.providerTimeoutMs ?? 1500, webhookSecret }),
+        webhookSecret,
+        databaseUrl,
+      };
+    }
 
     // Before the worker: the jobs' activities use this client (the abandoned-run sweep).
     const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
@@ -239,6 +294,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       sandbox,
       provider,
       sandboxWebhookSecret,
+      secondSandbox,
       sql,
       temporal,
       taskQueue,
@@ -274,6 +330,29 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await stop();
     throw error;
   }
+}
+
+/**
+ * The URL of a database beside this one on the same server, `<name>_<suffix>`, created when
+ * missing: a second sandbox's own (its schema name is fixed, so two sandboxes never share a database).
+ */
+export async function ensureSiblingDatabase(databaseUrl: string, suffix: string): Promise<string> {
+  const url = siblingDatabaseUrl(databaseUrl, suffix);
+  const admin = createSql(siblingDatabaseUrl(databaseUrl, null), { max: 1, connectTimeoutSeconds: 5 });
+  try {
+    await ensureDatabase(admin, new URL(url).pathname.slice(1));
+  } finally {
+    await admin.end({ timeout: 5 });
+  }
+  return url;
+}
+
+/** `<database>_<suffix>` on the same server (null: the `postgres` maintenance database). */
+export function siblingDatabaseUrl(databaseUrl: string, suffix: string | null): string {
+  const url = new URL(databaseUrl);
+  const name = decodeURIComponent(url.pathname.slice(1)) || 'postgres';
+  url.pathname = `/${suffix === null ? 'postgres' : `${name}_${suffix}`}`;
+  return url.toString();
 }
 
 /** One answer of the API: status, headers, raw text and parsed JSON (null if not JSON). */
