@@ -13,9 +13,10 @@ import { ProviderRejectedError, ProviderUnavailableError, type PaymentProvider, 
 /** What a client reads when the provider refused a request (failure code `provider_rejected`). */
 export const PROVIDER_REJECTED_MESSAGE = 'The payment provider refused the request; nothing was charged or refunded.';
 
-async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>, details?: () => unknown): Promise<T> {
   const context = Context.current();
-  const beat = setInterval(() => context.heartbeat(), 1000);
+  // Every beat carries the step's details (if any): the last one is what the next attempt reads.
+  const beat = setInterval(() => context.heartbeat(details?.()), 1000);
   try {
     const answer = await call(context.cancellationSignal);
     killPoint('after-provider-answer');
@@ -74,12 +75,15 @@ export type ChargeAttemptResult =
   | { kind: 'not_charged'; outcome: 'rejected' | 'not_sent' | 'not_charged'; errorCode: string; message: string };
 
 /**
- * After this many attempts of the activity whose outcome was unknown (a timeout, a 5xx, a lost
- * answer), a retry whose lookup by our sub-key answers "no such charge" is taken as certain:
- * nothing was charged there. The retries' backoff (0.5 s, 1 s, …) lies between the last call
- * and that lookup, well past the provider call's own timeout, so no call of ours is in flight.
+ * After lost answers (a timeout, a 5xx, a reset), a retry first looks the charge up by our
+ * sub-key. When that many of those lookups (each in its own retry, the retries' backoff between
+ * them, well past the provider call's own timeout) have answered "no such charge", nothing
+ * was charged there: the step answers not_charged and the payment may move on. A lookup that
+ * fails (the PSP is down, or hangs) counts nothing: the step keeps asking this PSP. The count
+ * travels from retry to retry in the heartbeat details ({ noneFound }); a count lost errs on
+ * the side of asking this PSP again, never of moving on early.
  */
-export const UNKNOWN_OUTCOMES_BEFORE_NOT_CHARGED = 2;
+export const LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED = 2;
 
 export interface ChargeStepInput {
   paymentId: string;
@@ -150,6 +154,8 @@ export function createProviderSteps(providers: ProviderRegistry | PaymentProvide
       // Whether nothing can have been charged under this key so far: true on the first try;
       // on a retry, only once the lookup has answered that nothing is there.
       let nothingSoFar = !retry;
+      const previous = context.info.heartbeatDetails as { noneFound?: unknown } | undefined;
+      let noneFound = typeof previous?.noneFound === 'number' ? previous.noneFound : 0;
       const notCharged = (outcome: 'rejected' | 'not_sent' | 'not_charged', errorCode: string, message: string): ChargeAttemptResult => {
         log.warn('nothing was charged at this provider; the payment may move on', { ...where, outcome, error_code: errorCode });
         return { kind: 'not_charged', outcome, errorCode, message };
@@ -161,13 +167,15 @@ export function createProviderSteps(providers: ProviderRegistry | PaymentProvide
             log.info('charge looked up before retrying', { ...where, found: existing?.id ?? null });
             if (existing) return { kind: 'charge', charge: existing };
             nothingSoFar = true;
-            if (input.canFailOver && context.info.attempt > UNKNOWN_OUTCOMES_BEFORE_NOT_CHARGED) {
-              return notCharged('not_charged', 'outcome_unknown_none_found', `after ${context.info.attempt - 1} unknown outcomes the provider's lookup found no charge under our key`);
+            noneFound += 1;
+            if (input.canFailOver && noneFound >= LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED) {
+              return notCharged('not_charged', 'outcome_unknown_none_found', `after lost answers, ${noneFound} lookups by our key found no charge`);
             }
+            context.heartbeat({ noneFound });
           }
           log.info('charging', { ...where, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
           return { kind: 'charge', charge: await createCharge(provider, input, input.attempt, signal) };
-        });
+        }, () => ({ noneFound }));
       } catch (error) {
         if (!input.canFailOver) throw error;
         if (failureType(error) === FailureType.ProviderRejected) {

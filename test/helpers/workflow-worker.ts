@@ -112,6 +112,12 @@ function dispatchingActivities(): Steps {
         const run = runs.get(workflowId);
         if (!run) throw ApplicationFailure.nonRetryable(`no fakes scripted for workflow ${workflowId}`);
         run.calls.push({ step: name, input, attempt: info.attempt });
+        // Routed runs (patched 'route-attempts') charge with chargeAttempt: a test that scripts
+        // only what the PSP answers to the charge (chargePayment) scripts each attempt's answer.
+        if (name === 'chargeAttempt' && !run.fakes.chargeAttempt && run.fakes.chargePayment) {
+          const answer = run.fakes.chargePayment;
+          return answer(input as Parameters<Steps['chargePayment']>[0]).then((charge) => ({ kind: 'charge', charge }));
+        }
         const fake = (run.fakes[name] ?? happy[name]) as (input: unknown) => Promise<unknown>;
         return fake(input);
       },
