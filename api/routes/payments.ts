@@ -1,3 +1,4 @@
+import { attemptResource, listAttempts } from '../../db/attempts';
 import { formatAmount } from '../../domain/money';
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
@@ -221,6 +222,7 @@ export function paymentRoutes(deps: ApiDeps) {
           amount_captured_minor: 0,
           amount_refunded_minor: 0,
           provider_charge_id: null,
+          provider: null,
           failure_code: null,
           failure_message: null,
           workflow_id: record.workflow_id,
@@ -236,7 +238,10 @@ export function paymentRoutes(deps: ApiDeps) {
 
   app.openapi(getPaymentRoute, async (c) => {
     const payment = await tenantPayment(deps.sql, c.var.tenant.id, c.req.valid('param').id);
-    return c.json(paymentResource(payment), 200);
+    const attempts = await listAttempts(deps.sql, payment.id);
+    // A payment charged before routing records no provider: it is at the default (the first configured).
+    const provider = payment.provider ?? (payment.provider_charge_id !== null ? (deps.config.PROVIDERS?.[0]?.name ?? null) : null);
+    return c.json({ ...paymentResource({ ...payment, provider }), attempts: attempts.map(attemptResource) }, 200);
   });
 
   app.openapi(listPaymentsRoute, async (c) => {
