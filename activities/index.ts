@@ -8,11 +8,14 @@ import { LedgerAccounts } from '../db/ledger';
 import { createPaymentSteps, type PaymentSteps } from './payment-steps';
 import { createProviderSteps } from './provider-steps';
 import { createRefundSteps, type RefundSteps } from './refund-steps';
+import { createRouteSteps, type RoutePlanner, type RouteSteps } from './route-steps';
 
 export interface ActivityDeps {
   sql: Sql;
   /** The PSP clients by configured name (provider/registry.ts); its default holds the payments that record none. */
   providers: ProviderRegistry;
+  /** The routing of payments across the providers (default: activities/route-steps.ts planRouteFor, the routing seam). */
+  route?: RoutePlanner;
   /** Optional: outcome counters (the worker process passes its registry). */
   metrics?: WorkerMetrics;
   /** The periodic jobs log their findings here (default: a silent logger). */
@@ -41,13 +44,15 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
+    ...createRouteSteps({ sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}) }),
     ...createProviderSteps(deps.providers),
     ...jobs,
   };
 }
 
-/** The database steps (run as local activities): the payment's and the refund's. */
-export type RecordSteps = PaymentSteps & RefundSteps;
+/** The database steps (run as local activities): the payment's, the refund's and the routing's. */
+export type RecordSteps = PaymentSteps & RefundSteps & RouteSteps;
+export type { RoutePlanner };
 export type { BeginPaymentResult } from './payment-steps';
 export type { BeginRefundResult } from './refund-steps';
 export type { ProviderSteps } from './provider-steps';

@@ -17,6 +17,8 @@ import { createSql, type Sql } from '../db/connect';
 import { ensureSiblingDatabase } from '../db/migrate';
 import { SandboxProvider } from '../provider/sandbox-client';
 import { providerRegistry } from '../provider/registry';
+import type { RoutePlanner } from '../activities';
+import type { PaymentProvider } from '../provider/types';
 import { startSandbox, type RunningSandbox } from '../sandbox/server';
 import type { WebhookFaults } from '../sandbox/deps';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
@@ -54,10 +56,10 @@ export interface StackOptions {
   /**
    * A second provider sandbox (issue 22: two PSPs), `sandbox-b`, as `npm start` runs it: its
    * own process state and its own database (`<sandbox database>_sandbox_b` on the same server,
-   * created when missing, unless `databaseUrl` names one). Its client and URL are on
-   * `Stack.secondSandbox`; its events are kept, not sent, until `setWebhook` points them at a
-   * route that verifies them with `webhookSecret`. The stack's worker and API still use the
-   * first sandbox only: wiring both is the provider registry's job.
+   * created when missing, unless `databaseUrl` names one). The worker's registry holds both
+   * (`sandbox` the default, `sandbox-b`), the API receives both's webhooks
+   * (/provider_webhooks/sandbox-b) and the reconciliation covers both; which payments go to
+   * which is `route`'s decision.
    */
   secondSandbox?: {
     databaseUrl?: string;
@@ -71,6 +73,13 @@ export interface StackOptions {
   providerNames?: readonly string[];
   /** The provider client's per-call timeout: what turns a lost response into a retry. */
   providerTimeoutMs?: number;
+  /**
+   * The routing of payments over the stack's providers (`sandbox`, and `sandbox-b` with
+   * secondSandbox): what planRoute answers (default: activities/route-steps.ts planRouteFor).
+   */
+  route?: RoutePlanner;
+  /** More PSP clients by name for the worker's registry (e.g. one at an address nobody listens on). */
+  extraProviders?: Record<string, PaymentProvider>;
   /** false: no in-process worker (e.g. workers run as child processes). */
   worker?: boolean;
   /** Pre-built workflow bundle; the worker bundles workflows/ itself when omitted. */
@@ -193,6 +202,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       };
     }
 
+    // The worker's PSPs by name: `sandbox` (the default) and, when there, `sandbox-b`.
+    const clients: Record<string, SandboxProvider> = { sandbox: provider, ...(secondSandbox ? { [secondSandbox.name]: secondSandbox.provider } : {}) };
+    const providers = providerRegistry({ ...clients, ...options.extraProviders });
+
     // Before the worker: the jobs' activities use this client (the abandoned-run sweep).
     const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
     closers.push(() => connection.close());
@@ -209,7 +222,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         connection: workerConnection,
         namespace,
         taskQueue,
-        deps: { sql, providers: providerRegistry({ sandbox: provider }), metrics: workerMetrics, logger, temporal, retentionSeconds },
+        deps: { sql, providers, metrics: workerMetrics, logger, temporal, retentionSeconds, ...(options.route ? { route: options.route } : {}) },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
@@ -261,12 +274,16 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       RATE_LIMIT_READ_PER_SECOND: 1_000_000,
       RATE_LIMIT_WRITE_PER_SECOND: 1_000_000,
       AUTH_FAILURES_PER_MINUTE: 1_000_000,
+      PROVIDERS: Object.keys(clients).map((name) => ({ name, kind: 'sandbox' as const, url: name === 'sandbox' ? sandbox.url : secondSandbox!.url, webhookSecret: null })),
       ...options.api,
     };
     const apiMetrics = createApiMetrics();
     // The API verifies the sandbox's webhooks with the worker's client (it holds the shared secret).
-    const providerNames = options.providerNames ?? ['sandbox', ...(secondSandbox ? [secondSandbox.name] : [])];
-    const providerWebhooks = { name: 'sandbox', verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => provider.verifyWebhook(raw, headers, now) };
+    const providerWebhooks = Object.entries(clients).map(([name, client]) => ({
+      name,
+      verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => client.verifyWebhook(raw, headers, now),
+    }));
+    const providerNames = options.providerNames ?? Object.keys(clients);
     const startApi = async (overrides: Partial<ApiConfig> = {}, client: Client = temporal): Promise<RunningApi> => {
       // Its own completion listener when it talks to another Temporal (it is another process).
       const waiter = client === temporal ? completions : new CompletionWaiter(sql, logger);
@@ -290,6 +307,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     // The sandbox's events go to the API's inbound PSP webhook route, signed with the shared secret.
     sandbox.setWebhook({ url: `${apiUrl}/provider_webhooks/sandbox`, secret: sandboxWebhookSecret });
+    secondSandbox?.sandbox.setWebhook({ url: `${apiUrl}/provider_webhooks/${secondSandbox.name}`, secret: secondSandbox.webhookSecret });
 
     return {
       apiUrl,
@@ -310,7 +328,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       relay,
       retention: new RetentionJob(sql, logger),
       abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }),
-      reconciliation: new Reconciliation({ sql, providers: { sandbox: provider }, metrics: workerMetrics, logger }),
+      reconciliation: new Reconciliation({ sql, providers: clients, metrics: workerMetrics, logger }),
       get worker() {
         return worker;
       },
