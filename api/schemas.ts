@@ -7,7 +7,7 @@ import type { EventPayload } from '../db/outbox';
 import { captureMethods, deliveryStatuses, eventTypes, paymentStatuses, refundStatuses } from '../shared/definitions';
 import { discrepancyKinds, reconciliationRunStatuses } from '../shared/jobs';
 import { paymentLifecycle } from '../domain/payment-lifecycle';
-import { Routing as RoutingSchema } from '../domain/routing';
+import { routingSchemas } from '../domain/routing';
 
 /**
  * One zod schema per request: it validates in the API, its parsed output is the input the
@@ -156,7 +156,7 @@ export const CreateTenantBody = z
 const perSecond = z.number().int().min(1).max(1_000_000).nullable();
 
 /** A tenant's routing across the deployment's PSPs (domain/routing.ts; docs/CONTRACT.md "Routing"). */
-export const TenantRouting = RoutingSchema.openapi('Routing', {
+export const TenantRouting = routingSchemas(z).Routing.openapi('Routing', {
   description:
     'Which PSP a payment goes to, and in which order the others are tried. The first rule whose conditions all hold gives the list; ' +
     "otherwise the split draws the first provider by weight (from a hash of the payment id: the same payment always draws the same) and fallback orders the rest; " +

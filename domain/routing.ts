@@ -28,12 +28,6 @@ import { isCurrency, MAX_AMOUNT_MINOR } from './money';
 /** The longest list of providers, of rules and of currencies in one rule (a configuration, not a database). */
 export const ROUTING_LIMITS = { providers: 16, rules: 50, currencies: 50 } as const;
 
-const providerName = z
-  .string()
-  .min(1, 'a provider name is not empty')
-  .max(64, 'a provider name is at most 64 characters')
-  .regex(/^[\x21-\x7e]+$/, 'a provider name is printable ASCII without spaces (a name from PROVIDERS)');
-
 function withoutDuplicates<T>(values: readonly T[], ctx: z.RefinementCtx, what: string, key: (value: T) => string = String, path: (string | number)[] = []) {
   const seen = new Map<string, number>();
   values.forEach((value, index) => {
@@ -44,77 +38,93 @@ function withoutDuplicates<T>(values: readonly T[], ctx: z.RefinementCtx, what: 
   });
 }
 
-const providerList = (what: string) =>
-  z
-    .array(providerName)
-    .min(1, `${what} lists at least one provider`)
-    .max(ROUTING_LIMITS.providers, `${what} lists at most ${ROUTING_LIMITS.providers} providers`)
-    .superRefine((list, ctx) => withoutDuplicates(list, ctx, 'provider'));
+/**
+ * The routing schemas, built from the zod namespace given: the API builds them from
+ * @hono/zod-openapi's (extended before they are made, so they carry `.openapi()` and document
+ * themselves), everything else uses the plain ones below. Same rules either way.
+ */
+export function routingSchemas(zod: typeof z = z) {
+  const providerName = zod
+    .string()
+    .min(1, 'a provider name is not empty')
+    .max(64, 'a provider name is at most 64 characters')
+    .regex(/^[\x21-\x7e]+$/, 'a provider name is printable ASCII without spaces (a name from PROVIDERS)');
 
-const amountBound = z.number().int('an amount bound is an integer number of minor units').min(0, 'an amount bound is not negative').max(MAX_AMOUNT_MINOR + 1);
+  const providerList = (what: string) =>
+    zod
+      .array(providerName)
+      .min(1, `${what} lists at least one provider`)
+      .max(ROUTING_LIMITS.providers, `${what} lists at most ${ROUTING_LIMITS.providers} providers`)
+      .superRefine((list, ctx) => withoutDuplicates(list, ctx, 'provider'));
 
-export const RoutingCondition = z
-  .strictObject({
-    /** The payment's currency is one of these (ISO 4217, upper case). */
-    currency: z
-      .array(z.string().refine(isCurrency, 'not an ISO 4217 currency code (upper case, e.g. "EUR")'))
-      .min(1, 'currency lists at least one currency')
-      .max(ROUTING_LIMITS.currencies)
-      .superRefine((list, ctx) => withoutDuplicates(list, ctx, 'currency'))
-      .optional(),
-    /** The payment method starts with this (e.g. "pm_sepa"). */
-    payment_method_prefix: z.string().min(1, 'payment_method_prefix is not empty').max(200).optional(),
-    /** The amount, in minor units, is within [gte, lt): either bound may be left out, not both. */
-    amount_minor: z
-      .strictObject({ gte: amountBound.optional(), lt: amountBound.optional() })
-      .superRefine((range, ctx) => {
-        if (range.gte === undefined && range.lt === undefined) ctx.addIssue({ code: 'custom', message: 'amount_minor needs gte, lt or both' });
-        else if (range.gte !== undefined && range.lt !== undefined && range.gte >= range.lt) {
-          ctx.addIssue({ code: 'custom', message: `amount_minor is empty: gte (${range.gte}) must be below lt (${range.lt})` });
-        }
-      })
-      .optional(),
-  })
-  .superRefine((when, ctx) => {
-    if (when.currency === undefined && when.payment_method_prefix === undefined && when.amount_minor === undefined) {
-      ctx.addIssue({ code: 'custom', message: 'a rule needs at least one condition (currency, payment_method_prefix, amount_minor); a catch-all is the routing\'s fallback' });
-    }
+  const amountBound = zod.number().int('an amount bound is an integer number of minor units').min(0, 'an amount bound is not negative').max(MAX_AMOUNT_MINOR + 1);
+
+  const RoutingCondition = zod
+    .strictObject({
+      /** The payment's currency is one of these (ISO 4217, upper case). */
+      currency: zod
+        .array(zod.string().refine(isCurrency, 'not an ISO 4217 currency code (upper case, e.g. "EUR")'))
+        .min(1, 'currency lists at least one currency')
+        .max(ROUTING_LIMITS.currencies)
+        .superRefine((list, ctx) => withoutDuplicates(list, ctx, 'currency'))
+        .optional(),
+      /** The payment method starts with this (e.g. "pm_sepa"). */
+      payment_method_prefix: zod.string().min(1, 'payment_method_prefix is not empty').max(200).optional(),
+      /** The amount, in minor units, is within [gte, lt): either bound may be left out, not both. */
+      amount_minor: zod
+        .strictObject({ gte: amountBound.optional(), lt: amountBound.optional() })
+        .superRefine((range, ctx) => {
+          if (range.gte === undefined && range.lt === undefined) ctx.addIssue({ code: 'custom', message: 'amount_minor needs gte, lt or both' });
+          else if (range.gte !== undefined && range.lt !== undefined && range.gte >= range.lt) {
+            ctx.addIssue({ code: 'custom', message: `amount_minor is empty: gte (${range.gte}) must be below lt (${range.lt})` });
+          }
+        })
+        .optional(),
+    })
+    .superRefine((when, ctx) => {
+      if (when.currency === undefined && when.payment_method_prefix === undefined && when.amount_minor === undefined) {
+        ctx.addIssue({ code: 'custom', message: 'a rule needs at least one condition (currency, payment_method_prefix, amount_minor); a catch-all is the routing\'s fallback' });
+      }
+    });
+
+  const RoutingRule = zod.strictObject({
+    when: RoutingCondition,
+    /** The candidates, in order, of a payment the rule matches. */
+    fallback: providerList('a rule\'s fallback'),
   });
 
-export const RoutingRule = z.strictObject({
-  when: RoutingCondition,
-  /** The candidates, in order, of a payment the rule matches. */
-  fallback: providerList('a rule\'s fallback'),
-});
-
-export const SplitEntry = z.strictObject({
-  provider: providerName,
-  /** Relative share of the payments this provider is tried first for; 0: never first by the split. */
-  weight: z.number().int('a weight is an integer').min(0, 'a weight is not negative').max(1_000_000, 'a weight is at most 1000000'),
-});
-
-export const Routing = z
-  .strictObject({
-    /** The order providers are tried in (after the split's pick, if any). */
-    fallback: providerList('fallback').optional(),
-    /** Which provider is tried first, by weight, per payment. */
-    split: z
-      .array(SplitEntry)
-      .min(1, 'split lists at least one provider')
-      .max(ROUTING_LIMITS.providers)
-      .superRefine((split, ctx) => {
-        withoutDuplicates(split, ctx, 'provider', (entry) => entry.provider);
-        if (split.length > 0 && split.every((entry) => entry.weight === 0)) ctx.addIssue({ code: 'custom', message: 'split weights are all zero: at least one must be positive' });
-      })
-      .optional(),
-    /** Tried in order; the first that matches decides. */
-    rules: z.array(RoutingRule).max(ROUTING_LIMITS.rules, `at most ${ROUTING_LIMITS.rules} rules`).optional(),
-  })
-  .superRefine((routing, ctx) => {
-    if (routing.fallback === undefined && routing.split === undefined && (routing.rules === undefined || routing.rules.length === 0)) {
-      ctx.addIssue({ code: 'custom', message: 'routing needs fallback, split or rules (null clears a tenant\'s routing)' });
-    }
+  const SplitEntry = zod.strictObject({
+    provider: providerName,
+    /** Relative share of the payments this provider is tried first for; 0: never first by the split. */
+    weight: zod.number().int('a weight is an integer').min(0, 'a weight is not negative').max(1_000_000, 'a weight is at most 1000000'),
   });
+
+  const Routing = zod
+    .strictObject({
+      /** The order providers are tried in (after the split's pick, if any). */
+      fallback: providerList('fallback').optional(),
+      /** Which provider is tried first, by weight, per payment. */
+      split: zod
+        .array(SplitEntry)
+        .min(1, 'split lists at least one provider')
+        .max(ROUTING_LIMITS.providers)
+        .superRefine((split, ctx) => {
+          withoutDuplicates(split, ctx, 'provider', (entry) => entry.provider);
+          if (split.length > 0 && split.every((entry) => entry.weight === 0)) ctx.addIssue({ code: 'custom', message: 'split weights are all zero: at least one must be positive' });
+        })
+        .optional(),
+      /** Tried in order; the first that matches decides. */
+      rules: zod.array(RoutingRule).max(ROUTING_LIMITS.rules, `at most ${ROUTING_LIMITS.rules} rules`).optional(),
+    })
+    .superRefine((routing, ctx) => {
+      if (routing.fallback === undefined && routing.split === undefined && (routing.rules === undefined || routing.rules.length === 0)) {
+        ctx.addIssue({ code: 'custom', message: 'routing needs fallback, split or rules (null clears a tenant\'s routing)' });
+      }
+    });
+  return { RoutingCondition, RoutingRule, SplitEntry, Routing };
+}
+
+export const { RoutingCondition, RoutingRule, SplitEntry, Routing } = routingSchemas();
 
 export type Routing = z.output<typeof Routing>;
 export type RoutingRule = z.output<typeof RoutingRule>;

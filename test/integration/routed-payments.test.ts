@@ -1,0 +1,89 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tenantRoutingPlanner } from '../../activities/routing-planner';
+import type { CircuitState, ProviderHealthView } from '../../domain/routing';
+import { apiClient, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
+
+/**
+ * A tenant's routing decides where its payments go (issue 22): the real stack with two sandbox
+ * PSPs (`sandbox`, configured first, and `sandbox-b`), its planRoute answered by
+ * tenantRoutingPlanner, the routing set through the admin API. The breaker's view is a stub
+ * here (its own behaviour: test/unit/provider-health.test.ts).
+ */
+
+let stack: TestStack;
+const open = new Set<string>();
+const health: ProviderHealthView = {
+  state: (provider): CircuitState => (open.has(provider) ? 'open' : 'closed'),
+  order: (candidates) => [...candidates.filter((p) => !open.has(p)), ...candidates.filter((p) => open.has(p))],
+};
+
+beforeAll(async () => {
+  stack = await startStack({ secondSandbox: {}, route: tenantRoutingPlanner({ health }) });
+}, 60_000);
+afterAll(async () => stack?.stop());
+
+async function tenantWith(routing: unknown): Promise<Tenant> {
+  const tenant = await stack.createTenant('routed');
+  if (routing !== null) {
+    const response = await fetch(`${stack.apiUrl}/admin/tenants/${tenant.id}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${stack.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ routing }),
+    });
+    expect(response.status, await response.clone().text()).toBe(200);
+  }
+  return tenant;
+}
+
+async function pay(tenant: Tenant, currency = 'EUR') {
+  const api = apiClient(stack.apiUrl, tenant.apiKey);
+  const created = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 1200, currency, payment_method: 'pm_card_visa' }, uniqueKey('pay'));
+  expect(created.status, created.text).toBe(201);
+  const payment = (await api.get(`/v1/payments/${created.json.id}`)).json;
+  const memo = (await stack.temporal.workflow.getHandle(payment.workflow_id).describe()).memo as Record<string, unknown>;
+  return { payment, memo };
+}
+
+async function chargesAt(paymentId: string) {
+  return { sandbox: (await stack.provider.listChargesByReference(paymentId)).length, 'sandbox-b': (await stack.secondSandbox!.provider.listChargesByReference(paymentId)).length };
+}
+
+describe('payments follow their tenant routing', () => {
+  it('no routing: the first configured PSP', async () => {
+    const { payment, memo } = await pay(await tenantWith(null));
+    expect(payment).toMatchObject({ status: 'succeeded', provider: 'sandbox' });
+    expect(memo.route).toEqual(['sandbox', 'sandbox-b']);
+    expect(await chargesAt(payment.id)).toEqual({ sandbox: 1, 'sandbox-b': 0 });
+  });
+
+  it('a matching rule sends the payment to its list; another currency follows the fallback', async () => {
+    const tenant = await tenantWith({ fallback: ['sandbox', 'sandbox-b'], rules: [{ when: { currency: ['USD'] }, fallback: ['sandbox-b'] }] });
+    const usd = await pay(tenant, 'USD');
+    expect(usd.payment).toMatchObject({ status: 'succeeded', provider: 'sandbox-b' });
+    expect(usd.memo.route).toEqual(['sandbox-b']);
+    expect(await chargesAt(usd.payment.id)).toEqual({ sandbox: 0, 'sandbox-b': 1 });
+    const eur = await pay(tenant, 'EUR');
+    expect(eur.payment.provider).toBe('sandbox');
+    expect(eur.memo.route).toEqual(['sandbox', 'sandbox-b']);
+  });
+
+  it('the split picks the first PSP (all weight on sandbox-b), the fallback orders the rest', async () => {
+    const tenant = await tenantWith({ fallback: ['sandbox', 'sandbox-b'], split: [{ provider: 'sandbox', weight: 0 }, { provider: 'sandbox-b', weight: 1 }] });
+    const { payment, memo } = await pay(tenant);
+    expect(payment.provider).toBe('sandbox-b');
+    expect(memo.route).toEqual(['sandbox-b', 'sandbox']);
+  });
+
+  it("an open circuit moves its PSP last for new payments, and back once it closes", async () => {
+    const tenant = await tenantWith(null);
+    open.add('sandbox');
+    try {
+      const { payment, memo } = await pay(tenant);
+      expect(payment.provider).toBe('sandbox-b');
+      expect(memo.route).toEqual(['sandbox-b', 'sandbox']);
+    } finally {
+      open.clear();
+    }
+    expect((await pay(tenant)).payment.provider).toBe('sandbox');
+  });
+});
