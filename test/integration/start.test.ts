@@ -111,7 +111,7 @@ async function exercise(launch: Launch, banner: string): Promise<string> {
     body: JSON.stringify({ name: 'npm start test' }),
   });
   expect(tenantResponse.status).toBe(201);
-  const tenant = (await tenantResponse.json()) as { api_key: string };
+  const tenant = (await tenantResponse.json()) as { id: string; api_key: string };
 
   const paymentResponse = await fetch(`${apiUrl}/v1/payments`, {
     method: 'POST',
@@ -120,8 +120,28 @@ async function exercise(launch: Launch, banner: string): Promise<string> {
   });
   const paymentText = await paymentResponse.text();
   expect(paymentResponse.status, paymentText).toBe(201);
-  const payment = JSON.parse(paymentText) as { id: string; status: string };
-  expect(payment.status).toBe('succeeded');
+  const payment = JSON.parse(paymentText) as { id: string; status: string; provider: string };
+  expect(payment).toMatchObject({ status: 'succeeded', provider: 'sandbox-a' });
+
+  // The tenant's routing sends its next payment to sandbox-b (its own process and database).
+  const routed = await fetch(`${apiUrl}/admin/tenants/${tenant.id}`, {
+    method: 'PATCH',
+    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ routing: { rules: [{ when: { currency: ['EUR'] }, fallback: ['sandbox-b'] }] } }),
+  });
+  expect(routed.status, await routed.clone().text()).toBe(200);
+  const second = await fetch(`${apiUrl}/v1/payments`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${tenant.api_key}`, 'idempotency-key': `start-${randomBytes(8).toString('hex')}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ order_id: `ord-${randomBytes(4).toString('hex')}`, amount_minor: 1500, currency: 'EUR', payment_method: 'pm_card_visa' }),
+  });
+  const secondText = await second.text();
+  expect(second.status, secondText).toBe(201);
+  expect(JSON.parse(secondText)).toMatchObject({ status: 'succeeded', provider: 'sandbox-b' });
+  // Each PSP's circuit is on the worker's /metrics.
+  const workerMetrics = await (await fetch(`http://127.0.0.1:${launch.ports.workerMetrics}/metrics`)).text();
+  expect(workerMetrics).toContain('provider_circuit_state{provider="sandbox-a"} 0');
+  expect(workerMetrics).toContain('provider_circuit_state{provider="sandbox-b"} 0');
 
   const docs = await fetch(`${apiUrl}/docs`);
   expect(docs.status).toBe(200);
