@@ -26,7 +26,27 @@ import { isCurrency, MAX_AMOUNT_MINOR } from './money';
  */
 
 /** The longest list of providers, of rules and of currencies in one rule (a configuration, not a database). */
-export const ROUTING_LIMITS = { providers: 16, rules: 50, currencies: 50 } as const;
+export const ROUTING_LIMITS = { providers: 16, rules: 50, currencies: 50, declineCodes: 20 } as const;
+
+/**
+ * Declines about the card or the customer: the same card would fail at any PSP, and trying
+ * another could charge a customer the issuer meant to refuse. A routing may not make them
+ * retryable elsewhere.
+ */
+export const NEVER_RETRY_ELSEWHERE_DECLINE_CODES: readonly string[] = [
+  'card_declined',
+  'insufficient_funds',
+  'fraudulent',
+  'stolen_card',
+  'lost_card',
+  'pickup_card',
+  'do_not_honor',
+  'expired_card',
+  'incorrect_cvc',
+  'incorrect_number',
+  'authentication_failed',
+  'card_velocity_exceeded',
+];
 
 function withoutDuplicates<T>(values: readonly T[], ctx: z.RefinementCtx, what: string, key: (value: T) => string = String, path: (string | number)[] = []) {
   const seen = new Map<string, number>();
@@ -115,10 +135,26 @@ export function routingSchemas(zod: typeof z = z) {
         .optional(),
       /** Tried in order; the first that matches decides. */
       rules: zod.array(RoutingRule).max(ROUTING_LIMITS.rules, `at most ${ROUTING_LIMITS.rules} rules`).optional(),
+      /**
+       * The PSP decline codes that move a payment to the next PSP (the PSP failed, not the card);
+       * default: processing_error, issuer_unavailable, try_again_later. Replaces the default.
+       */
+      retryable_decline_codes: zod
+        .array(
+          zod
+            .string()
+            .regex(/^[a-z0-9_]{1,64}$/, 'a decline code is lowercase letters, digits and "_" (e.g. "processing_error")')
+            .refine((code) => !NEVER_RETRY_ELSEWHERE_DECLINE_CODES.includes(code), {
+              message: 'is about the card or the customer: never retried at another PSP',
+            }),
+        )
+        .max(ROUTING_LIMITS.declineCodes, `at most ${ROUTING_LIMITS.declineCodes} decline codes`)
+        .superRefine((list, ctx) => withoutDuplicates(list, ctx, 'decline code'))
+        .optional(),
     })
     .superRefine((routing, ctx) => {
-      if (routing.fallback === undefined && routing.split === undefined && (routing.rules === undefined || routing.rules.length === 0)) {
-        ctx.addIssue({ code: 'custom', message: 'routing needs fallback, split or rules (null clears a tenant\'s routing)' });
+      if (routing.fallback === undefined && routing.split === undefined && (routing.rules === undefined || routing.rules.length === 0) && routing.retryable_decline_codes === undefined) {
+        ctx.addIssue({ code: 'custom', message: 'routing needs fallback, split, rules or retryable_decline_codes (null clears a tenant\'s routing)' });
       }
     });
   return { RoutingCondition, RoutingRule, SplitEntry, Routing };
@@ -178,6 +214,8 @@ export interface RouteDecision {
   providers: string[];
   /** Why, in words (logged, and shown with the attempts). */
   reason: string;
+  /** The routing's decline codes that move a payment on (absent: the default list). */
+  retryableDeclineCodes?: string[];
 }
 
 /** Whether a rule's conditions all hold for the payment. */
@@ -237,6 +275,11 @@ export function pickBySplit(split: readonly { provider: string; weight: number }
  * deployment's provider names in PROVIDERS order.
  */
 export function routeCandidates(routing: Routing | null, payment: RoutedPayment, configured: readonly string[]): RouteDecision {
+  const decision = candidates(routing, payment, configured);
+  return routing?.retryable_decline_codes ? { ...decision, retryableDeclineCodes: [...routing.retryable_decline_codes] } : decision;
+}
+
+function candidates(routing: Routing | null, payment: RoutedPayment, configured: readonly string[]): RouteDecision {
   const known = new Set(configured);
   const configuredOrder = (why: string): RouteDecision => ({ providers: [...configured], reason: `${why}: the configured order (${configured.join(', ') || 'none configured'})` });
   if (!routing) return configuredOrder('no routing');
@@ -265,7 +308,7 @@ export function routeCandidates(routing: Routing | null, payment: RoutedPayment,
     return usable(order, `no configured provider of the split has a weight; ${routing.fallback ? 'the fallback order' : "the split's order"}`);
   }
   if (routing.fallback) return usable(routing.fallback, rules.length ? 'no rule matched: the fallback order' : 'the fallback order');
-  return configuredOrder('no rule matched and no split or fallback');
+  return configuredOrder(rules.length ? 'no rule matched and no split or fallback' : 'no split, fallback or rule');
 }
 
 /** A PSP's circuit as the worker's breaker sees it (worker/provider-health.ts). */
@@ -285,8 +328,8 @@ export interface ProviderHealthView {
 export function orderWithHealth(decision: RouteDecision, health: ProviderHealthView): RouteDecision {
   const providers = health.order(decision.providers);
   const unhealthy = decision.providers.filter((provider) => health.state(provider) !== 'closed');
-  if (unhealthy.length === 0) return { providers, reason: decision.reason };
+  if (unhealthy.length === 0) return { ...decision, providers };
   const states = unhealthy.map((provider) => `${provider} ${health.state(provider).replace('_', '-')}`).join(', ');
   const moved = providers.join() !== decision.providers.join();
-  return { providers, reason: `${decision.reason}; circuit ${states}${moved ? `: tried ${providers.join(', ')}` : ''}` };
+  return { ...decision, providers, reason: `${decision.reason}; circuit ${states}${moved ? `: tried ${providers.join(', ')}` : ''}` };
 }

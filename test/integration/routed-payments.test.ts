@@ -35,11 +35,14 @@ async function tenantWith(routing: unknown): Promise<Tenant> {
   return tenant;
 }
 
-async function pay(tenant: Tenant, currency = 'EUR') {
+async function pay(tenant: Tenant, currency = 'EUR', status = 201) {
   const api = apiClient(stack.apiUrl, tenant.apiKey);
   const created = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 1200, currency, payment_method: 'pm_card_visa' }, uniqueKey('pay'));
-  expect(created.status, created.text).toBe(201);
-  const payment = (await api.get(`/v1/payments/${created.json.id}`)).json;
+  expect(created.status, created.text).toBe(status);
+  // A 402 carries the declined payment in its error body.
+  const id = created.json.id ?? created.json.error?.payment?.id;
+  expect(id, created.text).toMatch(/^pay_/);
+  const payment = (await api.get(`/v1/payments/${id}`)).json;
   const memo = (await stack.temporal.workflow.getHandle(payment.workflow_id).describe()).memo as Record<string, unknown>;
   return { payment, memo };
 }
@@ -85,5 +88,25 @@ describe('payments follow their tenant routing', () => {
       open.clear();
     }
     expect((await pay(tenant)).payment.provider).toBe('sandbox');
+  });
+
+  it("the routing's retryable decline codes decide whether a decline moves on", async () => {
+    const outage = async (mode: string) => {
+      const response = await fetch(`${stack.sandboxUrl}/_sandbox/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ mode }) });
+      expect(response.status).toBe(200);
+    };
+    await outage('declining'); // sandbox declines every new charge with processing_error
+    try {
+      // By default processing_error moves on to sandbox-b…
+      const moved = await pay(await tenantWith(null));
+      expect(moved.payment).toMatchObject({ status: 'succeeded', provider: 'sandbox-b' });
+      // …not when the tenant's routing says no decline does.
+      const kept = await pay(await tenantWith({ retryable_decline_codes: [] }), 'EUR', 402);
+      expect(kept.payment).toMatchObject({ status: 'declined', provider: 'sandbox' });
+      expect(kept.payment.attempts).toMatchObject([{ attempt: 1, provider: 'sandbox', outcome: 'declined', error_code: 'processing_error' }]);
+      expect(await chargesAt(kept.payment.id)).toEqual({ sandbox: 1, 'sandbox-b': 0 });
+    } finally {
+      await outage('none');
+    }
   });
 });

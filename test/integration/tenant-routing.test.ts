@@ -75,7 +75,8 @@ describe('PATCH /admin/tenants/{id} with routing', () => {
     ['an empty list', { fallback: [] }, 'routing.fallback', /at least one provider/],
     ['an empty range', { rules: [{ when: { amount_minor: { gte: 5000, lt: 5000 } }, fallback: ['sandbox-b'] }] }, 'routing.rules.0.when.amount_minor', /gte \(5000\) must be below lt \(5000\)/],
     ['an unknown key', { fallback: ['sandbox-a'], priority: 1 }, 'routing', /Unrecognized key: "priority"/],
-    ['an empty configuration', {}, 'routing', /routing needs fallback, split or rules/],
+    ['an empty configuration', {}, 'routing', /routing needs fallback, split, rules or retryable_decline_codes/],
+    ['a card decline made retryable elsewhere', { retryable_decline_codes: ['card_declined'] }, 'routing.retryable_decline_codes.0', /never retried at another PSP/],
     ['a list instead of an object', ['sandbox-a'], 'routing', /./],
   ];
   for (const [what, routing, path, reason] of refused) {
@@ -109,7 +110,7 @@ describe('PATCH /admin/tenants/{id} with routing', () => {
     expect(doc.paths['/admin/tenants/{id}'].get).toBeDefined();
     expect(doc.components.schemas.Routing).toBeDefined();
     for (const schema of [doc.components.schemas.UpdateTenantRequest, doc.components.schemas.Tenant]) {
-      expect(Object.keys(schema.properties.routing.properties ?? doc.components.schemas.Routing.properties)).toEqual(['fallback', 'split', 'rules']);
+      expect(Object.keys(schema.properties.routing.properties ?? doc.components.schemas.Routing.properties)).toEqual(['fallback', 'split', 'rules', 'retryable_decline_codes']);
     }
   });
 });

@@ -139,6 +139,8 @@ describe('provider circuit breaker', () => {
     });
     advance(30_000);
     expect(orderWithHealth(decision, health)).toEqual({ providers: ['sandbox-a', 'sandbox-b'], reason: `${decision.reason}; circuit sandbox-a half-open` });
+    // The routing's decline codes pass through.
+    expect(orderWithHealth({ ...decision, retryableDeclineCodes: ['processing_error'] }, health).retryableDeclineCodes).toEqual(['processing_error']);
   });
 
   it('refuses nonsense settings', () => {

@@ -44,6 +44,8 @@ describe('routing configuration: accepted', () => {
     expect(valid({ rules: [{ when: { currency: ['EUR'] }, fallback: ['sandbox-b'] }] })).toBeTruthy();
     expect(valid({ split: [{ provider: 'sandbox-a', weight: 0 }, { provider: 'sandbox-b', weight: 5 }] })).toBeTruthy();
     expect(valid({ rules: [{ when: { amount_minor: { lt: 10 } }, fallback: ['sandbox-b'] }] })).toBeTruthy();
+    expect(valid({ retryable_decline_codes: ['processing_error', 'issuer_unavailable', 'acquirer_timeout'] })).toBeTruthy();
+    expect(valid({ fallback: ['sandbox-a'], retryable_decline_codes: [] })).toBeTruthy(); // none: no decline moves on
   });
 });
 
@@ -73,7 +75,11 @@ describe('routing configuration: refused, each with its reason', () => {
     ['an unknown key at the top', { fallback: ['sandbox-a'], weights: {} }, /routing: Unrecognized key: "weights"/],
     ['an unknown key in a condition', { rules: [{ when: { country: ['DE'] }, fallback: ['sandbox-b'] }] }, /routing\.rules\.0\.when: Unrecognized key: "country"/],
     ['an unknown key in a split entry', { split: [{ provider: 'sandbox-a', weight: 1, share: 2 }] }, /routing\.split\.0: Unrecognized key: "share"/],
-    ['an empty configuration', {}, /routing: routing needs fallback, split or rules \(null clears/],
+    ['an empty configuration', {}, /routing: routing needs fallback, split, rules or retryable_decline_codes \(null clears/],
+    ['a card decline made retryable elsewhere', { retryable_decline_codes: ['processing_error', 'card_declined'] }, /routing\.retryable_decline_codes\.1: is about the card or the customer: never retried at another PSP/],
+    ['insufficient funds made retryable elsewhere', { retryable_decline_codes: ['insufficient_funds'] }, /routing\.retryable_decline_codes\.0: is about the card/],
+    ['a duplicate decline code', { retryable_decline_codes: ['processing_error', 'processing_error'] }, /routing\.retryable_decline_codes\.1: decline code "processing_error" is listed twice/],
+    ['an odd decline code', { retryable_decline_codes: ['Processing Error'] }, /routing\.retryable_decline_codes\.0: a decline code is lowercase/],
     ['not an object', ['sandbox-a'], /routing: /],
   ];
   for (const [what, input, reason] of cases) {
@@ -196,5 +202,14 @@ describe('routeCandidates', () => {
     // The split's pick among what is still configured.
     const split = valid(example);
     for (let i = 0; i < 20; i++) expect(routeCandidates(split, payment({ paymentId: `pay_${i}` }), ['sandbox-b']).providers).toEqual(['sandbox-b']);
+  });
+
+  it("carries the routing's retryable decline codes, whatever decides the order", () => {
+    const routing = valid({ ...example, retryable_decline_codes: ['processing_error', 'acquirer_timeout'] });
+    expect(routeCandidates(routing, payment(), configured).retryableDeclineCodes).toEqual(['processing_error', 'acquirer_timeout']);
+    expect(routeCandidates(routing, payment({ currency: 'EUR', paymentMethod: 'pm_sepa_debit' }), configured).retryableDeclineCodes).toEqual(['processing_error', 'acquirer_timeout']);
+    expect(routeCandidates(valid(example), payment(), configured)).not.toHaveProperty('retryableDeclineCodes');
+    const onlyCodes = routeCandidates(valid({ retryable_decline_codes: [] }), payment(), configured);
+    expect(onlyCodes).toEqual({ providers: ['sandbox-a', 'sandbox-b'], reason: 'no split, fallback or rule: the configured order (sandbox-a, sandbox-b)', retryableDeclineCodes: [] });
   });
 });
