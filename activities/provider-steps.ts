@@ -1,3 +1,4 @@
+import type { ProviderHealthRecorder } from '../domain/routing';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
@@ -94,7 +95,12 @@ export interface ChargeStepInput {
   attempt?: number;
 }
 
-export function createProviderSteps(providers: ProviderRegistry | PaymentProvider) {
+/**
+ * `health`: the worker's circuit breaker (worker/provider-health.ts), told of every charge
+ * attempt's answer: an answer (a charge, a decline, a refusal) is 'ok', no answer (unreachable,
+ * a timeout, a 5xx) an 'error'.
+ */
+export function createProviderSteps(providers: ProviderRegistry | PaymentProvider, health?: ProviderHealthRecorder) {
   const registry = isProviderRegistry(providers) ? providers : providerRegistry({ sandbox: providers });
   /** The named PSP, or the default for inputs from runs begun before routing. A name no longer configured cannot be retried into existence. */
   const at = (name: string | undefined): PaymentProvider => {
@@ -161,7 +167,7 @@ export function createProviderSteps(providers: ProviderRegistry | PaymentProvide
         return { kind: 'not_charged', outcome, errorCode, message };
       };
       try {
-        return await providerCall(async (signal) => {
+        const answered = await providerCall<ChargeAttemptResult>(async (signal) => {
           if (retry) {
             const existing = await findCharge(provider, input.paymentId, signal, input.attempt);
             log.info('charge looked up before retrying', { ...where, found: existing?.id ?? null });
@@ -176,9 +182,13 @@ export function createProviderSteps(providers: ProviderRegistry | PaymentProvide
           log.info('charging', { ...where, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
           return { kind: 'charge', charge: await createCharge(provider, input, input.attempt, signal) };
         }, () => ({ noneFound }));
+        health?.record(input.provider, answered.kind === 'charge' ? 'ok' : 'error');
+        return answered;
       } catch (error) {
+        const refused = failureType(error) === FailureType.ProviderRejected;
+        health?.record(input.provider, refused ? 'ok' : 'error');
         if (!input.canFailOver) throw error;
-        if (failureType(error) === FailureType.ProviderRejected) {
+        if (refused) {
           const code = String((error as ApplicationFailure).details?.[0] ?? 'provider_rejected');
           return notCharged('rejected', code, PROVIDER_REJECTED_MESSAGE);
         }

@@ -21,6 +21,7 @@ import type { RoutePlanner } from '../activities';
 import type { PaymentProvider } from '../provider/types';
 import { startSandbox, type RunningSandbox } from '../sandbox/server';
 import type { WebhookFaults } from '../sandbox/deps';
+import type { ProviderHealthRecorder } from '../domain/routing';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
 import { Reconciliation } from '../worker/reconciliation';
 import { RetentionJob } from '../worker/retention';
@@ -78,6 +79,8 @@ export interface StackOptions {
    * secondSandbox): what planRoute answers (default: activities/route-steps.ts planRouteFor).
    */
   route?: RoutePlanner;
+  /** The worker's circuit breaker per PSP (worker/provider-health.ts); none by default, so one test's outage never reorders another's payments. */
+  health?: ProviderHealthRecorder;
   /** More PSP clients by name for the worker's registry (e.g. one at an address nobody listens on). */
   extraProviders?: Record<string, PaymentProvider>;
   /** false: no in-process worker (e.g. workers run as child processes). */
@@ -222,7 +225,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         connection: workerConnection,
         namespace,
         taskQueue,
-        deps: { sql, providers, metrics: workerMetrics, logger, temporal, retentionSeconds, ...(options.route ? { route: options.route } : {}) },
+        deps: { sql, providers, metrics: workerMetrics, logger, temporal, retentionSeconds, ...(options.route ? { route: options.route } : {}), ...(options.health ? { health: options.health } : {}) },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),

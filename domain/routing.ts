@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from './money';
 
 /**
@@ -59,9 +59,8 @@ function withoutDuplicates<T>(values: readonly T[], ctx: z.RefinementCtx, what: 
 }
 
 /**
- * The routing schemas, built from the zod namespace given: the API builds them from
- * @hono/zod-openapi's (extended before they are made, so they carry `.openapi()` and document
- * themselves), everything else uses the plain ones below. Same rules either way.
+ * The routing schemas, built from the zod namespace given (default: @hono/zod-openapi's, so
+ * they carry `.openapi()` whichever module loads first); the API documents its own copy.
  */
 export function routingSchemas(zod: typeof z = z) {
   const providerName = zod
@@ -319,6 +318,11 @@ export interface ProviderHealthView {
   state(provider: string): CircuitState;
   /** The candidates with open providers moved to the end, in order; never drops one. */
   order(candidates: readonly string[]): string[];
+}
+
+/** The breaker as the charge step feeds it: each answer (or its absence) of a PSP. */
+export interface ProviderHealthRecorder extends ProviderHealthView {
+  record(provider: string, outcome: 'ok' | 'error'): void;
 }
 
 /**

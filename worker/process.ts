@@ -5,14 +5,13 @@ import { loadConfig, type Config } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { createProviderRegistry } from '../provider/registry';
 import { OutboxRelay } from './outbox-relay';
+import { ProviderHealth } from './provider-health';
 import { webhookTargetPolicy } from '../lib/webhook-target';
 import { ensureSchedules, scheduleSettings } from './schedules';
 import { installTemporalRuntime, serveWorkerMetrics } from './observability';
 import { createWorkerMetrics } from '../lib/metrics';
 import { listenerLimits } from '../lib/listener';
 import { createActivities } from '../activities';
-import { tenantRoutingPlanner } from '../activities/routing-planner';
-import { ProviderHealth, recordingRegistry } from './provider-health';
 import { paymentDataConverter } from '../lib/data-converter';
 import { createPaymentWorker } from './worker';
 import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
@@ -54,13 +53,8 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   installTemporalRuntime(logger, config.TEMPORAL_SDK_METRICS_ADDRESS);
   const metrics = createWorkerMetrics();
   const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-worker' });
-  // The configured PSPs by name (PROVIDERS, or the one PROVIDER): provider/registry.ts. Every
-  // call's outcome feeds this worker's circuit breaker per PSP (worker/provider-health.ts; its
-  // state on /metrics, a log line per change), and each payment's route is planned from its
-  // tenant's routing with the PSPs whose circuit is open moved last (activities/routing-planner.ts).
-  const configured = createProviderRegistry(config);
-  const health = new ProviderHealth({ metrics, logger, providers: configured.names });
-  const providers = recordingRegistry(configured, health);
+  // The configured PSPs by name (PROVIDERS, or the one PROVIDER): provider/registry.ts.
+  const providers = createProviderRegistry(config);
 
   const temporal = temporalConnectionSettings(config);
   const connection = await connectWithRetry(temporal);
@@ -68,7 +62,10 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   // API's, since the Schedules' workflow arguments are payloads the workers decode.
   const clientConnection = await Connection.connect(temporal);
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS) });
-  const deps = { sql, providers, route: tenantRoutingPlanner({ health }), metrics, logger, temporal: client, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS };
+  // The circuit breaker per PSP: this process's charge attempts feed it, its route plans read it
+  // (state on /metrics as provider_circuit_state, a log line per transition).
+  const health = new ProviderHealth({ metrics, logger, providers: providers.names });
+  const deps = { sql, providers, health, metrics, logger, temporal: client, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS };
   const worker = await createPaymentWorker({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,

@@ -1,8 +1,6 @@
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 import { orderWithHealth, type CircuitState, type ProviderHealthView } from '../domain/routing';
-import type { ProviderRegistry } from '../provider/registry';
-import { ProviderUnavailableError, type PaymentProvider } from '../provider/types';
 
 export { orderWithHealth, type CircuitState, type ProviderHealthView };
 
@@ -181,68 +179,3 @@ export class ProviderHealth implements ProviderHealthView {
   }
 }
 
-/** The provider calls whose outcomes the breaker counts (every call to the PSP; webhook verification is local). */
-const countedCalls = [
-  'createCharge',
-  'findChargeByIdempotencyKey',
-  'listChargesByReference',
-  'captureCharge',
-  'voidCharge',
-  'createRefund',
-  'findRefundByIdempotencyKey',
-  'retrieveCharge',
-  'listBalanceTransactions',
-] as const satisfies readonly (keyof PaymentProvider)[];
-
-/**
- * The outcome of one call as the breaker counts it: the PSP unreachable, timing out or
- * answering 5xx/429 (ProviderUnavailableError) is an error; an answer, a decline or a 4xx
- * refusal (ProviderRejectedError) is the PSP working.
- */
-export function callOutcome(error: unknown): 'ok' | 'error' {
-  return error instanceof ProviderUnavailableError ? 'error' : 'ok';
-}
-
-/** One provider whose every call's outcome is recorded in `health` under `name`. */
-export function recordingProvider(name: string, provider: PaymentProvider, health: Pick<ProviderHealth, 'record'>): PaymentProvider {
-  const wrapped: PaymentProvider = Object.create(provider) as PaymentProvider;
-  for (const method of countedCalls) {
-    const own = provider[method] as ((...args: unknown[]) => Promise<unknown>) | undefined;
-    if (typeof own !== 'function') continue;
-    const call = own.bind(provider);
-    (wrapped as unknown as Record<string, unknown>)[method] = async (...args: unknown[]) => {
-      try {
-        const result = await call(...args);
-        health.record(name, 'ok');
-        return result;
-      } catch (error) {
-        health.record(name, callOutcome(error));
-        throw error;
-      }
-    };
-  }
-  wrapped.verifyWebhook = provider.verifyWebhook.bind(provider);
-  return wrapped;
-}
-
-/**
- * The registry with every provider's calls recorded in `health` (worker/process.ts wraps the
- * activities' registry with it, so the breaker sees every PSP call without the activities
- * knowing of it).
- */
-export function recordingRegistry(registry: ProviderRegistry, health: Pick<ProviderHealth, 'record'>): ProviderRegistry {
-  const wrapped = new Map<string, PaymentProvider>();
-  return {
-    names: registry.names,
-    defaultName: registry.defaultName,
-    has: (name) => registry.has(name),
-    get(name) {
-      let provider = wrapped.get(name);
-      if (!provider) {
-        provider = recordingProvider(name, registry.get(name), health);
-        wrapped.set(name, provider);
-      }
-      return provider;
-    },
-  };
-}

@@ -1,24 +1,24 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tenantRoutingPlanner } from '../../activities/routing-planner';
-import type { CircuitState, ProviderHealthView } from '../../domain/routing';
+import type { CircuitState, ProviderHealthRecorder } from '../../domain/routing';
 import { apiClient, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 
 /**
  * A tenant's routing decides where its payments go (issue 22): the real stack with two sandbox
- * PSPs (`sandbox`, configured first, and `sandbox-b`), its planRoute answered by
- * tenantRoutingPlanner, the routing set through the admin API. The breaker's view is a stub
- * here (its own behaviour: test/unit/provider-health.test.ts).
+ * PSPs (`sandbox`, configured first, and `sandbox-b`), planRoute's default planner
+ * (activities/route-steps.ts planRouteFor), the routing set through the admin API. The
+ * breaker is a stub here (its own behaviour: test/unit/provider-health.test.ts).
  */
 
 let stack: TestStack;
 const open = new Set<string>();
-const health: ProviderHealthView = {
+const health: ProviderHealthRecorder = {
+  record: () => {},
   state: (provider): CircuitState => (open.has(provider) ? 'open' : 'closed'),
   order: (candidates) => [...candidates.filter((p) => !open.has(p)), ...candidates.filter((p) => open.has(p))],
 };
 
 beforeAll(async () => {
-  stack = await startStack({ secondSandbox: {}, route: tenantRoutingPlanner({ health }) });
+  stack = await startStack({ secondSandbox: {}, health });
 }, 60_000);
 afterAll(async () => stack?.stop());
 
