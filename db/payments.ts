@@ -1,7 +1,8 @@
 import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { PaymentRow } from '../domain/resources';
-import type { PaymentStatus, PaymentWorkflowInput } from '../shared/definitions';
+import type { PaymentStatus, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
+import type { IdempotencyRecord } from './idempotency-records';
 import { fromStatuses, orderHoldingStatuses, waitingStatuses } from '../domain/payment-lifecycle';
 
 /** The statuses that hold an order: a second payment for it is refused (payments_one_live_per_order). */
@@ -37,6 +38,60 @@ export async function insertPayment(db: Db, input: PaymentWorkflowInput, workflo
   return { kind: 'order_taken', existingPaymentId: holder.id };
 }
 
+/**
+ * The claim of a new payment's idempotency key and the payment's intent, in one statement (so
+ * one round trip and one commit): the intent row exists exactly when the claim was made here.
+ * Returns null when another request holds the key. `intent: false`: the key is claimed but the
+ * order guard refused the intent (another live or paid payment holds the order); the caller
+ * records the 409 as the key's answer. The workflow then starts at the charge.
+ */
+export async function claimPaymentIntent(
+  db: Db,
+  claim: { scope: ScopedKey; workflowId: string },
+  input: PaymentWorkflowInput,
+): Promise<{ record: IdempotencyRecord; intent: boolean } | null> {
+  const { scope, workflowId } = claim;
+  const [row] = await db<(IdempotencyRecord & { intent: boolean })[]>`
+    WITH claim AS (
+      INSERT INTO idempotency_records
+        (tenant_id, operation, idempotency_key, fingerprint, state, workflow_id, resource_id, expires_at)
+      VALUES
+        (${scope.tenantId}, ${scope.operation}, ${scope.key}, ${scope.fingerprint}, 'running',
+         ${workflowId}, ${input.paymentId}, now() + make_interval(secs => ${scope.retentionSeconds}))
+      ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
+      RETURNING *
+    ), intent AS (
+      INSERT INTO payments
+        (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method,
+         description, metadata, workflow_id, return_url)
+      SELECT ${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
+        'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
+        ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null}
+      FROM claim
+      ON CONFLICT DO NOTHING
+      RETURNING id
+    )
+    SELECT claim.*, EXISTS (SELECT 1 FROM intent) AS intent FROM claim`;
+  if (!row) return null;
+  const { intent, ...record } = row;
+  return { record, intent };
+}
+
+/** The live or paid payment that holds an order (the order guard's 409 names it). */
+export async function orderHolder(db: Db, tenantId: string, orderId: string): Promise<{ id: string; workflow_id: string } | null> {
+  const [holder] = await db<{ id: string; workflow_id: string }[]>`
+    SELECT id, workflow_id FROM payments WHERE tenant_id = ${tenantId} AND order_id = ${orderId} AND status IN ${db(liveStatuses)}`;
+  return holder ?? null;
+}
+
+/**
+ * Gives back an intent whose claim is given back (Temporal unreachable at start: nothing ran),
+ * with the claim, so the order is free again. Only an untouched intent: never a charged one.
+ */
+export async function releaseIntent(db: Db, paymentId: string): Promise<void> {
+  await db`DELETE FROM payments WHERE id = ${paymentId} AND status = 'processing' AND provider_charge_id IS NULL`;
+}
+
 export async function getPayment(db: Db, tenantId: string, paymentId: string): Promise<PaymentRow | null> {
   const [payment] = await db<PaymentRow[]>`SELECT * FROM payments WHERE id = ${paymentId} AND tenant_id = ${tenantId}`;
   return payment ?? null;
@@ -57,10 +112,17 @@ export async function markRefundedIfFullyRefunded(db: Db, paymentId: string): Pr
                                      WHERE r.payment_id = p.id AND r.status = 'succeeded')`;
 }
 
+export class PaymentNotFoundError extends Error {
+  override readonly name = 'PaymentNotFoundError';
+  constructor(readonly paymentId: string) {
+    super(`payment ${paymentId} not found`);
+  }
+}
+
 /** Locks the payment row for the rest of the transaction (state transitions serialize on it). */
 export async function lockPayment(db: Db, paymentId: string): Promise<PaymentRow> {
   const [payment] = await db<PaymentRow[]>`SELECT * FROM payments WHERE id = ${paymentId} FOR UPDATE`;
-  if (!payment) throw new Error(`payment ${paymentId} not found`);
+  if (!payment) throw new PaymentNotFoundError(paymentId);
   return payment;
 }
 

@@ -78,6 +78,8 @@ const Patch = {
   awaitSettlement: 'await-settlement',
   /** A command's activities carry the command's request id in their header (workflows/interceptors.ts). */
   commandRequestId: 'command-request-id',
+  /** The API persisted the intent with the key's claim (input.intentPersisted): no first step. */
+  intentInClaim: 'intent-in-claim',
   /**
    * Issue 22: the PSPs to try come from planRoute, each attempt charges under its own sub-key
    * (chargeAttempt), is recorded (recordAttempt), and the payment moves to the next PSP only
@@ -105,7 +107,8 @@ function movedOnBecause(provider: string, outcome: string, code: string | null):
  * idempotency key, so every delivery of the same request lands on this one run.
  *
  * Phases (each wait is `waitForOutcome`; the lifecycle is domain/payment-lifecycle.ts):
- * 1. Authorize: persist the intent (the order guard may refuse it: 409, recorded), charge the
+ * 1. Authorize: persist the intent unless the API did with the key's claim (the order guard
+ *    may refuse it: 409, recorded), charge the
  *    provider under the payment's charge sub-key (lookup first on retries), and record the
  *    outcome in one transaction: payment state, ledger, outbox event and the operation's
  *    first answer for the idempotency store (202 when the outcome must be waited for).
@@ -250,7 +253,9 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
   };
 
   // ── Phase 1: authorize ────────────────────────────────────────────────────────────────
-  const begun = await records.beginPayment(input);
+  // The intent is usually persisted by the API with the key's claim (the order guard's 409 is
+  // answered there); runs begun before that, or started by a retry, persist it here.
+  const begun = input.intentPersisted === true && patched(Patch.intentInClaim) ? ({ kind: 'created' } as const) : await records.beginPayment(input);
   if (begun.kind === 'rejected') {
     setStatus('rejected');
     return begun.response;

@@ -85,6 +85,20 @@ describe('automatic capture', () => {
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
 
+  it('starts at the charge when the API persisted the intent with the claim (rules out a third step per payment, or a run that skips it without the flag)', async () => {
+    const input = paymentInput({ intentPersisted: true });
+    const run = await bench.startPayment(input);
+    const final = await run.handle.result();
+
+    expect(run.steps()).toEqual(['chargePayment', 'recordChargeOutcome']);
+    expect(bodyOf(final)).toEqual({ id: input.paymentId, status: 'succeeded' });
+    const patches = (await run.handle.fetchHistory()).events!
+      .filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')
+      .flatMap((e) => Object.values(e.markerRecordedEventAttributes!.details ?? {}).flatMap((p) => p.payloads ?? []))
+      .map((p) => Buffer.from(p.data ?? new Uint8Array()).toString('utf8'));
+    expect(patches.some((data) => data.includes('intent-in-claim'))).toBe(true);
+  });
+
   it('records a decline as the outcome and gives nothing back (rules out refunding or voiding money that never moved)', async () => {
     const input = paymentInput();
     const run = await bench.startPayment(input, {
