@@ -44,8 +44,8 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
-    ...createRouteSteps({ sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}) }),
-    ...createProviderSteps(deps.providers),
+    ...createRouteSteps({ sql: deps.sql }),
+    ...createProviderSteps(deps.providers, { sql: deps.sql, ...(deps.route ? { route: deps.route } : {}) }),
     ...jobs,
   };
 }

@@ -22,40 +22,39 @@ export const planRouteFor: RoutePlanner = async (_request, { providers }) => ({
 });
 
 /**
- * The routing steps of the payment workflow (local activities, like the record steps):
- * the plan, and the attempts' records (payment_attempts; payments.provider).
+ * The route of a payment: the PSPs to try, in order, and why; records attempt 1 as begun at
+ * the first (payments.provider names it). Names not configured here are dropped (a plan naming
+ * none falls back to the default). Repeated (a retried step), it keeps the PSP attempt 1 was
+ * recorded at first, so a retry never charges attempt 1 somewhere else. chargeAttempt calls it
+ * on attempt 1 (the route costs no step of its own).
  */
-export function createRouteSteps(deps: { sql: Sql; providers: ProviderRegistry; route?: RoutePlanner }) {
+export async function planRoute(deps: { sql: Sql; providers: ProviderRegistry; route?: RoutePlanner }, input: RouteRequest): Promise<RoutePlan> {
   const { sql, providers } = deps;
-  const planner = deps.route ?? planRouteFor;
-  return {
-    /**
-     * The PSPs to try for this payment, in order, and why; records attempt 1 as begun at the
-     * first. Names not configured here are dropped (a plan naming none falls back to the
-     * default). Repeated (a retried step), it keeps the PSP attempt 1 was recorded at first.
-     */
-    async planRoute(input: RouteRequest): Promise<RoutePlan> {
-      const planned = await planner(input, { sql, providers });
-      const known = [...new Set(planned.providers)].filter((name) => providers.has(name));
-      const dropped = planned.providers.filter((name) => !providers.has(name));
-      if (dropped.length) log.warn('route names providers not configured here; dropped', { payment_id: input.paymentId, dropped });
-      const ordered = known.length ? known : [providers.defaultName];
-      return step(sql, async (tx) => {
-        const [first] = await listAttempts(tx, input.paymentId);
-        const order = first ? [first.provider, ...ordered.filter((name) => name !== first.provider)] : ordered;
-        await beginAttempt(tx, input.paymentId, 1, order[0]!);
-        return {
-          providers: order,
-          reason: known.length ? planned.reason : `${planned.reason}; no configured provider named, default used`,
-          retryableDeclineCodes: planned.retryableDeclineCodes ?? [...DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES],
-        };
-      });
-    },
+  const planned = await (deps.route ?? planRouteFor)(input, { sql, providers });
+  const known = [...new Set(planned.providers)].filter((name) => providers.has(name));
+  const dropped = planned.providers.filter((name) => !providers.has(name));
+  if (dropped.length) log.warn('route names providers not configured here; dropped', { payment_id: input.paymentId, dropped });
+  const ordered = known.length ? known : [providers.defaultName];
+  return step(sql, async (tx) => {
+    const [first] = await listAttempts(tx, input.paymentId);
+    const order = first ? [first.provider, ...ordered.filter((name) => name !== first.provider)] : ordered;
+    await beginAttempt(tx, input.paymentId, 1, order[0]!);
+    return {
+      providers: order,
+      reason: known.length ? planned.reason : `${planned.reason}; no configured provider named, default used`,
+      retryableDeclineCodes: planned.retryableDeclineCodes ?? [...DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES],
+    };
+  });
+}
 
+/** The routing's record step of the payment workflow (a local activity, like the record steps). */
+export function createRouteSteps(deps: { sql: Sql }) {
+  const { sql } = deps;
+  return {
     /**
      * Records how an attempt ended without the payment's outcome (nothing was charged there,
      * or a decline another PSP may not repeat) and, when the payment moves on, that the next
-     * attempt began at the next PSP.
+     * attempt began at the next PSP (payments.provider names it).
      */
     async recordAttempt(input: {
       paymentId: string;
