@@ -115,6 +115,11 @@ describe('failover: the next PSP only when the last one certainly took no money'
     const { a, b } = await chargesAt(payment.id);
     expect(a).toEqual([]);
     expect(b.map((c) => c.id)).toEqual([payment.provider_charge_id]);
+    // B's webhooks reach the API at /provider_webhooks/sandbox-b, verified with B's secret, and find the payment.
+    await eventually(async () => {
+      const rows = await stack.sql<{ disposition: string }[]>`SELECT disposition FROM provider_events WHERE provider = 'sandbox-b' AND payment_id = ${payment.id}`;
+      return rows.length > 0 && rows.every((r) => r.disposition === 'forward');
+    });
     // B's charge was made under attempt 2's own sub-key.
     expect((await stack.secondSandbox!.provider.findChargeByIdempotencyKey(`${payment.id}:charge:2`))?.id).toBe(payment.provider_charge_id);
     // The run's page says where each attempt went and why it moved on.
