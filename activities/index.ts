@@ -3,6 +3,7 @@ import type { Sql } from '../db/connect';
 import type { ProviderRegistry } from '../provider/registry';
 import type { WorkerMetrics } from '../lib/metrics';
 import { createLogger, type Logger } from '../lib/logger';
+import type { ProviderHealthRecorder } from '../domain/routing';
 import { createJobSteps, type JobSteps } from './job-steps';
 import { LedgerAccounts } from '../db/ledger';
 import { createPaymentSteps, type PaymentSteps } from './payment-steps';
@@ -16,6 +17,8 @@ export interface ActivityDeps {
   providers: ProviderRegistry;
   /** The routing of payments across the providers (default: activities/route-steps.ts planRouteFor, the routing seam). */
   route?: RoutePlanner;
+  /** The worker's circuit breaker per PSP (worker/provider-health.ts): fed by the charge step, read by the route's plan. */
+  health?: ProviderHealthRecorder;
   /** Optional: outcome counters (the worker process passes its registry). */
   metrics?: WorkerMetrics;
   /** The periodic jobs log their findings here (default: a silent logger). */
@@ -44,8 +47,8 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
-    ...createRouteSteps({ sql: deps.sql }),
-    ...createProviderSteps(deps.providers, { sql: deps.sql, ...(deps.route ? { route: deps.route } : {}) }),
+    ...createRouteSteps({ sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}), ...(deps.health ? { health: deps.health } : {}) }),
+    ...createProviderSteps(deps.providers, deps.health),
     ...jobs,
   };
 }

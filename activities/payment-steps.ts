@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { Db, Sql } from '../db/connect';
-import { insertPayment, lockPayment, PaymentNotFoundError, transitionPayment, type PaymentChange } from '../db/payments';
+import { insertPayment, lockPayment, transitionPayment, type PaymentChange } from '../db/payments';
 import { eventOf } from '../domain/payment-lifecycle';
 import { completeRecord } from '../db/idempotency-records';
 import { captureLines, postTransaction, type LedgerAccounts } from '../db/ledger';
@@ -143,26 +143,12 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
       const { payment: request, charge } = input;
       return step(sql, async (tx) => {
         const owner = { workflowId: workflowId(), resourceId: request.paymentId };
-        const { payment, effects } = await applyCharge(tx, request.paymentId, charge, accounts).catch(async (error: unknown) => {
-          // The API persisted the intent with the claim, then gave both back when its start of
-          // this run timed out, although the start had reached Temporal (an ambiguous start):
-          // the intent is persisted again here, once, then the charge applied to it. Never on
-          // the usual path (a statement less per payment).
-          if (!(error instanceof PaymentNotFoundError) || request.intentPersisted !== true) throw error;
-          const inserted = await insertPayment(tx, request, workflowId());
-          if (inserted.kind === 'order_taken') {
-            // The run fails; the sweeper records the key's answer and the reconciler finds the charge.
-            throw ApplicationFailure.nonRetryable(`order ${request.orderId} was taken by payment ${inserted.existingPaymentId} while this one's start was in doubt`);
-          }
-          return applyCharge(tx, request.paymentId, charge, accounts);
-        });
         if (input.attempt) {
-          // The attempt that made the charge ends with its status. payments.provider already names
-          // its PSP (planRoute, recordAttempt), unless the row was persisted again just above.
+          // Before the payment's row moves: the response and the event show the provider holding it.
           await beginAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider);
           await finishAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider, { outcome: charge.status, providerChargeId: charge.id, errorCode: charge.declineCode });
-          payment.provider = input.attempt.provider;
         }
+        const { payment, effects } = await applyCharge(tx, request.paymentId, charge, accounts);
         const response = chargeResponse(payment);
         // Why: the ledger posting, the event and the response touch different rows and need only
         // the payment row; sent together, postgres.js pipelines them on the transaction's

@@ -1,11 +1,9 @@
+import type { ProviderHealthRecorder } from '../domain/routing';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
 import { killPoint } from '../lib/kill-points';
 import { isProviderRegistry, providerRegistry, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
-import type { Sql } from '../db/connect';
-import type { RoutePlan } from '../domain/attempts';
-import { planRoute, type RoutePlanner } from './route-steps';
 import { ProviderRejectedError, ProviderUnavailableError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../provider/types';
 
 /**
@@ -58,20 +56,14 @@ export interface ChargeInput {
 
 /** One attempt of a routed payment (workflows/payment.ts, patched 'route-attempts'). */
 export interface ChargeAttemptInput extends ChargeInput {
-  /** Who pays (the tenant's routing). */
-  tenantId: string;
+  provider: string;
   /** 1, 2, …: attempt n charges under providerSubKey.charge(paymentId, n). */
   attempt: number;
   /**
-   * The PSP of this attempt. Absent on attempt 1: the step plans the route first (planRoute)
-   * and charges at its first PSP, so the route costs the payment no step of its own.
+   * Whether another PSP follows this one. Only then may the step answer "not charged" after
+   * lost answers (the lookup found nothing): with no PSP to move to, it keeps asking this one.
    */
-  provider?: string;
-  /**
-   * Whether another PSP follows this one (absent on attempt 1: from the plan). Only then may
-   * the step answer "not charged" after lost answers: with no PSP to move to, it keeps asking this one.
-   */
-  canFailOver?: boolean;
+  canFailOver: boolean;
 }
 
 /**
@@ -79,20 +71,9 @@ export interface ChargeAttemptInput extends ChargeInput {
  * took no money (so the payment may move to the next one). Never "unknown": while the outcome
  * is unknown the activity is retried at the same PSP, under the same sub-key, lookup first.
  */
-/** What one attempt at one PSP came to (chargeAttempt adds the PSP and, on attempt 1, the plan). */
-type AttemptAnswer =
+export type ChargeAttemptResult =
   | { kind: 'charge'; charge: ProviderCharge }
   | { kind: 'not_charged'; outcome: 'rejected' | 'not_sent' | 'not_charged'; errorCode: string; message: string };
-
-export type ChargeAttemptResult = (
-  | { kind: 'charge'; charge: ProviderCharge }
-  | { kind: 'not_charged'; outcome: 'rejected' | 'not_sent' | 'not_charged'; errorCode: string; message: string }
-) & {
-  /** The PSP this attempt went to. */
-  provider: string;
-  /** Attempt 1: the route it planned (the PSPs in order, and why). */
-  plan?: RoutePlan;
-};
 
 /**
  * After lost answers (a timeout, a 5xx, a reset), a retry first looks the charge up by our
@@ -114,7 +95,12 @@ export interface ChargeStepInput {
   attempt?: number;
 }
 
-export function createProviderSteps(providers: ProviderRegistry | PaymentProvider, routing?: { sql: Sql; route?: RoutePlanner }) {
+/**
+ * `health`: the worker's circuit breaker (worker/provider-health.ts), told of every charge
+ * attempt's answer: an answer (a charge, a decline, a refusal) is 'ok', no answer (unreachable,
+ * a timeout, a 5xx) an 'error'.
+ */
+export function createProviderSteps(providers: ProviderRegistry | PaymentProvider, health?: ProviderHealthRecorder) {
   const registry = isProviderRegistry(providers) ? providers : providerRegistry({ sandbox: providers });
   /** The named PSP, or the default for inputs from runs begun before routing. A name no longer configured cannot be retried into existence. */
   const at = (name: string | undefined): PaymentProvider => {
@@ -143,50 +129,6 @@ export function createProviderSteps(providers: ProviderRegistry | PaymentProvide
       { signal },
     );
 
-  /** One attempt at the named PSP (chargeAttempt, once the route is known). */
-  async function attemptAt(name: string, input: ChargeAttemptInput & { provider: string; canFailOver: boolean }): Promise<AttemptAnswer> {
-    const provider = at(name);
-    const context = Context.current();
-    const retry = context.info.attempt > 1;
-    const where = { payment_id: input.paymentId, provider: input.provider, attempt: input.attempt, activity_attempt: context.info.attempt };
-    // Whether nothing can have been charged under this key so far: true on the first try;
-    // on a retry, only once the lookup has answered that nothing is there.
-    let nothingSoFar = !retry;
-    const previous = context.info.heartbeatDetails as { noneFound?: unknown } | undefined;
-    let noneFound = typeof previous?.noneFound === 'number' ? previous.noneFound : 0;
-    const notCharged = (outcome: 'rejected' | 'not_sent' | 'not_charged', errorCode: string, message: string): AttemptAnswer => {
-      log.warn('nothing was charged at this provider; the payment may move on', { ...where, outcome, error_code: errorCode });
-      return { kind: 'not_charged', outcome, errorCode, message };
-    };
-    try {
-      return await providerCall(async (signal) => {
-        if (retry) {
-          const existing = await findCharge(provider, input.paymentId, signal, input.attempt);
-          log.info('charge looked up before retrying', { ...where, found: existing?.id ?? null });
-          if (existing) return { kind: 'charge', charge: existing };
-          nothingSoFar = true;
-          noneFound += 1;
-          if (input.canFailOver && noneFound >= LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED) {
-            return notCharged('not_charged', 'outcome_unknown_none_found', `after lost answers, ${noneFound} lookups by our key found no charge`);
-          }
-          context.heartbeat({ noneFound });
-        }
-        log.info('charging', { ...where, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
-        return { kind: 'charge', charge: await createCharge(provider, input, input.attempt, signal) };
-      }, () => ({ noneFound }));
-    } catch (error) {
-      if (!input.canFailOver) throw error;
-      if (failureType(error) === FailureType.ProviderRejected) {
-        const code = String((error as ApplicationFailure).details?.[0] ?? 'provider_rejected');
-        return notCharged('rejected', code, PROVIDER_REJECTED_MESSAGE);
-      }
-      if (nothingSoFar && error instanceof ProviderUnavailableError && error.notSent) {
-        return notCharged('not_sent', 'connection_refused', 'the provider could not be reached; nothing was sent');
-      }
-      throw error; // unknown outcome: retried here, lookup first
-    }
-  }
-
   return {
     /** Charges (or authorizes) the payment once: a decline is a result, not an error. */
     async chargePayment(input: ChargeInput): Promise<ProviderCharge> {
@@ -211,20 +153,50 @@ export function createProviderSteps(providers: ProviderRegistry | PaymentProvide
      * the payment never moves to another PSP while this one may hold its money.
      */
     async chargeAttempt(input: ChargeAttemptInput): Promise<ChargeAttemptResult> {
-      let plan: RoutePlan | undefined;
-      let name = input.provider;
-      let canFailOver = input.canFailOver ?? false;
-      if (name === undefined) {
-        if (!routing) throw ApplicationFailure.nonRetryable('this worker cannot plan routes (no database for the provider steps)', 'Misconfigured');
-        plan = await planRoute(
-          { sql: routing.sql, providers: registry, ...(routing.route ? { route: routing.route } : {}) },
-          { paymentId: input.paymentId, tenantId: input.tenantId, amountMinor: input.amountMinor, currency: input.currency, paymentMethod: input.paymentMethod },
-        );
-        name = plan.providers[0]!;
-        canFailOver = plan.providers.length > input.attempt;
+      const provider = at(input.provider);
+      const context = Context.current();
+      const retry = context.info.attempt > 1;
+      const where = { payment_id: input.paymentId, provider: input.provider, attempt: input.attempt, activity_attempt: context.info.attempt };
+      // Whether nothing can have been charged under this key so far: true on the first try;
+      // on a retry, only once the lookup has answered that nothing is there.
+      let nothingSoFar = !retry;
+      const previous = context.info.heartbeatDetails as { noneFound?: unknown } | undefined;
+      let noneFound = typeof previous?.noneFound === 'number' ? previous.noneFound : 0;
+      const notCharged = (outcome: 'rejected' | 'not_sent' | 'not_charged', errorCode: string, message: string): ChargeAttemptResult => {
+        log.warn('nothing was charged at this provider; the payment may move on', { ...where, outcome, error_code: errorCode });
+        return { kind: 'not_charged', outcome, errorCode, message };
+      };
+      try {
+        const answered = await providerCall<ChargeAttemptResult>(async (signal) => {
+          if (retry) {
+            const existing = await findCharge(provider, input.paymentId, signal, input.attempt);
+            log.info('charge looked up before retrying', { ...where, found: existing?.id ?? null });
+            if (existing) return { kind: 'charge', charge: existing };
+            nothingSoFar = true;
+            noneFound += 1;
+            if (input.canFailOver && noneFound >= LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED) {
+              return notCharged('not_charged', 'outcome_unknown_none_found', `after lost answers, ${noneFound} lookups by our key found no charge`);
+            }
+            context.heartbeat({ noneFound });
+          }
+          log.info('charging', { ...where, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
+          return { kind: 'charge', charge: await createCharge(provider, input, input.attempt, signal) };
+        }, () => ({ noneFound }));
+        health?.record(input.provider, answered.kind === 'charge' ? 'ok' : 'error');
+        return answered;
+      } catch (error) {
+        const refused = failureType(error) === FailureType.ProviderRejected;
+        health?.record(input.provider, refused ? 'ok' : 'error');
+        if (!input.canFailOver) throw error;
+        if (refused) {
+          const code = String((error as ApplicationFailure).details?.[0] ?? 'provider_rejected');
+          return notCharged('rejected', code, PROVIDER_REJECTED_MESSAGE);
+        }
+        if (nothingSoFar && error instanceof ProviderUnavailableError && error.notSent) {
+          return notCharged('not_sent', 'connection_refused', 'the provider could not be reached; nothing was sent');
+        }
+        throw error; // unknown outcome: retried here, lookup first
       }
-      const answer = await attemptAt(name, { ...input, provider: name, canFailOver });
-      return { ...answer, provider: name, ...(plan ? { plan } : {}) };
     },
 
     /** Captures an authorization (all of it, or amountMinor of it) once. */

@@ -77,6 +77,35 @@ export async function claimPaymentIntent(
   return { record, intent };
 }
 
+/** Another payment took the order while this one's intent was given back (ensureIntent). */
+export class OrderTakenError extends Error {
+  override readonly name = 'OrderTakenError';
+}
+
+/**
+ * Persists the intent again if it is missing, in one statement (a no-op when it exists, as it
+ * almost always does): the API gives a claim and its intent back when its start of the run
+ * failed as unreachable, yet such a start may have reached Temporal (a deadline, a dropped
+ * connection), so the run may be going on without its row. The run's first step calls this.
+ */
+export async function ensureIntent(db: Db, input: PaymentWorkflowInput, workflowId: string): Promise<void> {
+  try {
+    await db`
+      INSERT INTO payments
+        (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method,
+         description, metadata, workflow_id, return_url)
+      VALUES
+        (${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
+         'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
+         ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null})
+      ON CONFLICT (id) DO NOTHING`;
+  } catch (error) {
+    // unique_violation of the order guard's index (not the id's: that conflict is DO NOTHING)
+    if ((error as { code?: string }).code === '23505') throw new OrderTakenError(`order ${input.orderId} was taken by another payment while this one's start was in doubt`);
+    throw error;
+  }
+}
+
 /** The live or paid payment that holds an order (the order guard's 409 names it). */
 export async function orderHolder(db: Db, tenantId: string, orderId: string): Promise<{ id: string; workflow_id: string } | null> {
   const [holder] = await db<{ id: string; workflow_id: string }[]>`
@@ -112,17 +141,10 @@ export async function markRefundedIfFullyRefunded(db: Db, paymentId: string): Pr
                                      WHERE r.payment_id = p.id AND r.status = 'succeeded')`;
 }
 
-export class PaymentNotFoundError extends Error {
-  override readonly name = 'PaymentNotFoundError';
-  constructor(readonly paymentId: string) {
-    super(`payment ${paymentId} not found`);
-  }
-}
-
 /** Locks the payment row for the rest of the transaction (state transitions serialize on it). */
 export async function lockPayment(db: Db, paymentId: string): Promise<PaymentRow> {
   const [payment] = await db<PaymentRow[]>`SELECT * FROM payments WHERE id = ${paymentId} FOR UPDATE`;
-  if (!payment) throw new PaymentNotFoundError(paymentId);
+  if (!payment) throw new Error(`payment ${paymentId} not found`);
   return payment;
 }
 

@@ -1,3 +1,4 @@
+import type { PaymentWorkflowInput } from '../shared/definitions';
 /**
  * Charge attempts at the PSPs (issue 22; docs/CONTRACT.md "Providers, routing and failover").
  * Pure values: the workflow (workflows/payment.ts) imports them too.
@@ -49,6 +50,11 @@ export interface RouteRequest {
   amountMinor: number;
   currency: string;
   paymentMethod: string;
+  /**
+   * The payment's input when the API persisted its intent (input.intentPersisted): the plan's
+   * transaction persists it again if a doubtful start left the run without it (db/payments.ts ensureIntent).
+   */
+  intent?: PaymentWorkflowInput;
 }
 
 /** One attempt as the memo of the run (Temporal Web UI) shows it. */

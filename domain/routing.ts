@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from './money';
 
 /**
@@ -266,6 +266,11 @@ export interface ProviderHealthView {
   state(provider: string): CircuitState;
   /** The candidates with open providers moved to the end, in order; never drops one. */
   order(candidates: readonly string[]): string[];
+}
+
+/** The breaker as the charge step feeds it: each answer (or its absence) of a PSP. */
+export interface ProviderHealthRecorder extends ProviderHealthView {
+  record(provider: string, outcome: 'ok' | 'error'): void;
 }
 
 /**

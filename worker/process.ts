@@ -5,6 +5,7 @@ import { loadConfig, type Config } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { createProviderRegistry } from '../provider/registry';
 import { OutboxRelay } from './outbox-relay';
+import { ProviderHealth } from './provider-health';
 import { webhookTargetPolicy } from '../lib/webhook-target';
 import { ensureSchedules, scheduleSettings } from './schedules';
 import { installTemporalRuntime, serveWorkerMetrics } from './observability';
@@ -61,7 +62,10 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   // API's, since the Schedules' workflow arguments are payloads the workers decode.
   const clientConnection = await Connection.connect(temporal);
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS) });
-  const deps = { sql, providers, metrics, logger, temporal: client, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS };
+  // The circuit breaker per PSP: this process's charge attempts feed it, its route plans read it
+  // (state on /metrics as provider_circuit_state, a log line per transition).
+  const health = new ProviderHealth({ metrics, logger, providers: providers.names });
+  const deps = { sql, providers, health, metrics, logger, temporal: client, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS };
   const worker = await createPaymentWorker({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,

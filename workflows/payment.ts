@@ -1,7 +1,7 @@
 import { ApplicationFailure, allHandlersFinished, condition, log, patched, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import { accepts, applyChargeReport, commandRefusal, type ChargeState } from '../domain/payment-lifecycle';
 import type { ProviderCharge } from '../provider/types';
-import type { AttemptMemo, RoutePlan } from '../domain/attempts';
+import type { AttemptMemo } from '../domain/attempts';
 import {
   cancelUpdate,
   captureUpdate,
@@ -127,7 +127,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
    */
   let holder: { provider?: string; attempt?: number } = {};
   /** The memo's attempts (routed runs): which PSP each attempt went to, and why it moved on. */
-  let routeMemo: { route?: string[]; route_reason?: string; provider?: string; attempts?: AttemptMemo[] } = {};
+  let routeMemo: { provider?: string; attempts?: AttemptMemo[] } = {};
   let status: PaymentStatus = 'processing';
   const setStatus = (next: PaymentStatus | 'rejected') => {
     if (next !== 'rejected') status = next;
@@ -461,40 +461,49 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
    * activity never answers "unknown"): the next PSP is never asked while this one may hold money.
    */
   async function chargeAlongTheRoute(): Promise<{ kind: 'charge'; charge: ProviderCharge } | { kind: 'final'; response: FinalResponse }> {
-    // Attempt 1 plans the route (chargeAttempt without a provider): no step of its own.
-    let plan: RoutePlan | undefined;
+    const plan = await records.planRoute({
+      paymentId: input.paymentId,
+      tenantId: input.tenantId,
+      amountMinor: input.amountMinor,
+      currency: input.currency,
+      paymentMethod: input.paymentMethod,
+      ...(input.intentPersisted === true ? { intent: input } : {}),
+    });
+    const retryableDeclines = plan.retryableDeclineCodes ?? [];
     const attempts: AttemptMemo[] = [];
     const showAttempts = (current: AttemptMemo | null) => {
       routeMemo = { provider: current?.provider ?? attempts[attempts.length - 1]!.provider, attempts: current ? [...attempts, current] : [...attempts] };
-      upsertMemo({ route: plan?.providers ?? [], route_reason: plan?.reason ?? null, ...routeMemo });
+      upsertMemo({ route: plan.providers, route_reason: plan.reason, ...routeMemo });
     };
-    for (let attempt = 1; ; attempt++) {
-      const planned = plan?.providers[attempt - 1];
+    showAttempts({ attempt: 1, provider: plan.providers[0]!, outcome: 'pending', error_code: null });
+    for (let index = 0; index < plan.providers.length; index++) {
+      const provider = plan.providers[index]!;
+      const next = plan.providers[index + 1];
+      const attempt = index + 1;
+      holder = { provider, attempt };
+      const nextAttempt = next !== undefined ? { attempt: attempt + 1, provider: next } : null;
       let result: Awaited<ReturnType<typeof providerSteps.chargeAttempt>>;
       try {
         result = await providerSteps.chargeAttempt({
           paymentId: input.paymentId,
-          tenantId: input.tenantId,
           amountMinor: input.amountMinor,
           currency: input.currency,
           paymentMethod: input.paymentMethod,
           capture: input.captureMethod === 'automatic',
           description: input.description,
           ...(input.returnUrl ? { returnUrl: input.returnUrl } : {}),
+          provider,
           attempt,
-          ...(planned !== undefined ? { provider: planned, canFailOver: plan!.providers[attempt] !== undefined } : {}),
+          canFailOver: next !== undefined,
         });
       } catch (error) {
         const refused = failureOfType(error, FailureType.ProviderRejected);
         if (!refused) throw error;
-        // The last PSP refused the request itself: nothing was charged anywhere. (On attempt 1
-        // the route is unknown here: the refusal came from its only PSP, payments.provider.)
+        // The last PSP refused the request itself: nothing was charged anywhere.
         const code = String(refused.details?.[0] ?? 'provider_rejected');
-        if (planned !== undefined) {
-          attempts.push({ attempt, provider: planned, outcome: 'rejected', error_code: code });
-          await records.recordAttempt({ paymentId: input.paymentId, attempt, provider: planned, outcome: 'rejected', providerChargeId: null, errorCode: code, next: null });
-          showAttempts(null);
-        }
+        attempts.push({ attempt, provider, outcome: 'rejected', error_code: code });
+        await records.recordAttempt({ paymentId: input.paymentId, attempt, provider, outcome: 'rejected', providerChargeId: null, errorCode: code, next: null });
+        showAttempts(null);
         const response = await records.recordPaymentFailure({
           paymentId: input.paymentId,
           failure: { code: 'provider_rejected', message: refused.message },
@@ -503,21 +512,17 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
         setStatus('failed');
         return { kind: 'final', response };
       }
-      plan ??= result.plan ?? { providers: [result.provider], reason: 'no plan answered' };
-      const provider = result.provider;
-      holder = { provider, attempt };
-      const next = plan.providers[attempt];
-      const nextAttempt = next !== undefined ? { attempt: attempt + 1, provider: next } : null;
-      if (result.kind === 'not_charged') {
-        // Only answered when another PSP follows (canFailOver): a step that did otherwise is a bug.
-        if (!nextAttempt) throw ApplicationFailure.nonRetryable(`chargeAttempt answered ${result.outcome} at the last provider ${provider}`);
+      if (result.kind === 'not_charged' && nextAttempt) {
         attempts.push({ attempt, provider, outcome: result.outcome, error_code: result.errorCode, moved_on_because: movedOnBecause(provider, result.outcome, result.errorCode) });
         await records.recordAttempt({ paymentId: input.paymentId, attempt, provider, outcome: result.outcome, providerChargeId: null, errorCode: result.errorCode, next: nextAttempt });
         showAttempts({ attempt: nextAttempt.attempt, provider: nextAttempt.provider, outcome: 'pending', error_code: null });
         continue;
       }
+      if (result.kind === 'not_charged') {
+        // Not answered without a next PSP (canFailOver false): a step that did is a bug, not an outcome.
+        throw ApplicationFailure.nonRetryable(`chargeAttempt answered ${result.outcome} at the last provider ${provider}`);
+      }
       const charged = result.charge;
-      const retryableDeclines = plan.retryableDeclineCodes ?? [];
       if (charged.status === 'declined' && nextAttempt && charged.declineCode !== null && retryableDeclines.includes(charged.declineCode)) {
         attempts.push({ attempt, provider, outcome: 'declined', error_code: charged.declineCode, moved_on_because: movedOnBecause(provider, 'declined', charged.declineCode) });
         await records.recordAttempt({ paymentId: input.paymentId, attempt, provider, outcome: 'declined', providerChargeId: charged.id, errorCode: charged.declineCode, next: nextAttempt });
@@ -525,10 +530,11 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
         continue;
       }
       attempts.push({ attempt, provider, outcome: charged.status, error_code: charged.declineCode });
-      // Shown with the charge (showCharge, right after this: one memo command), with the route.
-      routeMemo = { route: plan.providers, route_reason: plan.reason, provider, attempts: [...attempts] };
+      // Shown with the charge (showCharge, right after this): no memo command of its own.
+      routeMemo = { provider, attempts: [...attempts] };
       return { kind: 'charge', charge: charged };
     }
+    throw ApplicationFailure.nonRetryable('the route named no provider');
   }
 
   /** Voids a waiting charge; if the PSP refuses (it settled meanwhile), the charge as it is now. */

@@ -12,7 +12,6 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Runtime, Worker } from '@temporalio/worker';
 import { inject } from 'vitest';
 import type { ProviderSteps, RecordSteps } from '../../activities';
-import type { ChargeAttemptInput } from '../../activities/provider-steps';
 import type { ProviderCharge, ProviderRefund } from '../../provider/types';
 import { FailureType, type FinalResponse, type PaymentWorkflowInput, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
 import type { paymentWorkflow, refundWorkflow } from '../../workflows';
@@ -64,16 +63,21 @@ const happy: Steps = {
   async recordRefundOutcome({ request, refund }) {
     return response(201, { id: request.refundId, status: refund.status, failure_code: refund.failureCode });
   },
-  chargeAttempt: routedCharge(['sandbox'], async (input) => ({
-    kind: 'charge',
-    charge: charge(input.paymentId, {
-      id: input.attempt > 1 ? `${chargeIdOf(input.paymentId)}_${input.attempt}` : chargeIdOf(input.paymentId),
-      status: input.capture ? 'succeeded' : 'requires_capture',
-      amountMinor: input.amountMinor,
-      amountCapturedMinor: input.capture ? input.amountMinor : 0,
-    }),
-  })),
+  async planRoute() {
+    return { providers: ['sandbox'], reason: 'default provider (no routing configured)', retryableDeclineCodes: ['processing_error', 'issuer_unavailable', 'try_again_later'] };
+  },
   async recordAttempt() {},
+  async chargeAttempt(input) {
+    return {
+      kind: 'charge',
+      charge: charge(input.paymentId, {
+        id: input.attempt > 1 ? `${chargeIdOf(input.paymentId)}_${input.attempt}` : chargeIdOf(input.paymentId),
+        status: input.capture ? 'succeeded' : 'requires_capture',
+        amountMinor: input.amountMinor,
+        amountCapturedMinor: input.capture ? input.amountMinor : 0,
+      }),
+    };
+  },
   async chargePayment(input) {
     return charge(input.paymentId, {
       status: input.capture ? 'succeeded' : 'requires_capture',
@@ -112,7 +116,7 @@ function dispatchingActivities(): Steps {
         // only what the PSP answers to the charge (chargePayment) scripts each attempt's answer.
         if (name === 'chargeAttempt' && !run.fakes.chargeAttempt && run.fakes.chargePayment) {
           const answer = run.fakes.chargePayment;
-          return routedCharge(['sandbox'], async (step) => ({ kind: 'charge', charge: await answer(step) }))(input as ChargeAttemptInput);
+          return answer(input as Parameters<Steps['chargePayment']>[0]).then((charge) => ({ kind: 'charge', charge }));
         }
         const fake = (run.fakes[name] ?? happy[name]) as (input: unknown) => Promise<unknown>;
         return fake(input);
@@ -126,26 +130,6 @@ export function response(status: number, body: Record<string, unknown>): FinalRe
 }
 
 export const chargeIdOf = (paymentId: string) => `ch_${paymentId}`;
-
-/** What one attempt at one PSP answers (chargeAttempt's result without the PSP and the plan). */
-export type AttemptAnswer = { kind: 'charge'; charge: ProviderCharge } | { kind: 'not_charged'; outcome: 'rejected' | 'not_sent' | 'not_charged'; errorCode: string; message: string };
-
-/**
- * A chargeAttempt fake over a fixed route: attempt 1 (no provider in its input) plans it and
- * goes to its first PSP, as the real step does; `answer` says what each PSP answers.
- */
-export function routedCharge(
-  providers: string[],
-  answer: (input: ChargeAttemptInput & { provider: string; canFailOver: boolean }) => Promise<AttemptAnswer>,
-  plan: { reason?: string; retryableDeclineCodes?: string[] } = {},
-): Steps['chargeAttempt'] {
-  return async (input) => {
-    const planned = input.provider === undefined ? { providers, reason: plan.reason ?? 'default provider (no routing configured)', retryableDeclineCodes: plan.retryableDeclineCodes ?? ['processing_error', 'issuer_unavailable', 'try_again_later'] } : undefined;
-    const provider = input.provider ?? providers[0]!;
-    const result = await answer({ ...input, provider, canFailOver: input.canFailOver ?? providers.length > input.attempt });
-    return { ...result, provider, ...(planned ? { plan: planned } : {}) };
-  };
-}
 
 export function charge(paymentId: string, fields: Partial<ProviderCharge>): ProviderCharge {
   return {

@@ -3,7 +3,13 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import protos from '@temporalio/proto';
-import { findRecord } from '../../db/idempotency-records';
+import { findRecord, releaseClaim } from '../../db/idempotency-records';
+import { claimPaymentIntent, releaseIntent } from '../../db/payments';
+import { newId } from '../../domain/ids';
+import { requestFingerprint } from '../../domain/fingerprint';
+import { CreatePaymentBody } from '../../api/schemas';
+import { paymentWorkflowInput } from '../../api/routes/payments';
+import { PaymentStatusKey, TenantIdKey, type FinalResponse, type PaymentWorkflowInput, type ScopedKey } from '../../shared/definitions';
 import { paymentWorkflowId } from '../../domain/ids';
 import { CREATE_PAYMENT_OPERATION } from '../../shared/definitions';
 import { operationName } from '../../api/typed-route';
@@ -73,12 +79,12 @@ describe('the intent is persisted with the claim', () => {
     expect(operationName(createPayment)).toBe(CREATE_PAYMENT_OPERATION);
   });
 
-  it('a payment runs two steps: the charge and its outcome (no intent step in the run)', async () => {
+  it('a payment\'s run has no intent step: it plans the route, charges, and records the outcome', async () => {
     const key = uniqueKey('two-steps');
     const paid = await post(stack.apiUrl, key, body(uniqueKey('order')));
     expect(paid.status).toBe(201);
     expect(paid.json.status).toBe('succeeded');
-    expect(await activitiesOf(paid.json.workflow_id)).toEqual(['chargePayment', 'recordChargeOutcome']);
+    expect(await activitiesOf(paid.json.workflow_id)).toEqual(['planRoute', 'chargeAttempt', 'recordChargeOutcome']);
   });
 
   it('the order guard answers 409 from the claim: recorded, replayed, and no run is started for it', async () => {
@@ -95,6 +101,43 @@ describe('the intent is persisted with the claim', () => {
     expect(JSON.stringify(again.json)).toBe(JSON.stringify(refused.json));
     const payments = await stack.sql`SELECT id FROM payments WHERE tenant_id = ${tenant.id} AND order_id = ${orderId}`;
     expect(payments).toHaveLength(1);
+  });
+});
+
+describe('a start in doubt: the API gave the claim and its intent back, but the run had started', () => {
+  it('the run persists the intent again in its first step, charges once and records the answer', async () => {
+    const key = uniqueKey('doubt');
+    const orderId = uniqueKey('order');
+    const payload = CreatePaymentBody.parse(body(orderId));
+    const scope: ScopedKey = { tenantId: tenant.id, operation: CREATE_PAYMENT_OPERATION, key, fingerprint: requestFingerprint({}, payload), retentionSeconds: 3600 };
+    const paymentId = newId('pay');
+    const input: PaymentWorkflowInput = {
+      ...paymentWorkflowInput(payload, { paymentId, tenantId: tenant.id, scope, requestId: 'req_doubt', windows: { AUTHORIZATION_WINDOW_SECONDS: 3600 } }),
+      intentPersisted: true,
+    };
+    // What the API leaves after its start timed out: claim and intent claimed, then given back.
+    const workflowId = paymentWorkflowId(tenant.id, key);
+    expect(await claimPaymentIntent(stack.sql, { scope, workflowId }, input)).toMatchObject({ intent: true });
+    await stack.sql.begin(async (tx) => {
+      await releaseClaim(tx, scope);
+      await releaseIntent(tx, paymentId);
+    });
+    expect(await stack.sql`SELECT 1 FROM payments WHERE id = ${paymentId}`).toHaveLength(0);
+    // ... while the start had reached Temporal.
+    const handle = await stack.temporal.workflow.start('paymentWorkflow', {
+      workflowId,
+      taskQueue: stack.taskQueue,
+      args: [input],
+      typedSearchAttributes: [{ key: TenantIdKey, value: tenant.id }, { key: PaymentStatusKey, value: 'processing' }] as never,
+    });
+    const final = (await handle.result()) as FinalResponse;
+    expect(final.status).toBe(201);
+    const [payment] = await stack.sql<{ status: string }[]>`SELECT status FROM payments WHERE id = ${paymentId}`;
+    expect(payment?.status).toBe('succeeded');
+    // The client's retry gets that answer.
+    const retried = await post(stack.apiUrl, key, body(orderId));
+    expect(retried.status).toBe(201);
+    expect(retried.json.id).toBe(paymentId);
   });
 });
 
@@ -136,7 +179,7 @@ describe('an API killed between the claim and the run\'s start', () => {
     expect(retried.status).toBe(201);
     expect(retried.json.id).toBe(record.resource_id);
     // The retry could not know that the intent was persisted: its run persists it (a no-op) first.
-    expect(await activitiesOf(record.workflow_id)).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome']);
+    expect(await activitiesOf(record.workflow_id)).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome']);
     const charges = await stack.sql`SELECT 1 FROM payments WHERE tenant_id = ${tenant.id} AND order_id = ${orderId}`;
     expect(charges).toHaveLength(1);
   });
