@@ -13,7 +13,7 @@ import { RetentionJob } from '../worker/retention';
 /** What the periodic jobs' activities need beyond the payment steps' dependencies. */
 export interface JobDeps {
   sql: Sql;
-  /** The PSP clients by configured name (worker/process.ts: `{ [PROVIDER]: client }`). */
+  /** The PSP clients by configured name (PROVIDERS, the default first: provider/registry.ts). */
   providers: Record<string, PaymentProvider>;
   metrics?: WorkerMetrics;
   logger: Logger;
@@ -59,7 +59,7 @@ export function createJobSteps(deps: JobDeps) {
       if (!deps.temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client for the abandoned-run sweep', JobFailureType.Misconfigured);
       const provider = Object.values(deps.providers)[0];
       if (!provider) throw ApplicationFailure.nonRetryable('this worker has no provider configured', JobFailureType.Misconfigured);
-      return new AbandonedRunSweeper({ sql: deps.sql, temporal: deps.temporal, provider, logger: deps.logger, retentionSeconds: deps.retentionSeconds }).runOnce();
+      return new AbandonedRunSweeper({ sql: deps.sql, temporal: deps.temporal, provider, providers: deps.providers, logger: deps.logger, retentionSeconds: deps.retentionSeconds }).runOnce();
     },
   };
 }

@@ -107,7 +107,7 @@ export async function settleAbandonedRun(
 }
 
 /** A payment in a waiting status (domain/payment-lifecycle.ts), as the closed-wait sweep needs it. */
-export type WaitingPayment = Pick<PaymentRow, 'id' | 'tenant_id' | 'status' | 'workflow_id' | 'provider_charge_id'>;
+export type WaitingPayment = Pick<PaymentRow, 'id' | 'tenant_id' | 'status' | 'workflow_id' | 'provider_charge_id' | 'provider'>;
 
 /**
  * Payments that wait (every non-final status of the lifecycle table) and have not changed
@@ -116,7 +116,7 @@ export type WaitingPayment = Pick<PaymentRow, 'id' | 'tenant_id' | 'status' | 'w
  */
 export async function waitingPayments(db: Db, minAgeSeconds: number, limit: number, statuses: readonly PaymentStatus[] = waitingStatuses): Promise<WaitingPayment[]> {
   return db<WaitingPayment[]>`
-    SELECT id, tenant_id, status, workflow_id, provider_charge_id FROM payments
+    SELECT id, tenant_id, status, workflow_id, provider_charge_id, provider FROM payments
     WHERE status = ANY(${[...statuses]}) AND failure_code IS DISTINCT FROM 'needs_operator'
       AND updated_at < now() - make_interval(secs => ${minAgeSeconds})
     ORDER BY updated_at

@@ -19,9 +19,12 @@ export interface AttemptRow {
  * reconciler looks there. Idempotent: a repeated step finds the row it made.
  */
 export async function beginAttempt(db: Db, paymentId: string, attempt: number, provider: string): Promise<void> {
+  // Only for a payment row that exists: after an ambiguous start the intent may be persisted
+  // again later (recordChargeOutcome), which records the attempt that charged.
   await db`
     INSERT INTO payment_attempts (payment_id, attempt, provider, outcome, started_at)
-    VALUES (${paymentId}, ${attempt}, ${provider}, 'pending', now())
+    SELECT ${paymentId}, ${attempt}, ${provider}, 'pending', now()
+    WHERE EXISTS (SELECT 1 FROM payments WHERE id = ${paymentId})
     ON CONFLICT (payment_id, attempt) DO NOTHING`;
   await db`UPDATE payments SET provider = ${provider}, updated_at = now() WHERE id = ${paymentId} AND provider IS DISTINCT FROM ${provider}`;
 }
@@ -39,7 +42,8 @@ export async function finishAttempt(
 ): Promise<void> {
   await db`
     INSERT INTO payment_attempts (payment_id, attempt, provider, provider_charge_id, outcome, error_code, started_at, finished_at)
-    VALUES (${paymentId}, ${attempt}, ${provider}, ${result.providerChargeId}, ${result.outcome}, ${result.errorCode}, now(), now())
+    SELECT ${paymentId}, ${attempt}, ${provider}, ${result.providerChargeId}, ${result.outcome}, ${result.errorCode}, now(), now()
+    WHERE EXISTS (SELECT 1 FROM payments WHERE id = ${paymentId})
     ON CONFLICT (payment_id, attempt) DO UPDATE
       SET provider_charge_id = EXCLUDED.provider_charge_id, outcome = EXCLUDED.outcome,
           error_code = EXCLUDED.error_code, finished_at = EXCLUDED.finished_at

@@ -13,6 +13,8 @@ export interface OurPayment {
   amount_captured_minor: number;
   currency: string;
   provider_charge_id: string | null;
+  /** The configured PSP holding its charge (null: a payment from before routing, at the default provider). */
+  provider: string | null;
   /** Ledger transactions of its capture (refunds excluded): exactly one once captured. */
   ledger_captures: number;
   /** What those transactions put in provider_receivable. */
@@ -85,7 +87,7 @@ export interface RunFindingRow {
 export async function paymentsForReconciliation(db: Db, ids: readonly string[], eventTypes: readonly string[]): Promise<OurPayment[]> {
   if (ids.length === 0) return [];
   return db<OurPayment[]>`
-    SELECT p.id, p.tenant_id, p.status, p.amount_minor, p.amount_captured_minor, p.currency, p.provider_charge_id,
+    SELECT p.id, p.tenant_id, p.status, p.amount_minor, p.amount_captured_minor, p.currency, p.provider_charge_id, p.provider,
            coalesce(l.captures, 0)::int AS ledger_captures,
            coalesce(l.captured, 0)::bigint AS ledger_captured_minor,
            l.captured_at,

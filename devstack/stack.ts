@@ -330,7 +330,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       apiConfig,
       relay,
       retention: new RetentionJob(sql, logger),
-      abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }),
+      abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, providers: clients, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }),
       reconciliation: new Reconciliation({ sql, providers: clients, metrics: workerMetrics, logger }),
       get worker() {
         return worker;

@@ -42,6 +42,7 @@ import {
   type HistoryIndex,
 } from '../devstack/histories';
 import { apiClient, startStack, type ApiResponse, type Stack } from '../devstack/stack';
+import type { RoutePlanner } from '../activities';
 import { startScratchEnvironment } from '../devstack/scratch-environment';
 import { failureConverterPath } from '../lib/data-converter';
 import { workflowsBeforePatch } from '../testkit/altered-workflows';
@@ -130,6 +131,26 @@ async function injectDiscrepancy(ctx: Context, body: Record<string, unknown>): P
   const response = await fetch(`${ctx.stack.sandboxUrl}/_sandbox/discrepancies`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   if (!response.ok) throw new Error(`discrepancy injection: HTTP ${response.status} ${await response.text()}`);
 }
+
+/** Tenants whose payments are routed over both sandboxes (`sandbox`, then `sandbox-b`); the others' go to the default only. */
+const failoverTenants = new Set<string>();
+const route: RoutePlanner = async (request, { providers }) =>
+  failoverTenants.has(request.tenantId)
+    ? { providers: ['sandbox', 'sandbox-b'], reason: 'histories: sandbox, then sandbox-b' }
+    : { providers: [providers.defaultName], reason: 'default provider (no routing configured)' };
+
+async function sandboxOutage(url: string, mode: 'none' | 'unavailable' | 'declining'): Promise<void> {
+  const response = await fetch(`${url}/_sandbox/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ mode }) });
+  if (!response.ok) throw new Error(`sandbox outage ${mode}: ${response.status}`);
+}
+
+/** A failover's history: the route-attempts patch, two charge attempts (the second at the next PSP), and `more`. */
+const failedOver = (more: (facts: ReturnType<typeof describeHistory>) => string | null = () => null) => (facts: ReturnType<typeof describeHistory>) =>
+  !facts.patches.includes('route-attempts')
+    ? `expected patch route-attempts, got ${facts.patches.join(', ')}`
+    : facts.activities.filter((a) => a === 'chargeAttempt').length < 2
+      ? `expected two charge attempts (the second at the next PSP), got ${facts.activities.join(', ')}`
+      : more(facts);
 
 const scenarios: Scenario[] = [
   {
@@ -344,6 +365,49 @@ const scenarios: Scenario[] = [
       }];
     },
   },
+  {
+    name: 'failover-unavailable',
+    async run({ stack, tenant, api }) {
+      failoverTenants.add(tenant.id);
+      await sandboxOutage(stack.sandboxUrl, 'unavailable');
+      try {
+        const response = await api.post('/v1/payments', automatic(), key('failover'));
+        if (response.status !== 201 && response.status !== 202) throw new Error(`payment: expected HTTP 201 or 202, got ${response.status} ${response.text}`);
+        const settled = await untilStatus(() => api.get(`/v1/payments/${response.json.id}`), 200, (r) => r.json.status === 'succeeded');
+        if (settled.json.provider !== 'sandbox-b') throw new Error(`expected the payment at sandbox-b, got ${settled.text}`);
+        return [{
+          name: 'failover-unavailable',
+          workflowId: response.json.workflow_id,
+          shows: "Failover (patched('route-attempts')): sandbox answers 503 to creates; after two lookups by the attempt's key find no charge, attempt 1 ends not_charged (recordAttempt) and attempt 2 charges at sandbox-b under <payment>:charge:2.",
+          check: failedOver(retried),
+        }];
+      } finally {
+        await sandboxOutage(stack.sandboxUrl, 'none');
+      }
+    },
+  },
+  {
+    name: 'failover-declined-manual-capture',
+    async run({ stack, tenant, api }) {
+      failoverTenants.add(tenant.id);
+      await sandboxOutage(stack.sandboxUrl, 'declining');
+      let created: ApiResponse;
+      try {
+        created = await api.post('/v1/payments', manual(), key('failover'));
+        expectStatus(created, 201, 'manual payment');
+      } finally {
+        await sandboxOutage(stack.sandboxUrl, 'none');
+      }
+      if (created.json.provider !== 'sandbox-b') throw new Error(`expected the authorization at sandbox-b, got ${created.text}`);
+      expectStatus(await api.post(`/v1/payments/${created.json.id}/capture`, {}, key('capture')), 200, 'capture');
+      return [{
+        name: 'failover-declined-manual-capture',
+        workflowId: created.json.workflow_id,
+        shows: "Failover on a decline retryable elsewhere: sandbox declines processing_error, attempt 2 authorizes at sandbox-b, and the capture update captures at sandbox-b (the PSP holding the charge).",
+        check: failedOver(hasActivity('captureCharge')),
+      }];
+    },
+  },
   // 'order-already-paid' (test/histories/order-already-paid.json) is kept from before
   // patched('intent-in-claim'): since then the API answers that 409 from the key's claim and no
   // run is started (test/integration/intent-in-claim.test.ts), so there is no history to record.
@@ -431,6 +495,9 @@ async function main(): Promise<void> {
       namespace: environment.namespace,
       workflowBundle: { code },
       dataConverter: testDataConverter,
+      // Two PSPs (issue 22): only the failover scenarios' tenants are routed over both.
+      secondSandbox: {},
+      route,
     });
     try {
       for (const scenario of selected) {

@@ -16,6 +16,11 @@ export const providerSubKey = {
   /** The compensating refund when a captured payment cannot complete. */
   compensation: (paymentId: string) => `${paymentId}:compensation`,
   refund: (refundId: string) => `${refundId}:refund`,
+  /**
+   * The reconciler's refund (or void) of a charge found at a PSP that does not hold the payment
+   * (issue 22: a charge at A for a payment that succeeded at B), one per such charge.
+   */
+  duplicate: (paymentId: string, chargeId: string) => `${paymentId}:duplicate:${chargeId}`,
 };
 
 /** The business events that may each be recorded once, in the ledger and in the outbox. */

@@ -15,7 +15,16 @@ import type { PaymentProvider } from '../provider/types';
  */
 export class AbandonedRunSweeper {
   constructor(
-    private readonly deps: { sql: Sql; temporal: Client; provider: PaymentProvider; logger: Logger; retentionSeconds: number },
+    private readonly deps: {
+      sql: Sql;
+      temporal: Client;
+      /** The default provider (payments that record none are there). */
+      provider: PaymentProvider;
+      /** Every configured PSP by name (issue 22); absent: the default one only. */
+      providers?: Record<string, PaymentProvider>;
+      logger: Logger;
+      retentionSeconds: number;
+    },
     /** A run younger than this may still be starting: left alone. */
     private readonly minAgeSeconds = 60,
   ) {}
@@ -89,7 +98,9 @@ export class AbandonedRunSweeper {
 
   /** What the PSP holds for the payment; an authorization or challenge still open there is voided. */
   private async voidIfHeld(payment: WaitingPayment): Promise<HeldAtProvider> {
-    const { provider, logger } = this.deps;
+    const { logger } = this.deps;
+    // At the PSP holding the payment (payments.provider; none recorded: the default).
+    const provider = (payment.provider !== null && this.deps.providers?.[payment.provider]) || this.deps.provider;
     let charge;
     try {
       const charges = await provider.listChargesByReference(payment.id);
@@ -113,12 +124,18 @@ export class AbandonedRunSweeper {
 
   /** Whether the provider holds a live charge of the payment (its reference), or null if it cannot say. */
   private async chargeExists(paymentId: string): Promise<boolean | null> {
-    try {
-      const charges = await this.deps.provider.listChargesByReference(paymentId);
-      return charges.some((charge) => charge.status === 'succeeded' || charge.status === 'requires_capture');
-    } catch (error) {
-      this.deps.logger.warn({ err: error, payment_id: paymentId }, 'provider lookup failed; the payment will be flagged');
-      return null;
+    // Every configured PSP: a payment may have been charged at any PSP of its route (issue 22).
+    const providers = this.deps.providers ? Object.values(this.deps.providers) : [this.deps.provider];
+    let unknown = false;
+    for (const provider of providers) {
+      try {
+        const charges = await provider.listChargesByReference(paymentId);
+        if (charges.some((charge) => charge.status === 'succeeded' || charge.status === 'requires_capture')) return true;
+      } catch (error) {
+        this.deps.logger.warn({ err: error, payment_id: paymentId }, 'provider lookup failed; the payment will be flagged');
+        unknown = true;
+      }
     }
+    return unknown ? null : false;
   }
 }

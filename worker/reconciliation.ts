@@ -18,6 +18,7 @@ import type { WorkerMetrics } from '../lib/metrics';
 import type { PaymentProvider, ProviderBalanceTransaction, ProviderCharge } from '../provider/types';
 import { paymentEventTypes } from '../shared/definitions';
 import type { ReconciliationRunSummary, TimeWindow } from '../shared/jobs';
+import { providerSubKey } from '../shared/keys';
 
 /**
  * How far beyond the window the PSP's report is read, on both sides. Our ledger books a
@@ -33,8 +34,10 @@ const capturedStatuses = new Set(['succeeded', 'refunded']);
 
 export interface ReconciliationDeps {
   sql: Sql;
-  /** The PSP clients by configured name (today one per deployment: `sandbox` or `stripe`). */
+  /** The PSP clients by configured name (PROVIDERS), the default first. */
   providers: Record<string, PaymentProvider>;
+  /** Where payments that record no provider are (payments from before routing): default, the first of `providers`. */
+  defaultProvider?: string;
   metrics?: WorkerMetrics;
   logger: Logger;
 }
@@ -109,7 +112,14 @@ export async function compareWindow(
   transactions: ProviderBalanceTransaction[],
   ours: OurSide,
   chargesOf: (paymentId: string) => Promise<ProviderCharge[]>,
+  /**
+   * Several PSPs (issue 22): the one reconciled, and the default (where payments that record
+   * none are). A payment held at another PSP is not expected here: a charge of it here is a
+   * duplicate_charge, its captures and refunds are that PSP's to report. Absent: one PSP.
+   */
+  where?: { provider: string; defaultProvider: string },
 ): Promise<Finding[]> {
+  const atThisProvider = (payment: OurPayment) => !where || (payment.provider ?? where.defaultProvider) === where.provider;
   const inWindow = (at: Date) => at >= window.from && at < window.to;
   const findings = new Map<string, Finding>();
   const add = (finding: Finding) => {
@@ -147,7 +157,7 @@ export async function compareWindow(
       continue;
     }
     const all = [...(chargesByPayment.get(payment.id)?.values() ?? [])];
-    const isOurCharge = payment.provider_charge_id === null || txn.chargeId === payment.provider_charge_id;
+    const isOurCharge = atThisProvider(payment) && (payment.provider_charge_id === null || txn.chargeId === payment.provider_charge_id);
     if (all.length > 1 || !isOurCharge) {
       add({
         kind: 'duplicate_charge',
@@ -174,7 +184,7 @@ export async function compareWindow(
   // 2. Every capture we booked in the window: the PSP must hold it.
   for (const paymentId of ours.capturedInWindow) {
     const payment = ours.payments.get(paymentId);
-    if (!payment || !capturedStatuses.has(payment.status)) continue;
+    if (!payment || !capturedStatuses.has(payment.status) || !atThisProvider(payment)) continue;
     const reported = payment.provider_charge_id === null ? undefined : chargesByPayment.get(payment.id)?.get(payment.provider_charge_id);
     if (reported) {
       // Reported just outside the window (the margin): its figures still have to agree.
@@ -205,6 +215,8 @@ export async function compareWindow(
     // Our compensation gives a failed payment's charge back under the payment's own reference.
     const compensated = txn.reference !== null ? ours.payments.get(txn.reference) : undefined;
     if (compensated?.status === 'failed') continue;
+    // The reconciler's own refund of a duplicate charge here, for a payment another PSP holds.
+    if (compensated && !atThisProvider(compensated) && txn.chargeId !== compensated.provider_charge_id) continue;
     // A refund nobody here asked for (e.g. made in the PSP's dashboard): money gone that we still book as ours.
     const paymentId = compensated?.id ?? ours.paymentByCharge.get(txn.chargeId) ?? null;
     add({ kind: 'unknown_at_provider_side', subject: txn.source, paymentId, refundId: null, providerReference: txn.source, ours: paymentId ? paymentFigures(ours.payments.get(paymentId)!) : null, provider: figures });
@@ -214,6 +226,8 @@ export async function compareWindow(
   for (const refundId of ours.refundedInWindow) {
     const refund = ours.refunds.get(refundId);
     if (!refund || refund.status !== 'succeeded') continue;
+    const refunded = ours.payments.get(refund.payment_id);
+    if (refunded && !atThisProvider(refunded)) continue;
     const reported = refunds.find((t) => t.reference === refund.id || (refund.provider_refund_id !== null && t.source === refund.provider_refund_id));
     if (!reported) {
       add({ kind: 'missing_at_provider', subject: refund.id, paymentId: refund.payment_id, refundId: refund.id, providerReference: refund.provider_refund_id, ours: refundFigures(refund), provider: null });
@@ -249,8 +263,10 @@ export class Reconciliation {
 
     const transactions = await this.readReport(provider, window, heartbeat);
     const ours = await this.loadOurSide(window, transactions);
-    const findings = await compareWindow(window, transactions, ours, (paymentId) => provider.listChargesByReference(paymentId));
-    this.countEffects(ours, transactions, window);
+    const where = { provider: identity.provider, defaultProvider: this.deps.defaultProvider ?? Object.keys(this.deps.providers)[0]! };
+    const findings = await compareWindow(window, transactions, ours, (paymentId) => provider.listChargesByReference(paymentId), where);
+    this.countEffects(ours, transactions, window, where);
+    await this.giveBackDuplicates(provider, identity.provider, where.defaultProvider, findings, ours);
 
     const recorded = await sql.begin((tx) => finishRun(tx, run, findings, transactions.length));
     const fresh = recorded.filter((f) => f.isNew);
@@ -311,14 +327,60 @@ export class Reconciliation {
     };
   }
 
+  /**
+   * A charge found at this PSP for a payment another PSP holds (issue 22: a late success at A
+   * after the payment moved to B, which the failover rule makes impossible, checked anyway): the
+   * customer paid twice, so this one is given back at once, refunded (or its authorization
+   * voided) under a key derived from the payment and the charge, and the finding says so
+   * (`provider.compensation`). A duplicate at the PSP holding the payment stays an operator's call.
+   */
+  private async giveBackDuplicates(provider: PaymentProvider, providerName: string, defaultProvider: string, findings: Finding[], ours: OurSide): Promise<void> {
+    const { logger } = this.deps;
+    for (const finding of findings) {
+      if (finding.kind !== 'duplicate_charge' || finding.paymentId === null) continue;
+      const payment = ours.payments.get(finding.paymentId);
+      if (!payment || (payment.provider ?? defaultProvider) === providerName) continue;
+      const compensation: Figures[] = [];
+      let charges: ProviderCharge[] = [];
+      try {
+        charges = await provider.listChargesByReference(payment.id);
+      } catch (error) {
+        compensation.push({ error: `the charges could not be listed: ${(error as Error).message}` });
+      }
+      for (const charge of charges) {
+        const key = providerSubKey.duplicate(payment.id, charge.id);
+        try {
+          if (charge.status === 'succeeded' && charge.amountCapturedMinor > charge.amountRefundedMinor) {
+            const refund = await provider.createRefund({ idempotencyKey: key, chargeId: charge.id, amountMinor: charge.amountCapturedMinor - charge.amountRefundedMinor, reference: payment.id });
+            compensation.push({ charge_id: charge.id, action: 'refund', refund_id: refund.id, status: refund.status, amount_minor: refund.amountMinor });
+          } else if (charge.status === 'requires_capture') {
+            const voided = await provider.voidCharge({ idempotencyKey: key, chargeId: charge.id });
+            compensation.push({ charge_id: charge.id, action: 'void', status: voided.status });
+          } else if (charge.status === 'succeeded') {
+            compensation.push({ charge_id: charge.id, action: 'none', status: 'already_refunded' });
+          }
+        } catch (error) {
+          compensation.push({ charge_id: charge.id, action: 'failed', error: (error as Error).message });
+        }
+      }
+      finding.provider = { ...finding.provider, compensation };
+      logger.error(
+        { alert: 'duplicate_charge_given_back', provider: providerName, payment_id: payment.id, held_at: payment.provider ?? defaultProvider, compensation },
+        'a charge at a PSP that does not hold the payment was given back',
+      );
+    }
+  }
+
   /** Effects per payment captured in the window (booked by us or reported by the PSP): one each. */
-  private countEffects(ours: OurSide, transactions: ProviderBalanceTransaction[], window: { from: Date; to: Date }): void {
+  private countEffects(ours: OurSide, transactions: ProviderBalanceTransaction[], window: { from: Date; to: Date }, where: { provider: string; defaultProvider: string }): void {
     const { metrics, logger } = this.deps;
     const reportedInWindow = new Set(
       transactions.filter((t) => t.type === 'charge' && t.createdAt >= window.from && t.createdAt < window.to).map((t) => (t.reference !== null && ours.payments.has(t.reference) ? t.reference : ours.paymentByCharge.get(t.chargeId))),
     );
     for (const payment of ours.payments.values()) {
       if (!capturedStatuses.has(payment.status) || !(ours.capturedInWindow.includes(payment.id) || reportedInWindow.has(payment.id))) continue;
+      // Another PSP's payment: its charges are counted where it is (a charge of it here is a duplicate_charge finding).
+      if ((payment.provider ?? where.defaultProvider) !== where.provider) continue;
       const providerCharges = new Set(transactions.filter((t) => t.type === 'charge' && (t.reference === payment.id || t.chargeId === payment.provider_charge_id)).map((t) => t.chargeId)).size;
       const counts = { provider_charge: providerCharges, ledger_transaction: payment.ledger_captures, event: payment.max_events };
       for (const [effect, count] of Object.entries(counts)) {

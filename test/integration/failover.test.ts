@@ -68,6 +68,15 @@ async function settled(id: string, client = api, timeoutMs = 30_000) {
     return ['requires_action', 'processing'].includes(json.status) ? null : json;
   }, timeoutMs);
 }
+/**
+ * POST /v1/payments and the payment once its charge is settled: a failover takes a few
+ * retries at A first (about 1.5 s), which may outlast the bounded wait (202, then GET).
+ */
+async function pay(request: Record<string, unknown>, client = api) {
+  const created = await client.post('/v1/payments', request, uniqueKey('pay'));
+  expect([201, 202], created.text).toContain(created.status);
+  return settled(created.json.id, client);
+}
 /** The run's memo once the run has closed (the answer comes from the database commit, before the run's last memo). */
 async function memoOf(workflowId: string) {
   const handle = stack.temporal.workflow.getHandle(workflowId);
@@ -93,9 +102,7 @@ describe('failover: the next PSP only when the last one certainly took no money'
 
   it('A in outage "unavailable" (creates 503, lookups answer none): B charges; A holds nothing', async () => {
     await outage(stack.sandboxUrl, 'unavailable');
-    const created = await api.post('/v1/payments', body(), uniqueKey('pay'));
-    expect(created.status).toBe(201);
-    const payment = (await api.get(`/v1/payments/${created.json.id}`)).json;
+    const payment = await pay(body());
     expect(payment).toMatchObject({ status: 'succeeded', provider: 'sandbox-b' });
     expect(payment.attempts).toMatchObject([
       { attempt: 1, provider: 'sandbox', outcome: 'not_charged', error_code: 'outcome_unknown_none_found', provider_charge_id: null },
@@ -104,6 +111,11 @@ describe('failover: the next PSP only when the last one certainly took no money'
     const { a, b } = await chargesAt(payment.id);
     expect(a).toEqual([]);
     expect(b.map((c) => c.id)).toEqual([payment.provider_charge_id]);
+    // B's webhooks reach the API at /provider_webhooks/sandbox-b, verified with B's secret, and find the payment.
+    await eventually(async () => {
+      const rows = await stack.sql<{ disposition: string }[]>`SELECT disposition FROM provider_events WHERE provider = 'sandbox-b' AND payment_id = ${payment.id}`;
+      return rows.length > 0 && rows.every((r) => r.disposition === 'forward');
+    });
     // B's charge was made under attempt 2's own sub-key.
     expect((await stack.secondSandbox!.provider.findChargeByIdempotencyKey(`${payment.id}:charge:2`))?.id).toBe(payment.provider_charge_id);
     // The run's page says where each attempt went and why it moved on.
@@ -152,8 +164,7 @@ describe('failover: the next PSP only when the last one certainly took no money'
 
   it('a manual-capture payment failed over to B: capture and refund go to B', async () => {
     await outage(stack.sandboxUrl, 'unavailable');
-    const created = await api.post('/v1/payments', body('pm_card_visa', { capture_method: 'manual' }), uniqueKey('pay'));
-    expect(created.status).toBe(201);
+    const created = { json: await pay(body('pm_card_visa', { capture_method: 'manual' })) };
     expect(created.json).toMatchObject({ status: 'requires_capture', provider: 'sandbox-b' });
     // A stays in its outage: a capture or refund sent there would fail (503) and retry forever.
     const captured = await api.post(`/v1/payments/${created.json.id}/capture`, {}, uniqueKey('cap'));
@@ -201,5 +212,43 @@ describe('no failover while A’s outcome is unknown', () => {
     const { a, b } = await chargesAt(id);
     expect(a.map((c) => c.id)).toEqual([done.provider_charge_id]);
     expect(b).toEqual([]);
+  });
+});
+
+describe('the reconciler, per PSP', () => {
+  it('a charge at A for a payment B holds (a late success at A) is a duplicate_charge, given back at A; B’s run finds nothing of it', async () => {
+    const from = new Date(Date.now() - 1000);
+    await outage(stack.sandboxUrl, 'unavailable');
+    const created = { json: await pay(body()) };
+    expect(created.json).toMatchObject({ status: 'succeeded', provider: 'sandbox-b' });
+    await outage(stack.sandboxUrl, 'none');
+    const id = created.json.id as string;
+    // A's late success, as if the charge lost at A had committed after all.
+    const injected = await fetch(`${stack.sandboxUrl}/_sandbox/discrepancies`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ kind: 'direct_charge', reference: id, amount_minor: 2500, currency: 'EUR' }),
+    });
+    expect(injected.status).toBe(200);
+    const lateCharge = ((await injected.json()) as { charge: { id: string } }).charge.id;
+
+    const window = { from: from.toISOString(), to: new Date(Date.now() + 1000).toISOString() };
+    const atA = await stack.reconciliation.run({ runKey: uniqueKey('recon-a'), workflowId: 'failover-test', provider: 'sandbox', window });
+    const findingsA = await stack.sql<{ kind: string; payment_id: string; provider_figures: any }[]>`
+      SELECT d.kind, d.payment_id, f.provider_figures FROM reconciliation_findings f JOIN reconciliation_discrepancies d ON d.id = f.discrepancy_id
+      WHERE f.run_id = ${atA.runId}`;
+    expect(findingsA).toEqual([expect.objectContaining({ kind: 'duplicate_charge', payment_id: id })]);
+    expect(findingsA[0]!.provider_figures.compensation).toEqual([expect.objectContaining({ charge_id: lateCharge, action: 'refund', status: 'succeeded', amount_minor: 2500 })]);
+    const [late] = await stack.provider.listChargesByReference(id);
+    expect(late).toMatchObject({ id: lateCharge, amountRefundedMinor: 2500 });
+
+    const atB = await stack.reconciliation.run({ runKey: uniqueKey('recon-b'), workflowId: 'failover-test', provider: 'sandbox-b', window });
+    expect(atB).toMatchObject({ status: 'clean', discrepancyCount: 0 });
+    // Once given back, A's next run finds the duplicate again (it happened), but nothing more to give back.
+    const again = await stack.reconciliation.run({ runKey: uniqueKey('recon-a2'), workflowId: 'failover-test', provider: 'sandbox', window });
+    const findingsAgain = await stack.sql<{ kind: string; provider_figures: any }[]>`
+      SELECT d.kind, f.provider_figures FROM reconciliation_findings f JOIN reconciliation_discrepancies d ON d.id = f.discrepancy_id WHERE f.run_id = ${again.runId}`;
+    expect(findingsAgain.map((f) => f.kind)).toEqual(['duplicate_charge']);
+    expect(findingsAgain[0]!.provider_figures.compensation).toEqual([expect.objectContaining({ charge_id: lateCharge, action: 'none', status: 'already_refunded' })]);
   });
 });

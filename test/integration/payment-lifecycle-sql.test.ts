@@ -4,6 +4,7 @@ import { createSql, type Sql } from '../../db/connect';
 import { transitionPayment } from '../../db/payments';
 import { mayMove, orderHoldingStatuses, paymentStatuses, type PaymentStatus } from '../../domain/payment-lifecycle';
 import { fileDatabaseUrl } from '../helpers/database';
+import { attemptOutcomes } from '../../domain/attempts';
 
 /**
  * docs/CONTRACT.md (payment lifecycle): PostgreSQL's own guards say what the lifecycle table
@@ -28,6 +29,15 @@ afterAll(async () => {
 const literals = (definition: string) => [...definition.matchAll(/'([a-z_]+)'/g)].map((m) => m[1]).sort();
 
 describe('the SQL guards match the lifecycle table', () => {
+  it('payment_attempts_outcome_check admits exactly domain/attempts.ts attemptOutcomes (issue 22)', async () => {
+    const [row] = await sql<{ def: string }[]>`
+      SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint
+      WHERE conrelid = 'payment_attempts'::regclass AND conname = 'payment_attempts_outcome_check'`;
+    expect(row, 'payment_attempts_outcome_check exists').toBeDefined();
+    expect(literals(row!.def)).toEqual([...attemptOutcomes].sort());
+  });
+
+
   it('payments_status_check admits exactly the table’s statuses (rules out a status the database refuses, or one it admits that no code knows)', async () => {
     const [row] = await sql<{ def: string }[]>`
       SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint

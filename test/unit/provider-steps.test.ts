@@ -5,7 +5,7 @@ import { createProviderSteps } from '../../activities/provider-steps';
 import { databaseRefusalInterceptor } from '../../worker/database-refusals';
 import { FailureType } from '../../shared/definitions';
 import { providerSubKey } from '../../shared/keys';
-import { ProviderRejectedError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../../provider/types';
+import { ProviderRejectedError, ProviderUnavailableError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../../provider/types';
 import { charge as chargeOf } from '../helpers/workflow-worker';
 
 /**
@@ -117,5 +117,52 @@ describe('what an error means for the retries', () => {
       expect(error, code).not.toBeInstanceOf(ApplicationFailure);
       expect((error as { code: string }).code, code).toBe(code);
     }
+  });
+});
+
+describe('chargeAttempt: "nothing was charged here" only when certain (issue 22)', () => {
+  const attemptInput = { ...chargeInput, tenantId: 'ten_1', provider: 'sandbox', attempt: 2, canFailOver: true };
+  const key = providerSubKey.charge(paymentId, 2);
+  const runAttempt = (attempt: number, provider: PaymentProvider, input = attemptInput, heartbeatDetails?: unknown) =>
+    new MockActivityEnvironment({ attempt, heartbeatDetails }).run(createProviderSteps(provider).chargeAttempt, input);
+
+  it('attempt n charges under its own sub-key <payment>:charge:<n>; attempt 1 keeps <payment>:charge', async () => {
+    const { provider, calls } = recordingProvider();
+    expect(await runAttempt(1, provider)).toMatchObject({ kind: 'charge' });
+    expect(calls).toEqual([`create charge ${key}`]);
+    expect(providerSubKey.charge(paymentId, 1)).toBe(providerSubKey.charge(paymentId));
+  });
+
+  it('a refusal (4xx) is not_charged "rejected" when another PSP follows, and fails the step at the last one', async () => {
+    const refused = new ProviderRejectedError('nope', 400, 'invalid_request');
+    expect(await runAttempt(1, recordingProvider({}, refused).provider)).toMatchObject({ kind: 'not_charged', outcome: 'rejected', errorCode: 'invalid_request' });
+    const last = await runAttempt(1, recordingProvider({}, refused).provider, { ...attemptInput, canFailOver: false }).catch((e: unknown) => e);
+    expect(last).toMatchObject({ type: FailureType.ProviderRejected });
+  });
+
+  it('connection refused on the first try is not_charged "not_sent"; any other network error is unknown (retried here)', async () => {
+    const refusedConnection = new ProviderUnavailableError('connection refused', undefined, { notSent: true });
+    expect(await runAttempt(1, recordingProvider({}, refusedConnection).provider)).toMatchObject({ kind: 'not_charged', outcome: 'not_sent', errorCode: 'connection_refused' });
+    const reset = new ProviderUnavailableError('socket hang up');
+    expect(await runAttempt(1, recordingProvider({}, reset).provider).catch((e: unknown) => e)).toBe(reset);
+  });
+
+  it('after lost answers: the 2nd lookup finding none (counted across retries in the heartbeat) is not_charged; the 1st charges again here', async () => {
+    const first = recordingProvider();
+    expect(await runAttempt(2, first.provider)).toMatchObject({ kind: 'charge' });
+    expect(first.calls).toEqual([`find charge ${key}`, `create charge ${key}`]);
+    const second = recordingProvider();
+    expect(await runAttempt(3, second.provider, attemptInput, { noneFound: 1 })).toMatchObject({ kind: 'not_charged', outcome: 'not_charged', errorCode: 'outcome_unknown_none_found' });
+    expect(second.calls).toEqual([`find charge ${key}`]);
+    // Without another PSP it never says so: it charges here again under the same key.
+    const last = recordingProvider();
+    expect(await runAttempt(3, last.provider, { ...attemptInput, canFailOver: false }, { noneFound: 5 })).toMatchObject({ kind: 'charge' });
+  });
+
+  it('a lookup that finds the charge returns it; one that fails leaves the outcome unknown (no move)', async () => {
+    const found = recordingProvider({ charge: charge('succeeded') });
+    expect(await runAttempt(3, found.provider, attemptInput, { noneFound: 1 })).toMatchObject({ kind: 'charge', charge: { status: 'succeeded' } });
+    const down = { findChargeByIdempotencyKey: async () => Promise.reject(new ProviderUnavailableError('503', 503)) } as unknown as PaymentProvider;
+    expect(await runAttempt(3, down, attemptInput, { noneFound: 1 }).catch((e: unknown) => e)).toBeInstanceOf(ProviderUnavailableError);
   });
 });

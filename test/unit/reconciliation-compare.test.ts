@@ -28,6 +28,7 @@ function payment(over: Partial<OurPayment> = {}): OurPayment {
     amount_captured_minor: 1000,
     currency: 'EUR',
     provider_charge_id: null,
+    provider: null,
     ledger_captures: 1,
     ledger_captured_minor: 1000,
     captured_at: inside,
@@ -139,5 +140,26 @@ describe('reconciliationWindow', () => {
   it('explicit: as given, and refused when empty', () => {
     expect(reconciliationWindow({ kind: 'explicit', from: '2026-11-30T10:00:00Z', to: '2026-11-30T10:05:00Z' }, at)).toEqual({ from: '2026-11-30T10:00:00.000Z', to: '2026-11-30T10:05:00.000Z' });
     expect(() => reconciliationWindow({ kind: 'explicit', from: '2026-11-30T10:00:00Z', to: '2026-11-30T10:00:00Z' }, at)).toThrow(/before/);
+  });
+});
+
+describe('several PSPs (issue 22): each run looks only at the payments its PSP holds', () => {
+  const where = { provider: 'psp-a', defaultProvider: 'psp-a' };
+  it('a charge at A for a payment B holds is a duplicate_charge; B’s captures and refunds are not missing at A', async () => {
+    const atB = payment({ provider: 'psp-b', provider_charge_id: 'ch_b1' });
+    const late = chargeTxn({ reference: atB.id });
+    const findings = await compareWindow(window, [late], side([atB]), async () => [], where);
+    expect(findings).toMatchObject([{ kind: 'duplicate_charge', subject: atB.id, paymentId: atB.id, providerReference: late.chargeId }]);
+    // Reconciled at B instead, the same payment is clean (its charge there agrees).
+    const atBTxn = chargeTxn({ reference: atB.id, chargeId: 'ch_b1', source: 'ch_b1' });
+    expect(await compareWindow(window, [atBTxn], side([atB]), async () => [], { provider: 'psp-b', defaultProvider: 'psp-a' })).toEqual([]);
+  });
+
+  it('a payment that records no provider is at the default one', async () => {
+    const old = payment({ provider: null, provider_charge_id: 'ch_old' });
+    const txn = chargeTxn({ reference: old.id, chargeId: 'ch_old', source: 'ch_old' });
+    expect(await compareWindow(window, [txn], side([old]), async () => [], where)).toEqual([]);
+    // Reconciled at another PSP, it is not expected there.
+    expect(await compareWindow(window, [], side([old]), async () => [], { provider: 'psp-b', defaultProvider: 'psp-a' })).toEqual([]);
   });
 });
