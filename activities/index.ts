@@ -5,6 +5,7 @@ import type { WorkerMetrics } from '../lib/metrics';
 import { createLogger, type Logger } from '../lib/logger';
 import { createJobSteps, type JobSteps } from './job-steps';
 import { LedgerAccounts } from '../db/ledger';
+import { createLateChargeSteps, type LateChargeSteps } from './late-charge-steps';
 import { createPaymentSteps, type PaymentSteps } from './payment-steps';
 import { createProviderSteps } from './provider-steps';
 import { createRefundSteps, type RefundSteps } from './refund-steps';
@@ -42,14 +43,16 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
+    ...createLateChargeSteps(deps.sql, deps.metrics),
     ...createProviderSteps(deps.provider),
     ...jobs,
   };
 }
 
-/** The database steps (run as local activities): the payment's and the refund's. */
-export type RecordSteps = PaymentSteps & RefundSteps;
+/** The database steps (run as local activities): the payment's, the refund's and the late charge's. */
+export type RecordSteps = PaymentSteps & RefundSteps & LateChargeSteps;
 export type { BeginPaymentResult } from './payment-steps';
 export type { BeginRefundResult } from './refund-steps';
+export type { LateChargeOutcome, LateChargeStanding } from './late-charge-steps';
 export type { ProviderSteps } from './provider-steps';
 export type { JobSteps };

@@ -16,6 +16,7 @@ import {
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { PaymentProvider, ProviderBalanceTransaction, ProviderCharge } from '../provider/types';
+import { keepsNoMoney } from '../domain/payment-lifecycle';
 import { paymentEventTypes } from '../shared/definitions';
 import type { ReconciliationRunSummary, TimeWindow } from '../shared/jobs';
 
@@ -161,8 +162,9 @@ export async function compareWindow(
     }
     if (!isOurCharge) continue;
     if (!capturedStatuses.has(payment.status)) {
-      // A payment that failed after its charge was given back (compensation) holds nothing: consistent.
-      const compensated = payment.status === 'failed' && refundedAtProvider(txn.chargeId) === txn.amountMinor;
+      // A payment that ended without money (failed, expired, canceled, declined) after its charge
+      // was given back (compensation, or a late success refunded) holds nothing: consistent.
+      const compensated = keepsNoMoney(payment.status) && refundedAtProvider(txn.chargeId) === txn.amountMinor;
       if (!compensated) {
         add({ kind: 'status_mismatch', subject: payment.id, paymentId: payment.id, refundId: null, providerReference: txn.chargeId, ours: paymentFigures(payment), provider: chargeFigures(txn) });
       }
@@ -202,9 +204,10 @@ export async function compareWindow(
       if (-txn.amountMinor !== refund.amount_minor) add({ kind: 'amount_mismatch', ...base });
       continue;
     }
-    // Our compensation gives a failed payment's charge back under the payment's own reference.
+    // Our compensation gives the charge of a payment that ended without money back under the
+    // payment's own reference (a failed payment's, or a late success after it expired or was canceled).
     const compensated = txn.reference !== null ? ours.payments.get(txn.reference) : undefined;
-    if (compensated?.status === 'failed') continue;
+    if (compensated && keepsNoMoney(compensated.status)) continue;
     // A refund nobody here asked for (e.g. made in the PSP's dashboard): money gone that we still book as ours.
     const paymentId = compensated?.id ?? ours.paymentByCharge.get(txn.chargeId) ?? null;
     add({ kind: 'unknown_at_provider_side', subject: txn.source, paymentId, refundId: null, providerReference: txn.source, ours: paymentId ? paymentFigures(ours.payments.get(paymentId)!) : null, provider: figures });
