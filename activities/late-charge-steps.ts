@@ -1,7 +1,7 @@
 import { log } from '@temporalio/activity';
 import type { Sql } from '../db/connect';
 import { insertEvent } from '../db/outbox';
-import { isFinal, keepsNoMoney, moneylessFinalStatuses } from '../domain/payment-lifecycle';
+import { keepsNoMoney, moneylessFinalStatuses } from '../domain/payment-lifecycle';
 import { paymentResource, type PaymentRow } from '../domain/resources';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { PaymentStatus } from '../shared/definitions';
@@ -28,8 +28,9 @@ export type LateChargeOutcome =
 export interface LateChargeStanding {
   /**
    * act: the payment ended without money and the charge is the payment's: give the money back.
-   * wait: the payment still waits (its run settles it, or expires it and closes): look again later.
-   * skip: the money is the payment's (it succeeded), or the charge is not its charge.
+   * wait: the payment still waits for the PSP (its run settles it, or expires it and closes): look again later.
+   * skip: the money is the payment's (succeeded, or an authorization its run captures or voids),
+   *       or the charge is not its charge.
    */
   decision: 'act' | 'wait' | 'skip';
   status: PaymentStatus | null;
@@ -48,7 +49,9 @@ export function createLateChargeSteps(sql: Sql, metrics?: WorkerMetrics) {
       }
       const reason = `the payment is ${payment.status}`;
       if (keepsNoMoney(payment.status)) return { decision: 'act', status: payment.status, reason };
-      return { decision: isFinal(payment.status) ? 'skip' : 'wait', status: payment.status, reason };
+      // Its run still waits for the PSP and settles or expires it; an authorization
+      // (requires_capture) is the run's to capture or void, and succeeded is the merchant's money.
+      return { decision: payment.status === 'processing' || payment.status === 'requires_action' ? 'wait' : 'skip', status: payment.status, reason };
     },
 
     /**
