@@ -17,7 +17,7 @@ import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { PaymentProvider, ProviderBalanceTransaction, ProviderCharge } from '../provider/types';
 import { keepsNoMoney } from '../domain/payment-lifecycle';
-import { paymentEventTypes } from '../shared/definitions';
+import { paymentEventTypes, type LateChargeInput } from '../shared/definitions';
 import type { ReconciliationRunSummary, TimeWindow } from '../shared/jobs';
 
 /**
@@ -243,7 +243,16 @@ export async function compareWindow(
 export class Reconciliation {
   constructor(private readonly deps: ReconciliationDeps) {}
 
-  async run(identity: RunIdentity, heartbeat: (details: unknown) => void = () => {}): Promise<ReconciliationRunSummary> {
+  /**
+   * `giveBackLateMoney`: starts lateChargeWorkflow for a charge the PSP captured for a payment
+   * that ended without money (a late success whose webhook was lost); the job's activity passes
+   * it. Without it (no Temporal client) such a finding is only reported.
+   */
+  async run(
+    identity: RunIdentity,
+    heartbeat: (details: unknown) => void = () => {},
+    giveBackLateMoney?: (input: LateChargeInput) => Promise<boolean>,
+  ): Promise<ReconciliationRunSummary> {
     const { sql, logger, metrics } = this.deps;
     const provider = this.deps.providers[identity.provider];
     if (!provider) throw new UnknownProviderError(identity.provider, Object.keys(this.deps.providers));
@@ -275,6 +284,15 @@ export class Reconciliation {
         },
         'reconciliation discrepancy',
       );
+    }
+    // Money the PSP kept for a payment that ended without money: the webhook that would have had
+    // it given back never came (lost). Given back now, once per charge (the workflow's id).
+    for (const finding of findings) {
+      const payment = finding.paymentId ? ours.payments.get(finding.paymentId) : undefined;
+      if (!giveBackLateMoney || finding.kind !== 'status_mismatch' || !payment || !keepsNoMoney(payment.status) || finding.provider?.type !== 'charge') continue;
+      const chargeId = String(finding.providerReference);
+      const started = await giveBackLateMoney({ provider: identity.provider, chargeId, paymentId: payment.id, eventId: `reconciliation:${run.id}` });
+      logger.warn({ provider: identity.provider, run_id: run.id, payment_id: payment.id, charge_id: chargeId, started }, 'money kept at the PSP for a payment that ended without money: late charge workflow started');
     }
     const status = findings.length === 0 ? 'clean' : 'discrepancies';
     metrics?.reconciliationRuns.inc({ provider: identity.provider, status });

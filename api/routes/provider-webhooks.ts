@@ -1,5 +1,5 @@
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { bodyLimit } from 'hono/body-limit';
 import { markForwarded, receiveProviderEvent } from '../../db/provider-events';
 import { ApiError } from '../../domain/errors';
@@ -11,7 +11,7 @@ import { SandboxProvider } from '../../provider/sandbox-client';
 import { StripeProvider } from '../../provider/stripe';
 import type { Config } from '../../lib/config';
 import { chargeReportSignal, type LateChargeInput } from '../../shared/definitions';
-import type { lateChargeWorkflow } from '../../workflows';
+import { startLateChargeWorkflow } from '../../lib/late-charge';
 import type { ApiDeps, AppEnv } from '../context';
 import { withinTemporalDeadline } from '../idempotency';
 import { MAX_BODY_BYTES } from '../middleware';
@@ -153,22 +153,10 @@ function chargeHoldsMoney(charge: ProviderCharge): boolean {
 async function giveBackLateMoney(deps: ApiDeps, input: LateChargeInput, log: { info: (msg: string, extra?: object) => void }): Promise<void> {
   const [payment] = await deps.sql<{ status: PaymentStatus }[]>`SELECT status FROM payments WHERE id = ${input.paymentId}`;
   if (!payment || !(keepsNoMoney(payment.status) || payment.status === 'processing')) return;
-  const workflowId = lateChargeWorkflowId(input.provider, input.chargeId);
   try {
-    await withinTemporalDeadline(deps, () =>
-      deps.temporal.workflow.start<typeof lateChargeWorkflow>('lateChargeWorkflow', {
-        workflowId,
-        taskQueue: deps.config.TASK_QUEUE,
-        args: [input],
-        // A running one is the same job; a closed one did it: a duplicate starts nothing.
-        workflowIdConflictPolicy: 'USE_EXISTING',
-        workflowIdReusePolicy: 'REJECT_DUPLICATE',
-        staticSummary: `late money of charge ${input.chargeId} (payment ${input.paymentId})`,
-      }),
-    );
-    log.info('late charge workflow started', { workflow_id: workflowId, payment_status: payment.status });
+    const started = await withinTemporalDeadline(deps, () => startLateChargeWorkflow(deps.temporal, deps.config.TASK_QUEUE, input));
+    if (started) log.info('late charge workflow started', { workflow_id: lateChargeWorkflowId(input.provider, input.chargeId), payment_status: payment.status });
   } catch (error) {
-    if (error instanceof WorkflowExecutionAlreadyStartedError) return;
     if (isTemporalUnavailable(error)) {
       throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
     }

@@ -175,6 +175,51 @@ describe('a success the PSP reports after the payment expired is given back', ()
     expect((await api.get(`/v1/payments/${id}`)).json).toMatchObject({ status: 'expired', amount_captured_minor: 0 });
   });
 
+  it('the late success’s webhook lost: money kept until reconciliation finds it, which starts the same workflow and it is given back once', async () => {
+    const controls = sandboxControls(stack.sandboxUrl);
+    const from = new Date();
+    const short = await stack.startApi({ ASYNC_SETTLEMENT_WINDOW_SECONDS: 1, PROVIDER_POLL_FIRST_MS: 500 });
+    const client = apiClient(short.url, tenant.apiKey);
+    expect((await controls.webhookFaults({ loss: 1 })).status).toBe(200);
+    let id: string;
+    let chargeId: string;
+    try {
+      const created = await client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 3100, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
+      expect(created.status, created.text).toBe(202);
+      id = created.json.id as string;
+      const expired = await settled(id, client);
+      expect(expired).toMatchObject({ status: 'expired', failure: { code: 'settlement_expired' } });
+      chargeId = expired.provider_charge_id as string;
+      // The bank settles after the window; its webhook is lost: nobody hears of it.
+      await eventually(async () => (await chargesAtProvider(stack.sandboxUrl, id)).find((c) => c.status === 'succeeded'), 30_000);
+      await sleep(1500);
+      expect(await refundsAtProvider(chargeId)).toEqual([]);
+    } finally {
+      await controls.webhookFaults({ loss: 0 });
+    }
+
+    const reconcile = () =>
+      stack.temporal.workflow.execute('reconciliationWorkflow', {
+        taskQueue: stack.taskQueue,
+        workflowId: uniqueKey('reconciliation'),
+        args: [{ providers: ['sandbox'], window: { kind: 'explicit', from: from.toISOString(), to: new Date(Date.now() + 1).toISOString() } }],
+      });
+    await reconcile();
+    const handle = stack.temporal.workflow.getHandle(lateChargeWorkflowId('sandbox', chargeId));
+    expect(await handle.result()).toMatchObject({ action: 'refunded' });
+    expect(await refundsAtProvider(chargeId)).toEqual([expect.objectContaining({ amount_minor: 3100, status: 'succeeded', reference: id })]);
+    expect((await api.get(`/v1/payments/${id}`)).json).toMatchObject({ status: 'expired', amount_captured_minor: 0, failure: { code: 'late_success_refunded' } });
+
+    // The next run finds the payment consistent (its charge refunded in full) and gives nothing back again.
+    const again = (await reconcile()) as { runs: { runId: string }[] };
+    expect(await refundsAtProvider(chargeId)).toHaveLength(1);
+    const open = await stack.sql<{ kind: string }[]>`
+      SELECT d.kind FROM reconciliation_findings f JOIN reconciliation_discrepancies d ON d.id = f.discrepancy_id
+      WHERE f.run_id = ${again.runs[0]!.runId} AND d.payment_id = ${id}`;
+    expect(open).toEqual([]);
+    expect(await eventsOf(id)).toEqual({ 'payment.processing': 1, 'payment.expired': 1, 'payment.late_success_refunded': 1 });
+  });
+
   it('a SEPA success in time gives nothing back: a late-charge check started while the payment still waited finds it succeeded', async () => {
     const created = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 1800, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
     expect(created.status, created.text).toBe(202);
