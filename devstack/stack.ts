@@ -15,6 +15,7 @@ import { CompletionWaiter } from '../api/completions';
 import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
 import { SandboxProvider } from '../provider/sandbox-client';
+import type { PaymentProvider } from '../provider/types';
 import { startSandbox, type RunningSandbox } from '../sandbox/server';
 import type { WebhookFaults } from '../sandbox/deps';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
@@ -51,6 +52,11 @@ export interface StackOptions {
   };
   /** The provider client's per-call timeout: what turns a lost response into a retry. */
   providerTimeoutMs?: number;
+  /**
+   * Another PSP for the worker and POST /provider_webhooks/{name} (e.g. Stripe's adapter against
+   * stripe-mock: test/integration/stripe-orchestrator.test.ts); default the stack's sandbox.
+   */
+  psp?: { name: string; client: PaymentProvider };
   /** false: no in-process worker (e.g. workers run as child processes). */
   worker?: boolean;
   /** Pre-built workflow bundle; the worker bundles workflows/ itself when omitted. */
@@ -151,7 +157,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         connection: workerConnection,
         namespace,
         taskQueue,
-        deps: { sql, provider, metrics: workerMetrics, providerName: 'sandbox', logger, temporal, retentionSeconds },
+        deps: { sql, provider: options.psp?.client ?? provider, metrics: workerMetrics, providerName: options.psp?.name ?? 'sandbox', logger, temporal, retentionSeconds },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
@@ -207,7 +213,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     };
     const apiMetrics = createApiMetrics();
     // The API verifies the sandbox's webhooks with the worker's client (it holds the shared secret).
-    const providerWebhooks = { name: 'sandbox', verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => provider.verifyWebhook(raw, headers, now) };
+    const psp = options.psp?.client ?? provider;
+    const providerWebhooks = { name: options.psp?.name ?? 'sandbox', verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => psp.verifyWebhook(raw, headers, now) };
     const startApi = async (overrides: Partial<ApiConfig> = {}, client: Client = temporal): Promise<RunningApi> => {
       // Its own completion listener when it talks to another Temporal (it is another process).
       const waiter = client === temporal ? completions : new CompletionWaiter(sql, logger);
