@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
-import type { PaymentProvider } from '../provider/types';
+import type { ProviderRegistry } from '../provider/registry';
 import type { WorkerMetrics } from '../lib/metrics';
 import { createLogger, type Logger } from '../lib/logger';
 import { createJobSteps, type JobSteps } from './job-steps';
@@ -9,14 +9,16 @@ import { createLateChargeSteps, type LateChargeSteps } from './late-charge-steps
 import { createPaymentSteps, type PaymentSteps } from './payment-steps';
 import { createProviderSteps } from './provider-steps';
 import { createRefundSteps, type RefundSteps } from './refund-steps';
+import { createRouteSteps, type RoutePlanner, type RouteSteps } from './route-steps';
 
 export interface ActivityDeps {
   sql: Sql;
-  provider: PaymentProvider;
+  /** The PSP clients by configured name (provider/registry.ts); its default holds the payments that record none. */
+  providers: ProviderRegistry;
+  /** The routing of payments across the providers (default: activities/route-steps.ts planRouteFor, the routing seam). */
+  route?: RoutePlanner;
   /** Optional: outcome counters (the worker process passes its registry). */
   metrics?: WorkerMetrics;
-  /** The provider's configured name (`sandbox` or `stripe`): reconciliation runs record it. Default `sandbox`. */
-  providerName?: string;
   /** The periodic jobs log their findings here (default: a silent logger). */
   logger?: Logger;
   /** The abandoned-run sweep asks Temporal how runs ended; without it that job fails (non-retryable). */
@@ -34,7 +36,7 @@ export function createActivities(deps: ActivityDeps) {
   const accounts = new LedgerAccounts();
   const jobs = createJobSteps({
     sql: deps.sql,
-    providers: { [deps.providerName ?? 'sandbox']: deps.provider },
+    providers: Object.fromEntries(deps.providers.names.map((name) => [name, deps.providers.get(name)])),
     ...(deps.metrics ? { metrics: deps.metrics } : {}),
     logger: deps.logger ?? createLogger({ name: 'jobs', level: 'silent' }),
     ...(deps.temporal ? { temporal: deps.temporal } : {}),
@@ -44,13 +46,15 @@ export function createActivities(deps: ActivityDeps) {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
     ...createLateChargeSteps(deps.sql, deps.metrics),
-    ...createProviderSteps(deps.provider),
+    ...createRouteSteps({ sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}) }),
+    ...createProviderSteps(deps.providers),
     ...jobs,
   };
 }
 
-/** The database steps (run as local activities): the payment's, the refund's and the late charge's. */
-export type RecordSteps = PaymentSteps & RefundSteps & LateChargeSteps;
+/** The database steps (run as local activities): the payment's, the refund's, the routing's and the late charge's. */
+export type RecordSteps = PaymentSteps & RefundSteps & RouteSteps & LateChargeSteps;
+export type { RoutePlanner };
 export type { BeginPaymentResult } from './payment-steps';
 export type { BeginRefundResult } from './refund-steps';
 export type { LateChargeOutcome, LateChargeStanding } from './late-charge-steps';

@@ -40,10 +40,14 @@ export interface LateChargeStanding {
 export function createLateChargeSteps(sql: Sql, metrics?: WorkerMetrics) {
   return {
     /** Whether the late money is ours to give back, read from the payment as it stands now. */
-    async lateChargeStanding(input: { paymentId: string; chargeId: string }): Promise<LateChargeStanding> {
-      const [payment] = await sql<Pick<PaymentRow, 'status' | 'provider_charge_id'>[]>`
-        SELECT status, provider_charge_id FROM payments WHERE id = ${input.paymentId}`;
+    async lateChargeStanding(input: { paymentId: string; chargeId: string; provider?: string }): Promise<LateChargeStanding> {
+      const [payment] = await sql<Pick<PaymentRow, 'status' | 'provider_charge_id' | 'provider'>[]>`
+        SELECT status, provider_charge_id, provider FROM payments WHERE id = ${input.paymentId}`;
       if (!payment) return { decision: 'skip', status: null, reason: 'no such payment' };
+      // A charge at another PSP than the payment's is a failover's duplicate: reconciliation's to give back.
+      if (input.provider !== undefined && payment.provider !== null && payment.provider !== input.provider) {
+        return { decision: 'skip', status: payment.status, reason: `the payment is at ${payment.provider}` };
+      }
       if (payment.provider_charge_id !== null && payment.provider_charge_id !== input.chargeId) {
         return { decision: 'skip', status: payment.status, reason: `the payment's charge is ${payment.provider_charge_id}` };
       }

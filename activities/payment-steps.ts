@@ -6,8 +6,9 @@ import { eventOf } from '../domain/payment-lifecycle';
 import { completeRecord } from '../db/idempotency-records';
 import { captureLines, postTransaction, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
+import { beginAttempt, finishAttempt } from '../db/attempts';
 import { businessEventKey } from '../shared/keys';
-import { errorResponse } from '../domain/errors';
+import { errorResponse, orderAlreadyPaid } from '../domain/errors';
 import { paymentLocation, paymentResource, type PaymentRow } from '../domain/resources';
 import type { ProviderCharge } from '../provider/types';
 import type { CancelRequest, CaptureRequest, FinalResponse, PaymentEventType, PaymentStatus, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
@@ -121,9 +122,7 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
       const inserted = await insertPayment(sql, input, workflowId());
       if (inserted.kind !== 'order_taken') return { kind: 'created' };
       return step(sql, async (tx) => {
-        const response = errorResponse('order_already_paid', `order ${input.orderId} already has a payment in progress or paid`, {
-          payment_id: inserted.existingPaymentId,
-        });
+        const response = orderAlreadyPaid(input.orderId, inserted.existingPaymentId);
         const stored = await completeRecord(tx, input.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, response);
         return { kind: 'rejected', response: recorded('payment', input.paymentId, 'order_already_paid', stored) };
       });
@@ -135,10 +134,20 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
      * Its response is the operation's first answer, recorded for the idempotency key: 201, 402,
      * or 202 for a wait (replayed byte for byte like any other; GET shows where it stands now).
      */
-    async recordChargeOutcome(input: { payment: PaymentWorkflowInput; charge: ProviderCharge }): Promise<FinalResponse> {
+    async recordChargeOutcome(input: {
+      payment: PaymentWorkflowInput;
+      charge: ProviderCharge;
+      /** Routed runs (issue 22): the attempt that made the charge, finished here with the charge's status; its PSP holds the payment. */
+      attempt?: { attempt: number; provider: string };
+    }): Promise<FinalResponse> {
       const { payment: request, charge } = input;
       return step(sql, async (tx) => {
         const owner = { workflowId: workflowId(), resourceId: request.paymentId };
+        if (input.attempt) {
+          // Before the payment's row moves: the response and the event show the provider holding it.
+          await beginAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider);
+          await finishAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider, { outcome: charge.status, providerChargeId: charge.id, errorCode: charge.declineCode });
+        }
         const { payment, effects } = await applyCharge(tx, request.paymentId, charge, accounts);
         const response = chargeResponse(payment);
         // Why: the ledger posting, the event and the response touch different rows and need only

@@ -2,7 +2,8 @@ import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
 import { killPoint } from '../lib/kill-points';
-import { ProviderRejectedError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../provider/types';
+import { isProviderRegistry, providerRegistry, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
+import { ProviderRejectedError, ProviderUnavailableError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../provider/types';
 
 /**
  * Runs one provider call while heartbeating, so that a worker killed mid-call is noticed
@@ -12,9 +13,10 @@ import { ProviderRejectedError, type PaymentProvider, type ProviderCharge, type 
 /** What a client reads when the provider refused a request (failure code `provider_rejected`). */
 export const PROVIDER_REJECTED_MESSAGE = 'The payment provider refused the request; nothing was charged or refunded.';
 
-async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>, details?: () => unknown): Promise<T> {
   const context = Context.current();
-  const beat = setInterval(() => context.heartbeat(), 1000);
+  // Every beat carries the step's details (if any): the last one is what the next attempt reads.
+  const beat = setInterval(() => context.heartbeat(details?.()), 1000);
   try {
     const answer = await call(context.cancellationSignal);
     killPoint('after-provider-answer');
@@ -47,49 +49,152 @@ export interface ChargeInput {
   description: string | null;
   /** Where the PSP's challenge page sends the customer back (absent in runs from before it existed). */
   returnUrl?: string | null;
+  /** The configured PSP to charge at (absent in runs from before routing: the default provider). */
+  provider?: string;
 }
+
+/** One attempt of a routed payment (workflows/payment.ts, patched 'route-attempts'). */
+export interface ChargeAttemptInput extends ChargeInput {
+  provider: string;
+  /** 1, 2, …: attempt n charges under providerSubKey.charge(paymentId, n). */
+  attempt: number;
+  /**
+   * Whether another PSP follows this one. Only then may the step answer "not charged" after
+   * lost answers (the lookup found nothing): with no PSP to move to, it keeps asking this one.
+   */
+  canFailOver: boolean;
+}
+
+/**
+ * What one attempt came to: the charge as the PSP answered it, or the certainty that this PSP
+ * took no money (so the payment may move to the next one). Never "unknown": while the outcome
+ * is unknown the activity is retried at the same PSP, under the same sub-key, lookup first.
+ */
+export type ChargeAttemptResult =
+  | { kind: 'charge'; charge: ProviderCharge }
+  | { kind: 'not_charged'; outcome: 'rejected' | 'not_sent' | 'not_charged'; errorCode: string; message: string };
+
+/**
+ * After lost answers (a timeout, a 5xx, a reset), a retry first looks the charge up by our
+ * sub-key. When that many of those lookups (each in its own retry, the retries' backoff between
+ * them, well past the provider call's own timeout) have answered "no such charge", nothing
+ * was charged there: the step answers not_charged and the payment may move on. A lookup that
+ * fails (the PSP is down, or hangs) counts nothing: the step keeps asking this PSP. The count
+ * travels from retry to retry in the heartbeat details ({ noneFound }); a count lost errs on
+ * the side of asking this PSP again, never of moving on early.
+ */
+export const LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED = 2;
 
 export interface ChargeStepInput {
   paymentId: string;
   chargeId: string;
+  /** The configured PSP holding the charge (absent in runs from before routing: the default provider). */
+  provider?: string;
+  /** The attempt whose sub-key made the charge (absent: 1, the only one before routing). */
+  attempt?: number;
 }
 
-export function createProviderSteps(provider: PaymentProvider) {
-  /** The charge made under this payment's charge sub-key, in its current state, if any. */
-  const findCharge = (paymentId: string, signal: AbortSignal) =>
-    provider.findChargeByIdempotencyKey(providerSubKey.charge(paymentId), { signal });
+export function createProviderSteps(providers: ProviderRegistry | PaymentProvider) {
+  const registry = isProviderRegistry(providers) ? providers : providerRegistry({ sandbox: providers });
+  /** The named PSP, or the default for inputs from runs begun before routing. A name no longer configured cannot be retried into existence. */
+  const at = (name: string | undefined): PaymentProvider => {
+    try {
+      return registry.get(name ?? registry.defaultName);
+    } catch (error) {
+      if (error instanceof UnknownProviderError) throw ApplicationFailure.nonRetryable(error.message, 'UnknownProvider');
+      throw error;
+    }
+  };
+  /** The charge made under this payment's charge sub-key (of that attempt), in its current state, if any. */
+  const findCharge = (provider: PaymentProvider, paymentId: string, signal: AbortSignal, attempt = 1) =>
+    provider.findChargeByIdempotencyKey(providerSubKey.charge(paymentId, attempt), { signal });
+  const createCharge = (provider: PaymentProvider, input: ChargeInput, attempt: number, signal: AbortSignal) =>
+    provider.createCharge(
+      {
+        idempotencyKey: providerSubKey.charge(input.paymentId, attempt),
+        amountMinor: input.amountMinor,
+        currency: input.currency,
+        paymentMethod: input.paymentMethod,
+        capture: input.capture,
+        reference: input.paymentId,
+        description: input.description,
+        returnUrl: input.returnUrl ?? null,
+      },
+      { signal },
+    );
 
   return {
     /** Charges (or authorizes) the payment once: a decline is a result, not an error. */
     async chargePayment(input: ChargeInput): Promise<ProviderCharge> {
+      const provider = at(input.provider);
       return providerCall(async (signal) => {
         if (isRetryAttempt()) {
-          const existing = await findCharge(input.paymentId, signal);
+          const existing = await findCharge(provider, input.paymentId, signal);
           log.info('charge looked up before retrying', { payment_id: input.paymentId, found: existing?.id ?? null });
           if (existing) return existing;
         }
         log.info('charging', { payment_id: input.paymentId, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
-        return provider.createCharge(
-          {
-            idempotencyKey: providerSubKey.charge(input.paymentId),
-            amountMinor: input.amountMinor,
-            currency: input.currency,
-            paymentMethod: input.paymentMethod,
-            capture: input.capture,
-            reference: input.paymentId,
-            description: input.description,
-            returnUrl: input.returnUrl ?? null,
-          },
-          { signal },
-        );
+        return createCharge(provider, input, 1, signal);
       });
+    },
+
+    /**
+     * One attempt of a routed payment at one PSP, under that attempt's sub-key. Answers the
+     * charge, or that this PSP certainly took no money: it refused the request (4xx), it was
+     * unreachable before anything was sent (connection refused), or, after lost answers, its
+     * lookup by our sub-key says it holds no charge. While the outcome is unknown (a timeout,
+     * a 5xx, a lookup that fails too) the activity fails and is retried here, lookup first:
+     * the payment never moves to another PSP while this one may hold its money.
+     */
+    async chargeAttempt(input: ChargeAttemptInput): Promise<ChargeAttemptResult> {
+      const provider = at(input.provider);
+      const context = Context.current();
+      const retry = context.info.attempt > 1;
+      const where = { payment_id: input.paymentId, provider: input.provider, attempt: input.attempt, activity_attempt: context.info.attempt };
+      // Whether nothing can have been charged under this key so far: true on the first try;
+      // on a retry, only once the lookup has answered that nothing is there.
+      let nothingSoFar = !retry;
+      const previous = context.info.heartbeatDetails as { noneFound?: unknown } | undefined;
+      let noneFound = typeof previous?.noneFound === 'number' ? previous.noneFound : 0;
+      const notCharged = (outcome: 'rejected' | 'not_sent' | 'not_charged', errorCode: string, message: string): ChargeAttemptResult => {
+        log.warn('nothing was charged at this provider; the payment may move on', { ...where, outcome, error_code: errorCode });
+        return { kind: 'not_charged', outcome, errorCode, message };
+      };
+      try {
+        return await providerCall(async (signal) => {
+          if (retry) {
+            const existing = await findCharge(provider, input.paymentId, signal, input.attempt);
+            log.info('charge looked up before retrying', { ...where, found: existing?.id ?? null });
+            if (existing) return { kind: 'charge', charge: existing };
+            nothingSoFar = true;
+            noneFound += 1;
+            if (input.canFailOver && noneFound >= LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED) {
+              return notCharged('not_charged', 'outcome_unknown_none_found', `after lost answers, ${noneFound} lookups by our key found no charge`);
+            }
+            context.heartbeat({ noneFound });
+          }
+          log.info('charging', { ...where, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
+          return { kind: 'charge', charge: await createCharge(provider, input, input.attempt, signal) };
+        }, () => ({ noneFound }));
+      } catch (error) {
+        if (!input.canFailOver) throw error;
+        if (failureType(error) === FailureType.ProviderRejected) {
+          const code = String((error as ApplicationFailure).details?.[0] ?? 'provider_rejected');
+          return notCharged('rejected', code, PROVIDER_REJECTED_MESSAGE);
+        }
+        if (nothingSoFar && error instanceof ProviderUnavailableError && error.notSent) {
+          return notCharged('not_sent', 'connection_refused', 'the provider could not be reached; nothing was sent');
+        }
+        throw error; // unknown outcome: retried here, lookup first
+      }
     },
 
     /** Captures an authorization (all of it, or amountMinor of it) once. */
     async captureCharge(input: ChargeStepInput & { amountMinor: number }): Promise<ProviderCharge> {
+      const provider = at(input.provider);
       return providerCall(async (signal) => {
         if (isRetryAttempt()) {
-          const existing = await findCharge(input.paymentId, signal);
+          const existing = await findCharge(provider, input.paymentId, signal, input.attempt);
           if (existing && existing.status === 'succeeded') return existing;
         }
         return provider.captureCharge(
@@ -101,9 +206,10 @@ export function createProviderSteps(provider: PaymentProvider) {
 
     /** Voids an uncaptured authorization once (cancel, expiry, or compensation). */
     async voidCharge(input: ChargeStepInput): Promise<ProviderCharge> {
+      const provider = at(input.provider);
       return providerCall(async (signal) => {
         if (isRetryAttempt()) {
-          const existing = await findCharge(input.paymentId, signal);
+          const existing = await findCharge(provider, input.paymentId, signal, input.attempt);
           if (existing && existing.status === 'canceled') return existing;
         }
         return provider.voidCharge({ idempotencyKey: providerSubKey.void(input.paymentId), chargeId: input.chargeId }, { signal });
@@ -115,11 +221,13 @@ export function createProviderSteps(provider: PaymentProvider) {
      * it needs no sub-key; an unknown outcome is retried like any provider call.
      */
     async retrieveCharge(input: ChargeStepInput): Promise<ProviderCharge> {
+      const provider = at(input.provider);
       return providerCall((signal) => provider.retrieveCharge(input.chargeId, { signal }));
     },
 
-    /** Refunds part or all of a captured charge once, under the given sub-key. */
-    async refundCharge(input: { subKey: string; chargeId: string; amountMinor: number; reference: string }): Promise<ProviderRefund> {
+    /** Refunds part or all of a captured charge once, under the given sub-key, at the PSP holding the charge. */
+    async refundCharge(input: { subKey: string; chargeId: string; amountMinor: number; reference: string; provider?: string }): Promise<ProviderRefund> {
+      const provider = at(input.provider);
       return providerCall(async (signal) => {
         if (isRetryAttempt()) {
           const existing = await provider.findRefundByIdempotencyKey(input.subKey, { signal });
@@ -132,6 +240,11 @@ export function createProviderSteps(provider: PaymentProvider) {
       });
     },
   };
+}
+
+/** The type of a Temporal failure, if it is one. */
+function failureType(error: unknown): string | undefined {
+  return error instanceof ApplicationFailure ? (error.type ?? undefined) : undefined;
 }
 
 export type ProviderSteps = ReturnType<typeof createProviderSteps>;

@@ -15,7 +15,8 @@ import { outcomeRecorder, step, workflowId } from './record-step';
 /** The database steps of the refund workflow (see record-step.ts for what every step guarantees). */
 
 export type BeginRefundResult =
-  | { kind: 'reserved'; chargeId: string; currency: string }
+  /** provider: the configured PSP holding the payment's charge (absent: the default, for payments from before routing). */
+  | { kind: 'reserved'; chargeId: string; currency: string; provider?: string }
   | { kind: 'rejected'; response: FinalResponse };
 
 export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: LedgerAccounts) {
@@ -48,7 +49,7 @@ export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: 
           }
         }
         await reserveRefund(tx, input, payment.currency, workflowId());
-        return { kind: 'reserved', chargeId: payment.provider_charge_id!, currency: payment.currency };
+        return { kind: 'reserved', chargeId: payment.provider_charge_id!, currency: payment.currency, ...(payment.provider !== null ? { provider: payment.provider } : {}) };
       });
     },
 

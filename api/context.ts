@@ -31,6 +31,8 @@ export interface ApiDeps {
         | 'PROVIDER_POLL_FIRST_MS'
         | 'PROVIDER_POLL_MAX_MS'
         | 'PROVIDER'
+        // The configured PSPs: the first is where payments from before routing (provider null) were charged.
+        | 'PROVIDERS'
         | 'METRICS_TOKEN' | 'WEBHOOK_ALLOWED_CIDRS' | 'WEBHOOK_ALLOW_HTTP' | 'RATE_LIMIT_READ_PER_SECOND' | 'RATE_LIMIT_WRITE_PER_SECOND' | 'AUTH_FAILURES_PER_MINUTE'
         // The listener's (lib/listener.ts), for the servers the dev and test stacks make.
         | 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_KEEP_ALIVE_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS' | 'HTTP_ALLOWED_HOSTS'
@@ -43,8 +45,8 @@ export interface ApiDeps {
    * its share of every limit (api/primary.ts tells its processes how many are alive). 1 when omitted.
    */
   liveProcesses?: () => number;
-  /** The configured PSP's inbound webhooks (POST /provider_webhooks/{provider}); absent: none are received. */
-  providerWebhooks?: ProviderWebhookReceiver;
+  /** The configured PSPs' inbound webhooks (POST /provider_webhooks/{provider}), one per name; absent: none are received. */
+  providerWebhooks?: ProviderWebhookReceiver | readonly ProviderWebhookReceiver[];
 }
 
 export interface AppEnv {

@@ -7,6 +7,7 @@ import type { Db } from '../db/connect';
 import { ApiError, errorResponse } from '../domain/errors';
 import { requestFingerprint } from '../domain/fingerprint';
 import { isTemporalUnavailable, temporalUnavailableReason } from '../lib/temporal';
+import { killPoint } from '../lib/kill-points';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
 import type * as workflows from '../workflows';
 import type { ApiDeps, AppEnv } from './context';
@@ -46,6 +47,15 @@ interface ProtocolSteps {
   body: unknown;
   /** Ids for a new claim: the workflow that runs the operation and the resource it acts on. */
   claim(): OperationTarget;
+  /**
+   * Claims the key together with what the operation writes first (a payment's intent), in one
+   * statement; null when another request holds the key. Its `refusal` is the operation's answer,
+   * decided with the claim (the order guard's 409): recorded at once, no workflow runs.
+   * Without it the claim is the key alone.
+   */
+  claimWith?(scope: ScopedKey, target: OperationTarget): Promise<{ record: IdempotencyRecord; refusal: FinalResponse | null } | null>;
+  /** Gives back what `claimWith` wrote, with the claim (Temporal unreachable: nothing ran). */
+  release?(scope: ScopedKey, record: IdempotencyRecord): Promise<void>;
   /**
    * Makes sure the workflow runs the operation. Must be idempotent: the first request and
    * every duplicate call it.
@@ -102,9 +112,16 @@ async function runProtocol(
   // This request made the claim (it is the first delivery), rather than finding another's.
   let claimedHere = false;
   if (!record) {
-    record = await claimRecord(sql, scope, op.claim());
-    claimedHere = record !== null;
-    record ??= await findRecord(sql, scope.tenantId, scope.operation, scope.key);
+    const target = op.claim();
+    const claimed = op.claimWith ? await op.claimWith(scope, target) : await claimRecord(sql, scope, target).then((mine) => mine && { record: mine, refusal: null });
+    claimedHere = claimed !== null;
+    if (claimedHere) killPoint('after-claim-commit');
+    if (claimed?.refusal) {
+      c.set('resourceId', target.resourceId);
+      outcome('new');
+      return recorded(await completeRecord(sql, scope, target, claimed.refusal), false);
+    }
+    record = claimed?.record ?? (await findRecord(sql, scope.tenantId, scope.operation, scope.key));
     if (!record) throw new Error('idempotency record vanished right after a conflicting claim');
   }
   c.set('resourceId', record.resource_id);
@@ -129,7 +146,7 @@ async function runProtocol(
       const reason = temporalUnavailableReason(error);
       if (reason === null) throw error;
       // Nothing ran: give the claim back so the client's retry really executes.
-      if (claimedHere) await releaseClaim(sql, scope);
+      if (claimedHere) await (op.release ? op.release(scope, record) : releaseClaim(sql, scope));
       c.var.logger?.warn({ reason, operation }, 'Temporal unavailable; claim released, failing closed');
       throw temporalUnavailable();
     }

@@ -10,7 +10,7 @@ import { paymentDataConverter } from '../lib/data-converter';
 import { connectTemporal } from '../lib/temporal';
 import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { createApp } from './app';
-import { providerWebhookReceiver } from './routes/provider-webhooks';
+import { providerWebhookReceivers } from './routes/provider-webhooks';
 import { CompletionWaiter } from './completions';
 
 /** The API process: parse the environment, build the app from real dependencies, serve it. */
@@ -37,7 +37,7 @@ const app = createApp({
   config,
   logger,
   metrics: createApiMetrics(),
-  providerWebhooks: providerWebhookReceiver(config),
+  providerWebhooks: providerWebhookReceivers(config),
   liveProcesses: () => liveProcesses,
 });
 const server = await serveHttp(app.fetch, { port: config.PORT, hostname: config.HOST, limits: listenerLimits(config) });

@@ -1,3 +1,4 @@
+import { attemptOutcomes } from '../domain/attempts';
 import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from '../domain/money';
 import { errorStatus } from '../domain/errors';
@@ -259,6 +260,23 @@ export const NextAction = z
   .nullable()
   .openapi('NextAction');
 
+export const PaymentAttempt = z
+  .object({
+    attempt: z.number().int().openapi({ description: '1, 2, …: attempt n charged under its own idempotency key at its PSP.' }),
+    provider: z.string().openapi({ example: 'sandbox-a' }),
+    provider_charge_id: z.string().nullable(),
+    outcome: z.enum(attemptOutcomes).openapi({
+      description:
+        '`pending`: awaiting the PSP’s answer (while its outcome is unknown the payment keeps asking that PSP, never another); the charge’s status ' +
+        '(`succeeded`, `requires_capture`, `requires_action`, `processing`, `declined`, `canceled`); or why nothing was charged there and the payment moved on: ' +
+        '`rejected` (the PSP refused the request), `not_sent` (unreachable before anything was sent), `not_charged` (answers lost, its lookup found no charge).',
+    }),
+    error_code: z.string().nullable().openapi({ description: 'The decline or refusal code, or `connection_refused` / `outcome_unknown_none_found`.' }),
+    started_at: z.string(),
+    finished_at: z.string().nullable(),
+  })
+  .openapi('PaymentAttempt');
+
 export const Payment = z
   .object({
     id: z.string().openapi({ example: 'pay_01jd6w8b3m4x0c2q7yk5h9t1ve' }),
@@ -273,12 +291,17 @@ export const Payment = z
     payment_method: z.string(),
     description: z.string().nullable(),
     provider_charge_id: z.string().nullable(),
+    provider: z.string().nullable().openapi({
+      description: 'The configured PSP holding the payment’s charge (the one captures, cancels and refunds go to); null until the first attempt begins.',
+      example: 'sandbox-a',
+    }),
     failure: Failure,
     next_action: NextAction,
     workflow_id: z.string().openapi({ description: 'The Temporal workflow of this payment (search it in the Web UI).' }),
     metadata: z.record(z.string(), z.string()),
     created_at: z.string(),
     updated_at: z.string(),
+    attempts: z.array(PaymentAttempt).optional().openapi({ description: 'GET /v1/payments/{id} only: every attempt to charge the payment at a PSP, in order.' }),
   })
   .openapi('Payment');
 

@@ -1,7 +1,7 @@
 import { errorResponse } from '../domain/errors';
 import { waitingStatuses, type PaymentStatus } from '../domain/payment-lifecycle';
 import { paymentResource, type PaymentRow } from '../domain/resources';
-import type { FinalResponse } from '../shared/definitions';
+import { CREATE_PAYMENT_OPERATION, type FinalResponse } from '../shared/definitions';
 import { businessEventKey } from '../shared/keys';
 import type { Sql } from './connect';
 import type { Db } from './connect';
@@ -20,6 +20,14 @@ export type OperationKind = 'payment' | 'refund' | null;
 export const operationKindOfWorkflow: Record<string, Exclude<OperationKind, null>> = {
   paymentWorkflow: 'payment',
   refundWorkflow: 'refund',
+};
+
+/**
+ * The kind of an operation whose run was never found: a payment's create persists the intent
+ * with its claim (the API), so a claim whose run never started leaves a payment row to settle.
+ */
+export const operationKindOfOperation: Record<string, Exclude<OperationKind, null>> = {
+  [CREATE_PAYMENT_OPERATION]: 'payment',
 };
 
 /** Unfinished operations older than `minAgeSeconds`, oldest first: candidates for a closed run. */

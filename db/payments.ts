@@ -1,7 +1,8 @@
 import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { PaymentRow } from '../domain/resources';
-import type { PaymentStatus, PaymentWorkflowInput } from '../shared/definitions';
+import type { PaymentStatus, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
+import type { IdempotencyRecord } from './idempotency-records';
 import { fromStatuses, orderHoldingStatuses, waitingStatuses } from '../domain/payment-lifecycle';
 
 /** The statuses that hold an order: a second payment for it is refused (payments_one_live_per_order). */
@@ -35,6 +36,89 @@ export async function insertPayment(db: Db, input: PaymentWorkflowInput, workflo
     WHERE tenant_id = ${input.tenantId} AND order_id = ${input.orderId} AND status IN ${db(liveStatuses)}`;
   if (!holder) throw new Error(`payment ${input.paymentId} was neither inserted nor refused by the order guard`);
   return { kind: 'order_taken', existingPaymentId: holder.id };
+}
+
+/**
+ * The claim of a new payment's idempotency key and the payment's intent, in one statement (so
+ * one round trip and one commit): the intent row exists exactly when the claim was made here.
+ * Returns null when another request holds the key. `intent: false`: the key is claimed but the
+ * order guard refused the intent (another live or paid payment holds the order); the caller
+ * records the 409 as the key's answer. The workflow then starts at the charge.
+ */
+export async function claimPaymentIntent(
+  db: Db,
+  claim: { scope: ScopedKey; workflowId: string },
+  input: PaymentWorkflowInput,
+): Promise<{ record: IdempotencyRecord; intent: boolean } | null> {
+  const { scope, workflowId } = claim;
+  const [row] = await db<(IdempotencyRecord & { intent: boolean })[]>`
+    WITH claim AS (
+      INSERT INTO idempotency_records
+        (tenant_id, operation, idempotency_key, fingerprint, state, workflow_id, resource_id, expires_at)
+      VALUES
+        (${scope.tenantId}, ${scope.operation}, ${scope.key}, ${scope.fingerprint}, 'running',
+         ${workflowId}, ${input.paymentId}, now() + make_interval(secs => ${scope.retentionSeconds}))
+      ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
+      RETURNING *
+    ), intent AS (
+      INSERT INTO payments
+        (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method,
+         description, metadata, workflow_id, return_url)
+      SELECT ${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
+        'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
+        ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null}
+      FROM claim
+      ON CONFLICT DO NOTHING
+      RETURNING id
+    )
+    SELECT claim.*, EXISTS (SELECT 1 FROM intent) AS intent FROM claim`;
+  if (!row) return null;
+  const { intent, ...record } = row;
+  return { record, intent };
+}
+
+/** Another payment took the order while this one's intent was given back (ensureIntent). */
+export class OrderTakenError extends Error {
+  override readonly name = 'OrderTakenError';
+}
+
+/**
+ * Persists the intent again if it is missing, in one statement (a no-op when it exists, as it
+ * almost always does): the API gives a claim and its intent back when its start of the run
+ * failed as unreachable, yet such a start may have reached Temporal (a deadline, a dropped
+ * connection), so the run may be going on without its row. The run's first step calls this.
+ */
+export async function ensureIntent(db: Db, input: PaymentWorkflowInput, workflowId: string): Promise<void> {
+  try {
+    await db`
+      INSERT INTO payments
+        (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method,
+         description, metadata, workflow_id, return_url)
+      VALUES
+        (${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
+         'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
+         ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null})
+      ON CONFLICT (id) DO NOTHING`;
+  } catch (error) {
+    // unique_violation of the order guard's index (not the id's: that conflict is DO NOTHING)
+    if ((error as { code?: string }).code === '23505') throw new OrderTakenError(`order ${input.orderId} was taken by another payment while this one's start was in doubt`);
+    throw error;
+  }
+}
+
+/** The live or paid payment that holds an order (the order guard's 409 names it). */
+export async function orderHolder(db: Db, tenantId: string, orderId: string): Promise<{ id: string; workflow_id: string } | null> {
+  const [holder] = await db<{ id: string; workflow_id: string }[]>`
+    SELECT id, workflow_id FROM payments WHERE tenant_id = ${tenantId} AND order_id = ${orderId} AND status IN ${db(liveStatuses)}`;
+  return holder ?? null;
+}
+
+/**
+ * Gives back an intent whose claim is given back (Temporal unreachable at start: nothing ran),
+ * with the claim, so the order is free again. Only an untouched intent: never a charged one.
+ */
+export async function releaseIntent(db: Db, paymentId: string): Promise<void> {
+  await db`DELETE FROM payments WHERE id = ${paymentId} AND status = 'processing' AND provider_charge_id IS NULL`;
 }
 
 export async function getPayment(db: Db, tenantId: string, paymentId: string): Promise<PaymentRow | null> {

@@ -43,7 +43,7 @@ export interface ReceivedOutcome {
  */
 export async function receiveProviderEvent(sql: Sql, event: ReceivedEvent): Promise<ReceivedOutcome> {
   return sql.begin(async (tx) => {
-    const payment = event.chargeId ? await paymentOfCharge(tx, event.reference, event.chargeId) : null;
+    const payment = event.chargeId ? await paymentOfCharge(tx, event.provider, event.reference, event.chargeId) : null;
     const disposition = !event.chargeId ? 'ignored' : payment ? 'forward' : 'unknown_charge';
     const [inserted] = await tx<ProviderEventRow[]>`
       INSERT INTO provider_events (provider, event_id, type, charge_id, charge_status, payment_id, disposition, created_at, payload)
@@ -58,12 +58,20 @@ export async function receiveProviderEvent(sql: Sql, event: ReceivedEvent): Prom
   }) as Promise<ReceivedOutcome>;
 }
 
-/** The payment a charge belongs to: our reference, provided its recorded charge (if any) is this one. */
-async function paymentOfCharge(db: Db, reference: string | null, chargeId: string): Promise<{ id: string } | null> {
+/**
+ * The payment a charge at this provider belongs to: our reference, provided its recorded charge
+ * (if any) is this one, and the payment is at this provider (payments.provider; null: a payment
+ * from before routing, at the one provider there was); or the payment one of whose attempts
+ * made this charge here (a charge the payment moved on from: issue 22).
+ */
+async function paymentOfCharge(db: Db, provider: string, reference: string | null, chargeId: string): Promise<{ id: string } | null> {
   const [payment] = await db<{ id: string }[]>`
     SELECT id FROM payments
-    WHERE (id = ${reference ?? ''} AND (provider_charge_id IS NULL OR provider_charge_id = ${chargeId}))
-       OR provider_charge_id = ${chargeId}
+    WHERE ((id = ${reference ?? ''} AND (provider_charge_id IS NULL OR provider_charge_id = ${chargeId}))
+           OR provider_charge_id = ${chargeId})
+      AND (provider IS NULL OR provider = ${provider})
+    UNION ALL
+    SELECT payment_id AS id FROM payment_attempts WHERE provider = ${provider} AND provider_charge_id = ${chargeId}
     LIMIT 1`;
   return payment ?? null;
 }

@@ -14,7 +14,10 @@ import { listenerLimits, serveHttp } from '../lib/listener';
 import { CompletionWaiter } from '../api/completions';
 import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
+import { ensureDatabase } from '../db/migrate';
 import { SandboxProvider } from '../provider/sandbox-client';
+import { providerRegistry } from '../provider/registry';
+import type { RoutePlanner } from '../activities';
 import type { PaymentProvider } from '../provider/types';
 import { startSandbox, type RunningSandbox } from '../sandbox/server';
 import type { WebhookFaults } from '../sandbox/deps';
@@ -50,13 +53,31 @@ export interface StackOptions {
     /** The secret of the sandbox's webhooks to the stack's API (/provider_webhooks/sandbox); random when omitted. */
     webhookSecret?: string;
   };
+  /**
+   * A second provider sandbox (issue 22: two PSPs), `sandbox-b`, as `npm start` runs it: its
+   * own process state and its own database (`<sandbox database>_sandbox_b` on the same server,
+   * created when missing, unless `databaseUrl` names one). The worker's registry holds both
+   * (`sandbox` the default, `sandbox-b`), the API receives both's webhooks
+   * (/provider_webhooks/sandbox-b) and the reconciliation covers both; which payments go to
+   * which is `route`'s decision.
+   */
+  secondSandbox?: {
+    databaseUrl?: string;
+    slowMs?: number;
+    flakyFailures?: number;
+    asyncSettleMs?: number;
+    webhookFaults?: Partial<WebhookFaults>;
+    webhookSecret?: string;
+  };
   /** The provider client's per-call timeout: what turns a lost response into a retry. */
   providerTimeoutMs?: number;
   /**
-   * Another PSP for the worker and POST /provider_webhooks/{name} (e.g. Stripe's adapter against
-   * stripe-mock: test/integration/stripe-orchestrator.test.ts); default the stack's sandbox.
+   * The routing of payments over the stack's providers (`sandbox`, and `sandbox-b` with
+   * secondSandbox): what planRoute answers (default: activities/route-steps.ts planRouteFor).
    */
-  psp?: { name: string; client: PaymentProvider };
+  route?: RoutePlanner;
+  /** More PSP clients by name for the worker's registry (e.g. one at an address nobody listens on). */
+  extraProviders?: Record<string, PaymentProvider>;
   /** false: no in-process worker (e.g. workers run as child processes). */
   worker?: boolean;
   /** Pre-built workflow bundle; the worker bundles workflows/ itself when omitted. */
@@ -82,6 +103,18 @@ export interface Tenant {
   webhookSecret: string;
 }
 
+/** A sandbox PSP of the stack beside the first one (StackOptions.secondSandbox). */
+export interface StackSandbox {
+  name: string;
+  url: string;
+  sandbox: RunningSandbox;
+  /** A client of it, with the webhook secret (verifyWebhook). */
+  provider: SandboxProvider;
+  webhookSecret: string;
+  /** The database holding its `sandbox` schema. */
+  databaseUrl: string;
+}
+
 export interface Stack {
   apiUrl: string;
   sandboxUrl: string;
@@ -90,6 +123,8 @@ export interface Stack {
   /** The worker's client of the sandbox, with the webhook secret (verifyWebhook). */
   provider: SandboxProvider;
   sandboxWebhookSecret: string;
+  /** `sandbox-b` when StackOptions.secondSandbox was given, else null. */
+  secondSandbox: StackSandbox | null;
   sql: Sql;
   temporal: Client;
   taskQueue: string;
@@ -141,6 +176,34 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const sandboxWebhookSecret = options.sandbox?.webhookSecret ?? randomBytes(24).toString('hex');
     const provider = new SandboxProvider({ baseUrl: sandbox.url, timeoutMs: options.providerTimeoutMs ?? 1500, webhookSecret: sandboxWebhookSecret });
 
+    let secondSandbox: StackSandbox | null = null;
+    if (options.secondSandbox) {
+      const second = options.secondSandbox;
+      const databaseUrl = second.databaseUrl ?? (await ensureSiblingDatabase(options.sandboxDatabaseUrl ?? options.databaseUrl, 'sandbox_b'));
+      const running = await startSandbox({
+        databaseUrl,
+        port: 0,
+        slowMs: second.slowMs ?? 1500,
+        flakyFailures: second.flakyFailures,
+        asyncSettleMs: second.asyncSettleMs,
+        webhookFaults: second.webhookFaults,
+      });
+      closers.push(() => running.close());
+      const webhookSecret = second.webhookSecret ?? randomBytes(24).toString('hex');
+      secondSandbox = {
+        name: 'sandbox-b',
+        url: running.url,
+        sandbox: running,
+        provider: new SandboxProvider({ baseUrl: running.url, timeoutMs: options.providerTimeoutMs ?? 1500, webhookSecret }),
+        webhookSecret,
+        databaseUrl,
+      };
+    }
+
+    // The worker's PSPs by name: `sandbox` (the default) and, when there, `sandbox-b`.
+    const clients: Record<string, SandboxProvider> = { sandbox: provider, ...(secondSandbox ? { [secondSandbox.name]: secondSandbox.provider } : {}) };
+    const providers = providerRegistry({ ...clients, ...options.extraProviders });
+
     // Before the worker: the jobs' activities use this client (the abandoned-run sweep).
     const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
     closers.push(() => connection.close());
@@ -157,7 +220,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         connection: workerConnection,
         namespace,
         taskQueue,
-        deps: { sql, provider: options.psp?.client ?? provider, metrics: workerMetrics, providerName: options.psp?.name ?? 'sandbox', logger, temporal, retentionSeconds },
+        deps: { sql, providers, metrics: workerMetrics, logger, temporal, retentionSeconds, ...(options.route ? { route: options.route } : {}) },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
@@ -209,12 +272,16 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       RATE_LIMIT_READ_PER_SECOND: 1_000_000,
       RATE_LIMIT_WRITE_PER_SECOND: 1_000_000,
       AUTH_FAILURES_PER_MINUTE: 1_000_000,
+      PROVIDERS: Object.keys(clients).map((name) => ({ name, kind: 'sandbox' as const, url: name === 'sandbox' ? sandbox.url : secondSandbox!.url, webhookSecret: null })),
       ...options.api,
     };
     const apiMetrics = createApiMetrics();
     // The API verifies the sandbox's webhooks with the worker's client (it holds the shared secret).
-    const psp = options.psp?.client ?? provider;
-    const providerWebhooks = { name: options.psp?.name ?? 'sandbox', verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => psp.verifyWebhook(raw, headers, now) };
+    // Every PSP of the worker's registry (extraProviders too: e.g. Stripe against stripe-mock) gets its inbound route.
+    const providerWebhooks = Object.entries({ ...clients, ...options.extraProviders }).map(([name, client]) => ({
+      name,
+      verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => client.verifyWebhook(raw, headers, now),
+    }));
     const startApi = async (overrides: Partial<ApiConfig> = {}, client: Client = temporal): Promise<RunningApi> => {
       // Its own completion listener when it talks to another Temporal (it is another process).
       const waiter = client === temporal ? completions : new CompletionWaiter(sql, logger);
@@ -238,6 +305,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     // The sandbox's events go to the API's inbound PSP webhook route, signed with the shared secret.
     sandbox.setWebhook({ url: `${apiUrl}/provider_webhooks/sandbox`, secret: sandboxWebhookSecret });
+    secondSandbox?.sandbox.setWebhook({ url: `${apiUrl}/provider_webhooks/${secondSandbox.name}`, secret: secondSandbox.webhookSecret });
 
     return {
       apiUrl,
@@ -245,6 +313,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       sandbox,
       provider,
       sandboxWebhookSecret,
+      secondSandbox,
       sql,
       temporal,
       taskQueue,
@@ -257,7 +326,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       relay,
       retention: new RetentionJob(sql, logger),
       abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }),
-      reconciliation: new Reconciliation({ sql, providers: { sandbox: provider }, metrics: workerMetrics, logger }),
+      reconciliation: new Reconciliation({ sql, providers: clients, metrics: workerMetrics, logger }),
       get worker() {
         return worker;
       },
@@ -280,6 +349,29 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await stop();
     throw error;
   }
+}
+
+/**
+ * The URL of a database beside this one on the same server, `<name>_<suffix>`, created when
+ * missing: a second sandbox's own (its schema name is fixed, so two sandboxes never share a database).
+ */
+export async function ensureSiblingDatabase(databaseUrl: string, suffix: string): Promise<string> {
+  const url = siblingDatabaseUrl(databaseUrl, suffix);
+  const admin = createSql(siblingDatabaseUrl(databaseUrl, null), { max: 1, connectTimeoutSeconds: 5 });
+  try {
+    await ensureDatabase(admin, new URL(url).pathname.slice(1));
+  } finally {
+    await admin.end({ timeout: 5 });
+  }
+  return url;
+}
+
+/** `<database>_<suffix>` on the same server (null: the `postgres` maintenance database). */
+export function siblingDatabaseUrl(databaseUrl: string, suffix: string | null): string {
+  const url = new URL(databaseUrl);
+  const name = decodeURIComponent(url.pathname.slice(1)) || 'postgres';
+  url.pathname = `/${suffix === null ? 'postgres' : `${name}_${suffix}`}`;
+  return url.toString();
 }
 
 /** One answer of the API: status, headers, raw text and parsed JSON (null if not JSON). */

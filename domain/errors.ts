@@ -48,6 +48,11 @@ export function errorResponse(type: ApiErrorType, message: string, extra: Record
   return { status: errorStatus[type], body: JSON.stringify(apiErrorBody(type, message, extra)), location: null };
 }
 
+/** The order guard's answer: the order already has a live or paid payment (decided by the API's claim, or by the workflow's first step in runs begun before that). */
+export function orderAlreadyPaid(orderId: string, holderPaymentId: string): FinalResponse {
+  return errorResponse('order_already_paid', `order ${orderId} already has a payment in progress or paid`, { payment_id: holderPaymentId });
+}
+
 /** Thrown anywhere in the API to answer with this error; the one error handler renders it. */
 export class ApiError extends Error {
   constructor(

@@ -15,6 +15,8 @@ export interface PaymentRow {
   amount_captured_minor: number;
   amount_refunded_minor: number;
   provider_charge_id: string | null;
+  /** The configured PSP holding the charge (migration 009); null: a payment from before routing, at the default provider. */
+  provider: string | null;
   failure_code: string | null;
   failure_message: string | null;
   workflow_id: string;
@@ -58,6 +60,7 @@ export function paymentResource(row: PaymentRow) {
     payment_method: row.payment_method,
     description: row.description,
     provider_charge_id: row.provider_charge_id,
+    provider: row.provider ?? null,
     failure: row.failure_code ? { code: row.failure_code, message: row.failure_message ?? '' } : null,
     next_action: row.next_action ?? null,
     workflow_id: row.workflow_id,

@@ -117,8 +117,17 @@ const schema = z
     PROVIDER_POLL_FIRST_MS: z.coerce.number().int().positive().default(30_000),
     /** …up to this interval. */
     PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
-    /** Which PSP the worker calls: the sandbox (PROVIDER_URL) or Stripe (STRIPE_API_KEY). */
+    /** Which PSP the worker calls: the sandbox (PROVIDER_URL) or Stripe (STRIPE_API_KEY). Ignored when PROVIDERS is set. */
     PROVIDER: z.enum(['sandbox', 'stripe']).default('sandbox'),
+    /**
+     * Several named PSP connections (issue 22), `name=url,…`, e.g.
+     * `sandbox-a=http://127.0.0.1:4010,sandbox-b=http://127.0.0.1:4011,stripe=https://api.stripe.com`.
+     * Names: lowercase [a-z0-9-], unique; one starting with `stripe` is Stripe (STRIPE_API_KEY), any
+     * other a sandbox at that URL. Each one's webhook secret: PROVIDER_<NAME>_WEBHOOK_SECRET (name
+     * upper-cased, `-` as `_`), else SANDBOX_WEBHOOK_SECRET / STRIPE_WEBHOOK_SECRET. The first is the
+     * default (payments from before routing, and tenants without routing). Unset: one provider, PROVIDER.
+     */
+    PROVIDERS: z.string().optional(),
     STRIPE_API_KEY: z.string().min(1).optional(),
     PROVIDER_URL: z.string().url().default('http://127.0.0.1:4010'),
     /** The secret the sandbox signs its webhooks with (Sandbox-Signature); npm start generates one. Unset: sandbox webhooks are refused. */
@@ -244,7 +253,73 @@ function allowedHosts(given: string | undefined, host: string): string[] {
   return names;
 }
 
-export type Config = z.output<typeof schema>;
+/** One named PSP connection (PROVIDERS, or the single PROVIDER when it is unset). */
+export interface ProviderConnection {
+  /** Lowercase [a-z0-9-]: what payments, attempts, webhooks' paths and reconciliation runs record. */
+  name: string;
+  kind: 'sandbox' | 'stripe';
+  /** The sandbox's base URL; for Stripe, the API's (https://api.stripe.com unless a test points it elsewhere). */
+  url: string;
+  /** The secret its webhooks are verified with; null: its webhooks are refused. */
+  webhookSecret: string | null;
+}
+
+export type Config = Omit<z.output<typeof schema>, 'PROVIDERS'> & {
+  /** The configured PSPs in order (never empty): the first is the default. */
+  PROVIDERS: ProviderConnection[];
+};
+
+const providerNamePattern = /^[a-z0-9][a-z0-9-]{0,31}$/;
+const STRIPE_API_URL = 'https://api.stripe.com';
+
+/** The variable holding a provider's own webhook secret: PROVIDER_SANDBOX_A_WEBHOOK_SECRET for `sandbox-a`. */
+export function providerWebhookSecretVariable(name: string): string {
+  return `PROVIDER_${name.toUpperCase().replace(/-/g, '_')}_WEBHOOK_SECRET`;
+}
+
+/**
+ * PROVIDERS parsed (or the single PROVIDER when it is unset). Throws with the reason for a
+ * malformed entry, a bad or repeated name, a bad URL, or a Stripe entry without STRIPE_API_KEY.
+ */
+export function parseProviders(
+  env: NodeJS.ProcessEnv,
+  parsed: Pick<z.output<typeof schema>, 'PROVIDERS' | 'PROVIDER' | 'PROVIDER_URL' | 'STRIPE_API_KEY' | 'SANDBOX_WEBHOOK_SECRET' | 'STRIPE_WEBHOOK_SECRET'>,
+): ProviderConnection[] {
+  const ownSecret = (name: string): string | null => {
+    const value = env[providerWebhookSecretVariable(name)];
+    return value !== undefined && value !== '' ? value : null;
+  };
+  if (parsed.PROVIDERS === undefined || parsed.PROVIDERS.trim() === '') {
+    const name = parsed.PROVIDER;
+    return [
+      name === 'stripe'
+        ? { name, kind: 'stripe', url: STRIPE_API_URL, webhookSecret: parsed.STRIPE_WEBHOOK_SECRET ?? null }
+        : { name, kind: 'sandbox', url: parsed.PROVIDER_URL, webhookSecret: parsed.SANDBOX_WEBHOOK_SECRET ?? null },
+    ];
+  }
+  const connections: ProviderConnection[] = [];
+  for (const entry of parsed.PROVIDERS.split(',').map((e) => e.trim()).filter(Boolean)) {
+    const at = entry.indexOf('=');
+    if (at < 0) throw new Error(`"${entry}" is not name=url`);
+    const name = entry.slice(0, at).trim();
+    const url = entry.slice(at + 1).trim();
+    if (!providerNamePattern.test(name)) throw new Error(`provider name "${name}" must be lowercase letters, digits and '-' (at most 32)`);
+    if (connections.some((c) => c.name === name)) throw new Error(`provider name "${name}" is given twice`);
+    let parsedUrl: URL;
+    try {
+      parsedUrl = new URL(url);
+    } catch {
+      throw new Error(`provider ${name}: "${url}" is not a URL`);
+    }
+    if (parsedUrl.protocol !== 'http:' && parsedUrl.protocol !== 'https:') throw new Error(`provider ${name}: "${url}" is not an http(s) URL`);
+    const kind = name.startsWith('stripe') ? 'stripe' : 'sandbox';
+    if (kind === 'stripe' && !parsed.STRIPE_API_KEY) throw new Error(`provider ${name}: STRIPE_API_KEY is required for a Stripe provider`);
+    const fallbackSecret = kind === 'stripe' ? parsed.STRIPE_WEBHOOK_SECRET : parsed.SANDBOX_WEBHOOK_SECRET;
+    connections.push({ name, kind, url, webhookSecret: ownSecret(name) ?? fallbackSecret ?? null });
+  }
+  if (connections.length === 0) throw new Error('names no provider');
+  return connections;
+}
 
 const listenerFields = schema.in.pick({
   HTTP_REQUEST_TIMEOUT_MS: true,
@@ -270,5 +345,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
     throw new Error(`invalid configuration: ${problems}`);
   }
-  return parsed.data;
+  let providers: ProviderConnection[];
+  try {
+    providers = parseProviders(env, parsed.data);
+  } catch (error) {
+    throw new Error(`invalid configuration: PROVIDERS: ${(error as Error).message}`);
+  }
+  return { ...parsed.data, PROVIDERS: providers };
 }

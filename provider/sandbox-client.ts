@@ -357,12 +357,17 @@ export class SandboxProvider implements PaymentProvider {
       // Reading the body is still part of the exchange: a lost body is a lost response.
       response = await this.exchange(method, path, headers, payload, signal);
     } catch (error) {
+      // Connection refused: no socket, so not one byte of the request was sent (a reused
+      // keep-alive socket fails with a reset instead, whose outcome is unknown).
+      const refused = !signal.aborted && (error as NodeJS.ErrnoException)?.code === 'ECONNREFUSED';
       const reason = timeout.aborted
         ? `no answer within ${this.timeoutMs} ms`
         : signal.aborted
           ? 'aborted by the caller'
-          : 'network error';
-      throw new ProviderUnavailableError(`sandbox ${method} ${path}: ${reason}`, undefined, { cause: error });
+          : refused
+            ? 'connection refused (nothing was sent)'
+            : 'network error';
+      throw new ProviderUnavailableError(`sandbox ${method} ${path}: ${reason}`, undefined, { cause: error, notSent: refused });
     }
     const text = response.text;
 

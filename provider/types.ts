@@ -163,8 +163,14 @@ export interface ProviderBalanceTransaction {
  */
 export class ProviderUnavailableError extends Error {
   override readonly name = 'ProviderUnavailableError';
-  constructor(message: string, readonly status?: number, options?: { cause?: unknown }) {
-    super(message, options);
+  /**
+   * true: the request certainly never reached the provider (the connection was refused), so
+   * this call took no effect. Anything else (a reset, a timeout, a 5xx) leaves the outcome unknown.
+   */
+  readonly notSent: boolean;
+  constructor(message: string, readonly status?: number, options?: { cause?: unknown; notSent?: boolean }) {
+    super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
+    this.notSent = options?.notSent ?? false;
   }
 }
 

@@ -14,8 +14,11 @@ export interface SandboxConfig {
   availableAfterMs: number;
 }
 
-/** The sandbox's outage modes (issue 22): POST /_sandbox/outage. */
-export type OutageMode = 'none' | 'unavailable' | 'down' | 'timeout';
+/**
+ * The sandbox's outage modes (issue 22): POST /_sandbox/outage. `declining`: the PSP's processor
+ * is failing, so every new charge is declined with `processing_error` (a code another PSP may accept).
+ */
+export type OutageMode = 'none' | 'unavailable' | 'down' | 'timeout' | 'declining';
 
 /** Webhook faults (SANDBOX_WEBHOOK_FAULTS, POST /_sandbox/webhook_faults); probabilities in [0, 1]. */
 export interface WebhookFaults {

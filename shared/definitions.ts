@@ -63,6 +63,9 @@ export interface FinalResponse {
 }
 
 /** Input of paymentWorkflow: one payment, as validated by the API. */
+/** The idempotency operation of POST /v1/payments (api/typed-route.ts operationName; a test checks they agree). */
+export const CREATE_PAYMENT_OPERATION = 'POST /v1/payments';
+
 export interface PaymentWorkflowInput {
   paymentId: string;
   tenantId: string;
@@ -89,6 +92,12 @@ export interface PaymentWorkflowInput {
   settlementWindowMs?: number;
   /** The status poll while a payment waits: first after firstMs, then growing to maxMs. */
   statusPoll?: { firstMs: number; maxMs: number };
+  /**
+   * The API persisted the payment's intent in the transaction that claimed its key (issue 24):
+   * the run starts at the charge. Absent: the run persists it first (runs begun before, and
+   * runs started by a retry that could not know).
+   */
+  intentPersisted?: boolean;
 }
 
 /** The defaults of the waits (lib/config.ts has the same ones for the API's input). */

@@ -6,7 +6,11 @@
  * the provider deduplicates our retries.
  */
 export const providerSubKey = {
-  charge: (paymentId: string) => `${paymentId}:charge`,
+  /**
+   * The charge of attempt n (issue 22: each PSP attempt its own key). Attempt 1 keeps the key of
+   * before routing (`<payment>:charge`), so runs begun before it and their lookups match.
+   */
+  charge: (paymentId: string, attempt = 1) => (attempt <= 1 ? `${paymentId}:charge` : `${paymentId}:charge:${attempt}`),
   capture: (paymentId: string) => `${paymentId}:capture`,
   void: (paymentId: string) => `${paymentId}:void`,
   /** The compensating refund when a captured payment cannot complete. */

@@ -1,6 +1,6 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
-import { operationKindOfWorkflow, settleAbandonedRun, settleClosedWait, unfinishedRecords, waitingPayments, type HeldAtProvider, type WaitingPayment } from '../db/abandoned';
+import { operationKindOfOperation, operationKindOfWorkflow, settleAbandonedRun, settleClosedWait, unfinishedRecords, waitingPayments, type HeldAtProvider, type WaitingPayment } from '../db/abandoned';
 import { providerSubKey } from '../shared/keys';
 import type { Logger } from '../lib/logger';
 import type { PaymentProvider } from '../provider/types';
@@ -44,7 +44,10 @@ export class AbandonedRunSweeper {
     const { sql, logger, retentionSeconds } = this.deps;
     let settled = 0;
     for (const record of await unfinishedRecords(sql, minAgeSeconds, limit)) {
-      const run = await this.runOf(record.workflow_id);
+      const found = await this.runOf(record.workflow_id);
+      // No run at all: the API claimed the key (a payment's intent with it) and died before it
+      // could start the run. The operation says what the claim reserved.
+      const run = found.status === 'NOT_FOUND' ? { ...found, kind: operationKindOfOperation[record.operation] ?? null } : found;
       const status = run.status;
       // Running: its outcome will come. Completed: the run recorded it, or the client's retry
       // takes it from the run's result (the update of a capture/cancel answers from its own run).

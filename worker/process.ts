@@ -3,9 +3,7 @@ import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { createSql } from '../db/connect';
 import { loadConfig, type Config } from '../lib/config';
 import { createLogger } from '../lib/logger';
-import { SandboxProvider } from '../provider/sandbox-client';
-import { StripeProvider } from '../provider/stripe';
-import type { PaymentProvider } from '../provider/types';
+import { createProviderRegistry } from '../provider/registry';
 import { OutboxRelay } from './outbox-relay';
 import { webhookTargetPolicy } from '../lib/webhook-target';
 import { ensureSchedules, scheduleSettings } from './schedules';
@@ -54,10 +52,8 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   installTemporalRuntime(logger, config.TEMPORAL_SDK_METRICS_ADDRESS);
   const metrics = createWorkerMetrics();
   const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-worker' });
-  const provider: PaymentProvider =
-    config.PROVIDER === 'stripe'
-      ? new StripeProvider({ apiKey: config.STRIPE_API_KEY!, timeoutMs: config.PROVIDER_TIMEOUT_MS, webhookSecret: config.STRIPE_WEBHOOK_SECRET })
-      : new SandboxProvider({ baseUrl: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS, webhookSecret: config.SANDBOX_WEBHOOK_SECRET });
+  // The configured PSPs by name (PROVIDERS, or the one PROVIDER): provider/registry.ts.
+  const providers = createProviderRegistry(config);
 
   const temporal = temporalConnectionSettings(config);
   const connection = await connectWithRetry(temporal);
@@ -65,7 +61,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   // API's, since the Schedules' workflow arguments are payloads the workers decode.
   const clientConnection = await Connection.connect(temporal);
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS) });
-  const deps = { sql, provider, metrics, providerName: config.PROVIDER, logger, temporal: client, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS };
+  const deps = { sql, providers, metrics, logger, temporal: client, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS };
   const worker = await createPaymentWorker({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,

@@ -2,6 +2,7 @@ import type { Duration } from '@temporalio/common';
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions, type ScheduleOptionsStartWorkflowAction, type ScheduleSpec } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
+import { configuredProviderNames } from '../provider/registry';
 import { periodicJobs, scheduleId, type PeriodicJob, type ReconciliationInput } from '../shared/jobs';
 
 /** The knobs of the periodic jobs (lib/config.ts; README, "Periodic jobs"). */
@@ -16,10 +17,10 @@ export interface ScheduleSettings {
 }
 
 /** The settings from the environment (the worker process and `npm run schedules` read the same). */
-export function scheduleSettings(config: Pick<Config, 'TASK_QUEUE' | 'PROVIDER' | 'RECONCILIATION_LOOKBACK_HOURS' | 'RETENTION_JOB_INTERVAL_SECONDS'>): ScheduleSettings {
+export function scheduleSettings(config: Pick<Config, 'TASK_QUEUE' | 'PROVIDERS' | 'RECONCILIATION_LOOKBACK_HOURS' | 'RETENTION_JOB_INTERVAL_SECONDS'>): ScheduleSettings {
   return {
     taskQueue: config.TASK_QUEUE,
-    providers: [config.PROVIDER],
+    providers: configuredProviderNames(config),
     reconciliationLookbackHours: config.RECONCILIATION_LOOKBACK_HOURS,
     retentionIntervalSeconds: config.RETENTION_JOB_INTERVAL_SECONDS,
     abandonedRunsIntervalSeconds: config.RETENTION_JOB_INTERVAL_SECONDS,

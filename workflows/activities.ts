@@ -71,6 +71,9 @@ export const jobs = proxyActivities<JobSteps>({
 export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps | keyof JobSteps, string> = {
   beginPayment: 'persist intent + order guard',
   chargePayment: 'charge at provider',
+  planRoute: 'plan the PSPs to try + record attempt 1',
+  chargeAttempt: 'charge attempt at one PSP',
+  recordAttempt: 'record attempt outcome (+ next attempt)',
   recordChargeOutcome: 'record outcome + ledger + outbox',
   retrieveCharge: 'poll charge status at provider',
   recordSettlement: 'record settled charge + ledger + outbox',

@@ -44,11 +44,11 @@ const MAX_LOOKS = 20;
  * 3. Record it on the payment (failure code and message; payment.late_success_refunded).
  */
 export async function lateChargeWorkflow(input: LateChargeInput): Promise<LateChargeResult> {
-  const { paymentId, chargeId } = input;
-  let standing = await records.lateChargeStanding({ paymentId, chargeId });
+  const { paymentId, chargeId, provider } = input;
+  let standing = await records.lateChargeStanding({ paymentId, chargeId, provider });
   for (let look = 1, waitMs = WAIT_FIRST_MS; standing.decision === 'wait' && look < MAX_LOOKS; look++, waitMs = Math.min(waitMs * 2, WAIT_MAX_MS)) {
     await sleep(waitMs);
-    standing = await records.lateChargeStanding({ paymentId, chargeId });
+    standing = await records.lateChargeStanding({ paymentId, chargeId, provider });
   }
   if (standing.decision !== 'act') {
     log.info('late charge: nothing to give back', { payment_id: paymentId, charge_id: chargeId, reason: standing.reason });
@@ -56,7 +56,7 @@ export async function lateChargeWorkflow(input: LateChargeInput): Promise<LateCh
   }
 
   for (let round = 1; ; round++) {
-    const charge = await providerSteps.retrieveCharge({ paymentId, chargeId });
+    const charge = await providerSteps.retrieveCharge({ paymentId, chargeId, provider });
     let outcome: LateChargeOutcome | null;
     try {
       outcome = await giveBack(charge);
@@ -82,12 +82,12 @@ export async function lateChargeWorkflow(input: LateChargeInput): Promise<LateCh
   /** Gives the charge's money back, or null when it holds none (already refunded, declined, canceled). */
   async function giveBack(charge: ProviderCharge): Promise<LateChargeOutcome | null> {
     if (charge.status === 'requires_capture') {
-      await providerSteps.voidCharge({ paymentId, chargeId });
+      await providerSteps.voidCharge({ paymentId, chargeId, provider });
       return { kind: 'voided' };
     }
     const kept = charge.amountCapturedMinor - charge.amountRefundedMinor;
     if (charge.status !== 'succeeded' || kept <= 0) return null;
-    const refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(paymentId), chargeId, amountMinor: kept, reference: paymentId });
+    const refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(paymentId), chargeId, amountMinor: kept, reference: paymentId, provider });
     if (refund.status === 'failed') {
       log.error('late charge: the PSP refused its refund; needs an operator', { payment_id: paymentId, charge_id: chargeId, refund_id: refund.id });
       return { kind: 'refund_failed', message: refund.failureMessage ?? refund.failureCode ?? 'no reason given' };

@@ -1,6 +1,7 @@
 import { ApplicationFailure, allHandlersFinished, condition, log, patched, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import { accepts, applyChargeReport, commandRefusal, type ChargeState } from '../domain/payment-lifecycle';
 import type { ProviderCharge } from '../provider/types';
+import type { AttemptMemo } from '../domain/attempts';
 import {
   cancelUpdate,
   captureUpdate,
@@ -77,14 +78,37 @@ const Patch = {
   awaitSettlement: 'await-settlement',
   /** A command's activities carry the command's request id in their header (workflows/interceptors.ts). */
   commandRequestId: 'command-request-id',
+  /** The API persisted the intent with the key's claim (input.intentPersisted): no first step. */
+  intentInClaim: 'intent-in-claim',
+  /**
+   * Issue 22: the PSPs to try come from planRoute, each attempt charges under its own sub-key
+   * (chargeAttempt), is recorded (recordAttempt), and the payment moves to the next PSP only
+   * when the last one certainly took no money. Decided first thing in the run.
+   */
+  routeAttempts: 'route-attempts',
 } as const;
+
+/** Why the payment left a PSP for the next one, in an operator's words (the run's memo). */
+function movedOnBecause(provider: string, outcome: string, code: string | null): string {
+  switch (outcome) {
+    case 'rejected':
+      return `${provider} refused the request (${code ?? 'no code'}): nothing was charged there`;
+    case 'not_sent':
+      return `${provider} could not be reached (connection refused): nothing was sent`;
+    case 'not_charged':
+      return `${provider}'s answers were lost; its lookup by our key found no charge`;
+    default:
+      return `${provider} declined with ${code ?? 'no code'}, which another PSP may accept`;
+  }
+}
 
 /**
  * One payment, from intent to its final state. Its id is derived from the scoped
  * idempotency key, so every delivery of the same request lands on this one run.
  *
  * Phases (each wait is `waitForOutcome`; the lifecycle is domain/payment-lifecycle.ts):
- * 1. Authorize: persist the intent (the order guard may refuse it: 409, recorded), charge the
+ * 1. Authorize: persist the intent unless the API did with the key's claim (the order guard
+ *    may refuse it: 409, recorded), charge the
  *    provider under the payment's charge sub-key (lookup first on retries), and record the
  *    outcome in one transaction: payment state, ledger, outbox event and the operation's
  *    first answer for the idempotency store (202 when the outcome must be waited for).
@@ -95,6 +119,15 @@ const Patch = {
  * Money that moved but cannot be booked is given back (compensation) and the reason recorded.
  */
 export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<FinalResponse> {
+  // First, before any other command: runs begun before routing charge the one provider.
+  const routed = patched(Patch.routeAttempts);
+  /**
+   * Where the charge is: the PSP and the attempt whose sub-key made it. Empty in runs begun
+   * before routing (their steps' inputs stay as they were: the default provider, attempt 1).
+   */
+  let holder: { provider?: string; attempt?: number } = {};
+  /** The memo's attempts (routed runs): which PSP each attempt went to, and why it moved on. */
+  let routeMemo: { provider?: string; attempts?: AttemptMemo[] } = {};
   let status: PaymentStatus = 'processing';
   const setStatus = (next: PaymentStatus | 'rejected') => {
     if (next !== 'rejected') status = next;
@@ -104,7 +137,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
   const compensations = new Compensations();
   /** Keeps the memo's view of the provider's charge current (a new command: patched). */
   const showCharge = (charge: ProviderCharge) => {
-    if (patched(Patch.chargeMemo)) upsertMemo({ provider_charge_id: charge.id, charge_status: charge.status });
+    if (patched(Patch.chargeMemo)) upsertMemo({ provider_charge_id: charge.id, charge_status: charge.status, ...routeMemo });
   };
 
   /**
@@ -140,7 +173,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
    * would say "Compensated" while the customer's money stayed with us.
    */
   const giveBack = async (chargeId: string, amountMinor: number) => {
-    const refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(input.paymentId), chargeId, amountMinor, reference: input.paymentId });
+    const refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(input.paymentId), chargeId, amountMinor, reference: input.paymentId, ...atHolder() });
     if (refund.status === 'failed') {
       throw ApplicationFailure.nonRetryable(`the provider refused refund ${refund.id}: ${refund.failureMessage ?? refund.failureCode ?? 'no reason given'}`);
     }
@@ -154,7 +187,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
       compensations.push(`refunded ${amountMinor} ${input.currency} of charge ${chargeId}`, () => giveBack(chargeId, amountMinor));
     } else if (charge.status === 'requires_capture') {
       const chargeId = charge.id;
-      compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: input.paymentId, chargeId }));
+      compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...atHolder() }));
     }
   };
 
@@ -220,34 +253,42 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
   };
 
   // ── Phase 1: authorize ────────────────────────────────────────────────────────────────
-  const begun = await records.beginPayment(input);
+  // The intent is usually persisted by the API with the key's claim (the order guard's 409 is
+  // answered there); runs begun before that, or started by a retry, persist it here.
+  const begun = input.intentPersisted === true && patched(Patch.intentInClaim) ? ({ kind: 'created' } as const) : await records.beginPayment(input);
   if (begun.kind === 'rejected') {
     setStatus('rejected');
     return begun.response;
   }
 
   let charge: ProviderCharge;
-  try {
-    charge = await providerSteps.chargePayment({
-      paymentId: input.paymentId,
-      amountMinor: input.amountMinor,
-      currency: input.currency,
-      paymentMethod: input.paymentMethod,
-      capture: input.captureMethod === 'automatic',
-      description: input.description,
-      ...(input.returnUrl ? { returnUrl: input.returnUrl } : {}),
-    });
-  } catch (error) {
-    const refused = failureOfType(error, FailureType.ProviderRejected);
-    if (!refused) throw error;
-    // The provider refused the request itself: no charge exists under our key.
-    const response = await records.recordPaymentFailure({
-      paymentId: input.paymentId,
-      failure: { code: 'provider_rejected', message: refused.message },
-      idempotency: input.idempotency,
-    });
-    setStatus('failed');
-    return response;
+  if (routed) {
+    const routedCharge = await chargeAlongTheRoute();
+    if (routedCharge.kind === 'final') return routedCharge.response;
+    charge = routedCharge.charge;
+  } else {
+    try {
+      charge = await providerSteps.chargePayment({
+        paymentId: input.paymentId,
+        amountMinor: input.amountMinor,
+        currency: input.currency,
+        paymentMethod: input.paymentMethod,
+        capture: input.captureMethod === 'automatic',
+        description: input.description,
+        ...(input.returnUrl ? { returnUrl: input.returnUrl } : {}),
+      });
+    } catch (error) {
+      const refused = failureOfType(error, FailureType.ProviderRejected);
+      if (!refused) throw error;
+      // The provider refused the request itself: no charge exists under our key.
+      const response = await records.recordPaymentFailure({
+        paymentId: input.paymentId,
+        failure: { code: 'provider_rejected', message: refused.message },
+        idempotency: input.idempotency,
+      });
+      setStatus('failed');
+      return response;
+    }
   }
   showCharge(charge);
   pushCompensation(charge);
@@ -258,7 +299,11 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
 
   let firstResponse: FinalResponse;
   try {
-    firstResponse = await records.recordChargeOutcome({ payment: input, charge });
+    firstResponse = await records.recordChargeOutcome({
+      payment: input,
+      charge,
+      ...(holder.provider !== undefined ? { attempt: { attempt: holder.attempt ?? 1, provider: holder.provider } } : {}),
+    });
   } catch (error) {
     const refused = failureOfType(error, FailureType.LedgerRejected);
     if (!refused) throw error;
@@ -289,16 +334,16 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
 
   if (decided === undefined) {
     log.info('authorization window ended uncaptured; voiding', { paymentId: input.paymentId });
-    showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId }));
+    showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...atHolder() }));
     await records.recordCancel({ paymentId: input.paymentId, request: null });
     setStatus('canceled');
   } else if (decided.kind === 'cancel') {
-    showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId }));
+    showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...atHolder() }));
     commandResponse = (await records.recordCancel({ paymentId: input.paymentId, request: decided.request }))!;
     setStatus('canceled');
   } else {
     const amountMinor = decided.request.amountMinor ?? input.amountMinor;
-    const captured = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor });
+    const captured = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor, ...atHolder() });
     showCharge(captured);
     // Once captured, giving the money back means a refund, no longer a void.
     compensations.replace(`refunded ${captured.amountCapturedMinor} ${input.currency} of charge ${chargeId}`, () =>
@@ -333,7 +378,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     const chargeId = waiting.id;
     const windowMs = customer ? (input.authenticationWindowMs ?? WAIT_DEFAULTS.authenticationWindowMs) : (input.settlementWindowMs ?? WAIT_DEFAULTS.settlementWindowMs);
     const poll = input.statusPoll ?? WAIT_DEFAULTS.statusPoll;
-    const pollCharge = async () => noteReport(await providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId }));
+    const pollCharge = async () => noteReport(await providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId, ...atHolder() }));
     // The Web UI shows why the run waits and until when (Memo tab), next to the timer in its history.
     upsertMemo({
       waiting_for: customer ? 'customer authentication (3-D Secure)' : 'the PSP to settle an asynchronous payment',
@@ -379,7 +424,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     // The window ended without an outcome: no money may be kept for a payment the merchant
     // now sees as expired. A challenge is voided; a bank debit cannot be, so the PSP is asked once more.
     log.info('waiting window ended; expiring', { payment_id: input.paymentId, waiting: waiting.status });
-    const last = customer ? await voidOrLookUp(chargeId) : await providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId });
+    const last = customer ? await voidOrLookUp(chargeId) : await providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId, ...atHolder() });
     showCharge(last);
     let failure: { code: string; message: string };
     if (last.status === 'canceled' || last.status === 'requires_action' || last.status === 'processing') {
@@ -394,7 +439,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
       failure = { code: 'late_success_refunded', message: `The payment succeeded at the provider after its window ended; refund ${refund.id} gave the money back.` };
     } else {
       // requires_capture: authorized after the window; the void below releases it.
-      const voided = await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId });
+      const voided = await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...atHolder() });
       failure = { code: 'late_authorization_voided', message: `The payment was authorized at the provider after its window ended; the authorization was voided (${voided.status}).` };
     }
     await records.recordExpiry({ paymentId: input.paymentId, failure });
@@ -402,13 +447,103 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     return { kind: 'final', response: firstResponse };
   }
 
+  /** The PSP and attempt holding the charge, for the steps' inputs (nothing in runs begun before routing). */
+  function atHolder(): { provider?: string; attempt?: number } {
+    return holder;
+  }
+
+  /**
+   * Phase 1 of a routed run: the PSPs planRoute names, tried in order. Each attempt charges
+   * under its own sub-key and is recorded; the payment moves to the next PSP only when this one
+   * certainly took no money (it refused the request, it was unreachable before anything was
+   * sent, its lookup after lost answers found no charge) or declined with a code another PSP
+   * may accept. While this one's outcome is unknown, chargeAttempt keeps retrying HERE (the
+   * activity never answers "unknown"): the next PSP is never asked while this one may hold money.
+   */
+  async function chargeAlongTheRoute(): Promise<{ kind: 'charge'; charge: ProviderCharge } | { kind: 'final'; response: FinalResponse }> {
+    const plan = await records.planRoute({
+      paymentId: input.paymentId,
+      tenantId: input.tenantId,
+      amountMinor: input.amountMinor,
+      currency: input.currency,
+      paymentMethod: input.paymentMethod,
+      ...(input.intentPersisted === true ? { intent: input } : {}),
+    });
+    const retryableDeclines = plan.retryableDeclineCodes ?? [];
+    const attempts: AttemptMemo[] = [];
+    const showAttempts = (current: AttemptMemo | null) => {
+      routeMemo = { provider: current?.provider ?? attempts[attempts.length - 1]!.provider, attempts: current ? [...attempts, current] : [...attempts] };
+      upsertMemo({ route: plan.providers, route_reason: plan.reason, ...routeMemo });
+    };
+    showAttempts({ attempt: 1, provider: plan.providers[0]!, outcome: 'pending', error_code: null });
+    for (let index = 0; index < plan.providers.length; index++) {
+      const provider = plan.providers[index]!;
+      const next = plan.providers[index + 1];
+      const attempt = index + 1;
+      holder = { provider, attempt };
+      const nextAttempt = next !== undefined ? { attempt: attempt + 1, provider: next } : null;
+      let result: Awaited<ReturnType<typeof providerSteps.chargeAttempt>>;
+      try {
+        result = await providerSteps.chargeAttempt({
+          paymentId: input.paymentId,
+          amountMinor: input.amountMinor,
+          currency: input.currency,
+          paymentMethod: input.paymentMethod,
+          capture: input.captureMethod === 'automatic',
+          description: input.description,
+          ...(input.returnUrl ? { returnUrl: input.returnUrl } : {}),
+          provider,
+          attempt,
+          canFailOver: next !== undefined,
+        });
+      } catch (error) {
+        const refused = failureOfType(error, FailureType.ProviderRejected);
+        if (!refused) throw error;
+        // The last PSP refused the request itself: nothing was charged anywhere.
+        const code = String(refused.details?.[0] ?? 'provider_rejected');
+        attempts.push({ attempt, provider, outcome: 'rejected', error_code: code });
+        await records.recordAttempt({ paymentId: input.paymentId, attempt, provider, outcome: 'rejected', providerChargeId: null, errorCode: code, next: null });
+        showAttempts(null);
+        const response = await records.recordPaymentFailure({
+          paymentId: input.paymentId,
+          failure: { code: 'provider_rejected', message: refused.message },
+          idempotency: input.idempotency,
+        });
+        setStatus('failed');
+        return { kind: 'final', response };
+      }
+      if (result.kind === 'not_charged' && nextAttempt) {
+        attempts.push({ attempt, provider, outcome: result.outcome, error_code: result.errorCode, moved_on_because: movedOnBecause(provider, result.outcome, result.errorCode) });
+        await records.recordAttempt({ paymentId: input.paymentId, attempt, provider, outcome: result.outcome, providerChargeId: null, errorCode: result.errorCode, next: nextAttempt });
+        showAttempts({ attempt: nextAttempt.attempt, provider: nextAttempt.provider, outcome: 'pending', error_code: null });
+        continue;
+      }
+      if (result.kind === 'not_charged') {
+        // Not answered without a next PSP (canFailOver false): a step that did is a bug, not an outcome.
+        throw ApplicationFailure.nonRetryable(`chargeAttempt answered ${result.outcome} at the last provider ${provider}`);
+      }
+      const charged = result.charge;
+      if (charged.status === 'declined' && nextAttempt && charged.declineCode !== null && retryableDeclines.includes(charged.declineCode)) {
+        attempts.push({ attempt, provider, outcome: 'declined', error_code: charged.declineCode, moved_on_because: movedOnBecause(provider, 'declined', charged.declineCode) });
+        await records.recordAttempt({ paymentId: input.paymentId, attempt, provider, outcome: 'declined', providerChargeId: charged.id, errorCode: charged.declineCode, next: nextAttempt });
+        showAttempts({ attempt: nextAttempt.attempt, provider: nextAttempt.provider, outcome: 'pending', error_code: null });
+        continue;
+      }
+      attempts.push({ attempt, provider, outcome: charged.status, error_code: charged.declineCode });
+      // Shown with the charge (showCharge, right after this): no memo command of its own.
+      routeMemo = { provider, attempts: [...attempts] };
+      return { kind: 'charge', charge: charged };
+    }
+    throw ApplicationFailure.nonRetryable('the route named no provider');
+  }
+
   /** Voids a waiting charge; if the PSP refuses (it settled meanwhile), the charge as it is now. */
   async function voidOrLookUp(chargeId: string): Promise<ProviderCharge> {
     try {
-      return await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId });
+      return await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...atHolder() });
     } catch (error) {
       if (!failureOfType(error, FailureType.ProviderRejected)) throw error;
-      return providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId });
+      return providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId, ...atHolder() });
     }
   }
 

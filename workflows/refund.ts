@@ -7,7 +7,7 @@ import { failureOfType } from './saga';
 /**
  * One refund of a captured payment, under its own scoped idempotency key.
  * 1. Reserve the amount under the payment's row lock (or refuse: 409, recorded).
- * 2. Refund at the provider under the refund's sub-key (lookup first on retries).
+ * 2. Refund at the provider holding the charge (payments.provider), under the refund's sub-key (lookup first on retries).
  * 3. Record the outcome: reversing ledger transaction and refund.succeeded, or release of
  *    the reservation and refund.failed; and the first final response.
  */
@@ -22,6 +22,8 @@ export async function refundWorkflow(input: RefundWorkflowInput): Promise<FinalR
       chargeId: begun.chargeId,
       amountMinor: input.amountMinor,
       reference: input.refundId,
+      // At the PSP holding the charge (issue 22); none recorded: the default provider, as before.
+      ...(begun.provider !== undefined ? { provider: begun.provider } : {}),
     });
   } catch (error) {
     const refused = failureOfType(error, FailureType.ProviderRejected);

@@ -1,3 +1,4 @@
+import { attemptResource, listAttempts } from '../../db/attempts';
 import { formatAmount } from '../../domain/money';
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
@@ -9,9 +10,10 @@ import {
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { getPayment, listPayments } from '../../db/payments';
+import { claimPaymentIntent, getPayment, listPayments, orderHolder, releaseIntent } from '../../db/payments';
+import { releaseClaim } from '../../db/idempotency-records';
 import type { IdempotencyRecord } from '../../db/idempotency-records';
-import { ApiError, errorResponse, type ApiErrorType } from '../../domain/errors';
+import { ApiError, errorResponse, orderAlreadyPaid, type ApiErrorType } from '../../domain/errors';
 import { isFinal, statusesAccepting } from '../../domain/payment-lifecycle';
 import { newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
 import { paymentLocation, paymentResource, type PaymentRow } from '../../domain/resources';
@@ -161,12 +163,36 @@ export function paymentRoutes(deps: ApiDeps) {
       // Plain http is for a developer's own machine; a customer's browser is sent to https only.
       throw new ApiError('invalid_request', 'return_url must be https in production');
     }
+    const inputFor = (paymentId: string, scope: ScopedKey) =>
+      paymentWorkflowInput(body, { paymentId, tenantId, scope, requestId: c.var.requestId, windows: deps.config });
+    // Whether this request's claim persisted the intent: only then does the workflow skip its
+    // first step. A retry that finds the claim cannot know, so its run (if it is the one that
+    // starts it) persists the intent itself; a second insert of the same id finds the first.
+    let intentPersisted = false;
     return recordedReply(c, createPayment, await runIdempotent(c, deps, createPayment, {
       params: {},
       body,
       claim: () => ({ workflowId: paymentWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('pay') }),
+      claimWith: async (scope, target) => {
+        const claimed = await claimPaymentIntent(deps.sql, { scope, workflowId: target.workflowId }, inputFor(target.resourceId, scope));
+        if (!claimed) return null;
+        intentPersisted = claimed.intent;
+        if (claimed.intent) return { record: claimed.record, refusal: null };
+        // The order guard refused the intent: another key's payment holds the order, so 409,
+        // recorded now as the key's answer (no run). The run decides, as before, when the holder
+        // is this key's own earlier payment (its record expired: the retry attaches to the
+        // closed run and answers its result) or when the holder has meanwhile let the order go.
+        const holder = await orderHolder(deps.sql, tenantId, body.order_id);
+        const refused = holder !== null && holder.workflow_id !== target.workflowId;
+        return { record: claimed.record, refusal: refused ? orderAlreadyPaid(body.order_id, holder.id) : null };
+      },
+      release: (scope, record) =>
+        deps.sql.begin(async (tx) => {
+          await releaseClaim(tx, scope);
+          await releaseIntent(tx, record.resource_id);
+        }),
       dispatch: (record, scope) => {
-        const input = paymentWorkflowInput(body, { paymentId: record.resource_id, tenantId, scope, requestId: c.var.requestId, windows: deps.config });
+        const input: PaymentWorkflowInput = { ...inputFor(record.resource_id, scope), ...(intentPersisted ? { intentPersisted: true } : {}) };
         return startOrAttach(deps, scope, 'paymentWorkflow', {
           workflowId: record.workflow_id,
           resourceId: record.resource_id,
@@ -196,6 +222,7 @@ export function paymentRoutes(deps: ApiDeps) {
           amount_captured_minor: 0,
           amount_refunded_minor: 0,
           provider_charge_id: null,
+          provider: null,
           failure_code: null,
           failure_message: null,
           workflow_id: record.workflow_id,
@@ -211,7 +238,10 @@ export function paymentRoutes(deps: ApiDeps) {
 
   app.openapi(getPaymentRoute, async (c) => {
     const payment = await tenantPayment(deps.sql, c.var.tenant.id, c.req.valid('param').id);
-    return c.json(paymentResource(payment), 200);
+    const attempts = await listAttempts(deps.sql, payment.id);
+    // A payment charged before routing records no provider: it is at the default (the first configured).
+    const provider = payment.provider ?? (payment.provider_charge_id !== null ? (deps.config.PROVIDERS?.[0]?.name ?? null) : null);
+    return c.json({ ...paymentResource({ ...payment, provider }), attempts: attempts.map(attemptResource) }, 200);
   });
 
   app.openapi(listPaymentsRoute, async (c) => {

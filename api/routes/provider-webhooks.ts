@@ -7,8 +7,7 @@ import { lateChargeWorkflowId } from '../../domain/ids';
 import { keepsNoMoney, type PaymentStatus } from '../../domain/payment-lifecycle';
 import { isTemporalUnavailable } from '../../lib/temporal';
 import { ProviderWebhookError, type ProviderCharge, type ProviderWebhookEvent } from '../../provider/types';
-import { SandboxProvider } from '../../provider/sandbox-client';
-import { StripeProvider } from '../../provider/stripe';
+import { createProviderClient } from '../../provider/registry';
 import type { Config } from '../../lib/config';
 import { chargeReportSignal, type LateChargeInput } from '../../shared/definitions';
 import { startLateChargeWorkflow } from '../../lib/late-charge';
@@ -17,25 +16,23 @@ import { withinTemporalDeadline } from '../idempotency';
 import { MAX_BODY_BYTES } from '../middleware';
 import { errorResponses, jsonContent } from './openapi';
 
-/** The configured PSP's webhook verification (its client's verifyWebhook, with its secret). */
+/** One configured PSP's webhook verification (its client's verifyWebhook, with its secret). */
 export interface ProviderWebhookReceiver {
-  /** The provider's name in the path: `sandbox` or `stripe` (PROVIDER). */
+  /** The provider's configured name, as in the path (PROVIDERS; `sandbox` or `stripe` with PROVIDER). */
   name: string;
   verify(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
 }
 
 /**
- * The receiver for the configured PSP (PROVIDER), verifying with its client's own verifyWebhook
- * (Stripe's: the Stripe library's constructEvent). Without a secret every webhook is refused (400).
+ * A receiver per configured PSP (PROVIDERS, or the one PROVIDER), each verifying with its own
+ * client's verifyWebhook and secret (Stripe's: the Stripe library's constructEvent). Without a
+ * secret every webhook of that provider is refused (400).
  */
-export function providerWebhookReceiver(
-  config: Pick<Config, 'PROVIDER' | 'PROVIDER_URL' | 'STRIPE_API_KEY' | 'PROVIDER_TIMEOUT_MS'> & Partial<Pick<Config, 'SANDBOX_WEBHOOK_SECRET' | 'STRIPE_WEBHOOK_SECRET'>>,
-): ProviderWebhookReceiver {
-  const client =
-    config.PROVIDER === 'stripe'
-      ? new StripeProvider({ apiKey: config.STRIPE_API_KEY!, webhookSecret: config.STRIPE_WEBHOOK_SECRET ?? null })
-      : new SandboxProvider({ baseUrl: config.PROVIDER_URL, timeoutMs: config.PROVIDER_TIMEOUT_MS, webhookSecret: config.SANDBOX_WEBHOOK_SECRET ?? null });
-  return { name: config.PROVIDER, verify: (rawBody, headers, now) => client.verifyWebhook(rawBody, headers, now) };
+export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS' | 'STRIPE_API_KEY' | 'PROVIDER_TIMEOUT_MS'>): ProviderWebhookReceiver[] {
+  return config.PROVIDERS.map((connection) => {
+    const client = createProviderClient(connection, config);
+    return { name: connection.name, verify: (rawBody, headers, now) => client.verifyWebhook(rawBody, headers, now) };
+  });
 }
 
 const Received = z
@@ -86,9 +83,10 @@ export function providerWebhookRoutes(deps: ApiDeps) {
   );
 
   app.openapi(receiveWebhook, async (c) => {
-    const receiver = deps.providerWebhooks;
     const { provider } = c.req.valid('param');
-    if (!receiver || receiver.name !== provider) throw new ApiError('not_found', `No webhooks are received for provider ${provider}`);
+    const receivers = deps.providerWebhooks === undefined ? [] : Array.isArray(deps.providerWebhooks) ? deps.providerWebhooks : [deps.providerWebhooks];
+    const receiver = receivers.find((r) => r.name === provider);
+    if (!receiver) throw new ApiError('not_found', `No webhooks are received for provider ${provider}`);
     // Verified on the exact bytes received, before anything is parsed or stored.
     const raw = await c.req.text();
     let event: ProviderWebhookEvent;

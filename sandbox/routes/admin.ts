@@ -13,7 +13,7 @@ import type { OutageMode, SandboxDeps } from '../deps';
  * webhook faults and redelivery, the events it made, and discrepancies made on purpose.
  */
 
-const outageBody = z.strictObject({ mode: z.enum(['none', 'unavailable', 'down', 'timeout']) });
+const outageBody = z.strictObject({ mode: z.enum(['none', 'unavailable', 'down', 'timeout', 'declining']) });
 
 const probability = z.number().min(0).max(1);
 const faultsBody = z.strictObject({

@@ -114,7 +114,12 @@ export function chargeRoutes(deps: SandboxDeps) {
     .post('/', async (c) => {
       const key = requireIdempotencyKey(c);
       const params = await parseJsonBody(c, createChargeBody);
-      const behaviour = paymentMethodBehaviour(params.payment_method);
+      const known = paymentMethodBehaviour(params.payment_method);
+      // Outage `declining` (issue 22): the processor fails every new charge, whatever the card.
+      const behaviour: typeof known =
+        known && deps.runtime.outage === 'declining'
+          ? { kind: 'decline', code: 'processing_error', message: 'An error occurred while processing the card (sandbox outage "declining").' }
+          : known;
       if (!behaviour) {
         throw invalidRequest('invalid_payment_method', `No such payment method: '${params.payment_method}'.`);
       }

@@ -67,6 +67,21 @@ const happy: Steps = {
     return { decision: 'act', status: 'expired', reason: 'the payment is expired' };
   },
   async recordLateCharge() {},
+  async planRoute() {
+    return { providers: ['sandbox'], reason: 'default provider (no routing configured)', retryableDeclineCodes: ['processing_error', 'issuer_unavailable', 'try_again_later'] };
+  },
+  async recordAttempt() {},
+  async chargeAttempt(input) {
+    return {
+      kind: 'charge',
+      charge: charge(input.paymentId, {
+        id: input.attempt > 1 ? `${chargeIdOf(input.paymentId)}_${input.attempt}` : chargeIdOf(input.paymentId),
+        status: input.capture ? 'succeeded' : 'requires_capture',
+        amountMinor: input.amountMinor,
+        amountCapturedMinor: input.capture ? input.amountMinor : 0,
+      }),
+    };
+  },
   async chargePayment(input) {
     return charge(input.paymentId, {
       status: input.capture ? 'succeeded' : 'requires_capture',
@@ -101,6 +116,12 @@ function dispatchingActivities(): Steps {
         const run = runs.get(workflowId);
         if (!run) throw ApplicationFailure.nonRetryable(`no fakes scripted for workflow ${workflowId}`);
         run.calls.push({ step: name, input, attempt: info.attempt });
+        // Routed runs (patched 'route-attempts') charge with chargeAttempt: a test that scripts
+        // only what the PSP answers to the charge (chargePayment) scripts each attempt's answer.
+        if (name === 'chargeAttempt' && !run.fakes.chargeAttempt && run.fakes.chargePayment) {
+          const answer = run.fakes.chargePayment;
+          return answer(input as Parameters<Steps['chargePayment']>[0]).then((charge) => ({ kind: 'charge', charge }));
+        }
         const fake = (run.fakes[name] ?? happy[name]) as (input: unknown) => Promise<unknown>;
         return fake(input);
       },

@@ -8,6 +8,7 @@ import { ensureTemporalCli } from '../../devstack/temporal-cli';
 import { scheduleId, periodicJobs } from '../../shared/jobs';
 import { TEST_PAYLOAD_KEYS, testDataConverter } from '../../testkit/payload-keys';
 import { spawnWorker } from '../../testkit/processes';
+import { providerRegistry } from '../../provider/registry';
 import { SandboxProvider } from '../../provider/sandbox-client';
 import { createPaymentWorker } from '../../worker/worker';
 import { deleteSchedules, ensureSchedules, type ScheduleSettings } from '../../worker/schedules';
@@ -57,7 +58,7 @@ beforeAll(async () => {
     connection: secondConnection,
     namespace: 'default',
     taskQueue: stack.taskQueue,
-    deps: { sql: stack.sql, provider: new SandboxProvider({ baseUrl: stack.sandboxUrl, timeoutMs: 1500 }), providerName: 'sandbox', logger: stack.logger, temporal: stack.temporal },
+    deps: { sql: stack.sql, providers: providerRegistry({ sandbox: new SandboxProvider({ baseUrl: stack.sandboxUrl, timeoutMs: 1500 }) }), logger: stack.logger, temporal: stack.temporal },
     dataConverter: testDataConverter,
     workflowBundle: { code: readFileSync(inject('workflowBundlePath'), 'utf8') },
   });

@@ -29,7 +29,8 @@ const stripe = new Stripe('sk_test_123');
 beforeAll(async () => {
   mock = await startStripeMock();
   const client = new StripeProvider({ apiKey: 'sk_test_123', host: '127.0.0.1', port: mock.port, protocol: 'http', timeoutMs: 5_000, webhookSecret: WEBHOOK_SECRET });
-  stack = await startStack({ psp: { name: 'stripe', client } });
+  // Stripe beside the stack's sandbox in the worker's registry, every payment routed to it.
+  stack = await startStack({ extraProviders: { stripe: client }, route: async () => ({ providers: ['stripe'], reason: 'test route: stripe (stripe-mock)' }) });
   tenant = await stack.createTenant('stripe-e2e');
   api = apiClient(stack.apiUrl, tenant.apiKey);
 }, 300_000);

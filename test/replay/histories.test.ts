@@ -114,6 +114,8 @@ describe('the recorded histories', () => {
       'sepa-succeeded',
       'sepa-failed',
       'reconciliation',
+      // Issue 24: the intent persisted by the API with the key's claim.
+      'intent-in-claim',
     ]) {
       expect(scenarios, scenario).toContain(scenario);
     }
@@ -130,6 +132,11 @@ describe('the recorded histories', () => {
     expect(entry('three-ds-webhook-lost.json').activities).toContain('retrieveCharge');
     expect(entry('three-ds-expired.json').activities).toContain('voidCharge');
     expect(entry('three-ds-manual-capture.json').activities).toContain('captureCharge');
+    // The run began at the charge: one local activity (recordChargeOutcome), no beginPayment; the
+    // runs recorded before it (every other payment scenario) still persisted the intent themselves.
+    expect(entry('intent-in-claim.json').patches).toContain('intent-in-claim');
+    expect(entry('intent-in-claim.json').localActivities).toBe(1);
+    expect(entry('success.json').localActivities).toBe(2);
   });
 });
 

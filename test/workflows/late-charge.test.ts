@@ -31,7 +31,7 @@ describe('late charge workflow', () => {
     });
     expect(await run.handle.result()).toEqual({ action: 'refunded', reason: 'the payment is expired', refundId: `re_${providerSubKey.compensation(input.paymentId)}` });
     expect(run.steps()).toEqual(['lateChargeStanding', 'retrieveCharge', 'refundCharge', 'recordLateCharge']);
-    expect(run.inputsOf('refundCharge')[0]).toEqual({ subKey: providerSubKey.compensation(input.paymentId), chargeId: input.chargeId, amountMinor: 4200, reference: input.paymentId });
+    expect(run.inputsOf('refundCharge')[0]).toEqual({ subKey: providerSubKey.compensation(input.paymentId), chargeId: input.chargeId, amountMinor: 4200, reference: input.paymentId, provider: 'sandbox' });
     expect(run.inputsOf('recordLateCharge')[0]!.outcome).toEqual({ kind: 'refunded', refundId: `re_${providerSubKey.compensation(input.paymentId)}`, amountMinor: 4200, currency: 'EUR' });
   });
 

@@ -58,7 +58,7 @@ describe('await customer (3-D Secure)', () => {
     await webhook(run.handle, charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 }));
 
     expect(await run.handle.result()).toEqual(first);
-    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome', 'recordSettlement']);
+    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome', 'recordSettlement']);
     expect(run.inputsOf('recordSettlement')[0]!.charge.status).toBe('succeeded');
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
@@ -156,7 +156,7 @@ describe('await customer (3-D Secure)', () => {
     });
     await run.handle.result();
     expect(bodyOf(captured).status).toBe('succeeded');
-    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome', 'recordSettlement', 'captureCharge', 'recordCapture']);
+    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome', 'recordSettlement', 'captureCharge', 'recordCapture']);
   });
 
   it('refuses capture while the customer authenticates, and cancels by voiding the challenge (the table’s commands for requires_action)', async () => {
@@ -203,7 +203,7 @@ describe('await settlement (asynchronous methods)', () => {
     await waitsIn(run, 'processing');
     await webhook(run.handle, charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 }));
     await run.handle.result();
-    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome', 'recordSettlement']);
+    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome', 'recordSettlement']);
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
 

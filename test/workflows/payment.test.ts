@@ -78,11 +78,27 @@ describe('automatic capture', () => {
     const run = await bench.startPayment(input);
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome']);
-    expect(run.inputsOf('chargePayment')[0]).toMatchObject({ paymentId: input.paymentId, amountMinor: 4200, currency: 'EUR', capture: true });
+    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome']);
+    expect(run.inputsOf('chargeAttempt')[0]).toMatchObject({ paymentId: input.paymentId, amountMinor: 4200, currency: 'EUR', capture: true });
     expect(run.inputsOf('recordChargeOutcome')[0]!.charge.status).toBe('succeeded');
     expect(bodyOf(final)).toEqual({ id: input.paymentId, status: 'succeeded' });
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+  });
+
+  it('has no intent step when the API persisted the intent with the claim, and hands the intent to the plan (rules out a step per payment spent on it, or a run that skips it without the flag)', async () => {
+    const input = paymentInput({ intentPersisted: true });
+    const run = await bench.startPayment(input);
+    const final = await run.handle.result();
+
+    expect(run.steps()).toEqual(['planRoute', 'chargeAttempt', 'recordChargeOutcome']);
+    // The plan's transaction persists it again if a start in doubt left the run without it.
+    expect(run.inputsOf('planRoute')[0]).toMatchObject({ intent: { paymentId: input.paymentId } });
+    expect(bodyOf(final)).toEqual({ id: input.paymentId, status: 'succeeded' });
+    const patches = (await run.handle.fetchHistory()).events!
+      .filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')
+      .flatMap((e) => Object.values(e.markerRecordedEventAttributes!.details ?? {}).flatMap((p) => p.payloads ?? []))
+      .map((p) => Buffer.from(p.data ?? new Uint8Array()).toString('utf8'));
+    expect(patches.some((data) => data.includes('intent-in-claim'))).toBe(true);
   });
 
   it('records a decline as the outcome and gives nothing back (rules out refunding or voiding money that never moved)', async () => {
@@ -92,7 +108,7 @@ describe('automatic capture', () => {
     });
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome']);
+    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome']);
     expect(run.inputsOf('recordChargeOutcome')[0]!.charge).toMatchObject({ status: 'declined', declineCode: 'card_declined' });
     expect(bodyOf(final).status).toBe('declined');
     expect(await run.handle.query(paymentStatusQuery)).toBe('declined');
@@ -107,7 +123,7 @@ describe('automatic capture', () => {
     });
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordAttempt', 'recordPaymentFailure']);
     expect(run.inputsOf('recordPaymentFailure')[0]).toMatchObject({
       failure: { code: 'provider_rejected', message: 'No such payment_method: pm_bogus' },
       idempotency: input.idempotency,
@@ -126,7 +142,7 @@ describe('automatic capture', () => {
     });
     await run.handle.result();
 
-    expect(run.calls.filter((call) => call.step === 'chargePayment').map((call) => call.attempt)).toEqual([1, 2]);
+    expect(run.calls.filter((call) => call.step === 'chargeAttempt').map((call) => call.attempt)).toEqual([1, 2]);
     expect(run.steps().filter((step) => step === 'recordChargeOutcome')).toHaveLength(1);
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
@@ -147,12 +163,15 @@ describe('compensation', () => {
     const run = await bench.startPayment(input, { recordChargeOutcome: async () => Promise.reject(ledgerRefuses('account frozen')) });
     await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome', 'refundCharge', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome', 'refundCharge', 'recordPaymentFailure']);
     expect(run.inputsOf('refundCharge')[0]).toEqual({
       subKey: providerSubKey.compensation(input.paymentId),
       chargeId: chargeIdOf(input.paymentId),
       amountMinor: 4200,
       reference: input.paymentId,
+      // At the PSP holding the charge: the route's one PSP, attempt 1.
+      provider: 'sandbox',
+      attempt: 1,
     });
     const { failure } = run.inputsOf('recordPaymentFailure')[0]!;
     expect(failure.code).toBe('ledger_rejected');
@@ -166,7 +185,7 @@ describe('compensation', () => {
     const run = await bench.startPayment(input, { recordChargeOutcome: async () => Promise.reject(ledgerRefuses('account frozen')) });
     await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome', 'voidCharge', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome', 'voidCharge', 'recordPaymentFailure']);
     expect(run.inputsOf('recordPaymentFailure')[0]!.failure.message).toContain(`Compensated: voided authorization ${chargeIdOf(input.paymentId)}.`);
   });
 
@@ -208,7 +227,7 @@ describe('compensation', () => {
     const answer = await run.handle.executeUpdate(captureUpdate, { args: [request] });
     await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome', 'captureCharge', 'recordCapture', 'refundCharge', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture', 'refundCharge', 'recordPaymentFailure']);
     expect(run.inputsOf('refundCharge')[0]).toMatchObject({ subKey: providerSubKey.compensation(input.paymentId), amountMinor: 3000 });
     const failure = run.inputsOf('recordPaymentFailure')[0]!;
     expect(failure.idempotency).toEqual(request.idempotency);
@@ -227,7 +246,7 @@ describe('manual capture', () => {
     const answer = await run.handle.executeUpdate(captureUpdate, { args: [capture(2500)] });
     const final = await run.handle.result();
 
-    expect(run.inputsOf('captureCharge')).toEqual([{ paymentId: input.paymentId, chargeId: chargeIdOf(input.paymentId), amountMinor: 2500 }]);
+    expect(run.inputsOf('captureCharge')).toEqual([{ paymentId: input.paymentId, chargeId: chargeIdOf(input.paymentId), amountMinor: 2500, provider: 'sandbox', attempt: 1 }]);
     expect(bodyOf(answer)).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500 });
     expect(bodyOf(final).status).toBe('requires_capture');
     expect(run.steps()).not.toContain('voidCharge');
@@ -274,7 +293,7 @@ describe('authorization expiry (a short window)', () => {
     const run = await bench.startPayment(input);
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargePayment', 'recordChargeOutcome', 'voidCharge', 'recordCancel']);
+    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome', 'voidCharge', 'recordCancel']);
     expect(run.inputsOf('recordCancel')[0]).toEqual({ paymentId: input.paymentId, request: null });
     expect(bodyOf(final).status).toBe('requires_capture');
     expect(await run.handle.query(paymentStatusQuery)).toBe('canceled');
@@ -352,5 +371,105 @@ describe('capture and cancel racing, and a second update on the run', () => {
     await run.handle.result();
     expect(run.inputsOf('captureCharge')).toHaveLength(1);
     expect(run.inputsOf('recordCapture')).toHaveLength(1);
+  });
+});
+
+describe('routing and failover (patched route-attempts; issue 22)', () => {
+  const twoPsps: Partial<Steps> = {
+    planRoute: async () => ({ providers: ['psp-a', 'psp-b'], reason: 'test: a then b', retryableDeclineCodes: ['processing_error'] }),
+  };
+  const at = (provider: string, attempt: number, paymentId: string, fields: Parameters<typeof charge>[1]) =>
+    charge(paymentId, { id: `ch_${provider}_${attempt}`, ...fields });
+
+  it('moves to the next PSP when the first certainly took no money; capture goes to the PSP holding the charge', async () => {
+    const input = manual();
+    const run = await bench.startPayment(input, {
+      ...twoPsps,
+      chargeAttempt: async (step) =>
+        step.provider === 'psp-a'
+          ? { kind: 'not_charged', outcome: 'not_charged', errorCode: 'outcome_unknown_none_found', message: 'none found' }
+          : { kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'requires_capture', amountMinor: step.amountMinor }) },
+    });
+    await awaitingCapture(run);
+    await run.handle.executeUpdate(captureUpdate, { args: [capture()] });
+    await run.handle.result();
+
+    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture']);
+    expect(run.inputsOf('chargeAttempt')).toMatchObject([
+      { provider: 'psp-a', attempt: 1, canFailOver: true },
+      { provider: 'psp-b', attempt: 2, canFailOver: false },
+    ]);
+    expect(run.inputsOf('recordAttempt')[0]).toMatchObject({ attempt: 1, provider: 'psp-a', outcome: 'not_charged', next: { attempt: 2, provider: 'psp-b' } });
+    expect(run.inputsOf('recordChargeOutcome')[0]).toMatchObject({ attempt: { attempt: 2, provider: 'psp-b' } });
+    expect(run.inputsOf('captureCharge')[0]).toMatchObject({ chargeId: 'ch_psp-b_2', provider: 'psp-b', attempt: 2 });
+    const memo = (await run.handle.describe()).memo as Record<string, unknown>;
+    expect(memo).toMatchObject({ route: ['psp-a', 'psp-b'], route_reason: 'test: a then b', provider: 'psp-b' });
+    expect(memo.attempts).toMatchObject([
+      { attempt: 1, provider: 'psp-a', outcome: 'not_charged', moved_on_because: expect.stringContaining('psp-a') },
+      { attempt: 2, provider: 'psp-b', outcome: 'requires_capture' },
+    ]);
+  });
+
+  it('a decline the route marks retryable elsewhere moves on; a card decline does not', async () => {
+    const retryable = paymentInput();
+    const moved = await bench.startPayment(retryable, {
+      ...twoPsps,
+      chargeAttempt: async (step) => ({
+        kind: 'charge',
+        charge:
+          step.provider === 'psp-a'
+            ? at('psp-a', 1, step.paymentId, { status: 'declined', declineCode: 'processing_error', declineMessage: 'processor down' })
+            : at('psp-b', 2, step.paymentId, { status: 'succeeded', amountCapturedMinor: step.amountMinor }),
+      }),
+    });
+    await moved.handle.result();
+    expect(moved.inputsOf('chargeAttempt').map((i) => i.provider)).toEqual(['psp-a', 'psp-b']);
+    expect(moved.inputsOf('recordAttempt')[0]).toMatchObject({ outcome: 'declined', errorCode: 'processing_error', providerChargeId: 'ch_psp-a_1' });
+
+    const card = paymentInput();
+    const stayed = await bench.startPayment(card, {
+      ...twoPsps,
+      chargeAttempt: async (step) => ({ kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'declined', declineCode: 'card_declined' }) }),
+    });
+    await stayed.handle.result();
+    expect(stayed.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome']);
+    expect(await stayed.handle.query(paymentStatusQuery)).toBe('declined');
+  });
+
+  it('an unknown outcome at the first PSP is retried THERE, never at the next (rules out a second charge elsewhere)', async () => {
+    const input = paymentInput();
+    let tries = 0;
+    const run = await bench.startPayment(input, {
+      ...twoPsps,
+      chargeAttempt: async (step) => {
+        if (step.provider === 'psp-a' && ++tries < 3) throw new Error('socket hang up');
+        return { kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'succeeded', amountCapturedMinor: step.amountMinor }) };
+      },
+    });
+    await run.handle.result();
+    expect(run.calls.filter((c) => c.step === 'chargeAttempt').map((c) => [(c.input as { provider: string }).provider, c.attempt])).toEqual([
+      ['psp-a', 1],
+      ['psp-a', 2],
+      ['psp-a', 3],
+    ]);
+    expect(run.inputsOf('recordAttempt')).toEqual([]);
+  });
+
+  it('the last PSP refusing fails the payment as before, with every attempt recorded', async () => {
+    const input = paymentInput();
+    const run = await bench.startPayment(input, {
+      ...twoPsps,
+      chargeAttempt: async (step) => {
+        if (step.provider === 'psp-a') return { kind: 'not_charged', outcome: 'rejected', errorCode: 'invalid_request', message: 'refused' };
+        throw Object.assign(providerRefuses('refused too'), { details: ['invalid_payment_method'] });
+      },
+    });
+    const final = await run.handle.result();
+    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordAttempt', 'recordPaymentFailure']);
+    expect(run.inputsOf('recordAttempt').map((i) => [i.provider, i.outcome, i.next?.provider ?? null])).toEqual([
+      ['psp-a', 'rejected', 'psp-b'],
+      ['psp-b', 'rejected', null],
+    ]);
+    expect(bodyOf(final).status).toBe('failed');
   });
 });

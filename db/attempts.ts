@@ -1,0 +1,71 @@
+import type { Db } from './connect';
+import type { AttemptOutcome } from '../domain/attempts';
+
+/** One charge attempt at a PSP (payment_attempts, migration 009). */
+export interface AttemptRow {
+  payment_id: string;
+  attempt: number;
+  provider: string;
+  provider_charge_id: string | null;
+  outcome: AttemptOutcome;
+  error_code: string | null;
+  started_at: Date;
+  finished_at: Date | null;
+}
+
+/**
+ * Records that attempt n at `provider` began, and that the payment's money is (to be) at that
+ * provider: payments.provider follows the attempt under way, so a webhook, a capture or the
+ * reconciler looks there. Idempotent: a repeated step finds the row it made.
+ */
+export async function beginAttempt(db: Db, paymentId: string, attempt: number, provider: string): Promise<void> {
+  await db`
+    INSERT INTO payment_attempts (payment_id, attempt, provider, outcome, started_at)
+    VALUES (${paymentId}, ${attempt}, ${provider}, 'pending', now())
+    ON CONFLICT (payment_id, attempt) DO NOTHING`;
+  await db`UPDATE payments SET provider = ${provider}, updated_at = now() WHERE id = ${paymentId} AND provider IS DISTINCT FROM ${provider}`;
+}
+
+/**
+ * Records how attempt n ended (once: a repeated step changes nothing). A row its begin never
+ * wrote (a step lost) is written whole.
+ */
+export async function finishAttempt(
+  db: Db,
+  paymentId: string,
+  attempt: number,
+  provider: string,
+  result: { outcome: Exclude<AttemptOutcome, 'pending'>; providerChargeId: string | null; errorCode: string | null },
+): Promise<void> {
+  await db`
+    INSERT INTO payment_attempts (payment_id, attempt, provider, provider_charge_id, outcome, error_code, started_at, finished_at)
+    VALUES (${paymentId}, ${attempt}, ${provider}, ${result.providerChargeId}, ${result.outcome}, ${result.errorCode}, now(), now())
+    ON CONFLICT (payment_id, attempt) DO UPDATE
+      SET provider_charge_id = EXCLUDED.provider_charge_id, outcome = EXCLUDED.outcome,
+          error_code = EXCLUDED.error_code, finished_at = EXCLUDED.finished_at
+      WHERE payment_attempts.outcome = 'pending'`;
+}
+
+/** The payment's attempts, first first. */
+export async function listAttempts(db: Db, paymentId: string): Promise<AttemptRow[]> {
+  return db<AttemptRow[]>`SELECT * FROM payment_attempts WHERE payment_id = ${paymentId} ORDER BY attempt`;
+}
+
+/** The attempt that made this charge at this provider, if any (webhooks, reconciliation). */
+export async function attemptOfCharge(db: Db, provider: string, chargeId: string): Promise<AttemptRow | null> {
+  const [row] = await db<AttemptRow[]>`SELECT * FROM payment_attempts WHERE provider = ${provider} AND provider_charge_id = ${chargeId} LIMIT 1`;
+  return row ?? null;
+}
+
+/** The attempt as the API shows it (GET /v1/payments/{id}, `attempts`). */
+export function attemptResource(row: AttemptRow) {
+  return {
+    attempt: row.attempt,
+    provider: row.provider,
+    provider_charge_id: row.provider_charge_id,
+    outcome: row.outcome,
+    error_code: row.error_code,
+    started_at: row.started_at.toISOString(),
+    finished_at: row.finished_at?.toISOString() ?? null,
+  };
+}

@@ -1,0 +1,208 @@
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import protos from '@temporalio/proto';
+import { findRecord, releaseClaim } from '../../db/idempotency-records';
+import { claimPaymentIntent, releaseIntent } from '../../db/payments';
+import { newId } from '../../domain/ids';
+import { requestFingerprint } from '../../domain/fingerprint';
+import { CreatePaymentBody } from '../../api/schemas';
+import { paymentWorkflowInput } from '../../api/routes/payments';
+import { PaymentStatusKey, TenantIdKey, type FinalResponse, type PaymentWorkflowInput, type ScopedKey } from '../../shared/definitions';
+import { paymentWorkflowId } from '../../domain/ids';
+import { CREATE_PAYMENT_OPERATION } from '../../shared/definitions';
+import { operationName } from '../../api/typed-route';
+import { createPayment } from '../../api/routes/payments';
+import { projectRoot } from '../../devstack/temporal-cli';
+import { spawnService } from '../../testkit/processes';
+import { TEST_PAYLOAD_KEYS } from '../../testkit/payload-keys';
+import { ADMIN_TOKEN, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+
+/**
+ * Issue 24: the API persists a payment's intent in the statement that claims its key, so the
+ * run starts at the charge (two steps instead of three), and the order guard's 409 is the
+ * API's answer. What must not change: one payment per key and per order, whatever crashes.
+ */
+
+const { EventType } = protos.temporal.api.enums.v1;
+let stack: TestStack;
+let tenant: Tenant;
+
+beforeAll(async () => {
+  stack = await startStack();
+  tenant = await stack.createTenant();
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const body = (orderId: string) => ({ order_id: orderId, amount_minor: 1500, currency: 'EUR', payment_method: 'pm_card_visa', capture_method: 'automatic' });
+
+async function post(url: string, key: string, payload: unknown) {
+  const response = await fetch(`${url}/v1/payments`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${tenant.apiKey}`, 'idempotency-key': key, 'content-type': 'application/json' },
+    body: JSON.stringify(payload),
+  });
+  return { status: response.status, headers: response.headers, json: (await response.json()) as Record<string, any> };
+}
+
+/** The steps a run took, in order: its activities and its local activities (the database steps). */
+async function activitiesOf(workflowId: string): Promise<string[]> {
+  const handle = stack.temporal.workflow.getHandle(workflowId);
+  await handle.result(); // the answer comes from the database commit, before the run records the step
+  const history = await handle.fetchHistory();
+  return (history.events ?? []).flatMap((e) => {
+    if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) return [e.activityTaskScheduledEventAttributes!.activityType!.name!];
+    const marker = e.markerRecordedEventAttributes;
+    if (marker?.markerName !== 'core_local_activity') return [];
+    // The SDK's own marker data is plain JSON (only the result is encrypted).
+    const data = marker.details!.data!.payloads![0]!.data!;
+    return [(JSON.parse(Buffer.from(data).toString('utf8')) as { activity_type: string }).activity_type];
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+describe('the intent is persisted with the claim', () => {
+  it('the operation name the sweeper knows is the route\'s own', () => {
+    expect(operationName(createPayment)).toBe(CREATE_PAYMENT_OPERATION);
+  });
+
+  it('a payment\'s run has no intent step: it plans the route, charges, and records the outcome', async () => {
+    const key = uniqueKey('two-steps');
+    const paid = await post(stack.apiUrl, key, body(uniqueKey('order')));
+    expect(paid.status).toBe(201);
+    expect(paid.json.status).toBe('succeeded');
+    expect(await activitiesOf(paid.json.workflow_id)).toEqual(['planRoute', 'chargeAttempt', 'recordChargeOutcome']);
+  });
+
+  it('the order guard answers 409 from the claim: recorded, replayed, and no run is started for it', async () => {
+    const orderId = uniqueKey('order');
+    expect((await post(stack.apiUrl, uniqueKey('first'), body(orderId))).status).toBe(201);
+    const second = uniqueKey('second');
+    const refused = await post(stack.apiUrl, second, body(orderId));
+    expect(refused.status).toBe(409);
+    expect(refused.json.error.type).toBe('order_already_paid');
+    await expect(stack.temporal.workflow.getHandle(paymentWorkflowId(tenant.id, second)).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
+    const again = await post(stack.apiUrl, second, body(orderId));
+    expect(again.status).toBe(409);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(JSON.stringify(again.json)).toBe(JSON.stringify(refused.json));
+    const payments = await stack.sql`SELECT id FROM payments WHERE tenant_id = ${tenant.id} AND order_id = ${orderId}`;
+    expect(payments).toHaveLength(1);
+  });
+});
+
+describe('a start in doubt: the API gave the claim and its intent back, but the run had started', () => {
+  it('the run persists the intent again in its first step, charges once and records the answer', async () => {
+    const key = uniqueKey('doubt');
+    const orderId = uniqueKey('order');
+    const payload = CreatePaymentBody.parse(body(orderId));
+    const scope: ScopedKey = { tenantId: tenant.id, operation: CREATE_PAYMENT_OPERATION, key, fingerprint: requestFingerprint({}, payload), retentionSeconds: 3600 };
+    const paymentId = newId('pay');
+    const input: PaymentWorkflowInput = {
+      ...paymentWorkflowInput(payload, { paymentId, tenantId: tenant.id, scope, requestId: 'req_doubt', windows: { AUTHORIZATION_WINDOW_SECONDS: 3600 } }),
+      intentPersisted: true,
+    };
+    // What the API leaves after its start timed out: claim and intent claimed, then given back.
+    const workflowId = paymentWorkflowId(tenant.id, key);
+    expect(await claimPaymentIntent(stack.sql, { scope, workflowId }, input)).toMatchObject({ intent: true });
+    await stack.sql.begin(async (tx) => {
+      await releaseClaim(tx, scope);
+      await releaseIntent(tx, paymentId);
+    });
+    expect(await stack.sql`SELECT 1 FROM payments WHERE id = ${paymentId}`).toHaveLength(0);
+    // ... while the start had reached Temporal.
+    const handle = await stack.temporal.workflow.start('paymentWorkflow', {
+      workflowId,
+      taskQueue: stack.taskQueue,
+      args: [input],
+      typedSearchAttributes: [{ key: TenantIdKey, value: tenant.id }, { key: PaymentStatusKey, value: 'processing' }] as never,
+    });
+    const final = (await handle.result()) as FinalResponse;
+    expect(final.status).toBe(201);
+    const [payment] = await stack.sql<{ status: string }[]>`SELECT status FROM payments WHERE id = ${paymentId}`;
+    expect(payment?.status).toBe('succeeded');
+    // The client's retry gets that answer.
+    const retried = await post(stack.apiUrl, key, body(orderId));
+    expect(retried.status).toBe(201);
+    expect(retried.json.id).toBe(paymentId);
+  });
+});
+
+describe('an API killed between the claim and the run\'s start', () => {
+  /** An API process that dies (SIGKILL) right after its first claim with an intent committed. */
+  async function dyingApi() {
+    const port = await freePort();
+    return spawnService({
+      name: `api-dies-after-claim-${port}`,
+      script: 'api/main.ts',
+      env: {
+        DATABASE_URL: stack.databaseUrl,
+        TEMPORAL_ADDRESS: stack.temporalAddress,
+        TASK_QUEUE: stack.taskQueue,
+        ADMIN_TOKEN,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS,
+        CHAOS_KILL_AT: 'after-claim-commit',
+      },
+      readyUrl: `http://127.0.0.1:${port}/healthz`,
+      logsDir: path.join(projectRoot, 'test', 'artifacts', 'intent-in-claim-logs'),
+    }).then((service) => ({ service, url: `http://127.0.0.1:${port}` }));
+  }
+
+  it('the client\'s retry starts the run, which finds the intent and charges once', async () => {
+    const { service, url } = await dyingApi();
+    const key = uniqueKey('killed');
+    const orderId = uniqueKey('order');
+    await expect(post(url, key, body(orderId))).rejects.toThrow(); // the connection dies with the process
+    await service.whenExited;
+    const record = (await findRecord(stack.sql, tenant.id, CREATE_PAYMENT_OPERATION, key))!;
+    expect(record.state).toBe('running');
+    const [intent] = await stack.sql<{ status: string }[]>`SELECT status FROM payments WHERE id = ${record.resource_id}`;
+    expect(intent?.status).toBe('processing');
+    await expect(stack.temporal.workflow.getHandle(record.workflow_id).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
+
+    const retried = await post(stack.apiUrl, key, body(orderId));
+    expect(retried.status).toBe(201);
+    expect(retried.json.id).toBe(record.resource_id);
+    // The retry could not know that the intent was persisted: its run persists it (a no-op) first.
+    expect(await activitiesOf(record.workflow_id)).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome']);
+    const charges = await stack.sql`SELECT 1 FROM payments WHERE tenant_id = ${tenant.id} AND order_id = ${orderId}`;
+    expect(charges).toHaveLength(1);
+  });
+
+  it('without a retry, the sweeper fails the intent (no money moved) and frees its order; the key answers 500 for good', async () => {
+    const { service, url } = await dyingApi();
+    const key = uniqueKey('abandoned');
+    const orderId = uniqueKey('order');
+    await expect(post(url, key, body(orderId))).rejects.toThrow();
+    await service.whenExited;
+    const record = (await findRecord(stack.sql, tenant.id, CREATE_PAYMENT_OPERATION, key))!;
+
+    expect(await stack.abandonedRuns.runOnce(500, 0)).toBeGreaterThanOrEqual(1);
+    const [payment] = await stack.sql<{ status: string; failure_code: string }[]>`SELECT status, failure_code FROM payments WHERE id = ${record.resource_id}`;
+    expect(payment).toEqual({ status: 'failed', failure_code: 'run_ended' });
+    const answer = await post(stack.apiUrl, key, body(orderId));
+    expect(answer.status).toBe(500);
+    expect(answer.json.error.type).toBe('operation_failed');
+    // The order is free: another key pays it.
+    const next = await eventually(async () => {
+      const paid = await post(stack.apiUrl, uniqueKey('next'), body(orderId));
+      return paid.status === 201 ? paid : null;
+    });
+    expect(next.json.status).toBe('succeeded');
+  });
+});
