@@ -45,6 +45,11 @@ export interface ApiDeps {
    * its share of every limit (api/primary.ts tells its processes how many are alive). 1 when omitted.
    */
   liveProcesses?: () => number;
+  /**
+   * The deployment's PSP names, in configured order (PROVIDERS): what a tenant's routing may
+   * name (api/main.ts: configuredProviderNames(config)). Omitted: the one provider of PROVIDER.
+   */
+  providerNames?: readonly string[];
   /** The configured PSPs' inbound webhooks (POST /provider_webhooks/{provider}), one per name; absent: none are received. */
   providerWebhooks?: ProviderWebhookReceiver | readonly ProviderWebhookReceiver[];
 }

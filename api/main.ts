@@ -10,6 +10,7 @@ import { paymentDataConverter } from '../lib/data-converter';
 import { connectTemporal } from '../lib/temporal';
 import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { createApp } from './app';
+import { configuredProviderNames } from '../provider/registry';
 import { providerWebhookReceivers } from './routes/provider-webhooks';
 import { CompletionWaiter } from './completions';
 
@@ -32,6 +33,8 @@ if (cluster.isWorker) {
 }
 const app = createApp({
   sql,
+  // What a tenant's routing may name: the configured PSPs, in order.
+  providerNames: configuredProviderNames(config),
   temporal,
   completions,
   config,

@@ -7,6 +7,7 @@ import type { EventPayload } from '../db/outbox';
 import { captureMethods, deliveryStatuses, eventTypes, paymentStatuses, refundStatuses } from '../shared/definitions';
 import { discrepancyKinds, reconciliationRunStatuses } from '../shared/jobs';
 import { paymentLifecycle } from '../domain/payment-lifecycle';
+import { Routing as RoutingSchema } from '../domain/routing';
 
 /**
  * One zod schema per request: it validates in the API, its parsed output is the input the
@@ -154,6 +155,23 @@ export const CreateTenantBody = z
 
 const perSecond = z.number().int().min(1).max(1_000_000).nullable();
 
+/** A tenant's routing across the deployment's PSPs (domain/routing.ts; docs/CONTRACT.md "Routing"). */
+export const TenantRouting = RoutingSchema.openapi('Routing', {
+  description:
+    'Which PSP a payment goes to, and in which order the others are tried. The first rule whose conditions all hold gives the list; ' +
+    "otherwise the split draws the first provider by weight (from a hash of the payment id: the same payment always draws the same) and fallback orders the rest; " +
+    'otherwise fallback alone. Providers must be configured (PROVIDERS); each list is non-empty and without duplicates; weights are integers ≥ 0, not all 0; ' +
+    'amount ranges are [gte, lt) with gte < lt; unknown keys are refused.',
+  example: {
+    fallback: ['sandbox-a', 'sandbox-b'],
+    split: [
+      { provider: 'sandbox-a', weight: 70 },
+      { provider: 'sandbox-b', weight: 30 },
+    ],
+    rules: [{ when: { currency: ['EUR'], payment_method_prefix: 'pm_sepa', amount_minor: { gte: 0, lt: 100000 } }, fallback: ['sandbox-b'] }],
+  },
+});
+
 export const UpdateTenantBody = z
   .strictObject({
     webhook_url: text()
@@ -176,6 +194,7 @@ export const UpdateTenantBody = z
       })
       .optional()
       .openapi({ description: 'Per-tenant rate limits, per API process (README, "Security").', example: { read_per_second: 100, write_per_second: 25 } }),
+    routing: TenantRouting.nullable().optional().openapi({ description: "The tenant's routing across the configured PSPs (replaced whole); null clears it (the first configured PSP first)." }),
   })
   .openapi('UpdateTenantRequest');
 
@@ -402,6 +421,7 @@ export const Tenant = z
     rate_limits: z
       .object({ read_per_second: z.number().int(), write_per_second: z.number().int() })
       .openapi({ description: 'The limits in force (the tenant’s own, or the defaults).' }),
+    routing: TenantRouting.nullable().openapi({ description: "The tenant's routing; null: none (the first configured PSP first)." }),
     created_at: z.string(),
     updated_at: z.string(),
   })

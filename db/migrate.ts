@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
-import type { Sql } from './connect';
+import { createSql, type Sql } from './connect';
 
 const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 
@@ -89,4 +89,27 @@ export async function ensureDatabase(adminSql: Sql, name: string): Promise<void>
   if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`refusing odd database name ${name}`);
   const [exists] = await adminSql`SELECT 1 FROM pg_database WHERE datname = ${name}`;
   if (!exists) await adminSql.unsafe(`CREATE DATABASE ${name}`);
+}
+
+/**
+ * The URL of a database beside this one on the same server, `<name>_<suffix>`, created when
+ * missing: a second sandbox's own (its schema name is fixed, so two sandboxes never share a database).
+ */
+export async function ensureSiblingDatabase(databaseUrl: string, suffix: string): Promise<string> {
+  const url = siblingDatabaseUrl(databaseUrl, suffix);
+  const admin = createSql(siblingDatabaseUrl(databaseUrl, null), { max: 1, connectTimeoutSeconds: 5 });
+  try {
+    await ensureDatabase(admin, new URL(url).pathname.slice(1));
+  } finally {
+    await admin.end({ timeout: 5 });
+  }
+  return url;
+}
+
+/** `<database>_<suffix>` on the same server (null: the `postgres` maintenance database). */
+export function siblingDatabaseUrl(databaseUrl: string, suffix: string | null): string {
+  const url = new URL(databaseUrl);
+  const name = decodeURIComponent(url.pathname.slice(1)) || 'postgres';
+  url.pathname = `/${suffix === null ? 'postgres' : `${name}_${suffix}`}`;
+  return url.toString();
 }

@@ -13,6 +13,8 @@ export interface TenantRow {
   /** Per-tenant rate limits; null or absent: the process default. */
   rate_limit_read_per_second?: number | null;
   rate_limit_write_per_second?: number | null;
+  /** The tenant's routing (domain/routing.ts), as validated when it was set; null or absent: none. */
+  routing?: unknown;
 }
 
 /** API keys are 256 random bits behind a recognisable prefix; only their SHA-256 is stored. */
@@ -41,20 +43,42 @@ export async function findTenantByApiKey(db: Db, apiKey: string): Promise<Tenant
 export async function updateTenant(
   db: Db,
   id: string,
-  patch: { webhookUrl?: string | null; name?: string; rateLimits?: { read_per_second?: number | null; write_per_second?: number | null } },
+  patch: {
+    webhookUrl?: string | null;
+    name?: string;
+    rateLimits?: { read_per_second?: number | null; write_per_second?: number | null };
+    /** A validated routing (domain/routing.ts), or null to clear it. */
+    routing?: object | null;
+  },
 ): Promise<TenantRow | null> {
   const read = patch.rateLimits?.read_per_second;
   const write = patch.rateLimits?.write_per_second;
+  const routing = patch.routing === undefined ? db`routing` : patch.routing === null ? null : db.json(patch.routing as Parameters<typeof db.json>[0]);
   const [tenant] = await db<TenantRow[]>`
     UPDATE tenants SET
       webhook_url = ${patch.webhookUrl === undefined ? db`webhook_url` : patch.webhookUrl},
       name = ${patch.name ?? db`name`},
       rate_limit_read_per_second = ${read === undefined ? db`rate_limit_read_per_second` : read},
       rate_limit_write_per_second = ${write === undefined ? db`rate_limit_write_per_second` : write},
+      routing = ${routing},
       updated_at = now()
     WHERE id = ${id}
-    RETURNING id, name, api_key_prefix, webhook_secret, webhook_url, created_at, updated_at, rate_limit_read_per_second, rate_limit_write_per_second`;
+    RETURNING id, name, api_key_prefix, webhook_secret, webhook_url, created_at, updated_at, rate_limit_read_per_second, rate_limit_write_per_second, routing`;
   return tenant ?? null;
+}
+
+/** One tenant as the admin API shows it (rate limits and routing included). */
+export async function findTenant(db: Db, id: string): Promise<TenantRow | null> {
+  const [tenant] = await db<TenantRow[]>`
+    SELECT id, name, api_key_prefix, webhook_secret, webhook_url, created_at, updated_at, rate_limit_read_per_second, rate_limit_write_per_second, routing
+    FROM tenants WHERE id = ${id}`;
+  return tenant ?? null;
+}
+
+/** A tenant's routing (domain/routing.ts validates it when set); null: none. The activity that plans a payment's route reads it. */
+export async function findTenantRouting(db: Db, id: string): Promise<unknown> {
+  const [row] = await db<{ routing: unknown }[]>`SELECT routing FROM tenants WHERE id = ${id}`;
+  return row?.routing ?? null;
 }
 
 export async function tenantExists(db: Db, id: string): Promise<boolean> {

@@ -14,7 +14,7 @@ import { listenerLimits, serveHttp } from '../lib/listener';
 import { CompletionWaiter } from '../api/completions';
 import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
-import { ensureDatabase } from '../db/migrate';
+import { ensureSiblingDatabase } from '../db/migrate';
 import { SandboxProvider } from '../provider/sandbox-client';
 import { providerRegistry } from '../provider/registry';
 import type { RoutePlanner } from '../activities';
@@ -69,6 +69,8 @@ export interface StackOptions {
     webhookFaults?: Partial<WebhookFaults>;
     webhookSecret?: string;
   };
+  /** The PSP names a tenant's routing may name (the API's providerNames); default: the stack's sandboxes' names. */
+  providerNames?: readonly string[];
   /** The provider client's per-call timeout: what turns a lost response into a retry. */
   providerTimeoutMs?: number;
   /**
@@ -282,11 +284,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       name,
       verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => client.verifyWebhook(raw, headers, now),
     }));
+    const providerNames = options.providerNames ?? Object.keys(clients);
     const startApi = async (overrides: Partial<ApiConfig> = {}, client: Client = temporal): Promise<RunningApi> => {
       // Its own completion listener when it talks to another Temporal (it is another process).
       const waiter = client === temporal ? completions : new CompletionWaiter(sql, logger);
       if (waiter !== completions) await waiter.start();
-      const app = createApp({ sql, temporal: client, completions: waiter, config: { ...apiConfig, ...overrides }, logger, metrics: createApiMetrics(), providerWebhooks });
+      const app = createApp({ sql, temporal: client, completions: waiter, config: { ...apiConfig, ...overrides }, logger, metrics: createApiMetrics(), providerWebhooks, providerNames });
       const server = await serveHttp(app.fetch, { port: 0, hostname: '127.0.0.1', limits: listenerLimits({ ...apiConfig, ...overrides }) });
       const close = async () => {
         server.closeAllConnections();
@@ -296,7 +299,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       closers.push(close);
       return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close };
     };
-    const app = createApp({ sql, temporal, completions, config: apiConfig, logger, metrics: apiMetrics, providerWebhooks });
+    const app = createApp({ sql, temporal, completions, config: apiConfig, logger, metrics: apiMetrics, providerWebhooks, providerNames });
     const server = await serveHttp(app.fetch, { port: 0, hostname: '127.0.0.1', limits: listenerLimits(apiConfig) });
     closers.push(async () => {
       server.closeAllConnections();
@@ -349,29 +352,6 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await stop();
     throw error;
   }
-}
-
-/**
- * The URL of a database beside this one on the same server, `<name>_<suffix>`, created when
- * missing: a second sandbox's own (its schema name is fixed, so two sandboxes never share a database).
- */
-export async function ensureSiblingDatabase(databaseUrl: string, suffix: string): Promise<string> {
-  const url = siblingDatabaseUrl(databaseUrl, suffix);
-  const admin = createSql(siblingDatabaseUrl(databaseUrl, null), { max: 1, connectTimeoutSeconds: 5 });
-  try {
-    await ensureDatabase(admin, new URL(url).pathname.slice(1));
-  } finally {
-    await admin.end({ timeout: 5 });
-  }
-  return url;
-}
-
-/** `<database>_<suffix>` on the same server (null: the `postgres` maintenance database). */
-export function siblingDatabaseUrl(databaseUrl: string, suffix: string | null): string {
-  const url = new URL(databaseUrl);
-  const name = decodeURIComponent(url.pathname.slice(1)) || 'postgres';
-  url.pathname = `/${suffix === null ? 'postgres' : `${name}_${suffix}`}`;
-  return url.toString();
 }
 
 /** One answer of the API: status, headers, raw text and parsed JSON (null if not JSON). */

@@ -5,8 +5,8 @@ import path from 'node:path';
 import { z } from 'zod';
 import { Connection } from '@temporalio/client';
 import { createSql, ping } from '../db/connect';
-import { ensureDatabase, migrate } from '../db/migrate';
-import { assertSafeToListen, codecCorsOrigins, isLoopbackHost, loadConfig } from '../lib/config';
+import { ensureDatabase, ensureSiblingDatabase, migrate } from '../db/migrate';
+import { assertSafeToListen, codecCorsOrigins, isLoopbackHost, loadConfig, providerWebhookSecretVariable } from '../lib/config';
 import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
 import { freePort, httpStatus } from './ports';
 import { namespaceServed, projectRoot, startTemporalDevServer, type DevServer } from './temporal-cli';
@@ -33,8 +33,12 @@ const launcherSchema = z
     TEMPORAL_PORT: port.default(7233),
     TEMPORAL_UI_PORT: port.default(8233),
     EMBEDDED_PG_PORT: port.default(5433),
+    /** The two sandbox PSPs (issue 22): sandbox-a on SANDBOX_PORT, sandbox-b on SANDBOX_B_PORT. */
     SANDBOX_PORT: port.default(4010),
+    SANDBOX_B_PORT: port.default(4011),
     SANDBOX_HOST: z.string().min(1).default('127.0.0.1'),
+    /** sandbox-b's own database (its schema is named `sandbox` too); default: `<database>_sandbox_b` on the same server, created when missing. */
+    SANDBOX_B_DATABASE_URL: z.string().min(1).optional(),
     /** The API's port; 0 (any port) is not allowed here, the banner must name it. */
     PORT: port.default(3000),
     HOST: z.string().min(1).optional(),
@@ -152,7 +156,8 @@ async function main(): Promise<void> {
     { port: launcherEnv.PORT, host: apiHost, what: 'the API (PORT)' },
     ...(config.WORKER_METRICS_PORT ? [{ port: config.WORKER_METRICS_PORT, host: apiHost, what: "the worker's /metrics (WORKER_METRICS_PORT)" }] : []),
     ...(sdkMetrics ? [{ port: Number(sdkMetrics[2]), host: sdkMetrics[1]!, what: "the Temporal SDK's metrics (TEMPORAL_SDK_METRICS_ADDRESS)" }] : []),
-    { port: launcherEnv.SANDBOX_PORT, host: launcherEnv.SANDBOX_HOST, what: 'the provider sandbox (SANDBOX_PORT)' },
+    { port: launcherEnv.SANDBOX_PORT, host: launcherEnv.SANDBOX_HOST, what: 'the provider sandbox sandbox-a (SANDBOX_PORT)' },
+    { port: launcherEnv.SANDBOX_B_PORT, host: launcherEnv.SANDBOX_HOST, what: 'the provider sandbox sandbox-b (SANDBOX_B_PORT)' },
     ...(config.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' ? [{ port: config.CODEC_PORT, host: '127.0.0.1', what: 'the codec server (CODEC_PORT)' }] : []),
     ...(externalTemporal
       ? []
@@ -204,18 +209,32 @@ async function main(): Promise<void> {
     await sql.end({ timeout: 5 });
   }
   checkpoint();
+  // Two PSPs are two companies: sandbox-b keeps its state in a database of its own.
+  let sandboxBDatabaseUrl: string;
+  try {
+    sandboxBDatabaseUrl = launcherEnv.SANDBOX_B_DATABASE_URL ?? (await ensureSiblingDatabase(databaseUrl, 'sandbox_b'));
+  } catch (error) {
+    throw new Error(`cannot create sandbox-b's database beside ${withoutPassword(databaseUrl)} (${(error as Error).message}); create one and set SANDBOX_B_DATABASE_URL`);
+  }
+  checkpoint();
 
-  const sandboxUrl = `http://127.0.0.1:${launcherEnv.SANDBOX_PORT}`;
   const apiUrl = `http://127.0.0.1:${launcherEnv.PORT}`;
+  // The two sandbox PSPs: each signs its webhooks to the API's /provider_webhooks/<name> with a
+  // secret of its own, which the API and the worker verify them with (fresh per start unless given).
+  const sandboxes = [
+    { name: 'sandbox-a', port: launcherEnv.SANDBOX_PORT, databaseUrl, secret: process.env.PROVIDER_SANDBOX_A_WEBHOOK_SECRET ?? process.env.SANDBOX_WEBHOOK_SECRET ?? randomBytes(24).toString('hex') },
+    { name: 'sandbox-b', port: launcherEnv.SANDBOX_B_PORT, databaseUrl: sandboxBDatabaseUrl, secret: process.env.PROVIDER_SANDBOX_B_WEBHOOK_SECRET ?? randomBytes(24).toString('hex') },
+  ].map((sandbox) => ({ ...sandbox, url: `http://127.0.0.1:${sandbox.port}`, webhookUrl: `${apiUrl}/provider_webhooks/${sandbox.name}`, secretVariable: providerWebhookSecretVariable(sandbox.name) }));
+  const sandboxUrl = sandboxes[0]!.url;
+  const providers = process.env.PROVIDERS ?? sandboxes.map((sandbox) => `${sandbox.name}=${sandbox.url}`).join(',');
   const common: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: databaseUrl,
     TEMPORAL_ADDRESS: temporalAddress,
+    PROVIDERS: providers,
     PROVIDER_URL: sandboxUrl,
-    // The sandbox signs its webhooks to the API's /provider_webhooks/sandbox with this secret;
-    // the API and the worker verify them with it (a fresh one per start unless given).
-    SANDBOX_WEBHOOK_URL: `${apiUrl}/provider_webhooks/sandbox`,
-    SANDBOX_WEBHOOK_SECRET: process.env.SANDBOX_WEBHOOK_SECRET ?? randomBytes(24).toString('hex'),
+    ...Object.fromEntries(sandboxes.map((sandbox) => [sandbox.secretVariable, sandbox.secret])),
+    SANDBOX_WEBHOOK_SECRET: sandboxes[0]!.secret,
     LOG_LEVEL: config.LOG_LEVEL,
     ADMIN_TOKEN: config.ADMIN_TOKEN,
     ...(payloadKeys ? { TEMPORAL_PAYLOAD_KEYS: payloadKeys.text } : {}),
@@ -223,8 +242,17 @@ async function main(): Promise<void> {
     WEBHOOK_ALLOWED_CIDRS: webhookCidrs,
     WEBHOOK_ALLOW_HTTP: webhookHttp,
   };
-  // Sandbox first (the worker calls it), then the worker, then the API; they start together.
-  startService('sandbox', 'sandbox/main.ts', { ...common, SANDBOX_PORT: String(launcherEnv.SANDBOX_PORT), SANDBOX_HOST: launcherEnv.SANDBOX_HOST });
+  // Sandboxes first (the worker calls them), then the worker, then the API; they start together.
+  for (const sandbox of sandboxes) {
+    startService(sandbox.name, 'sandbox/main.ts', {
+      ...common,
+      DATABASE_URL: sandbox.databaseUrl,
+      SANDBOX_PORT: String(sandbox.port),
+      SANDBOX_HOST: launcherEnv.SANDBOX_HOST,
+      SANDBOX_WEBHOOK_URL: sandbox.webhookUrl,
+      SANDBOX_WEBHOOK_SECRET: sandbox.secret,
+    });
+  }
   // Each worker beyond the first gets metrics ports of its own (the first keeps the configured ones).
   const workers: { pid: number; metricsPort: number }[] = [];
   for (let index = 1; index <= launcherEnv.WORKER_PROCESSES; index++) {
@@ -245,7 +273,7 @@ async function main(): Promise<void> {
 
   const deadline = Date.now() + launcherEnv.START_READY_TIMEOUT_SECONDS * 1000;
   await Promise.all([
-    waitFor('the provider sandbox to answer /healthz', deadline, async () => (await httpStatus(`${sandboxUrl}/healthz`)) === 200),
+    ...sandboxes.map((sandbox) => waitFor(`the provider sandbox ${sandbox.name} to answer /healthz`, deadline, async () => (await httpStatus(`${sandbox.url}/healthz`)) === 200)),
     waitFor('the API to answer /readyz with 200', deadline, async () => (await httpStatus(`${apiUrl}/readyz`)) === 200),
     ...workers.map((worker) => waitForWorker(temporal, config.TEMPORAL_NAMESPACE, config.TASK_QUEUE, worker.pid, deadline)),
     ...(codecUrl ? [waitFor('the codec server to answer /healthz', deadline, async () => (await httpStatus(`${codecUrl}/healthz`)) === 200)] : []),
@@ -278,7 +306,11 @@ async function main(): Promise<void> {
             ? `${temporalAddress} (balancer over ${state.cluster.nodes.map((node) => `${node.name} ${node.address}`).join(', ')}; cluster of ${state.cluster.nodes.length} on PostgreSQL databases ${state.cluster.databaseName}, ${state.cluster.visibilityDatabaseName}; logs ${rel(path.join(dataDir, 'temporal-N.log'))})`
             : `${describeTemporalConnection(temporal)} (TEMPORAL_MODE=external)`
       }`,
-      `  PSP sandbox    ${sandboxUrl}`,
+      ...sandboxes.map(
+        (sandbox) =>
+          `  PSP ${sandbox.name.padEnd(11)}${sandbox.url} (webhooks to ${sandbox.webhookUrl}; database ${sandbox.databaseUrl === databaseUrl ? 'the same, schema sandbox' : new URL(sandbox.databaseUrl).pathname.slice(1)})`,
+      ),
+      `  PROVIDERS      ${providers}${process.env.PROVIDERS ? ' (from PROVIDERS)' : ''}`,
       payloadKeys
         ? `  Codec server   ${codecUrl} (Temporal payloads encrypted with key ${payloadKeys.encryptingId}${payloadKeys.file ? `, kept in ${rel(payloadKeys.file)}` : ', from TEMPORAL_PAYLOAD_KEYS'}; the Web UI decodes through it)`
         : '  Codec server   (off: TEMPORAL_PAYLOAD_ENCRYPTION=off, Temporal payloads are in clear)',

@@ -1,6 +1,7 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
-import { createTenant, tenantExists, updateTenant, type TenantRow } from '../../db/tenants';
+import { createTenant, findTenant, tenantExists, updateTenant, type TenantRow } from '../../db/tenants';
 import { ApiError } from '../../domain/errors';
+import { describeRefusals, unknownProviders, type Routing } from '../../domain/routing';
 import { checkWebhookUrl, webhookTargetPolicy } from '../../lib/webhook-target';
 import { insertApiKey } from '../../db/credentials';
 import { defaultRateLimits } from '../edge';
@@ -23,11 +24,30 @@ const updateTenantRoute = createRoute({
   method: 'patch',
   path: '/admin/tenants/{id}',
   tags: ['Admin'],
-  summary: "Set a tenant's webhook URL, name or rate limits (admin token)",
+  summary: "Set a tenant's webhook URL, name, rate limits or routing (admin token)",
   security: [{ adminToken: [] }],
+  description: 'Only the fields sent change. A refused routing (a provider not configured, duplicates, all weights 0, an empty range, …) is 400 with the reason, and nothing changes.',
   request: { params: IdParam('tenant', 'ten_01jd6w8b3m4x0c2q7yk5h9t1ve'), body: { content: jsonContent(UpdateTenantBody), required: true } },
   responses: { 200: { description: 'The tenant.', content: jsonContent(Tenant) }, ...errorResponses(['invalid_request', 'unauthorized', 'not_found', 'unsupported_media_type', 'payload_too_large']) },
 });
+
+const getTenantRoute = createRoute({
+  method: 'get',
+  path: '/admin/tenants/{id}',
+  tags: ['Admin'],
+  summary: 'A tenant, with its rate limits and routing (admin token)',
+  security: [{ adminToken: [] }],
+  request: { params: IdParam('tenant', 'ten_01jd6w8b3m4x0c2q7yk5h9t1ve') },
+  responses: { 200: { description: 'The tenant.', content: jsonContent(Tenant) }, ...errorResponses(['unauthorized', 'not_found']) },
+});
+
+/**
+ * The PSP names a routing may use: the deployment's configured providers (api/main.ts passes
+ * configuredProviderNames(config)); an app built without them knows PROVIDER's one name.
+ */
+export function routableProviders(deps: Pick<ApiDeps, 'providerNames' | 'config'>): readonly string[] {
+  return deps.providerNames ?? [deps.config.PROVIDER ?? 'sandbox'];
+}
 
 function tenantResource(row: TenantRow, deps: ApiDeps) {
   return {
@@ -40,6 +60,8 @@ function tenantResource(row: TenantRow, deps: ApiDeps) {
       read_per_second: row.rate_limit_read_per_second ?? deps.config.RATE_LIMIT_READ_PER_SECOND ?? defaultRateLimits.read,
       write_per_second: row.rate_limit_write_per_second ?? deps.config.RATE_LIMIT_WRITE_PER_SECOND ?? defaultRateLimits.write,
     },
+    // Validated when it was set (PATCH); stored as given.
+    routing: (row.routing ?? null) as Routing | null,
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };
@@ -59,9 +81,26 @@ export function adminRoutes(deps: ApiDeps) {
     return c.json({ ...tenantResource(tenant, deps), api_key: apiKey, webhook_secret: tenant.webhook_secret }, 201);
   });
 
+  app.openapi(getTenantRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    const tenant = await findTenant(deps.sql, id);
+    if (!tenant) throw new ApiError('not_found', `No such tenant: ${id}`);
+    return c.json(tenantResource(tenant, deps), 200);
+  });
+
   app.openapi(updateTenantRoute, async (c) => {
     const body = c.req.valid('json');
     const { id } = c.req.valid('param');
+    // The routing's shape was validated with the body; the providers it names must be configured.
+    if (body.routing) {
+      const configured = routableProviders(deps);
+      const refusals = unknownProviders(body.routing, configured);
+      if (refusals.length > 0) {
+        throw new ApiError('invalid_request', `routing refused: ${describeRefusals(refusals)}.`, {
+          issues: refusals.map((refusal) => ({ path: refusal.path, code: 'unknown_provider', message: refusal.reason })),
+        });
+      }
+    }
     // An unknown tenant is 404 before its URL is looked up in DNS.
     if (!(await tenantExists(deps.sql, id))) throw new ApiError('not_found', `No such tenant: ${id}`);
     if (typeof body.webhook_url === 'string') {
@@ -70,7 +109,7 @@ export function adminRoutes(deps: ApiDeps) {
         throw new ApiError('invalid_request', `webhook_url ${verdict.reason}.`, { issues: [{ path: 'webhook_url', code: 'forbidden_target', message: verdict.reason }] });
       }
     }
-    const tenant = await updateTenant(deps.sql, c.req.valid('param').id, { webhookUrl: body.webhook_url, name: body.name, rateLimits: body.rate_limits });
+    const tenant = await updateTenant(deps.sql, c.req.valid('param').id, { webhookUrl: body.webhook_url, name: body.name, rateLimits: body.rate_limits, routing: body.routing });
     if (!tenant) throw new ApiError('not_found', `No such tenant: ${c.req.valid('param').id}`);
     return c.json(tenantResource(tenant, deps), 200);
   });

@@ -8,8 +8,8 @@
 #
 #   role      database(s)                     used by
 #   payments  payments                        migrate, api, worker (DATABASE_URL)
-#   sandbox   sandbox                         sandbox (the stand-in PSP shares nothing
-#                                             with the orchestrator but the server)
+#   sandbox   sandbox, sandbox_b              sandbox, sandbox-b (the stand-in PSPs share
+#                                             nothing with the orchestrator but the server)
 #   temporal  temporal, temporal_visibility   temporal-schema, temporal (server)
 #
 # The passwords come from the container environment (PAYMENTS_DB_PASSWORD,
@@ -50,5 +50,5 @@ SQL
 }
 
 create_owned_databases payments "${PAYMENTS_DB_PASSWORD}" payments
-create_owned_databases sandbox "${SANDBOX_DB_PASSWORD}" sandbox
+create_owned_databases sandbox "${SANDBOX_DB_PASSWORD}" sandbox sandbox_b
 create_owned_databases temporal "${TEMPORAL_DB_PASSWORD}" temporal temporal_visibility

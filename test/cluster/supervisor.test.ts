@@ -75,7 +75,7 @@ async function killAndAwaitRestart(launch: Launch, what: string, pid: number, ti
 }
 
 describe('the supervisor keeps the stack alive', () => {
-  it('restarts each child killed with SIGKILL (worker, API, sandbox, codec server, Temporal dev server) and logs its new pid; payments retried by key succeed after each; Ctrl-C still stops everything in order', async () => {
+  it('restarts each child killed with SIGKILL (worker, API, both sandboxes, codec server, Temporal dev server) and logs its new pid; payments retried by key succeed after each; Ctrl-C still stops everything in order', async () => {
     const launch = await launchStart({ DATABASE_URL: launchDatabase().url });
     const banner = await waitForBanner(launch);
     const apiUrl = `http://127.0.0.1:${launch.ports.api}`;
@@ -86,7 +86,8 @@ describe('the supervisor keeps the stack alive', () => {
     for (const [name, logged] of [
       ['worker', 'worker'],
       ['api', 'api'],
-      ['sandbox', 'sandbox'],
+      ['sandbox-a', 'sandbox-a'],
+      ['sandbox-b', 'sandbox-b'],
       ['codec', 'codec'],
       ['temporal', 'Temporal dev server'],
     ] as const) {
@@ -107,23 +108,23 @@ describe('the supervisor keeps the stack alive', () => {
     launch.tree.push(...tree);
     process.kill(-launch.npm.pid!, 'SIGINT');
     await expectCleanExit(launch, tree);
-    expectStopOrder(launch.output(), ['api stopped', 'worker stopped', 'sandbox stopped', 'codec stopped', 'Temporal stopped', 'all stopped']);
+    expectStopOrder(launch.output(), ['api stopped', 'worker stopped', 'sandbox-a stopped', 'codec stopped', 'Temporal stopped', 'all stopped']);
   }, 600_000);
 
   it('stops everything when a child crash-loops, and says which child and why', async () => {
     const launch = await launchStart({ DATABASE_URL: launchDatabase().url });
     const banner = await waitForBanner(launch);
-    let pid = bannerPids(banner).sandbox!;
+    let pid = bannerPids(banner)['sandbox-b']!;
     // Five exits within a minute: the fifth is not restarted.
     for (let exit = 1; exit <= 4; exit++) {
-      pid = await killAndAwaitRestart(launch, 'sandbox', pid);
+      pid = await killAndAwaitRestart(launch, 'sandbox-b', pid);
     }
     const tree = descendants(launch.npm.pid!);
     launch.tree.push(...tree);
     process.kill(pid, 'SIGKILL');
     const result = await Promise.race([launch.exited, new Promise((r) => setTimeout(r, 120_000)).then(() => null)]);
     expect(result, launch.output().slice(-3000)).toEqual({ code: 1, signal: null });
-    expect(launch.output()).toMatch(/the sandbox process is crash-looping \(5 exits within 60 s\): restarting it cannot help; last exit: killed by SIGKILL/);
+    expect(launch.output()).toMatch(/the sandbox-b process is crash-looping \(5 exits within 60 s\): restarting it cannot help; last exit: killed by SIGKILL/);
     expectStopOrder(launch.output(), ['api stopped', 'worker stopped', 'codec stopped', 'Temporal stopped', 'all stopped after a failure']);
     expect(tree.filter(isAlive).filter((p) => p !== launch.npm.pid)).toEqual([]);
   }, 600_000);
@@ -138,7 +139,7 @@ describe('the supervisor keeps the stack alive', () => {
     // Clients are given the balancer's address, on TEMPORAL_PORT.
     expect(banner).toContain(`Temporal       127.0.0.1:${launch.ports.temporal} (balancer over temporal-1 127.0.0.1:`);
     const pids = bannerPids(banner);
-    expect(Object.keys(pids).sort()).toEqual(['api', 'balancer', 'codec', 'sandbox', 'temporal-1', 'temporal-2', 'worker']);
+    expect(Object.keys(pids).sort()).toEqual(['api', 'balancer', 'codec', 'sandbox-a', 'sandbox-b', 'temporal-1', 'temporal-2', 'worker']);
     const apiUrl = `http://127.0.0.1:${launch.ports.api}`;
     const apiKey = await createTenant(apiUrl, banner);
 
@@ -178,6 +179,6 @@ describe('the supervisor keeps the stack alive', () => {
     launch.tree.push(...tree);
     process.kill(-launch.npm.pid!, 'SIGINT');
     await expectCleanExit(launch, tree);
-    expectStopOrder(launch.output(), ['api stopped', 'worker stopped', 'sandbox stopped', 'codec stopped', 'balancer stopped', 'Temporal cluster stopped', 'all stopped']);
+    expectStopOrder(launch.output(), ['api stopped', 'worker stopped', 'sandbox-a stopped', 'codec stopped', 'balancer stopped', 'Temporal cluster stopped', 'all stopped']);
   }, 900_000);
 });

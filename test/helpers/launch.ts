@@ -21,7 +21,7 @@ export interface Launch {
   output: () => string;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   hasExited: () => boolean;
-  ports: Record<'api' | 'sandbox' | 'temporal' | 'ui' | 'postgres' | 'workerMetrics' | 'sdkMetrics' | 'codec', number>;
+  ports: Record<'api' | 'sandbox' | 'sandboxB' | 'temporal' | 'ui' | 'postgres' | 'workerMetrics' | 'sdkMetrics' | 'codec', number>;
   dataDir: string;
   /** Its process tree once it was up, for the clean-up after a failure. */
   tree: number[];
@@ -57,6 +57,7 @@ export async function launchStart(extraEnv: NodeJS.ProcessEnv): Promise<Launch> 
   const ports = {
     api: await freePort(),
     sandbox: await freePort(),
+    sandboxB: await freePort(),
     temporal: await freePort(),
     ui: await freePort(),
     postgres: await freePort(),
@@ -67,10 +68,11 @@ export async function launchStart(extraEnv: NodeJS.ProcessEnv): Promise<Launch> 
   const dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-start-'));
   const env: NodeJS.ProcessEnv = { ...process.env };
   // Nothing of the test run's own wiring may leak in: the launcher must find its own way.
-  for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER_URL', 'ADMIN_TOKEN', 'HOST', 'TEMPORAL_UI_URL', 'FORCE_COLOR', 'TEMPORAL_PAYLOAD_KEYS']) delete env[name];
+  for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER_URL', 'PROVIDERS', 'ADMIN_TOKEN', 'HOST', 'TEMPORAL_UI_URL', 'FORCE_COLOR', 'TEMPORAL_PAYLOAD_KEYS']) delete env[name];
   Object.assign(env, {
     PORT: String(ports.api),
     SANDBOX_PORT: String(ports.sandbox),
+    SANDBOX_B_PORT: String(ports.sandboxB),
     TEMPORAL_PORT: String(ports.temporal),
     TEMPORAL_UI_PORT: String(ports.ui),
     EMBEDDED_PG_PORT: String(ports.postgres),
@@ -82,6 +84,9 @@ export async function launchStart(extraEnv: NodeJS.ProcessEnv): Promise<Launch> 
     NODE_ENV: 'development',
     ...extraEnv,
   });
+  // sandbox-b's database beside a given one (devstack/supervisor.ts) goes with it.
+  const given = extraEnv.DATABASE_URL ? new URL(extraEnv.DATABASE_URL).pathname.slice(1) : null;
+  if (given && databasesToDrop.includes(given) && !extraEnv.SANDBOX_B_DATABASE_URL) databasesToDrop.push(`${given}_sandbox_b`);
   // Its own process group, like a shell job, so a test can Ctrl-C the group.
   const npm = spawn('npm', ['start'], { cwd: projectRoot, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';

@@ -24,7 +24,9 @@ describe('npm start', () => {
     expect(banner).toContain(`DATABASE_URL   ${databaseUrl}`);
     expect(banner).not.toContain('embedded PostgreSQL');
     const pids = bannerPids(banner);
-    expect(Object.keys(pids).sort()).toEqual(['api', 'codec', 'sandbox', 'temporal', 'worker']);
+    expect(Object.keys(pids).sort()).toEqual(['api', 'codec', 'sandbox-a', 'sandbox-b', 'temporal', 'worker']);
+    // sandbox-b keeps its state in a database of its own beside DATABASE_URL's.
+    expect(banner).toContain(`database ${dbName}_sandbox_b)`);
 
     const paymentId = await exercise(launch, banner);
     // The payment is in the database DATABASE_URL named, which the launcher created and migrated.
@@ -43,7 +45,7 @@ describe('npm start', () => {
     // A terminal's Ctrl-C: SIGINT to every process of the foreground group at once.
     process.kill(-launch.npm.pid!, 'SIGINT');
     await expectCleanExit(launch, tree);
-    expectStopOrder(launch.output(), ['api stopped', 'worker stopped', 'sandbox stopped', 'Temporal stopped', 'all stopped']);
+    expectStopOrder(launch.output(), ['api stopped', 'worker stopped', 'sandbox-a stopped', 'Temporal stopped', 'all stopped']);
     expect(launch.output()).not.toContain('PostgreSQL stopped');
   }, 300_000);
 
@@ -54,7 +56,7 @@ describe('npm start', () => {
     const databaseUrl = `postgres://postgres:postgres@127.0.0.1:${launch.ports.postgres}/payments`;
     expect(banner).toContain(`DATABASE_URL   ${databaseUrl} (embedded PostgreSQL`);
     const pids = bannerPids(banner);
-    expect(Object.keys(pids).sort()).toEqual(['api', 'codec', 'postgres', 'sandbox', 'temporal', 'worker']);
+    expect(Object.keys(pids).sort()).toEqual(['api', 'codec', 'postgres', 'sandbox-a', 'sandbox-b', 'temporal', 'worker']);
     expect(existsSync(path.join(launch.dataDir, 'postgres', 'PG_VERSION'))).toBe(true);
     expect(existsSync(path.join(launch.dataDir, 'temporal.db'))).toBe(true);
 
@@ -74,7 +76,7 @@ describe('npm start', () => {
     // `kill -INT <pid of npm>`: only npm is signalled, and the stop must still reach everything.
     launch.npm.kill('SIGINT');
     await expectCleanExit(launch, tree);
-    expectStopOrder(launch.output(), ['api stopped', 'worker stopped', 'sandbox stopped', 'Temporal stopped', 'PostgreSQL stopped', 'all stopped']);
+    expectStopOrder(launch.output(), ['api stopped', 'worker stopped', 'sandbox-a stopped', 'Temporal stopped', 'PostgreSQL stopped', 'all stopped']);
     expect(await portAnswers(launch.ports.postgres)).toBe(false);
   }, 300_000);
 });
@@ -84,7 +86,11 @@ async function exercise(launch: Launch, banner: string): Promise<string> {
   const apiUrl = `http://127.0.0.1:${launch.ports.api}`;
   expect(banner).toContain(`API            ${apiUrl}`);
   expect(banner).toContain(`API docs       ${apiUrl}/docs`);
-  expect(banner).toContain(`PSP sandbox    http://127.0.0.1:${launch.ports.sandbox}`);
+  // Two sandbox PSPs (issue 22), each with its webhooks to its own route, both in PROVIDERS.
+  expect(banner).toContain(`PSP sandbox-a  http://127.0.0.1:${launch.ports.sandbox} (webhooks to ${apiUrl}/provider_webhooks/sandbox-a; database the same, schema sandbox)`);
+  expect(banner).toContain(`PSP sandbox-b  http://127.0.0.1:${launch.ports.sandboxB} (webhooks to ${apiUrl}/provider_webhooks/sandbox-b; database `);
+  expect(banner).toContain(`PROVIDERS      sandbox-a=http://127.0.0.1:${launch.ports.sandbox},sandbox-b=http://127.0.0.1:${launch.ports.sandboxB}`);
+  for (const port of [launch.ports.sandbox, launch.ports.sandboxB]) expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
   expect(banner).toContain('Listening on   127.0.0.1 (loopback only');
   expect(banner).toContain('Webhooks       internal targets allowed: loopback only');
   const uiUrl = `http://127.0.0.1:${launch.ports.ui}`;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql } from '../../db/connect';
-import { siblingDatabaseUrl } from '../../devstack/stack';
+import { siblingDatabaseUrl } from '../../db/migrate';
 import { startStack, type TestStack } from '../helpers/stack';
 
 /** The test stack's second sandbox PSP (issue 22): its own process state and its own database. */

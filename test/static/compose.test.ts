@@ -165,7 +165,9 @@ const configKeys = schemaKeys('lib/config.ts');
 const sandboxKeys = schemaKeys('sandbox/main.ts');
 
 const oneShots = ['temporal-schema', 'temporal-setup', 'migrate'];
-const longRunning = ['postgres', 'temporal', 'temporal-ui', 'sandbox', 'api', 'worker', 'codec-server'];
+const longRunning = ['postgres', 'temporal', 'temporal-ui', 'sandbox', 'sandbox-b', 'api', 'worker', 'codec-server'];
+/** The two stand-in PSPs (issue 22) and the names PROVIDERS gives them. */
+const sandboxServices = { 'sandbox-a': 'sandbox', 'sandbox-b': 'sandbox-b' } as const;
 const orchestratorServices = ['migrate', 'api', 'worker'];
 
 describe('docker-compose.yml: services', () => {
@@ -173,12 +175,13 @@ describe('docker-compose.yml: services', () => {
     expect(Object.keys(services).sort()).toEqual([...oneShots, ...longRunning].sort());
   });
 
-  it('publishes api 3000, temporal 7233, temporal-ui 8233, sandbox 4010 and codec-server 8888, and nothing else', () => {
+  it('publishes api 3000, temporal 7233, temporal-ui 8233, sandbox 4010, sandbox-b 4011 and codec-server 8888, and nothing else', () => {
     const expected: Record<string, { published: number; target: number }> = {
       api: { published: 3000, target: 3000 },
       temporal: { published: 7233, target: 7233 },
       'temporal-ui': { published: 8233, target: 8080 },
       sandbox: { published: 4010, target: 4010 },
+      'sandbox-b': { published: 4011, target: 4011 },
       'codec-server': { published: 8888, target: 8888 },
     };
     for (const name of Object.keys(services)) {
@@ -186,7 +189,7 @@ describe('docker-compose.yml: services', () => {
       expect(ports, name).toEqual(expected[name] ? [expected[name]] : []);
     }
     // The unauthenticated surfaces stay on the loopback interface.
-    for (const name of ['temporal', 'temporal-ui', 'sandbox', 'codec-server']) expect(publishedPorts(name)[0]!.hostIp, name).toBe('127.0.0.1');
+    for (const name of ['temporal', 'temporal-ui', 'sandbox', 'sandbox-b', 'codec-server']) expect(publishedPorts(name)[0]!.hostIp, name).toBe('127.0.0.1');
     // The codec server admits the UI's origin, as the browser sees it, and no other.
     expect(envOf('codec-server').CODEC_CORS_ORIGINS).toBe(envOf('temporal-ui').TEMPORAL_CORS_ORIGINS);
   });
@@ -213,6 +216,11 @@ describe('docker-compose.yml: services', () => {
     // The workers call the sandbox as PROVIDER_URL; every other listener is reached through loopback.
     const provider = new URL(envOf('worker').PROVIDER_URL!);
     expect(envOf('sandbox').HTTP_ALLOWED_HOSTS!.split(',')).toContain(provider.hostname);
+    // …and each sandbox by the name PROVIDERS gives it.
+    for (const connection of loadConfig(envOf('worker')).PROVIDERS) {
+      const host = new URL(connection.url).hostname;
+      expect(envOf(host).HTTP_ALLOWED_HOSTS!.split(','), connection.name).toContain(host);
+    }
     for (const name of orchestratorServices) expect(envOf(name).HTTP_ALLOWED_HOSTS, name).toBeUndefined(); // loopback names: the healthchecks
   });
 
@@ -299,13 +307,14 @@ describe('docker-compose.yml: start-up order', () => {
   it('waits on the right conditions', () => {
     const ready = { postgres: 'service_healthy', migrate: 'service_completed_successfully', 'temporal-setup': 'service_completed_successfully' };
     expect(dependsOn('api')).toEqual(ready);
-    expect(dependsOn('worker')).toEqual({ ...ready, sandbox: 'service_healthy' });
+    expect(dependsOn('worker')).toEqual({ ...ready, sandbox: 'service_healthy', 'sandbox-b': 'service_healthy' });
     expect(dependsOn('temporal-schema')).toEqual({ postgres: 'service_healthy' });
     expect(dependsOn('temporal')).toEqual({ postgres: 'service_healthy', 'temporal-schema': 'service_completed_successfully' });
     expect(dependsOn('temporal-setup')).toEqual({ temporal: 'service_healthy' });
     expect(dependsOn('temporal-ui')).toEqual({ temporal: 'service_healthy' });
     expect(dependsOn('migrate')).toEqual({ postgres: 'service_healthy' });
     expect(dependsOn('sandbox')).toEqual({ postgres: 'service_healthy' });
+    expect(dependsOn('sandbox-b')).toEqual({ postgres: 'service_healthy' });
     expect(dependsOn('postgres')).toEqual({});
   });
 
@@ -355,6 +364,7 @@ describe('docker-compose.yml: configuration of the app', () => {
       expect(configKeys, name).toEqual(expect.arrayContaining(declaredEnv(name)));
     }
     expect(sandboxKeys).toEqual(expect.arrayContaining(declaredEnv('sandbox')));
+    expect(sandboxKeys).toEqual(expect.arrayContaining(declaredEnv('sandbox-b')));
   });
 
   it('refuses to start without ADMIN_TOKEN from the environment, and runs in production mode', () => {
@@ -378,6 +388,11 @@ describe('docker-compose.yml: configuration of the app', () => {
       expect(config.TEMPORAL_ADDRESS, name).toBe('temporal:7233');
       const provider = new URL(config.PROVIDER_URL);
       expect([provider.hostname, provider.port], name).toEqual(['sandbox', envOf('sandbox').SANDBOX_PORT]);
+      // PROVIDERS: sandbox-a and sandbox-b, each at its service's name and port.
+      expect(
+        config.PROVIDERS.map((c) => [c.name, c.kind, c.url]),
+        name,
+      ).toEqual(Object.entries(sandboxServices).map(([provider, service]) => [provider, 'sandbox', `http://${service}:${envOf(service).SANDBOX_PORT}`]));
       expect(config.TEMPORAL_NAMESPACE, name).toBe(envOf('temporal-setup').TEMPORAL_NAMESPACE);
     }
     // api and worker must agree on the task queue and the namespace.
@@ -385,13 +400,18 @@ describe('docker-compose.yml: configuration of the app', () => {
     expect(loadConfig(envOf('api')).PORT).toBe(publishedPorts('api')[0]!.target);
   });
 
-  it('points the sandbox at its own database and makes it listen where it is published and checked', () => {
-    const env = envOf('sandbox');
-    const db = new URL(env.DATABASE_URL!);
-    expect([db.hostname, db.port, db.pathname]).toEqual(['postgres', '5432', '/sandbox']);
-    expect(env.SANDBOX_HOST).toBe('0.0.0.0');
-    expect(Number(env.SANDBOX_PORT)).toBe(publishedPorts('sandbox')[0]!.target);
-    expect(argv(service('sandbox').healthcheck?.test).join(' ')).toContain(`http://127.0.0.1:${env.SANDBOX_PORT}/healthz`);
+  it('points each sandbox at its own database and makes it listen where it is published and checked', () => {
+    for (const [name, database] of [
+      ['sandbox', '/sandbox'],
+      ['sandbox-b', '/sandbox_b'],
+    ] as const) {
+      const env = envOf(name);
+      const db = new URL(env.DATABASE_URL!);
+      expect([db.hostname, db.port, db.pathname], name).toEqual(['postgres', '5432', database]);
+      expect(env.SANDBOX_HOST, name).toBe('0.0.0.0');
+      expect(Number(env.SANDBOX_PORT), name).toBe(publishedPorts(name)[0]!.target);
+      expect(argv(service(name).healthcheck?.test).join(' '), name).toContain(`http://127.0.0.1:${env.SANDBOX_PORT}/healthz`);
+    }
     expect(argv(service('api').healthcheck?.test).join(' ')).toContain(`http://127.0.0.1:${envOf('api').PORT}/readyz`);
   });
 
@@ -401,6 +421,7 @@ describe('docker-compose.yml: configuration of the app', () => {
     const password = (url: string) => url.match(/^postgres:\/\/[^:]+:([^@]+)@/)![1];
     for (const name of orchestratorServices) expect(password(rawEnv(name).DATABASE_URL!), name).toBe(pg.PAYMENTS_DB_PASSWORD);
     expect(password(rawEnv('sandbox').DATABASE_URL!)).toBe(pg.SANDBOX_DB_PASSWORD);
+    expect(password(rawEnv('sandbox-b').DATABASE_URL!)).toBe(pg.SANDBOX_DB_PASSWORD);
     expect(rawEnv('temporal').POSTGRES_PWD).toBe(pg.TEMPORAL_DB_PASSWORD);
     expect(rawEnv('temporal-schema').SQL_PASSWORD).toBe(pg.TEMPORAL_DB_PASSWORD);
   });
@@ -411,7 +432,7 @@ describe('docker-compose.yml: configuration of the app', () => {
     const script = readFileSync(init!, 'utf8');
     expect(statSync(init!).mode & 0o111).not.toBe(0);
     expect(script).toMatch(/create_owned_databases payments "\$\{PAYMENTS_DB_PASSWORD\}" payments\n/);
-    expect(script).toMatch(/create_owned_databases sandbox "\$\{SANDBOX_DB_PASSWORD\}" sandbox\n/);
+    expect(script).toMatch(/create_owned_databases sandbox "\$\{SANDBOX_DB_PASSWORD\}" sandbox sandbox_b\n/);
     expect(script).toMatch(/create_owned_databases temporal "\$\{TEMPORAL_DB_PASSWORD\}" temporal temporal_visibility\n/);
     const temporal = envOf('temporal');
     expect([temporal.DB, temporal.POSTGRES_SEEDS, temporal.POSTGRES_USER, temporal.DBNAME, temporal.VISIBILITY_DBNAME]).toEqual([
