@@ -175,6 +175,27 @@ describe('a success the PSP reports after the payment expired is given back', ()
     expect((await api.get(`/v1/payments/${id}`)).json).toMatchObject({ status: 'expired', amount_captured_minor: 0 });
   });
 
+  it('the debit succeeds just before the window ends, unseen (webhook lost, no poll yet): the run’s last look finds it, gives it back and records the same fact', async () => {
+    const controls = sandboxControls(stack.sandboxUrl);
+    // The window (4 s) ends after the bank settles (3 s) and before the first poll (10 s); the webhook is lost.
+    const short = await stack.startApi({ ASYNC_SETTLEMENT_WINDOW_SECONDS: 4, PROVIDER_POLL_FIRST_MS: 10_000 });
+    const client = apiClient(short.url, tenant.apiKey);
+    expect((await controls.webhookFaults({ loss: 1 })).status).toBe(200);
+    try {
+      const created = await client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2700, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
+      expect(created.status, created.text).toBe(202);
+      const id = created.json.id as string;
+      const payment = await settled(id, client);
+      expect(payment).toMatchObject({ status: 'expired', amount_captured_minor: 0, failure: { code: 'late_success_refunded' } });
+      const refunds = await refundsAtProvider(payment.provider_charge_id as string);
+      expect(refunds).toEqual([expect.objectContaining({ amount_minor: 2700, status: 'succeeded', reference: id })]);
+      expect(await eventsOf(id)).toEqual({ 'payment.processing': 1, 'payment.expired': 1, 'payment.late_success_refunded': 1 });
+      expect(await ledgerCapturesOf(id)).toBe(0);
+    } finally {
+      await controls.webhookFaults({ loss: 0 });
+    }
+  });
+
   it('the late success’s webhook lost: money kept until reconciliation finds it, which starts the same workflow and it is given back once', async () => {
     const controls = sandboxControls(stack.sandboxUrl);
     const from = new Date();
