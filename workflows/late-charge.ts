@@ -18,7 +18,9 @@ const MAX_ROUNDS = 3;
 /**
  * While the payment still waits, its own run decides (it settles the payment, or expires it and
  * closes): the payment is looked at again after 5 s, doubling to 10 min, for at most 20 looks
- * (about 2 days). A payment still waiting then is the abandoned-run sweep's (its run is gone).
+ * (about 2 h 20 min; the run settles it within moments of the webhook unless its worker is
+ * gone). A payment still waiting then is the abandoned-run sweep's, and money kept for it is
+ * reconciliation's to find (which starts this workflow again only if this run failed).
  */
 const WAIT_FIRST_MS = 5_000;
 const WAIT_MAX_MS = 600_000;
@@ -29,9 +31,10 @@ const MAX_LOOKS = 20;
  * succeeded after the payment expired, an authorization that came after the payment was
  * canceled. The payment's own run has closed, so nothing else would give it back.
  *
- * Started by POST /provider_webhooks/{provider} under lateChargeWorkflowId(provider, charge id)
- * with conflict policy USE_EXISTING and reuse policy REJECT_DUPLICATE: every delivery of the
- * webhook (duplicates, the PSP's retries, a redelivery) lands on this one run.
+ * Started by POST /provider_webhooks/{provider}, or by a reconciliation run when that webhook
+ * was lost (lib/late-charge.ts), under lateChargeWorkflowId(provider, charge id) with conflict
+ * policy USE_EXISTING and reuse policy REJECT_DUPLICATE: every delivery of the webhook
+ * (duplicates, the PSP's retries, a redelivery) and every run that finds it land on this one run.
  *
  * 1. Read the payment: only a payment that ended without money (expired, canceled, declined,
  *    failed) and whose charge this is has money to give back. A payment that still waits in
