@@ -6,8 +6,10 @@ import type { lateChargeWorkflow } from '../workflows';
 /**
  * Starts lateChargeWorkflow (workflows/late-charge.ts) for one PSP charge, once: its id is
  * derived from the provider and the charge, a running one is the same job (USE_EXISTING) and a
- * closed one did it (REJECT_DUPLICATE). Callers: the inbound PSP webhook route (a late success
- * reported by the PSP) and reconciliation (a late success whose webhook was lost).
+ * completed one decided (ALLOW_DUPLICATE_FAILED_ONLY: only a run that failed, e.g. one that gave
+ * up while the payment still waited, is started again; every run looks at the PSP before acting
+ * and refunds under the one compensation sub-key). Callers: the inbound PSP webhook route (a late
+ * success reported by the PSP) and reconciliation (a late success whose webhook was lost).
  * Returns false when it had been started before.
  */
 export async function startLateChargeWorkflow(client: Client, taskQueue: string, input: LateChargeInput): Promise<boolean> {
@@ -17,7 +19,7 @@ export async function startLateChargeWorkflow(client: Client, taskQueue: string,
       taskQueue,
       args: [input],
       workflowIdConflictPolicy: 'USE_EXISTING',
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
       staticSummary: `late money of charge ${input.chargeId} (payment ${input.paymentId})`,
     });
     return true;

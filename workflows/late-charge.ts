@@ -1,4 +1,4 @@
-import { log, sleep } from '@temporalio/workflow';
+import { ApplicationFailure, log, sleep } from '@temporalio/workflow';
 import type { LateChargeOutcome } from '../activities';
 import type { ProviderCharge } from '../provider/types';
 import { FailureType, type LateChargeInput } from '../shared/definitions';
@@ -19,8 +19,8 @@ const MAX_ROUNDS = 3;
  * While the payment still waits, its own run decides (it settles the payment, or expires it and
  * closes): the payment is looked at again after 5 s, doubling to 10 min, for at most 20 looks
  * (about 2 h 20 min; the run settles it within moments of the webhook unless its worker is
- * gone). A payment still waiting then is the abandoned-run sweep's, and money kept for it is
- * reconciliation's to find (which starts this workflow again only if this run failed).
+ * gone). A payment still waiting then ends the run failed: the abandoned-run sweep settles the
+ * payment, and a later webhook or reconciliation run may start this workflow again.
  */
 const WAIT_FIRST_MS = 5_000;
 const WAIT_MAX_MS = 600_000;
@@ -33,8 +33,9 @@ const MAX_LOOKS = 20;
  *
  * Started by POST /provider_webhooks/{provider}, or by a reconciliation run when that webhook
  * was lost (lib/late-charge.ts), under lateChargeWorkflowId(provider, charge id) with conflict
- * policy USE_EXISTING and reuse policy REJECT_DUPLICATE: every delivery of the webhook
- * (duplicates, the PSP's retries, a redelivery) and every run that finds it land on this one run.
+ * policy USE_EXISTING and reuse policy ALLOW_DUPLICATE_FAILED_ONLY: every delivery of the webhook
+ * (duplicates, the PSP's retries, a redelivery) and every run that finds it land on this one
+ * run, unless it failed (then on a new run, which looks at the PSP before acting).
  *
  * 1. Read the payment: only a payment that ended without money (expired, canceled, declined,
  *    failed) and whose charge this is has money to give back. A payment that still waits in
@@ -52,6 +53,10 @@ export async function lateChargeWorkflow(input: LateChargeInput): Promise<LateCh
   for (let look = 1, waitMs = WAIT_FIRST_MS; standing.decision === 'wait' && look < MAX_LOOKS; look++, waitMs = Math.min(waitMs * 2, WAIT_MAX_MS)) {
     await sleep(waitMs);
     standing = await records.lateChargeStanding({ paymentId, chargeId, provider });
+  }
+  if (standing.decision === 'wait') {
+    // Failed, not completed: a later webhook or reconciliation run may start it again.
+    throw ApplicationFailure.nonRetryable(`payment ${paymentId} still ${standing.status} after ${MAX_LOOKS} looks; nothing decided`, 'LateChargeUndecided');
   }
   if (standing.decision !== 'act') {
     log.info('late charge: nothing to give back', { payment_id: paymentId, charge_id: chargeId, reason: standing.reason });
