@@ -6,6 +6,7 @@ import { createLogger, type Logger } from '../lib/logger';
 import type { ProviderHealthRecorder } from '../domain/routing';
 import { createJobSteps, type JobSteps } from './job-steps';
 import { LedgerAccounts } from '../db/ledger';
+import { createLateChargeSteps, type LateChargeSteps } from './late-charge-steps';
 import { createPaymentSteps, type PaymentSteps } from './payment-steps';
 import { createProviderSteps } from './provider-steps';
 import { createRefundSteps, type RefundSteps } from './refund-steps';
@@ -47,16 +48,18 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
+    ...createLateChargeSteps(deps.sql, deps.metrics),
     ...createRouteSteps({ sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}), ...(deps.health ? { health: deps.health } : {}) }),
     ...createProviderSteps(deps.providers, deps.health),
     ...jobs,
   };
 }
 
-/** The database steps (run as local activities): the payment's, the refund's and the routing's. */
-export type RecordSteps = PaymentSteps & RefundSteps & RouteSteps;
+/** The database steps (run as local activities): the payment's, the refund's, the routing's and the late charge's. */
+export type RecordSteps = PaymentSteps & RefundSteps & RouteSteps & LateChargeSteps;
 export type { RoutePlanner };
 export type { BeginPaymentResult } from './payment-steps';
 export type { BeginRefundResult } from './refund-steps';
+export type { LateChargeOutcome, LateChargeStanding } from './late-charge-steps';
 export type { ProviderSteps } from './provider-steps';
 export type { JobSteps };

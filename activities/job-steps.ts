@@ -6,6 +6,8 @@ import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { PaymentProvider } from '../provider/types';
 import { JobFailureType, type ReconcileProviderInput, type ReconciliationRunSummary } from '../shared/jobs';
+import type { LateChargeInput } from '../shared/definitions';
+import { startLateChargeWorkflow } from '../lib/late-charge';
 import { AbandonedRunSweeper } from '../worker/abandoned-runs';
 import { Reconciliation, UnknownProviderError } from '../worker/reconciliation';
 import { RetentionJob } from '../worker/retention';
@@ -33,8 +35,11 @@ export function createJobSteps(deps: JobDeps) {
     /** One provider's reconciliation of one window (worker/reconciliation.ts); heartbeats per report page. */
     async reconcileProviderWindow(input: ReconcileProviderInput): Promise<ReconciliationRunSummary> {
       const context = Context.current();
+      // A late success whose webhook was lost is given back by the late-charge workflow, on this worker's task queue.
+      const temporal = deps.temporal;
+      const giveBack = temporal ? (late: LateChargeInput) => startLateChargeWorkflow(temporal, context.info.taskQueue, late) : undefined;
       try {
-        return await reconciliation.run(input, (details) => context.heartbeat(details));
+        return await reconciliation.run(input, (details) => context.heartbeat(details), giveBack);
       } catch (error) {
         if (error instanceof UnknownProviderError) throw ApplicationFailure.nonRetryable(error.message, JobFailureType.Misconfigured);
         throw error;

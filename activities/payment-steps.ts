@@ -183,6 +183,12 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
         const payment =
           (await transitionPayment(tx, input.paymentId, { status: 'expired', failure: input.failure })) ?? (await lockPayment(tx, input.paymentId));
         if (payment.status === 'expired') await paymentEvent(tx, payment, 'payment.expired');
+        // The run found a late success at its last look and gave it back: the same fact, and event,
+        // as when lateChargeWorkflow gives one back after the run closed (exactly one per payment).
+        if (payment.status === 'expired' && input.failure.code === 'late_success_refunded') {
+          const type = 'payment.late_success_refunded';
+          await insertEvent(tx, { tenantId: payment.tenant_id, type, eventKey: businessEventKey.paymentEvent(payment.id, type), object: paymentResource(payment) });
+        }
         recorded('payment', input.paymentId, payment.status, paymentResponse(200, payment));
         return payment.status;
       });

@@ -91,23 +91,38 @@ interface ProviderRefundRow {
   idempotency_key: string;
 }
 
-/** The events a payment in this final state must have sent (each exactly once). */
-function expectedEvents(payment: PaymentRow): string[] {
+const threeDSecureMethods = new Set(['pm_card_threeDSecureRequired', 'pm_card_threeDSecureRequired_declined']);
+const debitMethods = new Set(['pm_sepa_debit', 'pm_sepa_debit_fails']);
+
+/**
+ * The events a payment in this final state must have sent (each exactly once), and those it
+ * may have sent. A 3-D Secure payment always announced its challenge (the customer needs the
+ * first answer's URL to act); a debit announced `processing` unless the bank had settled it by
+ * the time the charge's answer was recorded (a lost answer, looked up after the settle).
+ */
+function expectedEvents(payment: PaymentRow): { required: string[]; optional: string[] } {
   const manual = payment.capture_method === 'manual';
+  const waited = threeDSecureMethods.has(payment.payment_method) ? ['payment.requires_action'] : [];
+  const optional = debitMethods.has(payment.payment_method) ? ['payment.processing'] : [];
+  const of = (...types: string[]) => ({ required: [...waited, ...types], optional });
   switch (payment.status) {
     case 'succeeded':
     case 'refunded':
-      return manual ? ['payment.requires_capture', 'payment.succeeded'] : ['payment.succeeded'];
+      return of(...(manual ? ['payment.requires_capture', 'payment.succeeded'] : ['payment.succeeded']));
     case 'requires_capture':
-      return ['payment.requires_capture'];
+      return of('payment.requires_capture');
     case 'canceled':
-      return ['payment.requires_capture', 'payment.canceled'];
+      // Voided while authorized, or while the customer was still at the challenge.
+      return { ...of('payment.canceled'), optional: [...optional, 'payment.requires_capture'] };
     case 'declined':
-      return ['payment.declined'];
+      return of('payment.declined');
     case 'failed':
-      return ['payment.failed'];
+      return of('payment.failed');
+    case 'expired':
+      // A success the PSP reported after the window was given back (workflows/late-charge.ts).
+      return { ...of('payment.expired'), optional: [...optional, 'payment.late_success_refunded'] };
     default:
-      return [];
+      return of();
   }
 }
 
@@ -120,7 +135,12 @@ const chargeStatusFor: Record<string, string[]> = {
   declined: ['declined'],
   // Failed after the money moved: given back (voided, or refunded by compensation).
   failed: ['canceled', 'succeeded', 'declined'],
+  // The window ended: the challenge voided, or a late success refunded in full.
+  expired: ['canceled', 'succeeded'],
 };
+
+/** The final statuses in which a payment keeps no money: the PSP must hold none for it either. */
+const moneyless = new Set(['declined', 'failed', 'canceled', 'expired']);
 
 const countBy = <T>(items: T[], key: (item: T) => string): Map<string, T[]> => {
   const map = new Map<string, T[]>();
@@ -177,13 +197,14 @@ export async function check(input: CheckInput): Promise<Verdict> {
   const paymentIds = new Set(payments.map((p) => p.id));
   const refundIds = new Set(refunds.map((r) => r.id));
 
-  const eventCensus = (objectId: string, into: string[], subject: string, expected: string[]) => {
+  const eventCensus = (objectId: string, into: string[], subject: string, expected: string[], optional: string[] = []) => {
     const own = eventsByObject.get(objectId) ?? [];
     const byType: Record<string, number> = {};
     for (const e of own) byType[e.type] = (byType[e.type] ?? 0) + 1;
-    const extra = Object.entries(byType).filter(([type, n]) => n > 1 || !expected.includes(type));
+    const extra = Object.entries(byType).filter(([type, n]) => n > 1 || !(expected.includes(type) || optional.includes(type)));
     const missing = expected.filter((type) => !byType[type]);
-    verdict('events exactly once', extra.length === 0 && missing.length === 0, () => `${subject}: events ${JSON.stringify(byType)}, expected ${expected.join(', ') || 'none'}`, into);
+    verdict('events exactly once', extra.length === 0 && missing.length === 0, () =>
+      `${subject}: events ${JSON.stringify(byType)}, expected ${expected.join(', ') || 'none'}${optional.length ? ` (may also have ${optional.join(', ')})` : ''}`, into);
     const deliveries = Object.fromEntries(own.map((e) => [e.id, input.acks.get(e.id) ?? 0]));
     const undelivered = own.filter((e) => !deliveries[e.id]);
     verdict('webhooks received', undelivered.length === 0, () => `${subject}: ${undelivered.map((e) => `${e.type} ${e.id} (${e.delivery_state})`).join(', ')} never acknowledged by the merchant`, into);
@@ -194,20 +215,44 @@ export async function check(input: CheckInput): Promise<Verdict> {
   for (const payment of payments) {
     const own: string[] = [];
     const subject = `payment ${payment.id}`;
-    verdict('payment settled', payment.status !== 'processing', () => `${subject} still processing`, own);
+    // Every wait ends by its window at the latest (AUTHENTICATION_WINDOW_SECONDS, ASYNC_SETTLEMENT_WINDOW_SECONDS), all shorter than the settle.
+    const waiting = payment.status === 'processing' || payment.status === 'requires_action';
+    verdict('payment settled', !waiting, () => `${subject} (${payment.payment_method}) still ${payment.status} after the settle, beyond its window`, own);
     const charged = chargesByReference.get(payment.id) ?? [];
     verdict('one provider charge per payment', charged.length === 1, () => `${subject} (${payment.payment_method}) has ${charged.length} provider charges: ${charged.map((c) => `${c.id} ${c.status}`).join(', ')}`, own);
     const charge = charged.find((c) => c.id === payment.provider_charge_id) ?? charged[0];
-    if (charge && payment.status !== 'processing') {
+    // What the PSP still holds for the payment: captured and not refunded (an open authorization counts as held too).
+    const keptAtProvider = charge ? charge.amount_captured_minor - charge.amount_refunded_minor : 0;
+    if (charge && !waiting) {
       const statusOk = (chargeStatusFor[payment.status] ?? []).includes(charge.status);
-      const capturedOk = payment.status === 'failed' || payment.amount_captured_minor === charge.amount_captured_minor;
+      // A payment that ended without money: nothing captured here and nothing kept at the PSP
+      // (a failed payment's or a late success's money given back in full).
+      const capturedOk = moneyless.has(payment.status)
+        ? payment.amount_captured_minor === 0 && keptAtProvider === 0
+        : payment.amount_captured_minor === charge.amount_captured_minor;
       verdict('payment matches its charge', statusOk && capturedOk && charge.id === payment.provider_charge_id, () =>
-        `${subject} is ${payment.status} (captured ${payment.amount_captured_minor}, charge ${payment.provider_charge_id}); provider charge ${charge.id} is ${charge.status} (captured ${charge.amount_captured_minor})`, own);
+        `${subject} is ${payment.status} (captured ${payment.amount_captured_minor}, charge ${payment.provider_charge_id}); provider charge ${charge.id} is ${charge.status} (captured ${charge.amount_captured_minor}, refunded ${charge.amount_refunded_minor})`, own);
+    }
+    if (threeDSecureMethods.has(payment.payment_method) || debitMethods.has(payment.payment_method)) {
+      // Issue 21's census: every payment that waited ends in one final state the PSP agrees
+      // with: succeeded ⇒ exactly one charge, captured once, kept; expired, canceled, declined
+      // or failed ⇒ no money kept at the PSP (a challenge voided, a late success refunded).
+      const settledAs = payment.status === 'succeeded' || payment.status === 'refunded' ? 'money' : moneyless.has(payment.status) ? 'no money' : payment.status;
+      const agrees =
+        charged.length === 1 &&
+        (settledAs === 'money'
+          ? charge!.status === 'succeeded' && charge!.amount_captured_minor === payment.amount_captured_minor && payment.amount_captured_minor > 0
+          : settledAs === 'no money'
+            ? keptAtProvider === 0 && charge!.status !== 'requires_capture' && charge!.status !== 'requires_action' && charge!.status !== 'processing'
+            : payment.status === 'requires_capture' && charge!.status === 'requires_capture');
+      verdict('waiting payment agrees with the PSP', agrees, () =>
+        `${subject} (${payment.payment_method}) is ${payment.status} (captured ${payment.amount_captured_minor}); at the PSP: ${charged.map((c) => `${c.id} ${c.status} captured ${c.amount_captured_minor} refunded ${c.amount_refunded_minor}`).join(', ') || 'no charge'}`, own);
     }
     const captureTransactions = transactions.filter((t) => t.payment_id === payment.id && t.refund_id === null).length;
     const capturedState = payment.status === 'succeeded' || payment.status === 'refunded';
     verdict('ledger posting exactly once', captureTransactions === (capturedState ? 1 : 0), () => `${subject} (${payment.status}) has ${captureTransactions} capture transactions`, own);
-    const { byType, deliveries } = eventCensus(payment.id, own, subject, expectedEvents(payment));
+    const expected = expectedEvents(payment);
+    const { byType, deliveries } = eventCensus(payment.id, own, subject, expected.required, expected.optional);
 
     const refundCensus: RefundCensus[] = [];
     const paymentRefunds = refundsByPayment.get(payment.id) ?? [];
@@ -231,7 +276,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
     }
     const refundedHere = paymentRefunds.filter((r) => r.status === 'succeeded').reduce((n, r) => n + r.amount_minor, 0);
     if (charge) {
-      verdict('refunded amounts agree', refundedHere === payment.amount_refunded_minor && (payment.status === 'failed' || charge.amount_refunded_minor === refundedHere), () =>
+      verdict('refunded amounts agree', refundedHere === payment.amount_refunded_minor && (moneyless.has(payment.status) || charge.amount_refunded_minor === refundedHere), () =>
         `${subject}: refunds succeeded ${refundedHere}, payment says ${payment.amount_refunded_minor}, provider charge ${charge.id} says ${charge.amount_refunded_minor}`, own);
     }
 
@@ -299,7 +344,8 @@ export async function check(input: CheckInput): Promise<Verdict> {
   for (const op of input.operations) {
     const [first, second] = replays.get(op)!;
     const texts = [op.finalText, ...op.copyTexts, first?.text ?? null, second?.text ?? null].filter((t): t is string => t !== null);
-    const final = first !== null && first.status !== 202 && second !== null;
+    // The replay retries a run still going (202 with Retry-After); a waiting payment's 202 is its recorded answer.
+    const final = first !== null && second !== null;
     verdict('replay byte-identical', final && texts.every((t) => t === texts[0]), () =>
       `${op.kind} ${op.key} (${op.paymentId ?? 'no payment'}): first ${op.finalStatus} ${op.finalText?.slice(0, 120)}; replays ${first?.status} ${first?.text.slice(0, 120)} / ${second?.status}; ${new Set(texts).size} distinct bodies`);
   }

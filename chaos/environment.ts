@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -30,6 +31,21 @@ export interface EnvironmentOptions {
 
 const ADMIN_TOKEN = 'chaos-admin-token-0123456789';
 const TASK_QUEUE = 'chaos';
+
+/**
+ * Payments that wait, at the chaos run's pace: a customer who abandons the challenge is expired
+ * after 20 s, a debit settles at the sandbox after 3 s and is awaited up to 60 s (longer than any
+ * outage the nemesis makes), the workflows poll the PSP after 3 s, then every 10 s at most (a lost
+ * webhook costs seconds). Webhooks: a fifth duplicated, a tenth reordered or lost, each delayed.
+ */
+export const WAITS = {
+  authenticationWindowSeconds: 20,
+  settlementWindowSeconds: 60,
+  asyncSettleMs: 3000,
+  pollFirstMs: 3000,
+  pollMaxMs: 10_000,
+  webhookFaults: 'duplicate=0.2,reorder=0.1,loss=0.1,delay_ms=300',
+} as const;
 
 /**
  * The product as separate processes, each of which the nemesis can take away: a private
@@ -102,13 +118,29 @@ export async function startEnvironment(options: EnvironmentOptions) {
     };
     closers.push(() => Promise.all(supervisors.map((s) => s.stop())));
 
+    const apiPorts = await Promise.all(Array.from({ length: options.apiCount }, () => freePort()));
+    const apiUrls = apiPorts.map((port) => `http://127.0.0.1:${port}`);
+    // The PSP's own webhooks (issue 21) go to the first API (POST /provider_webhooks/sandbox),
+    // with the faults of a real PSP's: duplicated, reordered, delayed and lost. The sandbox
+    // retries an unacknowledged one (an API down, Temporal unreachable) until it gets through;
+    // a lost one is left to the workflows' own status polls.
+    const sandboxWebhookSecret = randomBytes(24).toString('hex');
     const sandboxPort = await freePort();
     const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
     const sandbox = await supervise('sandbox', (i) =>
       spawnService({
         name: `sandbox-${i}`,
         script: 'sandbox/main.ts',
-        env: { DATABASE_URL: sandboxDatabaseUrl, SANDBOX_PORT: String(sandboxPort), SANDBOX_SLOW_MS: '2500', SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS: String(options.keyTtlSeconds) },
+        env: {
+          DATABASE_URL: sandboxDatabaseUrl,
+          SANDBOX_PORT: String(sandboxPort),
+          SANDBOX_SLOW_MS: '2500',
+          SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS: String(options.keyTtlSeconds),
+          SANDBOX_ASYNC_SETTLE_MS: String(WAITS.asyncSettleMs),
+          SANDBOX_WEBHOOK_URL: `${apiUrls[0]}/provider_webhooks/sandbox`,
+          SANDBOX_WEBHOOK_SECRET: sandboxWebhookSecret,
+          SANDBOX_WEBHOOK_FAULTS: WAITS.webhookFaults,
+        },
         readyUrl: `${sandboxUrl}/healthz`,
         logsDir: options.logsDir,
       }),
@@ -140,15 +172,27 @@ export async function startEnvironment(options: EnvironmentOptions) {
       spawnService({ name: `relay-${i}`, script: 'chaos/relay-main.ts', env: { ...common, RELAY_HEALTH_PORT: String(relayPort) }, readyUrl: `http://127.0.0.1:${relayPort}/`, logsDir: options.logsDir }),
     );
 
-    const apiPorts = await Promise.all(Array.from({ length: options.apiCount }, () => freePort()));
-    const apiUrls = apiPorts.map((port) => `http://127.0.0.1:${port}`);
     const apis = await Promise.all(
       apiPorts.map((port, n) =>
         supervise(`api-${n}`, (i) =>
           spawnService({
             name: `api-${n}-${i}`,
             script: 'api/main.ts',
-            env: { ...common, PORT: String(port), HOST: '127.0.0.1', IDEMPOTENCY_WAIT_MS: '3000', TEMPORAL_RPC_TIMEOUT_MS: '3000', AUTHORIZATION_WINDOW_SECONDS: String(7 * 24 * 3600) },
+            env: {
+              ...common,
+              PORT: String(port),
+              HOST: '127.0.0.1',
+              IDEMPOTENCY_WAIT_MS: '3000',
+              TEMPORAL_RPC_TIMEOUT_MS: '3000',
+              AUTHORIZATION_WINDOW_SECONDS: String(7 * 24 * 3600),
+              PROVIDER: 'sandbox',
+              PROVIDER_URL: sandboxUrl,
+              SANDBOX_WEBHOOK_SECRET: sandboxWebhookSecret,
+              AUTHENTICATION_WINDOW_SECONDS: String(WAITS.authenticationWindowSeconds),
+              ASYNC_SETTLEMENT_WINDOW_SECONDS: String(WAITS.settlementWindowSeconds),
+              PROVIDER_POLL_FIRST_MS: String(WAITS.pollFirstMs),
+              PROVIDER_POLL_MAX_MS: String(WAITS.pollMaxMs),
+            },
             readyUrl: `http://127.0.0.1:${port}/healthz`,
             logsDir: options.logsDir,
           }),

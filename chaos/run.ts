@@ -55,10 +55,14 @@ export interface ChaosSummary {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** What the database still has open: payments processing, refunds pending, keys running, events undelivered (-1: unreachable). */
+/**
+ * What the database still has open: payments waiting for the PSP or the customer (processing,
+ * requires_action: each ends by its window at the latest), refunds pending, keys running,
+ * events undelivered (-1: unreachable).
+ */
 export async function openInDatabase(sql: ChaosEnvironment['sql']): Promise<number> {
   const [open] = await sql<{ n: number }[]>`
-    SELECT (SELECT count(*) FROM payments WHERE status = 'processing')
+    SELECT (SELECT count(*) FROM payments WHERE status IN ('processing', 'requires_action'))
          + (SELECT count(*) FROM refunds WHERE status = 'pending')
          + (SELECT count(*) FROM idempotency_records WHERE state = 'running')
          + (SELECT count(*) FROM outbox_events WHERE delivery_state = 'pending') AS n`.catch(() => [{ n: -1 }]);
@@ -158,7 +162,9 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
             signal: AbortSignal.timeout(30_000),
           });
           const text = await response.text();
-          if (response.status !== 503 && response.status !== 429) return { status: response.status, text };
+          // A 202 with Retry-After is a run still going; a waiting payment's recorded 202 has none.
+          const running = response.status === 202 && response.headers.has('retry-after');
+          if (response.status !== 503 && response.status !== 429 && !running) return { status: response.status, text };
         } catch {
           // retried below
         }
@@ -174,6 +180,8 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
     }
     const verdict = await check({ sql: env.sql, sandboxSql: env.sandboxSql, temporal: env.temporal, tenantId: env.tenantId, acks: env.merchant.acks, operations: workload.operations, replay });
 
+    // The PSP's own webhooks the API stored (each once; duplicates and lost ones are the sandbox's faults).
+    const [pspEvents] = await env.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM provider_events`;
     const count = (items: string[]) => items.reduce<Record<string, number>>((acc, k) => ((acc[k] = (acc[k] ?? 0) + 1), acc), {});
     const summary: ChaosSummary = {
       seed: options.seed,
@@ -190,6 +198,8 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
         'attempts in all': workload.operations.reduce((n, op) => n + op.attempts, 0),
         'answers lost (dropped by the client, refused, reset)': workload.operations.reduce((n, op) => n + op.lostAnswers, 0),
         'without a final answer during the load': workload.operations.filter((op) => op.finalStatus === null).length,
+        ...Object.fromEntries(Object.entries(workload.customerActions).map(([action, n]) => [`3-D Secure customer: ${action}`, n])),
+        'PSP webhooks received and stored (once per event)': pspEvents!.n,
       },
       payments: verdict.census.length,
       refunds: verdict.census.reduce((n, p) => n + p.refunds.length, 0),

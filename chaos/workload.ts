@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { completeChallenge } from '../testkit/sandbox';
 import type { Prng } from './prng';
 
 /** One client request under one Idempotency-Key, sent until it got a final answer. */
@@ -22,7 +23,11 @@ export interface Operation {
   paymentId: string | null;
 }
 
-/** The sandbox's payment methods, weighted so approvals dominate but every behaviour shows up. */
+/**
+ * The sandbox's payment methods, weighted so approvals dominate but every behaviour shows up:
+ * about a quarter are payments that wait (issue 21): 3-D Secure, where the client plays the
+ * customer at the challenge page, and SEPA-like debits the sandbox settles after a while.
+ */
 const methodWeights = {
   pm_card_visa: 6,
   pm_card_slow: 2,
@@ -31,9 +36,17 @@ const methodWeights = {
   pm_card_declined: 1,
   pm_card_insufficient_funds: 1,
   pm_card_refund_fails: 1,
+  pm_card_threeDSecureRequired: 3,
+  pm_card_threeDSecureRequired_declined: 1,
+  pm_sepa_debit: 2,
+  pm_sepa_debit_fails: 1,
 };
+/** The payment methods that wait for the customer (requires_action) or the bank (processing). */
+export const waitingMethods = new Set(['pm_card_threeDSecureRequired', 'pm_card_threeDSecureRequired_declined', 'pm_sepa_debit', 'pm_sepa_debit_fails']);
 const currencies = ['EUR', 'USD', 'GBP'];
-const nonFinal = new Set([202, 429, 502, 503, 504]);
+/** 202 with Retry-After is "still running, ask again"; a 202 without it is a waiting payment's recorded answer. */
+const nonFinal = new Set([429, 502, 503, 504]);
+const RETURN_URL = 'http://127.0.0.1:9/return';
 
 export interface WorkloadOptions {
   apiUrls: () => string[];
@@ -53,6 +66,8 @@ export interface WorkloadOptions {
 export class Workload {
   readonly operations: Operation[] = [];
   readonly paymentIds = new Set<string>();
+  /** What the client did as the customer of a 3-D Secure payment (approve, deny, abandon, cancel, race). */
+  readonly customerActions: Record<string, number> = {};
 
   constructor(private readonly options: WorkloadOptions) {}
 
@@ -82,13 +97,33 @@ export class Workload {
       currency: rng.pick(currencies),
       payment_method: method,
       capture_method: manual ? 'manual' : 'automatic',
+      ...(waitingMethods.has(method) ? { return_url: RETURN_URL } : {}),
     }, rng.chance(0.2) ? rng.int(2, 4) : 1);
     const answer = await this.send(paying);
-    const payment = answer ? (JSON.parse(answer) as { id?: string; status?: string; error?: { payment?: { id: string } } }) : null;
+    let payment = answer
+      ? (JSON.parse(answer) as { id?: string; status?: string; amount_captured_minor?: number; next_action?: { redirect_to_url?: { url: string } } | null; error?: { payment?: { id: string } } })
+      : null;
     const id = payment?.id ?? payment?.error?.payment?.id ?? null;
     paying.paymentId = id;
     if (id) this.paymentIds.add(id);
     if (!id || this.options.shouldStop()) return;
+
+    if (payment?.status === 'requires_action' && payment.next_action?.redirect_to_url) {
+      // The client plays the customer at the challenge page, and sometimes the merchant's cancel.
+      const url = payment.next_action.redirect_to_url.url;
+      const act = rng.weighted({ approve: 6, deny: 1, abandon: 1, cancel: 1, race: 1 });
+      this.customerActions[act] = (this.customerActions[act] ?? 0) + 1;
+      const cancel = () => this.send(this.operation('cancel', `/v1/payments/${id}/cancel`, {}, 1, id));
+      if (act === 'approve' || act === 'deny') await this.challenge(url, act);
+      else if (act === 'cancel') await cancel();
+      else if (act === 'race') await Promise.all([this.challenge(url, 'approve'), cancel()]);
+      if (act === 'abandon') return; // expires after AUTHENTICATION_WINDOW_SECONDS: voided at the PSP
+    }
+    if (payment?.status === 'requires_action' || payment?.status === 'processing') {
+      // Where the wait ended (webhook or poll), for what the merchant does next.
+      payment = await this.settledPayment(id);
+      if (!payment) return;
+    }
 
     if (payment?.status === 'requires_capture') {
       const next = rng.weighted({ capture: 5, partialCapture: 2, cancel: 3, race: 1, leave: 1 });
@@ -103,6 +138,41 @@ export class Workload {
     } else if (payment?.status === 'succeeded' && rng.chance(0.6)) {
       await this.refunds(id, amount);
     }
+  }
+
+  /** Submits the challenge page's form as the customer's browser would, through sandbox restarts. */
+  private async challenge(url: string, result: 'approve' | 'deny'): Promise<void> {
+    for (let attempt = 0; attempt < 30 && !this.options.shouldStop(); attempt++) {
+      try {
+        const { status } = await completeChallenge(url, result);
+        if (status < 500) return;
+      } catch {
+        // the sandbox is down for a moment: the customer clicks again
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+
+  /** The payment once it no longer waits for the customer or the bank (null: still waiting after a minute, or unreadable). */
+  private async settledPayment(id: string): Promise<{ id: string; status: string; amount_captured_minor?: number } | null> {
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+      const urls = this.options.apiUrls();
+      try {
+        const response = await fetch(`${urls[Math.floor(Math.random() * urls.length)]!}/v1/payments/${id}`, {
+          headers: { authorization: `Bearer ${this.options.apiKey}` },
+          signal: AbortSignal.timeout(10_000),
+        });
+        if (response.status === 200) {
+          const payment = (await response.json()) as { id: string; status: string; amount_captured_minor?: number };
+          if (payment.status !== 'requires_action' && payment.status !== 'processing') return payment;
+        } else await response.arrayBuffer();
+      } catch {
+        // an API down for a moment
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    return null;
   }
 
   /** One refund (partial or full), or two at once whose sum may exceed what is left, or one key sent twice at once. */
@@ -157,7 +227,8 @@ export class Workload {
         });
         const text = await response.text();
         if (response.status >= 500 && response.status !== 503) op.serverErrors++;
-        if (!nonFinal.has(response.status) && response.status < 500) return { status: response.status, text };
+        const running = response.status === 202 && response.headers.has('retry-after');
+        if (!running && !nonFinal.has(response.status) && response.status < 500) return { status: response.status, text };
       } catch {
         op.lostAnswers++;
       }

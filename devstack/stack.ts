@@ -282,7 +282,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     };
     const apiMetrics = createApiMetrics();
     // The API verifies the sandbox's webhooks with the worker's client (it holds the shared secret).
-    const providerWebhooks = Object.entries(clients).map(([name, client]) => ({
+    // Every PSP of the worker's registry (extraProviders too: e.g. Stripe against stripe-mock) gets its inbound route.
+    const providerWebhooks = Object.entries({ ...clients, ...options.extraProviders }).map(([name, client]) => ({
       name,
       verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => client.verifyWebhook(raw, headers, now),
     }));

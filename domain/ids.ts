@@ -51,6 +51,14 @@ export function refundWorkflowId(tenantId: string, key: string): string {
   return `refund-${tenantId}-${keyPart(key)}`;
 }
 
+/**
+ * The late-charge workflow for one PSP charge (workflows/late-charge.ts): every delivery of the
+ * webhook that reports it lands on this one id, so the money is given back once.
+ */
+export function lateChargeWorkflowId(provider: string, chargeId: string): string {
+  return `late-charge-${provider}-${keyPart(chargeId)}`;
+}
+
 /** The update id of a capture or cancel: a repeated delivery is deduplicated by Temporal. */
 export function paymentUpdateId(command: 'capture' | 'cancel', key: string): string {
   return `${command}-${keyPart(key)}`;

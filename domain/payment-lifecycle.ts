@@ -211,3 +211,15 @@ export function applyChargeReport(current: PaymentStatus, reported: ChargeState)
   if (!mayMove(current, next)) return null;
   return next;
 }
+
+/**
+ * The final statuses in which a payment keeps no money: nothing was captured, or what moved was
+ * given back. A success (or an authorization) the PSP reports for such a payment afterwards is
+ * money nobody may keep: it is given back (workflows/late-charge.ts). `succeeded` and `refunded`
+ * are excluded: their money was the merchant's, and a refund of it is the merchant's decision.
+ */
+export const moneylessFinalStatuses: readonly PaymentStatus[] = finalStatuses.filter((s) => s !== 'succeeded' && s !== 'refunded');
+
+export function keepsNoMoney(status: PaymentStatus): boolean {
+  return moneylessFinalStatuses.includes(status);
+}

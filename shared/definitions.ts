@@ -25,8 +25,14 @@ export type RefundStatus = (typeof refundStatuses)[number];
 
 /** The events the outbox records and delivers (docs/CONTRACT.md, webhooks). */
 export const refundEventTypes = ['refund.succeeded', 'refund.failed'] as const;
-export const eventTypes = [...paymentEventTypes, ...refundEventTypes] as [EventType, ...EventType[]];
-export type EventType = PaymentEventType | (typeof refundEventTypes)[number];
+/**
+ * Facts about a payment that are not a status of its own (the lifecycle table's events are):
+ * a success the PSP reported after the payment had ended without money (expired, canceled,
+ * declined, failed) was given back (workflows/late-charge.ts).
+ */
+export const paymentNoticeEventTypes = ['payment.late_success_refunded'] as const;
+export const eventTypes = [...paymentEventTypes, ...paymentNoticeEventTypes, ...refundEventTypes] as [EventType, ...EventType[]];
+export type EventType = PaymentEventType | (typeof paymentNoticeEventTypes)[number] | (typeof refundEventTypes)[number];
 
 /** Where an event's webhook delivery stands: being tried, acknowledged, given up, or no endpoint. */
 export const deliveryStatuses = ['pending', 'delivered', 'failed', 'skipped'] as const;
@@ -135,6 +141,19 @@ export interface RefundWorkflowInput {
   reason: string | null;
   idempotency: ScopedKey;
   requestId: string;
+}
+
+/**
+ * Input of lateChargeWorkflow: the PSP reported money (a success, or an authorization) for a
+ * charge of a payment that had already ended without money. Started by
+ * POST /provider_webhooks/{provider} under lateChargeWorkflowId(provider, chargeId).
+ */
+export interface LateChargeInput {
+  provider: string;
+  chargeId: string;
+  paymentId: string;
+  /** The PSP event that reported it (for the record and the log). */
+  eventId: string;
 }
 
 /** Capture a manual-capture payment. Rejected by its validator unless the payment awaits capture. */

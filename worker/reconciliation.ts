@@ -16,7 +16,8 @@ import {
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { PaymentProvider, ProviderBalanceTransaction, ProviderCharge } from '../provider/types';
-import { paymentEventTypes } from '../shared/definitions';
+import { keepsNoMoney } from '../domain/payment-lifecycle';
+import { paymentEventTypes, type LateChargeInput } from '../shared/definitions';
 import type { ReconciliationRunSummary, TimeWindow } from '../shared/jobs';
 import { providerSubKey } from '../shared/keys';
 
@@ -171,8 +172,9 @@ export async function compareWindow(
     }
     if (!isOurCharge) continue;
     if (!capturedStatuses.has(payment.status)) {
-      // A payment that failed after its charge was given back (compensation) holds nothing: consistent.
-      const compensated = payment.status === 'failed' && refundedAtProvider(txn.chargeId) === txn.amountMinor;
+      // A payment that ended without money (failed, expired, canceled, declined) after its charge
+      // was given back (compensation, or a late success refunded) holds nothing: consistent.
+      const compensated = keepsNoMoney(payment.status) && refundedAtProvider(txn.chargeId) === txn.amountMinor;
       if (!compensated) {
         add({ kind: 'status_mismatch', subject: payment.id, paymentId: payment.id, refundId: null, providerReference: txn.chargeId, ours: paymentFigures(payment), provider: chargeFigures(txn) });
       }
@@ -212,9 +214,10 @@ export async function compareWindow(
       if (-txn.amountMinor !== refund.amount_minor) add({ kind: 'amount_mismatch', ...base });
       continue;
     }
-    // Our compensation gives a failed payment's charge back under the payment's own reference.
+    // Our compensation gives the charge of a payment that ended without money back under the
+    // payment's own reference (a failed payment's, or a late success after it expired or was canceled).
     const compensated = txn.reference !== null ? ours.payments.get(txn.reference) : undefined;
-    if (compensated?.status === 'failed') continue;
+    if (compensated && keepsNoMoney(compensated.status)) continue;
     // The reconciler's own refund of a duplicate charge here, for a payment another PSP holds.
     if (compensated && !atThisProvider(compensated) && txn.chargeId !== compensated.provider_charge_id) continue;
     // A refund nobody here asked for (e.g. made in the PSP's dashboard): money gone that we still book as ours.
@@ -254,7 +257,16 @@ export async function compareWindow(
 export class Reconciliation {
   constructor(private readonly deps: ReconciliationDeps) {}
 
-  async run(identity: RunIdentity, heartbeat: (details: unknown) => void = () => {}): Promise<ReconciliationRunSummary> {
+  /**
+   * `giveBackLateMoney`: starts lateChargeWorkflow for a charge the PSP captured for a payment
+   * that ended without money (a late success whose webhook was lost); the job's activity passes
+   * it. Without it (no Temporal client) such a finding is only reported.
+   */
+  async run(
+    identity: RunIdentity,
+    heartbeat: (details: unknown) => void = () => {},
+    giveBackLateMoney?: (input: LateChargeInput) => Promise<boolean>,
+  ): Promise<ReconciliationRunSummary> {
     const { sql, logger, metrics } = this.deps;
     const provider = this.deps.providers[identity.provider];
     if (!provider) throw new UnknownProviderError(identity.provider, Object.keys(this.deps.providers));
@@ -288,6 +300,15 @@ export class Reconciliation {
         },
         'reconciliation discrepancy',
       );
+    }
+    // Money the PSP kept for a payment that ended without money: the webhook that would have had
+    // it given back never came (lost). Given back now, once per charge (the workflow's id).
+    for (const finding of findings) {
+      const payment = finding.paymentId ? ours.payments.get(finding.paymentId) : undefined;
+      if (!giveBackLateMoney || finding.kind !== 'status_mismatch' || !payment || !keepsNoMoney(payment.status) || finding.provider?.type !== 'charge') continue;
+      const chargeId = String(finding.providerReference);
+      const started = await giveBackLateMoney({ provider: identity.provider, chargeId, paymentId: payment.id, eventId: `reconciliation:${run.id}` });
+      logger.warn({ provider: identity.provider, run_id: run.id, payment_id: payment.id, charge_id: chargeId, started }, 'money kept at the PSP for a payment that ended without money: late charge workflow started');
     }
     const status = findings.length === 0 ? 'clean' : 'discrepancies';
     metrics?.reconciliationRuns.inc({ provider: identity.provider, status });

@@ -86,6 +86,8 @@ export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps |
   recordPaymentFailure: 'record failure + outbox',
   beginRefund: 'reserve refund under payment lock',
   recordRefundOutcome: 'record refund outcome + ledger + outbox',
+  lateChargeStanding: 'read whether a late charge is ours to give back',
+  recordLateCharge: 'record late charge given back + outbox',
   reconcileProviderWindow: "compare the PSP's report with payments, refunds, ledger",
   recordReconciliationFailure: 'record the reconciliation run as failed',
   deleteExpiredIdempotencyRecords: 'delete expired idempotency records',

@@ -2,3 +2,4 @@
 export { paymentWorkflow } from './payment';
 export { refundWorkflow } from './refund';
 export { abandonedRunSweepWorkflow, reconciliationWorkflow, retentionWorkflow } from './jobs';
+export { lateChargeWorkflow } from './late-charge';

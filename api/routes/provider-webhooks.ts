@@ -3,11 +3,14 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { bodyLimit } from 'hono/body-limit';
 import { markForwarded, receiveProviderEvent } from '../../db/provider-events';
 import { ApiError } from '../../domain/errors';
+import { lateChargeWorkflowId } from '../../domain/ids';
+import { keepsNoMoney, type PaymentStatus } from '../../domain/payment-lifecycle';
 import { isTemporalUnavailable } from '../../lib/temporal';
-import { ProviderWebhookError, type ProviderWebhookEvent } from '../../provider/types';
+import { ProviderWebhookError, type ProviderCharge, type ProviderWebhookEvent } from '../../provider/types';
 import { createProviderClient } from '../../provider/registry';
 import type { Config } from '../../lib/config';
-import { chargeReportSignal } from '../../shared/definitions';
+import { chargeReportSignal, type LateChargeInput } from '../../shared/definitions';
+import { startLateChargeWorkflow } from '../../lib/late-charge';
 import type { ApiDeps, AppEnv } from '../context';
 import { withinTemporalDeadline } from '../idempotency';
 import { MAX_BODY_BYTES } from '../middleware';
@@ -52,7 +55,9 @@ const receiveWebhook = createRoute({
     'Verified on the raw body with the provider’s secret (the sandbox’s `Sandbox-Signature`, Stripe’s `Stripe-Signature`); ' +
     'an unverified or stale request is 400 and changes nothing. Each event is stored once (by provider and event id) with the ' +
     'payment it concerns, then passed to that payment’s workflow; a redelivery is acknowledged and changes nothing. ' +
-    'No event moves a payment out of a final status.',
+    'No event moves a payment out of a final status. An event reporting money (a success, an authorization) for a payment that ended ' +
+    'without money (`expired`, `canceled`, `declined`, `failed`) starts the late-charge workflow, once per charge, which gives the money ' +
+    'back at the PSP and records it on the payment (`failure.code` `late_success_refunded`, event `payment.late_success_refunded`).',
   security: [],
   request: { params: z.object({ provider: z.string().max(32).openapi({ param: { name: 'provider', in: 'path' }, example: 'sandbox' }) }) },
   responses: {
@@ -119,8 +124,40 @@ export function providerWebhookRoutes(deps: ApiDeps) {
       }
       await markForwarded(deps.sql, provider, event.id);
     }
+    if (outcome.row.payment_id && event.charge && chargeHoldsMoney(event.charge)) {
+      await giveBackLateMoney(deps, { provider, chargeId: event.charge.id, paymentId: outcome.row.payment_id, eventId: event.id }, log);
+    }
     if (outcome.row.disposition === 'unknown_charge' && outcome.inserted) log.warn('provider webhook for an unknown charge; kept for an operator');
     return c.json({ received: true as const, event_id: event.id, duplicate: !outcome.inserted, disposition: outcome.row.disposition }, 200);
   });
   return app;
+}
+
+/** The PSP holds money for the charge: captured and not all refunded, or an open authorization. */
+function chargeHoldsMoney(charge: ProviderCharge): boolean {
+  return charge.status === 'requires_capture' || (charge.status === 'succeeded' && charge.amountCapturedMinor > charge.amountRefundedMinor);
+}
+
+/**
+ * Money the PSP reports for a payment that ended without money (expired, canceled, declined,
+ * failed) is given back by lateChargeWorkflow: its run has closed and would never see it. Also
+ * started for a payment still `processing`: its run may have taken its last look at the PSP just
+ * before the debit succeeded, then expire and close without this event; the workflow waits for
+ * the payment to be final and gives nothing back if it succeeded. One workflow id per charge, so
+ * every delivery of the event (duplicates, the PSP's retries, redeliveries) starts it once.
+ * Runs on every delivery, a duplicate too: a delivery whose start failed (Temporal unreachable,
+ * 503) is retried by the PSP and starts it then.
+ */
+async function giveBackLateMoney(deps: ApiDeps, input: LateChargeInput, log: { info: (msg: string, extra?: object) => void }): Promise<void> {
+  const [payment] = await deps.sql<{ status: PaymentStatus }[]>`SELECT status FROM payments WHERE id = ${input.paymentId}`;
+  if (!payment || !(keepsNoMoney(payment.status) || payment.status === 'processing')) return;
+  try {
+    const started = await withinTemporalDeadline(deps, () => startLateChargeWorkflow(deps.temporal, deps.config.TASK_QUEUE, input));
+    if (started) log.info('late charge workflow started', { workflow_id: lateChargeWorkflowId(input.provider, input.chargeId), payment_status: payment.status });
+  } catch (error) {
+    if (isTemporalUnavailable(error)) {
+      throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
+    }
+    throw error;
+  }
 }

@@ -6,9 +6,10 @@ import { Prng } from '../../chaos/prng';
 import { runChaos } from '../../chaos/run';
 
 /**
- * Two minutes of chaos (chaos/run.ts) with a random seed: mixed load while the nemesis kills
- * processes, stops PostgreSQL, restarts Temporal and disturbs the network; then the checker
- * must find nothing. On failure the seed is in the message: `npm run chaos -- --minutes 2
+ * Two minutes of chaos (chaos/run.ts) with a random seed: mixed load (payments that wait for a
+ * 3-D Secure customer or a SEPA debit among them, the PSP's webhooks duplicated, reordered,
+ * delayed and lost) while the nemesis kills processes, stops PostgreSQL, restarts Temporal and
+ * disturbs the network; then the checker must find nothing. On failure the seed is in the message: `npm run chaos -- --minutes 2
  * --seed S --clients 3 --gap 8-20` replays the same fault schedule (CHAOS_SEED=S here too).
  */
 
@@ -54,7 +55,7 @@ describe('chaos', () => {
       expect(summary.findings, replay).toEqual([]);
       // Every check the checker ran, one by one: none failed; and the checks that apply to any run did run.
       for (const [name, check] of Object.entries(summary.checks)) expect(check.failed, `${replay}: check ${name}`).toBe(0);
-      for (const name of ['payment settled', 'payment matches its charge', 'ledger posting exactly once', 'events exactly once', 'replay byte-identical', 'no idempotency record stuck', 'outbox drained']) {
+      for (const name of ['payment settled', 'payment matches its charge', 'waiting payment agrees with the PSP', 'ledger posting exactly once', 'events exactly once', 'replay byte-identical', 'no idempotency record stuck', 'outbox drained']) {
         expect(summary.checks[name]?.passed ?? 0, `${replay}: check ${name} never ran`).toBeGreaterThan(0);
       }
       // A run that scheduled a kind of fault and never struck with it proved nothing about it.
@@ -63,6 +64,8 @@ describe('chaos', () => {
       for (const kind of scheduled) expect(summary.faultsInjected[kind] ?? 0, `${replay}: ${kind} was scheduled but never injected`).toBeGreaterThan(0);
       // Under load: every client made payments through the faults.
       expect(summary.payments, replay).toBeGreaterThanOrEqual(summary.settings.clients);
+      // Payments that wait were among them, settled by the PSP's (faulty) webhooks and the polls.
+      expect(summary.operations['PSP webhooks received and stored (once per event)'] ?? 0, replay).toBeGreaterThan(0);
     },
     15 * 60_000,
   );

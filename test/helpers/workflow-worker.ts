@@ -13,8 +13,8 @@ import { Runtime, Worker } from '@temporalio/worker';
 import { inject } from 'vitest';
 import type { ProviderSteps, RecordSteps } from '../../activities';
 import type { ProviderCharge, ProviderRefund } from '../../provider/types';
-import { FailureType, type FinalResponse, type PaymentWorkflowInput, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
-import type { paymentWorkflow, refundWorkflow } from '../../workflows';
+import { FailureType, type FinalResponse, type LateChargeInput, type PaymentWorkflowInput, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
+import type { lateChargeWorkflow, paymentWorkflow, refundWorkflow } from '../../workflows';
 
 export type Steps = RecordSteps & ProviderSteps;
 export type StepName = keyof Steps;
@@ -63,6 +63,10 @@ const happy: Steps = {
   async recordRefundOutcome({ request, refund }) {
     return response(201, { id: request.refundId, status: refund.status, failure_code: refund.failureCode });
   },
+  async lateChargeStanding() {
+    return { decision: 'act', status: 'expired', reason: 'the payment is expired' };
+  },
+  async recordLateCharge() {},
   async planRoute() {
     return { providers: ['sandbox'], reason: 'default provider (no routing configured)', retryableDeclineCodes: ['processing_error', 'issuer_unavailable', 'try_again_later'] };
   },
@@ -206,10 +210,13 @@ export interface WorkflowBench {
   worker: Worker;
   startPayment(input: PaymentWorkflowInput, fakes?: Partial<Steps>): Promise<ScriptedRun<typeof paymentWorkflow>>;
   startRefund(input: RefundWorkflowInput, fakes?: Partial<Steps>): Promise<ScriptedRun<typeof refundWorkflow>>;
+  startLateCharge(input: LateChargeInput, fakes?: Partial<Steps>): Promise<ScriptedRun<typeof lateChargeWorkflow>>;
   stop(): Promise<void>;
 }
 
-export interface ScriptedRun<W extends typeof paymentWorkflow | typeof refundWorkflow> {
+type ScriptedWorkflow = typeof paymentWorkflow | typeof refundWorkflow | typeof lateChargeWorkflow;
+
+export interface ScriptedRun<W extends ScriptedWorkflow> {
   handle: WorkflowHandle<W>;
   /** The steps called so far, in order, retries included. */
   calls: StepCall[];
@@ -241,10 +248,10 @@ export async function startWorkflowBench(): Promise<WorkflowBench> {
   });
   const running = worker.run();
 
-  async function start<W extends typeof paymentWorkflow | typeof refundWorkflow>(
-    workflowType: 'paymentWorkflow' | 'refundWorkflow',
+  async function start<W extends ScriptedWorkflow>(
+    workflowType: 'paymentWorkflow' | 'refundWorkflow' | 'lateChargeWorkflow',
     workflowId: string,
-    input: PaymentWorkflowInput | RefundWorkflowInput,
+    input: PaymentWorkflowInput | RefundWorkflowInput | LateChargeInput,
     fakes: Partial<Steps>,
   ): Promise<ScriptedRun<W>> {
     const run: Run = { fakes, calls: [] };
@@ -253,7 +260,7 @@ export async function startWorkflowBench(): Promise<WorkflowBench> {
       taskQueue,
       workflowId,
       args: [input],
-      memo: { request_id: input.requestId },
+      memo: 'requestId' in input ? { request_id: input.requestId } : {},
     })) as WorkflowHandle<W>;
     return {
       handle,
@@ -268,6 +275,7 @@ export async function startWorkflowBench(): Promise<WorkflowBench> {
     worker,
     startPayment: (input, fakes = {}) => start('paymentWorkflow', `payment-${input.paymentId}`, input, fakes),
     startRefund: (input, fakes = {}) => start('refundWorkflow', `refund-${input.refundId}`, input, fakes),
+    startLateCharge: (input, fakes = {}) => start('lateChargeWorkflow', `late-charge-${input.chargeId}`, input, fakes),
     async stop() {
       worker.shutdown();
       await running;

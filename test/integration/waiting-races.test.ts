@@ -1,11 +1,14 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { completeChallenge } from '../../testkit/sandbox';
+import { completeChallenge, sandboxControls } from '../../testkit/sandbox';
+import { lateChargeWorkflowId } from '../../domain/ids';
+import { signSandboxWebhook } from '../../provider/sandbox-client';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 
 /**
- * Payments that wait (issue 21), at the edges where two parties act at once: the merchant's
- * cancel against the customer finishing the 3-D Secure challenge. Real stack: Temporal,
+ * Payments that wait (issue 21), at their edges: the merchant's cancel against the customer
+ * finishing the 3-D Secure challenge at the same moment; the PSP's success arriving after the
+ * payment expired (given back by lateChargeWorkflow, once, however often the webhook comes). Real stack: Temporal,
  * PostgreSQL, the worker and the sandbox PSP with its challenge pages and signed webhooks.
  * docs/CONTRACT.md: "Payments that wait".
  */
@@ -103,5 +106,152 @@ describe('cancel while the customer completes the challenge: exactly one outcome
       expect(replay.text, label).toBe(cancel.text);
     }
     console.log(`cancel vs. challenge race outcomes: ${outcomes.join(', ')}`);
+  });
+});
+
+describe('a success the PSP reports after the payment expired is given back', () => {
+  async function refundsAtProvider(chargeId: string) {
+    const response = await fetch(`${stack.sandboxUrl}/v1/refunds?charge=${encodeURIComponent(chargeId)}`);
+    return ((await response.json()) as { data: { id: string; amount_minor: number; status: string; reference: string }[] }).data;
+  }
+  type SandboxEvent = { id: string; type: string; state: string; object: Record<string, unknown> };
+  async function eventsAtProvider(chargeId: string): Promise<SandboxEvent[]> {
+    return ((await (await sandboxControls(stack.sandboxUrl).events(chargeId)).json()) as { data: SandboxEvent[] }).data;
+  }
+
+  it('SEPA expires (settlement_expired), the debit succeeds afterwards: one refund at the PSP, recorded on the payment; duplicates of the webhook change nothing', async () => {
+    // A settlement window (1 s) shorter than the bank's (the sandbox settles after 3 s).
+    const short = await stack.startApi({ ASYNC_SETTLEMENT_WINDOW_SECONDS: 1, PROVIDER_POLL_FIRST_MS: 500 });
+    const client = apiClient(short.url, tenant.apiKey);
+    const created = await client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
+    expect(created.status, created.text).toBe(202);
+    const id = created.json.id as string;
+    const expired = await settled(id, client);
+    expect(expired).toMatchObject({ status: 'expired', amount_captured_minor: 0, failure: { code: 'settlement_expired' } });
+    // The payment's run has closed: the late success can reach only the webhook route.
+    expect((await stack.temporal.workflow.getHandle(expired.workflow_id).describe()).status.name).toBe('COMPLETED');
+
+    const chargeId = expired.provider_charge_id as string;
+    const refunds = await eventually(async () => {
+      const found = await refundsAtProvider(chargeId);
+      return found.length > 0 ? found : null;
+    }, 30_000);
+    expect(refunds).toEqual([expect.objectContaining({ amount_minor: 2500, status: 'succeeded', reference: id })]);
+    const workflowId = lateChargeWorkflowId('sandbox', chargeId);
+    const handle = stack.temporal.workflow.getHandle(workflowId);
+    expect(await handle.result()).toMatchObject({ action: 'refunded', refundId: refunds[0]!.id });
+    const { runId } = await handle.describe();
+
+    const payment = (await api.get(`/v1/payments/${id}`)).json;
+    expect(payment).toMatchObject({ status: 'expired', amount_captured_minor: 0, failure: { code: 'late_success_refunded' } });
+    expect(payment.failure.message).toContain(refunds[0]!.id);
+    expect(await eventsOf(id)).toEqual({ 'payment.processing': 1, 'payment.expired': 1, 'payment.late_success_refunded': 1 });
+    expect(await ledgerCapturesOf(id)).toBe(0);
+
+    // Duplicates: the PSP redelivers its success event three times, and a new event reports the
+    // success again (as a reordered or stale one would, nothing refunded in it).
+    const success = (await eventsAtProvider(chargeId)).find((e) => e.type === 'charge.succeeded');
+    expect(success).toBeDefined();
+    for (let i = 0; i < 3; i++) {
+      const redelivered = await sandboxControls(stack.sandboxUrl).redeliver(success!.id);
+      expect(redelivered.status).toBe(200);
+    }
+    const raw = JSON.stringify({ id: uniqueKey('evt'), type: 'charge.succeeded', created: Math.floor(Date.now() / 1000), data: { object: { ...success!.object, amount_refunded_minor: 0 } } });
+    const stale = await fetch(`${stack.apiUrl}/provider_webhooks/sandbox`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'sandbox-signature': signSandboxWebhook(raw, stack.sandboxWebhookSecret) },
+      body: raw,
+    });
+    expect(stale.status).toBe(200);
+    await sleep(2000);
+
+    expect(await refundsAtProvider(chargeId)).toHaveLength(1);
+    const [charge] = await chargesAtProvider(stack.sandboxUrl, id);
+    expect(charge).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500, amount_refunded_minor: 2500 });
+    const after = await handle.describe();
+    expect(after.runId).toBe(runId);
+    expect(after.status.name).toBe('COMPLETED');
+    expect(await eventsOf(id)).toEqual({ 'payment.processing': 1, 'payment.expired': 1, 'payment.late_success_refunded': 1 });
+    expect((await api.get(`/v1/payments/${id}`)).json).toMatchObject({ status: 'expired', amount_captured_minor: 0 });
+  });
+
+  it('the debit succeeds just before the window ends, unseen (webhook lost, no poll yet): the run’s last look finds it, gives it back and records the same fact', async () => {
+    const controls = sandboxControls(stack.sandboxUrl);
+    // The window (4 s) ends after the bank settles (3 s) and before the first poll (10 s); the webhook is lost.
+    const short = await stack.startApi({ ASYNC_SETTLEMENT_WINDOW_SECONDS: 4, PROVIDER_POLL_FIRST_MS: 10_000 });
+    const client = apiClient(short.url, tenant.apiKey);
+    expect((await controls.webhookFaults({ loss: 1 })).status).toBe(200);
+    try {
+      const created = await client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2700, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
+      expect(created.status, created.text).toBe(202);
+      const id = created.json.id as string;
+      const payment = await settled(id, client);
+      expect(payment).toMatchObject({ status: 'expired', amount_captured_minor: 0, failure: { code: 'late_success_refunded' } });
+      const refunds = await refundsAtProvider(payment.provider_charge_id as string);
+      expect(refunds).toEqual([expect.objectContaining({ amount_minor: 2700, status: 'succeeded', reference: id })]);
+      expect(await eventsOf(id)).toEqual({ 'payment.processing': 1, 'payment.expired': 1, 'payment.late_success_refunded': 1 });
+      expect(await ledgerCapturesOf(id)).toBe(0);
+    } finally {
+      await controls.webhookFaults({ loss: 0 });
+    }
+  });
+
+  it('the late success’s webhook lost: money kept until reconciliation finds it, which starts the same workflow and it is given back once', async () => {
+    const controls = sandboxControls(stack.sandboxUrl);
+    const from = new Date();
+    const short = await stack.startApi({ ASYNC_SETTLEMENT_WINDOW_SECONDS: 1, PROVIDER_POLL_FIRST_MS: 500 });
+    const client = apiClient(short.url, tenant.apiKey);
+    expect((await controls.webhookFaults({ loss: 1 })).status).toBe(200);
+    let id: string;
+    let chargeId: string;
+    try {
+      const created = await client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 3100, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
+      expect(created.status, created.text).toBe(202);
+      id = created.json.id as string;
+      const expired = await settled(id, client);
+      expect(expired).toMatchObject({ status: 'expired', failure: { code: 'settlement_expired' } });
+      chargeId = expired.provider_charge_id as string;
+      // The bank settles after the window; its webhook is lost: nobody hears of it.
+      await eventually(async () => (await chargesAtProvider(stack.sandboxUrl, id)).find((c) => c.status === 'succeeded'), 30_000);
+      await sleep(1500);
+      expect(await refundsAtProvider(chargeId)).toEqual([]);
+    } finally {
+      await controls.webhookFaults({ loss: 0 });
+    }
+
+    const reconcile = () =>
+      stack.temporal.workflow.execute('reconciliationWorkflow', {
+        taskQueue: stack.taskQueue,
+        workflowId: uniqueKey('reconciliation'),
+        args: [{ providers: ['sandbox'], window: { kind: 'explicit', from: from.toISOString(), to: new Date(Date.now() + 1).toISOString() } }],
+      });
+    await reconcile();
+    const handle = stack.temporal.workflow.getHandle(lateChargeWorkflowId('sandbox', chargeId));
+    expect(await handle.result()).toMatchObject({ action: 'refunded' });
+    expect(await refundsAtProvider(chargeId)).toEqual([expect.objectContaining({ amount_minor: 3100, status: 'succeeded', reference: id })]);
+    expect((await api.get(`/v1/payments/${id}`)).json).toMatchObject({ status: 'expired', amount_captured_minor: 0, failure: { code: 'late_success_refunded' } });
+
+    // The next run finds the payment consistent (its charge refunded in full) and gives nothing back again.
+    const again = (await reconcile()) as { runs: { runId: string }[] };
+    expect(await refundsAtProvider(chargeId)).toHaveLength(1);
+    const open = await stack.sql<{ kind: string }[]>`
+      SELECT d.kind FROM reconciliation_findings f JOIN reconciliation_discrepancies d ON d.id = f.discrepancy_id
+      WHERE f.run_id = ${again.runs[0]!.runId} AND d.payment_id = ${id}`;
+    expect(open).toEqual([]);
+    expect(await eventsOf(id)).toEqual({ 'payment.processing': 1, 'payment.expired': 1, 'payment.late_success_refunded': 1 });
+  });
+
+  it('a SEPA success in time gives nothing back: a late-charge check started while the payment still waited finds it succeeded', async () => {
+    const created = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 1800, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
+    expect(created.status, created.text).toBe(202);
+    const payment = await settled(created.json.id as string);
+    expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 1800 });
+    // The route starts the check only if the payment was still processing when it looked (the
+    // webhook's signal usually settles it first): either way nothing is given back.
+    const handle = stack.temporal.workflow.getHandle(lateChargeWorkflowId('sandbox', payment.provider_charge_id as string));
+    const started = await handle.describe().then(() => true, () => false);
+    if (started) expect(await handle.result()).toMatchObject({ action: 'nothing', reason: 'the payment is succeeded' });
+    expect(await refundsAtProvider(payment.provider_charge_id as string)).toEqual([]);
+    expect(await eventsOf(payment.id as string)).toEqual({ 'payment.processing': 1, 'payment.succeeded': 1 });
   });
 });

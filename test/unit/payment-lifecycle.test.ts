@@ -7,7 +7,9 @@ import {
   eventOf,
   finalStatuses,
   isFinal,
+  keepsNoMoney,
   mayMove,
+  moneylessFinalStatuses,
   orderHoldingStatuses,
   paymentEventTypes,
   paymentLifecycle,
@@ -25,6 +27,11 @@ import { Payment } from '../../api/schemas';
 const chargeStates: ChargeState[] = ['requires_action', 'processing', 'requires_capture', 'succeeded', 'declined', 'canceled'];
 
 describe('the lifecycle table', () => {
+  it('names the final statuses that keep no money: a late success for one of them is given back (workflows/late-charge.ts)', () => {
+    expect([...moneylessFinalStatuses].sort()).toEqual(['canceled', 'declined', 'expired', 'failed']);
+    for (const status of paymentStatuses) expect(keepsNoMoney(status), status).toBe(isFinal(status) && status !== 'succeeded' && status !== 'refunded');
+  });
+
   it('is the one source of the status and event vocabularies (shared/definitions.ts, the zod enum)', () => {
     expect(sharedStatuses).toEqual(paymentStatuses);
     expect(sharedEventTypes).toEqual(paymentEventTypes);

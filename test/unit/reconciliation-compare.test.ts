@@ -66,6 +66,15 @@ describe('a window where both sides agree', () => {
     const findings = await compareWindow(window, [a.txn, b.txn, compensated.txn, giveBack, refundTxn], side([a.payment, b.payment, compensated.payment], [refund]), noLiveCharges);
     expect(findings).toEqual([]);
   });
+
+  it('is clean: a late success given back after the payment expired (charged, then refunded in full under its reference); kept, it is a status_mismatch', async () => {
+    const none = { amount_captured_minor: 0, ledger_captures: 0, ledger_captured_minor: 0, captured_at: null };
+    const late = paid({ status: 'expired', ...none });
+    const giveBack = chargeTxn({ type: 'refund', source: 're_psp_late', chargeId: late.txn.chargeId, reference: late.payment.id, amountMinor: -1000 });
+    expect(await compareWindow(window, [late.txn, giveBack], side([late.payment]), noLiveCharges)).toEqual([]);
+    const kept = paid({ status: 'expired', ...none });
+    expect(kinds(await compareWindow(window, [kept.txn], side([kept.payment]), noLiveCharges))).toEqual([`status_mismatch ${kept.payment.id}`]);
+  });
 });
 
 describe('each kind of difference', () => {

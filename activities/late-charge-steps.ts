@@ -1,0 +1,96 @@
+import { log } from '@temporalio/activity';
+import type { Sql } from '../db/connect';
+import { insertEvent } from '../db/outbox';
+import { keepsNoMoney, moneylessFinalStatuses } from '../domain/payment-lifecycle';
+import { paymentResource, type PaymentRow } from '../domain/resources';
+import type { WorkerMetrics } from '../lib/metrics';
+import type { PaymentStatus } from '../shared/definitions';
+import { businessEventKey } from '../shared/keys';
+import { step } from './record-step';
+
+/**
+ * The database steps of lateChargeWorkflow (workflows/late-charge.ts): money the PSP reports for
+ * a payment that ended without money is given back, and the payment records why.
+ *
+ * The ledger is not touched: the payment never booked the money (its amount_captured_minor is 0
+ * and the merchant's balance never held it), and the PSP's capture and its refund cancel out.
+ * Reconciliation accepts such a payment when its charge is refunded in full
+ * (worker/reconciliation.ts).
+ */
+
+/** What was done at the PSP with the late money. */
+export type LateChargeOutcome =
+  | { kind: 'refunded'; refundId: string; amountMinor: number; currency: string }
+  | { kind: 'voided' }
+  /** The PSP refused the refund: the money is still there and an operator must act. */
+  | { kind: 'refund_failed'; message: string };
+
+export interface LateChargeStanding {
+  /**
+   * act: the payment ended without money and the charge is the payment's: give the money back.
+   * wait: the payment still waits for the PSP (its run settles it, or expires it and closes): look again later.
+   * skip: the money is the payment's (succeeded, or an authorization its run captures or voids),
+   *       or the charge is not its charge.
+   */
+  decision: 'act' | 'wait' | 'skip';
+  status: PaymentStatus | null;
+  reason: string;
+}
+
+export function createLateChargeSteps(sql: Sql, metrics?: WorkerMetrics) {
+  return {
+    /** Whether the late money is ours to give back, read from the payment as it stands now. */
+    async lateChargeStanding(input: { paymentId: string; chargeId: string; provider?: string }): Promise<LateChargeStanding> {
+      const [payment] = await sql<Pick<PaymentRow, 'status' | 'provider_charge_id' | 'provider'>[]>`
+        SELECT status, provider_charge_id, provider FROM payments WHERE id = ${input.paymentId}`;
+      if (!payment) return { decision: 'skip', status: null, reason: 'no such payment' };
+      // A charge at another PSP than the payment's is a failover's duplicate: reconciliation's to give back.
+      if (input.provider !== undefined && payment.provider !== null && payment.provider !== input.provider) {
+        return { decision: 'skip', status: payment.status, reason: `the payment is at ${payment.provider}` };
+      }
+      if (payment.provider_charge_id !== null && payment.provider_charge_id !== input.chargeId) {
+        return { decision: 'skip', status: payment.status, reason: `the payment's charge is ${payment.provider_charge_id}` };
+      }
+      const reason = `the payment is ${payment.status}`;
+      if (keepsNoMoney(payment.status)) return { decision: 'act', status: payment.status, reason };
+      // Its run still waits for the PSP and settles or expires it; an authorization
+      // (requires_capture) is the run's to capture or void, and succeeded is the merchant's money.
+      return { decision: payment.status === 'processing' || payment.status === 'requires_action' ? 'wait' : 'skip', status: payment.status, reason };
+    },
+
+    /**
+     * Records what was done with the late money on the payment (its status stays: it is final)
+     * and, for a refund, the merchant event payment.late_success_refunded, once.
+     */
+    async recordLateCharge(input: { paymentId: string; chargeId: string; eventId: string; outcome: LateChargeOutcome }): Promise<void> {
+      const { outcome } = input;
+      const failure =
+        outcome.kind === 'refunded'
+          ? {
+              code: 'late_success_refunded',
+              message: `The payment succeeded at the provider after it had ended; refund ${outcome.refundId} gave the ${outcome.amountMinor} ${outcome.currency} back.`,
+            }
+          : outcome.kind === 'voided'
+            ? { code: 'late_authorization_voided', message: 'The payment was authorized at the provider after it had ended; the authorization was voided.' }
+            : {
+                code: 'needs_operator',
+                message: `The payment succeeded at the provider after it had ended and the refund of charge ${input.chargeId} failed: ${outcome.message}`,
+              };
+      await step(sql, async (tx) => {
+        const [payment] = await tx<PaymentRow[]>`
+          UPDATE payments SET failure_code = ${failure.code}, failure_message = ${failure.message}, updated_at = now()
+          WHERE id = ${input.paymentId} AND status = ANY (${[...moneylessFinalStatuses]})
+          RETURNING *`;
+        if (!payment) return;
+        if (outcome.kind === 'refunded') {
+          const type = 'payment.late_success_refunded';
+          await insertEvent(tx, { tenantId: payment.tenant_id, type, eventKey: businessEventKey.paymentEvent(payment.id, type), object: paymentResource(payment) });
+        }
+      });
+      metrics?.paymentOutcomes.inc({ status: failure.code });
+      log.info(`late charge ${outcome.kind}`, { payment_id: input.paymentId, charge_id: input.chargeId, event_id: input.eventId, failure_code: failure.code });
+    },
+  };
+}
+
+export type LateChargeSteps = ReturnType<typeof createLateChargeSteps>;

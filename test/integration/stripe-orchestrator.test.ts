@@ -1,0 +1,94 @@
+import Stripe from 'stripe';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { lateChargeWorkflowId } from '../../domain/ids';
+import { StripeProvider } from '../../provider/stripe';
+import { startStripeMock } from '../helpers/stripe-mock';
+import { apiClient, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+
+/**
+ * The Stripe adapter end to end through the orchestrator (issue 21): the API, the payment
+ * workflow on a real worker whose PSP is StripeProvider against stripe-mock (Stripe's own mock,
+ * which validates every request against Stripe's OpenAPI definition), PostgreSQL, and Stripe's
+ * webhooks to POST /provider_webhooks/stripe verified by the Stripe library.
+ *
+ * stripe-mock is stateless: every PaymentIntent it returns is its fixture, `requires_payment_method`
+ * (what Stripe answers when confirmation fails), whatever was asked. So through the orchestrator a
+ * payment is declined; what this proves is the wiring and the mapping (the request Stripe accepts,
+ * its answer recorded as a decline with the PaymentIntent as the charge, the webhook verified and
+ * stored once, a final status kept, a late "success" checked at the PSP before anything is given back).
+ * The adapter's other outcomes are tested against a scripted Stripe in test/unit/stripe-provider.test.ts.
+ */
+
+const WEBHOOK_SECRET = 'whsec_test_orchestrator_0123456789';
+let mock: Awaited<ReturnType<typeof startStripeMock>>;
+let stack: TestStack;
+let tenant: Tenant;
+let api: ReturnType<typeof apiClient>;
+const stripe = new Stripe('sk_test_123');
+
+beforeAll(async () => {
+  mock = await startStripeMock();
+  const client = new StripeProvider({ apiKey: 'sk_test_123', host: '127.0.0.1', port: mock.port, protocol: 'http', timeoutMs: 5_000, webhookSecret: WEBHOOK_SECRET });
+  // Stripe beside the stack's sandbox in the worker's registry, every payment routed to it.
+  stack = await startStack({ extraProviders: { stripe: client }, route: async () => ({ providers: ['stripe'], reason: 'test route: stripe (stripe-mock)' }) });
+  tenant = await stack.createTenant('stripe-e2e');
+  api = apiClient(stack.apiUrl, tenant.apiKey);
+}, 300_000);
+afterAll(async () => {
+  await stack?.stop();
+  await mock?.stop();
+});
+
+/** A Stripe event as Stripe sends it, signed with the endpoint's secret (Stripe's own test helper). */
+function stripeEvent(type: string, intent: Record<string, unknown>) {
+  const payload = JSON.stringify({ id: `evt_${uniqueKey('e').replace(/-/g, '')}`, object: 'event', api_version: '2024-06-20', type, created: Math.floor(Date.now() / 1000), data: { object: intent }, livemode: false, pending_webhooks: 1, request: { id: null, idempotency_key: null } });
+  return { payload, signature: stripe.webhooks.generateTestHeaderString({ payload, secret: WEBHOOK_SECRET }) };
+}
+const postWebhook = (payload: string, headers: Record<string, string>) =>
+  fetch(`${stack.apiUrl}/provider_webhooks/stripe`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: payload });
+
+describe('Stripe through the orchestrator (stripe-mock)', () => {
+  it('a payment: the PaymentIntent Stripe accepted, its answer recorded as a decline with the PaymentIntent as the charge; the key replays it', async () => {
+    const key = uniqueKey();
+    const request = { order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', payment_method: 'pm_card_visa' };
+    const first = await api.post('/v1/payments', request, key);
+    expect(first.status, first.text).toBe(402);
+    expect(first.json.error).toMatchObject({ type: 'card_declined', payment: { status: 'declined', amount_captured_minor: 0 } });
+    expect(first.json.error.payment.provider_charge_id).toMatch(/^pi_/);
+    const replay = await api.post('/v1/payments', request, key);
+    expect(replay.text).toBe(first.text);
+    const events = await stack.sql<{ type: string }[]>`SELECT type FROM outbox_events WHERE tenant_id = ${tenant.id} AND event_key LIKE ${`payment:${first.json.error.payment.id}:%`}`;
+    expect(events.map((e) => e.type)).toEqual(['payment.declined']);
+  });
+
+  it('a 3-D Secure payment with a return_url: the request with return_url is one Stripe accepts', async () => {
+    const created = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 1200, currency: 'EUR', payment_method: 'pm_card_threeDSecure2Required', return_url: 'https://shop.example/return' }, uniqueKey());
+    // stripe-mock's fixture again (no challenge to show): recorded as its decline, not a 5xx or a provider_rejected failure.
+    expect(created.status, created.text).toBe(402);
+    expect(created.json.error.type).toBe('card_declined');
+  });
+
+  it('Stripe’s webhooks: verified by the Stripe library (unsigned or tampered: 400), stored once, a final status kept; a reported success for the declined payment is checked at Stripe and nothing is given back', async () => {
+    const paid = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 4100, currency: 'EUR', payment_method: 'pm_card_visa' }, uniqueKey());
+    const payment = paid.json.error.payment as { id: string; provider_charge_id: string };
+    const intent = { id: payment.provider_charge_id, object: 'payment_intent', amount: 4100, amount_received: 4100, currency: 'eur', status: 'succeeded', metadata: { reference: payment.id }, latest_charge: null, next_action: null, last_payment_error: null };
+    const { payload, signature } = stripeEvent('payment_intent.succeeded', intent);
+
+    expect((await postWebhook(payload, {})).status).toBe(400);
+    expect((await postWebhook(payload.replace('4100', '4200'), { 'stripe-signature': signature })).status).toBe(400);
+    const first = await postWebhook(payload, { 'stripe-signature': signature });
+    expect(first.status).toBe(200);
+    expect(await first.json()).toMatchObject({ received: true, duplicate: false, disposition: 'forward' });
+    const again = await postWebhook(payload, { 'stripe-signature': signature });
+    expect(await again.json()).toMatchObject({ duplicate: true });
+    const stored = await stack.sql`SELECT type, charge_status, payment_id FROM provider_events WHERE provider = 'stripe' AND payment_id = ${payment.id}`;
+    expect(stored).toEqual([{ type: 'charge.succeeded', charge_status: 'succeeded', payment_id: payment.id }]);
+
+    // The payment is final (declined): the event moves nothing. It reports money for a payment
+    // without money, so the late-charge workflow looks at Stripe itself, which holds nothing.
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'declined', amount_captured_minor: 0 });
+    const late = stack.temporal.workflow.getHandle(lateChargeWorkflowId('stripe', payment.provider_charge_id));
+    expect(await late.result()).toMatchObject({ action: 'nothing' });
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'declined', failure: { code: expect.not.stringMatching(/late_/) } });
+  });
+});
