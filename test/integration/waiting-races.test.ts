@@ -19,7 +19,9 @@ let api: ReturnType<typeof apiClient>;
 
 beforeAll(async () => {
   stack = await startStack({
-    sandbox: { asyncSettleMs: 3000 },
+    // The bank settles after 6 s: a 1 s window ends, and the run's last look is done, well before
+    // it even on a loaded machine (with 3 s, a CI-like load once let the last look see the success).
+    sandbox: { asyncSettleMs: 6000 },
     api: { PROVIDER_POLL_FIRST_MS: 1000, PROVIDER_POLL_MAX_MS: 2000 },
   });
   tenant = await stack.createTenant('waiting-races');
@@ -120,7 +122,7 @@ describe('a success the PSP reports after the payment expired is given back', ()
   }
 
   it('SEPA expires (settlement_expired), the debit succeeds afterwards: one refund at the PSP, recorded on the payment; duplicates of the webhook change nothing', async () => {
-    // A settlement window (1 s) shorter than the bank's (the sandbox settles after 3 s).
+    // A settlement window (1 s) shorter than the bank's (the sandbox settles after 6 s).
     const short = await stack.startApi({ ASYNC_SETTLEMENT_WINDOW_SECONDS: 1, PROVIDER_POLL_FIRST_MS: 500 });
     const client = apiClient(short.url, tenant.apiKey);
     const created = await client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
@@ -177,8 +179,8 @@ describe('a success the PSP reports after the payment expired is given back', ()
 
   it('the debit succeeds just before the window ends, unseen (webhook lost, no poll yet): the run’s last look finds it, gives it back and records the same fact', async () => {
     const controls = sandboxControls(stack.sandboxUrl);
-    // The window (4 s) ends after the bank settles (3 s) and before the first poll (10 s); the webhook is lost.
-    const short = await stack.startApi({ ASYNC_SETTLEMENT_WINDOW_SECONDS: 4, PROVIDER_POLL_FIRST_MS: 10_000 });
+    // The window (8 s) ends after the bank settles (6 s) and before the first poll (10 s); the webhook is lost.
+    const short = await stack.startApi({ ASYNC_SETTLEMENT_WINDOW_SECONDS: 8, PROVIDER_POLL_FIRST_MS: 10_000 });
     const client = apiClient(short.url, tenant.apiKey);
     expect((await controls.webhookFaults({ loss: 1 })).status).toBe(200);
     try {

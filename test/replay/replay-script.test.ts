@@ -76,7 +76,7 @@ describe.concurrent('npm run replay against a live workflow', () => {
       '--workflows-path', path.relative('.', alteredWorkflows('activity-added')),
     ]);
     expect(result.stdout.trim()).toMatch(
-      new RegExp(`^FAIL: workflow ${escape(payment.workflow_id)} \\(paymentWorkflow, \\d+ events\\) does not replay against the code at test/artifacts/altered-workflows/activity-added/index.ts: DeterminismViolationError: .*screenForFraud`),
+      new RegExp(`^FAIL: workflow ${escape(payment.workflow_id)} \\(paymentWorkflow, \\d+ events\\) does not replay against the code at test/artifacts/altered-workflows/activity-added/index.ts: DeterminismViolationError: .*(screenForFraud|Nondeterminism error)`),
     );
     expect(result.code).toBe(1);
   });
