@@ -42,7 +42,10 @@ describe('normal flows', () => {
     const payments = [];
     for (let i = 0; i < 5; i++) payments.unshift(await client.payments.create(order()));
     expect(payments.every((p) => p.status === 'succeeded')).toBe(true);
-    expect(await client.payments.retrieve(payments[0]!.id)).toEqual(payments[0]);
+    // Retrieve shows the same payment, plus its attempts at the PSPs (GET /v1/payments/{id} only).
+    const { attempts, ...retrieved } = await client.payments.retrieve(payments[0]!.id);
+    expect(retrieved).toEqual(payments[0]);
+    expect(attempts).toMatchObject([{ attempt: 1, provider: payments[0]!.provider, outcome: 'succeeded' }]);
 
     const listed: string[] = [];
     for await (const payment of client.payments.listAll({ limit: 2 })) listed.push(payment.id);

@@ -92,7 +92,7 @@ describe('logs', () => {
     const api_ = mine.find((l) => l.msg === 'request');
     expect(api_).toMatchObject({ route: '/v1/payments', status: 201, tenant_id: tenant.id, resource_id: response.json.id, idempotency: 'new' });
     expect(mine.some((l) => l.workflowType === 'paymentWorkflow' && l.workflowId === response.json.workflow_id && l.activityType === undefined)).toBe(true);
-    expect(mine.some((l) => l.activityType === 'chargePayment' && l.msg === 'charging')).toBe(true);
+    expect(mine.some((l) => l.activityType === 'chargeAttempt' && l.msg === 'charging')).toBe(true);
     expect(mine.some((l) => l.activityType === 'recordChargeOutcome' && l.payment_id === response.json.id)).toBe(true);
 
     const everything = logs.text();

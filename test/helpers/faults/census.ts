@@ -136,13 +136,16 @@ export async function paymentIdOfKey(stack: TestStack, tenantId: string, key: st
   return row?.resource_id ?? null;
 }
 
-/** True once the payment's chargePayment activity has been picked up by a worker (the charge is in flight). */
+/** The activity that charges the PSP: chargeAttempt in routed runs (issue 22), chargePayment before. */
+const chargeActivities = new Set(['chargeAttempt', 'chargePayment']);
+
+/** True once the payment's charge activity has been picked up by a worker (the charge is in flight). */
 export async function chargeInFlight(stack: TestStack, paymentId: string): Promise<boolean> {
   const [row] = await stack.sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${paymentId}`;
   if (!row) return false;
   const description = await stack.temporal.workflow.getHandle(row.workflow_id).describe();
   // PENDING_ACTIVITY_STATE_STARTED = 2
-  return (description.raw.pendingActivities ?? []).some((a) => a.activityType?.name === 'chargePayment' && a.state === 2);
+  return (description.raw.pendingActivities ?? []).some((a) => chargeActivities.has(a.activityType?.name ?? '') && a.state === 2);
 }
 
 /**
@@ -172,7 +175,7 @@ export async function paymentsInFlight(stack: TestStack, tenantId: string, keys:
   }
 }
 
-/** The highest attempt at which the payment's chargePayment activity was started (from its workflow history). */
+/** The highest attempt at which the payment's charge activity was started (from its workflow history). */
 export async function chargeAttempts(stack: TestStack, paymentId: string): Promise<number> {
   const [row] = await stack.sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${paymentId}`;
   if (!row) return 0;
@@ -180,7 +183,7 @@ export async function chargeAttempts(stack: TestStack, paymentId: string): Promi
   const charges = new Set<string>();
   let attempts = 0;
   for (const event of history.events ?? []) {
-    if (event.activityTaskScheduledEventAttributes?.activityType?.name === 'chargePayment') charges.add(String(event.eventId));
+    if (chargeActivities.has(event.activityTaskScheduledEventAttributes?.activityType?.name ?? '')) charges.add(String(event.eventId));
     const started = event.activityTaskStartedEventAttributes;
     if (started && charges.has(String(started.scheduledEventId))) attempts = Math.max(attempts, started.attempt ?? 1);
   }
