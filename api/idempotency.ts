@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import type { RouteConfig } from '@hono/zod-openapi';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { SearchAttributePair } from '@temporalio/common';
-import { claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord, type OperationTarget } from '../db/idempotency-records';
+import { adoptKeptClaim, claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord, type OperationTarget } from '../db/idempotency-records';
 import type { Db } from '../db/connect';
 import { ApiError, errorResponse } from '../domain/errors';
 import { requestFingerprint } from '../domain/fingerprint';
@@ -54,8 +54,10 @@ interface ProtocolSteps {
    * Without it the claim is the key alone.
    */
   claimWith?(scope: ScopedKey, target: OperationTarget): Promise<{ record: IdempotencyRecord; refusal: FinalResponse | null } | null>;
-  /** Gives back what `claimWith` wrote, with the claim (Temporal unreachable: nothing ran). */
+  /** Instead of giving the claim back when Temporal is unreachable at the start: what to give back (the operation may keep what its claim wrote). */
   release?(scope: ScopedKey, record: IdempotencyRecord): Promise<void>;
+  /** This delivery adopted a claim an earlier one kept for its retry (db/idempotency-records.ts keepClaimForRetry). */
+  adopted?(record: IdempotencyRecord): void;
   /**
    * Makes sure the workflow runs the operation. Must be idempotent: the first request and
    * every duplicate call it.
@@ -111,6 +113,15 @@ async function runProtocol(
   let record = await findRecord(sql, scope.tenantId, scope.operation, scope.key);
   // This request made the claim (it is the first delivery), rather than finding another's.
   let claimedHere = false;
+  if (record && record.state === 'running' && record.response_status === 503) {
+    // A claim kept for the retry after Temporal was unreachable: this delivery runs it.
+    const adopted = await adoptKeptClaim(sql, scope);
+    if (adopted) {
+      record = adopted;
+      claimedHere = true;
+      op.adopted?.(adopted);
+    }
+  }
   if (!record) {
     const target = op.claim();
     const claimed = op.claimWith ? await op.claimWith(scope, target) : await claimRecord(sql, scope, target).then((mine) => mine && { record: mine, refusal: null });
@@ -147,7 +158,7 @@ async function runProtocol(
       if (reason === null) throw error;
       // Nothing ran: give the claim back so the client's retry really executes.
       if (claimedHere) await (op.release ? op.release(scope, record) : releaseClaim(sql, scope));
-      c.var.logger?.warn({ reason, operation }, 'Temporal unavailable; claim released, failing closed');
+      c.var.logger?.warn({ reason, operation }, 'Temporal unavailable; failing closed');
       throw temporalUnavailable();
     }
     if (dispatched.kind === 'running' && !dispatched.outcome) {
@@ -198,7 +209,7 @@ export const TEMPORAL_RETRY_AFTER_SECONDS = 2;
 export function temporalUnavailable(): ApiError {
   return new ApiError(
     'temporal_unavailable',
-    'The workflow engine is unreachable or overloaded; nothing was recorded for this request. Retry later with the same Idempotency-Key.',
+    'The workflow engine is unreachable or overloaded; nothing was charged or changed. Retry later with the same Idempotency-Key.',
     {},
     { 'Retry-After': String(TEMPORAL_RETRY_AFTER_SECONDS) },
   );

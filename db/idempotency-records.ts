@@ -67,6 +67,32 @@ export async function releaseClaim(db: Db, scope: ScopedKey): Promise<void> {
 }
 
 /**
+ * Keeps a claim for the client's retry (a new payment's, whose intent is kept with it, when
+ * Temporal was unreachable at the start): marked by a 503 on the running record, never served
+ * (only a completed record is). The next delivery of the same request adopts it.
+ */
+export async function keepClaimForRetry(db: Db, scope: ScopedKey): Promise<void> {
+  await db`
+    UPDATE idempotency_records SET response_status = 503
+    WHERE tenant_id = ${scope.tenantId} AND operation = ${scope.operation}
+      AND idempotency_key = ${scope.key} AND fingerprint = ${scope.fingerprint} AND state = 'running'`;
+}
+
+/**
+ * Adopts a claim kept for the retry: this delivery runs the operation as if it had claimed it
+ * (its answer is no replay). One adopter wins; null if there was none to adopt.
+ */
+export async function adoptKeptClaim(db: Db, scope: ScopedKey): Promise<IdempotencyRecord | null> {
+  const [record] = await db<IdempotencyRecord[]>`
+    UPDATE idempotency_records SET response_status = NULL
+    WHERE tenant_id = ${scope.tenantId} AND operation = ${scope.operation}
+      AND idempotency_key = ${scope.key} AND fingerprint = ${scope.fingerprint}
+      AND state = 'running' AND response_status = 503
+    RETURNING *`;
+  return record ?? null;
+}
+
+/**
  * Records the first final response of an operation and returns the response that is now
  * stored. Only the first completion wins: a replayed activity gets the stored response
  * back unchanged. Upserts, so an operation whose claim was released after an ambiguous

@@ -113,14 +113,6 @@ export async function orderHolder(db: Db, tenantId: string, orderId: string): Pr
   return holder ?? null;
 }
 
-/**
- * Gives back an intent whose claim is given back (Temporal unreachable at start: nothing ran),
- * with the claim, so the order is free again. Only an untouched intent: never a charged one.
- */
-export async function releaseIntent(db: Db, paymentId: string): Promise<void> {
-  await db`DELETE FROM payments WHERE id = ${paymentId} AND status = 'processing' AND provider_charge_id IS NULL`;
-}
-
 export async function getPayment(db: Db, tenantId: string, paymentId: string): Promise<PaymentRow | null> {
   const [payment] = await db<PaymentRow[]>`SELECT * FROM payments WHERE id = ${paymentId} AND tenant_id = ${tenantId}`;
   return payment ?? null;

@@ -10,8 +10,8 @@ import {
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { claimPaymentIntent, getPayment, listPayments, orderHolder, releaseIntent } from '../../db/payments';
-import { releaseClaim } from '../../db/idempotency-records';
+import { claimPaymentIntent, getPayment, listPayments, orderHolder } from '../../db/payments';
+import { keepClaimForRetry, releaseClaim } from '../../db/idempotency-records';
 import type { IdempotencyRecord } from '../../db/idempotency-records';
 import { ApiError, errorResponse, orderAlreadyPaid, type ApiErrorType } from '../../domain/errors';
 import { isFinal, statusesAccepting } from '../../domain/payment-lifecycle';
@@ -186,11 +186,16 @@ export function paymentRoutes(deps: ApiDeps) {
         const refused = holder !== null && holder.workflow_id !== target.workflowId;
         return { record: claimed.record, refusal: refused ? orderAlreadyPaid(body.order_id, holder.id) : null };
       },
-      release: (scope, record) =>
-        deps.sql.begin(async (tx) => {
-          await releaseClaim(tx, scope);
-          await releaseIntent(tx, record.resource_id);
-        }),
+      // Temporal unreachable at the start: a claim with its intent is kept (the answer is 503,
+      // nothing was charged). The client's retry finds it and starts the run (or attaches to it,
+      // if the start reached Temporal after all) under the same payment id; without a retry, the
+      // abandoned-run sweeper finds no run and fails the intent. Giving both back instead would
+      // let a retry claim a new payment id while a run that did start holds the old one.
+      release: (scope) => (intentPersisted ? keepClaimForRetry(deps.sql, scope) : releaseClaim(deps.sql, scope)),
+      // The retry that adopts a kept claim finds its intent persisted under the claim's payment id.
+      adopted: () => {
+        intentPersisted = true;
+      },
       dispatch: (record, scope) => {
         const input: PaymentWorkflowInput = { ...inputFor(record.resource_id, scope), ...(intentPersisted ? { intentPersisted: true } : {}) };
         return startOrAttach(deps, scope, 'paymentWorkflow', {

@@ -27,15 +27,16 @@ afterAll(async () => {
 
 const request = () => ({ order_id: uniqueKey('ord'), amount_minor: 1200, currency: 'EUR', payment_method: 'pm_card_visa' });
 
-/** The engine-trouble answer, and nothing left behind for the key or the order. */
+/** The engine-trouble answer: nothing charged and no answer stored for the key. */
 async function expectRefused(response: ApiResponse, key: string, orderId: string) {
   expect(response.status, response.text).toBe(503);
   expect(response.json.error.type).toBe('temporal_unavailable');
   expect(Number(response.headers.get('retry-after'))).toBeGreaterThan(0);
-  const [counts] = await stack.sql<{ records: number; payments: number }[]>`
-    SELECT (SELECT count(*)::int FROM idempotency_records WHERE idempotency_key = ${key}) AS records,
-           (SELECT count(*)::int FROM payments WHERE order_id = ${orderId}) AS payments`;
-  expect(counts).toEqual({ records: 0, payments: 0 });
+  // Nothing charged, no answer stored; a new payment's claim and intent are kept for the retry.
+  const [counts] = await stack.sql<{ answered: number; charged: number }[]>`
+    SELECT (SELECT count(*)::int FROM idempotency_records WHERE idempotency_key = ${key} AND state = 'completed') AS answered,
+           (SELECT count(*)::int FROM payments WHERE order_id = ${orderId} AND (status <> 'processing' OR provider_charge_id IS NOT NULL)) AS charged`;
+  expect(counts).toEqual({ answered: 0, charged: 0 });
 }
 
 /**

@@ -76,11 +76,11 @@ describe('5. Temporal stopped and restarted mid-flight', () => {
           if (refused.status !== 503 || refused.json?.error?.type !== 'temporal_unavailable' || !(Number(refused.headers.get('retry-after')) > 0)) {
             tally.anomaly(`while down, a new payment got ${refused.status} ${refused.text.slice(0, 200)}`);
           }
-          // Nothing executed: the claim was given back, no payment exists.
-          const [left] = await stack.sql<{ records: number; payments: number }[]>`
-            SELECT (SELECT count(*)::int FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${refusedPlan.key}) AS records,
-                   (SELECT count(*)::int FROM payments WHERE tenant_id = ${tenant.id} AND order_id = ${refusedPlan.body.order_id}) AS payments`;
-          if (left!.records !== 0 || left!.payments !== 0) tally.anomaly(`the refused request left ${left!.records} records and ${left!.payments} payments`);
+          // Nothing charged and no answer stored (the claim and the intent are kept for the retry).
+          const [left] = await stack.sql<{ answered: number; charged: number }[]>`
+            SELECT (SELECT count(*)::int FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${refusedPlan.key} AND state = 'completed') AS answered,
+                   (SELECT count(*)::int FROM payments WHERE tenant_id = ${tenant.id} AND order_id = ${refusedPlan.body.order_id} AND (status <> 'processing' OR provider_charge_id IS NOT NULL)) AS charged`;
+          if (left!.answered !== 0 || left!.charged !== 0) tally.anomaly(`the refused request left ${left!.answered} answers and ${left!.charged} charged payments`);
           const ready = await fetch(`${stack.apiUrl}/readyz`);
           if (ready.status !== 503) tally.anomaly(`readyz answered ${ready.status} while Temporal was down`);
           // The provider commits the in-flight charges while the engine is gone.

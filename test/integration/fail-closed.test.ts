@@ -45,7 +45,7 @@ describe('Temporal unreachable', () => {
     await deadApi?.close();
   });
 
-  it('answers 503 temporal_unavailable with Retry-After, executes nothing, and lets the retry really run', async () => {
+  it('answers 503 temporal_unavailable with Retry-After, charges nothing, and lets the retry really run', async () => {
     const tenant = await stack.createTenant();
     const key = uniqueKey();
     const request = body();
@@ -53,18 +53,24 @@ describe('Temporal unreachable', () => {
     expect(refused.status).toBe(503);
     expect(refused.json.error.type).toBe('temporal_unavailable');
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
-    const [counts] = await stack.sql<{ records: number; payments: number }[]>`
+    // The key's claim and the payment's intent are kept for the retry (one payment id, whether
+    // or not the start reached Temporal); nothing was charged and no answer is stored.
+    const [counts] = await stack.sql<{ records: number; answered: number; payments: number; charged: number }[]>`
       SELECT (SELECT count(*)::int FROM idempotency_records WHERE idempotency_key = ${key}) AS records,
-             (SELECT count(*)::int FROM payments WHERE order_id = ${request.order_id}) AS payments`;
-    expect(counts).toEqual({ records: 0, payments: 0 });
+             (SELECT count(*)::int FROM idempotency_records WHERE idempotency_key = ${key} AND state = 'completed') AS answered,
+             (SELECT count(*)::int FROM payments WHERE order_id = ${request.order_id} AND status = 'processing') AS payments,
+             (SELECT count(*)::int FROM payments WHERE order_id = ${request.order_id} AND provider_charge_id IS NOT NULL) AS charged`;
+    expect(counts).toEqual({ records: 1, answered: 0, payments: 1, charged: 0 });
     // The readiness probe says why.
     const ready = await fetch(`${deadApiUrl}/readyz`);
     expect(ready.status).toBe(503);
     expect(((await ready.json()) as any).checks.postgres).toBe('ok');
 
-    // Same key, once Temporal is reachable: it executes (503 was not stored).
+    // Same key, once Temporal is reachable: it executes (503 was not stored), as the kept payment.
     const retried = await apiClient(stack.apiUrl, tenant.apiKey).post('/v1/payments', request, key);
     expect(retried.status).toBe(201);
+    const [kept] = await stack.sql<{ resource_id: string }[]>`SELECT resource_id FROM idempotency_records WHERE idempotency_key = ${key}`;
+    expect(retried.json.id).toBe(kept!.resource_id);
     expect(retried.headers.get('idempotent-replayed')).toBeNull();
   });
 });
@@ -109,8 +115,8 @@ describe('PostgreSQL stopped', () => {
     }, 30_000, 500);
     expect(final.json).toMatchObject({ id: paymentId, status: 'succeeded' });
     expect(await effectsOf(stack.sql, stack.sandboxUrl, paymentId)).toEqual({ charges: 1, ledgerTransactions: 1, events: { 'payment.succeeded': 1 } });
-    // The request refused during the outage executed nothing; its retry runs now.
-    const { n } = (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM idempotency_records WHERE idempotency_key = ${downKey}`)[0]!;
+    // The request refused during the outage charged nothing and stored no answer; its retry runs now.
+    const { n } = (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM idempotency_records WHERE idempotency_key = ${downKey} AND state = 'completed'`)[0]!;
     expect(n).toBe(0);
     expect((await api.post('/v1/payments', downRequest, downKey)).status).toBe(201);
   });

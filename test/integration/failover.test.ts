@@ -87,8 +87,9 @@ async function memoOf(workflowId: string) {
 describe('failover: the next PSP only when the last one certainly took no money', () => {
   it('a plain payment: one attempt at the default PSP; GET shows provider and attempts', async () => {
     const created = await api.post('/v1/payments', body(), uniqueKey('pay'));
-    expect(created.status).toBe(201);
-    expect(created.json).toMatchObject({ status: 'succeeded', provider: 'sandbox' });
+    // 201, or 202 when a loaded machine takes longer than the API's wait (the first payment of the file).
+    expect([201, 202]).toContain(created.status);
+    expect(await settled(created.json.id)).toMatchObject({ status: 'succeeded', provider: 'sandbox' });
     const got = await api.get(`/v1/payments/${created.json.id}`);
     expect(got.json).toMatchObject({
       provider: 'sandbox',

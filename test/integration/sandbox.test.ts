@@ -9,6 +9,7 @@ import {
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { chargeRequest, unique } from '../helpers/charge-request';
 import { fileDatabaseUrl } from '../helpers/database';
+import { eventually } from '../helpers/stack';
 
 /**
  * The provider sandbox as the orchestrator sees it (through SandboxProvider) and as a
@@ -259,8 +260,9 @@ describe('lost response: pm_card_timeout_after_charge', () => {
 
   it("the caller's own abort signal ends the wait as well", async () => {
     const request = chargeRequest({ paymentMethod: 'pm_card_timeout_after_charge' });
-    await expectUnavailable(provider.createCharge(request, { signal: AbortSignal.timeout(100) }));
-    expect(await provider.findChargeByIdempotencyKey(request.idempotencyKey)).not.toBeNull();
+    // 1 s: long enough for the request to reach the sandbox on a loaded machine (100 ms once aborted it before).
+    await expectUnavailable(provider.createCharge(request, { signal: AbortSignal.timeout(1000) }));
+    expect(await eventually(() => provider.findChargeByIdempotencyKey(request.idempotencyKey), 10_000)).not.toBeNull();
   });
 
   it('a lookup of a key that never committed is null', async () => {
