@@ -96,7 +96,8 @@ describe('Temporal with mTLS', () => {
     const refused = await apiClient(refusedApi.url, tenant.apiKey).post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 1200, currency: 'EUR', payment_method: 'pm_card_visa' }, uniqueKey());
     expect(refused.status).toBe(503);
     expect(refused.json.error.type).toBe('temporal_unavailable');
-    const [left] = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM payments WHERE tenant_id = ${tenant.id}`;
+    // Nothing charged: a refused new payment's intent is kept (processing, no charge) for the retry.
+    const [left] = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM payments WHERE tenant_id = ${tenant.id} AND (status <> 'processing' OR provider_charge_id IS NOT NULL)`;
     expect(left!.n).toBe(0);
     await refusedApi.close();
   });

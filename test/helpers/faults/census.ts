@@ -1,3 +1,4 @@
+import { WorkflowNotFoundError } from '@temporalio/client';
 import type { TestStack } from '../stack';
 import { effectsOf } from '../effects';
 import type { Merchant } from '../../../testkit/merchant';
@@ -143,7 +144,12 @@ const chargeActivities = new Set(['chargeAttempt', 'chargePayment']);
 export async function chargeInFlight(stack: TestStack, paymentId: string): Promise<boolean> {
   const [row] = await stack.sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${paymentId}`;
   if (!row) return false;
-  const description = await stack.temporal.workflow.getHandle(row.workflow_id).describe();
+  // The API persists the intent before it starts the run: a row may have no run yet.
+  const description = await stack.temporal.workflow.getHandle(row.workflow_id).describe().catch((error: unknown) => {
+    if (error instanceof WorkflowNotFoundError) return null;
+    throw error;
+  });
+  if (!description) return false;
   // PENDING_ACTIVITY_STATE_STARTED = 2
   return (description.raw.pendingActivities ?? []).some((a) => chargeActivities.has(a.activityType?.name ?? '') && a.state === 2);
 }
