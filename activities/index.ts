@@ -10,7 +10,7 @@ import { createLateChargeSteps, type LateChargeSteps } from './late-charge-steps
 import { createPaymentSteps, type PaymentSteps } from './payment-steps';
 import { createProviderSteps } from './provider-steps';
 import { createRefundSteps, type RefundSteps } from './refund-steps';
-import { createRouteSteps, type RoutePlanner, type RouteSteps } from './route-steps';
+import { createFirstAttemptPlanner, createRouteSteps, type RoutePlanner, type RouteSteps } from './route-steps';
 
 export interface ActivityDeps {
   sql: Sql;
@@ -45,12 +45,13 @@ export function createActivities(deps: ActivityDeps) {
     ...(deps.temporal ? { temporal: deps.temporal } : {}),
     retentionSeconds: deps.retentionSeconds ?? 72 * 3600,
   });
+  const routeDeps = { sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}), ...(deps.health ? { health: deps.health } : {}) };
   return {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
     ...createLateChargeSteps(deps.sql, deps.metrics),
-    ...createRouteSteps({ sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}), ...(deps.health ? { health: deps.health } : {}) }),
-    ...createProviderSteps(deps.providers, deps.health),
+    ...createRouteSteps(routeDeps),
+    ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps)),
     ...jobs,
   };
 }

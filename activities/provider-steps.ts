@@ -1,4 +1,5 @@
 import type { ProviderHealthRecorder } from '../domain/routing';
+import type { RoutePlan, RouteRequest } from '../domain/attempts';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
@@ -55,25 +56,44 @@ export interface ChargeInput {
 }
 
 /** One attempt of a routed payment (workflows/payment.ts, patched 'route-attempts'). */
-export interface ChargeAttemptInput extends ChargeInput {
-  provider: string;
+export type ChargeAttemptInput = ChargeInput & {
   /** 1, 2, …: attempt n charges under providerSubKey.charge(paymentId, n). */
   attempt: number;
-  /**
-   * Whether another PSP follows this one. Only then may the step answer "not charged" after
-   * lost answers (the lookup found nothing): with no PSP to move to, it keeps asking this one.
-   */
-  canFailOver: boolean;
-}
+} & (
+    | {
+        provider: string;
+        /**
+         * Whether another PSP follows this one. Only then may the step answer "not charged" after
+         * lost answers (the lookup found nothing): with no PSP to move to, it keeps asking this one.
+         */
+        canFailOver: boolean;
+        route?: undefined;
+      }
+    | {
+        /**
+         * Attempt 1 of a run begun since 'plan-in-charge': the step decides the route itself
+         * (the tenant's routing, the breaker; activities/route-steps.ts createFirstAttemptPlanner),
+         * charges at its first PSP and answers the plan with the outcome. A PSP that refuses the
+         * request is then answered as `rejected` even when it is the last (the run records it).
+         */
+        route: RouteRequest;
+        provider?: undefined;
+        canFailOver?: undefined;
+      }
+  );
 
 /**
  * What one attempt came to: the charge as the PSP answered it, or the certainty that this PSP
  * took no money (so the payment may move to the next one). Never "unknown": while the outcome
  * is unknown the activity is retried at the same PSP, under the same sub-key, lookup first.
  */
-export type ChargeAttemptResult =
+export type ChargeAttemptResult = (
   | { kind: 'charge'; charge: ProviderCharge }
-  | { kind: 'not_charged'; outcome: 'rejected' | 'not_sent' | 'not_charged'; errorCode: string; message: string };
+  | { kind: 'not_charged'; outcome: 'rejected' | 'not_sent' | 'not_charged'; errorCode: string; message: string }
+) & {
+  /** The route the step decided (inputs with `route` only): its first PSP is where this attempt went. */
+  plan?: RoutePlan;
+};
 
 /**
  * After lost answers (a timeout, a 5xx, a reset), a retry first looks the charge up by our
@@ -100,7 +120,12 @@ export interface ChargeStepInput {
  * attempt's answer: an answer (a charge, a decline, a refusal) is 'ok', no answer (unreachable,
  * a timeout, a 5xx) an 'error'.
  */
-export function createProviderSteps(providers: ProviderRegistry | PaymentProvider, health?: ProviderHealthRecorder) {
+export function createProviderSteps(
+  providers: ProviderRegistry | PaymentProvider,
+  health?: ProviderHealthRecorder,
+  /** Decides a route in attempt 1 (inputs with `route`; activities/route-steps.ts createFirstAttemptPlanner). */
+  planFirstAttempt?: (request: RouteRequest) => Promise<RoutePlan>,
+) {
   const registry = isProviderRegistry(providers) ? providers : providerRegistry({ sandbox: providers });
   /** The named PSP, or the default for inputs from runs begun before routing. A name no longer configured cannot be retried into existence. */
   const at = (name: string | undefined): PaymentProvider => {
@@ -153,41 +178,53 @@ export function createProviderSteps(providers: ProviderRegistry | PaymentProvide
      * the payment never moves to another PSP while this one may hold its money.
      */
     async chargeAttempt(input: ChargeAttemptInput): Promise<ChargeAttemptResult> {
-      const provider = at(input.provider);
+      let plan: RoutePlan | undefined;
+      if (input.route) {
+        if (!planFirstAttempt) throw ApplicationFailure.nonRetryable('this worker cannot decide a route in the charge step', 'UnknownProvider');
+        plan = await planFirstAttempt(input.route);
+      }
+      const name = plan ? plan.providers[0]! : input.provider!;
+      const canFailOver = plan ? plan.providers.length > 1 : input.canFailOver === true;
+      const provider = at(name);
       const context = Context.current();
       const retry = context.info.attempt > 1;
-      const where = { payment_id: input.paymentId, provider: input.provider, attempt: input.attempt, activity_attempt: context.info.attempt };
+      const where = { payment_id: input.paymentId, provider: name, attempt: input.attempt, activity_attempt: context.info.attempt };
       // Whether nothing can have been charged under this key so far: true on the first try;
       // on a retry, only once the lookup has answered that nothing is there.
       let nothingSoFar = !retry;
       const previous = context.info.heartbeatDetails as { noneFound?: unknown } | undefined;
       let noneFound = typeof previous?.noneFound === 'number' ? previous.noneFound : 0;
+      // The heartbeat's details name the PSP and attempt: the Web UI shows them on the pending
+      // activity while its outcome is unknown (the memo learns them only from its answer).
+      const details = () => ({ provider: name, attempt: input.attempt, noneFound });
+      if (retry) context.heartbeat(details());
       const notCharged = (outcome: 'rejected' | 'not_sent' | 'not_charged', errorCode: string, message: string): ChargeAttemptResult => {
         log.warn('nothing was charged at this provider; the payment may move on', { ...where, outcome, error_code: errorCode });
-        return { kind: 'not_charged', outcome, errorCode, message };
+        return { kind: 'not_charged', outcome, errorCode, message, ...(plan ? { plan } : {}) };
       };
       try {
         const answered = await providerCall<ChargeAttemptResult>(async (signal) => {
           if (retry) {
             const existing = await findCharge(provider, input.paymentId, signal, input.attempt);
             log.info('charge looked up before retrying', { ...where, found: existing?.id ?? null });
-            if (existing) return { kind: 'charge', charge: existing };
+            if (existing) return { kind: 'charge', charge: existing, ...(plan ? { plan } : {}) };
             nothingSoFar = true;
             noneFound += 1;
-            if (input.canFailOver && noneFound >= LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED) {
+            if (canFailOver && noneFound >= LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED) {
               return notCharged('not_charged', 'outcome_unknown_none_found', `after lost answers, ${noneFound} lookups by our key found no charge`);
             }
-            context.heartbeat({ noneFound });
+            context.heartbeat(details());
           }
           log.info('charging', { ...where, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
-          return { kind: 'charge', charge: await createCharge(provider, input, input.attempt, signal) };
-        }, () => ({ noneFound }));
-        health?.record(input.provider, answered.kind === 'charge' ? 'ok' : 'error');
+          return { kind: 'charge', charge: await createCharge(provider, input, input.attempt, signal), ...(plan ? { plan } : {}) };
+        }, details);
+        health?.record(name, answered.kind === 'charge' ? 'ok' : 'error');
         return answered;
       } catch (error) {
         const refused = failureType(error) === FailureType.ProviderRejected;
-        health?.record(input.provider, refused ? 'ok' : 'error');
-        if (!input.canFailOver) throw error;
+        health?.record(name, refused ? 'ok' : 'error');
+        // A refusal at the last PSP is the run's to record when the step decided the route.
+        if (!canFailOver && !(refused && plan)) throw error;
         if (refused) {
           const code = String((error as ApplicationFailure).details?.[0] ?? 'provider_rejected');
           return notCharged('rejected', code, PROVIDER_REJECTED_MESSAGE);

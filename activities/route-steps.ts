@@ -1,7 +1,8 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
 import { ensureIntent, OrderTakenError } from '../db/payments';
-import type { Sql } from '../db/connect';
-import { beginAttempt, finishAttempt, listAttempts } from '../db/attempts';
+import type { Db, Sql } from '../db/connect';
+import type { PaymentWorkflowInput } from '../shared/definitions';
+import { beginAttempt, beginFirstAttempt, finishAttempt, listAttempts } from '../db/attempts';
 import { DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES, type AttemptOutcome, type RoutePlan, type RouteRequest } from '../domain/attempts';
 import type { ProviderRegistry } from '../provider/registry';
 import { step, workflowId } from './record-step';
@@ -28,41 +29,99 @@ export const planRouteFor: RoutePlanner = async (request, { sql, providers, heal
   return health ? orderWithHealth(decision, health) : decision;
 };
 
+/** What a payment's route is decided from: the tenant's routing, the configured PSPs, the breaker. */
+interface RouteDeps {
+  sql: Sql;
+  providers: ProviderRegistry;
+  route?: RoutePlanner;
+  health?: ProviderHealthView;
+}
+
 /**
- * The routing steps of the payment workflow (local activities, like the record steps):
- * the plan, and the attempts' records (payment_attempts; payments.provider).
+ * The PSPs to try for a payment, in order, and why, as configured here: names not configured
+ * are dropped (a plan naming none falls back to the default provider).
  */
-export function createRouteSteps(deps: { sql: Sql; providers: ProviderRegistry; route?: RoutePlanner; health?: ProviderHealthView }) {
-  const { sql, providers, health } = deps;
-  const planner = deps.route ?? planRouteFor;
+function routePlanning({ sql, providers, health, route }: RouteDeps): (request: RouteRequest) => Promise<RoutePlan> {
+  const planner = route ?? planRouteFor;
+  return async (request) => {
+    const planned = await planner(request, { sql, providers, ...(health ? { health } : {}) });
+    const known = [...new Set(planned.providers)].filter((name) => providers.has(name));
+    const dropped = planned.providers.filter((name) => !providers.has(name));
+    if (dropped.length) log.warn('route names providers not configured here; dropped', { payment_id: request.paymentId, dropped });
+    return {
+      providers: known.length ? known : [providers.defaultName],
+      reason: known.length ? planned.reason : `${planned.reason}; no configured provider named, default used`,
+      retryableDeclineCodes: planned.retryableDeclineCodes ?? [...DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES],
+    };
+  };
+}
+
+/**
+ * Persists the payment's intent if a start in doubt left the run without it (db/payments.ts
+ * ensureIntent). An order taken meanwhile fails the run for good: nothing was charged yet, and
+ * the sweeper records the key's answer.
+ */
+async function persistIntentAgain(tx: Db, intent: PaymentWorkflowInput): Promise<void> {
+  await ensureIntent(tx, intent, workflowId()).catch((error: unknown) => {
+    if (error instanceof OrderTakenError) throw ApplicationFailure.nonRetryable(error.message);
+    throw error;
+  });
+}
+
+/** A plan whose first PSP is the one attempt 1 was recorded at (a repeated step keeps it). */
+function keepingFirst(plan: RoutePlan, first: string): RoutePlan {
+  return { ...plan, providers: [first, ...plan.providers.filter((name) => name !== first)] };
+}
+
+/**
+ * Decides a payment's route inside its first charge attempt (activities/provider-steps.ts
+ * chargeAttempt with `route`; workflows/payment.ts, patched 'plan-in-charge'): no step of its
+ * own. One statement records attempt 1 at the plan's first PSP, or finds the PSP an earlier
+ * try of the step recorded, and points payments.provider there: a retried attempt charges
+ * where the first try may have charged, whatever the breaker says by then.
+ */
+export function createFirstAttemptPlanner(deps: RouteDeps): (request: RouteRequest) => Promise<RoutePlan> {
+  const plan = routePlanning(deps);
+  return async (request) => {
+    const planned = await plan(request);
+    let first = await beginFirstAttempt(deps.sql, request.paymentId, planned.providers[0]!);
+    if (first === null && request.intent) {
+      // No payment row: the safety net for a start in doubt whose claim and intent were lost
+      // while the run had started (the API keeps them for the retry, so this should not happen).
+      const intent = request.intent;
+      first = await deps.sql.begin(async (tx) => {
+        await persistIntentAgain(tx, intent);
+        return beginFirstAttempt(tx, request.paymentId, planned.providers[0]!);
+      });
+    }
+    // Retryable: a concurrent try's row becomes visible to the next statement.
+    if (first === null) throw new Error(`attempt 1 of ${request.paymentId} could not be recorded (no payment row, or a concurrent try); asking again`);
+    return keepingFirst(planned, first);
+  };
+}
+
+/**
+ * The routing steps of the payment workflow (local activities, like the record steps) of runs
+ * begun before 'plan-in-charge': the plan, and the attempts' records (payment_attempts;
+ * payments.provider).
+ */
+export function createRouteSteps(deps: RouteDeps) {
+  const { sql } = deps;
+  const plan = routePlanning(deps);
   return {
     /**
      * The PSPs to try for this payment, in order, and why; records attempt 1 as begun at the
-     * first. Names not configured here are dropped (a plan naming none falls back to the
-     * default). Repeated (a retried step), it keeps the PSP attempt 1 was recorded at first.
+     * first. Repeated (a retried step), it keeps the PSP attempt 1 was recorded at first.
+     * Runs begun since 'plan-in-charge' decide this in their first chargeAttempt instead.
      */
     async planRoute(input: RouteRequest): Promise<RoutePlan> {
-      const planned = await planner(input, { sql, providers, ...(health ? { health } : {}) });
-      const known = [...new Set(planned.providers)].filter((name) => providers.has(name));
-      const dropped = planned.providers.filter((name) => !providers.has(name));
-      if (dropped.length) log.warn('route names providers not configured here; dropped', { payment_id: input.paymentId, dropped });
-      const ordered = known.length ? known : [providers.defaultName];
+      const planned = await plan(input);
       return step(sql, async (tx) => {
-        if (input.intent) {
-          await ensureIntent(tx, input.intent, workflowId()).catch((error: unknown) => {
-            // The run fails; the sweeper records the key's answer. Nothing was charged yet.
-            if (error instanceof OrderTakenError) throw ApplicationFailure.nonRetryable(error.message);
-            throw error;
-          });
-        }
+        if (input.intent) await persistIntentAgain(tx, input.intent);
         const [first] = await listAttempts(tx, input.paymentId);
-        const order = first ? [first.provider, ...ordered.filter((name) => name !== first.provider)] : ordered;
-        await beginAttempt(tx, input.paymentId, 1, order[0]!);
-        return {
-          providers: order,
-          reason: known.length ? planned.reason : `${planned.reason}; no configured provider named, default used`,
-          retryableDeclineCodes: planned.retryableDeclineCodes ?? [...DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES],
-        };
+        const ordered = first ? keepingFirst(planned, first.provider) : planned;
+        await beginAttempt(tx, input.paymentId, 1, ordered.providers[0]!);
+        return ordered;
       });
     },
 

@@ -5,6 +5,7 @@ import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import type { ApiMetrics, IdempotencyOutcome } from '../lib/metrics';
 import type { CompletionWaiter } from './completions';
+import type { EarlyLookup } from './idempotency';
 import type { ProviderWebhookReceiver } from './routes/provider-webhooks';
 
 /** What the API is built from; tests build it from the real PostgreSQL and Temporal too. */
@@ -63,5 +64,7 @@ export interface AppEnv {
     /** For the request log line: how the idempotency layer answered, and what it acted on. */
     idempotencyOutcome?: IdempotencyOutcome;
     resourceId?: string;
+    /** What the route's early replay check read (api/idempotency.ts replayFirst), for the protocol. */
+    earlyLookup?: EarlyLookup;
   };
 }

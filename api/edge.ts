@@ -25,7 +25,14 @@ export function securityHeaders(): MiddlewareHandler<AppEnv> {
 /** A fixed one-window counter per name: cheap, and its remaining quota is exact for the headers. */
 export class WindowCounter {
   private readonly windows = new Map<string, { start: number; count: number }>();
+  /** When the last window began: once it has ended, every name's count is 0. */
+  private lastStart = Number.NEGATIVE_INFINITY;
   constructor(private readonly windowMs: number, private readonly now: () => number = Date.now) {}
+
+  /** Whether every window has ended (no name counts anything): a caller may skip naming one. */
+  idle(): boolean {
+    return this.now() - this.lastStart >= this.windowMs;
+  }
 
   /** Counts one hit against `limit`; says whether it is within it, what is left and when the window ends. */
   hit(name: string, limit: number): { allowed: boolean; remaining: number; resetMs: number } {
@@ -35,6 +42,7 @@ export class WindowCounter {
       if (this.windows.size > 50_000) this.prune(now);
       window = { start: now, count: 0 };
       this.windows.set(name, window);
+      this.lastStart = now;
     }
     const resetMs = window.start + this.windowMs - now;
     if (window.count >= limit) return { allowed: false, remaining: 0, resetMs };
@@ -115,6 +123,8 @@ export class AuthFailureLimit {
 
   /** Throws 429 if the address has used up its failures. */
   check(c: Context): void {
+    // No failure within the last minute (the usual case): no address to look up.
+    if (this.failures.idle()) return;
     if (this.failures.count(clientAddress(c)) >= this.perMinute) throw AuthFailureLimit.limited();
   }
 

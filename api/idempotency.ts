@@ -1,4 +1,4 @@
-import type { Context } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import type { RouteConfig } from '@hono/zod-openapi';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { SearchAttributePair } from '@temporalio/common';
@@ -6,6 +6,7 @@ import { adoptKeptClaim, claimRecord, completeRecord, findRecord, releaseClaim, 
 import type { Db } from '../db/connect';
 import { ApiError, errorResponse } from '../domain/errors';
 import { requestFingerprint } from '../domain/fingerprint';
+import { sha256Hex } from '../domain/ids';
 import { isTemporalUnavailable, temporalUnavailableReason } from '../lib/temporal';
 import { killPoint } from '../lib/kill-points';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
@@ -14,7 +15,7 @@ import type { ApiDeps, AppEnv } from './context';
 import type { IdempotencyOutcome } from '../lib/metrics';
 import { isDatabaseUnavailable } from '../db/connect';
 import { operationKindOfWorkflow, settleAbandonedRun } from '../db/abandoned';
-import { operationName, type RecordedAnswer, type RouteJson } from './typed-route';
+import { operationName, recordedResponse, type RecordedAnswer, type RouteJson } from './typed-route';
 
 /** Header that advertises how long an outcome is remembered. */
 export const RETENTION_HEADER = 'Idempotency-Retention-Seconds';
@@ -53,7 +54,7 @@ interface ProtocolSteps {
    * decided with the claim (the order guard's 409): recorded at once, no workflow runs.
    * Without it the claim is the key alone.
    */
-  claimWith?(scope: ScopedKey, target: OperationTarget): Promise<{ record: IdempotencyRecord; refusal: FinalResponse | null } | null>;
+  claimWith?(scope: ScopedKey, target: OperationTarget, requestHash: string | null): Promise<{ record: IdempotencyRecord; refusal: FinalResponse | null } | null>;
   /** Instead of giving the claim back when Temporal is unreachable at the start: what to give back (the operation may keep what its claim wrote). */
   release?(scope: ScopedKey, record: IdempotencyRecord): Promise<void>;
   /** This delivery adopted a claim an earlier one kept for its retry (db/idempotency-records.ts keepClaimForRetry). */
@@ -80,10 +81,7 @@ interface ProtocolSteps {
  */
 export async function runIdempotent<R extends RouteConfig>(c: Context<AppEnv>, deps: ApiDeps, route: R, op: IdempotentOperation<R>): Promise<RecordedAnswer> {
   const operation = operationName(route);
-  const outcome = (value: IdempotencyOutcome) => {
-    c.set('idempotencyOutcome', value);
-    deps.metrics.idempotency.inc({ operation, outcome: value });
-  };
+  const outcome = outcomeOf(c, deps, operation);
   try {
     return await runProtocol(c, deps, operation, op, outcome);
   } catch (error) {
@@ -92,6 +90,52 @@ export async function runIdempotent<R extends RouteConfig>(c: Context<AppEnv>, d
     }
     throw error;
   }
+}
+
+/** Records how the idempotency layer answered: for the request log line and the metric. */
+function outcomeOf(c: Context<AppEnv>, deps: ApiDeps, operation: string): (value: IdempotencyOutcome) => void {
+  return (value) => {
+    c.set('idempotencyOutcome', value);
+    deps.metrics.idempotency.inc({ operation, outcome: value });
+  };
+}
+
+/** What a route's early replay check read, handed to the protocol when it did not answer. */
+export interface EarlyLookup {
+  operation: string;
+  /** SHA-256 of the request's path and exact body bytes: stored with a new claim. */
+  requestHash: string;
+  /** The key's record as read then (a rejection if the read failed: the protocol meets it as its own). */
+  record: Promise<IdempotencyRecord | null>;
+}
+
+/**
+ * The cheapest correct replay (docs/CONTRACT.md §3.1.4; bench/NOTES.md "the replay path"): a
+ * route middleware that runs after authentication and before the body is parsed or validated.
+ * It reads the key's record under the caller's tenant and, when the operation is finished and
+ * the record's request hash equals this request's (the same path and byte-identical body, as a
+ * client's retry is), answers the stored response exactly as the protocol would. Anything else
+ * (no record yet, still running, other bytes: a reordered but equivalent body, or another
+ * request) goes on to the route's validation and the protocol, which decides by the canonical
+ * fingerprint and reuses this read instead of making a second one.
+ */
+export function replayFirst<R extends RouteConfig>(deps: ApiDeps, route: R): MiddlewareHandler<AppEnv> {
+  const operation = operationName(route);
+  return async (c, next) => {
+    // Cached by hono: the route's JSON validation parses these same bytes afterwards. A body
+    // that cannot be read is left to that validation, which answers it as before.
+    const body = await c.req.text().catch(() => null);
+    if (body === null) return next();
+    const requestHash = sha256Hex(`${c.req.path}\n${body}`);
+    const lookup = findRecord(deps.sql, c.var.tenant.id, operation, c.var.idempotencyKey);
+    c.set('earlyLookup', { operation, requestHash, record: lookup });
+    const record = await lookup.catch(() => null);
+    const stored = record && record.request_hash === requestHash ? storedResponse(record) : null;
+    if (!stored) return next();
+    c.set('resourceId', record!.resource_id);
+    outcomeOf(c, deps, operation)('replayed');
+    return recordedResponse(c, route, recorded(stored, true));
+  };
 }
 
 async function runProtocol(
@@ -110,7 +154,9 @@ async function runProtocol(
     retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS,
   };
 
-  let record = await findRecord(sql, scope.tenantId, scope.operation, scope.key);
+  const early = c.var.earlyLookup?.operation === operation ? c.var.earlyLookup : undefined;
+  const requestHash = early?.requestHash ?? null;
+  let record = await (early?.record ?? findRecord(sql, scope.tenantId, scope.operation, scope.key));
   // This request made the claim (it is the first delivery), rather than finding another's.
   let claimedHere = false;
   if (record && record.state === 'running' && record.response_status === 503) {
@@ -124,7 +170,9 @@ async function runProtocol(
   }
   if (!record) {
     const target = op.claim();
-    const claimed = op.claimWith ? await op.claimWith(scope, target) : await claimRecord(sql, scope, target).then((mine) => mine && { record: mine, refusal: null });
+    const claimed = op.claimWith
+      ? await op.claimWith(scope, target, requestHash)
+      : await claimRecord(sql, scope, target, requestHash).then((mine) => mine && { record: mine, refusal: null });
     claimedHere = claimed !== null;
     if (claimedHere) killPoint('after-claim-commit');
     if (claimed?.refusal) {

@@ -1,5 +1,6 @@
 import type { Db } from '../db/connect';
-import { getPayment } from '../db/payments';
+import { getPayment, getPaymentWithAttempts } from '../db/payments';
+import type { AttemptRow } from '../db/attempts';
 import { ApiError } from '../domain/errors';
 import { looksLikeId } from '../domain/ids';
 import type { PaymentRow } from '../domain/resources';
@@ -9,4 +10,11 @@ export async function tenantPayment(db: Db, tenantId: string, id: string): Promi
   const payment = looksLikeId('pay', id) ? await getPayment(db, tenantId, id) : null;
   if (!payment) throw new ApiError('not_found', `No such payment: ${id}`);
   return payment;
+}
+
+/** The tenant's payment and its charge attempts (one read), or 404 as tenantPayment. */
+export async function tenantPaymentWithAttempts(db: Db, tenantId: string, id: string): Promise<{ payment: PaymentRow; attempts: AttemptRow[] }> {
+  const found = looksLikeId('pay', id) ? await getPaymentWithAttempts(db, tenantId, id) : null;
+  if (!found) throw new ApiError('not_found', `No such payment: ${id}`);
+  return found;
 }

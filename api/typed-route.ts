@@ -67,12 +67,16 @@ export interface RecordedAnswer {
  * response type left generic inside a Promise costs tsc minutes.)
  */
 export function recordedReply<R extends RouteConfig>(c: Context<AppEnv>, route: R, answer: RecordedAnswer): RouteResponse<R> {
+  return recordedResponse(c, route, answer) as unknown as RouteResponse<R>;
+}
+
+/** `recordedReply` as a plain Response, for a route's middleware (api/idempotency.ts replayFirst). */
+export function recordedResponse(c: Context<AppEnv>, route: Pick<RouteConfig, 'method' | 'path' | 'responses'>, answer: RecordedAnswer): Response {
   const { response, headers } = answer;
   if (!Object.hasOwn(route.responses, String(response.status))) {
     c.var.logger?.error({ route: operationName(route), status: response.status }, 'answer with a status the route does not declare');
   }
   for (const [name, value] of Object.entries(headers)) c.header(name, value);
   c.header('Content-Type', 'application/json');
-  const reply: Response = c.body(response.body, response.status as ContentfulStatusCode);
-  return reply as unknown as RouteResponse<R>;
+  return c.body(response.body, response.status as ContentfulStatusCode);
 }

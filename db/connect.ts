@@ -67,3 +67,31 @@ export async function ping(db: Db): Promise<void> {
 export async function notify(db: Db, channel: string, payload: string): Promise<void> {
   await db`SELECT pg_notify(${channel}, ${payload})`;
 }
+
+/**
+ * postgres.js (3.4.9) runs an internal query for the server's array types as the first
+ * statement of every new connection and drops its promise: when that query fails because
+ * PostgreSQL went away (an outage, a restart, a connection closed while it starts), the
+ * failure surfaces as an unhandled rejection that no caller can catch, and Node's default
+ * ends the process. The statement the caller meant still runs after it and fails or succeeds
+ * on its own, so such a rejection carries nothing to act on.
+ */
+export function isDroppedTypesQueryFailure(error: unknown): boolean {
+  const query = (error as { query?: unknown })?.query;
+  return typeof query === 'string' && /\bb\.typarray\b/.test(query) && /\bpg_catalog\.pg_type\b/.test(query) && isDatabaseUnavailable(error);
+}
+
+/**
+ * Keeps a process alive through postgres.js's dropped types query (isDroppedTypesQueryFailure)
+ * during a database outage: logged as a warning. Any other unhandled rejection still ends the
+ * process, as Node's default does.
+ */
+export function surviveDroppedTypesQueries(log: (error: unknown) => void): void {
+  process.on('unhandledRejection', (error) => {
+    if (isDroppedTypesQueryFailure(error)) {
+      log(error);
+      return;
+    }
+    throw error;
+  });
+}

@@ -6,6 +6,8 @@ export interface IdempotencyRecord {
   operation: string;
   idempotency_key: string;
   fingerprint: string;
+  /** SHA-256 of the claiming request's path and exact body bytes (db/migrations/011); null before it or where not computed. */
+  request_hash: string | null;
   state: 'running' | 'completed';
   workflow_id: string;
   resource_id: string;
@@ -43,12 +45,13 @@ export async function claimRecord(
   db: Db,
   scope: ScopedKey,
   target: OperationTarget,
+  requestHash: string | null = null,
 ): Promise<IdempotencyRecord | null> {
   const [record] = await db<IdempotencyRecord[]>`
     INSERT INTO idempotency_records
-      (tenant_id, operation, idempotency_key, fingerprint, state, workflow_id, resource_id, expires_at)
+      (tenant_id, operation, idempotency_key, fingerprint, request_hash, state, workflow_id, resource_id, expires_at)
     VALUES
-      (${scope.tenantId}, ${scope.operation}, ${scope.key}, ${scope.fingerprint}, 'running',
+      (${scope.tenantId}, ${scope.operation}, ${scope.key}, ${scope.fingerprint}, ${requestHash}, 'running',
        ${target.workflowId}, ${target.resourceId}, now() + make_interval(secs => ${scope.retentionSeconds}))
     ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
     RETURNING *`;

@@ -3,6 +3,7 @@ import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { PaymentRow } from '../domain/resources';
 import type { PaymentStatus, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
 import type { IdempotencyRecord } from './idempotency-records';
+import type { AttemptRow } from './attempts';
 import { fromStatuses, orderHoldingStatuses, waitingStatuses } from '../domain/payment-lifecycle';
 
 /** The statuses that hold an order: a second payment for it is refused (payments_one_live_per_order). */
@@ -47,16 +48,16 @@ export async function insertPayment(db: Db, input: PaymentWorkflowInput, workflo
  */
 export async function claimPaymentIntent(
   db: Db,
-  claim: { scope: ScopedKey; workflowId: string },
+  claim: { scope: ScopedKey; workflowId: string; requestHash?: string | null },
   input: PaymentWorkflowInput,
 ): Promise<{ record: IdempotencyRecord; intent: boolean } | null> {
   const { scope, workflowId } = claim;
   const [row] = await db<(IdempotencyRecord & { intent: boolean })[]>`
     WITH claim AS (
       INSERT INTO idempotency_records
-        (tenant_id, operation, idempotency_key, fingerprint, state, workflow_id, resource_id, expires_at)
+        (tenant_id, operation, idempotency_key, fingerprint, request_hash, state, workflow_id, resource_id, expires_at)
       VALUES
-        (${scope.tenantId}, ${scope.operation}, ${scope.key}, ${scope.fingerprint}, 'running',
+        (${scope.tenantId}, ${scope.operation}, ${scope.key}, ${scope.fingerprint}, ${claim.requestHash ?? null}, 'running',
          ${workflowId}, ${input.paymentId}, now() + make_interval(secs => ${scope.retentionSeconds}))
       ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
       RETURNING *
@@ -116,6 +117,20 @@ export async function orderHolder(db: Db, tenantId: string, orderId: string): Pr
 export async function getPayment(db: Db, tenantId: string, paymentId: string): Promise<PaymentRow | null> {
   const [payment] = await db<PaymentRow[]>`SELECT * FROM payments WHERE id = ${paymentId} AND tenant_id = ${tenantId}`;
   return payment ?? null;
+}
+
+/** The tenant's payment with its charge attempts, first first, in one read (GET /v1/payments/{id}). */
+export async function getPaymentWithAttempts(db: Db, tenantId: string, paymentId: string): Promise<{ payment: PaymentRow; attempts: AttemptRow[] } | null> {
+  type Stored = Omit<AttemptRow, 'started_at' | 'finished_at'> & { started_at: string; finished_at: string | null };
+  const [row] = await db<(PaymentRow & { attempts: Stored[] })[]>`
+    SELECT p.*, COALESCE((SELECT json_agg(a ORDER BY a.attempt) FROM payment_attempts a WHERE a.payment_id = p.id), '[]'::json) AS attempts
+    FROM payments p WHERE p.id = ${paymentId} AND p.tenant_id = ${tenantId}`;
+  if (!row) return null;
+  const { attempts, ...payment } = row;
+  return {
+    payment: payment as PaymentRow,
+    attempts: attempts.map((a) => ({ ...a, started_at: new Date(a.started_at), finished_at: a.finished_at === null ? null : new Date(a.finished_at) })),
+  };
 }
 
 /** The payment's status, without tenant scope (the caller holds the payment's own record). */

@@ -378,7 +378,7 @@ const scenarios: Scenario[] = [
         return [{
           name: 'failover-unavailable',
           workflowId: response.json.workflow_id,
-          shows: "Failover (patched('route-attempts')): sandbox answers 503 to creates; after two lookups by the attempt's key find no charge, attempt 1 ends not_charged (recordAttempt) and attempt 2 charges at sandbox-b under <payment>:charge:2.",
+          shows: "Failover (patched('route-attempts')): sandbox answers 503 to creates; after two lookups by the attempt's key find no charge, attempt 1 ends not_charged (recordAttempt) and attempt 2 charges at sandbox-b under <payment>:charge:2. Since patched('plan-in-charge') the route is decided in attempt 1 (no planRoute step).",
           check: failedOver(retried),
         }];
       } finally {
@@ -419,8 +419,11 @@ const scenarios: Scenario[] = [
       return [{
         name: 'intent-in-claim',
         workflowId: response.json.workflow_id,
-        shows: 'The API persisted the intent with the key\'s claim (patched(\'intent-in-claim\')): the run starts at the charge, two steps (chargePayment, recordChargeOutcome).',
-        check: (facts) => (facts.patches.includes('intent-in-claim') && facts.localActivities === 1 ? null : `expected the intent-in-claim patch and one local activity (recordChargeOutcome), got ${facts.patches.join(', ')} and ${facts.localActivities}`),
+        shows: 'The API persisted the intent with the key\'s claim (patched(\'intent-in-claim\')): the run starts at the charge; since patched(\'plan-in-charge\') the first attempt decides the route: two steps (chargeAttempt, recordChargeOutcome).',
+        check: (facts) =>
+          facts.patches.includes('intent-in-claim') && facts.patches.includes('plan-in-charge') && facts.localActivities === 1
+            ? null
+            : `expected the intent-in-claim and plan-in-charge patches and one local activity (recordChargeOutcome), got ${facts.patches.join(', ')} and ${facts.localActivities}`,
       }];
     },
   },

@@ -1,7 +1,7 @@
 import { ApplicationFailure, allHandlersFinished, condition, log, patched, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import { accepts, applyChargeReport, commandRefusal, type ChargeState } from '../domain/payment-lifecycle';
 import type { ProviderCharge } from '../provider/types';
-import type { AttemptMemo } from '../domain/attempts';
+import type { AttemptMemo, RoutePlan } from '../domain/attempts';
 import {
   cancelUpdate,
   captureUpdate,
@@ -86,6 +86,11 @@ const Patch = {
    * when the last one certainly took no money. Decided first thing in the run.
    */
   routeAttempts: 'route-attempts',
+  /**
+   * Issue 24: the route is decided in the first chargeAttempt (input `route`), not by a
+   * planRoute step before it: a routed payment is two steps again (charge, record).
+   */
+  planInCharge: 'plan-in-charge',
 } as const;
 
 /** Why the payment left a PSP for the next one, in an operator's words (the run's memo). */
@@ -121,13 +126,16 @@ function movedOnBecause(provider: string, outcome: string, code: string | null):
 export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<FinalResponse> {
   // First, before any other command: runs begun before routing charge the one provider.
   const routed = patched(Patch.routeAttempts);
+  // Decided here too, before any step: a patch marker recorded behind a local activity's marker
+  // (beginPayment) does not replay (see the waits' patches below).
+  const planInCharge = routed && patched(Patch.planInCharge);
   /**
    * Where the charge is: the PSP and the attempt whose sub-key made it. Empty in runs begun
    * before routing (their steps' inputs stay as they were: the default provider, attempt 1).
    */
   let holder: { provider?: string; attempt?: number } = {};
   /** The memo's attempts (routed runs): which PSP each attempt went to, and why it moved on. */
-  let routeMemo: { provider?: string; attempts?: AttemptMemo[] } = {};
+  let routeMemo: { provider?: string; attempts?: AttemptMemo[]; route?: string[]; route_reason?: string } = {};
   let status: PaymentStatus = 'processing';
   const setStatus = (next: PaymentStatus | 'rejected') => {
     if (next !== 'rejected') status = next;
@@ -261,6 +269,16 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     return begun.response;
   }
 
+  /** What the PSP is asked to charge (each attempt's sub-key comes from the payment id). */
+  const chargeRequest = {
+    paymentId: input.paymentId,
+    amountMinor: input.amountMinor,
+    currency: input.currency,
+    paymentMethod: input.paymentMethod,
+    capture: input.captureMethod === 'automatic',
+    description: input.description,
+    ...(input.returnUrl ? { returnUrl: input.returnUrl } : {}),
+  };
   let charge: ProviderCharge;
   if (routed) {
     const routedCharge = await chargeAlongTheRoute();
@@ -268,15 +286,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
     charge = routedCharge.charge;
   } else {
     try {
-      charge = await providerSteps.chargePayment({
-        paymentId: input.paymentId,
-        amountMinor: input.amountMinor,
-        currency: input.currency,
-        paymentMethod: input.paymentMethod,
-        capture: input.captureMethod === 'automatic',
-        description: input.description,
-        ...(input.returnUrl ? { returnUrl: input.returnUrl } : {}),
-      });
+      charge = await providerSteps.chargePayment(chargeRequest);
     } catch (error) {
       const refused = failureOfType(error, FailureType.ProviderRejected);
       if (!refused) throw error;
@@ -461,80 +471,89 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
    * activity never answers "unknown"): the next PSP is never asked while this one may hold money.
    */
   async function chargeAlongTheRoute(): Promise<{ kind: 'charge'; charge: ProviderCharge } | { kind: 'final'; response: FinalResponse }> {
-    const plan = await records.planRoute({
+    // With the intent, so the plan can persist it again if a start in doubt left the run without it.
+    const routeRequest = {
       paymentId: input.paymentId,
       tenantId: input.tenantId,
       amountMinor: input.amountMinor,
       currency: input.currency,
       paymentMethod: input.paymentMethod,
       ...(input.intentPersisted === true ? { intent: input } : {}),
-    });
-    const retryableDeclines = plan.retryableDeclineCodes ?? [];
-    const attempts: AttemptMemo[] = [];
-    const showAttempts = (current: AttemptMemo | null) => {
-      routeMemo = { provider: current?.provider ?? attempts[attempts.length - 1]!.provider, attempts: current ? [...attempts, current] : [...attempts] };
-      upsertMemo({ route: plan.providers, route_reason: plan.reason, ...routeMemo });
     };
-    showAttempts({ attempt: 1, provider: plan.providers[0]!, outcome: 'pending', error_code: null });
-    for (let index = 0; index < plan.providers.length; index++) {
-      const provider = plan.providers[index]!;
-      const next = plan.providers[index + 1];
-      const attempt = index + 1;
-      holder = { provider, attempt };
-      const nextAttempt = next !== undefined ? { attempt: attempt + 1, provider: next } : null;
+    // Runs begun since 'plan-in-charge' learn the plan from their first attempt's answer.
+    let plan: RoutePlan | undefined = planInCharge ? undefined : await records.planRoute(routeRequest);
+    const attempts: AttemptMemo[] = [];
+    const showAttempts = (route: RoutePlan, current: AttemptMemo | null) => {
+      routeMemo = { provider: current?.provider ?? attempts[attempts.length - 1]!.provider, attempts: current ? [...attempts, current] : [...attempts] };
+      upsertMemo({ route: route.providers, route_reason: route.reason, ...routeMemo });
+    };
+    if (plan) showAttempts(plan, { attempt: 1, provider: plan.providers[0]!, outcome: 'pending', error_code: null });
+    for (let attempt = 1; ; attempt++) {
+      const charge = { ...chargeRequest, attempt };
       let result: Awaited<ReturnType<typeof providerSteps.chargeAttempt>>;
       try {
-        result = await providerSteps.chargeAttempt({
-          paymentId: input.paymentId,
-          amountMinor: input.amountMinor,
-          currency: input.currency,
-          paymentMethod: input.paymentMethod,
-          capture: input.captureMethod === 'automatic',
-          description: input.description,
-          ...(input.returnUrl ? { returnUrl: input.returnUrl } : {}),
-          provider,
-          attempt,
-          canFailOver: next !== undefined,
-        });
+        result = await providerSteps.chargeAttempt(
+          plan ? { ...charge, provider: plan.providers[attempt - 1]!, canFailOver: attempt < plan.providers.length } : { ...charge, route: routeRequest },
+        );
       } catch (error) {
         const refused = failureOfType(error, FailureType.ProviderRejected);
-        if (!refused) throw error;
+        if (!refused || !plan) throw error;
         // The last PSP refused the request itself: nothing was charged anywhere.
-        const code = String(refused.details?.[0] ?? 'provider_rejected');
-        attempts.push({ attempt, provider, outcome: 'rejected', error_code: code });
-        await records.recordAttempt({ paymentId: input.paymentId, attempt, provider, outcome: 'rejected', providerChargeId: null, errorCode: code, next: null });
-        showAttempts(null);
-        const response = await records.recordPaymentFailure({
-          paymentId: input.paymentId,
-          failure: { code: 'provider_rejected', message: refused.message },
-          idempotency: input.idempotency,
-        });
-        setStatus('failed');
-        return { kind: 'final', response };
+        return { kind: 'final', response: await refusedEverywhere(plan, attempt, String(refused.details?.[0] ?? 'provider_rejected'), refused.message) };
       }
-      if (result.kind === 'not_charged' && nextAttempt) {
-        attempts.push({ attempt, provider, outcome: result.outcome, error_code: result.errorCode, moved_on_because: movedOnBecause(provider, result.outcome, result.errorCode) });
-        await records.recordAttempt({ paymentId: input.paymentId, attempt, provider, outcome: result.outcome, providerChargeId: null, errorCode: result.errorCode, next: nextAttempt });
-        showAttempts({ attempt: nextAttempt.attempt, provider: nextAttempt.provider, outcome: 'pending', error_code: null });
+      plan ??= result.plan!;
+      const route = plan;
+      const provider = route.providers[attempt - 1]!;
+      const next = route.providers[attempt];
+      holder = { provider, attempt };
+      const nextAttempt = next !== undefined ? { attempt: attempt + 1, provider: next } : null;
+      const movesOn =
+        result.kind === 'not_charged' ||
+        (result.charge.status === 'declined' && result.charge.declineCode !== null && (route.retryableDeclineCodes ?? []).includes(result.charge.declineCode));
+      if (movesOn && nextAttempt) {
+        const outcome = result.kind === 'not_charged' ? result.outcome : 'declined';
+        const errorCode = result.kind === 'not_charged' ? result.errorCode : result.charge.declineCode;
+        attempts.push({ attempt, provider, outcome, error_code: errorCode, moved_on_because: movedOnBecause(provider, outcome, errorCode) });
+        await records.recordAttempt({
+          paymentId: input.paymentId,
+          attempt,
+          provider,
+          outcome,
+          providerChargeId: result.kind === 'charge' ? result.charge.id : null,
+          errorCode,
+          next: nextAttempt,
+        });
+        showAttempts(route, { attempt: nextAttempt.attempt, provider: nextAttempt.provider, outcome: 'pending', error_code: null });
         continue;
       }
       if (result.kind === 'not_charged') {
-        // Not answered without a next PSP (canFailOver false): a step that did is a bug, not an outcome.
-        throw ApplicationFailure.nonRetryable(`chargeAttempt answered ${result.outcome} at the last provider ${provider}`);
+        // The last PSP: only a refusal of the request is answered (a step deciding its route, or
+        // one that did otherwise, is a bug: without a next PSP the step keeps asking this one).
+        if (result.outcome !== 'rejected' || result.plan === undefined) throw ApplicationFailure.nonRetryable(`chargeAttempt answered ${result.outcome} at the last provider ${provider}`);
+        return { kind: 'final', response: await refusedEverywhere(route, attempt, result.errorCode, result.message) };
       }
-      const charged = result.charge;
-      if (charged.status === 'declined' && nextAttempt && charged.declineCode !== null && retryableDeclines.includes(charged.declineCode)) {
-        attempts.push({ attempt, provider, outcome: 'declined', error_code: charged.declineCode, moved_on_because: movedOnBecause(provider, 'declined', charged.declineCode) });
-        await records.recordAttempt({ paymentId: input.paymentId, attempt, provider, outcome: 'declined', providerChargeId: charged.id, errorCode: charged.declineCode, next: nextAttempt });
-        showAttempts({ attempt: nextAttempt.attempt, provider: nextAttempt.provider, outcome: 'pending', error_code: null });
-        continue;
-      }
-      attempts.push({ attempt, provider, outcome: charged.status, error_code: charged.declineCode });
+      attempts.push({ attempt, provider, outcome: result.charge.status, error_code: result.charge.declineCode });
       // Shown with the charge (showCharge, right after this): no memo command of its own.
-      routeMemo = { provider, attempts: [...attempts] };
-      return { kind: 'charge', charge: charged };
+      // (Runs that decided their route in the charge show the route here too: no memo before it.)
+      routeMemo = { provider, attempts: [...attempts], ...(result.plan ? { route: result.plan.providers, route_reason: result.plan.reason } : {}) };
+      return { kind: 'charge', charge: result.charge };
     }
-    throw ApplicationFailure.nonRetryable('the route named no provider');
+
+    /** Records that the last PSP refused the request and fails the payment (nothing charged anywhere). */
+    async function refusedEverywhere(route: RoutePlan, attempt: number, code: string, message: string): Promise<FinalResponse> {
+      const provider = route.providers[attempt - 1]!;
+      holder = { provider, attempt };
+      attempts.push({ attempt, provider, outcome: 'rejected', error_code: code });
+      await records.recordAttempt({ paymentId: input.paymentId, attempt, provider, outcome: 'rejected', providerChargeId: null, errorCode: code, next: null });
+      showAttempts(route, null);
+      const response = await records.recordPaymentFailure({
+        paymentId: input.paymentId,
+        failure: { code: 'provider_rejected', message },
+        idempotency: input.idempotency,
+      });
+      setStatus('failed');
+      return response;
+    }
   }
 
   /** Voids a waiting charge; if the PSP refuses (it settled meanwhile), the charge as it is now. */

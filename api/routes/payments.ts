@@ -1,4 +1,4 @@
-import { attemptResource, listAttempts } from '../../db/attempts';
+import { attemptResource } from '../../db/attempts';
 import { formatAmount } from '../../domain/money';
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
@@ -31,8 +31,8 @@ import {
 import type { ApiDeps, AppEnv } from '../context';
 import { recordedReply } from '../typed-route';
 import type { Config } from '../../lib/config';
-import { tenantPayment } from '../tenant-payment';
-import { runIdempotent, startOrAttach, type Dispatched } from '../idempotency';
+import { tenantPayment, tenantPaymentWithAttempts } from '../tenant-payment';
+import { replayFirst, runIdempotent, startOrAttach, type Dispatched } from '../idempotency';
 import {
   CancelPaymentBody,
   CapturePaymentBody,
@@ -156,7 +156,8 @@ const refusals: Record<string, ApiErrorType> = {
 export function paymentRoutes(deps: ApiDeps) {
   const app = new OpenAPIHono<AppEnv>();
 
-  app.openapi(createPayment, async (c) => {
+  // A byte-identical retry of a finished payment is answered before its body is parsed.
+  app.openapi({ ...createPayment, middleware: replayFirst(deps, createPayment) }, async (c) => {
     const body = c.req.valid('json');
     const tenantId = c.var.tenant.id;
     if (body.return_url?.startsWith('http:') && deps.config.NODE_ENV === 'production') {
@@ -173,8 +174,8 @@ export function paymentRoutes(deps: ApiDeps) {
       params: {},
       body,
       claim: () => ({ workflowId: paymentWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('pay') }),
-      claimWith: async (scope, target) => {
-        const claimed = await claimPaymentIntent(deps.sql, { scope, workflowId: target.workflowId }, inputFor(target.resourceId, scope));
+      claimWith: async (scope, target, requestHash) => {
+        const claimed = await claimPaymentIntent(deps.sql, { scope, workflowId: target.workflowId, requestHash }, inputFor(target.resourceId, scope));
         if (!claimed) return null;
         intentPersisted = claimed.intent;
         if (claimed.intent) return { record: claimed.record, refusal: null };
@@ -242,8 +243,7 @@ export function paymentRoutes(deps: ApiDeps) {
   });
 
   app.openapi(getPaymentRoute, async (c) => {
-    const payment = await tenantPayment(deps.sql, c.var.tenant.id, c.req.valid('param').id);
-    const attempts = await listAttempts(deps.sql, payment.id);
+    const { payment, attempts } = await tenantPaymentWithAttempts(deps.sql, c.var.tenant.id, c.req.valid('param').id);
     // A payment charged before routing records no provider: it is at the default (the first configured).
     const provider = payment.provider ?? (payment.provider_charge_id !== null ? (deps.config.PROVIDERS?.[0]?.name ?? null) : null);
     return c.json({ ...paymentResource({ ...payment, provider }), attempts: attempts.map(attemptResource) }, 200);

@@ -9,14 +9,18 @@ import { randomBytes } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { WorkflowHandle } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Runtime, Worker } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
+import { installTestRuntime } from './runtime';
 import { inject } from 'vitest';
 import type { ProviderSteps, RecordSteps } from '../../activities';
+import type { ChargeAttemptInput, ChargeAttemptResult } from '../../activities/provider-steps';
 import type { ProviderCharge, ProviderRefund } from '../../provider/types';
 import { FailureType, type FinalResponse, type LateChargeInput, type PaymentWorkflowInput, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
 import type { lateChargeWorkflow, paymentWorkflow, refundWorkflow } from '../../workflows';
 
-export type Steps = RecordSteps & ProviderSteps;
+/** A charge attempt as the fakes see it: at a named PSP (an input with `route` is planned first: chargeAttemptOf). */
+export type ResolvedAttempt = Extract<ChargeAttemptInput, { canFailOver: boolean }>;
+export type Steps = RecordSteps & Omit<ProviderSteps, 'chargeAttempt'> & { chargeAttempt(input: ResolvedAttempt): Promise<ChargeAttemptResult> };
 export type StepName = keyof Steps;
 type Step<N extends StepName> = Steps[N];
 
@@ -115,18 +119,43 @@ function dispatchingActivities(): Steps {
         const workflowId = info.workflowExecution?.workflowId ?? '';
         const run = runs.get(workflowId);
         if (!run) throw ApplicationFailure.nonRetryable(`no fakes scripted for workflow ${workflowId}`);
-        run.calls.push({ step: name, input, attempt: info.attempt });
-        // Routed runs (patched 'route-attempts') charge with chargeAttempt: a test that scripts
-        // only what the PSP answers to the charge (chargePayment) scripts each attempt's answer.
-        if (name === 'chargeAttempt' && !run.fakes.chargeAttempt && run.fakes.chargePayment) {
-          const answer = run.fakes.chargePayment;
-          return answer(input as Parameters<Steps['chargePayment']>[0]).then((charge) => ({ kind: 'charge', charge }));
-        }
+        const call: StepCall = { step: name, input, attempt: info.attempt };
+        run.calls.push(call);
+        if (name === 'chargeAttempt') return chargeAttemptOf(run, input as ChargeAttemptInput, call);
         const fake = (run.fakes[name] ?? happy[name]) as (input: unknown) => Promise<unknown>;
         return fake(input);
       },
     ]),
   ) as unknown as Steps;
+}
+
+/**
+ * chargeAttempt as the worker runs it. An input with `route` (attempt 1 of runs since
+ * 'plan-in-charge') is planned first, by the run's planRoute fake as the worker's
+ * createFirstAttemptPlanner would, and is recorded (and given to the fake) as the attempt at
+ * the plan's first PSP; the plan travels with the answer, and a refusal at the plan's only PSP
+ * is answered, not thrown. A test that scripts only what the PSP answers to the charge
+ * (chargePayment) scripts each attempt's answer.
+ */
+async function chargeAttemptOf(run: Run, input: ChargeAttemptInput, call: StepCall): Promise<ChargeAttemptResult> {
+  const plan = input.route ? await (run.fakes.planRoute ?? happy.planRoute)(input.route) : undefined;
+  let attempt: ResolvedAttempt;
+  if (input.route) {
+    const { route: _route, ...charge } = input;
+    attempt = { ...charge, provider: plan!.providers[0]!, canFailOver: plan!.providers.length > 1 };
+  } else attempt = input;
+  call.input = attempt;
+  const chargePayment = run.fakes.chargePayment;
+  const answer = run.fakes.chargeAttempt ?? (chargePayment ? async (i: ResolvedAttempt) => ({ kind: 'charge' as const, charge: await chargePayment(i) }) : happy.chargeAttempt);
+  try {
+    const result = await answer(attempt);
+    return plan ? { ...result, plan } : result;
+  } catch (error) {
+    if (plan && !attempt.canFailOver && error instanceof ApplicationFailure && error.type === FailureType.ProviderRejected) {
+      return { kind: 'not_charged', outcome: 'rejected', errorCode: String(error.details?.[0] ?? 'provider_rejected'), message: error.message, plan };
+    }
+    throw error;
+  }
 }
 
 export function response(status: number, body: Record<string, unknown>): FinalResponse {
@@ -208,6 +237,8 @@ export function refundInput(overrides: Partial<RefundWorkflowInput> = {}): Refun
 export interface WorkflowBench {
   env: TestWorkflowEnvironment;
   worker: Worker;
+  /** Its task queue: a second bench given it (`taskQueue`) takes over the runs when this one stops. */
+  taskQueue: string;
   startPayment(input: PaymentWorkflowInput, fakes?: Partial<Steps>): Promise<ScriptedRun<typeof paymentWorkflow>>;
   startRefund(input: RefundWorkflowInput, fakes?: Partial<Steps>): Promise<ScriptedRun<typeof refundWorkflow>>;
   startLateCharge(input: LateChargeInput, fakes?: Partial<Steps>): Promise<ScriptedRun<typeof lateChargeWorkflow>>;
@@ -227,23 +258,19 @@ export interface ScriptedRun<W extends ScriptedWorkflow> {
 }
 
 /**
- * A worker with the run's workflow bundle (test/global-setup.ts) and dispatching fakes, on
- * a task queue of its own, attached to the run's dev server. Stop it in afterAll.
+ * A worker with the run's workflow bundle (test/global-setup.ts; or `bundleCode`, e.g. the code
+ * before a patch) and dispatching fakes, on a task queue of its own (or `taskQueue`), attached
+ * to the run's dev server. Stop it in afterAll.
  */
-export async function startWorkflowBench(): Promise<WorkflowBench> {
-  try {
-    // Compensation failures and retries are asserted, not read: keep the SDK's log quiet.
-    Runtime.install({ logger: silent as never, telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } } });
-  } catch {
-    // this process already has a runtime
-  }
+export async function startWorkflowBench(options: { bundleCode?: string; taskQueue?: string } = {}): Promise<WorkflowBench> {
+  await installTestRuntime();
   const env = await TestWorkflowEnvironment.createFromExistingServer({ address: inject('temporalAddress'), namespace: 'default' });
-  const taskQueue = `workflow-unit-${randomBytes(4).toString('hex')}`;
+  const taskQueue = options.taskQueue ?? `workflow-unit-${randomBytes(4).toString('hex')}`;
   const worker = await Worker.create({
     connection: env.nativeConnection,
     namespace: 'default',
     taskQueue,
-    workflowBundle: { codePath: inject('workflowBundlePath') },
+    workflowBundle: options.bundleCode !== undefined ? { code: options.bundleCode } : { codePath: inject('workflowBundlePath') },
     activities: dispatchingActivities(),
   });
   const running = worker.run();
@@ -273,6 +300,7 @@ export async function startWorkflowBench(): Promise<WorkflowBench> {
   return {
     env,
     worker,
+    taskQueue,
     startPayment: (input, fakes = {}) => start('paymentWorkflow', `payment-${input.paymentId}`, input, fakes),
     startRefund: (input, fakes = {}) => start('refundWorkflow', `refund-${input.refundId}`, input, fakes),
     startLateCharge: (input, fakes = {}) => start('lateChargeWorkflow', `late-charge-${input.chargeId}`, input, fakes),
@@ -283,8 +311,6 @@ export async function startWorkflowBench(): Promise<WorkflowBench> {
     },
   };
 }
-
-const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 
 /** The parsed body of a final response. */
 export function bodyOf(final: FinalResponse | null | undefined): Record<string, unknown> {

@@ -91,6 +91,94 @@ describe('a repeated request replays the first final response', () => {
   });
 });
 
+describe('a byte-identical retry is matched by its bytes, before its body is parsed (db/migrations/011)', () => {
+  const recordOf = async (key: string) =>
+    (
+      await stack.sql<{ fingerprint: string; request_hash: string | null; state: string; response_body: string | null }[]>`
+        SELECT fingerprint, request_hash, state, response_body FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${key}`
+    )[0]!;
+  const postRaw = (key: string, rawBody: string, client = api) =>
+    client.request('POST', '/v1/payments', { key, rawBody, headers: { 'content-type': 'application/json' } });
+  const rawPayment = (orderId: string) => `{"order_id":"${orderId}","amount_minor":1200,"currency":"EUR","payment_method":"pm_card_visa","metadata":{"a":"1","b":"2"}}`;
+  const reorderedPayment = (orderId: string) =>
+    `{ "metadata": {"b":"2", "a":"1"}, "payment_method": "pm_card_visa", "currency": "EUR", "amount_minor": 1200.0, "order_id": "${orderId}" }`;
+  /** A new payment sent as raw bytes, answered 201. */
+  const firstPayment = async () => {
+    const key = uniqueKey();
+    const orderId = uniqueKey('ord');
+    const first = await postRaw(key, rawPayment(orderId));
+    expect(first.status).toBe(201);
+    return { key, orderId, first };
+  };
+  /** What a replay answers besides its body, without the per-request headers. */
+  const answerHeaders = (headers: Headers) => [...headers.entries()].filter(([name]) => !['date', 'x-request-id', 'ratelimit'].includes(name));
+
+  it('answers it from the stored response with the headers of a fingerprint-matched replay, whatever the fingerprint now says', async () => {
+    const { key, orderId, first } = await firstPayment();
+    const claimed = await recordOf(key);
+    expect(claimed.request_hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(claimed.request_hash).not.toBe(claimed.fingerprint);
+
+    // An equivalent body in other bytes is decided by the fingerprint, as before.
+    const byFingerprint = await postRaw(key, reorderedPayment(orderId));
+    expect(byFingerprint.status).toBe(201);
+    expect(byFingerprint.text).toBe(first.text);
+    expect(byFingerprint.headers.get('idempotent-replayed')).toBe('true');
+
+    // Which path answers: with the stored fingerprint spoiled, the byte-identical retry still
+    // replays (matched by its bytes alone, never parsed) while the reordered body no longer does.
+    // Spoiled only once the run has closed: a step of the run repeated on a loaded machine
+    // checks the fingerprint when it records the answer again, and would retry for good.
+    await stack.temporal.workflow.getHandle(first.json.workflow_id).result();
+    await stack.sql`UPDATE idempotency_records SET fingerprint = ${'0'.repeat(64)} WHERE tenant_id = ${tenant.id} AND idempotency_key = ${key}`;
+    const byBytes = await postRaw(key, rawPayment(orderId));
+    expect(byBytes.status).toBe(201);
+    expect(byBytes.text).toBe(first.text);
+    expect(answerHeaders(byBytes.headers)).toEqual(answerHeaders(byFingerprint.headers));
+    expect((await postRaw(key, reorderedPayment(orderId))).status).toBe(422);
+    expect(await effectsOf(stack.sql, stack.sandboxUrl, first.json.id)).toEqual({ charges: 1, ledgerTransactions: 1, events: { 'payment.succeeded': 1 } });
+  });
+
+  it('keeps the first bytes\' hash through an equivalent retry and a refused different body', async () => {
+    const { key, orderId, first } = await firstPayment();
+    const claimed = await recordOf(key);
+    expect((await postRaw(key, reorderedPayment(orderId))).text).toBe(first.text);
+    const other = await postRaw(key, rawPayment(orderId).replace('1200', '1300'));
+    expect(other.status).toBe(422);
+    expect(other.json.error.type).toBe('idempotency_key_reused');
+    expect(other.headers.get('idempotent-replayed')).toBeNull();
+    expect(await recordOf(key)).toEqual(claimed);
+    expect((await postRaw(key, rawPayment(orderId))).text).toBe(first.text);
+  });
+
+  it('replays a key claimed before the hash was stored through its fingerprint, and leaves it without one', async () => {
+    const { key, orderId, first } = await firstPayment();
+    await stack.sql`UPDATE idempotency_records SET request_hash = NULL WHERE tenant_id = ${tenant.id} AND idempotency_key = ${key}`;
+    for (const raw of [rawPayment(orderId), reorderedPayment(orderId)]) {
+      const again = await postRaw(key, raw);
+      expect(again.status).toBe(201);
+      expect(again.text).toBe(first.text);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+    }
+    expect((await postRaw(key, rawPayment(orderId).replace('1200', '1300'))).status).toBe(422);
+    expect((await recordOf(key)).request_hash).toBeNull();
+  });
+
+  it('never answers a stored response to a request that fails authentication, nor to another tenant', async () => {
+    const { key, orderId, first } = await firstPayment();
+    const stranger = await postRaw(key, rawPayment(orderId), apiClient(stack.apiUrl, 'sk_not_a_key'));
+    expect(stranger.status).toBe(401);
+    expect(stranger.text).not.toBe(first.text);
+    expect(stranger.headers.get('idempotent-replayed')).toBeNull();
+    // Another tenant's same key and same bytes are its own operation (the order id is per tenant).
+    const other = await stack.createTenant('byte-identical other tenant');
+    const theirs = await postRaw(key, rawPayment(orderId), apiClient(stack.apiUrl, other.apiKey));
+    expect(theirs.status).toBe(201);
+    expect(theirs.headers.get('idempotent-replayed')).toBeNull();
+    expect(theirs.json.id).not.toBe(first.json.id);
+  });
+});
+
 describe('after a key has expired', () => {
   it('answers from the closed run while Temporal still has it: the original bytes, replayed, nothing charged again', async () => {
     const key = uniqueKey();
@@ -311,6 +399,9 @@ describe('a duplicate that arrives while the first is running waits, boundedly',
       expect(pending.headers.get('retry-after')).toBe('1');
     }
     expect(duplicate.json.id).toBe(first.json.id);
+    // The claim stored its bytes' hash; a byte-identical retry of a running operation still waits.
+    const [claimed] = await slowStack.sql<{ request_hash: string | null; state: string }[]>`SELECT request_hash, state FROM idempotency_records WHERE idempotency_key = ${key}`;
+    expect(claimed!.request_hash).toMatch(/^[0-9a-f]{64}$/);
     // 202 is never stored: a later retry gets the final response.
     let final = await slowApi.post('/v1/payments', body, key);
     for (let i = 0; final.status === 202 && i < 30; i++) {

@@ -5,6 +5,7 @@ import { transitionPayment } from '../../db/payments';
 import { mayMove, orderHoldingStatuses, paymentStatuses, type PaymentStatus } from '../../domain/payment-lifecycle';
 import { fileDatabaseUrl } from '../helpers/database';
 import { attemptOutcomes } from '../../domain/attempts';
+import { beginFirstAttempt } from '../../db/attempts';
 
 /**
  * docs/CONTRACT.md (payment lifecycle): PostgreSQL's own guards say what the lifecycle table
@@ -68,5 +69,22 @@ describe('the SQL guards match the lifecycle table', () => {
       }
     }
     expect(moves).toEqual(expected);
+  });
+});
+
+describe('attempt 1 decided in the charge step (db/attempts.ts beginFirstAttempt; issue 24)', () => {
+  it('keeps the PSP its first call recorded, points payments.provider there, and answers null without a payment row (rules out a retried attempt charging at another PSP)', async () => {
+    const id = `pay_fa_${randomBytes(6).toString('hex')}`;
+    await sql`
+      INSERT INTO payments (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method, workflow_id)
+      VALUES (${id}, ${tenantId}, ${`ord_${id}`}, 1000, 'EUR', 'processing', 'automatic', 'pm_card_visa', ${`wf-${id}`})`;
+    expect(await beginFirstAttempt(sql, id, 'sandbox-b')).toBe('sandbox-b');
+    // A retry whose breaker now prefers another PSP still charges where the first try may have.
+    expect(await beginFirstAttempt(sql, id, 'sandbox-a')).toBe('sandbox-b');
+    const [payment] = await sql<{ provider: string }[]>`SELECT provider FROM payments WHERE id = ${id}`;
+    expect(payment!.provider).toBe('sandbox-b');
+    const attempts = await sql<{ attempt: number; provider: string; outcome: string }[]>`SELECT attempt, provider, outcome FROM payment_attempts WHERE payment_id = ${id}`;
+    expect(attempts).toEqual([{ attempt: 1, provider: 'sandbox-b', outcome: 'pending' }]);
+    expect(await beginFirstAttempt(sql, `pay_fa_missing_${randomBytes(4).toString('hex')}`, 'sandbox-a')).toBeNull();
   });
 });

@@ -43,7 +43,11 @@ async function pay(tenant: Tenant, currency = 'EUR', status = 201) {
   const id = created.json.id ?? created.json.error?.payment?.id;
   expect(id, created.text).toMatch(/^pay_/);
   const payment = (await api.get(`/v1/payments/${id}`)).json;
-  const memo = (await stack.temporal.workflow.getHandle(payment.workflow_id).describe()).memo as Record<string, unknown>;
+  // The memo's last upsert reaches Temporal with the workflow task that ran the outcome's local
+  // activity, after the API's answer: read it once the run (automatic capture) has closed.
+  const handle = stack.temporal.workflow.getHandle(payment.workflow_id);
+  await handle.result();
+  const memo = (await handle.describe()).memo as Record<string, unknown>;
   return { payment, memo };
 }
 

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
-import { bundleWorkflowCode, Runtime, Worker, type ReplayWorkerOptions } from '@temporalio/worker';
+import { bundleWorkflowCode, Worker, type ReplayWorkerOptions } from '@temporalio/worker';
+import { installTestRuntime } from '../helpers/runtime';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import {
   describeHistory,
@@ -32,13 +33,8 @@ const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error()
 let index: HistoryEntry[];
 let currentCode: ReplayWorkerOptions['workflowBundle'];
 
-beforeAll(() => {
-  try {
-    // Replay failures are asserted below; the SDK would also log each one.
-    Runtime.install({ logger: silent as never, telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } } });
-  } catch {
-    // this process already has a runtime
-  }
+beforeAll(async () => {
+  await installTestRuntime();
   index = readHistoryIndex().histories;
   // The run's bundle of workflows/ (test/global-setup.ts), built as the worker builds it.
   currentCode = { code: readFileSync(inject('workflowBundlePath'), 'utf8') };

@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import type { ApiDeps, AppEnv } from '../../api/context';
-import { AuthFailureLimit, sharedFor } from '../../api/edge';
+import { AuthFailureLimit, sharedFor, WindowCounter } from '../../api/edge';
 import { authenticate, errorHandler } from '../../api/middleware';
 import { createLogger } from '../../lib/logger';
 
@@ -43,6 +43,25 @@ describe('failed authentication under concurrency', () => {
       expect(statuses.filter((s) => s === 429)).toHaveLength(attempts - limit);
     });
   }
+});
+
+describe('WindowCounter.idle: the failed-authentication check skips the address lookup only when nothing counts', () => {
+  it('is idle before any hit and once the last window has ended, busy while any window runs (rules out skipping a live limit)', () => {
+    let now = 1_000;
+    const counter = new WindowCounter(60_000, () => now);
+    expect(counter.idle()).toBe(true);
+    counter.hit('10.0.0.1', 30);
+    now += 30_000;
+    counter.hit('10.0.0.2', 30);
+    now += 59_999;
+    // The first window has ended; the second still counts.
+    expect(counter.count('10.0.0.1')).toBe(0);
+    expect(counter.count('10.0.0.2')).toBe(1);
+    expect(counter.idle()).toBe(false);
+    now += 1;
+    expect(counter.count('10.0.0.2')).toBe(0);
+    expect(counter.idle()).toBe(true);
+  });
 });
 
 describe('/readyz probes its dependencies at most once a second (sharedFor)', () => {

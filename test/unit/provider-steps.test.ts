@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { ApplicationFailure } from '@temporalio/common';
 import { createProviderSteps } from '../../activities/provider-steps';
+import { providerRegistry } from '../../provider/registry';
 import { databaseRefusalInterceptor } from '../../worker/database-refusals';
 import { FailureType } from '../../shared/definitions';
 import { providerSubKey } from '../../shared/keys';
@@ -164,5 +165,50 @@ describe('chargeAttempt: "nothing was charged here" only when certain (issue 22)
     expect(await runAttempt(3, found.provider, attemptInput, { noneFound: 1 })).toMatchObject({ kind: 'charge', charge: { status: 'succeeded' } });
     const down = { findChargeByIdempotencyKey: async () => Promise.reject(new ProviderUnavailableError('503', 503)) } as unknown as PaymentProvider;
     expect(await runAttempt(3, down, attemptInput, { noneFound: 1 }).catch((e: unknown) => e)).toBeInstanceOf(ProviderUnavailableError);
+  });
+});
+
+describe('chargeAttempt deciding its route (attempt 1 of runs since plan-in-charge; issue 24)', () => {
+  const route = { paymentId, tenantId: 'ten_1', amountMinor: 1000, currency: 'EUR', paymentMethod: 'pm_card_visa' };
+  const routeInput = { ...chargeInput, attempt: 1, route };
+  const plan = (...providers: string[]) => ({ providers, reason: 'test plan', retryableDeclineCodes: ['processing_error'] });
+  const runRouted = (psps: Record<string, PaymentProvider>, planned: ReturnType<typeof plan>, attempt = 1) => {
+    const asked: unknown[] = [];
+    const steps = createProviderSteps(providerRegistry(psps), undefined, async (request) => (asked.push(request), planned));
+    return { asked, result: new MockActivityEnvironment({ attempt }).run(steps.chargeAttempt, routeInput) };
+  };
+
+  it('charges at the plan\'s first PSP under attempt 1\'s sub-key and answers the plan with the charge', async () => {
+    const a = recordingProvider();
+    const b = recordingProvider();
+    const { asked, result } = runRouted({ 'psp-a': a.provider, 'psp-b': b.provider }, plan('psp-b', 'psp-a'));
+    expect(await result).toMatchObject({ kind: 'charge', plan: { providers: ['psp-b', 'psp-a'], reason: 'test plan' } });
+    expect(asked).toEqual([route]);
+    expect(b.calls).toEqual([`create charge ${providerSubKey.charge(paymentId, 1)}`]);
+    expect(a.calls).toEqual([]);
+  });
+
+  it('a refusal is answered, with the plan, whether or not another PSP follows (the run records it: no throw at the last one)', async () => {
+    const refused = new ProviderRejectedError('nope', 400, 'invalid_request');
+    for (const planned of [plan('psp-a', 'psp-b'), plan('psp-a')]) {
+      const { result } = runRouted({ 'psp-a': recordingProvider({}, refused).provider, 'psp-b': recordingProvider().provider }, planned);
+      expect(await result).toMatchObject({ kind: 'not_charged', outcome: 'rejected', errorCode: 'invalid_request', plan: planned });
+    }
+  });
+
+  it('an unknown outcome at the only PSP stays unknown (retried there); with a next PSP a refused connection moves on', async () => {
+    const reset = new ProviderUnavailableError('socket hang up');
+    const only = runRouted({ 'psp-a': recordingProvider({}, reset).provider }, plan('psp-a'));
+    expect(await only.result.catch((e: unknown) => e)).toBe(reset);
+    const refusedConnection = new ProviderUnavailableError('connection refused', undefined, { notSent: true });
+    const two = runRouted({ 'psp-a': recordingProvider({}, refusedConnection).provider, 'psp-b': recordingProvider().provider }, plan('psp-a', 'psp-b'));
+    expect(await two.result).toMatchObject({ kind: 'not_charged', outcome: 'not_sent', plan: { providers: ['psp-a', 'psp-b'] } });
+  });
+
+  it('a worker without a planner refuses the input for good (never guesses a PSP)', async () => {
+    const steps = createProviderSteps(recordingProvider().provider);
+    const refused = await new MockActivityEnvironment().run(steps.chargeAttempt, routeInput).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ApplicationFailure);
+    expect((refused as ApplicationFailure).nonRetryable).toBe(true);
   });
 });

@@ -1,5 +1,9 @@
 import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { workflowInterceptorModules } from '../../devstack/histories';
+import { failureConverterPath } from '../../lib/data-converter';
+import { workflowsBeforePatch } from '../../testkit/altered-workflows';
 import { providerSubKey } from '../../shared/keys';
 import type { paymentWorkflow } from '../../workflows';
 import { cancelUpdate, captureUpdate, FailureType, paymentStatusQuery, type CaptureRequest } from '../../shared/definitions';
@@ -67,6 +71,14 @@ async function awaitingCapture(run: { handle: WorkflowHandle<typeof paymentWorkf
   await expect.poll(() => run.handle.query(paymentStatusQuery), { timeout: 10_000, interval: 50 }).toBe('requires_capture');
 }
 
+/** The data of the run's patch markers (each names its patch id). */
+async function patchesOf(handle: WorkflowHandle<typeof paymentWorkflow>): Promise<string[]> {
+  return (await handle.fetchHistory()).events!
+    .filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')
+    .flatMap((e) => Object.values(e.markerRecordedEventAttributes!.details ?? {}).flatMap((p) => p.payloads ?? []))
+    .map((p) => Buffer.from(p.data ?? new Uint8Array()).toString('utf8'));
+}
+
 /** Waits until the run has reached a step (the fakes record calls as they start). */
 async function until(condition: () => boolean): Promise<void> {
   await expect.poll(condition, { timeout: 10_000, interval: 20 }).toBe(true);
@@ -78,27 +90,25 @@ describe('automatic capture', () => {
     const run = await bench.startPayment(input);
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome']);
+    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome']);
     expect(run.inputsOf('chargeAttempt')[0]).toMatchObject({ paymentId: input.paymentId, amountMinor: 4200, currency: 'EUR', capture: true });
     expect(run.inputsOf('recordChargeOutcome')[0]!.charge.status).toBe('succeeded');
     expect(bodyOf(final)).toEqual({ id: input.paymentId, status: 'succeeded' });
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
 
-  it('has no intent step when the API persisted the intent with the claim, and hands the intent to the plan (rules out a step per payment spent on it, or a run that skips it without the flag)', async () => {
+  it('is two steps when the API persisted the intent with the claim: no intent step, and the first attempt plans the route (rules out a step per payment spent on either, or a run that skips the intent without the flag)', async () => {
     const input = paymentInput({ intentPersisted: true });
     const run = await bench.startPayment(input);
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['planRoute', 'chargeAttempt', 'recordChargeOutcome']);
-    // The plan's transaction persists it again if a start in doubt left the run without it.
-    expect(run.inputsOf('planRoute')[0]).toMatchObject({ intent: { paymentId: input.paymentId } });
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome']);
+    expect(run.inputsOf('chargeAttempt')[0]).toMatchObject({ attempt: 1, provider: 'sandbox', canFailOver: false });
+    expect(run.inputsOf('recordChargeOutcome')[0]).toMatchObject({ attempt: { attempt: 1, provider: 'sandbox' } });
     expect(bodyOf(final)).toEqual({ id: input.paymentId, status: 'succeeded' });
-    const patches = (await run.handle.fetchHistory()).events!
-      .filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')
-      .flatMap((e) => Object.values(e.markerRecordedEventAttributes!.details ?? {}).flatMap((p) => p.payloads ?? []))
-      .map((p) => Buffer.from(p.data ?? new Uint8Array()).toString('utf8'));
+    const patches = await patchesOf(run.handle);
     expect(patches.some((data) => data.includes('intent-in-claim'))).toBe(true);
+    expect(patches.some((data) => data.includes('plan-in-charge'))).toBe(true);
   });
 
   it('records a decline as the outcome and gives nothing back (rules out refunding or voiding money that never moved)', async () => {
@@ -108,7 +118,7 @@ describe('automatic capture', () => {
     });
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome']);
+    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome']);
     expect(run.inputsOf('recordChargeOutcome')[0]!.charge).toMatchObject({ status: 'declined', declineCode: 'card_declined' });
     expect(bodyOf(final).status).toBe('declined');
     expect(await run.handle.query(paymentStatusQuery)).toBe('declined');
@@ -123,7 +133,7 @@ describe('automatic capture', () => {
     });
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordAttempt', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordAttempt', 'recordPaymentFailure']);
     expect(run.inputsOf('recordPaymentFailure')[0]).toMatchObject({
       failure: { code: 'provider_rejected', message: 'No such payment_method: pm_bogus' },
       idempotency: input.idempotency,
@@ -163,7 +173,7 @@ describe('compensation', () => {
     const run = await bench.startPayment(input, { recordChargeOutcome: async () => Promise.reject(ledgerRefuses('account frozen')) });
     await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome', 'refundCharge', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'refundCharge', 'recordPaymentFailure']);
     expect(run.inputsOf('refundCharge')[0]).toEqual({
       subKey: providerSubKey.compensation(input.paymentId),
       chargeId: chargeIdOf(input.paymentId),
@@ -185,7 +195,7 @@ describe('compensation', () => {
     const run = await bench.startPayment(input, { recordChargeOutcome: async () => Promise.reject(ledgerRefuses('account frozen')) });
     await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome', 'voidCharge', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'voidCharge', 'recordPaymentFailure']);
     expect(run.inputsOf('recordPaymentFailure')[0]!.failure.message).toContain(`Compensated: voided authorization ${chargeIdOf(input.paymentId)}.`);
   });
 
@@ -227,7 +237,7 @@ describe('compensation', () => {
     const answer = await run.handle.executeUpdate(captureUpdate, { args: [request] });
     await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture', 'refundCharge', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture', 'refundCharge', 'recordPaymentFailure']);
     expect(run.inputsOf('refundCharge')[0]).toMatchObject({ subKey: providerSubKey.compensation(input.paymentId), amountMinor: 3000 });
     const failure = run.inputsOf('recordPaymentFailure')[0]!;
     expect(failure.idempotency).toEqual(request.idempotency);
@@ -293,7 +303,7 @@ describe('authorization expiry (a short window)', () => {
     const run = await bench.startPayment(input);
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome', 'voidCharge', 'recordCancel']);
+    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'voidCharge', 'recordCancel']);
     expect(run.inputsOf('recordCancel')[0]).toEqual({ paymentId: input.paymentId, request: null });
     expect(bodyOf(final).status).toBe('requires_capture');
     expect(await run.handle.query(paymentStatusQuery)).toBe('canceled');
@@ -394,7 +404,7 @@ describe('routing and failover (patched route-attempts; issue 22)', () => {
     await run.handle.executeUpdate(captureUpdate, { args: [capture()] });
     await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture']);
+    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture']);
     expect(run.inputsOf('chargeAttempt')).toMatchObject([
       { provider: 'psp-a', attempt: 1, canFailOver: true },
       { provider: 'psp-b', attempt: 2, canFailOver: false },
@@ -432,7 +442,7 @@ describe('routing and failover (patched route-attempts; issue 22)', () => {
       chargeAttempt: async (step) => ({ kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'declined', declineCode: 'card_declined' }) }),
     });
     await stayed.handle.result();
-    expect(stayed.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordChargeOutcome']);
+    expect(stayed.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome']);
     expect(await stayed.handle.query(paymentStatusQuery)).toBe('declined');
   });
 
@@ -465,11 +475,46 @@ describe('routing and failover (patched route-attempts; issue 22)', () => {
       },
     });
     const final = await run.handle.result();
-    expect(run.steps()).toEqual(['beginPayment', 'planRoute', 'chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordAttempt', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordAttempt', 'recordPaymentFailure']);
     expect(run.inputsOf('recordAttempt').map((i) => [i.provider, i.outcome, i.next?.provider ?? null])).toEqual([
       ['psp-a', 'rejected', 'psp-b'],
       ['psp-b', 'rejected', null],
     ]);
     expect(bodyOf(final).status).toBe('failed');
   });
+});
+
+describe('a run begun by the code before plan-in-charge, continued by the current code (issue 24)', () => {
+  it('keeps its planRoute plan after the upgrade: the capture goes to the PSP the old code charged (rules out a run that changes route, or fails, on its first task after a deploy)', async () => {
+    const { code } = await bundleWorkflowCode({
+      workflowsPath: workflowsBeforePatch('plan-in-charge').indexPath,
+      workflowInterceptorModules,
+      failureConverterPath,
+      logger: new DefaultLogger('WARN'),
+    });
+    const old = await startWorkflowBench({ bundleCode: code });
+    const input = paymentInput({ captureMethod: 'manual', intentPersisted: true });
+    const run = await old.startPayment(input, {
+      planRoute: async () => ({ providers: ['psp-b', 'psp-a'], reason: 'the old code\'s plan', retryableDeclineCodes: [] }),
+      chargeAttempt: async (step) => ({ kind: 'charge', charge: charge(step.paymentId, { id: `ch_${step.provider}`, status: 'requires_capture', amountMinor: step.amountMinor }) }),
+    });
+    await awaitingCapture(run);
+    await old.stop();
+
+    // The current code takes over on the same task queue: its first task replays the old history.
+    const current = await startWorkflowBench({ taskQueue: old.taskQueue });
+    // (The old bench's client closed with it: the run is reached through the new one.)
+    const handle = current.env.client.workflow.getHandle<typeof paymentWorkflow>(run.handle.workflowId);
+    try {
+      await handle.executeUpdate(captureUpdate, { args: [capture()] });
+      await handle.result();
+      expect(run.steps()).toEqual(['planRoute', 'chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture']);
+      expect(run.inputsOf('captureCharge')[0]).toMatchObject({ chargeId: 'ch_psp-b', provider: 'psp-b', attempt: 1 });
+      const markers = await patchesOf(handle);
+      expect(markers.some((data) => data.includes('route-attempts'))).toBe(true);
+      expect(markers.some((data) => data.includes('plan-in-charge'))).toBe(false);
+    } finally {
+      await current.stop();
+    }
+  }, 60_000);
 });
