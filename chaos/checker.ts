@@ -1,6 +1,8 @@
 import type { Client } from '@temporalio/client';
 import protos from '@temporalio/proto';
 import type { Sql } from '../db/connect';
+import { NEVER_RETRY_ELSEWHERE_DECLINE_CODES } from '../domain/routing';
+import { providerSubKey } from '../shared/keys';
 import type { Operation } from './workload';
 
 /** Everything one payment caused, counted where each effect lives; kept in the census file. */
@@ -13,8 +15,12 @@ export interface PaymentCensus {
   status: string;
   capturedMinor: number;
   refundedMinor: number;
-  /** Every provider charge whose reference is this payment. */
-  charges: { id: string; status: string; capturedMinor: number; refundedMinor: number; key: string }[];
+  /** The PSP that holds the payment (payments.provider; the default PSP when none is recorded). */
+  provider: string | null;
+  /** Its attempts, in order: where each went and what it came to (payment_attempts). */
+  attempts: { attempt: number; provider: string; outcome: string; errorCode: string | null; chargeId: string | null }[];
+  /** Every charge at either PSP whose reference is this payment. */
+  charges: { provider: string; id: string; status: string; capturedMinor: number; refundedMinor: number; key: string }[];
   captureTransactions: number;
   events: Record<string, number>;
   /** 2xx answers of the merchant's endpoint per event id. */
@@ -46,9 +52,11 @@ export interface Verdict {
 
 export interface CheckInput {
   sql: Sql;
-  sandboxSql: Sql;
+  /** Each PSP's own database by the PSP's configured name, in PROVIDERS order (the first is the default). */
+  pspSql: Record<string, Sql>;
   temporal: Client;
-  tenantId: string;
+  /** The run's tenants. */
+  tenantIds: string[];
   acks: Map<string, number>;
   operations: Operation[];
   /** Sends one operation's request again (same key, same body) and returns the answer. */
@@ -65,7 +73,17 @@ interface PaymentRow {
   capture_method: string;
   payment_method: string;
   provider_charge_id: string | null;
+  provider: string | null;
   workflow_id: string;
+}
+/** One row of payment_attempts. */
+export interface AttemptRow {
+  payment_id: string;
+  attempt: number;
+  provider: string;
+  provider_charge_id: string | null;
+  outcome: string;
+  error_code: string | null;
 }
 interface RefundRow {
   id: string;
@@ -79,10 +97,14 @@ interface ChargeRow {
   status: string;
   amount_captured_minor: number;
   amount_refunded_minor: number;
+  currency: string;
   reference: string;
   idempotency_key: string;
 }
+/** A charge and the PSP that holds it. */
+export type PspCharge = ChargeRow & { provider: string };
 interface ProviderRefundRow {
+  provider: string;
   id: string;
   charge_id: string;
   amount_minor: number;
@@ -148,15 +170,8 @@ const countBy = <T>(items: T[], key: (item: T) => string): Map<string, T[]> => {
   return map;
 };
 
-/**
- * The checker, run once the load stopped and the system settled: every payment and refund
- * against the provider's charges and refunds, the ledger, the outbox and the merchant's
- * webhooks; then whole-system checks (every provider charge and refund belongs to exactly
- * one payment or refund, by any reference; the ledger sums to zero per currency; nothing
- * stuck; no workflow running without a reason) and every key's replay, byte for byte.
- */
-export async function check(input: CheckInput): Promise<Verdict> {
-  const { sql, sandboxSql } = input;
+/** Records each check's outcome: `verdict(name, ok, finding, into)` (the finding also goes to `into`, a payment's own list). */
+export function createTally() {
   const checks: Verdict['checks'] = {};
   const findings: string[] = [];
   const verdict = (name: string, ok: boolean, finding: () => string, into?: string[]) => {
@@ -169,24 +184,183 @@ export async function check(input: CheckInput): Promise<Verdict> {
       into?.push(text);
     }
   };
+  return { checks, findings, verdict };
+}
+export type VerdictFn = ReturnType<typeof createTally>['verdict'];
+
+/** What the census across the PSPs reads: our payments, their attempts, and everything each PSP holds. */
+export interface PspCensusInput {
+  /** The PSPs' names in PROVIDERS order: a payment that records none is at the first. */
+  psps: readonly string[];
+  payments: Pick<PaymentRow, 'id' | 'status' | 'currency' | 'payment_method' | 'provider' | 'provider_charge_id'>[];
+  attempts: AttemptRow[];
+  /** Every charge at every PSP, not only those of known payments. */
+  charges: PspCharge[];
+  /** Every refund at every PSP. */
+  providerRefunds: ProviderRefundRow[];
+  refundIds: ReadonlySet<string>;
+  /** The ledger's provider_receivable balance (debit positive) by the PSP of the payment each posting is about, and currency. */
+  ledger: { provider: string; currency: string; net: number }[];
+}
+
+const heldStates = new Set(['succeeded', 'requires_capture']);
+const movedOnOutcomes = new Set(['declined', 'rejected', 'not_sent', 'not_charged']);
+
+/**
+ * The census across both PSPs (issue 22): for every payment, its charges at every PSP against
+ * its attempts, and for the whole system, every PSP's charges, refunds and balance against our
+ * payments, refunds and ledger.
+ * - A succeeded (or authorized) payment has exactly one charge holding money across all PSPs,
+ *   at the PSP `payments.provider` names, with id `payments.provider_charge_id`.
+ * - A payment that ended without money has no money at any PSP (a charge captured and then
+ *   given back in full by compensation or reconciliation holds none).
+ * - Every charge is one of its payment's attempts (same PSP, same derived key): the last
+ *   attempt's, or a moved-on attempt's that the PSP declined with a code about the PSP (the
+ *   failover rule allows that one, and only that one, to leave a charge behind).
+ * - A moved-on attempt left no charge behind unless it was such a decline, and the next
+ *   attempt went to another PSP; the payment is held where its last attempt went.
+ * - No orphan at any PSP; one charge and one refund per key per PSP; every refund at the PSP
+ *   of the charge it refunds; the ledger's receivable per PSP and currency equal to what that
+ *   PSP holds (captured less refunded), and so over both PSPs.
+ * `into(paymentId)` is where a payment's own findings go (its census record).
+ */
+export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into: (paymentId: string) => string[] | undefined = () => undefined): void {
+  const paymentIds = new Set(input.payments.map((p) => p.id));
+  const chargesByReference = countBy(input.charges, (c) => c.reference);
+  const attemptsByPayment = countBy(input.attempts, (a) => a.payment_id);
+  const kept = (c: PspCharge) => c.amount_captured_minor - c.amount_refunded_minor;
+  const describe = (c: PspCharge) => `${c.provider} ${c.id} ${c.status} (key ${c.idempotency_key}, captured ${c.amount_captured_minor}, refunded ${c.amount_refunded_minor})`;
+  for (const payment of input.payments) {
+    if (payment.status === 'processing' || payment.status === 'requires_action') continue; // 'payment settled' says so
+    const own = into(payment.id);
+    const subject = `payment ${payment.id} (${payment.payment_method}, ${payment.status})`;
+    const at = payment.provider ?? (payment.provider_charge_id !== null ? input.psps[0]! : null);
+    const charged = chargesByReference.get(payment.id) ?? [];
+    const attempts = [...(attemptsByPayment.get(payment.id) ?? [])].sort((a, b) => a.attempt - b.attempt);
+    const last = attempts.at(-1);
+    const all = () => charged.map(describe).join('; ') || 'no charge at any PSP';
+    if (heldStates.has(payment.status) || payment.status === 'refunded') {
+      const holding = charged.filter((c) => heldStates.has(c.status));
+      const expected = payment.status === 'requires_capture' ? 'requires_capture' : 'succeeded';
+      const ok = holding.length === 1 && holding[0]!.provider === at && holding[0]!.id === payment.provider_charge_id && holding[0]!.status === expected;
+      verdict('one succeeded charge per succeeded payment', ok, () => `${subject} is held at ${at} as ${payment.provider_charge_id}; at the PSPs: ${all()}`, own);
+    } else if (moneyless.has(payment.status)) {
+      const withMoney = charged.filter((c) => kept(c) !== 0 || ['requires_capture', 'processing', 'requires_action'].includes(c.status));
+      verdict('no money at any PSP for a payment without money', withMoney.length === 0, () => `${subject}: ${withMoney.map(describe).join('; ')}`, own);
+    }
+    for (const charge of charged) {
+      const attempt = attempts.find((a) => a.provider === charge.provider && providerSubKey.charge(payment.id, a.attempt) === charge.idempotency_key);
+      const mine = attempt !== undefined && (attempt.provider_charge_id === null || attempt.provider_charge_id === charge.id);
+      const allowed = attempt === last || (attempt?.outcome === 'declined' && charge.status === 'declined');
+      verdict('every charge is an attempt of its payment', mine && allowed, () =>
+        `${subject}: ${describe(charge)} is ${!attempt ? 'no attempt of it' : !mine ? `not attempt ${attempt.attempt}'s charge (${attempt.provider_charge_id})` : `left by attempt ${attempt.attempt} (${attempt.outcome}), which moved on`}; attempts ${attempts.map((a) => `${a.attempt} ${a.provider} ${a.outcome}`).join(', ') || 'none'}`, own);
+    }
+    attempts.forEach((attempt, index) => {
+      const next = attempts[index + 1];
+      if (!next) return;
+      const left = charged.filter((c) => c.provider === attempt.provider && c.idempotency_key === providerSubKey.charge(payment.id, attempt.attempt));
+      const ok =
+        movedOnOutcomes.has(attempt.outcome) &&
+        next.provider !== attempt.provider &&
+        (attempt.outcome === 'declined'
+          ? attempt.error_code !== null && !NEVER_RETRY_ELSEWHERE_DECLINE_CODES.includes(attempt.error_code) && left.every((c) => c.status === 'declined')
+          : left.length === 0);
+      verdict('moved on only when nothing was charged', ok, () =>
+        `${subject}: attempt ${attempt.attempt} at ${attempt.provider} was ${attempt.outcome} (${attempt.error_code}) before attempt ${next.attempt} at ${next.provider}; there: ${left.map(describe).join('; ') || 'no charge'}`, own);
+    });
+    if (last && payment.provider_charge_id !== null) {
+      verdict('held where its last attempt went', last.provider === at && (last.provider_charge_id === null || last.provider_charge_id === payment.provider_charge_id), () =>
+        `${subject} is held at ${at} as ${payment.provider_charge_id}; its last attempt ${last.attempt} went to ${last.provider} (${last.outcome}, ${last.provider_charge_id})`, own);
+    }
+  }
+
+  // Whole system: nothing at any PSP that no payment or refund accounts for.
+  for (const charge of input.charges) {
+    verdict('no orphan provider charge', paymentIds.has(charge.reference), () => `${describe(charge)} (reference ${charge.reference}) belongs to no payment`);
+  }
+  for (const [key, sameKey] of countBy(input.charges, (c) => `${c.provider} ${c.idempotency_key}`)) {
+    verdict('one provider charge per key', sameKey.length === 1, () => `${key} made ${sameKey.length} charges: ${sameKey.map((c) => c.id).join(', ')}`);
+  }
+  const chargeAt = new Set(input.charges.map((c) => `${c.provider} ${c.id}`));
+  for (const refund of input.providerRefunds) {
+    // A compensation (a payment that failed after its money moved) or the reconciler's refund
+    // of a charge at a PSP that does not hold the payment: about a payment, not a refund.
+    const givenBack = (refund.idempotency_key.endsWith(':compensation') || refund.idempotency_key.includes(':duplicate:')) && paymentIds.has(refund.reference);
+    verdict('no orphan provider refund', (input.refundIds.has(refund.reference) || givenBack) && chargeAt.has(`${refund.provider} ${refund.charge_id}`), () =>
+      `${refund.provider} refund ${refund.id} (reference ${refund.reference}, key ${refund.idempotency_key}, charge ${refund.charge_id}) belongs to no refund, or refunds no charge of that PSP`);
+  }
+  for (const [key, sameKey] of countBy(input.providerRefunds, (r) => `${r.provider} ${r.idempotency_key}`)) {
+    verdict('one provider refund per key', sameKey.length === 1, () => `${key} made ${sameKey.length} refunds: ${sameKey.map((r) => r.id).join(', ')}`);
+  }
+  // The ledger against the PSPs: per PSP and currency, then summed over the PSPs.
+  const atPsps = new Map<string, number>();
+  const inLedger = new Map<string, number>();
+  const add = (map: Map<string, number>, key: string, n: number) => map.set(key, (map.get(key) ?? 0) + n);
+  for (const charge of input.charges.filter((c) => paymentIds.has(c.reference))) {
+    add(atPsps, `${charge.provider} ${charge.currency}`, kept(charge));
+    add(atPsps, `all ${charge.currency}`, kept(charge));
+  }
+  for (const row of input.ledger) {
+    add(inLedger, `${row.provider} ${row.currency}`, row.net);
+    add(inLedger, `all ${row.currency}`, row.net);
+  }
+  for (const key of new Set([...atPsps.keys(), ...inLedger.keys()])) {
+    const [provider, currency] = key.split(' ');
+    verdict(provider === 'all' ? 'ledger equals the sum over the PSPs' : 'ledger equals each PSP', (atPsps.get(key) ?? 0) === (inLedger.get(key) ?? 0), () =>
+      `${currency} ${provider === 'all' ? 'over all PSPs' : `at ${provider}`}: the ledger's receivable is ${inLedger.get(key) ?? 0}, the PSP${provider === 'all' ? 's hold' : ' holds'} ${atPsps.get(key) ?? 0} (captured less refunded)`);
+  }
+}
+
+/**
+ * The checker, run once the load stopped and the system settled: every payment and refund
+ * against the provider's charges and refunds, the ledger, the outbox and the merchant's
+ * webhooks; then whole-system checks (every provider charge and refund belongs to exactly
+ * one payment or refund, by any reference; the ledger sums to zero per currency; nothing
+ * stuck; no workflow running without a reason) and every key's replay, byte for byte.
+ */
+export async function check(input: CheckInput): Promise<Verdict> {
+  const { sql } = input;
+  const { checks, findings, verdict } = createTally();
+  const psps = Object.keys(input.pspSql);
 
   const payments = await sql<PaymentRow[]>`
     SELECT id, status, amount_minor::int, amount_captured_minor::int, amount_refunded_minor::int, currency, capture_method,
-           payment_method, provider_charge_id, workflow_id
-    FROM payments WHERE tenant_id = ${input.tenantId} ORDER BY created_at, id`;
+           payment_method, provider_charge_id, provider, workflow_id
+    FROM payments WHERE tenant_id IN ${sql(input.tenantIds)} ORDER BY created_at, id`;
+  const attempts = await sql<AttemptRow[]>`
+    SELECT a.payment_id, a.attempt, a.provider, a.provider_charge_id, a.outcome, a.error_code
+    FROM payment_attempts a JOIN payments p ON p.id = a.payment_id WHERE p.tenant_id IN ${sql(input.tenantIds)} ORDER BY a.payment_id, a.attempt`;
   const refunds = await sql<RefundRow[]>`
-    SELECT id, payment_id, amount_minor::int, status, provider_refund_id FROM refunds WHERE tenant_id = ${input.tenantId} ORDER BY created_at, id`;
+    SELECT id, payment_id, amount_minor::int, status, provider_refund_id FROM refunds WHERE tenant_id IN ${sql(input.tenantIds)} ORDER BY created_at, id`;
   const transactions = await sql<{ payment_id: string | null; refund_id: string | null }[]>`
-    SELECT payment_id, refund_id FROM ledger_transactions WHERE tenant_id = ${input.tenantId}`;
+    SELECT payment_id, refund_id FROM ledger_transactions WHERE tenant_id IN ${sql(input.tenantIds)}`;
   const events = await sql<{ id: string; type: string; object_id: string; delivery_state: string }[]>`
-    SELECT id, type, payload -> 'data' -> 'object' ->> 'id' AS object_id, delivery_state FROM outbox_events WHERE tenant_id = ${input.tenantId}`;
-  // Every charge and refund the provider ever committed, not only those of known payments.
-  const charges = await sandboxSql<ChargeRow[]>`
-    SELECT id, status, amount_captured_minor::int, amount_refunded_minor::int, reference, idempotency_key FROM sandbox.charges ORDER BY created_at, id`;
-  const providerRefunds = await sandboxSql<ProviderRefundRow[]>`
-    SELECT id, charge_id, amount_minor::int, status, reference, idempotency_key FROM sandbox.refunds ORDER BY created_at, id`;
+    SELECT id, type, payload -> 'data' -> 'object' ->> 'id' AS object_id, delivery_state FROM outbox_events WHERE tenant_id IN ${sql(input.tenantIds)}`;
+  // The receivable (what the PSPs hold for us) by the PSP of the payment each posting is about.
+  const ledger = await sql<{ provider: string; currency: string; net: number }[]>`
+    SELECT coalesce(p.provider, ${psps[0]!}) AS provider, e.currency, sum(e.amount_minor)::bigint::int AS net
+    FROM ledger_entries e
+    JOIN ledger_accounts a ON a.id = e.account_id AND a.code = 'provider_receivable'
+    JOIN ledger_transactions t ON t.id = e.transaction_id
+    LEFT JOIN refunds r ON r.id = t.refund_id
+    JOIN payments p ON p.id = coalesce(t.payment_id, r.payment_id)
+    WHERE a.tenant_id IN ${sql(input.tenantIds)}
+    GROUP BY 1, 2`;
+  // Every charge and refund each PSP ever committed, not only those of known payments.
+  const charges: PspCharge[] = [];
+  const providerRefunds: ProviderRefundRow[] = [];
+  for (const provider of psps) {
+    const psp = input.pspSql[provider]!;
+    charges.push(...(await psp<PspCharge[]>`
+      SELECT ${provider} AS provider, id, status, amount_captured_minor::int, amount_refunded_minor::int, currency, reference, idempotency_key
+      FROM sandbox.charges ORDER BY created_at, id`));
+    providerRefunds.push(...(await psp<ProviderRefundRow[]>`
+      SELECT ${provider} AS provider, id, charge_id, amount_minor::int, status, reference, idempotency_key FROM sandbox.refunds ORDER BY created_at, id`));
+  }
+  const providerOf = (payment: PaymentRow) => payment.provider ?? (payment.provider_charge_id !== null ? psps[0]! : null);
 
   const chargesByReference = countBy(charges, (c) => c.reference);
+  const attemptsByPayment = countBy(attempts, (a) => a.payment_id);
   const providerRefundsByReference = countBy(providerRefunds, (r) => r.reference);
   const eventsByObject = countBy(events, (e) => e.object_id);
   const refundsByPayment = countBy(refunds, (r) => r.payment_id);
@@ -218,9 +392,9 @@ export async function check(input: CheckInput): Promise<Verdict> {
     // Every wait ends by its window at the latest (AUTHENTICATION_WINDOW_SECONDS, ASYNC_SETTLEMENT_WINDOW_SECONDS), all shorter than the settle.
     const waiting = payment.status === 'processing' || payment.status === 'requires_action';
     verdict('payment settled', !waiting, () => `${subject} (${payment.payment_method}) still ${payment.status} after the settle, beyond its window`, own);
+    // Its charges at both PSPs (how many, and why more than one, is checkAcrossPsps's census).
     const charged = chargesByReference.get(payment.id) ?? [];
-    verdict('one provider charge per payment', charged.length === 1, () => `${subject} (${payment.payment_method}) has ${charged.length} provider charges: ${charged.map((c) => `${c.id} ${c.status}`).join(', ')}`, own);
-    const charge = charged.find((c) => c.id === payment.provider_charge_id) ?? charged[0];
+    const charge = charged.find((c) => c.provider === providerOf(payment) && c.id === payment.provider_charge_id) ?? charged.at(-1);
     // What the PSP still holds for the payment: captured and not refunded (an open authorization counts as held too).
     const keptAtProvider = charge ? charge.amount_captured_minor - charge.amount_refunded_minor : 0;
     if (charge && !waiting) {
@@ -230,16 +404,18 @@ export async function check(input: CheckInput): Promise<Verdict> {
       const capturedOk = moneyless.has(payment.status)
         ? payment.amount_captured_minor === 0 && keptAtProvider === 0
         : payment.amount_captured_minor === charge.amount_captured_minor;
-      verdict('payment matches its charge', statusOk && capturedOk && charge.id === payment.provider_charge_id, () =>
-        `${subject} is ${payment.status} (captured ${payment.amount_captured_minor}, charge ${payment.provider_charge_id}); provider charge ${charge.id} is ${charge.status} (captured ${charge.amount_captured_minor}, refunded ${charge.amount_refunded_minor})`, own);
+      verdict('payment matches its charge', statusOk && capturedOk && charge.id === payment.provider_charge_id && charge.provider === providerOf(payment), () =>
+        `${subject} is ${payment.status} (captured ${payment.amount_captured_minor}, charge ${payment.provider_charge_id} at ${providerOf(payment)}); ${charge.provider} charge ${charge.id} is ${charge.status} (captured ${charge.amount_captured_minor}, refunded ${charge.amount_refunded_minor})`, own);
     }
     if (threeDSecureMethods.has(payment.payment_method) || debitMethods.has(payment.payment_method)) {
       // Issue 21's census: every payment that waited ends in one final state the PSP agrees
       // with: succeeded ⇒ exactly one charge, captured once, kept; expired, canceled, declined
       // or failed ⇒ no money kept at the PSP (a challenge voided, a late success refunded).
       const settledAs = payment.status === 'succeeded' || payment.status === 'refunded' ? 'money' : moneyless.has(payment.status) ? 'no money' : payment.status;
+      // Any other charge of it is a failover's: declined at a PSP it then moved on from.
       const agrees =
-        charged.length === 1 &&
+        charge !== undefined &&
+        charged.every((c) => c === charge || c.status === 'declined') &&
         (settledAs === 'money'
           ? charge!.status === 'succeeded' && charge!.amount_captured_minor === payment.amount_captured_minor && payment.amount_captured_minor > 0
           : settledAs === 'no money'
@@ -259,15 +435,18 @@ export async function check(input: CheckInput): Promise<Verdict> {
     for (const refund of paymentRefunds) {
       const rsubject = `refund ${refund.id} of ${payment.id}`;
       verdict('refund settled', refund.status !== 'pending', () => `${rsubject} still pending`, own);
+      // At the PSP that holds the payment, and at no other.
       const atProvider = providerRefundsByReference.get(refund.id) ?? [];
+      const elsewhere = atProvider.filter((r) => r.provider !== providerOf(payment));
       const succeededThere = atProvider.filter((r) => r.status === 'succeeded');
       const providerOk =
-        refund.status === 'succeeded'
+        elsewhere.length === 0 &&
+        (refund.status === 'succeeded'
           ? atProvider.length === 1 && succeededThere[0]?.amount_minor === refund.amount_minor && succeededThere[0]?.id === refund.provider_refund_id
           : refund.status === 'failed'
             ? atProvider.length <= 1 && succeededThere.length === 0
-            : false;
-      verdict('refund matches the provider', providerOk, () => `${rsubject} is ${refund.status} (${refund.amount_minor}, ${refund.provider_refund_id}); at the provider: ${atProvider.map((r) => `${r.id} ${r.status} ${r.amount_minor}`).join(', ') || 'none'}`, own);
+            : false);
+      verdict('refund matches the provider', providerOk, () => `${rsubject} is ${refund.status} (${refund.amount_minor}, ${refund.provider_refund_id}, payment at ${providerOf(payment)}); at the PSPs: ${atProvider.map((r) => `${r.provider} ${r.id} ${r.status} ${r.amount_minor}`).join(', ') || 'none'}`, own);
       const ledger = transactions.filter((t) => t.refund_id === refund.id).length;
       verdict('ledger posting exactly once', ledger === (refund.status === 'succeeded' ? 1 : 0), () => `${rsubject} (${refund.status}) has ${ledger} ledger transactions`, own);
       const expected = refund.status === 'succeeded' ? ['refund.succeeded'] : refund.status === 'failed' ? ['refund.failed'] : [];
@@ -289,7 +468,9 @@ export async function check(input: CheckInput): Promise<Verdict> {
       status: payment.status,
       capturedMinor: payment.amount_captured_minor,
       refundedMinor: payment.amount_refunded_minor,
-      charges: charged.map((c) => ({ id: c.id, status: c.status, capturedMinor: c.amount_captured_minor, refundedMinor: c.amount_refunded_minor, key: c.idempotency_key })),
+      provider: providerOf(payment),
+      attempts: (attemptsByPayment.get(payment.id) ?? []).map((a) => ({ attempt: a.attempt, provider: a.provider, outcome: a.outcome, errorCode: a.error_code, chargeId: a.provider_charge_id })),
+      charges: charged.map((c) => ({ provider: c.provider, id: c.id, status: c.status, capturedMinor: c.amount_captured_minor, refundedMinor: c.amount_refunded_minor, key: c.idempotency_key })),
       captureTransactions,
       events: byType,
       deliveries,
@@ -299,30 +480,19 @@ export async function check(input: CheckInput): Promise<Verdict> {
     });
   }
 
-  // Whole system: nothing at the provider that no payment or refund accounts for.
-  for (const charge of charges) {
-    verdict('no orphan provider charge', paymentIds.has(charge.reference), () => `provider charge ${charge.id} (reference ${charge.reference}, key ${charge.idempotency_key}) belongs to no payment`);
-  }
-  for (const [key, sameKey] of countBy(charges, (c) => c.idempotency_key)) {
-    verdict('one provider charge per key', sameKey.length === 1, () => `provider key ${key} made ${sameKey.length} charges: ${sameKey.map((c) => c.id).join(', ')}`);
-  }
-  for (const refund of providerRefunds) {
-    const compensation = refund.idempotency_key.endsWith(':compensation') && paymentIds.has(refund.reference);
-    verdict('no orphan provider refund', refundIds.has(refund.reference) || compensation, () => `provider refund ${refund.id} (reference ${refund.reference}, key ${refund.idempotency_key}) belongs to no refund`);
-  }
-  for (const [key, sameKey] of countBy(providerRefunds, (r) => r.idempotency_key)) {
-    verdict('one provider refund per key', sameKey.length === 1, () => `provider key ${key} made ${sameKey.length} refunds: ${sameKey.map((r) => r.id).join(', ')}`);
-  }
+  // Across both PSPs: every charge an attempt, one held charge per payment, no orphans, the ledger.
+  const ownFindings = new Map(census.map((p) => [p.id, p.findings]));
+  checkAcrossPsps({ psps, payments, attempts, charges, providerRefunds, refundIds, ledger }, verdict, (id) => ownFindings.get(id));
   const unbalanced = await sql<{ currency: string; total: string }[]>`
     SELECT currency, sum(amount_minor)::text AS total FROM ledger_entries GROUP BY currency HAVING sum(amount_minor) <> 0`;
   verdict('ledger sums to zero per currency', unbalanced.length === 0, () => unbalanced.map((u) => `${u.currency} ${u.total}`).join(', '));
   const stuck = await sql<{ idempotency_key: string; operation: string; resource_id: string }[]>`
-    SELECT idempotency_key, operation, resource_id FROM idempotency_records WHERE tenant_id = ${input.tenantId} AND state = 'running'`;
+    SELECT idempotency_key, operation, resource_id FROM idempotency_records WHERE tenant_id IN ${sql(input.tenantIds)} AND state = 'running'`;
   verdict('no idempotency record stuck', stuck.length === 0, () => stuck.map((r) => `${r.operation} ${r.idempotency_key} (${r.resource_id})`).join(', '));
   const undelivered = events.filter((e) => e.delivery_state !== 'delivered');
   verdict('outbox drained', undelivered.length === 0, () => undelivered.map((e) => `${e.type} ${e.id} ${e.delivery_state}`).join(', '));
 
-  const { open, withoutReason } = await runningWorkflows(sql, input.temporal, input.tenantId);
+  const { open, withoutReason } = await runningWorkflows(sql, input.temporal, input.tenantIds);
   const statusByWorkflow = new Map(payments.map((p) => [p.workflow_id, p.status]));
   for (const workflowId of open) {
     const ok = !withoutReason.includes(workflowId);
@@ -360,12 +530,12 @@ export async function check(input: CheckInput): Promise<Verdict> {
  * awaiting capture (its workflow waits for a capture or cancel, or for the window to end)
  * may still be running once the system settled.
  */
-export async function runningWorkflows(sql: Sql, temporal: Client, tenantId: string): Promise<{ open: string[]; withoutReason: string[] }> {
+export async function runningWorkflows(sql: Sql, temporal: Client, tenantIds: string[]): Promise<{ open: string[]; withoutReason: string[] }> {
   const open: string[] = [];
   for await (const execution of temporal.workflow.list({ query: `ExecutionStatus = 'Running'` })) open.push(execution.workflowId);
   if (open.length === 0) return { open, withoutReason: [] };
   const waiting = await sql<{ workflow_id: string }[]>`
-    SELECT workflow_id FROM payments WHERE tenant_id = ${tenantId} AND status = 'requires_capture' AND workflow_id IN ${sql(open)}`;
+    SELECT workflow_id FROM payments WHERE tenant_id IN ${sql(tenantIds)} AND status = 'requires_capture' AND workflow_id IN ${sql(open)}`;
   const reasons = new Set(waiting.map((w) => w.workflow_id));
   return { open, withoutReason: open.filter((id) => !reasons.has(id)) };
 }

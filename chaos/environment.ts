@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { createSql, type Sql } from '../db/connect';
-import { migrate } from '../db/migrate';
+import { ensureSiblingDatabase, migrate } from '../db/migrate';
+import { providerWebhookSecretVariable } from '../lib/config';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../devstack/embedded-postgres';
 import { freePort } from '../devstack/ports';
 import { startTemporalDevServer, type DevServer } from '../devstack/temporal-cli';
@@ -30,6 +31,21 @@ export interface EnvironmentOptions {
 }
 
 const ADMIN_TOKEN = 'chaos-admin-token-0123456789';
+
+/** The run's two PSPs (issue 22), in the order every payment tries them. */
+export const PSPS = ['sandbox-a', 'sandbox-b'] as const;
+export type PspName = (typeof PSPS)[number];
+/**
+ * The tenants' routings: `chaos` tries sandbox-a first, sandbox-b when A certainly took no
+ * money; `chaos-split` tries sandbox-a first for 70 % of its payments, sandbox-b for 30 %,
+ * then the other.
+ */
+export const TENANT_ROUTINGS = {
+  chaos: { fallback: [...PSPS] },
+  'chaos-split': { split: [{ provider: 'sandbox-a', weight: 70 }, { provider: 'sandbox-b', weight: 30 }], fallback: [...PSPS] },
+};
+/** The faults that strike sandbox-a's one process (one at a time; the network kinds strike its proxy). */
+const sandboxAKinds = new Set<FaultKind>(['kill-sandbox', 'stall-sandbox', 'outage-unavailable', 'outage-down', 'outage-declining']);
 const TASK_QUEUE = 'chaos';
 
 /**
@@ -51,8 +67,9 @@ export const WAITS = {
  * The product as separate processes, each of which the nemesis can take away: a private
  * embedded PostgreSQL (never the machine's shared server), a private file-backed Temporal
  * dev server (or, with `temporal: 'cluster'`, the production server as two nodes on a
- * PostgreSQL of their own, reached through a TCP balancer as a deployment would), the provider sandbox (on a second private PostgreSQL), the worker behind a fault-injecting
- * proxy to the provider, a separate outbox relay, and `apiCount` API processes. A merchant
+ * PostgreSQL of their own, reached through a TCP balancer as a deployment would), two sandbox
+ * PSPs (sandbox-a and sandbox-b, each on its own database of a second private PostgreSQL), the
+ * worker (sandbox-a behind a fault-injecting proxy, sandbox-b direct), a separate outbox relay, and `apiCount` API processes. A merchant
  * endpoint in this process counts the webhooks it acknowledged.
  */
 export async function startEnvironment(options: EnvironmentOptions) {
@@ -69,12 +86,14 @@ export async function startEnvironment(options: EnvironmentOptions) {
     closers.push(() => sql.end({ timeout: 5 }));
     await migrate(sql);
 
-    // The provider is another company: its own PostgreSQL, which the nemesis never stops.
+    // The PSPs are other companies: one PostgreSQL of theirs, which the nemesis never stops,
+    // and a database per PSP on it (as `npm start` gives sandbox-b `<database>_sandbox_b`):
+    // each sandbox keeps its charges in its own `sandbox` schema.
     const providerPg = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'provider'), port: await freePort(), database: 'sandbox' });
     closers.push(() => providerPg.stop());
-    const sandboxDatabaseUrl = providerPg.url;
-    const sandboxSql: Sql = createSql(sandboxDatabaseUrl, { max: 2 });
-    closers.push(() => sandboxSql.end({ timeout: 5 }));
+    const pspDatabaseUrls: Record<PspName, string> = { 'sandbox-a': providerPg.url, 'sandbox-b': await ensureSiblingDatabase(providerPg.url, 'b') };
+    const pspSql = Object.fromEntries(PSPS.map((name) => [name, createSql(pspDatabaseUrls[name], { max: 2 })])) as Record<PspName, Sql>;
+    closers.push(() => Promise.all(PSPS.map((name) => pspSql[name].end({ timeout: 5 }))));
 
     // Temporal: the dev server on a file, or two cluster nodes on a PostgreSQL of their own
     // (Temporal's storage, which the nemesis never stops: postgres-stop is the app's database).
@@ -120,35 +139,54 @@ export async function startEnvironment(options: EnvironmentOptions) {
 
     const apiPorts = await Promise.all(Array.from({ length: options.apiCount }, () => freePort()));
     const apiUrls = apiPorts.map((port) => `http://127.0.0.1:${port}`);
-    // The PSP's own webhooks (issue 21) go to the first API (POST /provider_webhooks/sandbox),
-    // with the faults of a real PSP's: duplicated, reordered, delayed and lost. The sandbox
-    // retries an unacknowledged one (an API down, Temporal unreachable) until it gets through;
-    // a lost one is left to the workflows' own status polls.
-    const sandboxWebhookSecret = randomBytes(24).toString('hex');
-    const sandboxPort = await freePort();
-    const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
-    const sandbox = await supervise('sandbox', (i) =>
-      spawnService({
-        name: `sandbox-${i}`,
-        script: 'sandbox/main.ts',
-        env: {
-          DATABASE_URL: sandboxDatabaseUrl,
-          SANDBOX_PORT: String(sandboxPort),
-          SANDBOX_SLOW_MS: '2500',
-          SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS: String(options.keyTtlSeconds),
-          SANDBOX_ASYNC_SETTLE_MS: String(WAITS.asyncSettleMs),
-          SANDBOX_WEBHOOK_URL: `${apiUrls[0]}/provider_webhooks/sandbox`,
-          SANDBOX_WEBHOOK_SECRET: sandboxWebhookSecret,
-          SANDBOX_WEBHOOK_FAULTS: WAITS.webhookFaults,
-        },
-        readyUrl: `${sandboxUrl}/healthz`,
-        logsDir: options.logsDir,
-      }),
-    );
-    const proxy: NetworkProxy = await startNetworkProxy(sandboxUrl);
+    // Two sandbox PSPs (issue 22), each supervised, on its own database, signing its own
+    // webhooks (issue 21) to the first API's /provider_webhooks/<name> with a secret of its own,
+    // with the faults of a real PSP's: duplicated, reordered, delayed and lost. A sandbox retries
+    // an unacknowledged one (an API down, Temporal unreachable) until it gets through; a lost one
+    // is left to the workflows' own status polls. The nemesis strikes sandbox-a only.
+    const psps = {} as Record<PspName, { url: string; secret: string; supervisor: Supervisor }>;
+    for (const name of PSPS) {
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      const secret = randomBytes(24).toString('hex');
+      const supervisor = await supervise(name, (i) =>
+        spawnService({
+          name: `${name}-${i}`,
+          script: 'sandbox/main.ts',
+          env: {
+            DATABASE_URL: pspDatabaseUrls[name],
+            SANDBOX_PORT: String(port),
+            SANDBOX_SLOW_MS: '2500',
+            SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS: String(options.keyTtlSeconds),
+            SANDBOX_ASYNC_SETTLE_MS: String(WAITS.asyncSettleMs),
+            SANDBOX_WEBHOOK_URL: `${apiUrls[0]}/provider_webhooks/${name}`,
+            SANDBOX_WEBHOOK_SECRET: secret,
+            SANDBOX_WEBHOOK_FAULTS: WAITS.webhookFaults,
+          },
+          readyUrl: `${url}/healthz`,
+          logsDir: options.logsDir,
+        }),
+      );
+      psps[name] = { url, secret, supervisor };
+    }
+    const sandbox = psps['sandbox-a'].supervisor;
+    // The worker reaches sandbox-a through the fault-injecting proxy, sandbox-b directly.
+    const proxy: NetworkProxy = await startNetworkProxy(psps['sandbox-a'].url);
     closers.push(() => proxy.close());
+    const providersVia = (aUrl: string) => `sandbox-a=${aUrl},sandbox-b=${psps['sandbox-b'].url}`;
+    const pspSecrets = Object.fromEntries(PSPS.map((name) => [providerWebhookSecretVariable(name), psps[name].secret]));
+    /** sandbox-a's outage mode (POST /_sandbox/outage; a restart ends one too). */
+    const setOutage = async (mode: 'none' | 'unavailable' | 'down' | 'declining') => {
+      const response = await fetch(`${psps['sandbox-a'].url}/_sandbox/outage`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ mode }),
+        signal: AbortSignal.timeout(5000),
+      });
+      if (response.status !== 200) throw new Error(`outage ${mode}: ${response.status} ${await response.text()}`);
+    };
 
-    const common = { DATABASE_URL: pg.url, TEMPORAL_ADDRESS: temporalAddress, TASK_QUEUE, ADMIN_TOKEN, WEBHOOK_RETRY_BASE_MS: '300', WEBHOOK_RETRY_MAX_MS: '3000', WEBHOOK_MAX_ATTEMPTS: '60', WEBHOOK_TIMEOUT_MS: '5000', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8,::1', WEBHOOK_ALLOW_HTTP: 'true', TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS };
+    const common = { ...pspSecrets, DATABASE_URL: pg.url, TEMPORAL_ADDRESS: temporalAddress, TASK_QUEUE, ADMIN_TOKEN, WEBHOOK_RETRY_BASE_MS: '300', WEBHOOK_RETRY_MAX_MS: '3000', WEBHOOK_MAX_ATTEMPTS: '60', WEBHOOK_TIMEOUT_MS: '5000', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8,::1', WEBHOOK_ALLOW_HTTP: 'true', TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS };
     const workerKillPoints: (string | null)[] = [];
     const worker = await supervise('worker', async (i) => {
       const killAt = options.killPointFor(i);
@@ -160,7 +198,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
           temporalAddress: common.TEMPORAL_ADDRESS,
           taskQueue: TASK_QUEUE,
           providerUrl: proxy.url,
-          env: { ...common, PROVIDER_TIMEOUT_MS: '5000', LOG_LEVEL: 'warn', ...(killAt ? { CHAOS_KILL_AT: killAt } : {}) },
+          env: { ...common, PROVIDERS: providersVia(proxy.url), PROVIDER_TIMEOUT_MS: '5000', LOG_LEVEL: 'warn', ...(killAt ? { CHAOS_KILL_AT: killAt } : {}) },
           logsDir: options.logsDir,
         },
         240_000,
@@ -185,9 +223,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
               IDEMPOTENCY_WAIT_MS: '3000',
               TEMPORAL_RPC_TIMEOUT_MS: '3000',
               AUTHORIZATION_WINDOW_SECONDS: String(7 * 24 * 3600),
-              PROVIDER: 'sandbox',
-              PROVIDER_URL: sandboxUrl,
-              SANDBOX_WEBHOOK_SECRET: sandboxWebhookSecret,
+              PROVIDERS: providersVia(psps['sandbox-a'].url),
               AUTHENTICATION_WINDOW_SECONDS: String(WAITS.authenticationWindowSeconds),
               ASYNC_SETTLEMENT_WINDOW_SECONDS: String(WAITS.settlementWindowSeconds),
               PROVIDER_POLL_FIRST_MS: String(WAITS.pollFirstMs),
@@ -200,15 +236,26 @@ export async function startEnvironment(options: EnvironmentOptions) {
       ),
     );
 
-    // The merchant's tenant, its webhooks sent to the endpoint above.
-    const created = await fetch(`${apiUrls[0]}/admin/tenants`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'chaos' }),
-    });
-    if (created.status !== 201) throw new Error(`tenant creation failed: ${created.status} ${await created.text()}`);
-    const tenant = (await created.json()) as { id: string; api_key: string };
-    await setTenantWebhookUrl(apiUrls[0]!, ADMIN_TOKEN, tenant.id, merchant.url);
+    // The merchant's tenants, their webhooks sent to the endpoint above, each with its routing
+    // (docs/CONTRACT.md §3.7–3.8): `chaos` tries sandbox-a then sandbox-b, `chaos-split` draws
+    // its first PSP by the split and fails over to the other.
+    const admin = async (method: string, path: string, body: unknown) => {
+      const response = await fetch(`${apiUrls[0]}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      if (response.status !== (method === 'POST' ? 201 : 200)) throw new Error(`${method} ${path} refused: ${response.status} ${await response.text()}`);
+      return response.json() as Promise<{ id: string; api_key: string }>;
+    };
+    const tenants: { id: string; apiKey: string; name: string }[] = [];
+    for (const [name, routing] of Object.entries(TENANT_ROUTINGS)) {
+      const tenant = await admin('POST', '/admin/tenants', { name });
+      await setTenantWebhookUrl(apiUrls[0]!, ADMIN_TOKEN, tenant.id, merchant.url);
+      await admin('PATCH', `/admin/tenants/${tenant.id}`, { routing });
+      tenants.push({ id: tenant.id, apiKey: tenant.api_key, name });
+    }
+    const tenant = tenants[0]!;
 
     let temporalDown = false;
     let postgresDown = false;
@@ -233,13 +280,15 @@ export async function startEnvironment(options: EnvironmentOptions) {
 
     /** Strikes one fault and returns once it is over (the thing is back or being restarted). */
     const strike = async (fault: Fault): Promise<void> => {
-      // One network fault at a time, one cluster node down at a time (never both), one kill per process.
-      const slot = fault.kind.startsWith('network') ? 'network' : fault.kind === 'kill-temporal-node' ? fault.kind : `${fault.kind}#${fault.target}`;
-      // The three network kinds share the proxy: one that finds it busy waits its turn rather
-      // than being skipped (a seed once scheduled a kind's only strike inside another's, and
-      // the run then proved nothing about that kind). A kill of a busy target is skipped: that
-      // kind was struck by the fault that holds it.
-      while (slot === 'network' && busy.has(slot)) await sleep(100);
+      // One network fault at a time, one fault of sandbox-a's process at a time, one cluster
+      // node down at a time (never both), one kill per process.
+      const slot = fault.kind.startsWith('network') ? 'network' : sandboxAKinds.has(fault.kind) ? 'sandbox-a' : fault.kind === 'kill-temporal-node' ? fault.kind : `${fault.kind}#${fault.target}`;
+      // The network kinds share the proxy, and sandbox-a's kill, stall and outages its one
+      // process: one that finds its slot busy waits its turn rather than being skipped (a seed
+      // once scheduled a kind's only strike inside another's, and the run then proved nothing
+      // about that kind). A kill of another busy target is skipped: that kind was struck by
+      // the fault that holds it.
+      while ((slot === 'network' || slot === 'sandbox-a') && busy.has(slot)) await sleep(100);
       if (busy.has(slot)) {
         skipped[fault.kind] = (skipped[fault.kind] ?? 0) + 1;
         return;
@@ -259,6 +308,21 @@ export async function startEnvironment(options: EnvironmentOptions) {
             break;
           case 'kill-sandbox':
             struck = await sandbox.kill(fault.durationMs);
+            break;
+          case 'stall-sandbox':
+            await sandbox.whenUp();
+            struck = await sandbox.stall(fault.durationMs);
+            break;
+          case 'outage-unavailable':
+          case 'outage-down':
+          case 'outage-declining':
+            await sandbox.whenUp(); // after a kill, once it is back
+            await untilDone('sandbox-a outage', () => setOutage(fault.kind.slice('outage-'.length) as 'unavailable' | 'down' | 'declining'));
+            try {
+              await sleep(fault.durationMs);
+            } finally {
+              await untilDone('sandbox-a outage end', () => setOutage('none'));
+            }
             break;
           case 'postgres-stop':
             postgresDown = true;
@@ -296,7 +360,15 @@ export async function startEnvironment(options: EnvironmentOptions) {
             break;
           }
           default:
-            proxy.set(fault.kind === 'network-delay' ? { kind: 'delay', ms: fault.delayMs ?? 1000 } : fault.kind === 'network-reset' ? { kind: 'reset' } : { kind: 'drop-responses' });
+            proxy.set(
+              fault.kind === 'network-delay'
+                ? { kind: 'delay', ms: fault.delayMs ?? 1000 }
+                : fault.kind === 'network-reset'
+                  ? { kind: 'reset' }
+                  : fault.kind === 'network-partition'
+                    ? { kind: 'partition' }
+                    : { kind: 'drop-responses' },
+            );
             await sleep(fault.durationMs);
             proxy.set({ kind: 'pass' });
         }
@@ -309,13 +381,16 @@ export async function startEnvironment(options: EnvironmentOptions) {
 
     return {
       sql,
-      sandboxSql,
+      pspSql,
+      pspUrls: Object.fromEntries(PSPS.map((name) => [name, psps[name].url])) as Record<PspName, string>,
       temporal,
       merchant,
       proxy,
       apiUrls,
-      apiKey: tenant.api_key,
+      /** The first tenant's (routed sandbox-a, then sandbox-b). */
+      apiKey: tenant.apiKey,
       tenantId: tenant.id,
+      tenants,
       taskQueue: TASK_QUEUE,
       supervisors,
       workerKillPoints,

@@ -1,9 +1,10 @@
 /**
  * npm run chaos -- --minutes M --seed S [--clients N] [--gap MIN-MAX] [--temporal dev|cluster]
  *
- * Randomized faults under a mixed load, then the checker (chaos/run.ts). Prints the seed and
- * its fault schedule first, the verdict last (`N passed, N failed`); exits 1 on any finding.
- * Results: chaos/results/ (census.json.gz, summary.json, summary.md); logs: test/artifacts/chaos-logs/.
+ * Randomized faults under a mixed load over two sandbox PSPs (the nemesis strikes sandbox-a
+ * only), then the checker (chaos/run.ts). Prints the seed and its fault schedule first, the
+ * verdict last (`N passed, N failed`); exits 1 on any finding. Results: --results (default
+ * chaos/results/: census.json.gz, summary.json, summary.md); logs: test/artifacts/chaos-logs/.
  */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -37,5 +38,6 @@ const { summary } = await runChaos({ minutes, seed, clients, gapMs, temporal, re
 for (const finding of summary.findings) console.log(`FINDING ${finding}`);
 console.log(`written: ${values.results}/summary.md, summary.json, census.json.gz`);
 console.log(`seed ${seed}: ${summary.payments} payments, ${summary.refunds} refunds, faults ${JSON.stringify(summary.faultsInjected)}`);
+console.log(`two PSPs: ${summary.failover.failedOver} payments failed over from sandbox-a to sandbox-b; faults on sandbox-a ${JSON.stringify(summary.faultsOnSandboxA)}`);
 console.log(`${summary.passed} passed, ${summary.failed} failed`);
 process.exit(summary.failed > 0 ? 1 : 0);

@@ -12,8 +12,34 @@ export const faultKinds = [
   'network-delay',
   'network-drop-responses',
   'network-reset',
+  // Faults of sandbox-a alone (issue 22: two PSPs; sandbox-b is never struck).
+  'stall-sandbox',
+  'network-partition',
+  'outage-unavailable',
+  'outage-down',
+  'outage-declining',
 ] as const;
 export type FaultKind = (typeof faultKinds)[number];
+
+/**
+ * The kinds that strike sandbox-a, the first PSP of every tenant's route (the network kinds
+ * act on its proxy): kill (SIGKILL, restarted after the fault's duration), stall (SIGSTOP,
+ * SIGCONT after it), a full partition (every connection through its proxy cut), and its
+ * outage modes (POST /_sandbox/outage): `unavailable` (writes refused, nothing done: the
+ * payment moves to sandbox-b), `down` (nothing answers: outcomes unknown, the payment waits
+ * for A), `declining` (every new charge declined with processing_error: moves to sandbox-b).
+ */
+export const pspFaultKinds: readonly FaultKind[] = [
+  'kill-sandbox',
+  'stall-sandbox',
+  'network-partition',
+  'outage-unavailable',
+  'outage-down',
+  'outage-declining',
+  'network-delay',
+  'network-drop-responses',
+  'network-reset',
+];
 
 /**
  * Which Temporal the run is on: `dev`, the dev server (one process, restarted whole by
@@ -54,6 +80,11 @@ const weights: Record<FaultKind, number> = {
   'network-delay': 1.5,
   'network-drop-responses': 1.5,
   'network-reset': 1,
+  'stall-sandbox': 1,
+  'network-partition': 1,
+  'outage-unavailable': 1.5,
+  'outage-down': 1,
+  'outage-declining': 1,
 };
 
 function fault(rng: Prng, kind: FaultKind, apiCount: number): Fault {
@@ -70,6 +101,11 @@ function fault(rng: Prng, kind: FaultKind, apiCount: number): Fault {
       return { kind, target: 0, durationMs: rng.int(5_000, 20_000), delayMs: rng.int(500, 8_000) };
     case 'network-drop-responses':
     case 'network-reset':
+    case 'network-partition':
+    case 'stall-sandbox':
+    case 'outage-unavailable':
+    case 'outage-down':
+    case 'outage-declining':
       return { kind, target: 0, durationMs: rng.int(5_000, 20_000) };
     default:
       // A killed process is restarted this long after it died.
@@ -79,9 +115,14 @@ function fault(rng: Prng, kind: FaultKind, apiCount: number): Fault {
 
 /**
  * The whole fault schedule, drawn from the seed before the run starts: the same seed gives
- * the same schedule. About one event in four strikes with two faults at once.
+ * the same schedule. About one event in four strikes with two faults at once. Each kind in
+ * `required` the draw left out is then added to an event the seed picks (so a short run
+ * still strikes every one of them).
  */
-export function faultSchedule(rng: Prng, options: { durationMs: number; gapMs: [number, number]; apiCount: number; temporal?: TemporalMode }): NemesisEvent[] {
+export function faultSchedule(
+  rng: Prng,
+  options: { durationMs: number; gapMs: [number, number]; apiCount: number; temporal?: TemporalMode; required?: readonly FaultKind[] },
+): NemesisEvent[] {
   const kinds = new Set(faultKindsFor(options.temporal ?? 'dev'));
   const modeWeights = Object.fromEntries(Object.entries(weights).filter(([kind]) => kinds.has(kind as FaultKind))) as Record<FaultKind, number>;
   const events: NemesisEvent[] = [];
@@ -94,6 +135,11 @@ export function faultSchedule(rng: Prng, options: { durationMs: number; gapMs: [
       if (second !== first && !bothNetwork) faults.push(fault(rng, second, options.apiCount));
     }
     events.push({ atMs: Math.round(at), faults });
+  }
+  const drawn = new Set(events.flatMap((e) => e.faults.map((f) => f.kind)));
+  for (const kind of options.required ?? []) {
+    if (drawn.has(kind) || !kinds.has(kind) || events.length === 0) continue;
+    rng.pick(events).faults.push(fault(rng, kind, options.apiCount));
   }
   return events;
 }

@@ -9,17 +9,19 @@ export type NetworkFault =
   /** The request reaches the provider, which acts on it; its answer is dropped (the connection closes). */
   | { kind: 'drop-responses' }
   /** New connections are reset before anything is forwarded. */
-  | { kind: 'reset' };
+  | { kind: 'reset' }
+  /** A full partition: every open connection is cut and every new one reset, none let through. */
+  | { kind: 'partition' };
 
 /**
- * A loopback TCP proxy between the worker and the provider sandbox. Faults apply to about
- * half the connections or answers they could hit (which ones is not seeded: it depends on
+ * A loopback TCP proxy between the worker and the provider sandbox. Faults but the partition
+ * apply to about half the connections or answers they could hit (which ones is not seeded: it depends on
  * timing), so work still trickles through while a fault lasts.
  */
 export async function startNetworkProxy(target: string) {
   const { hostname, port } = new URL(target);
   let fault: NetworkFault = { kind: 'pass' };
-  const counts = { connections: 0, reset: 0, dropped: 0, delayed: 0 };
+  const counts = { connections: 0, reset: 0, dropped: 0, delayed: 0, partitioned: 0 };
   const sockets = new Set<Socket>();
   const track = (s: Socket) => {
     sockets.add(s);
@@ -29,8 +31,8 @@ export async function startNetworkProxy(target: string) {
   const server = createServer((client) => {
     counts.connections++;
     track(client);
-    if (fault.kind === 'reset' && Math.random() < 0.5) {
-      counts.reset++;
+    if (fault.kind === 'partition' || (fault.kind === 'reset' && Math.random() < 0.5)) {
+      counts[fault.kind === 'partition' ? 'partitioned' : 'reset']++;
       client.resetAndDestroy();
       return;
     }
@@ -62,6 +64,7 @@ export async function startNetworkProxy(target: string) {
     counts,
     set(next: NetworkFault) {
       fault = next;
+      if (next.kind === 'partition') for (const s of sockets) s.destroy();
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -2,9 +2,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import path from 'node:path';
 import { availableParallelism } from 'node:os';
-import { check, runningWorkflows, type Verdict } from './checker';
+import { check, runningWorkflows, type PaymentCensus, type Verdict } from './checker';
 import { startEnvironment, type ChaosEnvironment } from './environment';
-import { describeSchedule, faultSchedule, killPointPlan, type NemesisEvent, type TemporalMode } from './nemesis';
+import { describeSchedule, faultSchedule, killPointPlan, pspFaultKinds, type NemesisEvent, type TemporalMode } from './nemesis';
 import { Prng } from './prng';
 import { Workload, type Operation } from './workload';
 
@@ -42,7 +42,11 @@ export interface ChaosSummary {
   refunds: number;
   paymentsByStatus: Record<string, number>;
   faultsInjected: Record<string, number>;
+  /** Of faultsInjected, the faults that struck sandbox-a (sandbox-b is never struck). */
+  faultsOnSandboxA: Record<string, number>;
   faultsSkipped: Record<string, number>;
+  /** Where payments went across the two PSPs (payment_attempts). */
+  failover: FailoverFigures;
   schedule: NemesisEvent[];
   workerKillPoints: (string | null)[];
   processStarts: Record<string, { starts: number; unplannedExits: number; failedStarts: number }>;
@@ -78,13 +82,13 @@ export async function openInDatabase(sql: ChaosEnvironment['sql']): Promise<numb
  * deadline and the checker names what is left. Returns how long the database was settled
  * before the workflows were.
  */
-export async function waitUntilSettled(env: Pick<ChaosEnvironment, 'sql' | 'temporal' | 'tenantId'>, deadline: number): Promise<{ waitedForWorkflowsMs: number }> {
+export async function waitUntilSettled(env: Pick<ChaosEnvironment, 'sql' | 'temporal' | 'tenants'>, deadline: number): Promise<{ waitedForWorkflowsMs: number }> {
   let databaseSettledAt: number | null = null;
   for (;;) {
     const open = await openInDatabase(env.sql);
     if (open === 0) databaseSettledAt ??= Date.now();
     else databaseSettledAt = null;
-    const running = open === 0 ? await runningWorkflows(env.sql, env.temporal, env.tenantId).catch(() => null) : null;
+    const running = open === 0 ? await runningWorkflows(env.sql, env.temporal, env.tenants.map((t) => t.id)).catch(() => null) : null;
     if (running && running.withoutReason.length === 0) return { waitedForWorkflowsMs: Date.now() - databaseSettledAt! };
     if (Date.now() > deadline) return { waitedForWorkflowsMs: databaseSettledAt ? Date.now() - databaseSettledAt : 0 };
     await sleep(1000);
@@ -105,7 +109,8 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
   const apiCount = 2;
   const loadMs = Math.round(options.minutes * 60_000);
   const temporalMode = options.temporal ?? 'dev';
-  const schedule = faultSchedule(rng.fork(1), { durationMs: loadMs, gapMs, apiCount, temporal: temporalMode });
+  // Every kind of fault of sandbox-a is struck at least once, however short the run.
+  const schedule = faultSchedule(rng.fork(1), { durationMs: loadMs, gapMs, apiCount, temporal: temporalMode, required: pspFaultKinds });
   log(`chaos: seed ${options.seed}, ${options.minutes} min, ${clients} clients, keys expire after ${keyTtlSeconds} s, Temporal ${temporalMode === 'cluster' ? 'cluster (two nodes)' : 'dev server'}`);
   log(`fault schedule (${schedule.length} events):\n${describeSchedule(schedule)}`);
 
@@ -122,30 +127,38 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
   try {
     log(`environment up in ${((Date.now() - started) / 1000).toFixed(0)} s; load starts`);
     const loadStarted = Date.now();
-    const workload = new Workload({
-      apiUrls: () => env.apiUrls,
-      apiKey: env.apiKey,
-      rng: rng.fork(3),
-      operationTimeoutMs: 120_000,
-      shouldStop: () => Date.now() - loadStarted > loadMs,
-    });
-    const clientsDone = Promise.all(Array.from({ length: clients }, () => workload.runClient()));
+    // One workload per tenant (the first routed a then b, the second split between them); the clients take turns.
+    const workloads = env.tenants.map(
+      (tenant, i) =>
+        new Workload({
+          apiUrls: () => env.apiUrls,
+          apiKey: tenant.apiKey,
+          rng: rng.fork(3 + i),
+          operationTimeoutMs: 120_000,
+          shouldStop: () => Date.now() - loadStarted > loadMs,
+        }),
+    );
+    const paymentsSoFar = () => workloads.reduce((n, w) => n + w.paymentIds.size, 0);
+    const clientsDone = Promise.all(Array.from({ length: clients }, (_, c) => workloads[c % workloads.length]!.runClient()));
 
     const strikes: Promise<void>[] = [];
     for (const event of schedule) {
       const wait = loadStarted + event.atMs - Date.now();
       if (wait > 0) await sleep(wait);
-      log(`+${((Date.now() - loadStarted) / 1000).toFixed(0)} s: ${event.faults.map((f) => f.kind).join(' + ')} (${workload.paymentIds.size} payments so far)`);
+      log(`+${((Date.now() - loadStarted) / 1000).toFixed(0)} s: ${event.faults.map((f) => f.kind).join(' + ')} (${paymentsSoFar()} payments so far)`);
       strikes.push(...event.faults.map((fault) => env.strike(fault).catch((error) => log(`fault ${fault.kind} broke: ${(error as Error).message}`))));
     }
     await sleep(Math.max(0, loadStarted + loadMs - Date.now()));
     loadRunning = false;
-    log(`load time over (${workload.paymentIds.size} payments); finishing the clients' stories and restoring everything`);
+    log(`load time over (${paymentsSoFar()} payments); finishing the clients' stories and restoring everything`);
     await Promise.all(strikes);
     await env.restore();
     await env.disarmWorker();
     await clientsDone;
     const loadEnded = Date.now();
+    const operations = workloads.flatMap((w) => w.operations);
+    const customerActions: Record<string, number> = {};
+    for (const w of workloads) for (const [action, n] of Object.entries(w.customerActions)) customerActions[action] = (customerActions[action] ?? 0) + n;
 
     const { waitedForWorkflowsMs } = await waitUntilSettled(env, loadEnded + (options.settleMs ?? 300_000));
     if (waitedForWorkflowsMs >= 1000) log(`the database settled ${(waitedForWorkflowsMs / 1000).toFixed(0)} s before the last workflow without a reason to run closed`);
@@ -157,7 +170,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
         try {
           const response = await fetch(`${env.apiUrls[attempt % env.apiUrls.length]}${op.path}`, {
             method: 'POST',
-            headers: { authorization: `Bearer ${env.apiKey}`, 'idempotency-key': op.key, 'content-type': 'application/json' },
+            headers: { authorization: `Bearer ${op.apiKey}`, 'idempotency-key': op.key, 'content-type': 'application/json' },
             body: JSON.stringify(op.body),
             signal: AbortSignal.timeout(30_000),
           });
@@ -173,12 +186,12 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
       return null;
     };
     // A payment whose client never got a final answer is still found through its key's record.
-    for (const op of workload.operations.filter((o) => o.kind === 'payment' && !o.paymentId)) {
+    for (const op of operations.filter((o) => o.kind === 'payment' && !o.paymentId)) {
       const [record] = await env.sql<{ resource_id: string }[]>`
         SELECT resource_id FROM idempotency_records WHERE idempotency_key = ${op.key} AND operation = 'POST /v1/payments'`;
       op.paymentId = record?.resource_id ?? null;
     }
-    const verdict = await check({ sql: env.sql, sandboxSql: env.sandboxSql, temporal: env.temporal, tenantId: env.tenantId, acks: env.merchant.acks, operations: workload.operations, replay });
+    const verdict = await check({ sql: env.sql, pspSql: env.pspSql, temporal: env.temporal, tenantIds: env.tenants.map((t) => t.id), acks: env.merchant.acks, operations, replay });
 
     // The PSP's own webhooks the API stored (each once; duplicates and lost ones are the sandbox's faults).
     const [pspEvents] = await env.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM provider_events`;
@@ -194,18 +207,20 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
       machine: { cpus: availableParallelism(), node: process.version },
       settings: { temporal: temporalMode, clients, gapMs, keyTtlSeconds, apiProcesses: apiCount },
       operations: {
-        ...count(workload.operations.map((op) => op.kind + (op.copies > 1 ? ` (${op.copies} concurrent copies)` : ''))),
-        'attempts in all': workload.operations.reduce((n, op) => n + op.attempts, 0),
-        'answers lost (dropped by the client, refused, reset)': workload.operations.reduce((n, op) => n + op.lostAnswers, 0),
-        'without a final answer during the load': workload.operations.filter((op) => op.finalStatus === null).length,
-        ...Object.fromEntries(Object.entries(workload.customerActions).map(([action, n]) => [`3-D Secure customer: ${action}`, n])),
+        ...count(operations.map((op) => op.kind + (op.copies > 1 ? ` (${op.copies} concurrent copies)` : ''))),
+        'attempts in all': operations.reduce((n, op) => n + op.attempts, 0),
+        'answers lost (dropped by the client, refused, reset)': operations.reduce((n, op) => n + op.lostAnswers, 0),
+        'without a final answer during the load': operations.filter((op) => op.finalStatus === null).length,
+        ...Object.fromEntries(Object.entries(customerActions).map(([action, n]) => [`3-D Secure customer: ${action}`, n])),
         'PSP webhooks received and stored (once per event)': pspEvents!.n,
       },
       payments: verdict.census.length,
       refunds: verdict.census.reduce((n, p) => n + p.refunds.length, 0),
       paymentsByStatus: count(verdict.census.map((p) => p.status)),
       faultsInjected: { ...env.injected, 'worker killed at a kill point (or crashed)': env.supervisors.find((s) => s.name === 'worker')!.unplannedExits },
+      faultsOnSandboxA: Object.fromEntries(pspFaultKinds.map((kind) => [kind, env.injected[kind] ?? 0])),
       faultsSkipped: env.skipped,
+      failover: failoverFigures(verdict.census),
       schedule,
       workerKillPoints: env.workerKillPoints,
       processStarts: Object.fromEntries(env.supervisors.map((s) => [s.name, { starts: s.starts, unplannedExits: s.unplannedExits, failedStarts: s.failedStarts }])),
@@ -220,6 +235,39 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
   } finally {
     await env.teardown();
   }
+}
+
+export interface FailoverFigures {
+  /** Payments held at each PSP (payments.provider), of those that hold a charge. */
+  heldAt: Record<string, number>;
+  /** Payments with an attempt at sandbox-a that moved on and a later one at sandbox-b. */
+  failedOver: number;
+  /** Of those, why they left sandbox-a: the attempt's outcome (and error code). */
+  failedOverBecause: Record<string, number>;
+  /** Failed-over payments that ended with money at sandbox-b (succeeded, refunded or authorized). */
+  failedOverAndHeldAtB: number;
+  /** Payments whose first attempt went to sandbox-b (the split tenant's pick, or sandbox-a's circuit open: tried last). */
+  firstTriedAtB: number;
+  /** Attempts per PSP and outcome. */
+  attempts: Record<string, number>;
+}
+
+/** Where the payments went, from the census's attempts. */
+export function failoverFigures(census: PaymentCensus[]): FailoverFigures {
+  const figures: FailoverFigures = { heldAt: {}, failedOver: 0, failedOverBecause: {}, failedOverAndHeldAtB: 0, firstTriedAtB: 0, attempts: {} };
+  const bump = (record: Record<string, number>, key: string) => (record[key] = (record[key] ?? 0) + 1);
+  for (const payment of census) {
+    if (payment.provider) bump(figures.heldAt, payment.provider);
+    for (const attempt of payment.attempts) bump(figures.attempts, `${attempt.provider} ${attempt.outcome}`);
+    if (payment.attempts[0]?.provider === 'sandbox-b') figures.firstTriedAtB++;
+    const left = payment.attempts.findIndex((a, i) => a.provider === 'sandbox-a' && payment.attempts.slice(i + 1).some((b) => b.provider === 'sandbox-b'));
+    if (left < 0) continue;
+    figures.failedOver++;
+    const why = payment.attempts[left]!;
+    bump(figures.failedOverBecause, why.errorCode ? `${why.outcome} (${why.errorCode})` : why.outcome);
+    if (payment.provider === 'sandbox-b' && ['succeeded', 'refunded', 'requires_capture'].includes(payment.status)) figures.failedOverAndHeldAtB++;
+  }
+  return figures;
 }
 
 function writeResults(dir: string, summary: ChaosSummary, verdict: Verdict): void {
@@ -249,6 +297,20 @@ export function renderSummary(s: ChaosSummary): string {
     '|---|---:|',
     ...rows(s.faultsInjected),
     '',
+    '**Two PSPs** (sandbox-a, then sandbox-b; the nemesis strikes sandbox-a only). Faults struck on sandbox-a:',
+    '',
+    '| fault on sandbox-a | count |',
+    '|---|---:|',
+    ...rows(s.faultsOnSandboxA),
+    '',
+    `Payments failed over from sandbox-a to sandbox-b: **${s.failover.failedOver}** (${Object.entries(s.failover.failedOverBecause).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}), ` +
+      `${s.failover.failedOverAndHeldAtB} of them ending with money at sandbox-b; first tried at sandbox-b (the split's pick, or sandbox-a's circuit open): ${s.failover.firstTriedAtB}. ` +
+      `Held at: ${Object.entries(s.failover.heldAt).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}.`,
+    '',
+    '| attempts at | count |',
+    '|---|---:|',
+    ...rows(s.failover.attempts),
+    '',
     `Skipped (the same thing was already down): ${Object.entries(s.faultsSkipped).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}. ` +
       `Proxy: ${Object.entries(s.network).map(([k, v]) => `${k} ${v}`).join(', ')}. Worker kill points armed: ${s.workerKillPoints.filter(Boolean).join(', ') || 'none'}.`,
     '',
@@ -259,7 +321,7 @@ export function renderSummary(s: ChaosSummary): string {
     s.findings.length ? 'Findings:' : 'Findings: none.',
     ...s.findings.map((f) => `- ${f}`),
     '',
-    `${s.passed} passed, ${s.failed} failed`,
+    `Census verdict: ${s.failed === 0 ? 'every check passed' : `${s.failed} checks failed`} (${s.passed} passed, ${s.failed} failed).`,
     '',
   ];
   return lines.join('\n');

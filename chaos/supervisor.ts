@@ -1,5 +1,7 @@
 /** A running process as the supervisor sees it. */
 export interface Supervisable {
+  /** The process id, for SIGSTOP and SIGCONT (a stall). */
+  pid?: number;
   kill(): Promise<void>;
   whenExited: Promise<void>;
 }
@@ -68,6 +70,22 @@ export class Supervisor {
     this.plannedKill = true;
     this.restartDelayMs = restartAfterMs;
     await running.kill();
+    return true;
+  }
+
+  /**
+   * SIGSTOP now, SIGCONT `resumeAfterMs` later: the process is alive, holds its connections
+   * and answers nothing meanwhile. False if nothing was running (or it has no pid).
+   */
+  async stall(resumeAfterMs: number): Promise<boolean> {
+    const running = this.current;
+    if (!running?.pid) return false;
+    process.kill(running.pid, 'SIGSTOP');
+    try {
+      await new Promise((r) => setTimeout(r, resumeAfterMs));
+    } finally {
+      if (this.current === running) process.kill(running.pid, 'SIGCONT');
+    }
     return true;
   }
 

@@ -5,6 +5,8 @@ import type { Prng } from './prng';
 /** One client request under one Idempotency-Key, sent until it got a final answer. */
 export interface Operation {
   kind: 'payment' | 'capture' | 'cancel' | 'refund';
+  /** The tenant's API key it was sent with. */
+  apiKey: string;
   key: string;
   path: string;
   body: Record<string, unknown>;
@@ -192,7 +194,7 @@ export class Workload {
   }
 
   private operation(kind: Operation['kind'], path: string, body: Record<string, unknown>, copies: number, paymentId: string | null = null): Operation {
-    const op: Operation = { kind, key: this.key(kind), path, body, copies, attempts: 0, lostAnswers: 0, serverErrors: 0, finalStatus: null, finalText: null, copyTexts: [], paymentId };
+    const op: Operation = { kind, apiKey: this.options.apiKey, key: this.key(kind), path, body, copies, attempts: 0, lostAnswers: 0, serverErrors: 0, finalStatus: null, finalText: null, copyTexts: [], paymentId };
     this.operations.push(op);
     return op;
   }

@@ -1,15 +1,17 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../devstack/temporal-cli';
-import { describeSchedule, faultSchedule } from '../../chaos/nemesis';
+import { describeSchedule, faultSchedule, pspFaultKinds } from '../../chaos/nemesis';
 import { Prng } from '../../chaos/prng';
 import { runChaos } from '../../chaos/run';
 
 /**
- * Two minutes of chaos (chaos/run.ts) with a random seed: mixed load (payments that wait for a
- * 3-D Secure customer or a SEPA debit among them, the PSP's webhooks duplicated, reordered,
- * delayed and lost) while the nemesis kills processes, stops PostgreSQL, restarts Temporal and
- * disturbs the network; then the checker must find nothing. On failure the seed is in the message: `npm run chaos -- --minutes 2
+ * Two minutes of chaos (chaos/run.ts) with a random seed over two sandbox PSPs (issue 22: the
+ * tenant's payments go to sandbox-a and fail over to sandbox-b): mixed load (payments that wait
+ * for a 3-D Secure customer or a SEPA debit among them, the PSPs' webhooks duplicated,
+ * reordered, delayed and lost) while the nemesis kills processes, stops PostgreSQL, restarts
+ * Temporal, disturbs the network, and kills, stalls, partitions and puts into outages
+ * sandbox-a (never sandbox-b); then the checker, over both PSPs, must find nothing. On failure the seed is in the message: `npm run chaos -- --minutes 2
  * --seed S --clients 3 --gap 8-20` replays the same fault schedule (CHAOS_SEED=S here too).
  */
 
@@ -24,6 +26,13 @@ describe('chaos', () => {
     const long = draw(seed);
     expect(new Set(long.flatMap((e) => e.faults.map((f) => f.kind))).size).toBeGreaterThanOrEqual(7);
     expect(long.some((e) => e.faults.length === 2)).toBe(true);
+  });
+
+  it('however short the schedule, every kind of fault of sandbox-a is in it', () => {
+    const short = faultSchedule(new Prng(seed), { durationMs: 60_000, gapMs: [8_000, 20_000], apiCount: 2, required: pspFaultKinds });
+    const kinds = new Set(short.flatMap((e) => e.faults.map((f) => f.kind)));
+    for (const kind of pspFaultKinds) expect(kinds.has(kind), kind).toBe(true);
+    expect(describeSchedule(short)).toBe(describeSchedule(faultSchedule(new Prng(seed), { durationMs: 60_000, gapMs: [8_000, 20_000], apiCount: 2, required: pspFaultKinds })));
   });
 
   it('the dev server is restarted whole; on the cluster a node dies instead, either of the two', () => {
@@ -55,13 +64,18 @@ describe('chaos', () => {
       expect(summary.findings, replay).toEqual([]);
       // Every check the checker ran, one by one: none failed; and the checks that apply to any run did run.
       for (const [name, check] of Object.entries(summary.checks)) expect(check.failed, `${replay}: check ${name}`).toBe(0);
-      for (const name of ['payment settled', 'payment matches its charge', 'waiting payment agrees with the PSP', 'ledger posting exactly once', 'events exactly once', 'replay byte-identical', 'no idempotency record stuck', 'outbox drained']) {
+      for (const name of ['one succeeded charge per succeeded payment', 'every charge is an attempt of its payment', 'no orphan provider charge', 'one provider charge per key', 'ledger equals each PSP', 'ledger equals the sum over the PSPs', 'payment settled', 'payment matches its charge', 'waiting payment agrees with the PSP', 'ledger posting exactly once', 'events exactly once', 'replay byte-identical', 'no idempotency record stuck', 'outbox drained']) {
         expect(summary.checks[name]?.passed ?? 0, `${replay}: check ${name} never ran`).toBeGreaterThan(0);
       }
       // A run that scheduled a kind of fault and never struck with it proved nothing about it.
       const scheduled = new Set(summary.schedule.flatMap((event) => event.faults.map((fault) => fault.kind)));
       expect(scheduled.size, replay).toBeGreaterThan(0);
       for (const kind of scheduled) expect(summary.faultsInjected[kind] ?? 0, `${replay}: ${kind} was scheduled but never injected`).toBeGreaterThan(0);
+      // Every kind of fault of sandbox-a was struck (the schedule holds each at least once), none of sandbox-b.
+      for (const kind of pspFaultKinds) expect(summary.faultsOnSandboxA[kind] ?? 0, `${replay}: ${kind} never struck sandbox-a`).toBeGreaterThan(0);
+      // Payments failed over: an attempt at sandbox-a that moved on, then one at sandbox-b.
+      expect(summary.failover.failedOver, `${replay}: no payment failed over (${JSON.stringify(summary.failover)})`).toBeGreaterThan(0);
+      expect(summary.failover.heldAt['sandbox-b'] ?? 0, replay).toBeGreaterThan(0);
       // Under load: every client made payments through the faults.
       expect(summary.payments, replay).toBeGreaterThanOrEqual(summary.settings.clients);
       // Payments that wait were among them, settled by the PSP's (faulty) webhooks and the polls.

@@ -59,7 +59,7 @@ describe('the chaos run settles', () => {
       const [payment] = await env.sql<{ status: string; workflow_id: string; updated_at: Date }[]>`SELECT status, workflow_id, updated_at FROM payments WHERE tenant_id = ${env.tenantId}`;
       expect(payment!.status).toBe('succeeded');
       await waitUntilSettled(env, Date.now() + 180_000);
-      expect((await runningWorkflows(env.sql, env.temporal, env.tenantId)).withoutReason).toEqual([]);
+      expect((await runningWorkflows(env.sql, env.temporal, [env.tenantId])).withoutReason).toEqual([]);
       const history = await env.temporal.workflow.getHandle(payment!.workflow_id).fetchHistory();
       const types = (history.events ?? []).map((e) => e.eventType);
       expect(types).toContain(EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT);
