@@ -36,8 +36,11 @@ function machineBusyMs(): number {
 
 export class CpuMeter {
   constructor(
-    /** A name's pids are summed (the cluster's server processes count as one `temporal`). */
-    private readonly processes: Record<string, number | number[]>,
+    /**
+     * A name's pids are summed (the cluster's server processes count as one `temporal`). A
+     * function is asked at each snapshot (a restarted process's new pid counts under its name).
+     */
+    private readonly processes: Record<string, number | number[]> | (() => Record<string, number | number[]>),
     private readonly sql: Sql,
     /** The databases whose backends count as `postgres` (the bench's, and the cluster's own). */
     private readonly database: string | string[],
@@ -45,7 +48,8 @@ export class CpuMeter {
 
   async snapshot(): Promise<CpuSnapshot> {
     const snapshot: CpuSnapshot = {};
-    for (const [name, pids] of Object.entries(this.processes)) snapshot[name] = [pids].flat().reduce((sum, pid) => sum + processCpuMs(pid), 0);
+    const processes = typeof this.processes === 'function' ? this.processes() : this.processes;
+    for (const [name, pids] of Object.entries(processes)) snapshot[name] = [pids].flat().reduce((sum, pid) => sum + processCpuMs(pid), 0);
     const own = process.cpuUsage();
     snapshot.bench = (own.user + own.system) / 1000;
     const backends = await this.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname IN ${this.sql([this.database].flat())}`;

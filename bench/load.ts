@@ -4,6 +4,7 @@
  * request than fetch: the generator shares the machine's cores with what it measures).
  */
 import http from 'node:http';
+import type { RoundActivity } from './pgactivity';
 
 export interface HttpAnswer {
   status: number;
@@ -99,6 +100,8 @@ export interface LoopResult {
   accepted202?: number;
   /** Each interleaved round on its own, in order (ratios are taken round by round). */
   rounds?: RoundFigures[];
+  /** History-size phase: what PostgreSQL did during each round (aligned with `rounds`), and this run's place in its round. */
+  roundActivity?: RoundActivity[];
 }
 
 /** One round of an interleaved measurement. */

@@ -16,11 +16,21 @@
  *   BENCH_CONCURRENCY         e.g. "1,8,32,64" (default "1,8,64")
  *   BENCH_SCALES              e.g. "10,100" (default); "" skips the history-size phase
  *   BENCH_HISTORY_BASE        finished payments in the tables at 1× (default 10000)
+ *   BENCH_SCALE_SETTLE=1      history-size phase: after seeding, VACUUM ANALYZE both lanes' tables and
+ *                             CHECKPOINT before measuring (the grown lane's seeding does both for its own)
  *   BENCH_OUT                 results directory (default bench/results)
  *   BENCH_KEEP_LOGS=1         keep the children's logs (printed path) instead of deleting them
  *   BENCH_TEMPORAL_DYNAMIC_CONFIG  JSON of extra dev-server dynamic config, e.g. the stock values
  *                             '{"history.transferProcessorMaxPollRPS":20}' for a before/after
- *   BENCH_SKIP                e.g. "storm,scale": phases to leave out (quick iterations)
+ *   BENCH_SKIP                e.g. "storm,scale": phases to leave out (quick iterations), of
+ *                             payments (empty/floor/payments), routing, engines, replay, storm, scale
+ *   BENCH_ENGINES             1: run the engines phase in dev mode too (it is on by default only with
+ *                             TEMPORAL_MODE=cluster): the cluster and the dev server side by side
+ *   BENCH_ENGINES_VARIANT     JSON: more lanes in the engines phase, clusters with other settings,
+ *                             e.g. '{"shards":16}' or '[{"shards":4},{"sqlMaxConns":20}]' (bench/engines.ts)
+ *   BENCH_FAILOVER            the routing phase's failover modes in order: kill (default: sandbox-a's
+ *                             process SIGKILLed, then restarted), unavailable (its 503 outage
+ *                             mode); "kill,unavailable" both (about 50 s more); "" none
  *   BENCH_PAYLOAD_ENCRYPTION  off: Temporal payloads in clear (default: encrypted by the payload
  *                             codec, as in production), to compare the codec's cost side by side
  *   BENCH_PROFILE             e.g. "worker,api": V8 CPU profiles of those children (--cpu-prof),
@@ -32,8 +42,11 @@ import type { Sql } from '../db/connect';
 import { CpuMeter } from './cpu';
 import { closedLoop, formatRatio, HttpClient, mergeRuns, round, roundRatio, summarise, type LoopResult, type LoopRun } from './load';
 import { Progress } from './progress';
-import { writeReport, type BenchResults, type ScaleResult, type StormResult } from './report';
-import { historyCounts, hotStatementBuffers, Scenarios, seedHistory, type StormKeyResult } from './scenarios';
+import { parseVariants, runEnginesPhase, type EnginesResult } from './engines';
+import { writeReport, type BenchResults, type ScaleResult, type ScaleWarmup, type StormResult } from './report';
+import { runRoutingPhase, type FailoverMode, type RoutingResult } from './routing';
+import { PgActivityProbe, pgSettings, type RoundActivity } from './pgactivity';
+import { historyCounts, hotStatementBuffers, Scenarios, seedHistory, settleLane, type StormKeyResult } from './scenarios';
 import { startBenchStack } from './stack';
 
 const env = process.env;
@@ -52,11 +65,18 @@ const settings = {
   scales: (env.BENCH_SCALES ?? '10,100').split(',').filter(Boolean).map(Number),
   /** Finished payments in the tables at 1× (the run's own, topped up with synthetic ones). */
   historyBase: Number(env.BENCH_HISTORY_BASE ?? 10_000),
+  /** History-size phase: both lanes vacuumed and a checkpoint taken after seeding, before measuring (issue 24). */
+  scaleSettle: env.BENCH_SCALE_SETTLE === '1',
   outDir: env.BENCH_OUT ?? new URL('./results/', import.meta.url).pathname,
   dynamicConfig: JSON.parse(env.BENCH_TEMPORAL_DYNAMIC_CONFIG ?? '{}') as Record<string, unknown>,
   skip: new Set((env.BENCH_SKIP ?? '').split(',').filter(Boolean)),
   profile: (env.BENCH_PROFILE ?? '').split(',').filter(Boolean),
+  /** Routing phase: single-PSP vs routed payments at these client counts; failover under this many clients, in these modes. */
+  routingConcurrencies: [1, 8],
+  failoverClients: 8,
+  failoverModes: (env.BENCH_FAILOVER ?? 'kill').split(',').filter(Boolean) as FailoverMode[],
 };
+for (const mode of settings.failoverModes) if (mode !== 'unavailable' && mode !== 'kill') throw new Error(`BENCH_FAILOVER: unknown mode ${mode}`);
 const keepLogs = env.BENCH_KEEP_LOGS === '1' || settings.profile.length > 0;
 
 const progress = new Progress();
@@ -87,12 +107,14 @@ process.on('SIGTERM', onSignal);
 
 const http = new HttpClient(stack.apiUrl, Math.max(64, settings.stormCopies));
 const closers: (() => void)[] = [() => http.close()];
-/** The stack's processes by name, as the CPU tables name them (the base lane's API and worker). */
+/** The stack's processes by name, as the CPU tables name them (the base lane's API and worker, both sandboxes). */
 const processIds = (): Record<string, number | number[]> => ({ temporal: stack.temporalPids(), ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) });
+/** Backends of these count as `postgres`: the base lane's database (sandbox-a's too), sandbox-b's, the cluster's. */
+const pgDatabases = (laneDatabase: string) => [laneDatabase, ...stack.sandboxes.slice(1).map((s) => s.databaseName), ...stack.temporalDatabases];
 try {
   const tenant = await createTenant(stack.apiUrl);
   const scenarios = new Scenarios(stack, http, tenant);
-  const cpu = new CpuMeter(processIds(), stack.sql, [stack.databaseName, ...stack.temporalDatabases]);
+  const cpu = new CpuMeter(processIds, stack.sql, pgDatabases(stack.databaseName));
   const runStart = { at: Date.now(), cpu: await cpu.snapshot() };
 
   /** One closed-loop run with a status line. */
@@ -114,17 +136,34 @@ try {
     return run;
   };
 
-  /** Alternates the measurements `rounds` times, so drift (caches, history growth) hits all alike. */
+  /**
+   * Alternates the measurements `rounds` times, so drift (caches, history growth) hits all alike.
+   * `alternate`: even rounds take the parts in reverse order (A B, B A, A B…), so no part always
+   * follows the same one; `probe`: each run's PostgreSQL activity is kept per round.
+   */
   const interleaved = async (
-    parts: { label: string; concurrency: number; operation: () => Promise<string | void>; meter?: CpuMeter }[],
+    parts: { label: string; concurrency: number; operation: () => Promise<string | void>; meter?: CpuMeter; lane?: string }[],
     rounds = settings.rounds,
     timing: (concurrency: number) => Timing = workflowTiming,
-  ) => {
+    options: { alternate?: boolean; probe?: PgActivityProbe } = {},
+  ): Promise<LoopResult[]> => {
     const runs = parts.map(() => [] as LoopRun[]);
+    const activity = parts.map(() => [] as RoundActivity[]);
     for (let r = 0; r < rounds; r++) {
-      for (const [i, part] of parts.entries()) runs[i]!.push(await measure(`${part.label} (${r + 1}/${rounds})`, part.concurrency, part.operation, timing(part.concurrency), part.meter));
+      const order = options.alternate && r % 2 === 1 ? [...parts.keys()].reverse() : [...parts.keys()];
+      for (const [position, i] of order.entries()) {
+        const part = parts[i]!;
+        const run = () => measure(`${part.label} (${r + 1}/${rounds})`, part.concurrency, part.operation, timing(part.concurrency), part.meter);
+        if (!options.probe) {
+          runs[i]!.push(await run());
+          continue;
+        }
+        const { value, activity: a } = await options.probe.around(part.lane ?? part.label, r + 1, position + 1, run);
+        runs[i]!.push(value);
+        activity[i]!.push({ ...a, operations: value.operations });
+      }
     }
-    return runs.map((r) => mergeRuns(r));
+    return runs.map((r, i) => ({ ...mergeRuns(r), ...(activity[i]!.length ? { roundActivity: activity[i] } : {}) }));
   };
 
   const emptyOp = () => scenarios.empty();
@@ -165,7 +204,7 @@ try {
   const empty: Record<number, LoopResult> = {};
   const floor: Record<number, LoopResult> = {};
   const payments: Record<number, LoopResult> = {};
-  for (const c of settings.concurrencies) {
+  for (const c of settings.skip.has('payments') ? [] : settings.concurrencies) {
     const [e, f, p] = await interleaved(
       [
         { label: 'empty workflow', concurrency: c, operation: emptyOp },
@@ -179,12 +218,64 @@ try {
     payments[c] = p!;
     progress.say(
       `c=${c}: empty ${e!.throughput}/s p50 ${e!.latency.p50} ms | floor ${f!.throughput}/s p50 ${f!.latency.p50} ms | payments ${p!.throughput}/s p50 ${p!.latency.p50} ms p99 ${p!.latency.p99} ms | ` +
-        `ratio to floor ${formatRatio(roundRatio(p!, f!, (r) => r.throughput))} (per-round median), cpu/op worker ${p!.cpuPerOperation?.worker} api ${p!.cpuPerOperation?.api} pg ${p!.cpuPerOperation?.postgres} sandbox ${p!.cpuPerOperation?.sandbox} temporal ${p!.cpuPerOperation?.temporal}`,
+        `ratio to floor ${formatRatio(roundRatio(p!, f!, (r) => r.throughput))} (per-round median), cpu/op worker ${p!.cpuPerOperation?.worker} api ${p!.cpuPerOperation?.api} pg ${p!.cpuPerOperation?.postgres} sandbox-a ${p!.cpuPerOperation?.['sandbox-a']} temporal ${p!.cpuPerOperation?.temporal}`,
     );
   }
 
+  // 2b: routing (issue 22): single-PSP vs routed payments side by side, then the failover timeline.
+  let routing: RoutingResult | undefined;
+  if (!settings.skip.has('routing')) {
+    routing = await runRoutingPhase({
+      stack,
+      http,
+      createTenant: () => createTenant(stack.apiUrl),
+      interleaved: (parts, rounds, timing) => interleaved(parts, rounds, timing),
+      concurrencies: settings.routingConcurrencies,
+      // Short rounds (a payment at 8 clients takes ~0.2 s): three of them for the medians.
+      rounds: settings.rounds + 1,
+      timing: { warmupMs: 750, windowMs: Math.round(settings.windowMs * 0.625) },
+      failoverClients: settings.failoverClients,
+      failoverModes: settings.failoverModes,
+      say: (line) => progress.say(line),
+      status: (line) => progress.status(line),
+      clear: () => progress.clear(),
+    });
+    for (const c of routing.comparisons) {
+      progress.say(
+        `routing c=${c.clients}: single ${c.single.throughput}/s p50 ${c.single.latency.p50} p99 ${c.single.latency.p99} ms | routed ${c.routed.throughput}/s p50 ${c.routed.latency.p50} p99 ${c.routed.latency.p99} ms | ` +
+          `routed/single throughput ${formatRatio(roundRatio(c.routed, c.single, (r) => r.throughput))}, p50 ${formatRatio(roundRatio(c.routed, c.single, (r) => r.p50))}`,
+      );
+    }
+    progress.say(`routed tenant's payments by PSP: ${JSON.stringify(routing.routedSplit)}`);
+    for (const f of routing.failover) {
+      progress.say(
+        `failover (${f.mode}, ${f.clients} clients): first success at B ${f.firstSuccessAtBMs} ms, breaker open ${f.breakerOpenMs} ms, first payment straight to B ${f.firstStraightToBMs} ms after A went down; ` +
+          `A back after ${f.outageMs} ms: breaker closed ${f.breakerClosedAfterEndMs} ms, first payment back at A started ${f.backAtAStartedAfterEndMs} ms later; ` +
+          `p50/p99 before ${f.before.latency.p50}/${f.before.latency.p99} ms, during ${f.outage.latency.p50}/${f.outage.latency.p99} ms; failed ${f.before.failed}/${f.outage.failed}/${f.recovery.failed}`,
+      );
+    }
+  }
+
+  // 2c: engines (issue 24): new payments on the cluster and on the dev server, interleaved (bench/engines.ts).
+  let engines: { result: EnginesResult; laneSql: Sql[] } | undefined;
+  if (!settings.skip.has('engines') && (settings.temporalMode === 'cluster' || env.BENCH_ENGINES === '1')) {
+    engines = await runEnginesPhase({
+      stack,
+      mode: settings.temporalMode,
+      baseScenarios: scenarios,
+      dynamicConfig: settings.dynamicConfig,
+      variants: parseVariants(env.BENCH_ENGINES_VARIANT),
+      createTenant,
+      interleaved,
+      concurrencies: settings.concurrencies,
+      rounds: settings.rounds + 1,
+      windowMs: settings.windowMs,
+      say: (line) => progress.say(line),
+    });
+  }
+
   // 3: replays against the one-read route, 64 clients.
-  const [replay, read] = await interleaved(
+  const [replay, read] = settings.skip.has('replay') ? [] : await interleaved(
     [
       { label: 'replays', concurrency: settings.replayConcurrency, operation: replayOp },
       { label: 'one-read GET', concurrency: settings.replayConcurrency, operation: readOp },
@@ -192,15 +283,20 @@ try {
     settings.rounds + 3,
     requestTiming,
   );
-  progress.say(
-    `replays ${replay!.throughput}/s p99 ${replay!.latency.p99} ms | GET ${read!.throughput}/s p99 ${read!.latency.p99} ms | ` +
-      `ratio ${formatRatio(roundRatio(replay!, read!, (r) => r.throughput))}, p99 ${formatRatio(roundRatio(replay!, read!, (r) => r.p99))}, api cpu/op ${replay!.cpuPerOperation?.api} vs ${read!.cpuPerOperation?.api}`,
-  );
+  if (replay && read) {
+    progress.say(
+      `replays ${replay.throughput}/s p99 ${replay.latency.p99} ms | GET ${read.throughput}/s p99 ${read.latency.p99} ms | ` +
+        `ratio ${formatRatio(roundRatio(replay, read, (r) => r.throughput))}, p99 ${formatRatio(roundRatio(replay, read, (r) => r.p99))}, api cpu/op ${replay.cpuPerOperation?.api} vs ${read.cpuPerOperation?.api}`,
+    );
+  }
 
   // 4: duplicate storms.
-  const [stormKeys] = await runStorms([scenarios], settings.skip.has('storm') ? 3 : settings.stormKeys);
-  const storm = summariseStorms(stormKeys!);
-  progress.say(`storm: ${storm.keys} keys × ${storm.copies}: p50 ${storm.latency.p50} ms p99 ${storm.latency.p99} ms, charges per payment ${JSON.stringify(storm.chargesPerPayment)}`);
+  let storm: StormResult | undefined;
+  if (!settings.skip.has('storm')) {
+    const [stormKeys] = await runStorms([scenarios], settings.stormKeys);
+    storm = summariseStorms(stormKeys!);
+    progress.say(`storm: ${storm.keys} keys × ${storm.copies}: p50 ${storm.latency.p50} ms p99 ${storm.latency.p99} ms, charges per payment ${JSON.stringify(storm.chargesPerPayment)}`);
+  }
 
   // 5: history size, side by side. A second lane (its own database, API and worker on the
   // same Temporal server and sandbox) gets factor × the base lane's finished payments; both
@@ -216,15 +312,53 @@ try {
     const grownHttp = new HttpClient(grown.apiUrl, Math.max(64, settings.stormCopies));
     closers.push(() => grownHttp.close());
     const grownScenarios = new Scenarios({ ...grown, temporal: stack.temporal, sandboxUrl: stack.sandboxUrl }, grownHttp, await createTenant(grown.apiUrl));
-    const { temporal, sandbox } = processIds();
-    const grownMeter = new CpuMeter({ temporal: temporal!, sandbox: sandbox!, worker: grown.worker.pid, api: grown.api.pid }, grown.sql, [grown.databaseName, ...stack.temporalDatabases]);
+    const grownMeter = new CpuMeter(
+      () => {
+        const { temporal, 'sandbox-a': sandboxA, 'sandbox-b': sandboxB } = processIds();
+        return { temporal: temporal!, 'sandbox-a': sandboxA!, 'sandbox-b': sandboxB!, worker: grown.worker.pid, api: grown.api.pid };
+      },
+      grown.sql,
+      pgDatabases(grown.databaseName),
+    );
     await measure('warm-up of the grown lane: payments', 32, () => grownScenarios.newPayment(), { warmupMs: 1000, windowMs: 3000 }, grownMeter);
     lanes.push({ name: 'grown', scenarios: grownScenarios, meter: grownMeter });
+    // Issue 24: what PostgreSQL did during each round of this phase (checkpoints, WAL,
+    // autovacuum of either lane's tables, buffer reads), kept per round beside the figures.
+    const probe = new PgActivityProbe(stack.sql, [
+      { name: 'base', sql: stack.sql, database: stack.databaseName },
+      { name: 'grown', sql: grown.sql, database: grown.databaseName },
+    ]);
+    const laneName = (lane: (typeof lanes)[number]) => (lane.name === '1×' ? 'base' : 'grown');
     for (const factor of factors) {
       const baseRows = await historyCounts(stack.sql);
       const seed = await seedTo(grownScenarios, `${factor}×`, baseRows.payments! * factor);
+      if (settings.scaleSettle) {
+        const started = Date.now();
+        await settleLane(stack.sql);
+        await settleLane(grown.sql, { checkpoint: true });
+        progress.say(`settle (BENCH_SCALE_SETTLE=1): both lanes vacuumed and analyzed, checkpoint taken, in ${round((Date.now() - started) / 1000, 0)} s`);
+      }
+      // Not counted: one short run per lane at 64 clients after seeding (grown lane first, then
+      // the base lane, which idled while seeding ran): a lane's first run after it is its slowest
+      // (cold caches, a full-page image in the WAL for every page first changed after the
+      // seeding's checkpoint). Its figures and activity are kept in the results.
+      // Only before the largest size, the one the target is judged on (the phase's added time stays under a minute).
+      const warmups: ScaleWarmup[] = [];
+      for (const lane of factor === Math.max(...factors) ? [...lanes].reverse() : []) {
+        const { value, activity } = await probe.around(laneName(lane), 0, warmups.length + 1, () =>
+          measure(`${factor}× warm-up, ${laneName(lane)} lane (not counted)`, 64, () => lane.scenarios.newPayment(), { warmupMs: 1000, windowMs: 3000 }, lane.meter),
+        );
+        warmups.push({ throughput: value.result.throughput, p50: value.result.latency.p50, activity: { ...activity, operations: value.operations } });
+      }
       const pairs = (what: string, concurrency: number, operation: (lane: Scenarios) => Promise<string | void>) =>
-        lanes.map((lane) => ({ label: `${lane.name === '1×' ? '1×' : `${factor}×`} ${what}`, concurrency, operation: () => operation(lane.scenarios), meter: lane.meter }));
+        lanes.map((lane) => ({
+          label: `${lane.name === '1×' ? '1×' : `${factor}×`} ${what}`,
+          concurrency,
+          operation: () => operation(lane.scenarios),
+          meter: lane.meter,
+          lane: laneName(lane),
+        }));
+      const sideBySide = { alternate: true, probe };
       // The largest size is the one the target is judged on: full rounds; smaller ones get one
       // round each (still side by side) and shorter windows, to keep the run under 10 minutes.
       // Its rounds: one more at 64 clients, and the cheap figures (a few seconds a round) two
@@ -234,17 +368,18 @@ try {
       const cheapRounds = top ? settings.rounds + 2 : 1;
       const scaleTiming = (concurrency: number): Timing =>
         concurrency >= 64 ? { warmupMs: 3000, windowMs: Math.round(settings.windowMs * 1.5) } : workflowTiming(concurrency);
-      const [b64, g64] = await interleaved(pairs('new payments', 64, (l) => l.newPayment()), rounds, scaleTiming);
-      const [b1, g1] = await interleaved(pairs('new payments', 1, (l) => l.newPayment()), cheapRounds);
+      const [b64, g64] = await interleaved(pairs('new payments', 64, (l) => l.newPayment()), rounds, scaleTiming, sideBySide);
+      const [b1, g1] = await interleaved(pairs('new payments', 1, (l) => l.newPayment()), cheapRounds, workflowTiming, sideBySide);
       const [br, gr, bg, gg] = await interleaved(
         [...pairs('replays', settings.replayConcurrency, (l) => l.replay()), ...pairs('one-read GET', settings.replayConcurrency, (l) => l.read())],
         cheapRounds,
         requestTiming,
+        sideBySide,
       );
       const [bs, gs] = await runStorms(lanes.map((l) => l.scenarios), 10);
       const base = { rows: baseRows, payments64: b64!, payments1: b1!, replay64: br!, read64: bg!, storm: summariseStorms(bs!), plans: await hotStatementBuffers(scenarios) };
       const big = { rows: seed.rows, payments64: g64!, payments1: g1!, replay64: gr!, read64: gg!, storm: summariseStorms(gs!), plans: await hotStatementBuffers(grownScenarios) };
-      scales.push({ factor, seedSeconds: seed.seconds, base, grown: big });
+      scales.push({ factor, seedSeconds: seed.seconds, settled: settings.scaleSettle, warmups, base, grown: big });
       progress.say(
         `${factor}× vs 1×: payments@64 ${big.payments64.throughput} vs ${base.payments64.throughput}/s, p50@1 ${big.payments1.latency.p50} vs ${base.payments1.latency.p50} ms, ` +
           `replays ${big.replay64.throughput} vs ${base.replay64.throughput}/s, GET ${big.read64.throughput} vs ${base.read64.throughput}/s, storm p50 ${big.storm.latency.p50} vs ${base.storm.latency.p50} ms`,
@@ -252,7 +387,12 @@ try {
     }
   }
 
-  const effects = await globalEffects(lanes.map((lane) => lane.scenarios.sql));
+  const effects = await globalEffects([...lanes.map((lane) => lane.scenarios.sql), ...(engines?.laneSql ?? [])]);
+  progress.say(
+    `effects: ${effects.payments} payments, ${effects.succeeded_payments} succeeded; succeeded charges per payment over both PSPs ${JSON.stringify(effects.succeededChargesPerPayment)} ` +
+      `(sandbox-a ${effects.chargesAt['sandbox-a']}, sandbox-b ${effects.chargesAt['sandbox-b']}); ${effects.ledger} ledger transactions`,
+  );
+  if (Object.keys(effects.succeededChargesPerPayment).some((n) => n !== '1')) progress.say('warning: a payment does not hold exactly one succeeded charge over both PSPs');
   // How busy the rest of the machine was meanwhile, in cores on average (0 = a quiet machine).
   const runCpu = CpuMeter.delta(runStart.cpu, await cpu.snapshot());
   const otherCores = round(runCpu.other! / (Date.now() - runStart.at), 2);
@@ -263,13 +403,15 @@ try {
     machine: { ...machine, loadAfter: loadavg().map((l) => round(l, 2)), otherCores },
     settings: { ...settings, outDir: undefined, skip: [...settings.skip] },
     temporal: { store: settings.temporalStore, cli: cliVersion(), description: stack.temporalDescription },
+    postgres: await pgSettings(stack.sql),
     baseHistory,
     empty,
     floor,
     payments,
-    replay: replay!,
-    read: read!,
-    storm,
+    ...(replay && read ? { replay, read } : {}),
+    ...(storm ? { storm } : {}),
+    ...(routing ? { routing } : {}),
+    ...(engines ? { engines: engines.result } : {}),
     scales,
     effects,
   };
@@ -351,23 +493,55 @@ function summariseStorms(perKey: StormKeyResult[]): StormResult {
   };
 }
 
-/** Over the whole run, all lanes: one charge at the provider per (real) payment, nothing more. */
+/**
+ * Over the whole run, all lanes: one charge at the providers per (real) payment, nothing more.
+ * sandbox-a keeps every lane's charges in the base lane's database, sandbox-b in its own; a
+ * charge's reference is its payment's id, so the two are summed per payment.
+ */
 async function globalEffects(laneDatabases: Sql[]) {
-  // The sandbox keeps every lane's charges in the base lane's database.
-  const [charges] = await stack.sql<{ charges: number; charged_payments: number; max_per_payment: number }[]>`
-    SELECT (SELECT count(*)::int FROM sandbox.charges) AS charges,
-           (SELECT count(DISTINCT reference)::int FROM sandbox.charges) AS charged_payments,
-           (SELECT coalesce(max(n), 0)::int FROM (SELECT count(*) AS n FROM sandbox.charges GROUP BY reference) c) AS max_per_payment`;
+  /** Per payment (reference): charges holding money (succeeded or authorized) and all charges, over both PSPs. */
+  const perPayment = new Map<string, { money: number; all: number }>();
+  const chargesAt: Record<string, number> = {};
+  for (const sandbox of stack.sandboxes) {
+    const rows = await sandbox.sql<{ reference: string; money: number; total: number }[]>`
+      SELECT reference, count(*) FILTER (WHERE status IN ('succeeded', 'requires_capture'))::int AS money, count(*)::int AS total
+      FROM sandbox.charges GROUP BY reference`;
+    let at = 0;
+    for (const row of rows) {
+      const seen = perPayment.get(row.reference) ?? { money: 0, all: 0 };
+      perPayment.set(row.reference, { money: seen.money + row.money, all: seen.all + row.total });
+      at += row.total;
+    }
+    chargesAt[sandbox.name] = at;
+  }
   let payments = 0;
   let ledger = 0;
+  const succeededChargesPerPayment: Record<string, number> = {};
+  let succeededPayments = 0;
   for (const sql of laneDatabases) {
     const [row] = await sql<{ payments: number; ledger: number }[]>`
       SELECT (SELECT count(*)::int FROM payments WHERE id NOT LIKE 'pay\\_00%') AS payments,
              (SELECT count(*)::int FROM ledger_transactions WHERE id NOT LIKE 'ltx\\_00%') AS ledger`;
     payments += row!.payments;
     ledger += row!.ledger;
+    // Every succeeded payment: exactly one succeeded charge over both PSPs.
+    for (const { id } of await sql<{ id: string }[]>`SELECT id FROM payments WHERE id NOT LIKE 'pay\\_00%' AND status = 'succeeded'`) {
+      const n = String(perPayment.get(id)?.money ?? 0);
+      succeededChargesPerPayment[n] = (succeededChargesPerPayment[n] ?? 0) + 1;
+      succeededPayments++;
+    }
   }
-  return { payments, ledger, ...charges! };
+  const charges = [...perPayment.values()];
+  return {
+    payments,
+    ledger,
+    charges: charges.reduce((a, c) => a + c.all, 0),
+    charged_payments: perPayment.size,
+    max_per_payment: charges.reduce((a, c) => Math.max(a, c.all), 0),
+    chargesAt,
+    succeeded_payments: succeededPayments,
+    succeededChargesPerPayment,
+  };
 }
 
 function describeMachine() {

@@ -88,15 +88,25 @@ export class Scenarios {
    * succeeded, or 202 processing followed by GETs every 100 ms until the payment succeeded.
    */
   async newPayment(): Promise<string | void> {
+    return (await this.pay()).failure;
+  }
+
+  /** newPayment with the payment's id (when the API answered one): the failover timeline joins it with its attempts. */
+  async pay(): Promise<{ id?: string; failure?: string }> {
     const n = ++this.counter;
     const { key, body, headers } = this.paymentRequest(n);
     const answer = await this.http.request('POST', '/v1/payments', headers, body);
-    if (answer.status === 202) return this.followToFinal((JSON.parse(answer.body) as { id: string }).id);
-    if (answer.status !== 201) return `new payment: ${answer.status} ${answer.body.slice(0, 200)}`;
+    if (answer.status === 202) {
+      const accepted = (JSON.parse(answer.body) as { id: string }).id;
+      const failure = await this.followToFinal(accepted);
+      return failure ? { id: accepted, failure } : { id: accepted };
+    }
+    if (answer.status !== 201) return { failure: `new payment: ${answer.status} ${answer.body.slice(0, 200)}` };
     const id = (JSON.parse(answer.body) as { id: string; status: string }).id;
     const entry = { key, body, id, response: answer.body, headers };
     if (this.finished.length < this.keep) this.finished.push(entry);
     else if (Math.random() < 0.1) this.finished[Math.floor(Math.random() * this.keep)] = entry;
+    return { id };
   }
 
   private async followToFinal(id: string): Promise<string | void> {
@@ -158,7 +168,7 @@ export class Scenarios {
     };
   }
 
-  /** Charges at the provider (by our reference), ledger transactions and outbox events of one payment. */
+  /** Charges at the default provider (by our reference; a tenant without routing charges only there), ledger transactions and outbox events of one payment. */
   async effectsOf(paymentId: string): Promise<{ charges: number; ledgerTransactions: number; events: number }> {
     const response = await fetch(`${this.stack.sandboxUrl}/v1/charges?reference=${encodeURIComponent(paymentId)}`);
     const charges = ((await response.json()) as { data: unknown[] }).data.length;
@@ -222,7 +232,7 @@ export async function seedHistory(
     SELECT data_type AS type FROM information_schema.columns WHERE table_name = 'outbox_events' AND column_name = 'payload'`;
   const payloadType = column?.type === 'jsonb' ? 'jsonb' : 'json';
   const eventPayload = JSON.stringify({ id: 'EVT', object: 'event', type: 'payment.succeeded', created_at: new Date().toISOString(), data: { object: JSON.parse(sample.responseBody) as unknown } });
-  const tables = ['payments', 'idempotency_records', 'ledger_transactions', 'ledger_entries', 'outbox_events'];
+  const tables = historyTables;
   // Why: a large top-up is several times faster into tables without their secondary indexes,
   // built afterwards in one pass each (the indexes that back constraints stay).
   const indexes =
@@ -283,9 +293,19 @@ export async function seedHistory(
     });
   }
   // Fresh statistics and visibility maps, as a table that grew over months would have.
-  for (const table of tables) {
-    await sql.unsafe(`VACUUM ANALYZE ${table}`);
-  }
+  await settleLane(sql, { checkpoint: true });
+}
+
+/** The tables a lane's history lives in (the ones seedHistory grows). */
+export const historyTables = ['payments', 'idempotency_records', 'ledger_transactions', 'ledger_entries', 'outbox_events'];
+
+/**
+ * VACUUM ANALYZE a lane's history tables; with `checkpoint`, then a CHECKPOINT (the whole
+ * cluster's) and the kernel's write-back flushed.
+ */
+export async function settleLane(sql: Sql, options: { checkpoint?: boolean } = {}): Promise<void> {
+  for (const table of historyTables) await sql.unsafe(`VACUUM ANALYZE ${table}`);
+  if (!options.checkpoint) return;
   await sql`CHECKPOINT`;
   await settleWriteback();
 }

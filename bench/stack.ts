@@ -1,9 +1,11 @@
 /**
  * The benchmark's stack, in production's shape: a Temporal of its own (the dev server, or
  * with temporalMode 'cluster' a two-node cluster of the production server on PostgreSQL), a fresh
- * database on the local PostgreSQL, and the provider sandbox, the worker and the API as
- * separate `node --import tsx` processes (as devstack/children.ts runs them), each
- * on free ports. Everything started here is stopped and the database dropped by `stop()`.
+ * database on the local PostgreSQL, two provider sandboxes (`sandbox-a`, the default, and
+ * `sandbox-b`, each with a database of its own, as `npm start` runs them; PROVIDERS names
+ * both), the worker and the API as separate `node --import tsx` processes (as
+ * devstack/children.ts runs them), each on free ports. Everything started here is stopped and
+ * the databases dropped by `stop()`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -48,9 +50,19 @@ export interface BenchChild {
   process: ChildProcess;
 }
 
+/** One provider sandbox (a PSP of PROVIDERS) and the database that holds its charges (schema sandbox). */
+export interface BenchSandbox {
+  /** Its name in PROVIDERS: sandbox-a (the default: tenants without routing charge there) or sandbox-b. */
+  name: string;
+  url: string;
+  /** The bench's own client on the sandbox's database (counting its charges). */
+  sql: Sql;
+  databaseName: string;
+}
+
 /**
  * One API + worker pair on a database of its own, on the shared Temporal server (its own
- * task queue) and the shared provider sandbox. The stack starts with one lane, `base`; the
+ * task queue) and the shared provider sandboxes. The stack starts with one lane, `base`; the
  * history-size phase adds a second, `grown`, whose tables it fills, so both sizes can be
  * measured side by side (interleaved) rather than one after the other.
  */
@@ -70,7 +82,14 @@ export interface BenchLane {
 }
 
 export interface BenchStack extends BenchLane {
+  /** The default PSP's URL (sandbox-a): where a tenant without routing charges. */
   sandboxUrl: string;
+  /** Both PSPs, the default first. */
+  sandboxes: BenchSandbox[];
+  /** Kills a sandbox's process (SIGKILL: connections refused from then on), an expected exit. */
+  killSandbox(name: string): Promise<void>;
+  /** Starts a killed sandbox again on its port and database; resolves once it answers /healthz. */
+  restartSandbox(name: string): Promise<void>;
   temporalAddress: string;
   adminToken: string;
   /** The bench's own Temporal client (drives the floor workflow). */
@@ -83,11 +102,13 @@ export interface BenchStack extends BenchLane {
   temporalDescription: string;
   /** The server binary, for its version. */
   temporalBinary: string;
-  /** Every child process started so far (the sandbox and each lane's API and worker). */
+  /** Every child process running (the sandboxes and each lane's API and worker; a restarted sandbox replaces its entry). */
   children: BenchChild[];
   workDir: string;
-  /** Starts another lane (fresh database, API, worker) and waits until it answers. */
-  addLane(name: string): Promise<BenchLane>;
+  /** Starts another lane (fresh database, API, worker), on the stack's Temporal or the one at `temporalAddress`, and waits until it answers. */
+  addLane(name: string, temporalAddress?: string): Promise<BenchLane>;
+  /** Runs `close` at stop(), before whatever was set up until now (a lane's own Temporal server). */
+  defer(close: () => Promise<unknown>): void;
   stop(): Promise<void>;
 }
 
@@ -102,19 +123,21 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   try {
     const admin = createSql(options.adminUrl, { max: 1, applicationName: 'payment-bench-admin' });
     closers.push(() => admin.end({ timeout: 5 }));
-    /** A fresh, migrated database, dropped at the end. */
-    const createDatabase = async (lane: string) => {
+    /** A fresh database, dropped at the end; migrated for a lane (a sandbox migrates its own schema). */
+    const createDatabase = async (lane: string, appSchema = true) => {
       const databaseName = `payorch_bench_${randomBytes(4).toString('hex')}`;
       await ensureDatabase(admin, databaseName);
       closers.push(() => admin.unsafe(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`));
       const databaseUrl = options.adminUrl.replace(/\/[^/]*$/, `/${databaseName}`);
-      const sql = createSql(databaseUrl, { max: 4, applicationName: 'payment-bench' });
+      const sql = createSql(databaseUrl, { max: appSchema ? 4 : 1, applicationName: 'payment-bench' });
       closers.push(() => sql.end({ timeout: 5 }));
-      await migrate(sql);
-      options.log(`database ${databaseName} (lane ${lane}) created and migrated`);
+      if (appSchema) await migrate(sql);
+      options.log(`database ${databaseName} (${lane}) created${appSchema ? ' and migrated' : ''}`);
       return { databaseName, databaseUrl, sql };
     };
-    const base = await createDatabase('base');
+    const base = await createDatabase('lane base');
+    // Two PSPs are two companies: sandbox-b keeps its charges in a database of its own.
+    const sandboxBDatabase = await createDatabase('sandbox-b', false);
 
     const startTemporal = async () => {
       if (options.temporalMode === 'cluster') {
@@ -133,7 +156,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
           address: cluster.address,
           pids: () => cluster.nodes.map((node) => node.pid),
           databases: [cluster.databaseName, cluster.visibilityDatabaseName],
-          description: `Temporal cluster of ${cluster.nodes.length} production server processes (devstack/temporal-cluster.ts) on PostgreSQL, 8 history shards`,
+          description: `Temporal cluster of ${cluster.nodes.length} production server processes (devstack/temporal-cluster.ts) on PostgreSQL, ${cluster.shards} history shards, persistence pool ${cluster.sqlMaxConns}/${cluster.sqlMaxIdleConns} (open/idle) per node`,
           binary: cluster.nodes[0]!.process.spawnfile,
         };
       }
@@ -156,10 +179,15 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     };
     const temporalServer = await startTemporal();
 
-    const sandboxPort = await freePort();
     const adminToken = `bench-admin-${randomBytes(12).toString('hex')}`;
     const payloadKeys = options.payloadEncryption ? generatePayloadKey('bench') : null;
-    const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
+    // sandbox-a keeps its charges in the base lane's database (schema sandbox), for all lanes.
+    const sandboxes: (BenchSandbox & { port: number; databaseUrl: string })[] = [];
+    for (const [name, database] of [['sandbox-a', base], ['sandbox-b', sandboxBDatabase]] as const) {
+      const port = await freePort();
+      sandboxes.push({ name, port, url: `http://127.0.0.1:${port}`, sql: database.sql, databaseName: database.databaseName, databaseUrl: database.databaseUrl });
+    }
+    const sandboxUrl = sandboxes[0]!.url;
     const common: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
@@ -167,6 +195,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       NODE_ENV: 'production',
       LOG_LEVEL: 'info',
       TEMPORAL_ADDRESS: temporalServer.address,
+      // The first is the default: a tenant without routing charges at sandbox-a only.
+      PROVIDERS: sandboxes.map((sandbox) => `${sandbox.name}=${sandbox.url}`).join(','),
       PROVIDER_URL: sandboxUrl,
       ADMIN_TOKEN: adminToken,
       ...(payloadKeys ? { TEMPORAL_PAYLOAD_KEYS: payloadKeys } : { TEMPORAL_PAYLOAD_ENCRYPTION: 'off' }),
@@ -175,6 +205,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       RATE_LIMIT_WRITE_PER_SECOND: '1000000',
     };
     const children: BenchChild[] = [];
+    /** Children the bench itself killed (a sandbox's outage): their exit is no crash. */
+    const killed = new Set<ChildProcess>();
     let crashed: string | undefined;
     const spawnChild = (name: string, entry: string, baseEnv: NodeJS.ProcessEnv) => {
       const logFile = path.join(workDir, `${name}.log`);
@@ -199,7 +231,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
         clearTimeout(timer);
       });
       void exited.then((info) => {
-        if (stopping) return;
+        if (stopping || killed.has(child)) return;
         crashed ??= `${name} exited unexpectedly (${JSON.stringify(info)}); last lines:\n${tail(logFile)}`;
         options.log(crashed);
       });
@@ -215,18 +247,27 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       }
     };
 
-    // The sandbox keeps its charges in the base lane's database (schema sandbox), for all lanes.
-    spawnChild('sandbox', 'sandbox/main.ts', { ...common, DATABASE_URL: base.databaseUrl, SANDBOX_PORT: String(sandboxPort), SANDBOX_HOST: '127.0.0.1' });
+    const startSandbox = (sandbox: (typeof sandboxes)[number]) =>
+      spawnChild(sandbox.name, 'sandbox/main.ts', { ...common, DATABASE_URL: sandbox.databaseUrl, SANDBOX_PORT: String(sandbox.port), SANDBOX_HOST: '127.0.0.1' });
+    const sandboxesUp = () => Promise.all(sandboxes.map((sandbox) => waitFor(sandbox.name, async () => (await httpStatus(`${sandbox.url}/healthz`)) === 200)));
+    for (const sandbox of sandboxes) startSandbox(sandbox);
+    const sandboxNamed = (name: string) => {
+      const sandbox = sandboxes.find((s) => s.name === name);
+      if (!sandbox) throw new Error(`no sandbox named ${name}`);
+      return { sandbox, index: children.findIndex((child) => child.name === name) };
+    };
     const connection = await Connection.connect({ address: temporalServer.address });
     closers.push(() => connection.close());
     const temporal = new Client({ connection, dataConverter: paymentDataConverter(payloadKeys ? parsePayloadKeys(payloadKeys) : null) });
 
     /** Worker and API of one lane (the base lane's are named plainly: worker, api). */
-    const startLane = async (name: string, database: Awaited<ReturnType<typeof createDatabase>>): Promise<BenchLane> => {
+    const startLane = async (name: string, database: Awaited<ReturnType<typeof createDatabase>>, temporalAddress = temporalServer.address): Promise<BenchLane> => {
       const suffix = name === 'base' ? '' : `-${name}`;
       const [apiPort, metricsPort, sdkMetricsPort] = await Promise.all([freePort(), freePort(), freePort()]);
       const taskQueue = `bench-${name}-${randomBytes(3).toString('hex')}`;
-      const laneEnv = { ...common, DATABASE_URL: database.databaseUrl, TASK_QUEUE: taskQueue };
+      const laneEnv = { ...common, TEMPORAL_ADDRESS: temporalAddress, DATABASE_URL: database.databaseUrl, TASK_QUEUE: taskQueue };
+      const laneConnection = temporalAddress === temporalServer.address ? connection : await Connection.connect({ address: temporalAddress });
+      if (laneConnection !== connection) closers.push(() => laneConnection.close());
       const worker = spawnChild(`worker${suffix}`, 'bench/worker.ts', {
         ...laneEnv,
         WORKER_METRICS_PORT: String(metricsPort),
@@ -235,10 +276,10 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       const api = spawnChild(`api${suffix}`, 'api/main.ts', { ...laneEnv, PORT: String(apiPort), HOST: '127.0.0.1' });
       const apiUrl = `http://127.0.0.1:${apiPort}`;
       await Promise.all([
-        waitFor('the sandbox', async () => (await httpStatus(`${sandboxUrl}/healthz`)) === 200),
+        sandboxesUp(),
         waitFor(`the API (${name})`, async () => (await httpStatus(`${apiUrl}/readyz`)) === 200),
         waitFor(`the worker (${name}) to poll`, async () => {
-          const response = await connection.workflowService.describeTaskQueue({
+          const response = await laneConnection.workflowService.describeTaskQueue({
             namespace: 'default',
             taskQueue: { name: taskQueue, kind: 1 },
             taskQueueType: 1,
@@ -254,6 +295,21 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     return {
       ...baseLane,
       sandboxUrl,
+      sandboxes: sandboxes.map(({ name, url, sql, databaseName }) => ({ name, url, sql, databaseName })),
+      killSandbox: async (name) => {
+        const child = children[sandboxNamed(name).index]!;
+        killed.add(child.process);
+        const { exited, hasExited } = watchExit(child.process);
+        if (!hasExited()) child.process.kill('SIGKILL');
+        await exited;
+      },
+      restartSandbox: async (name) => {
+        const { sandbox, index } = sandboxNamed(name);
+        if (!killed.has(children[index]!.process)) throw new Error(`${name} is running`);
+        children.splice(index, 1);
+        startSandbox(sandbox);
+        await sandboxesUp();
+      },
       temporalAddress: temporalServer.address,
       adminToken,
       temporal,
@@ -263,7 +319,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       temporalBinary: temporalServer.binary,
       children,
       workDir,
-      addLane: async (name) => startLane(name, await createDatabase(name)),
+      addLane: async (name, temporalAddress) => startLane(name, await createDatabase(name), temporalAddress),
+      defer: (close) => closers.push(close),
       stop,
     };
   } catch (error) {

@@ -55,8 +55,14 @@ export interface ClusterOptions {
   visibilityDatabaseName?: string;
   /** Temporal server processes (default 2). */
   nodes?: number;
-  /** History shards (default 8); fixed once the database holds a cluster. */
+  /** History shards (default TEMPORAL_CLUSTER_SHARDS, else 8); fixed once the database holds a cluster. */
   shards?: number;
+  /**
+   * Each node's persistence pool: open and idle connections (default TEMPORAL_CLUSTER_SQL_MAX_CONNS
+   * and TEMPORAL_CLUSTER_SQL_MAX_IDLE_CONNS, else 10 and 10; idle never above open).
+   */
+  sqlMaxConns?: number;
+  sqlMaxIdleConns?: number;
   /** Node 1's frontend port (the address clients are given); other ports are picked free. */
   frontendPort?: number;
   /** The Web UI's port; no UI when omitted. */
@@ -105,7 +111,20 @@ export interface TemporalCluster {
   ui: ChildProcess | null;
   databaseName: string;
   visibilityDatabaseName: string;
+  /** History shards and each node's persistence pool (open/idle), as started. */
+  shards: number;
+  sqlMaxConns: number;
+  sqlMaxIdleConns: number;
   stop(): Promise<void>;
+}
+
+/** A positive integer from the environment, or `fallback` when unset. */
+function envCount(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name}: expected a positive integer, got ${raw}`);
+  return n;
 }
 
 /**
@@ -193,6 +212,9 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
   const databaseName = options.databaseName ?? 'temporal';
   const visibilityDatabaseName = options.visibilityDatabaseName ?? 'temporal_visibility';
   const nodeCount = options.nodes ?? 2;
+  const shards = options.shards ?? envCount('TEMPORAL_CLUSTER_SHARDS', 8);
+  const sqlMaxConns = options.sqlMaxConns ?? envCount('TEMPORAL_CLUSTER_SQL_MAX_CONNS', 10);
+  const sqlMaxIdleConns = Math.min(sqlMaxConns, options.sqlMaxIdleConns ?? envCount('TEMPORAL_CLUSTER_SQL_MAX_IDLE_CONNS', sqlMaxConns));
   mkdirSync(options.dataDir, { recursive: true });
   await setupClusterSchema(options.postgresUrl, databaseName, visibilityDatabaseName);
 
@@ -204,17 +226,19 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     PATH: process.env.PATH,
     HOME: process.env.HOME,
     LOG_LEVEL: options.logLevel ?? 'warn',
-    NUM_HISTORY_SHARDS: String(options.shards ?? 8),
+    NUM_HISTORY_SHARDS: String(shards),
     DBNAME: databaseName,
     VISIBILITY_DBNAME: visibilityDatabaseName,
     POSTGRES_SEEDS: pg.hostname,
     DB_PORT: pg.port || '5432',
     POSTGRES_USER: decodeURIComponent(pg.username || 'postgres'),
     POSTGRES_PWD: decodeURIComponent(pg.password),
-    // Per node: 10 persistence + 3 visibility connections. Two nodes take 26 of PostgreSQL's
-    // default 100, which the app, the tests' own clusters and stacks share on one machine.
-    SQL_MAX_CONNS: '10',
-    SQL_MAX_IDLE_CONNS: '10',
+    // Caps of one pool: 10 persistence + 3 visibility connections by default. A node opens
+    // several pools (presumably one per service it runs): under the bench, two nodes held 44
+    // persistence and 12 visibility connections (bench/NOTES.md, "Issue 24"), out of the
+    // PostgreSQL that the app, the tests' own clusters and stacks share on one machine.
+    SQL_MAX_CONNS: String(sqlMaxConns),
+    SQL_MAX_IDLE_CONNS: String(sqlMaxIdleConns),
     SQL_VIS_MAX_CONNS: '3',
     SQL_VIS_MAX_IDLE_CONNS: '3',
     DYNAMIC_CONFIG_FILE_PATH: dynamicConfigFile,
@@ -277,6 +301,9 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     ui,
     databaseName,
     visibilityDatabaseName,
+    shards,
+    sqlMaxConns,
+    sqlMaxIdleConns,
     stop,
   };
 }
