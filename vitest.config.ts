@@ -1,26 +1,59 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 import LongestFirstSequencer from './test/sequencer';
+import { isDroppedTypesQueryFailure } from './db/connect';
+
+/**
+ * The slow folders: left out of `npm test` (project `quick`), run by `npm run test:all` (every
+ * project, what CI runs). README, "Tests".
+ */
+export const slowFolders = ['test/static', 'test/launch', 'test/faults', 'test/chaos', 'test/cluster'];
+
+/**
+ * Run last, one at a time, once every other file has finished (project `alone`): each starts
+ * `npm start` with two API and two worker processes (a Temporal dev server, a sandbox, a codec
+ * server of their own) and asserts that no request fails under its load. Next to other files'
+ * stacks on two cores, a CI run (2026-12-02) starved the rolling upgrade's own Temporal dev
+ * server: its API answered 503 (deadline exceeded) and the new worker was not seen polling
+ * within 300 s.
+ */
+export const runAlone = ['test/cluster/rolling-upgrade.test.ts', 'test/cluster/scale-out.test.ts'];
 
 export default defineConfig({
   test: {
+    // `quick` and `slow` run together, three files at a time; `alone` starts once they have
+    // ended (sequence.groupOrder). A project's own `exclude` replaces the command line's
+    // `--exclude`: pick projects with `--project`, files by naming them.
+    projects: [
+      { extends: true, test: { name: 'quick', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...slowFolders.map((folder) => `${folder}/**`)] } },
+      { extends: true, test: { name: 'slow', include: slowFolders.map((folder) => `${folder}/**/*.test.ts`), exclude: [...configDefaults.exclude, ...runAlone] } },
+      { extends: true, test: { name: 'alone', include: runAlone, maxWorkers: 1, sequence: { groupOrder: 1 } } },
+    ],
     // The Temporal SDK's native addon is not happy in worker threads.
     pool: 'forks',
-    // Three files at a time (five until the suite grew to 87 files: CPU-bound timeouts and
-    // 202s past the API's wait failed CI runs on 2026-12-01). Most files wait (on Temporal, PostgreSQL, child processes) more
-    // than they compute, and vitest's default on 2 cores is one. Safe because each file has
-    // its own copy of the database (test/helpers/database.ts): with one shared database, a
-    // second file's outbox relay delivered and counted this file's webhooks. Bounded by
-    // PostgreSQL's connections: each test stack's pool is 10 (test/helpers/stack.ts) and the
-    // two cluster files take turns (test/helpers/cluster.ts). The measurements behind the
-    // number (durations with two to five files, the connection peak) are in README, "Tests".
+    // Three files at a time: most files wait (on Temporal, PostgreSQL, child processes) more
+    // than they compute, so more than vitest's default of one on 2 cores pays; more than three
+    // ran into CPU-bound timeouts on the 2-core CI machine. Safe because each file has its own
+    // copy of the database (test/helpers/database.ts): with one shared database, a second
+    // file's outbox relay delivered and counted this file's webhooks. Bounded by PostgreSQL's
+    // connections: each test stack's pool is 10 (test/helpers/stack.ts) and the two cluster
+    // files take turns (test/helpers/cluster.ts). The measurements are in README, "Tests".
     maxWorkers: 3,
     // Longest files first (test/sequencer.ts): the two-minute chaos run, the long CPU-bound
     // files and the cluster start at once instead of last; the suite cannot end before chaos.
     sequence: { sequencer: LongestFirstSequencer },
     globalSetup: ['test/global-setup.ts'],
-    include: ['test/**/*.test.ts'],
+    // Before each file, in its process: under `npm test`, the Temporal runtime, installed once
+    // per process (test/helpers/runtime.ts). `npm test` runs with --no-isolate (package.json): a worker
+    // process keeps its loaded modules from one file to the next instead of starting afresh
+    // for each, which saves most of the quick suite's import time; `npm run test:all` (CI)
+    // keeps vitest's default, a fresh process per file. Measurements: README, "Tests".
+    setupFiles: ['test/helpers/setup.ts'],
     testTimeout: 120_000,
     hookTimeout: 180_000,
+    // postgres.js drops the promise of its per-connection types query (db/connect.ts
+    // isDroppedTypesQueryFailure): the tests that stop PostgreSQL under an in-process client
+    // see it as an unhandled rejection; the product's processes survive it the same way.
+    onUnhandledError: (error) => (isDroppedTypesQueryFailure(error) ? false : undefined),
     reporters: ['default', 'json'],
     outputFile: { json: 'test/artifacts/vitest.json' },
   },

@@ -35,6 +35,25 @@ const adminUrl = process.env.TEST_DATABASE_ADMIN_URL ?? 'postgres://postgres@127
  * (plaintext; the namespace and search attributes must exist).
  */
 export default async function setup(project: TestProject) {
+  // vitest calls this once per project (vitest.config.ts: the root config and its two groups),
+  // in one process: the first call starts the run's Temporal and database, the others share them.
+  const shared = globalThis as { payorchRun?: { users: number; run: Promise<RunResources> } };
+  shared.payorchRun ??= { users: 0, run: startRun() };
+  const state = shared.payorchRun;
+  state.users++;
+  const run = await state.run;
+  for (const [key, value] of Object.entries(run.provided)) project.provide(key as keyof RunResources['provided'], value);
+  return async () => {
+    if (--state.users === 0) await run.teardown();
+  };
+}
+
+interface RunResources {
+  provided: { databaseUrl: string; templateDatabaseUrl: string; temporalAddress: string; temporalUiUrl: string; codecUrl: string; workflowBundlePath: string };
+  teardown(): Promise<void>;
+}
+
+async function startRun(): Promise<RunResources> {
   const dbName = `payorch_test_${randomBytes(4).toString('hex')}`;
   const admin = createSql(adminUrl, { max: 1 });
   await ensureDatabase(admin, dbName);
@@ -48,7 +67,7 @@ export default async function setup(project: TestProject) {
   // The cluster suite (test/cluster/) and TEMPORAL_MODE=cluster need the production server's
   // binaries, which npm install no longer builds: they are built here on first use, once per
   // run (not in a test file's hook, under its timeout, or twice by two files in parallel),
-  // and only for a run that needs them: TEMPORAL_MODE=cluster, the whole suite (npm test, CI),
+  // and only for a run that needs them: TEMPORAL_MODE=cluster, the whole suite (npm run test:all, CI),
   // or files named on the command line that include test/cluster/. A no-op when present.
   const mode = process.env.TEMPORAL_MODE ?? 'dev';
   if (mode === 'cluster' || runIncludesClusterTests(process.argv.slice(2))) {
@@ -86,15 +105,16 @@ export default async function setup(project: TestProject) {
   mkdirSync(artifacts, { recursive: true });
   const workflowBundlePath = path.join(artifacts, 'workflow-bundle.js');
   writeFileSync(workflowBundlePath, await bundleWorkflows(quietLogger));
-  project.provide('workflowBundlePath', workflowBundlePath);
 
-  project.provide('databaseUrl', databaseUrl);
-  project.provide('templateDatabaseUrl', adminUrl.replace(/\/[^/]*$/, `/${templateName}`));
-  project.provide('temporalAddress', temporal.address);
-  project.provide('temporalUiUrl', temporal.uiUrl ?? '');
-  project.provide('codecUrl', codec.url);
-
-  return async () => {
+  const provided = {
+    workflowBundlePath,
+    databaseUrl,
+    templateDatabaseUrl: adminUrl.replace(/\/[^/]*$/, `/${templateName}`),
+    temporalAddress: temporal.address,
+    temporalUiUrl: temporal.uiUrl ?? '',
+    codecUrl: codec.url,
+  };
+  const teardown = async () => {
     await temporal.stop();
     await codec.close();
     // The template and the test files' own copies (test/helpers/database.ts), then the shared one.
@@ -104,6 +124,7 @@ export default async function setup(project: TestProject) {
     if (mode === 'cluster') for (const name of temporalDatabases) await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.end();
   };
+  return { provided, teardown };
 }
 
 const quietLogger = {
@@ -119,21 +140,34 @@ const quietLogger = {
   },
 };
 
+/** The projects (vitest.config.ts) whose files include test/cluster/. */
+const projectsWithClusterFiles = ['slow', 'alone'];
+
 /**
- * Whether a vitest command line runs any of test/cluster/: with no file filters every file
- * runs; otherwise a filter matches the way vitest matches it (a substring of the path).
+ * Whether a vitest command line runs any of test/cluster/: every file runs unless `--project`
+ * picks only projects without them (`npm test` runs `quick`); a file filter matches the way
+ * vitest matches it (a substring of the path).
  */
 export function runIncludesClusterTests(argv: string[]): boolean {
   const afterRun = argv[0] === 'run' || argv[0] === 'watch' ? argv.slice(1) : argv;
   const filters: string[] = [];
+  const projects: string[] = [];
   for (let i = 0; i < afterRun.length; i++) {
     const arg = afterRun[i]!;
+    if (arg === '--project' || arg.startsWith('--project=')) {
+      const value = arg === '--project' ? afterRun[++i] : arg.slice('--project='.length);
+      if (value !== undefined) projects.push(value);
+      continue;
+    }
     if (arg.startsWith('-')) {
-      // Options that take a value as the next word (-t name, --project p, ...) do not filter files.
-      if (!arg.includes('=') && ['-t', '--testNamePattern', '--project', '--config', '-c', '--root', '-r', '--dir', '--reporter', '--outputFile', '--maxWorkers', '--shard', '--mode'].includes(arg)) i++;
+      // Options that take a value as the next word (-t name, --config c, ...) do not filter files.
+      if (!arg.includes('=') && ['-t', '--testNamePattern', '--config', '-c', '--root', '-r', '--dir', '--reporter', '--outputFile', '--maxWorkers', '--shard', '--mode', '--exclude'].includes(arg)) i++;
       continue;
     }
     filters.push(arg);
   }
-  return filters.length === 0 || filters.some((f) => 'test/cluster/'.includes(f) || f.includes('test/cluster'));
+  // A pattern (--project 'sl*') is not resolved here: it may pick them.
+  if (projects.length > 0 && !projects.some((p) => p.includes('*') || projectsWithClusterFiles.includes(p))) return false;
+  if (filters.length > 0) return filters.some((f) => 'test/cluster/'.includes(f) || f.includes('test/cluster'));
+  return true;
 }

@@ -55,9 +55,14 @@ async function recordOf(key: string) {
   return row ?? null;
 }
 
-/** Waits until every given key's record has passed its expiry, then runs the retention job once. */
+/**
+ * Waits until every given key's record is finished and past its expiry, then runs the retention
+ * job once. Finished too: the job deletes only completed records, and a record is completed by
+ * its run's last step, which can come after the API has answered (a CI run under load ran the
+ * job between the two).
+ */
 async function expireAndRunRetention(keys: string[]): Promise<number> {
-  await eventually(async () => (await Promise.all(keys.map(recordOf))).every((r) => r?.expired), 30_000, 100);
+  await eventually(async () => (await Promise.all(keys.map(recordOf))).every((r) => r?.expired && r.state === 'completed'), 30_000, 100);
   return stack.retention.runOnce();
 }
 

@@ -8,7 +8,7 @@ import { projectRoot } from '../../devstack/temporal-cli';
 import { freePortOutsideEphemeralRange } from '../../devstack/ports';
 
 /**
- * `npm start` as a new user runs it, for the tests that launch it (test/integration/start.test.ts,
+ * `npm start` as a new user runs it, for the tests that launch it (test/launch/start.test.ts,
  * test/cluster/supervisor.test.ts): the real launcher in a child process of its own process
  * group, on free ports and a temporary data folder, its output kept, its process tree found
  * from /proc.

@@ -3,53 +3,22 @@ import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import { fileDatabaseUrl } from './database';
 import type { Client } from '@temporalio/client';
-import { createLogger } from '../../lib/logger';
-import { freePort } from '../../devstack/ports';
 import { startStack as startProductStack, type Stack, type StackOptions } from '../../devstack/stack';
-import { installTemporalRuntime } from '../../worker/observability';
+import { installTestRuntime, testLogger } from './runtime';
 import { testDataConverter } from '../../testkit/payload-keys';
 
 export { apiClient, type Tenant } from '../../devstack/stack';
+export { captureLogs } from './runtime';
 export type TestStack = Stack;
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
-
-/**
- * One logger per test process, also installed as the Temporal runtime's logger (once per
- * process, before anything creates the runtime). Its JSON lines are kept only while a test
- * captures them (captureLogs), so tests can read what API, workflow and activity really log.
- */
-const capturedLines: string[] = [];
-let capturing = false;
-const testLogger = createLogger({
-  name: 'test',
-  level: 'debug',
-  destination: { write: (line: string) => void (capturing && capturedLines.push(line)) },
-});
-let runtimeInstalled = false;
-async function installRuntime() {
-  if (runtimeInstalled) return;
-  runtimeInstalled = true;
-  installTemporalRuntime(testLogger, `127.0.0.1:${await freePort()}`);
-}
-
-/** Starts keeping log lines; `lines()` returns them parsed. */
-export function captureLogs() {
-  capturedLines.length = 0;
-  capturing = true;
-  return {
-    lines: () => capturedLines.map((line) => JSON.parse(line) as Record<string, unknown>),
-    text: () => capturedLines.join(''),
-    stop: () => void (capturing = false),
-  };
-}
 
 /**
  * The whole product (devstack/stack.ts) on the run's shared Temporal dev server and this file's database,
  * with the workflow bundle built once by the global setup and a task queue of its own.
  */
 export async function startStack(options: Partial<StackOptions> = {}): Promise<TestStack> {
-  await installRuntime();
+  await installTestRuntime();
   return startProductStack({
     databaseUrl: await fileDatabaseUrl(),
     temporalAddress: inject('temporalAddress'),

@@ -140,10 +140,15 @@ export async function paymentIdOfKey(stack: TestStack, tenantId: string, key: st
 /** The activity that charges the PSP: chargeAttempt in routed runs (issue 22), chargePayment before. */
 const chargeActivities = new Set(['chargeAttempt', 'chargePayment']);
 
-/** True once the payment's charge activity has been picked up by a worker (the charge is in flight). */
+/**
+ * True once the payment's charge activity has been picked up by a worker and has recorded its
+ * attempt (the charge is in flight). The first attempt decides its route in the database before
+ * it calls the PSP (patched('plan-in-charge')): until its attempt row exists, nothing was sent.
+ */
 export async function chargeInFlight(stack: TestStack, paymentId: string): Promise<boolean> {
-  const [row] = await stack.sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${paymentId}`;
-  if (!row) return false;
+  const [row] = await stack.sql<{ workflow_id: string; attempts: number }[]>`
+    SELECT workflow_id, (SELECT count(*)::int FROM payment_attempts WHERE payment_id = ${paymentId}) AS attempts FROM payments WHERE id = ${paymentId}`;
+  if (!row || row.attempts === 0) return false;
   // The API persists the intent before it starts the run: a row may have no run yet.
   const description = await stack.temporal.workflow.getHandle(row.workflow_id).describe().catch((error: unknown) => {
     if (error instanceof WorkflowNotFoundError) return null;

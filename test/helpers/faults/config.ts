@@ -3,7 +3,7 @@ import { projectRoot } from '../../../devstack/temporal-cli';
 import { DEFAULT_LOGS_DIR } from '../../../testkit/processes';
 
 /**
- * How much each fault scenario repeats itself. Inside `npm test` the defaults keep the
+ * How much each fault scenario repeats itself. Inside `npm run test:all` the defaults keep the
  * subset short; `npm run faults` (scripts/faults.ts) sets large counts through the
  * environment and then prints the table.
  */
