@@ -10,11 +10,12 @@
 FROM node:20-bookworm-slim AS build
 
 WORKDIR /app
-# package.json's postinstall runs scripts/install-temporal.sh, so the script must be in
-# place; SKIP_TEMPORAL_CLI=1 makes it do nothing: the Temporal CLI (dev server) is for the
+# package.json's postinstall runs scripts/patch-postgres.mjs (mends the PostgreSQL driver, in
+# production too) and scripts/install-temporal.sh, so both must be in place;
+# SKIP_TEMPORAL_CLI=1 makes the second do nothing: the Temporal CLI (dev server) is for the
 # embedded dev stack and the tests, and in the image nothing would use it.
 COPY package.json package-lock.json ./
-COPY scripts/install-temporal.sh scripts/install-temporal.sh
+COPY scripts/install-temporal.sh scripts/patch-postgres.mjs scripts/
 RUN SKIP_TEMPORAL_CLI=1 npm ci --no-audit --no-fund
 COPY . .
 RUN npm run build
@@ -26,7 +27,7 @@ WORKDIR /app
 # Dependencies first, so that a source change does not re-run npm ci. Production
 # dependencies only: no tsx, no TypeScript, no front-end toolchain.
 COPY package.json package-lock.json ./
-COPY scripts/install-temporal.sh scripts/install-temporal.sh
+COPY scripts/install-temporal.sh scripts/patch-postgres.mjs scripts/
 RUN SKIP_TEMPORAL_CLI=1 npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 
