@@ -11,10 +11,8 @@ export const slowFolders = ['test/static', 'test/launch', 'test/faults', 'test/c
 /**
  * Run last, one at a time, once every other file has finished (project `alone`): each starts
  * `npm start` with two API and two worker processes (a Temporal dev server, a sandbox, a codec
- * server of their own) and asserts that no request fails under its load. Next to other files'
- * stacks on two cores, a CI run (2026-12-02) starved the rolling upgrade's own Temporal dev
- * server: its API answered 503 (deadline exceeded) and the new worker was not seen polling
- * within 300 s.
+ * server of their own) and asserts that no request fails under its load, which other files'
+ * stacks on the same two cores can starve (README, "Tests").
  */
 export const runAlone = ['test/cluster/rolling-upgrade.test.ts', 'test/cluster/scale-out.test.ts'];
 
