@@ -1,3 +1,4 @@
+import type { ProvidedContext } from 'vitest';
 import type { TestProject } from 'vitest/node';
 import { randomBytes } from 'node:crypto';
 import { createSql } from '../db/connect';
@@ -42,14 +43,14 @@ export default async function setup(project: TestProject) {
   const state = shared.payorchRun;
   state.users++;
   const run = await state.run;
-  for (const [key, value] of Object.entries(run.provided)) project.provide(key as keyof RunResources['provided'], value);
+  for (const [key, value] of Object.entries(run.provided)) project.provide(key as keyof ProvidedContext, value);
   return async () => {
     if (--state.users === 0) await run.teardown();
   };
 }
 
 interface RunResources {
-  provided: { databaseUrl: string; templateDatabaseUrl: string; temporalAddress: string; temporalUiUrl: string; codecUrl: string; workflowBundlePath: string };
+  provided: ProvidedContext;
   teardown(): Promise<void>;
 }
 
@@ -106,7 +107,7 @@ async function startRun(): Promise<RunResources> {
   const workflowBundlePath = path.join(artifacts, 'workflow-bundle.js');
   writeFileSync(workflowBundlePath, await bundleWorkflows(quietLogger));
 
-  const provided = {
+  const provided: ProvidedContext = {
     workflowBundlePath,
     databaseUrl,
     templateDatabaseUrl: adminUrl.replace(/\/[^/]*$/, `/${templateName}`),
