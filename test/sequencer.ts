@@ -3,8 +3,9 @@ import path from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
- * Longest files first. The suite's wall time is bounded below by its longest file (the
- * two-minute chaos run), so that file and the other long ones must start early, not last:
+ * Longest files first, within each group of projects (vitest.config.ts; the chaos run is in
+ * `alone`, after the rest). A group's wall time is bounded below by its longest file, so the
+ * long ones must start early, not last:
  * vitest without its cache (a fresh clone, as in CI) orders by file size, which put the
  * chaos run and test/replay/replay-script.test.ts (a small file that runs a script five
  * times) at the end. Seconds are from full runs on a quiet machine (see README, "Tests");
