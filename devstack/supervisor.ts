@@ -344,7 +344,7 @@ let upgrading = false;
  * predecessor is stopped (SIGTERM: it stops polling and finishes its activities); the API's
  * primary starts each new API process on the shared port before the old one stops accepting
  * (api/primary.ts). Runs in flight keep going: workflow code changes must be behind `patched()`
- * (README). The outcome is written to DATA_DIR/rolling-upgrade.json.
+ * (docs/scaling.md, "Rolling upgrades"). The outcome is written to DATA_DIR/rolling-upgrade.json.
  */
 process.on('SIGUSR2', () => void rollingUpgrade());
 async function rollingUpgrade(): Promise<void> {

@@ -74,7 +74,7 @@ export interface ClusterOptions {
   /**
    * Whether the Web UI offers terminate, cancel, signal, reset and batch actions. Off unless
    * set (TEMPORAL_UI_WRITE_ACTIONS=true): the UI has no login, and any payment's run could be
-   * ended from it (README "Security").
+   * ended from it (docs/security.md, "The Temporal Web UI").
    */
   uiWriteActions?: boolean;
   namespace?: string;
