@@ -33,7 +33,7 @@ const launcherSchema = z
     TEMPORAL_PORT: port.default(7233),
     TEMPORAL_UI_PORT: port.default(8233),
     EMBEDDED_PG_PORT: port.default(5433),
-    /** The two sandbox PSPs (issue 22): sandbox-a on SANDBOX_PORT, sandbox-b on SANDBOX_B_PORT. */
+    /** The two sandbox PSPs: sandbox-a on SANDBOX_PORT, sandbox-b on SANDBOX_B_PORT. */
     SANDBOX_PORT: port.default(4010),
     SANDBOX_B_PORT: port.default(4011),
     SANDBOX_HOST: z.string().min(1).default('127.0.0.1'),

@@ -235,7 +235,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     POSTGRES_PWD: decodeURIComponent(pg.password),
     // Caps of one pool: 10 persistence + 3 visibility connections by default. A node opens
     // several pools (presumably one per service it runs): under the bench, two nodes held 44
-    // persistence and 12 visibility connections (bench/NOTES.md, "Issue 24"), out of the
+    // persistence and 12 visibility connections (bench/NOTES.md, "The cluster in the same run"), out of the
     // PostgreSQL that the app, the tests' own clusters and stacks share on one machine.
     SQL_MAX_CONNS: String(sqlMaxConns),
     SQL_MAX_IDLE_CONNS: String(sqlMaxIdleConns),
