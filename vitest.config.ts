@@ -4,7 +4,7 @@ import { isDroppedTypesQueryFailure } from './db/connect';
 
 /**
  * The slow folders: left out of `npm test` (project `quick`), run by `npm run test:all` (every
- * project, what CI runs). README, "Tests".
+ * project, what CI runs). docs/tests.md.
  */
 export const slowFolders = ['test/static', 'test/launch', 'test/faults', 'test/chaos', 'test/cluster'];
 
@@ -12,7 +12,7 @@ export const slowFolders = ['test/static', 'test/launch', 'test/faults', 'test/c
  * Run last, one at a time, once every other file has finished (project `alone`): each runs the
  * product as separate processes under its own load and asserts what that load must show (no
  * failed request; for chaos, payments failed over between the PSPs), which other files' stacks
- * on the same two cores can starve (README, "Tests").
+ * on the same two cores can starve (docs/tests.md).
  */
 export const runAlone = ['test/chaos/chaos.test.ts', 'test/cluster/rolling-upgrade.test.ts', 'test/cluster/scale-out.test.ts'];
 
@@ -34,7 +34,7 @@ export default defineConfig({
     // copy of the database (test/helpers/database.ts): with one shared database, a second
     // file's outbox relay delivered and counted this file's webhooks. Bounded by PostgreSQL's
     // connections: each test stack's pool is 10 (test/helpers/stack.ts) and the two cluster
-    // files take turns (test/helpers/cluster.ts). The measurements are in README, "Tests".
+    // files take turns (test/helpers/cluster.ts).
     maxWorkers: 3,
     // Longest files first (test/sequencer.ts): the long CPU-bound files and the cluster start
     // at once instead of last.
@@ -44,7 +44,7 @@ export default defineConfig({
     // per process (test/helpers/runtime.ts). `npm test` runs with --no-isolate (package.json): a worker
     // process keeps its loaded modules from one file to the next instead of starting afresh
     // for each, which saves most of the quick suite's import time; `npm run test:all` (CI)
-    // keeps vitest's default, a fresh process per file. Measurements: README, "Tests".
+    // keeps vitest's default, a fresh process per file.
     setupFiles: ['test/helpers/setup.ts'],
     testTimeout: 120_000,
     hookTimeout: 180_000,

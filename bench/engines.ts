@@ -1,5 +1,5 @@
 /**
- * The engines phase (issue 24, the cluster item): the two-node production cluster on
+ * The engines phase: the two-node production cluster on
  * PostgreSQL (TEMPORAL_MODE=cluster) against the Temporal CLI dev server (SQLite file with WAL,
  * as `npm start` runs it) in the same run. The stack's own lane runs on the stack's Temporal;
  * the phase adds a lane on the other engine (its own Temporal, database, API and worker; the

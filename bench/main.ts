@@ -65,7 +65,7 @@ const settings = {
   scales: (env.BENCH_SCALES ?? '10,100').split(',').filter(Boolean).map(Number),
   /** Finished payments in the tables at 1× (the run's own, topped up with synthetic ones). */
   historyBase: Number(env.BENCH_HISTORY_BASE ?? 10_000),
-  /** History-size phase: both lanes vacuumed and a checkpoint taken after seeding, before measuring (issue 24). */
+  /** History-size phase: both lanes vacuumed and a checkpoint taken after seeding, before measuring. */
   scaleSettle: env.BENCH_SCALE_SETTLE === '1',
   outDir: env.BENCH_OUT ?? new URL('./results/', import.meta.url).pathname,
   dynamicConfig: JSON.parse(env.BENCH_TEMPORAL_DYNAMIC_CONFIG ?? '{}') as Record<string, unknown>,
@@ -222,7 +222,7 @@ try {
     );
   }
 
-  // 2b: routing (issue 22): single-PSP vs routed payments side by side, then the failover timeline.
+  // 2b: routing: single-PSP vs routed payments side by side, then the failover timeline.
   let routing: RoutingResult | undefined;
   if (!settings.skip.has('routing')) {
     routing = await runRoutingPhase({
@@ -256,7 +256,7 @@ try {
     }
   }
 
-  // 2c: engines (issue 24): new payments on the cluster and on the dev server, interleaved (bench/engines.ts).
+  // 2c: engines: new payments on the cluster and on the dev server, interleaved (bench/engines.ts).
   let engines: { result: EnginesResult; laneSql: Sql[] } | undefined;
   if (!settings.skip.has('engines') && (settings.temporalMode === 'cluster' || env.BENCH_ENGINES === '1')) {
     engines = await runEnginesPhase({
@@ -322,7 +322,7 @@ try {
     );
     await measure('warm-up of the grown lane: payments', 32, () => grownScenarios.newPayment(), { warmupMs: 1000, windowMs: 3000 }, grownMeter);
     lanes.push({ name: 'grown', scenarios: grownScenarios, meter: grownMeter });
-    // Issue 24: what PostgreSQL did during each round of this phase (checkpoints, WAL,
+    // What PostgreSQL did during each round of this phase (checkpoints, WAL,
     // autovacuum of either lane's tables, buffer reads), kept per round beside the figures.
     const probe = new PgActivityProbe(stack.sql, [
       { name: 'base', sql: stack.sql, database: stack.databaseName },

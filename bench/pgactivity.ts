@@ -1,5 +1,5 @@
 /**
- * What PostgreSQL did during one measured round (issue 24, "growth"): checkpoints and the
+ * What PostgreSQL did during one measured round: checkpoints and the
  * buffers the checkpointer, the background writer and the backends wrote (pg_stat_bgwriter,
  * PostgreSQL 15), WAL bytes and full-page images (pg_current_wal_lsn, pg_stat_wal), autovacuum
  * and autoanalyze runs on each lane's tables (pg_stat_user_tables) and the autovacuum workers

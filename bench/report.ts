@@ -109,9 +109,9 @@ export interface BenchResults {
   replay?: LoopResult;
   read?: LoopResult;
   storm?: StormResult;
-  /** Issue 22: single-PSP vs routed payments, and the failover timeline. */
+  /** Single-PSP vs routed payments, and the failover timeline. */
   routing?: RoutingResult;
-  /** Issue 24: the cluster and the dev server side by side (bench/engines.ts). */
+  /** The cluster and the dev server side by side (bench/engines.ts). */
   engines?: EnginesResult;
   scales: ScaleResult[];
   effects: {
@@ -139,7 +139,7 @@ export interface Target {
 const r2 = (n: number) => round(n, 2);
 
 /**
- * The targets (issue 16), evaluated on this run's side-by-side figures. Every ratio is the
+ * The targets, evaluated on this run's side-by-side figures. Every ratio is the
  * median of per-round ratios (round r of one side against round r of the other).
  */
 export function evaluateTargets(results: BenchResults): Target[] {
@@ -424,7 +424,7 @@ function roundSplits(b: LoopResult, g: LoopResult): string[] {
 }
 
 /**
- * Issue 24: each round of the history-size phase, base and grown, with its order and what
+ * Each round of the history-size phase, base and grown, with its order and what
  * PostgreSQL did during each run: a slow round can be matched to a checkpoint, an autovacuum
  * of either lane's tables, or more WAL or reads per operation.
  */
@@ -502,7 +502,7 @@ function stormMarkdown(s: StormResult): string[] {
   return lines;
 }
 
-/** The routing phase (issue 22): routed vs single-PSP payments, side by side, and the failover timeline. */
+/** The routing phase: routed vs single-PSP payments, side by side, and the failover timeline. */
 function routingMarkdown(routing: RoutingResult): string[] {
   const lines: string[] = ['## Routing across two PSPs: routed vs single-PSP payments', ''];
   lines.push(

@@ -1,6 +1,5 @@
 /**
- * The routing phase (issue 22, "Two PSPs: routing and failover"): what a routed payment costs
- * against today's single-provider payment, measured interleaved in the same run, and the
+ * The routing phase: what a routed payment costs against a single-provider payment, measured interleaved in the same run, and the
  * failover timeline: how long from sandbox-a going down until payments succeed at sandbox-b,
  * until the worker's circuit breaker has opened, and, once A is back, until payments go
  * back to A.
@@ -25,7 +24,7 @@ export const failoverRouting = { fallback: ['sandbox-a', 'sandbox-b'] };
 
 export interface RoutingComparison {
   clients: number;
-  /** The tenant without routing: the default PSP (sandbox-a), as every payment before issue 22. */
+  /** The tenant without routing: the default PSP (sandbox-a) only. */
   single: LoopResult;
   /** The tenant with routedRouting: the split picks the first PSP. */
   routed: LoopResult;

@@ -207,7 +207,7 @@ const heldStates = new Set(['succeeded', 'requires_capture']);
 const movedOnOutcomes = new Set(['declined', 'rejected', 'not_sent', 'not_charged']);
 
 /**
- * The census across both PSPs (issue 22): for every payment, its charges at every PSP against
+ * The census across both PSPs: for every payment, its charges at every PSP against
  * its attempts, and for the whole system, every PSP's charges, refunds and balance against our
  * payments, refunds and ledger.
  * - A succeeded (or authorized) payment has exactly one charge holding money across all PSPs,
@@ -408,7 +408,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
         `${subject} is ${payment.status} (captured ${payment.amount_captured_minor}, charge ${payment.provider_charge_id} at ${providerOf(payment)}); ${charge.provider} charge ${charge.id} is ${charge.status} (captured ${charge.amount_captured_minor}, refunded ${charge.amount_refunded_minor})`, own);
     }
     if (threeDSecureMethods.has(payment.payment_method) || debitMethods.has(payment.payment_method)) {
-      // Issue 21's census: every payment that waited ends in one final state the PSP agrees
+      // Every payment that waited ends in one final state the PSP agrees
       // with: succeeded ⇒ exactly one charge, captured once, kept; expired, canceled, declined
       // or failed ⇒ no money kept at the PSP (a challenge voided, a late success refunded).
       const settledAs = payment.status === 'succeeded' || payment.status === 'refunded' ? 'money' : moneyless.has(payment.status) ? 'no money' : payment.status;

@@ -32,7 +32,7 @@ export interface EnvironmentOptions {
 
 const ADMIN_TOKEN = 'chaos-admin-token-0123456789';
 
-/** The run's two PSPs (issue 22), in the order every payment tries them. */
+/** The run's two PSPs, in the order every payment tries them. */
 export const PSPS = ['sandbox-a', 'sandbox-b'] as const;
 export type PspName = (typeof PSPS)[number];
 /**
@@ -139,8 +139,8 @@ export async function startEnvironment(options: EnvironmentOptions) {
 
     const apiPorts = await Promise.all(Array.from({ length: options.apiCount }, () => freePort()));
     const apiUrls = apiPorts.map((port) => `http://127.0.0.1:${port}`);
-    // Two sandbox PSPs (issue 22), each supervised, on its own database, signing its own
-    // webhooks (issue 21) to the first API's /provider_webhooks/<name> with a secret of its own,
+    // Two sandbox PSPs, each supervised, on its own database, signing its own
+    // webhooks to the first API's /provider_webhooks/<name> with a secret of its own,
     // with the faults of a real PSP's: duplicated, reordered, delayed and lost. A sandbox retries
     // an unacknowledged one (an API down, Temporal unreachable) until it gets through; a lost one
     // is left to the workflows' own status polls. The nemesis strikes sandbox-a only.

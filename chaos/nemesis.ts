@@ -12,7 +12,7 @@ export const faultKinds = [
   'network-delay',
   'network-drop-responses',
   'network-reset',
-  // Faults of sandbox-a alone (issue 22: two PSPs; sandbox-b is never struck).
+  // Faults of sandbox-a alone (sandbox-b is never struck).
   'stall-sandbox',
   'network-partition',
   'outage-unavailable',

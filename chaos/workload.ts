@@ -27,7 +27,7 @@ export interface Operation {
 
 /**
  * The sandbox's payment methods, weighted so approvals dominate but every behaviour shows up:
- * about a quarter are payments that wait (issue 21): 3-D Secure, where the client plays the
+ * about a quarter are payments that wait: 3-D Secure, where the client plays the
  * customer at the challenge page, and SEPA-like debits the sandbox settles after a while.
  */
 const methodWeights = {

@@ -61,8 +61,8 @@ export async function receiveProviderEvent(sql: Sql, event: ReceivedEvent): Prom
 /**
  * The payment a charge at this provider belongs to: our reference, provided its recorded charge
  * (if any) is this one, and the payment is at this provider (payments.provider; null: a payment
- * from before routing, at the one provider there was); or the payment one of whose attempts
- * made this charge here (a charge the payment moved on from: issue 22).
+ * that recorded no provider, at the default one); or the payment one of whose attempts
+ * made this charge here (a charge the payment moved on from).
  */
 async function paymentOfCharge(db: Db, provider: string, reference: string | null, chargeId: string): Promise<{ id: string } | null> {
   const [payment] = await db<{ id: string }[]>`

@@ -55,7 +55,7 @@ export interface StackOptions {
     webhookSecret?: string;
   };
   /**
-   * A second provider sandbox (issue 22: two PSPs), `sandbox-b`, as `npm start` runs it: its
+   * A second provider sandbox, `sandbox-b`, as `npm start` runs it: its
    * own process state and its own database (`<sandbox database>_sandbox_b` on the same server,
    * created when missing, unless `databaseUrl` names one). The worker's registry holds both
    * (`sandbox` the default, `sandbox-b`), the API receives both's webhooks

@@ -33,7 +33,7 @@ const launcherSchema = z
     TEMPORAL_PORT: port.default(7233),
     TEMPORAL_UI_PORT: port.default(8233),
     EMBEDDED_PG_PORT: port.default(5433),
-    /** The two sandbox PSPs (issue 22): sandbox-a on SANDBOX_PORT, sandbox-b on SANDBOX_B_PORT. */
+    /** The two sandbox PSPs: sandbox-a on SANDBOX_PORT, sandbox-b on SANDBOX_B_PORT. */
     SANDBOX_PORT: port.default(4010),
     SANDBOX_B_PORT: port.default(4011),
     SANDBOX_HOST: z.string().min(1).default('127.0.0.1'),
@@ -344,7 +344,7 @@ let upgrading = false;
  * predecessor is stopped (SIGTERM: it stops polling and finishes its activities); the API's
  * primary starts each new API process on the shared port before the old one stops accepting
  * (api/primary.ts). Runs in flight keep going: workflow code changes must be behind `patched()`
- * (README). The outcome is written to DATA_DIR/rolling-upgrade.json.
+ * (docs/scaling.md, "Rolling upgrades"). The outcome is written to DATA_DIR/rolling-upgrade.json.
  */
 process.on('SIGUSR2', () => void rollingUpgrade());
 async function rollingUpgrade(): Promise<void> {

@@ -74,7 +74,7 @@ export interface ClusterOptions {
   /**
    * Whether the Web UI offers terminate, cancel, signal, reset and batch actions. Off unless
    * set (TEMPORAL_UI_WRITE_ACTIONS=true): the UI has no login, and any payment's run could be
-   * ended from it (README "Security").
+   * ended from it (docs/security.md, "The Temporal Web UI").
    */
   uiWriteActions?: boolean;
   namespace?: string;
@@ -235,7 +235,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     POSTGRES_PWD: decodeURIComponent(pg.password),
     // Caps of one pool: 10 persistence + 3 visibility connections by default. A node opens
     // several pools (presumably one per service it runs): under the bench, two nodes held 44
-    // persistence and 12 visibility connections (bench/NOTES.md, "Issue 24"), out of the
+    // persistence and 12 visibility connections (bench/NOTES.md, "The cluster in the same run"), out of the
     // PostgreSQL that the app, the tests' own clusters and stacks share on one machine.
     SQL_MAX_CONNS: String(sqlMaxConns),
     SQL_MAX_IDLE_CONNS: String(sqlMaxIdleConns),

@@ -2,7 +2,7 @@ import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from './money';
 
 /**
- * A tenant's routing across the deployment's PSPs (issue 22; docs/CONTRACT.md, "Routing").
+ * A tenant's routing across the deployment's PSPs (docs/CONTRACT.md §3.7).
  * Pure: no I/O, no clock, no randomness. The same payment and the same configuration always
  * give the same candidates, so a retried or replayed decision is the decision made first.
  *

@@ -2,8 +2,8 @@
  * A TCP (layer 4) balancer in front of a Temporal cluster's frontends: what `npm start`
  * runs in TEMPORAL_MODE=cluster so that the API, the worker, the codec server's clients and
  * the scripts reach every frontend through one address (lib/frontend-balancer-main.ts).
- * In production an L4 load balancer or a Kubernetes Service does the same (README, "Running
- * on a real cluster").
+ * In production an L4 load balancer or a Kubernetes Service does the same (docs/cluster.md,
+ * "In production").
  *
  * Each new client connection goes to the next healthy frontend (round robin); a frontend
  * that refuses the connection is marked down and the next one is tried, so a client never

@@ -38,7 +38,7 @@ export interface SpecialPurposeBlock {
  * RFC 4291 §2.4), plus IPv4 multicast and the IPv6 space's other non-unicast parts. Each
  * entry names its block and the RFC that reserves it; the tests check the start, the middle
  * and the end of every block in several spellings, from this table. Blocks the registries
- * mark "globally reachable" (anycast services such as AS112, PCP or TURN) are refused too: no
+ * mark "globally reachable" (anycast services such as AS112, PCP or TURN) are refused as well: no
  * merchant's webhook endpoint lives there.
  */
 export const specialPurposeBlocks: readonly SpecialPurposeBlock[] = [
@@ -173,7 +173,7 @@ function literalAddress(url: URL): string | null {
 
 /**
  * The whole check at configuration time: syntax, then every address the host resolves to.
- * A host that does not resolve is refused too: nothing could be delivered to it.
+ * A host that does not resolve is refused as well: nothing could be delivered to it.
  */
 export async function checkWebhookUrl(raw: string, policy: WebhookTargetPolicy, resolve = resolveAll): Promise<UrlVerdict> {
   const syntax = checkWebhookUrlSyntax(raw, policy);

@@ -18,7 +18,7 @@ export function createSandboxApp(deps: SandboxDeps, delivery: WebhookDelivery) {
   const app = new Hono();
 
   /**
-   * Outages (issue 22), for /v1 (and /healthz, /challenge when down); /_sandbox always answers,
+   * Outages, for /v1 (and /healthz, /challenge when down); /_sandbox always answers,
    * so an outage can be ended. unavailable: creates, captures, voids and refunds answer 503
    * having done nothing, lookups answer. down: everything answers 503 (outcomes unknown).
    * timeout: requests are carried out (a create commits its charge) but never answered.

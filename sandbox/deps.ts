@@ -15,7 +15,7 @@ export interface SandboxConfig {
 }
 
 /**
- * The sandbox's outage modes (issue 22): POST /_sandbox/outage. `declining`: the PSP's processor
+ * The sandbox's outage modes: POST /_sandbox/outage. `declining`: the PSP's processor
  * is failing, so every new charge is declined with `processing_error` (a code another PSP may accept).
  */
 export type OutageMode = 'none' | 'unavailable' | 'down' | 'timeout' | 'declining';

@@ -49,7 +49,7 @@ build() { # build PACKAGE@VERSION TARGET STEP EXPECTED-TIME
   rm -rf "$out"
 }
 echo "temporal cluster: first use: building the Temporal server, its SQL tool and the UI server with $("$gobin" version | cut -d' ' -f3) into $bin_dir;"
-echo "temporal cluster:   with an empty Go cache this takes several minutes (the three builds were most of the 8 1/2 minutes a fresh npm install used to take on 2 cores); with a warm one, seconds"
+echo "temporal cluster:   with an empty Go cache this takes several minutes on 2 cores; with a warm one, seconds"
 build "go.temporal.io/server/cmd/server@v$SERVER_VERSION" temporal-server 1/3 "the longest, a few minutes cold"
 build "go.temporal.io/server/cmd/tools/sql@v$SERVER_VERSION" temporal-sql-tool 2/3 "reuses most of the server's packages, about a minute cold"
 build "github.com/temporalio/ui-server/v2/cmd/server@v$UI_VERSION" temporal-ui-server 3/3 "about a minute cold"

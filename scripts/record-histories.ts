@@ -498,7 +498,7 @@ async function main(): Promise<void> {
       namespace: environment.namespace,
       workflowBundle: { code },
       dataConverter: testDataConverter,
-      // Two PSPs (issue 22): only the failover scenarios' tenants are routed over both.
+      // Two PSPs: only the failover scenarios' tenants are routed over both.
       secondSandbox: {},
       route,
     });

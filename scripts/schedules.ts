@@ -4,7 +4,7 @@
  * Creates or updates the periodic jobs' Temporal Schedules (worker/schedules.ts) from the
  * environment, as every worker does at start, then lists them: id, when, paused or not, the
  * next runs. Idempotent. `--list` only lists. Pause, trigger and backfill them with the
- * Temporal CLI (README, "Periodic jobs").
+ * Temporal CLI (docs/operating.md, "Periodic jobs").
  */
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';

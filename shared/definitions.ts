@@ -81,7 +81,7 @@ export interface PaymentWorkflowInput {
   /** How long a manual-capture authorization may wait before it is voided. */
   authorizationWindowMs: number;
   /**
-   * Payments that wait (issue 21). Optional: runs started before these fields existed never
+   * Payments that wait. Optional: runs started without these fields never
    * reach the waits, and a missing value takes the default below (a constant, so replay agrees).
    */
   /** Where the PSP's challenge page sends the customer back (the merchant's return_url). */
@@ -93,9 +93,9 @@ export interface PaymentWorkflowInput {
   /** The status poll while a payment waits: first after firstMs, then growing to maxMs. */
   statusPoll?: { firstMs: number; maxMs: number };
   /**
-   * The API persisted the payment's intent in the transaction that claimed its key (issue 24):
-   * the run starts at the charge. Absent: the run persists it first (runs begun before, and
-   * runs started by a retry that could not know).
+   * The API persisted the payment's intent in the transaction that claimed its key:
+   * the run starts at the charge. Absent: the run persists it first (runs started without the
+   * field, and runs started by a retry that could not know).
    */
   intentPersisted?: boolean;
 }

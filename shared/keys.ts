@@ -7,8 +7,9 @@
  */
 export const providerSubKey = {
   /**
-   * The charge of attempt n (issue 22: each PSP attempt its own key). Attempt 1 keeps the key of
-   * before routing (`<payment>:charge`), so runs begun before it and their lookups match.
+   * The charge of attempt n (each PSP attempt its own key). Attempt 1's key is `<payment>:charge`,
+   * the key of a payment's only charge without routing, so runs without attempts and their
+   * lookups match.
    */
   charge: (paymentId: string, attempt = 1) => (attempt <= 1 ? `${paymentId}:charge` : `${paymentId}:charge:${attempt}`),
   capture: (paymentId: string) => `${paymentId}:capture`,
@@ -18,7 +19,7 @@ export const providerSubKey = {
   refund: (refundId: string) => `${refundId}:refund`,
   /**
    * The reconciler's refund (or void) of a charge found at a PSP that does not hold the payment
-   * (issue 22: a charge at A for a payment that succeeded at B), one per such charge.
+   * (a charge at A for a payment that succeeded at B), one per such charge.
    */
   duplicate: (paymentId: string, chargeId: string) => `${paymentId}:duplicate:${chargeId}`,
 };

@@ -8,7 +8,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * long ones must start early, not last:
  * vitest without its cache (a fresh clone, as in CI) orders by file size, which put the
  * chaos run and test/replay/replay-script.test.ts (a small file that runs a script five
- * times) at the end. Seconds are from full runs on a quiet machine (see README, "Tests");
+ * times) at the end. Seconds are from full runs on a quiet machine;
  * only their order matters. A file not listed is placed by its
  * size (about 1 s per 1 KB, as the unlisted files measure) among them.
  */

@@ -1,7 +1,7 @@
 /**
  * Driving the provider sandbox from tests, the chaos run and demos: completing a 3-D Secure
  * challenge as the customer's browser would (form POST, redirect not followed), and its
- * /_sandbox controls (README "The sandbox PSP's own controls"). Loopback only, like the sandbox.
+ * /_sandbox controls (docs/sandbox.md). Loopback only, like the sandbox.
  */
 
 export type OutageMode = 'none' | 'unavailable' | 'down' | 'timeout';

@@ -20,7 +20,7 @@ export class AbandonedRunSweeper {
       temporal: Client;
       /** The default provider (payments that record none are there). */
       provider: PaymentProvider;
-      /** Every configured PSP by name (issue 22); absent: the default one only. */
+      /** Every configured PSP by name; absent: the default one only. */
       providers?: Record<string, PaymentProvider>;
       logger: Logger;
       retentionSeconds: number;
@@ -124,7 +124,7 @@ export class AbandonedRunSweeper {
 
   /** Whether the provider holds a live charge of the payment (its reference), or null if it cannot say. */
   private async chargeExists(paymentId: string): Promise<boolean | null> {
-    // Every configured PSP: a payment may have been charged at any PSP of its route (issue 22).
+    // Every configured PSP: a payment may have been charged at any PSP of its route.
     const providers = this.deps.providers ? Object.values(this.deps.providers) : [this.deps.provider];
     let unknown = false;
     for (const provider of providers) {

@@ -25,7 +25,7 @@ export interface WorkerProcessExtras {
 }
 
 /**
- * The worker's production settings from the environment (documented in the README):
+ * The worker's production settings from the environment (documented in docs/operating.md and docs/scaling.md):
  * - shutdownGraceTime: on SIGTERM the worker stops polling and lets running activities
  *   finish for this long before cancelling them (a charge in flight completes rather than
  *   being retried by another worker after its timeout).

@@ -5,7 +5,7 @@ import { orderWithHealth, type CircuitState, type ProviderHealthView } from '../
 export { orderWithHealth, type CircuitState, type ProviderHealthView };
 
 /**
- * A circuit breaker per PSP (issue 22, "Per-provider health"), in the worker's memory: each
+ * A circuit breaker per PSP (docs/CONTRACT.md §3.7), in the worker's memory: each
  * worker process judges the PSPs by the calls it made itself.
  *
  * - closed: calls go through; every outcome is counted over a sliding window. When the window

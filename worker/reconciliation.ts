@@ -114,7 +114,7 @@ export async function compareWindow(
   ours: OurSide,
   chargesOf: (paymentId: string) => Promise<ProviderCharge[]>,
   /**
-   * Several PSPs (issue 22): the one reconciled, and the default (where payments that record
+   * Several PSPs: the one reconciled, and the default (where payments that record
    * none are). A payment held at another PSP is not expected here: a charge of it here is a
    * duplicate_charge, its captures and refunds are that PSP's to report. Absent: one PSP.
    */
@@ -349,8 +349,8 @@ export class Reconciliation {
   }
 
   /**
-   * A charge found at this PSP for a payment another PSP holds (issue 22: a late success at A
-   * after the payment moved to B, which the failover rule makes impossible, checked anyway): the
+   * A charge found at this PSP for a payment another PSP holds (a late success at A after the
+   * payment moved to B, which the failover rule makes impossible, checked anyway): the
    * customer paid twice, so this one is given back at once, refunded (or its authorization
    * voided) under a key derived from the payment and the charge, and the finding says so
    * (`provider.compensation`). A duplicate at the PSP holding the payment stays an operator's call.

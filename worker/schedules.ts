@@ -5,7 +5,7 @@ import type { Logger } from '../lib/logger';
 import { configuredProviderNames } from '../provider/registry';
 import { periodicJobs, scheduleId, type PeriodicJob, type ReconciliationInput } from '../shared/jobs';
 
-/** The knobs of the periodic jobs (lib/config.ts; README, "Periodic jobs"). */
+/** The knobs of the periodic jobs (lib/config.ts; docs/operating.md, "Periodic jobs"). */
 export interface ScheduleSettings {
   taskQueue: string;
   /** The providers reconciliation covers, by configured name. */

@@ -15,8 +15,8 @@ export function jsonContent<T extends ZodType>(schema: T) {
 /**
  * The body of a route whose body is optional (`required: false`). @hono/zod-openapi validates
  * a JSON body when one is sent, but hands a request without one `{}` *unvalidated*, typed as
- * the schema's output: its defaults never applied (issue 27: rotating a webhook secret without
- * a body sent `undefined` to PostgreSQL, a 500). Every optional body is read through here, so
+ * the schema's output: its defaults never applied (a webhook secret rotation without a body
+ * would send `undefined` to PostgreSQL, a 500). Every optional body is read through here, so
  * no body, an empty body and `{}` are the same request, with the same defaults and fingerprint.
  */
 export function optionalBody<T extends ZodType>(schema: T, given: unknown): z.output<T> {

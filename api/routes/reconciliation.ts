@@ -67,7 +67,7 @@ function discrepancyResource(finding: RunFindingRow) {
   };
 }
 
-/** Reconciliation runs and what they found: how an operator reads a run (README, "Reconciliation"). */
+/** Reconciliation runs and what they found: how an operator reads a run (docs/operating.md, "Reconciliation with the PSP"). */
 export function reconciliationRoutes(deps: ApiDeps) {
   const app = new OpenAPIHono<AppEnv>();
 

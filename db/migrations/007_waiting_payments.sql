@@ -1,4 +1,4 @@
--- Payments that wait (issue 21): for the customer's 3-D Secure challenge (requires_action),
+-- Payments that wait: for the customer's 3-D Secure challenge (requires_action),
 -- for an asynchronous method's outcome (processing), and the status a wait ends in when its
 -- window passes (expired). The statuses, and which of them hold an order, are those of the
 -- lifecycle table (domain/payment-lifecycle.ts); test/integration/payment-lifecycle-sql.test.ts

@@ -1,7 +1,7 @@
--- Several PSPs and failover (issue 22; docs/CONTRACT.md "Providers, routing and failover").
+-- Several PSPs and failover (docs/CONTRACT.md §3.7, §3.8).
 -- payments.provider: the configured name of the PSP that holds the payment's charge (captures,
--- voids, refunds and reconciliation go there). NULL in rows from before routing: the default
--- provider (the first of PROVIDERS), which is where they were charged.
+-- voids, refunds and reconciliation go there). NULL: none recorded; such a payment is at the
+-- default provider (the first of PROVIDERS).
 ALTER TABLE payments ADD COLUMN provider text;
 
 -- One row per attempt to charge a payment at a PSP, in order. Attempt n charges under the

@@ -1,4 +1,4 @@
--- Payments that wait (issue 21): 3-D Secure challenges (requires_action) and asynchronous
+-- Payments that wait: 3-D Secure challenges (requires_action) and asynchronous
 -- bank debits (processing, settled by the sandbox's settlement loop at settle_at, so a
 -- restart of the sandbox settles what was due while it was down).
 ALTER TABLE sandbox.charges DROP CONSTRAINT charges_status_check;

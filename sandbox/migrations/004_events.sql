@@ -1,4 +1,4 @@
--- Outbound webhooks (issue 21): every charge and refund state change writes its event here in
+-- Outbound webhooks: every charge and refund state change writes its event here in
 -- the transaction that makes the change (an outbox); a delivery loop POSTs it, signed, to the
 -- webhook URL it was made for, with backoff until a 2xx, across restarts.
 CREATE TABLE sandbox.events (

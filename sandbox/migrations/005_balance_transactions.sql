@@ -1,4 +1,4 @@
--- The PSP's report of money moved (issue 23): one line per captured charge (positive) and per
+-- The PSP's report of money moved (for reconciliation): one line per captured charge (positive) and per
 -- successful refund (negative), written in the transaction that moves the money.
 CREATE TABLE sandbox.balance_transactions (
   seq           bigserial PRIMARY KEY,

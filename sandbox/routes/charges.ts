@@ -115,7 +115,7 @@ export function chargeRoutes(deps: SandboxDeps) {
       const key = requireIdempotencyKey(c);
       const params = await parseJsonBody(c, createChargeBody);
       const known = paymentMethodBehaviour(params.payment_method);
-      // Outage `declining` (issue 22): the processor fails every new charge, whatever the card.
+      // Outage `declining`: the processor fails every new charge, whatever the card.
       const behaviour: typeof known =
         known && deps.runtime.outage === 'declining'
           ? { kind: 'decline', code: 'processing_error', message: 'An error occurred while processing the card (sandbox outage "declining").' }

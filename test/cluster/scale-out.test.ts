@@ -6,7 +6,7 @@ import { adminUrl, bannerPids, cleanUpLaunches, databasesToDrop, descendants, ex
  * `npm start` with several API processes behind one port (API_PROCESSES, api/primary.ts) and
  * several workers (WORKER_PROCESSES): payments go through, the tenants' rate limits hold across
  * the API processes (each enforces its share), and a revoked API key is refused by all of them
- * within 5 s. The acceptance figures for 1, 2 and 4 processes are printed (README, "Running it at scale").
+ * within 5 s. The acceptance figures for 1, 2 and 4 processes are printed (docs/scaling.md).
  */
 
 afterEach(cleanUpLaunches, 120_000);

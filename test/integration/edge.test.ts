@@ -203,7 +203,7 @@ describe('rate limits', () => {
       // Until the minute ends, even the right credentials from that address wait: guessing stays slow.
       expect((await apiClient(api.url, tenant.apiKey).get('/v1/payments')).status).toBe(429);
       expect((await apiClient(api.url, ADMIN_TOKEN).request('POST', '/admin/tenants', { body: { name: 'y' } })).status).toBe(429);
-      // Another API process keeps its own count (per-process limits, README "Security").
+      // Another API process keeps its own count (per-process limits, docs/security.md).
       expect((await apiClient(stack.apiUrl, tenant.apiKey).get('/v1/payments')).status).toBe(200);
     } finally {
       await api.close();
