@@ -68,7 +68,7 @@ export async function launchStart(extraEnv: NodeJS.ProcessEnv): Promise<Launch> 
   const dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-start-'));
   const env: NodeJS.ProcessEnv = { ...process.env };
   // Nothing of the test run's own wiring may leak in: the launcher must find its own way.
-  for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER_URL', 'PROVIDERS', 'ADMIN_TOKEN', 'HOST', 'TEMPORAL_UI_URL', 'FORCE_COLOR', 'TEMPORAL_PAYLOAD_KEYS']) delete env[name];
+  for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER', 'PROVIDER_URL', 'PROVIDERS', 'ADMIN_TOKEN', 'HOST', 'TEMPORAL_UI_URL', 'FORCE_COLOR', 'TEMPORAL_PAYLOAD_KEYS']) delete env[name];
   Object.assign(env, {
     PORT: String(ports.api),
     SANDBOX_PORT: String(ports.sandbox),
