@@ -16,7 +16,8 @@ export interface ProviderCapabilities {
    * How soon findChargeByIdempotencyKey and listChargesByReference see a charge just made:
    * `immediate` (the lookup reads what the create wrote) or `eventual` (a search index that
    * lags, as Stripe's: up to about a minute), where "none found" soon after a lost answer
-   * does not yet mean "none made".
+   * does not yet mean "none made". The failover rule's lookups finding none
+   * (activities/provider-steps.ts) prove that no charge was made only at an `immediate` kind.
    */
   chargeLookup: 'immediate' | 'eventual';
 }
