@@ -38,7 +38,7 @@ export type ProviderSettingsSchema = z.ZodObject<{ url: z.ZodType<string, string
 
 /**
  * One kind of PSP: what provider/<kind>/index.ts exports and provider/kinds.ts lists. Adding a
- * PSP is one such folder and one line in provider/kinds.ts; nothing else names a kind.
+ * PSP is one such folder and one line in provider/kinds.ts; nothing else branches on a kind.
  */
 export interface ProviderKind<Schema extends ProviderSettingsSchema = ProviderSettingsSchema> {
   /** The name a connection gives in PROVIDERS (`name=<kind>:<url>`): lowercase letters, digits and '-'. */
