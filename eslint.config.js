@@ -6,7 +6,7 @@ const bannedInWorkflows = [
   { group: ['node:*', 'fs', 'fs/*', 'path', 'crypto', 'http', 'https', 'net', 'child_process', 'os', 'worker_threads'], message: 'Workflows are deterministic: no Node I/O. Do it in an activity.' },
   { group: ['postgres', 'hono', '@hono/*', 'pino', 'prom-client', 'standardwebhooks', 'stripe'], message: 'Workflows do no I/O: call an activity.' },
   { group: ['@temporalio/client', '@temporalio/worker', '@temporalio/activity'], message: 'Workflow code imports only @temporalio/workflow and @temporalio/common.', allowTypeImports: true },
-  { group: ['../activities', '../activities/*', '../db/*', '../api/*', '../worker/*', '../provider/sandbox-client', '../provider/stripe', '../lib/*', '../domain/*', '!../domain/payment-lifecycle'], message: 'Workflows import activities by type only (import type), and shared definitions from shared/.', allowTypeImports: true },
+  { group: ['../activities', '../activities/*', '../db/*', '../api/*', '../worker/*', '../provider/sandbox', '../provider/sandbox/*', '../provider/stripe', '../provider/stripe/*', '../provider/registry', '../provider/kinds', '../lib/*', '../domain/*', '!../domain/payment-lifecycle'], message: 'Workflows import activities by type only (import type), and shared definitions from shared/.', allowTypeImports: true },
 ];
 
 /** The house's layers: production code never reaches into the development stack, scripts or tests, and lib/ (shared by every process) never into a process. */

@@ -41,7 +41,7 @@ const app = createApp({
   config,
   logger,
   metrics: createApiMetrics(),
-  providerWebhooks: providerWebhookReceivers(config),
+  providerWebhooks: await providerWebhookReceivers(config),
   liveProcesses: () => liveProcesses,
 });
 const server = await serveHttp(app.fetch, { port: config.PORT, hostname: config.HOST, limits: listenerLimits(config) });

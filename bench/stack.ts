@@ -196,8 +196,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       LOG_LEVEL: 'info',
       TEMPORAL_ADDRESS: temporalServer.address,
       // The first is the default: a tenant without routing charges at sandbox-a only.
-      PROVIDERS: sandboxes.map((sandbox) => `${sandbox.name}=${sandbox.url}`).join(','),
-      PROVIDER_URL: sandboxUrl,
+      PROVIDERS: sandboxes.map((sandbox) => `${sandbox.name}=sandbox:${sandbox.url}`).join(','),
       ADMIN_TOKEN: adminToken,
       ...(payloadKeys ? { TEMPORAL_PAYLOAD_KEYS: payloadKeys } : { TEMPORAL_PAYLOAD_ENCRYPTION: 'off' }),
       // The benchmark measures the service, not its per-tenant rate limits (one tenant, storms).

@@ -173,7 +173,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
     // The worker reaches sandbox-a through the fault-injecting proxy, sandbox-b directly.
     const proxy: NetworkProxy = await startNetworkProxy(psps['sandbox-a'].url);
     closers.push(() => proxy.close());
-    const providersVia = (aUrl: string) => `sandbox-a=${aUrl},sandbox-b=${psps['sandbox-b'].url}`;
+    const providersVia = (aUrl: string) => `sandbox-a=sandbox:${aUrl},sandbox-b=sandbox:${psps['sandbox-b'].url}`;
     const pspSecrets = Object.fromEntries(PSPS.map((name) => [providerWebhookSecretVariable(name), psps[name].secret]));
     /** sandbox-a's outage mode (POST /_sandbox/outage; a restart ends one too). */
     const setOutage = async (mode: 'none' | 'unavailable' | 'down' | 'declining') => {

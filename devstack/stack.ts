@@ -15,7 +15,7 @@ import { CompletionWaiter } from '../api/completions';
 import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
 import { ensureSiblingDatabase } from '../db/migrate';
-import { SandboxProvider } from '../provider/sandbox-client';
+import { SandboxProvider } from '../provider/sandbox/client';
 import { providerRegistry } from '../provider/registry';
 import type { RoutePlanner } from '../activities';
 import type { PaymentProvider } from '../provider/types';
@@ -277,7 +277,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       RATE_LIMIT_READ_PER_SECOND: 1_000_000,
       RATE_LIMIT_WRITE_PER_SECOND: 1_000_000,
       AUTH_FAILURES_PER_MINUTE: 1_000_000,
-      PROVIDERS: Object.keys(clients).map((name) => ({ name, kind: 'sandbox' as const, url: name === 'sandbox' ? sandbox.url : secondSandbox!.url, webhookSecret: null })),
+      PROVIDERS: Object.keys(clients).map((name) => ({ name, kind: 'sandbox', settings: { url: name === 'sandbox' ? sandbox.url : secondSandbox!.url, webhookSecret: null } })),
       ...options.api,
     };
     const apiMetrics = createApiMetrics();

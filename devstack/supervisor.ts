@@ -225,14 +225,12 @@ async function main(): Promise<void> {
     { name: 'sandbox-a', port: launcherEnv.SANDBOX_PORT, databaseUrl, secret: process.env.PROVIDER_SANDBOX_A_WEBHOOK_SECRET ?? process.env.SANDBOX_WEBHOOK_SECRET ?? randomBytes(24).toString('hex') },
     { name: 'sandbox-b', port: launcherEnv.SANDBOX_B_PORT, databaseUrl: sandboxBDatabaseUrl, secret: process.env.PROVIDER_SANDBOX_B_WEBHOOK_SECRET ?? randomBytes(24).toString('hex') },
   ].map((sandbox) => ({ ...sandbox, url: `http://127.0.0.1:${sandbox.port}`, webhookUrl: `${apiUrl}/provider_webhooks/${sandbox.name}`, secretVariable: providerWebhookSecretVariable(sandbox.name) }));
-  const sandboxUrl = sandboxes[0]!.url;
-  const providers = process.env.PROVIDERS ?? sandboxes.map((sandbox) => `${sandbox.name}=${sandbox.url}`).join(',');
+  const providers = process.env.PROVIDERS ?? sandboxes.map((sandbox) => `${sandbox.name}=sandbox:${sandbox.url}`).join(',');
   const common: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: databaseUrl,
     TEMPORAL_ADDRESS: temporalAddress,
     PROVIDERS: providers,
-    PROVIDER_URL: sandboxUrl,
     ...Object.fromEntries(sandboxes.map((sandbox) => [sandbox.secretVariable, sandbox.secret])),
     SANDBOX_WEBHOOK_SECRET: sandboxes[0]!.secret,
     LOG_LEVEL: config.LOG_LEVEL,

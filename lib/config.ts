@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parsePayloadKeys, type PayloadKey } from './payload-codec';
+import { knownProviderKinds, parseProvidersList, providerConnection, providerSettingVariable, type ProviderConnection } from '../provider/registry';
 
 /** The development admin token: printed in the README, so never accepted in production or off loopback. */
 export const DEV_ADMIN_TOKEN = 'dev-admin-token-change-me';
@@ -117,23 +118,21 @@ const schema = z
     PROVIDER_POLL_FIRST_MS: z.coerce.number().int().positive().default(30_000),
     /** …up to this interval. */
     PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
-    /** Which PSP the worker calls: the sandbox (PROVIDER_URL) or Stripe (STRIPE_API_KEY). Ignored when PROVIDERS is set. */
-    PROVIDER: z.enum(['sandbox', 'stripe']).default('sandbox'),
     /**
-     * Several named PSP connections (issue 22), `name=url,…`, e.g.
-     * `sandbox-a=http://127.0.0.1:4010,sandbox-b=http://127.0.0.1:4011,stripe=https://api.stripe.com`.
-     * Names: lowercase [a-z0-9-], unique; one starting with `stripe` is Stripe (STRIPE_API_KEY), any
-     * other a sandbox at that URL. Each one's webhook secret: PROVIDER_<NAME>_WEBHOOK_SECRET (name
-     * upper-cased, `-` as `_`), else SANDBOX_WEBHOOK_SECRET / STRIPE_WEBHOOK_SECRET. The first is the
-     * default (payments from before routing, and tenants without routing). Unset: one provider, PROVIDER.
+     * The PSPs, each named with its kind (provider/kinds.ts): `name=kind:url,…`, e.g.
+     * `sandbox-a=sandbox:http://127.0.0.1:4010,sandbox-b=sandbox:http://127.0.0.1:4011,stripe=stripe:https://api.stripe.com`
+     * (`name=kind` alone: the kind's default URL). Names: lowercase [a-z0-9-], unique. A missing or
+     * unknown kind stops the process. Each connection's other settings (its kind's schema):
+     * PROVIDER_<NAME>_<SETTING> (name upper-cased, `-` as `_`, e.g. PROVIDER_SANDBOX_B_WEBHOOK_SECRET),
+     * else the kind-wide <KIND>_<SETTING> (SANDBOX_WEBHOOK_SECRET, STRIPE_API_KEY, STRIPE_WEBHOOK_SECRET).
+     * The first is the default (payments from before routing, and tenants without routing).
+     * Unset: the one PSP of PROVIDER.
      */
     PROVIDERS: z.string().optional(),
-    STRIPE_API_KEY: z.string().min(1).optional(),
-    PROVIDER_URL: z.string().url().default('http://127.0.0.1:4010'),
-    /** The secret the sandbox signs its webhooks with (Sandbox-Signature); npm start generates one. Unset: sandbox webhooks are refused. */
-    SANDBOX_WEBHOOK_SECRET: z.string().min(16).optional(),
-    /** Stripe's signing secret of the webhook endpoint ('whsec_…'); unset: Stripe webhooks are refused. */
-    STRIPE_WEBHOOK_SECRET: z.string().min(1).optional(),
+    /** Without PROVIDERS: the one PSP's kind, also its name (e.g. `sandbox`, `stripe`). Unset, with PROVIDER_URL unset too: the development sandbox. */
+    PROVIDER: z.string().optional(),
+    /** Without PROVIDERS: the one PSP's URL (unset: its kind's default). */
+    PROVIDER_URL: z.string().optional(),
     /** One provider call; past it the outcome is unknown and the next attempt looks it up first. */
     PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
     /** Outbox relay: first retry delay, doubled per attempt up to the cap, for this many attempts. */
@@ -183,10 +182,6 @@ const schema = z
     HTTP_ALLOWED_HOSTS: z.string().optional(),
   })
   .transform((env, ctx) => {
-    if (env.PROVIDER === 'stripe' && !env.STRIPE_API_KEY) {
-      ctx.addIssue({ code: 'custom', path: ['STRIPE_API_KEY'], message: 'STRIPE_API_KEY is required with PROVIDER=stripe' });
-      return z.NEVER;
-    }
     if (Boolean(env.TEMPORAL_TLS_CERT) !== Boolean(env.TEMPORAL_TLS_KEY)) {
       ctx.addIssue({ code: 'custom', path: ['TEMPORAL_TLS_CERT'], message: 'TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together' });
       return z.NEVER;
@@ -225,7 +220,6 @@ const schema = z
     return {
       ...env,
       ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN,
-      STRIPE_API_KEY: env.STRIPE_API_KEY ?? null,
       // Every key present (null: not set), so the parsed config lists every variable it reads.
       TEMPORAL_TLS_CERT: env.TEMPORAL_TLS_CERT ?? null,
       TEMPORAL_TLS_KEY: env.TEMPORAL_TLS_KEY ?? null,
@@ -242,6 +236,8 @@ const schema = z
       /** null: not given (development: the dev UI's origins, codecCorsOrigins(); production refuses to start). */
       CODEC_CORS_ORIGINS: env.CODEC_CORS_ORIGINS === undefined ? null : corsOrigins,
       HTTP_ALLOWED_HOSTS: allowedHosts(env.HTTP_ALLOWED_HOSTS, env.HOST),
+      PROVIDER: env.PROVIDER ?? null,
+      PROVIDER_URL: env.PROVIDER_URL ?? null,
     };
   });
 
@@ -253,72 +249,45 @@ function allowedHosts(given: string | undefined, host: string): string[] {
   return names;
 }
 
-/** One named PSP connection (PROVIDERS, or the single PROVIDER when it is unset). */
-export interface ProviderConnection {
-  /** Lowercase [a-z0-9-]: what payments, attempts, webhooks' paths and reconciliation runs record. */
-  name: string;
-  kind: 'sandbox' | 'stripe';
-  /** The sandbox's base URL; for Stripe, the API's (https://api.stripe.com unless a test points it elsewhere). */
-  url: string;
-  /** The secret its webhooks are verified with; null: its webhooks are refused. */
-  webhookSecret: string | null;
-}
+export type { ProviderConnection };
 
 export type Config = Omit<z.output<typeof schema>, 'PROVIDERS'> & {
   /** The configured PSPs in order (never empty): the first is the default. */
   PROVIDERS: ProviderConnection[];
 };
 
-const providerNamePattern = /^[a-z0-9][a-z0-9-]{0,31}$/;
-const STRIPE_API_URL = 'https://api.stripe.com';
+/** The one PSP's kind when neither PROVIDERS, PROVIDER nor PROVIDER_URL is set: the development sandbox. */
+const DEVELOPMENT_PROVIDER_KIND = 'sandbox';
 
 /** The variable holding a provider's own webhook secret: PROVIDER_SANDBOX_A_WEBHOOK_SECRET for `sandbox-a`. */
 export function providerWebhookSecretVariable(name: string): string {
-  return `PROVIDER_${name.toUpperCase().replace(/-/g, '_')}_WEBHOOK_SECRET`;
+  return providerSettingVariable(name, 'webhookSecret');
 }
 
 /**
- * PROVIDERS parsed (or the single PROVIDER when it is unset). Throws with the reason for a
- * malformed entry, a bad or repeated name, a bad URL, or a Stripe entry without STRIPE_API_KEY.
+ * PROVIDERS parsed, or the single PROVIDER (with PROVIDER_URL) when it is unset. Throws with
+ * the variable and the reason: a malformed entry, a bad or repeated name, a missing or unknown
+ * kind, or settings the kind refuses (a bad URL, a missing key).
  */
-export function parseProviders(
-  env: NodeJS.ProcessEnv,
-  parsed: Pick<z.output<typeof schema>, 'PROVIDERS' | 'PROVIDER' | 'PROVIDER_URL' | 'STRIPE_API_KEY' | 'SANDBOX_WEBHOOK_SECRET' | 'STRIPE_WEBHOOK_SECRET'>,
-): ProviderConnection[] {
-  const ownSecret = (name: string): string | null => {
-    const value = env[providerWebhookSecretVariable(name)];
-    return value !== undefined && value !== '' ? value : null;
-  };
-  if (parsed.PROVIDERS === undefined || parsed.PROVIDERS.trim() === '') {
-    const name = parsed.PROVIDER;
-    return [
-      name === 'stripe'
-        ? { name, kind: 'stripe', url: STRIPE_API_URL, webhookSecret: parsed.STRIPE_WEBHOOK_SECRET ?? null }
-        : { name, kind: 'sandbox', url: parsed.PROVIDER_URL, webhookSecret: parsed.SANDBOX_WEBHOOK_SECRET ?? null },
-    ];
-  }
-  const connections: ProviderConnection[] = [];
-  for (const entry of parsed.PROVIDERS.split(',').map((e) => e.trim()).filter(Boolean)) {
-    const at = entry.indexOf('=');
-    if (at < 0) throw new Error(`"${entry}" is not name=url`);
-    const name = entry.slice(0, at).trim();
-    const url = entry.slice(at + 1).trim();
-    if (!providerNamePattern.test(name)) throw new Error(`provider name "${name}" must be lowercase letters, digits and '-' (at most 32)`);
-    if (connections.some((c) => c.name === name)) throw new Error(`provider name "${name}" is given twice`);
-    let parsedUrl: URL;
+export function parseProviders(env: NodeJS.ProcessEnv, parsed: Pick<z.output<typeof schema>, 'PROVIDERS' | 'PROVIDER' | 'PROVIDER_URL'>): ProviderConnection[] {
+  if (parsed.PROVIDERS !== undefined && parsed.PROVIDERS.trim() !== '') {
     try {
-      parsedUrl = new URL(url);
-    } catch {
-      throw new Error(`provider ${name}: "${url}" is not a URL`);
+      return parseProvidersList(parsed.PROVIDERS, env);
+    } catch (error) {
+      throw new Error(`PROVIDERS: ${(error as Error).message}`);
     }
-    if (parsedUrl.protocol !== 'http:' && parsedUrl.protocol !== 'https:') throw new Error(`provider ${name}: "${url}" is not an http(s) URL`);
-    const kind = name.startsWith('stripe') ? 'stripe' : 'sandbox';
-    if (kind === 'stripe' && !parsed.STRIPE_API_KEY) throw new Error(`provider ${name}: STRIPE_API_KEY is required for a Stripe provider`);
-    const fallbackSecret = kind === 'stripe' ? parsed.STRIPE_WEBHOOK_SECRET : parsed.SANDBOX_WEBHOOK_SECRET;
-    connections.push({ name, kind, url, webhookSecret: ownSecret(name) ?? fallbackSecret ?? null });
   }
-  if (connections.length === 0) throw new Error('names no provider');
-  return connections;
+  const url = parsed.PROVIDER_URL || undefined;
+  const kind = parsed.PROVIDER || undefined;
+  if (kind === undefined && url !== undefined) {
+    throw new Error(`PROVIDER: PROVIDER_URL is set but no kind: set PROVIDER=<kind> (known kinds: ${knownProviderKinds.join(', ')}) or PROVIDERS`);
+  }
+  try {
+    const name = kind ?? DEVELOPMENT_PROVIDER_KIND;
+    return [providerConnection(name, name, url, env)];
+  } catch (error) {
+    throw new Error(`PROVIDER: ${(error as Error).message}`);
+  }
 }
 
 const listenerFields = schema.in.pick({
@@ -349,7 +318,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   try {
     providers = parseProviders(env, parsed.data);
   } catch (error) {
-    throw new Error(`invalid configuration: PROVIDERS: ${(error as Error).message}`);
+    throw new Error(`invalid configuration: ${(error as Error).message}`);
   }
   return { ...parsed.data, PROVIDERS: providers };
 }

@@ -1,12 +1,12 @@
-import type { Config, ProviderConnection } from '../lib/config';
-import { SandboxProvider } from './sandbox-client';
-import { StripeProvider } from './stripe';
+import type { Config } from '../lib/config';
+import type { ProviderKind, ProviderWebhookVerifier } from './kind';
+import * as kinds from './kinds';
 import type { PaymentProvider } from './types';
 
 /**
- * The deployment's PSP connections by name (PROVIDERS; issue 22). Payments, attempts, refunds,
- * webhooks and reconciliation runs record a provider by this name; the default is the first
- * configured one (payments from before routing, which record none, are at the default).
+ * The deployment's PSP connections by name (PROVIDERS). Payments, attempts, refunds, webhooks
+ * and reconciliation runs record a provider by this name; the default is the first configured
+ * one (payments from before routing, which record none, are at the default).
  */
 export interface ProviderRegistry {
   readonly names: readonly string[];
@@ -24,9 +24,118 @@ export class UnknownProviderError extends Error {
   }
 }
 
+/** One named PSP connection (an entry of PROVIDERS, or the single PROVIDER when it is unset). */
+export interface ProviderConnection {
+  /** Lowercase [a-z0-9-]: what payments, attempts, webhooks' paths and reconciliation runs record. */
+  name: string;
+  /** Its kind (provider/kinds.ts), as the entry names it. */
+  kind: string;
+  /** Its kind's settings as the kind's schema parsed them: the PSP's base URL, and what else the kind needs (secrets, keys). */
+  settings: { url: string } & Record<string, unknown>;
+}
+
+/** The kinds by name, from provider/kinds.ts. */
+const kindsByName: ReadonlyMap<string, ProviderKind> = new Map(Object.values(kinds).map((kind) => [kind.kind, kind]));
+
+/** The names of the kinds this build knows, sorted. */
+export const knownProviderKinds: readonly string[] = [...kindsByName.keys()].sort();
+
+/** A kind by its name; throws for one this build does not know. */
+export function providerKind(kind: string): ProviderKind {
+  const found = kindsByName.get(kind);
+  if (!found) throw new Error(`unknown kind "${kind}" (known kinds: ${knownProviderKinds.join(', ')})`);
+  return found;
+}
+
+const providerNamePattern = /^[a-z0-9][a-z0-9-]{0,31}$/;
+
+/** `webhookSecret` → `WEBHOOK_SECRET`. */
+const variableSuffix = (key: string) => key.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase();
+const variablePart = (name: string) => name.toUpperCase().replace(/-/g, '_');
+
+/** The variable holding one connection's own setting: PROVIDER_SANDBOX_A_WEBHOOK_SECRET for `sandbox-a`'s webhookSecret. */
+export function providerSettingVariable(name: string, key: string): string {
+  return `PROVIDER_${variablePart(name)}_${variableSuffix(key)}`;
+}
+
+/** The kind-wide variable a connection falls back to: SANDBOX_WEBHOOK_SECRET for the sandbox's webhookSecret. */
+export function kindSettingVariable(kind: string, key: string): string {
+  return `${variablePart(kind)}_${variableSuffix(key)}`;
+}
+
+/** Every kind-wide variable the known kinds read (STRIPE_API_KEY, SANDBOX_WEBHOOK_SECRET, …). */
+export function kindSettingVariables(): string[] {
+  return [...kindsByName.values()].flatMap((kind) => Object.keys(kind.settings.shape).filter((key) => key !== 'url').map((key) => kindSettingVariable(kind.kind, key)));
+}
+
+/**
+ * One connection: its kind's settings from the entry's URL (undefined: the kind's default) and
+ * the environment. Throws with the reason, naming the connection.
+ */
+export function providerConnection(name: string, kindName: string, url: string | undefined, env: NodeJS.ProcessEnv): ProviderConnection {
+  let kind: ProviderKind;
+  try {
+    kind = providerKind(kindName);
+  } catch (error) {
+    throw new Error(`provider "${name}": ${(error as Error).message}`);
+  }
+  const input: Record<string, unknown> = { url };
+  const variables: Record<string, string> = {};
+  for (const key of Object.keys(kind.settings.shape)) {
+    if (key === 'url') continue;
+    const own = providerSettingVariable(name, key);
+    const shared = kindSettingVariable(kind.kind, key);
+    input[key] = nonEmpty(env[own]) ?? nonEmpty(env[shared]) ?? null;
+    variables[key] = `${own} or ${shared}`;
+  }
+  const parsed = kind.settings.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const key = String(issue.path[0] ?? '');
+    const what = key === 'url' ? `URL "${url}"` : `${key} (${variables[key] ?? key})`;
+    throw new Error(`provider "${name}" (${kind.kind}): ${what} ${issue.message}`);
+  }
+  return { name, kind: kind.kind, settings: parsed.data as ProviderConnection['settings'] };
+}
+
+const nonEmpty = (value: string | undefined) => (value === undefined || value === '' ? undefined : value);
+
+/**
+ * PROVIDERS: `name=kind:url,…` (`name=kind` takes the kind's default URL), e.g.
+ * `sandbox-a=sandbox:http://127.0.0.1:4010,stripe-eu=stripe:https://api.stripe.com`. Throws with
+ * the reason for a malformed entry, a bad or repeated name, a missing or unknown kind, or
+ * settings the kind refuses.
+ */
+export function parseProvidersList(list: string, env: NodeJS.ProcessEnv): ProviderConnection[] {
+  const connections: ProviderConnection[] = [];
+  for (const entry of list.split(',').map((e) => e.trim()).filter(Boolean)) {
+    const at = entry.indexOf('=');
+    if (at < 0) throw new Error(`"${entry}" is not name=kind:url`);
+    const name = entry.slice(0, at).trim();
+    const rest = entry.slice(at + 1).trim();
+    if (!providerNamePattern.test(name)) throw new Error(`provider name "${name}" must be lowercase letters, digits and '-' (at most 32)`);
+    if (connections.some((c) => c.name === name)) throw new Error(`provider name "${name}" is given twice`);
+    const colon = rest.indexOf(':');
+    const kind = (colon < 0 ? rest : rest.slice(0, colon)).trim();
+    const url = colon < 0 ? undefined : rest.slice(colon + 1).trim();
+    // A bare URL names no kind: nothing guesses one (`adyen=https://…` is refused, not a sandbox).
+    if (kind === '' || url?.startsWith('//')) {
+      throw new Error(`provider "${name}": no kind given; write ${name}=<kind>:<url> (known kinds: ${knownProviderKinds.join(', ')})`);
+    }
+    connections.push(providerConnection(name, kind, url, env));
+  }
+  if (connections.length === 0) throw new Error('names no provider');
+  return connections;
+}
+
 /** The configured names in order, the default first. */
 export function configuredProviderNames(config: Pick<Config, 'PROVIDERS'>): string[] {
   return config.PROVIDERS.map((p) => p.name);
+}
+
+/** The configured names whose kind reports the money it moved (a balance report): the ones reconciliation covers. */
+export function reconciledProviderNames(config: Pick<Config, 'PROVIDERS'>): string[] {
+  return config.PROVIDERS.filter((p) => providerKind(p.kind).capabilities.balanceReport).map((p) => p.name);
 }
 
 /** A registry over clients already made (tests, the dev stack): the first entry is the default unless named. */
@@ -49,25 +158,20 @@ export function providerRegistry(providers: Record<string, PaymentProvider> | [s
   };
 }
 
-/** One connection's client: Stripe for a `stripe…` name, the sandbox client otherwise. */
-export function createProviderClient(connection: ProviderConnection, config: Pick<Config, 'STRIPE_API_KEY' | 'PROVIDER_TIMEOUT_MS'>): PaymentProvider {
-  if (connection.kind === 'stripe') {
-    const url = new URL(connection.url);
-    const elsewhere = url.hostname !== 'api.stripe.com';
-    return new StripeProvider({
-      apiKey: config.STRIPE_API_KEY!,
-      timeoutMs: config.PROVIDER_TIMEOUT_MS,
-      webhookSecret: connection.webhookSecret,
-      // A Stripe-compatible fake (stripe-mock in tests) at another address.
-      ...(elsewhere ? { host: url.hostname, port: Number(url.port || (url.protocol === 'https:' ? 443 : 80)), protocol: url.protocol === 'https:' ? 'https' : 'http' } : {}),
-    });
-  }
-  return new SandboxProvider({ baseUrl: connection.url, timeoutMs: config.PROVIDER_TIMEOUT_MS, webhookSecret: connection.webhookSecret });
+/** One connection's client, made by its kind. */
+export function createProviderClient(connection: ProviderConnection, config: Pick<Config, 'PROVIDER_TIMEOUT_MS'>): Promise<PaymentProvider> {
+  return providerKind(connection.kind).createClient(connection.settings, { name: connection.name, timeoutMs: config.PROVIDER_TIMEOUT_MS });
+}
+
+/** One connection's webhook verification, made by its kind (no client needed). */
+export function createProviderWebhookVerifier(connection: ProviderConnection): Promise<ProviderWebhookVerifier> {
+  return providerKind(connection.kind).createWebhookVerifier(connection.settings);
 }
 
 /** The registry of the configured PSPs (lib/config.ts PROVIDERS), one client each. */
-export function createProviderRegistry(config: Pick<Config, 'PROVIDERS' | 'STRIPE_API_KEY' | 'PROVIDER_TIMEOUT_MS'>): ProviderRegistry {
-  return providerRegistry(config.PROVIDERS.map((c) => [c.name, createProviderClient(c, config)] as [string, PaymentProvider]));
+export async function createProviderRegistry(config: Pick<Config, 'PROVIDERS' | 'PROVIDER_TIMEOUT_MS'>): Promise<ProviderRegistry> {
+  const clients = await Promise.all(config.PROVIDERS.map(async (c): Promise<[string, PaymentProvider]> => [c.name, await createProviderClient(c, config)]));
+  return providerRegistry(clients);
 }
 
 /** Whether a value is a registry rather than one provider (callers that still pass one client). */

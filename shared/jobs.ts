@@ -62,7 +62,7 @@ export function reconciliationWindow(spec: ReconciliationWindowSpec, scheduledAt
 
 /** Input of reconciliationWorkflow. */
 export interface ReconciliationInput {
-  /** The providers to reconcile, by configured name (today one per deployment: `sandbox` or `stripe`). */
+  /** The providers to reconcile, by configured name (PROVIDERS). */
   providers: string[];
   window: ReconciliationWindowSpec;
 }

@@ -55,7 +55,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   const metrics = createWorkerMetrics();
   const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-worker' });
   // The configured PSPs by name (PROVIDERS, or the one PROVIDER): provider/registry.ts.
-  const providers = createProviderRegistry(config);
+  const providers = await createProviderRegistry(config);
 
   const temporal = temporalConnectionSettings(config);
   const connection = await connectWithRetry(temporal);

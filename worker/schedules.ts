@@ -2,13 +2,13 @@ import type { Duration } from '@temporalio/common';
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions, type ScheduleOptionsStartWorkflowAction, type ScheduleSpec } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
-import { configuredProviderNames } from '../provider/registry';
+import { reconciledProviderNames } from '../provider/registry';
 import { periodicJobs, scheduleId, type PeriodicJob, type ReconciliationInput } from '../shared/jobs';
 
 /** The knobs of the periodic jobs (lib/config.ts; docs/operating.md, "Periodic jobs"). */
 export interface ScheduleSettings {
   taskQueue: string;
-  /** The providers reconciliation covers, by configured name. */
+  /** The providers reconciliation covers, by configured name: those whose kind has a balance report. */
   providers: string[];
   /** The hourly reconciliation covers this many whole hours before the current one. */
   reconciliationLookbackHours: number;
@@ -20,7 +20,7 @@ export interface ScheduleSettings {
 export function scheduleSettings(config: Pick<Config, 'TASK_QUEUE' | 'PROVIDERS' | 'RECONCILIATION_LOOKBACK_HOURS' | 'RETENTION_JOB_INTERVAL_SECONDS'>): ScheduleSettings {
   return {
     taskQueue: config.TASK_QUEUE,
-    providers: configuredProviderNames(config),
+    providers: reconciledProviderNames(config),
     reconciliationLookbackHours: config.RECONCILIATION_LOOKBACK_HOURS,
     retentionIntervalSeconds: config.RETENTION_JOB_INTERVAL_SECONDS,
     abandonedRunsIntervalSeconds: config.RETENTION_JOB_INTERVAL_SECONDS,

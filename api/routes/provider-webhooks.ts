@@ -7,7 +7,7 @@ import { lateChargeWorkflowId } from '../../domain/ids';
 import { keepsNoMoney, type PaymentStatus } from '../../domain/payment-lifecycle';
 import { isTemporalUnavailable } from '../../lib/temporal';
 import { ProviderWebhookError, type ProviderCharge, type ProviderWebhookEvent } from '../../provider/types';
-import { createProviderClient } from '../../provider/registry';
+import { createProviderWebhookVerifier } from '../../provider/registry';
 import type { Config } from '../../lib/config';
 import { chargeReportSignal, type LateChargeInput } from '../../shared/definitions';
 import { startLateChargeWorkflow } from '../../lib/late-charge';
@@ -16,23 +16,20 @@ import { withinTemporalDeadline } from '../idempotency';
 import { MAX_BODY_BYTES } from '../middleware';
 import { errorResponses, jsonContent } from './openapi';
 
-/** One configured PSP's webhook verification (its client's verifyWebhook, with its secret). */
+/** One configured PSP's webhook verification (its kind's, with its secret). */
 export interface ProviderWebhookReceiver {
-  /** The provider's configured name, as in the path (PROVIDERS; `sandbox` or `stripe` with PROVIDER). */
+  /** The provider's configured name, as in the path (PROVIDERS, or PROVIDER's kind). */
   name: string;
   verify(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
 }
 
 /**
- * A receiver per configured PSP (PROVIDERS, or the one PROVIDER), each verifying with its own
- * client's verifyWebhook and secret (Stripe's: the Stripe library's constructEvent). Without a
- * secret every webhook of that provider is refused (400).
+ * A receiver per configured PSP (PROVIDERS, or the one PROVIDER), each verifying with its kind's
+ * verification and its own secret (provider/<kind>/webhook.ts; Stripe's: the Stripe library's
+ * constructEvent). Without a secret every webhook of that provider is refused (400).
  */
-export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS' | 'STRIPE_API_KEY' | 'PROVIDER_TIMEOUT_MS'>): ProviderWebhookReceiver[] {
-  return config.PROVIDERS.map((connection) => {
-    const client = createProviderClient(connection, config);
-    return { name: connection.name, verify: (rawBody, headers, now) => client.verifyWebhook(rawBody, headers, now) };
-  });
+export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS'>): Promise<ProviderWebhookReceiver[]> {
+  return Promise.all(config.PROVIDERS.map(async (connection) => ({ name: connection.name, verify: await createProviderWebhookVerifier(connection) })));
 }
 
 const Received = z

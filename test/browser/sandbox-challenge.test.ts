@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SandboxProvider } from '../../provider/sandbox-client';
+import { SandboxProvider } from '../../provider/sandbox/client';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { startWebhookReceiver } from '../../testkit/webhook-receiver';
 import { launchBrowser } from '../helpers/browser';

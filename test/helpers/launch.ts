@@ -68,7 +68,7 @@ export async function launchStart(extraEnv: NodeJS.ProcessEnv): Promise<Launch> 
   const dataDir = mkdtempSync(path.join(tmpdir(), 'payorch-start-'));
   const env: NodeJS.ProcessEnv = { ...process.env };
   // Nothing of the test run's own wiring may leak in: the launcher must find its own way.
-  for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER_URL', 'PROVIDERS', 'ADMIN_TOKEN', 'HOST', 'TEMPORAL_UI_URL', 'FORCE_COLOR', 'TEMPORAL_PAYLOAD_KEYS']) delete env[name];
+  for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER', 'PROVIDER_URL', 'PROVIDERS', 'ADMIN_TOKEN', 'HOST', 'TEMPORAL_UI_URL', 'FORCE_COLOR', 'TEMPORAL_PAYLOAD_KEYS']) delete env[name];
   Object.assign(env, {
     PORT: String(ports.api),
     SANDBOX_PORT: String(ports.sandbox),
@@ -102,6 +102,25 @@ export async function launchStart(extraEnv: NodeJS.ProcessEnv): Promise<Launch> 
   const launch: Launch = { npm, output: () => output, exited, hasExited: () => done, ports, dataDir, tree: [] };
   launches.push(launch);
   return launch;
+}
+
+/**
+ * One entry file (api/main.ts, worker/main.ts) as `npm run api` / `npm run worker` run it, with the
+ * test run's own wiring removed and `extraEnv` added; resolves when it exits, with its output.
+ * For processes that stop at start (a refused configuration): it is killed after `timeoutMs`.
+ */
+export async function runEntryToExit(script: string, extraEnv: NodeJS.ProcessEnv, timeoutMs = 60_000): Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string }> {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER', 'PROVIDER_URL', 'PROVIDERS', 'ADMIN_TOKEN', 'HOST', 'FORCE_COLOR', 'TEMPORAL_PAYLOAD_KEYS']) delete env[name];
+  Object.assign(env, { LOG_LEVEL: 'warn', NODE_ENV: 'development', ...extraEnv });
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: projectRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  const { code, signal } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  clearTimeout(timer);
+  return { code, signal, output };
 }
 
 export async function waitForBanner(launch: Launch, timeoutMs = 180_000): Promise<string> {

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RoutePlanner } from '../../activities';
 import { freePort } from '../../devstack/ports';
-import { SandboxProvider } from '../../provider/sandbox-client';
+import { SandboxProvider } from '../../provider/sandbox/client';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';

@@ -7,7 +7,7 @@ import { newId, paymentWorkflowId, refundWorkflowId } from '../../domain/ids';
 import { reserveRefund } from '../../db/refunds';
 import { CreatePaymentBody } from '../../api/schemas';
 import { paymentWorkflowInput } from '../../api/routes/payments';
-import { SandboxProvider } from '../../provider/sandbox-client';
+import { SandboxProvider } from '../../provider/sandbox/client';
 import { FailureType, PaymentStatusKey, TenantIdKey, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
 import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SandboxProvider, signSandboxWebhook } from '../../provider/sandbox-client';
+import { SandboxProvider } from '../../provider/sandbox/client';
+import { signSandboxWebhook } from '../../provider/sandbox/webhook';
 import { ProviderUnavailableError, ProviderWebhookError, type CreateChargeRequest, type ProviderWebhookEvent } from '../../provider/types';
 import { noWebhookFaults } from '../../sandbox/deps';
 import { startSandbox, type RunningSandbox, type StartSandboxOptions } from '../../sandbox/server';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { SandboxProvider } from '../../provider/sandbox-client';
+import { SandboxProvider } from '../../provider/sandbox/client';
 import type { CreateChargeRequest } from '../../provider/types';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 

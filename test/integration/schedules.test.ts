@@ -9,7 +9,7 @@ import { scheduleId, periodicJobs } from '../../shared/jobs';
 import { TEST_PAYLOAD_KEYS, testDataConverter } from '../../testkit/payload-keys';
 import { spawnWorker } from '../../testkit/processes';
 import { providerRegistry } from '../../provider/registry';
-import { SandboxProvider } from '../../provider/sandbox-client';
+import { SandboxProvider } from '../../provider/sandbox/client';
 import { createPaymentWorker } from '../../worker/worker';
 import { deleteSchedules, ensureSchedules, type ScheduleSettings } from '../../worker/schedules';
 import { eventually, startStack, type TestStack } from '../helpers/stack';

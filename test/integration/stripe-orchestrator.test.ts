@@ -1,7 +1,7 @@
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lateChargeWorkflowId } from '../../domain/ids';
-import { StripeProvider } from '../../provider/stripe';
+import { StripeProvider } from '../../provider/stripe/client';
 import { startStripeMock } from '../helpers/stripe-mock';
 import { apiClient, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CreatePaymentBody } from '../../api/schemas';
 import { requestFingerprint } from '../../domain/fingerprint';
-import { signSandboxWebhook } from '../../provider/sandbox-client';
+import { signSandboxWebhook } from '../../provider/sandbox/webhook';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { completeChallenge, sandboxControls } from '../../testkit/sandbox';
 import { lateChargeWorkflowId } from '../../domain/ids';
-import { signSandboxWebhook } from '../../provider/sandbox-client';
+import { signSandboxWebhook } from '../../provider/sandbox/webhook';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 

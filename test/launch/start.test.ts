@@ -86,10 +86,10 @@ async function exercise(launch: Launch, banner: string): Promise<string> {
   const apiUrl = `http://127.0.0.1:${launch.ports.api}`;
   expect(banner).toContain(`API            ${apiUrl}`);
   expect(banner).toContain(`API docs       ${apiUrl}/docs`);
-  // Two sandbox PSPs (issue 22), each with its webhooks to its own route, both in PROVIDERS.
+  // Two sandbox PSPs, each with its webhooks to its own route, both in PROVIDERS.
   expect(banner).toContain(`PSP sandbox-a  http://127.0.0.1:${launch.ports.sandbox} (webhooks to ${apiUrl}/provider_webhooks/sandbox-a; database the same, schema sandbox)`);
   expect(banner).toContain(`PSP sandbox-b  http://127.0.0.1:${launch.ports.sandboxB} (webhooks to ${apiUrl}/provider_webhooks/sandbox-b; database `);
-  expect(banner).toContain(`PROVIDERS      sandbox-a=http://127.0.0.1:${launch.ports.sandbox},sandbox-b=http://127.0.0.1:${launch.ports.sandboxB}`);
+  expect(banner).toContain(`PROVIDERS      sandbox-a=sandbox:http://127.0.0.1:${launch.ports.sandbox},sandbox-b=sandbox:http://127.0.0.1:${launch.ports.sandboxB}`);
   for (const port of [launch.ports.sandbox, launch.ports.sandboxB]) expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
   expect(banner).toContain('Listening on   127.0.0.1 (loopback only');
   expect(banner).toContain('Webhooks       internal targets allowed: loopback only');

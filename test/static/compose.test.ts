@@ -9,6 +9,7 @@ import { Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { assertSafeCodecServer, loadConfig } from '../../lib/config';
 import { projectRoot, resolveTemporalCli, searchAttributeFlags } from '../../devstack/temporal-cli';
+import { kindSettingVariables } from '../../provider/registry';
 
 /**
  * docker-compose.yml, Dockerfile and deploy/ (the production-shaped stack), checked without
@@ -213,12 +214,9 @@ describe('docker-compose.yml: services', () => {
   });
 
   it('each service called by name across the network lets that name through its Host check', () => {
-    // The workers call the sandbox as PROVIDER_URL; every other listener is reached through loopback.
-    const provider = new URL(envOf('worker').PROVIDER_URL!);
-    expect(envOf('sandbox').HTTP_ALLOWED_HOSTS!.split(',')).toContain(provider.hostname);
-    // …and each sandbox by the name PROVIDERS gives it.
+    // The workers call each sandbox by the name PROVIDERS gives it; every other listener is reached through loopback.
     for (const connection of loadConfig(envOf('worker')).PROVIDERS) {
-      const host = new URL(connection.url).hostname;
+      const host = new URL(connection.settings.url).hostname;
       expect(envOf(host).HTTP_ALLOWED_HOSTS!.split(','), connection.name).toContain(host);
     }
     for (const name of orchestratorServices) expect(envOf(name).HTTP_ALLOWED_HOSTS, name).toBeUndefined(); // loopback names: the healthchecks
@@ -350,18 +348,16 @@ describe('docker-compose.yml: start-up order', () => {
 describe('docker-compose.yml: configuration of the app', () => {
   it('reads the config schemas it checks against', () => {
     expect(configKeys).toEqual(expect.arrayContaining(['NODE_ENV', 'DATABASE_URL', 'TEMPORAL_ADDRESS', 'PROVIDER_URL', 'ADMIN_TOKEN']));
-    // Every variable is in the parsed config (null when unset), except these optional secrets,
-    // which are absent when unset (PSP webhooks, issue 21).
-    const absentWhenUnset = ['PROVIDER_WEBHOOK_SECRET', 'SANDBOX_WEBHOOK_SECRET', 'STRIPE_WEBHOOK_SECRET'];
-    expect(Object.keys(loadConfig({ ADMIN_TOKEN: hostEnv.ADMIN_TOKEN })).sort()).toEqual(configKeys.filter((k) => !absentWhenUnset.includes(k)).sort());
+    // Every variable is in the parsed config (null when unset).
+    expect(Object.keys(loadConfig({ ADMIN_TOKEN: hostEnv.ADMIN_TOKEN })).sort()).toEqual([...configKeys].sort());
     expect(sandboxKeys).toEqual(
       expect.arrayContaining(['DATABASE_URL', 'SANDBOX_FLAKY_FAILURES', 'SANDBOX_HOST', 'SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS', 'SANDBOX_PORT', 'SANDBOX_SLOW_MS', 'HTTP_ALLOWED_HOSTS']),
     );
   });
 
-  it('sets only variables that lib/config.ts (api, worker, migrate) or sandbox/main.ts reads', () => {
+  it('sets only variables that lib/config.ts (api, worker, migrate), a PSP kind (provider/kinds.ts) or sandbox/main.ts reads', () => {
     for (const name of orchestratorServices) {
-      expect(configKeys, name).toEqual(expect.arrayContaining(declaredEnv(name)));
+      expect([...configKeys, ...kindSettingVariables()], name).toEqual(expect.arrayContaining(declaredEnv(name)));
     }
     expect(sandboxKeys).toEqual(expect.arrayContaining(declaredEnv('sandbox')));
     expect(sandboxKeys).toEqual(expect.arrayContaining(declaredEnv('sandbox-b')));
@@ -386,11 +382,9 @@ describe('docker-compose.yml: configuration of the app', () => {
       const db = new URL(config.DATABASE_URL);
       expect([db.protocol, db.hostname, db.port, db.pathname, db.username], name).toEqual(['postgres:', 'postgres', '5432', '/payments', 'payments']);
       expect(config.TEMPORAL_ADDRESS, name).toBe('temporal:7233');
-      const provider = new URL(config.PROVIDER_URL);
-      expect([provider.hostname, provider.port], name).toEqual(['sandbox', envOf('sandbox').SANDBOX_PORT]);
       // PROVIDERS: sandbox-a and sandbox-b, each at its service's name and port.
       expect(
-        config.PROVIDERS.map((c) => [c.name, c.kind, c.url]),
+        config.PROVIDERS.map((c) => [c.name, c.kind, c.settings.url]),
         name,
       ).toEqual(Object.entries(sandboxServices).map(([provider, service]) => [provider, 'sandbox', `http://${service}:${envOf(service).SANDBOX_PORT}`]));
       expect(config.TEMPORAL_NAMESPACE, name).toBe(envOf('temporal-setup').TEMPORAL_NAMESPACE);

@@ -1,58 +1,108 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig, providerWebhookSecretVariable } from '../../lib/config';
-import { configuredProviderNames, createProviderRegistry, providerRegistry, UnknownProviderError } from '../../provider/registry';
-import { SandboxProvider } from '../../provider/sandbox-client';
-import { StripeProvider } from '../../provider/stripe';
-import type { PaymentProvider } from '../../provider/types';
+import * as kinds from '../../provider/kinds';
+import { configuredProviderNames, createProviderRegistry, createProviderWebhookVerifier, kindSettingVariables, knownProviderKinds, providerRegistry, reconciledProviderNames, UnknownProviderError } from '../../provider/registry';
+import { SandboxProvider } from '../../provider/sandbox/client';
+import { signSandboxWebhook } from '../../provider/sandbox/webhook';
+import { StripeProvider } from '../../provider/stripe/client';
+import { ProviderWebhookError, type PaymentProvider } from '../../provider/types';
 
-/** PROVIDERS (issue 22): several named PSP connections, each with its own webhook secret. */
+const sandboxSettings = (url: string, webhookSecret: string | null = null) => ({ url, webhookSecret });
+
+/** PROVIDERS: several named PSP connections, each naming its kind, each with its own settings. */
 describe('PROVIDERS', () => {
-  it('without it, one provider named by PROVIDER, as before', () => {
-    expect(loadConfig({}).PROVIDERS).toEqual([{ name: 'sandbox', kind: 'sandbox', url: 'http://127.0.0.1:4010', webhookSecret: null }]);
-    expect(loadConfig({ PROVIDER_URL: 'http://127.0.0.1:5000', SANDBOX_WEBHOOK_SECRET: 's'.repeat(20) }).PROVIDERS).toEqual([
-      { name: 'sandbox', kind: 'sandbox', url: 'http://127.0.0.1:5000', webhookSecret: 's'.repeat(20) },
+  it('without it, the one PSP of PROVIDER (its kind, also its name) at PROVIDER_URL; nothing set: the development sandbox', () => {
+    expect(loadConfig({}).PROVIDERS).toEqual([{ name: 'sandbox', kind: 'sandbox', settings: sandboxSettings('http://127.0.0.1:4010') }]);
+    expect(loadConfig({ PROVIDER: 'sandbox', PROVIDER_URL: 'http://127.0.0.1:5000', SANDBOX_WEBHOOK_SECRET: 's'.repeat(20) }).PROVIDERS).toEqual([
+      { name: 'sandbox', kind: 'sandbox', settings: sandboxSettings('http://127.0.0.1:5000', 's'.repeat(20)) },
     ]);
     expect(loadConfig({ PROVIDER: 'stripe', STRIPE_API_KEY: 'sk_test_1', STRIPE_WEBHOOK_SECRET: 'whsec_1' }).PROVIDERS).toEqual([
-      { name: 'stripe', kind: 'stripe', url: 'https://api.stripe.com', webhookSecret: 'whsec_1' },
+      { name: 'stripe', kind: 'stripe', settings: { url: 'https://api.stripe.com', apiKey: 'sk_test_1', webhookSecret: 'whsec_1' } },
     ]);
   });
 
-  it('names, URLs and kinds in order; each secret its own variable, else the kind’s shared one', () => {
+  it('names, kinds and URLs in order; each setting its own variable, else the kind’s shared one', () => {
     const config = loadConfig({
-      PROVIDERS: 'sandbox-a=http://127.0.0.1:4010, sandbox-b=http://127.0.0.1:4011,stripe=https://api.stripe.com',
-      STRIPE_API_KEY: 'sk_test_1',
+      PROVIDERS: 'sandbox-a=sandbox:http://127.0.0.1:4010, sandbox-b=sandbox:http://127.0.0.1:4011,stripe-eu=stripe',
+      STRIPE_API_KEY: 'sk_test_shared',
+      PROVIDER_STRIPE_EU_API_KEY: 'sk_test_eu',
       SANDBOX_WEBHOOK_SECRET: 'shared-sandbox-secret',
-      PROVIDER_SANDBOX_B_WEBHOOK_SECRET: 'own-b-secret',
+      PROVIDER_SANDBOX_B_WEBHOOK_SECRET: 'own-b-secret-0123',
       STRIPE_WEBHOOK_SECRET: 'whsec_1',
     });
     expect(config.PROVIDERS).toEqual([
-      { name: 'sandbox-a', kind: 'sandbox', url: 'http://127.0.0.1:4010', webhookSecret: 'shared-sandbox-secret' },
-      { name: 'sandbox-b', kind: 'sandbox', url: 'http://127.0.0.1:4011', webhookSecret: 'own-b-secret' },
-      { name: 'stripe', kind: 'stripe', url: 'https://api.stripe.com', webhookSecret: 'whsec_1' },
+      { name: 'sandbox-a', kind: 'sandbox', settings: sandboxSettings('http://127.0.0.1:4010', 'shared-sandbox-secret') },
+      { name: 'sandbox-b', kind: 'sandbox', settings: sandboxSettings('http://127.0.0.1:4011', 'own-b-secret-0123') },
+      // `name=kind` alone: the kind's default URL.
+      { name: 'stripe-eu', kind: 'stripe', settings: { url: 'https://api.stripe.com', apiKey: 'sk_test_eu', webhookSecret: 'whsec_1' } },
     ]);
-    expect(configuredProviderNames(config)).toEqual(['sandbox-a', 'sandbox-b', 'stripe']);
+    expect(configuredProviderNames(config)).toEqual(['sandbox-a', 'sandbox-b', 'stripe-eu']);
+    expect(reconciledProviderNames(config)).toEqual(['sandbox-a', 'sandbox-b', 'stripe-eu']);
     expect(providerWebhookSecretVariable('sandbox-b')).toBe('PROVIDER_SANDBOX_B_WEBHOOK_SECRET');
+    expect(kindSettingVariables().sort()).toEqual(['SANDBOX_WEBHOOK_SECRET', 'STRIPE_API_KEY', 'STRIPE_WEBHOOK_SECRET']);
   });
 
-  it('refuses bad names, repeated names, bad URLs, empty lists and Stripe without its key', () => {
-    expect(() => loadConfig({ PROVIDERS: 'Sandbox=http://127.0.0.1:4010' })).toThrow(/PROVIDERS: provider name "Sandbox"/);
-    expect(() => loadConfig({ PROVIDERS: 'a_b=http://127.0.0.1:4010' })).toThrow(/provider name "a_b"/);
-    expect(() => loadConfig({ PROVIDERS: 'a=http://127.0.0.1:4010,a=http://127.0.0.1:4011' })).toThrow(/"a" is given twice/);
-    expect(() => loadConfig({ PROVIDERS: 'a=not a url' })).toThrow(/not a URL/);
-    expect(() => loadConfig({ PROVIDERS: 'a=ftp://127.0.0.1' })).toThrow(/not an http\(s\) URL/);
-    expect(() => loadConfig({ PROVIDERS: 'sandbox-a' })).toThrow(/not name=url/);
+  it('a kind this build does not list is refused, naming the PSP and the known kinds', () => {
+    expect(knownProviderKinds).toEqual(['sandbox', 'stripe']);
+    expect(() => loadConfig({ PROVIDERS: 'sandbox-a=sandbox:http://127.0.0.1:4010,adyen=adyen:https://checkout-test.adyen.com' })).toThrow(
+      'invalid configuration: PROVIDERS: provider "adyen": unknown kind "adyen" (known kinds: sandbox, stripe)',
+    );
+    expect(() => loadConfig({ PROVIDER: 'adyen' })).toThrow('invalid configuration: PROVIDER: provider "adyen": unknown kind "adyen" (known kinds: sandbox, stripe)');
+  });
+
+  it('a PSP that names no kind is refused: no kind is guessed from its name or URL', () => {
+    // The name is no kind: a `stripe…` name at a URL is not Stripe, any other name not a sandbox.
+    for (const entry of ['adyen=https://checkout-test.adyen.com', 'stripe=https://api.stripe.com', 'sandbox-a=http://127.0.0.1:4010', 'sandbox-a=', 'sandbox-a=:http://127.0.0.1:4010']) {
+      const name = entry.slice(0, entry.indexOf('='));
+      expect(() => loadConfig({ PROVIDERS: entry, STRIPE_API_KEY: 'sk_test_1' }), entry).toThrow(
+        `invalid configuration: PROVIDERS: provider "${name}": no kind given; write ${name}=<kind>:<url> (known kinds: sandbox, stripe)`,
+      );
+    }
+    // The single form: a URL without PROVIDER names no kind either.
+    expect(() => loadConfig({ PROVIDER_URL: 'https://checkout-test.adyen.com' })).toThrow(/^invalid configuration: PROVIDER: PROVIDER_URL is set but no kind/);
+  });
+
+  it('refuses bad names, repeated names, bad URLs, empty lists and settings the kind refuses, naming the PSP', () => {
+    expect(() => loadConfig({ PROVIDERS: 'Sandbox=sandbox:http://127.0.0.1:4010' })).toThrow(/PROVIDERS: provider name "Sandbox"/);
+    expect(() => loadConfig({ PROVIDERS: 'a_b=sandbox:http://127.0.0.1:4010' })).toThrow(/provider name "a_b"/);
+    expect(() => loadConfig({ PROVIDERS: 'a=sandbox:http://127.0.0.1:4010,a=sandbox:http://127.0.0.1:4011' })).toThrow(/"a" is given twice/);
+    expect(() => loadConfig({ PROVIDERS: 'a=sandbox:not a url' })).toThrow('provider "a" (sandbox): URL "not a url" must be an http(s) URL');
+    expect(() => loadConfig({ PROVIDERS: 'a=sandbox:ftp://127.0.0.1' })).toThrow('provider "a" (sandbox): URL "ftp://127.0.0.1" must be an http(s) URL');
+    expect(() => loadConfig({ PROVIDERS: 'sandbox-a' })).toThrow(/"sandbox-a" is not name=kind:url/);
     expect(() => loadConfig({ PROVIDERS: ' , ' })).toThrow(/names no provider/);
-    expect(() => loadConfig({ PROVIDERS: 'stripe-eu=https://api.stripe.com' })).toThrow(/STRIPE_API_KEY is required/);
+    expect(() => loadConfig({ PROVIDERS: 'stripe-eu=stripe' })).toThrow('provider "stripe-eu" (stripe): apiKey (PROVIDER_STRIPE_EU_API_KEY or STRIPE_API_KEY) is required');
+    expect(() => loadConfig({ PROVIDERS: 'a=sandbox', PROVIDER_A_WEBHOOK_SECRET: 'short' })).toThrow(
+      'provider "a" (sandbox): webhookSecret (PROVIDER_A_WEBHOOK_SECRET or SANDBOX_WEBHOOK_SECRET) must be 16+ characters',
+    );
+  });
+});
+
+describe('the kinds (provider/kinds.ts)', () => {
+  it('each kind is listed once, under its own name', () => {
+    const listed = Object.entries(kinds);
+    expect(listed.map(([exported, kind]) => [exported, kind.kind])).toEqual(listed.map(([exported]) => [exported, exported]));
   });
 
-  it('the registry: one client per name (Stripe for stripe…, the sandbox client otherwise), the first the default', () => {
-    const registry = createProviderRegistry(loadConfig({ PROVIDERS: 'sandbox-a=http://127.0.0.1:4010,stripe-eu=http://127.0.0.1:12111', STRIPE_API_KEY: 'sk_test_1' }));
-    expect(registry.names).toEqual(['sandbox-a', 'stripe-eu']);
+  it('the registry: one client per name, made by the connection’s kind, the first the default', async () => {
+    const registry = await createProviderRegistry(
+      loadConfig({ PROVIDERS: 'sandbox-a=sandbox:http://127.0.0.1:4010,eu=stripe:http://127.0.0.1:12111', STRIPE_API_KEY: 'sk_test_1' }),
+    );
+    expect(registry.names).toEqual(['sandbox-a', 'eu']);
     expect(registry.defaultName).toBe('sandbox-a');
     expect(registry.get('sandbox-a')).toBeInstanceOf(SandboxProvider);
-    expect(registry.get('stripe-eu')).toBeInstanceOf(StripeProvider);
+    expect(registry.get('eu')).toBeInstanceOf(StripeProvider);
     expect(registry.has('sandbox-b')).toBe(false);
     expect(() => registry.get('sandbox-b')).toThrow(UnknownProviderError);
+  });
+
+  it('each connection’s webhooks are verified by its kind with its own secret', async () => {
+    const [a, b] = loadConfig({ PROVIDERS: 'a=sandbox:http://127.0.0.1:4010,b=sandbox:http://127.0.0.1:4011', PROVIDER_A_WEBHOOK_SECRET: 'secret-of-a-0123456' }).PROVIDERS;
+    const body = JSON.stringify({ id: 'evt_1', type: 'charge.succeeded', created: Math.floor(Date.now() / 1000), data: { object: { object: 'balance' } } });
+    const headers = { 'Sandbox-Signature': signSandboxWebhook(body, 'secret-of-a-0123456') };
+    expect((await createProviderWebhookVerifier(a!))(body, headers)).toMatchObject({ id: 'evt_1', type: 'charge.succeeded' });
+    // b has no secret: every webhook of b is refused.
+    const verifyB = await createProviderWebhookVerifier(b!);
+    expect(() => verifyB(body, headers)).toThrow(ProviderWebhookError);
   });
 
   it('a registry over clients already made: the first, or the named one, is the default', () => {

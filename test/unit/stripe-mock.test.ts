@@ -1,7 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { StripeProvider } from '../../provider/stripe';
+import { StripeProvider } from '../../provider/stripe/client';
 import { ProviderRejectedError, ProviderUnavailableError } from '../../provider/types';
 import { freePort } from '../../devstack/ports';
 import { startStripeMock } from '../helpers/stripe-mock';

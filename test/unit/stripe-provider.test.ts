@@ -2,7 +2,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { StripeProvider } from '../../provider/stripe';
+import { StripeProvider } from '../../provider/stripe/client';
 import { ProviderRejectedError, ProviderUnavailableError, ProviderWebhookError } from '../../provider/types';
 
 /**

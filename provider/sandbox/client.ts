@@ -1,10 +1,8 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import {
   ProviderRejectedError,
   ProviderUnavailableError,
-  ProviderWebhookError,
   type CallOptions,
   type ProviderBalanceTransaction,
   type ProviderWebhookEvent,
@@ -15,7 +13,8 @@ import {
   type ProviderCharge,
   type ProviderRefund,
   type VoidChargeRequest,
-} from './types';
+} from '../types';
+import { verifySandboxWebhook } from './webhook';
 
 export interface SandboxProviderConfig {
   baseUrl: string;
@@ -28,15 +27,6 @@ export interface SandboxProviderConfig {
   webhookSecret?: string | null;
   /** How old (or how far ahead) a signature's timestamp may be, in seconds (default 300, as Stripe's). */
   webhookToleranceSeconds?: number;
-}
-
-/** The header the sandbox signs its webhooks in: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`. */
-export const sandboxSignatureHeader = 'sandbox-signature';
-
-/** The signature header's value for a body (the sandbox's signer, and tests posing as the sandbox). */
-export function signSandboxWebhook(rawBody: string, secret: string, timestampSeconds = Math.floor(Date.now() / 1000)): string {
-  const digest = createHmac('sha256', secret).update(`${timestampSeconds}.${rawBody}`, 'utf8').digest('hex');
-  return `t=${timestampSeconds},v1=${digest}`;
 }
 
 /** The sandbox's wire shapes (snake_case, integer minor units). */
@@ -125,11 +115,6 @@ const toBalanceTransaction = (t: BalanceTransactionJson): ProviderBalanceTransac
   status: t.status,
   createdAt: new Date(t.created_at),
 });
-
-const headerValue = (headers: Record<string, string | undefined>, name: string): string | undefined => {
-  for (const [key, value] of Object.entries(headers)) if (key.toLowerCase() === name) return value;
-  return undefined;
-};
 
 /** The orchestrator's client for the provider sandbox (sandbox/). */
 export class SandboxProvider implements PaymentProvider {
@@ -285,49 +270,9 @@ export class SandboxProvider implements PaymentProvider {
     return { data: list.data.map(toBalanceTransaction), hasMore: list.has_more === true };
   }
 
-  /**
-   * The sandbox's webhook: `Sandbox-Signature: t=…,v1=…` (one or more v1) over "<t>.<raw body>"
-   * with the shared secret, compared in constant time; a timestamp further than the tolerance
-   * from `now` (either way) is stale, so a captured request cannot be replayed later.
-   */
+  /** The sandbox's webhook, verified on its raw body (provider/sandbox/webhook.ts). */
   verifyWebhook(rawBody: string, headers: Record<string, string | undefined>, now: Date = new Date()): ProviderWebhookEvent {
-    if (!this.webhookSecret) throw new ProviderWebhookError('no webhook secret is configured for the sandbox (SANDBOX_WEBHOOK_SECRET)');
-    const header = headerValue(headers, sandboxSignatureHeader);
-    if (!header) throw new ProviderWebhookError(`missing ${sandboxSignatureHeader} header`);
-    let timestamp: number | null = null;
-    const signatures: string[] = [];
-    for (const part of header.split(',')) {
-      const at = part.indexOf('=');
-      if (at < 0) continue;
-      const [name, value] = [part.slice(0, at).trim(), part.slice(at + 1).trim()];
-      if (name === 't' && /^\d{1,12}$/.test(value)) timestamp = Number(value);
-      else if (name === 'v1' && /^[0-9a-f]{64}$/.test(value)) signatures.push(value);
-    }
-    if (timestamp === null || signatures.length === 0) throw new ProviderWebhookError(`malformed ${sandboxSignatureHeader} header`);
-    const expected = Buffer.from(signSandboxWebhook(rawBody, this.webhookSecret, timestamp).slice(`t=${timestamp},v1=`.length), 'hex');
-    if (!signatures.some((s) => timingSafeEqual(Buffer.from(s, 'hex'), expected))) {
-      throw new ProviderWebhookError('no signature matches the body');
-    }
-    if (Math.abs(Math.floor(now.getTime() / 1000) - timestamp) > this.webhookToleranceSeconds) {
-      throw new ProviderWebhookError(`signature timestamp ${timestamp} is outside the ${this.webhookToleranceSeconds} s tolerance`);
-    }
-    let event: { id?: unknown; type?: unknown; created?: unknown; data?: { object?: { object?: unknown } } };
-    try {
-      event = JSON.parse(rawBody) as typeof event;
-    } catch {
-      throw new ProviderWebhookError('the body is not JSON');
-    }
-    const object = event?.data?.object;
-    if (typeof event?.id !== 'string' || typeof event.type !== 'string' || typeof event.created !== 'number' || typeof object !== 'object' || object === null) {
-      throw new ProviderWebhookError('the body is not a sandbox event');
-    }
-    return {
-      id: event.id,
-      type: event.type,
-      createdAt: new Date(event.created * 1000),
-      charge: object.object === 'charge' ? toCharge(object as unknown as ChargeJson) : null,
-      refund: object.object === 'refund' ? toRefund(object as unknown as RefundJson) : null,
-    };
+    return verifySandboxWebhook(rawBody, headers, { secret: this.webhookSecret, toleranceSeconds: this.webhookToleranceSeconds }, now);
   }
 
   /**
@@ -388,3 +333,6 @@ export class SandboxProvider implements PaymentProvider {
     throw new ProviderRejectedError(message, status, error?.code ?? 'unknown');
   }
 }
+
+/** The wire mapping, shared with the webhook's verification (provider/sandbox/webhook.ts). */
+export { toCharge, toRefund, type ChargeJson, type RefundJson };

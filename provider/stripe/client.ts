@@ -2,7 +2,6 @@ import Stripe from 'stripe';
 import {
   ProviderRejectedError,
   ProviderUnavailableError,
-  ProviderWebhookError,
   type CallOptions,
   type ProviderBalanceTransaction,
   type ProviderWebhookEvent,
@@ -13,7 +12,8 @@ import {
   type ProviderCharge,
   type ProviderRefund,
   type VoidChargeRequest,
-} from './types';
+} from '../types';
+import { verifyStripeWebhook } from './webhook';
 
 export interface StripeProviderConfig {
   apiKey: string;
@@ -216,21 +216,9 @@ export class StripeProvider implements PaymentProvider {
     }
   }
 
-  /**
-   * Verified by the Stripe library itself (Stripe-Signature, its tolerance), then mapped: the
-   * payment_intent.* events carry the PaymentIntent (our charge), refund events the Refund.
-   */
+  /** Stripe's webhook, verified on its raw body (provider/stripe/webhook.ts). */
   verifyWebhook(rawBody: string, headers: Record<string, string | undefined>, now: Date = new Date()): ProviderWebhookEvent {
-    if (!this.webhookSecret) throw new ProviderWebhookError('no Stripe webhook secret is configured (STRIPE_WEBHOOK_SECRET)');
-    const header = Object.entries(headers).find(([name]) => name.toLowerCase() === 'stripe-signature')?.[1];
-    if (!header) throw new ProviderWebhookError('missing Stripe-Signature header');
-    let event: Stripe.Event;
-    try {
-      event = this.stripe.webhooks.constructEvent(rawBody, header, this.webhookSecret, this.webhookToleranceSeconds, undefined, now.getTime());
-    } catch (error) {
-      throw new ProviderWebhookError(`Stripe webhook refused: ${(error as Error).message}`);
-    }
-    return toWebhookEvent(event);
+    return verifyStripeWebhook(rawBody, headers, { secret: this.webhookSecret, toleranceSeconds: this.webhookToleranceSeconds }, now);
   }
 
   /**
@@ -343,41 +331,6 @@ function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors.Stripe
   }
 }
 
-/** Stripe's event types in ours; the charge is the PaymentIntent, as everywhere in this adapter. */
-const paymentIntentEvents: Record<string, string> = {
-  'payment_intent.requires_action': 'charge.requires_action',
-  'payment_intent.processing': 'charge.processing',
-  'payment_intent.succeeded': 'charge.succeeded',
-  'payment_intent.amount_capturable_updated': 'charge.requires_capture',
-  'payment_intent.payment_failed': 'charge.declined',
-  'payment_intent.canceled': 'charge.canceled',
-};
-
-function toWebhookEvent(event: Stripe.Event): ProviderWebhookEvent {
-  const base = { id: event.id, createdAt: new Date(event.created * 1000), charge: null, refund: null };
-  const object = event.data.object as { object?: string };
-  if (object.object === 'payment_intent') {
-    const intent = object as Stripe.PaymentIntent;
-    let charge: ProviderCharge;
-    try {
-      charge = toCharge(intent);
-    } catch {
-      // requires_confirmation: nothing to act on.
-      return { ...base, type: `stripe.${event.type}` };
-    }
-    return { ...base, type: paymentIntentEvents[event.type] ?? `stripe.${event.type}`, charge };
-  }
-  if (object.object === 'refund' && event.type.startsWith('refund.')) {
-    const refund = object as Stripe.Refund;
-    if (refund.status === 'succeeded' || refund.status === 'failed' || refund.status === 'canceled') {
-      const mapped = toRefund(refund);
-      return { ...base, type: `refund.${mapped.status}`, refund: mapped };
-    }
-  }
-  if (event.type === 'charge.refunded') return { ...base, type: 'charge.refunded' };
-  return { ...base, type: `stripe.${event.type}` };
-}
-
 function toBalanceTransaction(txn: Stripe.BalanceTransaction): ProviderBalanceTransaction | null {
   const type = txn.type === 'charge' || txn.type === 'payment' ? 'charge' : txn.type === 'refund' || txn.type === 'payment_refund' ? 'refund' : null;
   if (type === null) return null;
@@ -463,3 +416,6 @@ function toProviderError(error: unknown, what: string): Error {
   }
   return new ProviderRejectedError(message, status, error.code ?? error.rawType ?? 'unknown');
 }
+
+/** The wire mapping, shared with the webhook's verification (provider/stripe/webhook.ts). */
+export { toCharge, toRefund };

@@ -1,0 +1,70 @@
+import { z } from 'zod';
+import type { PaymentProvider, ProviderWebhookEvent } from './types';
+
+/**
+ * What a kind of PSP can do, where the orchestrator's behaviour depends on it. Everything of
+ * PaymentProvider is required of every kind (charges, captures, voids, refunds, lookups by our
+ * idempotency key, polls): effectively-once payments rest on them.
+ */
+export interface ProviderCapabilities {
+  /**
+   * listBalanceTransactions reports the money the PSP moved: the hourly reconciliation runs for
+   * each connection of this kind (worker/schedules.ts). false: it has no Schedule.
+   */
+  balanceReport: boolean;
+  /**
+   * How soon findChargeByIdempotencyKey and listChargesByReference see a charge just made:
+   * `immediate` (the lookup reads what the create wrote) or `eventual` (a search index that
+   * lags, as Stripe's: up to about a minute), where "none found" soon after a lost answer
+   * does not yet mean "none made". The failover rule's lookups finding none
+   * (activities/provider-steps.ts) prove that no charge was made only at an `immediate` kind.
+   */
+  chargeLookup: 'immediate' | 'eventual';
+}
+
+/** Checks a PSP's webhook on its raw body (headers by any case); throws ProviderWebhookError for a bad, missing or stale signature, or a body that is not an event. */
+export type ProviderWebhookVerifier = (rawBody: string, headers: Record<string, string | undefined>, now?: Date) => ProviderWebhookEvent;
+
+/** What every connection's client gets besides its kind's settings. */
+export interface ProviderClientOptions {
+  /** The connection's configured name (PROVIDERS). */
+  name: string;
+  /** One call to the PSP; past it the outcome is unknown (PROVIDER_TIMEOUT_MS). */
+  timeoutMs: number;
+}
+
+/** Every kind's settings have the PSP's base URL (the entry's URL, else the kind's default). */
+export type ProviderSettingsSchema = z.ZodObject<{ url: z.ZodType<string, string | undefined> } & z.ZodRawShape>;
+
+/**
+ * One kind of PSP: what provider/<kind>/index.ts exports and provider/kinds.ts lists. Adding a
+ * PSP is one such folder and one line in provider/kinds.ts; nothing else branches on a kind.
+ */
+export interface ProviderKind<Schema extends ProviderSettingsSchema = ProviderSettingsSchema> {
+  /** The name a connection gives in PROVIDERS (`name=<kind>:<url>`): lowercase letters, digits and '-'. */
+  kind: string;
+  /**
+   * What one connection of this kind needs. `url` comes from the connection's entry; every other
+   * key `fooBar` from PROVIDER_<NAME>_FOO_BAR, else the kind-wide <KIND>_FOO_BAR (lib/config.ts);
+   * an unset variable reads as null.
+   */
+  settings: Schema;
+  capabilities: ProviderCapabilities;
+  /**
+   * The connection's client. Asynchronous so that the kind's client code (and its SDK) is
+   * imported only by a process that connects to such a PSP: every process reads PROVIDERS.
+   */
+  createClient(settings: z.output<Schema>, options: ProviderClientOptions): Promise<PaymentProvider>;
+  /** The connection's webhook verification (the API verifies without a client). */
+  createWebhookVerifier(settings: z.output<Schema>): Promise<ProviderWebhookVerifier>;
+}
+
+/** A kind with its settings' type checked against its factories. */
+export function defineProviderKind<Schema extends ProviderSettingsSchema>(kind: ProviderKind<Schema>): ProviderKind {
+  return kind as unknown as ProviderKind;
+}
+
+/** An http(s) URL: a connection's base URL. */
+export function httpUrl() {
+  return z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
+}

@@ -1,0 +1,28 @@
+import { z } from 'zod';
+import { defineProviderKind, httpUrl } from '../kind';
+
+/** How old (or how far ahead) a webhook's signature timestamp may be, in seconds (as Stripe's). */
+const WEBHOOK_TOLERANCE_SECONDS = 300;
+
+/**
+ * The provider sandbox (sandbox/): the stand-in PSP of development and tests. Its client and
+ * wire mapping: ./client.ts; its webhook verification: ./webhook.ts.
+ */
+export const sandbox = defineProviderKind({
+  kind: 'sandbox',
+  settings: z.object({
+    /** Where `npm run sandbox` listens unless told otherwise. */
+    url: httpUrl().default('http://127.0.0.1:4010'),
+    /** The secret the sandbox signs its webhooks with; null: its webhooks are refused. */
+    webhookSecret: z.string().min(16, 'must be 16+ characters').nullable(),
+  }),
+  capabilities: { balanceReport: true, chargeLookup: 'immediate' },
+  async createClient(settings, { timeoutMs }) {
+    const { SandboxProvider } = await import('./client');
+    return new SandboxProvider({ baseUrl: settings.url, timeoutMs, webhookSecret: settings.webhookSecret, webhookToleranceSeconds: WEBHOOK_TOLERANCE_SECONDS });
+  },
+  async createWebhookVerifier(settings) {
+    const { verifySandboxWebhook } = await import('./webhook');
+    return (rawBody, headers, now) => verifySandboxWebhook(rawBody, headers, { secret: settings.webhookSecret, toleranceSeconds: WEBHOOK_TOLERANCE_SECONDS }, now);
+  },
+});

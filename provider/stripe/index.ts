@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { defineProviderKind, httpUrl } from '../kind';
+
+/**
+ * Stripe: a charge is a PaymentIntent. Its client and wire mapping: ./client.ts; its webhook
+ * verification (the Stripe library's): ./webhook.ts.
+ */
+export const stripe = defineProviderKind({
+  kind: 'stripe',
+  settings: z.object({
+    /** Stripe's API; another address is a Stripe-compatible fake (stripe-mock in tests). */
+    url: httpUrl().default('https://api.stripe.com'),
+    /** The secret API key (`sk_…`). */
+    apiKey: z.string({ error: 'is required' }).min(1, 'is required'),
+    /** The webhook endpoint's signing secret (`whsec_…`); null: its webhooks are refused. */
+    webhookSecret: z.string().min(1).nullable(),
+  }),
+  // Search, by which it finds a PaymentIntent by our key, is eventually consistent (./client.ts).
+  capabilities: { balanceReport: true, chargeLookup: 'eventual' },
+  async createClient(settings, { timeoutMs }) {
+    const { StripeProvider } = await import('./client');
+    const url = new URL(settings.url);
+    const elsewhere = url.hostname !== 'api.stripe.com';
+    return new StripeProvider({
+      apiKey: settings.apiKey,
+      timeoutMs,
+      webhookSecret: settings.webhookSecret,
+      ...(elsewhere ? { host: url.hostname, port: Number(url.port || (url.protocol === 'https:' ? 443 : 80)), protocol: url.protocol === 'https:' ? 'https' : 'http' } : {}),
+    });
+  },
+  async createWebhookVerifier(settings) {
+    const { verifyStripeWebhook } = await import('./webhook');
+    return (rawBody, headers, now) => verifyStripeWebhook(rawBody, headers, { secret: settings.webhookSecret }, now);
+  },
+});
