@@ -156,6 +156,19 @@ export interface LateChargeInput {
   eventId: string;
 }
 
+/** What lateChargeWorkflow did, for the Web UI and the tests. */
+export interface LateChargeResult {
+  action: 'refunded' | 'voided' | 'refund_failed' | 'nothing';
+  reason: string;
+  refundId: string | null;
+}
+
+/**
+ * lateChargeWorkflow's signature (workflows/late-charge.ts): what a client that starts it types
+ * the start with (lib/late-charge.ts), so that no client imports workflow code.
+ */
+export type LateChargeWorkflow = (input: LateChargeInput) => Promise<LateChargeResult>;
+
 /** Capture a manual-capture payment. Rejected by its validator unless the payment awaits capture. */
 export const captureUpdate = defineUpdate<FinalResponse, [CaptureRequest]>('capture');
 /** Cancel (void) a manual-capture payment. Rejected by its validator unless it awaits capture. */
