@@ -14,10 +14,9 @@ const devOnly = { group: ['**/devstack/*', '**/scripts/*', '**/test/*', '**/test
 const processes = { group: ['**/api/*', '**/worker/*', '**/sandbox/*', '**/activities/*', '**/workflows/*'], message: 'lib/ and db/ serve every process: they import none of them.' };
 /**
  * Activities are the steps the worker runs: they never reach back up into the worker process
- * (fault points live in lib/kill-points.ts). The one exception: the periodic jobs' passes,
- * which activities/job-steps.ts runs as activities of the schedules' workflows.
+ * (fault points live in lib/kill-points.ts; the periodic jobs' passes are activities).
  */
-const workerProcess = { group: ['**/worker/*', '!**/worker/abandoned-runs', '!**/worker/reconciliation', '!**/worker/retention'], message: 'Activities do not import the worker process: what they share with it lives in lib/ (kill points: lib/kill-points.ts) or is injected.' };
+const workerProcess = { group: ['**/worker/*'], message: 'Activities do not import the worker process: what they share with it lives in lib/ (kill points: lib/kill-points.ts) or is injected.' };
 
 export default tseslint.config(
   { ignores: ['node_modules/**', '.data/**', '.tools/**', 'dist/**', 'test/artifacts/**', 'bench/results/**'] },

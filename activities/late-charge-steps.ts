@@ -15,7 +15,7 @@ import { step } from './record-step';
  * The ledger is not touched: the payment never booked the money (its amount_captured_minor is 0
  * and the merchant's balance never held it), and the PSP's capture and its refund cancel out.
  * Reconciliation accepts such a payment when its charge is refunded in full
- * (worker/reconciliation.ts).
+ * (activities/reconciliation.ts).
  */
 
 /** What was done at the PSP with the late money. */
