@@ -1,4 +1,3 @@
-import type { PaymentWorkflowInput } from '../shared/definitions';
 /**
  * Charge attempts at the PSPs (issue 22; docs/CONTRACT.md "Providers, routing and failover").
  * Pure values: the workflow (workflows/payment.ts) imports them too.
@@ -41,20 +40,6 @@ export interface RoutePlan {
   reason: string;
   /** Declines that move the payment to the next PSP (DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES unless routing says otherwise). */
   retryableDeclineCodes?: string[];
-}
-
-/** The input of planRoute: what routing may look at. */
-export interface RouteRequest {
-  paymentId: string;
-  tenantId: string;
-  amountMinor: number;
-  currency: string;
-  paymentMethod: string;
-  /**
-   * The payment's input when the API persisted its intent (input.intentPersisted): the plan's
-   * transaction persists it again if a doubtful start left the run without it (db/payments.ts ensureIntent).
-   */
-  intent?: PaymentWorkflowInput;
 }
 
 /** One attempt as the memo of the run (Temporal Web UI) shows it. */

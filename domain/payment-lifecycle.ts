@@ -9,6 +9,14 @@
  * Imported by workflow code: no Node, no I/O, no clock.
  */
 
+/** How a payment is captured: at once (automatic), or after a wait in requires_capture for the merchant's capture (manual). */
+export const captureMethods = ['automatic', 'manual'] as const;
+export type CaptureMethod = (typeof captureMethods)[number];
+
+/** The statuses of a payment's refunds: a refund that succeeds for the whole amount moves the payment to `refunded`. */
+export const refundStatuses = ['pending', 'succeeded', 'failed'] as const;
+export type RefundStatus = (typeof refundStatuses)[number];
+
 /** A command a merchant sends to a payment (an Update to its workflow). */
 export type PaymentCommand = 'capture' | 'cancel';
 
