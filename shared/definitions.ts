@@ -13,7 +13,7 @@ export const DEFAULT_TASK_QUEUE = 'payments';
  * and so the OpenAPI document are derived from these lists.
  */
 // The statuses, capture methods and payment events come from the lifecycle table (domain/payment-lifecycle.ts).
-import { paymentEventTypes, type CaptureMethod, type ChargeState, type PaymentEventType, type PaymentStatus } from '../domain/payment-lifecycle';
+import { paymentEventTypes, paymentWindows, type CaptureMethod, type ChargeState, type PaymentEventType, type PaymentStatus } from '../domain/payment-lifecycle';
 import type { FinalResponse } from '../domain/errors';
 export {
   captureMethods,
@@ -113,10 +113,13 @@ export interface RouteRequest {
   intent?: PaymentWorkflowInput;
 }
 
-/** The defaults of the waits (lib/config.ts has the same ones for the API's input). */
+/**
+ * The defaults of the waits, for runs whose input lacks them: the windows are the lifecycle
+ * table's defaults (as lib/config.ts's), the status poll lib/config.ts's PROVIDER_POLL_* defaults.
+ */
 export const WAIT_DEFAULTS = {
-  authenticationWindowMs: 900_000,
-  settlementWindowMs: 7 * 24 * 3600_000,
+  authenticationWindowMs: paymentWindows.authentication.defaultSeconds * 1000,
+  settlementWindowMs: paymentWindows.settlement.defaultSeconds * 1000,
   statusPoll: { firstMs: 30_000, maxMs: 3600_000 },
 } as const;
 
