@@ -8,9 +8,9 @@ import type { PaymentProvider } from '../provider/types';
 import { JobFailureType, type ReconcileProviderInput, type ReconciliationRunSummary } from '../shared/jobs';
 import type { LateChargeInput } from '../shared/definitions';
 import { startLateChargeWorkflow } from '../lib/late-charge';
-import { AbandonedRunSweeper } from '../worker/abandoned-runs';
-import { Reconciliation, UnknownProviderError } from '../worker/reconciliation';
-import { RetentionJob } from '../worker/retention';
+import { AbandonedRunSweeper } from './abandoned-runs';
+import { Reconciliation, UnknownProviderError } from './reconciliation';
+import { RetentionJob } from './retention';
 
 /** What the periodic jobs' activities need beyond the payment steps' dependencies. */
 export interface JobDeps {
@@ -32,7 +32,7 @@ export interface JobDeps {
 export function createJobSteps(deps: JobDeps) {
   const reconciliation = new Reconciliation(deps);
   return {
-    /** One provider's reconciliation of one window (worker/reconciliation.ts); heartbeats per report page. */
+    /** One provider's reconciliation of one window (activities/reconciliation.ts); heartbeats per report page. */
     async reconcileProviderWindow(input: ReconcileProviderInput): Promise<ReconciliationRunSummary> {
       const context = Context.current();
       // A late success whose webhook was lost is given back by the late-charge workflow, on this worker's task queue.
@@ -54,12 +54,12 @@ export function createJobSteps(deps: JobDeps) {
       return { runId: run.id, provider: input.provider, window: input.window, status: 'failed', discrepancyCount: 0, newDiscrepancyCount: 0 };
     },
 
-    /** Deletes the idempotency records whose retention has passed (worker/retention.ts); returns how many. */
+    /** Deletes the idempotency records whose retention has passed (activities/retention.ts); returns how many. */
     async deleteExpiredIdempotencyRecords(): Promise<number> {
       return new RetentionJob(deps.sql, deps.logger).runOnce();
     },
 
-    /** Settles the operations whose run ended without an outcome (worker/abandoned-runs.ts); returns how many. */
+    /** Settles the operations whose run ended without an outcome (activities/abandoned-runs.ts); returns how many. */
     async sweepAbandonedRuns(): Promise<number> {
       if (!deps.temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client for the abandoned-run sweep', JobFailureType.Misconfigured);
       const provider = Object.values(deps.providers)[0];

@@ -1,7 +1,7 @@
 import { log } from '@temporalio/activity';
 import type { Sql } from '../db/connect';
 import { insertEvent } from '../db/outbox';
-import { keepsNoMoney, moneylessFinalStatuses } from '../domain/payment-lifecycle';
+import { isOutcomePending, keepsNoMoney, moneylessFinalStatuses } from '../domain/payment-lifecycle';
 import { paymentResource, type PaymentRow } from '../domain/resources';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { PaymentStatus } from '../shared/definitions';
@@ -15,7 +15,7 @@ import { step } from './record-step';
  * The ledger is not touched: the payment never booked the money (its amount_captured_minor is 0
  * and the merchant's balance never held it), and the PSP's capture and its refund cancel out.
  * Reconciliation accepts such a payment when its charge is refunded in full
- * (worker/reconciliation.ts).
+ * (activities/reconciliation.ts).
  */
 
 /** What was done at the PSP with the late money. */
@@ -53,9 +53,10 @@ export function createLateChargeSteps(sql: Sql, metrics?: WorkerMetrics) {
       }
       const reason = `the payment is ${payment.status}`;
       if (keepsNoMoney(payment.status)) return { decision: 'act', status: payment.status, reason };
-      // Its run still waits for the PSP and settles or expires it; an authorization
-      // (requires_capture) is the run's to capture or void, and succeeded is the merchant's money.
-      return { decision: payment.status === 'processing' || payment.status === 'requires_action' ? 'wait' : 'skip', status: payment.status, reason };
+      // While the charge's outcome is open (the payment waits for its customer or the PSP), its run
+      // settles or expires it; an authorization (waiting for the merchant) is the run's to capture
+      // or void, and succeeded is the merchant's money.
+      return { decision: isOutcomePending(payment.status) ? 'wait' : 'skip', status: payment.status, reason };
     },
 
     /**

@@ -2,7 +2,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { Db, Sql } from '../db/connect';
 import { insertPayment, lockPayment, transitionPayment, type PaymentChange } from '../db/payments';
-import { eventOf } from '../domain/payment-lifecycle';
+import { eventOf, isOutcomePending } from '../domain/payment-lifecycle';
 import { completeRecord } from '../db/idempotency-records';
 import { captureLines, postTransaction, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
@@ -94,19 +94,14 @@ function chargeTarget(charge: ProviderCharge): PaymentChange {
 
 /** The first answer to POST /v1/payments for the payment as the charge left it. */
 function chargeResponse(payment: PaymentRow): FinalResponse {
-  switch (payment.status) {
-    case 'declined':
-      return errorResponse('card_declined', payment.failure_message ?? 'The card was declined.', {
-        decline_code: payment.failure_code,
-        payment: paymentResource(payment),
-      });
-    case 'requires_action':
-    case 'processing':
-      // The outcome waits for the customer or the bank: 202, and this is the key's answer.
-      return paymentResponse(202, payment);
-    default:
-      return paymentResponse(201, payment);
+  if (payment.status === 'declined') {
+    return errorResponse('card_declined', payment.failure_message ?? 'The card was declined.', {
+      decline_code: payment.failure_code,
+      payment: paymentResource(payment),
+    });
   }
+  // The outcome waits for the customer or the PSP (the lifecycle table's outcomePendingStatuses): 202, and this is the key's answer.
+  return paymentResponse(isOutcomePending(payment.status) ? 202 : 201, payment);
 }
 
 export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: LedgerAccounts) {

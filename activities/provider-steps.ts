@@ -1,5 +1,6 @@
 import type { ProviderHealthRecorder } from '../domain/routing';
-import type { RoutePlan, RouteRequest } from '../domain/attempts';
+import type { RoutePlan } from '../domain/attempts';
+import type { RouteRequest } from '../shared/definitions';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';

@@ -4,9 +4,30 @@ import type { TenantRow } from '../db/tenants';
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import type { ApiMetrics, IdempotencyOutcome } from '../lib/metrics';
+import type { IdempotencyRecord } from '../db/idempotency-records';
+import type { ProviderWebhookEvent } from '../provider/types';
 import type { CompletionWaiter } from './completions';
-import type { EarlyLookup } from './idempotency';
-import type { ProviderWebhookReceiver } from './routes/provider-webhooks';
+
+/**
+ * The types every part of the API is built on (its dependencies and the request's variables).
+ * Middleware, the idempotency protocol and the routes import this module; it imports none of them.
+ */
+
+/** One configured PSP's webhook verification (its client's verifyWebhook, with its secret). */
+export interface ProviderWebhookReceiver {
+  /** The provider's configured name, as in the path (PROVIDERS; `sandbox` or `stripe` with PROVIDER). */
+  name: string;
+  verify(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
+}
+
+/** What a route's early replay check read (api/idempotency.ts replayFirst), handed to the protocol when it did not answer. */
+export interface EarlyLookup {
+  operation: string;
+  /** SHA-256 of the request's path and exact body bytes: stored with a new claim. */
+  requestHash: string;
+  /** The key's record as read then (a rejection if the read failed: the protocol meets it as its own). */
+  record: Promise<IdempotencyRecord | null>;
+}
 
 /** What the API is built from; tests build it from the real PostgreSQL and Temporal too. */
 export interface ApiDeps {

@@ -11,7 +11,7 @@ import { isTemporalUnavailable, temporalUnavailableReason } from '../lib/tempora
 import { killPoint } from '../lib/kill-points';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
 import type * as workflows from '../workflows';
-import type { ApiDeps, AppEnv } from './context';
+import type { ApiDeps, AppEnv, EarlyLookup } from './context';
 import type { IdempotencyOutcome } from '../lib/metrics';
 import { isDatabaseUnavailable } from '../db/connect';
 import { operationKindOfWorkflow, settleAbandonedRun } from '../db/abandoned';
@@ -98,15 +98,6 @@ function outcomeOf(c: Context<AppEnv>, deps: ApiDeps, operation: string): (value
     c.set('idempotencyOutcome', value);
     deps.metrics.idempotency.inc({ operation, outcome: value });
   };
-}
-
-/** What a route's early replay check read, handed to the protocol when it did not answer. */
-export interface EarlyLookup {
-  operation: string;
-  /** SHA-256 of the request's path and exact body bytes: stored with a new claim. */
-  requestHash: string;
-  /** The key's record as read then (a rejection if the read failed: the protocol meets it as its own). */
-  record: Promise<IdempotencyRecord | null>;
 }
 
 /**

@@ -6,7 +6,7 @@ import type { PaymentResource, RefundResource } from '../domain/resources';
 import type { EventPayload } from '../db/outbox';
 import { captureMethods, deliveryStatuses, eventTypes, paymentStatuses, refundStatuses } from '../shared/definitions';
 import { discrepancyKinds, reconciliationRunStatuses } from '../shared/jobs';
-import { paymentLifecycle } from '../domain/payment-lifecycle';
+import { chargeStates, paymentLifecycle } from '../domain/payment-lifecycle';
 import { routingSchemas } from '../domain/routing';
 
 /**
@@ -287,7 +287,7 @@ export const PaymentAttempt = z
     outcome: z.enum(attemptOutcomes).openapi({
       description:
         '`pending`: awaiting the PSP’s answer (while its outcome is unknown the payment keeps asking that PSP, never another); the charge’s status ' +
-        '(`succeeded`, `requires_capture`, `requires_action`, `processing`, `declined`, `canceled`); or why nothing was charged there and the payment moved on: ' +
+        `(${chargeStates.map((s) => `\`${s}\``).join(', ')}); or why nothing was charged there and the payment moved on: ` +
         '`rejected` (the PSP refused the request), `not_sent` (unreachable before anything was sent), `not_charged` (answers lost, its lookup found no charge).',
     }),
     error_code: z.string().nullable().openapi({ description: 'The decline or refusal code, or `connection_refused` / `outcome_unknown_none_found`.' }),

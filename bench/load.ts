@@ -12,11 +12,6 @@ export interface HttpAnswer {
   body: string;
 }
 
-/** JSON request headers for `body`, computed once per request shape rather than per request. */
-export function jsonHeaders(headers: Record<string, string>, body: Buffer): http.OutgoingHttpHeaders {
-  return { ...headers, 'content-type': 'application/json', 'content-length': body.length };
-}
-
 /** One keep-alive HTTP client with at most `sockets` connections. */
 export class HttpClient {
   private readonly agent: http.Agent;

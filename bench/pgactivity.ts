@@ -8,7 +8,7 @@
  * are measured one at a time, so a round's WAL is mostly its own lane's.
  */
 import type { Sql } from '../db/connect';
-import { historyTables } from './scenarios';
+import { historyTables } from './common';
 
 export interface ProbeLane {
   name: string;

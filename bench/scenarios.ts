@@ -7,7 +7,8 @@ import { execSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Sql } from '../db/connect';
-import { jsonHeaders, type HttpClient } from './load';
+import type { HttpClient } from './load';
+import { historyTables, jsonHeaders } from './common';
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { BenchStack } from './stack';
 
@@ -296,8 +297,6 @@ export async function seedHistory(
   await settleLane(sql, { checkpoint: true });
 }
 
-/** The tables a lane's history lives in (the ones seedHistory grows). */
-export const historyTables = ['payments', 'idempotency_records', 'ledger_transactions', 'ledger_entries', 'outbox_events'];
 
 /**
  * VACUUM ANALYZE a lane's history tables; with `checkpoint`, then a CHECKPOINT (the whole

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ConnectionError, errorFromResponse, OperationPendingError, RateLimitedError } from './errors';
 import type { List } from './types';
+import { statusesWaitingFor, type RefundStatus } from '../domain/payment-lifecycle';
 
 export interface ClientOptions {
   /** The tenant's API key (sk_…). */
@@ -58,8 +59,12 @@ export function backoffMs(retry: number, serverAskedMs: number | null, options: 
   return Math.max(serverAskedMs ?? 0, Math.floor(random() * cap));
 }
 
-/** The statuses of a resource that say its operation is still running (polling Location is worth it). */
-const inProgress = new Set(['processing', 'pending']);
+/**
+ * The statuses of a resource that say its operation is still running (polling Location is worth
+ * it): a payment waiting for the PSP (the lifecycle table's), a refund not yet settled. A payment
+ * waiting for its customer (requires_action) is answered at once: polling cannot end that wait.
+ */
+const inProgress = new Set<string>([...statusesWaitingFor('psp'), 'pending' satisfies RefundStatus]);
 
 /**
  * HTTP with the retry rules of an idempotent API: a mutating operation gets one key (given

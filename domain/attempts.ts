@@ -1,28 +1,20 @@
-import type { PaymentWorkflowInput } from '../shared/definitions';
+import { chargeStates, type ChargeState } from './payment-lifecycle';
+
 /**
  * Charge attempts at the PSPs (issue 22; docs/CONTRACT.md "Providers, routing and failover").
  * Pure values: the workflow (workflows/payment.ts) imports them too.
  */
 
-/** What one attempt came to. The SQL CHECK of payment_attempts.outcome admits exactly these. */
-export const attemptOutcomes = [
-  /** Its answer is awaited; while the PSP's outcome is unknown the payment keeps asking that PSP. */
-  'pending',
-  // The charge's status as the PSP answered it:
-  'succeeded',
-  'requires_capture',
-  'requires_action',
-  'processing',
-  'declined',
-  'canceled',
-  /** The PSP refused the request itself (4xx): nothing was charged there. */
-  'rejected',
-  /** The PSP could not be reached before anything was sent (connection refused): nothing was charged there. */
-  'not_sent',
-  /** After answers were lost, the PSP's own lookup by our sub-key said it holds no charge. */
-  'not_charged',
-] as const;
-export type AttemptOutcome = (typeof attemptOutcomes)[number];
+/**
+ * What one attempt came to: its answer awaited (`pending`: while the PSP's outcome is unknown the
+ * payment keeps asking that PSP), the charge's state as the PSP answered it (the lifecycle
+ * table's charge states), or why nothing was charged there: the PSP refused the request itself
+ * (`rejected`, 4xx), could not be reached before anything was sent (`not_sent`, connection
+ * refused), or said by its own lookup by our sub-key, after answers were lost, that it holds no
+ * charge (`not_charged`). The SQL CHECK of payment_attempts.outcome admits exactly these.
+ */
+export type AttemptOutcome = 'pending' | ChargeState | 'rejected' | 'not_sent' | 'not_charged';
+export const attemptOutcomes = ['pending', ...chargeStates, 'rejected', 'not_sent', 'not_charged'] as [AttemptOutcome, ...AttemptOutcome[]];
 
 /** The outcomes after which the payment may move to the next PSP: that PSP certainly took no money. */
 export const certainlyNotCharged: readonly AttemptOutcome[] = ['rejected', 'not_sent', 'not_charged'];
@@ -41,20 +33,6 @@ export interface RoutePlan {
   reason: string;
   /** Declines that move the payment to the next PSP (DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES unless routing says otherwise). */
   retryableDeclineCodes?: string[];
-}
-
-/** The input of planRoute: what routing may look at. */
-export interface RouteRequest {
-  paymentId: string;
-  tenantId: string;
-  amountMinor: number;
-  currency: string;
-  paymentMethod: string;
-  /**
-   * The payment's input when the API persisted its intent (input.intentPersisted): the plan's
-   * transaction persists it again if a doubtful start left the run without it (db/payments.ts ensureIntent).
-   */
-  intent?: PaymentWorkflowInput;
 }
 
 /** One attempt as the memo of the run (Temporal Web UI) shows it. */

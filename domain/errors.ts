@@ -1,4 +1,9 @@
-import type { FinalResponse } from '../shared/definitions';
+/** A final HTTP response, recorded once in the idempotency store and replayed byte for byte. */
+export interface FinalResponse {
+  status: number;
+  body: string;
+  location: string | null;
+}
 
 /**
  * Every error this API answers with: its HTTP status, in one place. Handlers, the

@@ -1,24 +1,47 @@
 /**
  * The payment lifecycle as one table. Every other definition of "which statuses", "which
- * transitions", "which commands" is derived from it: the status vocabulary (zod enums, the
- * OpenAPI document), the transition guards of db/payments.ts, the order guard's live
- * statuses, the workflow's update validators and the API's 409 refusals. The SQL CHECK and
- * the partial unique index of migration 007 are tested against it
+ * transitions", "which commands", "which statuses wait, for whom and how long" and "which
+ * states a PSP reports a charge in" is derived from it: the status vocabulary (zod enums, the
+ * OpenAPI document, the typed client), the transition guards of db/payments.ts, the order
+ * guard's live statuses, the workflow's update validators and the API's 409 refusals, the
+ * PSP's charge states (provider/types.ts) and the attempts' outcomes (domain/attempts.ts), the
+ * API's 202 answers, the windows' configuration and defaults (lib/config.ts), the late charge's
+ * and the abandoned-run sweeper's waits. The SQL CHECKs (payments.status, payment_attempts.outcome)
+ * and the partial unique index of migration 007 are tested against it
  * (test/integration/payment-lifecycle-sql.test.ts).
  *
  * Imported by workflow code: no Node, no I/O, no clock.
  */
 
+/** How a payment is captured: at once (automatic), or after a wait in requires_capture for the merchant's capture (manual). */
+export const captureMethods = ['automatic', 'manual'] as const;
+export type CaptureMethod = (typeof captureMethods)[number];
+
+/** The statuses of a payment's refunds: a refund that succeeds for the whole amount moves the payment to `refunded`. */
+export const refundStatuses = ['pending', 'succeeded', 'failed'] as const;
+export type RefundStatus = (typeof refundStatuses)[number];
+
 /** A command a merchant sends to a payment (an Update to its workflow). */
 export type PaymentCommand = 'capture' | 'cancel';
 
+/** Who a waiting payment waits for: the customer (a challenge), the PSP (an asynchronous outcome), or the merchant (a capture or cancel). */
+export type Waiter = 'customer' | 'psp' | 'merchant';
+
 /**
- * The window a status waits in, each set by configuration and handed to the workflow as input:
- * - authentication: the customer's 3-D Secure challenge (AUTHENTICATION_WINDOW_SECONDS, default 900);
- * - settlement: an asynchronous method's outcome at the PSP (ASYNC_SETTLEMENT_WINDOW_SECONDS, default 7 days);
- * - authorization: an uncaptured authorization (AUTHORIZATION_WINDOW_SECONDS, default 7 days).
+ * The windows a status waits in: whom it waits for, and how long (the configuration key, in
+ * seconds, and its default; lib/config.ts reads them, the API hands each to the workflow as input).
  */
-export type PaymentDeadline = 'authentication' | 'settlement' | 'authorization';
+export const paymentWindows = {
+  /** The customer's 3-D Secure challenge. */
+  authentication: { waitsFor: 'customer', configKey: 'AUTHENTICATION_WINDOW_SECONDS', defaultSeconds: 900 },
+  /** An asynchronous method's outcome at the PSP (a bank debit). */
+  settlement: { waitsFor: 'psp', configKey: 'ASYNC_SETTLEMENT_WINDOW_SECONDS', defaultSeconds: 7 * 24 * 3600 },
+  /** An uncaptured authorization: the merchant's capture or cancel. */
+  authorization: { waitsFor: 'merchant', configKey: 'AUTHORIZATION_WINDOW_SECONDS', defaultSeconds: 7 * 24 * 3600 },
+} as const satisfies Record<string, { waitsFor: Waiter; configKey: `${string}_SECONDS`; defaultSeconds: number }>;
+
+/** The window a status waits in. */
+export type PaymentDeadline = keyof typeof paymentWindows;
 
 export interface PaymentStatusRule {
   /** Final: the charge's outcome is settled and no PSP event, poll or command moves it again. */
@@ -29,8 +52,10 @@ export interface PaymentStatusRule {
   from: readonly string[];
   /** The merchant event recorded when a payment enters this status (null: none of its own). */
   event: `payment.${string}` | null;
-  /** The window a payment waits in here; when it ends, `onDeadline` is where it goes. */
+  /** The window a payment waits in here (paymentWindows: for whom, how long); null: it does not wait. */
   deadline: PaymentDeadline | null;
+  /** A PSP reports a charge in this state (a webhook, a status poll, the charge's first answer): the PSP's charge states. */
+  charge: boolean;
   /** Holds the order: a second payment for it is refused (payments_one_live_per_order). */
   holdsOrder: boolean;
   /** What the status means, for docs/CONTRACT.md and the OpenAPI description. */
@@ -49,6 +74,7 @@ export const paymentLifecycle = {
     // Entered again (not left) when the PSP answers that the outcome is pending: the event marks that fact.
     event: 'payment.processing',
     deadline: 'settlement',
+    charge: true,
     holdsOrder: true,
     meaning: 'The payment is being made; for an asynchronous method (a bank debit) the PSP has it and the outcome is pending.',
   },
@@ -58,6 +84,7 @@ export const paymentLifecycle = {
     from: ['processing'],
     event: 'payment.requires_action',
     deadline: 'authentication',
+    charge: true,
     holdsOrder: true,
     meaning: 'The customer must authenticate (3-D Secure): send them to `next_action.redirect_to_url.url`.',
   },
@@ -67,6 +94,7 @@ export const paymentLifecycle = {
     from: ['processing', 'requires_action'],
     event: 'payment.requires_capture',
     deadline: 'authorization',
+    charge: true,
     holdsOrder: true,
     meaning: 'Authorized (manual capture): capture or cancel it before the authorization window ends.',
   },
@@ -76,6 +104,7 @@ export const paymentLifecycle = {
     from: ['processing', 'requires_action', 'requires_capture'],
     event: 'payment.succeeded',
     deadline: null,
+    charge: true,
     holdsOrder: true,
     meaning: 'The money was captured.',
   },
@@ -85,6 +114,7 @@ export const paymentLifecycle = {
     from: ['processing', 'requires_action'],
     event: 'payment.declined',
     deadline: null,
+    charge: true,
     holdsOrder: false,
     meaning: 'The PSP or the bank declined it (or the customer failed authentication). The order may be paid again.',
   },
@@ -94,6 +124,7 @@ export const paymentLifecycle = {
     from: ['processing', 'requires_action', 'requires_capture'],
     event: 'payment.failed',
     deadline: null,
+    charge: false,
     holdsOrder: false,
     meaning: 'It could not be completed (the PSP refused the request, or money that moved was given back).',
   },
@@ -103,6 +134,7 @@ export const paymentLifecycle = {
     from: ['requires_action', 'requires_capture'],
     event: 'payment.canceled',
     deadline: null,
+    charge: true,
     holdsOrder: false,
     meaning: 'Canceled by the merchant, or an uncaptured authorization voided when its window ended.',
   },
@@ -112,6 +144,7 @@ export const paymentLifecycle = {
     from: ['processing', 'requires_action'],
     event: 'payment.expired',
     deadline: null,
+    charge: false,
     holdsOrder: false,
     meaning: 'The customer did not authenticate in time, or the PSP gave no outcome within the settlement window; no money kept.',
   },
@@ -122,6 +155,7 @@ export const paymentLifecycle = {
     from: ['succeeded'],
     event: null,
     deadline: null,
+    charge: false,
     holdsOrder: true,
     meaning: 'Fully refunded.',
   },
@@ -186,11 +220,43 @@ export function deadlineOf(status: PaymentStatus): PaymentDeadline | null {
   return rules[status].deadline;
 }
 
+/** Whom a payment in this status waits for (null: it does not wait). */
+export function waiterOf(status: PaymentStatus): Waiter | null {
+  const deadline = rules[status].deadline;
+  return deadline === null ? null : paymentWindows[deadline].waitsFor;
+}
+
+/** The statuses whose payment waits for any of `waiters`. */
+export function statusesWaitingFor(...waiters: Waiter[]): PaymentStatus[] {
+  return paymentStatuses.filter((s) => {
+    const waiter = waiterOf(s);
+    return waiter !== null && waiters.includes(waiter);
+  });
+}
+
 /**
- * The PSP's view of a charge, as a webhook or a status poll reports it, and the payment status
- * it means. `requires_action` and `processing` are waits; the others settle the charge.
+ * The statuses whose charge outcome is still open at the PSP: the payment waits for the
+ * customer or for the PSP. The first answer in one of them is the API's 202 (the outcome must be
+ * waited for); a late charge is left to the payment's own run while it is in one.
  */
-export type ChargeState = 'requires_action' | 'processing' | 'requires_capture' | 'succeeded' | 'declined' | 'canceled';
+export const outcomePendingStatuses: readonly PaymentStatus[] = statusesWaitingFor('customer', 'psp');
+
+export function isOutcomePending(status: PaymentStatus): boolean {
+  return outcomePendingStatuses.includes(status);
+}
+
+/**
+ * The PSP's view of a charge, as a webhook or a status poll reports it: the statuses the table
+ * marks `charge`, each meaning the payment status of its name. `requires_action` and
+ * `processing` are waits; the others settle the charge.
+ */
+export type ChargeState = { [S in PaymentStatus]: (typeof paymentLifecycle)[S]['charge'] extends true ? S : never }[PaymentStatus];
+/** The PSP's charge states, in the table's order (provider/types.ts, the attempts' outcomes, the workflow's check of a reported charge). */
+export const chargeStates = paymentStatuses.filter((s) => rules[s].charge) as [ChargeState, ...ChargeState[]];
+
+export function isChargeState(state: string): state is ChargeState {
+  return (chargeStates as readonly string[]).includes(state);
+}
 
 export function statusForCharge(state: ChargeState): PaymentStatus {
   return state;

@@ -1,4 +1,4 @@
-import type { CaptureMethod, PaymentStatus, RefundStatus } from '../shared/definitions';
+import type { CaptureMethod, PaymentStatus, RefundStatus } from './payment-lifecycle';
 
 /** A payments row as postgres.js returns it (money as exact integers, see db/connect.ts). */
 export interface PaymentRow {

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { paymentWindows } from '../domain/payment-lifecycle';
+import { WAIT_DEFAULTS } from '../shared/definitions';
 import { parsePayloadKeys, type PayloadKey } from './payload-codec';
 import { knownProviderKinds, parseProvidersList, providerConnection, providerSettingVariable, type ProviderConnection } from '../provider/registry';
 
@@ -108,16 +110,17 @@ const schema = z
     IDEMPOTENCY_WAIT_MS: z.coerce.number().int().min(0).default(5000),
     /** Upper bound on any one call to Temporal from the API; past it the API answers 503. */
     TEMPORAL_RPC_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
+    // The waiting windows: their keys and defaults are the lifecycle table's (domain/payment-lifecycle.ts paymentWindows).
     /** How long a manual-capture authorization may wait before it is voided (default 7 days). */
-    AUTHORIZATION_WINDOW_SECONDS: seconds(7 * 24 * 3600),
+    AUTHORIZATION_WINDOW_SECONDS: seconds(paymentWindows.authorization.defaultSeconds),
     /** How long a customer has to finish a 3-D Secure challenge before the payment expires (default 15 min). */
-    AUTHENTICATION_WINDOW_SECONDS: seconds(900),
+    AUTHENTICATION_WINDOW_SECONDS: seconds(paymentWindows.authentication.defaultSeconds),
     /** How long an asynchronous method's outcome (a bank debit) is awaited before the payment expires (default 7 days). */
-    ASYNC_SETTLEMENT_WINDOW_SECONDS: seconds(7 * 24 * 3600),
+    ASYNC_SETTLEMENT_WINDOW_SECONDS: seconds(paymentWindows.settlement.defaultSeconds),
     /** While a payment waits, the workflow polls the PSP: first after this long, then doubling… */
-    PROVIDER_POLL_FIRST_MS: z.coerce.number().int().positive().default(30_000),
+    PROVIDER_POLL_FIRST_MS: z.coerce.number().int().positive().default(WAIT_DEFAULTS.statusPoll.firstMs),
     /** …up to this interval. */
-    PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
+    PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(WAIT_DEFAULTS.statusPoll.maxMs),
     /**
      * The PSPs, each named with its kind (provider/kinds.ts): `name=kind:url,…`, e.g.
      * `sandbox-a=sandbox:http://127.0.0.1:4010,sandbox-b=sandbox:http://127.0.0.1:4011,stripe=stripe:https://api.stripe.com`

@@ -1,7 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { lateChargeWorkflowId } from '../domain/ids';
-import type { LateChargeInput } from '../shared/definitions';
-import type { lateChargeWorkflow } from '../workflows';
+import type { LateChargeInput, LateChargeWorkflow } from '../shared/definitions';
 
 /**
  * Starts lateChargeWorkflow (workflows/late-charge.ts) for one PSP charge, once: its id is
@@ -14,7 +13,7 @@ import type { lateChargeWorkflow } from '../workflows';
  */
 export async function startLateChargeWorkflow(client: Client, taskQueue: string, input: LateChargeInput): Promise<boolean> {
   try {
-    await client.workflow.start<typeof lateChargeWorkflow>('lateChargeWorkflow', {
+    await client.workflow.start<LateChargeWorkflow>('lateChargeWorkflow', {
       workflowId: lateChargeWorkflowId(input.provider, input.chargeId),
       taskQueue,
       args: [input],

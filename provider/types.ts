@@ -7,38 +7,13 @@
  * object instead of a second one.
  */
 
-export type ProviderChargeStatus =
-  | 'succeeded'
-  | 'requires_capture'
-  | 'declined'
-  | 'canceled'
-  /** The customer must authenticate (3-D Secure): see nextAction. */
-  | 'requires_action'
-  /** The PSP has it, the outcome is pending (bank debits). */
-  | 'processing';
+import type { ChargeState } from '../domain/payment-lifecycle';
+import type { ProviderCharge, ProviderNextAction } from '../shared/definitions';
 
-/** Where the customer goes to authenticate, and where the PSP sends them back afterwards. */
-export interface ProviderNextAction {
-  type: 'redirect_to_url';
-  url: string;
-  returnUrl: string | null;
-}
+export type { ProviderCharge, ProviderNextAction };
 
-export interface ProviderCharge {
-  id: string;
-  status: ProviderChargeStatus;
-  amountMinor: number;
-  amountCapturedMinor: number;
-  amountRefundedMinor: number;
-  currency: string;
-  /** Set when status is 'declined': e.g. 'card_declined', 'insufficient_funds'. */
-  declineCode: string | null;
-  declineMessage: string | null;
-  /** Set while status is 'requires_action'. */
-  nextAction: ProviderNextAction | null;
-  /** Our reference (payment id) as the PSP stored it. */
-  reference: string;
-}
+/** The charge's status at the PSP: the lifecycle table's charge states (domain/payment-lifecycle.ts). */
+export type ProviderChargeStatus = ChargeState;
 
 export type ProviderRefundStatus = 'succeeded' | 'failed';
 

@@ -5,7 +5,6 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { ProviderCharge } from '../provider/types';
 
 export const DEFAULT_TASK_QUEUE = 'payments';
 
@@ -13,15 +12,19 @@ export const DEFAULT_TASK_QUEUE = 'payments';
  * The vocabularies, each defined once: the TypeScript types, the zod enums (api/schemas.ts)
  * and so the OpenAPI document are derived from these lists.
  */
-// The payment statuses and their events come from the lifecycle table (domain/payment-lifecycle.ts).
-import { paymentEventTypes, type PaymentEventType, type PaymentStatus } from '../domain/payment-lifecycle';
-export { paymentStatuses, paymentEventTypes, type PaymentStatus, type PaymentEventType } from '../domain/payment-lifecycle';
-
-export const captureMethods = ['automatic', 'manual'] as const;
-export type CaptureMethod = (typeof captureMethods)[number];
-
-export const refundStatuses = ['pending', 'succeeded', 'failed'] as const;
-export type RefundStatus = (typeof refundStatuses)[number];
+// The statuses, capture methods and payment events come from the lifecycle table (domain/payment-lifecycle.ts).
+import { paymentEventTypes, paymentWindows, type CaptureMethod, type ChargeState, type PaymentEventType, type PaymentStatus } from '../domain/payment-lifecycle';
+import type { FinalResponse } from '../domain/errors';
+export {
+  captureMethods,
+  paymentStatuses,
+  paymentEventTypes,
+  refundStatuses,
+  type CaptureMethod,
+  type PaymentStatus,
+  type PaymentEventType,
+  type RefundStatus,
+} from '../domain/payment-lifecycle';
 
 /** The events the outbox records and delivers (docs/CONTRACT.md, webhooks). */
 export const refundEventTypes = ['refund.succeeded', 'refund.failed'] as const;
@@ -55,12 +58,8 @@ export interface ScopedKey {
   retentionSeconds: number;
 }
 
-/** A final HTTP response, recorded once in the idempotency store and replayed byte for byte. */
-export interface FinalResponse {
-  status: number;
-  body: string;
-  location: string | null;
-}
+/** A final HTTP response, recorded once in the idempotency store and replayed byte for byte (domain/errors.ts). */
+export type { FinalResponse };
 
 /** Input of paymentWorkflow: one payment, as validated by the API. */
 /** The idempotency operation of POST /v1/payments (api/typed-route.ts operationName; a test checks they agree). */
@@ -100,12 +99,53 @@ export interface PaymentWorkflowInput {
   intentPersisted?: boolean;
 }
 
-/** The defaults of the waits (lib/config.ts has the same ones for the API's input). */
+/** The input of planRoute: what routing may look at. */
+export interface RouteRequest {
+  paymentId: string;
+  tenantId: string;
+  amountMinor: number;
+  currency: string;
+  paymentMethod: string;
+  /**
+   * The payment's input when the API persisted its intent (input.intentPersisted): the plan's
+   * transaction persists it again if a doubtful start left the run without it (db/payments.ts ensureIntent).
+   */
+  intent?: PaymentWorkflowInput;
+}
+
+/**
+ * The defaults of the waits, for runs whose input lacks them: the windows are the lifecycle
+ * table's defaults (as lib/config.ts's), the status poll lib/config.ts's PROVIDER_POLL_* defaults.
+ */
 export const WAIT_DEFAULTS = {
-  authenticationWindowMs: 900_000,
-  settlementWindowMs: 7 * 24 * 3600_000,
+  authenticationWindowMs: paymentWindows.authentication.defaultSeconds * 1000,
+  settlementWindowMs: paymentWindows.settlement.defaultSeconds * 1000,
   statusPoll: { firstMs: 30_000, maxMs: 3600_000 },
 } as const;
+
+/** Where the customer goes to authenticate, and where the PSP sends them back afterwards. */
+export interface ProviderNextAction {
+  type: 'redirect_to_url';
+  url: string;
+  returnUrl: string | null;
+}
+
+/** A charge as the PSP holds it (provider/types.ts PaymentProvider answers with it; webhooks and polls report it). */
+export interface ProviderCharge {
+  id: string;
+  status: ChargeState;
+  amountMinor: number;
+  amountCapturedMinor: number;
+  amountRefundedMinor: number;
+  currency: string;
+  /** Set when status is 'declined': e.g. 'card_declined', 'insufficient_funds'. */
+  declineCode: string | null;
+  declineMessage: string | null;
+  /** Set while status is 'requires_action'. */
+  nextAction: ProviderNextAction | null;
+  /** Our reference (payment id) as the PSP stored it. */
+  reference: string;
+}
 
 /**
  * What the PSP reported about the payment's charge, by webhook (verified by the API and stored
@@ -155,6 +195,19 @@ export interface LateChargeInput {
   /** The PSP event that reported it (for the record and the log). */
   eventId: string;
 }
+
+/** What lateChargeWorkflow did, for the Web UI and the tests. */
+export interface LateChargeResult {
+  action: 'refunded' | 'voided' | 'refund_failed' | 'nothing';
+  reason: string;
+  refundId: string | null;
+}
+
+/**
+ * lateChargeWorkflow's signature (workflows/late-charge.ts): what a client that starts it types
+ * the start with (lib/late-charge.ts), so that no client imports workflow code.
+ */
+export type LateChargeWorkflow = (input: LateChargeInput) => Promise<LateChargeResult>;
 
 /** Capture a manual-capture payment. Rejected by its validator unless the payment awaits capture. */
 export const captureUpdate = defineUpdate<FinalResponse, [CaptureRequest]>('capture');

@@ -1,17 +1,10 @@
 import { ApplicationFailure, log, sleep } from '@temporalio/workflow';
 import type { LateChargeOutcome } from '../activities';
 import type { ProviderCharge } from '../provider/types';
-import { FailureType, type LateChargeInput } from '../shared/definitions';
+import { FailureType, type LateChargeInput, type LateChargeResult, type LateChargeWorkflow } from '../shared/definitions';
 import { providerSubKey } from '../shared/keys';
 import { providerSteps, records } from './activities';
 import { failureOfType } from './saga';
-
-/** What the workflow did, for the Web UI and the tests. */
-export interface LateChargeResult {
-  action: 'refunded' | 'voided' | 'refund_failed' | 'nothing';
-  reason: string;
-  refundId: string | null;
-}
 
 /** Rounds of "look at the charge, act on it": a void or refund refused because the charge moved on is looked at again. */
 const MAX_ROUNDS = 3;
@@ -47,7 +40,7 @@ const MAX_LOOKS = 20;
  *    whoever asks first); authorized → void it under the payment's void sub-key.
  * 3. Record it on the payment (failure code and message; payment.late_success_refunded).
  */
-export async function lateChargeWorkflow(input: LateChargeInput): Promise<LateChargeResult> {
+export const lateChargeWorkflow: LateChargeWorkflow = async function lateChargeWorkflow(input: LateChargeInput): Promise<LateChargeResult> {
   const { paymentId, chargeId, provider } = input;
   let standing = await records.lateChargeStanding({ paymentId, chargeId, provider });
   for (let look = 1, waitMs = WAIT_FIRST_MS; standing.decision === 'wait' && look < MAX_LOOKS; look++, waitMs = Math.min(waitMs * 2, WAIT_MAX_MS)) {
@@ -102,4 +95,4 @@ export async function lateChargeWorkflow(input: LateChargeInput): Promise<LateCh
     }
     return { kind: 'refunded', refundId: refund.id, amountMinor: refund.amountMinor, currency: charge.currency };
   }
-}
+};

@@ -1,5 +1,5 @@
 import { ApplicationFailure, allHandlersFinished, condition, log, patched, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
-import { accepts, applyChargeReport, commandRefusal, type ChargeState } from '../domain/payment-lifecycle';
+import { accepts, applyChargeReport, commandRefusal, isChargeState, isOutcomePending } from '../domain/payment-lifecycle';
 import type { ProviderCharge } from '../provider/types';
 import type { AttemptMemo, RoutePlan } from '../domain/attempts';
 import {
@@ -26,8 +26,6 @@ type Command = { kind: 'capture'; request: CaptureRequest } | { kind: 'cancel'; 
 /** How a wait for the PSP ends: a command (cancel), or the charge settled as the PSP reported it. */
 type PspOutcome = Command | { kind: 'settled'; charge: ProviderCharge };
 
-/** The charge states a report may carry; anything else (e.g. a refund's event) is not about the charge's outcome. */
-const chargeStates: readonly string[] = ['requires_action', 'processing', 'requires_capture', 'succeeded', 'declined', 'canceled'] satisfies ChargeState[];
 /** Reports kept while waiting: a flood of webhooks cannot grow the run's state without bound. */
 const MAX_KEPT_REPORTS = 20;
 
@@ -155,7 +153,8 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
    */
   const reports: ProviderCharge[] = [];
   const noteReport = (charge: ProviderCharge) => {
-    if (!chargeStates.includes(charge.status)) return;
+    // A charge state (domain/payment-lifecycle.ts); anything else (e.g. a refund's event) is not about the charge's outcome.
+    if (!isChargeState(charge.status)) return;
     if (reports.length >= MAX_KEPT_REPORTS) reports.shift();
     reports.push(charge);
   };
@@ -171,8 +170,8 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
   const settlingReport = (chargeId: string): ProviderCharge | undefined =>
     reports.find((charge) => {
       if (charge.id !== chargeId) return false;
-      const next = applyChargeReport(status, charge.status as ChargeState);
-      return next !== null && next !== 'requires_action' && next !== 'processing';
+      const next = applyChargeReport(status, charge.status);
+      return next !== null && !isOutcomePending(next);
     });
 
   /**

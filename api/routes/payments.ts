@@ -14,7 +14,7 @@ import { claimPaymentIntent, getPayment, listPayments, orderHolder } from '../..
 import { keepClaimForRetry, releaseClaim } from '../../db/idempotency-records';
 import type { IdempotencyRecord } from '../../db/idempotency-records';
 import { ApiError, errorResponse, orderAlreadyPaid, type ApiErrorType } from '../../domain/errors';
-import { isFinal, statusesAccepting } from '../../domain/payment-lifecycle';
+import { isFinal, paymentWindows, statusesAccepting, type PaymentDeadline } from '../../domain/payment-lifecycle';
 import { newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
 import { paymentLocation, paymentResource, type PaymentRow } from '../../domain/resources';
 import {
@@ -24,6 +24,7 @@ import {
   OrderIdKey,
   PaymentStatusKey,
   TenantIdKey,
+  WAIT_DEFAULTS,
   type FinalResponse,
   type PaymentWorkflowInput,
   type ScopedKey,
@@ -118,6 +119,8 @@ export function paymentWorkflowInput(
   body: CreatePaymentBody,
   run: { paymentId: string; tenantId: string; scope: ScopedKey; requestId: string; windows: PaymentWindows },
 ): PaymentWorkflowInput {
+  // Each window from its configuration key, or the lifecycle table's default when a caller leaves it out.
+  const windowMs = (deadline: PaymentDeadline) => (run.windows[paymentWindows[deadline].configKey] ?? paymentWindows[deadline].defaultSeconds) * 1000;
   return {
     paymentId: run.paymentId,
     tenantId: run.tenantId,
@@ -130,14 +133,14 @@ export function paymentWorkflowInput(
     metadata: body.metadata,
     idempotency: run.scope,
     requestId: run.requestId,
-    authorizationWindowMs: run.windows.AUTHORIZATION_WINDOW_SECONDS * 1000,
+    authorizationWindowMs: windowMs('authorization'),
     // Configuration enters the workflow as input (and so stays fixed for the run's life).
     returnUrl: body.return_url ?? null,
-    authenticationWindowMs: (run.windows.AUTHENTICATION_WINDOW_SECONDS ?? 900) * 1000,
-    settlementWindowMs: (run.windows.ASYNC_SETTLEMENT_WINDOW_SECONDS ?? 7 * 24 * 3600) * 1000,
+    authenticationWindowMs: windowMs('authentication'),
+    settlementWindowMs: windowMs('settlement'),
     statusPoll: {
-      firstMs: run.windows.PROVIDER_POLL_FIRST_MS ?? 30_000,
-      maxMs: run.windows.PROVIDER_POLL_MAX_MS ?? 3_600_000,
+      firstMs: run.windows.PROVIDER_POLL_FIRST_MS ?? WAIT_DEFAULTS.statusPoll.firstMs,
+      maxMs: run.windows.PROVIDER_POLL_MAX_MS ?? WAIT_DEFAULTS.statusPoll.maxMs,
     },
   };
 }

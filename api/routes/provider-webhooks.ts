@@ -11,17 +11,10 @@ import { createProviderWebhookVerifier } from '../../provider/registry';
 import type { Config } from '../../lib/config';
 import { chargeReportSignal, type LateChargeInput } from '../../shared/definitions';
 import { startLateChargeWorkflow } from '../../lib/late-charge';
-import type { ApiDeps, AppEnv } from '../context';
+import type { ApiDeps, AppEnv, ProviderWebhookReceiver } from '../context';
 import { withinTemporalDeadline } from '../idempotency';
 import { MAX_BODY_BYTES } from '../middleware';
 import { errorResponses, jsonContent } from './openapi';
-
-/** One configured PSP's webhook verification (its kind's, with its secret). */
-export interface ProviderWebhookReceiver {
-  /** The provider's configured name, as in the path (PROVIDERS, or PROVIDER's kind). */
-  name: string;
-  verify(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
-}
 
 /**
  * A receiver per configured PSP (PROVIDERS, or the one PROVIDER), each verifying with its kind's

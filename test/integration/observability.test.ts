@@ -54,7 +54,7 @@ describe('metrics', () => {
 
     await eventually(async () => receiver.deliveries.length >= 1);
     await eventually(async () => (await stack.sql`SELECT 1 FROM outbox_events WHERE tenant_id = ${tenant.id} AND delivery_state = 'delivered'`).length > 0);
-    // Reconciliation of the test's window counts each payment's effects (worker/reconciliation.ts).
+    // Reconciliation of the test's window counts each payment's effects (activities/reconciliation.ts).
     const window = { from: windowFrom.toISOString(), to: new Date(Date.now() + 1000).toISOString() };
     const run = await stack.reconciliation.run({ runKey: uniqueKey('observability'), workflowId: 'observability-test', provider: 'sandbox', window });
     expect(run.status).toBe('clean');

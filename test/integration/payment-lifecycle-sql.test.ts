@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../db/connect';
 import { transitionPayment } from '../../db/payments';
-import { mayMove, orderHoldingStatuses, paymentStatuses, type PaymentStatus } from '../../domain/payment-lifecycle';
+import { captureMethods, mayMove, orderHoldingStatuses, paymentStatuses, refundStatuses, type PaymentStatus } from '../../domain/payment-lifecycle';
 import { fileDatabaseUrl } from '../helpers/database';
 import { attemptOutcomes } from '../../domain/attempts';
 import { beginFirstAttempt } from '../../db/attempts';
@@ -45,6 +45,18 @@ describe('the SQL guards match the lifecycle table', () => {
       WHERE conrelid = 'payments'::regclass AND conname = 'payments_status_check'`;
     expect(row, 'payments_status_check exists').toBeDefined();
     expect(literals(row!.def)).toEqual([...paymentStatuses].sort());
+  });
+
+  it('payments_capture_method_check and refunds_status_check admit exactly the table file’s capture methods and refund statuses', async () => {
+    for (const [table, constraint, values] of [
+      ['payments', 'payments_capture_method_check', captureMethods],
+      ['refunds', 'refunds_status_check', refundStatuses],
+    ] as const) {
+      const [row] = await sql<{ def: string }[]>`
+        SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = ${table}::regclass AND conname = ${constraint}`;
+      expect(row, `${constraint} exists`).toBeDefined();
+      expect(literals(row!.def), constraint).toEqual([...values].sort());
+    }
   });
 
   it('payments_one_live_per_order covers exactly the statuses that hold an order (rules out a second charge for an order whose payment waits for its customer)', async () => {

@@ -2,10 +2,10 @@ import { describe, expect, it } from 'vitest';
 import type { OurPayment, OurRefund } from '../../db/reconciliation';
 import type { ProviderBalanceTransaction, ProviderCharge } from '../../provider/types';
 import { reconciliationWindow } from '../../shared/jobs';
-import { compareWindow, type OurSide } from '../../worker/reconciliation';
+import { compareWindow, type OurSide } from '../../activities/reconciliation';
 
 /**
- * The comparison at the heart of reconciliation (worker/reconciliation.ts), on figures made up
+ * The comparison at the heart of reconciliation (activities/reconciliation.ts), on figures made up
  * here: which difference is which kind, what is consistent, and which window a difference
  * belongs to. test/integration/reconciliation.test.ts finds each kind end to end.
  */

@@ -4,6 +4,13 @@ import { operationKindOfOperation, operationKindOfWorkflow, settleAbandonedRun, 
 import { providerSubKey } from '../shared/keys';
 import type { Logger } from '../lib/logger';
 import type { PaymentProvider } from '../provider/types';
+import { chargeStates, statusesAccepting } from '../domain/payment-lifecycle';
+
+/**
+ * The charge states the sweeper voids at the PSP when no run is left: those whose payment status
+ * accepts a cancel (the lifecycle table's: an open authorization, an open challenge).
+ */
+const voidableChargeStates: readonly string[] = chargeStates.filter((s) => statusesAccepting('cancel').includes(s));
 
 /**
  * Finds operations whose run ended without recording an outcome (failed, terminated, timed
@@ -73,7 +80,8 @@ export class AbandonedRunSweeper {
   }
 
   /**
-   * Payments that wait (capture window, customer, bank: every non-final status) while their run
+   * Payments that wait (for the merchant, the customer or the PSP: the lifecycle table's
+   * waitingStatuses, which db/abandoned.ts reads) while their run
    * is closed: terminated from the Web UI or the CLI, or failed. Nobody would ever move them
    * again, and an authorization would stay held. Each is flagged for an operator with what the
    * PSP holds; an authorization (or a challenge) still open at the PSP is voided first, which is
@@ -109,7 +117,7 @@ export class AbandonedRunSweeper {
       logger.warn({ err: error, payment_id: payment.id }, 'provider lookup failed; the payment is flagged without it');
       return { voided: false };
     }
-    if (!charge || (charge.status !== 'requires_capture' && charge.status !== 'requires_action')) {
+    if (!charge || !voidableChargeStates.includes(charge.status)) {
       return { charge: charge && { id: charge.id, status: charge.status }, voided: false };
     }
     try {
