@@ -17,11 +17,11 @@ const bannedInWorkflows = [
  * below it, never from one above: no import runs upward, and no two folders can import each
  * other in a circle. The ground holds the business rules and the lifecycle table (domain/);
  * on it what the API, the worker and the workflows share (shared/); then what every process
- * shares (lib/, db/), the PSP clients, the sandbox, the steps and the workflows, the processes,
+ * shares (lib/, db/; the PSP clients below them, which need neither), the sandbox, the steps and the workflows, the processes,
  * the typed client, and last the development stack, its kit, the bench, the chaos run, the
  * scripts, the examples and the tests, which nothing in production imports.
  */
-const layers = ['domain', 'shared', 'lib', 'db', 'provider', 'sandbox', 'activities', 'workflows', 'worker', 'api', 'client', 'devstack', 'testkit', 'bench', 'chaos', 'scripts', 'examples', 'test'];
+const layers = ['domain', 'shared', 'provider', 'lib', 'db', 'sandbox', 'activities', 'workflows', 'worker', 'api', 'client', 'devstack', 'testkit', 'bench', 'chaos', 'scripts', 'examples', 'test'];
 
 /** The pattern that keeps `folder` under the layers above it (a relative import that climbs out of it and into one of them). */
 function layerPattern(folder) {

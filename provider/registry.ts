@@ -1,4 +1,3 @@
-import type { Config } from '../lib/config';
 import type { ProviderKind, ProviderWebhookVerifier } from './kind';
 import * as kinds from './kinds';
 import type { PaymentProvider } from './types';
@@ -129,12 +128,12 @@ export function parseProvidersList(list: string, env: NodeJS.ProcessEnv): Provid
 }
 
 /** The configured names in order, the default first. */
-export function configuredProviderNames(config: Pick<Config, 'PROVIDERS'>): string[] {
+export function configuredProviderNames(config: { readonly PROVIDERS: readonly ProviderConnection[] }): string[] {
   return config.PROVIDERS.map((p) => p.name);
 }
 
 /** The configured names whose kind reports the money it moved (a balance report): the ones reconciliation covers. */
-export function reconciledProviderNames(config: Pick<Config, 'PROVIDERS'>): string[] {
+export function reconciledProviderNames(config: { readonly PROVIDERS: readonly ProviderConnection[] }): string[] {
   return config.PROVIDERS.filter((p) => providerKind(p.kind).capabilities.balanceReport).map((p) => p.name);
 }
 
@@ -159,7 +158,7 @@ export function providerRegistry(providers: Record<string, PaymentProvider> | [s
 }
 
 /** One connection's client, made by its kind. */
-export function createProviderClient(connection: ProviderConnection, config: Pick<Config, 'PROVIDER_TIMEOUT_MS'>): Promise<PaymentProvider> {
+export function createProviderClient(connection: ProviderConnection, config: { readonly PROVIDER_TIMEOUT_MS: number }): Promise<PaymentProvider> {
   return providerKind(connection.kind).createClient(connection.settings, { name: connection.name, timeoutMs: config.PROVIDER_TIMEOUT_MS });
 }
 
@@ -169,7 +168,7 @@ export function createProviderWebhookVerifier(connection: ProviderConnection): P
 }
 
 /** The registry of the configured PSPs (lib/config.ts PROVIDERS), one client each. */
-export async function createProviderRegistry(config: Pick<Config, 'PROVIDERS' | 'PROVIDER_TIMEOUT_MS'>): Promise<ProviderRegistry> {
+export async function createProviderRegistry(config: { readonly PROVIDERS: readonly ProviderConnection[]; readonly PROVIDER_TIMEOUT_MS: number }): Promise<ProviderRegistry> {
   const clients = await Promise.all(config.PROVIDERS.map(async (c): Promise<[string, PaymentProvider]> => [c.name, await createProviderClient(c, config)]));
   return providerRegistry(clients);
 }
