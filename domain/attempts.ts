@@ -34,7 +34,7 @@ export const certainlyNotCharged: readonly AttemptOutcome[] = ['rejected', 'not_
  */
 export const DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES: readonly string[] = ['processing_error', 'issuer_unavailable', 'try_again_later'];
 
-/** What planRoute decides for a payment: the PSPs to try, in order, and why in that order. */
+/** What the first charge attempt decides for a payment: the PSPs to try, in order, and why in that order. */
 export interface RoutePlan {
   providers: string[];
   /** For an operator (the run's memo, logs): e.g. "default provider", "rule 1 (currency EUR)". */
@@ -43,7 +43,7 @@ export interface RoutePlan {
   retryableDeclineCodes?: string[];
 }
 
-/** The input of planRoute: what routing may look at. */
+/** What routing may look at (the first charge attempt's `route`). */
 export interface RouteRequest {
   paymentId: string;
   tenantId: string;
@@ -51,10 +51,10 @@ export interface RouteRequest {
   currency: string;
   paymentMethod: string;
   /**
-   * The payment's input when the API persisted its intent (input.intentPersisted): the plan's
-   * transaction persists it again if a doubtful start left the run without it (db/payments.ts ensureIntent).
+   * The payment's input: the first attempt persists the intent again if a start in doubt left
+   * the run without it (db/payments.ts ensureIntent).
    */
-  intent?: PaymentWorkflowInput;
+  intent: PaymentWorkflowInput;
 }
 
 /** One attempt as the memo of the run (Temporal Web UI) shows it. */

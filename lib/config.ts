@@ -117,6 +117,11 @@ const schema = z
     PROVIDER_POLL_FIRST_MS: z.coerce.number().int().positive().default(30_000),
     /** …up to this interval. */
     PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
+    /**
+     * When a wait's window ends, how long the run keeps asking an unreachable PSP for the charge
+     * before it decides without its answer (default 5 min: outlasts a PSP restart or a short outage).
+     */
+    PROVIDER_DECISION_GRACE_SECONDS: seconds(300),
     /** Which PSP the worker calls: the sandbox (PROVIDER_URL) or Stripe (STRIPE_API_KEY). Ignored when PROVIDERS is set. */
     PROVIDER: z.enum(['sandbox', 'stripe']).default('sandbox'),
     /**

@@ -38,6 +38,13 @@ export interface ProviderCharge {
   nextAction: ProviderNextAction | null;
   /** Our reference (payment id) as the PSP stored it. */
   reference: string;
+  /**
+   * When the charge took the money and when it was authorized, by the PSP's own clock (ISO 8601);
+   * null or absent when the PSP does not say. A wait's window is decided by these, not by when
+   * a webhook or poll brought the news (workflows/payment.ts decideAtDeadline).
+   */
+  succeededAt?: string | null;
+  authorizedAt?: string | null;
 }
 
 export type ProviderRefundStatus = 'succeeded' | 'failed';

@@ -81,8 +81,8 @@ export interface PaymentWorkflowInput {
   /** How long a manual-capture authorization may wait before it is voided. */
   authorizationWindowMs: number;
   /**
-   * Payments that wait (issue 21). Optional: runs started before these fields existed never
-   * reach the waits, and a missing value takes the default below (a constant, so replay agrees).
+   * The waits' configuration. Optional: a missing value takes the default below (a constant, so
+   * replay agrees).
    */
   /** Where the PSP's challenge page sends the customer back (the merchant's return_url). */
   returnUrl?: string | null;
@@ -93,11 +93,10 @@ export interface PaymentWorkflowInput {
   /** The status poll while a payment waits: first after firstMs, then growing to maxMs. */
   statusPoll?: { firstMs: number; maxMs: number };
   /**
-   * The API persisted the payment's intent in the transaction that claimed its key (issue 24):
-   * the run starts at the charge. Absent: the run persists it first (runs begun before, and
-   * runs started by a retry that could not know).
+   * When a wait's window ends, how long the run keeps asking an unreachable PSP for the charge
+   * before it decides without its answer (PROVIDER_DECISION_GRACE_SECONDS).
    */
-  intentPersisted?: boolean;
+  decisionGraceMs?: number;
 }
 
 /** The defaults of the waits (lib/config.ts has the same ones for the API's input). */
@@ -105,6 +104,8 @@ export const WAIT_DEFAULTS = {
   authenticationWindowMs: 900_000,
   settlementWindowMs: 7 * 24 * 3600_000,
   statusPoll: { firstMs: 30_000, maxMs: 3600_000 },
+  // Outlasts a PSP restart or a short outage; the customer's answer is not lost meanwhile.
+  decisionGraceMs: 300_000,
 } as const;
 
 /**
@@ -183,6 +184,11 @@ export const FailureType = {
   PaymentNotCancelable: 'PaymentNotCancelable',
   /** Update validator: capture amount above what was authorized. */
   CaptureExceedsAuthorized: 'CaptureExceedsAuthorized',
+  /**
+   * The first charge attempt found the payment's intent missing (a start in doubt) and the order
+   * guard refused it again: another payment holds the order (details[0]: its id). Nothing was charged.
+   */
+  OrderTaken: 'OrderTaken',
   /** PostgreSQL refused a step's statement in a way no retry cures (db/sqlstate.ts); set by worker/database-refusals.ts. */
   DatabaseRefused: 'DatabaseRefused',
 } as const;

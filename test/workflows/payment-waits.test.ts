@@ -52,21 +52,21 @@ describe('await customer (3-D Secure)', () => {
     const input = threeDS();
     const first = response(202, { id: input.paymentId, status: 'requires_action' });
     const run = await bench.startPayment(input, {
-      chargePayment: async () => challenge(input.paymentId),
+      chargeAnswer: async () => challenge(input.paymentId),
       recordChargeOutcome: async () => first,
     });
     await waitsIn(run, 'requires_action');
     await webhook(run.handle, charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 }));
 
     expect(await run.handle.result()).toEqual(first);
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'recordSettlement']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome', 'recordSettlement']);
     expect(run.inputsOf('recordSettlement')[0]!.charge.status).toBe('succeeded');
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
 
   it('records a denied challenge as declined (rules out a failed authentication counted as paid)', async () => {
     const input = threeDS();
-    const run = await bench.startPayment(input, { chargePayment: async () => challenge(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
     await waitsIn(run, 'requires_action');
     await webhook(run.handle, charge(input.paymentId, { status: 'declined', declineCode: 'authentication_failed' }));
     await run.handle.result();
@@ -78,7 +78,7 @@ describe('await customer (3-D Secure)', () => {
     const input = threeDS({ statusPoll: fastPoll });
     let polls = 0;
     const run = await bench.startPayment(input, {
-      chargePayment: async () => challenge(input.paymentId),
+      chargeAnswer: async () => challenge(input.paymentId),
       retrieveCharge: async () => (++polls < 3 ? challenge(input.paymentId) : charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 })),
     });
     await run.handle.result();
@@ -89,7 +89,7 @@ describe('await customer (3-D Secure)', () => {
 
   it('applies duplicated and reordered webhooks once: a stale wait changes nothing, the second success nothing (rules out a double booking or a final state left)', async () => {
     const input = threeDS();
-    const run = await bench.startPayment(input, { chargePayment: async () => challenge(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
     await waitsIn(run, 'requires_action');
     const success = charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 });
     await webhook(run.handle, challenge(input.paymentId), 'evt_1');
@@ -111,7 +111,7 @@ describe('await customer (3-D Secure)', () => {
     const input = threeDS({ statusPoll: { firstMs: 200, maxMs: 200 } });
     const outage = gate();
     const run = await bench.startPayment(input, {
-      chargePayment: async () => challenge(input.paymentId),
+      chargeAnswer: async () => challenge(input.paymentId),
       retrieveCharge: async ({ paymentId }) => {
         await outage.opened;
         return challenge(paymentId);
@@ -126,7 +126,7 @@ describe('await customer (3-D Secure)', () => {
 
   it('expires an abandoned challenge when its window ends, voiding it at the PSP (rules out a payment that waits forever)', async () => {
     const input = threeDS({ authenticationWindowMs: 1500, statusPoll: { firstMs: 500, maxMs: 500 } });
-    const run = await bench.startPayment(input, { chargePayment: async () => challenge(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
     await run.handle.result();
     expect(run.steps()).toContain('retrieveCharge');
     expect(run.steps().slice(-2)).toEqual(['voidCharge', 'recordExpiry']);
@@ -137,7 +137,7 @@ describe('await customer (3-D Secure)', () => {
   it('gives a late success back and says why (rules out keeping money of a payment the merchant sees as expired)', async () => {
     const input = threeDS({ authenticationWindowMs: 800 });
     const run = await bench.startPayment(input, {
-      chargePayment: async () => challenge(input.paymentId),
+      chargeAnswer: async () => challenge(input.paymentId),
       voidCharge: async () => {
         throw providerRefuses('charge already succeeded');
       },
@@ -151,7 +151,7 @@ describe('await customer (3-D Secure)', () => {
 
   it('goes on to await capture after a challenge (manual capture: requires_action → requires_capture → succeeded)', async () => {
     const input = threeDS({ captureMethod: 'manual' });
-    const run = await bench.startPayment(input, { chargePayment: async () => challenge(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
     await waitsIn(run, 'requires_action');
     await webhook(run.handle, charge(input.paymentId, { status: 'requires_capture' }));
     await waitsIn(run, 'requires_capture');
@@ -160,12 +160,12 @@ describe('await customer (3-D Secure)', () => {
     });
     await run.handle.result();
     expect(bodyOf(captured).status).toBe('succeeded');
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'recordSettlement', 'captureCharge', 'recordCapture']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome', 'recordSettlement', 'captureCharge', 'recordCapture']);
   });
 
   it('refuses capture while the customer authenticates, and cancels by voiding the challenge (the table’s commands for requires_action)', async () => {
     const input = threeDS({ captureMethod: 'manual' });
-    const run = await bench.startPayment(input, { chargePayment: async () => challenge(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
     await waitsIn(run, 'requires_action');
     const refused = await run.handle
       .executeUpdate(captureUpdate, { args: [{ amountMinor: null, idempotency: scopedKey('POST /v1/payments/{id}/capture'), requestId: 'r' }] })
@@ -183,7 +183,7 @@ describe('await customer (3-D Secure)', () => {
 
   it('shows why and until when it waits in the memo, and its search attribute reads requires_action', async () => {
     const input = threeDS();
-    const run = await bench.startPayment(input, { chargePayment: async () => challenge(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
     await waitsIn(run, 'requires_action');
     await expect
       .poll(async () => (await run.handle.describe()).memo?.waiting_for, { timeout: 10_000, interval: 100 })
@@ -203,18 +203,18 @@ describe('await settlement (asynchronous methods)', () => {
 
   it('waits in processing and settles on the webhook (SEPA succeeded)', async () => {
     const input = sepa();
-    const run = await bench.startPayment(input, { chargePayment: async () => pending(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => pending(input.paymentId) });
     await waitsIn(run, 'processing');
     await webhook(run.handle, charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 }));
     await run.handle.result();
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'recordSettlement']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome', 'recordSettlement']);
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
 
   it('records a failed debit found by the poll as declined (SEPA failed, webhook lost)', async () => {
     const input = sepa({ statusPoll: fastPoll });
     const run = await bench.startPayment(input, {
-      chargePayment: async () => pending(input.paymentId),
+      chargeAnswer: async () => pending(input.paymentId),
       retrieveCharge: async () => charge(input.paymentId, { status: 'declined', declineCode: 'debit_failed' }),
     });
     await run.handle.result();
@@ -223,7 +223,7 @@ describe('await settlement (asynchronous methods)', () => {
 
   it('refuses cancel while processing (the table: processing accepts no command)', async () => {
     const input = sepa();
-    const run = await bench.startPayment(input, { chargePayment: async () => pending(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => pending(input.paymentId) });
     await waitsIn(run, 'processing');
     const refused = await run.handle
       .executeUpdate(cancelUpdate, { args: [{ idempotency: scopedKey('POST /v1/payments/{id}/cancel'), requestId: 'r' }] })
@@ -236,7 +236,7 @@ describe('await settlement (asynchronous methods)', () => {
   it('expires when the PSP gives no outcome within the settlement window, without voiding (a debit cannot be voided)', async () => {
     const input = sepa({ settlementWindowMs: 1000, statusPoll: { firstMs: 300, maxMs: 300 } });
     const run = await bench.startPayment(input, {
-      chargePayment: async () => pending(input.paymentId),
+      chargeAnswer: async () => pending(input.paymentId),
       retrieveCharge: async () => pending(input.paymentId),
     });
     await run.handle.result();
