@@ -134,17 +134,14 @@ describe('await customer (3-D Secure)', () => {
     expect(await run.handle.query(paymentStatusQuery)).toBe('expired');
   });
 
-  it('gives a late success back and says why (rules out keeping money of a payment the merchant sees as expired)', async () => {
+  it('gives a success the PSP timestamped after the window back and says why (rules out keeping money of a payment the merchant sees as expired)', async () => {
     const input = threeDS({ authenticationWindowMs: 800 });
     const run = await bench.startPayment(input, {
       chargeAnswer: async () => challenge(input.paymentId),
-      voidCharge: async () => {
-        throw providerRefuses('charge already succeeded');
-      },
-      retrieveCharge: async () => charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 }),
+      retrieveCharge: async () => charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200, succeededAt: new Date(Date.now() + 60_000).toISOString() }),
     });
     await run.handle.result();
-    expect(run.steps().slice(-4)).toEqual(['voidCharge', 'retrieveCharge', 'refundCharge', 'recordExpiry']);
+    expect(run.steps().slice(-3)).toEqual(['retrieveCharge', 'refundCharge', 'recordExpiry']);
     expect(run.inputsOf('refundCharge')[0]).toMatchObject({ chargeId: chargeIdOf(input.paymentId), amountMinor: 4200 });
     expect(run.inputsOf('recordExpiry')[0]!.failure.code).toBe('late_success_refunded');
   });
@@ -194,6 +191,113 @@ describe('await customer (3-D Secure)', () => {
     await webhook(run.handle, charge(input.paymentId, { status: 'declined' }));
     await run.handle.result();
     expect((await run.handle.describe()).memo?.waiting_for).toBeUndefined(); // upsertMemo(null) removes it
+  });
+});
+
+describe('the window ends: the PSP\'s clock decides, asked within the decision grace', () => {
+  /** A charge's fields as the PSP reports a success at `at` (its own clock). */
+  const succeededAt = (paymentId: string, at: Date) => charge(paymentId, { status: 'succeeded', amountCapturedMinor: 4200, succeededAt: at.toISOString(), authorizedAt: at.toISOString() });
+  const inWindow = () => new Date(Date.now() - 100);
+
+  it('a success timestamped inside the window, its webhook lost and no poll yet, succeeds at the window\'s end: nothing refunded (rules out turning away a customer who approved in time)', async () => {
+    const input = threeDS({ authenticationWindowMs: 1000 });
+    let approvedAt = new Date();
+    const run = await bench.startPayment(input, {
+      chargeAnswer: async () => {
+        approvedAt = inWindow();
+        return challenge(input.paymentId);
+      },
+      retrieveCharge: async () => succeededAt(input.paymentId, approvedAt),
+    });
+    await run.handle.result();
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome', 'retrieveCharge', 'recordSettlement']);
+    expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+  });
+
+  it('a success without the PSP\'s timestamp is treated as late: given back (rules out keeping money on a guess)', async () => {
+    const input = threeDS({ authenticationWindowMs: 800 });
+    const run = await bench.startPayment(input, {
+      chargeAnswer: async () => challenge(input.paymentId),
+      retrieveCharge: async () => charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 }),
+    });
+    await run.handle.result();
+    expect(run.inputsOf('recordExpiry')[0]!.failure.code).toBe('late_success_refunded');
+  });
+
+  it('the PSP unreachable at the window\'s end: the run keeps asking, and the in-window success wins once it answers (rules out expiring on an outage)', async () => {
+    const input = threeDS({ authenticationWindowMs: 800, decisionGraceMs: 30_000 });
+    let approvedAt = new Date();
+    let refusals = 0;
+    const run = await bench.startPayment(input, {
+      chargeAnswer: async () => {
+        approvedAt = inWindow();
+        return challenge(input.paymentId);
+      },
+      retrieveCharge: async () => {
+        if (++refusals <= 3) throw new Error('connect ECONNREFUSED');
+        return succeededAt(input.paymentId, approvedAt);
+      },
+    });
+    await run.handle.result();
+    expect(run.calls.filter((c) => c.step === 'retrieveCharge').map((c) => c.attempt)).toEqual([1, 2, 3, 4]);
+    expect(run.steps()).not.toContain('voidCharge');
+    expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+  });
+
+  it('the PSP still unreachable after the grace: the challenge is voided all the same, then expired (rules out a run that waits on the PSP forever)', async () => {
+    const input = threeDS({ authenticationWindowMs: 800, decisionGraceMs: 1500 });
+    const run = await bench.startPayment(input, {
+      chargeAnswer: async () => challenge(input.paymentId),
+      retrieveCharge: async () => {
+        throw new Error('connect ECONNREFUSED');
+      },
+    });
+    await run.handle.result();
+    expect(run.steps().slice(-2)).toEqual(['voidCharge', 'recordExpiry']);
+    expect(run.inputsOf('recordExpiry')[0]!.failure.code).toBe('authentication_expired');
+  });
+
+  it('a challenge still open is voided first; a success the void finds, timestamped inside the window, wins (rules out a success slipping in after the decision)', async () => {
+    const input = threeDS({ authenticationWindowMs: 800 });
+    let approvedAt = new Date();
+    let looks = 0;
+    const run = await bench.startPayment(input, {
+      chargeAnswer: async () => {
+        approvedAt = inWindow();
+        return challenge(input.paymentId);
+      },
+      retrieveCharge: async () => (++looks === 1 ? challenge(input.paymentId) : succeededAt(input.paymentId, approvedAt)),
+      voidCharge: async () => {
+        throw providerRefuses('charge already succeeded');
+      },
+    });
+    await run.handle.result();
+    expect(run.steps().slice(-4)).toEqual(['retrieveCharge', 'voidCharge', 'retrieveCharge', 'recordSettlement']);
+    expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+  });
+
+  it('a bank debit: a success timestamped inside the settlement window succeeds; one after it is given back', async () => {
+    const inTime = paymentInput({ paymentMethod: 'pm_sepa_debit', statusPoll: noPoll, settlementWindowMs: 800 });
+    let settledAt = new Date();
+    const settled = await bench.startPayment(inTime, {
+      chargeAnswer: async () => {
+        settledAt = inWindow();
+        return pending(inTime.paymentId);
+      },
+      retrieveCharge: async () => succeededAt(inTime.paymentId, settledAt),
+    });
+    await settled.handle.result();
+    expect(await settled.handle.query(paymentStatusQuery)).toBe('succeeded');
+    expect(settled.steps()).not.toContain('refundCharge');
+
+    const late = paymentInput({ paymentMethod: 'pm_sepa_debit', statusPoll: noPoll, settlementWindowMs: 800 });
+    const expired = await bench.startPayment(late, {
+      chargeAnswer: async () => pending(late.paymentId),
+      retrieveCharge: async () => succeededAt(late.paymentId, new Date(Date.now() + 60_000)),
+    });
+    await expired.handle.result();
+    expect(expired.inputsOf('recordExpiry')[0]!.failure.code).toBe('late_success_refunded');
+    expect(expired.steps()).not.toContain('voidCharge');
   });
 });
 
