@@ -121,11 +121,11 @@ describe('poison that reaches a workflow anyway (validation bypassed) ends the r
     return { handle, scope, paymentId: claimed!.resource_id };
   }
 
-  it('the NUL wedge: beginPayment fails for good (DatabaseRefused), the run fails, the key answers one stable 500', async () => {
+  it('the NUL wedge: the first charge attempt\'s intent INSERT fails for good (DatabaseRefused), nothing is charged, the run fails, the key answers one stable 500', async () => {
     const key = uniqueKey('wedge');
     const { handle, scope, paymentId } = await dispatchUnvalidated(key, { note: 'a\u0000b' });
 
-    // Before the fix, the local activity retried without end; now the run fails promptly.
+    // A refusal no retry cures fails the step for good, so the run fails promptly instead of retrying without end.
     const failure = await handle.result().then(
       () => null,
       (error: unknown) => error,
