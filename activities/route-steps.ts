@@ -13,7 +13,7 @@ import { orderWithHealth, routeCandidates, Routing, type ProviderHealthView } fr
 export type RoutePlanner = (request: RouteRequest, context: { sql: Sql; providers: ProviderRegistry; health?: ProviderHealthView }) => Promise<RoutePlan>;
 
 /**
- * The routing of a payment (issue 22): the tenant's routing (tenants.routing, set with PATCH
+ * The routing of a payment: the tenant's routing (tenants.routing, set with PATCH
  * /admin/tenants/{id}) decides the order of the configured PSPs (domain/routing.ts
  * routeCandidates: the first matching rule's list, else the split's pick then the fallback
  * order, else the configured order), then the worker's circuit breaker moves PSPs that are

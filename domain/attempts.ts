@@ -1,6 +1,6 @@
 import type { PaymentWorkflowInput } from '../shared/definitions';
 /**
- * Charge attempts at the PSPs (issue 22; docs/CONTRACT.md "Providers, routing and failover").
+ * Charge attempts at the PSPs (docs/CONTRACT.md "Providers, routing and failover").
  * Pure values: the workflow (workflows/payment.ts) imports them too.
  */
 

@@ -6,7 +6,7 @@ import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tena
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 
 /**
- * Payments that wait (issue 21), at their edges: the merchant's cancel against the customer
+ * Payments that wait, at their edges: the merchant's cancel against the customer
  * finishing the 3-D Secure challenge at the same moment; the PSP's success arriving after the
  * payment expired (given back by lateChargeWorkflow, once, however often the webhook comes). Real stack: Temporal,
  * PostgreSQL, the worker and the sandbox PSP with its challenge pages and signed webhooks.

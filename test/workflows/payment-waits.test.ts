@@ -7,7 +7,7 @@ import { bodyOf, charge, chargeIdOf, gate, paymentInput, providerRefuses, respon
 import { recordedSteps } from '../helpers/recorded-steps';
 
 /**
- * The payment workflow's waits (issue 21), with fake activities: the customer's 3-D Secure
+ * The payment workflow's waits, with fake activities: the customer's 3-D Secure
  * challenge (requires_action) and an asynchronous method's settlement (processing). Each test
  * forces one path: webhook, poll, deadline, command, late or repeated reports.
  */
