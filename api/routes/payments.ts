@@ -170,7 +170,7 @@ export function paymentRoutes(deps: ApiDeps) {
     // Whether this request's claim persisted the intent: only then is the claim kept when the
     // start fails as unreachable. The run's first charge attempt persists the intent itself if
     // it finds it missing (a retry that finds the claim cannot know); a second insert finds the first.
-    let intentPersisted = false;
+    let claimHoldsIntent = false;
     return recordedReply(c, createPayment, await runIdempotent(c, deps, createPayment, {
       params: {},
       body,
@@ -178,7 +178,7 @@ export function paymentRoutes(deps: ApiDeps) {
       claimWith: async (scope, target, requestHash) => {
         const claimed = await claimPaymentIntent(deps.sql, { scope, workflowId: target.workflowId, requestHash }, inputFor(target.resourceId, scope));
         if (!claimed) return null;
-        intentPersisted = claimed.intent;
+        claimHoldsIntent = claimed.intent;
         if (claimed.intent) return { record: claimed.record, refusal: null };
         // The order guard refused the intent: another key's payment holds the order, so 409,
         // recorded now as the key's answer (no run). The run decides when the holder is this
@@ -194,10 +194,10 @@ export function paymentRoutes(deps: ApiDeps) {
       // if the start reached Temporal after all) under the same payment id; without a retry, the
       // abandoned-run sweeper finds no run and fails the intent. Giving both back instead would
       // let a retry claim a new payment id while a run that did start holds the old one.
-      release: (scope) => (intentPersisted ? keepClaimForRetry(deps.sql, scope) : releaseClaim(deps.sql, scope)),
+      release: (scope) => (claimHoldsIntent ? keepClaimForRetry(deps.sql, scope) : releaseClaim(deps.sql, scope)),
       // The retry that adopts a kept claim finds its intent persisted under the claim's payment id.
       adopted: () => {
-        intentPersisted = true;
+        claimHoldsIntent = true;
       },
       dispatch: (record, scope) => {
         return startOrAttach(deps, scope, 'paymentWorkflow', {
