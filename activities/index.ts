@@ -59,7 +59,6 @@ export function createActivities(deps: ActivityDeps) {
 /** The database steps (run as local activities): the payment's, the refund's, the routing's and the late charge's. */
 export type RecordSteps = PaymentSteps & RefundSteps & RouteSteps & LateChargeSteps;
 export type { RoutePlanner };
-export type { BeginPaymentResult } from './payment-steps';
 export type { BeginRefundResult } from './refund-steps';
 export type { LateChargeOutcome, LateChargeStanding } from './late-charge-steps';
 export type { ProviderSteps } from './provider-steps';

@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { Db, Sql } from '../db/connect';
-import { insertPayment, lockPayment, transitionPayment, type PaymentChange } from '../db/payments';
+import { lockPayment, transitionPayment, type PaymentChange } from '../db/payments';
 import { eventOf, isOutcomePending } from '../domain/payment-lifecycle';
 import { completeRecord } from '../db/idempotency-records';
 import { captureLines, postTransaction, type LedgerAccounts } from '../db/ledger';
@@ -15,8 +15,6 @@ import type { CancelRequest, CaptureRequest, FinalResponse, PaymentEventType, Pa
 import { outcomeRecorder, step, workflowId } from './record-step';
 
 /** The database steps of the payment workflow (see record-step.ts for what every step guarantees). */
-
-export type BeginPaymentResult = { kind: 'created' } | { kind: 'rejected'; response: FinalResponse };
 
 function paymentResponse(status: number, payment: PaymentRow): FinalResponse {
   return { status, body: JSON.stringify(paymentResource(payment)), location: paymentLocation(payment.id) };
@@ -108,18 +106,16 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
   const recorded = outcomeRecorder(metrics);
   return {
     /**
-     * Persists the payment's intent before the provider is called. The order guard may
-     * refuse it: 409 order_already_paid is then the operation's final response.
+     * Records the order guard's refusal as the operation's answer (409 order_already_paid): the
+     * first charge attempt found the intent missing and could not persist it again because
+     * another payment holds the order. Nothing was charged.
      */
-    async beginPayment(input: PaymentWorkflowInput): Promise<BeginPaymentResult> {
-      // Why: the insert is one atomic statement; run alone it saves the BEGIN and COMMIT round
-      // trips of every payment. Only a refused order needs a transaction (to record the 409).
-      const inserted = await insertPayment(sql, input, workflowId());
-      if (inserted.kind !== 'order_taken') return { kind: 'created' };
+    async recordOrderTaken(input: { payment: PaymentWorkflowInput; holderPaymentId: string }): Promise<FinalResponse> {
+      const { payment } = input;
       return step(sql, async (tx) => {
-        const response = orderAlreadyPaid(input.orderId, inserted.existingPaymentId);
-        const stored = await completeRecord(tx, input.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, response);
-        return { kind: 'rejected', response: recorded('payment', input.paymentId, 'order_already_paid', stored) };
+        const response = orderAlreadyPaid(payment.orderId, input.holderPaymentId);
+        const stored = await completeRecord(tx, payment.idempotency, { workflowId: workflowId(), resourceId: payment.paymentId }, response);
+        return recorded('payment', payment.paymentId, 'order_already_paid', stored);
       });
     },
 
@@ -132,17 +128,15 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
     async recordChargeOutcome(input: {
       payment: PaymentWorkflowInput;
       charge: ProviderCharge;
-      /** Routed runs (issue 22): the attempt that made the charge, finished here with the charge's status; its PSP holds the payment. */
-      attempt?: { attempt: number; provider: string };
+      /** The attempt that made the charge, finished here with the charge's status; its PSP holds the payment. */
+      attempt: { attempt: number; provider: string };
     }): Promise<FinalResponse> {
       const { payment: request, charge } = input;
       return step(sql, async (tx) => {
         const owner = { workflowId: workflowId(), resourceId: request.paymentId };
-        if (input.attempt) {
-          // Before the payment's row moves: the response and the event show the provider holding it.
-          await beginAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider);
-          await finishAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider, { outcome: charge.status, providerChargeId: charge.id, errorCode: charge.declineCode });
-        }
+        // Before the payment's row moves: the response and the event show the provider holding it.
+        await beginAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider);
+        await finishAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider, { outcome: charge.status, providerChargeId: charge.id, errorCode: charge.declineCode });
         const { payment, effects } = await applyCharge(tx, request.paymentId, charge, accounts);
         const response = chargeResponse(payment);
         // Why: the ledger posting, the event and the response touch different rows and need only

@@ -50,13 +50,13 @@ export interface ChargeInput {
   paymentMethod: string;
   capture: boolean;
   description: string | null;
-  /** Where the PSP's challenge page sends the customer back (absent in runs from before it existed). */
+  /** Where the PSP's challenge page sends the customer back. */
   returnUrl?: string | null;
-  /** The configured PSP to charge at (absent in runs from before routing: the default provider). */
+  /** The configured PSP to charge at. */
   provider?: string;
 }
 
-/** One attempt of a routed payment (workflows/payment.ts, patched 'route-attempts'). */
+/** One attempt of a payment along its route (workflows/payment.ts chargeAlongTheRoute). */
 export type ChargeAttemptInput = ChargeInput & {
   /** 1, 2, …: attempt n charges under providerSubKey.charge(paymentId, n). */
   attempt: number;
@@ -72,7 +72,7 @@ export type ChargeAttemptInput = ChargeInput & {
       }
     | {
         /**
-         * Attempt 1 of a run begun since 'plan-in-charge': the step decides the route itself
+         * Attempt 1: the step decides the route itself
          * (the tenant's routing, the breaker; activities/route-steps.ts createFirstAttemptPlanner),
          * charges at its first PSP and answers the plan with the outcome. A PSP that refuses the
          * request is then answered as `rejected` even when it is the last (the run records it).
@@ -110,9 +110,9 @@ export const LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED = 2;
 export interface ChargeStepInput {
   paymentId: string;
   chargeId: string;
-  /** The configured PSP holding the charge (absent in runs from before routing: the default provider). */
+  /** The configured PSP holding the charge (absent: the default provider). */
   provider?: string;
-  /** The attempt whose sub-key made the charge (absent: 1, the only one before routing). */
+  /** The attempt whose sub-key made the charge (absent: 1). */
   attempt?: number;
 }
 
@@ -128,7 +128,7 @@ export function createProviderSteps(
   planFirstAttempt?: (request: RouteRequest) => Promise<RoutePlan>,
 ) {
   const registry = isProviderRegistry(providers) ? providers : providerRegistry({ sandbox: providers });
-  /** The named PSP, or the default for inputs from runs begun before routing. A name no longer configured cannot be retried into existence. */
+  /** The named PSP, or the default when none is named. A name no longer configured cannot be retried into existence. */
   const at = (name: string | undefined): PaymentProvider => {
     try {
       return registry.get(name ?? registry.defaultName);
@@ -156,20 +156,6 @@ export function createProviderSteps(
     );
 
   return {
-    /** Charges (or authorizes) the payment once: a decline is a result, not an error. */
-    async chargePayment(input: ChargeInput): Promise<ProviderCharge> {
-      const provider = at(input.provider);
-      return providerCall(async (signal) => {
-        if (isRetryAttempt()) {
-          const existing = await findCharge(provider, input.paymentId, signal);
-          log.info('charge looked up before retrying', { payment_id: input.paymentId, found: existing?.id ?? null });
-          if (existing) return existing;
-        }
-        log.info('charging', { payment_id: input.paymentId, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
-        return createCharge(provider, input, 1, signal);
-      });
-    },
-
     /**
      * One attempt of a routed payment at one PSP, under that attempt's sub-key. Answers the
      * charge, or that this PSP certainly took no money: it refused the request (4xx), it was

@@ -1,10 +1,9 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
-import { ensureIntent, OrderTakenError } from '../db/payments';
-import type { Db, Sql } from '../db/connect';
-import type { PaymentWorkflowInput } from '../shared/definitions';
-import { beginAttempt, beginFirstAttempt, finishAttempt, listAttempts } from '../db/attempts';
+import { ensureIntent, orderHolder, OrderTakenError } from '../db/payments';
+import type { Sql } from '../db/connect';
+import { FailureType, type PaymentWorkflowInput, type RouteRequest } from '../shared/definitions';
+import { beginAttempt, beginFirstAttempt, finishAttempt } from '../db/attempts';
 import { DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES, type AttemptOutcome, type RoutePlan } from '../domain/attempts';
-import type { RouteRequest } from '../shared/definitions';
 import type { ProviderRegistry } from '../provider/registry';
 import { step, workflowId } from './record-step';
 import { findTenantRouting } from '../db/tenants';
@@ -14,7 +13,7 @@ import { orderWithHealth, routeCandidates, Routing, type ProviderHealthView } fr
 export type RoutePlanner = (request: RouteRequest, context: { sql: Sql; providers: ProviderRegistry; health?: ProviderHealthView }) => Promise<RoutePlan>;
 
 /**
- * The routing of a payment (issue 22): the tenant's routing (tenants.routing, set with PATCH
+ * The routing of a payment: the tenant's routing (tenants.routing, set with PATCH
  * /admin/tenants/{id}) decides the order of the configured PSPs (domain/routing.ts
  * routeCandidates: the first matching rule's list, else the split's pick then the fallback
  * order, else the configured order), then the worker's circuit breaker moves PSPs that are
@@ -57,75 +56,56 @@ function routePlanning({ sql, providers, health, route }: RouteDeps): (request: 
   };
 }
 
-/**
- * Persists the payment's intent if a start in doubt left the run without it (db/payments.ts
- * ensureIntent). An order taken meanwhile fails the run for good: nothing was charged yet, and
- * the sweeper records the key's answer.
- */
-async function persistIntentAgain(tx: Db, intent: PaymentWorkflowInput): Promise<void> {
-  await ensureIntent(tx, intent, workflowId()).catch((error: unknown) => {
-    if (error instanceof OrderTakenError) throw ApplicationFailure.nonRetryable(error.message);
-    throw error;
-  });
-}
-
 /** A plan whose first PSP is the one attempt 1 was recorded at (a repeated step keeps it). */
 function keepingFirst(plan: RoutePlan, first: string): RoutePlan {
   return { ...plan, providers: [first, ...plan.providers.filter((name) => name !== first)] };
 }
 
 /**
+ * Persists the payment's intent again when a start in doubt left the run without it, then
+ * records attempt 1 (db/payments.ts ensureIntent: the API gives a claim's intent back only when
+ * its start failed as unreachable, yet such a start may have reached Temporal). The order guard
+ * refusing it fails the attempt for good with OrderTaken (the run answers 409): nothing was
+ * charged. A holder gone again meanwhile is retried (the intent may now be persisted).
+ */
+async function persistIntentAndBegin(deps: RouteDeps, intent: PaymentWorkflowInput, provider: string): Promise<string | null> {
+  try {
+    return await deps.sql.begin(async (tx) => {
+      await ensureIntent(tx, intent, workflowId());
+      return beginFirstAttempt(tx, intent.paymentId, provider);
+    });
+  } catch (error) {
+    if (!(error instanceof OrderTakenError)) throw error;
+    const holder = await orderHolder(deps.sql, intent.tenantId, intent.orderId);
+    if (holder === null) throw new Error(`${error.message}; its holder let it go meanwhile: asking again`);
+    throw ApplicationFailure.create({ type: FailureType.OrderTaken, message: error.message, nonRetryable: true, details: [holder.id] });
+  }
+}
+
+/**
  * Decides a payment's route inside its first charge attempt (activities/provider-steps.ts
- * chargeAttempt with `route`; workflows/payment.ts, patched 'plan-in-charge'): no step of its
- * own. One statement records attempt 1 at the plan's first PSP, or finds the PSP an earlier
- * try of the step recorded, and points payments.provider there: a retried attempt charges
- * where the first try may have charged, whatever the breaker says by then.
+ * chargeAttempt with `route`): no step of its own. One statement records attempt 1 at the
+ * plan's first PSP, or finds the PSP an earlier try of the step recorded, and points
+ * payments.provider there: a retried attempt charges where the first try may have charged,
+ * whatever the breaker says by then. The payment's intent is persisted here, and only here,
+ * when the run finds it missing (the API persists it with the key's claim).
  */
 export function createFirstAttemptPlanner(deps: RouteDeps): (request: RouteRequest) => Promise<RoutePlan> {
   const plan = routePlanning(deps);
   return async (request) => {
     const planned = await plan(request);
-    let first = await beginFirstAttempt(deps.sql, request.paymentId, planned.providers[0]!);
-    if (first === null && request.intent) {
-      // No payment row: the safety net for a start in doubt whose claim and intent were lost
-      // while the run had started (the API keeps them for the retry, so this should not happen).
-      const intent = request.intent;
-      first = await deps.sql.begin(async (tx) => {
-        await persistIntentAgain(tx, intent);
-        return beginFirstAttempt(tx, request.paymentId, planned.providers[0]!);
-      });
-    }
+    const provider = planned.providers[0]!;
+    const first = (await beginFirstAttempt(deps.sql, request.paymentId, provider)) ?? (await persistIntentAndBegin(deps, request.intent, provider));
     // Retryable: a concurrent try's row becomes visible to the next statement.
-    if (first === null) throw new Error(`attempt 1 of ${request.paymentId} could not be recorded (no payment row, or a concurrent try); asking again`);
+    if (first === null) throw new Error(`attempt 1 of ${request.paymentId} could not be recorded (a concurrent try); asking again`);
     return keepingFirst(planned, first);
   };
 }
 
-/**
- * The routing steps of the payment workflow (local activities, like the record steps) of runs
- * begun before 'plan-in-charge': the plan, and the attempts' records (payment_attempts;
- * payments.provider).
- */
+/** The routing steps of the payment workflow (local activities, like the record steps): the attempts' records. */
 export function createRouteSteps(deps: RouteDeps) {
   const { sql } = deps;
-  const plan = routePlanning(deps);
   return {
-    /**
-     * The PSPs to try for this payment, in order, and why; records attempt 1 as begun at the
-     * first. Repeated (a retried step), it keeps the PSP attempt 1 was recorded at first.
-     * Runs begun since 'plan-in-charge' decide this in their first chargeAttempt instead.
-     */
-    async planRoute(input: RouteRequest): Promise<RoutePlan> {
-      const planned = await plan(input);
-      return step(sql, async (tx) => {
-        if (input.intent) await persistIntentAgain(tx, input.intent);
-        const [first] = await listAttempts(tx, input.paymentId);
-        const ordered = first ? keepingFirst(planned, first.provider) : planned;
-        await beginAttempt(tx, input.paymentId, 1, ordered.providers[0]!);
-        return ordered;
-      });
-    },
-
     /**
      * Records how an attempt ended without the payment's outcome (nothing was charged there,
      * or a decline another PSP may not repeat) and, when the payment moves on, that the next

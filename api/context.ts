@@ -52,6 +52,7 @@ export interface ApiDeps {
         | 'ASYNC_SETTLEMENT_WINDOW_SECONDS'
         | 'PROVIDER_POLL_FIRST_MS'
         | 'PROVIDER_POLL_MAX_MS'
+        | 'PROVIDER_DECISION_GRACE_SECONDS'
         | 'PROVIDER'
         // The configured PSPs: the first is where payments from before routing (provider null) were charged.
         | 'PROVIDERS'

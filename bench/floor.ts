@@ -1,6 +1,6 @@
 /**
  * The engine's floor for the automatic-capture payment's shape: a workflow with the same
- * activity calls (local, regular, local) with the payment's options, doing nothing. Workflow
+ * activity calls (regular, local) with the payment's options, doing nothing. Workflow
  * code: bundled by bench/workflows.ts, it imports only @temporalio/workflow.
  */
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
@@ -19,9 +19,8 @@ const regular = proxyActivities<FloorActivities>({
   retry: { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds' },
 });
 
-/** beginPayment (local) → chargePayment (regular) → recordChargeOutcome (local), each a no-op. */
+/** chargeAttempt (regular) → recordChargeOutcome (local), each a no-op. */
 export async function floorWorkflow(input: { id: string }): Promise<string> {
-  await local.floorNoop(input.id);
   await regular.floorNoop(input.id);
   await local.floorNoop(input.id);
   return input.id;

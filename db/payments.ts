@@ -1,3 +1,4 @@
+import type postgres from 'postgres';
 import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { PaymentRow } from '../domain/resources';
@@ -11,32 +12,22 @@ export const liveStatuses: PaymentStatus[] = orderHoldingStatuses;
 /** The statuses a payment waits in: its run is expected to be open (domain/payment-lifecycle.ts). */
 export { waitingStatuses };
 
-export type InsertPaymentResult = { kind: 'created' | 'exists'; payment: PaymentRow } | { kind: 'order_taken'; existingPaymentId: string };
-
 /**
- * Persists the payment's intent (status processing) before any provider call. Idempotent:
- * a second insert of the same id finds the first. The partial unique index refuses a
- * second live payment for the order, whatever idempotency key it came with.
+ * The one INSERT of a payment's intent (status processing), with its rows taken `from` the
+ * statement's source (the key's claim in claimPaymentIntent; none in ensureIntent). ON CONFLICT
+ * DO NOTHING covers the id only when `conflict` says so; the partial unique index refuses a
+ * second live payment for the order (payments_one_live_per_order) whatever the key.
  */
-export async function insertPayment(db: Db, input: PaymentWorkflowInput, workflowId: string): Promise<InsertPaymentResult> {
-  const [created] = await db<PaymentRow[]>`
+function insertIntent(db: Db, input: PaymentWorkflowInput, workflowId: string, from: postgres.PendingQuery<postgres.Row[]>, conflict: postgres.PendingQuery<postgres.Row[]>) {
+  return db`
     INSERT INTO payments
       (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method,
        description, metadata, workflow_id, return_url)
-    VALUES
-      (${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
-       'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
-       ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null})
-    ON CONFLICT DO NOTHING
-    RETURNING *`;
-  if (created) return { kind: 'created', payment: created };
-  const [mine] = await db<PaymentRow[]>`SELECT * FROM payments WHERE id = ${input.paymentId}`;
-  if (mine) return { kind: 'exists', payment: mine };
-  const [holder] = await db<{ id: string }[]>`
-    SELECT id FROM payments
-    WHERE tenant_id = ${input.tenantId} AND order_id = ${input.orderId} AND status IN ${db(liveStatuses)}`;
-  if (!holder) throw new Error(`payment ${input.paymentId} was neither inserted nor refused by the order guard`);
-  return { kind: 'order_taken', existingPaymentId: holder.id };
+    SELECT ${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
+      'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
+      ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null}
+    ${from}
+    ON CONFLICT ${conflict} DO NOTHING`;
 }
 
 /**
@@ -62,14 +53,7 @@ export async function claimPaymentIntent(
       ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
       RETURNING *
     ), intent AS (
-      INSERT INTO payments
-        (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method,
-         description, metadata, workflow_id, return_url)
-      SELECT ${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
-        'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
-        ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null}
-      FROM claim
-      ON CONFLICT DO NOTHING
+      ${insertIntent(db, input, workflowId, db`FROM claim`, db``)}
       RETURNING id
     )
     SELECT claim.*, EXISTS (SELECT 1 FROM intent) AS intent FROM claim`;
@@ -87,19 +71,12 @@ export class OrderTakenError extends Error {
  * Persists the intent again if it is missing, in one statement (a no-op when it exists, as it
  * almost always does): the API gives a claim and its intent back when its start of the run
  * failed as unreachable, yet such a start may have reached Temporal (a deadline, a dropped
- * connection), so the run may be going on without its row. The run's first step calls this.
+ * connection), so the run may be going on without its row. The run's first charge attempt
+ * calls this when it finds no row (activities/route-steps.ts).
  */
 export async function ensureIntent(db: Db, input: PaymentWorkflowInput, workflowId: string): Promise<void> {
   try {
-    await db`
-      INSERT INTO payments
-        (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method,
-         description, metadata, workflow_id, return_url)
-      VALUES
-        (${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
-         'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
-         ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null})
-      ON CONFLICT (id) DO NOTHING`;
+    await insertIntent(db, input, workflowId, db``, db`(id)`);
   } catch (error) {
     // unique_violation of the order guard's index (not the id's: that conflict is DO NOTHING)
     if ((error as { code?: string }).code === '23505') throw new OrderTakenError(`order ${input.orderId} was taken by another payment while this one's start was in doubt`);

@@ -27,7 +27,7 @@ export interface CodeVersion {
   uncommittedChanges: boolean;
   /** SHA-256 over the workflow code's sources (workflows/*.ts, shared/*.ts), see workflowSourceHash(). */
   workflowSourceSha256: string;
-  /** Free text, e.g. "before patch charge-memo". */
+  /** Free text, e.g. "current workflow code". */
   label: string;
 }
 

@@ -1,7 +1,7 @@
 import { chargeStates, type ChargeState } from './payment-lifecycle';
 
 /**
- * Charge attempts at the PSPs (issue 22; docs/CONTRACT.md "Providers, routing and failover").
+ * Charge attempts at the PSPs (docs/CONTRACT.md "Providers, routing and failover").
  * Pure values: the workflow (workflows/payment.ts) imports them too.
  */
 
@@ -26,7 +26,7 @@ export const certainlyNotCharged: readonly AttemptOutcome[] = ['rejected', 'not_
  */
 export const DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES: readonly string[] = ['processing_error', 'issuer_unavailable', 'try_again_later'];
 
-/** What planRoute decides for a payment: the PSPs to try, in order, and why in that order. */
+/** What the first charge attempt decides for a payment: the PSPs to try, in order, and why in that order. */
 export interface RoutePlan {
   providers: string[];
   /** For an operator (the run's memo, logs): e.g. "default provider", "rule 1 (currency EUR)". */

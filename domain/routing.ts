@@ -327,7 +327,7 @@ export interface ProviderHealthRecorder extends ProviderHealthView {
 
 /**
  * A routing decision with the PSPs whose circuit is open moved last (still candidates: when
- * every one is open the routing's order stands), the reason saying so. planRoute's last step.
+ * every one is open the routing's order stands), the reason saying so. The first charge attempt's plan ends with it.
  */
 export function orderWithHealth(decision: RouteDecision, health: ProviderHealthView): RouteDecision {
   const providers = health.order(decision.providers);

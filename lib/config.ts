@@ -122,6 +122,11 @@ const schema = z
     /** …up to this interval. */
     PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(WAIT_DEFAULTS.statusPoll.maxMs),
     /**
+     * When a wait's window ends, how long the run keeps asking an unreachable PSP for the charge
+     * before it decides without its answer (default 5 min: outlasts a PSP restart or a short outage).
+     */
+    PROVIDER_DECISION_GRACE_SECONDS: seconds(300),
+    /**
      * The PSPs, each named with its kind (provider/kinds.ts): `name=kind:url,…`, e.g.
      * `sandbox-a=sandbox:http://127.0.0.1:4010,sandbox-b=sandbox:http://127.0.0.1:4011,stripe=stripe:https://api.stripe.com`
      * (`name=kind` alone: the kind's default URL). Names: lowercase [a-z0-9-], unique. A missing or

@@ -25,6 +25,11 @@ export interface ChargeRow {
   challenge_state: ChallengeState | null;
   settle_at: Date | null;
   updated_at: Date;
+  /** When the charge changed state (migration 006's trigger stamps them). */
+  succeeded_at: Date | null;
+  authorized_at: Date | null;
+  failed_at: Date | null;
+  canceled_at: Date | null;
 }
 
 export interface RefundRow {
@@ -65,6 +70,11 @@ export function chargeJson(row: ChargeRow) {
         : null,
     /** A processing charge settles at this time. */
     settle_at: row.status === 'processing' && row.settle_at ? row.settle_at.toISOString() : null,
+    /** When the charge took the money, was authorized, declined, voided: the PSP's own clock. */
+    succeeded_at: row.succeeded_at?.toISOString() ?? null,
+    authorized_at: row.authorized_at?.toISOString() ?? null,
+    failed_at: row.failed_at?.toISOString() ?? null,
+    canceled_at: row.canceled_at?.toISOString() ?? null,
   };
 }
 

@@ -1,19 +1,13 @@
 /**
- * npm run histories:record [-- --only success,decline] [--before-patch <patch-id>] [--label <text>]
+ * npm run histories:record [-- --only success,decline] [--label <text>]
  *
  * Records the workflow history of every scenario from a real run: a Temporal dev server of
  * its own, a fresh migrated database, the provider sandbox, a worker running the current
  * workflows/ code and the API, driven over HTTP exactly as a client would. Each history is
  * saved as test/histories/<scenario><suffix>.json (the JSON that `temporal workflow show
  * --output json` also writes) and listed in test/histories/index.json with what it shows
- * and the code version it was recorded with. Entries of files not recorded in this run
- * (e.g. histories kept from before a patch) stay in the index untouched.
- *
- * --before-patch <id>: records with the code as it was before patched('<id>'): a copy of
- * workflows/ in which that patched() call is false (testkit/altered-workflows.ts), so
- * the old histories can be recorded again (e.g. under a new payload key) after the patch
- * landed. It saves them as <scenario>-before-<id>.json, kept as proof that runs started by
- * the old code still replay against the new one (see test/histories/README.md).
+ * and the code version it was recorded with. Entries of files not recorded in this run stay
+ * in the index untouched.
  *
  * Every payload is encrypted with the test suite's fixed key (testkit/payload-keys.ts),
  * as production encrypts with its own: the histories show what Temporal really stores.
@@ -45,7 +39,6 @@ import { apiClient, startStack, type ApiResponse, type Stack } from '../devstack
 import type { RoutePlanner } from '../activities';
 import { startScratchEnvironment } from '../devstack/scratch-environment';
 import { failureConverterPath } from '../lib/data-converter';
-import { workflowsBeforePatch } from '../testkit/altered-workflows';
 import { testDataConverter } from '../testkit/payload-keys';
 
 /** One workflow run a scenario produced, and what its history must show to be worth keeping. */
@@ -88,7 +81,10 @@ const retried = (facts: { maxActivityAttempt: number }) =>
 const hasActivity = (name: string) => (facts: { activities: string[] }) =>
   facts.activities.includes(name) ? null : `expected activity ${name}, got ${facts.activities.join(', ')}`;
 
-const hasPatch = (id: string) => (facts: { patches: string[] }) => (facts.patches.includes(id) ? null : `expected patch ${id}, got ${facts.patches.join(', ')}`);
+/** A wait settled by a report: the outcome recorded, then the settlement (two local activities). */
+const settledLater = (facts: { localActivities: number }) => (facts.localActivities >= 2 ? null : `expected the outcome and the settlement recorded, got ${facts.localActivities} local activities`);
+const lacksActivity = (name: string) => (facts: { activities: string[] }) =>
+  facts.activities.includes(name) ? `expected no activity ${name}, got ${facts.activities.join(', ')}` : null;
 
 /** The merchant's page the challenge sends the customer back to (never fetched). */
 const RETURN_URL = 'http://127.0.0.1:9/return';
@@ -144,11 +140,9 @@ async function sandboxOutage(url: string, mode: 'none' | 'unavailable' | 'declin
   if (!response.ok) throw new Error(`sandbox outage ${mode}: ${response.status}`);
 }
 
-/** A failover's history: the route-attempts patch, two charge attempts (the second at the next PSP), and `more`. */
+/** A failover's history: two charge attempts (the second at the next PSP), and `more`. */
 const failedOver = (more: (facts: ReturnType<typeof describeHistory>) => string | null = () => null) => (facts: ReturnType<typeof describeHistory>) =>
-  !facts.patches.includes('route-attempts')
-    ? `expected patch route-attempts, got ${facts.patches.join(', ')}`
-    : facts.activities.filter((a) => a === 'chargeAttempt').length < 2
+  facts.activities.filter((a) => a === 'chargeAttempt').length < 2
       ? `expected two charge attempts (the second at the next PSP), got ${facts.activities.join(', ')}`
       : more(facts);
 
@@ -230,7 +224,7 @@ const scenarios: Scenario[] = [
       const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
       expectStatus(created, 202, '3-D Secure payment');
       await completeChallenge(created.json.next_action.redirect_to_url.url, 'approve');
-      return [{ name: 'three-ds-approved', workflowId: created.json.workflow_id, shows: '3-D Secure: 202 requires_action, the customer approves the challenge, the PSP\'s webhook (chargeReport signal) settles it succeeded.', check: hasPatch('await-customer') }];
+      return [{ name: 'three-ds-approved', workflowId: created.json.workflow_id, shows: '3-D Secure: 202 requires_action, the customer approves the challenge, the PSP\'s webhook (chargeReport signal) settles it succeeded.', check: settledLater }];
     },
   },
   {
@@ -239,7 +233,7 @@ const scenarios: Scenario[] = [
       const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
       expectStatus(created, 202, '3-D Secure payment');
       await completeChallenge(created.json.next_action.redirect_to_url.url, 'deny');
-      return [{ name: 'three-ds-denied', workflowId: created.json.workflow_id, shows: '3-D Secure denied by the customer: declined authentication_failed.', check: hasPatch('await-customer') }];
+      return [{ name: 'three-ds-denied', workflowId: created.json.workflow_id, shows: '3-D Secure denied by the customer: declined authentication_failed.', check: settledLater }];
     },
   },
   {
@@ -282,11 +276,34 @@ const scenarios: Scenario[] = [
     },
   },
   {
+    name: 'three-ds-decided-at-deadline',
+    async run({ stack, tenant }) {
+      // Approved at once, every webhook lost, and no poll inside the 2 s window: the run's look
+      // at the window's end finds the success the PSP timestamped inside it.
+      const late = await stack.startApi({ AUTHENTICATION_WINDOW_SECONDS: 2, PROVIDER_POLL_FIRST_MS: 60_000, PROVIDER_POLL_MAX_MS: 60_000 });
+      const api = apiClient(late.url, tenant.apiKey);
+      await sandboxFaults(stack, { loss: 1 });
+      try {
+        const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
+        expectStatus(created, 202, '3-D Secure payment');
+        await completeChallenge(created.json.next_action.redirect_to_url.url, 'approve');
+        return [{
+          name: 'three-ds-decided-at-deadline',
+          workflowId: created.json.workflow_id,
+          shows: 'Approved at once, every webhook lost, no poll inside the window: at the window\'s end the run asks the PSP (retrieveCharge), whose succeeded_at is inside the window: succeeded, nothing refunded.',
+          check: (facts) => hasActivity('retrieveCharge')(facts) ?? lacksActivity('refundCharge')(facts) ?? lacksActivity('voidCharge')(facts),
+        }];
+      } finally {
+        await sandboxFaults(stack, { loss: 0 });
+      }
+    },
+  },
+  {
     name: 'sepa-succeeded',
     async run({ api }) {
       const created = await api.post('/v1/payments', automatic('pm_sepa_debit'), key('sepa'));
       expectStatus(created, 202, 'SEPA payment');
-      return [{ name: 'sepa-succeeded', workflowId: created.json.workflow_id, shows: 'An asynchronous method: 202 processing, then the PSP settles it succeeded (webhook).', check: hasPatch('await-settlement') }];
+      return [{ name: 'sepa-succeeded', workflowId: created.json.workflow_id, shows: 'An asynchronous method: 202 processing, then the PSP settles it succeeded (webhook).', check: settledLater }];
     },
   },
   {
@@ -294,7 +311,7 @@ const scenarios: Scenario[] = [
     async run({ api }) {
       const created = await api.post('/v1/payments', automatic('pm_sepa_debit_fails'), key('sepa'));
       expectStatus(created, 202, 'SEPA payment');
-      return [{ name: 'sepa-failed', workflowId: created.json.workflow_id, shows: 'An asynchronous method that fails: 202 processing, then declined debit_failed.', check: hasPatch('await-settlement') }];
+      return [{ name: 'sepa-failed', workflowId: created.json.workflow_id, shows: 'An asynchronous method that fails: 202 processing, then declined debit_failed.', check: settledLater }];
     },
   },
   {
@@ -378,7 +395,7 @@ const scenarios: Scenario[] = [
         return [{
           name: 'failover-unavailable',
           workflowId: response.json.workflow_id,
-          shows: "Failover (patched('route-attempts')): sandbox answers 503 to creates; after two lookups by the attempt's key find no charge, attempt 1 ends not_charged (recordAttempt) and attempt 2 charges at sandbox-b under <payment>:charge:2. Since patched('plan-in-charge') the route is decided in attempt 1 (no planRoute step).",
+          shows: "Failover: attempt 1 decides the route; sandbox answers 503 to creates; after two lookups by the attempt's key find no charge, attempt 1 ends not_charged (recordAttempt) and attempt 2 charges at sandbox-b under <payment>:charge:2.",
           check: failedOver(retried),
         }];
       } finally {
@@ -408,9 +425,6 @@ const scenarios: Scenario[] = [
       }];
     },
   },
-  // 'order-already-paid' (test/histories/order-already-paid.json) is kept from before
-  // patched('intent-in-claim'): since then the API answers that 409 from the key's claim and no
-  // run is started (test/integration/intent-in-claim.test.ts), so there is no history to record.
   {
     name: 'intent-in-claim',
     async run({ api }) {
@@ -419,17 +433,17 @@ const scenarios: Scenario[] = [
       return [{
         name: 'intent-in-claim',
         workflowId: response.json.workflow_id,
-        shows: 'The API persisted the intent with the key\'s claim (patched(\'intent-in-claim\')): the run starts at the charge; since patched(\'plan-in-charge\') the first attempt decides the route: two steps (chargeAttempt, recordChargeOutcome).',
+        shows: 'The API persisted the intent with the key\'s claim: the run starts at the charge, and the first attempt decides the route: two steps (chargeAttempt, recordChargeOutcome).',
         check: (facts) =>
-          facts.patches.includes('intent-in-claim') && facts.patches.includes('plan-in-charge') && facts.localActivities === 1
+          facts.patches.length === 0 && facts.localActivities === 1
             ? null
-            : `expected the intent-in-claim and plan-in-charge patches and one local activity (recordChargeOutcome), got ${facts.patches.join(', ')} and ${facts.localActivities}`,
+            : `expected no patch and one local activity (recordChargeOutcome), got ${facts.patches.join(', ')} and ${facts.localActivities}`,
       }];
     },
   },
 ];
 
-function codeVersion(label: string, beforePatch?: string): CodeVersion {
+function codeVersion(label: string): CodeVersion {
   const git = (...args: string[]) => execFileSync('git', args, { cwd: projectRoot, encoding: 'utf8' }).trim();
   let commit = 'unknown';
   let uncommittedChanges = false;
@@ -439,8 +453,7 @@ function codeVersion(label: string, beforePatch?: string): CodeVersion {
   } catch {
     // not a git checkout: the source hash still pins the code
   }
-  const altered: Record<string, string> = beforePatch ? { 'workflows/payment.ts': readFileSync(workflowsBeforePatch(beforePatch).paymentPath, 'utf8') } : {};
-  return { commit, uncommittedChanges, workflowSourceSha256: workflowSourceHash(altered), label };
+  return { commit, uncommittedChanges, workflowSourceSha256: workflowSourceHash({}), label };
 }
 
 function versions(): HistoryEntry['temporal'] {
@@ -463,7 +476,6 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       only: { type: 'string' },
-      'before-patch': { type: 'string' },
       label: { type: 'string' },
     },
   });
@@ -472,18 +484,15 @@ async function main(): Promise<void> {
   if (only && selected.length !== only.size) {
     throw new Error(`unknown scenario in --only; known: ${scenarios.map((s) => s.name).join(', ')}`);
   }
-  const beforePatch = values['before-patch'];
-  if (beforePatch !== undefined && !/^[a-z0-9][a-z0-9.-]*$/.test(beforePatch)) throw new Error('--before-patch: a patch id of lowercase letters, digits, dots and dashes');
-  const suffix = beforePatch ? `-before-${beforePatch}` : '';
-  const label = values.label ?? (beforePatch ? `before patch ${beforePatch}: the code with patched('${beforePatch}') false` : 'current workflow code');
+  const label = values.label ?? 'current workflow code';
 
   Runtime.install({ logger: new DefaultLogger('ERROR'), telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } } });
-  const version = codeVersion(label, beforePatch);
+  const version = codeVersion(label);
   const temporalVersions = versions();
   console.log(`recording ${selected.length} scenario(s) with workflow code ${version.workflowSourceSha256.slice(0, 12)} (${version.label})`);
 
   const { code } = await bundleWorkflowCode({
-    workflowsPath: beforePatch ? workflowsBeforePatch(beforePatch).indexPath : workflowsPath,
+    workflowsPath,
     workflowInterceptorModules,
     failureConverterPath,
     logger: new DefaultLogger('WARN'),
@@ -515,7 +524,7 @@ async function main(): Promise<void> {
           const facts = describeHistory(history);
           const problem = recording.check?.(facts);
           if (problem) throw new Error(`${recording.name}: ${problem}`);
-          const file = `${recording.name}${suffix}.json`;
+          const file = `${recording.name}.json`;
           writeFileSync(path.join(historiesDir, file), historyToJSON(history) + '\n');
           recorded.push({
             file,

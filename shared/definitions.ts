@@ -80,8 +80,8 @@ export interface PaymentWorkflowInput {
   /** How long a manual-capture authorization may wait before it is voided. */
   authorizationWindowMs: number;
   /**
-   * Payments that wait. Optional: runs started without these fields never
-   * reach the waits, and a missing value takes the default below (a constant, so replay agrees).
+   * The waits' configuration. Optional: a missing value takes the default below (a constant, so
+   * replay agrees).
    */
   /** Where the PSP's challenge page sends the customer back (the merchant's return_url). */
   returnUrl?: string | null;
@@ -92,11 +92,10 @@ export interface PaymentWorkflowInput {
   /** The status poll while a payment waits: first after firstMs, then growing to maxMs. */
   statusPoll?: { firstMs: number; maxMs: number };
   /**
-   * The API persisted the payment's intent in the transaction that claimed its key:
-   * the run starts at the charge. Absent: the run persists it first (runs started without the
-   * field, and runs started by a retry that could not know).
+   * When a wait's window ends, how long the run keeps asking an unreachable PSP for the charge
+   * before it decides without its answer (PROVIDER_DECISION_GRACE_SECONDS).
    */
-  intentPersisted?: boolean;
+  decisionGraceMs?: number;
 }
 
 /** The input of planRoute: what routing may look at. */
@@ -107,10 +106,10 @@ export interface RouteRequest {
   currency: string;
   paymentMethod: string;
   /**
-   * The payment's input when the API persisted its intent (input.intentPersisted): the plan's
-   * transaction persists it again if a doubtful start left the run without it (db/payments.ts ensureIntent).
+   * The payment's input: the first attempt persists the intent again if a start in doubt left
+   * the run without it (db/payments.ts ensureIntent).
    */
-  intent?: PaymentWorkflowInput;
+  intent: PaymentWorkflowInput;
 }
 
 /**
@@ -121,6 +120,8 @@ export const WAIT_DEFAULTS = {
   authenticationWindowMs: paymentWindows.authentication.defaultSeconds * 1000,
   settlementWindowMs: paymentWindows.settlement.defaultSeconds * 1000,
   statusPoll: { firstMs: 30_000, maxMs: 3600_000 },
+  // Outlasts a PSP restart or a short outage; the customer's answer is not lost meanwhile.
+  decisionGraceMs: 300_000,
 } as const;
 
 /** Where the customer goes to authenticate, and where the PSP sends them back afterwards. */
@@ -145,6 +146,13 @@ export interface ProviderCharge {
   nextAction: ProviderNextAction | null;
   /** Our reference (payment id) as the PSP stored it. */
   reference: string;
+  /**
+   * When the charge took the money and when it was authorized, by the PSP's own clock (ISO 8601);
+   * null or absent when the PSP does not say. A wait's window is decided by these, not by when
+   * a webhook or poll brought the news (workflows/payment.ts decideAtDeadline).
+   */
+  succeededAt?: string | null;
+  authorizedAt?: string | null;
 }
 
 /**
@@ -236,6 +244,11 @@ export const FailureType = {
   PaymentNotCancelable: 'PaymentNotCancelable',
   /** Update validator: capture amount above what was authorized. */
   CaptureExceedsAuthorized: 'CaptureExceedsAuthorized',
+  /**
+   * The first charge attempt found the payment's intent missing (a start in doubt) and the order
+   * guard refused it again: another payment holds the order (details[0]: its id). Nothing was charged.
+   */
+  OrderTaken: 'OrderTaken',
   /** PostgreSQL refused a step's statement in a way no retry cures (db/sqlstate.ts); set by worker/database-refusals.ts. */
   DatabaseRefused: 'DatabaseRefused',
 } as const;

@@ -7,7 +7,7 @@ import path from 'node:path';
  * workflow no longer contains it, generation fails loudly instead of testing nothing.
  */
 const alterations = {
-  /** A fraud screen added before the charge, WITHOUT patched(): old histories must not replay. */
+  /** A fraud screen added before the charge: recorded histories must not replay. */
   'activity-added': [
     {
       find: "import { Compensations, failureOfType } from './saga';",
@@ -18,15 +18,15 @@ const screening = proxyActivities<{ screenForFraud(input: { paymentId: string; a
 });`,
     },
     {
-      find: '  let charge: ProviderCharge;\n',
-      replace: '  // ALTERED: a new activity between the intent and the charge.\n  await screening.screenForFraud({ paymentId: input.paymentId, amountMinor: input.amountMinor });\n  let charge: ProviderCharge;\n',
+      find: '    const charged = await this.chargeAlongTheRoute();\n',
+      replace: '    // ALTERED: a new activity before the charge.\n    await screening.screenForFraud({ paymentId: this.input.paymentId, amountMinor: this.input.amountMinor });\n    const charged = await this.chargeAlongTheRoute();\n',
     },
   ],
-  /** The charge-memo step without its patched() guard: pre-patch histories must not replay. */
-  'unguarded-patch': [
+  /** The memo of the provider's charge no longer kept (one command fewer): recorded histories must not replay. */
+  'memo-removed': [
     {
-      find: 'if (patched(Patch.chargeMemo)) upsertMemo(',
-      replace: '/* ALTERED: guard removed */ upsertMemo(',
+      find: '    upsertMemo({ provider_charge_id: charge.id, charge_status: charge.status, ...this.routeMemo });\n',
+      replace: '    void charge; // ALTERED: the memo is no longer kept\n',
     },
   ],
 } as const;
@@ -41,20 +41,6 @@ export function alteredWorkflows(name: Alteration): string {
     source = source.replace(find, replace);
   }
   return writeAltered(name, source).indexPath;
-}
-
-/**
- * The payment workflow as it was before `patched('<patchId>')`: every call of that patch is
- * `false`, so the copy makes exactly the old commands. `npm run histories:record --
- * --before-patch <id>` records the pre-patch histories with it, also long after the patch
- * landed (e.g. to record them again under a new payload key).
- */
-export function workflowsBeforePatch(patchId: string): { indexPath: string; paymentPath: string } {
-  const source = readFileSync(path.join(path.resolve('.'), 'workflows', 'payment.ts'), 'utf8');
-  const key = new RegExp(`^\\s*(\\w+): '${patchId.replace(/[.-]/g, '\\$&')}',$`, 'm').exec(source)?.[1];
-  const call = `patched(Patch.${key})`;
-  if (!key || !source.includes(call)) throw new Error(`workflows/payment.ts has no patched() call for the patch id ${JSON.stringify(patchId)}`);
-  return writeAltered(`before-${patchId}`, source.replaceAll(call, `false /* ALTERED: before patch ${patchId} */`));
 }
 
 function writeAltered(name: string, alteredSource: string): { indexPath: string; paymentPath: string } {

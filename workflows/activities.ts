@@ -2,7 +2,7 @@
  * The workflows' view of the activities, with the timeouts and retry policies that make
  * each step safe to repeat.
  */
-import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
+import { proxyActivities, proxyLocalActivities, type ActivityOptions } from '@temporalio/workflow';
 import type { JobSteps, ProviderSteps, RecordSteps } from '../activities';
 import { FailureType } from '../shared/definitions';
 import { JobFailureType } from '../shared/jobs';
@@ -30,7 +30,7 @@ export const records = proxyLocalActivities<RecordSteps>({
  * operation up by its sub-key before acting. Attempts are unlimited: a payment is never
  * given up while a charge may exist; only the provider's own refusal stops the retries.
  */
-export const providerSteps = proxyActivities<ProviderSteps>({
+const providerOptions: ActivityOptions = {
   // Upper bound for one attempt; the provider client's own timeout ends a hung call sooner.
   startToCloseTimeout: '2 minutes',
   // The activity beats every second; 5 s of silence means its worker is gone.
@@ -41,7 +41,16 @@ export const providerSteps = proxyActivities<ProviderSteps>({
     maximumInterval: '30 seconds',
     nonRetryableErrorTypes: [FailureType.ProviderRejected],
   },
-});
+};
+export const providerSteps = proxyActivities<ProviderSteps>(providerOptions);
+
+/**
+ * The same provider steps, retried for at most `withinMs` in all: the look at a waiting charge
+ * when its window ends, which must come to a decision even while the PSP stays unreachable.
+ */
+export function providerStepsWithin(withinMs: number) {
+  return proxyActivities<ProviderSteps>({ ...providerOptions, scheduleToCloseTimeout: withinMs });
+}
 
 /**
  * The periodic jobs' passes (workflows/jobs.ts). Off the payment path: a failed pass is
@@ -69,10 +78,8 @@ export const jobs = proxyActivities<JobSteps>({
  * only: never an amount, a card token or a merchant's metadata.
  */
 export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps | keyof JobSteps, string> = {
-  beginPayment: 'persist intent + order guard',
-  chargePayment: 'charge at provider',
-  planRoute: 'plan the PSPs to try + record attempt 1',
-  chargeAttempt: 'charge attempt at one PSP',
+  chargeAttempt: 'charge attempt at one PSP (attempt 1: decide the route)',
+  recordOrderTaken: 'record 409: the order has another payment',
   recordAttempt: 'record attempt outcome (+ next attempt)',
   recordChargeOutcome: 'record outcome + ledger + outbox',
   retrieveCharge: 'poll charge status at provider',

@@ -20,7 +20,7 @@ const WAIT_MAX_MS = 600_000;
 const MAX_LOOKS = 20;
 
 /**
- * Money the PSP reports after its payment ended without money (issue 21): a SEPA debit that
+ * Money the PSP reports after its payment ended without money: a SEPA debit that
  * succeeded after the payment expired, an authorization that came after the payment was
  * canceled. The payment's own run has closed, so nothing else would give it back.
  *

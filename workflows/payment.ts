@@ -1,5 +1,5 @@
-import { ApplicationFailure, allHandlersFinished, condition, log, patched, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
-import { accepts, applyChargeReport, commandRefusal, isChargeState, isOutcomePending } from '../domain/payment-lifecycle';
+import { ApplicationFailure, allHandlersFinished, condition, log, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+import { accepts, applyChargeReport, commandRefusal, deadlineOf, isChargeState, isOutcomePending, statusForCharge } from '../domain/payment-lifecycle';
 import type { ProviderCharge } from '../provider/types';
 import type { AttemptMemo, RoutePlan } from '../domain/attempts';
 import {
@@ -18,13 +18,18 @@ import {
   type ScopedKey,
 } from '../shared/definitions';
 import { providerSubKey } from '../shared/keys';
-import { providerSteps, records } from './activities';
+import { providerSteps, providerStepsWithin, records } from './activities';
 import { serveRequest } from './interceptors';
 import { Compensations, failureOfType } from './saga';
 
 type Command = { kind: 'capture'; request: CaptureRequest } | { kind: 'cancel'; request: CancelRequest };
 /** How a wait for the PSP ends: a command (cancel), or the charge settled as the PSP reported it. */
 type PspOutcome = Command | { kind: 'settled'; charge: ProviderCharge };
+/** What a phase hands on: the charge, to the next phase; or the payment's final answer. */
+type PhaseResult = { kind: 'charge'; charge: ProviderCharge } | Final;
+type Final = { kind: 'final'; response: FinalResponse };
+/** A reason the payment failed or expired, recorded on it. */
+type Failure = { code: string; message: string };
 
 /** Reports kept while waiting: a flood of webhooks cannot grow the run's state without bound. */
 const MAX_KEPT_REPORTS = 20;
@@ -34,8 +39,6 @@ const MAX_KEPT_REPORTS = 20;
  * external report), or the window ends (undefined). With `poll`, the wait also asks the PSP
  * itself on a growing backoff (first after `firstMs`, doubling up to `maxMs`), so a lost
  * webhook delays nothing beyond the next poll; the poll feeds the same reports a webhook does.
- * Without `poll` it is exactly one condition with the window as its timeout (the commands the
- * manual-capture wait has always made, so its recorded histories replay).
  */
 async function waitForOutcome<T>(
   outcome: () => T | undefined,
@@ -63,34 +66,6 @@ async function waitForOutcome<T>(
   }
 }
 
-/**
- * patched() ids. Each guards a change that adds, removes or reorders commands, so runs begun
- * by the code before it still replay (test/histories/README.md). An id is never reused.
- */
-const Patch = {
-  /** The memo shows the provider's charge id and status, for an operator in the Web UI. */
-  chargeMemo: 'charge-memo',
-  /** Phase "await customer": the PSP asked for 3-D Secure (requires_action); wait for the customer. */
-  awaitCustomer: 'await-customer',
-  /** Phase "await settlement": an asynchronous method's outcome is pending at the PSP (processing). */
-  awaitSettlement: 'await-settlement',
-  /** A command's activities carry the command's request id in their header (workflows/interceptors.ts). */
-  commandRequestId: 'command-request-id',
-  /** The API persisted the intent with the key's claim (input.intentPersisted): no first step. */
-  intentInClaim: 'intent-in-claim',
-  /**
-   * Issue 22: the PSPs to try come from planRoute, each attempt charges under its own sub-key
-   * (chargeAttempt), is recorded (recordAttempt), and the payment moves to the next PSP only
-   * when the last one certainly took no money. Decided first thing in the run.
-   */
-  routeAttempts: 'route-attempts',
-  /**
-   * Issue 24: the route is decided in the first chargeAttempt (input `route`), not by a
-   * planRoute step before it: a routed payment is two steps again (charge, record).
-   */
-  planInCharge: 'plan-in-charge',
-} as const;
-
 /** Why the payment left a PSP for the next one, in an operator's words (the run's memo). */
 function movedOnBecause(provider: string, outcome: string, code: string | null): string {
   switch (outcome) {
@@ -106,481 +81,494 @@ function movedOnBecause(provider: string, outcome: string, code: string | null):
 }
 
 /**
- * One payment, from intent to its final state. Its id is derived from the scoped
- * idempotency key, so every delivery of the same request lands on this one run.
- *
- * Phases (each wait is `waitForOutcome`; the lifecycle is domain/payment-lifecycle.ts):
- * 1. Authorize: persist the intent unless the API did with the key's claim (the order guard
- *    may refuse it: 409, recorded), charge the
- *    provider under the payment's charge sub-key (lookup first on retries), and record the
- *    outcome in one transaction: payment state, ledger, outbox event and the operation's
- *    first answer for the idempotency store (202 when the outcome must be waited for).
- * 2. Await customer (requires_action) or await settlement (processing): PSP webhooks arrive as
- *    `chargeReport` signals and the workflow polls the PSP itself; whichever settles the charge
- *    first is recorded. The window's end expires the payment (a late success is given back).
- * 3. Await capture (manual capture): a capture or cancel update, or void when the window ends.
- * Money that moved but cannot be booked is given back (compensation) and the reason recorded.
+ * When the PSP says the charge took money (succeeded) or was authorized (requires_capture), by
+ * its own clock; null when it says neither, or does not say when.
+ */
+function moneyMovedAt(charge: ProviderCharge): number | null {
+  const at = charge.status === 'succeeded' ? charge.succeededAt : charge.status === 'requires_capture' ? charge.authorizedAt : null;
+  if (at === null || at === undefined) return null;
+  const ms = Date.parse(at);
+  return Number.isNaN(ms) ? null : ms;
+}
+
+function refusalType(command: Pick<Command, 'kind'>): string {
+  return command.kind === 'capture' ? FailureType.PaymentNotCapturable : FailureType.PaymentNotCancelable;
+}
+
+/**
+ * One payment, from intent to its final state. Its id is derived from the scoped idempotency
+ * key, so every delivery of the same request lands on this one run. The run is a PaymentRun:
+ * its state in one object, its phases as methods (docs/ARCHITECTURE.md, "The payment workflow").
  */
 export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<FinalResponse> {
-  // First, before any other command: runs begun before routing charge the one provider.
-  const routed = patched(Patch.routeAttempts);
-  // Decided here too, before any step: a patch marker recorded behind a local activity's marker
-  // (beginPayment) does not replay (see the waits' patches below).
-  const planInCharge = routed && patched(Patch.planInCharge);
-  /**
-   * Where the charge is: the PSP and the attempt whose sub-key made it. Empty in runs begun
-   * before routing (their steps' inputs stay as they were: the default provider, attempt 1).
-   */
-  let holder: { provider?: string; attempt?: number } = {};
-  /** The memo's attempts (routed runs): which PSP each attempt went to, and why it moved on. */
-  let routeMemo: { provider?: string; attempts?: AttemptMemo[]; route?: string[]; route_reason?: string } = {};
-  let status: PaymentStatus = 'processing';
-  const setStatus = (next: PaymentStatus | 'rejected') => {
-    if (next !== 'rejected') status = next;
-    upsertSearchAttributes([{ key: PaymentStatusKey, value: next }]);
-  };
-  setHandler(paymentStatusQuery, () => status);
-  const compensations = new Compensations();
-  /** Keeps the memo's view of the provider's charge current (a new command: patched). */
-  const showCharge = (charge: ProviderCharge) => {
-    if (patched(Patch.chargeMemo)) upsertMemo({ provider_charge_id: charge.id, charge_status: charge.status, ...routeMemo });
-  };
+  return new PaymentRun(input).run();
+}
+
+/**
+ * The phases of a payment, each over the one wait (waitForOutcome):
+ * 1. authorize: charge along the route (the first attempt decides it) and record the outcome;
+ * 2. awaitPsp: the customer's 3-D Secure (requires_action) or the bank (processing), decided at
+ *    the window's end by the PSP's own record of when the charge changed state (decideAtDeadline);
+ * 3. awaitCapture: a manual capture's capture or cancel, or a void when its window ends;
+ * 4. settle: a waiting charge's outcome recorded;
+ * 5. compensate: money that moved but cannot be booked is given back, and the reason recorded.
+ * The lifecycle (statuses, commands, windows) is domain/payment-lifecycle.ts.
+ */
+class PaymentRun {
+  private status: PaymentStatus = 'processing';
+  /** The PSP and attempt holding the charge (every provider step after the charge goes there). */
+  private holder: { provider?: string; attempt?: number } = {};
+  /** The memo's view of the route: which PSP each attempt went to, and why it moved on. */
+  private routeMemo: { provider?: string; attempts?: AttemptMemo[]; route?: string[]; route_reason?: string } = {};
+  private readonly compensations = new Compensations();
+  /** What the PSP reported about the charge (webhooks, polls), oldest first; kept from the start. */
+  private readonly reports: ProviderCharge[] = [];
+  /** The operation's first answer (recorded with the charge's outcome). */
+  private firstResponse!: FinalResponse;
+  // The merchant's command (capture, cancel) and its answer.
+  private command: Command | undefined;
+  private accepting = false;
+  private listening = false;
+  private commandResponse: FinalResponse | undefined;
+  private commandRefused: ApplicationFailure | undefined;
+
+  constructor(private readonly input: PaymentWorkflowInput) {
+    setHandler(paymentStatusQuery, () => this.status);
+    setHandler(chargeReportSignal, (report) => {
+      log.info('charge report', { payment_id: input.paymentId, source: report.source, event_id: report.eventId, charge_status: report.charge.status });
+      this.noteReport(report.charge);
+    });
+  }
+
+  async run(): Promise<FinalResponse> {
+    const authorized = await this.authorize();
+    if (authorized.kind === 'final') return authorized.response;
+    let charge = authorized.charge;
+    this.setStatus(statusForCharge(charge.status));
+    if (isOutcomePending(this.status)) {
+      const settled = await this.awaitPsp(charge);
+      if (settled.kind === 'final') return settled.response;
+      charge = settled.charge;
+    }
+    if (charge.status === 'requires_capture') await this.awaitCapture(charge.id);
+    return this.firstResponse;
+  }
+
+  // ── Phase 1: authorize ───────────────────────────────────────────────────────────────
 
   /**
-   * What the PSP reported about the charge (webhooks via the API, and the workflow's own polls),
-   * oldest first. Kept from the start of the run: a webhook may arrive before the charge's answer.
-   * A handler sets no command, so registering it changes no recorded history.
+   * Charges along the route and records the outcome in one transaction: payment state, ledger,
+   * outbox event and the operation's first answer (202 when the outcome must be waited for).
    */
-  const reports: ProviderCharge[] = [];
-  const noteReport = (charge: ProviderCharge) => {
-    // A charge state (domain/payment-lifecycle.ts); anything else (e.g. a refund's event) is not about the charge's outcome.
-    if (!isChargeState(charge.status)) return;
-    if (reports.length >= MAX_KEPT_REPORTS) reports.shift();
-    reports.push(charge);
-  };
-  setHandler(chargeReportSignal, (report) => {
-    log.info('charge report', { payment_id: input.paymentId, source: report.source, event_id: report.eventId, charge_status: report.charge.status });
-    noteReport(report.charge);
-  });
+  private async authorize(): Promise<PhaseResult> {
+    const charged = await this.chargeAlongTheRoute();
+    if (charged.kind === 'final') return charged;
+    const charge = charged.charge;
+    this.showCharge(charge);
+    this.pushCompensation(charge);
+    try {
+      this.firstResponse = await records.recordChargeOutcome({
+        payment: this.input,
+        charge,
+        attempt: { attempt: this.holder.attempt!, provider: this.holder.provider! },
+      });
+    } catch (error) {
+      const refused = failureOfType(error, FailureType.LedgerRejected);
+      if (!refused) throw error;
+      return this.compensate({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, this.input.idempotency);
+    }
+    return { kind: 'charge', charge };
+  }
+
   /**
-   * The first report about our charge that settles it from the status the payment waits in
-   * (domain/payment-lifecycle.ts applyChargeReport): a wait reported late, a duplicate, or
-   * anything that would leave a final status changes nothing.
+   * The PSPs of the route, tried in order. Attempt 1 decides the route (activities/route-steps.ts
+   * createFirstAttemptPlanner; it persists the intent again if a start in doubt left the run
+   * without it). Each attempt charges under its own sub-key; the payment moves to the next PSP
+   * only when this one certainly took no money (refused, unreachable before anything was sent,
+   * its lookup after lost answers found no charge) or declined with a code another PSP may
+   * accept. While this one's outcome is unknown, chargeAttempt keeps retrying HERE.
    */
-  const settlingReport = (chargeId: string): ProviderCharge | undefined =>
-    reports.find((charge) => {
-      if (charge.id !== chargeId) return false;
-      const next = applyChargeReport(status, charge.status);
-      return next !== null && !isOutcomePending(next);
+  private async chargeAlongTheRoute(): Promise<PhaseResult> {
+    const { input } = this;
+    const request = {
+      paymentId: input.paymentId,
+      amountMinor: input.amountMinor,
+      currency: input.currency,
+      paymentMethod: input.paymentMethod,
+      capture: input.captureMethod === 'automatic',
+      description: input.description,
+      returnUrl: input.returnUrl ?? null,
+    };
+    const route = { paymentId: input.paymentId, tenantId: input.tenantId, amountMinor: input.amountMinor, currency: input.currency, paymentMethod: input.paymentMethod, intent: input };
+    let plan: RoutePlan | undefined;
+    const attempts: AttemptMemo[] = [];
+    for (let attempt = 1; ; attempt++) {
+      let result: Awaited<ReturnType<typeof providerSteps.chargeAttempt>>;
+      try {
+        result = await providerSteps.chargeAttempt(plan ? { ...request, attempt, provider: plan.providers[attempt - 1]!, canFailOver: attempt < plan.providers.length } : { ...request, attempt, route });
+      } catch (error) {
+        const taken = failureOfType(error, FailureType.OrderTaken);
+        if (taken) return this.orderTaken(String(taken.details?.[0] ?? ''));
+        const refused = failureOfType(error, FailureType.ProviderRejected);
+        if (!refused || !plan) throw error;
+        // The last PSP refused the request itself: nothing was charged anywhere.
+        return this.refusedEverywhere(plan, attempts, attempt, String(refused.details?.[0] ?? 'provider_rejected'), refused.message);
+      }
+      plan ??= result.plan!;
+      const provider = plan.providers[attempt - 1]!;
+      const next = plan.providers[attempt];
+      this.holder = { provider, attempt };
+      const movesOn =
+        result.kind === 'not_charged' || (result.charge.status === 'declined' && result.charge.declineCode !== null && (plan.retryableDeclineCodes ?? []).includes(result.charge.declineCode));
+      if (movesOn && next !== undefined) {
+        await this.moveOn(plan, attempts, attempt, result, next);
+        continue;
+      }
+      if (result.kind === 'not_charged') {
+        // The last PSP: only a refusal of the request is answered (without a next PSP the step keeps asking this one).
+        if (result.outcome !== 'rejected') throw ApplicationFailure.nonRetryable(`chargeAttempt answered ${result.outcome} at the last provider ${provider}`);
+        return this.refusedEverywhere(plan, attempts, attempt, result.errorCode, result.message);
+      }
+      attempts.push({ attempt, provider, outcome: result.charge.status, error_code: result.charge.declineCode });
+      // Shown with the charge (showCharge, right after this): no memo command of its own.
+      this.routeMemo = { provider, attempts: [...attempts], route: plan.providers, route_reason: plan.reason };
+      return { kind: 'charge', charge: result.charge };
+    }
+  }
+
+  /** Records how an attempt ended without the payment's outcome, and that the next one began at the next PSP. */
+  private async moveOn(
+    plan: RoutePlan,
+    attempts: AttemptMemo[],
+    attempt: number,
+    result: Awaited<ReturnType<typeof providerSteps.chargeAttempt>>,
+    nextProvider: string,
+  ): Promise<void> {
+    const provider = plan.providers[attempt - 1]!;
+    const outcome = result.kind === 'not_charged' ? result.outcome : 'declined';
+    const errorCode = result.kind === 'not_charged' ? result.errorCode : result.charge.declineCode;
+    const next = { attempt: attempt + 1, provider: nextProvider };
+    attempts.push({ attempt, provider, outcome, error_code: errorCode, moved_on_because: movedOnBecause(provider, outcome, errorCode) });
+    const providerChargeId = result.kind === 'charge' ? result.charge.id : null;
+    await records.recordAttempt({ paymentId: this.input.paymentId, attempt, provider, outcome, providerChargeId, errorCode, next });
+    this.showAttempts(plan, attempts, { attempt: next.attempt, provider: next.provider, outcome: 'pending', error_code: null });
+  }
+
+  /** Records that the last PSP refused the request and fails the payment (nothing charged anywhere). */
+  private async refusedEverywhere(plan: RoutePlan, attempts: AttemptMemo[], attempt: number, code: string, message: string): Promise<PhaseResult> {
+    const provider = plan.providers[attempt - 1]!;
+    this.holder = { provider, attempt };
+    attempts.push({ attempt, provider, outcome: 'rejected', error_code: code });
+    await records.recordAttempt({ paymentId: this.input.paymentId, attempt, provider, outcome: 'rejected', providerChargeId: null, errorCode: code, next: null });
+    this.showAttempts(plan, attempts, null);
+    const response = await records.recordPaymentFailure({ paymentId: this.input.paymentId, failure: { code: 'provider_rejected', message }, idempotency: this.input.idempotency });
+    this.setStatus('failed');
+    return { kind: 'final', response };
+  }
+
+  /** The order guard refused the intent the first attempt persisted again: 409, nothing charged. */
+  private async orderTaken(holderPaymentId: string): Promise<PhaseResult> {
+    const response = await records.recordOrderTaken({ payment: this.input, holderPaymentId });
+    this.setStatus('rejected');
+    return { kind: 'final', response };
+  }
+
+  // ── Phase 2: wait for the customer (3-D Secure) or the bank (asynchronous method) ─────────
+
+  /**
+   * The charge waits at the PSP. Webhooks arrive as `chargeReport` signals and the run polls the
+   * PSP itself; whichever settles the charge first is recorded. A cancel voids the challenge;
+   * the window's end is decided by the PSP's clock (decideAtDeadline).
+   */
+  private async awaitPsp(waiting: ProviderCharge): Promise<PhaseResult> {
+    const { input } = this;
+    const customer = deadlineOf(this.status) === 'authentication';
+    const windowMs = customer ? (input.authenticationWindowMs ?? WAIT_DEFAULTS.authenticationWindowMs) : (input.settlementWindowMs ?? WAIT_DEFAULTS.settlementWindowMs);
+    const poll = input.statusPoll ?? WAIT_DEFAULTS.statusPoll;
+    const deadline = Date.now() + windowMs;
+    // The Web UI shows why the run waits and until when (Memo tab), next to the timer in its history.
+    upsertMemo({ waiting_for: customer ? 'customer authentication (3-D Secure)' : 'the PSP to settle an asynchronous payment', waiting_until: new Date(deadline).toISOString() });
+    this.listenForCommands();
+    this.accepting = true;
+    const outcome = await waitForOutcome<PspOutcome>(
+      () => this.command ?? this.settledBy(waiting.id),
+      windowMs,
+      { firstMs: poll.firstMs, maxMs: poll.maxMs, run: async () => this.noteReport(await this.retrieve(waiting.id)) },
+    );
+    this.accepting = false;
+    upsertMemo({ waiting_for: null, waiting_until: null });
+    if (outcome?.kind === 'settled') return this.settle(outcome.charge);
+    if (outcome?.kind === 'cancel') return this.cancelWhileWaiting(waiting.id, outcome.request);
+    return this.decideAtDeadline(waiting, deadline);
+  }
+
+  /** The merchant gives up on the customer's challenge: void it at the PSP, unless the customer finished first. */
+  private async cancelWhileWaiting(chargeId: string, request: CancelRequest): Promise<PhaseResult> {
+    const voided = await this.voidOrLookUp(chargeId);
+    if (voided.status === 'canceled') {
+      this.showCharge(voided);
+      this.commandResponse = (await records.recordCancel({ paymentId: this.input.paymentId, request }))!;
+      this.setStatus('canceled');
+      await condition(allHandlersFinished);
+      return { kind: 'final', response: this.firstResponse };
+    }
+    // The customer finished first: the charge's own outcome stands, and the cancel is refused.
+    this.commandRefused = ApplicationFailure.create({
+      type: FailureType.PaymentNotCancelable,
+      message: `payment ${this.input.paymentId} was ${voided.status} at the provider before it could be canceled`,
+      nonRetryable: true,
     });
+    this.command = undefined;
+    const result = await this.settle(voided);
+    await condition(allHandlersFinished);
+    this.commandRefused = undefined;
+    return result;
+  }
+
+  /**
+   * The window ended without an outcome the run saw. What decides is the PSP's record of when the
+   * charge took money or was authorized, not when the run learned of it (a webhook may be lost):
+   * the run asks the PSP, for up to the decision grace if it is unreachable. A challenge still
+   * open is voided first, so no success can slip in afterwards; a success the void finds, inside
+   * the window by the PSP's clock, still wins. Only a success after the window is given back.
+   */
+  private async decideAtDeadline(waiting: ProviderCharge, deadline: number): Promise<PhaseResult> {
+    const customer = deadlineOf(this.status) === 'authentication';
+    log.info('waiting window ended; asking the PSP', { payment_id: this.input.paymentId, waiting: waiting.status });
+    let last = await this.lookWithinGrace(waiting.id);
+    // Unanswered within the grace, a challenge is voided all the same (the void waits for the PSP);
+    // a bank debit cannot be voided, so it expires and a later success is given back (late charge).
+    if (customer && (last === null || last.status === 'requires_action')) last = await this.voidOrLookUp(waiting.id);
+    if (last === null) return this.expire(customer, waiting.id);
+    this.showCharge(last);
+    const movedAt = moneyMovedAt(last);
+    if (last.status === 'declined' || (movedAt !== null && movedAt <= deadline)) return this.settle(last);
+    if (last.status === 'succeeded') {
+      const refund = await this.giveBack(last.id, last.amountCapturedMinor);
+      return this.recordExpiry({ code: 'late_success_refunded', message: `The payment succeeded at the provider after its window ended; refund ${refund.id} gave the money back.` });
+    }
+    if (last.status === 'requires_capture') {
+      const voided = await providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId: last.id, ...this.holder });
+      return this.recordExpiry({ code: 'late_authorization_voided', message: `The payment was authorized at the provider after its window ended; the authorization was voided (${voided.status}).` });
+    }
+    return this.expire(customer, last.id);
+  }
+
+  /** The charge as the PSP holds it, asked for up to the decision grace; null if it never answered. */
+  private async lookWithinGrace(chargeId: string): Promise<ProviderCharge | null> {
+    const graceMs = this.input.decisionGraceMs ?? WAIT_DEFAULTS.decisionGraceMs;
+    try {
+      return await providerStepsWithin(graceMs).retrieveCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder });
+    } catch (error) {
+      log.warn('the PSP did not answer within the decision grace', { payment_id: this.input.paymentId, error: String(error) });
+      return null;
+    }
+  }
+
+  /** No outcome within the window: the payment expires (the challenge was voided, or the bank gave none). */
+  private async expire(customer: boolean, chargeId: string): Promise<PhaseResult> {
+    log.info('waiting window ended; expiring', { payment_id: this.input.paymentId, charge_id: chargeId });
+    return this.recordExpiry(
+      customer
+        ? { code: 'authentication_expired', message: 'The customer did not authenticate in time; the challenge was voided at the provider.' }
+        : { code: 'settlement_expired', message: 'The provider gave no outcome within the settlement window.' },
+    );
+  }
+
+  private async recordExpiry(failure: Failure): Promise<PhaseResult> {
+    await records.recordExpiry({ paymentId: this.input.paymentId, failure });
+    this.setStatus('expired');
+    return { kind: 'final', response: this.firstResponse };
+  }
+
+  // ── Phase 3: wait for capture (manual capture) ──────────────────────────────────────────
+
+  /** A capture or cancel update, or a void when the authorization window ends. */
+  private async awaitCapture(chargeId: string): Promise<void> {
+    const { input } = this;
+    this.listenForCommands();
+    this.accepting = true;
+    const decided = await waitForOutcome(() => this.command, input.authorizationWindowMs);
+    this.accepting = false; // from here on validators refuse, so no update can wait forever
+    if (decided === undefined || decided.kind === 'cancel') {
+      if (decided === undefined) log.info('authorization window ended uncaptured; voiding', { payment_id: input.paymentId });
+      this.showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...this.holder }));
+      const answer = await records.recordCancel({ paymentId: input.paymentId, request: decided?.request ?? null });
+      if (decided) this.commandResponse = answer!;
+      this.setStatus('canceled');
+    } else {
+      await this.capture(chargeId, decided.request);
+    }
+    // Let the update that carried the command return its response before the run closes.
+    await condition(allHandlersFinished);
+  }
+
+  private async capture(chargeId: string, request: CaptureRequest): Promise<void> {
+    const { input } = this;
+    const captured = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor: request.amountMinor ?? input.amountMinor, ...this.holder });
+    this.showCharge(captured);
+    // Once captured, giving the money back means a refund, no longer a void.
+    this.compensations.replace(`refunded ${captured.amountCapturedMinor} ${input.currency} of charge ${chargeId}`, () => this.giveBack(chargeId, captured.amountCapturedMinor));
+    try {
+      this.commandResponse = await records.recordCapture({ paymentId: input.paymentId, charge: captured, request });
+      this.setStatus('succeeded');
+    } catch (error) {
+      const refused = failureOfType(error, FailureType.LedgerRejected);
+      if (!refused) throw error;
+      const failed = await this.compensate({ code: 'ledger_rejected', message: `The ledger refused the capture: ${refused.message}.` }, request.idempotency);
+      this.commandResponse = failed.response;
+    }
+  }
+
+  // ── Phase 4: settle ────────────────────────────────────────────────────────────────────
+
+  /** Records a waiting charge's outcome (ledger and event with it); a ledger refusal gives the money back. */
+  private async settle(settled: ProviderCharge): Promise<PhaseResult> {
+    this.showCharge(settled);
+    this.pushCompensation(settled);
+    try {
+      this.setStatus(await records.recordSettlement({ paymentId: this.input.paymentId, charge: settled }));
+    } catch (error) {
+      const refused = failureOfType(error, FailureType.LedgerRejected);
+      if (!refused) throw error;
+      await this.compensate({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, this.input.idempotency);
+      return { kind: 'final', response: this.firstResponse };
+    }
+    return { kind: 'charge', charge: settled };
+  }
+
+  // ── Phase 5: compensate ────────────────────────────────────────────────────────────────
+
+  /** Gives back money that moved, newest step first, then records why the payment failed. */
+  private async compensate(reason: Failure, idempotency: ScopedKey): Promise<Final> {
+    const { undone, failed } = await this.compensations.run();
+    const message = [
+      reason.message,
+      undone.length ? `Compensated: ${undone.join('; ')}.` : '',
+      failed.length ? `Compensation FAILED, needs an operator: ${failed.join('; ')}.` : '',
+    ].filter(Boolean).join(' ');
+    const response = await records.recordPaymentFailure({ paymentId: this.input.paymentId, failure: { code: failed.length ? 'compensation_failed' : reason.code, message }, idempotency });
+    this.setStatus('failed');
+    return { kind: 'final', response };
+  }
+
+  /** Money that moved gets its compensation, newest first. */
+  private pushCompensation(charge: ProviderCharge): void {
+    const chargeId = charge.id;
+    if (charge.status === 'succeeded') {
+      const amountMinor = charge.amountCapturedMinor;
+      this.compensations.push(`refunded ${amountMinor} ${this.input.currency} of charge ${chargeId}`, () => this.giveBack(chargeId, amountMinor));
+    } else if (charge.status === 'requires_capture') {
+      this.compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder }));
+    }
+  }
 
   /**
    * A compensating refund. The provider answers a refund it cannot send with a failed refund
    * (no money moved), not an error: that must count as a failed compensation, or the payment
    * would say "Compensated" while the customer's money stayed with us.
    */
-  const giveBack = async (chargeId: string, amountMinor: number) => {
-    const refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(input.paymentId), chargeId, amountMinor, reference: input.paymentId, ...atHolder() });
+  private async giveBack(chargeId: string, amountMinor: number) {
+    const { paymentId } = this.input;
+    const refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(paymentId), chargeId, amountMinor, reference: paymentId, ...this.holder });
     if (refund.status === 'failed') {
       throw ApplicationFailure.nonRetryable(`the provider refused refund ${refund.id}: ${refund.failureMessage ?? refund.failureCode ?? 'no reason given'}`);
     }
     return refund;
-  };
-  /** Money that moved gets its compensation, newest first. */
-  const pushCompensation = (charge: ProviderCharge) => {
-    if (charge.status === 'succeeded') {
-      const chargeId = charge.id;
-      const amountMinor = charge.amountCapturedMinor;
-      compensations.push(`refunded ${amountMinor} ${input.currency} of charge ${chargeId}`, () => giveBack(chargeId, amountMinor));
-    } else if (charge.status === 'requires_capture') {
-      const chargeId = charge.id;
-      compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...atHolder() }));
-    }
-  };
-
-  /** Gives back money that moved, newest step first, then records why the payment failed. */
-  async function failAfterMoneyMoved(reason: { code: string; message: string }, idempotency: ScopedKey): Promise<FinalResponse> {
-    const { undone, failed } = await compensations.run();
-    const message = [
-      reason.message,
-      undone.length ? `Compensated: ${undone.join('; ')}.` : '',
-      failed.length ? `Compensation FAILED, needs an operator: ${failed.join('; ')}.` : '',
-    ].filter(Boolean).join(' ');
-    const response = await records.recordPaymentFailure({
-      paymentId: input.paymentId,
-      failure: { code: failed.length ? 'compensation_failed' : reason.code, message },
-      idempotency,
-    });
-    setStatus('failed');
-    return response;
   }
 
-  // Commands (capture, cancel): accepted while a wait is on and the lifecycle table says the
-  // status accepts them. Registered when the first wait begins.
-  let command: Command | undefined;
-  let accepting = false;
-  let commandResponse: FinalResponse | undefined;
-  let commandRefused: ApplicationFailure | undefined;
-  let listening = false;
-  const listenForCommands = () => {
-    if (listening) return;
-    listening = true;
-    const acceptCommand = async (next: Command): Promise<FinalResponse> => {
-      if (command) {
-        // The validator admits one command; this only guards against two in one activation.
-        throw ApplicationFailure.create({ type: refusalType(next), message: `payment ${input.paymentId} already has a ${command.kind} in progress`, nonRetryable: true });
-      }
-      command = next;
-      if (patched(Patch.commandRequestId)) serveRequest(next.request.requestId);
-      await condition(() => commandResponse !== undefined || commandRefused !== undefined);
-      if (commandRefused) throw commandRefused;
-      return commandResponse!;
-    };
-    const refuseUnlessAccepted = (kind: Command['kind']) => {
-      if (!accepting || command || !accepts(status, kind)) {
-        const message = command ? `payment ${input.paymentId} already has a ${command.kind} in progress` : commandRefusal(input.paymentId, status, kind);
-        throw ApplicationFailure.create({ type: refusalType({ kind }), message, nonRetryable: true });
-      }
-    };
-    setHandler(captureUpdate, (request) => acceptCommand({ kind: 'capture', request }), {
+  // ── The run's state as others see it: status, memo, reports, commands ──────────────────
+
+  private setStatus(next: PaymentStatus | 'rejected'): void {
+    if (next !== 'rejected') this.status = next;
+    upsertSearchAttributes([{ key: PaymentStatusKey, value: next }]);
+  }
+
+  /** Keeps the memo's view of the provider's charge current, for an operator in the Web UI. */
+  private showCharge(charge: ProviderCharge): void {
+    upsertMemo({ provider_charge_id: charge.id, charge_status: charge.status, ...this.routeMemo });
+  }
+
+  private showAttempts(plan: RoutePlan, attempts: AttemptMemo[], current: AttemptMemo | null): void {
+    this.routeMemo = { provider: current?.provider ?? attempts[attempts.length - 1]!.provider, attempts: current ? [...attempts, current] : [...attempts] };
+    upsertMemo({ route: plan.providers, route_reason: plan.reason, ...this.routeMemo });
+  }
+
+  private noteReport(charge: ProviderCharge): void {
+    // A charge state (the lifecycle table's); anything else (e.g. a refund's event) is not about the charge's outcome.
+    if (!isChargeState(charge.status)) return;
+    if (this.reports.length >= MAX_KEPT_REPORTS) this.reports.shift();
+    this.reports.push(charge);
+  }
+
+  /**
+   * The first report about our charge that settles it from the status the payment waits in
+   * (domain/payment-lifecycle.ts applyChargeReport): a wait reported late, a duplicate, or
+   * anything that would leave a final status changes nothing.
+   */
+  private settledBy(chargeId: string): PspOutcome | undefined {
+    const charge = this.reports.find((report) => {
+      if (report.id !== chargeId) return false;
+      const next = applyChargeReport(this.status, report.status);
+      return next !== null && !isOutcomePending(next);
+    });
+    return charge ? { kind: 'settled', charge } : undefined;
+  }
+
+  private retrieve(chargeId: string): Promise<ProviderCharge> {
+    return providerSteps.retrieveCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder });
+  }
+
+  /** Voids a waiting charge; if the PSP refuses (it settled meanwhile), the charge as it is now. */
+  private async voidOrLookUp(chargeId: string): Promise<ProviderCharge> {
+    try {
+      return await providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder });
+    } catch (error) {
+      if (!failureOfType(error, FailureType.ProviderRejected)) throw error;
+      return this.retrieve(chargeId);
+    }
+  }
+
+  /**
+   * Commands (capture, cancel): accepted while a wait is on and the lifecycle table says the
+   * status accepts them. Registered when the first wait begins.
+   */
+  private listenForCommands(): void {
+    if (this.listening) return;
+    this.listening = true;
+    setHandler(captureUpdate, (request) => this.acceptCommand({ kind: 'capture', request }), {
       validator: (request) => {
-        refuseUnlessAccepted('capture');
-        if (request.amountMinor !== null && request.amountMinor > input.amountMinor) {
+        this.refuseUnlessAccepted('capture');
+        if (request.amountMinor !== null && request.amountMinor > this.input.amountMinor) {
           throw ApplicationFailure.create({
             type: FailureType.CaptureExceedsAuthorized,
-            message: `capture of ${request.amountMinor} exceeds the authorized ${input.amountMinor}`,
+            message: `capture of ${request.amountMinor} exceeds the authorized ${this.input.amountMinor}`,
             nonRetryable: true,
           });
         }
       },
     });
-    setHandler(cancelUpdate, (request) => acceptCommand({ kind: 'cancel', request }), {
-      validator: (_request) => refuseUnlessAccepted('cancel'),
+    setHandler(cancelUpdate, (request) => this.acceptCommand({ kind: 'cancel', request }), {
+      validator: (_request) => this.refuseUnlessAccepted('cancel'),
     });
-  };
-
-  // ── Phase 1: authorize ────────────────────────────────────────────────────────────────
-  // The intent is usually persisted by the API with the key's claim (the order guard's 409 is
-  // answered there); runs begun before that, or started by a retry, persist it here.
-  const begun = input.intentPersisted === true && patched(Patch.intentInClaim) ? ({ kind: 'created' } as const) : await records.beginPayment(input);
-  if (begun.kind === 'rejected') {
-    setStatus('rejected');
-    return begun.response;
   }
 
-  /** What the PSP is asked to charge (each attempt's sub-key comes from the payment id). */
-  const chargeRequest = {
-    paymentId: input.paymentId,
-    amountMinor: input.amountMinor,
-    currency: input.currency,
-    paymentMethod: input.paymentMethod,
-    capture: input.captureMethod === 'automatic',
-    description: input.description,
-    ...(input.returnUrl ? { returnUrl: input.returnUrl } : {}),
-  };
-  let charge: ProviderCharge;
-  if (routed) {
-    const routedCharge = await chargeAlongTheRoute();
-    if (routedCharge.kind === 'final') return routedCharge.response;
-    charge = routedCharge.charge;
-  } else {
-    try {
-      charge = await providerSteps.chargePayment(chargeRequest);
-    } catch (error) {
-      const refused = failureOfType(error, FailureType.ProviderRejected);
-      if (!refused) throw error;
-      // The provider refused the request itself: no charge exists under our key.
-      const response = await records.recordPaymentFailure({
-        paymentId: input.paymentId,
-        failure: { code: 'provider_rejected', message: refused.message },
-        idempotency: input.idempotency,
-      });
-      setStatus('failed');
-      return response;
+  private async acceptCommand(next: Command): Promise<FinalResponse> {
+    if (this.command) {
+      // The validator admits one command; this only guards against two in one activation.
+      throw ApplicationFailure.create({ type: refusalType(next), message: `payment ${this.input.paymentId} already has a ${this.command.kind} in progress`, nonRetryable: true });
+    }
+    this.command = next;
+    serveRequest(next.request.requestId);
+    await condition(() => this.commandResponse !== undefined || this.commandRefused !== undefined);
+    if (this.commandRefused) throw this.commandRefused;
+    return this.commandResponse!;
+  }
+
+  private refuseUnlessAccepted(kind: Command['kind']): void {
+    if (!this.accepting || this.command || !accepts(this.status, kind)) {
+      const message = this.command ? `payment ${this.input.paymentId} already has a ${this.command.kind} in progress` : commandRefusal(this.input.paymentId, this.status, kind);
+      throw ApplicationFailure.create({ type: refusalType({ kind }), message, nonRetryable: true });
     }
   }
-  showCharge(charge);
-  pushCompensation(charge);
-  // The waits' patches are decided here, right after the charge's answer (where charge-memo's is),
-  // not after the local activity below: a patch marker recorded behind a local activity's marker
-  // was seen not to replay (a query's full replay met the marker with no patched() call).
-  const waits = charge.status === 'requires_action' ? patched(Patch.awaitCustomer) : charge.status === 'processing' ? patched(Patch.awaitSettlement) : false;
-
-  let firstResponse: FinalResponse;
-  try {
-    firstResponse = await records.recordChargeOutcome({
-      payment: input,
-      charge,
-      ...(holder.provider !== undefined ? { attempt: { attempt: holder.attempt ?? 1, provider: holder.provider } } : {}),
-    });
-  } catch (error) {
-    const refused = failureOfType(error, FailureType.LedgerRejected);
-    if (!refused) throw error;
-    return failAfterMoneyMoved({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, input.idempotency);
-  }
-
-  // ── Phase 2: await customer (3-D Secure) or await settlement (asynchronous method) ──────
-  if (charge.status === 'requires_action' || charge.status === 'processing') {
-    const customer = charge.status === 'requires_action';
-    // Guarded like every new phase; runs recorded before it never got here (their PSP had no waits).
-    if (waits) {
-      setStatus(charge.status);
-      const settled = await awaitPsp(charge, customer);
-      if (settled.kind !== 'settled') return settled.response;
-      charge = settled.charge;
-    }
-  } else {
-    setStatus(charge.status === 'requires_capture' ? 'requires_capture' : charge.status === 'succeeded' ? 'succeeded' : 'declined');
-  }
-  if (charge.status !== 'requires_capture') return firstResponse;
-
-  // ── Phase 3: await capture (manual capture) ───────────────────────────────────────────
-  const chargeId = charge.id;
-  listenForCommands();
-  accepting = true;
-  const decided = await waitForOutcome(() => command, input.authorizationWindowMs);
-  accepting = false; // from here on validators refuse, so no update can wait forever
-
-  if (decided === undefined) {
-    log.info('authorization window ended uncaptured; voiding', { paymentId: input.paymentId });
-    showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...atHolder() }));
-    await records.recordCancel({ paymentId: input.paymentId, request: null });
-    setStatus('canceled');
-  } else if (decided.kind === 'cancel') {
-    showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...atHolder() }));
-    commandResponse = (await records.recordCancel({ paymentId: input.paymentId, request: decided.request }))!;
-    setStatus('canceled');
-  } else {
-    const amountMinor = decided.request.amountMinor ?? input.amountMinor;
-    const captured = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor, ...atHolder() });
-    showCharge(captured);
-    // Once captured, giving the money back means a refund, no longer a void.
-    compensations.replace(`refunded ${captured.amountCapturedMinor} ${input.currency} of charge ${chargeId}`, () =>
-      giveBack(chargeId, captured.amountCapturedMinor),
-    );
-    try {
-      commandResponse = await records.recordCapture({ paymentId: input.paymentId, charge: captured, request: decided.request });
-      setStatus('succeeded');
-    } catch (error) {
-      const refused = failureOfType(error, FailureType.LedgerRejected);
-      if (!refused) throw error;
-      commandResponse = await failAfterMoneyMoved(
-        { code: 'ledger_rejected', message: `The ledger refused the capture: ${refused.message}.` },
-        decided.request.idempotency,
-      );
-    }
-  }
-  // Let the update that carried the command return its response before the run closes.
-  await condition(allHandlersFinished);
-  return firstResponse;
-
-  /**
-   * Phase 2: the charge waits at the PSP, for the customer's challenge (requires_action) or for
-   * the bank (processing). Ends with the charge settled (recorded here, then back to the main
-   * flow: requires_capture goes on to phase 3), or with the payment final: canceled on the
-   * merchant's request, expired when the window ends, failed if the ledger refuses.
-   */
-  async function awaitPsp(
-    waiting: ProviderCharge,
-    customer: boolean,
-  ): Promise<{ kind: 'settled'; charge: ProviderCharge } | { kind: 'final'; response: FinalResponse }> {
-    const chargeId = waiting.id;
-    const windowMs = customer ? (input.authenticationWindowMs ?? WAIT_DEFAULTS.authenticationWindowMs) : (input.settlementWindowMs ?? WAIT_DEFAULTS.settlementWindowMs);
-    const poll = input.statusPoll ?? WAIT_DEFAULTS.statusPoll;
-    const pollCharge = async () => noteReport(await providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId, ...atHolder() }));
-    // The Web UI shows why the run waits and until when (Memo tab), next to the timer in its history.
-    upsertMemo({
-      waiting_for: customer ? 'customer authentication (3-D Secure)' : 'the PSP to settle an asynchronous payment',
-      waiting_until: new Date(Date.now() + windowMs).toISOString(),
-    });
-    listenForCommands();
-    accepting = true;
-    const outcome = await waitForOutcome<PspOutcome>(
-      () => command ?? (() => {
-        const charge = settlingReport(chargeId);
-        return charge ? { kind: 'settled', charge } : undefined;
-      })(),
-      windowMs,
-      { firstMs: poll.firstMs, maxMs: poll.maxMs, run: pollCharge },
-    );
-    accepting = false;
-    upsertMemo({ waiting_for: null, waiting_until: null });
-
-    if (outcome?.kind === 'settled') return settle(outcome.charge);
-    if (outcome?.kind === 'cancel') {
-      // The merchant gives up on the customer's challenge: void it at the PSP.
-      const voided = await voidOrLookUp(chargeId);
-      if (voided.status === 'canceled') {
-        showCharge(voided);
-        commandResponse = (await records.recordCancel({ paymentId: input.paymentId, request: outcome.request }))!;
-        setStatus('canceled');
-        await condition(allHandlersFinished);
-        return { kind: 'final', response: firstResponse };
-      }
-      // The customer finished first: the charge's own outcome stands, and the cancel is refused.
-      commandRefused = ApplicationFailure.create({
-        type: FailureType.PaymentNotCancelable,
-        message: `payment ${input.paymentId} was ${voided.status} at the provider before it could be canceled`,
-        nonRetryable: true,
-      });
-      command = undefined;
-      const result = await settle(voided);
-      await condition(allHandlersFinished);
-      commandRefused = undefined;
-      return result;
-    }
-
-    // The window ended without an outcome: no money may be kept for a payment the merchant
-    // now sees as expired. A challenge is voided; a bank debit cannot be, so the PSP is asked once more.
-    log.info('waiting window ended; expiring', { payment_id: input.paymentId, waiting: waiting.status });
-    const last = customer ? await voidOrLookUp(chargeId) : await providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId, ...atHolder() });
-    showCharge(last);
-    let failure: { code: string; message: string };
-    if (last.status === 'canceled' || last.status === 'requires_action' || last.status === 'processing') {
-      failure = customer
-        ? { code: 'authentication_expired', message: 'The customer did not authenticate in time; the challenge was voided at the provider.' }
-        : { code: 'settlement_expired', message: 'The provider gave no outcome within the settlement window.' };
-    } else if (last.status === 'declined') {
-      return settle(last);
-    } else if (last.status === 'succeeded') {
-      // A late success: the money is given back and the payment says so.
-      const refund = await giveBack(chargeId, last.amountCapturedMinor);
-      failure = { code: 'late_success_refunded', message: `The payment succeeded at the provider after its window ended; refund ${refund.id} gave the money back.` };
-    } else {
-      // requires_capture: authorized after the window; the void below releases it.
-      const voided = await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...atHolder() });
-      failure = { code: 'late_authorization_voided', message: `The payment was authorized at the provider after its window ended; the authorization was voided (${voided.status}).` };
-    }
-    await records.recordExpiry({ paymentId: input.paymentId, failure });
-    setStatus('expired');
-    return { kind: 'final', response: firstResponse };
-  }
-
-  /** The PSP and attempt holding the charge, for the steps' inputs (nothing in runs begun before routing). */
-  function atHolder(): { provider?: string; attempt?: number } {
-    return holder;
-  }
-
-  /**
-   * Phase 1 of a routed run: the PSPs planRoute names, tried in order. Each attempt charges
-   * under its own sub-key and is recorded; the payment moves to the next PSP only when this one
-   * certainly took no money (it refused the request, it was unreachable before anything was
-   * sent, its lookup after lost answers found no charge) or declined with a code another PSP
-   * may accept. While this one's outcome is unknown, chargeAttempt keeps retrying HERE (the
-   * activity never answers "unknown"): the next PSP is never asked while this one may hold money.
-   */
-  async function chargeAlongTheRoute(): Promise<{ kind: 'charge'; charge: ProviderCharge } | { kind: 'final'; response: FinalResponse }> {
-    // With the intent, so the plan can persist it again if a start in doubt left the run without it.
-    const routeRequest = {
-      paymentId: input.paymentId,
-      tenantId: input.tenantId,
-      amountMinor: input.amountMinor,
-      currency: input.currency,
-      paymentMethod: input.paymentMethod,
-      ...(input.intentPersisted === true ? { intent: input } : {}),
-    };
-    // Runs begun since 'plan-in-charge' learn the plan from their first attempt's answer.
-    let plan: RoutePlan | undefined = planInCharge ? undefined : await records.planRoute(routeRequest);
-    const attempts: AttemptMemo[] = [];
-    const showAttempts = (route: RoutePlan, current: AttemptMemo | null) => {
-      routeMemo = { provider: current?.provider ?? attempts[attempts.length - 1]!.provider, attempts: current ? [...attempts, current] : [...attempts] };
-      upsertMemo({ route: route.providers, route_reason: route.reason, ...routeMemo });
-    };
-    if (plan) showAttempts(plan, { attempt: 1, provider: plan.providers[0]!, outcome: 'pending', error_code: null });
-    for (let attempt = 1; ; attempt++) {
-      const charge = { ...chargeRequest, attempt };
-      let result: Awaited<ReturnType<typeof providerSteps.chargeAttempt>>;
-      try {
-        result = await providerSteps.chargeAttempt(
-          plan ? { ...charge, provider: plan.providers[attempt - 1]!, canFailOver: attempt < plan.providers.length } : { ...charge, route: routeRequest },
-        );
-      } catch (error) {
-        const refused = failureOfType(error, FailureType.ProviderRejected);
-        if (!refused || !plan) throw error;
-        // The last PSP refused the request itself: nothing was charged anywhere.
-        return { kind: 'final', response: await refusedEverywhere(plan, attempt, String(refused.details?.[0] ?? 'provider_rejected'), refused.message) };
-      }
-      plan ??= result.plan!;
-      const route = plan;
-      const provider = route.providers[attempt - 1]!;
-      const next = route.providers[attempt];
-      holder = { provider, attempt };
-      const nextAttempt = next !== undefined ? { attempt: attempt + 1, provider: next } : null;
-      const movesOn =
-        result.kind === 'not_charged' ||
-        (result.charge.status === 'declined' && result.charge.declineCode !== null && (route.retryableDeclineCodes ?? []).includes(result.charge.declineCode));
-      if (movesOn && nextAttempt) {
-        const outcome = result.kind === 'not_charged' ? result.outcome : 'declined';
-        const errorCode = result.kind === 'not_charged' ? result.errorCode : result.charge.declineCode;
-        attempts.push({ attempt, provider, outcome, error_code: errorCode, moved_on_because: movedOnBecause(provider, outcome, errorCode) });
-        await records.recordAttempt({
-          paymentId: input.paymentId,
-          attempt,
-          provider,
-          outcome,
-          providerChargeId: result.kind === 'charge' ? result.charge.id : null,
-          errorCode,
-          next: nextAttempt,
-        });
-        showAttempts(route, { attempt: nextAttempt.attempt, provider: nextAttempt.provider, outcome: 'pending', error_code: null });
-        continue;
-      }
-      if (result.kind === 'not_charged') {
-        // The last PSP: only a refusal of the request is answered (a step deciding its route, or
-        // one that did otherwise, is a bug: without a next PSP the step keeps asking this one).
-        if (result.outcome !== 'rejected' || result.plan === undefined) throw ApplicationFailure.nonRetryable(`chargeAttempt answered ${result.outcome} at the last provider ${provider}`);
-        return { kind: 'final', response: await refusedEverywhere(route, attempt, result.errorCode, result.message) };
-      }
-      attempts.push({ attempt, provider, outcome: result.charge.status, error_code: result.charge.declineCode });
-      // Shown with the charge (showCharge, right after this): no memo command of its own.
-      // (Runs that decided their route in the charge show the route here too: no memo before it.)
-      routeMemo = { provider, attempts: [...attempts], ...(result.plan ? { route: result.plan.providers, route_reason: result.plan.reason } : {}) };
-      return { kind: 'charge', charge: result.charge };
-    }
-
-    /** Records that the last PSP refused the request and fails the payment (nothing charged anywhere). */
-    async function refusedEverywhere(route: RoutePlan, attempt: number, code: string, message: string): Promise<FinalResponse> {
-      const provider = route.providers[attempt - 1]!;
-      holder = { provider, attempt };
-      attempts.push({ attempt, provider, outcome: 'rejected', error_code: code });
-      await records.recordAttempt({ paymentId: input.paymentId, attempt, provider, outcome: 'rejected', providerChargeId: null, errorCode: code, next: null });
-      showAttempts(route, null);
-      const response = await records.recordPaymentFailure({
-        paymentId: input.paymentId,
-        failure: { code: 'provider_rejected', message },
-        idempotency: input.idempotency,
-      });
-      setStatus('failed');
-      return response;
-    }
-  }
-
-  /** Voids a waiting charge; if the PSP refuses (it settled meanwhile), the charge as it is now. */
-  async function voidOrLookUp(chargeId: string): Promise<ProviderCharge> {
-    try {
-      return await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...atHolder() });
-    } catch (error) {
-      if (!failureOfType(error, FailureType.ProviderRejected)) throw error;
-      return providerSteps.retrieveCharge({ paymentId: input.paymentId, chargeId, ...atHolder() });
-    }
-  }
-
-  /** Records a waiting charge's outcome (ledger and event with it); a ledger refusal gives the money back. */
-  async function settle(settled: ProviderCharge): Promise<{ kind: 'settled'; charge: ProviderCharge } | { kind: 'final'; response: FinalResponse }> {
-    showCharge(settled);
-    pushCompensation(settled);
-    try {
-      setStatus(await records.recordSettlement({ paymentId: input.paymentId, charge: settled }));
-    } catch (error) {
-      const refused = failureOfType(error, FailureType.LedgerRejected);
-      if (!refused) throw error;
-      await failAfterMoneyMoved({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, input.idempotency);
-      return { kind: 'final', response: firstResponse };
-    }
-    return { kind: 'settled', charge: settled };
-  }
-}
-
-function refusalType(command: Pick<Command, 'kind'>): string {
-  return command.kind === 'capture' ? FailureType.PaymentNotCapturable : FailureType.PaymentNotCancelable;
 }

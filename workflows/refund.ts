@@ -22,7 +22,7 @@ export async function refundWorkflow(input: RefundWorkflowInput): Promise<FinalR
       chargeId: begun.chargeId,
       amountMinor: input.amountMinor,
       reference: input.refundId,
-      // At the PSP holding the charge (issue 22); none recorded: the default provider, as before.
+      // At the PSP holding the charge; a payment that records none is at the default provider.
       ...(begun.provider !== undefined ? { provider: begun.provider } : {}),
     });
   } catch (error) {

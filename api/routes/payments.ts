@@ -142,12 +142,13 @@ export function paymentWorkflowInput(
       firstMs: run.windows.PROVIDER_POLL_FIRST_MS ?? WAIT_DEFAULTS.statusPoll.firstMs,
       maxMs: run.windows.PROVIDER_POLL_MAX_MS ?? WAIT_DEFAULTS.statusPoll.maxMs,
     },
+    decisionGraceMs: (run.windows.PROVIDER_DECISION_GRACE_SECONDS ?? 300) * 1000,
   };
 }
 
 /** The configured windows a payment's waits run under (lib/config.ts). */
 export type PaymentWindows = Pick<ApiDeps['config'], 'AUTHORIZATION_WINDOW_SECONDS'> &
-  Partial<Pick<Config, 'AUTHENTICATION_WINDOW_SECONDS' | 'ASYNC_SETTLEMENT_WINDOW_SECONDS' | 'PROVIDER_POLL_FIRST_MS' | 'PROVIDER_POLL_MAX_MS'>>;
+  Partial<Pick<Config, 'AUTHENTICATION_WINDOW_SECONDS' | 'ASYNC_SETTLEMENT_WINDOW_SECONDS' | 'PROVIDER_POLL_FIRST_MS' | 'PROVIDER_POLL_MAX_MS' | 'PROVIDER_DECISION_GRACE_SECONDS'>>;
 
 /** Where an update's rejection by the workflow becomes an HTTP outcome (recorded and replayed). */
 const refusals: Record<string, ApiErrorType> = {
@@ -169,10 +170,10 @@ export function paymentRoutes(deps: ApiDeps) {
     }
     const inputFor = (paymentId: string, scope: ScopedKey) =>
       paymentWorkflowInput(body, { paymentId, tenantId, scope, requestId: c.var.requestId, windows: deps.config });
-    // Whether this request's claim persisted the intent: only then does the workflow skip its
-    // first step. A retry that finds the claim cannot know, so its run (if it is the one that
-    // starts it) persists the intent itself; a second insert of the same id finds the first.
-    let intentPersisted = false;
+    // Whether this request's claim persisted the intent: only then is the claim kept when the
+    // start fails as unreachable. The run's first charge attempt persists the intent itself if
+    // it finds it missing (a retry that finds the claim cannot know); a second insert finds the first.
+    let claimHoldsIntent = false;
     return recordedReply(c, createPayment, await runIdempotent(c, deps, createPayment, {
       params: {},
       body,
@@ -180,12 +181,13 @@ export function paymentRoutes(deps: ApiDeps) {
       claimWith: async (scope, target, requestHash) => {
         const claimed = await claimPaymentIntent(deps.sql, { scope, workflowId: target.workflowId, requestHash }, inputFor(target.resourceId, scope));
         if (!claimed) return null;
-        intentPersisted = claimed.intent;
+        claimHoldsIntent = claimed.intent;
         if (claimed.intent) return { record: claimed.record, refusal: null };
         // The order guard refused the intent: another key's payment holds the order, so 409,
-        // recorded now as the key's answer (no run). The run decides, as before, when the holder
-        // is this key's own earlier payment (its record expired: the retry attaches to the
-        // closed run and answers its result) or when the holder has meanwhile let the order go.
+        // recorded now as the key's answer (no run). The run decides when the holder is this
+        // key's own earlier payment (its record expired: the retry attaches to the closed run and
+        // answers its result; with that run's history gone, a new run's first charge attempt
+        // meets the order guard and answers 409) or when the holder has meanwhile let the order go.
         const holder = await orderHolder(deps.sql, tenantId, body.order_id);
         const refused = holder !== null && holder.workflow_id !== target.workflowId;
         return { record: claimed.record, refusal: refused ? orderAlreadyPaid(body.order_id, holder.id) : null };
@@ -195,17 +197,16 @@ export function paymentRoutes(deps: ApiDeps) {
       // if the start reached Temporal after all) under the same payment id; without a retry, the
       // abandoned-run sweeper finds no run and fails the intent. Giving both back instead would
       // let a retry claim a new payment id while a run that did start holds the old one.
-      release: (scope) => (intentPersisted ? keepClaimForRetry(deps.sql, scope) : releaseClaim(deps.sql, scope)),
+      release: (scope) => (claimHoldsIntent ? keepClaimForRetry(deps.sql, scope) : releaseClaim(deps.sql, scope)),
       // The retry that adopts a kept claim finds its intent persisted under the claim's payment id.
       adopted: () => {
-        intentPersisted = true;
+        claimHoldsIntent = true;
       },
       dispatch: (record, scope) => {
-        const input: PaymentWorkflowInput = { ...inputFor(record.resource_id, scope), ...(intentPersisted ? { intentPersisted: true } : {}) };
         return startOrAttach(deps, scope, 'paymentWorkflow', {
           workflowId: record.workflow_id,
           resourceId: record.resource_id,
-          args: [input],
+          args: [inputFor(record.resource_id, scope)],
           searchAttributes: [
             { key: TenantIdKey, value: tenantId },
             { key: OrderIdKey, value: body.order_id },

@@ -42,6 +42,8 @@ interface ChargeJson {
   failure_message: string | null;
   reference: string;
   next_action: { type: 'redirect_to_url'; redirect_to_url: { url: string; return_url: string | null } } | null;
+  succeeded_at?: string | null;
+  authorized_at?: string | null;
 }
 
 interface RefundJson {
@@ -92,6 +94,8 @@ const toCharge = (c: ChargeJson): ProviderCharge => ({
       ? { type: 'redirect_to_url', url: c.next_action.redirect_to_url.url, returnUrl: c.next_action.redirect_to_url.return_url }
       : null,
   reference: c.reference,
+  succeededAt: c.succeeded_at ?? null,
+  authorizedAt: c.authorized_at ?? null,
 });
 
 const toRefund = (r: RefundJson): ProviderRefund => ({

@@ -276,7 +276,12 @@ const escapeSearchValue = (value: string) => value.replace(/[\\']/g, (c) => `\\$
 
 function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors.StripeCardError): ProviderCharge {
   const latestCharge = typeof intent.latest_charge === 'object' ? intent.latest_charge : null;
+  // A card's Charge is created when the card is authorized (after any 3-D Secure) and, captured
+  // automatically, succeeds then; other methods' Charges settle later without saying when (null).
+  const cardAt = latestCharge?.payment_method_details?.type === 'card' && latestCharge.status !== 'failed' ? new Date(latestCharge.created * 1000).toISOString() : null;
   const base = {
+    authorizedAt: cardAt,
+    succeededAt: intent.capture_method === 'manual' ? null : cardAt,
     id: intent.id,
     amountMinor: intent.amount,
     amountCapturedMinor: intent.amount_received,

@@ -9,7 +9,7 @@ export interface PaymentEffects {
   events: Record<string, number>;
 }
 
-export async function chargesAtProvider(sandboxUrl: string, reference: string): Promise<{ id: string; status: string; amount_captured_minor: number; amount_refunded_minor: number }[]> {
+export async function chargesAtProvider(sandboxUrl: string, reference: string): Promise<{ id: string; status: string; amount_captured_minor: number; amount_refunded_minor: number; succeeded_at?: string | null }[]> {
   const response = await fetch(`${sandboxUrl}/v1/charges?reference=${encodeURIComponent(reference)}`);
   if (!response.ok) throw new Error(`sandbox lookup failed: ${response.status}`);
   return ((await response.json()) as { data: never[] }).data;

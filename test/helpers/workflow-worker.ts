@@ -15,7 +15,8 @@ import { inject } from 'vitest';
 import type { ProviderSteps, RecordSteps } from '../../activities';
 import type { ChargeAttemptInput, ChargeAttemptResult } from '../../activities/provider-steps';
 import type { ProviderCharge, ProviderRefund } from '../../provider/types';
-import { FailureType, type FinalResponse, type LateChargeInput, type PaymentWorkflowInput, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
+import type { RoutePlan } from '../../domain/attempts';
+import { FailureType, type FinalResponse, type LateChargeInput, type PaymentWorkflowInput, type RefundWorkflowInput, type RouteRequest, type ScopedKey } from '../../shared/definitions';
 import type { lateChargeWorkflow, paymentWorkflow, refundWorkflow } from '../../workflows';
 
 /** A charge attempt as the fakes see it: at a named PSP (an input with `route` is planned first: chargeAttemptOf). */
@@ -23,6 +24,17 @@ export type ResolvedAttempt = Extract<ChargeAttemptInput, { canFailOver: boolean
 export type Steps = RecordSteps & Omit<ProviderSteps, 'chargeAttempt'> & { chargeAttempt(input: ResolvedAttempt): Promise<ChargeAttemptResult> };
 export type StepName = keyof Steps;
 type Step<N extends StepName> = Steps[N];
+/**
+ * What a test scripts for a run: any step, and two shorthands for the first charge attempt's
+ * parts: `plan` (the route the worker's createFirstAttemptPlanner would decide) and
+ * `chargeAnswer` (what the PSP answers to each attempt's charge).
+ */
+export type Fakes = Partial<Steps> & {
+  plan?: (request: RouteRequest) => Promise<RoutePlan>;
+  chargeAnswer?: (input: ResolvedAttempt) => Promise<ProviderCharge>;
+};
+/** The default route: the one configured PSP. */
+const defaultPlan = async (): Promise<RoutePlan> => ({ providers: ['sandbox'], reason: 'default provider (no routing configured)', retryableDeclineCodes: ['processing_error', 'issuer_unavailable', 'try_again_later'] });
 
 /** One activity execution as the workflow asked for it. */
 export interface StepCall {
@@ -32,7 +44,7 @@ export interface StepCall {
 }
 
 interface Run {
-  fakes: Partial<Steps>;
+  fakes: Fakes;
   calls: StepCall[];
 }
 
@@ -40,8 +52,8 @@ const runs = new Map<string, Run>();
 
 /** Answers of a happy provider and database, for whatever a test does not script. */
 const happy: Steps = {
-  async beginPayment() {
-    return { kind: 'created' };
+  async recordOrderTaken({ payment, holderPaymentId }) {
+    return response(409, { error: { type: 'order_already_paid', payment_id: holderPaymentId, order_id: payment.orderId } });
   },
   async recordChargeOutcome({ payment, charge }) {
     return response(201, { id: payment.paymentId, status: charge.status });
@@ -71,9 +83,6 @@ const happy: Steps = {
     return { decision: 'act', status: 'expired', reason: 'the payment is expired' };
   },
   async recordLateCharge() {},
-  async planRoute() {
-    return { providers: ['sandbox'], reason: 'default provider (no routing configured)', retryableDeclineCodes: ['processing_error', 'issuer_unavailable', 'try_again_later'] };
-  },
   async recordAttempt() {},
   async chargeAttempt(input) {
     return {
@@ -85,13 +94,6 @@ const happy: Steps = {
         amountCapturedMinor: input.capture ? input.amountMinor : 0,
       }),
     };
-  },
-  async chargePayment(input) {
-    return charge(input.paymentId, {
-      status: input.capture ? 'succeeded' : 'requires_capture',
-      amountMinor: input.amountMinor,
-      amountCapturedMinor: input.capture ? input.amountMinor : 0,
-    });
   },
   async captureCharge({ paymentId, amountMinor }) {
     return charge(paymentId, { status: 'succeeded', amountCapturedMinor: amountMinor });
@@ -122,7 +124,7 @@ function dispatchingActivities(): Steps {
         const call: StepCall = { step: name, input, attempt: info.attempt };
         run.calls.push(call);
         if (name === 'chargeAttempt') return chargeAttemptOf(run, input as ChargeAttemptInput, call);
-        const fake = (run.fakes[name] ?? happy[name]) as (input: unknown) => Promise<unknown>;
+        const fake = ((run.fakes as Partial<Steps>)[name] ?? happy[name]) as (input: unknown) => Promise<unknown>;
         return fake(input);
       },
     ]),
@@ -130,23 +132,22 @@ function dispatchingActivities(): Steps {
 }
 
 /**
- * chargeAttempt as the worker runs it. An input with `route` (attempt 1 of runs since
- * 'plan-in-charge') is planned first, by the run's planRoute fake as the worker's
- * createFirstAttemptPlanner would, and is recorded (and given to the fake) as the attempt at
- * the plan's first PSP; the plan travels with the answer, and a refusal at the plan's only PSP
- * is answered, not thrown. A test that scripts only what the PSP answers to the charge
- * (chargePayment) scripts each attempt's answer.
+ * chargeAttempt as the worker runs it. An input with `route` (attempt 1) is planned first, by
+ * the run's `plan` fake as the worker's createFirstAttemptPlanner would, and is recorded (and
+ * given to the fake) as the attempt at the plan's first PSP; the plan travels with the answer,
+ * and a refusal at the plan's only PSP is answered, not thrown. A test that scripts only what
+ * the PSP answers to the charge (`chargeAnswer`) scripts each attempt's answer.
  */
 async function chargeAttemptOf(run: Run, input: ChargeAttemptInput, call: StepCall): Promise<ChargeAttemptResult> {
-  const plan = input.route ? await (run.fakes.planRoute ?? happy.planRoute)(input.route) : undefined;
+  const plan = input.route ? await (run.fakes.plan ?? defaultPlan)(input.route) : undefined;
   let attempt: ResolvedAttempt;
   if (input.route) {
     const { route: _route, ...charge } = input;
     attempt = { ...charge, provider: plan!.providers[0]!, canFailOver: plan!.providers.length > 1 };
   } else attempt = input;
   call.input = attempt;
-  const chargePayment = run.fakes.chargePayment;
-  const answer = run.fakes.chargeAttempt ?? (chargePayment ? async (i: ResolvedAttempt) => ({ kind: 'charge' as const, charge: await chargePayment(i) }) : happy.chargeAttempt);
+  const chargeAnswer = run.fakes.chargeAnswer;
+  const answer = run.fakes.chargeAttempt ?? (chargeAnswer ? async (i: ResolvedAttempt) => ({ kind: 'charge' as const, charge: await chargeAnswer(i) }) : happy.chargeAttempt);
   try {
     const result = await answer(attempt);
     return plan ? { ...result, plan } : result;
@@ -239,9 +240,9 @@ export interface WorkflowBench {
   worker: Worker;
   /** Its task queue: a second bench given it (`taskQueue`) takes over the runs when this one stops. */
   taskQueue: string;
-  startPayment(input: PaymentWorkflowInput, fakes?: Partial<Steps>): Promise<ScriptedRun<typeof paymentWorkflow>>;
-  startRefund(input: RefundWorkflowInput, fakes?: Partial<Steps>): Promise<ScriptedRun<typeof refundWorkflow>>;
-  startLateCharge(input: LateChargeInput, fakes?: Partial<Steps>): Promise<ScriptedRun<typeof lateChargeWorkflow>>;
+  startPayment(input: PaymentWorkflowInput, fakes?: Fakes): Promise<ScriptedRun<typeof paymentWorkflow>>;
+  startRefund(input: RefundWorkflowInput, fakes?: Fakes): Promise<ScriptedRun<typeof refundWorkflow>>;
+  startLateCharge(input: LateChargeInput, fakes?: Fakes): Promise<ScriptedRun<typeof lateChargeWorkflow>>;
   stop(): Promise<void>;
 }
 
@@ -279,7 +280,7 @@ export async function startWorkflowBench(options: { bundleCode?: string; taskQue
     workflowType: 'paymentWorkflow' | 'refundWorkflow' | 'lateChargeWorkflow',
     workflowId: string,
     input: PaymentWorkflowInput | RefundWorkflowInput | LateChargeInput,
-    fakes: Partial<Steps>,
+    fakes: Fakes,
   ): Promise<ScriptedRun<W>> {
     const run: Run = { fakes, calls: [] };
     runs.set(workflowId, run);

@@ -20,9 +20,10 @@ import { TEST_PAYLOAD_KEYS } from '../../testkit/payload-keys';
 import { ADMIN_TOKEN, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
- * Issue 24: the API persists a payment's intent in the statement that claims its key, so the
- * run starts at the charge (two steps instead of three), and the order guard's 409 is the
- * API's answer. What must not change: one payment per key and per order, whatever crashes.
+ * The API persists a payment's intent in the statement that claims its key, so the run starts
+ * at the charge (two steps), and the order guard's 409 is the API's answer. The run's first
+ * charge attempt persists the intent again only when it finds it missing. What must hold: one
+ * payment per key and per order, whatever crashes.
  */
 
 let stack: TestStack;
@@ -96,33 +97,43 @@ describe('the intent is persisted with the claim', () => {
 });
 
 describe('a start in doubt: the claim and its intent lost, but the run had started', () => {
-  it('the run persists the intent again in its first step, charges once and records the answer', async () => {
-    const key = uniqueKey('doubt');
-    const orderId = uniqueKey('order');
+  /** The input the API built for a new key and order, and the key's claim with its intent, then both given back. */
+  async function lostClaim(label: string, orderId = uniqueKey('order')) {
+    const key = uniqueKey(label);
     const payload = CreatePaymentBody.parse(body(orderId));
     const scope: ScopedKey = { tenantId: tenant.id, operation: CREATE_PAYMENT_OPERATION, key, fingerprint: requestFingerprint({}, payload), retentionSeconds: 3600 };
     const paymentId = newId('pay');
-    const input: PaymentWorkflowInput = {
-      ...paymentWorkflowInput(payload, { paymentId, tenantId: tenant.id, scope, requestId: 'req_doubt', windows: { AUTHORIZATION_WINDOW_SECONDS: 3600 } }),
-      intentPersisted: true,
-    };
-    // What the API leaves after its start timed out: claim and intent claimed, then given back.
+    const input: PaymentWorkflowInput = paymentWorkflowInput(payload, { paymentId, tenantId: tenant.id, scope, requestId: `req_${label}`, windows: { AUTHORIZATION_WINDOW_SECONDS: 3600 } });
     const workflowId = paymentWorkflowId(tenant.id, key);
     expect(await claimPaymentIntent(stack.sql, { scope, workflowId }, input)).toMatchObject({ intent: true });
-    // (The API keeps a payment's claim and intent when its start fails as unreachable; this is
-    // the safety net if both were ever lost while the run had started.)
     await stack.sql.begin(async (tx) => {
       await releaseClaim(tx, scope);
       await tx`DELETE FROM payments WHERE id = ${paymentId}`;
     });
-    expect(await stack.sql`SELECT 1 FROM payments WHERE id = ${paymentId}`).toHaveLength(0);
-    // ... while the start had reached Temporal.
-    const handle = await stack.temporal.workflow.start('paymentWorkflow', {
+    return { key, orderId, paymentId, input, workflowId };
+  }
+  const startRun = (workflowId: string, input: PaymentWorkflowInput) =>
+    stack.temporal.workflow.start('paymentWorkflow', {
       workflowId,
       taskQueue: stack.taskQueue,
       args: [input],
       typedSearchAttributes: [{ key: TenantIdKey, value: tenant.id }, { key: PaymentStatusKey, value: 'processing' }] as never,
     });
+
+  it('another payment took the order meanwhile: the first attempt meets the order guard, the run answers 409 and charges nothing', async () => {
+    const { orderId, paymentId, input, workflowId } = await lostClaim('doubt-taken');
+    expect((await post(stack.apiUrl, uniqueKey('taker'), body(orderId))).status).toBe(201);
+    const handle = await startRun(workflowId, input);
+    const final = (await handle.result()) as FinalResponse;
+    expect(final.status).toBe(409);
+    expect(JSON.parse(final.body).error.type).toBe('order_already_paid');
+    expect(await recordedSteps(handle)).toEqual(['chargeAttempt', 'recordOrderTaken']);
+    expect(await stack.sql`SELECT 1 FROM payments WHERE id = ${paymentId}`).toHaveLength(0);
+  });
+
+  it('the run persists the intent again in its first step, charges once and records the answer', async () => {
+    const { key, orderId, paymentId, input, workflowId } = await lostClaim('doubt');
+    const handle = await startRun(workflowId, input);
     const final = (await handle.result()) as FinalResponse;
     expect(final.status).toBe(201);
     const [payment] = await stack.sql<{ status: string }[]>`SELECT status FROM payments WHERE id = ${paymentId}`;
@@ -171,8 +182,8 @@ describe('an API killed between the claim and the run\'s start', () => {
     const retried = await post(stack.apiUrl, key, body(orderId));
     expect(retried.status).toBe(201);
     expect(retried.json.id).toBe(record.resource_id);
-    // The retry could not know that the intent was persisted: its run persists it (a no-op) first.
-    expect(await activitiesOf(record.workflow_id)).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome']);
+    // The retry's run finds the intent the claim persisted: two steps, as any payment.
+    expect(await activitiesOf(record.workflow_id)).toEqual(['chargeAttempt', 'recordChargeOutcome']);
     const charges = await stack.sql`SELECT 1 FROM payments WHERE tenant_id = ${tenant.id} AND order_id = ${orderId}`;
     expect(charges).toHaveLength(1);
   });

@@ -8,6 +8,7 @@ import { reserveRefund } from '../../db/refunds';
 import { CreatePaymentBody } from '../../api/schemas';
 import { paymentWorkflowInput } from '../../api/routes/payments';
 import { SandboxProvider } from '../../provider/sandbox/client';
+import { sandboxControls } from '../../testkit/sandbox';
 import { FailureType, PaymentStatusKey, TenantIdKey, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
 import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
@@ -121,11 +122,11 @@ describe('poison that reaches a workflow anyway (validation bypassed) ends the r
     return { handle, scope, paymentId: claimed!.resource_id };
   }
 
-  it('the NUL wedge: beginPayment fails for good (DatabaseRefused), the run fails, the key answers one stable 500', async () => {
+  it('the NUL wedge: the first charge attempt\'s intent INSERT fails for good (DatabaseRefused), nothing is charged, the run fails, the key answers one stable 500', async () => {
     const key = uniqueKey('wedge');
     const { handle, scope, paymentId } = await dispatchUnvalidated(key, { note: 'a\u0000b' });
 
-    // Before the fix, the local activity retried without end; now the run fails promptly.
+    // A refusal no retry cures fails the step for good, so the run fails promptly instead of retrying without end.
     const failure = await handle.result().then(
       () => null,
       (error: unknown) => error,
@@ -190,10 +191,21 @@ describe('poison that reaches a workflow anyway (validation bypassed) ends the r
 
   it('the sweeper asks the provider: failed (order free) when it holds no charge, flagged for an operator when it does', async () => {
     const key = uniqueKey('nocharge');
-    const { handle, paymentId } = await dispatchUnvalidated(key, { note: 'fine' });
-    await eventually(async () => (await stack.sql`SELECT 1 FROM payments WHERE id = ${paymentId}`).length > 0, 20_000, 5);
-    await handle.terminate('test');
-    // The charge call may already be on its way to the sandbox; it is the provider's word that decides.
+    // The PSP down: the first charge attempt persists the intent and records attempt 1, and its
+    // call keeps failing, so the run is terminated while the charge is in doubt.
+    const controls = sandboxControls(stack.sandboxUrl);
+    expect((await controls.outage('down')).status).toBe(200);
+    let ended: Awaited<ReturnType<typeof dispatchUnvalidated>>;
+    try {
+      ended = await dispatchUnvalidated(key, { note: 'fine' });
+      const { paymentId } = ended;
+      await eventually(async () => (await stack.sql`SELECT 1 FROM payment_attempts WHERE payment_id = ${paymentId}`).length > 0, 20_000, 5);
+      await ended.handle.terminate('test');
+    } finally {
+      await controls.outage('none');
+    }
+    const { paymentId } = ended;
+    // A charge call may already be on its way to the sandbox; it is the provider's word that decides.
     await new Promise((r) => setTimeout(r, 2500));
     await stack.abandonedRuns.runOnce(500, 0);
     const [payment] = await stack.sql<{ status: string; failure_code: string }[]>`SELECT status, failure_code FROM payments WHERE id = ${paymentId}`;

@@ -3,8 +3,8 @@ import { ProviderHealth } from '../../worker/provider-health';
 import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
- * A tenant's routing decides where its payments go (issue 22), end to end: set with
- * PATCH /admin/tenants/{id}, read by the run's first step (planRoute: domain/routing.ts
+ * A tenant's routing decides where its payments go, end to end: set with
+ * PATCH /admin/tenants/{id}, read by the run's first charge attempt (domain/routing.ts
  * routeCandidates), and reordered by the worker's circuit breaker while a PSP fails
  * (worker/provider-health.ts). Two sandbox PSPs: `sandbox` (the default) and `sandbox-b`.
  */

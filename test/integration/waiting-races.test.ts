@@ -6,7 +6,7 @@ import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tena
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 
 /**
- * Payments that wait (issue 21), at their edges: the merchant's cancel against the customer
+ * Payments that wait, at their edges: the merchant's cancel against the customer
  * finishing the 3-D Secure challenge at the same moment; the PSP's success arriving after the
  * payment expired (given back by lateChargeWorkflow, once, however often the webhook comes). Real stack: Temporal,
  * PostgreSQL, the worker and the sandbox PSP with its challenge pages and signed webhooks.
@@ -111,6 +111,88 @@ describe('cancel while the customer completes the challenge: exactly one outcome
   });
 });
 
+describe('3-D Secure decided at the window’s end by the PSP’s clock, not by when a webhook arrived', () => {
+  const controls = () => sandboxControls(stack.sandboxUrl);
+  /** An API whose challenges wait 3 s and whose first poll comes long after: only the window's end asks the PSP. */
+  const noPollApi = () => stack.startApi({ AUTHENTICATION_WINDOW_SECONDS: 3, PROVIDER_POLL_FIRST_MS: 60_000, PROVIDER_POLL_MAX_MS: 60_000, PROVIDER_DECISION_GRACE_SECONDS: 120 });
+  const challengePayment = (client: ReturnType<typeof apiClient>, amount: number) =>
+    client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: amount, currency: 'EUR', payment_method: 'pm_card_threeDSecureRequired', return_url: returnUrl }, uniqueKey());
+  /** The run's pending activity of that type (the step it is retrying), if any. */
+  async function pending(workflowId: string, activity: string) {
+    const description = await stack.temporal.workflow.getHandle(workflowId).describe();
+    return (description.raw.pendingActivities ?? []).find((a) => a.activityType?.name === activity) ?? null;
+  }
+  async function refundsOf(chargeId: string) {
+    const response = await fetch(`${stack.sandboxUrl}/v1/refunds?charge=${encodeURIComponent(chargeId)}`);
+    return ((await response.json()) as { data: unknown[] }).data;
+  }
+
+  it('approved at once, every webhook lost, no poll inside the window: the payment succeeds at the window’s end, nothing refunded (rules out turning away a customer who approved in time)', async () => {
+    const client = apiClient((await noPollApi()).url, tenant.apiKey);
+    expect((await controls().webhookFaults({ loss: 1 })).status).toBe(200);
+    try {
+      const created = await challengePayment(client, 2100);
+      expect(created.status, created.text).toBe(202);
+      const id = created.json.id as string;
+      expect((await completeChallenge(created.json.next_action.redirect_to_url.url as string, 'approve')).status).toBe(303);
+      const payment = await settled(id, client);
+      expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 2100, failure: null });
+      expect(await refundsOf(payment.provider_charge_id as string)).toEqual([]);
+      expect(await eventsOf(id)).toEqual({ 'payment.requires_action': 1, 'payment.succeeded': 1 });
+      expect(await ledgerCapturesOf(id)).toBe(1);
+    } finally {
+      await controls().webhookFaults({ loss: 0 });
+    }
+  });
+
+  it('approved inside the window, webhook lost, the PSP down at the window’s end: the payment succeeds once the PSP answers, within the grace (rules out expiring on an outage)', async () => {
+    const client = apiClient((await noPollApi()).url, tenant.apiKey);
+    expect((await controls().webhookFaults({ loss: 1 })).status).toBe(200);
+    try {
+      const created = await challengePayment(client, 2200);
+      expect(created.status, created.text).toBe(202);
+      const id = created.json.id as string;
+      expect((await completeChallenge(created.json.next_action.redirect_to_url.url as string, 'approve')).status).toBe(303);
+      expect((await controls().outage('down')).status).toBe(200);
+      // The window ends while the PSP is down: the look at the charge is being retried.
+      await eventually(async () => ((await pending(created.json.workflow_id as string, 'retrieveCharge'))?.attempt ?? 0) >= 2, 30_000, 200);
+      expect((await api.get(`/v1/payments/${id}`)).json.status).toBe('requires_action');
+      expect((await controls().outage('none')).status).toBe(200);
+      const payment = await settled(id, client, 60_000);
+      expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 2200, failure: null });
+      expect(await refundsOf(payment.provider_charge_id as string)).toEqual([]);
+      expect(await eventsOf(id)).toEqual({ 'payment.requires_action': 1, 'payment.succeeded': 1 });
+    } finally {
+      await controls().outage('none');
+      await controls().webhookFaults({ loss: 0 });
+    }
+  }, 90_000);
+
+  it('approved just after the window (the void held up by the PSP): a late success, given back as such', async () => {
+    const client = apiClient((await noPollApi()).url, tenant.apiKey);
+    expect((await controls().webhookFaults({ loss: 1 })).status).toBe(200);
+    try {
+      const created = await challengePayment(client, 2300);
+      expect(created.status, created.text).toBe(202);
+      const id = created.json.id as string;
+      // The PSP refuses writes: at the window's end the look finds the challenge open, and its void is retried.
+      expect((await controls().outage('unavailable')).status).toBe(200);
+      await eventually(async () => (await pending(created.json.workflow_id as string, 'voidCharge')) !== null, 30_000, 200);
+      expect((await completeChallenge(created.json.next_action.redirect_to_url.url as string, 'approve')).status).toBe(303);
+      expect((await controls().outage('none')).status).toBe(200);
+      const payment = await settled(id, client, 60_000);
+      expect(payment).toMatchObject({ status: 'expired', amount_captured_minor: 0, failure: { code: 'late_success_refunded' } });
+      const [charge] = await chargesAtProvider(stack.sandboxUrl, id);
+      expect(charge).toMatchObject({ status: 'succeeded', amount_refunded_minor: 2300 });
+      expect(await eventsOf(id)).toEqual({ 'payment.requires_action': 1, 'payment.expired': 1, 'payment.late_success_refunded': 1 });
+      expect(await ledgerCapturesOf(id)).toBe(0);
+    } finally {
+      await controls().outage('none');
+      await controls().webhookFaults({ loss: 0 });
+    }
+  }, 90_000);
+});
+
 describe('a success the PSP reports after the payment expired is given back', () => {
   async function refundsAtProvider(chargeId: string) {
     const response = await fetch(`${stack.sandboxUrl}/v1/refunds?charge=${encodeURIComponent(chargeId)}`);
@@ -180,7 +262,7 @@ describe('a success the PSP reports after the payment expired is given back', ()
     expect((await api.get(`/v1/payments/${id}`)).json).toMatchObject({ status: 'expired', amount_captured_minor: 0 });
   });
 
-  it('the debit succeeds just before the window ends, unseen (webhook lost, no poll yet): the run’s last look finds it, gives it back and records the same fact', async () => {
+  it('the debit succeeds inside the window, unseen (webhook lost, no poll yet): the look at the window’s end finds it by the PSP’s timestamp, and the payment succeeds', async () => {
     const controls = sandboxControls(stack.sandboxUrl);
     // The window (8 s) ends after the bank settles (6 s) and before the first poll (10 s); the webhook is lost.
     const short = await stack.startApi({ ASYNC_SETTLEMENT_WINDOW_SECONDS: 8, PROVIDER_POLL_FIRST_MS: 10_000 });
@@ -191,11 +273,13 @@ describe('a success the PSP reports after the payment expired is given back', ()
       expect(created.status, created.text).toBe(202);
       const id = created.json.id as string;
       const payment = await settled(id, client);
-      expect(payment).toMatchObject({ status: 'expired', amount_captured_minor: 0, failure: { code: 'late_success_refunded' } });
-      const refunds = await refundsAtProvider(payment.provider_charge_id as string);
-      expect(refunds).toEqual([expect.objectContaining({ amount_minor: 2700, status: 'succeeded', reference: id })]);
-      expect(await eventsOf(id)).toEqual({ 'payment.processing': 1, 'payment.expired': 1, 'payment.late_success_refunded': 1 });
-      expect(await ledgerCapturesOf(id)).toBe(0);
+      expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 2700, failure: null });
+      const [charge] = await chargesAtProvider(stack.sandboxUrl, id);
+      expect(charge).toMatchObject({ status: 'succeeded', amount_refunded_minor: 0 });
+      expect(Date.parse(charge!.succeeded_at as string)).toBeLessThanOrEqual(Date.parse(created.json.created_at as string) + 8000);
+      expect(await refundsAtProvider(payment.provider_charge_id as string)).toEqual([]);
+      expect(await eventsOf(id)).toEqual({ 'payment.processing': 1, 'payment.succeeded': 1 });
+      expect(await ledgerCapturesOf(id)).toBe(1);
     } finally {
       await controls.webhookFaults({ loss: 0 });
     }

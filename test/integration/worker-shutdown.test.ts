@@ -30,7 +30,7 @@ async function chargeAcrossShutdown(shutdownGraceTime: `${number}s`): Promise<{ 
   await running.stopWorker();
   const [row] = await running.sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${paymentId}`;
   const history = await running.temporal.workflow.getHandle(row!.workflow_id).fetchHistory();
-  const charge = (history.events ?? []).find((e) => ['chargeAttempt', 'chargePayment'].includes(e.activityTaskScheduledEventAttributes?.activityType?.name ?? ''));
+  const charge = (history.events ?? []).find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'chargeAttempt');
   const about = (attributes: { scheduledEventId?: unknown } | null | undefined) => String(attributes?.scheduledEventId) === String(charge?.eventId);
   return {
     completed: (history.events ?? []).some((e) => about(e.activityTaskCompletedEventAttributes)),

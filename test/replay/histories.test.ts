@@ -16,7 +16,7 @@ import {
 } from '../../devstack/histories';
 import { alteredWorkflows, type Alteration } from '../../testkit/altered-workflows';
 import { TEST_PAYLOAD_KEYS, testDataConverter } from '../../testkit/payload-keys';
-import { clearPayloads, leaks } from '../helpers/history-payloads';
+import { leaks } from '../helpers/history-payloads';
 import { paymentDataConverter } from '../../lib/data-converter';
 import { generatePayloadKey, parsePayloadKeys } from '../../lib/payload-codec';
 
@@ -27,7 +27,6 @@ import { generatePayloadKey, parsePayloadKeys } from '../../lib/payload-codec';
  * nondeterminism: the change would break every run in flight.
  */
 
-const PATCH_ID = 'charge-memo';
 const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 
 let index: HistoryEntry[];
@@ -100,39 +99,41 @@ describe('the recorded histories', () => {
       'refund-partial-second',
       'refund-exceeds-captured',
       'compensation',
-      'order-already-paid',
-      // Payments that wait (issue 21): each new phase's paths.
+      'capture-compensation',
+      // Payments that wait: the customer's challenge and the bank's settlement.
       'three-ds-approved',
       'three-ds-denied',
       'three-ds-manual-capture',
       'three-ds-expired',
       'three-ds-webhook-lost',
+      'three-ds-decided-at-deadline',
       'sepa-succeeded',
       'sepa-failed',
       'reconciliation',
-      // Issue 24: the intent persisted by the API with the key's claim.
+      'failover-unavailable',
+      'failover-declined-manual-capture',
       'intent-in-claim',
     ]) {
       expect(scenarios, scenario).toContain(scenario);
     }
     expect(new Set(index.map((e) => e.workflowType))).toEqual(new Set(['paymentWorkflow', 'refundWorkflow', 'reconciliationWorkflow']));
+    // One code path: no history carries a patch marker, and none was recorded by retired code.
+    for (const e of index) {
+      expect(e.patches, e.file).toEqual([]);
+      expect(e.file, e.file).not.toMatch(/-before-/);
+    }
     // The retry scenarios really retried; the lost response was resolved without a second charge activity.
     expect(entry('lost-response.json').maxActivityAttempt).toBeGreaterThanOrEqual(2);
-    expect(entry('lost-response.json').activities).toEqual(['chargePayment']);
+    expect(entry('lost-response.json').activities).toEqual(['chargeAttempt']);
     expect(entry('flaky-provider.json').maxActivityAttempt).toBeGreaterThanOrEqual(2);
-    // The waits ran behind their own patches; the lost webhook was made up for by the poll; the expiry voided.
-    for (const file of ['three-ds-approved.json', 'three-ds-denied.json', 'three-ds-manual-capture.json', 'three-ds-expired.json', 'three-ds-webhook-lost.json']) {
-      expect(entry(file).patches, file).toContain('await-customer');
-    }
-    for (const file of ['sepa-succeeded.json', 'sepa-failed.json']) expect(entry(file).patches, file).toContain('await-settlement');
+    // The lost webhook was made up for by the poll; the expiry voided; the window's end asked the PSP.
     expect(entry('three-ds-webhook-lost.json').activities).toContain('retrieveCharge');
     expect(entry('three-ds-expired.json').activities).toContain('voidCharge');
     expect(entry('three-ds-manual-capture.json').activities).toContain('captureCharge');
-    // The run began at the charge: one local activity (recordChargeOutcome), no beginPayment; the
-    // runs recorded before it (every other payment scenario) still persisted the intent themselves.
-    expect(entry('intent-in-claim.json').patches).toContain('intent-in-claim');
+    expect(entry('three-ds-decided-at-deadline.json').activities).toEqual(['chargeAttempt', 'retrieveCharge']);
+    // Every payment run starts at the charge: the intent is the API's (one local activity to record the outcome).
     expect(entry('intent-in-claim.json').localActivities).toBe(1);
-    expect(entry('success.json').localActivities).toBe(2);
+    expect(entry('success.json').localActivities).toBe(1);
   });
 });
 
@@ -141,35 +142,7 @@ describe('every recorded history replays against the current workflow code', () 
     const { replayed, failures } = await replay(currentCode, index);
     expect(failures.map((f) => `${f.file}: ${f.error.name}: ${f.error.message}`)).toEqual([]);
     expect(replayed).toBe(index.length);
-    expect(replayed).toBeGreaterThanOrEqual(19);
-  });
-});
-
-describe(`patch ${PATCH_ID}: runs begun before the change still replay`, () => {
-  const before = () => index.filter((e) => e.file.endsWith(`-before-${PATCH_ID}.json`));
-
-  it('keeps histories recorded by the code before the patch (no marker) next to those recorded after (marker)', () => {
-    expect(before().map((e) => e.scenario).sort()).toEqual(['authorization-expired', 'cancel', 'decline', 'manual-capture', 'success']);
-    for (const e of before()) {
-      expect(e.patches, e.file).toEqual([]);
-      expect(e.recordedWith.label, e.file).toMatch(`before patch ${PATCH_ID}`);
-      // Same scenario, recorded after the patch: it went through the patched branch.
-      expect(entry(`${e.scenario}.json`).patches, e.scenario).toEqual([PATCH_ID]);
-      expect(entry(`${e.scenario}.json`).recordedWith.workflowSourceSha256).not.toBe(e.recordedWith.workflowSourceSha256);
-    }
-  });
-
-  it('replays the pre-patch histories against the patched code', async () => {
-    const { replayed, failures } = await replay(currentCode, before());
-    expect(failures.map((f) => `${f.file}: ${f.error.message}`)).toEqual([]);
-    expect(replayed).toBe(5);
-  });
-
-  it('would break them without the patched() guard: DeterminismViolationError for every pre-patch history', async () => {
-    const { replayed, failures } = await replay(await fixtureBundle('unguarded-patch'), before());
-    expect(replayed).toBe(5);
-    expect(failures.map((f) => f.file).sort()).toEqual(before().map((e) => e.file).sort());
-    for (const failure of failures) expect(failure.error, failure.file).toBeInstanceOf(DeterminismViolationError);
+    expect(replayed).toBeGreaterThanOrEqual(24);
   });
 });
 
@@ -181,9 +154,17 @@ describe('the replay check has teeth', () => {
       (error: unknown) => error,
     );
     expect(failure).toBeInstanceOf(DeterminismViolationError);
-    // It is the added activity that breaks it: the history scheduled chargePayment there.
+    // It is the added activity that breaks it: the history scheduled chargeAttempt there.
     expect((failure as Error).message).toMatch(/screenForFraud/);
-    expect((failure as Error).message).toMatch(/chargePayment/);
+    expect((failure as Error).message).toMatch(/chargeAttempt/);
+  });
+
+  it('fails every payment history that kept the charge in its memo when that memo command is removed', async () => {
+    const payments = index.filter((e) => e.workflowType === 'paymentWorkflow');
+    const { replayed, failures } = await replay(await fixtureBundle('memo-removed'), payments);
+    expect(replayed).toBe(payments.length);
+    expect(failures.map((f) => f.file).sort()).toEqual(payments.map((e) => e.file).sort());
+    for (const failure of failures) expect(failure.error, failure.file).toBeInstanceOf(DeterminismViolationError);
   });
 
   it('still replays the refund histories with that altered bundle (only the payment workflow changed)', async () => {
@@ -195,11 +176,10 @@ describe('the replay check has teeth', () => {
 });
 
 describe('the recorded histories are encrypted, and stay readable across a key rotation', () => {
-  const BEFORE_ENCRYPTION = '-before-encryption.json';
-  const encrypted = () => index.filter((e) => !e.file.endsWith(BEFORE_ENCRYPTION));
+  const encrypted = () => index;
 
   it('hold ciphertext only, under the test key: no payload in clear but search attributes and SDK bookkeeping', () => {
-    expect(encrypted().length).toBeGreaterThanOrEqual(19);
+    expect(encrypted().length).toBeGreaterThanOrEqual(24);
     for (const e of encrypted()) {
       const history = loadHistory(e.file);
       expect(encryptionKeyIds(history), e.file).toEqual([TEST_PAYLOAD_KEYS.split(':')[0]]);
@@ -208,18 +188,6 @@ describe('the recorded histories are encrypted, and stay readable across a key r
       // Nothing a merchant sent (card tokens look like pm_…) is readable in the file.
       expect(raw, e.file).not.toMatch(/pm_card_/);
     }
-  });
-
-  it('still replay runs begun before encryption was switched on (payloads in clear, no activity summaries)', async () => {
-    const plain = index.filter((e) => e.file.endsWith(BEFORE_ENCRYPTION));
-    expect(plain.map((e) => e.scenario).sort()).toEqual(['manual-capture', 'success']);
-    for (const e of plain) {
-      expect(encryptionKeyIds(loadHistory(e.file)), e.file).toEqual([]);
-      expect(clearPayloads(loadHistory(e.file)).map((p) => p.text).join(' '), e.file).toMatch(/pm_card_visa/);
-    }
-    const { replayed, failures } = await replay(currentCode, plain);
-    expect(failures.map((f) => `${f.file}: ${f.error.message}`)).toEqual([]);
-    expect(replayed).toBe(2);
   });
 
   it('replay after a rotation to "new,old": histories written under the old key replay; with the new key alone they cannot', async () => {

@@ -7,7 +7,7 @@ import { databaseRefusalInterceptor } from '../../worker/database-refusals';
 import { FailureType } from '../../shared/definitions';
 import { providerSubKey } from '../../shared/keys';
 import { ProviderRejectedError, ProviderUnavailableError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../../provider/types';
-import { charge as chargeOf } from '../helpers/workflow-worker';
+import { charge as chargeOf, paymentInput } from '../helpers/workflow-worker';
 
 /**
  * The provider steps' unknown-outcome paths, in milliseconds: each step runs in a
@@ -40,27 +40,29 @@ function recordingProvider(held: { charge?: ProviderCharge; refund?: ProviderRef
 }
 
 const chargeInput = { paymentId, amountMinor: 1000, currency: 'EUR', paymentMethod: 'pm_card_visa', capture: true, description: null };
+/** Attempt 1 at the one configured PSP: nothing to fail over to. */
+const attemptAtOnlyPsp = { ...chargeInput, attempt: 1, provider: 'sandbox', canFailOver: false };
 const run = <A extends unknown[], R>(attempt: number, step: (...args: A) => Promise<R>, ...args: A) =>
   new MockActivityEnvironment({ attempt }).run(step, ...args) as Promise<R>;
 
-describe('chargePayment: one charge under the payment sub-key, whatever the retries', () => {
+describe('chargeAttempt at the only PSP: one charge under the attempt\'s sub-key, whatever the retries', () => {
   it('attempt 1 charges at once, under the charge sub-key', async () => {
     const { provider, calls } = recordingProvider();
-    await run(1, createProviderSteps(provider).chargePayment, chargeInput);
-    expect(calls).toEqual([`create charge ${providerSubKey.charge(paymentId)}`]);
+    await run(1, createProviderSteps(provider).chargeAttempt, attemptAtOnlyPsp);
+    expect(calls).toEqual([`create charge ${providerSubKey.charge(paymentId, 1)}`]);
   });
 
   it('a retry looks the charge up first and returns the one the lost answer made, charging nothing', async () => {
     const { provider, calls } = recordingProvider({ charge: charge('requires_capture') });
-    const found = await run(2, createProviderSteps(provider).chargePayment, chargeInput);
-    expect(found.status).toBe('requires_capture');
-    expect(calls).toEqual([`find charge ${providerSubKey.charge(paymentId)}`]);
+    const found = await run(2, createProviderSteps(provider).chargeAttempt, attemptAtOnlyPsp);
+    expect(found).toMatchObject({ kind: 'charge', charge: { status: 'requires_capture' } });
+    expect(calls).toEqual([`find charge ${providerSubKey.charge(paymentId, 1)}`]);
   });
 
   it('a retry that finds nothing charges under the same sub-key', async () => {
     const { provider, calls } = recordingProvider();
-    await run(3, createProviderSteps(provider).chargePayment, chargeInput);
-    expect(calls).toEqual([`find charge ${providerSubKey.charge(paymentId)}`, `create charge ${providerSubKey.charge(paymentId)}`]);
+    await run(3, createProviderSteps(provider).chargeAttempt, attemptAtOnlyPsp);
+    expect(calls).toEqual([`find charge ${providerSubKey.charge(paymentId, 1)}`, `create charge ${providerSubKey.charge(paymentId, 1)}`]);
   });
 });
 
@@ -94,7 +96,7 @@ describe('capture, void and refund retries act only if the lookup says it is not
 describe('what an error means for the retries', () => {
   it("the provider's refusal fails the step for good as ProviderRejected, with its code", async () => {
     const { provider } = recordingProvider({}, new ProviderRejectedError('No such payment method', 400, 'invalid_payment_method'));
-    const failure = await run(1, createProviderSteps(provider).chargePayment, chargeInput).catch((e: unknown) => e);
+    const failure = await run(1, createProviderSteps(provider).chargeAttempt, attemptAtOnlyPsp).catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(ApplicationFailure);
     expect(failure).toMatchObject({ type: FailureType.ProviderRejected, nonRetryable: true, details: ['invalid_payment_method'] });
   });
@@ -102,7 +104,7 @@ describe('what an error means for the retries', () => {
   it('anything else (a timeout, a reset) is an unknown outcome: thrown as is, so the step is retried, lookup first', async () => {
     const timeout = Object.assign(new Error('The operation was aborted due to timeout'), { name: 'TimeoutError' });
     const { provider } = recordingProvider({}, timeout);
-    expect(await run(1, createProviderSteps(provider).chargePayment, chargeInput).catch((e: unknown) => e)).toBe(timeout);
+    expect(await run(1, createProviderSteps(provider).chargeAttempt, attemptAtOnlyPsp).catch((e: unknown) => e)).toBe(timeout);
   });
 
   it('PostgreSQL refusals no retry cures fail the step as DatabaseRefused; races and outages stay retryable', async () => {
@@ -168,8 +170,8 @@ describe('chargeAttempt: "nothing was charged here" only when certain (issue 22)
   });
 });
 
-describe('chargeAttempt deciding its route (attempt 1 of runs since plan-in-charge; issue 24)', () => {
-  const route = { paymentId, tenantId: 'ten_1', amountMinor: 1000, currency: 'EUR', paymentMethod: 'pm_card_visa' };
+describe('chargeAttempt deciding its route (attempt 1)', () => {
+  const route = { paymentId, tenantId: 'ten_1', amountMinor: 1000, currency: 'EUR', paymentMethod: 'pm_card_visa', intent: paymentInput({ paymentId, tenantId: 'ten_1' }) };
   const routeInput = { ...chargeInput, attempt: 1, route };
   const plan = (...providers: string[]) => ({ providers, reason: 'test plan', retryableDeclineCodes: ['processing_error'] });
   const runRouted = (psps: Record<string, PaymentProvider>, planned: ReturnType<typeof plan>, attempt = 1) => {

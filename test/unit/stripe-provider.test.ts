@@ -138,7 +138,22 @@ describe('every mutating call carries our idempotency key', () => {
       declineMessage: null,
       nextAction: null,
       reference: 'pay_1',
+      // The fixture's charge says neither its method nor when it was made: no timestamp claimed.
+      authorizedAt: null,
+      succeededAt: null,
     });
+  });
+
+  it('a card charge\'s creation time is when it was authorized and, captured automatically, succeeded; a manual one has not succeeded by it', async () => {
+    const created = 1_767_225_600; // 2026-01-01T00:00:00Z
+    const card = { id: 'ch_123', object: 'charge', amount_refunded: 0, created, status: 'succeeded', payment_method_details: { type: 'card' } };
+    answer = () => ({ status: 200, body: paymentIntent({ latest_charge: card }) });
+    expect(await provider().createCharge(chargeRequest)).toMatchObject({ authorizedAt: '2026-01-01T00:00:00.000Z', succeededAt: '2026-01-01T00:00:00.000Z' });
+    answer = () => ({ status: 200, body: paymentIntent({ status: 'requires_capture', amount_received: 0, capture_method: 'manual', latest_charge: card }) });
+    expect(await provider().createCharge({ ...chargeRequest, capture: false })).toMatchObject({ authorizedAt: '2026-01-01T00:00:00.000Z', succeededAt: null });
+    const debit = { ...card, payment_method_details: { type: 'sepa_debit' } };
+    answer = () => ({ status: 200, body: paymentIntent({ latest_charge: debit }) });
+    expect(await provider().createCharge(chargeRequest)).toMatchObject({ authorizedAt: null, succeededAt: null });
   });
 
   it('an authorize-only charge asks for manual capture and maps requires_capture', async () => {
@@ -277,6 +292,8 @@ describe('mapping of Stripe results and errors', () => {
       declineMessage: 'Your card has insufficient funds.',
       nextAction: null,
       reference: 'pay_1',
+      authorizedAt: null,
+      succeededAt: null,
     });
   });
 

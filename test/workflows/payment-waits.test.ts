@@ -7,7 +7,7 @@ import { bodyOf, charge, chargeIdOf, gate, paymentInput, providerRefuses, respon
 import { recordedSteps } from '../helpers/recorded-steps';
 
 /**
- * The payment workflow's waits (issue 21), with fake activities: the customer's 3-D Secure
+ * The payment workflow's waits, with fake activities: the customer's 3-D Secure
  * challenge (requires_action) and an asynchronous method's settlement (processing). Each test
  * forces one path: webhook, poll, deadline, command, late or repeated reports.
  */
@@ -52,21 +52,21 @@ describe('await customer (3-D Secure)', () => {
     const input = threeDS();
     const first = response(202, { id: input.paymentId, status: 'requires_action' });
     const run = await bench.startPayment(input, {
-      chargePayment: async () => challenge(input.paymentId),
+      chargeAnswer: async () => challenge(input.paymentId),
       recordChargeOutcome: async () => first,
     });
     await waitsIn(run, 'requires_action');
     await webhook(run.handle, charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 }));
 
     expect(await run.handle.result()).toEqual(first);
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'recordSettlement']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome', 'recordSettlement']);
     expect(run.inputsOf('recordSettlement')[0]!.charge.status).toBe('succeeded');
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
 
   it('records a denied challenge as declined (rules out a failed authentication counted as paid)', async () => {
     const input = threeDS();
-    const run = await bench.startPayment(input, { chargePayment: async () => challenge(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
     await waitsIn(run, 'requires_action');
     await webhook(run.handle, charge(input.paymentId, { status: 'declined', declineCode: 'authentication_failed' }));
     await run.handle.result();
@@ -78,7 +78,7 @@ describe('await customer (3-D Secure)', () => {
     const input = threeDS({ statusPoll: fastPoll });
     let polls = 0;
     const run = await bench.startPayment(input, {
-      chargePayment: async () => challenge(input.paymentId),
+      chargeAnswer: async () => challenge(input.paymentId),
       retrieveCharge: async () => (++polls < 3 ? challenge(input.paymentId) : charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 })),
     });
     await run.handle.result();
@@ -89,7 +89,7 @@ describe('await customer (3-D Secure)', () => {
 
   it('applies duplicated and reordered webhooks once: a stale wait changes nothing, the second success nothing (rules out a double booking or a final state left)', async () => {
     const input = threeDS();
-    const run = await bench.startPayment(input, { chargePayment: async () => challenge(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
     await waitsIn(run, 'requires_action');
     const success = charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 });
     await webhook(run.handle, challenge(input.paymentId), 'evt_1');
@@ -111,7 +111,7 @@ describe('await customer (3-D Secure)', () => {
     const input = threeDS({ statusPoll: { firstMs: 200, maxMs: 200 } });
     const outage = gate();
     const run = await bench.startPayment(input, {
-      chargePayment: async () => challenge(input.paymentId),
+      chargeAnswer: async () => challenge(input.paymentId),
       retrieveCharge: async ({ paymentId }) => {
         await outage.opened;
         return challenge(paymentId);
@@ -126,7 +126,7 @@ describe('await customer (3-D Secure)', () => {
 
   it('expires an abandoned challenge when its window ends, voiding it at the PSP (rules out a payment that waits forever)', async () => {
     const input = threeDS({ authenticationWindowMs: 1500, statusPoll: { firstMs: 500, maxMs: 500 } });
-    const run = await bench.startPayment(input, { chargePayment: async () => challenge(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
     await run.handle.result();
     expect(run.steps()).toContain('retrieveCharge');
     expect(run.steps().slice(-2)).toEqual(['voidCharge', 'recordExpiry']);
@@ -134,24 +134,21 @@ describe('await customer (3-D Secure)', () => {
     expect(await run.handle.query(paymentStatusQuery)).toBe('expired');
   });
 
-  it('gives a late success back and says why (rules out keeping money of a payment the merchant sees as expired)', async () => {
+  it('gives a success the PSP timestamped after the window back and says why (rules out keeping money of a payment the merchant sees as expired)', async () => {
     const input = threeDS({ authenticationWindowMs: 800 });
     const run = await bench.startPayment(input, {
-      chargePayment: async () => challenge(input.paymentId),
-      voidCharge: async () => {
-        throw providerRefuses('charge already succeeded');
-      },
-      retrieveCharge: async () => charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 }),
+      chargeAnswer: async () => challenge(input.paymentId),
+      retrieveCharge: async () => charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200, succeededAt: new Date(Date.now() + 60_000).toISOString() }),
     });
     await run.handle.result();
-    expect(run.steps().slice(-4)).toEqual(['voidCharge', 'retrieveCharge', 'refundCharge', 'recordExpiry']);
+    expect(run.steps().slice(-3)).toEqual(['retrieveCharge', 'refundCharge', 'recordExpiry']);
     expect(run.inputsOf('refundCharge')[0]).toMatchObject({ chargeId: chargeIdOf(input.paymentId), amountMinor: 4200 });
     expect(run.inputsOf('recordExpiry')[0]!.failure.code).toBe('late_success_refunded');
   });
 
   it('goes on to await capture after a challenge (manual capture: requires_action → requires_capture → succeeded)', async () => {
     const input = threeDS({ captureMethod: 'manual' });
-    const run = await bench.startPayment(input, { chargePayment: async () => challenge(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
     await waitsIn(run, 'requires_action');
     await webhook(run.handle, charge(input.paymentId, { status: 'requires_capture' }));
     await waitsIn(run, 'requires_capture');
@@ -160,12 +157,12 @@ describe('await customer (3-D Secure)', () => {
     });
     await run.handle.result();
     expect(bodyOf(captured).status).toBe('succeeded');
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'recordSettlement', 'captureCharge', 'recordCapture']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome', 'recordSettlement', 'captureCharge', 'recordCapture']);
   });
 
   it('refuses capture while the customer authenticates, and cancels by voiding the challenge (the table’s commands for requires_action)', async () => {
     const input = threeDS({ captureMethod: 'manual' });
-    const run = await bench.startPayment(input, { chargePayment: async () => challenge(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
     await waitsIn(run, 'requires_action');
     const refused = await run.handle
       .executeUpdate(captureUpdate, { args: [{ amountMinor: null, idempotency: scopedKey('POST /v1/payments/{id}/capture'), requestId: 'r' }] })
@@ -183,7 +180,7 @@ describe('await customer (3-D Secure)', () => {
 
   it('shows why and until when it waits in the memo, and its search attribute reads requires_action', async () => {
     const input = threeDS();
-    const run = await bench.startPayment(input, { chargePayment: async () => challenge(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
     await waitsIn(run, 'requires_action');
     await expect
       .poll(async () => (await run.handle.describe()).memo?.waiting_for, { timeout: 10_000, interval: 100 })
@@ -197,24 +194,131 @@ describe('await customer (3-D Secure)', () => {
   });
 });
 
+describe('the window ends: the PSP\'s clock decides, asked within the decision grace', () => {
+  /** A charge's fields as the PSP reports a success at `at` (its own clock). */
+  const succeededAt = (paymentId: string, at: Date) => charge(paymentId, { status: 'succeeded', amountCapturedMinor: 4200, succeededAt: at.toISOString(), authorizedAt: at.toISOString() });
+  const inWindow = () => new Date(Date.now() - 100);
+
+  it('a success timestamped inside the window, its webhook lost and no poll yet, succeeds at the window\'s end: nothing refunded (rules out turning away a customer who approved in time)', async () => {
+    const input = threeDS({ authenticationWindowMs: 1000 });
+    let approvedAt = new Date();
+    const run = await bench.startPayment(input, {
+      chargeAnswer: async () => {
+        approvedAt = inWindow();
+        return challenge(input.paymentId);
+      },
+      retrieveCharge: async () => succeededAt(input.paymentId, approvedAt),
+    });
+    await run.handle.result();
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome', 'retrieveCharge', 'recordSettlement']);
+    expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+  });
+
+  it('a success without the PSP\'s timestamp is treated as late: given back (rules out keeping money on a guess)', async () => {
+    const input = threeDS({ authenticationWindowMs: 800 });
+    const run = await bench.startPayment(input, {
+      chargeAnswer: async () => challenge(input.paymentId),
+      retrieveCharge: async () => charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 }),
+    });
+    await run.handle.result();
+    expect(run.inputsOf('recordExpiry')[0]!.failure.code).toBe('late_success_refunded');
+  });
+
+  it('the PSP unreachable at the window\'s end: the run keeps asking, and the in-window success wins once it answers (rules out expiring on an outage)', async () => {
+    const input = threeDS({ authenticationWindowMs: 800, decisionGraceMs: 30_000 });
+    let approvedAt = new Date();
+    let refusals = 0;
+    const run = await bench.startPayment(input, {
+      chargeAnswer: async () => {
+        approvedAt = inWindow();
+        return challenge(input.paymentId);
+      },
+      retrieveCharge: async () => {
+        if (++refusals <= 3) throw new Error('connect ECONNREFUSED');
+        return succeededAt(input.paymentId, approvedAt);
+      },
+    });
+    await run.handle.result();
+    expect(run.calls.filter((c) => c.step === 'retrieveCharge').map((c) => c.attempt)).toEqual([1, 2, 3, 4]);
+    expect(run.steps()).not.toContain('voidCharge');
+    expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+  });
+
+  it('the PSP still unreachable after the grace: the challenge is voided all the same, then expired (rules out a run that waits on the PSP forever)', async () => {
+    const input = threeDS({ authenticationWindowMs: 800, decisionGraceMs: 1500 });
+    const run = await bench.startPayment(input, {
+      chargeAnswer: async () => challenge(input.paymentId),
+      retrieveCharge: async () => {
+        throw new Error('connect ECONNREFUSED');
+      },
+    });
+    await run.handle.result();
+    expect(run.steps().slice(-2)).toEqual(['voidCharge', 'recordExpiry']);
+    expect(run.inputsOf('recordExpiry')[0]!.failure.code).toBe('authentication_expired');
+  });
+
+  it('a challenge still open is voided first; a success the void finds, timestamped inside the window, wins (rules out a success slipping in after the decision)', async () => {
+    const input = threeDS({ authenticationWindowMs: 800 });
+    let approvedAt = new Date();
+    let looks = 0;
+    const run = await bench.startPayment(input, {
+      chargeAnswer: async () => {
+        approvedAt = inWindow();
+        return challenge(input.paymentId);
+      },
+      retrieveCharge: async () => (++looks === 1 ? challenge(input.paymentId) : succeededAt(input.paymentId, approvedAt)),
+      voidCharge: async () => {
+        throw providerRefuses('charge already succeeded');
+      },
+    });
+    await run.handle.result();
+    expect(run.steps().slice(-4)).toEqual(['retrieveCharge', 'voidCharge', 'retrieveCharge', 'recordSettlement']);
+    expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+  });
+
+  it('a bank debit: a success timestamped inside the settlement window succeeds; one after it is given back', async () => {
+    const inTime = paymentInput({ paymentMethod: 'pm_sepa_debit', statusPoll: noPoll, settlementWindowMs: 800 });
+    let settledAt = new Date();
+    const settled = await bench.startPayment(inTime, {
+      chargeAnswer: async () => {
+        settledAt = inWindow();
+        return pending(inTime.paymentId);
+      },
+      retrieveCharge: async () => succeededAt(inTime.paymentId, settledAt),
+    });
+    await settled.handle.result();
+    expect(await settled.handle.query(paymentStatusQuery)).toBe('succeeded');
+    expect(settled.steps()).not.toContain('refundCharge');
+
+    const late = paymentInput({ paymentMethod: 'pm_sepa_debit', statusPoll: noPoll, settlementWindowMs: 800 });
+    const expired = await bench.startPayment(late, {
+      chargeAnswer: async () => pending(late.paymentId),
+      retrieveCharge: async () => succeededAt(late.paymentId, new Date(Date.now() + 60_000)),
+    });
+    await expired.handle.result();
+    expect(expired.inputsOf('recordExpiry')[0]!.failure.code).toBe('late_success_refunded');
+    expect(expired.steps()).not.toContain('voidCharge');
+  });
+});
+
 describe('await settlement (asynchronous methods)', () => {
   const sepa = (overrides: Partial<PaymentWorkflowInput> = {}) =>
     paymentInput({ paymentMethod: 'pm_sepa_debit', statusPoll: noPoll, settlementWindowMs: 10 * 60_000, ...overrides });
 
   it('waits in processing and settles on the webhook (SEPA succeeded)', async () => {
     const input = sepa();
-    const run = await bench.startPayment(input, { chargePayment: async () => pending(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => pending(input.paymentId) });
     await waitsIn(run, 'processing');
     await webhook(run.handle, charge(input.paymentId, { status: 'succeeded', amountCapturedMinor: 4200 }));
     await run.handle.result();
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'recordSettlement']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome', 'recordSettlement']);
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
 
   it('records a failed debit found by the poll as declined (SEPA failed, webhook lost)', async () => {
     const input = sepa({ statusPoll: fastPoll });
     const run = await bench.startPayment(input, {
-      chargePayment: async () => pending(input.paymentId),
+      chargeAnswer: async () => pending(input.paymentId),
       retrieveCharge: async () => charge(input.paymentId, { status: 'declined', declineCode: 'debit_failed' }),
     });
     await run.handle.result();
@@ -223,7 +327,7 @@ describe('await settlement (asynchronous methods)', () => {
 
   it('refuses cancel while processing (the table: processing accepts no command)', async () => {
     const input = sepa();
-    const run = await bench.startPayment(input, { chargePayment: async () => pending(input.paymentId) });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => pending(input.paymentId) });
     await waitsIn(run, 'processing');
     const refused = await run.handle
       .executeUpdate(cancelUpdate, { args: [{ idempotency: scopedKey('POST /v1/payments/{id}/cancel'), requestId: 'r' }] })
@@ -236,7 +340,7 @@ describe('await settlement (asynchronous methods)', () => {
   it('expires when the PSP gives no outcome within the settlement window, without voiding (a debit cannot be voided)', async () => {
     const input = sepa({ settlementWindowMs: 1000, statusPoll: { firstMs: 300, maxMs: 300 } });
     const run = await bench.startPayment(input, {
-      chargePayment: async () => pending(input.paymentId),
+      chargeAnswer: async () => pending(input.paymentId),
       retrieveCharge: async () => pending(input.paymentId),
     });
     await run.handle.result();

@@ -1,9 +1,6 @@
 import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
-import { workflowInterceptorModules } from '../../devstack/histories';
-import { failureConverterPath } from '../../lib/data-converter';
-import { workflowsBeforePatch } from '../../testkit/altered-workflows';
+import { ApplicationFailure } from '@temporalio/common';
 import { providerSubKey } from '../../shared/keys';
 import type { paymentWorkflow } from '../../workflows';
 import { cancelUpdate, captureUpdate, FailureType, paymentStatusQuery, type CaptureRequest } from '../../shared/definitions';
@@ -19,7 +16,7 @@ import {
   response,
   scopedKey,
   startWorkflowBench,
-  type Steps,
+  type Fakes,
   type WorkflowBench,
 } from '../helpers/workflow-worker';
 
@@ -44,7 +41,7 @@ const cancel = () => ({ idempotency: scopedKey('POST /v1/payments/{id}/cancel'),
 /** A provider capture that hangs until the test releases it: the command stays in progress. */
 function heldCapture() {
   const held = gate();
-  const fakes: Partial<Steps> = {
+  const fakes: Fakes = {
     captureCharge: async ({ paymentId, amountMinor }) => {
       await held.opened;
       return charge(paymentId, { status: 'succeeded', amountCapturedMinor: amountMinor });
@@ -90,35 +87,41 @@ describe('automatic capture', () => {
     const run = await bench.startPayment(input);
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome']);
     expect(run.inputsOf('chargeAttempt')[0]).toMatchObject({ paymentId: input.paymentId, amountMinor: 4200, currency: 'EUR', capture: true });
     expect(run.inputsOf('recordChargeOutcome')[0]!.charge.status).toBe('succeeded');
     expect(bodyOf(final)).toEqual({ id: input.paymentId, status: 'succeeded' });
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
 
-  it('is two steps when the API persisted the intent with the claim: no intent step, and the first attempt plans the route (rules out a step per payment spent on either, or a run that skips the intent without the flag)', async () => {
-    const input = paymentInput({ intentPersisted: true });
-    const run = await bench.startPayment(input);
+  it('is two steps: no intent step, the first attempt plans the route and carries the intent (rules out a step per payment spent on either, or a run that cannot persist a missing intent)', async () => {
+    const input = paymentInput();
+    const routes: unknown[] = [];
+    const run = await bench.startPayment(input, {
+      plan: async (request) => {
+        routes.push(request);
+        return { providers: ['sandbox'], reason: 'default', retryableDeclineCodes: [] };
+      },
+    });
     const final = await run.handle.result();
 
     expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome']);
+    expect(routes).toMatchObject([{ paymentId: input.paymentId, tenantId: input.tenantId, intent: { paymentId: input.paymentId, orderId: input.orderId } }]);
     expect(run.inputsOf('chargeAttempt')[0]).toMatchObject({ attempt: 1, provider: 'sandbox', canFailOver: false });
     expect(run.inputsOf('recordChargeOutcome')[0]).toMatchObject({ attempt: { attempt: 1, provider: 'sandbox' } });
     expect(bodyOf(final)).toEqual({ id: input.paymentId, status: 'succeeded' });
-    const patches = await patchesOf(run.handle);
-    expect(patches.some((data) => data.includes('intent-in-claim'))).toBe(true);
-    expect(patches.some((data) => data.includes('plan-in-charge'))).toBe(true);
+    // No patch markers: one code path for every run.
+    expect(await patchesOf(run.handle)).toEqual([]);
   });
 
   it('records a decline as the outcome and gives nothing back (rules out refunding or voiding money that never moved)', async () => {
     const input = paymentInput();
     const run = await bench.startPayment(input, {
-      chargePayment: async () => charge(input.paymentId, { status: 'declined', declineCode: 'card_declined', declineMessage: 'Your card was declined.' }),
+      chargeAnswer: async () => charge(input.paymentId, { status: 'declined', declineCode: 'card_declined', declineMessage: 'Your card was declined.' }),
     });
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome']);
     expect(run.inputsOf('recordChargeOutcome')[0]!.charge).toMatchObject({ status: 'declined', declineCode: 'card_declined' });
     expect(bodyOf(final).status).toBe('declined');
     expect(await run.handle.query(paymentStatusQuery)).toBe('declined');
@@ -127,13 +130,13 @@ describe('automatic capture', () => {
   it('records a provider refusal as a failure without compensation (rules out treating "nothing happened" as money to give back)', async () => {
     const input = paymentInput();
     const run = await bench.startPayment(input, {
-      chargePayment: async () => {
+      chargeAnswer: async () => {
         throw providerRefuses('No such payment_method: pm_bogus');
       },
     });
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordAttempt', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordAttempt', 'recordPaymentFailure']);
     expect(run.inputsOf('recordPaymentFailure')[0]).toMatchObject({
       failure: { code: 'provider_rejected', message: 'No such payment_method: pm_bogus' },
       idempotency: input.idempotency,
@@ -145,7 +148,7 @@ describe('automatic capture', () => {
     const input = paymentInput();
     let attempts = 0;
     const run = await bench.startPayment(input, {
-      chargePayment: async (step) => {
+      chargeAnswer: async (step) => {
         if (++attempts === 1) throw new Error('socket hang up');
         return charge(step.paymentId, { status: 'succeeded', amountCapturedMinor: step.amountMinor });
       },
@@ -157,13 +160,18 @@ describe('automatic capture', () => {
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
 
-  it('stops at the order guard without calling the provider (rules out charging an order that is already paid)', async () => {
+  it('stops at the order guard the first attempt meets, without a charge, and answers 409 (rules out charging an order that is already paid)', async () => {
     const input = paymentInput();
-    const refusal = response(409, { error: { type: 'order_already_paid', message: 'paid' } });
-    const run = await bench.startPayment(input, { beginPayment: async () => ({ kind: 'rejected', response: refusal }) });
+    const run = await bench.startPayment(input, {
+      chargeAttempt: async () => {
+        throw ApplicationFailure.create({ type: FailureType.OrderTaken, message: 'order taken', nonRetryable: true, details: ['pay_holder'] });
+      },
+    });
 
-    expect(await run.handle.result()).toEqual(refusal);
-    expect(run.steps()).toEqual(['beginPayment']);
+    const final = await run.handle.result();
+    expect(final.status).toBe(409);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordOrderTaken']);
+    expect(run.inputsOf('recordOrderTaken')[0]).toMatchObject({ payment: { paymentId: input.paymentId }, holderPaymentId: 'pay_holder' });
   });
 });
 
@@ -173,7 +181,7 @@ describe('compensation', () => {
     const run = await bench.startPayment(input, { recordChargeOutcome: async () => Promise.reject(ledgerRefuses('account frozen')) });
     await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'refundCharge', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome', 'refundCharge', 'recordPaymentFailure']);
     expect(run.inputsOf('refundCharge')[0]).toEqual({
       subKey: providerSubKey.compensation(input.paymentId),
       chargeId: chargeIdOf(input.paymentId),
@@ -195,7 +203,7 @@ describe('compensation', () => {
     const run = await bench.startPayment(input, { recordChargeOutcome: async () => Promise.reject(ledgerRefuses('account frozen')) });
     await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'voidCharge', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome', 'voidCharge', 'recordPaymentFailure']);
     expect(run.inputsOf('recordPaymentFailure')[0]!.failure.message).toContain(`Compensated: voided authorization ${chargeIdOf(input.paymentId)}.`);
   });
 
@@ -237,7 +245,7 @@ describe('compensation', () => {
     const answer = await run.handle.executeUpdate(captureUpdate, { args: [request] });
     await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture', 'refundCharge', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture', 'refundCharge', 'recordPaymentFailure']);
     expect(run.inputsOf('refundCharge')[0]).toMatchObject({ subKey: providerSubKey.compensation(input.paymentId), amountMinor: 3000 });
     const failure = run.inputsOf('recordPaymentFailure')[0]!;
     expect(failure.idempotency).toEqual(request.idempotency);
@@ -303,7 +311,7 @@ describe('authorization expiry (a short window)', () => {
     const run = await bench.startPayment(input);
     const final = await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome', 'voidCharge', 'recordCancel']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome', 'voidCharge', 'recordCancel']);
     expect(run.inputsOf('recordCancel')[0]).toEqual({ paymentId: input.paymentId, request: null });
     expect(bodyOf(final).status).toBe('requires_capture');
     expect(await run.handle.query(paymentStatusQuery)).toBe('canceled');
@@ -384,9 +392,9 @@ describe('capture and cancel racing, and a second update on the run', () => {
   });
 });
 
-describe('routing and failover (patched route-attempts; issue 22)', () => {
-  const twoPsps: Partial<Steps> = {
-    planRoute: async () => ({ providers: ['psp-a', 'psp-b'], reason: 'test: a then b', retryableDeclineCodes: ['processing_error'] }),
+describe('routing and failover', () => {
+  const twoPsps: Fakes = {
+    plan: async () => ({ providers: ['psp-a', 'psp-b'], reason: 'test: a then b', retryableDeclineCodes: ['processing_error'] }),
   };
   const at = (provider: string, attempt: number, paymentId: string, fields: Parameters<typeof charge>[1]) =>
     charge(paymentId, { id: `ch_${provider}_${attempt}`, ...fields });
@@ -404,7 +412,7 @@ describe('routing and failover (patched route-attempts; issue 22)', () => {
     await run.handle.executeUpdate(captureUpdate, { args: [capture()] });
     await run.handle.result();
 
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture']);
     expect(run.inputsOf('chargeAttempt')).toMatchObject([
       { provider: 'psp-a', attempt: 1, canFailOver: true },
       { provider: 'psp-b', attempt: 2, canFailOver: false },
@@ -442,7 +450,7 @@ describe('routing and failover (patched route-attempts; issue 22)', () => {
       chargeAttempt: async (step) => ({ kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'declined', declineCode: 'card_declined' }) }),
     });
     await stayed.handle.result();
-    expect(stayed.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordChargeOutcome']);
+    expect(stayed.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome']);
     expect(await stayed.handle.query(paymentStatusQuery)).toBe('declined');
   });
 
@@ -465,7 +473,7 @@ describe('routing and failover (patched route-attempts; issue 22)', () => {
     expect(run.inputsOf('recordAttempt')).toEqual([]);
   });
 
-  it('the last PSP refusing fails the payment as before, with every attempt recorded', async () => {
+  it('the last PSP refusing fails the payment, with every attempt recorded', async () => {
     const input = paymentInput();
     const run = await bench.startPayment(input, {
       ...twoPsps,
@@ -475,46 +483,11 @@ describe('routing and failover (patched route-attempts; issue 22)', () => {
       },
     });
     const final = await run.handle.result();
-    expect(run.steps()).toEqual(['beginPayment', 'chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordAttempt', 'recordPaymentFailure']);
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordAttempt', 'recordPaymentFailure']);
     expect(run.inputsOf('recordAttempt').map((i) => [i.provider, i.outcome, i.next?.provider ?? null])).toEqual([
       ['psp-a', 'rejected', 'psp-b'],
       ['psp-b', 'rejected', null],
     ]);
     expect(bodyOf(final).status).toBe('failed');
   });
-});
-
-describe('a run begun by the code before plan-in-charge, continued by the current code (issue 24)', () => {
-  it('keeps its planRoute plan after the upgrade: the capture goes to the PSP the old code charged (rules out a run that changes route, or fails, on its first task after a deploy)', async () => {
-    const { code } = await bundleWorkflowCode({
-      workflowsPath: workflowsBeforePatch('plan-in-charge').indexPath,
-      workflowInterceptorModules,
-      failureConverterPath,
-      logger: new DefaultLogger('WARN'),
-    });
-    const old = await startWorkflowBench({ bundleCode: code });
-    const input = paymentInput({ captureMethod: 'manual', intentPersisted: true });
-    const run = await old.startPayment(input, {
-      planRoute: async () => ({ providers: ['psp-b', 'psp-a'], reason: 'the old code\'s plan', retryableDeclineCodes: [] }),
-      chargeAttempt: async (step) => ({ kind: 'charge', charge: charge(step.paymentId, { id: `ch_${step.provider}`, status: 'requires_capture', amountMinor: step.amountMinor }) }),
-    });
-    await awaitingCapture(run);
-    await old.stop();
-
-    // The current code takes over on the same task queue: its first task replays the old history.
-    const current = await startWorkflowBench({ taskQueue: old.taskQueue });
-    // (The old bench's client closed with it: the run is reached through the new one.)
-    const handle = current.env.client.workflow.getHandle<typeof paymentWorkflow>(run.handle.workflowId);
-    try {
-      await handle.executeUpdate(captureUpdate, { args: [capture()] });
-      await handle.result();
-      expect(run.steps()).toEqual(['planRoute', 'chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture']);
-      expect(run.inputsOf('captureCharge')[0]).toMatchObject({ chargeId: 'ch_psp-b', provider: 'psp-b', attempt: 1 });
-      const markers = await patchesOf(handle);
-      expect(markers.some((data) => data.includes('route-attempts'))).toBe(true);
-      expect(markers.some((data) => data.includes('plan-in-charge'))).toBe(false);
-    } finally {
-      await current.stop();
-    }
-  }, 60_000);
 });

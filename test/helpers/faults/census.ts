@@ -137,13 +137,13 @@ export async function paymentIdOfKey(stack: TestStack, tenantId: string, key: st
   return row?.resource_id ?? null;
 }
 
-/** The activity that charges the PSP: chargeAttempt in routed runs (issue 22), chargePayment before. */
-const chargeActivities = new Set(['chargeAttempt', 'chargePayment']);
+/** The activity that charges the PSP. */
+const chargeActivities = new Set(['chargeAttempt']);
 
 /**
  * True once the payment's charge activity has been picked up by a worker and has recorded its
  * attempt (the charge is in flight). The first attempt decides its route in the database before
- * it calls the PSP (patched('plan-in-charge')): until its attempt row exists, nothing was sent.
+ * it calls the PSP: until its attempt row exists, nothing was sent.
  */
 export async function chargeInFlight(stack: TestStack, paymentId: string): Promise<boolean> {
   const [row] = await stack.sql<{ workflow_id: string; attempts: number }[]>`
