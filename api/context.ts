@@ -34,7 +34,7 @@ export interface ApiDeps {
         | 'PROVIDER'
         // The configured PSPs: the first is where payments from before routing (provider null) were charged.
         | 'PROVIDERS'
-        | 'METRICS_TOKEN' | 'WEBHOOK_ALLOWED_CIDRS' | 'WEBHOOK_ALLOW_HTTP' | 'RATE_LIMIT_READ_PER_SECOND' | 'RATE_LIMIT_WRITE_PER_SECOND' | 'AUTH_FAILURES_PER_MINUTE'
+        | 'METRICS_TOKEN' | 'WEBHOOK_ALLOWED_CIDRS' | 'WEBHOOK_ALLOW_HTTP' | 'RATE_LIMIT_READ_PER_SECOND' | 'RATE_LIMIT_WRITE_PER_SECOND' | 'AUTH_FAILURES_PER_MINUTE' | 'TRUSTED_PROXIES'
         // The listener's (lib/listener.ts), for the servers the dev and test stacks make.
         | 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_KEEP_ALIVE_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS' | 'HTTP_ALLOWED_HOSTS'
       >

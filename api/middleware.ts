@@ -56,7 +56,6 @@ export function requestContext(deps: ApiDeps): MiddlewareHandler<AppEnv> {
 export function authenticate(deps: ApiDeps, failures: AuthFailureLimit): MiddlewareHandler<AppEnv> {
   const cache = new TenantCache(deps);
   return async (c, next) => {
-    failures.check(c);
     const apiKey = bearer(c);
     const tenant = apiKey ? await cache.get(apiKey) : null;
     if (!tenant) throw failures.fail(c, new ApiError('unauthorized', 'Provide a valid API key as "Authorization: Bearer <api_key>".'));
@@ -97,7 +96,6 @@ class TenantCache {
 
 export function adminOnly(deps: ApiDeps, failures: AuthFailureLimit): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    failures.check(c);
     if (!sameSecret(bearer(c) ?? '', deps.config.ADMIN_TOKEN)) {
       throw failures.fail(c, new ApiError('unauthorized', 'Provide the admin token as "Authorization: Bearer <ADMIN_TOKEN>".'));
     }
