@@ -1,11 +1,12 @@
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_TOKEN, apiClient, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { signSandboxWebhook } from '../../provider/sandbox-client';
+import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
  * A security probe's findings against the running API, each reproduced for real: the
  * failed-authentication limit per client address (clients on 127.0.0.2 and 127.0.0.3, a
- * socket bound to each).
+ * socket bound to each); a signed PSP webhook whose own figures would settle a waiting payment.
  */
 
 let stack: TestStack;
@@ -101,5 +102,69 @@ describe('the failed-authentication limit counts each client address apart, and 
     } finally {
       await api.close();
     }
+  });
+});
+
+describe('a PSP webhook is a hint: the charge the PSP holds is what settles, and it must agree with the payment', () => {
+  const returnUrl = 'http://127.0.0.1:9/return';
+  const threeDs = () => ({ order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', payment_method: 'pm_card_threeDSecureRequired', return_url: returnUrl });
+  const signedEvent = (charge: Record<string, unknown>) => {
+    const raw = JSON.stringify({ id: uniqueKey('evt'), type: `charge.${String(charge.status)}`, created: Math.floor(Date.now() / 1000), data: { object: charge } });
+    return fetch(`${stack.apiUrl}/provider_webhooks/sandbox`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'sandbox-signature': signSandboxWebhook(raw, stack.sandboxWebhookSecret) },
+      body: raw,
+    });
+  };
+  const chargeJson = (id: string, reference: string, figures: { status: string; amount_minor: number; amount_captured_minor: number }) => ({
+    id, object: 'charge', ...figures, amount_refunded_minor: 0, currency: 'EUR', capture: true, reference,
+    failure_code: null, failure_message: null, next_action: null, created_at: new Date().toISOString(),
+  });
+  const merchantBalance = async (client: ReturnType<typeof apiClient>) =>
+    ((await client.get('/v1/balance')).json.accounts as { account: string; currency: string; balance_minor: number }[]).find((a) => a.account === 'merchant_balance' && a.currency === 'EUR')?.balance_minor ?? 0;
+
+  it('a signed charge.succeeded capturing 1 for a charge still requires_action settles nothing; the challenge then settles it for 2500', async () => {
+    const merchant = await stack.createTenant('forged-figures');
+    const api = apiClient(stack.apiUrl, merchant.apiKey);
+    const created = await api.post('/v1/payments', threeDs(), uniqueKey());
+    expect(created.status, created.text).toBe(202);
+    const payment = created.json;
+
+    const forged = await signedEvent(chargeJson(payment.provider_charge_id, payment.id, { status: 'succeeded', amount_minor: 2500, amount_captured_minor: 1 }));
+    expect(forged.status).toBe(200);
+    expect(await forged.json()).toMatchObject({ duplicate: false, disposition: 'forward' });
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'requires_action', amount_captured_minor: 0 });
+    expect(await merchantBalance(api)).toBe(0);
+
+    // The customer approves: the PSP's own charge settles it, whole. Had the forged figures been
+    // applied, the payment would already be succeeded with 1 captured.
+    const approved = await fetch(payment.next_action.redirect_to_url.url, { method: 'POST', body: new URLSearchParams({ result: 'approve' }), redirect: 'manual' });
+    expect(approved.status).toBe(303);
+    const done = await eventually(async () => {
+      const { json } = await api.get(`/v1/payments/${payment.id}`);
+      return json.status !== 'requires_action' && json;
+    });
+    expect(done).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500, failure: null });
+    expect(await merchantBalance(api)).toBeGreaterThan(1);
+  });
+
+  it('a charge the PSP holds with other figures than the payment (amount) is not applied: the payment is flagged needs_operator and keeps waiting', async () => {
+    const merchant = await stack.createTenant('disagreeing-charge');
+    const api = apiClient(stack.apiUrl, merchant.apiKey);
+    const created = await api.post('/v1/payments', threeDs(), uniqueKey());
+    expect(created.status, created.text).toBe(202);
+    const payment = created.json;
+    // A PSP-side error: the charge succeeded there for another amount than was asked.
+    await stack.sql`UPDATE sandbox.charges SET status = 'succeeded', amount_minor = 2400, amount_captured_minor = 2400 WHERE id = ${payment.provider_charge_id}`;
+
+    const answer = await signedEvent(chargeJson(payment.provider_charge_id, payment.id, { status: 'succeeded', amount_minor: 2400, amount_captured_minor: 2400 }));
+    expect(answer.status).toBe(200);
+    expect(await answer.json()).toMatchObject({ duplicate: false, disposition: 'held_for_operator' });
+    const held = (await api.get(`/v1/payments/${payment.id}`)).json;
+    expect(held).toMatchObject({ status: 'requires_action', amount_captured_minor: 0, failure: { code: 'needs_operator' } });
+    expect(held.failure.message).toMatch(/amount 2400, not 2500/);
+    expect(await merchantBalance(api)).toBe(0);
+    const events = await stack.sql<{ type: string }[]>`SELECT type FROM outbox_events WHERE tenant_id = ${merchant.id} AND type = 'payment.succeeded'`;
+    expect(events).toHaveLength(0);
   });
 });
