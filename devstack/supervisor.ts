@@ -50,7 +50,7 @@ const launcherSchema = z
     /** API processes behind PORT (api/primary.ts) and worker processes on the task queue. */
     API_PROCESSES: z.coerce.number().int().min(1).max(64).default(1),
     WORKER_PROCESSES: z.coerce.number().int().min(1).max(64).default(1),
-    /** TEMPORAL_MODE=cluster: "true" lets the Web UI terminate, cancel, signal and reset runs (off: it has no login). */
+    /** "true" lets the Web UI terminate, cancel, signal and reset runs, in dev and cluster mode alike (off: it has no login). */
     TEMPORAL_UI_WRITE_ACTIONS: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   });
 /** The launcher's own variables (lib/config.ts has the ones the API and worker share); set in main(). */
@@ -430,6 +430,7 @@ async function startTemporal(external: TemporalConnectionSettings | undefined, d
   const options = {
     port: launcherEnv.TEMPORAL_PORT,
     uiPort: launcherEnv.TEMPORAL_UI_PORT,
+    uiWriteActions: launcherEnv.TEMPORAL_UI_WRITE_ACTIONS,
     dbFilename: path.join(dataDir, 'temporal.db'),
     logFile,
     ...(namespace !== 'default' ? { namespace } : {}),
