@@ -61,6 +61,22 @@ export const storable = 'must not contain U+0000 or a lone surrogate (PostgreSQL
 /** A string that PostgreSQL can store as given. Every string the API accepts starts here. */
 export const text = () => z.string().refine((s) => !unstorableText.test(s), storable);
 
+/**
+ * The path ("data.object.description") of the first string or key PostgreSQL cannot store in
+ * a parsed JSON value, or null: for bodies stored whole (a PSP's event, as jsonb) that no
+ * schema of ours describes.
+ */
+export function unstorablePath(value: unknown, path: string[] = []): string | null {
+  if (typeof value === 'string') return unstorableText.test(value) ? path.join('.') : null;
+  if (value === null || typeof value !== 'object') return null;
+  for (const [key, item] of Object.entries(value)) {
+    if (unstorableText.test(key)) return [...path, key].join('.');
+    const found = unstorablePath(item, [...path, key]);
+    if (found !== null) return found;
+  }
+  return null;
+}
+
 // zod drops an own "__proto__" key from a record without an issue: it would vanish silently.
 const withoutProtoKey = (value: unknown, ctx: { addIssue: (issue: { code: 'custom'; message: string; path: string[]; input: unknown }) => void }) => {
   if (value !== null && typeof value === 'object' && Object.hasOwn(value, '__proto__')) {

@@ -15,6 +15,7 @@ import { startLateChargeWorkflow } from '../../lib/late-charge';
 import type { ApiDeps, AppEnv } from '../context';
 import { withinTemporalDeadline } from '../idempotency';
 import { MAX_BODY_BYTES } from '../middleware';
+import { storable, unstorablePath } from '../schemas';
 import { errorResponses, jsonContent } from './openapi';
 
 /** One configured PSP's webhook verification (its client's verifyWebhook, with its secret), and its status lookup. */
@@ -72,7 +73,7 @@ const receiveWebhook = createRoute({
   request: { params: z.object({ provider: z.string().max(32).openapi({ param: { name: 'provider', in: 'path' }, example: 'sandbox' }) }) },
   responses: {
     200: { description: 'Acknowledged (new or duplicate).', content: jsonContent(Received) },
-    ...errorResponses(['webhook_signature_invalid', 'not_found', 'payload_too_large', 'service_unavailable', 'temporal_unavailable']),
+    ...errorResponses(['webhook_signature_invalid', 'invalid_request', 'not_found', 'payload_too_large', 'service_unavailable', 'temporal_unavailable']),
   },
 });
 
@@ -106,6 +107,8 @@ export function providerWebhookRoutes(deps: ApiDeps) {
       if (error instanceof ProviderWebhookError) throw new ApiError('webhook_signature_invalid', error.message);
       throw error;
     }
+    const payload = JSON.parse(raw) as unknown;
+    refuseUnstorableEvent(event, payload);
     const outcome = await receiveProviderEvent(deps.sql, {
       provider,
       eventId: event.id,
@@ -114,7 +117,7 @@ export function providerWebhookRoutes(deps: ApiDeps) {
       chargeId: event.charge?.id ?? null,
       chargeStatus: event.charge?.status ?? null,
       reference: event.charge?.reference ?? null,
-      payload: JSON.parse(raw) as unknown,
+      payload,
     });
     const log = c.var.logger.child({ provider, event_id: event.id, event_type: event.type, payment_id: outcome.row.payment_id });
     let disposition: z.output<typeof Received>['disposition'] = outcome.row.disposition;
@@ -159,6 +162,23 @@ export function providerWebhookRoutes(deps: ApiDeps) {
     return c.json({ received: true as const, event_id: event.id, duplicate: !outcome.inserted, disposition }, 200);
   });
   return app;
+}
+
+/**
+ * A verified event is still refused (400, with the field's path, nothing stored) if PostgreSQL
+ * cannot store it: a `created` outside the dates timestamptz holds (or not a date at all), or
+ * U+0000 or a lone surrogate in any string of the body (the id, the type, the charge's fields).
+ */
+function refuseUnstorableEvent(event: ProviderWebhookEvent, payload: unknown): void {
+  const issues: { path: string; code: string; message: string }[] = [];
+  const created = event.createdAt.getTime();
+  const year = Number.isFinite(created) ? event.createdAt.getUTCFullYear() : NaN;
+  if (!(year >= 1 && year <= 9999)) {
+    issues.push({ path: 'created', code: 'custom', message: 'must be a time between 0001-01-01 and 9999-12-31 (UTC), the dates PostgreSQL stores' });
+  }
+  const unstorable = unstorablePath(payload);
+  if (unstorable !== null) issues.push({ path: unstorable, code: 'custom', message: storable });
+  if (issues.length) throw new ApiError('invalid_request', 'The event is invalid; see issues.', { issues });
 }
 
 type VerifiedCharge = { kind: 'agrees'; charge: ProviderCharge } | { kind: 'disagrees'; reason: string };

@@ -168,3 +168,35 @@ describe('a PSP webhook is a hint: the charge the PSP holds is what settles, and
     expect(events).toHaveLength(0);
   });
 });
+
+describe('a signed PSP webhook PostgreSQL cannot store is 400 with the field path, and nothing is stored', () => {
+  const post = (event: Record<string, unknown>) => {
+    const raw = JSON.stringify(event);
+    return fetch(`${stack.apiUrl}/provider_webhooks/sandbox`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'sandbox-signature': signSandboxWebhook(raw, stack.sandboxWebhookSecret) },
+      body: raw,
+    });
+  };
+  const charge = (id: string) => ({
+    id, object: 'charge', status: 'succeeded', amount_minor: 100, amount_captured_minor: 100, amount_refunded_minor: 0, currency: 'EUR', capture: true,
+    reference: 'pay_none', failure_code: null, failure_message: null, next_action: null, created_at: new Date().toISOString(),
+  });
+  const cases: [string, (id: string) => Record<string, unknown>, string][] = [
+    ['created 1e300', (id) => ({ id, type: 'charge.succeeded', created: 1e300, data: { object: charge(uniqueKey('ch')) } }), 'created'],
+    ['created -99999999999999', (id) => ({ id, type: 'charge.succeeded', created: -99999999999999, data: { object: charge(uniqueKey('ch')) } }), 'created'],
+    ['an event id with U+0000', (id) => ({ id: `${id}\u0000x`, type: 'charge.succeeded', created: Math.floor(Date.now() / 1000), data: { object: charge(uniqueKey('ch')) } }), 'id'],
+    ['a lone surrogate in the charge', (id) => ({ id, type: 'charge.succeeded', created: Math.floor(Date.now() / 1000), data: { object: { ...charge(uniqueKey('ch')), failure_message: 'x\uD800' } } }), 'data.object.failure_message'],
+  ];
+  for (const [name, event, path] of cases) {
+    it(`${name}: 400 invalid_request naming ${path}`, async () => {
+      const id = uniqueKey('evt');
+      const answer = await post(event(id));
+      const body = (await answer.json()) as any;
+      expect(answer.status, JSON.stringify(body)).toBe(400);
+      expect(body.error.type).toBe('invalid_request');
+      expect(body.error.issues.map((i: { path: string }) => i.path)).toEqual([path]);
+      expect(await stack.sql`SELECT 1 FROM provider_events WHERE event_id LIKE ${`${id}%`}`).toHaveLength(0);
+    });
+  }
+});
