@@ -8,6 +8,7 @@ import { captureMethods, deliveryStatuses, eventTypes, paymentStatuses, refundSt
 import { discrepancyKinds, reconciliationRunStatuses } from '../shared/jobs';
 import { paymentLifecycle } from '../domain/payment-lifecycle';
 import { routingSchemas } from '../domain/routing';
+import { storable, unstorableText } from '../domain/text';
 
 /**
  * One zod schema per request: it validates in the API, its parsed output is the input the
@@ -51,13 +52,7 @@ const timestamp = (example: string) =>
     return year >= 1 && year <= 9999;
   }, 'must lie between 0001-01-01 and 9999-12-31 (UTC), the dates PostgreSQL stores');
 
-/**
- * PostgreSQL cannot store U+0000 in text or jsonb (SQLSTATE 22P05), and refuses a lone UTF-16
- * surrogate in jsonb (postgres.js would silently turn one into U+FFFD in text). Refused at
- * validation, so such input never reaches a workflow that would retry writing it.
- */
-export const unstorableText = /\u0000|\p{Cs}/u;
-export const storable = 'must not contain U+0000 or a lone surrogate (PostgreSQL cannot store them)';
+export { storable, unstorableText };
 /** A string that PostgreSQL can store as given. Every string the API accepts starts here. */
 export const text = () => z.string().refine((s) => !unstorableText.test(s), storable);
 

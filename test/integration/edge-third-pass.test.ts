@@ -200,3 +200,32 @@ describe('a signed PSP webhook PostgreSQL cannot store is 400 with the field pat
     });
   }
 });
+
+describe('admin bodies: text PostgreSQL cannot store is 400 with the path, as in /v1, and never reaches PostgreSQL', () => {
+  const cases: [string, string][] = [
+    ['U+0000', 'pm_\u0000sepa'],
+    ['a lone surrogate', 'pm_\uD800'],
+  ];
+  for (const [name, prefix] of cases) {
+    it(`routing payment_method_prefix with ${name}: 400 naming routing.rules.0.when.payment_method_prefix; the routing is unchanged`, async () => {
+      const target = await stack.createTenant(`prefix-${name}`);
+      const admin = apiClient(stack.apiUrl, ADMIN_TOKEN);
+      const answer = await admin.request('PATCH', `/admin/tenants/${target.id}`, { body: { routing: { fallback: ['sandbox'], rules: [{ when: { payment_method_prefix: prefix }, fallback: ['sandbox'] }] } } });
+      expect(answer.status, answer.text).toBe(400);
+      expect(answer.json.error.type).toBe('invalid_request');
+      expect(answer.json.error.issues.map((i: { path: string }) => i.path)).toEqual(['routing.rules.0.when.payment_method_prefix']);
+      const [row] = await stack.sql<{ routing: unknown }[]>`SELECT routing FROM tenants WHERE id = ${target.id}`;
+      expect(row!.routing).toBeNull();
+    });
+  }
+
+  it('the other admin text fields too: a tenant name or webhook_url with U+0000 is 400 with its path', async () => {
+    const target = await stack.createTenant('admin-text');
+    const admin = apiClient(stack.apiUrl, ADMIN_TOKEN);
+    for (const [field, value] of [['name', 'Acme\u0000'], ['webhook_url', 'https://example.com/\u0000']] as const) {
+      const answer = await admin.request('PATCH', `/admin/tenants/${target.id}`, { body: { [field]: value } });
+      expect(answer.status, answer.text).toBe(400);
+      expect(answer.json.error.issues.map((i: { path: string }) => i.path)).toContain(field);
+    }
+  });
+});
