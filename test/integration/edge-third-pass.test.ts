@@ -1,4 +1,5 @@
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signSandboxWebhook } from '../../provider/sandbox-client';
 import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
@@ -227,5 +228,57 @@ describe('admin bodies: text PostgreSQL cannot store is 400 with the path, as in
       expect(answer.status, answer.text).toBe(400);
       expect(answer.json.error.issues.map((i: { path: string }) => i.path)).toContain(field);
     }
+  });
+});
+
+describe('an empty body counts as {} in every framing and with any or no content type (one mechanism: api/middleware.ts jsonBody)', () => {
+  /** A request written byte for byte on a socket: the framing is exactly what is asked. */
+  function raw(path: string, framing: 'no length' | 'length 0' | 'chunked', contentType: string | null, body = ''): Promise<{ status: number; json: any }> {
+    const url = new URL(stack.apiUrl);
+    const lines = [`POST ${path} HTTP/1.1`, `Host: ${url.host}`, `Authorization: Bearer ${ADMIN_TOKEN}`, 'Connection: close'];
+    if (contentType !== null) lines.push(`Content-Type: ${contentType}`);
+    if (framing === 'length 0') lines.push(`Content-Length: ${Buffer.byteLength(body)}`);
+    if (framing === 'chunked') lines.push('Transfer-Encoding: chunked');
+    const payload = framing === 'chunked' ? (body ? `${Buffer.byteLength(body).toString(16)}\r\n${body}\r\n0\r\n\r\n` : '0\r\n\r\n') : body;
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(url.port), url.hostname);
+      const chunks: Buffer[] = [];
+      socket.on('data', (chunk) => chunks.push(chunk));
+      socket.on('error', reject);
+      socket.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]);
+        const start = text.indexOf('{');
+        const end = text.lastIndexOf('}');
+        resolve({ status, json: start >= 0 ? JSON.parse(text.slice(start, end + 1)) : null });
+      });
+      socket.write(`${lines.join('\r\n')}\r\n\r\n${payload}`);
+    });
+  }
+
+  const framings = ['no length', 'length 0', 'chunked'] as const;
+  const types = [null, 'application/json', 'text/plain'];
+  for (const framing of framings) {
+    for (const type of types) {
+      it(`${framing}, ${type ?? 'no content type'}: 201 with the defaults (webhook secret rotation: 24 h overlap)`, async () => {
+        const target = await stack.createTenant('empty-body');
+        const answer = await raw(`/admin/tenants/${target.id}/webhook_secret/rotate`, framing, type);
+        expect(answer.status, JSON.stringify(answer.json)).toBeLessThan(300);
+        const overlap = Date.parse(answer.json.previous_secret_valid_until) - Date.now();
+        expect(overlap).toBeGreaterThan(23 * 3600_000);
+      });
+    }
+  }
+
+  it('a chunked body that is not empty is still JSON only, parsed and validated, and limited in size', async () => {
+    const target = await stack.createTenant('chunked-body');
+    const parsed = await raw(`/admin/tenants/${target.id}/webhook_secret/rotate`, 'chunked', 'application/json', '{"overlap_seconds":60}');
+    expect(parsed.status, JSON.stringify(parsed.json)).toBeLessThan(300);
+    expect(Date.parse(parsed.json.previous_secret_valid_until) - Date.now()).toBeLessThan(120_000);
+    expect((await raw(`/admin/tenants/${target.id}/webhook_secret/rotate`, 'chunked', 'text/plain', '{"overlap_seconds":60}')).status).toBe(415);
+    const invalid = await raw(`/admin/tenants/${target.id}/webhook_secret/rotate`, 'chunked', 'application/json', '{"overlap_seconds":-1}');
+    expect(invalid.status).toBe(400);
+    expect(invalid.json.error.issues.map((i: { path: string }) => i.path)).toEqual(['overlap_seconds']);
+    expect((await raw(`/admin/tenants/${target.id}/webhook_secret/rotate`, 'chunked', 'application/json', `{"x":"${'a'.repeat(70_000)}"}`)).status).toBe(413);
   });
 });
