@@ -93,6 +93,14 @@ const metadataRecord = z
   .openapi({ description: 'Up to 50 string pairs for your own references.', example: { cart: 'c_123' } });
 const metadata = z.preprocess(withoutProtoKey, metadataRecord);
 
+/**
+ * The longest return_url every configured PSP accepts: the sandbox PSP refuses more than 2000
+ * characters (sandbox/routes/charges.ts); Stripe's API reference gives return_url a maximum
+ * length of 5000 where it states one. A longer one would only be refused by each PSP in turn (402
+ * provider_rejected after the whole route), so the API refuses it first, with its path.
+ */
+export const RETURN_URL_MAX_LENGTH = 2000;
+
 export const CreatePaymentBody = z
   .strictObject({
     order_id: identifier().min(1).max(255).openapi({
@@ -115,8 +123,8 @@ export const CreatePaymentBody = z
     metadata: metadata.default({}),
     // Optional without a default: a request without it keeps the fingerprint it always had.
     return_url: text()
-      .max(2048)
-      .refine(isReturnUrl, 'must be an https URL (http only on a loopback host, in development)')
+      .max(RETURN_URL_MAX_LENGTH, `must be at most ${RETURN_URL_MAX_LENGTH} characters (the strictest configured PSP's limit)`)
+      .refine(isReturnUrl, 'must be an https URL written scheme://host/… (http only on a loopback host, in development)')
       .optional()
       .openapi({
         description:
@@ -127,8 +135,14 @@ export const CreatePaymentBody = z
   })
   .openapi('CreatePaymentRequest');
 
-/** https, or http on a loopback host (the API refuses the latter in production: api/routes/payments.ts). */
+/**
+ * https, or http on a loopback host (the API refuses the latter in production:
+ * api/routes/payments.ts), written as a PSP reads it: `scheme://host…` with a real authority.
+ * The URL parser repairs what PSPs refuse (`https:host/path` without the slashes, backslashes
+ * for slashes, tabs and newlines dropped), so those are refused as written.
+ */
 export function isReturnUrl(value: string): boolean {
+  if (!/^https?:\/\/[^/\\?#\s@]/i.test(value) || /[\s\\]/.test(value)) return false;
   let url: URL;
   try {
     url = new URL(value);

@@ -282,3 +282,38 @@ describe('an empty body counts as {} in every framing and with any or no content
     expect((await raw(`/admin/tenants/${target.id}/webhook_secret/rotate`, 'chunked', 'application/json', `{"x":"${'a'.repeat(70_000)}"}`)).status).toBe(413);
   });
 });
+
+describe('return_url is refused at the API where every PSP would refuse it: 400 before anything runs', () => {
+  const threeDs = (return_url: string) => ({ order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', payment_method: 'pm_card_threeDSecureRequired', return_url });
+  const long = (length: number) => {
+    const base = 'https://shop.example/return?pad=';
+    return base + 'a'.repeat(length - base.length);
+  };
+  const refused: [string, string][] = [
+    ['2048 characters', long(2048)],
+    ['2001 characters', long(2001)],
+    ['https: without the slashes', 'https:evil.example/noslash'],
+    ['one slash', 'https:/evil.example/x'],
+    ['backslashes', 'https:\\\\evil.example\\x'],
+    ['a tab the parser would drop', 'https://evil.exa\tmple/x'],
+    ['no host', 'https:///path'],
+  ];
+  for (const [name, url] of refused) {
+    it(`${name}: 400 naming return_url; no payment, no key recorded`, async () => {
+      const merchant = await stack.createTenant('return-url');
+      const key = uniqueKey();
+      const answer = await apiClient(stack.apiUrl, merchant.apiKey).post('/v1/payments', threeDs(url), key);
+      expect(answer.status, answer.text).toBe(400);
+      expect(answer.json.error.issues.map((i: { path: string }) => i.path)).toEqual(['return_url']);
+      expect(await stack.sql`SELECT 1 FROM payments WHERE tenant_id = ${merchant.id}`).toHaveLength(0);
+      expect(await stack.sql`SELECT 1 FROM idempotency_records WHERE tenant_id = ${merchant.id} AND idempotency_key = ${key}`).toHaveLength(0);
+    });
+  }
+
+  it('the longest allowed (2000 characters) is one the PSP accepts: the challenge is offered with it', async () => {
+    const url = long(2000);
+    const answer = await apiClient(stack.apiUrl, tenant.apiKey).post('/v1/payments', threeDs(url), uniqueKey());
+    expect(answer.status, answer.text).toBe(202);
+    expect(answer.json.next_action.redirect_to_url.return_url).toBe(url);
+  });
+});
