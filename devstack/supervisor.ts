@@ -281,6 +281,13 @@ async function main(): Promise<void> {
   checkpoint();
 
   const uiUrl = state.temporal?.uiUrl ?? state.cluster?.uiUrl ?? launcherEnv.TEMPORAL_UI_URL ?? null;
+  // Only the UIs this launcher runs (dev server, cluster) are known to be read-only or not.
+  const uiMode =
+    state.temporal?.uiUrl || state.cluster?.uiUrl
+      ? launcherEnv.TEMPORAL_UI_WRITE_ACTIONS
+        ? ' (write actions on: TEMPORAL_UI_WRITE_ACTIONS=true)'
+        : ' (read-only; TEMPORAL_UI_WRITE_ACTIONS=true allows terminate, cancel, signal, reset)'
+      : '';
   const rel = (file: string) => {
     const relative = path.relative(process.cwd(), file);
     return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file;
@@ -298,7 +305,7 @@ async function main(): Promise<void> {
       'Payment orchestrator is running.',
       `  API            ${apiUrl}`,
       `  API docs       ${apiUrl}/docs`,
-      `  Temporal UI    ${uiUrl ?? `(not known for TEMPORAL_ADDRESS=${temporalAddress}; set TEMPORAL_UI_URL)`}`,
+      `  Temporal UI    ${uiUrl ?? `(not known for TEMPORAL_ADDRESS=${temporalAddress}; set TEMPORAL_UI_URL)`}${uiMode}`,
       `  Temporal       ${
         state.temporal
           ? `${temporalAddress} (dev server; ${rel(path.join(dataDir, 'temporal.db'))}, log ${rel(path.join(dataDir, 'temporal.log'))})`

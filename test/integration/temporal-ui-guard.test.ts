@@ -1,8 +1,10 @@
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../devstack/ports';
 import { startTemporalDevServer, type DevServer } from '../../devstack/temporal-cli';
+import { defaultListenerLimits } from '../../lib/listener';
 import { uniqueKey } from '../helpers/stack';
 
 /**
@@ -86,6 +88,19 @@ describe('the dev server Web UI is read-only by default', () => {
       expect(answer.status, path).toBe(421);
     }
   });
+});
+
+describe('the UI port has the limits of our own listeners', () => {
+  it('a connection that never finishes its headers is answered 408 and closed at the header deadline (HTTP_HEADERS_TIMEOUT_MS)', async () => {
+    const { port } = new URL(server.uiUrl!);
+    const socket = connect(Number(port), '127.0.0.1');
+    const received: Buffer[] = [];
+    socket.on('data', (chunk) => received.push(chunk));
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Slow: `);
+    await closed;
+    expect(Buffer.concat(received).toString('utf8')).toMatch(/^HTTP\/1\.1 408/);
+  }, defaultListenerLimits.headersTimeoutMs + 20_000);
 });
 
 describe("the dev server's HTTP API is closed to browsers", () => {
