@@ -7,7 +7,9 @@ import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestSta
 /**
  * A security probe's findings against the running API, each reproduced for real: the
  * failed-authentication limit per client address (clients on 127.0.0.2 and 127.0.0.3, a
- * socket bound to each); a signed PSP webhook whose own figures would settle a waiting payment.
+ * socket bound to each); a signed PSP webhook whose own figures would settle a waiting payment;
+ * signed events PostgreSQL cannot store; unstorable text in admin bodies; empty bodies in every
+ * framing; return_urls every PSP refuses. (The Web UI's findings: temporal-ui-guard.test.ts.)
  */
 
 let stack: TestStack;
