@@ -11,6 +11,7 @@ import { ping } from '../db/connect';
 import type { ApiDeps, AppEnv } from './context';
 import { adminOnly, authenticate, errorHandler, jsonBody, requestContext, requireIdempotencyKey } from './middleware';
 import { RETENTION_HEADER } from './idempotency';
+import { cidrBlockList } from '../lib/webhook-target';
 import { AuthFailureLimit, metricsAccess, securityHeaders, sharedFor, tenantRateLimit } from './edge';
 import { credentialRoutes } from './routes/credentials';
 import { accountRoutes } from './routes/account';
@@ -63,7 +64,7 @@ const metricsRoute = createRoute({
 /** The HTTP API, built from its dependencies. `api/main.ts` serves it; tests call it directly. */
 export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: invalidRequest });
-  const authFailures = new AuthFailureLimit(deps.config.AUTH_FAILURES_PER_MINUTE ?? 30);
+  const authFailures = new AuthFailureLimit(deps.config.AUTH_FAILURES_PER_MINUTE ?? 30, cidrBlockList(deps.config.TRUSTED_PROXIES ?? '', 'TRUSTED_PROXIES'));
   app.use('*', requestContext(deps), securityHeaders());
   app.use('/metrics', metricsAccess(deps, authFailures));
   app.onError(errorHandler());

@@ -5,7 +5,7 @@ import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import type { ApiMetrics, IdempotencyOutcome } from '../lib/metrics';
 import type { IdempotencyRecord } from '../db/idempotency-records';
-import type { ProviderWebhookEvent } from '../provider/types';
+import type { ProviderCharge, ProviderWebhookEvent } from '../provider/types';
 import type { CompletionWaiter } from './completions';
 
 /**
@@ -18,6 +18,8 @@ export interface ProviderWebhookReceiver {
   /** The provider's configured name, as in the path (PROVIDERS; `sandbox` or `stripe` with PROVIDER). */
   name: string;
   verify(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
+  /** The charge as this PSP holds it now (its client's retrieveCharge): what a webhook's report is checked against. */
+  retrieveCharge(chargeId: string): Promise<ProviderCharge>;
 }
 
 /** What a route's early replay check read (api/idempotency.ts replayFirst), handed to the protocol when it did not answer. */
@@ -56,7 +58,7 @@ export interface ApiDeps {
         | 'PROVIDER'
         // The configured PSPs: the first is where payments from before routing (provider null) were charged.
         | 'PROVIDERS'
-        | 'METRICS_TOKEN' | 'WEBHOOK_ALLOWED_CIDRS' | 'WEBHOOK_ALLOW_HTTP' | 'RATE_LIMIT_READ_PER_SECOND' | 'RATE_LIMIT_WRITE_PER_SECOND' | 'AUTH_FAILURES_PER_MINUTE'
+        | 'METRICS_TOKEN' | 'WEBHOOK_ALLOWED_CIDRS' | 'WEBHOOK_ALLOW_HTTP' | 'RATE_LIMIT_READ_PER_SECOND' | 'RATE_LIMIT_WRITE_PER_SECOND' | 'AUTH_FAILURES_PER_MINUTE' | 'TRUSTED_PROXIES'
         // The listener's (lib/listener.ts), for the servers the dev and test stacks make.
         | 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_KEEP_ALIVE_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS' | 'HTTP_ALLOWED_HOSTS'
       >

@@ -1,5 +1,6 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { timingSafeEqual } from 'node:crypto';
+import { BlockList, isIP } from 'node:net';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { ApiError } from '../domain/errors';
 import type { ApiDeps, AppEnv } from './context';
@@ -25,14 +26,7 @@ export function securityHeaders(): MiddlewareHandler<AppEnv> {
 /** A fixed one-window counter per name: cheap, and its remaining quota is exact for the headers. */
 export class WindowCounter {
   private readonly windows = new Map<string, { start: number; count: number }>();
-  /** When the last window began: once it has ended, every name's count is 0. */
-  private lastStart = Number.NEGATIVE_INFINITY;
   constructor(private readonly windowMs: number, private readonly now: () => number = Date.now) {}
-
-  /** Whether every window has ended (no name counts anything): a caller may skip naming one. */
-  idle(): boolean {
-    return this.now() - this.lastStart >= this.windowMs;
-  }
 
   /** Counts one hit against `limit`; says whether it is within it, what is left and when the window ends. */
   hit(name: string, limit: number): { allowed: boolean; remaining: number; resetMs: number } {
@@ -42,7 +36,6 @@ export class WindowCounter {
       if (this.windows.size > 50_000) this.prune(now);
       window = { start: now, count: 0 };
       this.windows.set(name, window);
-      this.lastStart = now;
     }
     const resetMs = window.start + this.windowMs - now;
     if (window.count >= limit) return { allowed: false, remaining: 0, resetMs };
@@ -97,40 +90,67 @@ export function tenantRateLimit(deps: ApiDeps): MiddlewareHandler<AppEnv> {
   };
 }
 
-/** The client's address as the socket sees it (no proxy header is trusted), or "unknown" outside a server. */
-export function clientAddress(c: Context): string {
-  try {
-    return getConnInfo(c).remote.address ?? 'unknown';
-  } catch {
-    return 'unknown';
-  }
+/** IPv4 written as IPv4-mapped IPv6 ("::ffff:127.0.0.2") is the same client as "127.0.0.2". */
+function canonicalAddress(address: string): string {
+  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
+  return (mapped ? mapped[1]! : address).toLowerCase();
+}
+
+function inList(list: BlockList, address: string): boolean {
+  const family = isIP(address);
+  return family !== 0 && list.check(address, family === 4 ? 'ipv4' : 'ipv6');
 }
 
 /**
- * Limits failed authentication (API keys and the admin token) per client address: after
- * `perMinute` failures in a minute, every authentication attempt from that address is 429
- * until the minute ends, a right key included, so guessing stays slow.
+ * The client's address: the socket's, or, when the socket is one of the TRUSTED_PROXIES, the
+ * nearest X-Forwarded-For hop that is not a trusted proxy (read from the right: each trusted
+ * proxy appends the address it was connected from, and everything left of the first untrusted
+ * hop was written by the client and proves nothing). "unknown" outside a server (app.request
+ * in unit tests), the only case where clients share a count.
+ */
+export function clientAddress(c: Context, trustedProxies: BlockList | null = null): string {
+  let socket: string | undefined;
+  try {
+    socket = getConnInfo(c).remote.address;
+  } catch {
+    return 'unknown';
+  }
+  if (!socket) return 'unknown';
+  const address = canonicalAddress(socket);
+  if (!trustedProxies || !inList(trustedProxies, address)) return address;
+  const hops = (c.req.header('x-forwarded-for') ?? '').split(',').map((hop) => canonicalAddress(hop.trim())).filter(Boolean);
+  for (let i = hops.length - 1; i >= 0; i--) {
+    // A malformed hop is not a proxy's: it counts as the client (bounded, it only names a counter).
+    if (!inList(trustedProxies, hops[i]!)) return hops[i]!.slice(0, 64);
+  }
+  // Every hop is a trusted proxy: the leftmost is the nearest thing to a client there is.
+  return hops[0] ?? address;
+}
+
+/**
+ * Limits failed authentication (API keys, the admin token, the metrics token) per client
+ * address: past `perMinute` failures in a minute, each further failure from that address is
+ * answered 429 instead of 401 until the minute ends.
  *
- * Exactly `perMinute` failures are answered 401, however many arrive at once: `check` before
- * the key lookup only refuses early, and the failure itself is counted against the limit
- * when the lookup has failed (`fail`), in one synchronous step. Counting without the limit
- * after an asynchronous lookup let two requests both pass a check at 29 and both answer 401
- * (issue 27: 31 tries under 400 concurrent bad keys).
+ * Only failing attempts are limited: a valid credential is accepted whatever any address has
+ * failed, so no client (nor one sharing its NAT or proxy) can lock others out. What defeats
+ * guessing is the credentials' size (API keys carry 256 random bits; the admin token is 32+
+ * characters in production), not a lock-out; the limit bounds what a flood of bad keys costs
+ * and keeps it visible (429s by address).
+ *
+ * Exactly `perMinute` failures per address are answered 401, however many arrive at once: a
+ * failure is counted against the limit in the same synchronous step that decides its answer.
  */
 export class AuthFailureLimit {
   private readonly failures = new WindowCounter(60_000);
-  constructor(private readonly perMinute: number) {}
-
-  /** Throws 429 if the address has used up its failures. */
-  check(c: Context): void {
-    // No failure within the last minute (the usual case): no address to look up.
-    if (this.failures.idle()) return;
-    if (this.failures.count(clientAddress(c)) >= this.perMinute) throw AuthFailureLimit.limited();
-  }
+  constructor(
+    private readonly perMinute: number,
+    private readonly trustedProxies: BlockList | null = null,
+  ) {}
 
   /** Counts a failed authentication and returns the 401 to answer, or throws 429 if it is one too many. */
   fail(c: Context, unauthorized: ApiError): ApiError {
-    if (!this.failures.hit(clientAddress(c), this.perMinute).allowed) throw AuthFailureLimit.limited();
+    if (!this.failures.hit(clientAddress(c, this.trustedProxies), this.perMinute).allowed) throw AuthFailureLimit.limited();
     return unauthorized;
   }
 
@@ -149,7 +169,6 @@ export function sameSecret(given: string, expected: string): boolean {
 /** /metrics needs a bearer token: METRICS_TOKEN if set, or the admin token. */
 export function metricsAccess(deps: ApiDeps, failures: AuthFailureLimit): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    failures.check(c);
     const given = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '')?.[1] ?? '';
     const tokens = [deps.config.ADMIN_TOKEN, deps.config.METRICS_TOKEN].filter((t): t is string => !!t);
     if (!tokens.some((token) => sameSecret(given, token))) {

@@ -56,7 +56,6 @@ export function requestContext(deps: ApiDeps): MiddlewareHandler<AppEnv> {
 export function authenticate(deps: ApiDeps, failures: AuthFailureLimit): MiddlewareHandler<AppEnv> {
   const cache = new TenantCache(deps);
   return async (c, next) => {
-    failures.check(c);
     const apiKey = bearer(c);
     const tenant = apiKey ? await cache.get(apiKey) : null;
     if (!tenant) throw failures.fail(c, new ApiError('unauthorized', 'Provide a valid API key as "Authorization: Bearer <api_key>".'));
@@ -97,7 +96,6 @@ class TenantCache {
 
 export function adminOnly(deps: ApiDeps, failures: AuthFailureLimit): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    failures.check(c);
     if (!sameSecret(bearer(c) ?? '', deps.config.ADMIN_TOKEN)) {
       throw failures.fail(c, new ApiError('unauthorized', 'Provide the admin token as "Authorization: Bearer <ADMIN_TOKEN>".'));
     }
@@ -110,33 +108,53 @@ function bearer(c: Context): string | null {
   return match ? match[1]! : null;
 }
 
-/** JSON only, and not too much of it: 415 and 413 before anything is parsed. */
+/**
+ * JSON only, and not too much of it: 415 and 413 before anything is parsed.
+ *
+ * An empty body is no body, whatever its framing (no Content-Length, `Content-Length: 0`, or
+ * chunked with no bytes) and whatever type a client library labelled it with: its
+ * Content-Type is dropped, so the route validates `{}` (its defaults, or "required" issues
+ * with field paths), never a JSON parse error or a media-type refusal of nothing. A request
+ * with neither Content-Length nor Transfer-Encoding has no body (HTTP/1.1); a chunked one is
+ * read here, within the size limit, to know (the route then parses the bytes read).
+ */
 export function jsonBody(): MiddlewareHandler<AppEnv> {
+  const tooLarge = () => new ApiError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`);
   const limit = bodyLimit({
     maxSize: MAX_BODY_BYTES,
     onError: () => {
-      throw new ApiError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`);
+      throw tooLarge();
     },
   });
-  return async (c, next) => {
-    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
-    // An empty body is no body, whatever type a client library labelled it with: the route then
-    // validates `{}` (its defaults, or "required" issues with field paths), never a JSON parse
-    // error or a media-type refusal of nothing (issue 27).
-    if (c.req.header('content-length') === '0' && c.req.header('transfer-encoding') === undefined) c.req.raw.headers.delete('content-type');
-    const hasBody = c.req.header('content-length') !== undefined && c.req.header('content-length') !== '0' || c.req.header('transfer-encoding') !== undefined;
-    const type = c.req.header('content-type');
-    if (hasBody && !/^application\/json\s*(;|$)/i.test(type ?? '')) {
+  const requireJson = (c: Context<AppEnv>) => {
+    if (!/^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) {
       throw new ApiError('unsupported_media_type', 'Send the body as JSON with "Content-Type: application/json".');
     }
-    // Why: bodyLimit reads c.req.raw.body, which makes @hono/node-server build a full web Request
-    // and stream per POST (a third of a replay's CPU); a declared length is checked as bodyLimit would.
+  };
+  return async (c, next) => {
+    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
     const length = c.req.header('content-length');
-    if (length !== undefined && c.req.header('transfer-encoding') === undefined && /^\d+$/.test(length)) {
-      if (Number(length) > MAX_BODY_BYTES) throw new ApiError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`);
-      return next();
+    if (c.req.header('transfer-encoding') === undefined) {
+      if (length === undefined || /^0+$/.test(length)) {
+        c.req.raw.headers.delete('content-type');
+        return next();
+      }
+      // Why not bodyLimit here: it reads c.req.raw.body, which makes @hono/node-server build a
+      // full web Request and stream per POST (a third of a replay's CPU); Node has already
+      // refused a malformed length, so the declared one is checked as bodyLimit would.
+      if (/^\d+$/.test(length)) {
+        if (Number(length) > MAX_BODY_BYTES) throw tooLarge();
+        requireJson(c);
+        return next();
+      }
     }
-    return limit(c, next);
+    return limit(c, async () => {
+      // Read through the limit (413 past it) and kept by hono for the route's own parse.
+      const bytes = await c.req.arrayBuffer();
+      if (bytes.byteLength === 0) c.req.raw.headers.delete('content-type');
+      else requireJson(c);
+      await next();
+    });
   };
 }
 

@@ -8,6 +8,7 @@ import { captureMethods, deliveryStatuses, eventTypes, paymentStatuses, refundSt
 import { discrepancyKinds, reconciliationRunStatuses } from '../shared/jobs';
 import { chargeStates, paymentLifecycle } from '../domain/payment-lifecycle';
 import { routingSchemas } from '../domain/routing';
+import { storable, unstorableText } from '../domain/text';
 
 /**
  * One zod schema per request: it validates in the API, its parsed output is the input the
@@ -51,15 +52,25 @@ const timestamp = (example: string) =>
     return year >= 1 && year <= 9999;
   }, 'must lie between 0001-01-01 and 9999-12-31 (UTC), the dates PostgreSQL stores');
 
-/**
- * PostgreSQL cannot store U+0000 in text or jsonb (SQLSTATE 22P05), and refuses a lone UTF-16
- * surrogate in jsonb (postgres.js would silently turn one into U+FFFD in text). Refused at
- * validation, so such input never reaches a workflow that would retry writing it.
- */
-export const unstorableText = /\u0000|\p{Cs}/u;
-export const storable = 'must not contain U+0000 or a lone surrogate (PostgreSQL cannot store them)';
+export { storable, unstorableText };
 /** A string that PostgreSQL can store as given. Every string the API accepts starts here. */
 export const text = () => z.string().refine((s) => !unstorableText.test(s), storable);
+
+/**
+ * The path ("data.object.description") of the first string or key PostgreSQL cannot store in
+ * a parsed JSON value, or null: for bodies stored whole (a PSP's event, as jsonb) that no
+ * schema of ours describes.
+ */
+export function unstorablePath(value: unknown, path: string[] = []): string | null {
+  if (typeof value === 'string') return unstorableText.test(value) ? path.join('.') : null;
+  if (value === null || typeof value !== 'object') return null;
+  for (const [key, item] of Object.entries(value)) {
+    if (unstorableText.test(key)) return [...path, key].join('.');
+    const found = unstorablePath(item, [...path, key]);
+    if (found !== null) return found;
+  }
+  return null;
+}
 
 // zod drops an own "__proto__" key from a record without an issue: it would vanish silently.
 const withoutProtoKey = (value: unknown, ctx: { addIssue: (issue: { code: 'custom'; message: string; path: string[]; input: unknown }) => void }) => {
@@ -81,6 +92,14 @@ const metadataRecord = z
   .refine((m) => Object.keys(m).length <= 50, 'at most 50 metadata keys')
   .openapi({ description: 'Up to 50 string pairs for your own references.', example: { cart: 'c_123' } });
 const metadata = z.preprocess(withoutProtoKey, metadataRecord);
+
+/**
+ * The longest return_url every configured PSP accepts: the sandbox PSP refuses more than 2000
+ * characters (sandbox/routes/charges.ts); Stripe's API reference gives return_url a maximum
+ * length of 5000 where it states one. A longer one would only be refused by each PSP in turn (402
+ * provider_rejected after the whole route), so the API refuses it first, with its path.
+ */
+export const RETURN_URL_MAX_LENGTH = 2000;
 
 export const CreatePaymentBody = z
   .strictObject({
@@ -104,8 +123,8 @@ export const CreatePaymentBody = z
     metadata: metadata.default({}),
     // Optional without a default: a request without it keeps the fingerprint it always had.
     return_url: text()
-      .max(2048)
-      .refine(isReturnUrl, 'must be an https URL (http only on a loopback host, in development)')
+      .max(RETURN_URL_MAX_LENGTH, `must be at most ${RETURN_URL_MAX_LENGTH} characters (the strictest configured PSP's limit)`)
+      .refine(isReturnUrl, 'must be an https URL written scheme://host/… (http only on a loopback host, in development)')
       .optional()
       .openapi({
         description:
@@ -116,8 +135,14 @@ export const CreatePaymentBody = z
   })
   .openapi('CreatePaymentRequest');
 
-/** https, or http on a loopback host (the API refuses the latter in production: api/routes/payments.ts). */
+/**
+ * https, or http on a loopback host (the API refuses the latter in production:
+ * api/routes/payments.ts), written as a PSP reads it: `scheme://host…` with a real authority.
+ * The URL parser repairs what PSPs refuse (`https:host/path` without the slashes, backslashes
+ * for slashes, tabs and newlines dropped), so those are refused as written.
+ */
 export function isReturnUrl(value: string): boolean {
+  if (!/^https?:\/\/[^/\\?#\s@]/i.test(value) || /[\s\\]/.test(value)) return false;
   let url: URL;
   try {
     url = new URL(value);

@@ -286,6 +286,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const providerWebhooks = Object.entries({ ...clients, ...options.extraProviders }).map(([name, client]) => ({
       name,
       verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => client.verifyWebhook(raw, headers, now),
+      retrieveCharge: (chargeId: string) => client.retrieveCharge(chargeId),
     }));
     const providerNames = options.providerNames ?? Object.keys(clients);
     const startApi = async (overrides: Partial<ApiConfig> = {}, client: Client = temporal): Promise<RunningApi> => {

@@ -50,7 +50,7 @@ const launcherSchema = z
     /** API processes behind PORT (api/primary.ts) and worker processes on the task queue. */
     API_PROCESSES: z.coerce.number().int().min(1).max(64).default(1),
     WORKER_PROCESSES: z.coerce.number().int().min(1).max(64).default(1),
-    /** TEMPORAL_MODE=cluster: "true" lets the Web UI terminate, cancel, signal and reset runs (off: it has no login). */
+    /** "true" lets the Web UI terminate, cancel, signal and reset runs, in dev and cluster mode alike (off: it has no login). */
     TEMPORAL_UI_WRITE_ACTIONS: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   });
 /** The launcher's own variables (lib/config.ts has the ones the API and worker share); set in main(). */
@@ -279,6 +279,13 @@ async function main(): Promise<void> {
   checkpoint();
 
   const uiUrl = state.temporal?.uiUrl ?? state.cluster?.uiUrl ?? launcherEnv.TEMPORAL_UI_URL ?? null;
+  // Only the UIs this launcher runs (dev server, cluster) are known to be read-only or not.
+  const uiMode =
+    state.temporal?.uiUrl || state.cluster?.uiUrl
+      ? launcherEnv.TEMPORAL_UI_WRITE_ACTIONS
+        ? ' (write actions on: TEMPORAL_UI_WRITE_ACTIONS=true)'
+        : ' (read-only; TEMPORAL_UI_WRITE_ACTIONS=true allows terminate, cancel, signal, reset)'
+      : '';
   const rel = (file: string) => {
     const relative = path.relative(process.cwd(), file);
     return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file;
@@ -296,7 +303,7 @@ async function main(): Promise<void> {
       'Payment orchestrator is running.',
       `  API            ${apiUrl}`,
       `  API docs       ${apiUrl}/docs`,
-      `  Temporal UI    ${uiUrl ?? `(not known for TEMPORAL_ADDRESS=${temporalAddress}; set TEMPORAL_UI_URL)`}`,
+      `  Temporal UI    ${uiUrl ?? `(not known for TEMPORAL_ADDRESS=${temporalAddress}; set TEMPORAL_UI_URL)`}${uiMode}`,
       `  Temporal       ${
         state.temporal
           ? `${temporalAddress} (dev server; ${rel(path.join(dataDir, 'temporal.db'))}, log ${rel(path.join(dataDir, 'temporal.log'))})`
@@ -428,6 +435,7 @@ async function startTemporal(external: TemporalConnectionSettings | undefined, d
   const options = {
     port: launcherEnv.TEMPORAL_PORT,
     uiPort: launcherEnv.TEMPORAL_UI_PORT,
+    uiWriteActions: launcherEnv.TEMPORAL_UI_WRITE_ACTIONS,
     dbFilename: path.join(dataDir, 'temporal.db'),
     logFile,
     ...(namespace !== 'default' ? { namespace } : {}),

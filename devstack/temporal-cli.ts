@@ -2,7 +2,10 @@ import type { Connection } from '@temporalio/client';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
+import { freePort } from './ports';
+import { startUiGuard } from './ui-guard';
 
 export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -43,6 +46,8 @@ export interface DevServerOptions {
   uiCodecEndpoint?: string;
   /** More `--sqlite-pragma NAME=VALUE` pairs for a file-backed server (over the defaults below). */
   sqlitePragmas?: Record<string, string>;
+  /** The Web UI's terminate, cancel, signal, reset… (TEMPORAL_UI_WRITE_ACTIONS=true); read-only when omitted. */
+  uiWriteActions?: boolean;
 }
 
 /**
@@ -67,9 +72,20 @@ export const tunedDynamicConfig: Record<string, unknown> = {
   'system.enableActivityEagerExecution': true,
 };
 
+/**
+ * The dev server always serves the frontend's HTTP API (on a free port when not given), without
+ * authentication: a page on another site could start batch operations with a cross-site
+ * text/plain POST. Nothing of ours uses it, and no flag turns it off, so it is closed with its
+ * own Host check: it answers only a name that cannot resolve (.invalid, RFC 6761), which no
+ * browser can send; everything else is 403 "Host not allowed".
+ */
+export const closedHttpApi = { 'frontend.httpAllowedHosts': ['temporal-http-api-closed.invalid'] };
+
 export interface DevServer {
   address: string;
   uiUrl: string | null;
+  /** The frontend's HTTP API port: served, but to no Host a browser can send (closedHttpApi). */
+  httpApiPort: number;
   process: ChildProcess;
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
@@ -90,11 +106,16 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
     args.push('--db-filename', options.dbFilename);
     for (const [name, value] of Object.entries(pragmas)) args.push('--sqlite-pragma', `${name}=${value}`);
   }
-  for (const [key, value] of Object.entries({ ...tunedDynamicConfig, ...options.dynamicConfig })) {
+  for (const [key, value] of Object.entries({ ...tunedDynamicConfig, ...closedHttpApi, ...options.dynamicConfig })) {
     args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
   }
-  if (options.headless ?? !options.uiPort) args.push('--headless');
-  else args.push('--ui-port', String(options.uiPort));
+  const httpApiPort = await freePort();
+  args.push('--http-port', String(httpApiPort));
+  // The embedded UI listens on a private port; its public one (uiPort) is the guard's (devstack/ui-guard.ts).
+  const withUi = !(options.headless ?? !options.uiPort);
+  const privateUiPort = withUi ? await freePort() : null;
+  if (privateUiPort === null) args.push('--headless');
+  else args.push('--ui-ip', '127.0.0.1', '--ui-port', String(privateUiPort));
   if (options.uiCodecEndpoint) args.push('--ui-codec-endpoint', options.uiCodecEndpoint);
 
   const { openSync } = await import('node:fs');
@@ -113,9 +134,26 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
     }
     await new Promise((r) => setTimeout(r, 200));
   }
+  if (privateUiPort !== null) {
+    let guard: Server;
+    try {
+      guard = await startUiGuard({ port: options.uiPort!, hostname: '127.0.0.1', target: { host: '127.0.0.1', port: privateUiPort }, writeActions: options.uiWriteActions ?? false });
+    } catch (error) {
+      child.kill('SIGKILL');
+      throw error;
+    }
+    // The guard lives as long as the server it guards (a restart makes a new pair on the same port).
+    const closeGuard = () => {
+      guard.closeAllConnections();
+      guard.close();
+    };
+    if (exited) closeGuard();
+    else child.once('exit', closeGuard);
+  }
   return {
     address,
-    uiUrl: args.includes('--headless') ? null : `http://127.0.0.1:${options.uiPort}`,
+    uiUrl: privateUiPort === null ? null : `http://127.0.0.1:${options.uiPort}`,
+    httpApiPort,
     process: child,
     stop: (signal = 'SIGTERM') =>
       new Promise<void>((resolve) => {

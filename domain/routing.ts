@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from './money';
+import { storable, unstorableText } from './text';
 
 /**
  * A tenant's routing across the deployment's PSPs (docs/CONTRACT.md §3.7).
@@ -88,7 +89,12 @@ export function routingSchemas(zod: typeof z = z) {
         .superRefine((list, ctx) => withoutDuplicates(list, ctx, 'currency'))
         .optional(),
       /** The payment method starts with this (e.g. "pm_sepa"). */
-      payment_method_prefix: zod.string().min(1, 'payment_method_prefix is not empty').max(200).optional(),
+      payment_method_prefix: zod
+        .string()
+        .min(1, 'payment_method_prefix is not empty')
+        .max(200)
+        .refine((prefix) => !unstorableText.test(prefix), storable)
+        .optional(),
       /** The amount, in minor units, is within [gte, lt): either bound may be left out, not both. */
       amount_minor: zod
         .strictObject({ gte: amountBound.optional(), lt: amountBound.optional() })

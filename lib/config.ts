@@ -3,6 +3,7 @@ import { paymentWindows } from '../domain/payment-lifecycle';
 import { WAIT_DEFAULTS } from '../shared/definitions';
 import { parsePayloadKeys, type PayloadKey } from './payload-codec';
 import { knownProviderKinds, parseProvidersList, providerConnection, providerSettingVariable, type ProviderConnection } from '../provider/registry';
+import { cidrBlockList } from './webhook-target';
 
 /** The development admin token: printed in the README, so never accepted in production or off loopback. */
 export const DEV_ADMIN_TOKEN = 'dev-admin-token-change-me';
@@ -104,6 +105,13 @@ const schema = z
     RATE_LIMIT_WRITE_PER_SECOND: z.coerce.number().int().positive().default(100),
     /** Failed authentications allowed per client address per minute, each API process. */
     AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
+    /**
+     * The reverse proxies in front of the API, comma-separated CIDRs or addresses. A request whose
+     * socket comes from one of them is counted under the client address the proxies recorded in
+     * X-Forwarded-For (the nearest hop that is not a trusted proxy). Empty: the socket's address,
+     * and X-Forwarded-For is ignored (anyone can write it).
+     */
+    TRUSTED_PROXIES: z.string().default(''),
     /** How long an idempotency key's outcome is remembered (default 72 h, above any sane retry horizon). */
     IDEMPOTENCY_RETENTION_SECONDS: seconds(72 * 3600),
     /** How long a request waits for its operation's outcome before answering 202. */
@@ -200,6 +208,12 @@ const schema = z
         path: ['ADMIN_TOKEN'],
         message: 'in production ADMIN_TOKEN must be set to a long random secret: 32+ characters, not the development default (openssl rand -hex 32)',
       });
+      return z.NEVER;
+    }
+    try {
+      cidrBlockList(env.TRUSTED_PROXIES, 'TRUSTED_PROXIES');
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', path: ['TRUSTED_PROXIES'], message: (error as Error).message });
       return z.NEVER;
     }
     const corsOrigins = (env.CODEC_CORS_ORIGINS ?? DEV_CODEC_CORS_ORIGINS).split(',').map((o) => o.trim()).filter(Boolean);

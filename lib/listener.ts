@@ -17,7 +17,7 @@
  * at most a second, so each deadline holds to within a second.
  */
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerOptions, type ServerResponse } from 'node:http';
-import { serve } from '@hono/node-server';
+import { serve, type Http2Bindings, type HttpBindings } from '@hono/node-server';
 import { apiErrorBody } from '../domain/errors';
 import { LOOPBACK_HOST_NAMES, type Config } from './config';
 
@@ -80,15 +80,21 @@ export function hostAllowed(header: string | undefined | null, allowed: string[]
 const misdirected = (allowed: string[]) =>
   JSON.stringify(apiErrorBody('misdirected_request', `This server answers only for ${allowed.join(', ')} (HTTP_ALLOWED_HOSTS); check the URL.`));
 
+/** What @hono/node-server hands a fetch handler beside the request: Node's own request and response. */
+export type NodeBindings = HttpBindings | Http2Bindings;
+
 /** Serves a fetch handler (a Hono app) on `hostname:port` with the limits; resolves once it listens. */
 export function serveHttp(
-  fetch: (request: Request) => Response | Promise<Response>,
+  fetch: (request: Request, env: NodeBindings) => Response | Promise<Response>,
   options: { port: number; hostname: string; limits?: ListenerLimits },
 ): Promise<Server> {
   const limits = options.limits ?? defaultListenerLimits;
-  const guarded = (request: Request) =>
+  // The bindings (Node's incoming request, hence its socket) go on to the app: without them
+  // the client's address is unknown to it (hono's getConnInfo reads the socket from them), and
+  // every client would share one per-address limit.
+  const guarded = (request: Request, env: NodeBindings) =>
     hostAllowed(request.headers.get('host'), limits.allowedHosts)
-      ? fetch(request)
+      ? fetch(request, env)
       : new Response(misdirected(limits.allowedHosts), { status: 421, headers: { 'content-type': 'application/json', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' } });
   return new Promise((resolve, reject) => {
     const server = serve({ fetch: guarded, port: options.port, hostname: options.hostname, serverOptions: serverOptions(limits) }, () => resolve(server as Server)) as Server;

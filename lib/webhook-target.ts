@@ -121,18 +121,26 @@ const forbidden = specialPurposeBlocks
   })
   .sort((a, b) => b.prefix - a.prefix);
 
-/** Parses WEBHOOK_ALLOWED_CIDRS: comma-separated CIDRs or single addresses ("127.0.0.0/8,::1"). */
-export function webhookTargetPolicy(options: { allowedCidrs: string; allowHttp: boolean }): WebhookTargetPolicy {
-  const allowed = new BlockList();
-  for (const entry of options.allowedCidrs.split(',').map((s) => s.trim()).filter(Boolean)) {
+/**
+ * Comma-separated CIDRs or single addresses ("127.0.0.0/8,::1") as a BlockList; a malformed
+ * entry throws, naming `setting` (WEBHOOK_ALLOWED_CIDRS, TRUSTED_PROXIES).
+ */
+export function cidrBlockList(text: string, setting: string): BlockList {
+  const list = new BlockList();
+  for (const entry of text.split(',').map((s) => s.trim()).filter(Boolean)) {
     const [address, prefixText] = entry.split('/');
     const family = isIP(address ?? '');
-    if (!family) throw new Error(`WEBHOOK_ALLOWED_CIDRS: "${entry}" is not an address or CIDR`);
+    if (!family) throw new Error(`${setting}: "${entry}" is not an address or CIDR`);
     const prefix = prefixText === undefined ? (family === 4 ? 32 : 128) : Number(prefixText);
-    if (!Number.isInteger(prefix) || prefix < 0 || prefix > (family === 4 ? 32 : 128)) throw new Error(`WEBHOOK_ALLOWED_CIDRS: bad prefix in "${entry}"`);
-    allowed.addSubnet(address!, prefix, family === 4 ? 'ipv4' : 'ipv6');
+    if (!Number.isInteger(prefix) || prefix < 0 || prefix > (family === 4 ? 32 : 128)) throw new Error(`${setting}: bad prefix in "${entry}"`);
+    list.addSubnet(address!, prefix, family === 4 ? 'ipv4' : 'ipv6');
   }
-  return { allowHttp: options.allowHttp, allowed, allowedText: options.allowedCidrs };
+  return list;
+}
+
+/** Parses WEBHOOK_ALLOWED_CIDRS. */
+export function webhookTargetPolicy(options: { allowedCidrs: string; allowHttp: boolean }): WebhookTargetPolicy {
+  return { allowHttp: options.allowHttp, allowed: cidrBlockList(options.allowedCidrs, 'WEBHOOK_ALLOWED_CIDRS'), allowedText: options.allowedCidrs };
 }
 
 /** Why this address may not be dialled, or null if it may. */

@@ -4,16 +4,18 @@ import { bodyLimit } from 'hono/body-limit';
 import { markForwarded, receiveProviderEvent } from '../../db/provider-events';
 import { ApiError } from '../../domain/errors';
 import { lateChargeWorkflowId } from '../../domain/ids';
-import { keepsNoMoney, type PaymentStatus } from '../../domain/payment-lifecycle';
+import { keepsNoMoney, waitingStatuses, type PaymentStatus } from '../../domain/payment-lifecycle';
 import { isTemporalUnavailable } from '../../lib/temporal';
-import { ProviderWebhookError, type ProviderCharge, type ProviderWebhookEvent } from '../../provider/types';
-import { createProviderWebhookVerifier } from '../../provider/registry';
+import { ProviderRejectedError, ProviderWebhookError, type ProviderCharge, type ProviderWebhookEvent } from '../../provider/types';
+import { createProviderClient, createProviderWebhookVerifier } from '../../provider/registry';
 import type { Config } from '../../lib/config';
+import type { Logger } from '../../lib/logger';
 import { chargeReportSignal, type LateChargeInput } from '../../shared/definitions';
 import { startLateChargeWorkflow } from '../../lib/late-charge';
 import type { ApiDeps, AppEnv, ProviderWebhookReceiver } from '../context';
 import { withinTemporalDeadline } from '../idempotency';
 import { MAX_BODY_BYTES } from '../middleware';
+import { storable, unstorablePath } from '../schemas';
 import { errorResponses, jsonContent } from './openapi';
 
 /**
@@ -21,8 +23,14 @@ import { errorResponses, jsonContent } from './openapi';
  * verification and its own secret (provider/<kind>/webhook.ts; Stripe's: the Stripe library's
  * constructEvent). Without a secret every webhook of that provider is refused (400).
  */
-export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS'>): Promise<ProviderWebhookReceiver[]> {
-  return Promise.all(config.PROVIDERS.map(async (connection) => ({ name: connection.name, verify: await createProviderWebhookVerifier(connection) })));
+export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS' | 'PROVIDER_TIMEOUT_MS'>): Promise<ProviderWebhookReceiver[]> {
+  return Promise.all(
+    config.PROVIDERS.map(async (connection) => {
+      const verify = await createProviderWebhookVerifier(connection);
+      const client = await createProviderClient(connection, config);
+      return { name: connection.name, verify, retrieveCharge: (chargeId: string) => client.retrieveCharge(chargeId) };
+    }),
+  );
 }
 
 const Received = z
@@ -30,8 +38,12 @@ const Received = z
     received: z.literal(true),
     event_id: z.string(),
     duplicate: z.boolean().openapi({ description: 'This event was received before; nothing changed.' }),
-    disposition: z.enum(['forward', 'unknown_charge', 'ignored']).openapi({
-      description: '`forward`: passed to the payment; `unknown_charge`: no payment here has that charge (kept for an operator); `ignored`: not about a charge’s outcome.',
+    disposition: z.enum(['forward', 'unknown_charge', 'ignored', 'held_for_operator']).openapi({
+      description:
+        '`forward`: the charge as the PSP holds it (retrieved from the PSP, never the event’s own figures) was passed to the payment; ' +
+        '`unknown_charge`: no payment here has that charge (kept for an operator); `ignored`: not about a charge’s outcome; ' +
+        '`held_for_operator`: the PSP’s charge disagrees with the payment (amount, currency, charge id) or the PSP does not have it: nothing was passed on ' +
+        'and the payment is flagged `failure.code` `needs_operator`.',
     }),
   })
   .openapi('ProviderWebhookReceived');
@@ -44,7 +56,10 @@ const receiveWebhook = createRoute({
   description:
     'Verified on the raw body with the provider’s secret (the sandbox’s `Sandbox-Signature`, Stripe’s `Stripe-Signature`); ' +
     'an unverified or stale request is 400 and changes nothing. Each event is stored once (by provider and event id) with the ' +
-    'payment it concerns, then passed to that payment’s workflow; a redelivery is acknowledged and changes nothing. ' +
+    'payment it concerns. A verified event is a hint, not a figure: the charge is retrieved from the PSP that holds it and that ' +
+    'charge is passed to the payment’s workflow (503 if the PSP cannot be asked: the event is kept and the PSP’s retry passes it on). ' +
+    'A charge whose amount, currency or id disagrees with the payment settles nothing: the payment is flagged `needs_operator`. ' +
+    'A redelivery is acknowledged and changes nothing. ' +
     'No event moves a payment out of a final status. An event reporting money (a success, an authorization) for a payment that ended ' +
     'without money (`expired`, `canceled`, `declined`, `failed`) starts the late-charge workflow, once per charge, which gives the money ' +
     'back at the PSP and records it on the payment (`failure.code` `late_success_refunded`, event `payment.late_success_refunded`).',
@@ -52,7 +67,7 @@ const receiveWebhook = createRoute({
   request: { params: z.object({ provider: z.string().max(32).openapi({ param: { name: 'provider', in: 'path' }, example: 'sandbox' }) }) },
   responses: {
     200: { description: 'Acknowledged (new or duplicate).', content: jsonContent(Received) },
-    ...errorResponses(['webhook_signature_invalid', 'not_found', 'payload_too_large', 'service_unavailable', 'temporal_unavailable']),
+    ...errorResponses(['webhook_signature_invalid', 'invalid_request', 'not_found', 'payload_too_large', 'service_unavailable', 'temporal_unavailable']),
   },
 });
 
@@ -86,6 +101,8 @@ export function providerWebhookRoutes(deps: ApiDeps) {
       if (error instanceof ProviderWebhookError) throw new ApiError('webhook_signature_invalid', error.message);
       throw error;
     }
+    const payload = JSON.parse(raw) as unknown;
+    refuseUnstorableEvent(event, payload);
     const outcome = await receiveProviderEvent(deps.sql, {
       provider,
       eventId: event.id,
@@ -94,33 +111,113 @@ export function providerWebhookRoutes(deps: ApiDeps) {
       chargeId: event.charge?.id ?? null,
       chargeStatus: event.charge?.status ?? null,
       reference: event.charge?.reference ?? null,
-      payload: JSON.parse(raw) as unknown,
+      payload,
     });
     const log = c.var.logger.child({ provider, event_id: event.id, event_type: event.type, payment_id: outcome.row.payment_id });
-    if (outcome.workflowId && event.charge) {
-      try {
-        await withinTemporalDeadline(deps, () =>
-          deps.temporal.workflow.getHandle(outcome.workflowId!).signal(chargeReportSignal, { source: 'webhook', eventId: event.id, charge: event.charge! }),
+    let disposition: z.output<typeof Received>['disposition'] = outcome.row.disposition;
+    const paymentId = outcome.row.payment_id;
+    // The event's figures are the sender's word: what is passed on or acted on is the charge as
+    // the PSP holding it answers now (a retrieval), checked against the payment's intent.
+    const needsCharge = paymentId !== null && event.charge !== null && (outcome.workflowId !== null || chargeHoldsMoney(event.charge));
+    const verified = needsCharge ? await verifiedCharge(deps, receiver, paymentId, event.charge!.id, log) : null;
+    if (verified?.kind === 'disagrees') {
+      disposition = 'held_for_operator';
+      await holdForOperator(deps, paymentId!, provider, event.id, verified.reason, log);
+    } else if (verified?.kind === 'agrees') {
+      const charge = verified.charge;
+      if (charge.status !== event.charge!.status || charge.amountCapturedMinor !== event.charge!.amountCapturedMinor) {
+        log.warn(
+          { event_status: event.charge!.status, event_captured_minor: event.charge!.amountCapturedMinor, charge_status: charge.status, charge_captured_minor: charge.amountCapturedMinor },
+          'provider webhook figures differ from the charge the PSP holds; the PSP’s charge is used',
         );
-      } catch (error) {
-        if (isTemporalUnavailable(error)) {
-          // Stored but not passed on: the PSP retries, and the retry forwards it (forwarded_at is
-          // still null). The workflow's own poll settles the payment meanwhile anyway.
-          throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
-        }
-        if (!(error instanceof WorkflowNotFoundError) && !/already completed/i.test(String((error as Error)?.message))) throw error;
-        // The payment's run has closed: it is final, and a late event changes nothing.
-        log.info('provider webhook for a payment whose run has closed; nothing to apply');
       }
-      await markForwarded(deps.sql, provider, event.id);
-    }
-    if (outcome.row.payment_id && event.charge && chargeHoldsMoney(event.charge)) {
-      await giveBackLateMoney(deps, { provider, chargeId: event.charge.id, paymentId: outcome.row.payment_id, eventId: event.id }, log);
+      if (outcome.workflowId) {
+        try {
+          await withinTemporalDeadline(deps, () =>
+            deps.temporal.workflow.getHandle(outcome.workflowId!).signal(chargeReportSignal, { source: 'webhook', eventId: event.id, charge }),
+          );
+        } catch (error) {
+          if (isTemporalUnavailable(error)) {
+            // Stored but not passed on: the PSP retries, and the retry forwards it (forwarded_at is
+            // still null). The workflow's own poll settles the payment meanwhile anyway.
+            throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
+          }
+          if (!(error instanceof WorkflowNotFoundError) && !/already completed/i.test(String((error as Error)?.message))) throw error;
+          // The payment's run has closed: it is final, and a late event changes nothing.
+          log.info('provider webhook for a payment whose run has closed; nothing to apply');
+        }
+        await markForwarded(deps.sql, provider, event.id);
+      }
+      if (chargeHoldsMoney(charge)) {
+        await giveBackLateMoney(deps, { provider, chargeId: charge.id, paymentId: paymentId!, eventId: event.id }, log);
+      }
     }
     if (outcome.row.disposition === 'unknown_charge' && outcome.inserted) log.warn('provider webhook for an unknown charge; kept for an operator');
-    return c.json({ received: true as const, event_id: event.id, duplicate: !outcome.inserted, disposition: outcome.row.disposition }, 200);
+    return c.json({ received: true as const, event_id: event.id, duplicate: !outcome.inserted, disposition }, 200);
   });
   return app;
+}
+
+/**
+ * A verified event is still refused (400, with the field's path, nothing stored) if PostgreSQL
+ * cannot store it: a `created` outside the dates timestamptz holds (or not a date at all), or
+ * U+0000 or a lone surrogate in any string of the body (the id, the type, the charge's fields).
+ */
+function refuseUnstorableEvent(event: ProviderWebhookEvent, payload: unknown): void {
+  const issues: { path: string; code: string; message: string }[] = [];
+  const created = event.createdAt.getTime();
+  const year = Number.isFinite(created) ? event.createdAt.getUTCFullYear() : NaN;
+  if (!(year >= 1 && year <= 9999)) {
+    issues.push({ path: 'created', code: 'custom', message: 'must be a time between 0001-01-01 and 9999-12-31 (UTC), the dates PostgreSQL stores' });
+  }
+  const unstorable = unstorablePath(payload);
+  if (unstorable !== null) issues.push({ path: unstorable, code: 'custom', message: storable });
+  if (issues.length) throw new ApiError('invalid_request', 'The event is invalid; see issues.', { issues });
+}
+
+type VerifiedCharge = { kind: 'agrees'; charge: ProviderCharge } | { kind: 'disagrees'; reason: string };
+
+/**
+ * The charge as the PSP that holds it answers now, checked against the payment's intent: the
+ * same charge id, amount and currency, and no more captured than the amount (all of it, once an
+ * automatic capture succeeded). A PSP that cannot be asked is 503 (the event is stored; the
+ * PSP's retry asks again); one that has no such charge disagrees.
+ */
+async function verifiedCharge(deps: ApiDeps, receiver: ProviderWebhookReceiver, paymentId: string, chargeId: string, log: Logger): Promise<VerifiedCharge> {
+  const [intent] = await deps.sql<{ amount_minor: number; currency: string; capture_method: string }[]>`
+    SELECT amount_minor, currency, capture_method FROM payments WHERE id = ${paymentId}`;
+  let charge: ProviderCharge;
+  try {
+    charge = await receiver.retrieveCharge(chargeId);
+  } catch (error) {
+    if (error instanceof ProviderRejectedError) return { kind: 'disagrees', reason: `the PSP does not hold charge ${chargeId} (${error.code})` };
+    log.warn({ charge_id: chargeId, err: error }, 'the PSP could not be asked about the charge of a webhook');
+    throw new ApiError('service_unavailable', 'The PSP could not be asked about the charge; the event is stored, retry later.', {}, { 'Retry-After': '5' });
+  }
+  const differences = [
+    charge.id !== chargeId ? `charge id ${charge.id}, not ${chargeId}` : null,
+    charge.amountMinor !== intent!.amount_minor ? `amount ${charge.amountMinor}, not ${intent!.amount_minor}` : null,
+    charge.currency.toUpperCase() !== intent!.currency ? `currency ${charge.currency}, not ${intent!.currency}` : null,
+    charge.amountCapturedMinor > intent!.amount_minor ? `captured ${charge.amountCapturedMinor}, more than ${intent!.amount_minor}` : null,
+    intent!.capture_method === 'automatic' && charge.status === 'succeeded' && charge.amountCapturedMinor !== intent!.amount_minor
+      ? `captured ${charge.amountCapturedMinor} of an automatic capture of ${intent!.amount_minor}`
+      : null,
+  ].filter((d): d is string => d !== null);
+  return differences.length ? { kind: 'disagrees', reason: `the PSP's charge ${chargeId} disagrees with the payment: ${differences.join('; ')}` } : { kind: 'agrees', charge };
+}
+
+/**
+ * A payment whose charge at the PSP disagrees with it is flagged for an operator (failure.code
+ * `needs_operator`, as every payment only a person can settle is), while it waits: its status
+ * stays, nothing is passed to its run, and no money is booked from the disagreeing figures.
+ */
+async function holdForOperator(deps: ApiDeps, paymentId: string, provider: string, eventId: string, reason: string, log: Logger): Promise<void> {
+  const message = `A webhook from ${provider} (event ${eventId}) was not applied: ${reason}. An operator must reconcile it with the PSP.`;
+  const flagged = await deps.sql`
+    UPDATE payments SET failure_code = 'needs_operator', failure_message = ${message}, updated_at = now()
+    WHERE id = ${paymentId} AND status = ANY(${[...waitingStatuses]}) AND failure_code IS DISTINCT FROM 'needs_operator'
+    RETURNING id`;
+  log.warn({ reason, flagged: flagged.length > 0 }, 'provider webhook held for an operator: the PSP’s charge disagrees with the payment');
 }
 
 /** The PSP holds money for the charge: captured and not all refunded, or an open authorization. */

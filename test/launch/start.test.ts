@@ -99,8 +99,11 @@ async function exercise(launch: Launch, banner: string): Promise<string> {
   const codecUrl = `http://127.0.0.1:${launch.ports.codec}`;
   expect(banner).toMatch(new RegExp(`Codec server   ${codecUrl} \\(Temporal payloads encrypted with key dev-\\d{4}-\\d{2}-\\d{2}, kept in `));
   expect(readFileSync(path.join(launch.dataDir, 'temporal-payload-keys'), 'utf8')).toMatch(/^dev-\d{4}-\d{2}-\d{2}:[A-Za-z0-9+/]{43}=\n$/);
-  const uiSettings = (await (await fetch(`${uiUrl}/api/v1/settings`)).json()) as { Codec?: { Endpoint?: string } };
+  const uiSettings = (await (await fetch(`${uiUrl}/api/v1/settings`)).json()) as { Codec?: { Endpoint?: string }; DisableWriteActions?: boolean };
   expect(uiSettings.Codec?.Endpoint).toBe(codecUrl);
+  // The dev server's UI is read-only unless TEMPORAL_UI_WRITE_ACTIONS=true, and says so.
+  expect(uiSettings.DisableWriteActions).toBe(true);
+  expect(banner).toContain(`Temporal UI    ${uiUrl} (read-only;`);
   const adminToken = /ADMIN_TOKEN\s+(\S+)/.exec(banner)?.[1];
   expect(adminToken).toBeTruthy();
   expect(banner).toContain(`curl -s -X POST ${apiUrl}/admin/tenants -H 'Authorization: Bearer ${adminToken}'`);

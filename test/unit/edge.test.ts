@@ -1,7 +1,9 @@
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import type { ApiDeps, AppEnv } from '../../api/context';
-import { AuthFailureLimit, sharedFor, WindowCounter } from '../../api/edge';
+import type { BlockList } from 'node:net';
+import { AuthFailureLimit, clientAddress, sharedFor, WindowCounter } from '../../api/edge';
+import { cidrBlockList } from '../../lib/webhook-target';
 import { authenticate, errorHandler } from '../../api/middleware';
 import { createLogger } from '../../lib/logger';
 
@@ -45,22 +47,46 @@ describe('failed authentication under concurrency', () => {
   }
 });
 
-describe('WindowCounter.idle: the failed-authentication check skips the address lookup only when nothing counts', () => {
-  it('is idle before any hit and once the last window has ended, busy while any window runs (rules out skipping a live limit)', () => {
+describe('WindowCounter: each name counts in its own window', () => {
+  it('a window ends for its own name only; another name keeps counting (rules out a shared or never-ending window)', () => {
     let now = 1_000;
     const counter = new WindowCounter(60_000, () => now);
-    expect(counter.idle()).toBe(true);
+    expect(counter.count('10.0.0.1')).toBe(0);
     counter.hit('10.0.0.1', 30);
     now += 30_000;
     counter.hit('10.0.0.2', 30);
-    now += 59_999;
-    // The first window has ended; the second still counts.
+    now += 30_000;
     expect(counter.count('10.0.0.1')).toBe(0);
     expect(counter.count('10.0.0.2')).toBe(1);
-    expect(counter.idle()).toBe(false);
-    now += 1;
+    now += 30_000;
     expect(counter.count('10.0.0.2')).toBe(0);
-    expect(counter.idle()).toBe(true);
+  });
+});
+
+describe('clientAddress: the socket, or X-Forwarded-For only through TRUSTED_PROXIES', () => {
+  const trusted = cidrBlockList('10.0.0.0/8,::1', 'TRUSTED_PROXIES');
+  const seen = (socket: string, forwardedFor: string | null, proxies: BlockList | null) => {
+    const app = new Hono();
+    app.get('/', (c) => c.text(clientAddress(c, proxies)));
+    const headers: Record<string, string> = forwardedFor === null ? {} : { 'x-forwarded-for': forwardedFor };
+    return Promise.resolve(app.request('/', { headers }, { incoming: { socket: { remoteAddress: socket } } })).then((r) => r.text());
+  };
+  it('without trusted proxies a forged X-Forwarded-For is ignored: the socket counts', async () => {
+    expect(await seen('192.0.2.7', '198.51.100.1', null)).toBe('192.0.2.7');
+    expect(await seen('::ffff:192.0.2.7', null, null)).toBe('192.0.2.7');
+  });
+  it('from a trusted proxy, the nearest hop that is not a proxy counts; hops the client wrote on its left do not', async () => {
+    expect(await seen('10.1.2.3', '198.51.100.1', trusted)).toBe('198.51.100.1');
+    expect(await seen('10.1.2.3', 'forged, 198.51.100.1, 10.9.9.9', trusted)).toBe('198.51.100.1');
+    expect(await seen('10.1.2.3', null, trusted)).toBe('10.1.2.3');
+  });
+  it('a socket outside TRUSTED_PROXIES is the client, whatever header it sends', async () => {
+    expect(await seen('192.0.2.7', '198.51.100.1', trusted)).toBe('192.0.2.7');
+  });
+  it('outside a server (no socket) every request is "unknown"', async () => {
+    const app = new Hono();
+    app.get('/', (c) => c.text(clientAddress(c, trusted)));
+    expect(await (await app.request('/')).text()).toBe('unknown');
   });
 });
 
