@@ -1,6 +1,6 @@
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
-import { createSql, surviveDroppedTypesQueries } from '../db/connect';
+import { createSql } from '../db/connect';
 import { loadConfig, type Config } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { createProviderRegistry } from '../provider/registry';
@@ -50,7 +50,6 @@ export function workerTuning(config: Pick<Config, 'WORKER_SHUTDOWN_GRACE_SECONDS
 export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promise<never> {
   const config = loadConfig();
   const logger = createLogger({ name: 'worker', level: config.LOG_LEVEL });
-  surviveDroppedTypesQueries((err) => logger.warn({ err }, 'the database driver lost its types query to an outage; continuing'));
   installTemporalRuntime(logger, config.TEMPORAL_SDK_METRICS_ADDRESS);
   const metrics = createWorkerMetrics();
   const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-worker' });
