@@ -92,6 +92,23 @@ async function chargeHeartbeat(workflowId: string) {
   });
 }
 
+/**
+ * Waits until the payment's charge step runs its `attempt`-th try at the same PSP: each try
+ * before it ended with the outcome unknown, the point where a wrong failover would have moved on.
+ */
+async function chargeTriedAgain(paymentId: string, attempt: number) {
+  const { workflow_id: workflowId } = (await api.get(`/v1/payments/${paymentId}`)).json;
+  await eventually(
+    async () => {
+      const { raw } = await stack.temporal.workflow.getHandle(workflowId).describe();
+      return (raw.pendingActivities?.find((a) => a.activityType?.name === 'chargeAttempt')?.attempt ?? 0) >= attempt;
+    },
+    30_000,
+    100,
+    `the charge step of ${paymentId} at its try ${attempt}`,
+  );
+}
+
 describe('failover: the next PSP only when the last one certainly took no money', () => {
   it('a plain payment: one attempt at the default PSP; GET shows provider and attempts', async () => {
     const created = await api.post('/v1/payments', body(), uniqueKey('pay'));
@@ -194,7 +211,8 @@ describe('no failover while A’s outcome is unknown', () => {
     const created = await api.post('/v1/payments', body(), uniqueKey('pay'));
     expect(created.status).toBe(202);
     const id = created.json.id as string;
-    await new Promise((r) => setTimeout(r, 4000));
+    // The charge and then a lookup at A failed (outcome unknown): the step tries A a third time.
+    await chargeTriedAgain(id, 3);
     const waiting = (await api.get(`/v1/payments/${id}`)).json;
     expect(waiting).toMatchObject({ status: 'processing', provider: 'sandbox', attempts: [{ attempt: 1, provider: 'sandbox', outcome: 'pending', finished_at: null }] });
     // The Web UI's pending activity names the PSP it keeps asking (its heartbeat's details).
@@ -213,7 +231,8 @@ describe('no failover while A’s outcome is unknown', () => {
     const created = await api.post('/v1/payments', body(), uniqueKey('pay'));
     expect(created.status).toBe(202);
     const id = created.json.id as string;
-    await new Promise((r) => setTimeout(r, 5000));
+    // The charge's answer and then a lookup at A timed out (outcome unknown): the step tries A a third time.
+    await chargeTriedAgain(id, 3);
     expect((await api.get(`/v1/payments/${id}`)).json).toMatchObject({ status: 'processing', attempts: [{ provider: 'sandbox', outcome: 'pending' }] });
     expect(await stack.secondSandbox!.provider.listChargesByReference(id)).toEqual([]);
     await outage(stack.sandboxUrl, 'none');
