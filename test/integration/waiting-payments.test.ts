@@ -45,6 +45,14 @@ async function setFaults(faults: Record<string, number>) {
   const response = await fetch(`${stack.sandboxUrl}/_sandbox/webhook_faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(faults) });
   expect(response.status).toBeLessThan(300);
 }
+/** Waits until the sandbox PSP has sent every webhook of the charge (none pending: held back, delayed or failing). */
+async function webhooksSent(chargeId: string) {
+  await eventually(async () => {
+    const [events] = await stack.sql<{ unsent: number }[]>`
+      SELECT count(*) FILTER (WHERE state = 'pending')::int AS unsent FROM sandbox.events WHERE charge_id = ${chargeId}`;
+    return events!.unsent === 0;
+  });
+}
 /** The payment's merchant events by type: exactly one per fact. */
 async function eventsOf(id: string): Promise<Record<string, number>> {
   const rows = await stack.sql<{ type: string; n: number }[]>`
@@ -117,7 +125,8 @@ describe('3-D Secure: requires_action, then the customer decides', () => {
     const payment = await settledPayment(client, first.json.id);
     expect(payment).toMatchObject({ status: 'expired', failure: { code: 'authentication_expired' }, amount_captured_minor: 0 });
     await approve(first.json.next_action.redirect_to_url.url);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // Whatever the PSP says of the late Approve has reached the API.
+    await webhooksSent(payment.provider_charge_id);
     expect((await client.get(`/v1/payments/${first.json.id}`)).json.status).toBe('expired');
     expect(await eventsOf(first.json.id)).toEqual({ 'payment.requires_action': 1, 'payment.expired': 1 });
   });
@@ -175,9 +184,10 @@ describe('the PSP’s webhooks: duplicated, reordered, delayed, lost', () => {
   it('duplicated and reordered webhooks: one event per fact, the final state kept', async () => {
     await setFaults({ duplicate: 1, reorder: 1, delay_ms: 200 });
     const first = await api.post('/v1/payments', body('pm_sepa_debit'), uniqueKey());
-    expect(await settledPayment(api, first.json.id)).toMatchObject({ status: 'succeeded' });
-    // Let every duplicate and held-back event arrive, then look again.
-    await new Promise((resolve) => setTimeout(resolve, 3500));
+    const settled = await settledPayment(api, first.json.id);
+    expect(settled).toMatchObject({ status: 'succeeded' });
+    // Every webhook the PSP holds for the charge (held back, delayed, duplicated) sent, then look again.
+    await webhooksSent(settled.provider_charge_id);
     expect((await api.get(`/v1/payments/${first.json.id}`)).json.status).toBe('succeeded');
     expect(await eventsOf(first.json.id)).toEqual({ 'payment.processing': 1, 'payment.succeeded': 1 });
     const stored = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM provider_events WHERE payment_id = ${first.json.id}`;
