@@ -161,7 +161,9 @@ describe('a success the PSP reports after the payment expired is given back', ()
       body: raw,
     });
     expect(stale.status).toBe(200);
-    await sleep(2000);
+    // The route starts the late charge's run before it answers: a run the duplicates started
+    // exists by now, and its end is awaited (the latest run of the workflow id).
+    await handle.result();
 
     expect(await refundsAtProvider(chargeId)).toHaveLength(1);
     const [charge] = await chargesAtProvider(stack.sandboxUrl, id);
@@ -211,7 +213,12 @@ describe('a success the PSP reports after the payment expired is given back', ()
       chargeId = expired.provider_charge_id as string;
       // The bank settles after the window; its webhook is lost: nobody hears of it.
       await eventually(async () => (await chargesAtProvider(stack.sandboxUrl, id)).find((c) => c.status === 'succeeded'), 30_000);
-      await sleep(1500);
+      // The PSP has sent (and lost) every webhook of the charge: nothing else can tell the API.
+      await eventually(async () => {
+        const [events] = await stack.sql<{ unsent: number }[]>`
+          SELECT count(*) FILTER (WHERE state = 'pending')::int AS unsent FROM sandbox.events WHERE charge_id = ${chargeId}`;
+        return events!.unsent === 0;
+      });
       expect(await refundsAtProvider(chargeId)).toEqual([]);
     } finally {
       await controls.webhookFaults({ loss: 0 });
