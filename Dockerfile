@@ -10,12 +10,14 @@
 FROM node:20-bookworm-slim AS build
 
 WORKDIR /app
-# package.json's postinstall runs scripts/patch-postgres.mjs (mends the PostgreSQL driver, in
-# production too) and scripts/install-temporal.sh, so both must be in place;
+# package.json's postinstall runs patch-package, which applies patches/ (the PostgreSQL
+# driver's mend, in production too: the API and worker refuse to start without it), and
+# scripts/install-temporal.sh, so both must be in place;
 # SKIP_TEMPORAL_CLI=1 makes the second do nothing: the Temporal CLI (dev server) is for the
 # embedded dev stack and the tests, and in the image nothing would use it.
 COPY package.json package-lock.json ./
-COPY scripts/install-temporal.sh scripts/patch-postgres.mjs scripts/
+COPY patches patches
+COPY scripts/install-temporal.sh scripts/
 RUN SKIP_TEMPORAL_CLI=1 npm ci --no-audit --no-fund
 COPY . .
 RUN npm run build
@@ -27,7 +29,8 @@ WORKDIR /app
 # Dependencies first, so that a source change does not re-run npm ci. Production
 # dependencies only: no tsx, no TypeScript, no front-end toolchain.
 COPY package.json package-lock.json ./
-COPY scripts/install-temporal.sh scripts/patch-postgres.mjs scripts/
+COPY patches patches
+COPY scripts/install-temporal.sh scripts/
 RUN SKIP_TEMPORAL_CLI=1 npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 

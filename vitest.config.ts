@@ -1,6 +1,5 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 import LongestFirstSequencer from './test/sequencer';
-import { isDroppedTypesQueryFailure } from './db/connect';
 
 /**
  * The slow folders: left out of `npm test` (project `quick`), run by `npm run test:all` (every
@@ -48,12 +47,6 @@ export default defineConfig({
     setupFiles: ['test/helpers/setup.ts'],
     testTimeout: 120_000,
     hookTimeout: 180_000,
-    // postgres.js drops the promise of its per-connection types query (db/connect.ts
-    // isDroppedTypesQueryFailure): the tests that stop PostgreSQL under an in-process client
-    // see it as an unhandled rejection; the product's processes survive it the same way. (Its
-    // other outage defect, an uncaught TypeError from a write to a closed socket, is mended at
-    // install: scripts/patch-postgres.mjs.)
-    onUnhandledError: (error) => (isDroppedTypesQueryFailure(error) ? false : undefined),
     reporters: ['default', 'json'],
     outputFile: { json: 'test/artifacts/vitest.json' },
   },

@@ -1,7 +1,7 @@
 import cluster from 'node:cluster';
 import net, { type AddressInfo } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createSql, surviveDroppedTypesQueries } from '../db/connect';
+import { createSql } from '../db/connect';
 import { assertSafeToListen, loadConfig } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { listenerLimits, serveHttp } from '../lib/listener';
@@ -18,7 +18,6 @@ import { CompletionWaiter } from './completions';
 const config = loadConfig();
 assertSafeToListen(config);
 const logger = createLogger({ name: 'api', level: config.LOG_LEVEL });
-surviveDroppedTypesQueries((err) => logger.warn({ err }, 'the database driver lost its types query to an outage; continuing'));
 const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-api' });
 const temporal = await connectTemporal(temporalConnectionSettings(config), config.TEMPORAL_NAMESPACE, paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS));
 const completions = new CompletionWaiter(sql, logger);

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { createSql, type Sql } from '../db/connect';
 import { ensureSiblingDatabase, migrate } from '../db/migrate';
 import { providerWebhookSecretVariable } from '../lib/config';
@@ -11,6 +11,7 @@ import { freePort } from '../devstack/ports';
 import { startTemporalDevServer, type DevServer } from '../devstack/temporal-cli';
 import { startTemporalCluster, type TemporalCluster } from '../devstack/temporal-cluster';
 import { startFrontendBalancer } from '../lib/frontend-balancer';
+import { TemporalConnection } from '../lib/temporal';
 import { setTenantWebhookUrl, startMerchant, type Merchant } from '../testkit/merchant';
 import { TEST_PAYLOAD_KEYS, testDataConverter } from '../testkit/payload-keys';
 import { spawnService, spawnWorker } from '../testkit/processes';
@@ -120,7 +121,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
       temporalServer = await startTemporal();
       closers.push(() => temporalServer?.stop('SIGKILL') ?? Promise.resolve());
     }
-    const connection = await Connection.connect({ address: temporalAddress });
+    const connection = await TemporalConnection.connect({ address: temporalAddress });
     closers.push(() => connection.close());
     // The workflows' memos are encrypted: the checker's client decodes them with the same keys.
     const temporal = new Client({ connection, dataConverter: testDataConverter });

@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
 import postgres from 'postgres';
 
 export type Sql = postgres.Sql<{}>;
@@ -27,8 +30,60 @@ export interface SqlOptions {
   applicationName?: string;
 }
 
-/** One injected postgres.js client per process. */
+/**
+ * The mend of postgres.js 3.4.9 that `npm install` applies (patches/postgres+3.4.9.patch,
+ * by patch-package in package.json's postinstall, in the Docker image too). Unmended, the
+ * driver ends the process during a database outage: a transaction's ROLLBACK written to a
+ * connection that PostgreSQL closed throws from a setImmediate (an uncaught TypeError), and
+ * the failure of the array types query it runs first on every new connection is an unhandled
+ * rejection. Each mended place in the driver's connection.js, in both builds (src/ for import,
+ * cjs/src/ for require), carries `marker`.
+ */
+export const driverMend = {
+  version: '3.4.9',
+  patch: 'patches/postgres+3.4.9.patch',
+  marker: 'payment-orchestrator mend (patches/postgres+3.4.9.patch)',
+  places: 4,
+  files: ['src/connection.js', 'cjs/src/connection.js'],
+} as const;
+
+/** The folder of the postgres.js package this module loads (require resolves to its cjs/src/index.js). */
+function installedDriverRoot(): string {
+  return path.resolve(path.dirname(createRequire(import.meta.url).resolve('postgres')), '..', '..');
+}
+
+/**
+ * Throws unless the driver at `driverRoot` (default: the one this process loads) is the
+ * version the mend was written for, with the whole mend in both builds: `npm ci
+ * --ignore-scripts` installs it unmended, and a process on it would die in the next outage.
+ */
+export function assertDriverMended(driverRoot: string = installedDriverRoot()): void {
+  const { version } = JSON.parse(readFileSync(path.join(driverRoot, 'package.json'), 'utf8')) as { version: string };
+  if (version !== driverMend.version) {
+    throw new Error(
+      `postgres.js is ${version}, ${driverMend.patch} was written for ${driverMend.version}: check whether this version still needs it ` +
+        '(test/integration/postgres-driver.test.ts) and make the patch again for it (npx patch-package postgres) or remove it',
+    );
+  }
+  for (const file of driverMend.files) {
+    const places = readFileSync(path.join(driverRoot, file), 'utf8').split(driverMend.marker).length - 1;
+    if (places !== driverMend.places) {
+      throw new Error(`postgres.js is not patched: run npm install (${driverMend.patch}); ${driverRoot}/${file} has ${places} of its ${driverMend.places} mended places`);
+    }
+  }
+}
+
+let driverChecked = false;
+
+/**
+ * One injected postgres.js client per process. The first call checks that the driver is mended
+ * (assertDriverMended): a process on an unmended driver refuses to start.
+ */
 export function createSql(url: string, options: SqlOptions = {}): Sql {
+  if (!driverChecked) {
+    assertDriverMended();
+    driverChecked = true;
+  }
   return postgres(url, {
     max: options.max ?? 10,
     connect_timeout: options.connectTimeoutSeconds ?? 5,
@@ -66,32 +121,4 @@ export async function ping(db: Db): Promise<void> {
 /** Sends a NOTIFY on `channel` (the payload is a topic the listeners filter on). */
 export async function notify(db: Db, channel: string, payload: string): Promise<void> {
   await db`SELECT pg_notify(${channel}, ${payload})`;
-}
-
-/**
- * postgres.js (3.4.9) runs an internal query for the server's array types as the first
- * statement of every new connection and drops its promise: when that query fails because
- * PostgreSQL went away (an outage, a restart, a connection closed while it starts), the
- * failure surfaces as an unhandled rejection that no caller can catch, and Node's default
- * ends the process. The statement the caller meant still runs after it and fails or succeeds
- * on its own, so such a rejection carries nothing to act on.
- */
-export function isDroppedTypesQueryFailure(error: unknown): boolean {
-  const query = (error as { query?: unknown })?.query;
-  return typeof query === 'string' && /\bb\.typarray\b/.test(query) && /\bpg_catalog\.pg_type\b/.test(query) && isDatabaseUnavailable(error);
-}
-
-/**
- * Keeps a process alive through postgres.js's dropped types query (isDroppedTypesQueryFailure)
- * during a database outage: logged as a warning. Any other unhandled rejection still ends the
- * process, as Node's default does.
- */
-export function surviveDroppedTypesQueries(log: (error: unknown) => void): void {
-  process.on('unhandledRejection', (error) => {
-    if (isDroppedTypesQueryFailure(error)) {
-      log(error);
-      return;
-    }
-    throw error;
-  });
 }

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, type Worker, type WorkerOptions } from '@temporalio/worker';
 import { createApp } from '../api/app';
@@ -30,6 +30,7 @@ import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../lib/webhook-target';
 import { createPaymentWorker } from '../worker/worker';
 import { createLogger, type Logger } from '../lib/logger';
 import type { TemporalConnectionSettings } from '../lib/temporal-connection';
+import { TemporalConnection } from '../lib/temporal';
 import { createApiMetrics, createWorkerMetrics, type ApiMetrics, type WorkerMetrics } from '../lib/metrics';
 
 export type ApiConfig = ApiDeps['config'];
@@ -209,8 +210,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const clients: Record<string, SandboxProvider> = { sandbox: provider, ...(secondSandbox ? { [secondSandbox.name]: secondSandbox.provider } : {}) };
     const providers = providerRegistry({ ...clients, ...options.extraProviders });
 
-    // Before the worker: the jobs' activities use this client (the abandoned-run sweep).
-    const connection = await Connection.connect({ ...options.temporalConnection, address: options.temporalAddress });
+    // Before the worker: the jobs' activities use this client (the abandoned-run sweep). The
+    // product's connection (lib/temporal.ts): stop() closes it with calls still retrying when a
+    // test has made Temporal unreachable.
+    const connection = await TemporalConnection.connect({ ...options.temporalConnection, address: options.temporalAddress });
     closers.push(() => connection.close());
     const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter });
     const retentionSeconds = options.api?.IDEMPOTENCY_RETENTION_SECONDS ?? 72 * 3600;

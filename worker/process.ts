@@ -1,6 +1,6 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
-import { createSql, surviveDroppedTypesQueries } from '../db/connect';
+import { createSql } from '../db/connect';
 import { loadConfig, type Config } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { createProviderRegistry } from '../provider/registry';
@@ -15,6 +15,7 @@ import { createActivities } from '../activities';
 import { paymentDataConverter } from '../lib/data-converter';
 import { createPaymentWorker } from './worker';
 import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
+import { TemporalConnection } from '../lib/temporal';
 
 /** What a process may add to the product worker (the benchmark registers its floor workflow beside the product's). */
 export interface WorkerProcessExtras {
@@ -50,7 +51,6 @@ export function workerTuning(config: Pick<Config, 'WORKER_SHUTDOWN_GRACE_SECONDS
 export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promise<never> {
   const config = loadConfig();
   const logger = createLogger({ name: 'worker', level: config.LOG_LEVEL });
-  surviveDroppedTypesQueries((err) => logger.warn({ err }, 'the database driver lost its types query to an outage; continuing'));
   installTemporalRuntime(logger, config.TEMPORAL_SDK_METRICS_ADDRESS);
   const metrics = createWorkerMetrics();
   const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-worker' });
@@ -60,8 +60,10 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   const temporal = temporalConnectionSettings(config);
   const connection = await connectWithRetry(temporal);
   // The jobs' client (Schedules, the sweeper's look at runs): the same data converter as the
-  // API's, since the Schedules' workflow arguments are payloads the workers decode.
-  const clientConnection = await Connection.connect(temporal);
+  // API's, since the Schedules' workflow arguments are payloads the workers decode. Its close
+  // at shutdown ends the calls of jobs still retrying against an unreachable Temporal
+  // (TemporalConnection).
+  const clientConnection = await TemporalConnection.connect(temporal);
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS) });
   // The circuit breaker per PSP: this process's charge attempts feed it, its route plans read it
   // (state on /metrics as provider_circuit_state, a log line per transition).

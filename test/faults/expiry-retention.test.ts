@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { apiClient, eventually, isolatedApi, startStack, type Tenant, type TestStack } from '../helpers/stack';
+import { apiClient, eventually, isolatedApi, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
 import { judge, paymentIdOfKey, settle, takeCensus, type Judgement } from '../helpers/faults/census';
-import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from '../helpers/faults/merchant';
+import type { Merchant } from '../../testkit/merchant';
+import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../helpers/faults/payments';
 import { runTrials, ScenarioTally } from '../helpers/faults/results';
 import { expectCleanScenario } from '../helpers/faults/verify';
@@ -24,6 +24,7 @@ import { expectCleanScenario } from '../helpers/faults/verify';
  *    expired, never an unfinished one, however old.
  */
 
+let faults: FaultStack;
 let stack: TestStack;
 let longRetention: Awaited<ReturnType<typeof isolatedApi>>;
 let merchant: Merchant;
@@ -33,19 +34,16 @@ let keepingApi: Api;
 
 beforeAll(async () => {
   // Records of this API expire one second after they are written.
-  stack = await startStack({ api: { IDEMPOTENCY_RETENTION_SECONDS: 1 }, sandbox: { slowMs: 8000 } });
+  faults = await startFaultStack('expiry', { api: { IDEMPOTENCY_RETENTION_SECONDS: 1 }, sandbox: { slowMs: 8000 } });
+  ({ stack, merchant, tenant, api } = faults);
   // A second API process on the same database that keeps its records for an hour.
   longRetention = await isolatedApi(stack, stack.temporal, { IDEMPOTENCY_RETENTION_SECONDS: 3600 });
-  merchant = await startMerchant();
-  tenant = await tenantWithMerchant(stack, merchant, 'expiry');
-  api = apiClient(stack.apiUrl, tenant.apiKey);
+  faults.alsoStop(() => longRetention.close());
   keepingApi = apiClient(longRetention.url, tenant.apiKey);
 });
 afterAll(async () => {
   await expectLedgerConsistent(stack.sql);
-  await longRetention?.close();
-  await stack?.stop();
-  await merchant?.close();
+  await faults?.stop();
 });
 
 async function recordOf(key: string) {

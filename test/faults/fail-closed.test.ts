@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, Connection } from '@temporalio/client';
 import type { EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
-import { apiClient, eventually, isolatedApi, startStack, uniqueKey, type TestStack } from '../helpers/stack';
+import { apiClient, eventually, isolatedApi, uniqueKey, type TestStack } from '../helpers/stack';
 import { CompletionWaiter } from '../../api/completions';
 import { effectsOf } from '../helpers/effects';
 import { freePort } from '../../devstack/ports';
 import { fileDatabaseUrl } from '../helpers/database';
 import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres';
+import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
 import { testDataConverter } from '../../testkit/payload-keys';
 
 /**
@@ -17,16 +18,18 @@ import { testDataConverter } from '../../testkit/payload-keys';
 
 let privatePostgres: PrivatePostgres;
 let pg: EmbeddedPostgresHandle;
+let faults: FaultStack;
 let stack: TestStack;
 beforeAll(async () => {
   privatePostgres = await startPrivatePostgres('fail-closed');
   pg = privatePostgres.pg;
   // The sandbox (another company) keeps its own database up.
-  stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: await fileDatabaseUrl(), sandbox: { slowMs: 1500 } });
+  faults = await startFaultStack('fail-closed', { databaseUrl: pg.url, sandboxDatabaseUrl: await fileDatabaseUrl(), sandbox: { slowMs: 1500 } });
+  stack = faults.stack;
 });
 afterAll(async () => {
   await pg?.start();
-  await stack?.stop();
+  await faults?.stop();
   await privatePostgres?.remove();
 });
 

@@ -2,11 +2,12 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { createSql, type Sql } from '../../db/connect';
 import { ensureDatabase, migrate } from '../../db/migrate';
-import { apiClient, eventually, startStack, uniqueKey, type TestStack } from '../helpers/stack';
+import { apiClient, eventually, uniqueKey, type TestStack } from '../helpers/stack';
 import { insertEvent } from '../../db/outbox';
 import { judge, settle, takeCensus } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
 import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
 import { paymentIdIn, paymentRequest } from '../helpers/faults/payments';
 
 /**
@@ -15,6 +16,7 @@ import { paymentIdIn, paymentRequest } from '../helpers/faults/payments';
  * duplicate and loss in a real payment's effects and check the census reports it.
  */
 
+let faults: FaultStack;
 let stack: TestStack;
 let merchant: Merchant;
 
@@ -31,12 +33,11 @@ beforeAll(async () => {
   const sql = createSql(databaseUrl, { max: 1 });
   await migrate(sql);
   await sql.end();
-  stack = await startStack({ databaseUrl });
-  merchant = await startMerchant();
+  faults = await startFaultStack('instruments', { databaseUrl });
+  ({ stack, merchant } = faults);
 });
 afterAll(async () => {
-  await stack?.stop();
-  await merchant?.close();
+  await faults?.stop();
   await admin?.unsafe(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`);
   await admin?.end();
 });

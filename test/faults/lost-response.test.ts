@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { apiClient, eventually, startStack, type Tenant, type TestStack } from '../helpers/stack';
+import { apiClient, eventually, type Tenant, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
 import { chargeAttempts, paymentIdOfKey, settle } from '../helpers/faults/census';
 import { startDroppingProxy } from '../helpers/faults/dropping-proxy';
-import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from '../helpers/faults/merchant';
+import type { Merchant } from '../../testkit/merchant';
+import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
 import { finalStatusOf, paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../helpers/faults/payments';
 import { runTrials, ScenarioTally } from '../helpers/faults/results';
 import { expectCleanScenario, tallyEffects } from '../helpers/faults/verify';
@@ -21,21 +21,19 @@ import { expectCleanScenario, tallyEffects } from '../helpers/faults/verify';
  */
 
 const providerTimeoutMs = 1500;
+let faults: FaultStack;
 let stack: TestStack;
 let merchant: Merchant;
 let tenant: Tenant;
 let api: Api;
 
 beforeAll(async () => {
-  stack = await startStack({ providerTimeoutMs, sandbox: { slowMs: 2500 } });
-  merchant = await startMerchant();
-  tenant = await tenantWithMerchant(stack, merchant, 'lost-response');
-  api = apiClient(stack.apiUrl, tenant.apiKey);
+  faults = await startFaultStack('lost-response', { providerTimeoutMs, sandbox: { slowMs: 2500 } });
+  ({ stack, merchant, tenant, api } = faults);
 });
 afterAll(async () => {
   await expectLedgerConsistent(stack.sql);
-  await stack?.stop();
-  await merchant?.close();
+  await faults?.stop();
 });
 
 /** Settles, then counts each payment's effects against its expected outcome. */

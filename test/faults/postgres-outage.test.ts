@@ -5,12 +5,12 @@ import { createSql } from '../../db/connect';
 import { claimRecord, completeRecord } from '../../db/idempotency-records';
 import type { EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
 import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres';
-import { apiClient, eventually, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
+import { eventually, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
 import { paymentsInFlight, settle } from '../helpers/faults/census';
-import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from '../helpers/faults/merchant';
+import type { Merchant } from '../../testkit/merchant';
+import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../helpers/faults/payments';
 import { runTrials, ScenarioTally } from '../helpers/faults/results';
 import { expectCleanScenario, retryAndTally } from '../helpers/faults/verify';
@@ -27,6 +27,7 @@ import { fileDatabaseUrl } from '../helpers/database';
 const inFlightPerTrial = 3;
 let pg: EmbeddedPostgresHandle;
 let privatePostgres: PrivatePostgres;
+let faults: FaultStack;
 let stack: TestStack;
 let merchant: Merchant;
 let tenant: Tenant;
@@ -35,16 +36,13 @@ let api: Api;
 beforeAll(async () => {
   privatePostgres = await startPrivatePostgres('faults-pg');
   pg = privatePostgres.pg;
-  stack = await startStack({ databaseUrl: pg.url, sandboxDatabaseUrl: await fileDatabaseUrl(), sandbox: { slowMs: 6000 } });
-  merchant = await startMerchant();
-  tenant = await tenantWithMerchant(stack, merchant, 'postgres-outage');
-  api = apiClient(stack.apiUrl, tenant.apiKey);
+  faults = await startFaultStack('postgres-outage', { databaseUrl: pg.url, sandboxDatabaseUrl: await fileDatabaseUrl(), sandbox: { slowMs: 6000 } });
+  ({ stack, merchant, tenant, api } = faults);
 });
 afterAll(async () => {
   await pg?.start();
-  await stack?.stop();
+  await faults?.stop();
   await privatePostgres?.remove();
-  await merchant?.close();
 });
 
 describe('4. PostgreSQL stopped and restarted mid-flight', () => {

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { apiClient, eventually, startStack, type TestStack } from '../helpers/stack';
+import { apiClient, eventually, type TestStack } from '../helpers/stack';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
 import { judge, settle, takeCensus } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
 import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
 import { paymentIdIn, paymentRequest, untilFinal } from '../helpers/faults/payments';
 import { runTrials, ScenarioTally } from '../helpers/faults/results';
 import { expectCleanScenario } from '../helpers/faults/verify';
@@ -23,13 +24,20 @@ import { spawnWorker, type WorkerEnvironment, type WorkerProcess } from '../../t
 const paymentsPerTrial = 3;
 const retryBaseMs = 1000;
 const retryMaxMs = 4000;
+let faults: FaultStack;
 let stack: TestStack;
 let environment: WorkerEnvironment;
 let current: WorkerProcess | null = null;
 const merchants: Merchant[] = [];
 
 beforeAll(async () => {
-  stack = await startStack({ worker: false });
+  // Each trial has a merchant and tenant of its own, beside the fault stack's.
+  faults = await startFaultStack('relay-crash', { worker: false });
+  stack = faults.stack;
+  faults.alsoStop(async () => {
+    for (const merchant of merchants) await merchant.close();
+  });
+  faults.alsoStop(async () => current?.kill());
   // The worker process's relay is the one that dies; no in-process relay covers for it.
   await stack.relay.stop();
   environment = {
@@ -49,9 +57,7 @@ beforeAll(async () => {
   current = await spawnWorker(`relay-crash-${stack.taskQueue}-0`, environment);
 });
 afterAll(async () => {
-  await current?.kill();
-  await stack?.stop();
-  for (const merchant of merchants) await merchant.close();
+  await faults?.stop();
 });
 
 interface Attempt {

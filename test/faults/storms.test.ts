@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { apiClient, isolatedApi, startStack, type TestStack } from '../helpers/stack';
+import { apiClient, isolatedApi, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 import { FAULT_STORM_KEYS, FAULT_TRIALS, SETTLE_MS, STORM_SIZE, scenarioTimeout } from '../helpers/faults/config';
 import { judge, settle, takeCensus } from '../helpers/faults/census';
-import { startMerchant, type Merchant } from '../../testkit/merchant';
+import type { Merchant } from '../../testkit/merchant';
 import { tenantWithMerchant } from '../helpers/faults/merchant';
+import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
 import { finalStatusOf, paymentIdIn, paymentRequest, untilFinal, type ApiResponse } from '../helpers/faults/payments';
 import { runTrials, ScenarioTally } from '../helpers/faults/results';
 import { expectCleanScenario } from '../helpers/faults/verify';
@@ -16,19 +17,20 @@ import { expectCleanScenario } from '../helpers/faults/verify';
  * repeats many keys at once, round after round, and measures.
  */
 
+let faults: FaultStack;
 let stack: TestStack;
 let secondApi: Awaited<ReturnType<typeof isolatedApi>>;
 let merchant: Merchant;
 
 beforeAll(async () => {
-  stack = await startStack({ sandbox: { slowMs: 1500 } });
+  // Each round has a tenant of its own (tenantWithMerchant), beside the fault stack's.
+  faults = await startFaultStack('storms', { sandbox: { slowMs: 1500 } });
+  ({ stack, merchant } = faults);
   secondApi = await isolatedApi(stack, stack.temporal);
-  merchant = await startMerchant();
+  faults.alsoStop(() => secondApi.close());
 });
 afterAll(async () => {
-  await secondApi?.close();
-  await stack?.stop();
-  await merchant?.close();
+  await faults?.stop();
 });
 
 /** Payment methods rotated over the keys of a round: fast, slow, declined and manual capture. */

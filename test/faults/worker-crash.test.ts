@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { apiClient, eventually, startStack, type Tenant, type TestStack } from '../helpers/stack';
+import { eventually, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
 import { chargeAttempts, chargeInFlight, paymentIdOfKey, settle } from '../helpers/faults/census';
-import { startMerchant, type Merchant } from '../../testkit/merchant';
-import { tenantWithMerchant } from '../helpers/faults/merchant';
+import type { Merchant } from '../../testkit/merchant';
+import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
 import { paymentRequest, type Api } from '../helpers/faults/payments';
 import { runTrials, ScenarioTally } from '../helpers/faults/results';
 import { expectCleanScenario, retryAndTally } from '../helpers/faults/verify';
@@ -21,6 +21,7 @@ import { spawnWorker, type WorkerEnvironment, type WorkerProcess } from '../../t
  * worker retries it, looking the charge up by its sub-key first. Exactly one charge each.
  */
 
+let faults: FaultStack;
 let stack: TestStack;
 let merchant: Merchant;
 let tenant: Tenant;
@@ -30,10 +31,9 @@ let current: WorkerProcess | null = null;
 
 beforeAll(async () => {
   // The API, the provider sandbox and an in-process relay; the worker runs as a child process.
-  stack = await startStack({ worker: false, sandbox: { slowMs: 6000 } });
-  merchant = await startMerchant();
-  tenant = await tenantWithMerchant(stack, merchant, 'worker-crash');
-  api = apiClient(stack.apiUrl, tenant.apiKey);
+  faults = await startFaultStack('worker-crash', { worker: false, sandbox: { slowMs: 6000 } });
+  ({ stack, merchant, tenant, api } = faults);
+  faults.alsoStop(async () => current?.kill());
   environment = {
     databaseUrl: stack.databaseUrl,
     temporalAddress: stack.temporalAddress,
@@ -45,9 +45,7 @@ beforeAll(async () => {
   current = await spawnWorker(`worker-crash-${stack.taskQueue}-0`, environment);
 });
 afterAll(async () => {
-  await current?.kill();
-  await stack?.stop();
-  await merchant?.close();
+  await faults?.stop();
 });
 
 describe('2. worker killed mid-charge', () => {

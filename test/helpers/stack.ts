@@ -3,12 +3,14 @@ import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import { fileDatabaseUrl } from './database';
 import type { Client } from '@temporalio/client';
-import { startStack as startProductStack, type Stack, type StackOptions } from '../../devstack/stack';
+import { apiClient, startStack as startProductStack, type Stack, type StackOptions } from '../../devstack/stack';
+import { eventually } from './eventually';
 import { installTestRuntime, testLogger } from './runtime';
 import { testDataConverter } from '../../testkit/payload-keys';
 
 export { apiClient, type Tenant } from '../../devstack/stack';
 export { captureLogs } from './runtime';
+export { eventually } from './eventually';
 export type TestStack = Stack;
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
@@ -43,13 +45,15 @@ export function uniqueKey(label = 'key'): string {
   return `${label}-${randomBytes(8).toString('hex')}`;
 }
 
-/** Polls until `check` returns a value, or fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | null | undefined | false>, timeoutMs = 20_000, intervalMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
+/** A payment once it has left `processing` and `requires_action`: its GET, polled. */
+export function settledPayment(client: ReturnType<typeof apiClient>, id: string, timeoutMs = 30_000) {
+  return eventually(
+    async () => {
+      const { json } = await client.get(`/v1/payments/${id}`);
+      return ['requires_action', 'processing'].includes(json.status) ? null : json;
+    },
+    timeoutMs,
+    100,
+    `payment ${id} settled`,
+  );
 }

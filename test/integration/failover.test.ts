@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RoutePlanner } from '../../activities';
 import { freePort } from '../../devstack/ports';
 import { SandboxProvider } from '../../provider/sandbox/client';
-import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { apiClient, eventually, settledPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { AesGcmPayloadCodec } from '../../lib/payload-codec';
@@ -65,12 +65,6 @@ async function chargesAt(paymentId: string) {
     b: await stack.secondSandbox!.provider.listChargesByReference(paymentId),
   };
 }
-async function settled(id: string, client = api, timeoutMs = 30_000) {
-  return eventually(async () => {
-    const { json } = await client.get(`/v1/payments/${id}`);
-    return ['requires_action', 'processing'].includes(json.status) ? null : json;
-  }, timeoutMs);
-}
 /**
  * POST /v1/payments and the payment once its charge is settled: a failover takes a few
  * retries at A first (about 1.5 s), which may outlast the bounded wait (202, then GET).
@@ -78,7 +72,7 @@ async function settled(id: string, client = api, timeoutMs = 30_000) {
 async function pay(request: Record<string, unknown>, client = api) {
   const created = await client.post('/v1/payments', request, uniqueKey('pay'));
   expect([201, 202], created.text).toContain(created.status);
-  return settled(created.json.id, client);
+  return settledPayment(client, created.json.id);
 }
 /** The run's memo once the run has closed (the answer comes from the database commit, before the run's last memo). */
 async function memoOf(workflowId: string) {
@@ -98,12 +92,29 @@ async function chargeHeartbeat(workflowId: string) {
   });
 }
 
+/**
+ * Waits until the payment's charge step runs its `attempt`-th try at the same PSP: each try
+ * before it ended with the outcome unknown, the point where a wrong failover would have moved on.
+ */
+async function chargeTriedAgain(paymentId: string, attempt: number) {
+  const { workflow_id: workflowId } = (await api.get(`/v1/payments/${paymentId}`)).json;
+  await eventually(
+    async () => {
+      const { raw } = await stack.temporal.workflow.getHandle(workflowId).describe();
+      return (raw.pendingActivities?.find((a) => a.activityType?.name === 'chargeAttempt')?.attempt ?? 0) >= attempt;
+    },
+    30_000,
+    100,
+    `the charge step of ${paymentId} at its try ${attempt}`,
+  );
+}
+
 describe('failover: the next PSP only when the last one certainly took no money', () => {
   it('a plain payment: one attempt at the default PSP; GET shows provider and attempts', async () => {
     const created = await api.post('/v1/payments', body(), uniqueKey('pay'));
     // 201, or 202 when a loaded machine takes longer than the API's wait (the first payment of the file).
     expect([201, 202]).toContain(created.status);
-    expect(await settled(created.json.id)).toMatchObject({ status: 'succeeded', provider: 'sandbox' });
+    expect(await settledPayment(api, created.json.id)).toMatchObject({ status: 'succeeded', provider: 'sandbox' });
     const got = await api.get(`/v1/payments/${created.json.id}`);
     expect(got.json).toMatchObject({
       provider: 'sandbox',
@@ -200,14 +211,15 @@ describe('no failover while A’s outcome is unknown', () => {
     const created = await api.post('/v1/payments', body(), uniqueKey('pay'));
     expect(created.status).toBe(202);
     const id = created.json.id as string;
-    await new Promise((r) => setTimeout(r, 4000));
+    // The charge and then a lookup at A failed (outcome unknown): the step tries A a third time.
+    await chargeTriedAgain(id, 3);
     const waiting = (await api.get(`/v1/payments/${id}`)).json;
     expect(waiting).toMatchObject({ status: 'processing', provider: 'sandbox', attempts: [{ attempt: 1, provider: 'sandbox', outcome: 'pending', finished_at: null }] });
     // The Web UI's pending activity names the PSP it keeps asking (its heartbeat's details).
     expect(await chargeHeartbeat(waiting.workflow_id)).toMatchObject({ provider: 'sandbox', attempt: 1 });
     expect(await stack.secondSandbox!.provider.listChargesByReference(id)).toEqual([]);
     await outage(stack.sandboxUrl, 'none');
-    const done = await settled(id, api, 45_000);
+    const done = await settledPayment(api, id, 45_000);
     expect(done).toMatchObject({ status: 'succeeded', provider: 'sandbox', attempts: [{ attempt: 1, provider: 'sandbox', outcome: 'succeeded' }] });
     const { a, b } = await chargesAt(id);
     expect(a.map((c) => c.id)).toEqual([done.provider_charge_id]);
@@ -219,11 +231,12 @@ describe('no failover while A’s outcome is unknown', () => {
     const created = await api.post('/v1/payments', body(), uniqueKey('pay'));
     expect(created.status).toBe(202);
     const id = created.json.id as string;
-    await new Promise((r) => setTimeout(r, 5000));
+    // The charge's answer and then a lookup at A timed out (outcome unknown): the step tries A a third time.
+    await chargeTriedAgain(id, 3);
     expect((await api.get(`/v1/payments/${id}`)).json).toMatchObject({ status: 'processing', attempts: [{ provider: 'sandbox', outcome: 'pending' }] });
     expect(await stack.secondSandbox!.provider.listChargesByReference(id)).toEqual([]);
     await outage(stack.sandboxUrl, 'none');
-    const done = await settled(id, api, 45_000);
+    const done = await settledPayment(api, id, 45_000);
     expect(done).toMatchObject({ status: 'succeeded', provider: 'sandbox', attempts: [{ attempt: 1, provider: 'sandbox', outcome: 'succeeded' }] });
     const { a, b } = await chargesAt(id);
     expect(a.map((c) => c.id)).toEqual([done.provider_charge_id]);

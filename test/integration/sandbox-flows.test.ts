@@ -10,6 +10,7 @@ import { completeChallenge, sandboxControls } from '../../testkit/sandbox';
 import { startWebhookReceiver, type Delivery } from '../../testkit/webhook-receiver';
 import { chargeRequest, unique } from '../helpers/charge-request';
 import { fileDatabaseUrl } from '../helpers/database';
+import { eventually } from '../helpers/eventually';
 
 /**
  * The sandbox PSP's flows for payments that wait (issue 21), its outages (issue 22) and its
@@ -76,16 +77,6 @@ async function open(
 }
 
 
-async function until<T>(what: string, probe: () => Promise<T | undefined | null | false> | T | undefined | null | false, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 const postForm = completeChallenge;
 
 const admin = (sandbox: RunningSandbox, path: string, body?: unknown) => sandboxControls(sandbox.url).call(path, body);
@@ -130,7 +121,7 @@ describe('3-D Secure: pm_card_threeDSecureRequired', () => {
     expect(after).toContain('Authentication complete');
     expect(after).not.toContain('<button');
 
-    await until('both events', () => typesFor(o, charge.id).length >= 2);
+    await eventually(() => typesFor(o, charge.id).length >= 2, 15_000, 50, 'both events');
     expect(typesFor(o, charge.id)).toEqual(['charge.requires_action', 'charge.succeeded']);
     await o.close();
   });
@@ -142,7 +133,7 @@ describe('3-D Secure: pm_card_threeDSecureRequired', () => {
     expect(await o.provider.retrieveCharge(charge.id)).toMatchObject({ status: 'requires_capture', amountCapturedMinor: 0 });
     const captured = await o.provider.captureCharge({ chargeId: charge.id, idempotencyKey: unique('cap') });
     expect(captured).toMatchObject({ status: 'succeeded', amountCapturedMinor: 2_500 });
-    await until('three events', () => typesFor(o, charge.id).length >= 3);
+    await eventually(() => typesFor(o, charge.id).length >= 3, 15_000, 50, 'three events');
     expect(typesFor(o, charge.id)).toEqual(['charge.requires_action', 'charge.requires_capture', 'charge.succeeded']);
     await o.close();
   });
@@ -178,7 +169,7 @@ describe('3-D Secure: pm_card_threeDSecureRequired', () => {
     const late = await postForm(charge.nextAction!.url, 'approve');
     expect(late.status).toBe(410);
     expect(await o.provider.retrieveCharge(charge.id)).toMatchObject({ status: 'canceled', amountCapturedMinor: 0 });
-    await until('two events', () => typesFor(o, charge.id).length >= 2);
+    await eventually(() => typesFor(o, charge.id).length >= 2, 15_000, 50, 'two events');
     expect(typesFor(o, charge.id)).toEqual(['charge.requires_action', 'charge.canceled']);
     await o.close();
   });
@@ -194,23 +185,23 @@ describe('asynchronous methods: pm_sepa_debit', () => {
     const bad = await o.provider.createCharge(chargeRequest({ paymentMethod: 'pm_sepa_debit_fails' }));
     expect(ok).toMatchObject({ status: 'processing', amountCapturedMinor: 0, nextAction: null });
     expect(bad.status).toBe('processing');
-    const settled = await until('settlement', async () => {
+    const settled = await eventually(async () => {
       const charge = await o.provider.retrieveCharge(ok.id);
       return charge.status !== 'processing' && charge;
-    });
+    }, 15_000, 50, 'settlement');
     expect(Date.now() - created).toBeGreaterThanOrEqual(400);
     expect(settled).toMatchObject({ status: 'succeeded', amountCapturedMinor: 2_500 });
-    expect(await until('failure', async () => {
+    expect(await eventually(async () => {
       const charge = await o.provider.retrieveCharge(bad.id);
       return charge.status !== 'processing' && charge;
-    })).toMatchObject({ status: 'declined', declineCode: 'debit_failed' });
-    await until('events', () => typesFor(o, ok.id).length >= 2 && typesFor(o, bad.id).length >= 2);
+    }, 15_000, 50, 'failure')).toMatchObject({ status: 'declined', declineCode: 'debit_failed' });
+    await eventually(() => typesFor(o, ok.id).length >= 2 && typesFor(o, bad.id).length >= 2, 15_000, 50, 'events');
     expect(typesFor(o, ok.id)).toEqual(['charge.processing', 'charge.succeeded']);
     expect(typesFor(o, bad.id)).toEqual(['charge.processing', 'charge.declined']);
     // A processing charge cannot be voided (as at Stripe).
     const pending = await o.provider.createCharge(chargeRequest({ paymentMethod: 'pm_sepa_debit' }));
     await expect(o.provider.voidCharge({ chargeId: pending.id, idempotencyKey: unique('void') })).rejects.toMatchObject({ code: 'invalid_state' });
-    await until('settled', async () => (await o.provider.retrieveCharge(pending.id)).status === 'succeeded');
+    await eventually(async () => (await o.provider.retrieveCharge(pending.id)).status === 'succeeded', 15_000, 50, 'settled');
     await o.close();
   });
 
@@ -220,10 +211,10 @@ describe('asynchronous methods: pm_sepa_debit', () => {
     await first.close();
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     const second = await open({ asyncSettleMs: 800 });
-    expect(await until('settled after the restart', async () => {
+    expect(await eventually(async () => {
       const now = await second.provider.retrieveCharge(charge.id);
       return now.status === 'succeeded' && now;
-    })).toMatchObject({ amountCapturedMinor: 2_500 });
+    }, 15_000, 50, 'settled after the restart')).toMatchObject({ amountCapturedMinor: 2_500 });
     await second.close();
   });
 });
@@ -232,7 +223,7 @@ describe('outbound webhooks', () => {
   it('are signed (Sandbox-Signature over t.body), carry the object as GET shows it, and fail verification when tampered or stale', async () => {
     const o = await open();
     const charge = await o.provider.createCharge(chargeRequest());
-    const [delivery] = await until('a delivery', () => o.receiver.deliveries.length > 0 && o.receiver.deliveries);
+    const [delivery] = await eventually(() => o.receiver.deliveries.length > 0 && o.receiver.deliveries, 15_000, 50, 'a delivery');
     const header = delivery!.headers['sandbox-signature'] as string;
     expect(header).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/);
     const body = JSON.parse(delivery!.body);
@@ -258,7 +249,7 @@ describe('outbound webhooks', () => {
 
     // Refunds: refund.succeeded with the refund, and charge.refunded with the charge.
     const refund = await o.provider.createRefund({ chargeId: charge.id, amountMinor: 500, reference: unique('ref'), idempotencyKey: unique('rk') });
-    await until('refund events', () => o.events().length >= 3);
+    await eventually(() => o.events().length >= 3, 15_000, 50, 'refund events');
     const [, refunded, chargeRefunded] = o.events();
     expect(refunded).toMatchObject({ type: 'refund.succeeded', refund: { id: refund.id, amountMinor: 500 }, charge: null });
     expect(chargeRefunded).toMatchObject({ type: 'charge.refunded', charge: { id: charge.id, amountRefundedMinor: 500 } });
@@ -269,22 +260,22 @@ describe('outbound webhooks', () => {
     let answer = 503;
     const o = await open({}, () => answer);
     const charge = await o.provider.createCharge(chargeRequest());
-    await until('three failed attempts', () => o.receiver.deliveries.length >= 3);
+    await eventually(() => o.receiver.deliveries.length >= 3, 15_000, 50, 'three failed attempts');
     await o.sandbox.close();
     const port = Number(new URL(o.receiver.url).port);
     await o.receiver.close();
     answer = 200;
     // The sandbox comes back, and so does the endpoint, at the same URL.
     const back = await open({}, () => 200, port);
-    const delivered = await until('a delivery', () => back.receiver.deliveries.length > 0 && back.events());
+    const delivered = await eventually(() => back.receiver.deliveries.length > 0 && back.events(), 15_000, 50, 'a delivery');
     expect(delivered[0]).toMatchObject({ type: 'charge.succeeded', charge: { id: charge.id } });
     const ids = new Set(o.receiver.deliveries.map((d) => JSON.parse(d.body).id));
     expect(ids).toEqual(new Set([delivered[0]!.id]));
     // The sandbox records the 2xx once the endpoint's answer is back, after the endpoint saw the delivery.
-    const listed = await until('the event recorded as delivered', async () => {
+    const listed = await eventually(async () => {
       const events = await json(admin(back.sandbox, `/events?charge=${charge.id}`));
       return events.data[0]?.state !== 'pending' && events;
-    });
+    }, 15_000, 50, 'the event recorded as delivered');
     expect(listed.data).toMatchObject([{ id: delivered[0]!.id, state: 'delivered', last_status: 200 }]);
     expect(listed.data[0].attempts).toBeGreaterThanOrEqual(4);
     await back.close();
@@ -297,7 +288,7 @@ describe('outbound webhooks', () => {
 
     const o = await open({ webhookFaults: { duplicate: 1 } });
     const twice = await o.provider.createCharge(chargeRequest());
-    await until('two deliveries', () => o.receiver.deliveries.length >= 2);
+    await eventually(() => o.receiver.deliveries.length >= 2, 15_000, 50, 'two deliveries');
     expect(o.events().map((e) => [e.id, e.charge?.id])).toEqual([
       [o.events()[0]!.id, twice.id],
       [o.events()[0]!.id, twice.id],
@@ -317,12 +308,12 @@ describe('outbound webhooks', () => {
     await admin(o.sandbox, '/webhook_faults', { delay_ms: 700 });
     const started = Date.now();
     const late = await o.provider.createCharge(chargeRequest());
-    await until('the delayed event', () => typesFor(o, late.id).length > 0);
+    await eventually(() => typesFor(o, late.id).length > 0, 15_000, 50, 'the delayed event');
     expect(Date.now() - started).toBeGreaterThanOrEqual(650);
 
     await admin(o.sandbox, '/webhook_faults', { reorder: 1, reorder_hold_ms: 1500 });
     const sepa = await o.provider.createCharge(chargeRequest({ paymentMethod: 'pm_sepa_debit' }));
-    await until('both events', () => typesFor(o, sepa.id).length >= 2, 20_000);
+    await eventually(() => typesFor(o, sepa.id).length >= 2, 20_000, 50, 'both events');
     expect(typesFor(o, sepa.id)).toEqual(['charge.succeeded', 'charge.processing']);
     expect((await admin(o.sandbox, '/webhook_faults', { loss: 3 })).status).toBe(400);
     await o.close();

@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CreatePaymentBody } from '../../api/schemas';
 import { requestFingerprint } from '../../domain/fingerprint';
 import { signSandboxWebhook } from '../../provider/sandbox/webhook';
-import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { apiClient, eventually, settledPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 
 /**
@@ -45,11 +45,13 @@ async function setFaults(faults: Record<string, number>) {
   const response = await fetch(`${stack.sandboxUrl}/_sandbox/webhook_faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(faults) });
   expect(response.status).toBeLessThan(300);
 }
-async function settled(id: string, client = api, timeoutMs = 30_000) {
-  return eventually(async () => {
-    const { json } = await client.get(`/v1/payments/${id}`);
-    return ['requires_action', 'processing'].includes(json.status) ? null : json;
-  }, timeoutMs);
+/** Waits until the sandbox PSP has sent every webhook of the charge (none pending: held back, delayed or failing). */
+async function webhooksSent(chargeId: string) {
+  await eventually(async () => {
+    const [events] = await stack.sql<{ unsent: number }[]>`
+      SELECT count(*) FILTER (WHERE state = 'pending')::int AS unsent FROM sandbox.events WHERE charge_id = ${chargeId}`;
+    return events!.unsent === 0;
+  });
 }
 /** The payment's merchant events by type: exactly one per fact. */
 async function eventsOf(id: string): Promise<Record<string, number>> {
@@ -70,7 +72,7 @@ describe('3-D Secure: requires_action, then the customer decides', () => {
     const done = await approve(first.json.next_action.redirect_to_url.url);
     expect(done.status).toBe(303);
     expect(done.headers.get('location')).toContain(returnUrl);
-    const payment = await settled(first.json.id);
+    const payment = await settledPayment(api, first.json.id);
     expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500, next_action: null });
 
     const replay = await api.post('/v1/payments', request, key);
@@ -84,7 +86,7 @@ describe('3-D Secure: requires_action, then the customer decides', () => {
     const request = body('pm_card_threeDSecureRequired');
     const first = await api.post('/v1/payments', request, uniqueKey());
     await approve(first.json.next_action.redirect_to_url.url, 'deny');
-    expect(await settled(first.json.id)).toMatchObject({ status: 'declined', failure: { code: 'authentication_failed' } });
+    expect(await settledPayment(api, first.json.id)).toMatchObject({ status: 'declined', failure: { code: 'authentication_failed' } });
     const again = await api.post('/v1/payments', { ...request, payment_method: 'pm_card_visa' }, uniqueKey());
     expect(again.status).toBe(201);
   });
@@ -97,7 +99,7 @@ describe('3-D Secure: requires_action, then the customer decides', () => {
     expect(second.status).toBe(409);
     expect(second.json.error.type).toBe('order_already_paid');
     await approve(first.json.next_action.redirect_to_url.url, 'deny');
-    await settled(first.json.id);
+    await settledPayment(api, first.json.id);
   });
 
   it('manual capture after a challenge: requires_action → requires_capture → captured', async () => {
@@ -106,7 +108,7 @@ describe('3-D Secure: requires_action, then the customer decides', () => {
     expect(early.status).toBe(409);
     expect(early.json.error.type).toBe('payment_not_capturable');
     await approve(first.json.next_action.redirect_to_url.url);
-    expect(await settled(first.json.id)).toMatchObject({ status: 'requires_capture' });
+    expect(await settledPayment(api, first.json.id)).toMatchObject({ status: 'requires_capture' });
     const captured = await eventually(async () => {
       const response = await api.post(`/v1/payments/${first.json.id}/capture`, {}, uniqueKey());
       return response.status === 200 ? response : null;
@@ -120,10 +122,11 @@ describe('3-D Secure: requires_action, then the customer decides', () => {
     const client = apiClient(short.url, tenant.apiKey);
     const first = await client.post('/v1/payments', body('pm_card_threeDSecureRequired'), uniqueKey());
     expect(first.status).toBe(202);
-    const payment = await settled(first.json.id, client);
+    const payment = await settledPayment(client, first.json.id);
     expect(payment).toMatchObject({ status: 'expired', failure: { code: 'authentication_expired' }, amount_captured_minor: 0 });
     await approve(first.json.next_action.redirect_to_url.url);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // Whatever the PSP says of the late Approve has reached the API.
+    await webhooksSent(payment.provider_charge_id);
     expect((await client.get(`/v1/payments/${first.json.id}`)).json.status).toBe('expired');
     expect(await eventsOf(first.json.id)).toEqual({ 'payment.requires_action': 1, 'payment.expired': 1 });
   });
@@ -165,14 +168,14 @@ describe('asynchronous methods: processing, then the bank decides', () => {
     const first = await api.post('/v1/payments', body('pm_sepa_debit'), uniqueKey());
     expect(first.status).toBe(202);
     expect(first.json).toMatchObject({ status: 'processing', next_action: null });
-    expect(await settled(first.json.id)).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500 });
+    expect(await settledPayment(api, first.json.id)).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500 });
     expect(await eventsOf(first.json.id)).toEqual({ 'payment.processing': 1, 'payment.succeeded': 1 });
   });
 
   it('SEPA failing: processing, then declined debit_failed', async () => {
     const first = await api.post('/v1/payments', body('pm_sepa_debit_fails'), uniqueKey());
     expect(first.status).toBe(202);
-    expect(await settled(first.json.id)).toMatchObject({ status: 'declined', failure: { code: 'debit_failed' } });
+    expect(await settledPayment(api, first.json.id)).toMatchObject({ status: 'declined', failure: { code: 'debit_failed' } });
     expect(await eventsOf(first.json.id)).toEqual({ 'payment.processing': 1, 'payment.declined': 1 });
   });
 });
@@ -181,9 +184,10 @@ describe('the PSP’s webhooks: duplicated, reordered, delayed, lost', () => {
   it('duplicated and reordered webhooks: one event per fact, the final state kept', async () => {
     await setFaults({ duplicate: 1, reorder: 1, delay_ms: 200 });
     const first = await api.post('/v1/payments', body('pm_sepa_debit'), uniqueKey());
-    expect(await settled(first.json.id)).toMatchObject({ status: 'succeeded' });
-    // Let every duplicate and held-back event arrive, then look again.
-    await new Promise((resolve) => setTimeout(resolve, 3500));
+    const settled = await settledPayment(api, first.json.id);
+    expect(settled).toMatchObject({ status: 'succeeded' });
+    // Every webhook the PSP holds for the charge (held back, delayed, duplicated) sent, then look again.
+    await webhooksSent(settled.provider_charge_id);
     expect((await api.get(`/v1/payments/${first.json.id}`)).json.status).toBe('succeeded');
     expect(await eventsOf(first.json.id)).toEqual({ 'payment.processing': 1, 'payment.succeeded': 1 });
     const stored = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM provider_events WHERE payment_id = ${first.json.id}`;
@@ -194,7 +198,7 @@ describe('the PSP’s webhooks: duplicated, reordered, delayed, lost', () => {
     await setFaults({ loss: 1 });
     const first = await api.post('/v1/payments', body('pm_card_threeDSecureRequired'), uniqueKey());
     await approve(first.json.next_action.redirect_to_url.url);
-    expect(await settled(first.json.id)).toMatchObject({ status: 'succeeded' });
+    expect(await settledPayment(api, first.json.id)).toMatchObject({ status: 'succeeded' });
     const stored = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM provider_events WHERE payment_id = ${first.json.id}`;
     expect(stored[0]!.n).toBe(0);
   });

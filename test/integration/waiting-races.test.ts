@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { completeChallenge, sandboxControls } from '../../testkit/sandbox';
 import { lateChargeWorkflowId } from '../../domain/ids';
 import { signSandboxWebhook } from '../../provider/sandbox/webhook';
-import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { apiClient, eventually, settledPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 
 /**
@@ -32,13 +32,6 @@ afterAll(async () => stack?.stop());
 
 const returnUrl = 'http://127.0.0.1:9/return';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function settled(id: string, client = api, timeoutMs = 30_000) {
-  return eventually(async () => {
-    const { json } = await client.get(`/v1/payments/${id}`);
-    return ['requires_action', 'processing'].includes(json.status) ? null : json;
-  }, timeoutMs);
-}
 
 /** The payment's merchant events by type: exactly one per fact. */
 async function eventsOf(id: string): Promise<Record<string, number>> {
@@ -71,7 +64,7 @@ describe('cancel while the customer completes the challenge: exactly one outcome
         sleep(customerLagMs).then(() => completeChallenge(challengeUrl, 'approve')),
         api.post(`/v1/payments/${id}/cancel`, {}, cancelKey),
       ]);
-      const payment = await settled(id);
+      const payment = await settledPayment(api, id);
       const charges = await chargesAtProvider(stack.sandboxUrl, id);
       // One charge at the PSP, never a second one.
       expect(charges).toHaveLength(1);
@@ -135,7 +128,7 @@ describe('3-D Secure decided at the window’s end by the PSP’s clock, not by 
       expect(created.status, created.text).toBe(202);
       const id = created.json.id as string;
       expect((await completeChallenge(created.json.next_action.redirect_to_url.url as string, 'approve')).status).toBe(303);
-      const payment = await settled(id, client);
+      const payment = await settledPayment(client, id);
       expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 2100, failure: null });
       expect(await refundsOf(payment.provider_charge_id as string)).toEqual([]);
       expect(await eventsOf(id)).toEqual({ 'payment.requires_action': 1, 'payment.succeeded': 1 });
@@ -158,7 +151,7 @@ describe('3-D Secure decided at the window’s end by the PSP’s clock, not by 
       await eventually(async () => ((await pending(created.json.workflow_id as string, 'retrieveCharge'))?.attempt ?? 0) >= 2, 30_000, 200);
       expect((await api.get(`/v1/payments/${id}`)).json.status).toBe('requires_action');
       expect((await controls().outage('none')).status).toBe(200);
-      const payment = await settled(id, client, 60_000);
+      const payment = await settledPayment(client, id, 60_000);
       expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 2200, failure: null });
       expect(await refundsOf(payment.provider_charge_id as string)).toEqual([]);
       expect(await eventsOf(id)).toEqual({ 'payment.requires_action': 1, 'payment.succeeded': 1 });
@@ -180,7 +173,7 @@ describe('3-D Secure decided at the window’s end by the PSP’s clock, not by 
       await eventually(async () => (await pending(created.json.workflow_id as string, 'voidCharge')) !== null, 30_000, 200);
       expect((await completeChallenge(created.json.next_action.redirect_to_url.url as string, 'approve')).status).toBe(303);
       expect((await controls().outage('none')).status).toBe(200);
-      const payment = await settled(id, client, 60_000);
+      const payment = await settledPayment(client, id, 60_000);
       expect(payment).toMatchObject({ status: 'expired', amount_captured_minor: 0, failure: { code: 'late_success_refunded' } });
       const [charge] = await chargesAtProvider(stack.sandboxUrl, id);
       expect(charge).toMatchObject({ status: 'succeeded', amount_refunded_minor: 2300 });
@@ -210,7 +203,7 @@ describe('a success the PSP reports after the payment expired is given back', ()
     const created = await client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
     expect(created.status, created.text).toBe(202);
     const id = created.json.id as string;
-    const expired = await settled(id, client);
+    const expired = await settledPayment(client, id);
     expect(expired).toMatchObject({ status: 'expired', amount_captured_minor: 0, failure: { code: 'settlement_expired' } });
     // The payment's run closes: the late success can reach only the webhook route. (The API
     // shows the expiry from its database commit, before the run records that step and ends.)
@@ -250,7 +243,9 @@ describe('a success the PSP reports after the payment expired is given back', ()
       body: raw,
     });
     expect(stale.status).toBe(200);
-    await sleep(2000);
+    // The route starts the late charge's run before it answers: a run the duplicates started
+    // exists by now, and its end is awaited (the latest run of the workflow id).
+    await handle.result();
 
     expect(await refundsAtProvider(chargeId)).toHaveLength(1);
     const [charge] = await chargesAtProvider(stack.sandboxUrl, id);
@@ -272,7 +267,7 @@ describe('a success the PSP reports after the payment expired is given back', ()
       const created = await client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2700, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
       expect(created.status, created.text).toBe(202);
       const id = created.json.id as string;
-      const payment = await settled(id, client);
+      const payment = await settledPayment(client, id);
       expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 2700, failure: null });
       const [charge] = await chargesAtProvider(stack.sandboxUrl, id);
       expect(charge).toMatchObject({ status: 'succeeded', amount_refunded_minor: 0 });
@@ -297,12 +292,17 @@ describe('a success the PSP reports after the payment expired is given back', ()
       const created = await client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 3100, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
       expect(created.status, created.text).toBe(202);
       id = created.json.id as string;
-      const expired = await settled(id, client);
+      const expired = await settledPayment(client, id);
       expect(expired).toMatchObject({ status: 'expired', failure: { code: 'settlement_expired' } });
       chargeId = expired.provider_charge_id as string;
       // The bank settles after the window; its webhook is lost: nobody hears of it.
       await eventually(async () => (await chargesAtProvider(stack.sandboxUrl, id)).find((c) => c.status === 'succeeded'), 30_000);
-      await sleep(1500);
+      // The PSP has sent (and lost) every webhook of the charge: nothing else can tell the API.
+      await eventually(async () => {
+        const [events] = await stack.sql<{ unsent: number }[]>`
+          SELECT count(*) FILTER (WHERE state = 'pending')::int AS unsent FROM sandbox.events WHERE charge_id = ${chargeId}`;
+        return events!.unsent === 0;
+      });
       expect(await refundsAtProvider(chargeId)).toEqual([]);
     } finally {
       await controls.webhookFaults({ loss: 0 });
@@ -333,7 +333,7 @@ describe('a success the PSP reports after the payment expired is given back', ()
   it('a SEPA success in time gives nothing back: a late-charge check started while the payment still waited finds it succeeded', async () => {
     const created = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 1800, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
     expect(created.status, created.text).toBe(202);
-    const payment = await settled(created.json.id as string);
+    const payment = await settledPayment(api, created.json.id as string);
     expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 1800 });
     // The route starts the check only if the payment was still processing when it looked (the
     // webhook's signal usually settles it first): either way nothing is given back.

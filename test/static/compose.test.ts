@@ -574,7 +574,7 @@ describe('Dockerfile and .dockerignore', () => {
     expect(instructions.find((line) => line.startsWith('ENV ') && line.includes('NODE_ENV=production'))).toBeDefined();
   });
 
-  it('runs npm ci with SKIP_TEMPORAL_CLI=1, after copying the postinstall script and the lockfile', () => {
+  it('runs npm ci with SKIP_TEMPORAL_CLI=1, after copying the lockfile, the postinstall script and the driver patches it applies', () => {
     const ci = instructions.findIndex((line) => line.startsWith('RUN ') && /\bnpm ci\b/.test(line));
     expect(ci).toBeGreaterThan(0);
     const skipped =
@@ -584,6 +584,14 @@ describe('Dockerfile and .dockerignore', () => {
     const before = instructions.slice(0, ci).filter((line) => line.startsWith('COPY ')).join('\n');
     expect(before).toContain('package-lock.json');
     expect(before).toContain('scripts/install-temporal.sh');
+    // Each stage's npm ci applies patches/ (the PostgreSQL driver's mend): without them the
+    // API and the worker refuse to start.
+    for (const stage of instructions.filter((line) => line.startsWith('FROM '))) {
+      const from = instructions.indexOf(stage);
+      const install = instructions.findIndex((line, i) => i > from && line.startsWith('RUN ') && /\bnpm ci\b/.test(line));
+      expect(instructions.slice(from, install).some((line) => /^COPY patches\/? patches\/?$/.test(line)), stage).toBe(true);
+    }
+    expect(read('package.json')).toMatch(/"postinstall": "patch-package --error-on-fail && /);
     expect(read('package.json')).toContain('scripts/install-temporal.sh');
     expect(read('scripts/install-temporal.sh')).toMatch(/SKIP_TEMPORAL_CLI:-\}" = "1"/);
   });
@@ -595,7 +603,7 @@ describe('Dockerfile and .dockerignore', () => {
       .filter((line) => line && !line.startsWith('#'));
     expect(ignored).toEqual(expect.arrayContaining(['node_modules', '.data', '.tools', 'test/artifacts', '.git', 'dist']));
     // What the containers run must stay in the context.
-    for (const needed of ['deploy', 'api', 'worker', 'sandbox', 'db', 'lib', 'scripts', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json']) {
+    for (const needed of ['deploy', 'api', 'worker', 'sandbox', 'db', 'lib', 'scripts', 'patches', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json']) {
       expect(ignored, needed).not.toContain(needed);
     }
   });
