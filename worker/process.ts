@@ -69,7 +69,15 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   const health = new ProviderHealth({ metrics, logger, providers: providers.names });
   const deps = { sql, providers, health, metrics, logger, temporal: client, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS };
   // The bundle is loaded (or built) here rather than by the SDK: its hash is the default build id.
-  const workflowCode = await workerWorkflowBundle(extras.workflowsPath);
+  // Webpack's report goes to debug; its warnings and errors stay visible.
+  const workflowCode = await workerWorkflowBundle(extras.workflowsPath, {
+    log: (_level, message, meta) => logger.debug({ ...meta }, message),
+    trace: (message, meta) => logger.trace({ ...meta }, message),
+    debug: (message, meta) => logger.debug({ ...meta }, message),
+    info: (message, meta) => logger.debug({ ...meta }, message),
+    warn: (message, meta) => logger.warn({ ...meta }, message),
+    error: (message, meta) => logger.error({ ...meta }, message),
+  });
   const version =
     config.TEMPORAL_WORKER_VERSIONING === 'on'
       ? { deploymentName: config.TEMPORAL_DEPLOYMENT_NAME, buildId: config.TEMPORAL_WORKER_BUILD_ID ?? workerBuildId(workflowCode) }

@@ -37,9 +37,9 @@ export async function bundleWorkflows(logger?: Parameters<typeof bundleWorkflowC
  * worker/versioning.ts): dist/workflow-bundle.js when present, otherwise bundled now from
  * `entry` (the sources under tsx, ~1.5 s). An `entry` other than workflows/index.ts is always bundled.
  */
-export async function workerWorkflowBundle(entry?: string): Promise<string> {
+export async function workerWorkflowBundle(entry?: string, logger?: Parameters<typeof bundleWorkflowCode>[0]['logger']): Promise<string> {
   if (!entry && existsSync(prebuiltWorkflowBundlePath)) return readFileSync(prebuiltWorkflowBundlePath, 'utf8');
-  return bundleWorkflows(undefined, entry);
+  return bundleWorkflows(logger, entry);
 }
 
 /**
