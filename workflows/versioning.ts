@@ -12,22 +12,31 @@
  * in that time at most, and no change has to be written for histories it did not record.
  * A new workflow type is added here too (the worker's default would also pin it, silently).
  */
-import { setWorkflowOptions } from '@temporalio/workflow';
+import type { VersioningBehavior } from '@temporalio/common';
+import { setWorkflowOptions, workflowInfo } from '@temporalio/workflow';
 import { abandonedRunSweepWorkflow, reconciliationWorkflow, retentionWorkflow } from './jobs';
 import { lateChargeWorkflow } from './late-charge';
 import { paymentWorkflow } from './payment';
 import { refundWorkflow } from './refund';
 
+/**
+ * `behavior` on a versioned worker. An unversioned worker (TEMPORAL_WORKER_VERSIONING=off: the
+ * test suite's) must send none: the server refuses a workflow task completed with a behaviour
+ * but without a deployment version. Read once per run, when its first task starts (or is
+ * replayed): the worker's version then, or the one that recorded that task.
+ */
+const onVersionedWorkers = (versioningBehavior: VersioningBehavior) => () => (workflowInfo().currentDeploymentVersion ? { versioningBehavior } : {});
+
 // A payment waits at most its longest window (a manual capture's AUTHORIZATION_WINDOW_SECONDS,
 // an asynchronous method's ASYNC_SETTLEMENT_WINDOW_SECONDS: 7 days each by default) and is
 // then voided or expired by its own run: the old version drains within that. Money moves in
 // it: its capture or void runs on the code that authorized it.
-setWorkflowOptions({ versioningBehavior: 'PINNED' }, paymentWorkflow);
+setWorkflowOptions(onVersionedWorkers('PINNED'), paymentWorkflow);
 // A refund is one provider call and its record: seconds.
-setWorkflowOptions({ versioningBehavior: 'PINNED' }, refundWorkflow);
+setWorkflowOptions(onVersionedWorkers('PINNED'), refundWorkflow);
 // A late charge looks at the payment for about 2 h 20 min at most, then acts once.
-setWorkflowOptions({ versioningBehavior: 'PINNED' }, lateChargeWorkflow);
+setWorkflowOptions(onVersionedWorkers('PINNED'), lateChargeWorkflow);
 // The periodic jobs: one activity pass each, minutes; the next Schedule run starts on the current version.
-setWorkflowOptions({ versioningBehavior: 'PINNED' }, reconciliationWorkflow);
-setWorkflowOptions({ versioningBehavior: 'PINNED' }, retentionWorkflow);
-setWorkflowOptions({ versioningBehavior: 'PINNED' }, abandonedRunSweepWorkflow);
+setWorkflowOptions(onVersionedWorkers('PINNED'), reconciliationWorkflow);
+setWorkflowOptions(onVersionedWorkers('PINNED'), retentionWorkflow);
+setWorkflowOptions(onVersionedWorkers('PINNED'), abandonedRunSweepWorkflow);
