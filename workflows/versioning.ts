@@ -23,9 +23,10 @@ import { refundWorkflow } from './refund';
  * `behavior` on a versioned worker. An unversioned worker (TEMPORAL_WORKER_VERSIONING=off: the
  * test suite's) must send none: the server refuses a workflow task completed with a behaviour
  * but without a deployment version. Read once per run, when its first task starts (or is
- * replayed): the worker's version then, or the one that recorded that task.
+ * replayed): the worker's version then, or the one that recorded that task (an unversioned
+ * worker reports a build id of its own but no deployment name).
  */
-const onVersionedWorkers = (versioningBehavior: VersioningBehavior) => () => (workflowInfo().currentDeploymentVersion ? { versioningBehavior } : {});
+const onVersionedWorkers = (versioningBehavior: VersioningBehavior) => () => (workflowInfo().currentDeploymentVersion?.deploymentName ? { versioningBehavior } : {});
 
 // A payment waits at most its longest window (a manual capture's AUTHORIZATION_WINDOW_SECONDS,
 // an asynchronous method's ASYNC_SETTLEMENT_WINDOW_SECONDS: 7 days each by default) and is
