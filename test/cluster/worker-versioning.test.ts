@@ -119,7 +119,9 @@ describe('Worker Versioning: npm run rolling-upgrade to a new version', () => {
       const fresh = await post(apiUrl, apiKey, '/v1/payments', payment('automatic'));
       expect(fresh.status, JSON.stringify(fresh.json)).toBe(201);
       expect(fresh.json.status).toBe('succeeded');
-      const freshInfo = (await client.workflow.getHandle(fresh.json.workflow_id).describe()).raw.workflowExecutionInfo?.versioningInfo;
+      // Raw: the memo is encrypted with the stack's payload key.
+      const described = await connection.workflowService.describeWorkflowExecution({ namespace: 'default', execution: { workflowId: fresh.json.workflow_id } });
+      const freshInfo = described.workflowExecutionInfo?.versioningInfo;
       expect(freshInfo?.deploymentVersion).toMatchObject({ deploymentName, buildId: v2BuildId });
       expect(freshInfo?.behavior).toBe(protos.temporal.api.enums.v1.VersioningBehavior.VERSIONING_BEHAVIOR_PINNED);
 
