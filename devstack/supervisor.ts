@@ -323,7 +323,7 @@ async function main(): Promise<void> {
       payloadKeys
         ? `  Codec server   ${codecUrl} (Temporal payloads encrypted with key ${payloadKeys.encryptingId}${payloadKeys.file ? `, kept in ${rel(payloadKeys.file)}` : ', from TEMPORAL_PAYLOAD_KEYS'}; the Web UI decodes through it)`
         : '  Codec server   (off: TEMPORAL_PAYLOAD_ENCRYPTION=off, Temporal payloads are in clear)',
-      `  Worker version ${workerVersion ? `${describeVersion(workerVersion)} (current; temporal worker deployment describe --deployment-name ${workerVersion.deploymentName})` : 'unversioned (TEMPORAL_WORKER_VERSIONING=off)'}`,
+      `  Worker version ${workerVersion ? `${describeVersion(workerVersion)} (current; temporal worker deployment describe --name ${workerVersion.deploymentName} --address ${temporalAddress})` : 'unversioned (TEMPORAL_WORKER_VERSIONING=off)'}`,
       ...(config.WORKER_METRICS_PORT ? [`  Worker metrics ${workers.map((w) => `http://127.0.0.1:${w.metricsPort}/metrics`).join(', ')}`] : []),
       ...(launcherEnv.API_PROCESSES > 1 || launcherEnv.WORKER_PROCESSES > 1
         ? [`  Processes      ${launcherEnv.API_PROCESSES} API (one port, each enforcing 1/${launcherEnv.API_PROCESSES} of the rate limits), ${launcherEnv.WORKER_PROCESSES} worker`]
