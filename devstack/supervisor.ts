@@ -79,6 +79,8 @@ interface Supervised {
   replace(envChanges?: NodeJS.ProcessEnv): ManagedChild;
   /** Undoes the last replace (a rolled-back upgrade): `previous` is the current process again, with its environment. */
   revert(previous: ManagedChild): void;
+  /** The environment of the process the last replace superseded (a draining worker started again with it keeps its version). */
+  previousEnv(): NodeJS.ProcessEnv;
 }
 
 /**
@@ -399,7 +401,7 @@ async function rollingUpgrade(): Promise<void> {
     report('workers');
 
     /** New workers of a new version, each beside the old one it replaces once that version drained. */
-    const pending: { service: Supervised; old: ManagedChild; fresh: ManagedChild }[] = [];
+    const pending: { service: Supervised; old: ManagedChild; fresh: ManagedChild; oldEnv: NodeJS.ProcessEnv; stopping: boolean }[] = [];
     let newVersion: WorkerVersion | null = null;
     for (const service of state.services.filter((s) => s.name === 'worker' || s.name.startsWith('worker-'))) {
       const old = service.current;
@@ -418,7 +420,7 @@ async function rollingUpgrade(): Promise<void> {
       }
       if (newVersion && newVersion.buildId !== buildId) throw new Error(`the new workers run two versions (${newVersion.buildId}, ${buildId}): was the code changed during the upgrade?`);
       newVersion = { deploymentName, buildId };
-      pending.push({ service, old, fresh });
+      pending.push({ service, old, fresh, oldEnv: service.previousEnv(), stopping: false });
       say(`rolling upgrade: ${service.name} of version ${buildId} polls (pid ${fresh.pid}); the old one (pid ${old.pid}) stays until its version drained`);
     }
 
@@ -447,6 +449,8 @@ async function rollingUpgrade(): Promise<void> {
         throw new Error(`version ${describeVersion(newVersion)} rolled back: ${(error as Error).message}`);
       }
       state.draining.push(...pending.map((p) => p.old));
+      // The runs pinned to the old version have no other workers: one that dies while it drains is started again.
+      for (const entry of pending) keepDraining(entry);
       say(`rolling upgrade: version ${describeVersion(newVersion)} is current${oldVersion ? `; ${describeVersion(oldVersion)} drains` : ''}`);
       report('current', { version: describeVersion(newVersion) });
     }
@@ -487,7 +491,9 @@ async function rollingUpgrade(): Promise<void> {
         () => state.stopping,
       );
     }
-    for (const { service, old, fresh } of pending) {
+    for (const entry of pending) {
+      const { service, old, fresh } = entry;
+      entry.stopping = true;
       const info = await old.stop(GRACE_MS.worker!);
       state.draining = state.draining.filter((child) => child !== old);
       steps.push(`${service.name} ${old.pid} -> ${fresh.pid}`);
@@ -502,6 +508,22 @@ async function rollingUpgrade(): Promise<void> {
     upgrading = false;
     await connection?.close().catch(() => {});
   }
+}
+
+/** Starts a draining version's worker again (after 1 s) whenever it dies before its version drained. */
+function keepDraining(entry: { service: Supervised; old: ManagedChild; oldEnv: NodeJS.ProcessEnv; stopping: boolean }): void {
+  const watched = entry.old;
+  void watched.exited.then(async (info) => {
+    if (entry.stopping || state.stopping || entry.old !== watched) return;
+    complain(`${entry.service.name} of the draining version (pid ${watched.pid}) exited (${describeExit(info)}); starting it again in 1 s: the runs pinned to its version have no other worker`);
+    await new Promise((r) => setTimeout(r, 1000));
+    if (entry.stopping || state.stopping) return;
+    const again = spawnService(entry.service.name, 'worker/main.ts', entry.oldEnv);
+    state.draining = state.draining.map((child) => (child === watched ? again : child));
+    entry.old = again;
+    say(`${entry.service.name} of the draining version started again (pid ${again.pid})`);
+    keepDraining(entry);
+  });
 }
 
 /** A routing change right after a worker's first poll: the server may not know its version yet (NOT_FOUND / FAILED_PRECONDITION for a moment). */
@@ -738,6 +760,7 @@ function startService(name: string, entry: string, startEnv: NodeJS.ProcessEnv):
       // Its exit watch is still pending: from now on its exit is a death again, restarted as before.
       service.current = previous;
     },
+    previousEnv: () => ({ ...envBeforeReplace }),
   };
   state.services.push(service);
   const watch = (child: ManagedChild, startedAt: number) => {

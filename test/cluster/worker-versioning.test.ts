@@ -14,8 +14,8 @@ import { adminUrl, bannerPids, cleanUpLaunches, databasesToDrop, descendants, ex
  * production Temporal server on PostgreSQL; VERSIONING_TEST_TEMPORAL_MODE=dev runs the same on
  * the dev server): a payment authorized on version 1 and waiting for its capture stays pinned
  * to version 1 while `npm run rolling-upgrade` makes version 2 current; new payments run on
- * version 2; the capture runs on version 1's worker, the one that authorized it; only then is
- * version 1 drained and its worker stopped.
+ * version 2; version 1's worker, killed while it drains, is started again as version 1; the
+ * capture runs there; only then is version 1 drained and its worker stopped.
  */
 
 afterEach(cleanUpLaunches, 120_000);
@@ -40,13 +40,20 @@ async function createTenant(apiUrl: string, banner: string): Promise<string> {
   return ((await response.json()) as { api_key: string }).api_key;
 }
 
+/** A client that retries by key on 202 and 503 (the API's answers while the workflow is out of reach) until a final answer. */
 async function post(apiUrl: string, apiKey: string, pathname: string, body: unknown): Promise<{ status: number; json: any }> {
-  const response = await fetch(`${apiUrl}${pathname}`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${apiKey}`, 'idempotency-key': `ver-${randomBytes(8).toString('hex')}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: response.status, json: await response.json() };
+  const key = `ver-${randomBytes(8).toString('hex')}`;
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    const response = await fetch(`${apiUrl}${pathname}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'idempotency-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const answer = { status: response.status, json: await response.json() };
+    if ((answer.status !== 202 && answer.status !== 503) || Date.now() > deadline) return answer;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
 }
 
 const payment = (capture: 'automatic' | 'manual') => ({
@@ -70,7 +77,7 @@ async function upgradeStatus(launch: Launch, until: (status: UpgradeStatus) => b
 }
 
 describe('Worker Versioning: npm run rolling-upgrade to a new version', () => {
-  it(`${mode}: a payment waiting for its capture on version 1 is captured by version 1's worker while version 2 takes new payments; version 1 then drains and its worker stops`, async () => {
+  it(`${mode}: a payment waiting for its capture on version 1 is captured by version 1's worker (started again after a kill -9) while version 2 takes new payments; version 1 then drains and its worker stops`, async () => {
     const id = randomBytes(4).toString('hex');
     const dbName = `payorch_ver_${id}`;
     const temporalDatabases = [`payorch_ver_${id}_temporal`, `payorch_ver_${id}_visibility`];
@@ -125,7 +132,20 @@ describe('Worker Versioning: npm run rolling-upgrade to a new version', () => {
       expect(freshInfo?.deploymentVersion).toMatchObject({ deploymentName, buildId: v2BuildId });
       expect(freshInfo?.behavior).toBe(protos.temporal.api.enums.v1.VersioningBehavior.VERSIONING_BEHAVIOR_PINNED);
 
-      // The capture of the waiting payment: still version 1, on version 1's worker.
+      // Version 1's worker dies while it drains: the supervisor starts it again, with version 1's
+      // build id (no other worker may take the run pinned to it).
+      process.kill(oldWorker, 'SIGKILL');
+      const restartedAt = Date.now() + 180_000;
+      let restarted: number | null = null;
+      while (restarted === null && Date.now() < restartedAt) {
+        restarted = Number(/worker of the draining version started again \(pid (\d+)\)/.exec(launch.output())?.[1] ?? '') || null;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      expect(restarted, launch.output().slice(-3000)).not.toBeNull();
+      const versionOneWorkers = new RegExp(`^(${oldWorker}|${restarted})@`);
+
+      // The capture of the waiting payment: still version 1, on version 1's worker started again
+      // (until it polls, the capture is answered 503 and retried by key, as any client does).
       const captured = await post(apiUrl, apiKey, `/v1/payments/${waiting.json.id}/capture`, {});
       expect(captured.status, JSON.stringify(captured.json)).toBe(200);
       expect(captured.json).toMatchObject({ status: 'succeeded', amount_captured_minor: 1200 });
@@ -135,26 +155,27 @@ describe('Worker Versioning: npm run rolling-upgrade to a new version', () => {
       expect(accepted).toBeGreaterThan(0);
       const activitiesAfterCapture = events.slice(accepted).filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED);
       expect(activitiesAfterCapture.length).toBeGreaterThan(0);
+      for (const event of activitiesAfterCapture) expect(event.activityTaskStartedEventAttributes?.identity).toMatch(new RegExp(`^${restarted}@`));
       for (const event of events.filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED)) {
-        expect(event.activityTaskStartedEventAttributes?.identity).toMatch(new RegExp(`^${oldWorker}@`));
+        expect(event.activityTaskStartedEventAttributes?.identity).toMatch(versionOneWorkers);
       }
       const completedTasks = events.filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED);
       for (const event of completedTasks) {
         expect(event.workflowTaskCompletedEventAttributes?.deploymentVersion).toMatchObject({ deploymentName, buildId: v1BuildId });
-        expect(event.workflowTaskCompletedEventAttributes?.identity).toMatch(new RegExp(`^${oldWorker}@`));
+        expect(event.workflowTaskCompletedEventAttributes?.identity).toMatch(versionOneWorkers);
       }
       expect(events.at(-1)?.eventType).toBe(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED);
 
       // With its last pinned run closed, version 1 drains; the upgrade stops its worker and ends.
       const code = await upgraded;
       expect(code, `${upgradeOutput}\n${launch.output().slice(-3000)}`).toBe(0);
-      expect(upgradeOutput).toMatch(new RegExp(`replaced worker ${oldWorker} -> \\d+`));
+      expect(upgradeOutput).toMatch(new RegExp(`replaced worker ${restarted} -> \\d+`));
       expect(upgradeOutput).toContain(`rolling upgrade done (current version ${deploymentName}:${v2BuildId})`);
       expect((await versionDrainage(connection, 'default', { deploymentName, buildId: v1BuildId })).status).toBe('drained');
       expect(launch.output()).toMatch(new RegExp(`version ${deploymentName}:${v1BuildId.replace(/\./g, '\\.')} drained, 0 open run\\(s\\) pinned to it`));
       const deadline = Date.now() + 20_000;
-      while (isAlive(oldWorker) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      expect(isAlive(oldWorker), `old worker ${oldWorker}`).toBe(false);
+      while (isAlive(restarted!) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(isAlive(restarted!), `version 1's worker ${restarted}`).toBe(false);
     } finally {
       await connection.close();
     }
