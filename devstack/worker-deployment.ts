@@ -66,7 +66,8 @@ export async function openPinnedRuns(connection: Connection, namespace: string, 
 
 /**
  * Until the server reports `version` drained (no open run pinned to it, past the visibility
- * grace period). `progress` hears the open count whenever it changes. No deadline of its own:
+ * grace period). `progress` hears the open count whenever it changes. No deadline of its own
+ * (only two minutes of failing looks end it):
  * a payment waiting for its capture may keep its version for days, and its workers must stay.
  */
 export async function waitUntilDrained(
@@ -77,8 +78,20 @@ export async function waitUntilDrained(
   shouldStop: () => boolean = () => false,
 ): Promise<void> {
   let last = '';
+  let failingSince: number | null = null;
   for (;;) {
-    const drainage = await versionDrainage(connection, namespace, version);
+    let drainage: VersionDrainage;
+    try {
+      drainage = await versionDrainage(connection, namespace, version);
+      failingSince = null;
+    } catch (error) {
+      // A look that fails (a frontend restarting, or, on a cluster, NOT_FOUND for a moment
+      // from a node whose view of the version lags) is tried again; only a lasting failure stops the wait.
+      failingSince ??= Date.now();
+      if (Date.now() - failingSince > 120_000 || shouldStop()) throw error;
+      await new Promise((r) => setTimeout(r, 1000));
+      continue;
+    }
     const seen = `${drainage.status}/${drainage.openPinnedRuns}`;
     if (seen !== last) progress(drainage);
     last = seen;

@@ -64,6 +64,18 @@ const payment = (capture: 'automatic' | 'manual') => ({
   capture_method: capture,
 });
 
+/** The version's drainage status; a look answered NOT_FOUND for a moment (the server's version record between two runs of its workflow) is repeated. */
+async function drainageStatus(connection: Connection, deploymentName: string, buildId: string): Promise<string> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return (await versionDrainage(connection, 'default', { deploymentName, buildId })).status;
+    } catch (error) {
+      if (attempt >= 20) throw error;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+}
+
 /** The supervisor's progress file (DATA_DIR/rolling-upgrade.json), once it shows what `until` wants. */
 async function upgradeStatus(launch: Launch, until: (status: UpgradeStatus) => boolean, timeoutMs: number): Promise<UpgradeStatus> {
   const file = path.join(launch.dataDir, 'rolling-upgrade.json');
@@ -117,7 +129,7 @@ describe('Worker Versioning: npm run rolling-upgrade to a new version', () => {
       // Version 2 is current; version 1 drains but cannot finish: the waiting payment is pinned to it.
       await upgradeStatus(launch, (s) => s.phase === 'draining' && (s.openPinnedRuns ?? 0) >= 1, 300_000);
       expect(await deploymentRouting(connection, 'default', deploymentName)).toEqual({ current: v2BuildId, ramping: null, rampPercentage: 0 });
-      expect((await versionDrainage(connection, 'default', { deploymentName, buildId: v1BuildId })).status).toBe('draining');
+      expect(await drainageStatus(connection, deploymentName, v1BuildId)).toBe('draining');
       expect(isAlive(oldWorker)).toBe(true);
       await new Promise((r) => setTimeout(r, 3000));
       expect(await upgradeStatus(launch, () => true, 1000)).toMatchObject({ status: 'running', phase: 'draining' });
@@ -171,7 +183,7 @@ describe('Worker Versioning: npm run rolling-upgrade to a new version', () => {
       expect(code, `${upgradeOutput}\n${launch.output().slice(-3000)}`).toBe(0);
       expect(upgradeOutput).toMatch(new RegExp(`replaced worker ${restarted} -> \\d+`));
       expect(upgradeOutput).toContain(`rolling upgrade done (current version ${deploymentName}:${v2BuildId})`);
-      expect((await versionDrainage(connection, 'default', { deploymentName, buildId: v1BuildId })).status).toBe('drained');
+      expect(await drainageStatus(connection, deploymentName, v1BuildId)).toBe('drained');
       expect(launch.output()).toMatch(new RegExp(`version ${deploymentName}:${v1BuildId.replace(/\./g, '\\.')} drained, 0 open run\\(s\\) pinned to it`));
       const deadline = Date.now() + 20_000;
       while (isAlive(restarted!) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
