@@ -13,7 +13,7 @@ export const slowFolders = ['test/static', 'test/launch', 'test/faults', 'test/c
  * failed request; for chaos, payments failed over between the PSPs), which other files' stacks
  * on the same two cores can starve (docs/tests.md).
  */
-export const runAlone = ['test/chaos/chaos.test.ts', 'test/cluster/rolling-upgrade.test.ts', 'test/cluster/scale-out.test.ts'];
+export const runAlone = ['test/chaos/chaos.test.ts', 'test/cluster/rolling-upgrade.test.ts', 'test/cluster/scale-out.test.ts', 'test/cluster/worker-versioning.test.ts'];
 
 export default defineConfig({
   test: {

@@ -15,6 +15,7 @@ import { describeTemporalConnection, temporalConnectionSettings, type TemporalCo
 import { describeExit, spawnService, watchExit, type ExitInfo, type ManagedChild } from './children';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './embedded-postgres';
 import { complain, prefix, say } from './output';
+import { clearRampingVersion, deploymentRouting, describeVersion, openPinnedRuns, setCurrentVersion, setRampingVersion, waitUntilDrained, type WorkerVersion } from './worker-deployment';
 
 /**
  * The process behind `npm start` (scripts/start.ts runs it in its own session, so a Ctrl-C
@@ -76,6 +77,10 @@ interface Supervised {
    * expected). `envChanges` apply to it and every later restart (e.g. ports the old one still holds).
    */
   replace(envChanges?: NodeJS.ProcessEnv): ManagedChild;
+  /** Undoes the last replace (a rolled-back upgrade): `previous` is the current process again, with its environment. */
+  revert(previous: ManagedChild): void;
+  /** The environment of the process the last replace superseded (a draining worker started again with it keeps its version). */
+  previousEnv(): NodeJS.ProcessEnv;
 }
 
 /**
@@ -103,8 +108,10 @@ interface State {
   temporalExit: { exited: Promise<ExitInfo>; hasExited(): boolean } | null;
   postgres: EmbeddedPostgresHandle | null;
   services: Supervised[];
+  /** Workers of a version a rolling upgrade moved away from, kept until its pinned runs closed. */
+  draining: ManagedChild[];
 }
-const state: State = { stopping: false, temporal: null, cluster: null, temporalExit: null, postgres: null, services: [] };
+const state: State = { stopping: false, temporal: null, cluster: null, temporalExit: null, postgres: null, services: [], draining: [] };
 
 let startup: Promise<void> = Promise.resolve();
 let shuttingDown: Promise<never> | null = null;
@@ -264,18 +271,22 @@ async function main(): Promise<void> {
   // Always through api/primary.ts (node:cluster), even for one process: a rolling upgrade
   // starts the new API process on the shared port before the old one stops.
   startService('api', 'api/primary.ts', { ...common, PORT: String(launcherEnv.PORT), HOST: apiHost, API_PROCESSES: String(launcherEnv.API_PROCESSES) });
-  rollingUpgradeContext = { temporal, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TASK_QUEUE, dataDir };
+  const versioned = config.TEMPORAL_WORKER_VERSIONING === 'on';
+  rollingUpgradeContext = { temporal, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TASK_QUEUE, dataDir, deploymentName: versioned ? config.TEMPORAL_DEPLOYMENT_NAME : null };
   // The Web UI's page calls the codec server from the browser: its origin must be allowed.
   const uiOrigins = [`http://127.0.0.1:${launcherEnv.TEMPORAL_UI_PORT}`, `http://localhost:${launcherEnv.TEMPORAL_UI_PORT}`, ...codecCorsOrigins(config)];
   if (codecUrl) startService('codec', 'lib/codec-server-main.ts', { ...common, CODEC_PORT: String(config.CODEC_PORT), CODEC_CORS_ORIGINS: [...new Set(uiOrigins)].join(','), HOST: '127.0.0.1' });
 
   const deadline = Date.now() + launcherEnv.START_READY_TIMEOUT_SECONDS * 1000;
-  await Promise.all([
+  const [buildIds] = await Promise.all([
+    Promise.all(workers.map((worker) => waitForWorker(temporal, config.TEMPORAL_NAMESPACE, config.TASK_QUEUE, worker.pid, deadline))),
     ...sandboxes.map((sandbox) => waitFor(`the provider sandbox ${sandbox.name} to answer /healthz`, deadline, async () => (await httpStatus(`${sandbox.url}/healthz`)) === 200)),
     waitFor('the API to answer /readyz with 200', deadline, async () => (await httpStatus(`${apiUrl}/readyz`)) === 200),
-    ...workers.map((worker) => waitForWorker(temporal, config.TEMPORAL_NAMESPACE, config.TASK_QUEUE, worker.pid, deadline)),
     ...(codecUrl ? [waitFor('the codec server to answer /healthz', deadline, async () => (await httpStatus(`${codecUrl}/healthz`)) === 200)] : []),
   ]);
+  checkpoint();
+  // The stack's workers all run the code on disk: one version, made current so that tasks flow.
+  const workerVersion = versioned ? await makeStackVersionCurrent(temporal, config.TEMPORAL_NAMESPACE, config.TEMPORAL_DEPLOYMENT_NAME, buildIds) : null;
   checkpoint();
 
   const uiUrl = state.temporal?.uiUrl ?? state.cluster?.uiUrl ?? launcherEnv.TEMPORAL_UI_URL ?? null;
@@ -319,6 +330,7 @@ async function main(): Promise<void> {
       payloadKeys
         ? `  Codec server   ${codecUrl} (Temporal payloads encrypted with key ${payloadKeys.encryptingId}${payloadKeys.file ? `, kept in ${rel(payloadKeys.file)}` : ', from TEMPORAL_PAYLOAD_KEYS'}; the Web UI decodes through it)`
         : '  Codec server   (off: TEMPORAL_PAYLOAD_ENCRYPTION=off, Temporal payloads are in clear)',
+      `  Worker version ${workerVersion ? `${describeVersion(workerVersion)} (current; temporal worker deployment describe --name ${workerVersion.deploymentName} --address ${temporalAddress})` : 'unversioned (TEMPORAL_WORKER_VERSIONING=off)'}`,
       ...(config.WORKER_METRICS_PORT ? [`  Worker metrics ${workers.map((w) => `http://127.0.0.1:${w.metricsPort}/metrics`).join(', ')}`] : []),
       ...(launcherEnv.API_PROCESSES > 1 || launcherEnv.WORKER_PROCESSES > 1
         ? [`  Processes      ${launcherEnv.API_PROCESSES} API (one port, each enforcing 1/${launcherEnv.API_PROCESSES} of the rate limits), ${launcherEnv.WORKER_PROCESSES} worker`]
@@ -331,7 +343,7 @@ async function main(): Promise<void> {
       `  pids           ${pids.join(', ')}`,
       '  Create a tenant:',
       `    curl -s -X POST ${apiUrl}/admin/tenants -H 'Authorization: Bearer ${config.ADMIN_TOKEN}' -H 'Content-Type: application/json' -d '{"name":"demo"}'`,
-      `  Upgrade        npm run rolling-upgrade (DATA_DIR=${rel(dataDir)}): replaces the workers, then the API processes, one at a time`,
+      `  Upgrade        npm run rolling-upgrade (DATA_DIR=${rel(dataDir)}): new workers; a changed workflow bundle is a new version, ramped, made current, the old one drained (docs/versioning.md); then the API processes, one at a time`,
       'Ctrl-C stops everything.',
       '',
     ].join('\n'),
@@ -340,16 +352,37 @@ async function main(): Promise<void> {
 }
 
 /** What a rolling upgrade needs to know of the running stack (set once it is up). */
-let rollingUpgradeContext: { temporal: TemporalConnectionSettings; namespace: string; taskQueue: string; dataDir: string } | null = null;
+let rollingUpgradeContext: {
+  temporal: TemporalConnectionSettings;
+  namespace: string;
+  taskQueue: string;
+  dataDir: string;
+  /** The workers' Worker Deployment; null when they run unversioned (TEMPORAL_WORKER_VERSIONING=off). */
+  deploymentName: string | null;
+} | null = null;
 let upgrading = false;
 
+/** What `npm run rolling-upgrade` asks for (scripts/rolling-upgrade.ts writes it before the signal). */
+const upgradeRequestSchema = z.object({
+  /** The new workers' TEMPORAL_WORKER_BUILD_ID; unset: derived from the code on disk. */
+  buildId: z.string().min(1).optional(),
+  /** Share of new runs the new version takes during the ramp, and for how long, before it becomes current (0: no ramp). */
+  rampPercent: z.number().min(0).max(100).default(20),
+  rampSeconds: z.number().min(0).default(10),
+});
+
 /**
- * SIGUSR2 (`npm run rolling-upgrade`): replaces each worker process, then each API process,
- * one at a time, with the code now on disk. A new worker must poll the task queue before its
- * predecessor is stopped (SIGTERM: it stops polling and finishes its activities); the API's
- * primary starts each new API process on the shared port before the old one stops accepting
- * (api/primary.ts). Runs in flight keep going: workflow code changes must be behind `patched()`
- * (docs/scaling.md, "Rolling upgrades"). The outcome is written to DATA_DIR/rolling-upgrade.json.
+ * SIGUSR2 (`npm run rolling-upgrade`): new worker processes with the code now on disk, then
+ * new API processes, while the stack keeps serving (docs/versioning.md). Each new worker must
+ * poll the task queue before anything else happens; then:
+ * - same version as the current one (the workflow bundle did not change): each old worker
+ *   is stopped at once (SIGTERM: it stops polling and finishes its activities);
+ * - a new version: it ramps (a share of new runs for a while; a new worker dying meanwhile
+ *   rolls back: the old version keeps every new run and the new workers stop), becomes
+ *   current, and the old workers keep serving the runs pinned to them until the server
+ *   reports their version drained; only then are they stopped.
+ * The API's primary starts each new API process on the shared port before the old one stops
+ * accepting (api/primary.ts). The progress and the outcome are written to DATA_DIR/rolling-upgrade.json.
  */
 process.on('SIGUSR2', () => void rollingUpgrade());
 async function rollingUpgrade(): Promise<void> {
@@ -359,17 +392,74 @@ async function rollingUpgrade(): Promise<void> {
   const statusFile = path.join(context.dataDir, 'rolling-upgrade.json');
   const steps: string[] = [];
   const startedAt = new Date().toISOString();
+  const report = (phase: string, details: Record<string, unknown> = {}) =>
+    writeFileSync(statusFile, JSON.stringify({ status: 'running', phase, startedAt, replaced: steps, ...details }, null, 2));
+  let connection: Connection | null = null;
   try {
-    say('rolling upgrade: replacing the workers, then the API processes, one at a time');
+    const requestFile = path.join(context.dataDir, 'rolling-upgrade-request.json');
+    const request = upgradeRequestSchema.parse(existsSync(requestFile) ? JSON.parse(readFileSync(requestFile, 'utf8')) : {});
+    const deploymentName = context.deploymentName;
+    connection = deploymentName ? await Connection.connect({ ...context.temporal, connectTimeout: 5000 }) : null;
+    const previous = connection && deploymentName ? (await deploymentRouting(connection, context.namespace, deploymentName)).current : null;
+    const oldVersion = deploymentName && previous ? { deploymentName, buildId: previous } : null;
+    say(`rolling upgrade: new workers${oldVersion ? ` (current version ${describeVersion(oldVersion)})` : ''}, then the API processes`);
+    report('workers');
+
+    /** New workers of a new version, each beside the old one it replaces once that version drained. */
+    const pending: { service: Supervised; old: ManagedChild; fresh: ManagedChild; oldEnv: NodeJS.ProcessEnv; stopping: boolean }[] = [];
+    let newVersion: WorkerVersion | null = null;
     for (const service of state.services.filter((s) => s.name === 'worker' || s.name.startsWith('worker-'))) {
       const old = service.current;
-      // Both run for a moment: the new one's metrics go to ports of its own.
-      const fresh = service.replace({ WORKER_METRICS_PORT: String(await freePort()), TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${await freePort()}` });
-      await waitForWorker(context.temporal, context.namespace, context.taskQueue, fresh.pid, Date.now() + 300_000);
-      const info = await old.stop(GRACE_MS.worker!);
-      steps.push(`${service.name} ${old.pid} -> ${fresh.pid}`);
-      say(`rolling upgrade: ${service.name} replaced (pid ${old.pid} -> ${fresh.pid}; the old one ${describeExit(info)})`);
+      // Both run for a while: the new one's metrics go to ports of its own.
+      const fresh = service.replace({
+        WORKER_METRICS_PORT: String(await freePort()),
+        TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${await freePort()}`,
+        ...(request.buildId ? { TEMPORAL_WORKER_BUILD_ID: request.buildId } : {}),
+      });
+      const buildId = await waitForWorker(context.temporal, context.namespace, context.taskQueue, fresh.pid, Date.now() + 300_000);
+      if (!deploymentName || buildId === null || buildId === previous) {
+        const info = await old.stop(GRACE_MS.worker!);
+        steps.push(`${service.name} ${old.pid} -> ${fresh.pid}`);
+        say(`rolling upgrade: ${service.name} replaced (pid ${old.pid} -> ${fresh.pid}${buildId ? `, same version ${buildId}` : ''}; the old one ${describeExit(info)})`);
+        continue;
+      }
+      if (newVersion && newVersion.buildId !== buildId) throw new Error(`the new workers run two versions (${newVersion.buildId}, ${buildId}): was the code changed during the upgrade?`);
+      newVersion = { deploymentName, buildId };
+      pending.push({ service, old, fresh, oldEnv: service.previousEnv(), stopping: false });
+      say(`rolling upgrade: ${service.name} of version ${buildId} polls (pid ${fresh.pid}); the old one (pid ${old.pid}) stays until its version drained`);
     }
+
+    if (newVersion && connection) {
+      try {
+        if (oldVersion && request.rampPercent > 0 && request.rampSeconds > 0) {
+          await retryUntilKnown(() => setRampingVersion(connection!, context.namespace, newVersion!, request.rampPercent));
+          say(`rolling upgrade: version ${describeVersion(newVersion)} ramping: ${request.rampPercent}% of new runs for ${request.rampSeconds} s`);
+          report('ramping', { version: describeVersion(newVersion), rampPercent: request.rampPercent });
+          const rampEnd = Date.now() + request.rampSeconds * 1000;
+          while (Date.now() < rampEnd) {
+            const died = pending.find((p) => p.fresh.hasExited());
+            if (died) throw new Error(`${died.service.name} of version ${newVersion.buildId} (pid ${died.fresh.pid}) exited during the ramp`);
+            if (state.stopping) throw new Error('the stack is stopping');
+            await new Promise((r) => setTimeout(r, 250));
+          }
+        }
+        await retryUntilKnown(() => setCurrentVersion(connection!, context.namespace, newVersion!));
+      } catch (error) {
+        // Roll back: the old version keeps (or takes back) every new run, with the workers it has.
+        if (oldVersion) await clearRampingVersion(connection, context.namespace, oldVersion.deploymentName).catch(() => {});
+        for (const { service, old, fresh } of pending) {
+          service.revert(old);
+          await fresh.stop(GRACE_MS.worker!);
+        }
+        throw new Error(`version ${describeVersion(newVersion)} rolled back: ${(error as Error).message}`);
+      }
+      state.draining.push(...pending.map((p) => p.old));
+      // The runs pinned to the old version have no other workers: one that dies while it drains is started again.
+      for (const entry of pending) keepDraining(entry);
+      say(`rolling upgrade: version ${describeVersion(newVersion)} is current${oldVersion ? `; ${describeVersion(oldVersion)} drains` : ''}`);
+      report('current', { version: describeVersion(newVersion) });
+    }
+
     const api = state.services.find((s) => s.name === 'api');
     if (api) {
       const output = api.current.process.stdout!;
@@ -392,13 +482,96 @@ async function rollingUpgrade(): Promise<void> {
       steps.push(...[...seen.matchAll(/api process (\d+) replaced \(pid (\d+) -> (\d+)\)/g)].map((m) => `api-${m[1]} ${m[2]} -> ${m[3]}`));
       say('rolling upgrade: API processes replaced');
     }
-    writeFileSync(statusFile, JSON.stringify({ status: 'done', startedAt, finishedAt: new Date().toISOString(), replaced: steps }, null, 2));
+
+    if (pending.length && oldVersion && connection) {
+      report('draining', { version: describeVersion(oldVersion) });
+      await waitUntilDrained(
+        connection,
+        context.namespace,
+        oldVersion,
+        (drainage) => {
+          say(`rolling upgrade: version ${describeVersion(oldVersion)} ${drainage.status}, ${drainage.openPinnedRuns} open run(s) pinned to it`);
+          report('draining', { version: describeVersion(oldVersion), drainage: drainage.status, openPinnedRuns: drainage.openPinnedRuns });
+        },
+        () => state.stopping,
+      );
+    }
+    for (const entry of pending) {
+      const { service, old, fresh } = entry;
+      entry.stopping = true;
+      const info = await old.stop(GRACE_MS.worker!);
+      state.draining = state.draining.filter((child) => child !== old);
+      steps.push(`${service.name} ${old.pid} -> ${fresh.pid}`);
+      say(`rolling upgrade: ${service.name} replaced (pid ${old.pid} -> ${fresh.pid}; the old one, of the drained version, ${describeExit(info)})`);
+    }
+    writeFileSync(statusFile, JSON.stringify({ status: 'done', startedAt, finishedAt: new Date().toISOString(), replaced: steps, ...(newVersion ? { version: describeVersion(newVersion) } : {}) }, null, 2));
     say('rolling upgrade: done');
   } catch (error) {
     complain(`rolling upgrade failed: ${(error as Error).message}`);
     writeFileSync(statusFile, JSON.stringify({ status: 'failed', startedAt, error: (error as Error).message, replaced: steps }, null, 2));
   } finally {
     upgrading = false;
+    await connection?.close().catch(() => {});
+  }
+}
+
+/** Starts a draining version's worker again (after 1 s) whenever it dies before its version drained. */
+function keepDraining(entry: { service: Supervised; old: ManagedChild; oldEnv: NodeJS.ProcessEnv; stopping: boolean }): void {
+  const watched = entry.old;
+  void watched.exited.then(async (info) => {
+    if (entry.stopping || state.stopping || entry.old !== watched) return;
+    complain(`${entry.service.name} of the draining version (pid ${watched.pid}) exited (${describeExit(info)}); starting it again in 1 s: the runs pinned to its version have no other worker`);
+    await new Promise((r) => setTimeout(r, 1000));
+    if (entry.stopping || state.stopping) return;
+    const again = spawnService(entry.service.name, 'worker/main.ts', entry.oldEnv);
+    state.draining = state.draining.map((child) => (child === watched ? again : child));
+    entry.old = again;
+    say(`${entry.service.name} of the draining version started again (pid ${again.pid})`);
+    keepDraining(entry);
+  });
+}
+
+/** A routing change right after a worker's first poll: the server may not know its version yet (NOT_FOUND / FAILED_PRECONDITION for a moment). */
+async function retryUntilKnown(change: () => Promise<void>, deadline = Date.now() + 30_000): Promise<void> {
+  for (;;) {
+    try {
+      return await change();
+    } catch (error) {
+      if (Date.now() > deadline || state.stopping) throw error;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+}
+
+/**
+ * At start: the stack's workers run the code on disk, one version, made current so that their
+ * tasks flow (a versioned worker gets nothing until its version is current or ramping). A
+ * version left current by an earlier start with other code has no workers any more: its
+ * pinned runs wait until that code runs again (docs/versioning.md says how to move them).
+ */
+async function makeStackVersionCurrent(temporal: TemporalConnectionSettings, namespace: string, deploymentName: string, buildIds: (string | null)[]): Promise<WorkerVersion> {
+  const distinct = [...new Set(buildIds)];
+  if (distinct.length !== 1 || distinct[0] === null || distinct[0] === undefined) {
+    throw new Error(`the workers poll as ${distinct.map((id) => id ?? 'unversioned').join(', ')}: expected one version of ${deploymentName}`);
+  }
+  const version: WorkerVersion = { deploymentName, buildId: distinct[0] };
+  const connection = await Connection.connect({ ...temporal, connectTimeout: 5000 });
+  try {
+    const routing = await deploymentRouting(connection, namespace, deploymentName);
+    if (routing.current === version.buildId && routing.ramping === null) return version;
+    if (routing.current !== null && routing.current !== version.buildId) {
+      const previous = { deploymentName, buildId: routing.current };
+      const left = await openPinnedRuns(connection, namespace, previous);
+      (left > 0 ? complain : say)(
+        `the current version was ${describeVersion(previous)} (other code, no workers now)${left > 0 ? `: ${left} run(s) pinned to it wait until that code runs again (docs/versioning.md, "A version without workers")` : ''}`,
+      );
+    }
+    if (routing.ramping !== null && routing.ramping !== version.buildId) await clearRampingVersion(connection, namespace, deploymentName);
+    await retryUntilKnown(() => setCurrentVersion(connection, namespace, version));
+    say(`worker version ${describeVersion(version)} is current`);
+    return version;
+  } finally {
+    await connection.close();
   }
 }
 
@@ -573,6 +746,7 @@ async function ensureDatabaseOf(url: string): Promise<void> {
 function startService(name: string, entry: string, startEnv: NodeJS.ProcessEnv): ManagedChild {
   checkpoint();
   const env = { ...startEnv };
+  let envBeforeReplace: NodeJS.ProcessEnv = { ...env };
   const exits: number[] = [];
   let delay = 0;
   const service: Supervised = {
@@ -580,11 +754,19 @@ function startService(name: string, entry: string, startEnv: NodeJS.ProcessEnv):
     current: spawnService(name, entry, env),
     restarts: 0,
     replace(envChanges = {}) {
+      envBeforeReplace = { ...env };
       Object.assign(env, envChanges);
       service.current = spawnService(name, entry, env);
       watch(service.current, Date.now());
       return service.current;
     },
+    revert(previous) {
+      for (const key of Object.keys(env)) if (!(key in envBeforeReplace)) delete env[key];
+      Object.assign(env, envBeforeReplace);
+      // Its exit watch is still pending: from now on its exit is a death again, restarted as before.
+      service.current = previous;
+    },
+    previousEnv: () => ({ ...envBeforeReplace }),
   };
   state.services.push(service);
   const watch = (child: ManagedChild, startedAt: number) => {
@@ -607,9 +789,13 @@ function startService(name: string, entry: string, startEnv: NodeJS.ProcessEnv):
   return service.current;
 }
 
-/** The worker is ready once it polls its task queue (it bundles the workflows first). */
-async function waitForWorker(temporal: TemporalConnectionSettings, namespace: string, taskQueue: string, pid: number, deadline: number): Promise<void> {
+/**
+ * The worker is ready once it polls its task queue (it bundles the workflows first). Returns
+ * the build id it polls as (null: unversioned).
+ */
+async function waitForWorker(temporal: TemporalConnectionSettings, namespace: string, taskQueue: string, pid: number, deadline: number): Promise<string | null> {
   const connection = await Connection.connect({ ...temporal, connectTimeout: 5000 });
+  let buildId: string | null = null;
   try {
     await waitFor(`the worker to poll task queue ${taskQueue}`, deadline, async () => {
       const response = await connection.workflowService.describeTaskQueue({
@@ -617,8 +803,11 @@ async function waitForWorker(temporal: TemporalConnectionSettings, namespace: st
         taskQueue: { name: taskQueue, kind: 1 /* NORMAL */ },
         taskQueueType: 1 /* WORKFLOW */,
       });
-      return (response.pollers ?? []).some((poller) => poller.identity?.startsWith(`${pid}@`));
+      const poller = (response.pollers ?? []).find((p) => p.identity?.startsWith(`${pid}@`));
+      buildId = poller?.deploymentOptions?.buildId || null;
+      return poller !== undefined;
     });
+    return buildId;
   } finally {
     await connection.close();
   }
@@ -684,12 +873,19 @@ function shutdown(reason: string, code: number): Promise<never> {
     for (const name of ['api', 'worker', 'sandbox', 'codec', 'balancer'] as const) {
       // Several workers stop together (each finishing its activities within the grace period).
       const group = state.services.filter((s) => s.name === name || s.name.startsWith(`${name}-`));
-      await Promise.all(
-        group.map(async (service) => {
+      await Promise.all([
+        ...group.map(async (service) => {
           const info = await service.current.stop(GRACE_MS[name]!);
           say(`${service.name} stopped (${describeExit(info)})`);
         }),
-      );
+        // The workers of a version still draining stop with the others.
+        ...(name === 'worker'
+          ? state.draining.map(async (child) => {
+              const info = await child.stop(GRACE_MS.worker!);
+              say(`${child.name} (pid ${child.pid}, draining version) stopped (${describeExit(info)})`);
+            })
+          : []),
+      ]);
     }
     if (state.temporal) {
       await state.temporal.stop();
@@ -713,6 +909,7 @@ function shutdown(reason: string, code: number): Promise<never> {
 function forceExit(reason: string): never {
   complain(reason);
   for (const service of state.services) service.current.kill();
+  for (const child of state.draining) child.kill();
   if (state.temporal && !state.temporalExit?.hasExited()) state.temporal.process.kill('SIGKILL');
   for (const node of state.cluster?.nodes ?? []) if (!node.hasExited()) node.process.kill('SIGKILL');
   state.cluster?.ui?.kill('SIGKILL');

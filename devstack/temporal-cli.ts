@@ -81,6 +81,19 @@ export const tunedDynamicConfig: Record<string, unknown> = {
  */
 export const closedHttpApi = { 'frontend.httpAllowedHosts': ['temporal-http-api-closed.invalid'] };
 
+/**
+ * Worker Versioning on the development servers (dev server and the local cluster): a version
+ * that stopped being current is DRAINED once visibility shows no open run pinned to it. The
+ * server first waits out a grace period (visibility may lag behind the routing change), then
+ * looks again at an interval: 3 minutes each by default, sized for a production fleet.
+ * Here both are seconds, so `npm run rolling-upgrade` stops the old workers moments after
+ * their last pinned run closes.
+ */
+export const versioningDynamicConfig: Record<string, unknown> = {
+  'matching.wv.VersionDrainageStatusVisibilityGracePeriod': '5s',
+  'matching.wv.VersionDrainageStatusRefreshInterval': '3s',
+};
+
 export interface DevServer {
   address: string;
   uiUrl: string | null;
@@ -106,7 +119,7 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
     args.push('--db-filename', options.dbFilename);
     for (const [name, value] of Object.entries(pragmas)) args.push('--sqlite-pragma', `${name}=${value}`);
   }
-  for (const [key, value] of Object.entries({ ...tunedDynamicConfig, ...closedHttpApi, ...options.dynamicConfig })) {
+  for (const [key, value] of Object.entries({ ...tunedDynamicConfig, ...closedHttpApi, ...versioningDynamicConfig, ...options.dynamicConfig })) {
     args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
   }
   const httpApiPort = await freePort();

@@ -17,7 +17,7 @@ import { createSql } from '../db/connect';
 import { ensureDatabase } from '../db/migrate';
 import { freePort } from './ports';
 import { watchExit, type ExitInfo } from './process-exit';
-import { namespaceServed, projectRoot, searchAttributeFlags, tunedDynamicConfig } from './temporal-cli';
+import { namespaceServed, projectRoot, searchAttributeFlags, tunedDynamicConfig, versioningDynamicConfig } from './temporal-cli';
 
 const toolsBin = path.join(projectRoot, '.tools', 'bin');
 export const clusterBinaries = {
@@ -219,7 +219,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
   await setupClusterSchema(options.postgresUrl, databaseName, visibilityDatabaseName);
 
   const dynamicConfigFile = path.join(options.dataDir, 'temporal-dynamicconfig.yaml');
-  writeDynamicConfig(dynamicConfigFile, { ...tunedDynamicConfig, ...options.dynamicConfig });
+  writeDynamicConfig(dynamicConfigFile, { ...tunedDynamicConfig, ...versioningDynamicConfig, ...options.dynamicConfig });
   const pg = new URL(options.postgresUrl);
   const tls = options.tls;
   const common: NodeJS.ProcessEnv = {

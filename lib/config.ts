@@ -87,6 +87,24 @@ const schema = z
     TEMPORAL_API_KEY: z.string().min(1).optional(),
     TASK_QUEUE: z.string().min(1).default('payments'),
     /**
+     * Worker Versioning (docs/versioning.md): `on`, the worker polls as one version of the
+     * Worker Deployment TEMPORAL_DEPLOYMENT_NAME and runs only the workflows routed to that
+     * version; `off`, an unversioned worker (the test suite's workers on their own task queues).
+     */
+    TEMPORAL_WORKER_VERSIONING: z.enum(['on', 'off']).default('on'),
+    /** The Worker Deployment every version of this worker belongs to (no '.' or ':'). */
+    TEMPORAL_DEPLOYMENT_NAME: z
+      .string()
+      .min(1)
+      .regex(/^[^.:]+$/, "a deployment name cannot contain '.' or ':'")
+      .default('payment-orchestrator'),
+    /**
+     * This worker's version (build id) within the deployment. Unset: `<package.json version>-<first
+     * 12 hex digits of the SHA-256 of the workflow bundle>` (worker/versioning.ts), so changed
+     * workflow code is always a new version and unchanged code always the same one.
+     */
+    TEMPORAL_WORKER_BUILD_ID: z.string().min(1).max(255).optional(),
+    /**
      * Bearer token of the /admin endpoints. A development default is used outside production,
      * and only on a loopback address (api/main.ts refuses anything else). In production it
      * must be given, at least 32 characters, and not the default.
@@ -248,6 +266,8 @@ const schema = z
       TEMPORAL_TLS_CA: env.TEMPORAL_TLS_CA ?? null,
       TEMPORAL_TLS_SERVER_NAME: env.TEMPORAL_TLS_SERVER_NAME ?? null,
       TEMPORAL_API_KEY: env.TEMPORAL_API_KEY ?? null,
+      /** null: derived from the workflow bundle (worker/versioning.ts workerBuildId). */
+      TEMPORAL_WORKER_BUILD_ID: env.TEMPORAL_WORKER_BUILD_ID ?? null,
       WORKER_MAX_CACHED_WORKFLOWS: env.WORKER_MAX_CACHED_WORKFLOWS ?? null,
       WORKER_MAX_CONCURRENT_ACTIVITIES: env.WORKER_MAX_CONCURRENT_ACTIVITIES ?? null,
       WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: env.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS ?? null,

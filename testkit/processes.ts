@@ -150,6 +150,9 @@ export async function spawnWorker(name: string, environment: WorkerEnvironment, 
       // The merchant's endpoint listens on this machine, over plain http.
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8,::1',
       WEBHOOK_ALLOW_HTTP: 'true',
+      // Unversioned, like the test stacks' in-process workers it often shares a task queue with:
+      // versioned workers of every test on one server would share one Worker Deployment's routing.
+      TEMPORAL_WORKER_VERSIONING: 'off',
       ...environment.env,
     },
     readyUrl: `http://127.0.0.1:${metricsPort}/metrics`,

@@ -13,7 +13,8 @@ import { createWorkerMetrics } from '../lib/metrics';
 import { listenerLimits } from '../lib/listener';
 import { createActivities } from '../activities';
 import { paymentDataConverter } from '../lib/data-converter';
-import { createPaymentWorker } from './worker';
+import { createPaymentWorker, workerWorkflowBundle } from './worker';
+import { describeVersion, makeCurrentIfNone, workerBuildId } from './versioning';
 import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
 import { TemporalConnection } from '../lib/temporal';
 
@@ -69,15 +70,30 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   // (state on /metrics as provider_circuit_state, a log line per transition).
   const health = new ProviderHealth({ metrics, logger, providers: providers.names });
   const deps = { sql, providers, health, metrics, logger, temporal: client, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS };
+  // The bundle is loaded (or built) here rather than by the SDK: its hash is the default build id.
+  // Webpack's report goes to debug; its warnings and errors stay visible.
+  const workflowCode = await workerWorkflowBundle(extras.workflowsPath, {
+    log: (_level, message, meta) => logger.debug({ ...meta }, message),
+    trace: (message, meta) => logger.trace({ ...meta }, message),
+    debug: (message, meta) => logger.debug({ ...meta }, message),
+    info: (message, meta) => logger.debug({ ...meta }, message),
+    warn: (message, meta) => logger.warn({ ...meta }, message),
+    error: (message, meta) => logger.error({ ...meta }, message),
+  });
+  const version =
+    config.TEMPORAL_WORKER_VERSIONING === 'on'
+      ? { deploymentName: config.TEMPORAL_DEPLOYMENT_NAME, buildId: config.TEMPORAL_WORKER_BUILD_ID ?? workerBuildId(workflowCode) }
+      : undefined;
   const worker = await createPaymentWorker({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TASK_QUEUE,
     deps,
     dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS),
+    workflowBundle: { code: workflowCode },
+    ...(version ? { version } : {}),
     tuning: {
       ...workerTuning(config),
-      ...(extras.workflowsPath ? { workflowsPath: extras.workflowsPath } : {}),
       ...(extras.activities ? { activities: { ...createActivities(deps), ...extras.activities } } : {}),
     },
   });
@@ -106,7 +122,10 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
     await ensureSchedules(client, scheduleSettings(config), logger).catch((err: unknown) => logger.error({ err }, 'periodic job schedules could not be created or updated'));
   }
   const payloadKeys = config.TEMPORAL_PAYLOAD_KEYS?.map((k) => k.id) ?? 'off (payloads in clear)';
-  logger.info({ taskQueue: config.TASK_QUEUE, temporal: describeTemporalConnection(temporal), payloadKeys }, 'worker running');
+  logger.info(
+    { taskQueue: config.TASK_QUEUE, temporal: describeTemporalConnection(temporal), payloadKeys, version: version ? describeVersion(version) : 'unversioned' },
+    'worker running',
+  );
 
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -120,7 +139,15 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   process.once('SIGINT', () => shutdown('SIGINT'));
   process.once('SIGTERM', () => shutdown('SIGTERM'));
 
-  await worker.run();
+  const running = worker.run();
+  if (version) {
+    // A fresh deployment's first version is made current once the server saw this worker poll
+    // (worker/versioning.ts); otherwise routing is the deploy's to change, never a worker's.
+    void makeCurrentIfNone(clientConnection, config.TEMPORAL_NAMESPACE, version, logger, { identity: `${process.pid}@worker` }).catch((err: unknown) =>
+      logger.error({ err, version: describeVersion(version) }, 'could not find out whether this worker version should be made current'),
+    );
+  }
+  await running;
   await relay.stop();
   metricsServer.close();
   await clientConnection.close();

@@ -3,3 +3,5 @@ export { paymentWorkflow } from './payment';
 export { refundWorkflow } from './refund';
 export { abandonedRunSweepWorkflow, reconciliationWorkflow, retentionWorkflow } from './jobs';
 export { lateChargeWorkflow } from './late-charge';
+// Each type's Worker Versioning behaviour (PINNED / AUTO_UPGRADE), set on the functions above.
+import './versioning';

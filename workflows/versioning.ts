@@ -1,0 +1,43 @@
+/**
+ * Worker Versioning behaviour of every workflow type (docs/versioning.md). The worker runs
+ * as one version of its Worker Deployment (worker/worker.ts); a run's behaviour says which
+ * version executes its later tasks:
+ * - PINNED: every task of the run, its activities included, goes to the version that started
+ *   it, until it closes. A change to the workflow ships as a new version and never meets a
+ *   history recorded by other code; the old version's workers stay until its runs drain.
+ * - AUTO_UPGRADE: the run moves to the current version at its next task, so every change must
+ *   replay the histories of the versions before it (patched()).
+ *
+ * Every type is pinned: each one's longest run is bounded (below), so an old version drains
+ * in that time at most, and no change has to be written for histories it did not record.
+ * A new workflow type is added here too (the worker's default would also pin it, silently).
+ */
+import type { VersioningBehavior } from '@temporalio/common';
+import { setWorkflowOptions, workflowInfo } from '@temporalio/workflow';
+import { abandonedRunSweepWorkflow, reconciliationWorkflow, retentionWorkflow } from './jobs';
+import { lateChargeWorkflow } from './late-charge';
+import { paymentWorkflow } from './payment';
+import { refundWorkflow } from './refund';
+
+/**
+ * `behavior` on a versioned worker. An unversioned worker (TEMPORAL_WORKER_VERSIONING=off: the
+ * test suite's) must send none: the server refuses a workflow task completed with a behaviour
+ * but without a deployment version. Read once per run, when its first task starts (or is
+ * replayed): the worker's version then, or the one that recorded that task (an unversioned
+ * worker reports a build id of its own but no deployment name).
+ */
+const onVersionedWorkers = (versioningBehavior: VersioningBehavior) => () => (workflowInfo().currentDeploymentVersion?.deploymentName ? { versioningBehavior } : {});
+
+// A payment waits at most its longest window (a manual capture's AUTHORIZATION_WINDOW_SECONDS,
+// an asynchronous method's ASYNC_SETTLEMENT_WINDOW_SECONDS: 7 days each by default) and is
+// then voided or expired by its own run: the old version drains within that. Money moves in
+// it: its capture or void runs on the code that authorized it.
+setWorkflowOptions(onVersionedWorkers('PINNED'), paymentWorkflow);
+// A refund is one provider call and its record: seconds.
+setWorkflowOptions(onVersionedWorkers('PINNED'), refundWorkflow);
+// A late charge looks at the payment for about 2 h 20 min at most, then acts once.
+setWorkflowOptions(onVersionedWorkers('PINNED'), lateChargeWorkflow);
+// The periodic jobs: one activity pass each, minutes; the next Schedule run starts on the current version.
+setWorkflowOptions(onVersionedWorkers('PINNED'), reconciliationWorkflow);
+setWorkflowOptions(onVersionedWorkers('PINNED'), retentionWorkflow);
+setWorkflowOptions(onVersionedWorkers('PINNED'), abandonedRunSweepWorkflow);
