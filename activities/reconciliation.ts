@@ -37,7 +37,7 @@ export interface ReconciliationDeps {
   sql: Sql;
   /** The PSP clients by configured name (PROVIDERS), the default first. */
   providers: Record<string, PaymentProvider>;
-  /** Where payments that record no provider are (payments from before routing): default, the first of `providers`. */
+  /** Where a payment that records no provider is looked for: default, the first of `providers`. */
   defaultProvider?: string;
   metrics?: WorkerMetrics;
   logger: Logger;

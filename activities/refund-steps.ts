@@ -15,7 +15,7 @@ import { outcomeRecorder, step, workflowId } from './record-step';
 /** The database steps of the refund workflow (see record-step.ts for what every step guarantees). */
 
 export type BeginRefundResult =
-  /** provider: the configured PSP holding the payment's charge (absent: the default, for payments from before routing). */
+  /** provider: the configured PSP holding the payment's charge (absent: the payment records none, so the default). */
   | { kind: 'reserved'; chargeId: string; currency: string; provider?: string }
   | { kind: 'rejected'; response: FinalResponse };
 

@@ -507,7 +507,7 @@ function routingMarkdown(routing: RoutingResult): string[] {
   const lines: string[] = ['## Routing across two PSPs: routed vs single-PSP payments', ''];
   lines.push(
     'Two provider sandboxes run as separate processes with databases of their own (`PROVIDERS=sandbox-a=…,sandbox-b=…`). ' +
-      'Single-PSP: a tenant without routing, whose payments go to the first configured PSP (sandbox-a), as every payment before routing. ' +
+      'Single-PSP: a tenant without routing, whose payments go to the first configured PSP (sandbox-a). ' +
       `Routed: a tenant with \`${JSON.stringify(routing.routing)}\` (the split draws the first PSP per payment; the routed tenant's payments ended at ${fmt(routing.routedSplit)}). ` +
       'Both on the same API and worker, measured interleaved (single, routed, single, routed…); ratios are routed ÷ single, the median of per-round ratios with the range.',
     '',

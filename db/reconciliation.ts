@@ -13,7 +13,7 @@ export interface OurPayment {
   amount_captured_minor: number;
   currency: string;
   provider_charge_id: string | null;
-  /** The configured PSP holding its charge (null: a payment from before routing, at the default provider). */
+  /** The configured PSP holding its charge (null: none recorded, so the default provider). */
   provider: string | null;
   /** Ledger transactions of its capture (refunds excluded): exactly one once captured. */
   ledger_captures: number;

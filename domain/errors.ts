@@ -53,7 +53,7 @@ export function errorResponse(type: ApiErrorType, message: string, extra: Record
   return { status: errorStatus[type], body: JSON.stringify(apiErrorBody(type, message, extra)), location: null };
 }
 
-/** The order guard's answer: the order already has a live or paid payment (decided by the API's claim, or by the workflow's first step in runs begun before that). */
+/** The order guard's answer: the order already has a live or paid payment (decided by the API's claim, or by the first charge attempt when it persists an intent a start in doubt left out). */
 export function orderAlreadyPaid(orderId: string, holderPaymentId: string): FinalResponse {
   return errorResponse('order_already_paid', `order ${orderId} already has a payment in progress or paid`, { payment_id: holderPaymentId });
 }

@@ -15,7 +15,7 @@ export interface PaymentRow {
   amount_captured_minor: number;
   amount_refunded_minor: number;
   provider_charge_id: string | null;
-  /** The configured PSP holding the charge (migration 009); null: a payment from before routing, at the default provider. */
+  /** The configured PSP holding the charge (migration 009), set when the first charge attempt begins; null: none recorded, so the default provider. */
   provider: string | null;
   failure_code: string | null;
   failure_message: string | null;

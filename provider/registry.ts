@@ -5,7 +5,7 @@ import type { PaymentProvider } from './types';
 /**
  * The deployment's PSP connections by name (PROVIDERS). Payments, attempts, refunds, webhooks
  * and reconciliation runs record a provider by this name; the default is the first configured
- * one (payments from before routing, which record none, are at the default).
+ * one (a payment that records none is at the default).
  */
 export interface ProviderRegistry {
   readonly names: readonly string[];

@@ -112,7 +112,7 @@ export class ProviderWebhookError extends Error {
   override readonly name = 'ProviderWebhookError';
 }
 
-/** One line of the PSP's report of money moved (issue 23's reconciliation). */
+/** One line of the PSP's report of money moved, which reconciliation compares with our payments, refunds and ledger. */
 export interface ProviderBalanceTransaction {
   /** e.g. 'txn_…' */
   id: string;

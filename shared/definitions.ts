@@ -98,7 +98,7 @@ export interface PaymentWorkflowInput {
   decisionGraceMs?: number;
 }
 
-/** The input of planRoute: what routing may look at. */
+/** What routing may look at: the input of the route's plan in the first charge attempt (activities/route-steps.ts, planRouteFor by default). */
 export interface RouteRequest {
   paymentId: string;
   tenantId: string;

@@ -66,7 +66,7 @@ async function startRun(): Promise<RunResources> {
   await admin.unsafe(`CREATE DATABASE ${templateName} TEMPLATE ${dbName}`);
 
   // The cluster suite (test/cluster/) and TEMPORAL_MODE=cluster need the production server's
-  // binaries, which npm install no longer builds: they are built here on first use, once per
+  // binaries, which npm install does not build: they are built here on first use, once per
   // run (not in a test file's hook, under its timeout, or twice by two files in parallel),
   // and only for a run that needs them: TEMPORAL_MODE=cluster, the whole suite (npm run test:all, CI),
   // or files named on the command line that include test/cluster/. A no-op when present.

@@ -40,10 +40,10 @@ export const measuredSeconds: Record<string, number> = {
 
 /**
  * Under `npm test` (TEST_SHARED_PROCESSES=1: the quick suite, one process for many files) its
- * own measured seconds, three files at a time on the quiet machine (2026-12-01): 206–208 s.
- * The whole suite keeps the table above, the order its CI runs passed with: with the quick
- * files' seconds in it too, the cluster's rolling upgrade starved in a CI run on 2026-12-01
- * (675 answers 503 under load), most likely beside other heavy files that order put with it.
+ * own measured seconds, three files at a time on a quiet machine: 206–208 s.
+ * The whole suite keeps the table above: with the quick files' seconds in it too, that order
+ * can put the cluster's rolling upgrade beside other heavy files, where it starves (hundreds
+ * of 503s under load).
  */
 export const quickSuiteSeconds: Record<string, number> = {
   'test/integration/waiting-races.test.ts': 36,

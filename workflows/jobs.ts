@@ -1,7 +1,7 @@
 /**
  * The periodic jobs, each run by a Temporal Schedule (worker/schedules.ts): visible in the
  * Web UI's Schedules page, one run at a time (overlap SKIP), paused, triggered and
- * backfilled with `temporal schedule …` (README, "Periodic jobs"). The workflows are thin:
+ * backfilled with `temporal schedule …` (docs/operating.md, "Periodic jobs"). The workflows are thin:
  * each job's pass is one activity (activities/job-steps.ts).
  */
 import { ActivityFailure, ApplicationFailure, workflowInfo } from '@temporalio/workflow';

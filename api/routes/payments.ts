@@ -248,7 +248,7 @@ export function paymentRoutes(deps: ApiDeps) {
 
   app.openapi(getPaymentRoute, async (c) => {
     const { payment, attempts } = await tenantPaymentWithAttempts(deps.sql, c.var.tenant.id, c.req.valid('param').id);
-    // A payment charged before routing records no provider: it is at the default (the first configured).
+    // A charged payment that records no provider is at the default (the first configured), where refunds and reconciliation look too.
     const provider = payment.provider ?? (payment.provider_charge_id !== null ? (deps.config.PROVIDERS?.[0]?.name ?? null) : null);
     return c.json({ ...paymentResource({ ...payment, provider }), attempts: attempts.map(attemptResource) }, 200);
   });

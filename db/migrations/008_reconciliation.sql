@@ -1,4 +1,4 @@
--- Reconciliation with the PSP (worker/reconciliation.ts, docs/CONTRACT.md "Reconciliation").
+-- Reconciliation with the PSP (activities/reconciliation.ts, docs/CONTRACT.md "Reconciliation").
 -- A run is one provider's reconciliation of one time window by one workflow run; a
 -- discrepancy is one difference, keyed by (provider, window, kind, subject), so running a
 -- window again finds the same rows instead of making copies; a finding says which runs saw it.

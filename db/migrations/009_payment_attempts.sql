@@ -5,7 +5,7 @@
 ALTER TABLE payments ADD COLUMN provider text;
 
 -- One row per attempt to charge a payment at a PSP, in order. Attempt n charges under the
--- sub-key "<payment>:charge" (n = 1, as before routing) or "<payment>:charge:<n>" (shared/keys.ts).
+-- sub-key "<payment>:charge" (n = 1) or "<payment>:charge:<n>" (shared/keys.ts).
 -- outcome: pending while the attempt's answer is awaited (its outcome may be unknown: the
 -- payment then keeps asking that PSP), else the charge's status, or why nothing was charged
 -- there and the payment moved on (domain/attempts.ts attemptOutcomes).

@@ -15,6 +15,7 @@ import {
   type VoidChargeRequest,
 } from '../types';
 import { verifySandboxWebhook } from './webhook';
+import { toBalanceTransaction, toCharge, toRefund, type BalanceTransactionJson, type ChargeJson, type ErrorJson, type ListJson, type RefundJson } from './wire';
 
 export interface SandboxProviderConfig {
   baseUrl: string;
@@ -28,97 +29,6 @@ export interface SandboxProviderConfig {
   /** How old (or how far ahead) a signature's timestamp may be, in seconds (default 300, as Stripe's). */
   webhookToleranceSeconds?: number;
 }
-
-/** The sandbox's wire shapes (snake_case, integer minor units). */
-interface ChargeJson {
-  id: string;
-  object: 'charge';
-  status: ProviderCharge['status'];
-  amount_minor: number;
-  amount_captured_minor: number;
-  amount_refunded_minor: number;
-  currency: string;
-  failure_code: string | null;
-  failure_message: string | null;
-  reference: string;
-  next_action: { type: 'redirect_to_url'; redirect_to_url: { url: string; return_url: string | null } } | null;
-  succeeded_at?: string | null;
-  authorized_at?: string | null;
-}
-
-interface RefundJson {
-  id: string;
-  object: 'refund';
-  charge: string;
-  amount_minor: number;
-  status: ProviderRefund['status'];
-  failure_code: string | null;
-  failure_message: string | null;
-}
-
-interface ErrorJson {
-  error?: { type?: string; code?: string; message?: string; charge?: ChargeJson };
-}
-
-interface ListJson<T> {
-  object: 'list';
-  data: T[];
-  has_more?: boolean;
-}
-
-interface BalanceTransactionJson {
-  id: string;
-  object: 'balance_transaction';
-  type: 'charge' | 'refund';
-  source: string;
-  charge: string;
-  reference: string | null;
-  amount_minor: number;
-  fee_minor: number;
-  currency: string;
-  status: 'pending' | 'available';
-  created_at: string;
-}
-
-const toCharge = (c: ChargeJson): ProviderCharge => ({
-  id: c.id,
-  status: c.status,
-  amountMinor: c.amount_minor,
-  amountCapturedMinor: c.amount_captured_minor,
-  amountRefundedMinor: c.amount_refunded_minor,
-  currency: c.currency,
-  declineCode: c.failure_code,
-  declineMessage: c.failure_message,
-  nextAction:
-    c.next_action?.type === 'redirect_to_url'
-      ? { type: 'redirect_to_url', url: c.next_action.redirect_to_url.url, returnUrl: c.next_action.redirect_to_url.return_url }
-      : null,
-  reference: c.reference,
-  succeededAt: c.succeeded_at ?? null,
-  authorizedAt: c.authorized_at ?? null,
-});
-
-const toRefund = (r: RefundJson): ProviderRefund => ({
-  id: r.id,
-  chargeId: r.charge,
-  status: r.status,
-  amountMinor: r.amount_minor,
-  failureCode: r.failure_code,
-  failureMessage: r.failure_message,
-});
-
-const toBalanceTransaction = (t: BalanceTransactionJson): ProviderBalanceTransaction => ({
-  id: t.id,
-  type: t.type,
-  source: t.source,
-  chargeId: t.charge,
-  reference: t.reference,
-  amountMinor: t.amount_minor,
-  feeMinor: t.fee_minor,
-  currency: t.currency,
-  status: t.status,
-  createdAt: new Date(t.created_at),
-});
 
 /** The orchestrator's client for the provider sandbox (sandbox/). */
 export class SandboxProvider implements PaymentProvider {
@@ -337,6 +247,3 @@ export class SandboxProvider implements PaymentProvider {
     throw new ProviderRejectedError(message, status, error?.code ?? 'unknown');
   }
 }
-
-/** The wire mapping, shared with the webhook's verification (provider/sandbox/webhook.ts). */
-export { toCharge, toRefund, type ChargeJson, type RefundJson };

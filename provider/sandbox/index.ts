@@ -5,8 +5,9 @@ import { defineProviderKind, httpUrl } from '../kind';
 const WEBHOOK_TOLERANCE_SECONDS = 300;
 
 /**
- * The provider sandbox (sandbox/): the stand-in PSP of development and tests. Its client and
- * wire mapping: ./client.ts; its webhook verification: ./webhook.ts.
+ * The provider sandbox (sandbox/): the stand-in PSP of development and tests. Its client:
+ * ./client.ts; its wire mapping (its JSON to and from ours): ./wire.ts; its webhook
+ * verification: ./webhook.ts.
  */
 export const sandbox = defineProviderKind({
   kind: 'sandbox',

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { ProviderWebhookError, type ProviderWebhookEvent } from '../types';
-import { toCharge, toRefund, type ChargeJson, type RefundJson } from './client';
+import { toWebhookEvent, type EventJson } from './wire';
 
 /** The header the sandbox signs its webhooks in: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`. */
 export const sandboxSignatureHeader = 'sandbox-signature';
@@ -50,7 +50,7 @@ export function verifySandboxWebhook(rawBody: string, headers: Record<string, st
   if (Math.abs(Math.floor(now.getTime() / 1000) - timestamp) > toleranceSeconds) {
     throw new ProviderWebhookError(`signature timestamp ${timestamp} is outside the ${toleranceSeconds} s tolerance`);
   }
-  let event: { id?: unknown; type?: unknown; created?: unknown; data?: { object?: { object?: unknown } } };
+  let event: { id?: unknown; type?: unknown; created?: unknown; data?: { object?: unknown } };
   try {
     event = JSON.parse(rawBody) as typeof event;
   } catch {
@@ -60,11 +60,5 @@ export function verifySandboxWebhook(rawBody: string, headers: Record<string, st
   if (typeof event?.id !== 'string' || typeof event.type !== 'string' || typeof event.created !== 'number' || typeof object !== 'object' || object === null) {
     throw new ProviderWebhookError('the body is not a sandbox event');
   }
-  return {
-    id: event.id,
-    type: event.type,
-    createdAt: new Date(event.created * 1000),
-    charge: object.object === 'charge' ? toCharge(object as unknown as ChargeJson) : null,
-    refund: object.object === 'refund' ? toRefund(object as unknown as RefundJson) : null,
-  };
+  return toWebhookEvent(event as EventJson);
 }

@@ -14,6 +14,7 @@ import {
   type VoidChargeRequest,
 } from '../types';
 import { verifyStripeWebhook } from './webhook';
+import { toBalanceTransaction, toCharge, toRefund } from './wire';
 
 export interface StripeProviderConfig {
   apiKey: string;
@@ -274,124 +275,6 @@ const abortedByCaller = () => new ProviderUnavailableError('Stripe call aborted 
 /** Search values are single-quoted; a quote or backslash inside must be escaped. */
 const escapeSearchValue = (value: string) => value.replace(/[\\']/g, (c) => `\\${c}`);
 
-function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors.StripeCardError): ProviderCharge {
-  const latestCharge = typeof intent.latest_charge === 'object' ? intent.latest_charge : null;
-  // A card's Charge is created when the card is authorized (after any 3-D Secure) and, captured
-  // automatically, succeeds then; other methods' Charges settle later without saying when (null).
-  const cardAt = latestCharge?.payment_method_details?.type === 'card' && latestCharge.status !== 'failed' ? new Date(latestCharge.created * 1000).toISOString() : null;
-  const base = {
-    authorizedAt: cardAt,
-    succeededAt: intent.capture_method === 'manual' ? null : cardAt,
-    id: intent.id,
-    amountMinor: intent.amount,
-    amountCapturedMinor: intent.amount_received,
-    amountRefundedMinor: latestCharge?.amount_refunded ?? 0,
-    currency: intent.currency.toUpperCase(),
-    declineCode: null,
-    declineMessage: null,
-    nextAction: null,
-    reference: intent.metadata?.['reference'] ?? '',
-  };
-  switch (intent.status) {
-    case 'succeeded':
-      return { ...base, status: 'succeeded' };
-    case 'requires_capture':
-      return { ...base, status: 'requires_capture' };
-    case 'canceled':
-      return { ...base, status: 'canceled' };
-    case 'processing':
-      // Bank debits and the like: Stripe has it, the outcome comes later (webhook or poll).
-      return { ...base, status: 'processing' };
-    case 'requires_payment_method': {
-      // Confirmation failed (a decline, also after a 3-D Secure challenge): the PaymentIntent
-      // waits for another payment method, which for us (one method per charge) is a decline.
-      const failure = intent.last_payment_error;
-      return {
-        ...base,
-        status: 'declined',
-        declineCode: failure?.decline_code ?? failure?.code ?? cardError?.decline_code ?? cardError?.code ?? 'card_declined',
-        declineMessage: failure?.message ?? cardError?.message ?? null,
-      };
-    }
-    case 'requires_action': {
-      // 3-D Secure or a bank redirect: the customer goes to next_action.redirect_to_url.url and
-      // comes back to its return_url. Any other kind of action (use_stripe_sdk: Stripe.js in
-      // the customer's browser) is one a server-side integration cannot hand over, so that is
-      // declined under the code Stripe itself uses for that case.
-      const redirect = intent.next_action?.type === 'redirect_to_url' ? intent.next_action.redirect_to_url : null;
-      if (redirect?.url) {
-        return { ...base, status: 'requires_action', nextAction: { type: 'redirect_to_url', url: redirect.url, returnUrl: redirect.return_url ?? null } };
-      }
-      return {
-        ...base,
-        status: 'declined',
-        declineCode: 'authentication_required',
-        declineMessage: 'The payment method requires customer authentication.',
-      };
-    }
-    default:
-      // 'requires_confirmation': no outcome yet. Unknown, so the caller looks
-      // it up again later rather than acting on a guess.
-      throw new ProviderUnavailableError(`PaymentIntent ${intent.id} is ${intent.status}; outcome not known yet`);
-  }
-}
-
-function toBalanceTransaction(txn: Stripe.BalanceTransaction): ProviderBalanceTransaction | null {
-  const type = txn.type === 'charge' || txn.type === 'payment' ? 'charge' : txn.type === 'refund' || txn.type === 'payment_refund' ? 'refund' : null;
-  if (type === null) return null;
-  const source = txn.source;
-  const sourceId = typeof source === 'string' ? source : (source?.id ?? '');
-  const paymentIntentOf = (value: unknown): { id: string; reference: string | null } | null => {
-    if (typeof value === 'string') return { id: value, reference: null };
-    if (value && typeof value === 'object' && 'id' in value) {
-      const intent = value as Stripe.PaymentIntent;
-      return { id: intent.id, reference: intent.metadata?.['reference'] ?? null };
-    }
-    return null;
-  };
-  let chargeId = sourceId;
-  let reference: string | null = null;
-  if (source && typeof source === 'object') {
-    const expanded = source as { object?: string; payment_intent?: unknown; metadata?: Record<string, string> | null };
-    const intent = paymentIntentOf(expanded.payment_intent);
-    if (intent) chargeId = intent.id;
-    reference = type === 'refund' ? (expanded.metadata?.['reference'] ?? null) : (intent?.reference ?? expanded.metadata?.['reference'] ?? null);
-  }
-  return {
-    id: txn.id,
-    type,
-    source: sourceId,
-    chargeId,
-    reference,
-    amountMinor: txn.amount,
-    feeMinor: txn.fee,
-    currency: txn.currency.toUpperCase(),
-    status: txn.status === 'available' ? 'available' : 'pending',
-    createdAt: new Date(txn.created * 1000),
-  };
-}
-
-function toRefund(refund: Stripe.Refund): ProviderRefund {
-  const chargeId = typeof refund.payment_intent === 'string' ? refund.payment_intent : (refund.payment_intent?.id ?? '');
-  const base = { id: refund.id, chargeId, amountMinor: refund.amount };
-  switch (refund.status) {
-    case 'succeeded':
-      return { ...base, status: 'succeeded', failureCode: null, failureMessage: null };
-    case 'failed':
-    case 'canceled':
-      return {
-        ...base,
-        status: 'failed',
-        failureCode: refund.failure_reason ?? refund.status,
-        failureMessage: `Refund ${refund.status}${refund.failure_reason ? `: ${refund.failure_reason}` : ''}`,
-      };
-    default:
-      // 'pending', 'requires_action': settles later (Stripe sends a webhook); until then the
-      // outcome is unknown and findRefundByIdempotencyKey will report it once settled.
-      throw new ProviderUnavailableError(`Refund ${refund.id} is ${refund.status}; outcome not known yet`);
-  }
-}
-
 /**
  * Unknown outcome (retry with the same key after a lookup): connection errors and
  * timeouts, 5xx, 429, and 409 (another request with the same key still in flight).
@@ -421,6 +304,3 @@ function toProviderError(error: unknown, what: string): Error {
   }
   return new ProviderRejectedError(message, status, error.code ?? error.rawType ?? 'unknown');
 }
-
-/** The wire mapping, shared with the webhook's verification (provider/stripe/webhook.ts). */
-export { toCharge, toRefund };

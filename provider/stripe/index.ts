@@ -2,8 +2,9 @@ import { z } from 'zod';
 import { defineProviderKind, httpUrl } from '../kind';
 
 /**
- * Stripe: a charge is a PaymentIntent. Its client and wire mapping: ./client.ts; its webhook
- * verification (the Stripe library's): ./webhook.ts.
+ * Stripe: a charge is a PaymentIntent. Its client: ./client.ts; its wire mapping (the SDK's
+ * objects to and from ours): ./wire.ts; its webhook verification (the Stripe library's):
+ * ./webhook.ts.
  */
 export const stripe = defineProviderKind({
   kind: 'stripe',

@@ -1,6 +1,6 @@
 import Stripe from 'stripe';
-import { ProviderWebhookError, type ProviderCharge, type ProviderWebhookEvent } from '../types';
-import { toCharge, toRefund } from './client';
+import { ProviderWebhookError, type ProviderWebhookEvent } from '../types';
+import { toWebhookEvent } from './wire';
 
 export interface StripeWebhookSettings {
   /** The endpoint's signing secret ('whsec_…'); null: every webhook is refused. */
@@ -25,39 +25,3 @@ export function verifyStripeWebhook(rawBody: string, headers: Record<string, str
   }
   return toWebhookEvent(event);
 }
-
-/** Stripe's event types in ours; the charge is the PaymentIntent, as everywhere in this adapter. */
-const paymentIntentEvents: Record<string, string> = {
-  'payment_intent.requires_action': 'charge.requires_action',
-  'payment_intent.processing': 'charge.processing',
-  'payment_intent.succeeded': 'charge.succeeded',
-  'payment_intent.amount_capturable_updated': 'charge.requires_capture',
-  'payment_intent.payment_failed': 'charge.declined',
-  'payment_intent.canceled': 'charge.canceled',
-};
-
-function toWebhookEvent(event: Stripe.Event): ProviderWebhookEvent {
-  const base = { id: event.id, createdAt: new Date(event.created * 1000), charge: null, refund: null };
-  const object = event.data.object as { object?: string };
-  if (object.object === 'payment_intent') {
-    const intent = object as Stripe.PaymentIntent;
-    let charge: ProviderCharge;
-    try {
-      charge = toCharge(intent);
-    } catch {
-      // requires_confirmation: nothing to act on.
-      return { ...base, type: `stripe.${event.type}` };
-    }
-    return { ...base, type: paymentIntentEvents[event.type] ?? `stripe.${event.type}`, charge };
-  }
-  if (object.object === 'refund' && event.type.startsWith('refund.')) {
-    const refund = object as Stripe.Refund;
-    if (refund.status === 'succeeded' || refund.status === 'failed' || refund.status === 'canceled') {
-      const mapped = toRefund(refund);
-      return { ...base, type: `refund.${mapped.status}`, refund: mapped };
-    }
-  }
-  if (event.type === 'charge.refunded') return { ...base, type: 'charge.refunded' };
-  return { ...base, type: `stripe.${event.type}` };
-}
-

@@ -6,7 +6,7 @@ import { Prng } from '../../chaos/prng';
 import { runChaos } from '../../chaos/run';
 
 /**
- * Two minutes of chaos (chaos/run.ts) with a random seed over two sandbox PSPs (issue 22: the
+ * Two minutes of chaos (chaos/run.ts) with a random seed over two sandbox PSPs (the
  * tenant's payments go to sandbox-a and fail over to sandbox-b): mixed load (payments that wait
  * for a 3-D Secure customer or a SEPA debit among them, the PSPs' webhooks duplicated,
  * reordered, delayed and lost) while the nemesis kills processes, stops PostgreSQL, restarts

@@ -7,8 +7,8 @@ import { startEnvironment, type ChaosEnvironment } from '../../chaos/environment
 import { openInDatabase, waitUntilSettled } from '../../chaos/run';
 
 /**
- * Why the chaos run's settle waits for the workflows too (a CI run, seed 909834095, found a
- * workflow running after the settle with its payment final). The first worker dies right
+ * Why the chaos run's settle waits for the workflows too, not only for the database: a
+ * workflow may still run while its payment is final. The first worker dies right
  * after its first record step committed (the charge outcome: payment, ledger, event and the
  * key's final answer in one transaction), before Temporal heard of it. The client already has
  * its final answer and the database has nothing open, yet the workflow still runs: its
@@ -52,7 +52,7 @@ describe('the chaos run settles', () => {
       expect(answer?.status).toBe(201);
       expect(answer?.json.status).toBe('succeeded');
 
-      // What the settle used to wait for alone: nothing open in the database.
+      // Nothing open in the database: a settle on the database alone would stop here.
       const deadline = Date.now() + 120_000;
       while ((await openInDatabase(env.sql)) !== 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
       expect(await openInDatabase(env.sql)).toBe(0);
@@ -69,8 +69,8 @@ describe('the chaos run settles', () => {
       // after): from that commit on, the payment was final while its run was still open, so a
       // settle on the database alone could check too early. The commit's time is the row's own
       // (the same machine's clock), not when this test got round to polling: under load the
-      // client's retries and the outbox can take longer than the workflow task timeout (a CI
-      // run saw the run close 11.7 s before this test's poll found the database settled).
+      // client's retries and the outbox can take longer than the workflow task timeout, so the
+      // run may close seconds before this test's poll finds the database settled.
       const completedAt = Number(completed.eventTime!.seconds) * 1000 + Math.floor((completed.eventTime!.nanos ?? 0) / 1e6);
       expect(completedAt).toBeGreaterThan(payment!.updated_at.getTime());
       const worker = env.supervisors.find((s) => s.name === 'worker')!;

@@ -107,8 +107,8 @@ describe('npm run rolling-upgrade', () => {
     } finally {
       await sql.end();
     }
-    // A replaced process finishes its in-flight work before it exits: gone within 20 s (a CI run
-    // under load still saw an old API process in its last moments right after the upgrade).
+    // A replaced process finishes its in-flight work before it exits: gone within 20 s (under
+    // load an old API process may still be in its last moments right after the upgrade).
     for (const [name, pid] of [['worker-1', before['worker-1']!], ['worker-2', before['worker-2']!], ...apiProcessesBefore.map((p) => ['API', p] as const)] as const) {
       const deadline = Date.now() + 20_000;
       while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));

@@ -7,7 +7,7 @@ import { startUi } from '../../devstack/temporal-cluster';
 import { freePort } from '../../devstack/ports';
 
 /**
- * Issue 27 item 5: the Temporal Web UI could terminate any payment. In cluster mode the UI
+ * The Temporal Web UI must not be able to terminate a payment. In cluster mode the UI
  * server (temporal-ui-server, the one compose runs as temporalio/ui) is configured read-only
  * unless TEMPORAL_UI_WRITE_ACTIONS=true; its own /api/v1/settings says which. The UI's
  * frontend address points nowhere: only its settings are read, on loopback.

@@ -4,7 +4,7 @@ import { waitingStatuses } from '../../domain/payment-lifecycle';
 
 /**
  * A payment that waits (here: a manual-capture authorization) whose workflow is terminated
- * outside the product, from the Web UI or the CLI (issue 27, item 4): the sweep flags it for an
+ * outside the product, from the Web UI or the CLI: the sweep flags it for an
  * operator with what the PSP holds, voids the authorization (no run is left to capture it), and
  * capture and cancel then answer a refusal that does not contradict the payment's status.
  */

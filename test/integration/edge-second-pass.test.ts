@@ -2,10 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_TOKEN, apiClient, captureLogs, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
- * Issue 27 item 7, each reproduced first: the failed-authentication limit allowing one try
- * too many under concurrency; dates PostgreSQL cannot store passing validation (and the 400
- * then naming no field); the PSP's own error text reaching clients; bidi and other format
- * characters accepted in identifiers.
+ * The edge's second line of checks, each test failing on the fault it names: the
+ * failed-authentication limit allows no try too many under concurrency; dates PostgreSQL
+ * cannot store are refused by validation (a 400 naming the field); the PSP's own error text
+ * never reaches clients; bidi and other format characters are refused in identifiers.
  */
 
 let stack: TestStack;

@@ -13,7 +13,7 @@ import { fileDatabaseUrl } from '../helpers/database';
 import { ADMIN_TOKEN, startStack, type TestStack } from '../helpers/stack';
 
 /**
- * Issue 27 item 6: slow and idle clients. Every listener (the API, the codec server, the
+ * Slow and idle clients. Every listener (the API, the codec server, the
  * provider sandbox, the worker's /metrics) is made by lib/listener.ts with the HTTP_* limits;
  * here each runs with short test values and is shown to cut a slowly sent body, a half-sent
  * request, an idle connection and an idle keep-alive connection, to refuse connections past

@@ -5,8 +5,8 @@ import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestSta
  * Routes whose body is optional (docs/CONTRACT.md §3.4): no body, an empty body and `{}` are
  * the same request, the schema's defaults apply to each, and none of them is ever a 5xx.
  * The routes come from the OpenAPI document, so a new optional-body route is covered (or
- * this file fails until it is). Issue 27 item 1: the webhook secret rotation without a body
- * answered 500, because the route got `{}` unvalidated and sent `undefined` to PostgreSQL.
+ * this file fails until it is). E.g. the webhook secret rotation without a body must not
+ * answer 500: the route validates `{}` like any body and never sends `undefined` to PostgreSQL.
  */
 
 let stack: TestStack;

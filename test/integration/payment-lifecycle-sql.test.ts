@@ -30,7 +30,7 @@ afterAll(async () => {
 const literals = (definition: string) => [...definition.matchAll(/'([a-z_]+)'/g)].map((m) => m[1]).sort();
 
 describe('the SQL guards match the lifecycle table', () => {
-  it('payment_attempts_outcome_check admits exactly domain/attempts.ts attemptOutcomes (issue 22)', async () => {
+  it('payment_attempts_outcome_check admits exactly domain/attempts.ts attemptOutcomes', async () => {
     const [row] = await sql<{ def: string }[]>`
       SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint
       WHERE conrelid = 'payment_attempts'::regclass AND conname = 'payment_attempts_outcome_check'`;
@@ -84,7 +84,7 @@ describe('the SQL guards match the lifecycle table', () => {
   });
 });
 
-describe('attempt 1 decided in the charge step (db/attempts.ts beginFirstAttempt; issue 24)', () => {
+describe('attempt 1 decided in the charge step (db/attempts.ts beginFirstAttempt)', () => {
   it('keeps the PSP its first call recorded, points payments.provider there, and answers null without a payment row (rules out a retried attempt charging at another PSP)', async () => {
     const id = `pay_fa_${randomBytes(6).toString('hex')}`;
     await sql`

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Tenant, type TestStack } from '../helpers/stack';
 
 /**
- * A tenant's routing (issue 22; docs/CONTRACT.md "Routing"): set with PATCH /admin/tenants/{id},
+ * A tenant's routing (docs/CONTRACT.md "Routing"): set with PATCH /admin/tenants/{id},
  * read back with GET, refused with the reason (400) when it names an unconfigured provider or
  * is malformed, and then nothing changes. Real PostgreSQL, the API over HTTP.
  */

@@ -3,7 +3,7 @@ import { createSql } from '../../db/connect';
 import { siblingDatabaseUrl } from '../../db/migrate';
 import { startStack, type TestStack } from '../helpers/stack';
 
-/** The test stack's second sandbox PSP (issue 22): its own process state and its own database. */
+/** The test stack's second sandbox PSP: its own process state and its own database. */
 describe('a stack with two sandbox PSPs', () => {
   let stack: TestStack;
   beforeAll(async () => {

@@ -117,7 +117,7 @@ describe('the recorded histories', () => {
       expect(scenarios, scenario).toContain(scenario);
     }
     expect(new Set(index.map((e) => e.workflowType))).toEqual(new Set(['paymentWorkflow', 'refundWorkflow', 'reconciliationWorkflow']));
-    // One code path: no history carries a patch marker, and none was recorded by retired code.
+    // One code path: no history carries a patch marker, and none is a `-before-<id>` history kept for a patch's old path.
     for (const e of index) {
       expect(e.patches, e.file).toEqual([]);
       expect(e.file, e.file).not.toMatch(/-before-/);

@@ -13,7 +13,7 @@ describe('static checks', () => {
       });
     });
   // Both start at once: each is single-threaded, and the machine has two cores. Generous
-  // limits: beside four other files on two cores each took over 170 s in a CI run.
+  // limits: beside four other files on two cores each can take over 170 s.
   const typecheck = run('npx', ['tsc', '-p', 'tsconfig.json']);
   const lint = run('npx', ['eslint', '.', '--max-warnings', '0']);
 

@@ -8,7 +8,7 @@ import { AesGcmPayloadCodec } from '../../lib/payload-codec';
 import { TEST_PAYLOAD_KEYS, testPayloadKeys } from '../../testkit/payload-keys';
 
 /**
- * Issue 27 item 2: the codec server decrypted and encrypted for anyone who could reach it.
+ * The codec server decrypts and encrypts only for whom it is meant to.
  * Production (NODE_ENV=production, or any address but loopback) refuses to start without a
  * token and the UI's origins; /encode is off unless enabled; only JSON bodies are read; an
  * unknown Host is refused. Loopback only: the servers here listen on 127.0.0.1.

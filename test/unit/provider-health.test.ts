@@ -3,7 +3,7 @@ import { createLogger } from '../../lib/logger';
 import { createWorkerMetrics } from '../../lib/metrics';
 import { orderWithHealth, ProviderHealth, type BreakerSettings } from '../../worker/provider-health';
 
-/** The circuit breaker per PSP (issue 22), on a fake clock. */
+/** The circuit breaker per PSP, on a fake clock. */
 function setup(settings: Partial<BreakerSettings> = {}) {
   let now = 1_000_000;
   const lines: Record<string, unknown>[] = [];

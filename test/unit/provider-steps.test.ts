@@ -123,7 +123,7 @@ describe('what an error means for the retries', () => {
   });
 });
 
-describe('chargeAttempt: "nothing was charged here" only when certain (issue 22)', () => {
+describe('chargeAttempt: "nothing was charged here" only when certain', () => {
   const attemptInput = { ...chargeInput, tenantId: 'ten_1', provider: 'sandbox', attempt: 2, canFailOver: true };
   const key = providerSubKey.charge(paymentId, 2);
   const runAttempt = (attempt: number, provider: PaymentProvider, input = attemptInput, heartbeatDetails?: unknown) =>

@@ -152,7 +152,7 @@ describe('reconciliationWindow', () => {
   });
 });
 
-describe('several PSPs (issue 22): each run looks only at the payments its PSP holds', () => {
+describe('several PSPs: each run looks only at the payments its PSP holds', () => {
   const where = { provider: 'psp-a', defaultProvider: 'psp-a' };
   it('a charge at A for a payment B holds is a duplicate_charge; B’s captures and refunds are not missing at A', async () => {
     const atB = payment({ provider: 'psp-b', provider_charge_id: 'ch_b1' });

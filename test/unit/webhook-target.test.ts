@@ -118,7 +118,7 @@ describe('the admin token and the listening address', () => {
 
 
 /**
- * Issue 27 item 3: every block of lib/webhook-target.ts's special-purpose table (the IANA
+ * Every block of lib/webhook-target.ts's special-purpose table (the IANA
  * IPv4 and IPv6 Special-Purpose Address Registries and the non-global-unicast IPv6 space) is
  * refused at its first, middle and last address, in the spellings a URL can carry (IPv4 in
  * decimal, hex, octal and short forms, and embedded in IPv6), and the addresses just outside
@@ -259,7 +259,7 @@ describe('the special-purpose table', () => {
     }
   });
 
-  it('the five spellings reported in issue 27 are refused', async () => {
+  it('IPv6 addresses in the IPv4-translated, reserved ::/8, documentation 3fff::/20 and SRv6 5f00::/16 blocks are refused', async () => {
     for (const host of ['[::ffff:0:10.0.0.1]', '[::ffff:0:a9fe:a9fe]', '[::1:0:0:1]', '[3fff::1]', '[5f00::1]']) {
       expect(await refusalOf(host), host).toMatch(/WEBHOOK_ALLOWED_CIDRS/);
     }

@@ -237,7 +237,7 @@ describe('compensation', () => {
     expect(bodyOf(final).status).toBe('failed');
   });
 
-  it('refunds (no longer voids) a captured authorization whose capture the ledger refuses, and answers the capture with the failure (rules out voiding a captured charge)', async () => {
+  it('refunds (does not void) a captured authorization whose capture the ledger refuses, and answers the capture with the failure (rules out voiding a captured charge)', async () => {
     const input = manual();
     const run = await bench.startPayment(input, { recordCapture: async () => Promise.reject(ledgerRefuses('account frozen')) });
     await awaitingCapture(run);

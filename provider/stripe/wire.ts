@@ -1,0 +1,162 @@
+import type Stripe from 'stripe';
+import { ProviderUnavailableError, type ProviderBalanceTransaction, type ProviderCharge, type ProviderRefund, type ProviderWebhookEvent } from '../types';
+
+/**
+ * Stripe's objects in the orchestrator's terms: a PaymentIntent is our charge (ProviderCharge),
+ * a Refund our refund, a BalanceTransaction of a payment or a refund our balance line, and
+ * an Event our ProviderWebhookEvent. The client (./client.ts) reads its answers through it,
+ * the webhook verification (./webhook.ts) the events the Stripe library has verified.
+ */
+
+export function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors.StripeCardError): ProviderCharge {
+  const latestCharge = typeof intent.latest_charge === 'object' ? intent.latest_charge : null;
+  // A card's Charge is created when the card is authorized (after any 3-D Secure) and, captured
+  // automatically, succeeds then; other methods' Charges settle later without saying when (null).
+  const cardAt = latestCharge?.payment_method_details?.type === 'card' && latestCharge.status !== 'failed' ? new Date(latestCharge.created * 1000).toISOString() : null;
+  const base = {
+    authorizedAt: cardAt,
+    succeededAt: intent.capture_method === 'manual' ? null : cardAt,
+    id: intent.id,
+    amountMinor: intent.amount,
+    amountCapturedMinor: intent.amount_received,
+    amountRefundedMinor: latestCharge?.amount_refunded ?? 0,
+    currency: intent.currency.toUpperCase(),
+    declineCode: null,
+    declineMessage: null,
+    nextAction: null,
+    reference: intent.metadata?.['reference'] ?? '',
+  };
+  switch (intent.status) {
+    case 'succeeded':
+      return { ...base, status: 'succeeded' };
+    case 'requires_capture':
+      return { ...base, status: 'requires_capture' };
+    case 'canceled':
+      return { ...base, status: 'canceled' };
+    case 'processing':
+      // Bank debits and the like: Stripe has it, the outcome comes later (webhook or poll).
+      return { ...base, status: 'processing' };
+    case 'requires_payment_method': {
+      // Confirmation failed (a decline, also after a 3-D Secure challenge): the PaymentIntent
+      // waits for another payment method, which for us (one method per charge) is a decline.
+      const failure = intent.last_payment_error;
+      return {
+        ...base,
+        status: 'declined',
+        declineCode: failure?.decline_code ?? failure?.code ?? cardError?.decline_code ?? cardError?.code ?? 'card_declined',
+        declineMessage: failure?.message ?? cardError?.message ?? null,
+      };
+    }
+    case 'requires_action': {
+      // 3-D Secure or a bank redirect: the customer goes to next_action.redirect_to_url.url and
+      // comes back to its return_url. Any other kind of action (use_stripe_sdk: Stripe.js in
+      // the customer's browser) is one a server-side integration cannot hand over, so that is
+      // declined under the code Stripe itself uses for that case.
+      const redirect = intent.next_action?.type === 'redirect_to_url' ? intent.next_action.redirect_to_url : null;
+      if (redirect?.url) {
+        return { ...base, status: 'requires_action', nextAction: { type: 'redirect_to_url', url: redirect.url, returnUrl: redirect.return_url ?? null } };
+      }
+      return {
+        ...base,
+        status: 'declined',
+        declineCode: 'authentication_required',
+        declineMessage: 'The payment method requires customer authentication.',
+      };
+    }
+    default:
+      // 'requires_confirmation': no outcome yet. Unknown, so the caller looks
+      // it up again later rather than acting on a guess.
+      throw new ProviderUnavailableError(`PaymentIntent ${intent.id} is ${intent.status}; outcome not known yet`);
+  }
+}
+
+export function toBalanceTransaction(txn: Stripe.BalanceTransaction): ProviderBalanceTransaction | null {
+  const type = txn.type === 'charge' || txn.type === 'payment' ? 'charge' : txn.type === 'refund' || txn.type === 'payment_refund' ? 'refund' : null;
+  if (type === null) return null;
+  const source = txn.source;
+  const sourceId = typeof source === 'string' ? source : (source?.id ?? '');
+  const paymentIntentOf = (value: unknown): { id: string; reference: string | null } | null => {
+    if (typeof value === 'string') return { id: value, reference: null };
+    if (value && typeof value === 'object' && 'id' in value) {
+      const intent = value as Stripe.PaymentIntent;
+      return { id: intent.id, reference: intent.metadata?.['reference'] ?? null };
+    }
+    return null;
+  };
+  let chargeId = sourceId;
+  let reference: string | null = null;
+  if (source && typeof source === 'object') {
+    const expanded = source as { object?: string; payment_intent?: unknown; metadata?: Record<string, string> | null };
+    const intent = paymentIntentOf(expanded.payment_intent);
+    if (intent) chargeId = intent.id;
+    reference = type === 'refund' ? (expanded.metadata?.['reference'] ?? null) : (intent?.reference ?? expanded.metadata?.['reference'] ?? null);
+  }
+  return {
+    id: txn.id,
+    type,
+    source: sourceId,
+    chargeId,
+    reference,
+    amountMinor: txn.amount,
+    feeMinor: txn.fee,
+    currency: txn.currency.toUpperCase(),
+    status: txn.status === 'available' ? 'available' : 'pending',
+    createdAt: new Date(txn.created * 1000),
+  };
+}
+
+export function toRefund(refund: Stripe.Refund): ProviderRefund {
+  const chargeId = typeof refund.payment_intent === 'string' ? refund.payment_intent : (refund.payment_intent?.id ?? '');
+  const base = { id: refund.id, chargeId, amountMinor: refund.amount };
+  switch (refund.status) {
+    case 'succeeded':
+      return { ...base, status: 'succeeded', failureCode: null, failureMessage: null };
+    case 'failed':
+    case 'canceled':
+      return {
+        ...base,
+        status: 'failed',
+        failureCode: refund.failure_reason ?? refund.status,
+        failureMessage: `Refund ${refund.status}${refund.failure_reason ? `: ${refund.failure_reason}` : ''}`,
+      };
+    default:
+      // 'pending', 'requires_action': settles later (Stripe sends a webhook); until then the
+      // outcome is unknown and findRefundByIdempotencyKey will report it once settled.
+      throw new ProviderUnavailableError(`Refund ${refund.id} is ${refund.status}; outcome not known yet`);
+  }
+}
+
+/** Stripe's event types in ours; the charge is the PaymentIntent, as everywhere in this adapter. */
+const paymentIntentEvents: Record<string, string> = {
+  'payment_intent.requires_action': 'charge.requires_action',
+  'payment_intent.processing': 'charge.processing',
+  'payment_intent.succeeded': 'charge.succeeded',
+  'payment_intent.amount_capturable_updated': 'charge.requires_capture',
+  'payment_intent.payment_failed': 'charge.declined',
+  'payment_intent.canceled': 'charge.canceled',
+};
+
+export function toWebhookEvent(event: Stripe.Event): ProviderWebhookEvent {
+  const base = { id: event.id, createdAt: new Date(event.created * 1000), charge: null, refund: null };
+  const object = event.data.object as { object?: string };
+  if (object.object === 'payment_intent') {
+    const intent = object as Stripe.PaymentIntent;
+    let charge: ProviderCharge;
+    try {
+      charge = toCharge(intent);
+    } catch {
+      // requires_confirmation: nothing to act on.
+      return { ...base, type: `stripe.${event.type}` };
+    }
+    return { ...base, type: paymentIntentEvents[event.type] ?? `stripe.${event.type}`, charge };
+  }
+  if (object.object === 'refund' && event.type.startsWith('refund.')) {
+    const refund = object as Stripe.Refund;
+    if (refund.status === 'succeeded' || refund.status === 'failed' || refund.status === 'canceled') {
+      const mapped = toRefund(refund);
+      return { ...base, type: `refund.${mapped.status}`, refund: mapped };
+    }
+  }
+  if (event.type === 'charge.refunded') return { ...base, type: 'charge.refunded' };
+  return { ...base, type: `stripe.${event.type}` };
+}
