@@ -56,7 +56,7 @@ export interface ApiDeps {
         | 'PROVIDER_POLL_MAX_MS'
         | 'PROVIDER_DECISION_GRACE_SECONDS'
         | 'PROVIDER'
-        // The configured PSPs: the first is where payments from before routing (provider null) were charged.
+        // The configured PSPs: the first is the default, where a payment that records no provider is charged.
         | 'PROVIDERS'
         | 'METRICS_TOKEN' | 'WEBHOOK_ALLOWED_CIDRS' | 'WEBHOOK_ALLOW_HTTP' | 'RATE_LIMIT_READ_PER_SECOND' | 'RATE_LIMIT_WRITE_PER_SECOND' | 'AUTH_FAILURES_PER_MINUTE' | 'TRUSTED_PROXIES'
         // The listener's (lib/listener.ts), for the servers the dev and test stacks make.

@@ -10,7 +10,7 @@ import type { ApiDeps, AppEnv } from './context';
  * tenant, a limit on failed authentication per client address, and access to /metrics.
  * The limits are kept in this process's memory: with several API processes behind one port
  * (API_PROCESSES, api/primary.ts) each enforces its share of every limit, so together they
- * hold it (README, "Running it at scale").
+ * hold it ([docs/scaling.md](../docs/scaling.md)).
  */
 
 /** Answers are personal and JSON: never cached by a shared cache, never sniffed as HTML. */
@@ -180,8 +180,8 @@ export function metricsAccess(deps: ApiDeps, failures: AuthFailureLimit): Middle
 
 /**
  * One answer of `probe` shared for `ttlMs` after it settles, and by every caller while it runs:
- * /readyz is unauthenticated, and each call used to ping PostgreSQL and Temporal (issue 27),
- * so a flood of probes became a flood on both. Readiness a second old is what a balancer's
+ * /readyz is unauthenticated and pings PostgreSQL and Temporal, so without sharing, a flood of
+ * probes would become a flood on both. Readiness a second old is what a balancer's
  * health check wants anyway.
  */
 export function sharedFor<T>(ttlMs: number, probe: () => Promise<T>, now: () => number = Date.now): () => Promise<T> {

@@ -218,7 +218,7 @@ export const UpdateTenantBody = z
         write_per_second: perSecond.optional().openapi({ description: 'POST requests per second; null: the default.' }),
       })
       .optional()
-      .openapi({ description: 'Per-tenant rate limits, per API process (README, "Security").', example: { read_per_second: 100, write_per_second: 25 } }),
+      .openapi({ description: 'Per-tenant rate limits, per API process (docs/security.md).', example: { read_per_second: 100, write_per_second: 25 } }),
     routing: TenantRouting.nullable().optional().openapi({ description: "The tenant's routing across the configured PSPs (replaced whole); null clears it (the first configured PSP first)." }),
   })
   .openapi('UpdateTenantRequest');

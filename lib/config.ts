@@ -159,7 +159,7 @@ const schema = z
      * unknown kind stops the process. Each connection's other settings (its kind's schema):
      * PROVIDER_<NAME>_<SETTING> (name upper-cased, `-` as `_`, e.g. PROVIDER_SANDBOX_B_WEBHOOK_SECRET),
      * else the kind-wide <KIND>_<SETTING> (SANDBOX_WEBHOOK_SECRET, STRIPE_API_KEY, STRIPE_WEBHOOK_SECRET).
-     * The first is the default (payments from before routing, and tenants without routing).
+     * The first is the default (a payment that records no provider, and tenants without routing).
      * Unset: the one PSP of PROVIDER.
      */
     PROVIDERS: z.string().optional(),

@@ -13,7 +13,7 @@
  *   rebinding) sends its own name, and is refused.
  *
  * Node checks the request and header deadlines every `connectionsCheckingInterval` (30 s by
- * default: partial headers used to last ~77 s); here it is a quarter of the shorter deadline,
+ * default, so partial headers would last up to ~77 s); here it is a quarter of the shorter deadline,
  * at most a second, so each deadline holds to within a second.
  */
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerOptions, type ServerResponse } from 'node:http';

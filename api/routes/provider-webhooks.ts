@@ -72,7 +72,7 @@ const receiveWebhook = createRoute({
 });
 
 /**
- * POST /provider_webhooks/{provider}: the PSP's own webhooks (issue 21). Outside /v1: the PSP
+ * POST /provider_webhooks/{provider}: the PSP's own webhooks. Outside /v1: the PSP
  * authenticates by signature, not by API key, and dedupes by its event id, not an Idempotency-Key.
  */
 export function providerWebhookRoutes(deps: ApiDeps) {

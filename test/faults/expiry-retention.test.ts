@@ -56,8 +56,8 @@ async function recordOf(key: string) {
 /**
  * Waits until every given key's record is finished and past its expiry, then runs the retention
  * job once. Finished too: the job deletes only completed records, and a record is completed by
- * its run's last step, which can come after the API has answered (a CI run under load ran the
- * job between the two).
+ * its run's last step, which can come after the API has answered (under load the job can run
+ * between the two).
  */
 async function expireAndRunRetention(keys: string[]): Promise<number> {
   await eventually(async () => (await Promise.all(keys.map(recordOf))).every((r) => r?.expired && r.state === 'completed'), 30_000, 100);

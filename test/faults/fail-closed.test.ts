@@ -122,7 +122,7 @@ describe('PostgreSQL stopped', () => {
     const { n } = (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM idempotency_records WHERE idempotency_key = ${downKey} AND state = 'completed'`)[0]!;
     expect(n).toBe(0);
     // Its retry starts the payment: answered at once (201), or 202 when it outlasts the API's
-    // bounded wait on a loaded machine (a CI run), and then 201 to the client's next retry.
+    // bounded wait on a loaded machine, and then 201 to the client's next retry.
     const retried = await api.post('/v1/payments', downRequest, downKey);
     expect([201, 202]).toContain(retried.status);
     const settled = await eventually(async () => {

@@ -160,7 +160,7 @@ describe('rate limits', () => {
     expect(retried.json.order_id).toBe(limited.body.order_id);
   });
 
-  it('each API process enforces the full limit on its own (the README states it): two processes allow twice as much', async () => {
+  it('each API process enforces the full limit on its own (docs/security.md states it): two processes allow twice as much', async () => {
     const tenant = await stack.createTenant('two-processes');
     expect((await patchTenant(tenant.id, { rate_limits: { read_per_second: 5 } })).status).toBe(200);
     const other = await stack.startApi();

@@ -9,7 +9,7 @@ import { AesGcmPayloadCodec } from '../../lib/payload-codec';
 import { testPayloadKeys } from '../../testkit/payload-keys';
 
 /**
- * Failover across two PSPs (issue 22), end to end through the API against the real stack:
+ * Failover across two PSPs, end to end through the API against the real stack:
  * Temporal, PostgreSQL, the worker and TWO sandbox PSPs (`sandbox`, the default, and
  * `sandbox-b`, each with its own database). The route tries `sandbox` first, then `sandbox-b`
  * (one tenant's route starts at `dead`, a PSP nobody listens at). docs/CONTRACT.md

@@ -13,8 +13,8 @@ import { fileDatabaseUrl } from '../helpers/database';
 import { eventually } from '../helpers/eventually';
 
 /**
- * The sandbox PSP's flows for payments that wait (issue 21), its outages (issue 22) and its
- * report and discrepancies (issue 23), against the real sandbox server on real PostgreSQL,
+ * The sandbox PSP's flows for payments that wait, its outages and its
+ * report and discrepancies, against the real sandbox server on real PostgreSQL,
  * seen through SandboxProvider as the orchestrator sees it. Webhooks go to loopback receivers.
  * Each test starts its own sandbox (and receiver): they share the file's database, and each
  * settles what it makes before it closes.
@@ -320,7 +320,7 @@ describe('outbound webhooks', () => {
   });
 });
 
-describe('outages (issue 22)', () => {
+describe('outages', () => {
   it('unavailable: writes answer 503 doing nothing, lookups answer; down: everything 503; none ends it', async () => {
     const o = await open();
     expect(await json(admin(o.sandbox, '/outage', { mode: 'unavailable' }))).toEqual({ mode: 'unavailable' });
@@ -359,7 +359,7 @@ describe('outages (issue 22)', () => {
   });
 });
 
-describe('the report and discrepancies (issue 23)', () => {
+describe('the report and discrepancies', () => {
   it('lists captured charges and refunds in a window, with fees, status and our reference, page by page', async () => {
     const o = await open();
     const from = new Date(Date.now() - 1000);

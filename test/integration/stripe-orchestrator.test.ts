@@ -7,7 +7,7 @@ import { startStripeMock } from '../helpers/stripe-mock';
 import { apiClient, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
- * The Stripe adapter end to end through the orchestrator (issue 21): the API, the payment
+ * The Stripe adapter end to end through the orchestrator: the API, the payment
  * workflow on a real worker whose PSP is StripeProvider against stripe-mock (Stripe's own mock,
  * which validates every request against Stripe's OpenAPI definition), PostgreSQL, and Stripe's
  * webhooks to POST /provider_webhooks/stripe verified by the Stripe library.

@@ -6,7 +6,7 @@ import { apiClient, eventually, settledPayment, startStack, uniqueKey, type Test
 import { expectLedgerConsistent } from '../helpers/effects';
 
 /**
- * Payments that wait (issue 21), end to end through the API against the real stack: Temporal,
+ * Payments that wait, end to end through the API against the real stack: Temporal,
  * PostgreSQL, the worker and the sandbox PSP with its challenge pages and signed webhooks to
  * POST /provider_webhooks/sandbox. docs/CONTRACT.md: "Payments that wait".
  */

@@ -167,7 +167,7 @@ const sandboxKeys = schemaKeys('sandbox/main.ts');
 
 const oneShots = ['temporal-schema', 'temporal-setup', 'migrate'];
 const longRunning = ['postgres', 'temporal', 'temporal-ui', 'sandbox', 'sandbox-b', 'api', 'worker', 'codec-server'];
-/** The two stand-in PSPs (issue 22) and the names PROVIDERS gives them. */
+/** The two stand-in PSPs and the names PROVIDERS gives them. */
 const sandboxServices = { 'sandbox-a': 'sandbox', 'sandbox-b': 'sandbox-b' } as const;
 const orchestratorServices = ['migrate', 'api', 'worker'];
 

@@ -8,8 +8,8 @@ import { authenticate, errorHandler } from '../../api/middleware';
 import { createLogger } from '../../lib/logger';
 
 /**
- * Issue 27 item 7 (the parts of api/edge.ts that need no stack). The failed-authentication limit allowed 31 tries instead of 30 under 400
- * concurrent bad keys. The race needs key lookups that overlap at the limit; here the real
+ * The parts of api/edge.ts that need no stack. The failed-authentication limit must allow exactly 30 tries
+ * under 400 concurrent bad keys. The race needs key lookups that overlap at the limit; here the real
  * `authenticate` middleware runs with a database stand-in whose lookups take 0-20 ms and find
  * no key, so hundreds overlap every time.
  */
