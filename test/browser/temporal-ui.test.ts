@@ -121,7 +121,7 @@ describe('the Temporal Web UI shows encrypted payloads decoded, through the code
       await expect.poll(shown, { timeout: 20_000, message: 'the decoded input on the payment page' }).toContain(`"note": "${canary}"`);
       expect(await shown()).toContain('"paymentMethod": "pm_card_visa"');
       // The event history: each activity with its summary, decoded.
-      for (const activitySummary of ['charge attempt at one PSP', 'record outcome + ledger + outbox']) {
+      for (const activitySummary of ['charge attempt at one PSP (attempt 1: decide the route)', 'record outcome + ledger + outbox']) {
         await expect.poll(shown, { timeout: 20_000, message: `"${activitySummary}" in the history` }).toContain(activitySummary);
       }
       await page.screenshot({ path: path.join(artifacts, 'temporal-ui-codec-decoded-input.png'), fullPage: true });

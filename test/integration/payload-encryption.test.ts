@@ -174,7 +174,7 @@ describe("Temporal's user metadata: what an operator reads without opening a pay
     for (const summary of summaries) expect(Buffer.from(summary.metadata!.encoding!).toString()).toBe('binary/encrypted');
     const codec = new AesGcmPayloadCodec(testPayloadKeys);
     const texts = (await codec.decode(summaries)).map((p) => defaultPayloadConverter.fromPayload<string>(p));
-    expect(texts).toEqual(expect.arrayContaining([`Payment 49.99 EUR · ${payment.order_id}`, 'charge attempt at one PSP', 'record outcome + ledger + outbox', 'capture at provider']));
+    expect(texts).toEqual(expect.arrayContaining([`Payment 49.99 EUR · ${payment.order_id}`, 'charge attempt at one PSP (attempt 1: decide the route)', 'record outcome + ledger + outbox', 'capture at provider']));
     expect(texts.join(' ')).not.toContain(canary);
     expect(texts.join(' ')).not.toContain('pm_card');
   });
