@@ -117,6 +117,25 @@ export async function paymentStatus(db: Db, paymentId: string): Promise<PaymentS
 }
 
 /** Marks the payment refunded once its succeeded refunds add up to what was captured. */
+/** The figures a PSP's charge must agree with: what the payment asked for. */
+export async function paymentIntentFigures(db: Db, paymentId: string): Promise<{ amount_minor: number; currency: string; capture_method: string } | null> {
+  const [row] = await db<{ amount_minor: number; currency: string; capture_method: string }[]>`
+    SELECT amount_minor, currency, capture_method FROM payments WHERE id = ${paymentId}`;
+  return row ?? null;
+}
+
+/**
+ * Flags a waiting payment for an operator (failure.code `needs_operator`, as every payment only a
+ * person can settle is): its status stays, so nothing is booked. True when this call flagged it.
+ */
+export async function flagWaitingPaymentForOperator(db: Db, paymentId: string, message: string): Promise<boolean> {
+  const flagged = await db`
+    UPDATE payments SET failure_code = 'needs_operator', failure_message = ${message}, updated_at = now()
+    WHERE id = ${paymentId} AND status = ANY(${[...waitingStatuses]}) AND failure_code IS DISTINCT FROM 'needs_operator'
+    RETURNING id`;
+  return flagged.length > 0;
+}
+
 export async function markRefundedIfFullyRefunded(db: Db, paymentId: string): Promise<void> {
   await db`
     UPDATE payments p SET status = 'refunded', updated_at = now()

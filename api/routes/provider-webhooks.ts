@@ -4,7 +4,8 @@ import { bodyLimit } from 'hono/body-limit';
 import { markForwarded, receiveProviderEvent } from '../../db/provider-events';
 import { ApiError } from '../../domain/errors';
 import { lateChargeWorkflowId } from '../../domain/ids';
-import { keepsNoMoney, waitingStatuses, type PaymentStatus } from '../../domain/payment-lifecycle';
+import { keepsNoMoney, type PaymentStatus } from '../../domain/payment-lifecycle';
+import { flagWaitingPaymentForOperator, paymentIntentFigures } from '../../db/payments';
 import { isTemporalUnavailable } from '../../lib/temporal';
 import { ProviderRejectedError, ProviderWebhookError, type ProviderCharge, type ProviderWebhookEvent } from '../../provider/types';
 import { createProviderClient, createProviderWebhookVerifier } from '../../provider/registry';
@@ -184,8 +185,7 @@ type VerifiedCharge = { kind: 'agrees'; charge: ProviderCharge } | { kind: 'disa
  * PSP's retry asks again); one that has no such charge disagrees.
  */
 async function verifiedCharge(deps: ApiDeps, receiver: ProviderWebhookReceiver, paymentId: string, chargeId: string, log: Logger): Promise<VerifiedCharge> {
-  const [intent] = await deps.sql<{ amount_minor: number; currency: string; capture_method: string }[]>`
-    SELECT amount_minor, currency, capture_method FROM payments WHERE id = ${paymentId}`;
+  const intent = await paymentIntentFigures(deps.sql, paymentId);
   let charge: ProviderCharge;
   try {
     charge = await receiver.retrieveCharge(chargeId);
@@ -213,11 +213,8 @@ async function verifiedCharge(deps: ApiDeps, receiver: ProviderWebhookReceiver, 
  */
 async function holdForOperator(deps: ApiDeps, paymentId: string, provider: string, eventId: string, reason: string, log: Logger): Promise<void> {
   const message = `A webhook from ${provider} (event ${eventId}) was not applied: ${reason}. An operator must reconcile it with the PSP.`;
-  const flagged = await deps.sql`
-    UPDATE payments SET failure_code = 'needs_operator', failure_message = ${message}, updated_at = now()
-    WHERE id = ${paymentId} AND status = ANY(${[...waitingStatuses]}) AND failure_code IS DISTINCT FROM 'needs_operator'
-    RETURNING id`;
-  log.warn({ reason, flagged: flagged.length > 0 }, 'provider webhook held for an operator: the PSP’s charge disagrees with the payment');
+  const flagged = await flagWaitingPaymentForOperator(deps.sql, paymentId, message);
+  log.warn({ reason, flagged }, 'provider webhook held for an operator: the PSP’s charge disagrees with the payment');
 }
 
 /** The PSP holds money for the charge: captured and not all refunded, or an open authorization. */
