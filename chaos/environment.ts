@@ -279,8 +279,11 @@ export async function startEnvironment(options: EnvironmentOptions) {
       }
     };
 
-    /** Strikes one fault and returns once it is over (the thing is back or being restarted). */
-    const strike = async (fault: Fault): Promise<void> => {
+    /**
+     * Strikes one fault and returns once it is over (the thing is back or being restarted);
+     * `onStart` runs when the fault takes hold (its slot is free and it begins).
+     */
+    const strike = async (fault: Fault, onStart?: () => void): Promise<void> => {
       // One network fault at a time, one fault of sandbox-a's process at a time, one cluster
       // node down at a time (never both), one kill per process.
       const slot = fault.kind.startsWith('network') ? 'network' : sandboxAKinds.has(fault.kind) ? 'sandbox-a' : fault.kind === 'kill-temporal-node' ? fault.kind : `${fault.kind}#${fault.target}`;
@@ -295,6 +298,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
         return;
       }
       busy.add(slot);
+      onStart?.();
       try {
         let struck = true;
         switch (fault.kind) {

@@ -95,6 +95,11 @@ export async function waitUntilSettled(env: Pick<ChaosEnvironment, 'sql' | 'temp
   }
 }
 
+/** The faults during which sandbox-a refuses connections: a payment's attempt there certainly took no money. */
+const failoverProbeKinds = new Set<string>(['kill-sandbox', 'outage-down']);
+/** How long after such a fault starts its probe payment is sent: inside the fault (at least 2 s long). */
+const FAILOVER_PROBE_DELAY_MS = 1_000;
+
 /**
  * One chaos run: the environment, the workload for `minutes` while the nemesis strikes on
  * its seeded schedule, everything restored, the system left to settle, then the checker.
@@ -142,16 +147,25 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
     const clientsDone = Promise.all(Array.from({ length: clients }, (_, c) => workloads[c % workloads.length]!.runClient()));
 
     const strikes: Promise<void>[] = [];
+    const probes: Promise<unknown>[] = [];
     for (const event of schedule) {
       const wait = loadStarted + event.atMs - Date.now();
       if (wait > 0) await sleep(wait);
       log(`+${((Date.now() - loadStarted) / 1000).toFixed(0)} s: ${event.faults.map((f) => f.kind).join(' + ')} (${paymentsSoFar()} payments so far)`);
-      strikes.push(...event.faults.map((fault) => env.strike(fault).catch((error) => log(`fault ${fault.kind} broke: ${(error as Error).message}`))));
+      for (const fault of event.faults) {
+        // While sandbox-a is down (killed, or its outage refusing connections), one payment of the
+        // tenant routed a then b is sure to meet it: the census sees a failover in every run, not by luck.
+        const probe = failoverProbeKinds.has(fault.kind)
+          ? () => probes.push(sleep(FAILOVER_PROBE_DELAY_MS).then(() => workloads[0]!.payOnce()).catch((error) => log(`failover probe broke: ${(error as Error).message}`)))
+          : undefined;
+        strikes.push(env.strike(fault, probe).catch((error) => log(`fault ${fault.kind} broke: ${(error as Error).message}`)));
+      }
     }
     await sleep(Math.max(0, loadStarted + loadMs - Date.now()));
     loadRunning = false;
     log(`load time over (${paymentsSoFar()} payments); finishing the clients' stories and restoring everything`);
     await Promise.all(strikes);
+    await Promise.all(probes);
     await env.restore();
     await env.disarmWorker();
     await clientsDone;

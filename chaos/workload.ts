@@ -83,6 +83,19 @@ export class Workload {
     }
   }
 
+  /**
+   * One card payment and nothing after it: the run's probe while sandbox-a is down, whose first
+   * attempt there takes no money and must move on to sandbox-b (a failover the census then audits).
+   */
+  async payOnce(): Promise<void> {
+    const paying = this.operation('payment', '/v1/payments', { order_id: this.key('ord'), amount_minor: 1_500, currency: 'EUR', payment_method: 'pm_card_visa' }, 1);
+    const answer = await this.send(paying);
+    const payment = answer ? (JSON.parse(answer) as { id?: string; error?: { payment?: { id: string } } }) : null;
+    const id = payment?.id ?? payment?.error?.payment?.id ?? null;
+    paying.paymentId = id;
+    if (id) this.paymentIds.add(id);
+  }
+
   private key(label: string): string {
     return `chaos-${label}-${randomBytes(8).toString('hex')}`;
   }
