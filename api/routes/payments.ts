@@ -298,6 +298,20 @@ function closedRunRefusal(kind: 'capture' | 'cancel', paymentId: string, payment
 }
 
 /**
+ * Temporal's answers when an update meets a run that has closed or is closing: not found
+ * ("workflow execution already completed", "workflow update was aborted by closing workflow")
+ * or "workflow is closing". The SDK wraps them; the cause chain holds the server's words.
+ */
+function runClosedUnder(error: unknown): boolean {
+  for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
+    if (current instanceof WorkflowNotFoundError) return true;
+    const text = `${(current as Error).message ?? ''} ${(current as { details?: string }).details ?? ''}`;
+    if (/already completed|aborted by closing workflow|workflow is closing/i.test(text)) return true;
+  }
+  return false;
+}
+
+/**
  * Sends capture or cancel to the payment's workflow as an Update. The update id is derived
  * from the scoped key, so a repeated delivery is deduplicated by Temporal too. The update's
  * result is the operation's final response (the workflow records it); a refusal by the
@@ -327,12 +341,7 @@ async function sendCommand(
         : await handle.startUpdate(cancelUpdate, { ...options, args: [{ idempotency: scope, requestId }] });
   } catch (error) {
     if (error instanceof WorkflowUpdateFailedError) return { kind: 'decided', response: refusal(error) };
-    if (error instanceof WorkflowNotFoundError || /already completed/i.test(String((error as Error)?.message))) {
-      // The payment's run has closed: no command can reach it again. The answer says why,
-      // without claiming a status that would accept the command.
-      const payment = await getPayment(deps.sql, record.tenant_id, record.resource_id);
-      return { kind: 'decided', response: errorResponse(notAllowed, closedRunRefusal(kind, record.resource_id, payment)) };
-    }
+    if (runClosedUnder(error)) return { kind: 'decided', response: await closedRunAnswer() };
     throw error;
   }
   return {
@@ -343,8 +352,19 @@ async function sendCommand(
       } catch (error) {
         if (error instanceof WorkflowUpdateFailedError) return refusal(error);
         if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || isGrpcDeadlineError(error)) return null;
+        if (runClosedUnder(error)) return closedRunAnswer();
         throw error;
       }
     },
   };
+
+  /**
+   * The payment's run has closed, or is closing, under the command (a concurrent capture and
+   * cancel: the winner's run completes while the other is on its way): no command can reach it
+   * again. The answer says why, without claiming a status that would accept the command.
+   */
+  async function closedRunAnswer(): Promise<FinalResponse> {
+    const payment = await getPayment(deps.sql, record.tenant_id, record.resource_id);
+    return errorResponse(notAllowed, closedRunRefusal(kind, record.resource_id, payment));
+  }
 }

@@ -2,6 +2,7 @@ import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/clie
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApplicationFailure } from '@temporalio/common';
 import { providerSubKey } from '../../shared/keys';
+import { eventually } from '../helpers/eventually';
 import type { paymentWorkflow } from '../../workflows';
 import { cancelUpdate, captureUpdate, FailureType, paymentStatusQuery, type CaptureRequest } from '../../shared/definitions';
 import {
@@ -74,11 +75,6 @@ async function patchesOf(handle: WorkflowHandle<typeof paymentWorkflow>): Promis
     .filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')
     .flatMap((e) => Object.values(e.markerRecordedEventAttributes!.details ?? {}).flatMap((p) => p.payloads ?? []))
     .map((p) => Buffer.from(p.data ?? new Uint8Array()).toString('utf8'));
-}
-
-/** Waits until the run has reached a step (the fakes record calls as they start). */
-async function until(condition: () => boolean): Promise<void> {
-  await expect.poll(condition, { timeout: 10_000, interval: 20 }).toBe(true);
 }
 
 describe('automatic capture', () => {
@@ -324,7 +320,7 @@ describe('authorization expiry (a short window)', () => {
     const run = await bench.startPayment(input, captured.fakes);
     await awaitingCapture(run);
     const answer = run.handle.executeUpdate(captureUpdate, { args: [capture()] });
-    await until(() => run.steps().includes('captureCharge'));
+    await eventually(() => run.steps().includes('captureCharge'), 10_000, 20, 'the run reached captureCharge');
     await new Promise((resolve) => setTimeout(resolve, 1500)); // past the window
     captured.release();
 
@@ -358,7 +354,7 @@ describe('capture and cancel racing, and a second update on the run', () => {
     const run = await bench.startPayment(input, captured.fakes);
     await awaitingCapture(run);
     const first = run.handle.executeUpdate(captureUpdate, { args: [capture()] });
-    await until(() => run.steps().includes('captureCharge'));
+    await eventually(() => run.steps().includes('captureCharge'), 10_000, 20, 'the run reached captureCharge');
 
     const second = await run.handle.executeUpdate(captureUpdate, { args: [capture(100)] }).catch((error: WorkflowUpdateFailedError) => error);
     expect(second).toBeInstanceOf(WorkflowUpdateFailedError);
@@ -379,7 +375,7 @@ describe('capture and cancel racing, and a second update on the run', () => {
     await awaitingCapture(run);
     const request = capture(1200);
     const first = run.handle.executeUpdate(captureUpdate, { args: [request], updateId: 'capture-once' });
-    await until(() => run.steps().includes('captureCharge'));
+    await eventually(() => run.steps().includes('captureCharge'), 10_000, 20, 'the run reached captureCharge');
     const again = run.handle.executeUpdate(captureUpdate, { args: [request], updateId: 'capture-once' });
     captured.release();
 
