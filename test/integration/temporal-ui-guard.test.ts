@@ -1,3 +1,4 @@
+import { eventually } from '../helpers/eventually';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { Client, Connection } from '@temporalio/client';
@@ -77,8 +78,12 @@ describe('the dev server Web UI is read-only by default', () => {
     expect(terminate.status).toBe(405);
     expect(terminate.text).toMatch(/read-only/);
     expect((await client.workflow.getHandle(workflowId).describe()).status.name).toBe('RUNNING');
-    const listed = await send(`${server.uiUrl}/api/v1/namespaces/default/workflows/${workflowId}`);
-    expect(listed.status, listed.text).toBe(200);
+    // The UI server dials the frontend on its own connection, which may still be coming up: reads work once it is.
+    const listed = await eventually(async () => {
+      const answer = await send(`${server.uiUrl}/api/v1/namespaces/default/workflows/${workflowId}`);
+      return answer.status === 200 ? answer : null;
+    }, 20_000, 250, 'a read through the UI');
+    expect(listed.text).toContain(workflowId);
   });
 
   it('a foreign Host (a name rebound to 127.0.0.1) is refused with 421, settings and cookies included', async () => {
