@@ -19,7 +19,7 @@ import { SandboxProvider } from '../provider/sandbox/client';
 import { providerRegistry } from '../provider/registry';
 import type { RoutePlanner } from '../activities';
 import type { PaymentProvider } from '../provider/types';
-import { startSandbox, type RunningSandbox } from '../sandbox/server';
+import { startSandbox, type RunningSandbox, type StartSandboxOptions } from '../sandbox/server';
 import type { WebhookFaults } from '../sandbox/deps';
 import type { ProviderHealthRecorder } from '../domain/routing';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
@@ -34,6 +34,9 @@ import { TemporalConnection } from '../lib/temporal';
 import { createApiMetrics, createWorkerMetrics, type ApiMetrics, type WorkerMetrics } from '../lib/metrics';
 
 export type ApiConfig = ApiDeps['config'];
+
+/** When a sandbox's disputes open, are decided and fall due. */
+export type SandboxDisputeTimes = Pick<StartSandboxOptions, 'disputeAfterMs' | 'disputeDecisionMs' | 'disputeEvidenceSeconds'>;
 
 export interface StackOptions {
   databaseUrl: string;
@@ -51,6 +54,8 @@ export interface StackOptions {
     slowMs?: number;
     flakyFailures?: number;
     asyncSettleMs?: number;
+    /** The sandbox's dispute timers (StartSandboxOptions). */
+    disputes?: SandboxDisputeTimes;
     webhookFaults?: Partial<WebhookFaults>;
     /** The secret of the sandbox's webhooks to the stack's API (/provider_webhooks/sandbox); random when omitted. */
     webhookSecret?: string;
@@ -68,6 +73,7 @@ export interface StackOptions {
     slowMs?: number;
     flakyFailures?: number;
     asyncSettleMs?: number;
+    disputes?: SandboxDisputeTimes;
     webhookFaults?: Partial<WebhookFaults>;
     webhookSecret?: string;
   };
@@ -176,6 +182,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       slowMs: options.sandbox?.slowMs ?? 1500,
       flakyFailures: options.sandbox?.flakyFailures,
       asyncSettleMs: options.sandbox?.asyncSettleMs,
+      ...options.sandbox?.disputes,
       webhookFaults: options.sandbox?.webhookFaults,
     });
     closers.push(() => sandbox.close());
@@ -192,6 +199,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         slowMs: second.slowMs ?? 1500,
         flakyFailures: second.flakyFailures,
         asyncSettleMs: second.asyncSettleMs,
+        ...second.disputes,
         webhookFaults: second.webhookFaults,
       });
       closers.push(() => running.close());

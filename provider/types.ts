@@ -8,9 +8,9 @@
  */
 
 import type { ChargeState } from '../domain/payment-lifecycle';
-import type { ProviderCharge, ProviderNextAction } from '../shared/definitions';
+import type { ProviderCharge, ProviderDispute, ProviderNextAction } from '../shared/definitions';
 
-export type { ProviderCharge, ProviderNextAction };
+export type { ProviderCharge, ProviderDispute, ProviderNextAction };
 
 /** The charge's status at the PSP: the lifecycle table's charge states (domain/payment-lifecycle.ts). */
 export type ProviderChargeStatus = ChargeState;
@@ -65,7 +65,40 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/** Evidence for a dispute: named text fields (Stripe's `uncategorized_text`, `refund_policy`, …). */
+export type DisputeEvidence = Record<string, string>;
+
+export interface UpdateDisputeRequest {
+  idempotencyKey: string;
+  disputeId: string;
+  evidence: DisputeEvidence;
+  /** true: the evidence goes to the network for its decision (the dispute is then under review). */
+  submit: boolean;
+}
+
+export interface CloseDisputeRequest {
+  idempotencyKey: string;
+  disputeId: string;
+}
+
+/**
+ * The dispute capability: a kind that implements it lets the orchestrator read, list, answer and
+ * concede the PSP's disputes (ProviderCapabilities.disputes). Optional: a kind without it
+ * receives no dispute events (they pass through as ignored).
+ */
+export interface DisputeProvider {
+  retrieveDispute(disputeId: string, options?: CallOptions): Promise<ProviderDispute>;
+  /** One page of the PSP's disputes, oldest first. */
+  listDisputes(query: { startingAfter?: string; limit?: number }, options?: CallOptions): Promise<{ data: ProviderDispute[]; hasMore: boolean }>;
+  /** Stages evidence, or submits it; a dispute no longer open is a ProviderRejectedError. */
+  updateDispute(request: UpdateDisputeRequest, options?: CallOptions): Promise<ProviderDispute>;
+  /** Concedes the dispute (it is lost). */
+  closeDispute(request: CloseDisputeRequest, options?: CallOptions): Promise<ProviderDispute>;
+}
+
 export interface PaymentProvider {
+  /** The PSP's disputes, where the kind supports them. */
+  readonly disputes?: DisputeProvider;
   /** A decline is a normal result (status 'declined'), not an error. */
   createCharge(request: CreateChargeRequest, options?: CallOptions): Promise<ProviderCharge>;
   /** The charge made under this idempotency key, or null if the provider never committed one. */
@@ -105,6 +138,8 @@ export interface ProviderWebhookEvent {
   /** The charge as it was when the event was made. */
   charge: ProviderCharge | null;
   refund: ProviderRefund | null;
+  /** The dispute as it was when the event was made ('charge.dispute.*' events of a kind with disputes). */
+  dispute: ProviderDispute | null;
 }
 
 /** An unverified or unreadable webhook (bad, missing or stale signature; not an event): 400 at the inbound route. */
@@ -116,14 +151,15 @@ export class ProviderWebhookError extends Error {
 export interface ProviderBalanceTransaction {
   /** e.g. 'txn_…' */
   id: string;
-  type: 'charge' | 'refund';
-  /** The charge id or the refund id. */
+  /** A chargeback's withdrawal (negative amount, the dispute fee) is 'dispute'; its reinstatement 'dispute_reversal'. */
+  type: 'charge' | 'refund' | 'dispute' | 'dispute_reversal';
+  /** The charge id, the refund id or the dispute id. */
   source: string;
   /** For refunds, the refunded charge. */
   chargeId: string;
   /** Our payment id (charges) or refund id (refunds). */
   reference: string | null;
-  /** Positive for charges, negative for refunds. */
+  /** Positive for charges and reinstatements, negative for refunds and dispute withdrawals. */
   amountMinor: number;
   feeMinor: number;
   /** Upper-case ISO 4217. */

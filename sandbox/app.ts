@@ -4,6 +4,7 @@ import { neverAnswer as hang } from './http';
 import { adminRoutes } from './routes/admin';
 import { challengeRoutes } from './routes/challenge';
 import { chargeRoutes } from './routes/charges';
+import { disputeRoutes } from './routes/disputes';
 import { refundRoutes } from './routes/refunds';
 import { reportRoutes } from './routes/reports';
 import type { SandboxDeps } from './deps';
@@ -45,6 +46,7 @@ export function createSandboxApp(deps: SandboxDeps, delivery: WebhookDelivery) {
   });
   app.route('/v1/charges', chargeRoutes(deps));
   app.route('/v1/refunds', refundRoutes(deps));
+  app.route('/v1/disputes', disputeRoutes(deps));
   app.route('/v1/reports', reportRoutes(deps));
   app.route('/challenge', challengeRoutes(deps));
   app.route('/_sandbox', adminRoutes(deps, delivery));

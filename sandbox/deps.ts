@@ -12,6 +12,12 @@ export interface SandboxConfig {
   asyncSettleMs: number;
   /** Balance transactions turn from 'pending' to 'available' this long after they are made. */
   availableAfterMs: number;
+  /** pm_card_createDispute*: how long after the capture the network opens the dispute. */
+  disputeAfterMs: number;
+  /** How long after evidence is submitted the network decides. */
+  disputeDecisionMs: number;
+  /** How long a dispute waits for evidence; unanswered by then, it is lost (an inquiry escalates). */
+  disputeEvidenceSeconds: number;
 }
 
 /**

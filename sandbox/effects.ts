@@ -1,6 +1,7 @@
 import type { SandboxDeps } from './deps';
 import type { Tx } from './idempotency';
-import { chargeJson, newBalanceTransactionId, newEventId, refundJson, type ChargeRow, type RefundRow } from './objects';
+import { chargeJson, disputeJson, newBalanceTransactionId, newEventId, refundJson, type ChargeRow, type DisputeRow, type RefundRow } from './objects';
+import { paymentMethodBehaviour } from './payment-methods';
 
 /**
  * What every state change writes besides the change itself, in the same transaction: its
@@ -66,8 +67,45 @@ export async function recordRefundTransaction(tx: Tx, deps: SandboxDeps, refund:
     )`;
 }
 
-/** Everything a charge that reached this row's state records: its event, and its money if captured. */
+/**
+ * The card network's fee for a chargeback, withdrawn with the disputed amount (Stripe's is 15.00
+ * in the account's currency). It is kept when the dispute is won: only the amount is reinstated.
+ */
+export const disputeFeeMinor = 1500;
+
+/** A dispute's event: its object is the dispute; it belongs to its charge's stream (the reorder fault's). */
+export const disputeEvent = (tx: Tx, deps: SandboxDeps, type: string, dispute: DisputeRow, charge: Pick<ChargeRow, 'reference'>) =>
+  recordEvent(tx, deps, type, dispute.charge_id, disputeJson(dispute, charge));
+
+/** A chargeback's line in the report: the withdrawal (negative, with the dispute fee) or the reinstatement of a won one. */
+export async function recordDisputeTransaction(
+  tx: Tx,
+  deps: SandboxDeps,
+  dispute: DisputeRow,
+  charge: Pick<ChargeRow, 'reference'>,
+  type: 'dispute' | 'dispute_reversal',
+): Promise<void> {
+  const withdrawal = type === 'dispute';
+  await tx`
+    INSERT INTO sandbox.balance_transactions (id, type, source, charge_id, reference, amount_minor, fee_minor, currency, available_at)
+    VALUES (
+      ${newBalanceTransactionId()}, ${type}, ${dispute.id}, ${dispute.charge_id}, ${charge.reference},
+      ${withdrawal ? -dispute.amount_minor : dispute.amount_minor}, ${withdrawal ? disputeFeeMinor : 0}, ${dispute.currency},
+      clock_timestamp()
+    )`;
+}
+
+/** pm_card_createDispute*: once captured, the network's dispute is due SANDBOX_DISPUTE_AFTER_MS later (a stored time, so a restart keeps it). */
+async function scheduleDispute(tx: Tx, deps: SandboxDeps, row: ChargeRow): Promise<void> {
+  if (row.status !== 'succeeded' || paymentMethodBehaviour(row.payment_method)?.kind !== 'dispute') return;
+  await tx`
+    UPDATE sandbox.charges SET dispute_at = clock_timestamp() + ${deps.config.disputeAfterMs}::bigint * interval '1 millisecond'
+    WHERE id = ${row.id} AND dispute_at IS NULL AND NOT EXISTS (SELECT 1 FROM sandbox.disputes WHERE charge_id = ${row.id})`;
+}
+
+/** Everything a charge that reached this row's state records: its event, its money if captured, its dispute if it is to receive one. */
 export async function chargeChanged(tx: Tx, deps: SandboxDeps, row: ChargeRow): Promise<void> {
   await chargeEvent(tx, deps, row);
   await recordChargeTransaction(tx, deps, row);
+  await scheduleDispute(tx, deps, row);
 }

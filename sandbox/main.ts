@@ -16,6 +16,12 @@ const env = z
     SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS: z.coerce.number().int().positive().optional(),
     /** pm_sepa_debit*: how long a charge is processing before it settles. */
     SANDBOX_ASYNC_SETTLE_MS: z.coerce.number().int().min(0).default(5000),
+    /** pm_card_createDispute*: how long after the capture the card network opens its dispute. */
+    SANDBOX_DISPUTE_AFTER_MS: z.coerce.number().int().min(0).default(3000),
+    /** How long after evidence is submitted the network decides. */
+    SANDBOX_DISPUTE_DECISION_MS: z.coerce.number().int().min(0).default(3000),
+    /** How long a dispute waits for evidence before it is lost. */
+    SANDBOX_DISPUTE_EVIDENCE_SECONDS: z.coerce.number().int().positive().default(7 * 24 * 3600),
     /** Where the sandbox POSTs its signed events (the orchestrator's /provider_webhooks/sandbox); unset: kept, not sent. */
     SANDBOX_WEBHOOK_URL: z.url({ protocol: /^https?$/ }).optional(),
     /** The HMAC secret of the Sandbox-Signature header; required with SANDBOX_WEBHOOK_URL. */
@@ -42,6 +48,9 @@ const sandbox = await startSandbox({
   flakyFailures: env.SANDBOX_FLAKY_FAILURES,
   idempotencyKeyTtlSeconds: env.SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS ?? null,
   asyncSettleMs: env.SANDBOX_ASYNC_SETTLE_MS,
+  disputeAfterMs: env.SANDBOX_DISPUTE_AFTER_MS,
+  disputeDecisionMs: env.SANDBOX_DISPUTE_DECISION_MS,
+  disputeEvidenceSeconds: env.SANDBOX_DISPUTE_EVIDENCE_SECONDS,
   webhook: env.SANDBOX_WEBHOOK_URL ? { url: env.SANDBOX_WEBHOOK_URL, secret: env.SANDBOX_WEBHOOK_SECRET! } : null,
   webhookFaults: parseWebhookFaults(env.SANDBOX_WEBHOOK_FAULTS, noWebhookFaults),
   ...(env.SANDBOX_PUBLIC_URL ? { publicUrl: env.SANDBOX_PUBLIC_URL.replace(/\/+$/, '') } : {}),

@@ -3,6 +3,8 @@ import { randomBytes } from 'node:crypto';
 export type ChargeStatus = 'succeeded' | 'requires_capture' | 'declined' | 'canceled' | 'requires_action' | 'processing';
 export type ChallengeState = 'pending' | 'approved' | 'denied' | 'expired';
 export type RefundStatus = 'succeeded' | 'failed';
+export type DisputeStage = 'inquiry' | 'chargeback';
+export type DisputeStatus = 'needs_response' | 'under_review' | 'won' | 'lost';
 
 /** A row of sandbox.charges, as postgres.js returns it (int8 parsed to exact integers). */
 export interface ChargeRow {
@@ -30,6 +32,8 @@ export interface ChargeRow {
   authorized_at: Date | null;
   failed_at: Date | null;
   canceled_at: Date | null;
+  /** pm_card_createDispute*: when the network opens its dispute (migration 007). */
+  dispute_at: Date | null;
 }
 
 export interface RefundRow {
@@ -95,6 +99,49 @@ export function refundJson(row: RefundRow) {
   };
 }
 
+/** A row of sandbox.disputes. */
+export interface DisputeRow {
+  id: string;
+  charge_id: string;
+  amount_minor: number;
+  currency: string;
+  reason: string;
+  stage: DisputeStage;
+  status: DisputeStatus;
+  evidence: Record<string, string>;
+  evidence_due_by: Date;
+  evidence_submitted_at: Date | null;
+  decide_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/**
+ * The public dispute object, after Stripe's: `stage` says whether it is an inquiry (Stripe's
+ * `warning_*` statuses: no money moved) or a chargeback; `reference` is the disputed charge's
+ * (our payment id), so a merchant finds its payment without a second call.
+ */
+export function disputeJson(row: DisputeRow, charge: Pick<ChargeRow, 'reference'>) {
+  return {
+    id: row.id,
+    object: 'dispute' as const,
+    charge: row.charge_id,
+    reference: charge.reference,
+    amount_minor: row.amount_minor,
+    currency: row.currency,
+    reason: row.reason,
+    stage: row.stage,
+    status: row.status,
+    evidence: row.evidence,
+    evidence_due_by: row.evidence_due_by.toISOString(),
+    evidence_submitted_at: row.evidence_submitted_at?.toISOString() ?? null,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+export type DisputeJson = ReturnType<typeof disputeJson>;
+
 export function listJson<T>(data: T[]) {
   return { object: 'list' as const, data };
 }
@@ -103,4 +150,5 @@ export function listJson<T>(data: T[]) {
 export const newChargeId = () => `ch_${randomBytes(12).toString('hex')}`;
 export const newRefundId = () => `re_${randomBytes(12).toString('hex')}`;
 export const newEventId = () => `evt_${randomBytes(12).toString('hex')}`;
+export const newDisputeId = () => `dp_${randomBytes(12).toString('hex')}`;
 export const newBalanceTransactionId = () => `txn_${randomBytes(12).toString('hex')}`;

@@ -19,7 +19,13 @@ export type PaymentMethodBehaviour =
    */
   | { kind: 'challenge'; declineAfterApproval: boolean }
   /** A bank debit: processing, then settled (succeeded, or declined with debit_failed) after SANDBOX_ASYNC_SETTLE_MS. */
-  | { kind: 'async'; fails: boolean };
+  | { kind: 'async'; fails: boolean }
+  /**
+   * Charges fine; SANDBOX_DISPUTE_AFTER_MS after its capture the card network opens a dispute
+   * for the whole captured amount (reason `fraudulent`): a chargeback (funds withdrawn) or an
+   * inquiry (no money moves until it escalates).
+   */
+  | { kind: 'dispute'; stage: 'chargeback' | 'inquiry' };
 
 const behaviours: Record<string, PaymentMethodBehaviour> = {
   pm_card_visa: { kind: 'approve' },
@@ -37,6 +43,8 @@ const behaviours: Record<string, PaymentMethodBehaviour> = {
   pm_card_threeDSecureRequired_declined: { kind: 'challenge', declineAfterApproval: true },
   pm_sepa_debit: { kind: 'async', fails: false },
   pm_sepa_debit_fails: { kind: 'async', fails: true },
+  pm_card_createDispute: { kind: 'dispute', stage: 'chargeback' },
+  pm_card_createDisputeInquiry: { kind: 'dispute', stage: 'inquiry' },
 };
 
 export const knownPaymentMethods = Object.keys(behaviours);

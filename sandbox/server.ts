@@ -5,7 +5,8 @@ import { serveHttp, type ListenerLimits } from '../lib/listener';
 import { createSandboxApp } from './app';
 import { noWebhookFaults, type SandboxDeps, type WebhookFaults } from './deps';
 import { migrateSandbox } from './migrate';
-import { startSettlementLoop } from './settlement';
+import { advanceDisputes } from './disputes';
+import { settleDueCharges, startPollingLoop } from './settlement';
 import { WebhookDelivery } from './webhooks';
 
 export interface StartSandboxOptions {
@@ -30,7 +31,13 @@ export interface StartSandboxOptions {
   webhookRetryBaseMs?: number;
   webhookRetryMaxMs?: number;
   webhookTimeoutMs?: number;
-  /** How often the settlement and delivery loops look for due work (default 200 ms). */
+  /** pm_card_createDispute*: the dispute opens this long after the capture (default 3000). */
+  disputeAfterMs?: number;
+  /** Submitted evidence is decided this long after submission (default 3000). */
+  disputeDecisionMs?: number;
+  /** A dispute's evidence is due this many seconds after it opens (default 7 days). */
+  disputeEvidenceSeconds?: number;
+  /** How often the settlement, dispute and delivery loops look for due work (default 200 ms). */
   pollMs?: number;
   /** The base of challenge URLs (default: the URL it listens on). */
   publicUrl?: string;
@@ -65,6 +72,9 @@ export async function startSandbox(options: StartSandboxOptions): Promise<Runnin
       idempotencyKeyTtlSeconds: options.idempotencyKeyTtlSeconds ?? null,
       asyncSettleMs: options.asyncSettleMs ?? 5000,
       availableAfterMs: options.availableAfterMs ?? 2 * 24 * 3600 * 1000,
+      disputeAfterMs: options.disputeAfterMs ?? 3000,
+      disputeDecisionMs: options.disputeDecisionMs ?? 3000,
+      disputeEvidenceSeconds: options.disputeEvidenceSeconds ?? 7 * 24 * 3600,
     },
     runtime: {
       publicUrl: options.publicUrl ?? '',
@@ -87,7 +97,8 @@ export async function startSandbox(options: StartSandboxOptions): Promise<Runnin
   const url = `http://${urlHost}:${port}`;
   deps.runtime.publicUrl ||= url;
   delivery.start();
-  const settlement = startSettlementLoop(deps, pollMs, logError('settlement'));
+  const settlement = startPollingLoop(() => settleDueCharges(deps), pollMs, logError('settlement'));
+  const disputes = startPollingLoop(() => advanceDisputes(deps), pollMs, logError('disputes'));
 
   return {
     url,
@@ -97,6 +108,7 @@ export async function startSandbox(options: StartSandboxOptions): Promise<Runnin
     },
     async close() {
       await settlement.stop();
+      await disputes.stop();
       await delivery.stop();
       await new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));

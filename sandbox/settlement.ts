@@ -38,13 +38,13 @@ export async function settleDueCharges(deps: SandboxDeps, limit = 50): Promise<n
   });
 }
 
-/** Runs settleDueCharges every pollMs until stopped. */
-export function startSettlementLoop(deps: SandboxDeps, pollMs: number, onError: (error: unknown) => void) {
+/** Runs a pass over due work (settlements, disputes) every pollMs until stopped; a pass never overlaps the next. */
+export function startPollingLoop(pass: () => Promise<unknown>, pollMs: number, onError: (error: unknown) => void) {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
   const tick = () => {
-    running = settleDueCharges(deps)
+    running = pass()
       .then(() => undefined, onError)
       .finally(() => {
         if (!stopped) timer = setTimeout(tick, pollMs);

@@ -15,6 +15,7 @@ export const DEFAULT_TASK_QUEUE = 'payments';
 // The statuses, capture methods and payment events come from the lifecycle table (domain/payment-lifecycle.ts).
 import { paymentEventTypes, paymentWindows, type CaptureMethod, type ChargeState, type PaymentEventType, type PaymentStatus } from '../domain/payment-lifecycle';
 import type { FinalResponse } from '../domain/errors';
+import type { DisputeStage, DisputeStatus } from '../domain/disputes';
 export {
   captureMethods,
   paymentStatuses,
@@ -153,6 +154,26 @@ export interface ProviderCharge {
    */
   succeededAt?: string | null;
   authorizedAt?: string | null;
+}
+
+/**
+ * A dispute as the PSP holds it (provider/types.ts: the optional dispute capability answers with
+ * it; the dispute workflow records it). Times are ISO 8601 strings by the PSP's clock.
+ */
+export interface ProviderDispute {
+  id: string;
+  chargeId: string;
+  /** The disputed charge's reference (our payment id) as the PSP stored it. */
+  reference: string | null;
+  amountMinor: number;
+  /** Upper-case ISO 4217. */
+  currency: string;
+  reason: string;
+  stage: DisputeStage;
+  status: DisputeStatus;
+  evidenceDueBy: string;
+  evidenceSubmittedAt: string | null;
+  createdAt: string;
 }
 
 /**

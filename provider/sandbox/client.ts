@@ -10,12 +10,25 @@ import {
   type CreateChargeRequest,
   type CreateRefundRequest,
   type PaymentProvider,
+  type DisputeProvider,
   type ProviderCharge,
+  type ProviderDispute,
   type ProviderRefund,
   type VoidChargeRequest,
 } from '../types';
 import { verifySandboxWebhook } from './webhook';
-import { toBalanceTransaction, toCharge, toRefund, type BalanceTransactionJson, type ChargeJson, type ErrorJson, type ListJson, type RefundJson } from './wire';
+import {
+  toBalanceTransaction,
+  toCharge,
+  toDispute,
+  toRefund,
+  type BalanceTransactionJson,
+  type ChargeJson,
+  type DisputeJson,
+  type ErrorJson,
+  type ListJson,
+  type RefundJson,
+} from './wire';
 
 export interface SandboxProviderConfig {
   baseUrl: string;
@@ -183,6 +196,35 @@ export class SandboxProvider implements PaymentProvider {
     const list = body as ListJson<BalanceTransactionJson>;
     return { data: list.data.map(toBalanceTransaction), hasMore: list.has_more === true };
   }
+
+  /** The sandbox's disputes (GET/POST /v1/disputes). */
+  readonly disputes: DisputeProvider = {
+    retrieveDispute: async (disputeId, options) => {
+      const { body } = await this.call('GET', `/v1/disputes/${encodeURIComponent(disputeId)}`, undefined, undefined, options);
+      return toDispute(body as DisputeJson);
+    },
+    listDisputes: async (query, options) => {
+      const params = new URLSearchParams({ limit: String(query.limit ?? 100) });
+      if (query.startingAfter !== undefined) params.set('starting_after', query.startingAfter);
+      const { body } = await this.call('GET', `/v1/disputes?${params}`, undefined, undefined, options);
+      const list = body as ListJson<DisputeJson>;
+      return { data: list.data.map(toDispute), hasMore: list.has_more === true };
+    },
+    updateDispute: async (request, options): Promise<ProviderDispute> => {
+      const { body } = await this.call(
+        'POST',
+        `/v1/disputes/${encodeURIComponent(request.disputeId)}`,
+        { evidence: request.evidence, submit: request.submit },
+        request.idempotencyKey,
+        options,
+      );
+      return toDispute(body as DisputeJson);
+    },
+    closeDispute: async (request, options): Promise<ProviderDispute> => {
+      const { body } = await this.call('POST', `/v1/disputes/${encodeURIComponent(request.disputeId)}/close`, {}, request.idempotencyKey, options);
+      return toDispute(body as DisputeJson);
+    },
+  };
 
   /** The sandbox's webhook, verified on its raw body (provider/sandbox/webhook.ts). */
   verifyWebhook(rawBody: string, headers: Record<string, string | undefined>, now: Date = new Date()): ProviderWebhookEvent {

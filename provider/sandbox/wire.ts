@@ -1,4 +1,4 @@
-import type { ProviderBalanceTransaction, ProviderCharge, ProviderRefund, ProviderWebhookEvent } from '../types';
+import type { ProviderBalanceTransaction, ProviderCharge, ProviderDispute, ProviderRefund, ProviderWebhookEvent } from '../types';
 
 /**
  * The sandbox's wire mapping: its JSON objects and their translation into the orchestrator's
@@ -34,6 +34,21 @@ export interface RefundJson {
   failure_message: string | null;
 }
 
+export interface DisputeJson {
+  id: string;
+  object: 'dispute';
+  charge: string;
+  reference: string | null;
+  amount_minor: number;
+  currency: string;
+  reason: string;
+  stage: ProviderDispute['stage'];
+  status: ProviderDispute['status'];
+  evidence_due_by: string;
+  evidence_submitted_at: string | null;
+  created_at: string;
+}
+
 export interface ErrorJson {
   error?: { type?: string; code?: string; message?: string; charge?: ChargeJson };
 }
@@ -47,7 +62,7 @@ export interface ListJson<T> {
 export interface BalanceTransactionJson {
   id: string;
   object: 'balance_transaction';
-  type: 'charge' | 'refund';
+  type: ProviderBalanceTransaction['type'];
   source: string;
   charge: string;
   reference: string | null;
@@ -85,6 +100,20 @@ export const toRefund = (r: RefundJson): ProviderRefund => ({
   failureMessage: r.failure_message,
 });
 
+export const toDispute = (d: DisputeJson): ProviderDispute => ({
+  id: d.id,
+  chargeId: d.charge,
+  reference: d.reference,
+  amountMinor: d.amount_minor,
+  currency: d.currency.toUpperCase(),
+  reason: d.reason,
+  stage: d.stage,
+  status: d.status,
+  evidenceDueBy: d.evidence_due_by,
+  evidenceSubmittedAt: d.evidence_submitted_at,
+  createdAt: d.created_at,
+});
+
 export const toBalanceTransaction = (t: BalanceTransactionJson): ProviderBalanceTransaction => ({
   id: t.id,
   type: t.type,
@@ -107,7 +136,7 @@ export interface EventJson {
   data: { object: { object?: unknown } };
 }
 
-/** The event's object is the charge or the refund as the API answers it; any other object maps to neither. */
+/** The event's object is the charge, the refund or the dispute as the API answers it; any other object maps to none. */
 export const toWebhookEvent = (event: EventJson): ProviderWebhookEvent => {
   const object = event.data.object;
   return {
@@ -116,5 +145,6 @@ export const toWebhookEvent = (event: EventJson): ProviderWebhookEvent => {
     createdAt: new Date(event.created * 1000),
     charge: object.object === 'charge' ? toCharge(object as unknown as ChargeJson) : null,
     refund: object.object === 'refund' ? toRefund(object as unknown as RefundJson) : null,
+    dispute: object.object === 'dispute' ? toDispute(object as unknown as DisputeJson) : null,
   };
 };

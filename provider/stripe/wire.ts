@@ -137,7 +137,9 @@ const paymentIntentEvents: Record<string, string> = {
 };
 
 export function toWebhookEvent(event: Stripe.Event): ProviderWebhookEvent {
-  const base = { id: event.id, createdAt: new Date(event.created * 1000), charge: null, refund: null };
+  // Stripe's disputes are not read by this kind (no dispute capability): its `charge.dispute.*`
+  // events pass through as `stripe.charge.dispute.*`, with no dispute.
+  const base = { id: event.id, createdAt: new Date(event.created * 1000), charge: null, refund: null, dispute: null };
   const object = event.data.object as { object?: string };
   if (object.object === 'payment_intent') {
     const intent = object as Stripe.PaymentIntent;

@@ -7,6 +7,7 @@ import { chargeEvent, recordRefundTransaction, refundEvent } from '../effects';
 import { listJson, newRefundId, refundJson, type ChargeRow, type RefundRow } from '../objects';
 import { paymentMethodBehaviour } from '../payment-methods';
 import { amountMinor } from './charges';
+import { openChargebackOf } from './disputes';
 import type { SandboxDeps } from '../deps';
 
 const createRefundBody = z.strictObject({
@@ -43,6 +44,10 @@ export function refundRoutes(deps: SandboxDeps) {
             'invalid_state',
             `Charge ${charge.id} has status '${charge.status}'; only a captured ('succeeded') charge can be refunded.`,
           );
+        }
+        const chargeback = await openChargebackOf(tx, charge);
+        if (chargeback) {
+          throw invalidRequest('charge_disputed', `Charge ${charge.id} has an open chargeback (${chargeback.id}); its money is held by the card network.`);
         }
         const refundable = charge.amount_captured_minor - charge.amount_refunded_minor;
         if (params.amount_minor > refundable) {

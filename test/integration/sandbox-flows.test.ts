@@ -423,3 +423,118 @@ describe('the report and discrepancies', () => {
     await o.close();
   });
 });
+
+describe('disputes: pm_card_createDispute and pm_card_createDisputeInquiry', () => {
+  const disputeTimes = { disputeAfterMs: 150, disputeDecisionMs: 150 };
+  const disputeOf = async (o: Opened, chargeId: string) => {
+    const { data } = await o.provider.disputes.listDisputes({ limit: 100 });
+    return data.find((d) => d.chargeId === chargeId) ?? null;
+  };
+  const openedDispute = (o: Opened, chargeId: string) => eventually(() => disputeOf(o, chargeId), 15_000, 50, 'the dispute opened');
+  const disputeTypesFor = (o: Opened, chargeId: string) =>
+    o.events().filter((e) => e.dispute?.chargeId === chargeId).map((e) => `${e.type}:${e.dispute!.stage}/${e.dispute!.status}`);
+  const reportFor = async (o: Opened, chargeId: string, from: Date) =>
+    (await o.provider.listBalanceTransactions({ from, to: new Date(Date.now() + 1000), limit: 1000 })).data
+      .filter((l) => l.chargeId === chargeId)
+      .map((l) => [l.type, l.amountMinor, l.feeMinor]);
+
+  it('a chargeback opens after SANDBOX_DISPUTE_AFTER_MS with the funds and the fee withdrawn; winning evidence reinstates the amount, not the fee', async () => {
+    const o = await open(disputeTimes);
+    const from = new Date(Date.now() - 1000);
+    const charge = await o.provider.createCharge(chargeRequest({ paymentMethod: 'pm_card_createDispute', amountMinor: 10_000 }));
+    expect(charge.status).toBe('succeeded');
+    const dispute = await openedDispute(o, charge.id);
+    expect(dispute).toMatchObject({ reference: charge.reference, amountMinor: 10_000, currency: 'EUR', reason: 'fraudulent', stage: 'chargeback', status: 'needs_response', evidenceSubmittedAt: null });
+    expect(new Date(dispute.evidenceDueBy).getTime() - new Date(dispute.createdAt).getTime()).toBeGreaterThan(6 * 24 * 3600 * 1000);
+    expect(await o.provider.disputes.retrieveDispute(dispute.id)).toEqual(dispute);
+    expect(await reportFor(o, charge.id, from)).toEqual([['charge', 10_000, 165], ['dispute', -10_000, 1_500]]);
+    // The network holds the money: the PSP refuses to refund it.
+    await expect(o.provider.createRefund({ chargeId: charge.id, amountMinor: 100, reference: unique('r'), idempotencyKey: unique('rk') })).rejects.toMatchObject({ code: 'charge_disputed' });
+
+    const staged = await o.provider.disputes.updateDispute({ disputeId: dispute.id, idempotencyKey: unique('ev'), evidence: { uncategorized_text: 'the winning_evidence' }, submit: false });
+    expect(staged).toMatchObject({ status: 'needs_response', evidenceSubmittedAt: null });
+    const key = unique('ev');
+    const submitted = await o.provider.disputes.updateDispute({ disputeId: dispute.id, idempotencyKey: key, evidence: { product_description: 'a lamp' }, submit: true });
+    expect(submitted).toMatchObject({ status: 'under_review' });
+    expect(submitted.evidenceSubmittedAt).not.toBeNull();
+    // The same key replays; evidence after submission is refused.
+    expect(await o.provider.disputes.updateDispute({ disputeId: dispute.id, idempotencyKey: key, evidence: { product_description: 'a lamp' }, submit: true })).toEqual(submitted);
+    await expect(o.provider.disputes.updateDispute({ disputeId: dispute.id, idempotencyKey: unique('ev'), evidence: {}, submit: true })).rejects.toMatchObject({ code: 'dispute_not_open' });
+
+    await eventually(async () => (await o.provider.disputes.retrieveDispute(dispute.id)).status === 'won', 15_000, 50, 'won');
+    expect(await reportFor(o, charge.id, from)).toEqual([['charge', 10_000, 165], ['dispute', -10_000, 1_500], ['dispute_reversal', 10_000, 0]]);
+    await eventually(() => disputeTypesFor(o, charge.id).length >= 6, 15_000, 50, 'the dispute events');
+    expect(disputeTypesFor(o, charge.id)).toEqual([
+      'charge.dispute.created:chargeback/needs_response',
+      'charge.dispute.funds_withdrawn:chargeback/needs_response',
+      'charge.dispute.updated:chargeback/needs_response',
+      'charge.dispute.updated:chargeback/under_review',
+      'charge.dispute.funds_reinstated:chargeback/won',
+      'charge.dispute.closed:chargeback/won',
+    ]);
+    await o.close();
+  });
+
+  it('losing evidence loses with no reinstatement; accepting concedes at once; a closed dispute takes no evidence', async () => {
+    const o = await open(disputeTimes);
+    const from = new Date(Date.now() - 1000);
+    const lost = await o.provider.createCharge(chargeRequest({ paymentMethod: 'pm_card_createDispute' }));
+    const accepted = await o.provider.createCharge(chargeRequest({ paymentMethod: 'pm_card_createDispute' }));
+    const first = await openedDispute(o, lost.id);
+    await o.provider.disputes.updateDispute({ disputeId: first.id, idempotencyKey: unique('ev'), evidence: { uncategorized_text: 'losing_evidence' }, submit: true });
+    await eventually(async () => (await o.provider.disputes.retrieveDispute(first.id)).status === 'lost', 15_000, 50, 'lost');
+    expect(await reportFor(o, lost.id, from)).toEqual([['charge', 2_500, 60], ['dispute', -2_500, 1_500]]);
+
+    const second = await openedDispute(o, accepted.id);
+    const key = unique('close');
+    const closed = await o.provider.disputes.closeDispute({ disputeId: second.id, idempotencyKey: key });
+    expect(closed).toMatchObject({ status: 'lost', stage: 'chargeback' });
+    expect(await o.provider.disputes.closeDispute({ disputeId: second.id, idempotencyKey: key })).toEqual(closed);
+    await expect(o.provider.disputes.closeDispute({ disputeId: second.id, idempotencyKey: unique('close') })).rejects.toMatchObject({ code: 'dispute_not_open' });
+    await expect(o.provider.disputes.updateDispute({ disputeId: second.id, idempotencyKey: unique('ev'), evidence: {}, submit: false })).rejects.toMatchObject({ code: 'dispute_not_open' });
+    await expect(o.provider.disputes.retrieveDispute('dp_nope')).rejects.toMatchObject({ status: 404 });
+    await o.close();
+  });
+
+  it('an inquiry moves no money; unanswered at its due date it escalates to a chargeback, which is lost at the next', async () => {
+    const o = await open({ ...disputeTimes, disputeEvidenceSeconds: 1 });
+    const from = new Date(Date.now() - 1000);
+    const charge = await o.provider.createCharge(chargeRequest({ paymentMethod: 'pm_card_createDisputeInquiry' }));
+    const inquiry = await openedDispute(o, charge.id);
+    expect(inquiry).toMatchObject({ stage: 'inquiry', status: 'needs_response' });
+    expect(await reportFor(o, charge.id, from)).toEqual([['charge', 2_500, 60]]);
+    await eventually(async () => (await o.provider.disputes.retrieveDispute(inquiry.id)).stage === 'chargeback', 15_000, 50, 'escalated');
+    expect(await reportFor(o, charge.id, from)).toEqual([['charge', 2_500, 60], ['dispute', -2_500, 1_500]]);
+    await eventually(async () => (await o.provider.disputes.retrieveDispute(inquiry.id)).status === 'lost', 15_000, 50, 'lost at the due date');
+    await eventually(() => disputeTypesFor(o, charge.id).length >= 3, 15_000, 50, 'events');
+    expect(disputeTypesFor(o, charge.id)).toEqual([
+      'charge.dispute.created:inquiry/needs_response',
+      'charge.dispute.funds_withdrawn:chargeback/needs_response',
+      'charge.dispute.closed:chargeback/lost',
+    ]);
+    // Evidence after the due date is refused (the dispute is closed by now).
+    await expect(o.provider.disputes.updateDispute({ disputeId: inquiry.id, idempotencyKey: unique('ev'), evidence: {}, submit: true })).rejects.toMatchObject({ status: 400 });
+    await o.close();
+  });
+
+  it('a dispute due while the sandbox was down opens when it is back; dispute events take the webhook faults (lost, then redelivered)', async () => {
+    const first = await open({ disputeAfterMs: 600 });
+    const charge = await first.provider.createCharge(chargeRequest({ paymentMethod: 'pm_card_createDispute' }));
+    await first.close();
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    const second = await open({ disputeAfterMs: 600, webhookFaults: { loss: 1 } });
+    const dispute = await openedDispute(second, charge.id);
+    const controls = sandboxControls(second.sandbox.url);
+    const events = await eventually(async () => {
+      const list = (await json(controls.events(charge.id))) as { data: { id: string; type: string; state: string }[] };
+      return list.data.filter((e) => e.type.startsWith('charge.dispute.')).length >= 2 && list.data;
+    }, 15_000, 50, 'the dispute events stored');
+    const created = events.find((e) => e.type === 'charge.dispute.created')!;
+    expect(created.state).toBe('lost');
+    expect(disputeTypesFor(second, charge.id)).toEqual([]);
+    expect((await controls.redeliver(created.id)).status).toBe(200);
+    await eventually(() => disputeTypesFor(second, charge.id).length === 1, 15_000, 50, 'redelivered');
+    expect(second.events().find((e) => e.dispute)!.dispute).toMatchObject({ id: dispute.id, status: 'needs_response' });
+    await second.close();
+  });
+});
