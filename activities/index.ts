@@ -4,6 +4,7 @@ import type { ProviderRegistry } from '../provider/registry';
 import type { WorkerMetrics } from '../lib/metrics';
 import { createLogger, type Logger } from '../lib/logger';
 import type { ProviderHealthRecorder } from '../domain/routing';
+import { createDisputeProviderSteps, createDisputeSteps, type DisputeProviderSteps, type DisputeSteps } from './dispute-steps';
 import { createJobSteps, type JobSteps } from './job-steps';
 import { LedgerAccounts } from '../db/ledger';
 import { createLateChargeSteps, type LateChargeSteps } from './late-charge-steps';
@@ -50,6 +51,8 @@ export function createActivities(deps: ActivityDeps) {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
     ...createLateChargeSteps(deps.sql, deps.metrics),
+    ...createDisputeSteps(deps.sql, accounts),
+    ...createDisputeProviderSteps(deps.providers),
     ...createRouteSteps(routeDeps),
     ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps)),
     ...jobs,
@@ -62,4 +65,5 @@ export type { RoutePlanner };
 export type { BeginRefundResult } from './refund-steps';
 export type { LateChargeOutcome, LateChargeStanding } from './late-charge-steps';
 export type { ProviderSteps } from './provider-steps';
-export type { JobSteps };
+export type { JobSteps, DisputeSteps, DisputeProviderSteps };
+export type { DisputeStanding } from './dispute-steps';

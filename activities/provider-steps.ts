@@ -16,7 +16,7 @@ import { ProviderRejectedError, ProviderUnavailableError, type PaymentProvider, 
 /** What a client reads when the provider refused a request (failure code `provider_rejected`). */
 export const PROVIDER_REJECTED_MESSAGE = 'The payment provider refused the request; nothing was charged or refunded.';
 
-async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>, details?: () => unknown): Promise<T> {
+export async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>, details?: () => unknown): Promise<T> {
   const context = Context.current();
   // Every beat carries the step's details (if any): the last one is what the next attempt reads.
   const beat = setInterval(() => context.heartbeat(details?.()), 1000);

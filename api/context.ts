@@ -5,7 +5,7 @@ import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import type { ApiMetrics, IdempotencyOutcome } from '../lib/metrics';
 import type { IdempotencyRecord } from '../db/idempotency-records';
-import type { ProviderCharge, ProviderWebhookEvent } from '../provider/types';
+import type { ProviderCharge, ProviderDispute, ProviderWebhookEvent } from '../provider/types';
 import type { CompletionWaiter } from './completions';
 
 /**
@@ -20,6 +20,8 @@ export interface ProviderWebhookReceiver {
   verify(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
   /** The charge as this PSP holds it now (its client's retrieveCharge): what a webhook's report is checked against. */
   retrieveCharge(chargeId: string): Promise<ProviderCharge>;
+  /** The dispute as this PSP holds it now; absent for a kind without disputes (its dispute events are ignored). */
+  retrieveDispute?: (disputeId: string) => Promise<ProviderDispute>;
 }
 
 /** What a route's early replay check read (api/idempotency.ts replayFirst), handed to the protocol when it did not answer. */
@@ -55,6 +57,8 @@ export interface ApiDeps {
         | 'PROVIDER_POLL_FIRST_MS'
         | 'PROVIDER_POLL_MAX_MS'
         | 'PROVIDER_DECISION_GRACE_SECONDS'
+        | 'DISPUTE_REMINDER_SECONDS'
+        | 'DISPUTE_POLL_SECONDS'
         | 'PROVIDER'
         // The configured PSPs: the first is the default, where a payment that records no provider is charged.
         | 'PROVIDERS'

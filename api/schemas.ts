@@ -2,7 +2,8 @@ import { attemptOutcomes } from '../domain/attempts';
 import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from '../domain/money';
 import { errorStatus } from '../domain/errors';
-import type { PaymentResource, RefundResource } from '../domain/resources';
+import type { DisputeResource, PaymentResource, RefundResource } from '../domain/resources';
+import { disputeStages, disputeStatuses } from '../domain/disputes';
 import type { EventPayload } from '../db/outbox';
 import { captureMethods, deliveryStatuses, eventTypes, paymentStatuses, refundStatuses } from '../shared/definitions';
 import { discrepancyKinds, reconciliationRunStatuses } from '../shared/jobs';
@@ -364,6 +365,24 @@ export const Refund = z
   })
   .openapi('Refund');
 
+export const Dispute = z
+  .object({
+    id: z.string(),
+    object: z.literal('dispute'),
+    payment_id: z.string(),
+    provider: z.string().openapi({ description: 'The PSP that holds the disputed charge (after a failover: the one that charged).' }),
+    amount_minor: z.number().int(),
+    currency: z.string(),
+    reason: z.string().openapi({ description: 'The network’s reason, e.g. `fraudulent`.' }),
+    stage: z.enum(disputeStages).openapi({ description: '`inquiry`: a question from the issuer, no money moved; `chargeback`: the funds were withdrawn.' }),
+    status: z.enum(disputeStatuses).openapi({ description: 'Only moves forward: needs_response → under_review → won | lost (an inquiry may escalate to a chargeback).' }),
+    evidence_due_by: z.string(),
+    evidence_submitted_at: z.string().nullable(),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .openapi('Dispute');
+
 /**
  * The documented response shapes and the bodies domain/resources.ts builds are the same type:
  * a field added, removed or retyped on one side without the other fails the typecheck.
@@ -373,6 +392,8 @@ const paymentSchemaMatchesResource: Same<z.output<typeof Payment>, PaymentResour
 const refundSchemaMatchesResource: Same<z.output<typeof Refund>, RefundResource> = true;
 void paymentSchemaMatchesResource;
 void refundSchemaMatchesResource;
+const disputeSchemaMatchesResource: Same<z.output<typeof Dispute>, DisputeResource> = true;
+void disputeSchemaMatchesResource;
 
 export const Event = z
   .object({
@@ -380,7 +401,7 @@ export const Event = z
     object: z.literal('event'),
     type: z.enum(eventTypes),
     created_at: z.string(),
-    data: z.object({ object: z.union([Payment, Refund]) }),
+    data: z.object({ object: z.union([Payment, Refund, Dispute]) }),
   })
   .openapi('Event');
 // The stored event payload (db/outbox.ts) is what GET /v1/events/{id} and the webhooks send.
@@ -428,7 +449,7 @@ export const Balance = z
     object: z.literal('balance'),
     accounts: z.array(
       z.object({
-        account: z.enum(['provider_receivable', 'merchant_balance']),
+        account: z.enum(['provider_receivable', 'merchant_balance', 'dispute_claim', 'dispute_reserve']),
         currency: z.string(),
         balance_minor: z.number().int().openapi({ description: 'In the account’s normal direction.' }),
       }),

@@ -1,7 +1,7 @@
 import type { Db } from './connect';
 import { newId } from '../domain/ids';
 
-export type LedgerAccountCode = 'provider_receivable' | 'merchant_balance';
+export type LedgerAccountCode = 'provider_receivable' | 'merchant_balance' | 'dispute_claim' | 'dispute_reserve';
 
 /**
  * Which way each account grows. provider_receivable (asset): money the PSP holds for us,
@@ -10,6 +10,8 @@ export type LedgerAccountCode = 'provider_receivable' | 'merchant_balance';
 export const normalBalance: Record<LedgerAccountCode, 'debit' | 'credit'> = {
   provider_receivable: 'debit',
   merchant_balance: 'credit',
+  dispute_claim: 'debit',
+  dispute_reserve: 'credit',
 };
 
 export interface LedgerLine {
@@ -25,6 +27,7 @@ export interface LedgerTransaction {
   eventKey: string;
   paymentId?: string;
   refundId?: string;
+  disputeId?: string;
   description: string;
   lines: LedgerLine[];
 }
@@ -40,6 +43,33 @@ export function captureLines(currency: string, amountMinor: number): LedgerLine[
 /** Money refunded: the reverse of a capture, for the refunded amount. */
 export function refundLines(currency: string, amountMinor: number): LedgerLine[] {
   return captureLines(currency, amountMinor).map((line) => ({ ...line, amountMinor: -line.amountMinor }));
+}
+
+/**
+ * A chargeback's withdrawal: the PSP took the amount and its fee (provider_receivable down), the
+ * merchant bears both (merchant_balance down), and the amount is claimed back from the network
+ * while it decides (dispute_claim against dispute_reserve).
+ */
+export function disputeWithdrawalLines(currency: string, amountMinor: number, feeMinor: number): LedgerLine[] {
+  return [
+    { account: 'merchant_balance', currency, amountMinor: amountMinor + feeMinor },
+    { account: 'provider_receivable', currency, amountMinor: -(amountMinor + feeMinor) },
+    { account: 'dispute_claim', currency, amountMinor },
+    { account: 'dispute_reserve', currency, amountMinor: -amountMinor },
+  ];
+}
+
+/** A won chargeback: the amount comes back to the PSP and to the merchant (the fee stays lost); the claim is closed. */
+export function disputeReinstatementLines(currency: string, amountMinor: number): LedgerLine[] {
+  return [...captureLines(currency, amountMinor), ...disputeLossLines(currency, amountMinor)];
+}
+
+/** A lost chargeback: the claim on the network is written off against the reserve; the money stays gone. */
+export function disputeLossLines(currency: string, amountMinor: number): LedgerLine[] {
+  return [
+    { account: 'dispute_reserve', currency, amountMinor },
+    { account: 'dispute_claim', currency, amountMinor: -amountMinor },
+  ];
 }
 
 /** True if the lines balance to zero in every currency (the database checks it again at commit). */
@@ -83,9 +113,9 @@ export async function postTransaction(db: Db, transaction: LedgerTransaction, ac
   if (!isBalanced(transaction.lines)) throw new Error(`ledger transaction ${transaction.eventKey} does not balance`);
   const id = newId('ltx');
   const [inserted] = await db`
-    INSERT INTO ledger_transactions (id, tenant_id, event_key, payment_id, refund_id, description)
+    INSERT INTO ledger_transactions (id, tenant_id, event_key, payment_id, refund_id, dispute_id, description)
     VALUES (${id}, ${transaction.tenantId}, ${transaction.eventKey}, ${transaction.paymentId ?? null},
-            ${transaction.refundId ?? null}, ${transaction.description})
+            ${transaction.refundId ?? null}, ${transaction.disputeId ?? null}, ${transaction.description})
     ON CONFLICT (tenant_id, event_key) DO NOTHING
     RETURNING id`;
   if (!inserted) return false;

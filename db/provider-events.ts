@@ -64,7 +64,7 @@ export async function receiveProviderEvent(sql: Sql, event: ReceivedEvent): Prom
  * that recorded no provider, at the default one); or the payment one of whose attempts
  * made this charge here (a charge the payment moved on from).
  */
-async function paymentOfCharge(db: Db, provider: string, reference: string | null, chargeId: string): Promise<{ id: string } | null> {
+export async function paymentOfCharge(db: Db, provider: string, reference: string | null, chargeId: string): Promise<{ id: string } | null> {
   const [payment] = await db<{ id: string }[]>`
     SELECT id FROM payments
     WHERE ((id = ${reference ?? ''} AND (provider_charge_id IS NULL OR provider_charge_id = ${chargeId}))

@@ -298,6 +298,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       name,
       verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => client.verifyWebhook(raw, headers, now),
       retrieveCharge: (chargeId: string) => client.retrieveCharge(chargeId),
+      ...(client.disputes ? { retrieveDispute: client.disputes.retrieveDispute.bind(client.disputes) } : {}),
     }));
     const providerNames = options.providerNames ?? Object.keys(clients);
     const startApi = async (overrides: Partial<ApiConfig> = {}, client: Client = temporal): Promise<RunningApi> => {

@@ -7,7 +7,7 @@ const crockford = '0123456789abcdefghjkmnpqrstvwxyz';
  * lowercase Crockford base32. Ids sort by creation time, which gives list endpoints a
  * stable cursor order without a second column.
  */
-export function newId(prefix: 'ten' | 'pay' | 're' | 'evt' | 'ltx' | 'req' | 'key' | 'rcn' | 'dsc', now = Date.now()): string {
+export function newId(prefix: 'ten' | 'pay' | 're' | 'evt' | 'ltx' | 'req' | 'key' | 'rcn' | 'dsc' | 'dsp', now = Date.now()): string {
   let time = '';
   for (let t = now, i = 0; i < 10; i++, t = Math.floor(t / 32)) time = crockford[t % 32] + time;
   const random = randomBytes(10);
@@ -57,6 +57,14 @@ export function refundWorkflowId(tenantId: string, key: string): string {
  */
 export function lateChargeWorkflowId(provider: string, chargeId: string): string {
   return `late-charge-${provider}-${keyPart(chargeId)}`;
+}
+
+/**
+ * The dispute workflow of one PSP dispute (workflows/dispute.ts): every webhook about it, and the
+ * reconciliation run that finds it, signal-with-start this one id, so duplicates join one run.
+ */
+export function disputeWorkflowId(provider: string, providerDisputeId: string): string {
+  return `dispute-${provider}-${keyPart(providerDisputeId)}`;
 }
 
 /** The update id of a capture or cancel: a repeated delivery is deduplicated by Temporal. */

@@ -1,4 +1,5 @@
 import type { CaptureMethod, PaymentStatus, RefundStatus } from './payment-lifecycle';
+import type { DisputeStage, DisputeStatus } from './disputes';
 
 /** A payments row as postgres.js returns it (money as exact integers, see db/connect.ts). */
 export interface PaymentRow {
@@ -87,6 +88,49 @@ export function refundResource(row: RefundRow) {
   };
 }
 export type RefundResource = ReturnType<typeof refundResource>;
+
+/** A disputes row (migration 012). */
+export interface DisputeRow {
+  id: string;
+  tenant_id: string;
+  payment_id: string;
+  provider: string;
+  provider_dispute_id: string;
+  provider_charge_id: string;
+  amount_minor: number;
+  currency: string;
+  reason: string;
+  stage: DisputeStage;
+  status: DisputeStatus;
+  fee_minor: number;
+  evidence: Record<string, string>;
+  evidence_due_by: Date;
+  evidence_submitted_at: Date | null;
+  workflow_id: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The dispute as the API shows it (docs/CONTRACT.md, disputes). */
+export function disputeResource(row: DisputeRow) {
+  return {
+    id: row.id,
+    object: 'dispute' as const,
+    payment_id: row.payment_id,
+    provider: row.provider,
+    amount_minor: row.amount_minor,
+    currency: row.currency,
+    reason: row.reason,
+    stage: row.stage,
+    status: row.status,
+    evidence_due_by: row.evidence_due_by.toISOString(),
+    evidence_submitted_at: row.evidence_submitted_at?.toISOString() ?? null,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+export type DisputeResource = ReturnType<typeof disputeResource>;
 
 export function paymentLocation(paymentId: string): string {
   return `/v1/payments/${paymentId}`;

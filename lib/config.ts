@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { paymentWindows } from '../domain/payment-lifecycle';
-import { WAIT_DEFAULTS } from '../shared/definitions';
+import { DISPUTE_DEFAULTS, WAIT_DEFAULTS } from '../shared/definitions';
 import { parsePayloadKeys, type PayloadKey } from './payload-codec';
 import { knownProviderKinds, parseProvidersList, providerConnection, providerSettingVariable, type ProviderConnection } from '../provider/registry';
 import { cidrBlockList } from './webhook-target';
@@ -152,6 +152,14 @@ const schema = z
      * before it decides without its answer (default 5 min: outlasts a PSP restart or a short outage).
      */
     PROVIDER_DECISION_GRACE_SECONDS: seconds(300),
+    /** When a dispute's evidence deadline nears, reminders (dispute.evidence_due_soon) this many seconds before it: a comma list. */
+    DISPUTE_REMINDER_SECONDS: z
+      .string()
+      .regex(/^\d+(,\d+)*$/, 'a comma list of whole seconds')
+      .default(DISPUTE_DEFAULTS.reminderSeconds.join(','))
+      .transform((list) => list.split(',').map(Number)),
+    /** While a dispute is open its workflow asks the PSP this often (a lost webhook delays it by at most this). */
+    DISPUTE_POLL_SECONDS: seconds(DISPUTE_DEFAULTS.pollSeconds),
     /**
      * The PSPs, each named with its kind (provider/kinds.ts): `name=kind:url,…`, e.g.
      * `sandbox-a=sandbox:http://127.0.0.1:4010,sandbox-b=sandbox:http://127.0.0.1:4011,stripe=stripe:https://api.stripe.com`

@@ -1,6 +1,6 @@
 import type { SandboxDeps } from './deps';
 import type { Tx } from './idempotency';
-import { chargeJson, disputeJson, newBalanceTransactionId, newEventId, refundJson, type ChargeRow, type DisputeRow, type RefundRow } from './objects';
+import { chargeJson, disputeFeeMinor, disputeJson, newBalanceTransactionId, newEventId, refundJson, type ChargeRow, type DisputeRow, type RefundRow } from './objects';
 import { paymentMethodBehaviour } from './payment-methods';
 
 /**
@@ -67,11 +67,6 @@ export async function recordRefundTransaction(tx: Tx, deps: SandboxDeps, refund:
     )`;
 }
 
-/**
- * The card network's fee for a chargeback, withdrawn with the disputed amount (Stripe's is 15.00
- * in the account's currency). It is kept when the dispute is won: only the amount is reinstated.
- */
-export const disputeFeeMinor = 1500;
 
 /** A dispute's event: its object is the dispute; it belongs to its charge's stream (the reorder fault's). */
 export const disputeEvent = (tx: Tx, deps: SandboxDeps, type: string, dispute: DisputeRow, charge: Pick<ChargeRow, 'reference'>) =>

@@ -99,6 +99,12 @@ export function refundJson(row: RefundRow) {
   };
 }
 
+/**
+ * The card network's fee for a chargeback, withdrawn with the disputed amount (Stripe's is 15.00
+ * in the account's currency). It is kept when the dispute is won: only the amount is reinstated.
+ */
+export const disputeFeeMinor = 1500;
+
 /** A row of sandbox.disputes. */
 export interface DisputeRow {
   id: string;
@@ -137,6 +143,8 @@ export function disputeJson(row: DisputeRow, charge: Pick<ChargeRow, 'reference'
     evidence_submitted_at: row.evidence_submitted_at?.toISOString() ?? null,
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
+    /** The fee withdrawn with a chargeback's amount. */
+    fee_minor: row.stage === 'chargeback' ? disputeFeeMinor : 0,
   };
 }
 

@@ -35,8 +35,21 @@ export const refundEventTypes = ['refund.succeeded', 'refund.failed'] as const;
  * declined, failed) was given back (workflows/late-charge.ts).
  */
 export const paymentNoticeEventTypes = ['payment.late_success_refunded'] as const;
-export const eventTypes = [...paymentEventTypes, ...paymentNoticeEventTypes, ...refundEventTypes] as [EventType, ...EventType[]];
-export type EventType = PaymentEventType | (typeof paymentNoticeEventTypes)[number] | (typeof refundEventTypes)[number];
+/**
+ * A dispute's facts (workflows/dispute.ts), each delivered once: opened, its funds withdrawn,
+ * evidence staged or submitted, its deadline near, its funds reinstated, closed with the outcome.
+ */
+export const disputeEventTypes = [
+  'dispute.created',
+  'dispute.funds_withdrawn',
+  'dispute.updated',
+  'dispute.evidence_due_soon',
+  'dispute.funds_reinstated',
+  'dispute.closed',
+] as const;
+export type DisputeEventType = (typeof disputeEventTypes)[number];
+export const eventTypes = [...paymentEventTypes, ...paymentNoticeEventTypes, ...refundEventTypes, ...disputeEventTypes] as [EventType, ...EventType[]];
+export type EventType = PaymentEventType | (typeof paymentNoticeEventTypes)[number] | (typeof refundEventTypes)[number] | DisputeEventType;
 
 /** Where an event's webhook delivery stands: being tried, acknowledged, given up, or no endpoint. */
 export const deliveryStatuses = ['pending', 'delivered', 'failed', 'skipped'] as const;
@@ -174,6 +187,8 @@ export interface ProviderDispute {
   evidenceDueBy: string;
   evidenceSubmittedAt: string | null;
   createdAt: string;
+  /** The dispute fee the PSP withdrew with the amount (0 for an inquiry). */
+  feeMinor: number;
 }
 
 /**
@@ -274,3 +289,44 @@ export const FailureType = {
   DatabaseRefused: 'DatabaseRefused',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
+
+/** The PSP's word on a dispute: a verified webhook (re-read from the PSP) or the run's own poll. */
+export interface DisputeReport {
+  source: 'webhook' | 'poll' | 'reconciliation';
+  eventId: string | null;
+  dispute: ProviderDispute;
+}
+
+/** Input of disputeWorkflow (workflows/dispute.ts): one PSP dispute, under disputeWorkflowId(provider, dispute id). */
+export interface DisputeWorkflowInput {
+  provider: string;
+  providerDisputeId: string;
+  /** Reminders (dispute.evidence_due_soon) this long before the evidence deadline, in ms (DISPUTE_REMINDER_SECONDS). */
+  remindersBeforeMs: number[];
+  /** While the dispute is open the run asks the PSP this often (DISPUTE_POLL_SECONDS): a lost webhook delays it by at most this. */
+  pollEveryMs: number;
+}
+
+export interface DisputeWorkflowResult {
+  /** null: no payment of ours has the disputed charge (nothing recorded). */
+  disputeId: string | null;
+  status: DisputeStatus | null;
+}
+
+export type DisputeWorkflow = (input: DisputeWorkflowInput) => Promise<DisputeWorkflowResult>;
+
+/** A report about the run's dispute, sent with signal-with-start (a duplicate is one more report, applied forward-only). */
+export const disputeReportSignal = defineSignal<[DisputeReport]>('disputeReport');
+
+/** Defaults of DISPUTE_REMINDER_SECONDS (3 days and 1 day before the deadline) and DISPUTE_POLL_SECONDS (1 hour). */
+export const DISPUTE_DEFAULTS = { reminderSeconds: [3 * 24 * 3600, 24 * 3600], pollSeconds: 3600 } as const;
+
+/**
+ * The evidence a refund in full makes (submitted on the merchant's behalf when a dispute comes
+ * for a payment already refunded): the network reads that the cardholder has the money back.
+ */
+export function refundEvidence(paymentId: string): Record<string, string> {
+  return {
+    uncategorized_text: `Payment ${paymentId} was refunded in full before this dispute was opened; the cardholder has the money back.`,
+  };
+}

@@ -22,6 +22,12 @@ export const providerSubKey = {
    * (a charge at A for a payment that succeeded at B), one per such charge.
    */
   duplicate: (paymentId: string, chargeId: string) => `${paymentId}:duplicate:${chargeId}`,
+  /** Evidence staged or submitted for a dispute under the merchant's Idempotency-Key (its hash). */
+  disputeEvidence: (disputeId: string, keyHash: string) => `${disputeId}:evidence:${keyHash}`,
+  /** The merchant's concession of a dispute: one per dispute, whoever asks. */
+  disputeAccept: (disputeId: string) => `${disputeId}:accept`,
+  /** The evidence submitted on the merchant's behalf for a payment already refunded. */
+  disputeRefundEvidence: (disputeId: string) => `${disputeId}:refund-evidence`,
 };
 
 /** The business events that may each be recorded once, in the ledger and in the outbox. */
@@ -30,4 +36,8 @@ export const businessEventKey = {
   paymentEvent: (paymentId: string, type: string) => `payment:${paymentId}:${type}`,
   refund: (refundId: string) => `refund:${refundId}`,
   refundEvent: (refundId: string, type: string) => `refund:${refundId}:${type}`,
+  /** A dispute's money: 'withdrawal', 'reinstatement', 'loss'. */
+  disputeMoney: (disputeId: string, fact: 'withdrawal' | 'reinstatement' | 'loss') => `dispute:${disputeId}:${fact}`,
+  /** A dispute's event; `detail` tells apart facts of one type (a reminder's hours, an update's status). */
+  disputeEvent: (disputeId: string, type: string, detail = '') => `dispute:${disputeId}:${type}${detail ? `:${detail}` : ''}`,
 };

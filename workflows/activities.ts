@@ -3,7 +3,7 @@
  * each step safe to repeat.
  */
 import { proxyActivities, proxyLocalActivities, type ActivityOptions } from '@temporalio/workflow';
-import type { JobSteps, ProviderSteps, RecordSteps } from '../activities';
+import type { DisputeProviderSteps, DisputeSteps, JobSteps, ProviderSteps, RecordSteps } from '../activities';
 import { FailureType } from '../shared/definitions';
 import { JobFailureType } from '../shared/jobs';
 
@@ -13,7 +13,7 @@ import { JobFailureType } from '../shared/jobs';
  * They retry without limit (PostgreSQL down means "wait", never "give up") except when the
  * ledger refuses for good, which the workflow answers with compensation.
  */
-export const records = proxyLocalActivities<RecordSteps>({
+const recordOptions = {
   // One transaction of a few statements; 15 s only trips on a stuck connection.
   startToCloseTimeout: '15 seconds',
   retry: {
@@ -22,7 +22,10 @@ export const records = proxyLocalActivities<RecordSteps>({
     maximumInterval: '10 seconds',
     nonRetryableErrorTypes: [FailureType.LedgerRejected],
   },
-});
+} satisfies ActivityOptions;
+export const records = proxyLocalActivities<RecordSteps>(recordOptions);
+/** The dispute workflow's database steps (activities/dispute-steps.ts), as the other records. */
+export const disputeRecords = proxyLocalActivities<DisputeSteps>(recordOptions);
 
 /**
  * Provider calls run as regular activities that heartbeat: a worker killed mid-call is
@@ -43,6 +46,8 @@ const providerOptions: ActivityOptions = {
   },
 };
 export const providerSteps = proxyActivities<ProviderSteps>(providerOptions);
+/** The dispute calls at the PSP (activities/dispute-steps.ts), retried like every provider call. */
+export const disputeProvider = proxyActivities<DisputeProviderSteps>(providerOptions);
 
 /**
  * The same provider steps, retried for at most `withinMs` in all: the look at a waiting charge
@@ -77,7 +82,7 @@ export const jobs = proxyActivities<JobSteps>({
  * codec server). Set by the workflow interceptor (workflows/interceptors.ts). Fixed text
  * only: never an amount, a card token or a merchant's metadata.
  */
-export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps | keyof JobSteps, string> = {
+export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps | keyof JobSteps | keyof DisputeSteps | keyof DisputeProviderSteps, string> = {
   chargeAttempt: 'charge attempt at one PSP (attempt 1: decide the route)',
   recordOrderTaken: 'record 409: the order has another payment',
   recordAttempt: 'record attempt outcome (+ next attempt)',
@@ -99,4 +104,9 @@ export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps |
   recordReconciliationFailure: 'record the reconciliation run as failed',
   deleteExpiredIdempotencyRecords: 'delete expired idempotency records',
   sweepAbandonedRuns: 'settle operations whose run ended without an outcome',
+  recordDisputeReport: 'record dispute report + ledger + outbox',
+  recordDisputeReminder: 'record dispute evidence reminder + outbox',
+  flagDisputedRefundedPayment: 'flag a refunded payment disputed for an operator',
+  retrieveDispute: 'read dispute at provider',
+  updateDispute: 'send dispute evidence to provider',
 };

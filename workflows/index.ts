@@ -3,5 +3,6 @@ export { paymentWorkflow } from './payment';
 export { refundWorkflow } from './refund';
 export { abandonedRunSweepWorkflow, reconciliationWorkflow, retentionWorkflow } from './jobs';
 export { lateChargeWorkflow } from './late-charge';
+export { disputeWorkflow } from './dispute';
 // Each type's Worker Versioning behaviour (PINNED / AUTO_UPGRADE), set on the functions above.
 import './versioning';

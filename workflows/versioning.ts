@@ -8,13 +8,15 @@
  * - AUTO_UPGRADE: the run moves to the current version at its next task, so every change must
  *   replay the histories of the versions before it (patched()).
  *
- * Every type is pinned: each one's longest run is bounded (below), so an old version drains
- * in that time at most, and no change has to be written for histories it did not record.
+ * Every type but the dispute's is pinned: each one's longest run is bounded (below), so an old
+ * version drains in that time at most, and no change has to be written for histories it did
+ * not record. A dispute lives for weeks: it auto-upgrades (below).
  * A new workflow type is added here too (the worker's default would also pin it, silently).
  */
 import type { VersioningBehavior } from '@temporalio/common';
 import { setWorkflowOptions, workflowInfo } from '@temporalio/workflow';
 import { abandonedRunSweepWorkflow, reconciliationWorkflow, retentionWorkflow } from './jobs';
+import { disputeWorkflow } from './dispute';
 import { lateChargeWorkflow } from './late-charge';
 import { paymentWorkflow } from './payment';
 import { refundWorkflow } from './refund';
@@ -37,6 +39,12 @@ setWorkflowOptions(onVersionedWorkers('PINNED'), paymentWorkflow);
 setWorkflowOptions(onVersionedWorkers('PINNED'), refundWorkflow);
 // A late charge looks at the payment for about 2 h 20 min at most, then acts once.
 setWorkflowOptions(onVersionedWorkers('PINNED'), lateChargeWorkflow);
+// A dispute lives for weeks (the network's evidence window, then its decision), far longer than a
+// version should be kept running for it. It moves to the current version at its next task
+// (AUTO_UPGRADE): its history is one short loop of recorded reports, reminders and polls, each
+// step forward-only and keyed, and a change to it must replay the recorded dispute histories
+// (test/histories, patched() where it would not).
+setWorkflowOptions(onVersionedWorkers('AUTO_UPGRADE'), disputeWorkflow);
 // The periodic jobs: one activity pass each, minutes; the next Schedule run starts on the current version.
 setWorkflowOptions(onVersionedWorkers('PINNED'), reconciliationWorkflow);
 setWorkflowOptions(onVersionedWorkers('PINNED'), retentionWorkflow);

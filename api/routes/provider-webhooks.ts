@@ -11,8 +11,9 @@ import { ProviderRejectedError, ProviderWebhookError, type ProviderCharge, type 
 import { createProviderClient, createProviderWebhookVerifier } from '../../provider/registry';
 import type { Config } from '../../lib/config';
 import type { Logger } from '../../lib/logger';
-import { chargeReportSignal, type LateChargeInput } from '../../shared/definitions';
+import { chargeReportSignal, DISPUTE_DEFAULTS, type LateChargeInput } from '../../shared/definitions';
 import { startLateChargeWorkflow } from '../../lib/late-charge';
+import { reportDispute } from '../../lib/dispute';
 import type { ApiDeps, AppEnv, ProviderWebhookReceiver } from '../context';
 import { withinTemporalDeadline } from '../idempotency';
 import { MAX_BODY_BYTES } from '../middleware';
@@ -29,7 +30,13 @@ export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS' | 'PRO
     config.PROVIDERS.map(async (connection) => {
       const verify = await createProviderWebhookVerifier(connection);
       const client = await createProviderClient(connection, config);
-      return { name: connection.name, verify, retrieveCharge: (chargeId: string) => client.retrieveCharge(chargeId) };
+      const disputes = client.disputes;
+      return {
+        name: connection.name,
+        verify,
+        retrieveCharge: (chargeId: string) => client.retrieveCharge(chargeId),
+        ...(disputes ? { retrieveDispute: (disputeId: string) => disputes.retrieveDispute(disputeId) } : {}),
+      };
     }),
   );
 }
@@ -39,12 +46,12 @@ const Received = z
     received: z.literal(true),
     event_id: z.string(),
     duplicate: z.boolean().openapi({ description: 'This event was received before; nothing changed.' }),
-    disposition: z.enum(['forward', 'unknown_charge', 'ignored', 'held_for_operator']).openapi({
+    disposition: z.enum(['forward', 'unknown_charge', 'ignored', 'held_for_operator', 'dispute']).openapi({
       description:
         '`forward`: the charge as the PSP holds it (retrieved from the PSP, never the event’s own figures) was passed to the payment; ' +
         '`unknown_charge`: no payment here has that charge (kept for an operator); `ignored`: not about a charge’s outcome; ' +
         '`held_for_operator`: the PSP’s charge disagrees with the payment (amount, currency, charge id) or the PSP does not have it: nothing was passed on ' +
-        'and the payment is flagged `failure.code` `needs_operator`.',
+        'and the payment is flagged `failure.code` `needs_operator`; `dispute`: the dispute as the PSP holds it was passed to its dispute workflow.',
     }),
   })
   .openapi('ProviderWebhookReceived');
@@ -63,7 +70,9 @@ const receiveWebhook = createRoute({
     'A redelivery is acknowledged and changes nothing. ' +
     'No event moves a payment out of a final status. An event reporting money (a success, an authorization) for a payment that ended ' +
     'without money (`expired`, `canceled`, `declined`, `failed`) starts the late-charge workflow, once per charge, which gives the money ' +
-    'back at the PSP and records it on the payment (`failure.code` `late_success_refunded`, event `payment.late_success_refunded`).',
+    'back at the PSP and records it on the payment (`failure.code` `late_success_refunded`, event `payment.late_success_refunded`). ' +
+    'A dispute event (a PSP kind with disputes) is a hint too: the dispute is retrieved from the PSP and reported to its dispute workflow ' +
+    '(signal-with-start under an id derived from the PSP and its dispute id, so duplicates join one run; 503 when the PSP or Temporal cannot be reached).',
   security: [],
   request: { params: z.object({ provider: z.string().max(32).openapi({ param: { name: 'provider', in: 'path' }, example: 'sandbox' }) }) },
   responses: {
@@ -104,6 +113,11 @@ export function providerWebhookRoutes(deps: ApiDeps) {
     }
     const payload = JSON.parse(raw) as unknown;
     refuseUnstorableEvent(event, payload);
+    if (event.dispute && receiver.retrieveDispute) {
+      const duplicate = !(await storeDisputeEvent(deps, provider, event, payload));
+      await forwardDispute(deps, receiver, provider, event, c.var.logger);
+      return c.json({ received: true as const, event_id: event.id, duplicate, disposition: 'dispute' as const }, 200);
+    }
     const outcome = await receiveProviderEvent(deps.sql, {
       provider,
       eventId: event.id,
@@ -157,6 +171,43 @@ export function providerWebhookRoutes(deps: ApiDeps) {
     return c.json({ received: true as const, event_id: event.id, duplicate: !outcome.inserted, disposition }, 200);
   });
   return app;
+}
+
+/** Stores a dispute event once (by provider and event id); false when it was stored before. */
+async function storeDisputeEvent(deps: ApiDeps, provider: string, event: ProviderWebhookEvent, payload: unknown): Promise<boolean> {
+  const outcome = await receiveProviderEvent(deps.sql, { provider, eventId: event.id, type: event.type, createdAt: event.createdAt, chargeId: null, chargeStatus: null, reference: null, payload });
+  return outcome.inserted;
+}
+
+/**
+ * The dispute as the PSP holds it now (the event's figures are the sender's word) is reported to
+ * its workflow, on every delivery (a duplicate too: the workflow applies it forward-only, and a
+ * delivery whose report failed is retried by the PSP). 503 when the PSP or Temporal cannot be asked.
+ */
+async function forwardDispute(deps: ApiDeps, receiver: ProviderWebhookReceiver, provider: string, event: ProviderWebhookEvent, log: Logger): Promise<void> {
+  let dispute;
+  try {
+    dispute = await receiver.retrieveDispute!(event.dispute!.id);
+  } catch (error) {
+    if (error instanceof ProviderRejectedError) {
+      log.warn({ provider_dispute_id: event.dispute!.id, code: error.code }, 'a dispute event for a dispute the PSP does not hold; ignored');
+      return;
+    }
+    log.warn({ provider_dispute_id: event.dispute!.id, err: error }, 'the PSP could not be asked about the dispute of a webhook');
+    throw new ApiError('service_unavailable', 'The PSP could not be asked about the dispute; retry later.', {}, { 'Retry-After': '5' });
+  }
+  const times = {
+    reminderSeconds: deps.config.DISPUTE_REMINDER_SECONDS ?? DISPUTE_DEFAULTS.reminderSeconds,
+    pollSeconds: deps.config.DISPUTE_POLL_SECONDS ?? DISPUTE_DEFAULTS.pollSeconds,
+  };
+  try {
+    await withinTemporalDeadline(deps, () => reportDispute(deps.temporal, deps.config.TASK_QUEUE, provider, { source: 'webhook', eventId: event.id, dispute }, times));
+  } catch (error) {
+    if (isTemporalUnavailable(error)) {
+      throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
+    }
+    throw error;
+  }
 }
 
 /**

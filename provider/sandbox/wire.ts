@@ -47,6 +47,7 @@ export interface DisputeJson {
   evidence_due_by: string;
   evidence_submitted_at: string | null;
   created_at: string;
+  fee_minor: number;
 }
 
 export interface ErrorJson {
@@ -112,6 +113,7 @@ export const toDispute = (d: DisputeJson): ProviderDispute => ({
   evidenceDueBy: d.evidence_due_by,
   evidenceSubmittedAt: d.evidence_submitted_at,
   createdAt: d.created_at,
+  feeMinor: d.fee_minor,
 });
 
 export const toBalanceTransaction = (t: BalanceTransactionJson): ProviderBalanceTransaction => ({

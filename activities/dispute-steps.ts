@@ -1,0 +1,162 @@
+import { ApplicationFailure, log } from '@temporalio/activity';
+import type { Db, Sql } from '../db/connect';
+import { applyDisputeReport, findDispute, type AppliedDispute } from '../db/disputes';
+import { disputeLossLines, disputeReinstatementLines, disputeWithdrawalLines, postTransaction, type LedgerAccounts } from '../db/ledger';
+import { insertEvent } from '../db/outbox';
+import { isDisputeClosed, type DisputeStage, type DisputeStatus } from '../domain/disputes';
+import { disputeResource, type DisputeRow } from '../domain/resources';
+import { UnknownProviderError, type ProviderRegistry } from '../provider/registry';
+import type { DisputeProvider, ProviderDispute } from '../provider/types';
+import type { DisputeEventType, DisputeReport } from '../shared/definitions';
+import { businessEventKey } from '../shared/keys';
+import { providerCall } from './provider-steps';
+import { step, workflowId } from './record-step';
+
+/**
+ * The steps of disputeWorkflow (workflows/dispute.ts). The database step records the PSP's word
+ * on a dispute in one transaction with everything that follows from it: the row (forward only),
+ * the ledger postings (each once, by its business event key) and the merchant's events (each
+ * once per fact). The provider steps read and answer the dispute at the PSP that holds the charge.
+ */
+
+/** Where the dispute stands after a step, as the workflow needs it. */
+export interface DisputeStanding {
+  /** null: no payment of ours has the disputed charge; nothing was recorded. */
+  disputeId: string | null;
+  paymentId: string | null;
+  stage: DisputeStage | null;
+  status: DisputeStatus | null;
+  evidenceDueBy: string | null;
+  closed: boolean;
+  /** The disputed payment was refunded in full before the dispute came (its refund is the evidence). */
+  paymentRefundedInFull: boolean;
+}
+
+const standingOf = (applied: AppliedDispute | null): DisputeStanding =>
+  applied
+    ? {
+        disputeId: applied.row.id,
+        paymentId: applied.row.payment_id,
+        stage: applied.row.stage,
+        status: applied.row.status,
+        evidenceDueBy: applied.row.evidence_due_by.toISOString(),
+        closed: isDisputeClosed(applied.row.status),
+        paymentRefundedInFull: applied.payment.amount_captured_minor > 0 && applied.payment.amount_refunded_minor >= applied.payment.amount_captured_minor,
+      }
+    : { disputeId: null, paymentId: null, stage: null, status: null, evidenceDueBy: null, closed: false, paymentRefundedInFull: false };
+
+/** One merchant event about the dispute, once per (type, detail). */
+const disputeEvent = (tx: Db, row: DisputeRow, type: DisputeEventType, detail = '') =>
+  insertEvent(tx, { tenantId: row.tenant_id, type, eventKey: businessEventKey.disputeEvent(row.id, type, detail), object: disputeResource(row) });
+
+/** Posts one of the dispute's money facts; true when it was posted now (not before). */
+function postDisputeMoney(tx: Db, accounts: LedgerAccounts, row: DisputeRow, fact: 'withdrawal' | 'reinstatement' | 'loss'): Promise<boolean> {
+  const lines =
+    fact === 'withdrawal'
+      ? disputeWithdrawalLines(row.currency, row.amount_minor, row.fee_minor)
+      : fact === 'reinstatement'
+        ? disputeReinstatementLines(row.currency, row.amount_minor)
+        : disputeLossLines(row.currency, row.amount_minor);
+  return postTransaction(
+    tx,
+    { tenantId: row.tenant_id, eventKey: businessEventKey.disputeMoney(row.id, fact), paymentId: row.payment_id, disputeId: row.id, description: `dispute ${row.id} ${fact}`, lines },
+    accounts,
+  );
+}
+
+/**
+ * Everything that follows from the dispute standing where it does now, each fact once: a
+ * chargeback withdrew its funds (even when the report that says so is the one that also closes
+ * it: a lost webhook skips no money), a won chargeback reinstated them, a lost one wrote the
+ * claim off; and the events of each, the dispute's creation and its closing.
+ */
+async function recordFacts(tx: Db, accounts: LedgerAccounts, applied: AppliedDispute): Promise<void> {
+  const { row, before } = applied;
+  if (before === null) await disputeEvent(tx, row, 'dispute.created');
+  if (row.stage === 'chargeback' && (await postDisputeMoney(tx, accounts, row, 'withdrawal'))) await disputeEvent(tx, row, 'dispute.funds_withdrawn');
+  if (row.status === 'under_review') await disputeEvent(tx, row, 'dispute.updated', `${row.stage}:under_review`);
+  if (!isDisputeClosed(row.status)) return;
+  if (row.stage === 'chargeback') {
+    if (row.status === 'won') {
+      if (await postDisputeMoney(tx, accounts, row, 'reinstatement')) await disputeEvent(tx, row, 'dispute.funds_reinstated');
+    } else {
+      await postDisputeMoney(tx, accounts, row, 'loss');
+    }
+  }
+  await disputeEvent(tx, row, 'dispute.closed');
+}
+
+export function createDisputeSteps(sql: Sql, accounts: LedgerAccounts) {
+  return {
+    /** Records the PSP's word on the run's dispute (forward only) and what follows from it. */
+    async recordDisputeReport(input: { provider: string; report: DisputeReport }): Promise<DisputeStanding> {
+      const { dispute } = input.report;
+      const applied = await step(sql, async (tx) => {
+        const applied = await applyDisputeReport(tx, { provider: input.provider, dispute, feeMinor: dispute.feeMinor, workflowId: workflowId() });
+        if (applied) await recordFacts(tx, accounts, applied);
+        return applied;
+      });
+      if (!applied) log.warn('dispute for a charge no payment here has; nothing recorded', { provider: input.provider, provider_dispute_id: dispute.id, charge_id: dispute.chargeId });
+      else if (applied.before === null) log.info('dispute recorded', { dispute_id: applied.row.id, payment_id: applied.row.payment_id, stage: applied.row.stage, status: applied.row.status });
+      return standingOf(applied);
+    },
+
+    /** dispute.evidence_due_soon, once per reminder, while the dispute still waits for evidence. */
+    async recordDisputeReminder(input: { disputeId: string; beforeMs: number }): Promise<boolean> {
+      return step(sql, async (tx) => {
+        const row = await findDispute(tx, input.disputeId);
+        if (!row || row.status !== 'needs_response') return false;
+        await disputeEvent(tx, row, 'dispute.evidence_due_soon', `${row.stage}:${input.beforeMs}`);
+        return true;
+      });
+    },
+
+    /**
+     * A payment refunded in full before its dispute came: the refund is the evidence, submitted on
+     * the merchant's behalf, and the payment is flagged for an operator (failure.code
+     * needs_operator), who follows it up with the PSP: the money would otherwise leave twice.
+     */
+    async flagDisputedRefundedPayment(input: { disputeId: string }): Promise<void> {
+      await step(sql, async (tx) => {
+        const row = await findDispute(tx, input.disputeId);
+        if (!row) return;
+        await tx`
+          UPDATE payments SET failure_code = 'needs_operator',
+            failure_message = ${`Dispute ${row.id} came after the payment was refunded in full; the refund was submitted as evidence. An operator must follow it up with the PSP.`},
+            updated_at = now()
+          WHERE id = ${row.payment_id} AND failure_code IS DISTINCT FROM 'needs_operator'`;
+      });
+    },
+  };
+}
+
+export type DisputeSteps = ReturnType<typeof createDisputeSteps>;
+
+/** The dispute calls at the PSP that holds the charge (regular activities, heartbeating). */
+export function createDisputeProviderSteps(registry: ProviderRegistry) {
+  const disputesAt = (name: string): DisputeProvider => {
+    let disputes: DisputeProvider | undefined;
+    try {
+      disputes = registry.get(name).disputes;
+    } catch (error) {
+      if (error instanceof UnknownProviderError) throw ApplicationFailure.nonRetryable(error.message, 'UnknownProvider');
+      throw error;
+    }
+    if (!disputes) throw ApplicationFailure.nonRetryable(`provider ${name} does not support disputes`, 'DisputesUnsupported');
+    return disputes;
+  };
+  return {
+    /** The dispute as the PSP holds it now. */
+    async retrieveDispute(input: { provider: string; providerDisputeId: string }): Promise<ProviderDispute> {
+      return providerCall((signal) => disputesAt(input.provider).retrieveDispute(input.providerDisputeId, { signal }));
+    },
+    /** Stages or submits evidence under the sub-key (the PSP replays a repeated call). */
+    async updateDispute(input: { provider: string; providerDisputeId: string; subKey: string; evidence: Record<string, string>; submit: boolean }): Promise<ProviderDispute> {
+      return providerCall((signal) =>
+        disputesAt(input.provider).updateDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId, evidence: input.evidence, submit: input.submit }, { signal }),
+      );
+    },
+  };
+}
+
+export type DisputeProviderSteps = ReturnType<typeof createDisputeProviderSteps>;

@@ -1,0 +1,91 @@
+import type { Db } from './connect';
+import { keysetPage, toPage, type Page, type PageQuery } from './paging';
+import { paymentOfCharge } from './provider-events';
+import { disputeMovesForward, type DisputeStage, type DisputeStatus } from '../domain/disputes';
+import { newId } from '../domain/ids';
+import type { DisputeRow, PaymentRow } from '../domain/resources';
+import type { ProviderDispute } from '../shared/definitions';
+
+/** What applying the PSP's word on a dispute did to its row. */
+export interface AppliedDispute {
+  row: DisputeRow;
+  /** Where the row stood before (null: this report created it). */
+  before: { stage: DisputeStage; status: DisputeStatus } | null;
+  /** The payment the disputed charge belongs to. */
+  payment: PaymentRow;
+}
+
+/**
+ * Records the dispute as the PSP reports it, in the caller's transaction: inserted once per
+ * (provider, PSP dispute id) under the payment whose charge it disputes, then moved only
+ * forward (domain/disputes.ts): a stale or reordered report changes nothing. The row is locked
+ * for the rest of the transaction. null: no payment of ours has that charge.
+ */
+export async function applyDisputeReport(db: Db, input: { provider: string; dispute: ProviderDispute; feeMinor: number; workflowId: string }): Promise<AppliedDispute | null> {
+  const { provider, dispute } = input;
+  const owner = await paymentOfCharge(db, provider, dispute.reference, dispute.chargeId);
+  if (!owner) return null;
+  const [payment] = await db<PaymentRow[]>`SELECT * FROM payments WHERE id = ${owner.id}`;
+  const inserted = await db`
+    INSERT INTO disputes (id, tenant_id, payment_id, provider, provider_dispute_id, provider_charge_id, amount_minor, currency,
+                          reason, stage, status, fee_minor, evidence_due_by, evidence_submitted_at, workflow_id)
+    VALUES (${newId('dsp')}, ${payment!.tenant_id}, ${payment!.id}, ${provider}, ${dispute.id}, ${dispute.chargeId}, ${dispute.amountMinor},
+            ${dispute.currency}, ${dispute.reason}, 'inquiry', 'needs_response', 0, ${dispute.evidenceDueBy}, NULL, ${input.workflowId})
+    ON CONFLICT (provider, provider_dispute_id) DO NOTHING
+    RETURNING id`;
+  const [current] = await db<DisputeRow[]>`
+    SELECT * FROM disputes WHERE provider = ${provider} AND provider_dispute_id = ${dispute.id} FOR UPDATE`;
+  const before = inserted.length > 0 ? null : { stage: current!.stage, status: current!.status };
+  const standing = before ?? { stage: 'inquiry' as const, status: 'needs_response' as const };
+  const moves = before === null || disputeMovesForward(standing, dispute);
+  if (!moves) return { row: current!, before, payment: payment! };
+  const [row] = await db<DisputeRow[]>`
+    UPDATE disputes
+    SET stage = ${dispute.stage}, status = ${dispute.status}, evidence_due_by = ${dispute.evidenceDueBy},
+        evidence_submitted_at = COALESCE(evidence_submitted_at, ${dispute.evidenceSubmittedAt}),
+        fee_minor = ${dispute.stage === 'chargeback' ? input.feeMinor : 0}, updated_at = now()
+    WHERE id = ${current!.id}
+    RETURNING *`;
+  return { row: row!, before, payment: payment! };
+}
+
+/** Stores staged evidence on the dispute (the merchant's own copy; the PSP holds the one that counts). */
+export async function stageEvidence(db: Db, disputeId: string, evidence: Record<string, string>): Promise<void> {
+  await db`UPDATE disputes SET evidence = evidence || ${db.json(evidence)}, updated_at = now() WHERE id = ${disputeId}`;
+}
+
+export async function getDispute(db: Db, tenantId: string, disputeId: string): Promise<DisputeRow | null> {
+  const [row] = await db<DisputeRow[]>`SELECT * FROM disputes WHERE id = ${disputeId} AND tenant_id = ${tenantId}`;
+  return row ?? null;
+}
+
+/** The dispute by id alone (a workflow step, which owns it), or null. */
+export async function findDispute(db: Db, disputeId: string): Promise<DisputeRow | null> {
+  const [row] = await db<DisputeRow[]>`SELECT * FROM disputes WHERE id = ${disputeId}`;
+  return row ?? null;
+}
+
+/** A tenant's disputes, newest first, optionally of one payment and in one status. */
+export async function listDisputes(db: Db, tenantId: string, filter: { paymentId?: string; status?: DisputeStatus }, query: PageQuery): Promise<Page<DisputeRow>> {
+  const rows = await db<DisputeRow[]>`
+    SELECT * FROM disputes
+    WHERE tenant_id = ${tenantId}
+      ${filter.paymentId !== undefined ? db`AND payment_id = ${filter.paymentId}` : db``}
+      ${filter.status !== undefined ? db`AND status = ${filter.status}` : db``}
+      ${keysetPage(db, 'id', query)}`;
+  return toPage(rows, query);
+}
+
+/** Whether the payment has a chargeback the network has not decided: its money is held, a refund would pay twice. */
+export async function hasOpenChargeback(db: Db, paymentId: string): Promise<boolean> {
+  const [row] = await db`
+    SELECT 1 FROM disputes WHERE payment_id = ${paymentId} AND stage = 'chargeback' AND status IN ('needs_response', 'under_review') LIMIT 1`;
+  return row !== undefined;
+}
+
+/** The PSP dispute ids of ours among these (reconciliation: which disputes the PSP lists that we never saw). */
+export async function knownProviderDisputes(db: Db, provider: string, providerDisputeIds: string[]): Promise<Set<string>> {
+  const rows = await db<{ provider_dispute_id: string }[]>`
+    SELECT provider_dispute_id FROM disputes WHERE provider = ${provider} AND provider_dispute_id = ANY(${providerDisputeIds})`;
+  return new Set(rows.map((r) => r.provider_dispute_id));
+}

@@ -1,0 +1,128 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { disputeWorkflowId } from '../../domain/ids';
+import type { DisputeRow } from '../../domain/resources';
+import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+
+/**
+ * Disputes on the real stack: the sandbox opens them (pm_card_createDispute*), its signed
+ * webhooks start the dispute workflow, which records each report forward-only with its ledger
+ * postings and events; duplicated, reordered and lost webhooks change nothing of that.
+ * The sandbox's deadline is 4 s here, with a reminder 2 s before it and a poll every second.
+ */
+
+let stack: TestStack;
+beforeAll(async () => {
+  stack = await startStack({
+    sandbox: { disputes: { disputeAfterMs: 200, disputeDecisionMs: 200, disputeEvidenceSeconds: 4 } },
+    api: { DISPUTE_REMINDER_SECONDS: [2], DISPUTE_POLL_SECONDS: 1 },
+  });
+});
+afterAll(async () => stack?.stop());
+
+const faults = async (f: Record<string, number>) => {
+  const response = await fetch(`${stack.sandboxUrl}/_sandbox/webhook_faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(f) });
+  expect(response.status).toBe(200);
+};
+
+async function disputedPayment(tenant: Tenant, paymentMethod = 'pm_card_createDispute', amountMinor = 10_000) {
+  const paid = await apiClient(stack.apiUrl, tenant.apiKey).post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: amountMinor, currency: 'EUR', payment_method: paymentMethod }, uniqueKey());
+  expect(paid.status).toBe(201);
+  return paid.json as { id: string; provider_charge_id?: string };
+}
+
+const disputeOf = (paymentId: string) =>
+  eventually(async () => (await stack.sql<DisputeRow[]>`SELECT * FROM disputes WHERE payment_id = ${paymentId}`)[0], 20_000, 50, 'the dispute recorded');
+
+const merchantBalance = async (tenant: Tenant) => {
+  const balance = await apiClient(stack.apiUrl, tenant.apiKey).get('/v1/balance');
+  const accounts = (balance.json as { accounts: { account: string; currency: string; balance_minor: number }[] }).accounts;
+  return Object.fromEntries(accounts.filter((a) => a.currency === 'EUR').map((a) => [a.account, a.balance_minor]));
+};
+
+const eventTypes = async (tenant: Tenant, disputeId: string) =>
+  (await stack.sql<{ type: string }[]>`
+    SELECT type FROM outbox_events WHERE tenant_id = ${tenant.id} AND payload->'data'->'object'->>'id' = ${disputeId} ORDER BY seq`).map((e) => e.type);
+
+const ledgerKeys = async (disputeId: string) =>
+  (await stack.sql<{ event_key: string }[]>`SELECT event_key FROM ledger_transactions WHERE dispute_id = ${disputeId} ORDER BY created_at`).map((t) => t.event_key);
+
+const submit = async (row: DisputeRow, text: string) =>
+  stack.provider.disputes.updateDispute({ disputeId: row.provider_dispute_id, idempotencyKey: uniqueKey('ev'), evidence: { uncategorized_text: text }, submit: true });
+
+describe('a chargeback is a workflow started by the verified webhook, with the money right at every step', () => {
+  it('won: the balance drops by the amount and the fee at the withdrawal and rises by the amount when it is won; each fact posted and sent once', async () => {
+    const tenant = await stack.createTenant('disputes');
+    const payment = await disputedPayment(tenant);
+    expect(await merchantBalance(tenant)).toMatchObject({ merchant_balance: 10_000 });
+    const opened = await disputeOf(payment.id);
+    expect(opened).toMatchObject({ tenant_id: tenant.id, provider: 'sandbox', amount_minor: 10_000, currency: 'EUR', reason: 'fraudulent', stage: 'chargeback', workflow_id: disputeWorkflowId('sandbox', opened.provider_dispute_id) });
+    await eventually(async () => (await merchantBalance(tenant)).merchant_balance === -1_500, 20_000, 50, 'the withdrawal posted');
+    expect(await merchantBalance(tenant)).toMatchObject({ dispute_claim: 10_000, dispute_reserve: 10_000, provider_receivable: -1_500 });
+
+    await submit(opened, 'winning_evidence');
+    const won = await eventually(async () => {
+      const [row] = await stack.sql<DisputeRow[]>`SELECT * FROM disputes WHERE id = ${opened.id}`;
+      return row!.status === 'won' && row;
+    }, 20_000, 50, 'won');
+    expect(won.evidence_submitted_at).not.toBeNull();
+    await eventually(async () => (await eventTypes(tenant, opened.id)).includes('dispute.closed'), 20_000, 50, 'closed event');
+    expect(await merchantBalance(tenant)).toMatchObject({ merchant_balance: 8_500, provider_receivable: 8_500, dispute_claim: 0, dispute_reserve: 0 });
+    expect((await eventTypes(tenant, opened.id)).filter((t) => t !== 'dispute.evidence_due_soon')).toEqual([
+      'dispute.created',
+      'dispute.funds_withdrawn',
+      'dispute.updated',
+      'dispute.funds_reinstated',
+      'dispute.closed',
+    ]);
+    expect(await ledgerKeys(opened.id)).toEqual([`dispute:${opened.id}:withdrawal`, `dispute:${opened.id}:reinstatement`]);
+    const result = await stack.temporal.workflow.getHandle(opened.workflow_id).result();
+    expect(result).toEqual({ disputeId: opened.id, status: 'won' });
+  });
+
+  it('webhooks duplicated and reordered attach to the same run and post once; a lost one is made good by the run polling the PSP', async () => {
+    const tenant = await stack.createTenant('disputes-faults');
+    await faults({ duplicate: 1, reorder: 1, reorder_hold_ms: 300 });
+    try {
+      const payment = await disputedPayment(tenant, 'pm_card_createDispute', 4_000);
+      const opened = await disputeOf(payment.id);
+      await eventually(async () => (await merchantBalance(tenant)).merchant_balance === -1_500, 20_000, 50, 'the withdrawal posted');
+      // From here every webhook is lost: the closing is learned by the run's own poll.
+      await faults({ loss: 1 });
+      await submit(opened, 'losing_evidence');
+      await eventually(async () => (await stack.sql<DisputeRow[]>`SELECT status FROM disputes WHERE id = ${opened.id}`)[0]!.status === 'lost', 20_000, 50, 'lost');
+      await eventually(async () => (await eventTypes(tenant, opened.id)).includes('dispute.closed'), 20_000, 50, 'closed event');
+      expect(await merchantBalance(tenant)).toMatchObject({ merchant_balance: -1_500, dispute_claim: 0, dispute_reserve: 0 });
+      expect(await ledgerKeys(opened.id)).toEqual([`dispute:${opened.id}:withdrawal`, `dispute:${opened.id}:loss`]);
+      // Whether a poll saw it under review between its lost webhooks is timing: dispute.updated may or may not be among them.
+      const types = (await eventTypes(tenant, opened.id)).filter((t) => t !== 'dispute.evidence_due_soon' && t !== 'dispute.updated');
+      expect(types).toEqual(['dispute.created', 'dispute.funds_withdrawn', 'dispute.closed']);
+      expect((await stack.sql`SELECT 1 FROM disputes WHERE payment_id = ${payment.id}`).length).toBe(1);
+      expect(await stack.temporal.workflow.getHandle(opened.workflow_id).result()).toEqual({ disputeId: opened.id, status: 'lost' });
+    } finally {
+      await faults({});
+    }
+  });
+
+  it('unanswered: a reminder before the deadline, then lost at it (the run asks the PSP when the deadline passes)', async () => {
+    const tenant = await stack.createTenant('disputes-deadline');
+    const payment = await disputedPayment(tenant, 'pm_card_createDispute', 3_000);
+    const opened = await disputeOf(payment.id);
+    await eventually(async () => (await stack.sql<DisputeRow[]>`SELECT status FROM disputes WHERE id = ${opened.id}`)[0]!.status === 'lost', 20_000, 50, 'lost at the deadline');
+    await eventually(async () => (await eventTypes(tenant, opened.id)).includes('dispute.closed'), 20_000, 50, 'closed event');
+    expect(await eventTypes(tenant, opened.id)).toEqual(['dispute.created', 'dispute.funds_withdrawn', 'dispute.evidence_due_soon', 'dispute.closed']);
+    expect(await merchantBalance(tenant)).toMatchObject({ merchant_balance: -1_500 });
+  });
+
+  it('an inquiry moves no money until it escalates', async () => {
+    const tenant = await stack.createTenant('disputes-inquiry');
+    const payment = await disputedPayment(tenant, 'pm_card_createDisputeInquiry', 2_000);
+    const opened = await disputeOf(payment.id);
+    expect(opened).toMatchObject({ stage: 'inquiry', status: 'needs_response', fee_minor: 0 });
+    expect(await merchantBalance(tenant)).toMatchObject({ merchant_balance: 2_000 });
+    await submit(opened, 'winning_evidence');
+    expect(await stack.temporal.workflow.getHandle(opened.workflow_id).result()).toEqual({ disputeId: opened.id, status: 'won' });
+    expect(await merchantBalance(tenant)).toMatchObject({ merchant_balance: 2_000 });
+    expect(await ledgerKeys(opened.id)).toEqual([]);
+    expect(await eventTypes(tenant, opened.id)).toEqual(['dispute.created', 'dispute.updated', 'dispute.closed']);
+  });
+});
