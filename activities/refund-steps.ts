@@ -1,5 +1,6 @@
 import type { WorkerMetrics } from '../lib/metrics';
 import type { Sql } from '../db/connect';
+import { hasOpenChargeback } from '../db/disputes';
 import { lockPayment, markRefundedIfFullyRefunded } from '../db/payments';
 import { completeRecord } from '../db/idempotency-records';
 import { postTransaction, refundLines, type LedgerAccounts } from '../db/ledger';
@@ -38,6 +39,9 @@ export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: 
         if (!already) {
           if (payment.status !== 'succeeded' && payment.status !== 'refunded') {
             return reject(errorResponse('payment_not_refundable', `payment ${payment.id} is ${payment.status}; only captured payments can be refunded`));
+          }
+          if (await hasOpenChargeback(tx, payment.id)) {
+            return reject(errorResponse('payment_disputed', `payment ${payment.id} has an open chargeback; the card network holds its money until the dispute is decided`));
           }
           const refundable = payment.amount_captured_minor - payment.amount_refunded_minor;
           if (input.amountMinor > refundable) {

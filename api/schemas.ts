@@ -263,6 +263,14 @@ export const ListPaymentsQuery = z
 
 export const ListRefundsQuery = z.strictObject(paging).refine(oneCursor, oneCursorIssue);
 
+export const ListDisputesQuery = z
+  .strictObject({
+    payment_id: text().max(64).optional().openapi({ description: 'Only the disputes of this payment.' }),
+    status: z.enum(disputeStatuses).optional(),
+    ...paging,
+  })
+  .refine(oneCursor, oneCursorIssue);
+
 export const ListEventsQuery = z
   .strictObject({
     type: z.enum(eventTypes).optional(),

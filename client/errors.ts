@@ -129,6 +129,7 @@ const byType: Record<string, typeof PaymentsApiError> = {
   payment_not_capturable: PaymentStateError,
   payment_not_cancelable: PaymentStateError,
   payment_not_refundable: PaymentStateError,
+  payment_disputed: PaymentStateError,
   capture_exceeds_authorized: PaymentStateError,
   idempotency_key_reused: IdempotencyKeyReusedError,
   rate_limited: RateLimitedError,

@@ -5,11 +5,13 @@ import type {
   CreatePaymentParams,
   CreateRefundParams,
   DeliveryAttempt,
+  Dispute,
   Event,
   EventDelivery,
   EventRecovery,
   List,
   ListDeliveryAttemptsParams,
+  ListDisputesParams,
   ListEventsParams,
   ListPaymentsParams,
   ListRefundsParams,
@@ -51,6 +53,12 @@ export class PaymentsClient {
     retrieve: (id: string) => this.http.get<Refund>(path('/v1/refunds/{id}', id)),
     list: (paymentId: string, params: ListRefundsParams = {}) => this.http.get<List<Refund>>(path('/v1/payments/{id}/refunds', paymentId), params),
     listAll: (paymentId: string, params: Omit<ListRefundsParams, 'starting_after' | 'ending_before'> = {}) => this.http.paginate<Refund>(path('/v1/payments/{id}/refunds', paymentId), params),
+  };
+
+  readonly disputes = {
+    retrieve: (id: string) => this.http.get<Dispute>(path('/v1/disputes/{id}', id)),
+    list: (params: ListDisputesParams = {}) => this.http.get<List<Dispute>>('/v1/disputes', params),
+    listAll: (params: Omit<ListDisputesParams, 'starting_after' | 'ending_before'> = {}) => this.http.paginate<Dispute>('/v1/disputes', params),
   };
 
   readonly balance = {

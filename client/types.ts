@@ -5,10 +5,12 @@ import type {
   CreatePaymentBody,
   CreateRefundBody,
   DeliveryAttempt,
+  Dispute,
   Event,
   EventDelivery,
   EventRecovery,
   ListDeliveryAttemptsQuery,
+  ListDisputesQuery,
   ListEventsQuery,
   ListPaymentsQuery,
   ListRefundsQuery,
@@ -24,6 +26,7 @@ import type {
 
 export type Payment = z.output<typeof Payment>;
 export type Refund = z.output<typeof Refund>;
+export type Dispute = z.output<typeof Dispute>;
 export type Event = z.output<typeof Event>;
 export type EventType = Event['type'];
 export type Balance = z.output<typeof Balance>;
@@ -39,6 +42,7 @@ export type CreateRefundParams = z.input<typeof CreateRefundBody>;
 type Query<T extends z.ZodType> = Partial<z.output<T>>;
 export type ListPaymentsParams = Query<typeof ListPaymentsQuery>;
 export type ListRefundsParams = Query<typeof ListRefundsQuery>;
+export type ListDisputesParams = Query<typeof ListDisputesQuery>;
 export type ListEventsParams = Query<typeof ListEventsQuery>;
 export type ListDeliveryAttemptsParams = Query<typeof ListDeliveryAttemptsQuery>;
 

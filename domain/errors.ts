@@ -26,6 +26,8 @@ export const errorStatus = {
   payment_not_capturable: 409,
   payment_not_cancelable: 409,
   payment_not_refundable: 409,
+  /** The payment has an open chargeback: the network holds its money, and a refund would pay the customer twice. */
+  payment_disputed: 409,
   capture_exceeds_authorized: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,

@@ -19,13 +19,14 @@ export const createRefund = createRoute({
   summary: 'Refund part or all of a captured payment (idempotent)',
   description:
     'Several partial refunds are allowed; their total never exceeds the captured amount (409 `refund_exceeds_captured`), ' +
+    'and a payment with an open chargeback is not refunded (409 `payment_disputed`: the network holds its money), ' +
     'however many arrive at once. Each refund runs under its own key and provider sub-key.',
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CreateRefundBody), required: true } },
   responses: {
     201: { description: 'Refunded.', content: jsonContent(Refund), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Refund),
-    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'refund_failed', 'not_found', 'refund_exceeds_captured', 'payment_not_refundable', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'refund_failed', 'not_found', 'refund_exceeds_captured', 'payment_not_refundable', 'payment_disputed', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
   },
 });
 

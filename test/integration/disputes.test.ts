@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PaymentsClient } from '../../client';
 import { disputeWorkflowId } from '../../domain/ids';
 import type { DisputeRow } from '../../domain/resources';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
@@ -7,13 +8,13 @@ import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tena
  * Disputes on the real stack: the sandbox opens them (pm_card_createDispute*), its signed
  * webhooks start the dispute workflow, which records each report forward-only with its ledger
  * postings and events; duplicated, reordered and lost webhooks change nothing of that.
- * The sandbox's deadline is 4 s here, with a reminder 2 s before it and a poll every second.
+ * The sandbox's deadline is 6 s here, with a reminder 2 s before it and a poll every second.
  */
 
 let stack: TestStack;
 beforeAll(async () => {
   stack = await startStack({
-    sandbox: { disputes: { disputeAfterMs: 200, disputeDecisionMs: 200, disputeEvidenceSeconds: 4 } },
+    sandbox: { disputes: { disputeAfterMs: 200, disputeDecisionMs: 200, disputeEvidenceSeconds: 6 } },
     api: { DISPUTE_REMINDER_SECONDS: [2], DISPUTE_POLL_SECONDS: 1 },
   });
 });
@@ -59,6 +60,23 @@ describe('a chargeback is a workflow started by the verified webhook, with the m
     await eventually(async () => (await merchantBalance(tenant)).merchant_balance === -1_500, 20_000, 50, 'the withdrawal posted');
     expect(await merchantBalance(tenant)).toMatchObject({ dispute_claim: 10_000, dispute_reserve: 10_000, provider_receivable: -1_500 });
 
+    // The network holds the money: a refund now would pay the customer twice.
+    const refund = await apiClient(stack.apiUrl, tenant.apiKey).post(`/v1/payments/${payment.id}/refunds`, { amount_minor: 100 }, uniqueKey());
+    expect(refund.status).toBe(409);
+    expect(refund.json).toMatchObject({ error: { type: 'payment_disputed' } });
+
+    // The API and the typed client show it, to this tenant only.
+    const client = new PaymentsClient({ apiKey: tenant.apiKey, baseUrl: stack.apiUrl, baseDelayMs: 50 });
+    const shown = await client.disputes.retrieve(opened.id);
+    expect(shown).toMatchObject({ id: opened.id, object: 'dispute', payment_id: payment.id, provider: 'sandbox', amount_minor: 10_000, currency: 'EUR', stage: 'chargeback', status: 'needs_response', evidence_submitted_at: null });
+    expect(Object.keys(shown)).toEqual(['id', 'object', 'payment_id', 'provider', 'amount_minor', 'currency', 'reason', 'stage', 'status', 'evidence_due_by', 'evidence_submitted_at', 'created_at', 'updated_at']);
+    expect((await client.disputes.list({ payment_id: payment.id })).data.map((d) => d.id)).toEqual([opened.id]);
+    expect((await client.disputes.list({ status: 'won' })).data).toEqual([]);
+    const stranger = await stack.createTenant('disputes-stranger');
+    expect((await apiClient(stack.apiUrl, stranger.apiKey).get(`/v1/disputes/${opened.id}`)).status).toBe(404);
+    expect((await new PaymentsClient({ apiKey: stranger.apiKey, baseUrl: stack.apiUrl }).disputes.list()).data).toEqual([]);
+    expect((await apiClient(stack.apiUrl, tenant.apiKey).get('/v1/disputes?status=open')).status).toBe(400);
+
     await submit(opened, 'winning_evidence');
     const won = await eventually(async () => {
       const [row] = await stack.sql<DisputeRow[]>`SELECT * FROM disputes WHERE id = ${opened.id}`;
@@ -77,6 +95,7 @@ describe('a chargeback is a workflow started by the verified webhook, with the m
     expect(await ledgerKeys(opened.id)).toEqual([`dispute:${opened.id}:withdrawal`, `dispute:${opened.id}:reinstatement`]);
     const result = await stack.temporal.workflow.getHandle(opened.workflow_id).result();
     expect(result).toEqual({ disputeId: opened.id, status: 'won' });
+    expect((await client.disputes.list({ status: 'won' })).data.map((d) => d.id)).toEqual([opened.id]);
   });
 
   it('webhooks duplicated and reordered attach to the same run and post once; a lost one is made good by the run polling the PSP', async () => {
