@@ -1,13 +1,15 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
 import type { Db, Sql } from '../db/connect';
-import { applyDisputeReport, findDispute, type AppliedDispute } from '../db/disputes';
+import { applyDisputeReport, findDispute, stageEvidence, type AppliedDispute } from '../db/disputes';
+import { completeRecord } from '../db/idempotency-records';
+import { errorResponse, type FinalResponse } from '../domain/errors';
 import { disputeLossLines, disputeReinstatementLines, disputeWithdrawalLines, postTransaction, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
 import { isDisputeClosed, type DisputeStage, type DisputeStatus } from '../domain/disputes';
 import { disputeResource, type DisputeRow } from '../domain/resources';
 import { UnknownProviderError, type ProviderRegistry } from '../provider/registry';
 import type { DisputeProvider, ProviderDispute } from '../provider/types';
-import type { DisputeEventType, DisputeReport } from '../shared/definitions';
+import type { DisputeEventType, DisputeReport, ScopedKey } from '../shared/definitions';
 import { businessEventKey } from '../shared/keys';
 import { providerCall } from './provider-steps';
 import { step, workflowId } from './record-step';
@@ -101,6 +103,30 @@ export function createDisputeSteps(sql: Sql, accounts: LedgerAccounts) {
       return standingOf(applied);
     },
 
+    /**
+     * Records the PSP's answer to the merchant's command (evidence staged or submitted, or the
+     * concession) like any report, the evidence on the dispute and dispute.updated once per
+     * request, and completes the operation's idempotency record with the dispute: its final
+     * response, replayed byte for byte.
+     */
+    async recordDisputeCommand(input: { provider: string; dispute: ProviderDispute; evidence: Record<string, string> | null; idempotency: ScopedKey }): Promise<FinalResponse> {
+      return step(sql, async (tx) => {
+        const applied = await applyDisputeReport(tx, { provider: input.provider, dispute: input.dispute, feeMinor: input.dispute.feeMinor, workflowId: workflowId() });
+        if (!applied) throw ApplicationFailure.nonRetryable(`dispute ${input.dispute.id} has no payment here`, 'DisputeUnknown');
+        if (input.evidence) await stageEvidence(tx, applied.row.id, input.evidence);
+        await recordFacts(tx, accounts, applied);
+        const row = (await findDispute(tx, applied.row.id))!;
+        if (input.evidence) await disputeEvent(tx, row, 'dispute.updated', `evidence:${input.idempotency.fingerprint.slice(0, 16)}`);
+        const response = { status: 200, body: JSON.stringify(disputeResource(row)), location: null };
+        return completeRecord(tx, input.idempotency, { workflowId: workflowId(), resourceId: row.id }, response);
+      });
+    },
+
+    /** The PSP refused the command (the dispute moved on meanwhile): a 409 with its reason, recorded as the operation's answer. */
+    async recordDisputeRefusal(input: { disputeId: string; message: string; idempotency: ScopedKey }): Promise<FinalResponse> {
+      return step(sql, (tx) => completeRecord(tx, input.idempotency, { workflowId: workflowId(), resourceId: input.disputeId }, errorResponse('dispute_not_open', input.message)));
+    },
+
     /** dispute.evidence_due_soon, once per reminder, while the dispute still waits for evidence. */
     async recordDisputeReminder(input: { disputeId: string; beforeMs: number }): Promise<boolean> {
       return step(sql, async (tx) => {
@@ -149,6 +175,10 @@ export function createDisputeProviderSteps(registry: ProviderRegistry) {
     /** The dispute as the PSP holds it now. */
     async retrieveDispute(input: { provider: string; providerDisputeId: string }): Promise<ProviderDispute> {
       return providerCall((signal) => disputesAt(input.provider).retrieveDispute(input.providerDisputeId, { signal }));
+    },
+    /** Concedes the dispute under its sub-key. */
+    async closeDispute(input: { provider: string; providerDisputeId: string; subKey: string }): Promise<ProviderDispute> {
+      return providerCall((signal) => disputesAt(input.provider).closeDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId }, { signal }));
     },
     /** Stages or submits evidence under the sub-key (the PSP replays a repeated call). */
     async updateDispute(input: { provider: string; providerDisputeId: string; subKey: string; evidence: Record<string, string>; submit: boolean }): Promise<ProviderDispute> {

@@ -263,6 +263,17 @@ export const ListPaymentsQuery = z
 
 export const ListRefundsQuery = z.strictObject(paging).refine(oneCursor, oneCursorIssue);
 
+/** Evidence: named text fields, as Stripe's (`uncategorized_text`, `product_description`, …). */
+export const DisputeEvidenceBody = z
+  .strictObject({
+    evidence: z
+      .record(z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, 'a snake_case field name'), text().max(20_000))
+      .refine((e) => Object.keys(e).length <= 50, 'at most 50 fields')
+      .openapi({ example: { uncategorized_text: 'The customer signed for the delivery.' } }),
+    submit: z.boolean().default(false).openapi({ description: '`true`: sent to the network for its decision (the dispute is then `under_review`); `false`: staged.' }),
+  })
+  .openapi('DisputeEvidenceBody');
+
 export const ListDisputesQuery = z
   .strictObject({
     payment_id: text().max(64).optional().openapi({ description: 'Only the disputes of this payment.' }),

@@ -130,6 +130,7 @@ const byType: Record<string, typeof PaymentsApiError> = {
   payment_not_cancelable: PaymentStateError,
   payment_not_refundable: PaymentStateError,
   payment_disputed: PaymentStateError,
+  dispute_not_open: PaymentStateError,
   capture_exceeds_authorized: PaymentStateError,
   idempotency_key_reused: IdempotencyKeyReusedError,
   rate_limited: RateLimitedError,

@@ -6,6 +6,7 @@ import type {
   CreateRefundParams,
   DeliveryAttempt,
   Dispute,
+  DisputeEvidenceParams,
   Event,
   EventDelivery,
   EventRecovery,
@@ -59,6 +60,10 @@ export class PaymentsClient {
     retrieve: (id: string) => this.http.get<Dispute>(path('/v1/disputes/{id}', id)),
     list: (params: ListDisputesParams = {}) => this.http.get<List<Dispute>>('/v1/disputes', params),
     listAll: (params: Omit<ListDisputesParams, 'starting_after' | 'ending_before'> = {}) => this.http.paginate<Dispute>('/v1/disputes', params),
+    /** Stages evidence, or submits it (`submit: true`) for the network's decision. */
+    submitEvidence: (id: string, params: DisputeEvidenceParams, options?: RequestOptions) => this.http.post<Dispute>(path('/v1/disputes/{id}/evidence', id), params, options),
+    /** Concedes the dispute (it is lost). */
+    accept: (id: string, options?: RequestOptions) => this.http.post<Dispute>(path('/v1/disputes/{id}/accept', id), {}, options),
   };
 
   readonly balance = {

@@ -6,6 +6,7 @@ import type {
   CreateRefundBody,
   DeliveryAttempt,
   Dispute,
+  DisputeEvidenceBody,
   Event,
   EventDelivery,
   EventRecovery,
@@ -37,6 +38,7 @@ export type EventRecovery = z.output<typeof EventRecovery>;
 export type CreatePaymentParams = z.input<typeof CreatePaymentBody>;
 export type CapturePaymentParams = z.input<typeof CapturePaymentBody>;
 export type CreateRefundParams = z.input<typeof CreateRefundBody>;
+export type DisputeEvidenceParams = z.input<typeof DisputeEvidenceBody>;
 
 /** Query parameters, all optional (the output side: `limit` is a number, not the string it travels as). */
 type Query<T extends z.ZodType> = Partial<z.output<T>>;

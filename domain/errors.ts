@@ -28,6 +28,8 @@ export const errorStatus = {
   payment_not_refundable: 409,
   /** The payment has an open chargeback: the network holds its money, and a refund would pay the customer twice. */
   payment_disputed: 409,
+  /** Evidence or a concession for a dispute that no longer takes it: submitted, past its deadline, or closed. */
+  dispute_not_open: 409,
   capture_exceeds_authorized: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,

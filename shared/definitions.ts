@@ -318,6 +318,24 @@ export type DisputeWorkflow = (input: DisputeWorkflowInput) => Promise<DisputeWo
 /** A report about the run's dispute, sent with signal-with-start (a duplicate is one more report, applied forward-only). */
 export const disputeReportSignal = defineSignal<[DisputeReport]>('disputeReport');
 
+/** POST /v1/disputes/{id}/evidence: evidence staged, or submitted to the PSP (`submit`). */
+export interface DisputeEvidenceRequest {
+  evidence: Record<string, string>;
+  submit: boolean;
+  idempotency: ScopedKey;
+  requestId: string;
+}
+
+/** POST /v1/disputes/{id}/accept: the merchant concedes. */
+export interface DisputeAcceptRequest {
+  idempotency: ScopedKey;
+  requestId: string;
+}
+
+/** The merchant's commands to a dispute's run; each answers the operation's final response (recorded by the run). */
+export const disputeEvidenceUpdate = defineUpdate<FinalResponse, [DisputeEvidenceRequest]>('disputeEvidence');
+export const disputeAcceptUpdate = defineUpdate<FinalResponse, [DisputeAcceptRequest]>('disputeAccept');
+
 /** Defaults of DISPUTE_REMINDER_SECONDS (3 days and 1 day before the deadline) and DISPUTE_POLL_SECONDS (1 hour). */
 export const DISPUTE_DEFAULTS = { reminderSeconds: [3 * 24 * 3600, 24 * 3600], pollSeconds: 3600 } as const;
 

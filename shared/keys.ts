@@ -22,8 +22,8 @@ export const providerSubKey = {
    * (a charge at A for a payment that succeeded at B), one per such charge.
    */
   duplicate: (paymentId: string, chargeId: string) => `${paymentId}:duplicate:${chargeId}`,
-  /** Evidence staged or submitted for a dispute under the merchant's Idempotency-Key (its hash). */
-  disputeEvidence: (disputeId: string, keyHash: string) => `${disputeId}:evidence:${keyHash}`,
+  /** Evidence staged or submitted for a dispute: one PSP call per distinct request (its fingerprint). */
+  disputeEvidence: (disputeId: string, fingerprint: string) => `${disputeId}:evidence:${fingerprint.slice(0, 40)}`,
   /** The merchant's concession of a dispute: one per dispute, whoever asks. */
   disputeAccept: (disputeId: string) => `${disputeId}:accept`,
   /** The evidence submitted on the merchant's behalf for a payment already refunded. */

@@ -109,4 +109,7 @@ export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps |
   flagDisputedRefundedPayment: 'flag a refunded payment disputed for an operator',
   retrieveDispute: 'read dispute at provider',
   updateDispute: 'send dispute evidence to provider',
+  closeDispute: 'concede dispute at provider',
+  recordDisputeCommand: 'record dispute command + idempotency answer + outbox',
+  recordDisputeRefusal: 'record 409: the dispute takes no more evidence',
 };

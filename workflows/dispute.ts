@@ -1,8 +1,15 @@
-import { condition, log, setHandler } from '@temporalio/workflow';
+import { allHandlersFinished, ApplicationFailure, condition, log, setHandler } from '@temporalio/workflow';
 import type { DisputeStanding } from '../activities';
 import {
+  disputeAcceptUpdate,
+  disputeEvidenceUpdate,
   disputeReportSignal,
+  FailureType,
   refundEvidence,
+  type DisputeAcceptRequest,
+  type DisputeEvidenceRequest,
+  type FinalResponse,
+  type ProviderDispute,
   type DisputeReport,
   type DisputeWorkflow,
   type DisputeWorkflowInput,
@@ -10,6 +17,7 @@ import {
 } from '../shared/definitions';
 import { providerSubKey } from '../shared/keys';
 import { disputeProvider, disputeRecords } from './activities';
+import { failureOfType } from './saga';
 
 /**
  * One PSP dispute, from the network's first word to its decision (weeks). Started with
@@ -31,6 +39,11 @@ import { disputeProvider, disputeRecords } from './activities';
  *
  * A payment refunded in full before its dispute came is answered by the run itself: the refund
  * is submitted as evidence (once, under its sub-key) and the payment flagged for an operator.
+ *
+ * The merchant's commands are updates (POST /v1/disputes/{id}/evidence and /accept): their
+ * validator refuses a dispute that no longer needs a response or whose deadline has passed; the
+ * handler calls the PSP, records its answer as a report and completes the operation's
+ * idempotency record. The run ends only once every handler has finished.
  */
 export const disputeWorkflow: DisputeWorkflow = async function disputeWorkflow(input: DisputeWorkflowInput): Promise<DisputeWorkflowResult> {
   const { provider, providerDisputeId } = input;
@@ -38,6 +51,53 @@ export const disputeWorkflow: DisputeWorkflow = async function disputeWorkflow(i
   setHandler(disputeReportSignal, (report) => {
     if (report.dispute.id === providerDisputeId) reports.push(report);
   });
+
+  /** Refuses a command the dispute no longer takes (the API answers 409 dispute_not_open with the reason). */
+  const refuseUnlessOpen = (): void => {
+    const reason =
+      standing === null || standing.disputeId === null
+        ? 'the dispute is not recorded yet'
+        : standing.status !== 'needs_response'
+          ? `the dispute is ${standing.status}`
+          : Date.now() >= Date.parse(standing.evidenceDueBy!)
+            ? `the evidence was due by ${standing.evidenceDueBy}`
+            : null;
+    if (reason) throw ApplicationFailure.create({ type: 'DisputeNotOpen', message: `${reason}; it takes no more evidence`, nonRetryable: true });
+  };
+  const command = async (idempotency: DisputeEvidenceRequest['idempotency'], evidence: Record<string, string> | null, act: (disputeId: string) => Promise<ProviderDispute>): Promise<FinalResponse> => {
+    const disputeId = standing!.disputeId!;
+    let dispute: ProviderDispute;
+    try {
+      dispute = await act(disputeId);
+    } catch (error) {
+      // The PSP refused: the dispute moved on (decided, or past its deadline at the PSP).
+      if (!failureOfType(error, FailureType.ProviderRejected)) throw error;
+      return disputeRecords.recordDisputeRefusal({ disputeId, idempotency, message: 'the PSP no longer takes evidence for this dispute' });
+    }
+    const response = await disputeRecords.recordDisputeCommand({ provider, dispute, evidence, idempotency });
+    reports.push({ source: 'poll', eventId: null, dispute });
+    return response;
+  };
+  setHandler(
+    disputeEvidenceUpdate,
+    (request: DisputeEvidenceRequest) =>
+      command(request.idempotency, request.evidence, (disputeId) =>
+        disputeProvider.updateDispute({
+          provider,
+          providerDisputeId,
+          subKey: providerSubKey.disputeEvidence(disputeId, request.idempotency.fingerprint),
+          evidence: request.evidence,
+          submit: request.submit,
+        }),
+      ),
+    { validator: (_request: DisputeEvidenceRequest) => refuseUnlessOpen() },
+  );
+  setHandler(
+    disputeAcceptUpdate,
+    (request: DisputeAcceptRequest) =>
+      command(request.idempotency, null, (disputeId) => disputeProvider.closeDispute({ provider, providerDisputeId, subKey: providerSubKey.disputeAccept(disputeId) })),
+    { validator: (_request: DisputeAcceptRequest) => refuseUnlessOpen() },
+  );
 
   const poll = async (): Promise<void> => {
     reports.push({ source: 'poll', eventId: null, dispute: await disputeProvider.retrieveDispute({ provider, providerDisputeId }) });
@@ -53,7 +113,11 @@ export const disputeWorkflow: DisputeWorkflow = async function disputeWorkflow(i
   for (;;) {
     while (reports.length > 0) {
       standing = await disputeRecords.recordDisputeReport({ provider, report: reports.shift()! });
-      if (standing.disputeId === null || standing.closed) return { disputeId: standing.disputeId, status: standing.status };
+      if (standing.disputeId === null || standing.closed) {
+        // A command in flight (an accept that closed it) answers before the run ends.
+        await condition(allHandlersFinished);
+        return { disputeId: standing.disputeId, status: standing.status };
+      }
     }
     const current: DisputeStanding = standing!;
     const disputeId = current.disputeId!;

@@ -78,6 +78,7 @@ const errorDescriptions: Record<ApiErrorType, string> = {
   payment_not_cancelable: 'The payment is not awaiting capture, so it cannot be voided.',
   payment_not_refundable: 'Only captured payments can be refunded.',
   payment_disputed: 'The payment has an open chargeback: the card network holds its money until the dispute is decided.',
+  dispute_not_open: 'The dispute takes no more evidence: it was submitted, its deadline passed, or it is closed (the message says which).',
   capture_exceeds_authorized: 'The capture amount is above the authorized amount.',
   payload_too_large: 'The body is larger than 64 KiB.',
   unsupported_media_type: 'The body is not `application/json`.',

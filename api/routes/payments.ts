@@ -302,7 +302,7 @@ function closedRunRefusal(kind: 'capture' | 'cancel', paymentId: string, payment
  * ("workflow execution already completed", "workflow update was aborted by closing workflow")
  * or "workflow is closing". The SDK wraps them; the cause chain holds the server's words.
  */
-function runClosedUnder(error: unknown): boolean {
+export function runClosedUnder(error: unknown): boolean {
   for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
     if (current instanceof WorkflowNotFoundError) return true;
     const text = `${(current as Error).message ?? ''} ${(current as { details?: string }).details ?? ''}`;

@@ -144,4 +144,51 @@ describe('a chargeback is a workflow started by the verified webhook, with the m
     expect(await ledgerKeys(opened.id)).toEqual([]);
     expect(await eventTypes(tenant, opened.id)).toEqual(['dispute.created', 'dispute.updated', 'dispute.closed']);
   });
+
+  it('evidence and accept through the API: staged, submitted, won; conceded and lost; each answer replayed byte for byte, refusals 409 with the reason', async () => {
+    const tenant = await stack.createTenant('disputes-commands');
+    const api = apiClient(stack.apiUrl, tenant.apiKey);
+    const payment = await disputedPayment(tenant, 'pm_card_createDispute', 5_000);
+    const opened = await disputeOf(payment.id);
+    const evidencePath = `/v1/disputes/${opened.id}/evidence`;
+
+    expect((await api.post(evidencePath, { evidence: 'no' }, uniqueKey())).status).toBe(400);
+    expect((await api.post(evidencePath, { evidence: { 'Bad Name': 'x' } }, uniqueKey())).status).toBe(400);
+    expect((await api.post(`/v1/disputes/dsp_nope/evidence`, { evidence: {} }, uniqueKey())).status).toBe(404);
+
+    const staged = await api.post(evidencePath, { evidence: { uncategorized_text: 'winning_evidence' }, submit: false }, uniqueKey());
+    expect(staged.status).toBe(200);
+    expect(staged.json).toMatchObject({ id: opened.id, object: 'dispute', status: 'needs_response', evidence_submitted_at: null });
+    const key = uniqueKey();
+    const submitted = await api.post(evidencePath, { evidence: { product_description: 'a lamp' }, submit: true }, key);
+    expect(submitted.status).toBe(200);
+    expect(submitted.json).toMatchObject({ status: 'under_review' });
+    expect(submitted.json.evidence_submitted_at).not.toBeNull();
+    const replayed = await api.post(evidencePath, { evidence: { product_description: 'a lamp' }, submit: true }, key);
+    expect(replayed.text).toBe(submitted.text);
+    const late = await api.post(evidencePath, { evidence: { uncategorized_text: 'more' }, submit: true }, uniqueKey());
+    expect(late.status).toBe(409);
+    expect(late.json).toMatchObject({ error: { type: 'dispute_not_open' } });
+    expect(late.json.error.message).toContain('under_review');
+    expect(await stack.temporal.workflow.getHandle(opened.workflow_id).result()).toEqual({ disputeId: opened.id, status: 'won' });
+    const [row] = await stack.sql<DisputeRow[]>`SELECT * FROM disputes WHERE id = ${opened.id}`;
+    expect(row!.evidence).toEqual({ uncategorized_text: 'winning_evidence', product_description: 'a lamp' });
+    expect((await eventTypes(tenant, opened.id)).filter((t) => t === 'dispute.updated').length).toBeGreaterThanOrEqual(2);
+
+    const other = await disputedPayment(tenant, 'pm_card_createDispute', 6_000);
+    const conceded = await disputeOf(other.id);
+    const acceptKey = uniqueKey();
+    const accepted = await api.post(`/v1/disputes/${conceded.id}/accept`, undefined, acceptKey);
+    expect(accepted.status).toBe(200);
+    expect(accepted.json).toMatchObject({ id: conceded.id, status: 'lost', stage: 'chargeback' });
+    expect((await api.post(`/v1/disputes/${conceded.id}/accept`, undefined, acceptKey)).text).toBe(accepted.text);
+    // The typed client: a refusal is thrown typed.
+    const client = new PaymentsClient({ apiKey: tenant.apiKey, baseUrl: stack.apiUrl, baseDelayMs: 50 });
+    await expect(client.disputes.accept(conceded.id)).rejects.toMatchObject({ status: 409, type: 'dispute_not_open' });
+    await expect(client.disputes.submitEvidence(conceded.id, { evidence: { uncategorized_text: 'late' } })).rejects.toMatchObject({ status: 409, type: 'dispute_not_open' });
+    expect(await stack.temporal.workflow.getHandle(conceded.workflow_id).result()).toEqual({ disputeId: conceded.id, status: 'lost' });
+    expect(await ledgerKeys(conceded.id)).toEqual([`dispute:${conceded.id}:withdrawal`, `dispute:${conceded.id}:loss`]);
+    const stranger = await stack.createTenant('disputes-commands-stranger');
+    expect((await apiClient(stack.apiUrl, stranger.apiKey).post(`/v1/disputes/${conceded.id}/accept`, undefined, uniqueKey())).status).toBe(404);
+  });
 });

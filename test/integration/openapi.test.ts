@@ -50,7 +50,7 @@ describe('GET /openapi.json', () => {
     const mutating = Object.entries(doc.paths).flatMap(([path, ops]) =>
       Object.entries(ops as Record<string, any>).filter(([method]) => method === 'post' && path.startsWith('/v1/')).map(([, op]) => ({ path, op })),
     );
-    expect(mutating.length).toBe(6);
+    expect(mutating.length).toBe(8);
     // Resending events is one database transaction: answered at once, never 202.
     const immediate = new Set(['/v1/events/{id}/resend', '/v1/webhook_endpoint/recover']);
     for (const { path, op } of mutating) {
