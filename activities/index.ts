@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
 import type { ProviderRegistry } from '../provider/registry';
 import type { WorkerMetrics } from '../lib/metrics';
+import type { DisputeTimes } from '../lib/dispute';
 import { createLogger, type Logger } from '../lib/logger';
 import type { ProviderHealthRecorder } from '../domain/routing';
 import { createDisputeProviderSteps, createDisputeSteps, type DisputeProviderSteps, type DisputeSteps } from './dispute-steps';
@@ -29,6 +30,8 @@ export interface ActivityDeps {
   temporal?: Client;
   /** How long idempotency outcomes are kept (IDEMPOTENCY_RETENTION_SECONDS; default 72 h). */
   retentionSeconds?: number;
+  /** The settings of dispute workflows the reconciliation starts (DISPUTE_REMINDER_SECONDS, DISPUTE_POLL_SECONDS). */
+  disputeTimes?: DisputeTimes;
 }
 
 /**
@@ -45,6 +48,7 @@ export function createActivities(deps: ActivityDeps) {
     logger: deps.logger ?? createLogger({ name: 'jobs', level: 'silent' }),
     ...(deps.temporal ? { temporal: deps.temporal } : {}),
     retentionSeconds: deps.retentionSeconds ?? 72 * 3600,
+    ...(deps.disputeTimes ? { disputeTimes: deps.disputeTimes } : {}),
   });
   const routeDeps = { sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}), ...(deps.health ? { health: deps.health } : {}) };
   return {

@@ -4,10 +4,11 @@ import type { Sql } from '../db/connect';
 import { failRun } from '../db/reconciliation';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
-import type { PaymentProvider } from '../provider/types';
+import type { PaymentProvider, ProviderDispute } from '../provider/types';
 import { JobFailureType, type ReconcileProviderInput, type ReconciliationRunSummary } from '../shared/jobs';
-import type { LateChargeInput } from '../shared/definitions';
+import { DISPUTE_DEFAULTS, type LateChargeInput } from '../shared/definitions';
 import { startLateChargeWorkflow } from '../lib/late-charge';
+import { reportDispute, type DisputeTimes } from '../lib/dispute';
 import { AbandonedRunSweeper } from './abandoned-runs';
 import { Reconciliation, UnknownProviderError } from './reconciliation';
 import { RetentionJob } from './retention';
@@ -23,6 +24,8 @@ export interface JobDeps {
   temporal?: Client;
   /** How long an idempotency key's outcome is kept (the sweeper's answers keep it as long). */
   retentionSeconds: number;
+  /** The settings of dispute workflows reconciliation starts (DISPUTE_REMINDER_SECONDS, DISPUTE_POLL_SECONDS); their defaults when omitted. */
+  disputeTimes?: DisputeTimes;
 }
 
 /**
@@ -38,8 +41,13 @@ export function createJobSteps(deps: JobDeps) {
       // A late success whose webhook was lost is given back by the late-charge workflow, on this worker's task queue.
       const temporal = deps.temporal;
       const giveBack = temporal ? (late: LateChargeInput) => startLateChargeWorkflow(temporal, context.info.taskQueue, late) : undefined;
+      // A dispute whose webhook was lost is started as the webhook would have started it.
+      const times = deps.disputeTimes ?? { reminderSeconds: DISPUTE_DEFAULTS.reminderSeconds, pollSeconds: DISPUTE_DEFAULTS.pollSeconds };
+      const startDispute = temporal
+        ? (dispute: ProviderDispute) => reportDispute(temporal, context.info.taskQueue, input.provider, { source: 'reconciliation', eventId: null, dispute }, times)
+        : undefined;
       try {
-        return await reconciliation.run(input, (details) => context.heartbeat(details), giveBack);
+        return await reconciliation.run(input, (details) => context.heartbeat(details), giveBack, startDispute);
       } catch (error) {
         if (error instanceof UnknownProviderError) throw ApplicationFailure.nonRetryable(error.message, JobFailureType.Misconfigured);
         throw error;

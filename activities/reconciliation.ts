@@ -15,7 +15,8 @@ import {
 } from '../db/reconciliation';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
-import type { PaymentProvider, ProviderBalanceTransaction, ProviderCharge } from '../provider/types';
+import type { DisputeProvider, PaymentProvider, ProviderBalanceTransaction, ProviderCharge, ProviderDispute } from '../provider/types';
+import { knownProviderDisputes } from '../db/disputes';
 import { keepsNoMoney } from '../domain/payment-lifecycle';
 import { paymentEventTypes, type LateChargeInput } from '../shared/definitions';
 import type { ReconciliationRunSummary, TimeWindow } from '../shared/jobs';
@@ -266,6 +267,7 @@ export class Reconciliation {
     identity: RunIdentity,
     heartbeat: (details: unknown) => void = () => {},
     giveBackLateMoney?: (input: LateChargeInput) => Promise<boolean>,
+    reportUnseenDispute?: (dispute: ProviderDispute) => Promise<unknown>,
   ): Promise<ReconciliationRunSummary> {
     const { sql, logger, metrics } = this.deps;
     const provider = this.deps.providers[identity.provider];
@@ -310,10 +312,37 @@ export class Reconciliation {
       const started = await giveBackLateMoney({ provider: identity.provider, chargeId, paymentId: payment.id, eventId: `reconciliation:${run.id}` });
       logger.warn({ provider: identity.provider, run_id: run.id, payment_id: payment.id, charge_id: chargeId, started }, 'money kept at the PSP for a payment that ended without money: late charge workflow started');
     }
+    if (reportUnseenDispute && provider.disputes) {
+      for (const dispute of await this.unseenDisputes(provider.disputes, identity.provider, window, heartbeat)) {
+        await reportUnseenDispute(dispute);
+        logger.warn({ provider: identity.provider, run_id: run.id, provider_dispute_id: dispute.id, charge_id: dispute.chargeId }, 'a dispute the PSP reports that we never saw (its webhook was lost): dispute workflow started');
+      }
+    }
     const status = findings.length === 0 ? 'clean' : 'discrepancies';
     metrics?.reconciliationRuns.inc({ provider: identity.provider, status });
     logger.info({ provider: identity.provider, run_id: run.id, window: identity.window, status, discrepancies: findings.length, new: fresh.length, transactions: transactions.length }, 'reconciliation run finished');
     return { runId: run.id, provider: identity.provider, window: identity.window, status, discrepancyCount: findings.length, newDiscrepancyCount: fresh.length };
+  }
+
+  /**
+   * The PSP's disputes opened in the window (and its margin) that no dispute row of ours records:
+   * their webhooks were lost. The PSP's list is read page by page, oldest first.
+   */
+  private async unseenDisputes(disputes: DisputeProvider, providerName: string, window: { from: Date; to: Date }, heartbeat: (details: unknown) => void): Promise<ProviderDispute[]> {
+    const from = window.from.getTime() - REPORT_MARGIN_MS;
+    const to = window.to.getTime() + REPORT_MARGIN_MS;
+    const inWindow: ProviderDispute[] = [];
+    let startingAfter: string | undefined;
+    for (;;) {
+      const page = await disputes.listDisputes({ limit: PAGE_SIZE, ...(startingAfter !== undefined ? { startingAfter } : {}) });
+      inWindow.push(...page.data.filter((d) => Date.parse(d.createdAt) >= from && Date.parse(d.createdAt) < to));
+      heartbeat({ disputes: inWindow.length });
+      if (!page.hasMore || page.data.length === 0) break;
+      startingAfter = page.data[page.data.length - 1]!.id;
+    }
+    if (inWindow.length === 0) return [];
+    const known = await knownProviderDisputes(this.deps.sql, providerName, inWindow.map((d) => d.id));
+    return inWindow.filter((d) => !known.has(d.id));
   }
 
   /** The PSP's balance transactions for the window and its margin, every page. */

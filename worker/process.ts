@@ -69,7 +69,16 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   // The circuit breaker per PSP: this process's charge attempts feed it, its route plans read it
   // (state on /metrics as provider_circuit_state, a log line per transition).
   const health = new ProviderHealth({ metrics, logger, providers: providers.names });
-  const deps = { sql, providers, health, metrics, logger, temporal: client, retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS };
+  const deps = {
+    sql,
+    providers,
+    health,
+    metrics,
+    logger,
+    temporal: client,
+    retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS,
+    disputeTimes: { reminderSeconds: config.DISPUTE_REMINDER_SECONDS, pollSeconds: config.DISPUTE_POLL_SECONDS },
+  };
   // The bundle is loaded (or built) here rather than by the SDK: its hash is the default build id.
   // Webpack's report goes to debug; its warnings and errors stay visible.
   const workflowCode = await workerWorkflowBundle(extras.workflowsPath, {

@@ -191,4 +191,26 @@ describe('a chargeback is a workflow started by the verified webhook, with the m
     const stranger = await stack.createTenant('disputes-commands-stranger');
     expect((await apiClient(stack.apiUrl, stranger.apiKey).post(`/v1/disputes/${conceded.id}/accept`, undefined, uniqueKey())).status).toBe(404);
   });
+
+  it('a dispute whose webhooks were all lost is found by the reconciliation run, which starts its workflow', async () => {
+    const tenant = await stack.createTenant('disputes-reconciled');
+    const from = new Date();
+    await faults({ loss: 1 });
+    try {
+      const payment = await disputedPayment(tenant, 'pm_card_createDispute', 7_000);
+      const [charge] = await stack.provider.listChargesByReference(payment.id);
+      const atPsp = await eventually(async () => (await stack.provider.disputes.listDisputes({ limit: 100 })).data.find((d) => d.chargeId === charge!.id), 20_000, 50, 'the PSP opened it');
+      expect((await stack.sql`SELECT 1 FROM disputes WHERE provider_dispute_id = ${atPsp.id}`).length).toBe(0);
+      await stack.temporal.workflow.execute('reconciliationWorkflow', {
+        taskQueue: stack.taskQueue,
+        workflowId: uniqueKey('reconciliation'),
+        args: [{ providers: ['sandbox'], window: { kind: 'explicit', from: from.toISOString(), to: new Date(Date.now() + 1).toISOString() } }],
+      });
+      const found = await disputeOf(payment.id);
+      expect(found).toMatchObject({ provider_dispute_id: atPsp.id, stage: 'chargeback', workflow_id: disputeWorkflowId('sandbox', atPsp.id) });
+      await eventually(async () => (await merchantBalance(tenant)).merchant_balance === -1_500, 20_000, 50, 'the withdrawal posted');
+    } finally {
+      await faults({});
+    }
+  });
 });
