@@ -122,6 +122,17 @@ async function paidPayment(ctx: Context, method = 'pm_card_visa'): Promise<{ id:
   return response.json;
 }
 
+/** A payment the sandbox disputes (a chargeback, the sandbox's SANDBOX_DISPUTE_AFTER_MS after it), once its dispute workflow has recorded it. */
+async function disputedPayment(ctx: Context): Promise<{ disputeId: string; workflowId: string }> {
+  const payment = await paidPayment(ctx, 'pm_card_createDispute');
+  for (let waited = 0; waited < 30_000; waited += 200) {
+    const [row] = await ctx.stack.sql<{ id: string; workflow_id: string }[]>`SELECT id, workflow_id FROM disputes WHERE payment_id = ${payment.id}`;
+    if (row) return { disputeId: row.id, workflowId: row.workflow_id };
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`payment ${payment.id}: no dispute recorded within 30 s`);
+}
+
 /** Makes a difference at the sandbox PSP (POST /_sandbox/discrepancies), as its dashboard would. */
 async function injectDiscrepancy(ctx: Context, body: Record<string, unknown>): Promise<void> {
   const response = await fetch(`${ctx.stack.sandboxUrl}/_sandbox/discrepancies`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -338,6 +349,22 @@ const scenarios: Scenario[] = [
       const refundKey = key('refund');
       expectStatus(await ctx.api.post(`/v1/payments/${payment.id}/refunds`, { amount_minor: 400 }, refundKey), 402, 'refused refund');
       return [{ name: 'refund-provider-failed', workflowId: refundWorkflowId(ctx.tenant.id, refundKey), shows: 'The provider refuses the refund: recorded as failed, the reserved amount released, 402 refund_failed.' }];
+    },
+  },
+  {
+    name: 'dispute-won',
+    async run(ctx) {
+      const { disputeId, workflowId } = await disputedPayment(ctx);
+      expectStatus(await ctx.api.post(`/v1/disputes/${disputeId}/evidence`, { evidence: { uncategorized_text: 'winning_evidence' }, submit: true }, key('evidence')), 200, 'evidence');
+      return [{ name: 'dispute-won', workflowId, shows: 'A chargeback started by the verified webhook (signal-with-start): recorded with its withdrawal, evidence submitted by the evidence update, won: the amount reinstated.', check: hasActivity('updateDispute') }];
+    },
+  },
+  {
+    name: 'dispute-lost',
+    async run(ctx) {
+      const { disputeId, workflowId } = await disputedPayment(ctx);
+      expectStatus(await ctx.api.post(`/v1/disputes/${disputeId}/accept`, undefined, key('accept')), 200, 'accept');
+      return [{ name: 'dispute-lost', workflowId, shows: 'A chargeback conceded by the accept update: closed at the PSP, recorded lost, the claim written off.', check: hasActivity('closeDispute') }];
     },
   },
   {

@@ -85,7 +85,7 @@ describe('the recorded histories', () => {
     }
   });
 
-  it('cover every scenario of the payment, refund and reconciliation workflows', () => {
+  it('cover every scenario of the payment, refund, reconciliation and dispute workflows', () => {
     const scenarios = new Set(index.map((e) => e.scenario));
     for (const scenario of [
       'success',
@@ -113,10 +113,13 @@ describe('the recorded histories', () => {
       'failover-unavailable',
       'failover-declined-manual-capture',
       'intent-in-claim',
+      // A dispute won on submitted evidence, and one conceded.
+      'dispute-won',
+      'dispute-lost',
     ]) {
       expect(scenarios, scenario).toContain(scenario);
     }
-    expect(new Set(index.map((e) => e.workflowType))).toEqual(new Set(['paymentWorkflow', 'refundWorkflow', 'reconciliationWorkflow']));
+    expect(new Set(index.map((e) => e.workflowType))).toEqual(new Set(['paymentWorkflow', 'refundWorkflow', 'reconciliationWorkflow', 'disputeWorkflow']));
     // One code path: no history carries a patch marker, and none is a `-before-<id>` history kept for a patch's old path.
     for (const e of index) {
       expect(e.patches, e.file).toEqual([]);
