@@ -89,7 +89,7 @@ export function refundResource(row: RefundRow) {
 }
 export type RefundResource = ReturnType<typeof refundResource>;
 
-/** A disputes row (migration 012). */
+/** A disputes row (migration 014). */
 export interface DisputeRow {
   id: string;
   tenant_id: string;

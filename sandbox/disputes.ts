@@ -5,7 +5,7 @@ import { paymentMethodBehaviour } from './payment-methods';
 import type { SandboxDeps } from './deps';
 
 /**
- * The card network's side of a dispute, driven by stored times (migration 007), so a restart of
+ * The card network's side of a dispute, driven by stored times (sandbox migration 008), so a restart of
  * the sandbox keeps every one of them:
  *
  * - a charge whose `dispute_at` has come receives its dispute for the whole captured amount,

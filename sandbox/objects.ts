@@ -32,7 +32,7 @@ export interface ChargeRow {
   authorized_at: Date | null;
   failed_at: Date | null;
   canceled_at: Date | null;
-  /** pm_card_createDispute*: when the network opens its dispute (migration 007). */
+  /** pm_card_createDispute*: when the network opens its dispute (migration 008). */
   dispute_at: Date | null;
 }
 
