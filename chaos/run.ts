@@ -95,8 +95,14 @@ export async function waitUntilSettled(env: Pick<ChaosEnvironment, 'sql' | 'temp
   }
 }
 
-/** The faults during which sandbox-a refuses connections: a payment's attempt there certainly took no money. */
-const failoverProbeKinds = new Set<string>(['kill-sandbox', 'outage-down']);
+/**
+ * The faults during which a payment's attempt at sandbox-a certainly takes no money and moves
+ * on: it refuses connections (killed, `down`), refuses writes (`unavailable`), or declines
+ * with a code the route retries elsewhere (`declining`). Each sends a probe payment into it.
+ * A probe finds sandbox-a first only while the worker's breaker has not put it last (an
+ * earlier outage opens it for a while), so every such fault probes, not just one.
+ */
+const failoverProbeKinds = new Set<string>(['kill-sandbox', 'outage-down', 'outage-unavailable', 'outage-declining']);
 /** How long after such a fault starts its probe payment is sent: inside the fault (at least 2 s long). */
 const FAILOVER_PROBE_DELAY_MS = 1_000;
 
