@@ -6,7 +6,7 @@ import { eventOf, isOutcomePending } from '../domain/payment-lifecycle';
 import { completeRecord } from '../db/idempotency-records';
 import { captureLines, postTransaction, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
-import { beginAttempt, finishAttempt } from '../db/attempts';
+import { finishAttempt } from '../db/attempts';
 import { businessEventKey } from '../shared/keys';
 import { errorResponse, orderAlreadyPaid } from '../domain/errors';
 import { paymentLocation, paymentResource, type PaymentRow } from '../domain/resources';
@@ -41,8 +41,8 @@ async function postCapture(tx: Db, payment: PaymentRow, accounts?: LedgerAccount
  * effects are written only when the payment is in the reported status, and their unique keys
  * make a repeated step a no-op.
  */
-async function applyCharge(tx: Db, paymentId: string, charge: ProviderCharge, accounts?: LedgerAccounts): Promise<{ payment: PaymentRow; effects: Promise<unknown>[] }> {
-  const target = chargeTarget(charge);
+async function applyCharge(tx: Db, paymentId: string, charge: ProviderCharge, accounts?: LedgerAccounts, provider?: string): Promise<{ payment: PaymentRow; effects: Promise<unknown>[] }> {
+  const target = { ...chargeTarget(charge), ...(provider ? { provider } : {}) };
   const moved =
     target.status === 'processing'
       ? null // the intent was persisted as processing: the PSP's "pending" is the same status, an event of its own
@@ -134,10 +134,11 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
       const { payment: request, charge } = input;
       return step(sql, async (tx) => {
         const owner = { workflowId: workflowId(), resourceId: request.paymentId };
-        // Before the payment's row moves: the response and the event show the provider holding it.
-        await beginAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider);
+        // The attempt began (and pointed payments.provider at its PSP) before it charged; its
+        // row is finished here, or written whole if its begin was lost.
         await finishAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider, { outcome: charge.status, providerChargeId: charge.id, errorCode: charge.declineCode });
-        const { payment, effects } = await applyCharge(tx, request.paymentId, charge, accounts);
+        // The payment's row moves with its PSP named: the response and the event show it.
+        const { payment, effects } = await applyCharge(tx, request.paymentId, charge, accounts, input.attempt.provider);
         const response = chargeResponse(payment);
         // Why: the ledger posting, the event and the response touch different rows and need only
         // the payment row; sent together, postgres.js pipelines them on the transaction's

@@ -153,6 +153,8 @@ export async function lockPayment(db: Db, paymentId: string): Promise<PaymentRow
 
 export interface PaymentChange {
   status: PaymentStatus;
+  /** The PSP holding the charge (the attempt that made it); unchanged when absent. */
+  provider?: string;
   providerChargeId?: string | null;
   amountCapturedMinor?: number;
   failure?: { code: string; message: string } | null;
@@ -179,6 +181,7 @@ export async function transitionPayment(db: Db, paymentId: string, change: Payme
       status = ${change.status},
       next_action = ${change.nextAction ? db.json(change.nextAction as never) : null},
       provider_charge_id = ${change.providerChargeId === undefined ? db`provider_charge_id` : change.providerChargeId},
+      provider = ${change.provider ?? db`provider`},
       amount_captured_minor = ${change.amountCapturedMinor ?? db`amount_captured_minor`},
       failure_code = ${change.failure === undefined ? db`failure_code` : (change.failure?.code ?? null)},
       failure_message = ${change.failure === undefined ? db`failure_message` : (change.failure?.message ?? null)},
