@@ -51,7 +51,10 @@ export async function beginFirstAttempt(db: Db, paymentId: string, provider: str
       SELECT provider, true AS earlier FROM payment_attempts WHERE payment_id = ${paymentId} AND attempt = 1
       LIMIT 1
     ), pointed AS (
-      UPDATE payments SET provider = chosen.provider, updated_at = now()
+      -- Only the pointer moves (no indexed column, updated_at left as it is: the payment's own
+      -- state has not changed), so the new row version can stay on its heap page (a HOT update,
+      -- with room kept by the table's fillfactor) and no index of payments is written.
+      UPDATE payments SET provider = chosen.provider
       FROM chosen WHERE payments.id = ${paymentId} AND payments.provider IS DISTINCT FROM chosen.provider
     )
     SELECT provider, earlier FROM chosen`;
