@@ -140,7 +140,9 @@ describe('charging a saved method off-session', () => {
     const method = await savedCard(customer);
     const key = uniqueKey('pay');
     const request = payment({ payment_method: method.id, customer, off_session: true });
+    const logs = captureLogs();
     const created = await api.post('/v1/payments', request, key);
+    logs.stop();
     expect(created.status, created.text).toBe(201);
     expect(created.json).toMatchObject({ status: 'succeeded', payment_method: method.id, provider: 'sandbox' });
     const again = await api.post('/v1/payments', request, key);
@@ -148,6 +150,11 @@ describe('charging a saved method off-session', () => {
     const { a, b } = await chargesAt(created.json.id);
     const stored = await storedMethod(method.id);
     expect(a).toEqual([{ status: 'succeeded', off_session: true, saved_card: stored.provider_tokens.sandbox, network_transaction_id: stored.network_transaction_id }]);
+    // What charged the card is in no API answer and no log line of the API or the worker.
+    for (const text of [created.text, logs.text()]) {
+      expect(text).not.toContain(stored.provider_tokens.sandbox);
+      expect(text).not.toContain(stored.network_transaction_id);
+    }
     expect(b).toEqual([]);
     expect(await eventCount('payment.succeeded', created.json.id)).toBe(1);
   });
@@ -214,6 +221,29 @@ describe('refusals: 4xx, and nothing is charged', () => {
     const detached = await api.post(`/v1/payment_methods/${method.id}/detach`, {}, uniqueKey('det'));
     expect(detached.status).toBe(200);
     await refused(api, payment({ payment_method: method.id, customer, off_session: true }), 'payment_method');
+  });
+});
+
+describe('a route that reaches a PSP kind without saved methods', () => {
+  it('is refused at validation (400 naming the PSP); a tenant routed around it is not', async () => {
+    const sandbox = { name: 'sandbox', kind: 'sandbox', settings: { url: stack.sandboxUrl } };
+    const stripe = { name: 'stripe-eu', kind: 'stripe', settings: { url: 'http://127.0.0.1:9' } };
+    const withStripe = await stack.startApi({ PROVIDERS: [sandbox, stripe] });
+    try {
+      const client = apiClient(withStripe.url, tenant.apiKey);
+      const customer = await newCustomer(client);
+      const refused = await client.post('/v1/payments', payment({ payment_method: 'pm_card_visa', customer, setup_future_usage: 'off_session' }), uniqueKey('pay'));
+      expect(refused.status, refused.text).toBe(400);
+      expect(refused.json.error).toMatchObject({ type: 'invalid_request', issues: [{ path: 'setup_future_usage', message: expect.stringContaining('stripe-eu (stripe)') }] });
+
+      const routed = await stack.createTenant('saved-methods-routed');
+      await stack.sql`UPDATE tenants SET routing = ${stack.sql.json({ fallback: ['sandbox'] })} WHERE id = ${routed.id}`;
+      const routedClient = apiClient(withStripe.url, routed.apiKey);
+      const allowed = await routedClient.post('/v1/payments', payment({ payment_method: 'pm_card_visa', customer: await newCustomer(routedClient), setup_future_usage: 'off_session' }), uniqueKey('pay'));
+      expect(allowed.status, allowed.text).toBe(201);
+    } finally {
+      await withStripe.close();
+    }
   });
 });
 
