@@ -89,9 +89,12 @@ export class Workload {
   /**
    * One card payment and nothing after it: the run's probe while sandbox-a is down, whose first
    * attempt there takes no money and must move on to sandbox-b (a failover the census then audits).
+   * Once the client has saved a card, the probe charges it off-session: sandbox-b, which never saw
+   * the card, charges it by the card network's transaction id.
    */
   async payOnce(): Promise<void> {
-    const paying = this.operation('payment', '/v1/payments', { order_id: this.key('ord'), amount_minor: 1_500, currency: 'EUR', payment_method: 'pm_card_visa' }, 1);
+    const card = this.savedMethods.length > 0 ? { payment_method: this.savedMethods[0], customer: this.customer, off_session: true } : { payment_method: 'pm_card_visa' };
+    const paying = this.operation('payment', '/v1/payments', { order_id: this.key('ord'), amount_minor: 1_500, currency: 'EUR', ...card }, 1);
     const answer = await this.send(paying);
     const payment = answer ? (JSON.parse(answer) as { id?: string; error?: { payment?: { id: string } } }) : null;
     const id = payment?.id ?? payment?.error?.payment?.id ?? null;
@@ -136,7 +139,7 @@ export class Workload {
     if (this.savedMethods.length > 0 && rng.chance(0.15)) {
       return { ...common, payment_method: rng.pick(this.savedMethods), customer: this.customer, off_session: true };
     }
-    const customer = method === 'pm_card_visa' && !manual && rng.chance(0.3) ? await this.ensureCustomer() : null;
+    const customer = method === 'pm_card_visa' && !manual && rng.chance(0.5) ? await this.ensureCustomer() : null;
     return {
       ...common,
       payment_method: method,
