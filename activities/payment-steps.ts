@@ -10,11 +10,16 @@ import { finishAttempt } from '../db/attempts';
 import { businessEventKey } from '../shared/keys';
 import { errorResponse, orderAlreadyPaid } from '../domain/errors';
 import { paymentLocation, paymentResource, type PaymentRow } from '../domain/resources';
+import { newId } from '../domain/ids';
+import { paymentMethodEvent, saveCard } from '../db/payment-methods';
 import type { ProviderCharge } from '../provider/types';
 import type { CancelRequest, CaptureRequest, FinalResponse, PaymentEventType, PaymentStatus, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
 import { outcomeRecorder, step, workflowId } from './record-step';
 
 /** The database steps of the payment workflow (see record-step.ts for what every step guarantees). */
+
+/** The PSP's decline of an off-session charge whose card needs the customer to authenticate. */
+const AUTHENTICATION_REQUIRED = 'authentication_required';
 
 function paymentResponse(status: number, payment: PaymentRow): FinalResponse {
   return { status, body: JSON.stringify(paymentResource(payment)), location: paymentLocation(payment.id) };
@@ -57,13 +62,42 @@ async function applyCharge(tx: Db, paymentId: string, charge: ProviderCharge, ac
   if (payment.status === 'succeeded') effects.push(postCapture(tx, payment, accounts));
   const event = eventOf(payment.status);
   if (event) effects.push(paymentEvent(tx, payment, event));
+  if (payment.status === 'succeeded' || payment.status === 'requires_capture') effects.push(saveCardFor(tx, payment, charge));
   return { payment, effects };
+}
+
+/**
+ * Saves the card of a payment made with setup_future_usage for its customer, once the PSP
+ * authorized it (after any 3-D Secure): our own payment method, with the card as shown, the
+ * card network's transaction id and the PSP's token. In the transaction that records the
+ * payment's state; one method per payment (a repeated step saves nothing), with its
+ * payment_method.attached event.
+ */
+async function saveCardFor(tx: Db, payment: PaymentRow, charge: ProviderCharge): Promise<void> {
+  const saved = charge.savedCard;
+  if (payment.setup_future_usage !== 'off_session' || payment.customer_id === null || !saved || payment.provider === null) return;
+  const method = await saveCard(tx, {
+    id: newId('pm'),
+    tenantId: payment.tenant_id,
+    customerId: payment.customer_id,
+    card: saved.card,
+    networkTransactionId: saved.networkTransactionId,
+    provider: payment.provider,
+    token: saved.token,
+    sourcePaymentId: payment.id,
+  });
+  if (method) await paymentMethodEvent(tx, method, 'payment_method.attached');
 }
 
 /** The payment change a charge status means. */
 function chargeTarget(charge: ProviderCharge): PaymentChange {
   switch (charge.status) {
     case 'declined':
+      // The PSP asked for authentication the customer is not there to give (off-session): no
+      // charge, and no wait; the payment fails so the merchant can bring the customer back.
+      if (charge.declineCode === AUTHENTICATION_REQUIRED) {
+        return { status: 'failed', providerChargeId: charge.id, failure: { code: AUTHENTICATION_REQUIRED, message: charge.declineMessage ?? 'The card issuer requires the customer to authenticate this payment.' } };
+      }
       return {
         status: 'declined',
         providerChargeId: charge.id,
@@ -92,6 +126,9 @@ function chargeTarget(charge: ProviderCharge): PaymentChange {
 
 /** The first answer to POST /v1/payments for the payment as the charge left it. */
 function chargeResponse(payment: PaymentRow): FinalResponse {
+  if (payment.status === 'failed' && payment.failure_code === AUTHENTICATION_REQUIRED) {
+    return errorResponse('authentication_required', payment.failure_message ?? 'The card issuer requires authentication.', { payment: paymentResource(payment) });
+  }
   if (payment.status === 'declined') {
     return errorResponse('card_declined', payment.failure_message ?? 'The card was declined.', {
       decline_code: payment.failure_code,

@@ -1,7 +1,7 @@
 import type { ProviderHealthRecorder } from '../domain/routing';
 import type { RoutePlan } from '../domain/attempts';
 import type { FirstAttempt } from './route-steps';
-import type { RouteRequest } from '../shared/definitions';
+import type { RouteRequest, SavedMethodCharge } from '../shared/definitions';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
@@ -56,6 +56,12 @@ export interface ChargeInput {
   returnUrl?: string | null;
   /** The configured PSP to charge at. */
   provider?: string;
+  /** The customer is not there (a saved method charged off-session). */
+  offSession?: boolean;
+  /** Save the card at the PSP for later charges without the customer. */
+  setupFutureUsage?: 'off_session' | null;
+  /** A saved method: each PSP is given its own token when it has one, else the network transaction id and the card. */
+  savedMethod?: SavedMethodCharge | null;
 }
 
 /** One attempt of a payment along its route (workflows/payment.ts chargeAlongTheRoute). */
@@ -142,7 +148,7 @@ export function createProviderSteps(
   /** The charge made under this payment's charge sub-key (of that attempt), in its current state, if any. */
   const findCharge = (provider: PaymentProvider, paymentId: string, signal: AbortSignal, attempt = 1) =>
     provider.findChargeByIdempotencyKey(providerSubKey.charge(paymentId, attempt), { signal });
-  const createCharge = (provider: PaymentProvider, input: ChargeInput, attempt: number, signal: AbortSignal) =>
+  const createCharge = (provider: PaymentProvider, name: string, input: ChargeInput, attempt: number, signal: AbortSignal) =>
     provider.createCharge(
       {
         idempotencyKey: providerSubKey.charge(input.paymentId, attempt),
@@ -153,6 +159,9 @@ export function createProviderSteps(
         reference: input.paymentId,
         description: input.description,
         returnUrl: input.returnUrl ?? null,
+        ...(input.offSession ? { offSession: true } : {}),
+        ...(input.setupFutureUsage ? { setupFutureUsage: input.setupFutureUsage } : {}),
+        ...(input.savedMethod ? { savedMethod: savedMethodAt(input.savedMethod, name) } : {}),
       },
       { signal },
     );
@@ -208,7 +217,7 @@ export function createProviderSteps(
             if (!context.info.isLocal) context.heartbeat(details());
           }
           log.info('charging', { ...where, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
-          return { kind: 'charge', charge: await createCharge(provider, input, input.attempt, signal), ...(plan ? { plan } : {}) };
+          return { kind: 'charge', charge: await createCharge(provider, name, input, input.attempt, signal), ...(plan ? { plan } : {}) };
         }, details);
         health?.record(name, answered.kind === 'charge' ? 'ok' : 'error');
         return answered;
@@ -279,6 +288,11 @@ export function createProviderSteps(
       });
     },
   };
+}
+
+/** A saved method as one PSP charges it: its own token where it saved the card, else by the card network's transaction id. */
+function savedMethodAt(saved: SavedMethodCharge, provider: string) {
+  return { token: Object.hasOwn(saved.tokens, provider) ? saved.tokens[provider]! : null, networkTransactionId: saved.networkTransactionId, card: saved.card };
 }
 
 /** The type of a Temporal failure, if it is one. */

@@ -20,6 +20,8 @@ import { reconciliationRoutes } from './routes/reconciliation';
 import { eventRoutes } from './routes/events';
 import { paymentRoutes } from './routes/payments';
 import { refundRoutes } from './routes/refunds';
+import { customerRoutes } from './routes/customers';
+import { paymentMethodRoutes } from './routes/payment-methods';
 import { providerWebhookRoutes } from './routes/provider-webhooks';
 
 /** Request validation failures: 400 invalid_request with the zod issues. Nothing was executed. */
@@ -85,6 +87,8 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   app.use('/v1/*', authenticate(deps, authFailures), tenantRateLimit(deps), jsonBody(), requireIdempotencyKey(deps));
   app.route('/', paymentRoutes(deps));
   app.route('/', refundRoutes(deps));
+  app.route('/', customerRoutes(deps));
+  app.route('/', paymentMethodRoutes(deps));
   app.route('/', accountRoutes(deps));
   app.route('/', eventRoutes(deps));
 

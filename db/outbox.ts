@@ -1,6 +1,6 @@
 import type { Db, Sql } from './connect';
 import { newId } from '../domain/ids';
-import type { PaymentResource, RefundResource } from '../domain/resources';
+import type { PaymentMethodResource, PaymentResource, RefundResource } from '../domain/resources';
 import type { DeliveryStatus, EventType } from '../shared/definitions';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 
@@ -9,8 +9,8 @@ export interface EventPayload {
   object: 'event';
   type: EventType;
   created_at: string;
-  /** The payment or refund as the API shows it at the time of the event. */
-  data: { object: PaymentResource | RefundResource };
+  /** The payment, refund or payment method as the API shows it at the time of the event. */
+  data: { object: PaymentResource | RefundResource | PaymentMethodResource };
 }
 
 export interface OutboxEventRow {

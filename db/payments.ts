@@ -22,10 +22,11 @@ function insertIntent(db: Db, input: PaymentWorkflowInput, workflowId: string, f
   return db`
     INSERT INTO payments
       (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method,
-       description, metadata, workflow_id, return_url)
+       description, metadata, workflow_id, return_url, customer_id, setup_future_usage, off_session)
     SELECT ${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
       'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
-      ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null}
+      ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null}, ${input.customerId ?? null},
+      ${input.setupFutureUsage ?? null}, ${input.offSession === true}
     ${from}
     ON CONFLICT ${conflict} DO NOTHING`;
 }

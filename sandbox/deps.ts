@@ -12,6 +12,8 @@ export interface SandboxConfig {
   asyncSettleMs: number;
   /** Balance transactions turn from 'pending' to 'available' this long after they are made. */
   availableAfterMs: number;
+  /** The simulated card network's key (SANDBOX_NETWORK_KEY): network transaction ids are signed and verified with it (network.ts). */
+  networkKey: string;
 }
 
 /**

@@ -5,6 +5,7 @@ import { serveHttp, type ListenerLimits } from '../lib/listener';
 import { createSandboxApp } from './app';
 import { noWebhookFaults, type SandboxDeps, type WebhookFaults } from './deps';
 import { migrateSandbox } from './migrate';
+import { DEFAULT_NETWORK_KEY } from './network';
 import { startSettlementLoop } from './settlement';
 import { WebhookDelivery } from './webhooks';
 
@@ -34,6 +35,8 @@ export interface StartSandboxOptions {
   pollMs?: number;
   /** The base of challenge URLs (default: the URL it listens on). */
   publicUrl?: string;
+  /** The card network's key, shared by every sandbox on the network (default: network.ts DEFAULT_NETWORK_KEY). */
+  networkKey?: string;
 }
 
 export interface RunningSandbox {
@@ -65,6 +68,7 @@ export async function startSandbox(options: StartSandboxOptions): Promise<Runnin
       idempotencyKeyTtlSeconds: options.idempotencyKeyTtlSeconds ?? null,
       asyncSettleMs: options.asyncSettleMs ?? 5000,
       availableAfterMs: options.availableAfterMs ?? 2 * 24 * 3600 * 1000,
+      networkKey: options.networkKey ?? DEFAULT_NETWORK_KEY,
     },
     runtime: {
       publicUrl: options.publicUrl ?? '',

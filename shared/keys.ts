@@ -30,4 +30,5 @@ export const businessEventKey = {
   paymentEvent: (paymentId: string, type: string) => `payment:${paymentId}:${type}`,
   refund: (refundId: string) => `refund:${refundId}`,
   refundEvent: (refundId: string, type: string) => `refund:${refundId}:${type}`,
+  paymentMethodEvent: (paymentMethodId: string, type: string) => `payment_method:${paymentMethodId}:${type}`,
 };

@@ -202,6 +202,9 @@ class PaymentRun {
       capture: input.captureMethod === 'automatic',
       description: input.description,
       returnUrl: input.returnUrl ?? null,
+      // A saved card: what each PSP needs to charge it, and whether the customer is there.
+      ...(input.savedMethod ? { savedMethod: input.savedMethod, offSession: input.offSession === true } : {}),
+      ...(input.setupFutureUsage ? { setupFutureUsage: input.setupFutureUsage } : {}),
     };
     const route = { paymentId: input.paymentId, tenantId: input.tenantId, amountMinor: input.amountMinor, currency: input.currency, paymentMethod: input.paymentMethod, intent: input };
     let plan: RoutePlan | undefined;

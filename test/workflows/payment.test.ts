@@ -433,6 +433,35 @@ describe('routing and failover', () => {
     ]);
   });
 
+  const savedMethod = { id: 'pm_saved', tokens: { 'psp-a': 'card_a' }, networkTransactionId: 'ntx_first', card: { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 } };
+
+  it('an off-session saved method: every attempt carries it and off_session, so each PSP charges its token or the network transaction id', async () => {
+    const input = paymentInput({ customerId: 'cus_1', savedMethod, offSession: true });
+    const run = await bench.startPayment(input, {
+      ...twoPsps,
+      chargeAttempt: async (step) =>
+        step.provider === 'psp-a'
+          ? { kind: 'not_charged', outcome: 'not_charged', errorCode: 'outcome_unknown_none_found', message: 'none found' }
+          : { kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'succeeded', amountCapturedMinor: step.amountMinor }) },
+    });
+    await run.handle.result();
+    expect(run.inputsOf('chargeAttempt')).toMatchObject([
+      { provider: 'psp-a', savedMethod, offSession: true },
+      { provider: 'psp-b', savedMethod, offSession: true },
+    ]);
+  });
+
+  it('an off-session charge the PSP declines with authentication_required is recorded at once: no wait, no next PSP', async () => {
+    const input = paymentInput({ customerId: 'cus_1', savedMethod, offSession: true });
+    const run = await bench.startPayment(input, {
+      ...twoPsps,
+      chargeAttempt: async (step) => ({ kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'declined', declineCode: 'authentication_required' }) }),
+    });
+    await run.handle.result();
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome']);
+    expect(run.inputsOf('recordChargeOutcome')[0]!.charge).toMatchObject({ status: 'declined', declineCode: 'authentication_required' });
+  });
+
   it('a decline the route marks retryable elsewhere moves on; a card decline does not', async () => {
     const retryable = paymentInput();
     const moved = await bench.startPayment(retryable, {
