@@ -6,15 +6,20 @@ import { eventOf, isOutcomePending } from '../domain/payment-lifecycle';
 import { completeRecord } from '../db/idempotency-records';
 import { captureLines, postTransaction, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
-import { beginAttempt, finishAttempt } from '../db/attempts';
+import { finishAttempt } from '../db/attempts';
 import { businessEventKey } from '../shared/keys';
 import { errorResponse, orderAlreadyPaid } from '../domain/errors';
 import { paymentLocation, paymentResource, type PaymentRow } from '../domain/resources';
+import { newId } from '../domain/ids';
+import { paymentMethodEvent, saveCard } from '../db/payment-methods';
 import type { ProviderCharge } from '../provider/types';
 import type { CancelRequest, CaptureRequest, FinalResponse, PaymentEventType, PaymentStatus, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
 import { outcomeRecorder, step, workflowId } from './record-step';
 
 /** The database steps of the payment workflow (see record-step.ts for what every step guarantees). */
+
+/** The PSP's decline of an off-session charge whose card needs the customer to authenticate. */
+const AUTHENTICATION_REQUIRED = 'authentication_required';
 
 function paymentResponse(status: number, payment: PaymentRow): FinalResponse {
   return { status, body: JSON.stringify(paymentResource(payment)), location: paymentLocation(payment.id) };
@@ -41,8 +46,8 @@ async function postCapture(tx: Db, payment: PaymentRow, accounts?: LedgerAccount
  * effects are written only when the payment is in the reported status, and their unique keys
  * make a repeated step a no-op.
  */
-async function applyCharge(tx: Db, paymentId: string, charge: ProviderCharge, accounts?: LedgerAccounts): Promise<{ payment: PaymentRow; effects: Promise<unknown>[] }> {
-  const target = chargeTarget(charge);
+async function applyCharge(tx: Db, paymentId: string, charge: ProviderCharge, accounts?: LedgerAccounts, provider?: string): Promise<{ payment: PaymentRow; effects: Promise<unknown>[] }> {
+  const target = { ...chargeTarget(charge), ...(provider ? { provider } : {}) };
   const moved =
     target.status === 'processing'
       ? null // the intent was persisted as processing: the PSP's "pending" is the same status, an event of its own
@@ -57,13 +62,42 @@ async function applyCharge(tx: Db, paymentId: string, charge: ProviderCharge, ac
   if (payment.status === 'succeeded') effects.push(postCapture(tx, payment, accounts));
   const event = eventOf(payment.status);
   if (event) effects.push(paymentEvent(tx, payment, event));
+  if (payment.status === 'succeeded' || payment.status === 'requires_capture') effects.push(saveCardFor(tx, payment, charge));
   return { payment, effects };
+}
+
+/**
+ * Saves the card of a payment made with setup_future_usage for its customer, once the PSP
+ * authorized it (after any 3-D Secure): our own payment method, with the card as shown, the
+ * card network's transaction id and the PSP's token. In the transaction that records the
+ * payment's state; one method per payment (a repeated step saves nothing), with its
+ * payment_method.attached event.
+ */
+async function saveCardFor(tx: Db, payment: PaymentRow, charge: ProviderCharge): Promise<void> {
+  const saved = charge.savedCard;
+  if (payment.setup_future_usage !== 'off_session' || payment.customer_id === null || !saved || payment.provider === null) return;
+  const method = await saveCard(tx, {
+    id: newId('pm'),
+    tenantId: payment.tenant_id,
+    customerId: payment.customer_id,
+    card: saved.card,
+    networkTransactionId: saved.networkTransactionId,
+    provider: payment.provider,
+    token: saved.token,
+    sourcePaymentId: payment.id,
+  });
+  if (method) await paymentMethodEvent(tx, method, 'payment_method.attached');
 }
 
 /** The payment change a charge status means. */
 function chargeTarget(charge: ProviderCharge): PaymentChange {
   switch (charge.status) {
     case 'declined':
+      // The PSP asked for authentication the customer is not there to give (off-session): no
+      // charge, and no wait; the payment fails so the merchant can bring the customer back.
+      if (charge.declineCode === AUTHENTICATION_REQUIRED) {
+        return { status: 'failed', providerChargeId: charge.id, failure: { code: AUTHENTICATION_REQUIRED, message: charge.declineMessage ?? 'The card issuer requires the customer to authenticate this payment.' } };
+      }
       return {
         status: 'declined',
         providerChargeId: charge.id,
@@ -92,6 +126,9 @@ function chargeTarget(charge: ProviderCharge): PaymentChange {
 
 /** The first answer to POST /v1/payments for the payment as the charge left it. */
 function chargeResponse(payment: PaymentRow): FinalResponse {
+  if (payment.status === 'failed' && payment.failure_code === AUTHENTICATION_REQUIRED) {
+    return errorResponse('authentication_required', payment.failure_message ?? 'The card issuer requires authentication.', { payment: paymentResource(payment) });
+  }
   if (payment.status === 'declined') {
     return errorResponse('card_declined', payment.failure_message ?? 'The card was declined.', {
       decline_code: payment.failure_code,
@@ -134,10 +171,11 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
       const { payment: request, charge } = input;
       return step(sql, async (tx) => {
         const owner = { workflowId: workflowId(), resourceId: request.paymentId };
-        // Before the payment's row moves: the response and the event show the provider holding it.
-        await beginAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider);
+        // The attempt began (and pointed payments.provider at its PSP) before it charged; its
+        // row is finished here, or written whole if its begin was lost.
         await finishAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider, { outcome: charge.status, providerChargeId: charge.id, errorCode: charge.declineCode });
-        const { payment, effects } = await applyCharge(tx, request.paymentId, charge, accounts);
+        // The payment's row moves with its PSP named: the response and the event show it.
+        const { payment, effects } = await applyCharge(tx, request.paymentId, charge, accounts, input.attempt.provider);
         const response = chargeResponse(payment);
         // Why: the ledger posting, the event and the response touch different rows and need only
         // the payment row; sent together, postgres.js pipelines them on the transaction's

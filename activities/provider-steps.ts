@@ -1,6 +1,7 @@
 import type { ProviderHealthRecorder } from '../domain/routing';
 import type { RoutePlan } from '../domain/attempts';
-import type { RouteRequest } from '../shared/definitions';
+import type { FirstAttempt } from './route-steps';
+import type { RouteRequest, SavedMethodCharge } from '../shared/definitions';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
@@ -19,7 +20,8 @@ export const PROVIDER_REJECTED_MESSAGE = 'The payment provider refused the reque
 export async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>, details?: () => unknown): Promise<T> {
   const context = Context.current();
   // Every beat carries the step's details (if any): the last one is what the next attempt reads.
-  const beat = setInterval(() => context.heartbeat(details?.()), 1000);
+  // A local activity has no heartbeat: its workflow task's timeout notices a worker that died.
+  const beat = context.info.isLocal ? undefined : setInterval(() => context.heartbeat(details?.()), 1000);
   try {
     const answer = await call(context.cancellationSignal);
     killPoint('after-provider-answer');
@@ -34,7 +36,7 @@ export async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>,
     }
     throw error; // unknown outcome: retried with the same sub-key, lookup first
   } finally {
-    clearInterval(beat);
+    if (beat) clearInterval(beat);
   }
 }
 
@@ -54,6 +56,12 @@ export interface ChargeInput {
   returnUrl?: string | null;
   /** The configured PSP to charge at. */
   provider?: string;
+  /** The customer is not there (a saved method charged off-session). */
+  offSession?: boolean;
+  /** Save the card at the PSP for later charges without the customer. */
+  setupFutureUsage?: 'off_session' | null;
+  /** A saved method: each PSP is given its own token when it has one, else the network transaction id and the card. */
+  savedMethod?: SavedMethodCharge | null;
 }
 
 /** One attempt of a payment along its route (workflows/payment.ts chargeAlongTheRoute). */
@@ -125,7 +133,7 @@ export function createProviderSteps(
   providers: ProviderRegistry | PaymentProvider,
   health?: ProviderHealthRecorder,
   /** Decides a route in attempt 1 (inputs with `route`; activities/route-steps.ts createFirstAttemptPlanner). */
-  planFirstAttempt?: (request: RouteRequest) => Promise<RoutePlan>,
+  planFirstAttempt?: (request: RouteRequest) => Promise<FirstAttempt>,
 ) {
   const registry = isProviderRegistry(providers) ? providers : providerRegistry({ sandbox: providers });
   /** The named PSP, or the default when none is named. A name no longer configured cannot be retried into existence. */
@@ -140,7 +148,7 @@ export function createProviderSteps(
   /** The charge made under this payment's charge sub-key (of that attempt), in its current state, if any. */
   const findCharge = (provider: PaymentProvider, paymentId: string, signal: AbortSignal, attempt = 1) =>
     provider.findChargeByIdempotencyKey(providerSubKey.charge(paymentId, attempt), { signal });
-  const createCharge = (provider: PaymentProvider, input: ChargeInput, attempt: number, signal: AbortSignal) =>
+  const createCharge = (provider: PaymentProvider, name: string, input: ChargeInput, attempt: number, signal: AbortSignal) =>
     provider.createCharge(
       {
         idempotencyKey: providerSubKey.charge(input.paymentId, attempt),
@@ -151,6 +159,9 @@ export function createProviderSteps(
         reference: input.paymentId,
         description: input.description,
         returnUrl: input.returnUrl ?? null,
+        ...(input.offSession ? { offSession: true } : {}),
+        ...(input.setupFutureUsage ? { setupFutureUsage: input.setupFutureUsage } : {}),
+        ...(input.savedMethod ? { savedMethod: savedMethodAt(input.savedMethod, name) } : {}),
       },
       { signal },
     );
@@ -166,16 +177,19 @@ export function createProviderSteps(
      */
     async chargeAttempt(input: ChargeAttemptInput): Promise<ChargeAttemptResult> {
       let plan: RoutePlan | undefined;
+      let triedBefore = false;
       if (input.route) {
         if (!planFirstAttempt) throw ApplicationFailure.nonRetryable('this worker cannot decide a route in the charge step', 'UnknownProvider');
-        plan = await planFirstAttempt(input.route);
+        ({ plan, triedBefore } = await planFirstAttempt(input.route));
       }
       const name = plan ? plan.providers[0]! : input.provider!;
       const canFailOver = plan ? plan.providers.length > 1 : input.canFailOver === true;
       const provider = at(name);
       const context = Context.current();
-      const retry = context.info.attempt > 1;
-      const where = { payment_id: input.paymentId, provider: name, attempt: input.attempt, activity_attempt: context.info.attempt };
+      // A retry, or attempt 1 recorded by an earlier try (a worker that died mid-charge, a local
+      // try whose answer was lost): the PSP may hold a charge under this key, so ask it first.
+      const retry = context.info.attempt > 1 || triedBefore;
+      const where = { payment_id: input.paymentId, provider: name, attempt: input.attempt, activity_attempt: context.info.attempt, local: context.info.isLocal };
       // Whether nothing can have been charged under this key so far: true on the first try;
       // on a retry, only once the lookup has answered that nothing is there.
       let nothingSoFar = !retry;
@@ -184,7 +198,7 @@ export function createProviderSteps(
       // The heartbeat's details name the PSP and attempt: the Web UI shows them on the pending
       // activity while its outcome is unknown (the memo learns them only from its answer).
       const details = () => ({ provider: name, attempt: input.attempt, noneFound });
-      if (retry) context.heartbeat(details());
+      if (retry && !context.info.isLocal) context.heartbeat(details());
       const notCharged = (outcome: 'rejected' | 'not_sent' | 'not_charged', errorCode: string, message: string): ChargeAttemptResult => {
         log.warn('nothing was charged at this provider; the payment may move on', { ...where, outcome, error_code: errorCode });
         return { kind: 'not_charged', outcome, errorCode, message, ...(plan ? { plan } : {}) };
@@ -200,10 +214,10 @@ export function createProviderSteps(
             if (canFailOver && noneFound >= LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED) {
               return notCharged('not_charged', 'outcome_unknown_none_found', `after lost answers, ${noneFound} lookups by our key found no charge`);
             }
-            context.heartbeat(details());
+            if (!context.info.isLocal) context.heartbeat(details());
           }
           log.info('charging', { ...where, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
-          return { kind: 'charge', charge: await createCharge(provider, input, input.attempt, signal), ...(plan ? { plan } : {}) };
+          return { kind: 'charge', charge: await createCharge(provider, name, input, input.attempt, signal), ...(plan ? { plan } : {}) };
         }, details);
         health?.record(name, answered.kind === 'charge' ? 'ok' : 'error');
         return answered;
@@ -274,6 +288,11 @@ export function createProviderSteps(
       });
     },
   };
+}
+
+/** A saved method as one PSP charges it: its own token where it saved the card, else by the card network's transaction id. */
+function savedMethodAt(saved: SavedMethodCharge, provider: string) {
+  return { token: Object.hasOwn(saved.tokens, provider) ? saved.tokens[provider]! : null, networkTransactionId: saved.networkTransactionId, card: saved.card };
 }
 
 /** The type of a Temporal failure, if it is one. */

@@ -9,6 +9,12 @@ import { step, workflowId } from './record-step';
 import { findTenantRouting } from '../db/tenants';
 import { orderWithHealth, routeCandidates, Routing, type ProviderHealthView } from '../domain/routing';
 
+/** Attempt 1's route, and whether an earlier try of attempt 1 recorded it (and so may have charged). */
+export interface FirstAttempt {
+  plan: RoutePlan;
+  triedBefore: boolean;
+}
+
 /** Decides the PSPs a payment is tried at, in order (the routing; see planRouteFor). */
 export type RoutePlanner = (request: RouteRequest, context: { sql: Sql; providers: ProviderRegistry; health?: ProviderHealthView }) => Promise<RoutePlan>;
 
@@ -68,7 +74,7 @@ function keepingFirst(plan: RoutePlan, first: string): RoutePlan {
  * refusing it fails the attempt for good with OrderTaken (the run answers 409): nothing was
  * charged. A holder gone again meanwhile is retried (the intent may now be persisted).
  */
-async function persistIntentAndBegin(deps: RouteDeps, intent: PaymentWorkflowInput, provider: string): Promise<string | null> {
+async function persistIntentAndBegin(deps: RouteDeps, intent: PaymentWorkflowInput, provider: string): Promise<{ provider: string; earlier: boolean } | null> {
   try {
     return await deps.sql.begin(async (tx) => {
       await ensureIntent(tx, intent, workflowId());
@@ -87,10 +93,12 @@ async function persistIntentAndBegin(deps: RouteDeps, intent: PaymentWorkflowInp
  * chargeAttempt with `route`): no step of its own. One statement records attempt 1 at the
  * plan's first PSP, or finds the PSP an earlier try of the step recorded, and points
  * payments.provider there: a retried attempt charges where the first try may have charged,
- * whatever the breaker says by then. The payment's intent is persisted here, and only here,
- * when the run finds it missing (the API persists it with the key's claim).
+ * whatever the breaker says by then, and is told that an earlier try may have charged there
+ * (`triedBefore`: a worker that died mid-charge, a local try whose answer was lost), so it asks
+ * the PSP before it charges. The payment's intent is persisted here, and only here, when the
+ * run finds it missing (the API persists it with the key's claim).
  */
-export function createFirstAttemptPlanner(deps: RouteDeps): (request: RouteRequest) => Promise<RoutePlan> {
+export function createFirstAttemptPlanner(deps: RouteDeps): (request: RouteRequest) => Promise<FirstAttempt> {
   const plan = routePlanning(deps);
   return async (request) => {
     const planned = await plan(request);
@@ -98,7 +106,7 @@ export function createFirstAttemptPlanner(deps: RouteDeps): (request: RouteReque
     const first = (await beginFirstAttempt(deps.sql, request.paymentId, provider)) ?? (await persistIntentAndBegin(deps, request.intent, provider));
     // Retryable: a concurrent try's row becomes visible to the next statement.
     if (first === null) throw new Error(`attempt 1 of ${request.paymentId} could not be recorded (a concurrent try); asking again`);
-    return keepingFirst(planned, first);
+    return { plan: keepingFirst(planned, first.provider), triedBefore: first.earlier };
   };
 }
 

@@ -21,6 +21,8 @@ import { eventRoutes } from './routes/events';
 import { paymentRoutes } from './routes/payments';
 import { refundRoutes } from './routes/refunds';
 import { disputeRoutes } from './routes/disputes';
+import { customerRoutes } from './routes/customers';
+import { paymentMethodRoutes } from './routes/payment-methods';
 import { providerWebhookRoutes } from './routes/provider-webhooks';
 
 /** Request validation failures: 400 invalid_request with the zod issues. Nothing was executed. */
@@ -87,6 +89,8 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   app.route('/', paymentRoutes(deps));
   app.route('/', refundRoutes(deps));
   app.route('/', disputeRoutes(deps));
+  app.route('/', customerRoutes(deps));
+  app.route('/', paymentMethodRoutes(deps));
   app.route('/', accountRoutes(deps));
   app.route('/', eventRoutes(deps));
 

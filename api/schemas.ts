@@ -2,7 +2,7 @@ import { attemptOutcomes } from '../domain/attempts';
 import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from '../domain/money';
 import { errorStatus } from '../domain/errors';
-import type { DisputeResource, PaymentResource, RefundResource } from '../domain/resources';
+import type { CustomerResource, DisputeResource, PaymentMethodResource, PaymentResource, RefundResource } from '../domain/resources';
 import { disputeStages, disputeStatuses } from '../domain/disputes';
 import type { EventPayload } from '../db/outbox';
 import { captureMethods, deliveryStatuses, eventTypes, paymentStatuses, refundStatuses } from '../shared/definitions';
@@ -133,7 +133,22 @@ export const CreatePaymentBody = z
           'https; plain http only on a loopback host (127.0.0.1, ::1, localhost) outside production.',
         example: 'https://shop.example/checkout/return',
       }),
+    // Saved payment methods (docs/CONTRACT.md §3.9); optional without defaults, like return_url.
+    customer: text().max(64).optional().openapi({
+      description: 'The customer (`cus_…`) the payment is for: needed to save the card or to charge one they saved.',
+      example: 'cus_01jd6w8b3m4x0c2q7yk5h9t1ve',
+    }),
+    setup_future_usage: z.literal('off_session').optional().openapi({
+      description: 'Save the card for the `customer` once the payment succeeds (after any 3-D Secure): it becomes a payment method `pm_…` that later payments can charge with `off_session: true`.',
+    }),
+    off_session: z.boolean().optional().openapi({
+      description:
+        'The customer is not there: charge the saved `payment_method` of the `customer` without them. If the card issuer asks for authentication the payment fails ' +
+        '(402 `authentication_required`) instead of waiting: bring the customer back to pay on-session.',
+    }),
   })
+  .refine((body) => body.setup_future_usage === undefined || body.customer !== undefined, { message: 'setup_future_usage needs a customer to save the card for', path: ['customer'] })
+  .refine((body) => body.off_session !== true || body.customer !== undefined, { message: 'off_session needs the customer whose saved payment method is charged', path: ['customer'] })
   .openapi('CreatePaymentRequest');
 
 /**
@@ -159,6 +174,16 @@ export function isLoopbackHost(hostname: string): boolean {
   return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
 }
 export type CreatePaymentBody = z.output<typeof CreatePaymentBody>;
+
+export const CreateCustomerBody = z
+  .strictObject({
+    email: text().max(512).regex(printable, 'no control characters').nullable().default(null).openapi({ example: 'jane@example.com' }),
+    name: text().max(256).regex(printable, 'no control characters').nullable().default(null).openapi({ example: 'Jane Doe' }),
+    metadata: metadata.default({}),
+  })
+  .openapi('CreateCustomerRequest');
+
+export const DetachPaymentMethodBody = z.strictObject({}).openapi('DetachPaymentMethodRequest');
 
 export const CapturePaymentBody = z
   .strictObject({
@@ -281,6 +306,7 @@ export const ListDisputesQuery = z
     ...paging,
   })
   .refine(oneCursor, oneCursorIssue);
+export const ListPaymentMethodsQuery = z.strictObject(paging).refine(oneCursor, oneCursorIssue);
 
 export const ListEventsQuery = z
   .strictObject({
@@ -401,6 +427,29 @@ export const Dispute = z
     updated_at: z.string(),
   })
   .openapi('Dispute');
+export const Customer = z
+  .object({
+    id: z.string().openapi({ example: 'cus_01jd6w8b3m4x0c2q7yk5h9t1ve' }),
+    object: z.literal('customer'),
+    email: z.string().nullable(),
+    name: z.string().nullable(),
+    metadata: z.record(z.string(), z.string()),
+    created_at: z.string(),
+  })
+  .openapi('Customer');
+
+export const PaymentMethod = z
+  .object({
+    id: z.string().openapi({ example: 'pm_01jd6w8b3m4x0c2q7yk5h9t1ve', description: 'Ours, never a PSP\'s token.' }),
+    object: z.literal('payment_method'),
+    customer: z.string(),
+    card: z.object({ brand: z.string(), last4: z.string(), exp_month: z.number().int(), exp_year: z.number().int() }).openapi({
+      description: 'All that is kept of the card: no number, no PSP token or network transaction id is ever shown.',
+    }),
+    detached_at: z.string().nullable().openapi({ description: 'Set once detached: it can no longer be charged.' }),
+    created_at: z.string(),
+  })
+  .openapi('PaymentMethod');
 
 /**
  * The documented response shapes and the bodies domain/resources.ts builds are the same type:
@@ -409,10 +458,14 @@ export const Dispute = z
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const paymentSchemaMatchesResource: Same<z.output<typeof Payment>, PaymentResource> = true;
 const refundSchemaMatchesResource: Same<z.output<typeof Refund>, RefundResource> = true;
+const customerSchemaMatchesResource: Same<z.output<typeof Customer>, CustomerResource> = true;
+const paymentMethodSchemaMatchesResource: Same<z.output<typeof PaymentMethod>, PaymentMethodResource> = true;
 void paymentSchemaMatchesResource;
 void refundSchemaMatchesResource;
 const disputeSchemaMatchesResource: Same<z.output<typeof Dispute>, DisputeResource> = true;
 void disputeSchemaMatchesResource;
+void customerSchemaMatchesResource;
+void paymentMethodSchemaMatchesResource;
 
 export const Event = z
   .object({
@@ -420,7 +473,7 @@ export const Event = z
     object: z.literal('event'),
     type: z.enum(eventTypes),
     created_at: z.string(),
-    data: z.object({ object: z.union([Payment, Refund, Dispute]) }),
+    data: z.object({ object: z.union([Payment, Refund, Dispute, PaymentMethod]) }),
   })
   .openapi('Event');
 // The stored event payload (db/outbox.ts) is what GET /v1/events/{id} and the webhooks send.

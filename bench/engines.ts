@@ -107,7 +107,7 @@ export async function runEnginesPhase(options: EnginesOptions): Promise<{ result
   const { stack } = options;
   const started = Date.now();
   const sandboxPids = () => Object.fromEntries(stack.children.filter((c) => c.name.startsWith('sandbox-')).map((c) => [c.name, c.pid]));
-  const otherSandboxDatabases = stack.sandboxes.slice(1).map((s) => s.databaseName);
+  const sandboxDatabases = stack.sandboxes.map((s) => s.databaseName);
   const lanes: { name: string; description: string; scenarios: Scenarios; meter: CpuMeter }[] = [
     {
       name: options.mode,
@@ -116,7 +116,7 @@ export async function runEnginesPhase(options: EnginesOptions): Promise<{ result
       meter: new EngineMeter(
         () => ({ temporal: stack.temporalPids(), worker: stack.worker.pid, api: stack.api.pid, ...sandboxPids() }),
         stack.sql,
-        [stack.databaseName, ...otherSandboxDatabases],
+        [stack.databaseName, ...sandboxDatabases],
         stack.temporalDatabases,
       ),
     },
@@ -132,8 +132,8 @@ export async function runEnginesPhase(options: EnginesOptions): Promise<{ result
     const meter = new EngineMeter(
       () => ({ temporal: pids(), worker: lane.worker.pid, api: lane.api.pid, ...sandboxPids() }),
       stack.sql,
-      // sandbox-a keeps its charges in the base lane's database: its backends work for this lane too.
-      [lane.databaseName, stack.databaseName, ...otherSandboxDatabases],
+      // The sandboxes' databases: their backends work for this lane too.
+      [lane.databaseName, ...sandboxDatabases],
       databases,
     );
     lanes.push({ name, description, scenarios, meter });

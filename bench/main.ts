@@ -48,6 +48,7 @@ import { runRoutingPhase, type FailoverMode, type RoutingResult } from './routin
 import { PgActivityProbe, pgSettings, type RoundActivity } from './pgactivity';
 import { historyCounts, hotStatementBuffers, Scenarios, seedHistory, settleLane, type StormKeyResult } from './scenarios';
 import { startBenchStack } from './stack';
+import { StatementSampler, type StatementProfile } from './statements';
 
 const env = process.env;
 const settings = {
@@ -109,8 +110,11 @@ const http = new HttpClient(stack.apiUrl, Math.max(64, settings.stormCopies));
 const closers: (() => void)[] = [() => http.close()];
 /** The stack's processes by name, as the CPU tables name them (the base lane's API and worker, both sandboxes). */
 const processIds = (): Record<string, number | number[]> => ({ temporal: stack.temporalPids(), ...Object.fromEntries(stack.children.map((child) => [child.name, child.pid])) });
-/** Backends of these count as `postgres`: the base lane's database (sandbox-a's too), sandbox-b's, the cluster's. */
-const pgDatabases = (laneDatabase: string) => [laneDatabase, ...stack.sandboxes.slice(1).map((s) => s.databaseName), ...stack.temporalDatabases];
+/**
+ * Backends of these count as `postgres` CPU: the lane's database, both sandboxes', the cluster's.
+ * Pages per operation (pg_blocks_*) are the first one's alone: the product's database.
+ */
+const pgDatabases = (laneDatabase: string) => [laneDatabase, ...stack.sandboxes.map((s) => s.databaseName), ...stack.temporalDatabases];
 try {
   const tenant = await createTenant(stack.apiUrl);
   const scenarios = new Scenarios(stack, http, tenant);
@@ -204,6 +208,10 @@ try {
   const empty: Record<number, LoopResult> = {};
   const floor: Record<number, LoopResult> = {};
   const payments: Record<number, LoopResult> = {};
+  // The statements of the product's database over the whole new-payments phase (bench/statements.ts).
+  const sampler = await StatementSampler.open(stack.sql, stack.databaseName);
+  const madePayments = async () => (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM payments WHERE id NOT LIKE 'pay\\_00%'`)[0]!.n;
+  const statementsBefore = { snapshot: await sampler.snapshot(), payments: await madePayments() };
   for (const c of settings.skip.has('payments') ? [] : settings.concurrencies) {
     const [e, f, p] = await interleaved(
       [
@@ -220,6 +228,12 @@ try {
       `c=${c}: empty ${e!.throughput}/s p50 ${e!.latency.p50} ms | floor ${f!.throughput}/s p50 ${f!.latency.p50} ms | payments ${p!.throughput}/s p50 ${p!.latency.p50} ms p99 ${p!.latency.p99} ms | ` +
         `ratio to floor ${formatRatio(roundRatio(p!, f!, (r) => r.throughput))} (per-round median), cpu/op worker ${p!.cpuPerOperation?.worker} api ${p!.cpuPerOperation?.api} pg ${p!.cpuPerOperation?.postgres} sandbox-a ${p!.cpuPerOperation?.['sandbox-a']} temporal ${p!.cpuPerOperation?.temporal}`,
     );
+  }
+
+  let statements: StatementProfile | undefined;
+  if (!settings.skip.has('payments')) {
+    statements = sampler.profile(statementsBefore.snapshot, await sampler.snapshot(), (await madePayments()) - statementsBefore.payments);
+    progress.say(statements.unavailable ? `statement profile: ${statements.unavailable}` : `statement profile: ${JSON.stringify(statements.total)} per payment over ${statements.payments} payments`);
   }
 
   // 2b: routing: single-PSP vs routed payments side by side, then the failover timeline.
@@ -412,6 +426,7 @@ try {
     ...(storm ? { storm } : {}),
     ...(routing ? { routing } : {}),
     ...(engines ? { engines: engines.result } : {}),
+    ...(statements ? { statements } : {}),
     scales,
     effects,
   };
@@ -495,8 +510,8 @@ function summariseStorms(perKey: StormKeyResult[]): StormResult {
 
 /**
  * Over the whole run, all lanes: one charge at the providers per (real) payment, nothing more.
- * sandbox-a keeps every lane's charges in the base lane's database, sandbox-b in its own; a
- * charge's reference is its payment's id, so the two are summed per payment.
+ * Each sandbox keeps every lane's charges in its own database; a charge's reference is its
+ * payment's id, so the two are summed per payment.
  */
 async function globalEffects(laneDatabases: Sql[]) {
   /** Per payment (reference): charges holding money (succeeded or authorized) and all charges, over both PSPs. */

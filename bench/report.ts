@@ -1,4 +1,5 @@
 /** bench/results/latest.json (every figure) and latest.md (the summary a reviewer reads). */
+import { statementsMarkdown, type StatementProfile } from './statements';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { formatRatio, round, roundRatio, type LatencySummary, type LoopResult, type RoundFigures } from './load';
@@ -113,6 +114,8 @@ export interface BenchResults {
   routing?: RoutingResult;
   /** The cluster and the dev server side by side (bench/engines.ts). */
   engines?: EnginesResult;
+  /** The product database's statements per payment over the new-payments phase (bench/statements.ts). */
+  statements?: StatementProfile;
   scales: ScaleResult[];
   effects: {
     payments: number;
@@ -287,10 +290,10 @@ function markdown(results: BenchResults): string {
     lines.push(
       'CPU time per operation by process (from /proc, over each whole run including its warm-up): `temporal` is the Temporal server (on a cluster, all its nodes), ' +
         '`sandbox-a` / `sandbox-b` the two provider sandboxes (sandbox-a the default PSP), `postgres` the backends ' +
-        'serving the bench databases (the lane\'s, which holds sandbox-a\'s charges too, and sandbox-b\'s), `bench` the load generator and the floor\'s Temporal client, `total` their sum; `other` is what the rest ' +
+        'serving the bench databases (the lane\'s and the two sandboxes\'), `bench` the load generator and the floor\'s Temporal client, `total` their sum; `other` is what the rest ' +
         'of the machine used meanwhile (another user\'s work, PostgreSQL\'s shared WAL writer and checkpointer), per operation too: near 0 means the ' +
         'figure was taken on a quiet machine. On 2 cores, throughput at high concurrency is bounded by the total. ' +
-        '`pg_blocks_hit` / `pg_blocks_read`: PostgreSQL shared-buffer pages found in / read into its cache per operation, for the bench database (pg_stat_database; backends report about once a second, so short runs carry some slack).',
+        '`pg_blocks_hit` / `pg_blocks_read`: PostgreSQL shared-buffer pages found in / read into its cache per operation, for the product\'s database alone (pg_stat_database; backends report about once a second, so short runs carry some slack).',
       '',
     );
     lines.push(`| operation | ${processes.join(' | ')} |`, `|---|${processes.map(() => '---:').join('|')}|`);
@@ -299,6 +302,8 @@ function markdown(results: BenchResults): string {
     }
     lines.push('');
   }
+
+  if (results.statements) lines.push(...statementsMarkdown(results.statements));
 
   const s = results.storm;
   if (s) lines.push(...stormMarkdown(s));

@@ -136,7 +136,9 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       return { databaseName, databaseUrl, sql };
     };
     const base = await createDatabase('lane base');
-    // Two PSPs are two companies: sandbox-b keeps its charges in a database of its own.
+    // Two PSPs are two companies, neither of them us: each sandbox keeps its charges in a
+    // database of its own, so the product's database holds (and its pages count) only our work.
+    const sandboxADatabase = await createDatabase('sandbox-a', false);
     const sandboxBDatabase = await createDatabase('sandbox-b', false);
 
     const startTemporal = async () => {
@@ -181,9 +183,9 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
 
     const adminToken = `bench-admin-${randomBytes(12).toString('hex')}`;
     const payloadKeys = options.payloadEncryption ? generatePayloadKey('bench') : null;
-    // sandbox-a keeps its charges in the base lane's database (schema sandbox), for all lanes.
+    // Each sandbox serves every lane from its own database.
     const sandboxes: (BenchSandbox & { port: number; databaseUrl: string })[] = [];
-    for (const [name, database] of [['sandbox-a', base], ['sandbox-b', sandboxBDatabase]] as const) {
+    for (const [name, database] of [['sandbox-a', sandboxADatabase], ['sandbox-b', sandboxBDatabase]] as const) {
       const port = await freePort();
       sandboxes.push({ name, port, url: `http://127.0.0.1:${port}`, sql: database.sql, databaseName: database.databaseName, databaseUrl: database.databaseUrl });
     }

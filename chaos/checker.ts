@@ -17,6 +17,10 @@ export interface PaymentCensus {
   refundedMinor: number;
   /** The PSP that holds the payment (payments.provider; the default PSP when none is recorded). */
   provider: string | null;
+  /** A saved card charged without its customer (off_session). */
+  offSession: boolean;
+  /** The payment asked to save its card (setup_future_usage). */
+  savesCard: boolean;
   /** Its attempts, in order: where each went and what it came to (payment_attempts). */
   attempts: { attempt: number; provider: string; outcome: string; errorCode: string | null; chargeId: string | null }[];
   /** Every charge at either PSP whose reference is this payment. */
@@ -75,6 +79,9 @@ interface PaymentRow {
   provider_charge_id: string | null;
   provider: string | null;
   workflow_id: string;
+  /** A saved card charged without its customer; setup_future_usage: the payment saved its card. */
+  off_session: boolean;
+  setup_future_usage: string | null;
 }
 /** One row of payment_attempts. */
 export interface AttemptRow {
@@ -325,7 +332,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
 
   const payments = await sql<PaymentRow[]>`
     SELECT id, status, amount_minor::int, amount_captured_minor::int, amount_refunded_minor::int, currency, capture_method,
-           payment_method, provider_charge_id, provider, workflow_id
+           payment_method, provider_charge_id, provider, workflow_id, off_session, setup_future_usage
     FROM payments WHERE tenant_id IN ${sql(input.tenantIds)} ORDER BY created_at, id`;
   const attempts = await sql<AttemptRow[]>`
     SELECT a.payment_id, a.attempt, a.provider, a.provider_charge_id, a.outcome, a.error_code
@@ -469,6 +476,8 @@ export async function check(input: CheckInput): Promise<Verdict> {
       capturedMinor: payment.amount_captured_minor,
       refundedMinor: payment.amount_refunded_minor,
       provider: providerOf(payment),
+      offSession: payment.off_session,
+      savesCard: payment.setup_future_usage !== null,
       attempts: (attemptsByPayment.get(payment.id) ?? []).map((a) => ({ attempt: a.attempt, provider: a.provider, outcome: a.outcome, errorCode: a.error_code, chargeId: a.provider_charge_id })),
       charges: charged.map((c) => ({ provider: c.provider, id: c.id, status: c.status, capturedMinor: c.amount_captured_minor, refundedMinor: c.amount_refunded_minor, key: c.idempotency_key })),
       captureTransactions,

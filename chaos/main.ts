@@ -39,5 +39,6 @@ for (const finding of summary.findings) console.log(`FINDING ${finding}`);
 console.log(`written: ${values.results}/summary.md, summary.json, census.json.gz`);
 console.log(`seed ${seed}: ${summary.payments} payments, ${summary.refunds} refunds, faults ${JSON.stringify(summary.faultsInjected)}`);
 console.log(`two PSPs: ${summary.failover.failedOver} payments failed over from sandbox-a to sandbox-b; faults on sandbox-a ${JSON.stringify(summary.faultsOnSandboxA)}`);
+console.log(`saved cards: ${Object.values(summary.savedCards.offSession).reduce((n, v) => n + v, 0)} off-session payments (${JSON.stringify(summary.savedCards.offSession)}), ${summary.savedCards.offSessionFailedOver} failed over`);
 console.log(`${summary.passed} passed, ${summary.failed} failed`);
 process.exit(summary.failed > 0 ? 1 : 0);

@@ -47,6 +47,8 @@ export interface ChaosSummary {
   faultsSkipped: Record<string, number>;
   /** Where payments went across the two PSPs (payment_attempts). */
   failover: FailoverFigures;
+  /** Saved cards and the off-session payments that charged them. */
+  savedCards: SavedCardFigures;
   schedule: NemesisEvent[];
   workerKillPoints: (string | null)[];
   processStarts: Record<string, { starts: number; unplannedExits: number; failedStarts: number }>;
@@ -95,8 +97,14 @@ export async function waitUntilSettled(env: Pick<ChaosEnvironment, 'sql' | 'temp
   }
 }
 
-/** The faults during which sandbox-a refuses connections: a payment's attempt there certainly took no money. */
-const failoverProbeKinds = new Set<string>(['kill-sandbox', 'outage-down']);
+/**
+ * The faults during which a payment's attempt at sandbox-a certainly takes no money and moves
+ * on: it refuses connections (killed, `down`), refuses writes (`unavailable`), or declines
+ * with a code the route retries elsewhere (`declining`). Each sends a probe payment into it.
+ * A probe finds sandbox-a first only while the worker's breaker has not put it last (an
+ * earlier outage opens it for a while), so every such fault probes, not just one.
+ */
+const failoverProbeKinds = new Set<string>(['kill-sandbox', 'outage-down', 'outage-unavailable', 'outage-declining']);
 /** How long after such a fault starts its probe payment is sent: inside the fault (at least 2 s long). */
 const FAILOVER_PROBE_DELAY_MS = 1_000;
 
@@ -235,6 +243,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
       faultsOnSandboxA: Object.fromEntries(pspFaultKinds.map((kind) => [kind, env.injected[kind] ?? 0])),
       faultsSkipped: env.skipped,
       failover: failoverFigures(verdict.census),
+      savedCards: savedCardFigures(verdict.census),
       schedule,
       workerKillPoints: env.workerKillPoints,
       processStarts: Object.fromEntries(env.supervisors.map((s) => [s.name, { starts: s.starts, unplannedExits: s.unplannedExits, failedStarts: s.failedStarts }])),
@@ -284,6 +293,28 @@ export function failoverFigures(census: PaymentCensus[]): FailoverFigures {
   return figures;
 }
 
+export interface SavedCardFigures {
+  /** Payments that asked to save their card (setup_future_usage), and how they ended. */
+  saving: Record<string, number>;
+  /** Off-session payments of a saved card, by final status. */
+  offSession: Record<string, number>;
+  /** Of those, the ones that moved from sandbox-a to sandbox-b (charged there by the network transaction id or its token). */
+  offSessionFailedOver: number;
+}
+
+/** The census's payments that saved a card or charged one off-session. */
+export function savedCardFigures(census: PaymentCensus[]): SavedCardFigures {
+  const figures: SavedCardFigures = { saving: {}, offSession: {}, offSessionFailedOver: 0 };
+  const bump = (record: Record<string, number>, key: string) => (record[key] = (record[key] ?? 0) + 1);
+  for (const payment of census) {
+    if (payment.savesCard) bump(figures.saving, payment.status);
+    if (!payment.offSession) continue;
+    bump(figures.offSession, payment.status);
+    if (payment.attempts.some((a, i) => a.provider === 'sandbox-a' && payment.attempts.slice(i + 1).some((b) => b.provider === 'sandbox-b'))) figures.offSessionFailedOver++;
+  }
+  return figures;
+}
+
 function writeResults(dir: string, summary: ChaosSummary, verdict: Verdict): void {
   mkdirSync(dir, { recursive: true });
   writeFileSync(path.join(dir, 'census.json.gz'), gzipSync(JSON.stringify(verdict.census, null, 1)));
@@ -324,6 +355,10 @@ export function renderSummary(s: ChaosSummary): string {
     '| attempts at | count |',
     '|---|---:|',
     ...rows(s.failover.attempts),
+    '',
+    `Saved cards: ${Object.values(s.savedCards.saving).reduce((n, v) => n + v, 0)} payments asked to save theirs (${Object.entries(s.savedCards.saving).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}); ` +
+      `**${Object.values(s.savedCards.offSession).reduce((n, v) => n + v, 0)} off-session payments** of a saved card (${Object.entries(s.savedCards.offSession).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}), ` +
+      `${s.savedCards.offSessionFailedOver} of them failed over from sandbox-a to sandbox-b.`,
     '',
     `Skipped (the same thing was already down): ${Object.entries(s.faultsSkipped).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}. ` +
       `Proxy: ${Object.entries(s.network).map(([k, v]) => `${k} ${v}`).join(', ')}. Worker kill points armed: ${s.workerKillPoints.filter(Boolean).join(', ') || 'none'}.`,

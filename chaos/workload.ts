@@ -4,7 +4,7 @@ import type { Prng } from './prng';
 
 /** One client request under one Idempotency-Key, sent until it got a final answer. */
 export interface Operation {
-  kind: 'payment' | 'capture' | 'cancel' | 'refund';
+  kind: 'payment' | 'capture' | 'cancel' | 'refund' | 'customer';
   /** The tenant's API key it was sent with. */
   apiKey: string;
   key: string;
@@ -70,6 +70,9 @@ export class Workload {
   readonly paymentIds = new Set<string>();
   /** What the client did as the customer of a 3-D Secure payment (approve, deny, abandon, cancel, race). */
   readonly customerActions: Record<string, number> = {};
+  /** The client's one customer (made at its first card saving), and the cards saved for it. */
+  private customer: string | null = null;
+  private readonly savedMethods: string[] = [];
 
   constructor(private readonly options: WorkloadOptions) {}
 
@@ -86,9 +89,12 @@ export class Workload {
   /**
    * One card payment and nothing after it: the run's probe while sandbox-a is down, whose first
    * attempt there takes no money and must move on to sandbox-b (a failover the census then audits).
+   * Once the client has saved a card, the probe charges it off-session: sandbox-b, which never saw
+   * the card, charges it by the card network's transaction id.
    */
   async payOnce(): Promise<void> {
-    const paying = this.operation('payment', '/v1/payments', { order_id: this.key('ord'), amount_minor: 1_500, currency: 'EUR', payment_method: 'pm_card_visa' }, 1);
+    const card = this.savedMethods.length > 0 ? { payment_method: this.savedMethods[0], customer: this.customer, off_session: true } : { payment_method: 'pm_card_visa' };
+    const paying = this.operation('payment', '/v1/payments', { order_id: this.key('ord'), amount_minor: 1_500, currency: 'EUR', ...card }, 1);
     const answer = await this.send(paying);
     const payment = answer ? (JSON.parse(answer) as { id?: string; error?: { payment?: { id: string } } }) : null;
     const id = payment?.id ?? payment?.error?.payment?.id ?? null;
@@ -100,20 +106,56 @@ export class Workload {
     return `chaos-${label}-${randomBytes(8).toString('hex')}`;
   }
 
+  /** The client's customer, made once (null while the API gave no answer). */
+  private async ensureCustomer(): Promise<string | null> {
+    if (this.customer) return this.customer;
+    const answer = await this.send(this.operation('customer', '/v1/customers', { email: `${this.key('c')}@example.com` }, 1));
+    this.customer = answer ? ((JSON.parse(answer) as { id?: string }).id ?? null) : null;
+    return this.customer;
+  }
+
+  /** The customer's saved cards as the API lists them (saved in the transaction that recorded the payment's success). */
+  private async learnSavedMethods(customer: string): Promise<void> {
+    const urls = this.options.apiUrls();
+    try {
+      const response = await fetch(`${urls[Math.floor(Math.random() * urls.length)]!}/v1/customers/${customer}/payment_methods?limit=100`, {
+        headers: { authorization: `Bearer ${this.options.apiKey}` },
+        signal: AbortSignal.timeout(10_000),
+      });
+      if (response.status !== 200) return void (await response.arrayBuffer());
+      for (const method of ((await response.json()) as { data: { id: string }[] }).data) if (!this.savedMethods.includes(method.id)) this.savedMethods.push(method.id);
+    } catch {
+      // an API down for a moment: learnt at the next saving
+    }
+  }
+
+  /**
+   * The body of a story's payment: mostly a new card; sometimes (once the client saved a card)
+   * a saved card charged off-session, or a visa payment that saves its card for the customer.
+   */
+  private async paymentBody(method: string, manual: boolean, amount: number): Promise<Record<string, unknown>> {
+    const { rng } = this.options;
+    const common = { order_id: this.key('ord'), amount_minor: amount, currency: rng.pick(currencies), capture_method: manual ? 'manual' : 'automatic' };
+    if (this.savedMethods.length > 0 && rng.chance(0.15)) {
+      return { ...common, payment_method: rng.pick(this.savedMethods), customer: this.customer, off_session: true };
+    }
+    const customer = method === 'pm_card_visa' && !manual && rng.chance(0.5) ? await this.ensureCustomer() : null;
+    return {
+      ...common,
+      payment_method: method,
+      ...(waitingMethods.has(method) ? { return_url: RETURN_URL } : {}),
+      ...(customer ? { customer, setup_future_usage: 'off_session' } : {}),
+    };
+  }
+
   /** A payment and, depending on how it ended, what a merchant does next. */
   private async oneStory(): Promise<void> {
     const { rng } = this.options;
     const method = rng.weighted(methodWeights);
     const manual = rng.chance(0.3);
     const amount = rng.int(100, 50_000);
-    const paying = this.operation('payment', '/v1/payments', {
-      order_id: this.key('ord'),
-      amount_minor: amount,
-      currency: rng.pick(currencies),
-      payment_method: method,
-      capture_method: manual ? 'manual' : 'automatic',
-      ...(waitingMethods.has(method) ? { return_url: RETURN_URL } : {}),
-    }, rng.chance(0.2) ? rng.int(2, 4) : 1);
+    const body = await this.paymentBody(method, manual, amount);
+    const paying = this.operation('payment', '/v1/payments', body, rng.chance(0.2) ? rng.int(2, 4) : 1);
     const answer = await this.send(paying);
     let payment = answer
       ? (JSON.parse(answer) as { id?: string; status?: string; amount_captured_minor?: number; next_action?: { redirect_to_url?: { url: string } } | null; error?: { payment?: { id: string } } })
@@ -122,6 +164,7 @@ export class Workload {
     paying.paymentId = id;
     if (id) this.paymentIds.add(id);
     if (!id || this.options.shouldStop()) return;
+    if (body.setup_future_usage && payment?.status === 'succeeded') await this.learnSavedMethods(body.customer as string);
 
     if (payment?.status === 'requires_action' && payment.next_action?.redirect_to_url) {
       // The client plays the customer at the challenge page, and sometimes the merchant's cancel.

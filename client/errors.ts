@@ -50,7 +50,11 @@ export class CardDeclinedError extends PaymentsApiError {
     return this.detail<Payment>('payment');
   }
 }
-/** 402 payment_failed: the payment failed for good (money that moved was given back). */
+/**
+ * 402 payment_failed: the payment failed for good (money that moved was given back); also 402
+ * authentication_required: an off-session payment whose card issuer asks for the customer
+ * (nothing charged: charge them on-session).
+ */
 export class PaymentFailedError extends PaymentsApiError {
   override readonly name = 'PaymentFailedError';
   get payment(): Payment | null {
@@ -123,6 +127,7 @@ const byType: Record<string, typeof PaymentsApiError> = {
   not_found: NotFoundError,
   card_declined: CardDeclinedError,
   payment_failed: PaymentFailedError,
+  authentication_required: PaymentFailedError,
   refund_failed: RefundFailedError,
   order_already_paid: OrderAlreadyPaidError,
   refund_exceeds_captured: RefundExceedsCapturedError,

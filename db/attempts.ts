@@ -32,12 +32,13 @@ export async function beginAttempt(db: Db, paymentId: string, attempt: number, p
 /**
  * Attempt 1 of a payment whose route its first charge attempt decides: records it as begun at
  * `provider` unless an earlier try of that step recorded it already, points payments.provider
- * at the attempt's PSP, and answers that PSP (the earlier try's, if any). One statement. Null
- * only when neither this statement wrote the row nor its snapshot shows one: a concurrent try
- * committed it meanwhile (ask again), or the payment row does not exist.
+ * at the attempt's PSP, and answers that PSP (the earlier try's, if any) and whether an earlier
+ * try recorded it (`earlier`: that try may have charged, so the PSP is asked before charging).
+ * One statement. Null only when neither this statement wrote the row nor its snapshot shows
+ * one: a concurrent try committed it meanwhile (ask again), or the payment row does not exist.
  */
-export async function beginFirstAttempt(db: Db, paymentId: string, provider: string): Promise<string | null> {
-  const [row] = await db<{ provider: string }[]>`
+export async function beginFirstAttempt(db: Db, paymentId: string, provider: string): Promise<{ provider: string; earlier: boolean } | null> {
+  const [row] = await db<{ provider: string; earlier: boolean }[]>`
     WITH inserted AS (
       INSERT INTO payment_attempts (payment_id, attempt, provider, outcome, started_at)
       SELECT ${paymentId}, 1, ${provider}, 'pending', now()
@@ -45,16 +46,19 @@ export async function beginFirstAttempt(db: Db, paymentId: string, provider: str
       ON CONFLICT (payment_id, attempt) DO NOTHING
       RETURNING provider
     ), chosen AS (
-      SELECT provider FROM inserted
+      SELECT provider, false AS earlier FROM inserted
       UNION ALL
-      SELECT provider FROM payment_attempts WHERE payment_id = ${paymentId} AND attempt = 1
+      SELECT provider, true AS earlier FROM payment_attempts WHERE payment_id = ${paymentId} AND attempt = 1
       LIMIT 1
     ), pointed AS (
-      UPDATE payments SET provider = chosen.provider, updated_at = now()
+      -- Only the pointer moves (no indexed column, updated_at left as it is: the payment's own
+      -- state has not changed), so the new row version can stay on its heap page (a HOT update,
+      -- with room kept by the table's fillfactor) and no index of payments is written.
+      UPDATE payments SET provider = chosen.provider
       FROM chosen WHERE payments.id = ${paymentId} AND payments.provider IS DISTINCT FROM chosen.provider
     )
-    SELECT provider FROM chosen`;
-  return row?.provider ?? null;
+    SELECT provider, earlier FROM chosen`;
+  return row ?? null;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { Db, Sql } from './connect';
 import { newId } from '../domain/ids';
-import type { DisputeResource, PaymentResource, RefundResource } from '../domain/resources';
+import type { DisputeResource, PaymentMethodResource, PaymentResource, RefundResource } from '../domain/resources';
 import type { DeliveryStatus, EventType } from '../shared/definitions';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 
@@ -9,8 +9,8 @@ export interface EventPayload {
   object: 'event';
   type: EventType;
   created_at: string;
-  /** The payment, refund or dispute as the API shows it at the time of the event. */
-  data: { object: PaymentResource | RefundResource | DisputeResource };
+  /** The payment, refund, dispute or payment method as the API shows it at the time of the event. */
+  data: { object: PaymentResource | RefundResource | DisputeResource | PaymentMethodResource };
 }
 
 export interface OutboxEventRow {

@@ -22,10 +22,11 @@ function insertIntent(db: Db, input: PaymentWorkflowInput, workflowId: string, f
   return db`
     INSERT INTO payments
       (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method,
-       description, metadata, workflow_id, return_url)
+       description, metadata, workflow_id, return_url, customer_id, setup_future_usage, off_session)
     SELECT ${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
       'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
-      ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null}
+      ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null}, ${input.customerId ?? null},
+      ${input.setupFutureUsage ?? null}, ${input.offSession === true}
     ${from}
     ON CONFLICT ${conflict} DO NOTHING`;
 }
@@ -153,6 +154,8 @@ export async function lockPayment(db: Db, paymentId: string): Promise<PaymentRow
 
 export interface PaymentChange {
   status: PaymentStatus;
+  /** The PSP holding the charge (the attempt that made it); unchanged when absent. */
+  provider?: string;
   providerChargeId?: string | null;
   amountCapturedMinor?: number;
   failure?: { code: string; message: string } | null;
@@ -179,6 +182,7 @@ export async function transitionPayment(db: Db, paymentId: string, change: Payme
       status = ${change.status},
       next_action = ${change.nextAction ? db.json(change.nextAction as never) : null},
       provider_charge_id = ${change.providerChargeId === undefined ? db`provider_charge_id` : change.providerChargeId},
+      provider = ${change.provider ?? db`provider`},
       amount_captured_minor = ${change.amountCapturedMinor ?? db`amount_captured_minor`},
       failure_code = ${change.failure === undefined ? db`failure_code` : (change.failure?.code ?? null)},
       failure_message = ${change.failure === undefined ? db`failure_message` : (change.failure?.message ?? null)},

@@ -19,6 +19,8 @@ export const errorStatus = {
   unauthorized: 401,
   card_declined: 402,
   payment_failed: 402,
+  /** An off-session payment whose card asks the customer to authenticate: it failed; charge it with the customer present. */
+  authentication_required: 402,
   refund_failed: 402,
   not_found: 404,
   order_already_paid: 409,

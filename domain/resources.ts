@@ -25,8 +25,42 @@ export interface PaymentRow {
   return_url: string | null;
   /** What the customer must do while the payment is requires_action; null otherwise. */
   next_action: { type: 'redirect_to_url'; redirect_to_url: { url: string; return_url: string | null } } | null;
+  /** The customer it is for (migration 012); with setup_future_usage its card is saved for them once it succeeds. */
+  customer_id: string | null;
+  setup_future_usage: 'off_session' | null;
+  /** Charged without the customer (a saved method). */
+  off_session: boolean;
   created_at: Date;
   updated_at: Date;
+}
+
+/** A customers row. */
+export interface CustomerRow {
+  id: string;
+  tenant_id: string;
+  email: string | null;
+  name: string | null;
+  metadata: Record<string, string>;
+  created_at: Date;
+}
+
+/**
+ * A payment_methods row: the card's brand, last4 and expiry, and what charging it again needs
+ * (never shown: the card network's transaction id, each PSP's token).
+ */
+export interface PaymentMethodRow {
+  id: string;
+  tenant_id: string;
+  customer_id: string;
+  card_brand: string;
+  card_last4: string;
+  card_exp_month: number;
+  card_exp_year: number;
+  network_transaction_id: string;
+  provider_tokens: Record<string, string>;
+  source_payment_id: string;
+  detached_at: Date | null;
+  created_at: Date;
 }
 
 export interface RefundRow {
@@ -131,6 +165,31 @@ export function disputeResource(row: DisputeRow) {
 }
 
 export type DisputeResource = ReturnType<typeof disputeResource>;
+/** The customer object of the HTTP API (docs/CONTRACT.md §3.9). */
+export function customerResource(row: CustomerRow) {
+  return {
+    id: row.id,
+    object: 'customer' as const,
+    email: row.email,
+    name: row.name,
+    metadata: row.metadata,
+    created_at: row.created_at.toISOString(),
+  };
+}
+export type CustomerResource = ReturnType<typeof customerResource>;
+
+/** The payment method object of the HTTP API: the card as shown, never its tokens or network transaction id. */
+export function paymentMethodResource(row: PaymentMethodRow) {
+  return {
+    id: row.id,
+    object: 'payment_method' as const,
+    customer: row.customer_id,
+    card: { brand: row.card_brand, last4: row.card_last4, exp_month: row.card_exp_month, exp_year: row.card_exp_year },
+    detached_at: row.detached_at?.toISOString() ?? null,
+    created_at: row.created_at.toISOString(),
+  };
+}
+export type PaymentMethodResource = ReturnType<typeof paymentMethodResource>;
 
 export function paymentLocation(paymentId: string): string {
   return `/v1/payments/${paymentId}`;

@@ -46,6 +46,8 @@ export const NEVER_RETRY_ELSEWHERE_DECLINE_CODES: readonly string[] = [
   'incorrect_cvc',
   'incorrect_number',
   'authentication_failed',
+  // The issuer asks the customer to authenticate an off-session payment: another PSP reaches the same issuer.
+  'authentication_required',
   'card_velocity_exceeded',
 ];
 

@@ -20,6 +20,12 @@ export interface ProviderCapabilities {
    * (activities/provider-steps.ts) prove that no charge was made only at an `immediate` kind.
    */
   chargeLookup: 'immediate' | 'eventual';
+  /**
+   * Whether the adapter can save a card (setup_future_usage) and charge a saved one without the
+   * customer (off_session), by its own token or by the card network's transaction id. false:
+   * the API refuses such a payment for a tenant whose route reaches a PSP of this kind.
+   */
+  savedMethods: boolean;
 }
 
 /** Checks a PSP's webhook on its raw body (headers by any case); throws ProviderWebhookError for a bad, missing or stale signature, or a body that is not an event. */

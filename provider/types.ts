@@ -8,7 +8,7 @@
  */
 
 import type { ChargeState } from '../domain/payment-lifecycle';
-import type { ProviderCharge, ProviderDispute, ProviderNextAction } from '../shared/definitions';
+import type { CardDetails, ProviderCharge, ProviderDispute, ProviderNextAction } from '../shared/definitions';
 
 export type { ProviderCharge, ProviderDispute, ProviderNextAction };
 
@@ -38,6 +38,15 @@ export interface CreateChargeRequest {
   description?: string | null;
   /** Where the challenge page sends the customer back (methods that need authentication). */
   returnUrl?: string | null;
+  /** The customer is not there: the PSP must not ask for a challenge (it declines with `authentication_required` instead). */
+  offSession?: boolean;
+  /** Save the card, as the PSP's own token, for later charges without the customer. */
+  setupFutureUsage?: 'off_session' | null;
+  /**
+   * Charge a saved card instead of paymentMethod: by this PSP's token when it saved the card
+   * (token), else by the card network's transaction id of its first payment and its details.
+   */
+  savedMethod?: { token: string | null; networkTransactionId: string; card: CardDetails } | null;
 }
 
 export interface CaptureChargeRequest {

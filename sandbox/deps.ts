@@ -18,6 +18,8 @@ export interface SandboxConfig {
   disputeDecisionMs: number;
   /** How long a dispute waits for evidence; unanswered by then, it is lost (an inquiry escalates). */
   disputeEvidenceSeconds: number;
+  /** The simulated card network's key (SANDBOX_NETWORK_KEY): network transaction ids are signed and verified with it (network.ts). */
+  networkKey: string;
 }
 
 /**

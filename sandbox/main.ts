@@ -30,6 +30,8 @@ const env = z
     SANDBOX_WEBHOOK_FAULTS: z.string().default(''),
     /** The base of challenge URLs when the sandbox is reached under another address than it listens on. */
     SANDBOX_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
+    /** The simulated card network's key: every sandbox that should accept another's network transaction ids is given the same (sandbox/network.ts). */
+    SANDBOX_NETWORK_KEY: z.string().min(16).optional(),
     /** The names clients reach it by (Host check); with the other HTTP_* listener settings read by lib/config.ts loadListenerConfig. */
     HTTP_ALLOWED_HOSTS: z.string().optional(),
   })
@@ -54,6 +56,7 @@ const sandbox = await startSandbox({
   webhook: env.SANDBOX_WEBHOOK_URL ? { url: env.SANDBOX_WEBHOOK_URL, secret: env.SANDBOX_WEBHOOK_SECRET! } : null,
   webhookFaults: parseWebhookFaults(env.SANDBOX_WEBHOOK_FAULTS, noWebhookFaults),
   ...(env.SANDBOX_PUBLIC_URL ? { publicUrl: env.SANDBOX_PUBLIC_URL.replace(/\/+$/, '') } : {}),
+  ...(env.SANDBOX_NETWORK_KEY ? { networkKey: env.SANDBOX_NETWORK_KEY } : {}),
 });
 console.log(`provider sandbox listening on ${sandbox.url}${env.SANDBOX_WEBHOOK_URL ? `; webhooks to ${env.SANDBOX_WEBHOOK_URL}` : ''}`);
 

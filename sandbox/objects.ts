@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { testCard } from './payment-methods';
 
 export type ChargeStatus = 'succeeded' | 'requires_capture' | 'declined' | 'canceled' | 'requires_action' | 'processing';
 export type ChallengeState = 'pending' | 'approved' | 'denied' | 'expired';
@@ -34,6 +35,12 @@ export interface ChargeRow {
   canceled_at: Date | null;
   /** pm_card_createDispute*: when the network opens its dispute (migration 008). */
   dispute_at: Date | null;
+  /** A charge without its customer (migration 007). */
+  off_session: boolean;
+  /** The saved card token this charge made or charged. */
+  saved_card: string | null;
+  /** The card network's transaction id this charge was made with, or that its authorization got when it saved the card. */
+  network_transaction_id: string | null;
 }
 
 export interface RefundRow {
@@ -79,6 +86,12 @@ export function chargeJson(row: ChargeRow) {
     authorized_at: row.authorized_at?.toISOString() ?? null,
     failed_at: row.failed_at?.toISOString() ?? null,
     canceled_at: row.canceled_at?.toISOString() ?? null,
+    off_session: row.off_session,
+    /** The card charged (brand, last4, expiry); null for a method that is no card. */
+    card: testCard(row.payment_method),
+    /** Once authorized: the saved card token the charge made or charged, and the card network's transaction id. */
+    saved_card: row.authorized_at !== null ? row.saved_card : null,
+    network_transaction_id: row.authorized_at !== null ? row.network_transaction_id : null,
   };
 }
 
@@ -156,6 +169,8 @@ export function listJson<T>(data: T[]) {
 
 /** 96 random bits: ids are unguessable and never collide in practice. */
 export const newChargeId = () => `ch_${randomBytes(12).toString('hex')}`;
+/** A saved card's token at this sandbox. */
+export const newSavedCardId = () => `card_${randomBytes(12).toString('hex')}`;
 export const newRefundId = () => `re_${randomBytes(12).toString('hex')}`;
 export const newEventId = () => `evt_${randomBytes(12).toString('hex')}`;
 export const newDisputeId = () => `dp_${randomBytes(12).toString('hex')}`;

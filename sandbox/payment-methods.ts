@@ -16,8 +16,11 @@ export type PaymentMethodBehaviour =
   /**
    * 3-D Secure: requires_action with a challenge page; approved, it succeeds (or waits for
    * capture), unless `declineAfterApproval` (the issuer declines after authentication).
+   * Off-session (the customer is not there to authenticate), a saved card's charge is exempt,
+   * unless `everyPayment`: the issuer asks on every payment, and the charge is declined with
+   * `authentication_required` (as Stripe answers `off_session: true`).
    */
-  | { kind: 'challenge'; declineAfterApproval: boolean }
+  | { kind: 'challenge'; declineAfterApproval: boolean; everyPayment: boolean }
   /** A bank debit: processing, then settled (succeeded, or declined with debit_failed) after SANDBOX_ASYNC_SETTLE_MS. */
   | { kind: 'async'; fails: boolean }
   /**
@@ -39,8 +42,9 @@ const behaviours: Record<string, PaymentMethodBehaviour> = {
   pm_card_timeout_after_charge: { kind: 'lose_response' },
   pm_card_flaky: { kind: 'flaky' },
   pm_card_refund_fails: { kind: 'refunds_fail' },
-  pm_card_threeDSecureRequired: { kind: 'challenge', declineAfterApproval: false },
-  pm_card_threeDSecureRequired_declined: { kind: 'challenge', declineAfterApproval: true },
+  pm_card_threeDSecureRequired: { kind: 'challenge', declineAfterApproval: false, everyPayment: false },
+  pm_card_threeDSecureRequired_declined: { kind: 'challenge', declineAfterApproval: true, everyPayment: false },
+  pm_card_authenticationRequired: { kind: 'challenge', declineAfterApproval: false, everyPayment: true },
   pm_sepa_debit: { kind: 'async', fails: false },
   pm_sepa_debit_fails: { kind: 'async', fails: true },
   pm_card_createDispute: { kind: 'dispute', stage: 'chargeback' },
@@ -51,4 +55,38 @@ export const knownPaymentMethods = Object.keys(behaviours);
 
 export function paymentMethodBehaviour(paymentMethod: string): PaymentMethodBehaviour | undefined {
   return Object.hasOwn(behaviours, paymentMethod) ? behaviours[paymentMethod] : undefined;
+}
+
+/** The card behind a test payment method, as a card network knows it; null for a method that is no card (a bank debit). */
+export interface TestCard {
+  brand: string;
+  last4: string;
+  exp_month: number;
+  exp_year: number;
+}
+
+/** The last four digits of each test card (Stripe's test numbers where it has one); a card not listed is a Visa 4242. */
+const last4s: Record<string, string> = {
+  pm_card_declined: '0002',
+  pm_card_insufficient_funds: '9995',
+  pm_card_threeDSecureRequired: '3220',
+  pm_card_threeDSecureRequired_declined: '3063',
+  pm_card_authenticationRequired: '3184',
+};
+
+export function testCard(paymentMethod: string): TestCard | null {
+  const behaviour = paymentMethodBehaviour(paymentMethod);
+  if (!behaviour || behaviour.kind === 'async') return null;
+  return { brand: 'visa', last4: last4s[paymentMethod] ?? '4242', exp_month: 12, exp_year: 2034 };
+}
+
+/**
+ * What a charge without its customer (off_session) does with a card: an issuer that asks for
+ * authentication on every payment declines it (nobody can answer a challenge); a saved card is
+ * otherwise exempt from the challenge (a merchant-initiated transaction).
+ */
+export function offSessionBehaviour(behaviour: PaymentMethodBehaviour): PaymentMethodBehaviour {
+  if (behaviour.kind !== 'challenge') return behaviour;
+  if (behaviour.everyPayment) return { kind: 'decline', code: 'authentication_required', message: 'The card issuer requires authentication for this payment; bring the customer back to pay on-session.' };
+  return behaviour.declineAfterApproval ? { kind: 'decline', code: 'card_declined', message: 'Your card was declined.' } : { kind: 'approve' };
 }

@@ -6,6 +6,7 @@ import { createSandboxApp } from './app';
 import { noWebhookFaults, type SandboxDeps, type WebhookFaults } from './deps';
 import { migrateSandbox } from './migrate';
 import { advanceDisputes } from './disputes';
+import { DEFAULT_NETWORK_KEY } from './network';
 import { settleDueCharges, startPollingLoop } from './settlement';
 import { WebhookDelivery } from './webhooks';
 
@@ -41,6 +42,8 @@ export interface StartSandboxOptions {
   pollMs?: number;
   /** The base of challenge URLs (default: the URL it listens on). */
   publicUrl?: string;
+  /** The card network's key, shared by every sandbox on the network (default: network.ts DEFAULT_NETWORK_KEY). */
+  networkKey?: string;
 }
 
 export interface RunningSandbox {
@@ -75,6 +78,7 @@ export async function startSandbox(options: StartSandboxOptions): Promise<Runnin
       disputeAfterMs: options.disputeAfterMs ?? 3000,
       disputeDecisionMs: options.disputeDecisionMs ?? 3000,
       disputeEvidenceSeconds: options.disputeEvidenceSeconds ?? 7 * 24 * 3600,
+      networkKey: options.networkKey ?? DEFAULT_NETWORK_KEY,
     },
     runtime: {
       publicUrl: options.publicUrl ?? '',

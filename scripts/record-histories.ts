@@ -76,6 +76,8 @@ function expectStatus(response: ApiResponse, status: number, what: string): void
   if (response.status !== status) throw new Error(`${what}: expected HTTP ${status}, got ${response.status} ${response.text}`);
 }
 
+const oneTask = (facts: { localActivities: number; activities: string[] }) =>
+  facts.localActivities === 2 && facts.activities.length === 0 ? null : `expected two local activities and no regular one, got ${facts.localActivities} and ${facts.activities.join(', ')}`;
 const retried = (facts: { maxActivityAttempt: number }) =>
   facts.maxActivityAttempt >= 2 ? null : `expected a retried activity, max attempt was ${facts.maxActivityAttempt}`;
 const hasActivity = (name: string) => (facts: { activities: string[] }) =>
@@ -153,8 +155,9 @@ async function sandboxOutage(url: string, mode: 'none' | 'unavailable' | 'declin
 
 /** A failover's history: two charge attempts (the second at the next PSP), and `more`. */
 const failedOver = (more: (facts: ReturnType<typeof describeHistory>) => string | null = () => null) => (facts: ReturnType<typeof describeHistory>) =>
-  facts.activities.filter((a) => a === 'chargeAttempt').length < 2
-      ? `expected two charge attempts (the second at the next PSP), got ${facts.activities.join(', ')}`
+  // Attempt 1 is local (in the first workflow task); the attempt at the next PSP is a regular activity.
+  !facts.activities.includes('chargeAttempt')
+      ? `expected a regular charge attempt at the next PSP, got ${facts.activities.join(', ') || 'no activity'}`
       : more(facts);
 
 const scenarios: Scenario[] = [
@@ -163,7 +166,7 @@ const scenarios: Scenario[] = [
     async run({ api }) {
       const response = await api.post('/v1/payments', automatic(), key('success'));
       expectStatus(response, 201, 'payment');
-      return [{ name: 'success', workflowId: response.json.workflow_id, shows: 'Automatic capture that succeeds: intent, charge, outcome recorded (ledger + outbox + first response), status search attribute kept current.' }];
+      return [{ name: 'success', workflowId: response.json.workflow_id, shows: 'Automatic capture that succeeds, in one workflow task: the charge (attempt 1, which decides the route) and the outcome recorded (ledger + outbox + first response) as local activities, status search attribute kept current.', check: oneTask }];
     },
   },
   {
@@ -182,8 +185,8 @@ const scenarios: Scenario[] = [
       return [{
         name: 'lost-response',
         workflowId: response.json.workflow_id,
-        shows: 'The provider commits the charge but its response is lost: the attempt times out, the retry looks the charge up by its sub-key and finds it (one charge).',
-        check: retried,
+        shows: 'The provider commits the charge but its response is lost: the local try in the first workflow task times out, and the regular chargeAttempt activity looks the charge up by its sub-key before charging and finds it (one charge).',
+        check: (facts) => (facts.activities.join() === 'chargeAttempt' ? null : `expected the regular chargeAttempt after the local try, got ${facts.activities.join(', ') || 'no activity'}`),
       }];
     },
   },
@@ -192,7 +195,7 @@ const scenarios: Scenario[] = [
     async run({ api }) {
       const response = await api.post('/v1/payments', automatic('pm_card_flaky'), key('flaky'));
       expectStatus(response, 201, 'payment on a flaky provider');
-      return [{ name: 'flaky-provider', workflowId: response.json.workflow_id, shows: 'The provider answers 503 on the first attempts: the charge activity retries with backoff under the same sub-key, then succeeds.', check: retried }];
+      return [{ name: 'flaky-provider', workflowId: response.json.workflow_id, shows: 'The provider answers 503 on the first attempts: the local try fails, the regular charge activity retries with backoff under the same sub-key, lookup first, then succeeds.', check: retried }];
     },
   },
   {
@@ -460,11 +463,11 @@ const scenarios: Scenario[] = [
       return [{
         name: 'intent-in-claim',
         workflowId: response.json.workflow_id,
-        shows: 'The API persisted the intent with the key\'s claim: the run starts at the charge, and the first attempt decides the route: two steps (chargeAttempt, recordChargeOutcome).',
+        shows: 'The API persisted the intent with the key\'s claim: the run starts at the charge, and the first attempt decides the route: two local activities (chargeAttempt, recordChargeOutcome) in one workflow task.',
         check: (facts) =>
-          facts.patches.length === 0 && facts.localActivities === 1
+          facts.patches.join() === 'first-charge-local' && facts.localActivities === 2 && facts.activities.length === 0
             ? null
-            : `expected no patch and one local activity (recordChargeOutcome), got ${facts.patches.join(', ')} and ${facts.localActivities}`,
+            : `expected the first-charge-local patch and two local activities, got ${facts.patches.join(', ')}, ${facts.localActivities} and ${facts.activities.join(', ')}`,
       }];
     },
   },

@@ -48,8 +48,10 @@ export const disputeEventTypes = [
   'dispute.closed',
 ] as const;
 export type DisputeEventType = (typeof disputeEventTypes)[number];
-export const eventTypes = [...paymentEventTypes, ...paymentNoticeEventTypes, ...refundEventTypes, ...disputeEventTypes] as [EventType, ...EventType[]];
-export type EventType = PaymentEventType | (typeof paymentNoticeEventTypes)[number] | (typeof refundEventTypes)[number] | DisputeEventType;
+/** A customer's saved payment method was saved (a payment with setup_future_usage succeeded) or detached. */
+export const paymentMethodEventTypes = ['payment_method.attached', 'payment_method.detached'] as const;
+export const eventTypes = [...paymentEventTypes, ...paymentNoticeEventTypes, ...refundEventTypes, ...disputeEventTypes, ...paymentMethodEventTypes] as [EventType, ...EventType[]];
+export type EventType = PaymentEventType | (typeof paymentNoticeEventTypes)[number] | (typeof refundEventTypes)[number] | DisputeEventType | (typeof paymentMethodEventTypes)[number];
 
 /** Where an event's webhook delivery stands: being tried, acknowledged, given up, or no endpoint. */
 export const deliveryStatuses = ['pending', 'delivered', 'failed', 'skipped'] as const;
@@ -110,6 +112,35 @@ export interface PaymentWorkflowInput {
    * before it decides without its answer (PROVIDER_DECISION_GRACE_SECONDS).
    */
   decisionGraceMs?: number;
+  /** The customer the payment is for (cus_…): its card is saved for them, or charged from what they saved. */
+  customerId?: string | null;
+  /** Save the card for the customer once the payment succeeds (docs/CONTRACT.md §3.9). */
+  setupFutureUsage?: 'off_session' | null;
+  /** The customer is not there: a challenge cannot be answered, so the PSP declines instead of asking. */
+  offSession?: boolean;
+  /** The saved method charged, as the API found it (absent: paymentMethod is the PSP's own token). */
+  savedMethod?: SavedMethodCharge | null;
+}
+
+/** A card as a saved payment method shows it: nothing more of the card is kept. */
+export interface CardDetails {
+  brand: string;
+  last4: string;
+  expMonth: number;
+  expYear: number;
+}
+
+/**
+ * What charging a saved payment method needs at any PSP: the token a PSP saved the card as
+ * (by provider name) where it has one; elsewhere, the card network's transaction id of the
+ * card's first payment and the card's details (a merchant-initiated transaction).
+ */
+export interface SavedMethodCharge {
+  /** Our id (pm_…). */
+  id: string;
+  tokens: Record<string, string>;
+  networkTransactionId: string;
+  card: CardDetails;
 }
 
 /** What routing may look at: the input of the route's plan in the first charge attempt (activities/route-steps.ts, planRouteFor by default). */
@@ -167,6 +198,12 @@ export interface ProviderCharge {
    */
   succeededAt?: string | null;
   authorizedAt?: string | null;
+  /**
+   * Once the charge is authorized, the card as the PSP can charge it again: the token it saved
+   * the card as (null when it saved none) and the card network's transaction id. Absent when
+   * the PSP says nothing of the sort.
+   */
+  savedCard?: { token: string | null; networkTransactionId: string; card: CardDetails } | null;
 }
 
 /**

@@ -40,4 +40,5 @@ export const businessEventKey = {
   disputeMoney: (disputeId: string, fact: 'withdrawal' | 'reinstatement' | 'loss') => `dispute:${disputeId}:${fact}`,
   /** A dispute's event; `detail` tells apart facts of one type (a reminder's hours, an update's status). */
   disputeEvent: (disputeId: string, type: string, detail = '') => `dispute:${disputeId}:${type}${detail ? `:${detail}` : ''}`,
+  paymentMethodEvent: (paymentMethodId: string, type: string) => `payment_method:${paymentMethodId}:${type}`,
 };

@@ -29,6 +29,16 @@ const screening = proxyActivities<{ screenForFraud(input: { paymentId: string; a
       replace: '    void charge; // ALTERED: the memo is no longer kept\n',
     },
   ],
+  /**
+   * The first-charge-local guard's answer ignored (patched() still called, but every run takes
+   * the local charge): the histories recorded before it must not replay, the later ones must.
+   */
+  'patch-ignored': [
+    {
+      find: '    if (input.route && patched(FIRST_CHARGE_LOCAL)) {\n',
+      replace: '    if (input.route && (patched(FIRST_CHARGE_LOCAL) || true)) { // ALTERED: the old path is never taken\n',
+    },
+  ],
 } as const;
 
 export type Alteration = keyof typeof alterations;

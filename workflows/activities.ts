@@ -50,6 +50,21 @@ export const providerSteps = proxyActivities<ProviderSteps>(providerOptions);
 export const disputeProvider = proxyActivities<DisputeProviderSteps>(providerOptions);
 
 /**
+ * A payment's first charge attempt, run as a local activity inside the run's first workflow
+ * task, so a payment the PSP answers at once (succeeded, declined) completes in that one task.
+ * One try only: an unknown outcome (a timeout, a 5xx, an unreachable database) is handed to the
+ * regular chargeAttempt activity, which asks the PSP first, heartbeats and retries without
+ * limit. A worker that dies mid-charge is noticed by the workflow task's timeout; the next
+ * worker's try finds attempt 1 recorded and asks the PSP before it charges
+ * (activities/route-steps.ts createFirstAttemptPlanner). Re-sending the charge is safe in any
+ * case: the PSP answers a repeated sub-key with the charge it made.
+ */
+export const firstCharge = proxyLocalActivities<Pick<ProviderSteps, 'chargeAttempt'>>({
+  startToCloseTimeout: providerOptions.startToCloseTimeout!,
+  retry: { maximumAttempts: 1 },
+});
+
+/**
  * The same provider steps, retried for at most `withinMs` in all: the look at a waiting charge
  * when its window ends, which must come to a decision even while the PSP stays unreachable.
  */

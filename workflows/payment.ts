@@ -1,7 +1,8 @@
-import { ApplicationFailure, allHandlersFinished, condition, log, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+import { ApplicationFailure, allHandlersFinished, condition, log, patched, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import { accepts, applyChargeReport, commandRefusal, deadlineOf, isChargeState, isOutcomePending, statusForCharge } from '../domain/payment-lifecycle';
 import type { ProviderCharge } from '../provider/types';
 import type { AttemptMemo, RoutePlan } from '../domain/attempts';
+import type { ChargeAttemptInput, ChargeAttemptResult } from '../activities/provider-steps';
 import {
   cancelUpdate,
   captureUpdate,
@@ -18,7 +19,7 @@ import {
   type ScopedKey,
 } from '../shared/definitions';
 import { providerSubKey } from '../shared/keys';
-import { providerSteps, providerStepsWithin, records } from './activities';
+import { firstCharge, providerSteps, providerStepsWithin, records } from './activities';
 import { serveRequest } from './interceptors';
 import { Compensations, failureOfType } from './saga';
 
@@ -30,6 +31,9 @@ type PhaseResult = { kind: 'charge'; charge: ProviderCharge } | Final;
 type Final = { kind: 'final'; response: FinalResponse };
 /** A reason the payment failed or expired, recorded on it. */
 type Failure = { code: string; message: string };
+
+/** The patch that moved attempt 1 into the run's first workflow task (PaymentRun.chargeAttempt). */
+const FIRST_CHARGE_LOCAL = 'first-charge-local';
 
 /** Reports kept while waiting: a flood of webhooks cannot grow the run's state without bound. */
 const MAX_KEPT_REPORTS = 20;
@@ -198,14 +202,17 @@ class PaymentRun {
       capture: input.captureMethod === 'automatic',
       description: input.description,
       returnUrl: input.returnUrl ?? null,
+      // A saved card: what each PSP needs to charge it, and whether the customer is there.
+      ...(input.savedMethod ? { savedMethod: input.savedMethod, offSession: input.offSession === true } : {}),
+      ...(input.setupFutureUsage ? { setupFutureUsage: input.setupFutureUsage } : {}),
     };
     const route = { paymentId: input.paymentId, tenantId: input.tenantId, amountMinor: input.amountMinor, currency: input.currency, paymentMethod: input.paymentMethod, intent: input };
     let plan: RoutePlan | undefined;
     const attempts: AttemptMemo[] = [];
     for (let attempt = 1; ; attempt++) {
-      let result: Awaited<ReturnType<typeof providerSteps.chargeAttempt>>;
+      let result: ChargeAttemptResult;
       try {
-        result = await providerSteps.chargeAttempt(plan ? { ...request, attempt, provider: plan.providers[attempt - 1]!, canFailOver: attempt < plan.providers.length } : { ...request, attempt, route });
+        result = await this.chargeAttempt(plan ? { ...request, attempt, provider: plan.providers[attempt - 1]!, canFailOver: attempt < plan.providers.length } : { ...request, attempt, route });
       } catch (error) {
         const taken = failureOfType(error, FailureType.OrderTaken);
         if (taken) return this.orderTaken(String(taken.details?.[0] ?? ''));
@@ -236,12 +243,31 @@ class PaymentRun {
     }
   }
 
+  /**
+   * One charge attempt. Attempt 1 (which decides the route) runs as a local activity in the
+   * run's first workflow task, so a payment the PSP answers at once records its outcome and
+   * completes in that one task. Its unknown outcome (the local try failed: a timeout, a 5xx, a
+   * database away) goes to the regular activity, which asks the PSP first and retries; so do
+   * later attempts. Runs recorded before the local charge (no marker) replay the regular one.
+   */
+  private async chargeAttempt(input: ChargeAttemptInput): Promise<ChargeAttemptResult> {
+    if (input.route && patched(FIRST_CHARGE_LOCAL)) {
+      try {
+        return await firstCharge.chargeAttempt(input);
+      } catch (error) {
+        if (failureOfType(error, FailureType.OrderTaken)) throw error;
+        log.warn('the first charge attempt did not answer in the workflow task; asking the PSP from the regular activity', { payment_id: input.paymentId, error: String(error) });
+      }
+    }
+    return providerSteps.chargeAttempt(input);
+  }
+
   /** Records how an attempt ended without the payment's outcome, and that the next one began at the next PSP. */
   private async moveOn(
     plan: RoutePlan,
     attempts: AttemptMemo[],
     attempt: number,
-    result: Awaited<ReturnType<typeof providerSteps.chargeAttempt>>,
+    result: ChargeAttemptResult,
     nextProvider: string,
   ): Promise<void> {
     const provider = plan.providers[attempt - 1]!;

@@ -70,6 +70,7 @@ const errorDescriptions: Record<ApiErrorType, string> = {
   unauthorized: 'Missing or invalid API key (or admin token).',
   card_declined: 'The card was declined; `error.payment` is the declined payment. Retry the order with a new key.',
   payment_failed: 'The payment failed for good; `error.payment` says why (money that moved was given back).',
+  authentication_required: 'An off-session payment: the card issuer asks the customer to authenticate, and they are not there. The payment (`error.payment`) failed and nothing was charged; charge the customer on-session.',
   refund_failed: 'The provider refused the refund; `error.refund` says why.',
   not_found: 'No such object for this tenant.',
   order_already_paid: 'The order already has a live or paid payment (`error.payment_id`). No charge was made.',

@@ -44,6 +44,7 @@ import {
   Payment,
 } from '../schemas';
 import { errorResponses, idempotentResponses, idempotencyKeyParameter, jsonContent, optionalBody, paymentIdExample } from './openapi';
+import { paymentMethodUse, type PaymentMethodUse } from './payment-methods';
 
 export const createPayment = createRoute({
   method: 'post',
@@ -62,7 +63,7 @@ export const createPayment = createRoute({
   responses: {
     201: { description: 'Payment succeeded or authorized (manual capture).', content: jsonContent(Payment), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Payment),
-    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'card_declined', 'payment_failed', 'order_already_paid', 'payload_too_large', 'unsupported_media_type', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'card_declined', 'payment_failed', 'authentication_required', 'order_already_paid', 'payload_too_large', 'unsupported_media_type', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
   },
 });
 
@@ -117,7 +118,7 @@ export const cancelPayment = createRoute({
 /** The payment workflow's input for a validated request body. */
 export function paymentWorkflowInput(
   body: CreatePaymentBody,
-  run: { paymentId: string; tenantId: string; scope: ScopedKey; requestId: string; windows: PaymentWindows },
+  run: { paymentId: string; tenantId: string; scope: ScopedKey; requestId: string; windows: PaymentWindows; use?: PaymentMethodUse },
 ): PaymentWorkflowInput {
   // Each window from its configuration key, or the lifecycle table's default when a caller leaves it out.
   const windowMs = (deadline: PaymentDeadline) => (run.windows[paymentWindows[deadline].configKey] ?? paymentWindows[deadline].defaultSeconds) * 1000;
@@ -143,6 +144,10 @@ export function paymentWorkflowInput(
       maxMs: run.windows.PROVIDER_POLL_MAX_MS ?? WAIT_DEFAULTS.statusPoll.maxMs,
     },
     decisionGraceMs: (run.windows.PROVIDER_DECISION_GRACE_SECONDS ?? 300) * 1000,
+    // Customers and saved methods (set only when asked for: other payments' inputs stay as they were).
+    ...(run.use?.customerId ? { customerId: run.use.customerId } : {}),
+    ...(body.setup_future_usage ? { setupFutureUsage: body.setup_future_usage } : {}),
+    ...(run.use?.savedMethod ? { savedMethod: run.use.savedMethod, offSession: body.off_session === true } : {}),
   };
 }
 
@@ -168,8 +173,10 @@ export function paymentRoutes(deps: ApiDeps) {
       // Plain http is for a developer's own machine; a customer's browser is sent to https only.
       throw new ApiError('invalid_request', 'return_url must be https in production');
     }
+    // A customer or saved method that is not the tenant's, or not usable: 400 before anything is claimed.
+    const use = await paymentMethodUse(deps, tenantId, body);
     const inputFor = (paymentId: string, scope: ScopedKey) =>
-      paymentWorkflowInput(body, { paymentId, tenantId, scope, requestId: c.var.requestId, windows: deps.config });
+      paymentWorkflowInput(body, { paymentId, tenantId, scope, requestId: c.var.requestId, windows: deps.config, use });
     // Whether this request's claim persisted the intent: only then is the claim kept when the
     // start fails as unreachable. The run's first charge attempt persists the intent itself if
     // it finds it missing (a retry that finds the claim cannot know); a second insert finds the first.
@@ -238,6 +245,9 @@ export function paymentRoutes(deps: ApiDeps) {
           workflow_id: record.workflow_id,
           return_url: body.return_url ?? null,
           next_action: null,
+          customer_id: use.customerId,
+          setup_future_usage: body.setup_future_usage ?? null,
+          off_session: use.savedMethod !== null && body.off_session === true,
           created_at: record.created_at,
           updated_at: record.created_at,
         };

@@ -43,6 +43,15 @@ export interface SandboxProviderConfig {
   webhookToleranceSeconds?: number;
 }
 
+/** What the charge is made with: the payment method, the saved card's token here, or the card network's transaction id and the card. */
+function chargedMethod(request: CreateChargeRequest): Record<string, unknown> {
+  const saved = request.savedMethod;
+  if (!saved) return { payment_method: request.paymentMethod };
+  if (saved.token !== null) return { payment_method: saved.token };
+  const { card } = saved;
+  return { network_transaction_id: saved.networkTransactionId, card: { brand: card.brand, last4: card.last4, exp_month: card.expMonth, exp_year: card.expYear } };
+}
+
 /** The orchestrator's client for the provider sandbox (sandbox/). */
 export class SandboxProvider implements PaymentProvider {
   private readonly baseUrl: URL;
@@ -109,11 +118,13 @@ export class SandboxProvider implements PaymentProvider {
       {
         amount_minor: request.amountMinor,
         currency: request.currency,
-        payment_method: request.paymentMethod,
+        ...chargedMethod(request),
         capture: request.capture,
         reference: request.reference,
         ...(request.description != null ? { description: request.description } : {}),
         ...(request.returnUrl != null ? { return_url: request.returnUrl } : {}),
+        ...(request.offSession ? { off_session: true } : {}),
+        ...(request.setupFutureUsage ? { setup_future_usage: request.setupFutureUsage } : {}),
       },
       request.idempotencyKey,
       options,

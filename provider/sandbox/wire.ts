@@ -22,6 +22,9 @@ export interface ChargeJson {
   next_action: { type: 'redirect_to_url'; redirect_to_url: { url: string; return_url: string | null } } | null;
   succeeded_at?: string | null;
   authorized_at?: string | null;
+  card?: { brand: string; last4: string; exp_month: number; exp_year: number } | null;
+  saved_card?: string | null;
+  network_transaction_id?: string | null;
 }
 
 export interface RefundJson {
@@ -90,6 +93,15 @@ export const toCharge = (c: ChargeJson): ProviderCharge => ({
   reference: c.reference,
   succeededAt: c.succeeded_at ?? null,
   authorizedAt: c.authorized_at ?? null,
+  ...(c.network_transaction_id && c.card
+    ? {
+        savedCard: {
+          token: c.saved_card ?? null,
+          networkTransactionId: c.network_transaction_id,
+          card: { brand: c.card.brand, last4: c.card.last4, expMonth: c.card.exp_month, expYear: c.card.exp_year },
+        },
+      }
+    : {}),
 });
 
 export const toRefund = (r: RefundJson): ProviderRefund => ({

@@ -64,6 +64,11 @@ export class StripeProvider implements PaymentProvider {
   }
 
   async createCharge(request: CreateChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
+    // The adapter does not map saved methods (its kind says savedMethods: false, and the API
+    // refuses such payments first); a request that still gets here is refused, nothing charged.
+    if (request.savedMethod || request.offSession || request.setupFutureUsage) {
+      throw new ProviderRejectedError('this Stripe adapter does not save cards or charge saved ones', 400, 'saved_methods_unsupported');
+    }
     try {
       const intent = await this.send(options, () =>
         this.stripe.paymentIntents.create(

@@ -4,27 +4,47 @@ import { invalidRequest, notFound, SandboxError } from '../errors';
 import { parseJsonBody, parseParams, requireIdempotencyKey, sendStored } from '../http';
 import { requestFingerprint, runIdempotently, type EffectResult, type Tx } from '../idempotency';
 import { chargeChanged, chargeEvent } from '../effects';
-import { chargeJson, listJson, newChargeId, type ChargeRow, type ChargeStatus } from '../objects';
-import { paymentMethodBehaviour, type PaymentMethodBehaviour } from '../payment-methods';
+import { chargeJson, listJson, newChargeId, newSavedCardId, type ChargeRow, type ChargeStatus } from '../objects';
+import { offSessionBehaviour, paymentMethodBehaviour, testCard, type PaymentMethodBehaviour } from '../payment-methods';
+import { cardOfNetworkTransactionId, issueNetworkTransactionId } from '../network';
 import type { SandboxDeps } from '../deps';
 
 /** Far below 2^53, so amounts stay exact as JS numbers (and as int8). */
 export const maxAmountMinor = 100_000_000_000_000;
 export const amountMinor = z.number().int().positive().max(maxAmountMinor);
 
-const createChargeBody = z.strictObject({
-  amount_minor: amountMinor,
-  currency: z
-    .string()
-    .regex(/^[A-Za-z]{3}$/, 'must be a three-letter ISO 4217 code')
-    .transform((code) => code.toUpperCase()),
-  payment_method: z.string().min(1).max(255),
-  capture: z.boolean(),
-  reference: z.string().min(1).max(255),
-  description: z.string().max(1000).nullish(),
-  /** Where the challenge page sends the customer back (methods that need authentication). */
-  return_url: z.url({ protocol: /^https?$/ }).max(2000).nullish(),
-});
+const createChargeBody = z
+  .strictObject({
+    amount_minor: amountMinor,
+    currency: z
+      .string()
+      .regex(/^[A-Za-z]{3}$/, 'must be a three-letter ISO 4217 code')
+      .transform((code) => code.toUpperCase()),
+    /** A test payment method (pm_card_visa), or a card this sandbox saved (card_…). */
+    payment_method: z.string().min(1).max(255).optional(),
+    /**
+     * Instead of payment_method: a card saved elsewhere, charged by the card network's
+     * transaction id of its first payment (network.ts), with the card's brand, last4 and expiry.
+     */
+    network_transaction_id: z.string().min(1).max(600).optional(),
+    card: z.strictObject({ brand: z.string().min(1).max(40), last4: z.string().regex(/^[0-9]{4}$/), exp_month: z.number().int().min(1).max(12), exp_year: z.number().int().min(2000).max(9999) }).optional(),
+    capture: z.boolean(),
+    reference: z.string().min(1).max(255),
+    description: z.string().max(1000).nullish(),
+    /** Where the challenge page sends the customer back (methods that need authentication). */
+    return_url: z.url({ protocol: /^https?$/ }).max(2000).nullish(),
+    /** The customer is not there (a merchant-initiated charge of a saved card): no challenge can be answered. */
+    off_session: z.boolean().optional(),
+    /** Save the card for charges without the customer, as a token of this sandbox. */
+    setup_future_usage: z.literal('off_session').optional(),
+  })
+  .refine((body) => (body.payment_method === undefined) !== (body.network_transaction_id === undefined), {
+    message: 'give exactly one of payment_method or network_transaction_id',
+  })
+  .refine((body) => body.network_transaction_id === undefined || body.card !== undefined, {
+    message: 'a charge by network_transaction_id names the card (brand, last4, exp_month, exp_year)',
+    path: ['card'],
+  });
 type CreateChargeParams = z.output<typeof createChargeBody>;
 
 const captureChargeBody = z.strictObject({
@@ -57,12 +77,45 @@ const invalidState = (row: ChargeRow, action: string, allowed: ChargeStatus | Ch
   );
 };
 
+/** The card a charge is made with: a test card, or what a saved card or a network transaction id stands for. */
+interface ChargedCard {
+  /** The test payment method whose behaviour the charge follows. */
+  testCard: string;
+  /** The saved card token charged (card_…), if any. */
+  savedCard: string | null;
+  /** The network transaction id of the card's first payment, when this is a charge of a saved card. */
+  networkTransactionId: string | null;
+}
+
+/**
+ * What the request charges. A saved card this sandbox does not hold (or whose first charge was
+ * never authorized) and a network transaction id the network never issued are refused (400),
+ * so nothing is charged: the merchant may try another PSP.
+ */
+async function chargedCard(deps: SandboxDeps, params: CreateChargeParams): Promise<ChargedCard> {
+  if (params.network_transaction_id !== undefined) {
+    const card = cardOfNetworkTransactionId(deps.config.networkKey, params.network_transaction_id);
+    if (card === null) throw invalidRequest('invalid_network_transaction_id', 'The card network does not know this network transaction id.');
+    if (testCard(card)?.last4 !== params.card?.last4) throw invalidRequest('card_mismatch', 'The card does not match the network transaction id.');
+    return { testCard: card, savedCard: null, networkTransactionId: params.network_transaction_id };
+  }
+  const method = params.payment_method!;
+  if (!method.startsWith('card_')) return { testCard: method, savedCard: null, networkTransactionId: null };
+  const [saved] = await deps.sql<{ payment_method: string; network_transaction_id: string }[]>`
+    SELECT s.payment_method, s.network_transaction_id
+    FROM sandbox.saved_cards s JOIN sandbox.charges c ON c.id = s.charge_id
+    WHERE s.id = ${method} AND c.authorized_at IS NOT NULL`;
+  if (!saved) throw invalidRequest('invalid_payment_method', `No such saved card: '${method}'.`);
+  return { testCard: saved.payment_method, savedCard: method, networkTransactionId: saved.network_transaction_id };
+}
+
 async function insertCharge(
   tx: Tx,
   deps: SandboxDeps,
   key: string,
   params: CreateChargeParams,
   behaviour: PaymentMethodBehaviour,
+  card: ChargedCard,
 ): Promise<EffectResult> {
   const decline = behaviour.kind === 'decline' ? behaviour : null;
   const status: ChargeStatus = decline
@@ -75,21 +128,32 @@ async function insertCharge(
           ? 'succeeded'
           : 'requires_capture';
   const id = newChargeId();
+  // A card saved now (setup_future_usage) is a new token with the network's id of this authorization.
+  const saving = params.setup_future_usage !== undefined && status !== 'declined';
+  const savedCard = saving ? newSavedCardId() : card.savedCard;
+  const networkTransactionId = card.networkTransactionId ?? (saving ? issueNetworkTransactionId(deps.config.networkKey, card.testCard) : null);
   const challengeUrl = status === 'requires_action' ? `${deps.runtime.publicUrl}/challenge/${id}` : null;
   const [row] = await tx<ChargeRow[]>`
     INSERT INTO sandbox.charges (
       id, status, amount_minor, amount_captured_minor, currency, payment_method, reference,
       description, idempotency_key, failure_code, failure_message,
-      capture, return_url, challenge_url, challenge_state, settle_at
+      capture, return_url, challenge_url, challenge_state, settle_at,
+      off_session, saved_card, network_transaction_id
     ) VALUES (
       ${id}, ${status}, ${params.amount_minor},
-      ${status === 'succeeded' ? params.amount_minor : 0}, ${params.currency}, ${params.payment_method},
+      ${status === 'succeeded' ? params.amount_minor : 0}, ${params.currency}, ${card.testCard},
       ${params.reference}, ${params.description ?? null}, ${key},
       ${decline?.code ?? null}, ${decline?.message ?? null},
       ${params.capture}, ${params.return_url ?? null}, ${challengeUrl}, ${challengeUrl ? 'pending' : null},
-      ${status === 'processing' ? deps.sql`clock_timestamp() + ${deps.config.asyncSettleMs}::int * interval '1 millisecond'` : null}
+      ${status === 'processing' ? deps.sql`clock_timestamp() + ${deps.config.asyncSettleMs}::int * interval '1 millisecond'` : null},
+      ${params.off_session ?? false}, ${savedCard}, ${networkTransactionId}
     )
     RETURNING *`;
+  if (saving) {
+    await tx`
+      INSERT INTO sandbox.saved_cards (id, payment_method, charge_id, network_transaction_id)
+      VALUES (${savedCard}, ${card.testCard}, ${id}, ${networkTransactionId})`;
+  }
   await chargeChanged(tx, deps, row!);
   const charge = chargeJson(row!);
   if (decline) {
@@ -114,21 +178,29 @@ export function chargeRoutes(deps: SandboxDeps) {
     .post('/', async (c) => {
       const key = requireIdempotencyKey(c);
       const params = await parseJsonBody(c, createChargeBody);
-      const known = paymentMethodBehaviour(params.payment_method);
+      const card = await chargedCard(deps, params);
+      if (params.setup_future_usage !== undefined && testCard(card.testCard) === null && paymentMethodBehaviour(card.testCard)) {
+        throw invalidRequest('invalid_payment_method', `Only a card can be saved: '${card.testCard}' is none.`);
+      }
+      if (params.off_session && card.savedCard === null && card.networkTransactionId === null) {
+        throw invalidRequest('invalid_request', 'off_session needs a saved card or a network transaction id: a new card is charged with its customer.');
+      }
+      const listed = paymentMethodBehaviour(card.testCard);
+      const known = listed && params.off_session ? offSessionBehaviour(listed) : listed;
       // Outage `declining`: the processor fails every new charge, whatever the card.
       const behaviour: typeof known =
         known && deps.runtime.outage === 'declining'
           ? { kind: 'decline', code: 'processing_error', message: 'An error occurred while processing the card (sandbox outage "declining").' }
           : known;
       if (!behaviour) {
-        throw invalidRequest('invalid_payment_method', `No such payment method: '${params.payment_method}'.`);
+        throw invalidRequest('invalid_payment_method', `No such payment method: '${card.testCard}'.`);
       }
       const scope = { endpoint: 'POST /v1/charges', key, fingerprint: requestFingerprint(params), ttlSeconds: config.idempotencyKeyTtlSeconds };
 
       const stored = await runIdempotently(
         sql,
         scope,
-        (tx) => insertCharge(tx, deps, key, params, behaviour),
+        (tx) => insertCharge(tx, deps, key, params, behaviour, card),
         async () => {
           if (behaviour.kind === 'flaky' && (await flakyAttemptFails(deps, key))) {
             throw new SandboxError(503, 'api_error', 'service_unavailable', 'The sandbox is briefly unavailable (pm_card_flaky); retry with the same key.');

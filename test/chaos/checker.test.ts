@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { checkAcrossPsps, createTally, type PspCensusInput, type PspCharge } from '../../chaos/checker';
+import { checkAcrossPsps, createTally, type PaymentCensus, type PspCensusInput, type PspCharge } from '../../chaos/checker';
+import { savedCardFigures } from '../../chaos/run';
 
 /**
  * The census across two PSPs (chaos/checker.ts checkAcrossPsps) on fabricated data: a clean
@@ -137,5 +138,24 @@ describe('the census across two PSPs', () => {
     input.ledger = [{ provider: 'sandbox-a', currency: 'EUR', net: 3200 }];
     // The sum over both PSPs still agrees (3200); per PSP it does not.
     expect(failed(input)).toEqual(['ledger equals each PSP']);
+  });
+});
+
+describe('the census counts saved cards and off-session payments', () => {
+  const census = (id: string, status: string, extra: Partial<PaymentCensus>): PaymentCensus => ({
+    id, method: 'pm_card_visa', capture: 'automatic', currency: 'EUR', amountMinor: 100, status, capturedMinor: 0, refundedMinor: 0, provider: 'sandbox-a',
+    offSession: false, savesCard: false, attempts: [], charges: [], captureTransactions: 0, events: {}, deliveries: {}, refunds: [], operations: [], findings: [], ...extra,
+  });
+  const at = (attempt: number, provider: string, outcome: string) => ({ attempt, provider, outcome, errorCode: null, chargeId: null });
+
+  it('the payments that saved a card, the off-session ones by status, and those of them that failed over to B', () => {
+    const figures = savedCardFigures([
+      census('pay_save', 'succeeded', { savesCard: true, attempts: [at(1, 'sandbox-a', 'succeeded')] }),
+      census('pay_plain', 'succeeded', { attempts: [at(1, 'sandbox-a', 'succeeded')] }),
+      census('pay_off', 'succeeded', { method: 'pm_01', offSession: true, attempts: [at(1, 'sandbox-a', 'succeeded')] }),
+      census('pay_moved', 'succeeded', { method: 'pm_01', offSession: true, provider: 'sandbox-b', attempts: [at(1, 'sandbox-a', 'not_charged'), at(2, 'sandbox-b', 'succeeded')] }),
+      census('pay_auth', 'failed', { method: 'pm_02', offSession: true, attempts: [at(1, 'sandbox-a', 'declined')] }),
+    ]);
+    expect(figures).toEqual({ saving: { succeeded: 1 }, offSession: { succeeded: 2, failed: 1 }, offSessionFailedOver: 1 });
   });
 });

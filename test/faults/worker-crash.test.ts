@@ -17,8 +17,9 @@ import { spawnWorker, type WorkerEnvironment, type WorkerProcess } from '../../t
  *   activity is still waiting for an answer that never comes;
  * - in flight: pm_card_slow; the activity's request is still at the provider, which commits
  *   the charge after the worker died.
- * The activity's heartbeat stops with the process; after the heartbeat timeout the new
- * worker retries it, looking the charge up by its sub-key first. Exactly one charge each.
+ * The charge is attempt 1, a local activity in the run's first workflow task: that task dies
+ * with the process, its timeout hands it to the new worker, whose try finds attempt 1 recorded
+ * and looks the charge up by its sub-key before charging. Exactly one charge each.
  */
 
 let faults: FaultStack;
@@ -55,7 +56,7 @@ describe('2. worker killed mid-charge', () => {
       const tally = new ScenarioTally(
         '2-worker-sigkill',
         '2. Worker SIGKILLed mid-charge, then restarted',
-        'from the SIGKILL until both payments of the trial were recorded and their events delivered (includes starting the new worker process and the 5 s heartbeat timeout)',
+        'from the SIGKILL until both payments of the trial were recorded and their events delivered (includes starting the new worker process and the workflow task timeout)',
       );
       const result = await runTrials(tally, FAULT_TRIALS, async (trial) => {
         // A trial that broke between the kill and the restart leaves no worker: start one.

@@ -41,6 +41,8 @@ export interface StepCall {
   step: StepName;
   input: unknown;
   attempt: number;
+  /** Whether it ran as a local activity (inside a workflow task). */
+  local: boolean;
 }
 
 interface Run {
@@ -121,7 +123,7 @@ function dispatchingActivities(): Steps {
         const workflowId = info.workflowExecution?.workflowId ?? '';
         const run = runs.get(workflowId);
         if (!run) throw ApplicationFailure.nonRetryable(`no fakes scripted for workflow ${workflowId}`);
-        const call: StepCall = { step: name, input, attempt: info.attempt };
+        const call: StepCall = { step: name, input, attempt: info.attempt, local: info.isLocal };
         run.calls.push(call);
         if (name === 'chargeAttempt') return chargeAttemptOf(run, input as ChargeAttemptInput, call);
         const fake = ((run.fakes as Partial<Steps>)[name] ?? happy[name]) as (input: unknown) => Promise<unknown>;

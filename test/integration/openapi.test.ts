@@ -51,8 +51,9 @@ describe('GET /openapi.json', () => {
       Object.entries(ops as Record<string, any>).filter(([method]) => method === 'post' && path.startsWith('/v1/')).map(([, op]) => ({ path, op })),
     );
     expect(mutating.length).toBe(8);
-    // Resending events is one database transaction: answered at once, never 202.
-    const immediate = new Set(['/v1/events/{id}/resend', '/v1/webhook_endpoint/recover']);
+    // Resending events, creating a customer and detaching a payment method are one database
+    // transaction each: answered at once, never 202.
+    const immediate = new Set(['/v1/events/{id}/resend', '/v1/webhook_endpoint/recover', '/v1/customers', '/v1/payment_methods/{id}/detach']);
     for (const { path, op } of mutating) {
       expect(op.parameters.some((p: any) => p.in === 'header' && p.name === 'Idempotency-Key' && p.required), path).toBe(true);
       const success = op.responses['201'] ?? op.responses['200'];

@@ -85,14 +85,15 @@ describe('the SQL guards match the lifecycle table', () => {
 });
 
 describe('attempt 1 decided in the charge step (db/attempts.ts beginFirstAttempt)', () => {
-  it('keeps the PSP its first call recorded, points payments.provider there, and answers null without a payment row (rules out a retried attempt charging at another PSP)', async () => {
+  it('keeps the PSP its first call recorded, points payments.provider there, says whether an earlier try recorded it, and answers null without a payment row (rules out a retried attempt charging at another PSP)', async () => {
     const id = `pay_fa_${randomBytes(6).toString('hex')}`;
     await sql`
       INSERT INTO payments (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method, workflow_id)
       VALUES (${id}, ${tenantId}, ${`ord_${id}`}, 1000, 'EUR', 'processing', 'automatic', 'pm_card_visa', ${`wf-${id}`})`;
-    expect(await beginFirstAttempt(sql, id, 'sandbox-b')).toBe('sandbox-b');
-    // A retry whose breaker now prefers another PSP still charges where the first try may have.
-    expect(await beginFirstAttempt(sql, id, 'sandbox-a')).toBe('sandbox-b');
+    expect(await beginFirstAttempt(sql, id, 'sandbox-b')).toEqual({ provider: 'sandbox-b', earlier: false });
+    // A retry whose breaker now prefers another PSP still charges where the first try may have,
+    // and is told that a try came before it (so it asks the PSP before it charges).
+    expect(await beginFirstAttempt(sql, id, 'sandbox-a')).toEqual({ provider: 'sandbox-b', earlier: true });
     const [payment] = await sql<{ provider: string }[]>`SELECT provider FROM payments WHERE id = ${id}`;
     expect(payment!.provider).toBe('sandbox-b');
     const attempts = await sql<{ attempt: number; provider: string; outcome: string }[]>`SELECT attempt, provider, outcome FROM payment_attempts WHERE payment_id = ${id}`;

@@ -120,23 +120,33 @@ describe('the recorded histories', () => {
       expect(scenarios, scenario).toContain(scenario);
     }
     expect(new Set(index.map((e) => e.workflowType))).toEqual(new Set(['paymentWorkflow', 'refundWorkflow', 'reconciliationWorkflow', 'disputeWorkflow']));
-    // One code path: no history carries a patch marker, and none is a `-before-<id>` history kept for a patch's old path.
-    for (const e of index) {
-      expect(e.patches, e.file).toEqual([]);
-      expect(e.file, e.file).not.toMatch(/-before-/);
-    }
-    // The retry scenarios really retried; the lost response was resolved without a second charge activity.
-    expect(entry('lost-response.json').maxActivityAttempt).toBeGreaterThanOrEqual(2);
+    // One patch: every payment recorded by the current code carries first-charge-local; each
+    // scenario recorded before it is kept as `<scenario>-before-first-charge-local.json`, without it.
+    const payments = index.filter((e) => e.workflowType === 'paymentWorkflow');
+    const current = payments.filter((e) => !e.file.includes('-before-'));
+    const before = payments.filter((e) => e.file.endsWith('-before-first-charge-local.json'));
+    expect(before.length + current.length).toBe(payments.length);
+    for (const e of current) expect(e.patches, e.file).toEqual(['first-charge-local']);
+    for (const e of before) expect(e.patches, e.file).toEqual([]);
+    expect(before.map((e) => e.scenario).sort()).toEqual(current.map((e) => e.scenario).sort());
+    for (const e of index.filter((e) => e.workflowType !== 'paymentWorkflow')) expect(e.patches, e.file).toEqual([]);
+    // A payment the PSP answers at once is one workflow task: both steps local, no regular activity.
+    const success = loadHistory('success.json').events ?? [];
+    expect(success.filter((e) => e.workflowTaskCompletedEventAttributes).length).toBe(1);
+    expect(entry('success.json').activities).toEqual([]);
+    expect(entry('success.json').localActivities).toBe(2);
+    // The retry scenarios really retried; the lost response was resolved by the regular charge
+    // activity after the local try (its lookup found the charge), with no second charge.
+    expect(entry('lost-response-before-first-charge-local.json').maxActivityAttempt).toBeGreaterThanOrEqual(2);
     expect(entry('lost-response.json').activities).toEqual(['chargeAttempt']);
     expect(entry('flaky-provider.json').maxActivityAttempt).toBeGreaterThanOrEqual(2);
     // The lost webhook was made up for by the poll; the expiry voided; the window's end asked the PSP.
     expect(entry('three-ds-webhook-lost.json').activities).toContain('retrieveCharge');
     expect(entry('three-ds-expired.json').activities).toContain('voidCharge');
     expect(entry('three-ds-manual-capture.json').activities).toContain('captureCharge');
-    expect(entry('three-ds-decided-at-deadline.json').activities).toEqual(['chargeAttempt', 'retrieveCharge']);
-    // Every payment run starts at the charge: the intent is the API's (one local activity to record the outcome).
-    expect(entry('intent-in-claim.json').localActivities).toBe(1);
-    expect(entry('success.json').localActivities).toBe(1);
+    expect(entry('three-ds-decided-at-deadline.json').activities).toEqual(['retrieveCharge']);
+    // Every payment run starts at the charge: the intent is the API's (the charge and its record, two local activities).
+    expect(entry('intent-in-claim.json').localActivities).toBe(2);
   });
 });
 
@@ -145,21 +155,27 @@ describe('every recorded history replays against the current workflow code', () 
     const { replayed, failures } = await replay(currentCode, index);
     expect(failures.map((f) => `${f.file}: ${f.error.name}: ${f.error.message}`)).toEqual([]);
     expect(replayed).toBe(index.length);
-    expect(replayed).toBeGreaterThanOrEqual(24);
+    expect(replayed).toBeGreaterThanOrEqual(45);
   });
 });
 
 describe('the replay check has teeth', () => {
-  it('fails the success history with DeterminismViolationError when an activity is added to the payment workflow', async () => {
+  it('fails the success histories with DeterminismViolationError when an activity is added to the payment workflow', async () => {
     const altered = await fixtureBundle('activity-added');
-    const failure = await Worker.runReplayHistory({ workflowBundle: altered, replayName: 'teeth', dataConverter: testDataConverter }, loadHistory('success.json'), 'success').then(
-      () => null,
-      (error: unknown) => error,
-    );
-    expect(failure).toBeInstanceOf(DeterminismViolationError);
-    // It is the added activity that breaks it: the history scheduled chargeAttempt there.
-    expect((failure as Error).message).toMatch(/screenForFraud/);
-    expect((failure as Error).message).toMatch(/chargeAttempt/);
+    const replayOf = (file: string) =>
+      Worker.runReplayHistory({ workflowBundle: altered, replayName: 'teeth', dataConverter: testDataConverter }, loadHistory(file), file).then(
+        () => null,
+        (error: unknown) => error,
+      );
+    // The current one recorded the patch marker where the altered code schedules the activity.
+    const current = await replayOf('success.json');
+    expect(current).toBeInstanceOf(DeterminismViolationError);
+    expect((current as Error).message).toMatch(/first-charge-local/);
+    // The one recorded before the local charge scheduled chargeAttempt there.
+    const before = await replayOf('success-before-first-charge-local.json');
+    expect(before).toBeInstanceOf(DeterminismViolationError);
+    expect((before as Error).message).toMatch(/screenForFraud/);
+    expect((before as Error).message).toMatch(/chargeAttempt/);
   });
 
   it('fails every payment history that kept the charge in its memo when that memo command is removed', async () => {
@@ -167,6 +183,14 @@ describe('the replay check has teeth', () => {
     const { replayed, failures } = await replay(await fixtureBundle('memo-removed'), payments);
     expect(replayed).toBe(payments.length);
     expect(failures.map((f) => f.file).sort()).toEqual(payments.map((e) => e.file).sort());
+    for (const failure of failures) expect(failure.error, failure.file).toBeInstanceOf(DeterminismViolationError);
+  });
+
+  it('fails every history recorded before the local first charge when the patched() guard\'s answer is ignored, and replays the later ones', async () => {
+    const payments = index.filter((e) => e.workflowType === 'paymentWorkflow');
+    const { replayed, failures } = await replay(await fixtureBundle('patch-ignored'), payments);
+    expect(replayed).toBe(payments.length);
+    expect(failures.map((f) => f.file).sort()).toEqual(payments.filter((e) => e.file.includes('-before-')).map((e) => e.file).sort());
     for (const failure of failures) expect(failure.error, failure.file).toBeInstanceOf(DeterminismViolationError);
   });
 
@@ -182,7 +206,7 @@ describe('the recorded histories are encrypted, and stay readable across a key r
   const encrypted = () => index;
 
   it('hold ciphertext only, under the test key: no payload in clear but search attributes and SDK bookkeeping', () => {
-    expect(encrypted().length).toBeGreaterThanOrEqual(24);
+    expect(encrypted().length).toBeGreaterThanOrEqual(45);
     for (const e of encrypted()) {
       const history = loadHistory(e.file);
       expect(encryptionKeyIds(history), e.file).toEqual([TEST_PAYLOAD_KEYS.split(':')[0]]);

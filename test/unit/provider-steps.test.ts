@@ -174,9 +174,9 @@ describe('chargeAttempt deciding its route (attempt 1)', () => {
   const route = { paymentId, tenantId: 'ten_1', amountMinor: 1000, currency: 'EUR', paymentMethod: 'pm_card_visa', intent: paymentInput({ paymentId, tenantId: 'ten_1' }) };
   const routeInput = { ...chargeInput, attempt: 1, route };
   const plan = (...providers: string[]) => ({ providers, reason: 'test plan', retryableDeclineCodes: ['processing_error'] });
-  const runRouted = (psps: Record<string, PaymentProvider>, planned: ReturnType<typeof plan>, attempt = 1) => {
+  const runRouted = (psps: Record<string, PaymentProvider>, planned: ReturnType<typeof plan>, attempt = 1, triedBefore = false) => {
     const asked: unknown[] = [];
-    const steps = createProviderSteps(providerRegistry(psps), undefined, async (request) => (asked.push(request), planned));
+    const steps = createProviderSteps(providerRegistry(psps), undefined, async (request) => (asked.push(request), { plan: planned, triedBefore }));
     return { asked, result: new MockActivityEnvironment({ attempt }).run(steps.chargeAttempt, routeInput) };
   };
 
@@ -188,6 +188,19 @@ describe('chargeAttempt deciding its route (attempt 1)', () => {
     expect(asked).toEqual([route]);
     expect(b.calls).toEqual([`create charge ${providerSubKey.charge(paymentId, 1)}`]);
     expect(a.calls).toEqual([]);
+  });
+
+  it('attempt 1 that an earlier try recorded (a worker died mid-charge, a local try lost its answer) asks the PSP first, even on its first activity attempt', async () => {
+    const held = charge('succeeded');
+    const a = recordingProvider({ charge: held });
+    const found = runRouted({ 'psp-a': a.provider }, plan('psp-a'), 1, true);
+    expect(await found.result).toMatchObject({ kind: 'charge', charge: { id: held.id } });
+    expect(a.calls).toEqual([`find charge ${providerSubKey.charge(paymentId, 1)}`]);
+    // Nothing there: it charges, under the same sub-key.
+    const empty = recordingProvider();
+    const none = runRouted({ 'psp-a': empty.provider }, plan('psp-a'), 1, true);
+    expect(await none.result).toMatchObject({ kind: 'charge' });
+    expect(empty.calls).toEqual([`find charge ${providerSubKey.charge(paymentId, 1)}`, `create charge ${providerSubKey.charge(paymentId, 1)}`]);
   });
 
   it('a refusal is answered, with the plan, whether or not another PSP follows (the run records it: no throw at the last one)', async () => {

@@ -74,7 +74,7 @@ async function patchesOf(handle: WorkflowHandle<typeof paymentWorkflow>): Promis
   return (await handle.fetchHistory()).events!
     .filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')
     .flatMap((e) => Object.values(e.markerRecordedEventAttributes!.details ?? {}).flatMap((p) => p.payloads ?? []))
-    .map((p) => Buffer.from(p.data ?? new Uint8Array()).toString('utf8'));
+    .map((p) => (JSON.parse(Buffer.from(p.data ?? new Uint8Array()).toString('utf8')) as { id: string }).id);
 }
 
 describe('automatic capture', () => {
@@ -90,7 +90,7 @@ describe('automatic capture', () => {
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
 
-  it('is two steps: no intent step, the first attempt plans the route and carries the intent (rules out a step per payment spent on either, or a run that cannot persist a missing intent)', async () => {
+  it('is one workflow task of two local steps: no intent step, the first attempt plans the route and carries the intent (rules out a step per payment spent on either, or a run that cannot persist a missing intent)', async () => {
     const input = paymentInput();
     const routes: unknown[] = [];
     const run = await bench.startPayment(input, {
@@ -106,8 +106,13 @@ describe('automatic capture', () => {
     expect(run.inputsOf('chargeAttempt')[0]).toMatchObject({ attempt: 1, provider: 'sandbox', canFailOver: false });
     expect(run.inputsOf('recordChargeOutcome')[0]).toMatchObject({ attempt: { attempt: 1, provider: 'sandbox' } });
     expect(bodyOf(final)).toEqual({ id: input.paymentId, status: 'succeeded' });
-    // No patch markers: one code path for every run.
-    expect(await patchesOf(run.handle)).toEqual([]);
+    // Both steps ran as local activities, and the whole payment was one workflow task.
+    expect(run.calls.map((call) => call.local)).toEqual([true, true]);
+    const events = (await run.handle.fetchHistory()).events!;
+    expect(events.filter((e) => e.workflowTaskCompletedEventAttributes).length).toBe(1);
+    expect(events.filter((e) => e.activityTaskScheduledEventAttributes).length).toBe(0);
+    // The one patch: attempt 1 in the first workflow task (runs recorded before it replay the regular activity).
+    expect(await patchesOf(run.handle)).toEqual(['first-charge-local']);
   });
 
   it('records a decline as the outcome and gives nothing back (rules out refunding or voiding money that never moved)', async () => {
@@ -151,7 +156,11 @@ describe('automatic capture', () => {
     });
     await run.handle.result();
 
-    expect(run.calls.filter((call) => call.step === 'chargeAttempt').map((call) => call.attempt)).toEqual([1, 2]);
+    // The local try in the first workflow task, then the regular activity (which asks the PSP first).
+    expect(run.calls.filter((call) => call.step === 'chargeAttempt').map((call) => [call.local, call.attempt])).toEqual([
+      [true, 1],
+      [false, 1],
+    ]);
     expect(run.steps().filter((step) => step === 'recordChargeOutcome')).toHaveLength(1);
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
@@ -424,6 +433,35 @@ describe('routing and failover', () => {
     ]);
   });
 
+  const savedMethod = { id: 'pm_saved', tokens: { 'psp-a': 'card_a' }, networkTransactionId: 'ntx_first', card: { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 } };
+
+  it('an off-session saved method: every attempt carries it and off_session, so each PSP charges its token or the network transaction id', async () => {
+    const input = paymentInput({ customerId: 'cus_1', savedMethod, offSession: true });
+    const run = await bench.startPayment(input, {
+      ...twoPsps,
+      chargeAttempt: async (step) =>
+        step.provider === 'psp-a'
+          ? { kind: 'not_charged', outcome: 'not_charged', errorCode: 'outcome_unknown_none_found', message: 'none found' }
+          : { kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'succeeded', amountCapturedMinor: step.amountMinor }) },
+    });
+    await run.handle.result();
+    expect(run.inputsOf('chargeAttempt')).toMatchObject([
+      { provider: 'psp-a', savedMethod, offSession: true },
+      { provider: 'psp-b', savedMethod, offSession: true },
+    ]);
+  });
+
+  it('an off-session charge the PSP declines with authentication_required is recorded at once: no wait, no next PSP', async () => {
+    const input = paymentInput({ customerId: 'cus_1', savedMethod, offSession: true });
+    const run = await bench.startPayment(input, {
+      ...twoPsps,
+      chargeAttempt: async (step) => ({ kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'declined', declineCode: 'authentication_required' }) }),
+    });
+    await run.handle.result();
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome']);
+    expect(run.inputsOf('recordChargeOutcome')[0]!.charge).toMatchObject({ status: 'declined', declineCode: 'authentication_required' });
+  });
+
   it('a decline the route marks retryable elsewhere moves on; a card decline does not', async () => {
     const retryable = paymentInput();
     const moved = await bench.startPayment(retryable, {
@@ -461,10 +499,10 @@ describe('routing and failover', () => {
       },
     });
     await run.handle.result();
-    expect(run.calls.filter((c) => c.step === 'chargeAttempt').map((c) => [(c.input as { provider: string }).provider, c.attempt])).toEqual([
-      ['psp-a', 1],
-      ['psp-a', 2],
-      ['psp-a', 3],
+    expect(run.calls.filter((c) => c.step === 'chargeAttempt').map((c) => [(c.input as { provider: string }).provider, c.local, c.attempt])).toEqual([
+      ['psp-a', true, 1],
+      ['psp-a', false, 1],
+      ['psp-a', false, 2],
     ]);
     expect(run.inputsOf('recordAttempt')).toEqual([]);
   });

@@ -141,13 +141,18 @@ export async function paymentIdOfKey(stack: TestStack, tenantId: string, key: st
 const chargeActivities = new Set(['chargeAttempt']);
 
 /**
- * True once the payment's charge activity has been picked up by a worker and has recorded its
- * attempt (the charge is in flight). The first attempt decides its route in the database before
- * it calls the PSP: until its attempt row exists, nothing was sent.
+ * True once the payment's charge has been sent to the PSP and not yet answered. Attempt 1 is a
+ * local activity in the run's first workflow task: it records its attempt row (deciding the
+ * route) just before it calls the PSP, and the run shows no pending activity for it, so an
+ * attempt row still pending on a payment still processing is a charge in flight; until that row
+ * exists, nothing was sent. A later try of the charge (a regular activity) shows as one started.
  */
 export async function chargeInFlight(stack: TestStack, paymentId: string): Promise<boolean> {
-  const [row] = await stack.sql<{ workflow_id: string; attempts: number }[]>`
-    SELECT workflow_id, (SELECT count(*)::int FROM payment_attempts WHERE payment_id = ${paymentId}) AS attempts FROM payments WHERE id = ${paymentId}`;
+  const [row] = await stack.sql<{ workflow_id: string; status: string; pending: number; attempts: number }[]>`
+    SELECT workflow_id, status,
+      (SELECT count(*)::int FROM payment_attempts WHERE payment_id = ${paymentId} AND outcome = 'pending') AS pending,
+      (SELECT count(*)::int FROM payment_attempts WHERE payment_id = ${paymentId}) AS attempts
+    FROM payments WHERE id = ${paymentId}`;
   if (!row || row.attempts === 0) return false;
   // The API persists the intent before it starts the run: a row may have no run yet.
   const description = await stack.temporal.workflow.getHandle(row.workflow_id).describe().catch((error: unknown) => {
@@ -156,7 +161,9 @@ export async function chargeInFlight(stack: TestStack, paymentId: string): Promi
   });
   if (!description) return false;
   // PENDING_ACTIVITY_STATE_STARTED = 2
-  return (description.raw.pendingActivities ?? []).some((a) => chargeActivities.has(a.activityType?.name ?? '') && a.state === 2);
+  const started = (description.raw.pendingActivities ?? []).some((a) => chargeActivities.has(a.activityType?.name ?? '') && a.state === 2);
+  const scheduled = (description.raw.pendingActivities ?? []).some((a) => chargeActivities.has(a.activityType?.name ?? ''));
+  return started || (!scheduled && row.status === 'processing' && row.pending > 0);
 }
 
 /**
@@ -186,17 +193,35 @@ export async function paymentsInFlight(stack: TestStack, tenantId: string, keys:
   }
 }
 
-/** The highest attempt at which the payment's charge activity was started (from its workflow history). */
+/**
+ * How many times the payment's charge was tried (from its workflow history): the local tries in
+ * the first workflow task (one, plus one for each workflow task that timed out or failed before
+ * its marker: a worker that died mid-charge, whose successor tried again, asking the PSP first),
+ * plus the highest attempt of the regular charge activity (which takes over an unknown outcome).
+ */
 export async function chargeAttempts(stack: TestStack, paymentId: string): Promise<number> {
   const [row] = await stack.sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${paymentId}`;
   if (!row) return 0;
   const history = await stack.temporal.workflow.getHandle(row.workflow_id).fetchHistory();
   const charges = new Set<string>();
-  let attempts = 0;
+  let regular = 0;
+  let local = 0;
+  let lostTasks = 0;
+  let localCharged = false;
   for (const event of history.events ?? []) {
     if (chargeActivities.has(event.activityTaskScheduledEventAttributes?.activityType?.name ?? '')) charges.add(String(event.eventId));
     const started = event.activityTaskStartedEventAttributes;
-    if (started && charges.has(String(started.scheduledEventId))) attempts = Math.max(attempts, started.attempt ?? 1);
+    if (started && charges.has(String(started.scheduledEventId))) regular = Math.max(regular, started.attempt ?? 1);
+    if (!localCharged && (event.workflowTaskTimedOutEventAttributes || event.workflowTaskFailedEventAttributes)) lostTasks++;
+    const marker = event.markerRecordedEventAttributes;
+    if (!localCharged && marker?.markerName === 'core_local_activity') {
+      const data = marker.details?.data?.payloads?.[0]?.data;
+      const type = data ? (JSON.parse(Buffer.from(data).toString('utf8')) as { activity_type?: string }).activity_type : undefined;
+      if (type && chargeActivities.has(type)) {
+        localCharged = true;
+        local = lostTasks + 1;
+      }
+    }
   }
-  return attempts;
+  return local + regular;
 }

@@ -1,0 +1,61 @@
+import type { Db } from './connect';
+import { keysetPage, toPage, type Page, type PageQuery } from './paging';
+import { paymentMethodResource, type PaymentMethodRow } from '../domain/resources';
+import { businessEventKey } from '../shared/keys';
+import type { CardDetails } from '../shared/definitions';
+import { insertEvent } from './outbox';
+
+/** A payment method's event (attached, detached), in the caller's transaction: once per method and type. */
+export async function paymentMethodEvent(db: Db, method: PaymentMethodRow, type: 'payment_method.attached' | 'payment_method.detached'): Promise<void> {
+  await insertEvent(db, { tenantId: method.tenant_id, type, eventKey: businessEventKey.paymentMethodEvent(method.id, type), object: paymentMethodResource(method) });
+}
+
+/**
+ * Saves the card of a payment that succeeded for its customer (activities/payment-steps.ts, in
+ * the transaction that records the outcome). One method per source payment: a repeated step
+ * finds it and saves nothing (null).
+ */
+export async function saveCard(
+  db: Db,
+  method: { id: string; tenantId: string; customerId: string; card: CardDetails; networkTransactionId: string; provider: string; token: string | null; sourcePaymentId: string },
+): Promise<PaymentMethodRow | null> {
+  const tokens = method.token !== null ? { [method.provider]: method.token } : {};
+  const [row] = await db<PaymentMethodRow[]>`
+    INSERT INTO payment_methods
+      (id, tenant_id, customer_id, card_brand, card_last4, card_exp_month, card_exp_year, network_transaction_id, provider_tokens, source_payment_id)
+    VALUES
+      (${method.id}, ${method.tenantId}, ${method.customerId}, ${method.card.brand}, ${method.card.last4}, ${method.card.expMonth},
+       ${method.card.expYear}, ${method.networkTransactionId}, ${db.json(tokens)}, ${method.sourcePaymentId})
+    ON CONFLICT (source_payment_id) DO NOTHING
+    RETURNING *`;
+  return row ?? null;
+}
+
+/** The tenant's payment method (detached ones included), or null (another tenant's included). */
+export async function getPaymentMethod(db: Db, tenantId: string, id: string): Promise<PaymentMethodRow | null> {
+  const [row] = await db<PaymentMethodRow[]>`SELECT * FROM payment_methods WHERE id = ${id} AND tenant_id = ${tenantId}`;
+  return row ?? null;
+}
+
+/** The customer's attached payment methods, newest first. */
+export async function listCustomerPaymentMethods(db: Db, tenantId: string, customerId: string, query: PageQuery): Promise<Page<PaymentMethodRow>> {
+  const rows = await db<PaymentMethodRow[]>`
+    SELECT * FROM payment_methods
+    WHERE tenant_id = ${tenantId} AND customer_id = ${customerId} AND detached_at IS NULL
+      ${keysetPage(db, 'id', query)}`;
+  return toPage(rows, query);
+}
+
+/**
+ * Detaches the method, for good: it can no longer be charged. Returns the method and whether this
+ * call detached it (false: it was detached before); null when the tenant has no such method.
+ */
+export async function detachPaymentMethod(db: Db, tenantId: string, id: string): Promise<{ method: PaymentMethodRow; detached: boolean } | null> {
+  const [moved] = await db<PaymentMethodRow[]>`
+    UPDATE payment_methods SET detached_at = now()
+    WHERE id = ${id} AND tenant_id = ${tenantId} AND detached_at IS NULL
+    RETURNING *`;
+  if (moved) return { method: moved, detached: true };
+  const method = await getPaymentMethod(db, tenantId, id);
+  return method ? { method, detached: false } : null;
+}
