@@ -46,14 +46,69 @@ import { failureOfType } from './saga';
  * idempotency record. The run ends only once every handler has finished.
  */
 export const disputeWorkflow: DisputeWorkflow = async function disputeWorkflow(input: DisputeWorkflowInput): Promise<DisputeWorkflowResult> {
-  const { provider, providerDisputeId } = input;
-  const reports: DisputeReport[] = [];
-  setHandler(disputeReportSignal, (report) => {
-    if (report.dispute.id === providerDisputeId) reports.push(report);
-  });
+  return new DisputeRun(input).run();
+};
+
+/** The run's state in one object; its steps as methods (each over the one loop in run()). */
+class DisputeRun {
+  private readonly reports: DisputeReport[] = [];
+  private readonly reminded = new Set<string>();
+  private standing: DisputeStanding | null = null;
+  private refundEvidenceSent = false;
+  private nextPollAt: number;
+
+  constructor(private readonly input: DisputeWorkflowInput) {
+    this.nextPollAt = Date.now() + input.pollEveryMs; // workflow time: deterministic on replay
+    const { provider, providerDisputeId } = input;
+    setHandler(disputeReportSignal, (report) => {
+      if (report.dispute.id === providerDisputeId) this.reports.push(report);
+    });
+    setHandler(
+      disputeEvidenceUpdate,
+      (request: DisputeEvidenceRequest) =>
+        this.command(request.idempotency, request.evidence, (disputeId) =>
+          disputeProvider.updateDispute({
+            provider,
+            providerDisputeId,
+            subKey: providerSubKey.disputeEvidence(disputeId, request.idempotency.fingerprint),
+            evidence: request.evidence,
+            submit: request.submit,
+          }),
+        ),
+      { validator: (_request: DisputeEvidenceRequest) => this.refuseUnlessOpen() },
+    );
+    setHandler(
+      disputeAcceptUpdate,
+      (request: DisputeAcceptRequest) =>
+        this.command(request.idempotency, null, (disputeId) => disputeProvider.closeDispute({ provider, providerDisputeId, subKey: providerSubKey.disputeAccept(disputeId) })),
+      { validator: (_request: DisputeAcceptRequest) => this.refuseUnlessOpen() },
+    );
+  }
+
+  async run(): Promise<DisputeWorkflowResult> {
+    // Signal-with-start delivers the first report with the start; a run started without one asks.
+    if (!(await condition(() => this.reports.length > 0, 1))) await this.poll();
+    for (;;) {
+      while (this.reports.length > 0) {
+        this.standing = await disputeRecords.recordDisputeReport({ provider: this.input.provider, report: this.reports.shift()! });
+        if (this.standing.disputeId === null || this.standing.closed) {
+          // A command in flight (an accept that closed it) answers before the run ends.
+          await condition(allHandlersFinished);
+          return { disputeId: this.standing.disputeId, status: this.standing.status };
+        }
+      }
+      const current: DisputeStanding = this.standing!;
+      if (current.paymentRefundedInFull && current.status === 'needs_response' && !this.refundEvidenceSent) {
+        await this.submitRefundAsEvidence(current);
+        continue;
+      }
+      await this.waitForNext(current);
+    }
+  }
 
   /** Refuses a command the dispute no longer takes (the API answers 409 dispute_not_open with the reason). */
-  const refuseUnlessOpen = (): void => {
+  private refuseUnlessOpen(): void {
+    const { standing } = this;
     const reason =
       standing === null || standing.disputeId === null
         ? 'the dispute is not recorded yet'
@@ -63,9 +118,11 @@ export const disputeWorkflow: DisputeWorkflow = async function disputeWorkflow(i
             ? `the evidence was due by ${standing.evidenceDueBy}`
             : null;
     if (reason) throw ApplicationFailure.create({ type: 'DisputeNotOpen', message: `${reason}; it takes no more evidence`, nonRetryable: true });
-  };
-  const command = async (idempotency: DisputeEvidenceRequest['idempotency'], evidence: Record<string, string> | null, act: (disputeId: string) => Promise<ProviderDispute>): Promise<FinalResponse> => {
-    const disputeId = standing!.disputeId!;
+  }
+
+  /** A merchant's command at the PSP, its answer recorded as a report; a refusal recorded as the command's answer. */
+  private async command(idempotency: DisputeEvidenceRequest['idempotency'], evidence: Record<string, string> | null, act: (disputeId: string) => Promise<ProviderDispute>): Promise<FinalResponse> {
+    const disputeId = this.standing!.disputeId!;
     let dispute: ProviderDispute;
     try {
       dispute = await act(disputeId);
@@ -74,88 +131,55 @@ export const disputeWorkflow: DisputeWorkflow = async function disputeWorkflow(i
       if (!failureOfType(error, FailureType.ProviderRejected)) throw error;
       return disputeRecords.recordDisputeRefusal({ disputeId, idempotency, message: 'the PSP no longer takes evidence for this dispute' });
     }
-    const response = await disputeRecords.recordDisputeCommand({ provider, dispute, evidence, idempotency });
-    reports.push({ source: 'poll', eventId: null, dispute });
+    const response = await disputeRecords.recordDisputeCommand({ provider: this.input.provider, dispute, evidence, idempotency });
+    this.reports.push({ source: 'poll', eventId: null, dispute });
     return response;
-  };
-  setHandler(
-    disputeEvidenceUpdate,
-    (request: DisputeEvidenceRequest) =>
-      command(request.idempotency, request.evidence, (disputeId) =>
-        disputeProvider.updateDispute({
-          provider,
-          providerDisputeId,
-          subKey: providerSubKey.disputeEvidence(disputeId, request.idempotency.fingerprint),
-          evidence: request.evidence,
-          submit: request.submit,
-        }),
-      ),
-    { validator: (_request: DisputeEvidenceRequest) => refuseUnlessOpen() },
-  );
-  setHandler(
-    disputeAcceptUpdate,
-    (request: DisputeAcceptRequest) =>
-      command(request.idempotency, null, (disputeId) => disputeProvider.closeDispute({ provider, providerDisputeId, subKey: providerSubKey.disputeAccept(disputeId) })),
-    { validator: (_request: DisputeAcceptRequest) => refuseUnlessOpen() },
-  );
+  }
 
-  const poll = async (): Promise<void> => {
-    reports.push({ source: 'poll', eventId: null, dispute: await disputeProvider.retrieveDispute({ provider, providerDisputeId }) });
-  };
-  const reminded = new Set<string>();
-  let standing: DisputeStanding | null = null;
-  let refundEvidenceSent = false;
-  let nextPollAt = Date.now() + input.pollEveryMs; // workflow time: deterministic on replay
+  private async poll(): Promise<void> {
+    const { provider, providerDisputeId } = this.input;
+    this.reports.push({ source: 'poll', eventId: null, dispute: await disputeProvider.retrieveDispute({ provider, providerDisputeId }) });
+  }
 
-  // Signal-with-start delivers the first report with the start; a run started without one asks.
-  if (!(await condition(() => reports.length > 0, 1))) await poll();
-
-  for (;;) {
-    while (reports.length > 0) {
-      standing = await disputeRecords.recordDisputeReport({ provider, report: reports.shift()! });
-      if (standing.disputeId === null || standing.closed) {
-        // A command in flight (an accept that closed it) answers before the run ends.
-        await condition(allHandlersFinished);
-        return { disputeId: standing.disputeId, status: standing.status };
-      }
-    }
-    const current: DisputeStanding = standing!;
+  /** A payment refunded in full before its dispute came: its refund is the evidence (once), and an operator looks. */
+  private async submitRefundAsEvidence(current: DisputeStanding): Promise<void> {
+    const { provider, providerDisputeId } = this.input;
     const disputeId = current.disputeId!;
+    this.refundEvidenceSent = true;
+    const answered = await disputeProvider.updateDispute({
+      provider,
+      providerDisputeId,
+      subKey: providerSubKey.disputeRefundEvidence(disputeId),
+      evidence: refundEvidence(current.paymentId!),
+      submit: true,
+    });
+    await disputeRecords.flagDisputedRefundedPayment({ disputeId });
+    log.warn('dispute of a payment refunded in full: its refund submitted as evidence, the payment flagged for an operator', { dispute_id: disputeId });
+    this.reports.push({ source: 'poll', eventId: null, dispute: answered });
+  }
 
-    if (current.paymentRefundedInFull && current.status === 'needs_response' && !refundEvidenceSent) {
-      refundEvidenceSent = true;
-      const answered = await disputeProvider.updateDispute({
-        provider,
-        providerDisputeId,
-        subKey: providerSubKey.disputeRefundEvidence(disputeId),
-        evidence: refundEvidence(current.paymentId!),
-        submit: true,
-      });
-      await disputeRecords.flagDisputedRefundedPayment({ disputeId });
-      log.warn('dispute of a payment refunded in full: its refund submitted as evidence, the payment flagged for an operator', { dispute_id: disputeId });
-      reports.push({ source: 'poll', eventId: null, dispute: answered });
-      continue;
-    }
-
+  /** Sends the reminders that are due, then waits for a report, the next reminder, the deadline or the next poll. */
+  private async waitForNext(current: DisputeStanding): Promise<void> {
+    const disputeId = current.disputeId!;
     const dueAt = Date.parse(current.evidenceDueBy!);
     const waiting = current.status === 'needs_response';
     const now = Date.now();
     const reminderTimes: number[] = [];
-    for (const beforeMs of waiting ? input.remindersBeforeMs : []) {
+    for (const beforeMs of waiting ? this.input.remindersBeforeMs : []) {
       const key = `${current.stage}:${beforeMs}`;
-      if (reminded.has(key) || now >= dueAt) continue;
+      if (this.reminded.has(key) || now >= dueAt) continue;
       if (dueAt - beforeMs <= now) {
-        reminded.add(key);
+        this.reminded.add(key);
         await disputeRecords.recordDisputeReminder({ disputeId, beforeMs });
       } else {
         reminderTimes.push(dueAt - beforeMs);
       }
     }
-    const wakeAt = Math.min(nextPollAt, ...reminderTimes, waiting && dueAt > now ? dueAt : Infinity);
-    if (await condition(() => reports.length > 0, Math.max(wakeAt - Date.now(), 1))) continue;
-    if (Date.now() >= nextPollAt || (waiting && Date.now() >= dueAt)) {
-      nextPollAt = Date.now() + input.pollEveryMs;
-      await poll();
+    const wakeAt = Math.min(this.nextPollAt, ...reminderTimes, waiting && dueAt > now ? dueAt : Infinity);
+    if (await condition(() => this.reports.length > 0, Math.max(wakeAt - Date.now(), 1))) return;
+    if (Date.now() >= this.nextPollAt || (waiting && Date.now() >= dueAt)) {
+      this.nextPollAt = Date.now() + this.input.pollEveryMs;
+      await this.poll();
     }
   }
-};
+}
