@@ -49,6 +49,20 @@ async function manualPayment(): Promise<string> {
   return answer.json.id as string;
 }
 
+/** A card saved for a new customer by a payment made with setup_future_usage: its pm_… id. */
+async function savedMethod(): Promise<string> {
+  const api = apiClient(stack.apiUrl, tenant.apiKey);
+  const customer = await api.post('/v1/customers', { email: 'saved@example.com' }, uniqueKey());
+  expect(customer.status, customer.text).toBe(201);
+  const paid = await api.post(
+    '/v1/payments',
+    { order_id: uniqueKey('ord'), amount_minor: 900, currency: 'EUR', payment_method: 'pm_card_visa', customer: customer.json.id, setup_future_usage: 'off_session' },
+    uniqueKey(),
+  );
+  expect(paid.status, paid.text).toBe(201);
+  return eventually(async () => ((await api.get(`/v1/customers/${customer.json.id}/payment_methods`)).json.data[0]?.id as string | undefined) ?? null, 30_000);
+}
+
 async function anEvent(): Promise<string> {
   const paid = await apiClient(stack.apiUrl, tenant.apiKey).post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 700, currency: 'EUR', payment_method: 'pm_card_visa' }, uniqueKey());
   expect(paid.status, paid.text).toBe(201);
@@ -79,6 +93,12 @@ const routes: Record<string, { admin: boolean; path: () => Promise<string>; stat
     check: (json) => expect(json).toMatchObject({ status: 'succeeded', amount_captured_minor: 1200 }),
   },
   'POST /v1/payments/{id}/cancel': { admin: false, path: async () => `/v1/payments/${await manualPayment()}/cancel`, status: 200, check: (json) => expect(json.status).toBe('canceled') },
+  'POST /v1/payment_methods/{id}/detach': {
+    admin: false,
+    path: async () => `/v1/payment_methods/${await savedMethod()}/detach`,
+    status: 200,
+    check: (json) => expect(json).toMatchObject({ object: 'payment_method', detached_at: expect.any(String) }),
+  },
   'POST /v1/events/{id}/resend': { admin: false, path: async () => `/v1/events/${await anEvent()}/resend`, status: 200, check: (json) => expect(json.object).toBe('event_delivery') },
 };
 

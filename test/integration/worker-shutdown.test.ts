@@ -10,9 +10,10 @@ import { spawnWorker, type WorkerProcess } from '../../testkit/processes';
  * SIGTERM (worker.shutdown()) while a payment's first charge is in flight. Attempt 1 is a local
  * activity in the run's first workflow task, and that task has its next local step (the
  * outcome's record) still to run: a worker that is shutting down schedules no new local
- * activity, so the task does not complete there, and its markers with it. The task's timeout
- * hands the run to the next worker, whose try finds attempt 1 recorded and asks the PSP before
- * it charges: the payment completes with the one charge the stopped worker made.
+ * activity, so unless the task had scheduled it before the shutdown began, the task does not
+ * complete there, and its markers with it: it fails, and the next worker's try finds attempt 1
+ * recorded and asks the PSP before it charges. Either way the payment completes with the one
+ * charge the stopped worker made.
  */
 
 let stack: TestStack | null = null;
@@ -25,7 +26,7 @@ afterEach(async () => {
 });
 
 describe('worker shutdown', () => {
-  it('a shutdown in the middle of the first charge leaves one charge: the next worker looks it up and finishes the payment', async () => {
+  it('a shutdown in the middle of the first charge leaves one charge: the stopping worker finishes it, or the next worker looks it up and finishes the payment', async () => {
     stack = await startStack({ sandbox: { slowMs: 2500 }, providerTimeoutMs: 10_000, workerTuning: { shutdownGraceTime: '20s' } });
     const running = stack;
     const tenant = await running.createTenant('shutdown');
@@ -49,8 +50,10 @@ describe('worker shutdown', () => {
     const [payment] = await running.sql<{ status: string }[]>`SELECT status FROM payments WHERE id = ${paymentId}`;
     expect(payment!.status).toBe('succeeded');
     expect((await chargesAtProvider(running.sandboxUrl, paymentId)).map((charge) => charge.status)).toEqual(['succeeded']);
-    // The stopped worker's try (its workflow task failed at the shutdown) and the next worker's, which asked the PSP first.
-    expect(await chargeAttempts(running, paymentId)).toBe(2);
+    // Either the stopping worker finished the task within its grace (one try), or the task
+    // failed at the shutdown and the next worker tried again, asking the PSP first (two):
+    // one charge at the PSP either way.
+    expect([1, 2]).toContain(await chargeAttempts(running, paymentId));
   });
 
   it('the worker process sets it from WORKER_SHUTDOWN_GRACE_SECONDS (30 s by default), slots only when set', () => {
