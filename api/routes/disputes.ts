@@ -1,5 +1,5 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
-import { isGrpcDeadlineError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, type WorkflowUpdateHandle } from '@temporalio/client';
+import type { WorkflowUpdateHandle } from '@temporalio/client';
 import type { Context } from 'hono';
 import { getDispute, listDisputes } from '../../db/disputes';
 import { ApiError, errorResponse, type FinalResponse } from '../../domain/errors';
@@ -11,7 +11,7 @@ import { runIdempotent, type Dispatched } from '../idempotency';
 import { Dispute, DisputeEvidenceBody, IdParam, ListDisputesQuery, listOf } from '../schemas';
 import { recordedReply } from '../typed-route';
 import { errorResponses, idempotencyKeyParameter, idempotentResponses, jsonContent } from './openapi';
-import { runClosedUnder } from './payments';
+import { dispatchUpdate } from '../updates';
 
 /**
  * The tenant's disputes, as their workflows recorded them (workflows/dispute.ts; CONTRACT.md
@@ -72,30 +72,11 @@ const disputeUpdateId = (command: 'evidence' | 'accept', key: string) => `disput
  * result is the operation's final response, which the run records. The validator's refusal and
  * a run that has closed are definitive answers too (409 dispute_not_open), recorded by the API.
  */
-async function sendDisputeCommand(deps: ApiDeps, disputeId: string, send: (options: { updateId: string; waitForStage: 'ACCEPTED' }) => Promise<WorkflowUpdateHandle<FinalResponse>>, updateId: string): Promise<Dispatched> {
-  const refusal = (error: WorkflowUpdateFailedError): FinalResponse => errorResponse('dispute_not_open', error.cause?.message ?? error.message);
-  const closed = (): FinalResponse => errorResponse('dispute_not_open', `dispute ${disputeId} is closed; it takes no more evidence`);
-  let update: WorkflowUpdateHandle<FinalResponse>;
-  try {
-    update = await send({ updateId, waitForStage: 'ACCEPTED' });
-  } catch (error) {
-    if (error instanceof WorkflowUpdateFailedError) return { kind: 'decided', response: refusal(error) };
-    if (runClosedUnder(error)) return { kind: 'decided', response: closed() };
-    throw error;
-  }
-  return {
-    kind: 'running',
-    outcome: async (ms) => {
-      try {
-        return await deps.temporal.connection.withDeadline(Date.now() + ms, () => update.result());
-      } catch (error) {
-        if (error instanceof WorkflowUpdateFailedError) return refusal(error);
-        if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || isGrpcDeadlineError(error)) return null;
-        if (runClosedUnder(error)) return closed();
-        throw error;
-      }
-    },
-  };
+function sendDisputeCommand(deps: ApiDeps, disputeId: string, send: (options: { updateId: string; waitForStage: 'ACCEPTED' }) => Promise<WorkflowUpdateHandle<FinalResponse>>, updateId: string): Promise<Dispatched> {
+  return dispatchUpdate(deps, () => send({ updateId, waitForStage: 'ACCEPTED' }), {
+    refused: (error) => errorResponse('dispute_not_open', error.cause?.message ?? error.message),
+    closed: () => errorResponse('dispute_not_open', `dispute ${disputeId} is closed; it takes no more evidence`),
+  });
 }
 
 async function tenantDispute(deps: ApiDeps, tenantId: string, id: string): Promise<DisputeRow> {

@@ -2,13 +2,6 @@ import { attemptResource } from '../../db/attempts';
 import { formatAmount } from '../../domain/money';
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
-import {
-  isGrpcDeadlineError,
-  WorkflowNotFoundError,
-  WorkflowUpdateFailedError,
-  WorkflowUpdateRPCTimeoutOrCancelledError,
-  type WorkflowUpdateHandle,
-} from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { claimPaymentIntent, getPayment, listPayments, orderHolder } from '../../db/payments';
 import { keepClaimForRetry, releaseClaim } from '../../db/idempotency-records';
@@ -34,6 +27,7 @@ import { recordedReply } from '../typed-route';
 import type { Config } from '../../lib/config';
 import { tenantPayment, tenantPaymentWithAttempts } from '../tenant-payment';
 import { replayFirst, runIdempotent, startOrAttach, type Dispatched } from '../idempotency';
+import { dispatchUpdate } from '../updates';
 import {
   CancelPaymentBody,
   CapturePaymentBody,
@@ -308,20 +302,6 @@ function closedRunRefusal(kind: 'capture' | 'cancel', paymentId: string, payment
 }
 
 /**
- * Temporal's answers when an update meets a run that has closed or is closing: not found
- * ("workflow execution already completed", "workflow update was aborted by closing workflow")
- * or "workflow is closing". The SDK wraps them; the cause chain holds the server's words.
- */
-export function runClosedUnder(error: unknown): boolean {
-  for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
-    if (current instanceof WorkflowNotFoundError) return true;
-    const text = `${(current as Error).message ?? ''} ${(current as { details?: string }).details ?? ''}`;
-    if (/already completed|aborted by closing workflow|workflow is closing/i.test(text)) return true;
-  }
-  return false;
-}
-
-/**
  * Sends capture or cancel to the payment's workflow as an Update. The update id is derived
  * from the scoped key, so a repeated delivery is deduplicated by Temporal too. The update's
  * result is the operation's final response (the workflow records it); a refusal by the
@@ -337,44 +317,23 @@ async function sendCommand(
 ): Promise<Dispatched> {
   const handle = deps.temporal.workflow.getHandle(record.workflow_id);
   const notAllowed: ApiErrorType = kind === 'capture' ? 'payment_not_capturable' : 'payment_not_cancelable';
-  const refusal = (error: WorkflowUpdateFailedError): FinalResponse => {
-    const cause = error.cause;
-    const type = cause instanceof ApplicationFailure && cause.type ? refusals[cause.type] : undefined;
-    return errorResponse(type ?? notAllowed, cause?.message ?? error.message);
-  };
-  let update: WorkflowUpdateHandle<FinalResponse>;
-  try {
-    const options = { updateId: paymentUpdateId(kind, scope.key), waitForStage: 'ACCEPTED' as const };
-    update =
+  const options = { updateId: paymentUpdateId(kind, scope.key), waitForStage: 'ACCEPTED' as const };
+  return dispatchUpdate(
+    deps,
+    () =>
       kind === 'capture'
-        ? await handle.startUpdate(captureUpdate, { ...options, args: [{ amountMinor, idempotency: scope, requestId }] })
-        : await handle.startUpdate(cancelUpdate, { ...options, args: [{ idempotency: scope, requestId }] });
-  } catch (error) {
-    if (error instanceof WorkflowUpdateFailedError) return { kind: 'decided', response: refusal(error) };
-    if (runClosedUnder(error)) return { kind: 'decided', response: await closedRunAnswer() };
-    throw error;
-  }
-  return {
-    kind: 'running',
-    outcome: async (ms) => {
-      try {
-        return await deps.temporal.connection.withDeadline(Date.now() + ms, () => update.result());
-      } catch (error) {
-        if (error instanceof WorkflowUpdateFailedError) return refusal(error);
-        if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || isGrpcDeadlineError(error)) return null;
-        if (runClosedUnder(error)) return closedRunAnswer();
-        throw error;
-      }
+        ? handle.startUpdate(captureUpdate, { ...options, args: [{ amountMinor, idempotency: scope, requestId }] })
+        : handle.startUpdate(cancelUpdate, { ...options, args: [{ idempotency: scope, requestId }] }),
+    {
+      refused: (error) => {
+        const cause = error.cause;
+        const type = cause instanceof ApplicationFailure && cause.type ? refusals[cause.type] : undefined;
+        return errorResponse(type ?? notAllowed, cause?.message ?? error.message);
+      },
+      // The run has closed, or is closing, under the command (a concurrent capture and cancel:
+      // the winner's run completes while the other is on its way): no command can reach it
+      // again. The answer says why, without claiming a status that would accept the command.
+      closed: async () => errorResponse(notAllowed, closedRunRefusal(kind, record.resource_id, await getPayment(deps.sql, record.tenant_id, record.resource_id))),
     },
-  };
-
-  /**
-   * The payment's run has closed, or is closing, under the command (a concurrent capture and
-   * cancel: the winner's run completes while the other is on its way): no command can reach it
-   * again. The answer says why, without claiming a status that would accept the command.
-   */
-  async function closedRunAnswer(): Promise<FinalResponse> {
-    const payment = await getPayment(deps.sql, record.tenant_id, record.resource_id);
-    return errorResponse(notAllowed, closedRunRefusal(kind, record.resource_id, payment));
-  }
+  );
 }
