@@ -106,6 +106,8 @@ export function createFirstAttemptPlanner(deps: RouteDeps): (request: RouteReque
     const first = (await beginFirstAttempt(deps.sql, request.paymentId, provider)) ?? (await persistIntentAndBegin(deps, request.intent, provider));
     // Retryable: a concurrent try's row becomes visible to the next statement.
     if (first === null) throw new Error(`attempt 1 of ${request.paymentId} could not be recorded (a concurrent try); asking again`);
+    // An earlier try charged elsewhere: a probe the breaker gave this plan's first PSP is not ours.
+    if (first.provider !== provider) deps.health?.release?.(provider);
     return { plan: keepingFirst(planned, first.provider), triedBefore: first.earlier };
   };
 }

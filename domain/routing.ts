@@ -326,6 +326,12 @@ export interface ProviderHealthView {
   state(provider: string): CircuitState;
   /** The candidates with open providers moved to the end, in order; never drops one. */
   order(candidates: readonly string[]): string[];
+  /**
+   * Gives back the probe order() took for a half-open provider that the payment will not try
+   * after all (its attempt was recorded at another PSP by an earlier try), so a payment that
+   * will report an outcome there can take it.
+   */
+  release?(provider: string): void;
 }
 
 /** The breaker as the charge step feeds it: each answer (or its absence) of a PSP. */

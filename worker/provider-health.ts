@@ -131,6 +131,14 @@ export class ProviderHealth implements ProviderHealthView {
     return [...usable, ...last];
   }
 
+  /** A probe taken by order() that no outcome will release: the payment went elsewhere. */
+  release(provider: string): void {
+    const circuit = this.circuits.get(provider);
+    if (!circuit) return;
+    this.advance(provider, circuit, this.now());
+    if (circuit.state === 'half_open') circuit.probes.shift();
+  }
+
   /** Every known provider's state (for logs and tests). */
   snapshot(): Record<string, CircuitState> {
     return Object.fromEntries([...this.circuits.keys()].map((provider) => [provider, this.state(provider)]));

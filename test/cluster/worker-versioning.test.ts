@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Client, Connection } from '@temporalio/client';
 import protos from '@temporalio/proto';
 import { projectRoot } from '../../devstack/temporal-cli';
+import { eventually } from '../helpers/eventually';
 import { deploymentRouting, versionDrainage } from '../../devstack/worker-deployment';
 import { adminUrl, bannerPids, cleanUpLaunches, databasesToDrop, descendants, expectCleanExit, isAlive, launchStart, waitForBanner, type Launch } from '../helpers/launch';
 
@@ -138,11 +139,15 @@ describe('Worker Versioning: npm run rolling-upgrade to a new version', () => {
       const fresh = await post(apiUrl, apiKey, '/v1/payments', payment('automatic'));
       expect(fresh.status, JSON.stringify(fresh.json)).toBe(201);
       expect(fresh.json.status).toBe('succeeded');
-      // Raw: the memo is encrypted with the stack's payload key.
-      const described = await connection.workflowService.describeWorkflowExecution({ namespace: 'default', execution: { workflowId: fresh.json.workflow_id } });
-      const freshInfo = described.workflowExecutionInfo?.versioningInfo;
-      expect(freshInfo?.deploymentVersion).toMatchObject({ deploymentName, buildId: v2BuildId });
-      expect(freshInfo?.behavior).toBe(protos.temporal.api.enums.v1.VersioningBehavior.VERSIONING_BEHAVIOR_PINNED);
+      // Raw: the memo is encrypted with the stack's payload key. The API answers at the outcome's
+      // commit, inside the payment's one workflow task: the run's close is awaited first.
+      const freshInfo = await eventually(async () => {
+        const described = await connection.workflowService.describeWorkflowExecution({ namespace: 'default', execution: { workflowId: fresh.json.workflow_id } });
+        const closed = described.workflowExecutionInfo?.status !== protos.temporal.api.enums.v1.WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING;
+        return closed ? (described.workflowExecutionInfo?.versioningInfo ?? {}) : null;
+      }, 30_000);
+      expect(freshInfo.deploymentVersion).toMatchObject({ deploymentName, buildId: v2BuildId });
+      expect(freshInfo.behavior).toBe(protos.temporal.api.enums.v1.VersioningBehavior.VERSIONING_BEHAVIOR_PINNED);
 
       // Version 1's worker dies while it drains: the supervisor starts it again, with version 1's
       // build id (no other worker may take the run pinned to it).

@@ -62,6 +62,19 @@ describe('provider circuit breaker', () => {
     expect(health.order(['sandbox-b', 'sandbox-a'])).toEqual(['sandbox-b', 'sandbox-a']);
   });
 
+  it('half-open: a probe given back (its payment went to the PSP an earlier try recorded) is free for the next payment', () => {
+    const { health, fail, advance } = setup();
+    fail('sandbox-a', 5);
+    advance(30_000);
+    expect(health.order(['sandbox-a', 'sandbox-b'])).toEqual(['sandbox-a', 'sandbox-b']); // a re-run's plan takes the probe
+    health.release('sandbox-a'); // ... but its attempt 1 was recorded at sandbox-b
+    expect(health.state('sandbox-a')).toBe('half_open');
+    expect(health.order(['sandbox-a', 'sandbox-b'])).toEqual(['sandbox-a', 'sandbox-b']); // the next payment probes
+    expect(health.order(['sandbox-a', 'sandbox-b'])).toEqual(['sandbox-b', 'sandbox-a']);
+    health.release('sandbox-b'); // a closed provider has no probe to give back: nothing changes
+    expect(health.state('sandbox-b')).toBe('closed');
+  });
+
   it("half-open: the probe's success closes the circuit", async () => {
     const { health, fail, advance, transitions, lines } = setup();
     fail('sandbox-a', 5);
