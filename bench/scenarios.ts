@@ -272,8 +272,8 @@ export async function seedHistory(
                'capture of ' || ${pid}, now() - interval '2 days'
         FROM generate_series(${start}::int, ${end}::int) i`;
       await tx`
-        INSERT INTO ledger_entries (transaction_id, account_id, currency, amount_minor)
-        SELECT 'ltx_00' || lpad(to_hex(i), 24, '0'), CASE WHEN side = 1 THEN ${accounts.receivable}::bigint ELSE ${accounts.merchant}::bigint END,
+        INSERT INTO ledger_entries (transaction_id, line, account_id, currency, amount_minor)
+        SELECT 'ltx_00' || lpad(to_hex(i), 24, '0'), CASE WHEN side = 1 THEN 1 ELSE 2 END, CASE WHEN side = 1 THEN ${accounts.receivable}::bigint ELSE ${accounts.merchant}::bigint END,
                'EUR', side * (1000 + i % 9000)
         FROM generate_series(${start}::int, ${end}::int) i, (VALUES (1), (-1)) AS sides(side)`;
       await tx.unsafe(

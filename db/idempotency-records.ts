@@ -31,6 +31,16 @@ export async function findRecord(db: Db, tenantId: string, operation: string, ke
 }
 
 /** What an operation's record names: the workflow that runs the operation and the resource it acts on. */
+/**
+ * A claim's expiry: the retention plus as much again, at most an hour. A record is kept at
+ * least the retention after its completion; an operation that completes within that margin of
+ * its claim (nearly all do) keeps the claim's expiry, so its completion changes no indexed
+ * column (completeRecord).
+ */
+export function claimExpiry(db: Db, retentionSeconds: number) {
+  return db`now() + make_interval(secs => ${retentionSeconds + Math.min(retentionSeconds, 3600)})`;
+}
+
 export interface OperationTarget {
   workflowId: string;
   resourceId: string;
@@ -52,7 +62,7 @@ export async function claimRecord(
       (tenant_id, operation, idempotency_key, fingerprint, request_hash, state, workflow_id, resource_id, expires_at)
     VALUES
       (${scope.tenantId}, ${scope.operation}, ${scope.key}, ${scope.fingerprint}, ${requestHash}, 'running',
-       ${target.workflowId}, ${target.resourceId}, now() + make_interval(secs => ${scope.retentionSeconds}))
+       ${target.workflowId}, ${target.resourceId}, ${claimExpiry(db, scope.retentionSeconds)})
     ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
     RETURNING *`;
   return record ?? null;
@@ -121,7 +131,7 @@ export async function completeRecord(
       response_body = EXCLUDED.response_body,
       response_location = EXCLUDED.response_location,
       completed_at = EXCLUDED.completed_at,
-      expires_at = EXCLUDED.expires_at
+      expires_at = greatest(idempotency_records.expires_at, EXCLUDED.expires_at)
     WHERE idempotency_records.state = 'running'
       AND idempotency_records.fingerprint = EXCLUDED.fingerprint
     RETURNING *`;

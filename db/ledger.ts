@@ -121,12 +121,12 @@ export async function postTransaction(db: Db, transaction: LedgerTransaction, ac
   if (!inserted) return false;
   try {
     const entries = [];
-    for (const line of transaction.lines) {
+    for (const [index, line] of transaction.lines.entries()) {
       const accountId = accounts?.get(transaction.tenantId, line.account, line.currency) ?? (await ensureAccount(db, transaction.tenantId, line.account, line.currency, accounts));
-      entries.push({ transaction_id: id, account_id: accountId, currency: line.currency, amount_minor: line.amountMinor });
+      entries.push({ transaction_id: id, line: index + 1, account_id: accountId, currency: line.currency, amount_minor: line.amountMinor });
     }
     // One statement for all the lines (the frozen-account and balance triggers still run per row).
-    await db`INSERT INTO ledger_entries ${db(entries, 'transaction_id', 'account_id', 'currency', 'amount_minor')}`;
+    await db`INSERT INTO ledger_entries ${db(entries, 'transaction_id', 'line', 'account_id', 'currency', 'amount_minor')}`;
   } catch (error) {
     accounts?.forget(transaction.tenantId, transaction.lines);
     throw error;

@@ -34,13 +34,16 @@ export interface OutboxEventRow {
  * postgres.js: the field order written here is the order every reader and webhook receiver
  * sees; db.json() would send jsonb, which reorders), the one that records the fact itself.
  * Once per business event: a replayed activity finds (tenant, event_key) taken and adds nothing.
+ * A tenant without a webhook endpoint gets the event `skipped` at once (listed, never claimed by
+ * the relay); one with an endpoint gets it `pending`.
  */
 export async function insertEvent(db: Db, event: { tenantId: string; type: EventType; eventKey: string; object: EventPayload['data']['object'] }): Promise<void> {
   const id = newId('evt');
   const payload: EventPayload = { id, object: 'event', type: event.type, created_at: new Date().toISOString(), data: { object: event.object } };
   await db`
-    INSERT INTO outbox_events (id, tenant_id, type, event_key, payload)
-    VALUES (${id}, ${event.tenantId}, ${event.type}, ${event.eventKey}, ${payload as never})
+    INSERT INTO outbox_events (id, tenant_id, type, event_key, payload, delivery_state)
+    SELECT ${id}, t.id, ${event.type}, ${event.eventKey}, ${payload as never}, CASE WHEN t.webhook_url IS NULL THEN 'skipped' ELSE 'pending' END
+    FROM tenants t WHERE t.id = ${event.tenantId}
     ON CONFLICT (tenant_id, event_key) DO NOTHING`;
 }
 

@@ -3,7 +3,7 @@ import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { PaymentRow } from '../domain/resources';
 import type { PaymentStatus, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
-import type { IdempotencyRecord } from './idempotency-records';
+import { claimExpiry, type IdempotencyRecord } from './idempotency-records';
 import type { AttemptRow } from './attempts';
 import { fromStatuses, orderHoldingStatuses, waitingStatuses } from '../domain/payment-lifecycle';
 
@@ -50,7 +50,7 @@ export async function claimPaymentIntent(
         (tenant_id, operation, idempotency_key, fingerprint, request_hash, state, workflow_id, resource_id, expires_at)
       VALUES
         (${scope.tenantId}, ${scope.operation}, ${scope.key}, ${scope.fingerprint}, ${claim.requestHash ?? null}, 'running',
-         ${workflowId}, ${input.paymentId}, now() + make_interval(secs => ${scope.retentionSeconds}))
+         ${workflowId}, ${input.paymentId}, ${claimExpiry(db, scope.retentionSeconds)})
       ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
       RETURNING *
     ), intent AS (
