@@ -2,7 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PaymentsClient } from '../../client';
 import { disputeWorkflowId } from '../../domain/ids';
 import type { DisputeRow } from '../../domain/resources';
+import { refundEvidence } from '../../shared/definitions';
 import type { ReconciliationResult } from '../../shared/jobs';
+import { expectLedgerConsistent } from '../helpers/effects';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
@@ -226,6 +228,44 @@ describe('a chargeback is a workflow started by the verified webhook, with the m
     } finally {
       await faults({});
     }
+  });
+});
+
+describe('a payment refunded in full before its dispute came', () => {
+  it('the run submits the refund as evidence once and flags the payment for an operator; the network reinstates, so the money leaves once', async () => {
+    const tenant = await stack.createTenant('disputes-refunded');
+    const api = apiClient(stack.apiUrl, tenant.apiKey);
+    const payment = await disputedPayment(tenant, 'pm_card_visa', 9_000);
+    const refund = await api.post(`/v1/payments/${payment.id}/refunds`, { amount_minor: 9_000 }, uniqueKey());
+    expect(refund.status).toBe(201);
+    expect(refund.json).toMatchObject({ status: 'succeeded', amount_minor: 9_000 });
+    // The network's chargeback comes after the refund (opened on demand: no race with a timer).
+    const [charge] = await stack.provider.listChargesByReference(payment.id);
+    const opening = await fetch(`${stack.sandboxUrl}/_sandbox/disputes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ charge_id: charge!.id }) });
+    expect(opening.status).toBe(200);
+    const opened = await disputeOf(payment.id);
+    expect(await stack.temporal.workflow.getHandle(opened.workflow_id).result()).toEqual({ disputeId: opened.id, status: 'won' });
+
+    // At the PSP: the refund is the evidence, submitted once; one refund of the charge.
+    const [atPsp] = await stack.sql<{ status: string; evidence: Record<string, string> }[]>`SELECT status, evidence FROM sandbox.disputes WHERE id = ${opened.provider_dispute_id}`;
+    expect(atPsp).toEqual({ status: 'won', evidence: refundEvidence(payment.id) });
+    const pspEvents = (await (await fetch(`${stack.sandboxUrl}/_sandbox/events?charge=${charge!.id}`)).json()) as { data: { type: string }[] };
+    expect(pspEvents.data.filter((e) => e.type === 'charge.dispute.updated')).toHaveLength(1);
+    expect((await stack.provider.listChargesByReference(payment.id)).map((c) => [c.amountCapturedMinor, c.amountRefundedMinor])).toEqual([[9_000, 9_000]]);
+
+    // The payment is flagged for an operator.
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'refunded', failure: { code: 'needs_operator', message: expect.stringContaining(opened.id) } });
+
+    // Ledger: the capture, the refund, the withdrawal and the reinstatement, each once: the customer has the money once, the merchant bears the fee.
+    const keys = (await stack.sql<{ event_key: string }[]>`SELECT event_key FROM ledger_transactions WHERE payment_id = ${payment.id} ORDER BY created_at`).map((t) => t.event_key);
+    expect(keys.filter((k) => !k.startsWith('dispute:'))).toHaveLength(2);
+    expect(keys.filter((k) => k.startsWith('dispute:'))).toEqual([`dispute:${opened.id}:withdrawal`, `dispute:${opened.id}:reinstatement`]);
+    expect(await merchantBalance(tenant)).toMatchObject({ merchant_balance: -1_500, provider_receivable: -1_500, dispute_claim: 0, dispute_reserve: 0 });
+    await expectLedgerConsistent(stack.sql);
+    expect(await closedDisputeEvents(tenant, opened.id)).toEqual(wonChargebackEvents);
+    const paymentEvents = await stack.sql<{ type: string; n: number }[]>`
+      SELECT type, count(*)::int AS n FROM outbox_events WHERE tenant_id = ${tenant.id} AND payload->'data'->'object'->>'id' = ${payment.id} GROUP BY type`;
+    expect(paymentEvents.every((e) => e.n === 1)).toBe(true);
   });
 });
 
