@@ -1,6 +1,7 @@
 import type { Sql } from '../db/connect';
 import {
   beginRun,
+  disputesForReconciliation,
   finishRun,
   paymentIdsByCharge,
   paymentsCapturedIn,
@@ -9,6 +10,7 @@ import {
   refundsForReconciliation,
   type Finding,
   type Figures,
+  type OurDispute,
   type OurPayment,
   type OurRefund,
   type RunIdentity,
@@ -54,7 +56,20 @@ export interface OurSide {
   capturedInWindow: string[];
   /** Refunds we booked inside the window. */
   refundedInWindow: string[];
+  /**
+   * Our disputes at this PSP by the PSP's dispute id: those the report's dispute lines name and
+   * those with a posting booked inside the window.
+   */
+  disputes: Map<string, OurDispute>;
 }
+
+/** The report lines of a dispute's money at the PSP, and our posting each one matches. */
+const disputeMoney = {
+  dispute: { posted: (d: OurDispute) => d.ledger_withdrawal_minor, at: (d: OurDispute) => d.withdrawn_at },
+  dispute_reversal: { posted: (d: OurDispute) => d.ledger_reinstatement_minor, at: (d: OurDispute) => d.reinstated_at },
+} as const;
+type DisputeLineType = keyof typeof disputeMoney;
+const isDisputeLine = (txn: ProviderBalanceTransaction): txn is ProviderBalanceTransaction & { type: DisputeLineType } => txn.type in disputeMoney;
 
 const chargeFigures = (txn: ProviderBalanceTransaction): Figures => ({
   object: 'balance_transaction',
@@ -93,6 +108,22 @@ const refundFigures = (r: OurRefund): Figures => ({
   booked_at: r.booked_at?.toISOString() ?? null,
 });
 
+const disputeFigures = (d: OurDispute): Figures => ({
+  object: 'dispute',
+  id: d.id,
+  payment_id: d.payment_id,
+  provider_dispute_id: d.provider_dispute_id,
+  stage: d.stage,
+  status: d.status,
+  amount_minor: d.amount_minor,
+  fee_minor: d.fee_minor,
+  currency: d.currency,
+  ledger_withdrawal_minor: d.ledger_withdrawal_minor,
+  withdrawn_at: d.withdrawn_at?.toISOString() ?? null,
+  ledger_reinstatement_minor: d.ledger_reinstatement_minor,
+  reinstated_at: d.reinstated_at?.toISOString() ?? null,
+});
+
 const liveChargeFigures = (c: ProviderCharge): Figures => ({
   object: 'charge',
   id: c.id,
@@ -104,7 +135,7 @@ const liveChargeFigures = (c: ProviderCharge): Figures => ({
 });
 
 /**
- * Compares one window of the PSP's balance transactions with our payments, refunds and
+ * Compares one window of the PSP's balance transactions with our payments, refunds, disputes and
  * ledger, and returns every difference, at most one per (kind, subject). `transactions` are
  * the PSP's for the window and its margin; `chargesOf` looks a payment's charges up at the
  * PSP when the report has none of them (a last check before calling money missing).
@@ -130,6 +161,7 @@ export async function compareWindow(
   };
   const charges = transactions.filter((t) => t.type === 'charge');
   const refunds = transactions.filter((t) => t.type === 'refund');
+  const disputeLines = transactions.filter(isDisputeLine);
   /** The PSP's charges per payment of ours (by our reference or by the charge id we recorded). */
   const chargesByPayment = new Map<string, Map<string, ProviderBalanceTransaction>>();
   const paymentOf = (txn: ProviderBalanceTransaction) =>
@@ -240,12 +272,52 @@ export async function compareWindow(
     }
   }
 
+  /**
+   * Our dispute against one of its report lines: the dispute's amount (and, for the withdrawal,
+   * its fee) and what our posting moved in provider_receivable (the line's net: amount less fee)
+   * agree. No posting for the line: the PSP moved money our dispute has not (still an inquiry
+   * here, or not won here).
+   */
+  const compareDisputeMoney = (dispute: OurDispute, txn: ProviderBalanceTransaction & { type: DisputeLineType }) => {
+    const base = { subject: dispute.id, paymentId: dispute.payment_id, refundId: null, providerReference: dispute.provider_dispute_id, ours: disputeFigures(dispute), provider: chargeFigures(txn) };
+    const posted = disputeMoney[txn.type].posted(dispute);
+    if (posted === null) {
+      add({ kind: 'status_mismatch', ...base });
+      return;
+    }
+    if (txn.currency !== dispute.currency) add({ kind: 'currency_mismatch', ...base });
+    const feeAgrees = txn.type !== 'dispute' || txn.feeMinor === dispute.fee_minor;
+    if (Math.abs(txn.amountMinor) !== dispute.amount_minor || !feeAgrees || posted !== txn.amountMinor - txn.feeMinor) add({ kind: 'amount_mismatch', ...base });
+  };
+  const disputeHere = (dispute: OurDispute) => !where || dispute.provider === where.provider;
+
+  // 5. Every dispute line the PSP reports in the window. One whose dispute we never saw is no
+  // finding: the run starts that dispute's workflow (Reconciliation.unseenDisputes).
+  for (const txn of disputeLines.filter((t) => inWindow(t.createdAt))) {
+    const dispute = ours.disputes.get(txn.source);
+    if (dispute && disputeHere(dispute)) compareDisputeMoney(dispute, txn);
+  }
+
+  // 6. Every dispute posting we booked in the window that moves money at the PSP: the PSP must report it.
+  for (const dispute of [...ours.disputes.values()].filter(disputeHere)) {
+    for (const type of Object.keys(disputeMoney) as DisputeLineType[]) {
+      const bookedAt = disputeMoney[type].at(dispute);
+      if (bookedAt === null || !inWindow(bookedAt)) continue;
+      const reported = disputeLines.find((t) => t.type === type && t.source === dispute.provider_dispute_id);
+      if (!reported) {
+        add({ kind: 'missing_at_provider', subject: dispute.id, paymentId: dispute.payment_id, refundId: null, providerReference: dispute.provider_dispute_id, ours: disputeFigures(dispute), provider: null });
+      } else if (!inWindow(reported.createdAt)) {
+        compareDisputeMoney(dispute, reported);
+      }
+    }
+  }
+
   return [...findings.values()].sort((a, b) => a.kind.localeCompare(b.kind) || a.subject.localeCompare(b.subject));
 }
 
 /**
  * One provider's reconciliation of one window: reads the PSP's balance-transaction report,
- * compares it with our payments, refunds and ledger (compareWindow), records the run and
+ * compares it with our payments, refunds, disputes and ledger (compareWindow), records the run and
  * each discrepancy (db/reconciliation.ts), and raises an operator alert for each new one:
  * an error log line `reconciliation discrepancy` and reconciliation_discrepancies_total.
  *
@@ -276,7 +348,7 @@ export class Reconciliation {
     const run = await beginRun(sql, identity);
 
     const transactions = await this.readReport(provider, window, heartbeat);
-    const ours = await this.loadOurSide(window, transactions);
+    const ours = await this.loadOurSide(identity.provider, window, transactions);
     const where = { provider: identity.provider, defaultProvider: this.deps.defaultProvider ?? Object.keys(this.deps.providers)[0]! };
     const findings = await compareWindow(window, transactions, ours, (paymentId) => provider.listChargesByReference(paymentId), where);
     this.countEffects(ours, transactions, window, where);
@@ -359,7 +431,7 @@ export class Reconciliation {
     }
   }
 
-  private async loadOurSide(window: { from: Date; to: Date }, transactions: ProviderBalanceTransaction[]): Promise<OurSide> {
+  private async loadOurSide(providerName: string, window: { from: Date; to: Date }, transactions: ProviderBalanceTransaction[]): Promise<OurSide> {
     const { sql } = this.deps;
     const capturedInWindow = await paymentsCapturedIn(sql, window);
     const refundedInWindow = await refundsBookedIn(sql, window);
@@ -368,12 +440,14 @@ export class Reconciliation {
     const refunds = await refundsForReconciliation(sql, [...new Set([...refundedInWindow, ...references.filter((r) => r.startsWith('re_'))])]);
     const paymentIds = new Set([...capturedInWindow, ...byCharge.map((p) => p.id), ...references.filter((r) => r.startsWith('pay_')), ...refunds.map((r) => r.payment_id)]);
     const payments = await paymentsForReconciliation(sql, [...paymentIds], paymentEventTypes);
+    const disputes = await disputesForReconciliation(sql, providerName, window, [...new Set(transactions.filter(isDisputeLine).map((t) => t.source))]);
     return {
       payments: new Map(payments.map((p) => [p.id, p])),
       paymentByCharge: new Map(byCharge.map((p) => [p.provider_charge_id, p.id])),
       refunds: new Map(refunds.map((r) => [r.id, r])),
       capturedInWindow,
       refundedInWindow,
+      disputes: new Map(disputes.map((d) => [d.provider_dispute_id, d])),
     };
   }
 

@@ -1,5 +1,6 @@
 import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
+import type { DisputeStage, DisputeStatus } from '../domain/disputes';
 import { newId } from '../domain/ids';
 import type { PaymentStatus, RefundStatus } from '../shared/definitions';
 import type { DiscrepancyKind, ReconciliationRunStatus, TimeWindow } from '../shared/jobs';
@@ -15,7 +16,7 @@ export interface OurPayment {
   provider_charge_id: string | null;
   /** The configured PSP holding its charge (null: none recorded, so the default provider). */
   provider: string | null;
-  /** Ledger transactions of its capture (refunds excluded): exactly one once captured. */
+  /** Ledger transactions of its capture (refunds and disputes excluded): exactly one once captured. */
   ledger_captures: number;
   /** What those transactions put in provider_receivable. */
   ledger_captured_minor: number;
@@ -35,6 +36,29 @@ export interface OurRefund {
   provider_refund_id: string | null;
   /** When the refund was booked in the ledger (null: not booked, e.g. failed or pending). */
   booked_at: Date | null;
+}
+
+/**
+ * Our side of a dispute at one PSP: its row and its two postings that move money at the PSP,
+ * each as what it moved in provider_receivable (signed; null: not posted). A loss moves
+ * nothing there (the money left with the withdrawal).
+ */
+export interface OurDispute {
+  id: string;
+  payment_id: string;
+  provider: string;
+  provider_dispute_id: string;
+  stage: DisputeStage;
+  status: DisputeStatus;
+  amount_minor: number;
+  fee_minor: number;
+  currency: string;
+  /** The withdrawal: minus the amount and the fee. */
+  ledger_withdrawal_minor: number | null;
+  withdrawn_at: Date | null;
+  /** The reinstatement of a won chargeback: the amount. */
+  ledger_reinstatement_minor: number | null;
+  reinstated_at: Date | null;
 }
 
 /** Figures of one side of a discrepancy, as shown by the API (`ours` / `provider`). */
@@ -103,7 +127,7 @@ export async function paymentsForReconciliation(db: Db, ids: readonly string[], 
              sum(e.amount_minor) FILTER (WHERE e.amount_minor > 0) AS captured
       FROM ledger_transactions t
       JOIN ledger_entries e ON e.transaction_id = t.id
-      WHERE t.payment_id = p.id AND t.refund_id IS NULL
+      WHERE t.payment_id = p.id AND t.refund_id IS NULL AND t.dispute_id IS NULL
     ) l ON true
     WHERE p.id = ANY (${ids as string[]}::text[])`;
 }
@@ -119,7 +143,7 @@ export async function paymentIdsByCharge(db: Db, chargeIds: readonly string[]): 
 export async function paymentsCapturedIn(db: Db, window: { from: Date; to: Date }): Promise<string[]> {
   const rows = await db<{ payment_id: string }[]>`
     SELECT DISTINCT payment_id FROM ledger_transactions
-    WHERE created_at >= ${window.from} AND created_at < ${window.to} AND payment_id IS NOT NULL AND refund_id IS NULL`;
+    WHERE created_at >= ${window.from} AND created_at < ${window.to} AND payment_id IS NOT NULL AND refund_id IS NULL AND dispute_id IS NULL`;
   return rows.map((r) => r.payment_id);
 }
 
@@ -137,6 +161,33 @@ export async function refundsBookedIn(db: Db, window: { from: Date; to: Date }):
     SELECT DISTINCT refund_id FROM ledger_transactions
     WHERE created_at >= ${window.from} AND created_at < ${window.to} AND refund_id IS NOT NULL`;
   return rows.map((r) => r.refund_id);
+}
+
+/** The dispute `d`'s posting of `fact`: when, and what it moved in provider_receivable (no row: not posted). */
+const postedToReceivable = (db: Db, fact: 'withdrawal' | 'reinstatement') => db`
+  SELECT t.created_at AS at, sum(e.amount_minor)::bigint AS moved
+  FROM ledger_transactions t
+  JOIN ledger_entries e ON e.transaction_id = t.id
+  JOIN ledger_accounts a ON a.id = e.account_id AND a.code = 'provider_receivable'
+  WHERE t.tenant_id = d.tenant_id AND t.event_key = 'dispute:' || d.id || ${`:${fact}`}
+  GROUP BY t.id, t.created_at`;
+
+/**
+ * The provider's disputes reconciliation compares: those whose PSP ids are given (the report's
+ * dispute lines) and those with a posting booked in [from, to), with their postings' figures.
+ * A posting's key is businessEventKey.disputeMoney(id, fact).
+ */
+export async function disputesForReconciliation(db: Db, provider: string, window: { from: Date; to: Date }, providerDisputeIds: readonly string[]): Promise<OurDispute[]> {
+  return db<OurDispute[]>`
+    SELECT d.id, d.payment_id, d.provider, d.provider_dispute_id, d.stage, d.status, d.amount_minor, d.fee_minor, d.currency,
+           w.moved AS ledger_withdrawal_minor, w.at AS withdrawn_at, r.moved AS ledger_reinstatement_minor, r.at AS reinstated_at
+    FROM disputes d
+    LEFT JOIN LATERAL (${postedToReceivable(db, 'withdrawal')}) w ON true
+    LEFT JOIN LATERAL (${postedToReceivable(db, 'reinstatement')}) r ON true
+    WHERE d.provider = ${provider}
+      AND (d.provider_dispute_id = ANY (${providerDisputeIds as string[]}::text[])
+           OR d.id IN (SELECT dispute_id FROM ledger_transactions
+                       WHERE created_at >= ${window.from} AND created_at < ${window.to} AND dispute_id IS NOT NULL))`;
 }
 
 export interface RunIdentity {

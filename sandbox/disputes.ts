@@ -12,8 +12,8 @@ import type { SandboxDeps } from './deps';
  *   reason `fraudulent`: a chargeback withdraws the amount and the dispute fee at once
  *   (`charge.dispute.created`, `charge.dispute.funds_withdrawn`); an inquiry moves nothing;
  * - submitted evidence is decided `decide_at` (SANDBOX_DISPUTE_DECISION_MS after submission):
- *   `uncategorized_text` containing `winning_evidence` (and not `losing_evidence`) wins, anything
- *   else loses. A won chargeback reinstates the amount (`charge.dispute.funds_reinstated`; the fee
+ *   `uncategorized_text` containing `winning_evidence` (and not `losing_evidence`) wins, as does
+ *   any evidence for a charge refunded in full before the dispute opened; anything else loses. A won chargeback reinstates the amount (`charge.dispute.funds_reinstated`; the fee
  *   is kept); a lost inquiry escalates to a chargeback;
  * - evidence not submitted by `evidence_due_by` loses: a chargeback closes lost, an inquiry
  *   escalates to a chargeback.
@@ -45,22 +45,31 @@ async function openDueDisputes(deps: SandboxDeps, limit: number): Promise<number
     for (const charge of due) {
       await tx`UPDATE sandbox.charges SET dispute_at = NULL WHERE id = ${charge.id}`;
       const behaviour = paymentMethodBehaviour(charge.payment_method);
-      if (behaviour?.kind !== 'dispute' || charge.amount_captured_minor <= 0) continue;
-      const [dispute] = await tx<DisputeRow[]>`
-        INSERT INTO sandbox.disputes (id, charge_id, amount_minor, currency, reason, stage, status, evidence_due_by)
-        VALUES (
-          ${newDisputeId()}, ${charge.id}, ${charge.amount_captured_minor}, ${charge.currency}, ${disputeReason},
-          ${behaviour.stage}, 'needs_response',
-          clock_timestamp() + ${deps.config.disputeEvidenceSeconds}::bigint * interval '1 second'
-        )
-        ON CONFLICT (charge_id) DO NOTHING
-        RETURNING *`;
-      if (!dispute) continue;
-      await disputeEvent(tx, deps, 'charge.dispute.created', dispute, charge);
-      if (dispute.stage === 'chargeback') await withdraw(tx, deps, dispute, charge);
+      if (behaviour?.kind === 'dispute' && charge.amount_captured_minor > 0) await openDispute(tx, deps, charge, behaviour.stage);
     }
     return due.length;
   });
+}
+
+/**
+ * The network disputes the charge's whole captured amount (refunded or not: a cardholder may
+ * dispute a charge already refunded), with its events; a chargeback withdraws at once. null:
+ * the charge has its dispute already (one per charge). The caller holds the charge's row lock.
+ */
+export async function openDispute(tx: Tx, deps: SandboxDeps, charge: ChargeRow, stage: DisputeRow['stage']): Promise<DisputeRow | null> {
+  const [dispute] = await tx<DisputeRow[]>`
+    INSERT INTO sandbox.disputes (id, charge_id, amount_minor, currency, reason, stage, status, evidence_due_by)
+    VALUES (
+      ${newDisputeId()}, ${charge.id}, ${charge.amount_captured_minor}, ${charge.currency}, ${disputeReason},
+      ${stage}, 'needs_response',
+      clock_timestamp() + ${deps.config.disputeEvidenceSeconds}::bigint * interval '1 second'
+    )
+    ON CONFLICT (charge_id) DO NOTHING
+    RETURNING *`;
+  if (!dispute) return null;
+  await disputeEvent(tx, deps, 'charge.dispute.created', dispute, charge);
+  if (dispute.stage === 'chargeback') await withdraw(tx, deps, dispute, charge);
+  return dispute;
 }
 
 async function withdraw(tx: Tx, deps: SandboxDeps, dispute: DisputeRow, charge: ChargeRow): Promise<void> {
@@ -103,6 +112,14 @@ async function eachDueDispute(deps: SandboxDeps, due: (tx: Tx) => Promise<Disput
   });
 }
 
+/** The charge was refunded in full before its dispute opened: the network sees the credit, and the submitted evidence wins. */
+async function creditedBeforeDispute(tx: Tx, dispute: DisputeRow): Promise<boolean> {
+  const [row] = await tx<{ refunded: number }[]>`
+    SELECT coalesce(sum(amount_minor), 0)::bigint AS refunded FROM sandbox.refunds
+    WHERE charge_id = ${dispute.charge_id} AND status = 'succeeded' AND created_at < ${dispute.created_at}`;
+  return Number(row!.refunded) >= dispute.amount_minor;
+}
+
 /** Decides disputes whose evidence was submitted and whose decision time has come: a lost inquiry escalates. */
 const decideDueDisputes = (deps: SandboxDeps, limit: number) =>
   eachDueDispute(
@@ -110,8 +127,8 @@ const decideDueDisputes = (deps: SandboxDeps, limit: number) =>
     (tx) => tx<DisputeRow[]>`
       SELECT * FROM sandbox.disputes WHERE status = 'under_review' AND decide_at <= clock_timestamp()
       ORDER BY decide_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`,
-    (tx, dispute) => {
-      const wins = evidenceWins(dispute.evidence);
+    async (tx, dispute) => {
+      const wins = evidenceWins(dispute.evidence) || (await creditedBeforeDispute(tx, dispute));
       return !wins && dispute.stage === 'inquiry' ? escalate(tx, deps, dispute) : closeDispute(tx, deps, dispute, wins ? 'won' : 'lost');
     },
   );

@@ -3,14 +3,16 @@ import { z } from 'zod';
 import { invalidRequest, notFound } from '../errors';
 import { parseJsonBody, parseParams } from '../http';
 import { chargeChanged, chargeEvent, chargeFeeMinor, recordRefundTransaction, refundEvent } from '../effects';
-import { chargeJson, newChargeId, newRefundId, refundJson, type ChargeRow, type RefundRow } from '../objects';
+import { openDispute } from '../disputes';
+import { chargeJson, disputeJson, newChargeId, newRefundId, refundJson, type ChargeRow, type RefundRow } from '../objects';
 import { amountMinor } from './charges';
 import { faultsJson, type WebhookDelivery } from '../webhooks';
 import type { OutageMode, SandboxDeps } from '../deps';
 
 /**
  * The sandbox's own controls, for tests and demos (never part of a real PSP's API): outages,
- * webhook faults and redelivery, the events it made, and discrepancies made on purpose.
+ * webhook faults and redelivery, the events it made, discrepancies made on purpose, and a
+ * dispute opened on demand.
  */
 
 const outageBody = z.strictObject({ mode: z.enum(['none', 'unavailable', 'down', 'timeout', 'declining']) });
@@ -39,6 +41,9 @@ const discrepancyBody = z.discriminatedUnion('kind', [
   /** The PSP's records of a captured charge now say another amount (its report line too). */
   z.strictObject({ kind: z.literal('alter_amount'), charge_id: z.string().min(1).max(255), amount_minor: amountMinor }),
 ]);
+
+/** The card network disputes a captured charge now, whatever its payment method. */
+const disputeBody = z.strictObject({ charge_id: z.string().min(1).max(255), stage: z.enum(['chargeback', 'inquiry']).default('chargeback') });
 
 export function adminRoutes(deps: SandboxDeps, delivery: WebhookDelivery) {
   const { sql, runtime } = deps;
@@ -87,6 +92,22 @@ export function adminRoutes(deps: SandboxDeps, delivery: WebhookDelivery) {
         throw invalidRequest('no_webhook_url', result.error);
       }
       return c.json({ id, delivered: result.ok, status: result.status, error: result.error });
+    })
+
+    .post('/disputes', async (c) => {
+      const params = await parseJsonBody(c, disputeBody);
+      const opened = await sql.begin(async (tx) => {
+        const [charge] = await tx<ChargeRow[]>`SELECT * FROM sandbox.charges WHERE id = ${params.charge_id} FOR UPDATE`;
+        if (!charge) throw notFound('charge', params.charge_id);
+        if (charge.status !== 'succeeded' || charge.amount_captured_minor <= 0) {
+          throw invalidRequest('invalid_state', `Charge ${charge.id} has status '${charge.status}'; only a captured ('succeeded') charge can be disputed.`);
+        }
+        await tx`UPDATE sandbox.charges SET dispute_at = NULL WHERE id = ${charge.id}`;
+        const dispute = await openDispute(tx, deps, charge, params.stage);
+        if (!dispute) throw invalidRequest('charge_already_disputed', `Charge ${charge.id} has a dispute already.`);
+        return disputeJson(dispute, charge);
+      });
+      return c.json(opened);
     })
 
     .post('/discrepancies', async (c) => {

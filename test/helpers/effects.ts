@@ -30,7 +30,9 @@ export async function effectsOf(sql: Sql, sandboxUrl: string, paymentId: string)
 
 /**
  * The ledger invariants, checked over the whole database: every transaction balances to zero
- * per currency, and each merchant's balance equals captured minus succeeded refunds.
+ * per currency, and each merchant's balance equals captured minus succeeded refunds minus what
+ * chargebacks took (the fee, and the amount unless won; a dispute's row and its postings are
+ * written in one transaction).
  */
 export async function expectLedgerConsistent(sql: Sql): Promise<void> {
   const unbalanced = await sql`
@@ -43,13 +45,16 @@ export async function expectLedgerConsistent(sql: Sql): Promise<void> {
              sum(p.amount_captured_minor)::bigint AS captured,
              coalesce(sum((SELECT sum(r.amount_minor) FROM refunds r WHERE r.payment_id = p.id AND r.status = 'succeeded')), 0)::bigint AS refunded
       FROM payments p GROUP BY p.tenant_id, p.currency
+    ), disputed AS (
+      SELECT tenant_id, currency, sum(fee_minor + CASE WHEN status = 'won' THEN 0 ELSE amount_minor END)::bigint AS withdrawn
+      FROM disputes WHERE stage = 'chargeback' GROUP BY tenant_id, currency
     ), booked AS (
       SELECT a.tenant_id, a.currency, -coalesce(sum(e.amount_minor), 0)::bigint AS balance
       FROM ledger_accounts a LEFT JOIN ledger_entries e ON e.account_id = a.id
       WHERE a.code = 'merchant_balance' GROUP BY a.tenant_id, a.currency
     )
-    SELECT o.tenant_id, o.currency, o.captured, o.refunded, coalesce(b.balance, 0) AS balance
-    FROM owed o LEFT JOIN booked b USING (tenant_id, currency)
-    WHERE o.captured - o.refunded <> coalesce(b.balance, 0)`;
+    SELECT o.tenant_id, o.currency, o.captured, o.refunded, coalesce(d.withdrawn, 0) AS withdrawn, coalesce(b.balance, 0) AS balance
+    FROM owed o LEFT JOIN booked b USING (tenant_id, currency) LEFT JOIN disputed d USING (tenant_id, currency)
+    WHERE o.captured - o.refunded - coalesce(d.withdrawn, 0) <> coalesce(b.balance, 0)`;
   expect(mismatched).toEqual([]);
 }

@@ -2,6 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PaymentsClient } from '../../client';
 import { disputeWorkflowId } from '../../domain/ids';
 import type { DisputeRow } from '../../domain/resources';
+import { refundEvidence } from '../../shared/definitions';
+import type { ReconciliationResult } from '../../shared/jobs';
+import { expectLedgerConsistent } from '../helpers/effects';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
@@ -44,8 +47,31 @@ const eventTypes = async (tenant: Tenant, disputeId: string) =>
   (await stack.sql<{ type: string }[]>`
     SELECT type FROM outbox_events WHERE tenant_id = ${tenant.id} AND payload->'data'->'object'->>'id' = ${disputeId} ORDER BY seq`).map((e) => e.type);
 
+/** The dispute's events once it has closed, its reminders aside. */
+async function closedDisputeEvents(tenant: Tenant, disputeId: string): Promise<string[]> {
+  await eventually(async () => (await eventTypes(tenant, disputeId)).includes('dispute.closed'), 20_000, 50, 'closed event');
+  return (await eventTypes(tenant, disputeId)).filter((t) => t !== 'dispute.evidence_due_soon');
+}
+
+/** A won chargeback's events: each fact once. */
+const wonChargebackEvents = ['dispute.created', 'dispute.funds_withdrawn', 'dispute.updated', 'dispute.funds_reinstated', 'dispute.closed'];
+
 const ledgerKeys = async (disputeId: string) =>
   (await stack.sql<{ event_key: string }[]>`SELECT event_key FROM ledger_transactions WHERE dispute_id = ${disputeId} ORDER BY created_at`).map((t) => t.event_key);
+
+/** Runs reconciliationWorkflow over [from, to) at the sandbox, as a Schedule would start it. */
+const reconcile = (from: Date, to = new Date(Date.now() + 1)): Promise<ReconciliationResult> =>
+  stack.temporal.workflow.execute('reconciliationWorkflow', {
+    taskQueue: stack.taskQueue,
+    workflowId: uniqueKey('reconciliation'),
+    args: [{ providers: ['sandbox'], window: { kind: 'explicit', from: from.toISOString(), to: to.toISOString() } }],
+  });
+
+const runFindings = (runId: string) =>
+  stack.sql<{ kind: string; subject: string; payment_id: string; provider_reference: string; ours: any; provider_figures: any }[]>`
+    SELECT d.kind, d.subject, d.payment_id, d.provider_reference, f.ours, f.provider_figures
+    FROM reconciliation_findings f JOIN reconciliation_discrepancies d ON d.id = f.discrepancy_id
+    WHERE f.run_id = ${runId} ORDER BY d.kind, d.subject`;
 
 const submit = async (row: DisputeRow, text: string) =>
   stack.provider.disputes.updateDispute({ disputeId: row.provider_dispute_id, idempotencyKey: uniqueKey('ev'), evidence: { uncategorized_text: text }, submit: true });
@@ -83,15 +109,9 @@ describe('a chargeback is a workflow started by the verified webhook, with the m
       return row!.status === 'won' && row;
     }, 20_000, 50, 'won');
     expect(won.evidence_submitted_at).not.toBeNull();
-    await eventually(async () => (await eventTypes(tenant, opened.id)).includes('dispute.closed'), 20_000, 50, 'closed event');
+    const events = await closedDisputeEvents(tenant, opened.id);
     expect(await merchantBalance(tenant)).toMatchObject({ merchant_balance: 8_500, provider_receivable: 8_500, dispute_claim: 0, dispute_reserve: 0 });
-    expect((await eventTypes(tenant, opened.id)).filter((t) => t !== 'dispute.evidence_due_soon')).toEqual([
-      'dispute.created',
-      'dispute.funds_withdrawn',
-      'dispute.updated',
-      'dispute.funds_reinstated',
-      'dispute.closed',
-    ]);
+    expect(events).toEqual(wonChargebackEvents);
     expect(await ledgerKeys(opened.id)).toEqual([`dispute:${opened.id}:withdrawal`, `dispute:${opened.id}:reinstatement`]);
     const result = await stack.temporal.workflow.getHandle(opened.workflow_id).result();
     expect(result).toEqual({ disputeId: opened.id, status: 'won' });
@@ -201,16 +221,81 @@ describe('a chargeback is a workflow started by the verified webhook, with the m
       const [charge] = await stack.provider.listChargesByReference(payment.id);
       const atPsp = await eventually(async () => (await stack.provider.disputes.listDisputes({ limit: 100 })).data.find((d) => d.chargeId === charge!.id), 20_000, 50, 'the PSP opened it');
       expect((await stack.sql`SELECT 1 FROM disputes WHERE provider_dispute_id = ${atPsp.id}`).length).toBe(0);
-      await stack.temporal.workflow.execute('reconciliationWorkflow', {
-        taskQueue: stack.taskQueue,
-        workflowId: uniqueKey('reconciliation'),
-        args: [{ providers: ['sandbox'], window: { kind: 'explicit', from: from.toISOString(), to: new Date(Date.now() + 1).toISOString() } }],
-      });
+      await reconcile(from);
       const found = await disputeOf(payment.id);
       expect(found).toMatchObject({ provider_dispute_id: atPsp.id, stage: 'chargeback', workflow_id: disputeWorkflowId('sandbox', atPsp.id) });
       await eventually(async () => (await merchantBalance(tenant)).merchant_balance === -1_500, 20_000, 50, 'the withdrawal posted');
     } finally {
       await faults({});
     }
+  });
+});
+
+describe('a payment refunded in full before its dispute came', () => {
+  it('the run submits the refund as evidence once and flags the payment for an operator; the network reinstates, so the money leaves once', async () => {
+    const tenant = await stack.createTenant('disputes-refunded');
+    const api = apiClient(stack.apiUrl, tenant.apiKey);
+    const payment = await disputedPayment(tenant, 'pm_card_visa', 9_000);
+    const refund = await api.post(`/v1/payments/${payment.id}/refunds`, { amount_minor: 9_000 }, uniqueKey());
+    expect(refund.status).toBe(201);
+    expect(refund.json).toMatchObject({ status: 'succeeded', amount_minor: 9_000 });
+    // The network's chargeback comes after the refund (opened on demand: no race with a timer).
+    const [charge] = await stack.provider.listChargesByReference(payment.id);
+    const opening = await fetch(`${stack.sandboxUrl}/_sandbox/disputes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ charge_id: charge!.id }) });
+    expect(opening.status).toBe(200);
+    const opened = await disputeOf(payment.id);
+    expect(await stack.temporal.workflow.getHandle(opened.workflow_id).result()).toEqual({ disputeId: opened.id, status: 'won' });
+
+    // At the PSP: the refund is the evidence, submitted once; one refund of the charge.
+    const [atPsp] = await stack.sql<{ status: string; evidence: Record<string, string> }[]>`SELECT status, evidence FROM sandbox.disputes WHERE id = ${opened.provider_dispute_id}`;
+    expect(atPsp).toEqual({ status: 'won', evidence: refundEvidence(payment.id) });
+    const pspEvents = (await (await fetch(`${stack.sandboxUrl}/_sandbox/events?charge=${charge!.id}`)).json()) as { data: { type: string }[] };
+    expect(pspEvents.data.filter((e) => e.type === 'charge.dispute.updated')).toHaveLength(1);
+    expect((await stack.provider.listChargesByReference(payment.id)).map((c) => [c.amountCapturedMinor, c.amountRefundedMinor])).toEqual([[9_000, 9_000]]);
+
+    // The payment is flagged for an operator.
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'refunded', failure: { code: 'needs_operator', message: expect.stringContaining(opened.id) } });
+
+    // Ledger: the capture, the refund, the withdrawal and the reinstatement, each once: the customer has the money once, the merchant bears the fee.
+    const keys = (await stack.sql<{ event_key: string }[]>`SELECT event_key FROM ledger_transactions WHERE payment_id = ${payment.id} ORDER BY created_at`).map((t) => t.event_key);
+    expect(keys.filter((k) => !k.startsWith('dispute:'))).toHaveLength(2);
+    expect(keys.filter((k) => k.startsWith('dispute:'))).toEqual([`dispute:${opened.id}:withdrawal`, `dispute:${opened.id}:reinstatement`]);
+    expect(await merchantBalance(tenant)).toMatchObject({ merchant_balance: -1_500, provider_receivable: -1_500, dispute_claim: 0, dispute_reserve: 0 });
+    await expectLedgerConsistent(stack.sql);
+    expect(await closedDisputeEvents(tenant, opened.id)).toEqual(wonChargebackEvents);
+    const paymentEvents = await stack.sql<{ type: string; n: number }[]>`
+      SELECT type, count(*)::int AS n FROM outbox_events WHERE tenant_id = ${tenant.id} AND payload->'data'->'object'->>'id' = ${payment.id} GROUP BY type`;
+    expect(paymentEvents.every((e) => e.n === 1)).toBe(true);
+  });
+});
+
+describe('reconciliation compares a dispute’s money with the PSP’s dispute lines', () => {
+  it('a won chargeback reconciles clean; the PSP’s reinstatement line altered, the run finds an amount_mismatch for that dispute with both sides’ figures', async () => {
+    const tenant = await stack.createTenant('disputes-reconciliation');
+    const from = new Date();
+    const payment = await disputedPayment(tenant, 'pm_card_createDispute', 8_000);
+    const opened = await disputeOf(payment.id);
+    await eventually(async () => (await ledgerKeys(opened.id)).length === 1, 20_000, 50, 'the withdrawal posted');
+    await submit(opened, 'winning_evidence');
+    expect(await stack.temporal.workflow.getHandle(opened.workflow_id).result()).toEqual({ disputeId: opened.id, status: 'won' });
+    expect(await ledgerKeys(opened.id)).toEqual([`dispute:${opened.id}:withdrawal`, `dispute:${opened.id}:reinstatement`]);
+    const to = new Date(Date.now() + 1);
+
+    const clean = await reconcile(from, to);
+    expect(clean.runs).toEqual([expect.objectContaining({ provider: 'sandbox', status: 'clean', discrepancyCount: 0 })]);
+
+    await stack.sql`UPDATE sandbox.balance_transactions SET amount_minor = 7000 WHERE source = ${opened.provider_dispute_id} AND type = 'dispute_reversal'`;
+    const tampered = await reconcile(from, to);
+    expect(tampered.runs).toEqual([expect.objectContaining({ status: 'discrepancies', discrepancyCount: 1 })]);
+    expect(await runFindings(tampered.runs[0]!.runId)).toEqual([
+      expect.objectContaining({
+        kind: 'amount_mismatch',
+        subject: opened.id,
+        payment_id: payment.id,
+        provider_reference: opened.provider_dispute_id,
+        ours: expect.objectContaining({ object: 'dispute', amount_minor: 8_000, fee_minor: 1_500, ledger_withdrawal_minor: -9_500, ledger_reinstatement_minor: 8_000 }),
+        provider_figures: expect.objectContaining({ type: 'dispute_reversal', source: opened.provider_dispute_id, amount_minor: 7_000 }),
+      }),
+    ]);
   });
 });

@@ -1,6 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RoutePlanner } from '../../activities';
 import { freePort } from '../../devstack/ports';
+import { disputeWorkflowId } from '../../domain/ids';
+import type { DisputeRow } from '../../domain/resources';
 import { SandboxProvider } from '../../provider/sandbox/client';
 import { apiClient, eventually, settledPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
@@ -12,7 +14,8 @@ import { testPayloadKeys } from '../../testkit/payload-keys';
  * Failover across two PSPs, end to end through the API against the real stack:
  * Temporal, PostgreSQL, the worker and TWO sandbox PSPs (`sandbox`, the default, and
  * `sandbox-b`, each with its own database). The route tries `sandbox` first, then `sandbox-b`
- * (one tenant's route starts at `dead`, a PSP nobody listens at). docs/CONTRACT.md
+ * (one tenant's route starts at `dead`, a PSP nobody listens at); B opens a dispute 200 ms after
+ * capturing a `pm_card_createDispute` charge and decides evidence 200 ms after it. docs/CONTRACT.md
  * "Providers, routing and failover": the payment moves to the next PSP only when the last one
  * certainly took no money; while its outcome is unknown it keeps asking that one.
  */
@@ -30,7 +33,7 @@ const route: RoutePlanner = async (request) => {
 beforeAll(async () => {
   const deadUrl = `http://127.0.0.1:${await freePort()}`;
   stack = await startStack({
-    secondSandbox: {},
+    secondSandbox: { disputes: { disputeAfterMs: 200, disputeDecisionMs: 200 } },
     route,
     extraProviders: { dead: new SandboxProvider({ baseUrl: deadUrl, timeoutMs: 1500 }) },
     // A payment whose outcome is unknown answers 202 after this (it stays processing).
@@ -279,5 +282,47 @@ describe('the reconciler, per PSP', () => {
       SELECT d.kind, f.provider_figures FROM reconciliation_findings f JOIN reconciliation_discrepancies d ON d.id = f.discrepancy_id WHERE f.run_id = ${again.runId}`;
     expect(findingsAgain.map((f) => f.kind)).toEqual(['duplicate_charge']);
     expect(findingsAgain[0]!.provider_figures.compensation).toEqual([expect.objectContaining({ charge_id: lateCharge, action: 'none', status: 'already_refunded' })]);
+  });
+});
+
+describe('a dispute of a payment that failed over', () => {
+  it('is handled at B, the PSP holding the charge: its workflow id and its calls at B, the money right, each PSP’s reconciliation clean of it', async () => {
+    const from = new Date(Date.now() - 1000);
+    const disputed = await stack.createTenant('failover-dispute');
+    const client = apiClient(stack.apiUrl, disputed.apiKey);
+    await outage(stack.sandboxUrl, 'unavailable');
+    const payment = await pay(body('pm_card_createDispute', { amount_minor: 4000 }), client);
+    expect(payment).toMatchObject({ status: 'succeeded', provider: 'sandbox-b' });
+    await outage(stack.sandboxUrl, 'none');
+
+    const opened = await eventually(async () => (await stack.sql<DisputeRow[]>`SELECT * FROM disputes WHERE payment_id = ${payment.id}`)[0], 20_000, 50, 'the dispute recorded');
+    expect(opened).toMatchObject({ provider: 'sandbox-b', provider_charge_id: payment.provider_charge_id, workflow_id: disputeWorkflowId('sandbox-b', opened.provider_dispute_id) });
+    expect((await stack.secondSandbox!.provider.disputes.retrieveDispute(opened.provider_dispute_id)).chargeId).toBe(payment.provider_charge_id);
+    await expect(stack.provider.disputes.retrieveDispute(opened.provider_dispute_id)).rejects.toThrow();
+    const balance = async () => {
+      const { accounts } = (await client.get('/v1/balance')).json as { accounts: { account: string; currency: string; balance_minor: number }[] };
+      return Object.fromEntries(accounts.filter((a) => a.currency === 'EUR').map((a) => [a.account, a.balance_minor]));
+    };
+    await eventually(async () => (await balance()).merchant_balance === 4000 - 4000 - 1500, 20_000, 50, 'the withdrawal posted');
+
+    // The merchant's evidence goes to B: B decides it and reinstates.
+    const evidence = await client.post(`/v1/disputes/${opened.id}/evidence`, { evidence: { uncategorized_text: 'winning_evidence' }, submit: true }, uniqueKey('ev'));
+    expect(evidence.status).toBe(200);
+    expect(evidence.json).toMatchObject({ id: opened.id, provider: 'sandbox-b', status: 'under_review' });
+    expect(await stack.temporal.workflow.getHandle(opened.workflow_id).result()).toEqual({ disputeId: opened.id, status: 'won' });
+    expect(await stack.secondSandbox!.provider.disputes.retrieveDispute(opened.provider_dispute_id)).toMatchObject({ status: 'won', evidenceSubmittedAt: expect.any(String) });
+    expect(await balance()).toMatchObject({ merchant_balance: 4000 - 1500, provider_receivable: 4000 - 1500, dispute_claim: 0, dispute_reserve: 0 });
+    const keys = await stack.sql<{ event_key: string }[]>`SELECT event_key FROM ledger_transactions WHERE dispute_id = ${opened.id} ORDER BY created_at`;
+    expect(keys.map((k) => k.event_key)).toEqual([`dispute:${opened.id}:withdrawal`, `dispute:${opened.id}:reinstatement`]);
+
+    // B's report has the dispute's lines and agrees with our postings; A's run has nothing of it.
+    const window = { from: from.toISOString(), to: new Date(Date.now() + 1000).toISOString() };
+    const atB = await stack.reconciliation.run({ runKey: uniqueKey('recon-b'), workflowId: 'failover-test', provider: 'sandbox-b', window });
+    expect(atB).toMatchObject({ status: 'clean', discrepancyCount: 0 });
+    const atA = await stack.reconciliation.run({ runKey: uniqueKey('recon-a'), workflowId: 'failover-test', provider: 'sandbox', window });
+    const aboutIt = await stack.sql`
+      SELECT d.kind FROM reconciliation_findings f JOIN reconciliation_discrepancies d ON d.id = f.discrepancy_id
+      WHERE f.run_id = ${atA.runId} AND (d.payment_id = ${payment.id} OR d.subject = ${opened.id})`;
+    expect(aboutIt).toEqual([]);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { OurPayment, OurRefund } from '../../db/reconciliation';
+import type { OurDispute, OurPayment, OurRefund } from '../../db/reconciliation';
 import type { ProviderBalanceTransaction, ProviderCharge } from '../../provider/types';
 import { reconciliationWindow } from '../../shared/jobs';
 import { compareWindow, type OurSide } from '../../activities/reconciliation';
@@ -43,14 +43,47 @@ function paid(over: Partial<OurPayment> = {}, txnOver: Partial<ProviderBalanceTr
   p.provider_charge_id = txn.chargeId;
   return { payment: p, txn };
 }
-function side(payments: OurPayment[], refunds: OurRefund[] = [], captured = payments.filter((p) => p.captured_at && p.captured_at >= window.from && p.captured_at < window.to).map((p) => p.id)): OurSide {
+function side(
+  payments: OurPayment[],
+  refunds: OurRefund[] = [],
+  captured = payments.filter((p) => p.captured_at && p.captured_at >= window.from && p.captured_at < window.to).map((p) => p.id),
+  disputes: OurDispute[] = [],
+): OurSide {
   return {
+    disputes: new Map(disputes.map((d) => [d.provider_dispute_id, d])),
     payments: new Map(payments.map((p) => [p.id, p])),
     paymentByCharge: new Map(payments.filter((p) => p.provider_charge_id).map((p) => [p.provider_charge_id!, p.id])),
     refunds: new Map(refunds.map((r) => [r.id, r])),
     capturedInWindow: captured,
     refundedInWindow: refunds.filter((r) => r.booked_at && r.booked_at >= window.from && r.booked_at < window.to).map((r) => r.id),
   };
+}
+/**
+ * A won chargeback of `p` as both sides book it: the PSP's withdrawal (amount and fee) and
+ * reinstatement lines, our dispute with both postings in provider_receivable.
+ */
+function wonChargeback(p: { payment: OurPayment; txn: ProviderBalanceTransaction }, over: Partial<OurDispute> = {}) {
+  const dp = `dp_${++seq}`;
+  const dispute: OurDispute = {
+    id: `dsp_${seq}`,
+    payment_id: p.payment.id,
+    provider: 'psp-a',
+    provider_dispute_id: dp,
+    stage: 'chargeback',
+    status: 'won',
+    amount_minor: 1000,
+    fee_minor: 1500,
+    currency: 'EUR',
+    ledger_withdrawal_minor: -2500,
+    withdrawn_at: inside,
+    ledger_reinstatement_minor: 1000,
+    reinstated_at: inside,
+    ...over,
+  };
+  const line = { source: dp, chargeId: p.txn.chargeId, reference: p.payment.id };
+  const withdrawal = chargeTxn({ type: 'dispute', ...line, amountMinor: -1000, feeMinor: 1500 });
+  const reversal = chargeTxn({ type: 'dispute_reversal', ...line, amountMinor: 1000, feeMinor: 0 });
+  return { dispute, withdrawal, reversal };
 }
 const noLiveCharges = async () => [] as ProviderCharge[];
 const kinds = (findings: { kind: string; subject: string }[]) => findings.map((f) => `${f.kind} ${f.subject}`);
@@ -135,6 +168,85 @@ describe('the window a difference belongs to', () => {
   it('a difference anchored outside the window is left to that window', async () => {
     const later = chargeTxn({ reference: 'pay_unknown', createdAt: margin });
     expect(await compareWindow(window, [later], side([]), noLiveCharges)).toEqual([]);
+  });
+});
+
+describe('dispute money: the PSP’s dispute lines against our disputes and their postings', () => {
+  it('a won chargeback, withdrawal and reinstatement agreeing on both sides, is clean; so is a lost one (a loss moves nothing at the PSP)', async () => {
+    const p = paid();
+    const won = wonChargeback(p);
+    expect(await compareWindow(window, [p.txn, won.withdrawal, won.reversal], side([p.payment], [], undefined, [won.dispute]), noLiveCharges)).toEqual([]);
+    const q = paid();
+    const lost = wonChargeback(q, { status: 'lost', ledger_reinstatement_minor: null, reinstated_at: null });
+    expect(await compareWindow(window, [q.txn, lost.withdrawal], side([q.payment], [], undefined, [lost.dispute]), noLiveCharges)).toEqual([]);
+  });
+
+  it('amount_mismatch: the PSP withdrew another amount or fee, or our posting moved another amount; subject our dispute, both sides’ figures', async () => {
+    const p = paid();
+    const altered = wonChargeback(p);
+    altered.withdrawal.amountMinor = -900;
+    const q = paid();
+    const fee = wonChargeback(q);
+    fee.withdrawal.feeMinor = 1400;
+    const r = paid();
+    const misbooked = wonChargeback(r, { ledger_reinstatement_minor: 1100 });
+    const all = [altered, fee, misbooked];
+    const findings = await compareWindow(
+      window,
+      [p.txn, q.txn, r.txn, ...all.flatMap((d) => [d.withdrawal, d.reversal])],
+      side([p.payment, q.payment, r.payment], [], undefined, all.map((d) => d.dispute)),
+      noLiveCharges,
+    );
+    expect(kinds(findings)).toEqual(all.map((d) => `amount_mismatch ${d.dispute.id}`).sort());
+    expect(findings.find((f) => f.subject === altered.dispute.id)).toMatchObject({
+      paymentId: p.payment.id,
+      refundId: null,
+      providerReference: altered.dispute.provider_dispute_id,
+      ours: { object: 'dispute', amount_minor: 1000, fee_minor: 1500, ledger_withdrawal_minor: -2500 },
+      provider: { type: 'dispute', source: altered.dispute.provider_dispute_id, amount_minor: -900, fee_minor: 1500 },
+    });
+    expect(findings.find((f) => f.subject === misbooked.dispute.id)).toMatchObject({ ours: { ledger_reinstatement_minor: 1100 }, provider: { type: 'dispute_reversal', amount_minor: 1000 } });
+  });
+
+  it('currency_mismatch, and status_mismatch: the PSP reinstated a chargeback we hold as lost', async () => {
+    const p = paid();
+    const currency = wonChargeback(p, { currency: 'USD', status: 'lost', ledger_reinstatement_minor: null, reinstated_at: null });
+    const findings = await compareWindow(window, [p.txn, currency.withdrawal, currency.reversal], side([p.payment], [], undefined, [currency.dispute]), noLiveCharges);
+    expect(kinds(findings)).toEqual([`currency_mismatch ${currency.dispute.id}`, `status_mismatch ${currency.dispute.id}`]);
+    expect(findings[1]).toMatchObject({ ours: { status: 'lost', ledger_reinstatement_minor: null }, provider: { type: 'dispute_reversal' } });
+  });
+
+  it('missing_at_provider: a withdrawal we booked in the window that the PSP does not report', async () => {
+    const p = paid();
+    const booked = wonChargeback(p, { status: 'needs_response', ledger_reinstatement_minor: null, reinstated_at: null });
+    const findings = await compareWindow(window, [p.txn], side([p.payment], [], undefined, [booked.dispute]), noLiveCharges);
+    expect(findings).toMatchObject([{ kind: 'missing_at_provider', subject: booked.dispute.id, paymentId: p.payment.id, provider: null, ours: { object: 'dispute', ledger_withdrawal_minor: -2500 } }]);
+  });
+
+  it('a dispute line whose dispute we never saw is no finding (the run starts its workflow instead)', async () => {
+    const p = paid();
+    const unseen = wonChargeback(p);
+    expect(await compareWindow(window, [p.txn, unseen.withdrawal], side([p.payment]), noLiveCharges)).toEqual([]);
+  });
+
+  it('the window: a line in the margin matches our posting inside it (its figures still compared); a posting outside the window is left to it', async () => {
+    const p = paid();
+    const late = wonChargeback(p, { status: 'needs_response', ledger_reinstatement_minor: null, reinstated_at: null });
+    late.withdrawal.createdAt = margin;
+    const ours = side([p.payment], [], undefined, [late.dispute]);
+    expect(await compareWindow(window, [p.txn, late.withdrawal], ours, noLiveCharges)).toEqual([]);
+    late.withdrawal.feeMinor = 0;
+    expect(kinds(await compareWindow(window, [p.txn, late.withdrawal], ours, noLiveCharges))).toEqual([`amount_mismatch ${late.dispute.id}`]);
+    const outside = wonChargeback(p, { withdrawn_at: margin, status: 'needs_response', ledger_reinstatement_minor: null, reinstated_at: null });
+    expect(await compareWindow(window, [p.txn], side([p.payment], [], undefined, [outside.dispute]), noLiveCharges)).toEqual([]);
+  });
+
+  it('several PSPs: a dispute at B is not compared in A’s run', async () => {
+    const p = paid({ provider: 'psp-b' });
+    const atB = wonChargeback(p, { provider: 'psp-b' });
+    const ours = side([p.payment], [], undefined, [atB.dispute]);
+    expect(await compareWindow(window, [], ours, noLiveCharges, { provider: 'psp-a', defaultProvider: 'psp-a' })).toEqual([]);
+    expect(await compareWindow(window, [p.txn, atB.withdrawal, atB.reversal], ours, noLiveCharges, { provider: 'psp-b', defaultProvider: 'psp-a' })).toEqual([]);
   });
 });
 
