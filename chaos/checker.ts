@@ -3,7 +3,11 @@ import protos from '@temporalio/proto';
 import type { Sql } from '../db/connect';
 import { NEVER_RETRY_ELSEWHERE_DECLINE_CODES } from '../domain/routing';
 import { providerSubKey } from '../shared/keys';
+import { checkDisputes, checkLedgerBalance, type DisputeAnswer, type DisputeCensus, type DisputeCensusInput, type LedgerTransactionRecord, type PspDisputeMoney, type WorkflowRuns } from './dispute-checks';
+import { createTally, type VerdictFn } from './tally';
 import type { Operation } from './workload';
+
+export { createTally, type VerdictFn } from './tally';
 
 /** Everything one payment caused, counted where each effect lives; kept in the census file. */
 export interface PaymentCensus {
@@ -30,6 +34,8 @@ export interface PaymentCensus {
   /** 2xx answers of the merchant's endpoint per event id. */
   deliveries: Record<string, number>;
   refunds: RefundCensus[];
+  /** The payment's disputes: each with its stage, status, ledger transactions, events and the PSP's view. */
+  disputes: DisputeCensus[];
   /** The client operations (keys) about this payment and their final answers. */
   operations: { kind: string; key: string; copies: number; attempts: number; lostAnswers: number; finalStatus: number | null }[];
   findings: string[];
@@ -65,6 +71,8 @@ export interface CheckInput {
   operations: Operation[];
   /** Sends one operation's request again (same key, same body) and returns the answer. */
   replay: (op: Operation) => Promise<{ status: number; text: string } | null>;
+  /** Reminders per stage of a waiting dispute (DISPUTE_REMINDER_SECONDS's length). */
+  disputeReminders: number;
 }
 
 interface PaymentRow {
@@ -177,23 +185,6 @@ const countBy = <T>(items: T[], key: (item: T) => string): Map<string, T[]> => {
   return map;
 };
 
-/** Records each check's outcome: `verdict(name, ok, finding, into)` (the finding also goes to `into`, a payment's own list). */
-export function createTally() {
-  const checks: Verdict['checks'] = {};
-  const findings: string[] = [];
-  const verdict = (name: string, ok: boolean, finding: () => string, into?: string[]) => {
-    const tally = (checks[name] ??= { passed: 0, failed: 0 });
-    if (ok) tally.passed++;
-    else {
-      tally.failed++;
-      const text = `${name}: ${finding()}`;
-      findings.push(text);
-      into?.push(text);
-    }
-  };
-  return { checks, findings, verdict };
-}
-export type VerdictFn = ReturnType<typeof createTally>['verdict'];
 
 /** What the census across the PSPs reads: our payments, their attempts, and everything each PSP holds. */
 export interface PspCensusInput {
@@ -208,6 +199,8 @@ export interface PspCensusInput {
   refundIds: ReadonlySet<string>;
   /** The ledger's provider_receivable balance (debit positive) by the PSP of the payment each posting is about, and currency. */
   ledger: { provider: string; currency: string; net: number }[];
+  /** Each PSP's chargeback withdrawals and reinstatements (none: no disputes). */
+  disputeMoney?: PspDisputeMoney[];
 }
 
 const heldStates = new Set(['succeeded', 'requires_capture']);
@@ -228,7 +221,8 @@ const movedOnOutcomes = new Set(['declined', 'rejected', 'not_sent', 'not_charge
  *   attempt went to another PSP; the payment is held where its last attempt went.
  * - No orphan at any PSP; one charge and one refund per key per PSP; every refund at the PSP
  *   of the charge it refunds; the ledger's receivable per PSP and currency equal to what that
- *   PSP holds (captured less refunded), and so over both PSPs.
+ *   PSP holds (captured less refunded, less chargebacks' amounts and fees, plus
+ *   reinstatements), and so over both PSPs.
  * `into(paymentId)` is where a payment's own findings go (its census record).
  */
 export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into: (paymentId: string) => string[] | undefined = () => undefined): void {
@@ -307,6 +301,10 @@ export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into:
     add(atPsps, `${charge.provider} ${charge.currency}`, kept(charge));
     add(atPsps, `all ${charge.currency}`, kept(charge));
   }
+  for (const line of (input.disputeMoney ?? []).filter((m) => paymentIds.has(m.reference))) {
+    add(atPsps, `${line.provider} ${line.currency}`, line.amount_minor - line.fee_minor);
+    add(atPsps, `all ${line.currency}`, line.amount_minor - line.fee_minor);
+  }
   for (const row of input.ledger) {
     add(inLedger, `${row.provider} ${row.currency}`, row.net);
     add(inLedger, `all ${row.currency}`, row.net);
@@ -314,16 +312,19 @@ export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into:
   for (const key of new Set([...atPsps.keys(), ...inLedger.keys()])) {
     const [provider, currency] = key.split(' ');
     verdict(provider === 'all' ? 'ledger equals the sum over the PSPs' : 'ledger equals each PSP', (atPsps.get(key) ?? 0) === (inLedger.get(key) ?? 0), () =>
-      `${currency} ${provider === 'all' ? 'over all PSPs' : `at ${provider}`}: the ledger's receivable is ${inLedger.get(key) ?? 0}, the PSP${provider === 'all' ? 's hold' : ' holds'} ${atPsps.get(key) ?? 0} (captured less refunded)`);
+      `${currency} ${provider === 'all' ? 'over all PSPs' : `at ${provider}`}: the ledger's receivable is ${inLedger.get(key) ?? 0}, the PSP${provider === 'all' ? 's hold' : ' holds'} ${atPsps.get(key) ?? 0} (captured less refunded, less disputes withdrawn)`);
   }
 }
 
 /**
  * The checker, run once the load stopped and the system settled: every payment and refund
  * against the provider's charges and refunds, the ledger, the outbox and the merchant's
- * webhooks; then whole-system checks (every provider charge and refund belongs to exactly
- * one payment or refund, by any reference; the ledger sums to zero per currency; nothing
- * stuck; no workflow running without a reason) and every key's replay, byte for byte.
+ * webhooks; every dispute against its PSP's, its workflow, its money and its events
+ * (chaos/dispute-checks.ts); then whole-system checks (every provider charge and refund
+ * belongs to exactly one payment or refund, by any reference; every ledger transaction
+ * balanced, each merchant's balance what the PSPs hold for it, the ledger sums to zero per
+ * currency; nothing stuck; no workflow running without a reason) and every key's replay,
+ * byte for byte.
  */
 export async function check(input: CheckInput): Promise<Verdict> {
   const { sql } = input;
@@ -339,8 +340,8 @@ export async function check(input: CheckInput): Promise<Verdict> {
     FROM payment_attempts a JOIN payments p ON p.id = a.payment_id WHERE p.tenant_id IN ${sql(input.tenantIds)} ORDER BY a.payment_id, a.attempt`;
   const refunds = await sql<RefundRow[]>`
     SELECT id, payment_id, amount_minor::int, status, provider_refund_id FROM refunds WHERE tenant_id IN ${sql(input.tenantIds)} ORDER BY created_at, id`;
-  const transactions = await sql<{ payment_id: string | null; refund_id: string | null }[]>`
-    SELECT payment_id, refund_id FROM ledger_transactions WHERE tenant_id IN ${sql(input.tenantIds)}`;
+  const transactions = await sql<{ payment_id: string | null; refund_id: string | null; dispute_id: string | null }[]>`
+    SELECT payment_id, refund_id, dispute_id FROM ledger_transactions WHERE tenant_id IN ${sql(input.tenantIds)}`;
   const events = await sql<{ id: string; type: string; object_id: string; delivery_state: string }[]>`
     SELECT id, type, payload -> 'data' -> 'object' ->> 'id' AS object_id, delivery_state FROM outbox_events WHERE tenant_id IN ${sql(input.tenantIds)}`;
   // The receivable (what the PSPs hold for us) by the PSP of the payment each posting is about.
@@ -431,7 +432,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
       verdict('waiting payment agrees with the PSP', agrees, () =>
         `${subject} (${payment.payment_method}) is ${payment.status} (captured ${payment.amount_captured_minor}); at the PSP: ${charged.map((c) => `${c.id} ${c.status} captured ${c.amount_captured_minor} refunded ${c.amount_refunded_minor}`).join(', ') || 'no charge'}`, own);
     }
-    const captureTransactions = transactions.filter((t) => t.payment_id === payment.id && t.refund_id === null).length;
+    const captureTransactions = transactions.filter((t) => t.payment_id === payment.id && t.refund_id === null && t.dispute_id === null).length;
     const capturedState = payment.status === 'succeeded' || payment.status === 'refunded';
     verdict('ledger posting exactly once', captureTransactions === (capturedState ? 1 : 0), () => `${subject} (${payment.status}) has ${captureTransactions} capture transactions`, own);
     const expected = expectedEvents(payment);
@@ -484,6 +485,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
       events: byType,
       deliveries,
       refunds: refundCensus,
+      disputes: [],
       operations: (operationsByPayment.get(payment.id) ?? []).map((op) => ({ kind: op.kind, key: op.key, copies: op.copies, attempts: op.attempts, lostAnswers: op.lostAnswers, finalStatus: op.finalStatus })),
       findings: own,
     });
@@ -491,7 +493,13 @@ export async function check(input: CheckInput): Promise<Verdict> {
 
   // Across both PSPs: every charge an attempt, one held charge per payment, no orphans, the ledger.
   const ownFindings = new Map(census.map((p) => [p.id, p.findings]));
-  checkAcrossPsps({ psps, payments, attempts, charges, providerRefunds, refundIds, ledger }, verdict, (id) => ownFindings.get(id));
+  const allTransactions = await ledgerTransactions(sql, input.tenantIds);
+  const disputeInput = await readDisputeCensus(input, psps, events, allTransactions);
+  checkAcrossPsps({ psps, payments, attempts, charges, providerRefunds, refundIds, ledger, disputeMoney: disputeInput.pspMoney }, verdict, (id) => ownFindings.get(id));
+  // Each dispute against its PSP, its workflow, its money and its events; then the ledger as a whole.
+  const disputesByPayment = checkDisputes(disputeInput, verdict, (id) => ownFindings.get(id));
+  for (const record of census) record.disputes = disputesByPayment.get(record.id) ?? [];
+  checkLedgerBalance({ transactions: allTransactions, payments: await tenantsOfPayments(sql, input.tenantIds), charges, pspMoney: disputeInput.pspMoney }, verdict);
   const unbalanced = await sql<{ currency: string; total: string }[]>`
     SELECT currency, sum(amount_minor)::text AS total FROM ledger_entries GROUP BY currency HAVING sum(amount_minor) <> 0`;
   verdict('ledger sums to zero per currency', unbalanced.length === 0, () => unbalanced.map((u) => `${u.currency} ${u.total}`).join(', '));
@@ -533,6 +541,71 @@ export async function check(input: CheckInput): Promise<Verdict> {
   const failed = Object.values(checks).reduce((n, c) => n + c.failed, 0);
   return { passed, failed, findings, checks, census };
 }
+
+/** What the dispute census reads: our disputes, each PSP's, their ledger transactions, events and workflows, and the workload's answers. */
+async function readDisputeCensus(input: CheckInput, psps: string[], events: { id: string; type: string; object_id: string }[], transactions: LedgerTransactionRecord[]): Promise<DisputeCensusInput> {
+  const { sql } = input;
+  const disputes = await sql<DisputeCensusInput['disputes']>`
+    SELECT id, tenant_id, payment_id, provider, provider_dispute_id, amount_minor::int, currency, stage, status, fee_minor::int, workflow_id
+    FROM disputes WHERE tenant_id IN ${sql(input.tenantIds)} ORDER BY created_at, id`;
+  const pspDisputes: DisputeCensusInput['pspDisputes'] = [];
+  const pspMoney: PspDisputeMoney[] = [];
+  for (const provider of psps) {
+    const psp = input.pspSql[provider]!;
+    pspDisputes.push(...(await psp<DisputeCensusInput['pspDisputes']>`
+      SELECT ${provider} AS provider, d.id, d.charge_id, c.reference, d.amount_minor::int, d.currency, d.stage, d.status
+      FROM sandbox.disputes d JOIN sandbox.charges c ON c.id = d.charge_id ORDER BY d.seq`));
+    pspMoney.push(...(await psp<PspDisputeMoney[]>`
+      SELECT ${provider} AS provider, source, type, reference, amount_minor::int, fee_minor::int, currency
+      FROM sandbox.balance_transactions WHERE type IN ('dispute', 'dispute_reversal') ORDER BY created_at, id`));
+  }
+  const disputeIds = new Set(disputes.map((d) => d.id));
+  const workflows = new Map<string, WorkflowRuns>();
+  for await (const execution of input.temporal.workflow.list({ query: `WorkflowType = 'disputeWorkflow'` })) {
+    const runs = workflows.get(execution.workflowId) ?? { runs: 0, running: 0, completed: 0 };
+    runs.runs++;
+    if (execution.status.name === 'RUNNING') runs.running++;
+    if (execution.status.name === 'COMPLETED') runs.completed++;
+    workflows.set(execution.workflowId, runs);
+  }
+  // The workload's commands, by the dispute id in their path.
+  const answers: DisputeAnswer[] = input.operations.flatMap((op) => {
+    const disputeId = /^\/v1\/disputes\/([^/]+)\//.exec(op.path)?.[1];
+    if (!disputeId || (op.kind !== 'evidence' && op.kind !== 'accept')) return [];
+    const text = String((op.body.evidence as Record<string, string> | undefined)?.uncategorized_text ?? '');
+    return [{ disputeId, command: op.kind === 'accept' ? 'accept' : text.includes('winning_evidence') ? 'winning' : 'losing', finalStatus: op.finalStatus }];
+  });
+  return {
+    disputes,
+    pspDisputes,
+    pspMoney,
+    ledger: transactions.filter((t) => t.dispute_id !== null),
+    events: events.filter((e) => disputeIds.has(e.object_id)),
+    acks: input.acks,
+    workflows,
+    answers,
+    remindersPerStage: input.disputeReminders,
+  };
+}
+
+/** The run's ledger transactions with their entries. */
+async function ledgerTransactions(sql: Sql, tenantIds: string[]): Promise<LedgerTransactionRecord[]> {
+  const rows = await sql<{ id: string; tenant_id: string; event_key: string; dispute_id: string | null; account: string; currency: string; amount_minor: number }[]>`
+    SELECT t.id, t.tenant_id, t.event_key, t.dispute_id, a.code AS account, e.currency, e.amount_minor::int
+    FROM ledger_transactions t
+    JOIN ledger_entries e ON e.transaction_id = t.id
+    JOIN ledger_accounts a ON a.id = e.account_id
+    WHERE t.tenant_id IN ${sql(tenantIds)} ORDER BY t.created_at, t.id, e.id`;
+  const byId = new Map<string, LedgerTransactionRecord>();
+  for (const row of rows) {
+    const t = byId.get(row.id) ?? { id: row.id, tenant_id: row.tenant_id, event_key: row.event_key, dispute_id: row.dispute_id, entries: [] };
+    t.entries.push({ account: row.account, currency: row.currency, amount_minor: row.amount_minor });
+    byId.set(row.id, t);
+  }
+  return [...byId.values()];
+}
+
+const tenantsOfPayments = (sql: Sql, tenantIds: string[]) => sql<{ id: string; tenant_id: string }[]>`SELECT id, tenant_id FROM payments WHERE tenant_id IN ${sql(tenantIds)}`;
 
 /**
  * The running workflows, and among them those without a reason to run: only a payment

@@ -65,6 +65,21 @@ export const WAITS = {
 } as const;
 
 /**
+ * Disputes at the chaos run's pace, so every one closes within the run's settle, the unanswered
+ * ones too: the network opens one 1 s after the capture and decides submitted evidence 2 s
+ * later; evidence is due 20 s after it opens (an unanswered inquiry escalates then, and its
+ * chargeback is lost 20 s later); one reminder 10 s before each deadline; the run asks the PSP
+ * every 5 s (a lost webhook delays a dispute by at most that).
+ */
+export const DISPUTE_TIMES = {
+  openAfterMs: 1000,
+  decisionMs: 2000,
+  evidenceSeconds: 20,
+  reminderSeconds: [10],
+  pollSeconds: 5,
+} as const;
+
+/**
  * The product as separate processes, each of which the nemesis can take away: a private
  * embedded PostgreSQL (never the machine's shared server), a private file-backed Temporal
  * dev server (or, with `temporal: 'cluster'`, the production server as two nodes on a
@@ -163,6 +178,9 @@ export async function startEnvironment(options: EnvironmentOptions) {
             SANDBOX_WEBHOOK_URL: `${apiUrls[0]}/provider_webhooks/${name}`,
             SANDBOX_WEBHOOK_SECRET: secret,
             SANDBOX_WEBHOOK_FAULTS: WAITS.webhookFaults,
+            SANDBOX_DISPUTE_AFTER_MS: String(DISPUTE_TIMES.openAfterMs),
+            SANDBOX_DISPUTE_DECISION_MS: String(DISPUTE_TIMES.decisionMs),
+            SANDBOX_DISPUTE_EVIDENCE_SECONDS: String(DISPUTE_TIMES.evidenceSeconds),
           },
           readyUrl: `${url}/healthz`,
           logsDir: options.logsDir,
@@ -187,7 +205,9 @@ export async function startEnvironment(options: EnvironmentOptions) {
       if (response.status !== 200) throw new Error(`outage ${mode}: ${response.status} ${await response.text()}`);
     };
 
-    const common = { ...pspSecrets, DATABASE_URL: pg.url, TEMPORAL_ADDRESS: temporalAddress, TASK_QUEUE, ADMIN_TOKEN, WEBHOOK_RETRY_BASE_MS: '300', WEBHOOK_RETRY_MAX_MS: '3000', WEBHOOK_MAX_ATTEMPTS: '60', WEBHOOK_TIMEOUT_MS: '5000', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8,::1', WEBHOOK_ALLOW_HTTP: 'true', TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS };
+    // A dispute's run is started by the API (its webhook route) or the worker (reconciliation): both with these times.
+    const disputeTimes = { DISPUTE_REMINDER_SECONDS: DISPUTE_TIMES.reminderSeconds.join(','), DISPUTE_POLL_SECONDS: String(DISPUTE_TIMES.pollSeconds) };
+    const common = { ...pspSecrets, DATABASE_URL: pg.url, TEMPORAL_ADDRESS: temporalAddress, TASK_QUEUE, ADMIN_TOKEN, WEBHOOK_RETRY_BASE_MS: '300', WEBHOOK_RETRY_MAX_MS: '3000', WEBHOOK_MAX_ATTEMPTS: '60', WEBHOOK_TIMEOUT_MS: '5000', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8,::1', WEBHOOK_ALLOW_HTTP: 'true', TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS, ...disputeTimes };
     const workerKillPoints: (string | null)[] = [];
     const worker = await supervise('worker', async (i) => {
       const killAt = options.killPointFor(i);

@@ -3,7 +3,7 @@ import { gzipSync } from 'node:zlib';
 import path from 'node:path';
 import { availableParallelism } from 'node:os';
 import { check, runningWorkflows, type PaymentCensus, type Verdict } from './checker';
-import { startEnvironment, type ChaosEnvironment } from './environment';
+import { DISPUTE_TIMES, startEnvironment, type ChaosEnvironment } from './environment';
 import { describeSchedule, faultSchedule, killPointPlan, pspFaultKinds, type NemesisEvent, type TemporalMode } from './nemesis';
 import { Prng } from './prng';
 import { Workload, type Operation } from './workload';
@@ -49,6 +49,8 @@ export interface ChaosSummary {
   failover: FailoverFigures;
   /** Saved cards and the off-session payments that charged them. */
   savedCards: SavedCardFigures;
+  /** The disputes of the run's payments and what the workload answered. */
+  disputes: DisputeFigures;
   schedule: NemesisEvent[];
   workerKillPoints: (string | null)[];
   processStarts: Record<string, { starts: number; unplannedExits: number; failedStarts: number }>;
@@ -63,16 +65,34 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * What the database still has open: payments waiting for the PSP or the customer (processing,
- * requires_action: each ends by its window at the latest), refunds pending, keys running,
- * events undelivered (-1: unreachable).
+ * requires_action: each ends by its window at the latest), refunds pending, disputes not
+ * closed (each ends by its evidence deadline at the latest), keys running, events undelivered
+ * (-1: unreachable).
  */
 export async function openInDatabase(sql: ChaosEnvironment['sql']): Promise<number> {
   const [open] = await sql<{ n: number }[]>`
     SELECT (SELECT count(*) FROM payments WHERE status IN ('processing', 'requires_action'))
          + (SELECT count(*) FROM refunds WHERE status = 'pending')
+         + (SELECT count(*) FROM disputes WHERE status IN ('needs_response', 'under_review'))
          + (SELECT count(*) FROM idempotency_records WHERE state = 'running')
          + (SELECT count(*) FROM outbox_events WHERE delivery_state = 'pending') AS n`.catch(() => [{ n: -1 }]);
   return open!.n;
+}
+
+/**
+ * What the PSPs still have open: disputes the network is yet to open (a charge's `dispute_at`)
+ * or to decide; our side hears of each by its webhooks or its run's polls (-1: unreachable).
+ */
+export async function openAtPsps(pspSql: ChaosEnvironment['pspSql']): Promise<number> {
+  let total = 0;
+  for (const psp of Object.values(pspSql)) {
+    const [open] = await psp<{ n: number }[]>`
+      SELECT (SELECT count(*) FROM sandbox.charges WHERE dispute_at IS NOT NULL)
+           + (SELECT count(*) FROM sandbox.disputes WHERE status IN ('needs_response', 'under_review')) AS n`.catch(() => [{ n: -1 }]);
+    if (open!.n < 0) return -1;
+    total += Number(open!.n);
+  }
+  return total;
 }
 
 /**
@@ -84,10 +104,11 @@ export async function openInDatabase(sql: ChaosEnvironment['sql']): Promise<numb
  * deadline and the checker names what is left. Returns how long the database was settled
  * before the workflows were.
  */
-export async function waitUntilSettled(env: Pick<ChaosEnvironment, 'sql' | 'temporal' | 'tenants'>, deadline: number): Promise<{ waitedForWorkflowsMs: number }> {
+export async function waitUntilSettled(env: Pick<ChaosEnvironment, 'sql' | 'pspSql' | 'temporal' | 'tenants'>, deadline: number): Promise<{ waitedForWorkflowsMs: number }> {
   let databaseSettledAt: number | null = null;
   for (;;) {
-    const open = await openInDatabase(env.sql);
+    const [ours, psps] = [await openInDatabase(env.sql), await openAtPsps(env.pspSql)];
+    const open = ours < 0 || psps < 0 ? -1 : ours + psps;
     if (open === 0) databaseSettledAt ??= Date.now();
     else databaseSettledAt = null;
     const running = open === 0 ? await runningWorkflows(env.sql, env.temporal, env.tenants.map((t) => t.id)).catch(() => null) : null;
@@ -181,6 +202,8 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
     const operations = workloads.flatMap((w) => w.operations);
     const customerActions: Record<string, number> = {};
     for (const w of workloads) for (const [action, n] of Object.entries(w.customerActions)) customerActions[action] = (customerActions[action] ?? 0) + n;
+    const disputeActions: Record<string, number> = {};
+    for (const w of workloads) for (const [action, n] of Object.entries(w.disputeActions)) disputeActions[action] = (disputeActions[action] ?? 0) + n;
 
     const { waitedForWorkflowsMs } = await waitUntilSettled(env, loadEnded + (options.settleMs ?? 300_000));
     if (waitedForWorkflowsMs >= 1000) log(`the database settled ${(waitedForWorkflowsMs / 1000).toFixed(0)} s before the last workflow without a reason to run closed`);
@@ -213,7 +236,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
         SELECT resource_id FROM idempotency_records WHERE idempotency_key = ${op.key} AND operation = 'POST /v1/payments'`;
       op.paymentId = record?.resource_id ?? null;
     }
-    const verdict = await check({ sql: env.sql, pspSql: env.pspSql, temporal: env.temporal, tenantIds: env.tenants.map((t) => t.id), acks: env.merchant.acks, operations, replay });
+    const verdict = await check({ sql: env.sql, pspSql: env.pspSql, temporal: env.temporal, tenantIds: env.tenants.map((t) => t.id), acks: env.merchant.acks, operations, replay, disputeReminders: DISPUTE_TIMES.reminderSeconds.length });
 
     // The PSP's own webhooks the API stored (each once; duplicates and lost ones are the sandbox's faults).
     const [pspEvents] = await env.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM provider_events`;
@@ -234,6 +257,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
         'answers lost (dropped by the client, refused, reset)': operations.reduce((n, op) => n + op.lostAnswers, 0),
         'without a final answer during the load': operations.filter((op) => op.finalStatus === null).length,
         ...Object.fromEntries(Object.entries(customerActions).map(([action, n]) => [`3-D Secure customer: ${action}`, n])),
+        ...Object.fromEntries(Object.entries(disputeActions).map(([action, n]) => [`dispute answered: ${action}`, n])),
         'PSP webhooks received and stored (once per event)': pspEvents!.n,
       },
       payments: verdict.census.length,
@@ -244,6 +268,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
       faultsSkipped: env.skipped,
       failover: failoverFigures(verdict.census),
       savedCards: savedCardFigures(verdict.census),
+      disputes: disputeFigures(verdict.census),
       schedule,
       workerKillPoints: env.workerKillPoints,
       processStarts: Object.fromEntries(env.supervisors.map((s) => [s.name, { starts: s.starts, unplannedExits: s.unplannedExits, failedStarts: s.failedStarts }])),
@@ -315,6 +340,32 @@ export function savedCardFigures(census: PaymentCensus[]): SavedCardFigures {
   return figures;
 }
 
+export interface DisputeFigures {
+  /** Payments with a dispute. */
+  disputedPayments: number;
+  /** Disputes by final stage and status (an inquiry that escalated ends a chargeback). */
+  byOutcome: Record<string, number>;
+  /** The workload's commands by kind and final answer (evidence winning or losing, accept). */
+  answers: Record<string, number>;
+  /** Dispute workflow runs (more runs than disputes: a webhook came after a run closed). */
+  workflowRuns: number;
+}
+
+/** The census's disputes: how they ended and what the workload answered. */
+export function disputeFigures(census: PaymentCensus[]): DisputeFigures {
+  const figures: DisputeFigures = { disputedPayments: 0, byOutcome: {}, answers: {}, workflowRuns: 0 };
+  const bump = (record: Record<string, number>, key: string) => (record[key] = (record[key] ?? 0) + 1);
+  for (const payment of census) {
+    if (payment.disputes.length > 0) figures.disputedPayments++;
+    for (const dispute of payment.disputes) {
+      bump(figures.byOutcome, `${dispute.stage} ${dispute.status}`);
+      for (const answer of dispute.answers) bump(figures.answers, `${answer.command} ${answer.finalStatus ?? 'no answer'}`);
+      figures.workflowRuns += dispute.workflowRuns;
+    }
+  }
+  return figures;
+}
+
 function writeResults(dir: string, summary: ChaosSummary, verdict: Verdict): void {
   mkdirSync(dir, { recursive: true });
   writeFileSync(path.join(dir, 'census.json.gz'), gzipSync(JSON.stringify(verdict.census, null, 1)));
@@ -359,6 +410,9 @@ export function renderSummary(s: ChaosSummary): string {
     `Saved cards: ${Object.values(s.savedCards.saving).reduce((n, v) => n + v, 0)} payments asked to save theirs (${Object.entries(s.savedCards.saving).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}); ` +
       `**${Object.values(s.savedCards.offSession).reduce((n, v) => n + v, 0)} off-session payments** of a saved card (${Object.entries(s.savedCards.offSession).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}), ` +
       `${s.savedCards.offSessionFailedOver} of them failed over from sandbox-a to sandbox-b.`,
+    '',
+    `Disputes: **${Object.values(s.disputes.byOutcome).reduce((n, v) => n + v, 0)}** on ${s.disputes.disputedPayments} payments, by final stage and status: ${Object.entries(s.disputes.byOutcome).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}; ` +
+      `answered through the API: ${Object.entries(s.disputes.answers).map(([k, v]) => `${k} ${v}`).join(', ') || 'nothing'}; ${s.disputes.workflowRuns} dispute workflow runs.`,
     '',
     `Skipped (the same thing was already down): ${Object.entries(s.faultsSkipped).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}. ` +
       `Proxy: ${Object.entries(s.network).map(([k, v]) => `${k} ${v}`).join(', ')}. Worker kill points armed: ${s.workerKillPoints.filter(Boolean).join(', ') || 'none'}.`,

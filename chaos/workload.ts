@@ -4,7 +4,7 @@ import type { Prng } from './prng';
 
 /** One client request under one Idempotency-Key, sent until it got a final answer. */
 export interface Operation {
-  kind: 'payment' | 'capture' | 'cancel' | 'refund' | 'customer';
+  kind: 'payment' | 'capture' | 'cancel' | 'refund' | 'customer' | 'evidence' | 'accept';
   /** The tenant's API key it was sent with. */
   apiKey: string;
   key: string;
@@ -28,7 +28,8 @@ export interface Operation {
 /**
  * The sandbox's payment methods, weighted so approvals dominate but every behaviour shows up:
  * about a quarter are payments that wait: 3-D Secure, where the client plays the
- * customer at the challenge page, and SEPA-like debits the sandbox settles after a while.
+ * customer at the challenge page, and SEPA-like debits the sandbox settles after a while;
+ * about one in eight is disputed once captured (a chargeback, or an inquiry).
  */
 const methodWeights = {
   pm_card_visa: 6,
@@ -42,9 +43,20 @@ const methodWeights = {
   pm_card_threeDSecureRequired_declined: 1,
   pm_sepa_debit: 2,
   pm_sepa_debit_fails: 1,
+  pm_card_createDispute: 2,
+  pm_card_createDisputeInquiry: 1,
 };
 /** The payment methods that wait for the customer (requires_action) or the bank (processing). */
 export const waitingMethods = new Set(['pm_card_threeDSecureRequired', 'pm_card_threeDSecureRequired_declined', 'pm_sepa_debit', 'pm_sepa_debit_fails']);
+/** The payment methods whose captured charge the card network disputes (the sandbox opens it after SANDBOX_DISPUTE_AFTER_MS). */
+export const disputeMethods = new Set(['pm_card_createDispute', 'pm_card_createDisputeInquiry']);
+/**
+ * What the merchant does about a dispute it sees: evidence that wins or loses (submitted), a
+ * concession, or nothing (lost at its deadline; an inquiry escalates to a chargeback first).
+ */
+const disputeAnswerWeights = { winning: 3, losing: 2, accept: 2, none: 2 };
+/** How long the client looks for its payment's dispute (well inside the chaos run's evidence deadline). */
+const DISPUTE_LOOKUP_MS = 12_000;
 const currencies = ['EUR', 'USD', 'GBP'];
 /** 202 with Retry-After is "still running, ask again"; a 202 without it is a waiting payment's recorded answer. */
 const nonFinal = new Set([429, 502, 503, 504]);
@@ -70,6 +82,8 @@ export class Workload {
   readonly paymentIds = new Set<string>();
   /** What the client did as the customer of a 3-D Secure payment (approve, deny, abandon, cancel, race). */
   readonly customerActions: Record<string, number> = {};
+  /** What the client did about its payments' disputes (an answer, none, or the dispute not seen in time). */
+  readonly disputeActions: Record<string, number> = {};
   /** The client's one customer (made at its first card saving), and the cards saved for it. */
   private customer: string | null = null;
   private readonly savedMethods: string[] = [];
@@ -116,17 +130,25 @@ export class Workload {
 
   /** The customer's saved cards as the API lists them (saved in the transaction that recorded the payment's success). */
   private async learnSavedMethods(customer: string): Promise<void> {
+    // An API down for a moment: learnt at the next saving.
+    const listed = await this.read<{ data: { id: string }[] }>(`/v1/customers/${customer}/payment_methods?limit=100`);
+    for (const method of listed?.data ?? []) if (!this.savedMethods.includes(method.id)) this.savedMethods.push(method.id);
+  }
+
+  /** One GET of the API (at either process) as the tenant; null when it did not answer 200. */
+  private async read<T>(path: string): Promise<T | null> {
     const urls = this.options.apiUrls();
     try {
-      const response = await fetch(`${urls[Math.floor(Math.random() * urls.length)]!}/v1/customers/${customer}/payment_methods?limit=100`, {
+      const response = await fetch(`${urls[Math.floor(Math.random() * urls.length)]!}${path}`, {
         headers: { authorization: `Bearer ${this.options.apiKey}` },
         signal: AbortSignal.timeout(10_000),
       });
-      if (response.status !== 200) return void (await response.arrayBuffer());
-      for (const method of ((await response.json()) as { data: { id: string }[] }).data) if (!this.savedMethods.includes(method.id)) this.savedMethods.push(method.id);
+      if (response.status === 200) return (await response.json()) as T;
+      await response.arrayBuffer();
     } catch {
-      // an API down for a moment: learnt at the next saving
+      // an API down for a moment
     }
+    return null;
   }
 
   /**
@@ -155,6 +177,7 @@ export class Workload {
     const manual = rng.chance(0.3);
     const amount = rng.int(100, 50_000);
     const body = await this.paymentBody(method, manual, amount);
+    const disputed = disputeMethods.has(body.payment_method as string);
     const paying = this.operation('payment', '/v1/payments', body, rng.chance(0.2) ? rng.int(2, 4) : 1);
     const answer = await this.send(paying);
     let payment = answer
@@ -192,10 +215,41 @@ export class Workload {
         next === 'race' ? [capture(), cancel()] : next === 'cancel' ? [cancel()] : [capture(next === 'partialCapture' ? rng.int(1, amount) : undefined)];
       const answers = await Promise.all(ops.map((op) => this.send(op)));
       const captured = answers.map((a) => (a ? (JSON.parse(a) as { status?: string; amount_captured_minor?: number }) : null)).find((p) => p?.status === 'succeeded');
-      if (captured && rng.chance(0.5)) await this.refunds(id, captured.amount_captured_minor ?? amount);
+      if (captured && disputed) await this.answerDispute(id);
+      else if (captured && rng.chance(0.5)) await this.refunds(id, captured.amount_captured_minor ?? amount);
+    } else if (payment?.status === 'succeeded' && disputed) {
+      await this.answerDispute(id);
     } else if (payment?.status === 'succeeded' && rng.chance(0.6)) {
       await this.refunds(id, amount);
     }
+  }
+
+  /**
+   * A disputed payment's merchant: once the dispute shows in the API, evidence that wins or
+   * loses (submitted), a concession, or no answer at all. Never a refund: the network holds a
+   * chargeback's money (409 payment_disputed).
+   */
+  private async answerDispute(paymentId: string): Promise<void> {
+    const disputeId = await this.disputeOf(paymentId);
+    const answer = disputeId ? this.options.rng.weighted(disputeAnswerWeights) : 'not seen in time';
+    this.disputeActions[answer] = (this.disputeActions[answer] ?? 0) + 1;
+    if (!disputeId || answer === 'none' || answer === 'not seen in time') return;
+    const op =
+      answer === 'accept'
+        ? this.operation('accept', `/v1/disputes/${disputeId}/accept`, {}, 1, paymentId)
+        : this.operation('evidence', `/v1/disputes/${disputeId}/evidence`, { evidence: { uncategorized_text: `${answer}_evidence: the customer received the goods` }, submit: true }, 1, paymentId);
+    await this.send(op);
+  }
+
+  /** The id of the payment's dispute once the API lists it (null: not within DISPUTE_LOOKUP_MS). */
+  private async disputeOf(paymentId: string): Promise<string | null> {
+    const deadline = Date.now() + DISPUTE_LOOKUP_MS;
+    while (Date.now() < deadline) {
+      const listed = await this.read<{ data: { id: string }[] }>(`/v1/disputes?payment_id=${paymentId}`);
+      if (listed?.data[0]) return listed.data[0].id;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    return null;
   }
 
   /** Submits the challenge page's form as the customer's browser would, through sandbox restarts. */
@@ -215,19 +269,8 @@ export class Workload {
   private async settledPayment(id: string): Promise<{ id: string; status: string; amount_captured_minor?: number } | null> {
     const deadline = Date.now() + 60_000;
     while (Date.now() < deadline) {
-      const urls = this.options.apiUrls();
-      try {
-        const response = await fetch(`${urls[Math.floor(Math.random() * urls.length)]!}/v1/payments/${id}`, {
-          headers: { authorization: `Bearer ${this.options.apiKey}` },
-          signal: AbortSignal.timeout(10_000),
-        });
-        if (response.status === 200) {
-          const payment = (await response.json()) as { id: string; status: string; amount_captured_minor?: number };
-          if (payment.status !== 'requires_action' && payment.status !== 'processing') return payment;
-        } else await response.arrayBuffer();
-      } catch {
-        // an API down for a moment
-      }
+      const payment = await this.read<{ id: string; status: string; amount_captured_minor?: number }>(`/v1/payments/${id}`);
+      if (payment && payment.status !== 'requires_action' && payment.status !== 'processing') return payment;
       await new Promise((r) => setTimeout(r, 1000));
     }
     return null;

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { checkAcrossPsps, createTally, type PaymentCensus, type PspCensusInput, type PspCharge } from '../../chaos/checker';
-import { savedCardFigures } from '../../chaos/run';
+import { checkDisputes, checkLedgerBalance, type DisputeCensusInput, type LedgerBalanceInput, type LedgerTransactionRecord } from '../../chaos/dispute-checks';
+import { disputeFigures, savedCardFigures } from '../../chaos/run';
+import { captureLines, disputeLossLines, disputeReinstatementLines, disputeWithdrawalLines, type LedgerLine } from '../../db/ledger';
+import { disputeWorkflowId } from '../../domain/ids';
 
 /**
  * The census across two PSPs (chaos/checker.ts checkAcrossPsps) on fabricated data: a clean
@@ -139,12 +142,20 @@ describe('the census across two PSPs', () => {
     // The sum over both PSPs still agrees (3200); per PSP it does not.
     expect(failed(input)).toEqual(['ledger equals each PSP']);
   });
+
+  it("a chargeback's withdrawal at a PSP counts in what it holds: the ledger that posted it agrees, one that did not is reported", () => {
+    const input = cleanCensus();
+    input.disputeMoney = [{ provider: 'sandbox-b', source: 'dp_1', type: 'dispute', reference: 'pay_b', amount_minor: -2000, fee_minor: 1500, currency: 'EUR' }];
+    expect(failed(input)).toEqual(['ledger equals each PSP', 'ledger equals the sum over the PSPs']);
+    input.ledger = [{ provider: 'sandbox-a', currency: 'EUR', net: 700 }, { provider: 'sandbox-b', currency: 'EUR', net: 2500 - 3500 }];
+    expect(failed(input)).toEqual([]);
+  });
 });
 
 describe('the census counts saved cards and off-session payments', () => {
   const census = (id: string, status: string, extra: Partial<PaymentCensus>): PaymentCensus => ({
     id, method: 'pm_card_visa', capture: 'automatic', currency: 'EUR', amountMinor: 100, status, capturedMinor: 0, refundedMinor: 0, provider: 'sandbox-a',
-    offSession: false, savesCard: false, attempts: [], charges: [], captureTransactions: 0, events: {}, deliveries: {}, refunds: [], operations: [], findings: [], ...extra,
+    offSession: false, savesCard: false, attempts: [], charges: [], captureTransactions: 0, events: {}, deliveries: {}, refunds: [], disputes: [], operations: [], findings: [], ...extra,
   });
   const at = (attempt: number, provider: string, outcome: string) => ({ attempt, provider, outcome, errorCode: null, chargeId: null });
 
@@ -157,5 +168,221 @@ describe('the census counts saved cards and off-session payments', () => {
       census('pay_auth', 'failed', { method: 'pm_02', offSession: true, attempts: [at(1, 'sandbox-a', 'declined')] }),
     ]);
     expect(figures).toEqual({ saving: { succeeded: 1 }, offSession: { succeeded: 2, failed: 1 }, offSessionFailedOver: 1 });
+  });
+});
+
+/**
+ * The census of disputes (chaos/dispute-checks.ts) on fabricated data, one tenant, EUR: a
+ * chargeback won with evidence at sandbox-a, one conceded at sandbox-b, an inquiry won, and an
+ * inquiry left unanswered that escalated and was lost (a late webhook gave its workflow a second
+ * run). A clean census passes every check; each way of getting a dispute's money or effects
+ * wrong is reported by name.
+ */
+const disputed = [
+  { id: 'dsp_cw', payment: 'pay_cw', provider: 'sandbox-a', psp: 'dp_1', amount: 1000, stage: 'chargeback', status: 'won' },
+  { id: 'dsp_cl', payment: 'pay_cl', provider: 'sandbox-b', psp: 'dp_2', amount: 2000, stage: 'chargeback', status: 'lost' },
+  { id: 'dsp_iw', payment: 'pay_iw', provider: 'sandbox-a', psp: 'dp_3', amount: 500, stage: 'inquiry', status: 'won' },
+  { id: 'dsp_ie', payment: 'pay_ie', provider: 'sandbox-a', psp: 'dp_4', amount: 700, stage: 'chargeback', status: 'lost' },
+];
+const FEE = 1500;
+
+const transaction = (id: string, eventKey: string, disputeId: string | null, lines: LedgerLine[]): LedgerTransactionRecord => ({
+  id,
+  tenant_id: 'ten_1',
+  event_key: eventKey,
+  dispute_id: disputeId,
+  entries: lines.map((l) => ({ account: l.account, currency: l.currency, amount_minor: l.amountMinor })),
+});
+
+function cleanDisputes(): DisputeCensusInput & { captures: LedgerTransactionRecord[] } {
+  const chargeback = (d: (typeof disputed)[number]) => d.stage === 'chargeback';
+  const event = (d: (typeof disputed)[number], type: string, n: number) => ({ id: `evt_${d.id}_${type}_${n}`, type, object_id: d.id });
+  const events = [
+    ...['dispute.created', 'dispute.funds_withdrawn', 'dispute.updated', 'dispute.updated', 'dispute.evidence_due_soon', 'dispute.funds_reinstated', 'dispute.closed'].map((t, n) => event(disputed[0]!, t, n)),
+    ...['dispute.created', 'dispute.funds_withdrawn', 'dispute.closed'].map((t, n) => event(disputed[1]!, t, n)),
+    ...['dispute.created', 'dispute.updated', 'dispute.updated', 'dispute.closed'].map((t, n) => event(disputed[2]!, t, n)),
+    ...['dispute.created', 'dispute.evidence_due_soon', 'dispute.funds_withdrawn', 'dispute.evidence_due_soon', 'dispute.closed'].map((t, n) => event(disputed[3]!, t, n)),
+  ];
+  return {
+    disputes: disputed.map((d) => ({
+      id: d.id, tenant_id: 'ten_1', payment_id: d.payment, provider: d.provider, provider_dispute_id: d.psp, amount_minor: d.amount, currency: 'EUR',
+      stage: d.stage, status: d.status, fee_minor: chargeback(d) ? FEE : 0, workflow_id: disputeWorkflowId(d.provider, d.psp),
+    })),
+    pspDisputes: disputed.map((d, n) => ({ provider: d.provider, id: d.psp, charge_id: `ch_${n + 1}`, reference: d.payment, amount_minor: d.amount, currency: 'EUR', stage: d.stage, status: d.status })),
+    pspMoney: [
+      ...disputed.filter(chargeback).map((d) => ({ provider: d.provider, source: d.psp, type: 'dispute' as const, reference: d.payment, amount_minor: -d.amount, fee_minor: FEE, currency: 'EUR' })),
+      { provider: 'sandbox-a', source: 'dp_1', type: 'dispute_reversal', reference: 'pay_cw', amount_minor: 1000, fee_minor: 0, currency: 'EUR' },
+    ],
+    ledger: [
+      ...disputed.filter(chargeback).map((d) => transaction(`ltx_${d.id}_w`, `dispute:${d.id}:withdrawal`, d.id, disputeWithdrawalLines('EUR', d.amount, FEE))),
+      transaction('ltx_dsp_cw_r', 'dispute:dsp_cw:reinstatement', 'dsp_cw', disputeReinstatementLines('EUR', 1000)),
+      transaction('ltx_dsp_cl_l', 'dispute:dsp_cl:loss', 'dsp_cl', disputeLossLines('EUR', 2000)),
+      transaction('ltx_dsp_ie_l', 'dispute:dsp_ie:loss', 'dsp_ie', disputeLossLines('EUR', 700)),
+    ],
+    captures: disputed.map((d) => transaction(`ltx_${d.payment}`, `payment:${d.payment}:capture`, null, captureLines('EUR', d.amount))),
+    events,
+    acks: new Map(events.map((e) => [e.id, 1])),
+    workflows: new Map(disputed.map((d) => [disputeWorkflowId(d.provider, d.psp), d.id === 'dsp_ie' ? { runs: 2, running: 0, completed: 2 } : { runs: 1, running: 0, completed: 1 }])),
+    answers: [
+      { disputeId: 'dsp_cw', command: 'winning', finalStatus: 200 },
+      { disputeId: 'dsp_cl', command: 'accept', finalStatus: 200 },
+      { disputeId: 'dsp_iw', command: 'winning', finalStatus: 200 },
+    ],
+    remindersPerStage: 1,
+  };
+}
+
+function balanceOf(input: ReturnType<typeof cleanDisputes>): LedgerBalanceInput {
+  return {
+    transactions: [...input.captures, ...input.ledger],
+    payments: disputed.map((d) => ({ id: d.payment, tenant_id: 'ten_1' })),
+    charges: disputed.map((d) => ({ reference: d.payment, currency: 'EUR', amount_captured_minor: d.amount, amount_refunded_minor: 0 })),
+    pspMoney: input.pspMoney,
+  };
+}
+
+function runDisputes(input: DisputeCensusInput) {
+  const tally = createTally();
+  const census = checkDisputes(input, tally.verdict);
+  return { ...tally, census };
+}
+const failedDisputeChecks = (input: DisputeCensusInput) => Object.entries(runDisputes(input).checks).filter(([, c]) => c.failed > 0).map(([name]) => name).sort();
+const failedBalanceChecks = (input: LedgerBalanceInput) => {
+  const tally = createTally();
+  checkLedgerBalance(input, tally.verdict);
+  return Object.entries(tally.checks).filter(([, c]) => c.failed > 0).map(([name]) => name).sort();
+};
+const disputeCheckNames = ['one dispute row per PSP dispute', 'one closed workflow per dispute', 'dispute final as the PSP holds it', 'dispute decided as answered', 'dispute money posted once, as at the PSP', 'dispute events once', 'dispute webhooks received'];
+
+describe('the census of disputes', () => {
+  it('a clean census (chargebacks won and conceded, an inquiry won, one escalated and lost unanswered) passes every check, and the census records each dispute', () => {
+    const input = cleanDisputes();
+    const { checks, findings, census } = runDisputes(input);
+    expect(findings).toEqual([]);
+    for (const name of disputeCheckNames) expect(checks[name]?.passed ?? 0, name).toBeGreaterThan(0);
+    expect(census.get('pay_cw')).toEqual([
+      {
+        id: 'dsp_cw', provider: 'sandbox-a', providerDisputeId: 'dp_1', stage: 'chargeback', status: 'won', outcome: 'won', amountMinor: 1000, feeMinor: FEE,
+        answers: [{ command: 'winning', finalStatus: 200 }],
+        ledger: { 'dispute:dsp_cw:withdrawal': 1, 'dispute:dsp_cw:reinstatement': 1 },
+        events: { 'dispute.created': 1, 'dispute.funds_withdrawn': 1, 'dispute.updated': 2, 'dispute.evidence_due_soon': 1, 'dispute.funds_reinstated': 1, 'dispute.closed': 1 },
+        psp: { stage: 'chargeback', status: 'won', money: { dispute: 1, dispute_reversal: 1 } },
+        workflowRuns: 1,
+      },
+    ]);
+    expect(census.get('pay_iw')![0]).toMatchObject({ ledger: {}, psp: { money: {} } });
+    const tally = createTally();
+    checkLedgerBalance(balanceOf(input), tally.verdict);
+    expect(tally.findings).toEqual([]);
+    expect(tally.checks['every ledger transaction balanced']?.passed).toBe(10);
+    expect(tally.checks['merchant balance consistent']).toEqual({ passed: 1, failed: 0 });
+  });
+
+  it('a PSP dispute with no row, and a row with no PSP dispute, are reported', () => {
+    const missing = cleanDisputes();
+    missing.pspDisputes.push({ provider: 'sandbox-b', id: 'dp_9', charge_id: 'ch_9', reference: 'pay_cl', amount_minor: 2000, currency: 'EUR', stage: 'inquiry', status: 'won' });
+    expect(failedDisputeChecks(missing)).toEqual(['one dispute row per PSP dispute']);
+    const stray = cleanDisputes();
+    stray.pspDisputes = stray.pspDisputes.filter((d) => d.id !== 'dp_3');
+    expect(failedDisputeChecks(stray)).toEqual(['dispute final as the PSP holds it', 'one dispute row per PSP dispute']);
+  });
+
+  it('a dispute workflow still running, or a dispute row under another workflow id, is reported', () => {
+    const running = cleanDisputes();
+    running.workflows = new Map([...running.workflows, [disputeWorkflowId('sandbox-a', 'dp_1'), { runs: 1, running: 1, completed: 0 }]]);
+    expect(failedDisputeChecks(running)).toEqual(['one closed workflow per dispute']);
+    const other = cleanDisputes();
+    other.disputes[1]!.workflow_id = 'dispute-elsewhere';
+    expect(failedDisputeChecks(other)).toEqual(['one closed workflow per dispute']);
+  });
+
+  it('a dispute left open, or closed otherwise than its PSP holds it, is reported', () => {
+    const open = cleanDisputes();
+    open.disputes[3]!.status = 'needs_response';
+    expect(failedDisputeChecks(open)).toContain('dispute final as the PSP holds it');
+    const disagrees = cleanDisputes();
+    disagrees.pspDisputes[1]!.status = 'won';
+    expect(failedDisputeChecks(disagrees)).toEqual(['dispute final as the PSP holds it']);
+  });
+
+  it('a dispute decided otherwise than the workload answered is reported (losing evidence won; winning evidence lost)', () => {
+    const losingWon = cleanDisputes();
+    losingWon.answers[2] = { disputeId: 'dsp_iw', command: 'losing', finalStatus: 200 };
+    expect(failedDisputeChecks(losingWon)).toEqual(['dispute decided as answered']);
+    const winningLost = cleanDisputes();
+    winningLost.answers.push({ disputeId: 'dsp_ie', command: 'winning', finalStatus: 200 });
+    winningLost.events.push({ id: 'evt_extra', type: 'dispute.updated', object_id: 'dsp_ie' });
+    winningLost.acks = new Map([...winningLost.acks, ['evt_extra', 1]]);
+    expect(failedDisputeChecks(winningLost)).toEqual(['dispute decided as answered']);
+    // Winning evidence whose answer never came may have been submitted: either outcome passes.
+    const unknown = cleanDisputes();
+    unknown.answers.push({ disputeId: 'dsp_ie', command: 'winning', finalStatus: null });
+    expect(failedDisputeChecks(unknown)).toEqual([]);
+  });
+
+  it("a withdrawal posted twice, one posted for an inquiry that never escalated, a missing reinstatement, and a withdrawal without the PSP's fee are reported", () => {
+    const twice = cleanDisputes();
+    twice.ledger.push(transaction('ltx_dup', 'dispute:dsp_cw:withdrawal', 'dsp_cw', disputeWithdrawalLines('EUR', 1000, FEE)));
+    expect(failedDisputeChecks(twice)).toEqual(['dispute money posted once, as at the PSP']);
+    const inquiry = cleanDisputes();
+    inquiry.ledger.push(transaction('ltx_inq', 'dispute:dsp_iw:withdrawal', 'dsp_iw', disputeWithdrawalLines('EUR', 500, 0)));
+    expect(failedDisputeChecks(inquiry)).toEqual(['dispute money posted once, as at the PSP']);
+    const unreinstated = cleanDisputes();
+    unreinstated.ledger = unreinstated.ledger.filter((t) => t.id !== 'ltx_dsp_cw_r');
+    expect(failedDisputeChecks(unreinstated)).toEqual(['dispute money posted once, as at the PSP']);
+    const noFee = cleanDisputes();
+    noFee.ledger = noFee.ledger.map((t) => (t.id === 'ltx_dsp_cl_w' ? transaction('ltx_dsp_cl_w', 'dispute:dsp_cl:withdrawal', 'dsp_cl', disputeWithdrawalLines('EUR', 2000, 0)) : t));
+    expect(failedDisputeChecks(noFee)).toEqual(['dispute money posted once, as at the PSP']);
+    // The PSP reinstated a chargeback that our side records as lost.
+    const pspReinstated = cleanDisputes();
+    pspReinstated.pspMoney.push({ provider: 'sandbox-b', source: 'dp_2', type: 'dispute_reversal', reference: 'pay_cl', amount_minor: 2000, fee_minor: 0, currency: 'EUR' });
+    expect(failedDisputeChecks(pspReinstated)).toEqual(['dispute money posted once, as at the PSP']);
+  });
+
+  it('an event sent twice, an implied event missing, one of no dispute fact, and one the merchant never acknowledged are reported', () => {
+    const twice = cleanDisputes();
+    twice.events.push({ id: 'evt_again', type: 'dispute.funds_withdrawn', object_id: 'dsp_cl' });
+    twice.acks = new Map([...twice.acks, ['evt_again', 1]]);
+    expect(failedDisputeChecks(twice)).toEqual(['dispute events once']);
+    const missing = cleanDisputes();
+    missing.events = missing.events.filter((e) => !(e.object_id === 'dsp_cw' && e.type === 'dispute.funds_reinstated'));
+    expect(failedDisputeChecks(missing)).toEqual(['dispute events once']);
+    const foreign = cleanDisputes();
+    foreign.events.push({ id: 'evt_foreign', type: 'dispute.funds_reinstated', object_id: 'dsp_iw' });
+    foreign.acks = new Map([...foreign.acks, ['evt_foreign', 1]]);
+    expect(failedDisputeChecks(foreign)).toEqual(['dispute events once']);
+    const unacked = cleanDisputes();
+    unacked.acks = new Map([...unacked.acks, ['evt_dsp_cl_dispute.closed_2', 0]]);
+    expect(failedDisputeChecks(unacked)).toEqual(['dispute webhooks received']);
+  });
+
+  it('an unbalanced ledger transaction, and a merchant balance that differs from what the PSPs hold or leaves a claim open, are reported', () => {
+    const unbalanced = balanceOf(cleanDisputes());
+    unbalanced.transactions[0]!.entries.pop();
+    expect(failedBalanceChecks(unbalanced)).toEqual(['every ledger transaction balanced', 'merchant balance consistent']);
+    // A withdrawal posted without its fee: balanced, but the merchant keeps 1500 the PSP took.
+    const noFee = cleanDisputes();
+    noFee.ledger = noFee.ledger.map((t) => (t.id === 'ltx_dsp_cl_w' ? transaction('ltx_dsp_cl_w', 'dispute:dsp_cl:withdrawal', 'dsp_cl', disputeWithdrawalLines('EUR', 2000, 0)) : t));
+    expect(failedBalanceChecks(balanceOf(noFee))).toEqual(['merchant balance consistent']);
+    // A lost chargeback whose claim was never written off.
+    const open = cleanDisputes();
+    open.ledger = open.ledger.filter((t) => t.id !== 'ltx_dsp_cl_l');
+    expect(failedBalanceChecks(balanceOf(open))).toEqual(['merchant balance consistent']);
+  });
+});
+
+describe('the summary counts disputes', () => {
+  it('disputed payments, disputes by final stage and status, the answers and the workflow runs', () => {
+    const { census } = runDisputes(cleanDisputes());
+    const payment = (id: string) => ({
+      id, method: 'pm_card_createDispute', capture: 'automatic', currency: 'EUR', amountMinor: 100, status: 'succeeded', capturedMinor: 100, refundedMinor: 0, provider: 'sandbox-a',
+      offSession: false, savesCard: false, attempts: [], charges: [], captureTransactions: 1, events: {}, deliveries: {}, refunds: [], disputes: census.get(id) ?? [], operations: [], findings: [],
+    });
+    expect(disputeFigures([...disputed.map((d) => payment(d.payment)), payment('pay_plain')])).toEqual({
+      disputedPayments: 4,
+      byOutcome: { 'chargeback won': 1, 'chargeback lost': 2, 'inquiry won': 1 },
+      answers: { 'winning 200': 2, 'accept 200': 1 },
+      workflowRuns: 5,
+    });
   });
 });
