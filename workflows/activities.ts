@@ -48,6 +48,12 @@ const providerOptions: ActivityOptions = {
 export const providerSteps = proxyActivities<ProviderSteps>(providerOptions);
 /** The dispute calls at the PSP (activities/dispute-steps.ts), retried like every provider call. */
 export const disputeProvider = proxyActivities<DisputeProviderSteps>(providerOptions);
+/**
+ * The dispute run's scheduled look at the PSP: a few tries only. A look that fails is made up
+ * by the next one; retrying it without end would hold back the run's reminders, its deadline
+ * and the reports that come meanwhile.
+ */
+export const disputeLook = proxyActivities<Pick<DisputeProviderSteps, 'retrieveDispute'>>({ ...providerOptions, retry: { ...providerOptions.retry, maximumAttempts: 3 } });
 
 /**
  * A payment's first charge attempt, run as a local activity inside the run's first workflow

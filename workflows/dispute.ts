@@ -1,4 +1,4 @@
-import { allHandlersFinished, ApplicationFailure, condition, log, setHandler } from '@temporalio/workflow';
+import { ActivityFailure, allHandlersFinished, ApplicationFailure, condition, log, setHandler } from '@temporalio/workflow';
 import type { DisputeStanding } from '../activities';
 import {
   disputeAcceptUpdate,
@@ -16,7 +16,7 @@ import {
   type DisputeWorkflowResult,
 } from '../shared/definitions';
 import { providerSubKey } from '../shared/keys';
-import { disputeProvider, disputeRecords } from './activities';
+import { disputeLook, disputeProvider, disputeRecords } from './activities';
 import { failureOfType } from './saga';
 
 /**
@@ -136,9 +136,21 @@ class DisputeRun {
     return response;
   }
 
+  /** Asks the PSP until it answers: the run has nothing to go on without the dispute. */
   private async poll(): Promise<void> {
     const { provider, providerDisputeId } = this.input;
     this.reports.push({ source: 'poll', eventId: null, dispute: await disputeProvider.retrieveDispute({ provider, providerDisputeId }) });
+  }
+
+  /** The scheduled look at the PSP, a few tries: one that fails leaves it to the next (pollEveryMs later). */
+  private async look(): Promise<void> {
+    const { provider, providerDisputeId } = this.input;
+    try {
+      this.reports.push({ source: 'poll', eventId: null, dispute: await disputeLook.retrieveDispute({ provider, providerDisputeId }) });
+    } catch (error) {
+      if (!(error instanceof ActivityFailure)) throw error;
+      log.warn('the PSP did not answer the scheduled look at the dispute; the next look asks again', { provider, provider_dispute_id: providerDisputeId });
+    }
   }
 
   /** A payment refunded in full before its dispute came: its refund is the evidence (once), and an operator looks. */
@@ -179,7 +191,7 @@ class DisputeRun {
     if (await condition(() => this.reports.length > 0, Math.max(wakeAt - Date.now(), 1))) return;
     if (Date.now() >= this.nextPollAt || (waiting && Date.now() >= dueAt)) {
       this.nextPollAt = Date.now() + this.input.pollEveryMs;
-      await this.poll();
+      await this.look();
     }
   }
 }
