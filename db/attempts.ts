@@ -1,5 +1,8 @@
 import type { Db } from './connect';
 import type { AttemptOutcome } from '../domain/attempts';
+import { sqlState } from './sqlstate';
+
+const foreignKeyViolation = '23503';
 
 /** One charge attempt at a PSP (payment_attempts, migration 009). */
 export interface AttemptRow {
@@ -38,11 +41,11 @@ export async function beginAttempt(db: Db, paymentId: string, attempt: number, p
  * one: a concurrent try committed it meanwhile (ask again), or the payment row does not exist.
  */
 export async function beginFirstAttempt(db: Db, paymentId: string, provider: string): Promise<{ provider: string; earlier: boolean } | null> {
+  // No payment row: the attempt's foreign key refuses it (the check a lookup would repeat).
   const [row] = await db<{ provider: string; earlier: boolean }[]>`
     WITH inserted AS (
       INSERT INTO payment_attempts (payment_id, attempt, provider, outcome, started_at)
-      SELECT ${paymentId}, 1, ${provider}, 'pending', now()
-      WHERE EXISTS (SELECT 1 FROM payments WHERE id = ${paymentId})
+      VALUES (${paymentId}, 1, ${provider}, 'pending', now())
       ON CONFLICT (payment_id, attempt) DO NOTHING
       RETURNING provider
     ), chosen AS (
@@ -57,7 +60,10 @@ export async function beginFirstAttempt(db: Db, paymentId: string, provider: str
       UPDATE payments SET provider = chosen.provider
       FROM chosen WHERE payments.id = ${paymentId} AND payments.provider IS DISTINCT FROM chosen.provider
     )
-    SELECT provider, earlier FROM chosen`;
+    SELECT provider, earlier FROM chosen`.catch((error: unknown) => {
+    if (sqlState(error) === foreignKeyViolation) return [];
+    throw error;
+  });
   return row ?? null;
 }
 
