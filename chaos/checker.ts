@@ -595,7 +595,7 @@ async function ledgerTransactions(sql: Sql, tenantIds: string[]): Promise<Ledger
     FROM ledger_transactions t
     JOIN ledger_entries e ON e.transaction_id = t.id
     JOIN ledger_accounts a ON a.id = e.account_id
-    WHERE t.tenant_id IN ${sql(tenantIds)} ORDER BY t.created_at, t.id, e.id`;
+    WHERE t.tenant_id IN ${sql(tenantIds)} ORDER BY t.created_at, t.id, e.line`;
   const byId = new Map<string, LedgerTransactionRecord>();
   for (const row of rows) {
     const t = byId.get(row.id) ?? { id: row.id, tenant_id: row.tenant_id, event_key: row.event_key, dispute_id: row.dispute_id, entries: [] };
