@@ -95,7 +95,9 @@ export async function waitUntilDrained(
     const seen = `${drainage.status}/${drainage.openPinnedRuns}`;
     if (seen !== last) progress(drainage);
     last = seen;
-    if (drainage.status === 'drained') return;
+    // Both the server's word and our own count of open runs pinned to it: a run still pinned to
+    // the version needs its workers, whatever a lagging drainage status says.
+    if (drainage.status === 'drained' && drainage.openPinnedRuns === 0) return;
     if (shouldStop()) throw new Error(`stopped while ${describeVersion(version)} was draining`);
     await new Promise((r) => setTimeout(r, 1000));
   }
