@@ -1,18 +1,7 @@
 import { createServer } from 'node:net';
-import { readFileSync } from 'node:fs';
-
-/** A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 
 /** The HTTP status `url` answers with within 2 s, or null when it does not answer (a readiness probe). */
 export async function httpStatus(url: string): Promise<number | null> {
@@ -25,29 +14,50 @@ export async function httpStatus(url: string): Promise<number | null> {
   }
 }
 
-const handedOut = new Set<number>();
+/** How long a port handed out stays reserved for the process it was meant for (its bind comes sooner). */
+const claimMs = 10 * 60_000;
+const claims = path.join(tmpdir(), 'payorch-ports');
 
 /**
- * A TCP port on 127.0.0.1 that is free now, for another process to bind later (a child given
- * it in its environment). A port from freePort() goes back to the kernel's ephemeral range
- * when it is closed, where the kernel hands it to the next socket that asks for any port
- * (every outgoing connection, every listen on port 0, in any process) before the child binds
- * it: on a busy machine it is taken in that moment now and then (EADDRINUSE). This one is
- * drawn at random below that range, where only a process that asks for this very number can
- * take it; never twice by this process.
+ * A TCP port on 127.0.0.1 that is free now, for a process to bind later (often a child given it
+ * in its environment). Two ways such a number is lost before the bind, both seen on a busy CI
+ * machine as EADDRINUSE, and both closed here:
+ * - A port in the kernel's ephemeral range goes to the next socket that asks for any port
+ *   (every outgoing connection, every listen on port 0, in any process). So the number is drawn
+ *   at random below that range, where only a process asking for this very number can bind it.
+ * - Two processes drawing at random may draw the same number while neither has bound it yet
+ *   (two tests each launching a stack, a cluster's nodes and a worker's metrics). So a number is
+ *   claimed machine-wide by creating a file named after it, exclusively, under the temp folder;
+ *   a claim older than ten minutes is void, since its process has bound the port or given up.
+ * Below 32768 as well: Temporal's cluster membership table stores ports as SMALLINT.
  */
-export async function freePortOutsideEphemeralRange(): Promise<number> {
-  const low = ephemeralRangeStart();
-  const floor = Math.min(10_000, low - 1000);
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const port = floor + Math.floor(Math.random() * (low - floor));
-    if (handedOut.has(port)) continue;
-    if ((await canListen(port, '127.0.0.1')) && (await canListen(port, '0.0.0.0'))) {
-      handedOut.add(port);
-      return port;
-    }
+export async function freePort(): Promise<number> {
+  const high = Math.min(ephemeralRangeStart(), 32_768);
+  const low = Math.min(10_000, high - 1000);
+  mkdirSync(claims, { recursive: true });
+  for (let attempt = 0; attempt < 500; attempt++) {
+    const port = low + Math.floor(Math.random() * (high - low));
+    if (!claim(port)) continue;
+    if ((await canListen(port, '127.0.0.1')) && (await canListen(port, '0.0.0.0'))) return port;
   }
-  throw new Error(`no free port found between ${floor} and ${low}`);
+  throw new Error(`no free port found between ${low} and ${high}`);
+}
+
+function claim(port: number): boolean {
+  const file = path.join(claims, String(port));
+  try {
+    writeFileSync(file, String(process.pid), { flag: 'wx' });
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+  try {
+    if (Date.now() - statSync(file).mtimeMs < claimMs) return false;
+    writeFileSync(file, String(process.pid));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function ephemeralRangeStart(): number {

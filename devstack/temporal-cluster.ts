@@ -9,7 +9,6 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { Client, Connection, isGrpcServiceError } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
@@ -127,34 +126,11 @@ function envCount(name: string, fallback: number): number {
   return n;
 }
 
-/**
- * A free port below 32768: the membership table stores ports as SMALLINT, so the OS's
- * ephemeral ports (32768 and up) cannot be used for ringpop.
- */
-async function freeMembershipPort(taken: Set<number>): Promise<number> {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
-    if (taken.has(port)) continue;
-    const free = await new Promise<boolean>((resolve) => {
-      const server = createServer();
-      server.once('error', () => resolve(false));
-      server.listen({ port, host: '127.0.0.1', exclusive: true }, () => server.close(() => resolve(true)));
-    });
-    if (free) {
-      taken.add(port);
-      return port;
-    }
-  }
-  throw new Error('no free port below 32768 for the cluster membership');
-}
-
-const membershipPortsTaken = new Set<number>();
-
 /** Ports of one node: each service needs a gRPC port and a ringpop membership port. */
 async function nodePorts(frontendPort?: number): Promise<Record<string, string>> {
   const ports: Record<string, string> = { FRONTEND_GRPC_PORT: String(frontendPort ?? (await freePort())) };
   for (const name of ['FRONTEND_HTTP_PORT', 'HISTORY_GRPC_PORT', 'MATCHING_GRPC_PORT', 'WORKER_GRPC_PORT']) ports[name] = String(await freePort());
-  for (const name of ['FRONTEND_MEMBERSHIP_PORT', 'HISTORY_MEMBERSHIP_PORT', 'MATCHING_MEMBERSHIP_PORT', 'WORKER_MEMBERSHIP_PORT']) ports[name] = String(await freeMembershipPort(membershipPortsTaken));
+  for (const name of ['FRONTEND_MEMBERSHIP_PORT', 'HISTORY_MEMBERSHIP_PORT', 'MATCHING_MEMBERSHIP_PORT', 'WORKER_MEMBERSHIP_PORT']) ports[name] = String(await freePort());
   return ports;
 }
 

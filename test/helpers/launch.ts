@@ -5,7 +5,7 @@ import path from 'node:path';
 import { expect, inject } from 'vitest';
 import { createSql } from '../../db/connect';
 import { projectRoot } from '../../devstack/temporal-cli';
-import { freePortOutsideEphemeralRange } from '../../devstack/ports';
+import { freePort } from '../../devstack/ports';
 
 /**
  * `npm start` as a new user runs it, for the tests that launch it (test/launch/start.test.ts,
@@ -51,9 +51,6 @@ export async function cleanUpLaunches(): Promise<void> {
 }
 
 export async function launchStart(extraEnv: NodeJS.ProcessEnv): Promise<Launch> {
-  // Ports the launcher's children bind seconds later: drawn where no other socket on the
-  // machine is handed one by the kernel (EADDRINUSE was seen in CI with freePort()).
-  const freePort = freePortOutsideEphemeralRange;
   const ports = {
     api: await freePort(),
     sandbox: await freePort(),
