@@ -58,6 +58,7 @@ export interface ApiDeps {
         | 'PROVIDER_POLL_MAX_MS'
         | 'PROVIDER_DECISION_GRACE_SECONDS'
         | 'DISPUTE_REMINDER_SECONDS'
+        | 'PAYMENT_ANSWER'
         | 'DISPUTE_POLL_SECONDS'
         | 'PROVIDER'
         // The configured PSPs: the first is the default, where a payment that records no provider is charged.

@@ -1,6 +1,7 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import type { RouteConfig } from '@hono/zod-openapi';
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { isGrpcDeadlineError, isGrpcServiceError, WithStartWorkflowOperation, WorkflowExecutionAlreadyStartedError, WorkflowUpdateRPCTimeoutOrCancelledError, type WorkflowStartOptions } from '@temporalio/client';
+import type { UpdateDefinition } from '@temporalio/common';
 import type { SearchAttributePair } from '@temporalio/common';
 import { adoptKeptClaim, claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord, type OperationTarget } from '../db/idempotency-records';
 import type { Db } from '../db/connect';
@@ -33,6 +34,8 @@ const KEY_REUSED = ['idempotency_key_reused', 'This Idempotency-Key was already 
 export type Dispatched =
   /** `earlier`: the response of a run that happened before this request (a replay). */
   | { kind: 'decided'; response: FinalResponse; earlier?: boolean }
+  /** The stored answer, as the run that recorded it returned it (Update-With-Start). */
+  | { kind: 'answered'; response: FinalResponse }
   | { kind: 'running'; outcome?: (ms: number) => Promise<FinalResponse | null> };
 
 /** One mutating operation of route R, as the idempotency protocol needs to know it. */
@@ -200,6 +203,10 @@ async function runProtocol(
       c.var.logger?.warn({ reason, operation }, 'Temporal unavailable; failing closed');
       throw temporalUnavailable();
     }
+    if (dispatched.kind === 'answered') {
+      outcome(claimedHere ? 'new' : 'waited');
+      return recorded(dispatched.response, replayed);
+    }
     if (dispatched.kind === 'running' && !dispatched.outcome) {
       // The workflow records the outcome; its completion notification usually carries the
       // stored answer (db/migrations/006), which then needs no read back.
@@ -285,19 +292,23 @@ export async function startOrAttach<T extends WorkflowType>(
     memo: Record<string, unknown>;
     /** Temporal's user metadata: the one line the Web UI lists the run by. Never a card token or metadata value. */
     summary: string;
+    /** The run's update that answers with the stored first answer: sent with the start when PAYMENT_ANSWER=update. */
+    firstAnswer?: UpdateDefinition<FinalResponse, []>;
   },
 ): Promise<Dispatched> {
+  const startOptions = {
+    workflowId: options.workflowId,
+    taskQueue: deps.config.TASK_QUEUE,
+    args: options.args,
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    workflowIdReusePolicy: 'REJECT_DUPLICATE',
+    typedSearchAttributes: options.searchAttributes,
+    memo: { ...options.memo, fingerprint: scope.fingerprint, idempotency_key: scope.key },
+    staticSummary: options.summary,
+  } as const;
   try {
-    await deps.temporal.workflow.start<Workflows[T]>(workflowType, {
-      workflowId: options.workflowId,
-      taskQueue: deps.config.TASK_QUEUE,
-      args: options.args,
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      typedSearchAttributes: options.searchAttributes,
-      memo: { ...options.memo, fingerprint: scope.fingerprint, idempotency_key: scope.key },
-      staticSummary: options.summary,
-    });
+    if (options.firstAnswer && deps.config.PAYMENT_ANSWER === 'update') return await startWithUpdate(deps, workflowType, startOptions, options.firstAnswer);
+    await deps.temporal.workflow.start<Workflows[T]>(workflowType, startOptions);
     return { kind: 'running' };
   } catch (error) {
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
@@ -326,6 +337,43 @@ export async function startOrAttach<T extends WorkflowType>(
   }
   // Every workflow the API starts answers with its operation's final response.
   return { kind: 'decided', response: (await handle.result()) as FinalResponse, earlier: true };
+}
+
+/**
+ * Update-With-Start: the run is started (or joined) and its first answer awaited in one call,
+ * bounded by IDEMPOTENCY_WAIT_MS (the answer comes when the run's first workflow task has
+ * recorded the outcome). Past the bound, a run that exists is still running (202); one that
+ * cannot be found was not started, and the error goes on to the caller's unavailable path.
+ */
+async function startWithUpdate<T extends WorkflowType>(
+  deps: ApiDeps,
+  workflowType: T,
+  startOptions: WorkflowStartOptions<Workflows[T]> & { workflowIdConflictPolicy: 'USE_EXISTING' },
+  firstAnswer: UpdateDefinition<FinalResponse, []>,
+): Promise<Dispatched> {
+  const startWorkflowOperation = new WithStartWorkflowOperation<Workflows[T]>(workflowType, startOptions);
+  const bound = Math.max(deps.config.IDEMPOTENCY_WAIT_MS, deps.config.TEMPORAL_RPC_TIMEOUT_MS);
+  try {
+    const response = await deps.temporal.connection.withDeadline(Date.now() + bound, () => deps.temporal.workflow.executeUpdateWithStart(firstAnswer, { startWorkflowOperation }));
+    return { kind: 'answered', response };
+  } catch (error) {
+    // The run started, but the workflow task that held the update failed (e.g. a PSP webhook's
+    // signal arrived while the run completed in it: UnhandledCommand), and the update with it.
+    // The run goes on and records its outcome: the answer comes by the record's notification.
+    if (updateLostWithItsTask(error)) return { kind: 'running' };
+    if (!(error instanceof WorkflowUpdateRPCTimeoutOrCancelledError) && !isGrpcDeadlineError(error)) throw error;
+    await withinTemporalDeadline(deps, () => deps.temporal.workflow.getHandle(startOptions.workflowId).describe()).catch(() => {
+      throw error;
+    });
+    return { kind: 'running', outcome: () => Promise.resolve(null) };
+  }
+}
+
+/** gRPC's FAILED_PRECONDITION. */
+const FAILED_PRECONDITION = 9;
+
+function updateLostWithItsTask(error: unknown): boolean {
+  return isGrpcServiceError(error) && error.code === FAILED_PRECONDITION && /workflow task failure/i.test(error.message);
 }
 
 /** An operation that is one PostgreSQL transaction (no workflow), e.g. resending events. */

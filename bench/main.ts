@@ -57,6 +57,8 @@ const settings = {
   temporalMode: (env.TEMPORAL_MODE === 'cluster' ? 'cluster' : 'dev') as 'dev' | 'cluster',
   /** Temporal payloads encrypted by the payload codec (the default, as in production), or `off`. */
   payloadEncryption: env.BENCH_PAYLOAD_ENCRYPTION !== 'off',
+  /** How the API learns a new payment's answer (its PAYMENT_ANSWER): `notify` (the default) or `update` (Update-With-Start). */
+  paymentAnswer: (env.BENCH_PAYMENT_ANSWER === 'update' ? 'update' : 'notify') as 'notify' | 'update',
   windowMs: Number(env.BENCH_WINDOW_MS ?? 4000),
   rounds: Number(env.BENCH_ROUNDS ?? 2),
   concurrencies: (env.BENCH_CONCURRENCY ?? '1,8,64').split(',').map(Number),
@@ -91,6 +93,7 @@ const stack = await startBenchStack({
   temporalStore: settings.temporalStore,
   temporalMode: settings.temporalMode,
   payloadEncryption: settings.payloadEncryption,
+  paymentAnswer: settings.paymentAnswer,
   dynamicConfig: settings.dynamicConfig,
   keepLogs,
   profile: settings.profile,

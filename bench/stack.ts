@@ -34,6 +34,8 @@ export interface BenchStackOptions {
   temporalMode: 'dev' | 'cluster';
   /** Temporal payloads encrypted by the codec (lib/payload-codec.ts, a key made for the run), as in production; false: in clear. */
   payloadEncryption: boolean;
+  /** The API's PAYMENT_ANSWER. */
+  paymentAnswer: 'notify' | 'update';
   /** Dynamic config of the dev server (`--dynamic-config-value`) or of the cluster (its file). */
   dynamicConfig?: Record<string, unknown>;
   /** Children to run with `--cpu-prof` (their .cpuprofile files, one per thread, land in `workDir`/<name>-profile). */
@@ -204,6 +206,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       // The benchmark measures the service, not its per-tenant rate limits (one tenant, storms).
       RATE_LIMIT_READ_PER_SECOND: '1000000',
       RATE_LIMIT_WRITE_PER_SECOND: '1000000',
+      PAYMENT_ANSWER: options.paymentAnswer,
     };
     const children: BenchChild[] = [];
     /** Children the bench itself killed (a sandbox's outage): their exit is no crash. */

@@ -134,6 +134,13 @@ const schema = z
     IDEMPOTENCY_RETENTION_SECONDS: seconds(72 * 3600),
     /** How long a request waits for its operation's outcome before answering 202. */
     IDEMPOTENCY_WAIT_MS: z.coerce.number().int().min(0).default(5000),
+    /**
+     * How the API learns a new payment's first answer: `notify`, the record's completion
+     * notification (NOTIFY at the commit of the run's outcome transaction, after a plain start);
+     * `update`, Update-With-Start (the start carries a firstAnswer update whose result is that
+     * answer). bench/NOTES.md has the two measured side by side.
+     */
+    PAYMENT_ANSWER: z.enum(['notify', 'update']).default('notify'),
     /** Upper bound on any one call to Temporal from the API; past it the API answers 503. */
     TEMPORAL_RPC_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
     // The waiting windows: their keys and defaults are the lifecycle table's (domain/payment-lifecycle.ts paymentWindows).

@@ -294,6 +294,12 @@ export type LateChargeWorkflow = (input: LateChargeInput) => Promise<LateChargeR
 export const captureUpdate = defineUpdate<FinalResponse, [CaptureRequest]>('capture');
 /** Cancel (void) a manual-capture payment. Rejected by its validator unless it awaits capture. */
 export const cancelUpdate = defineUpdate<FinalResponse, [CancelRequest]>('cancel');
+/**
+ * The create request's first answer, once the run has recorded it (the stored response the
+ * API would otherwise learn from the record's completion notification). Sent with the start as
+ * Update-With-Start when PAYMENT_ANSWER=update (docs/ARCHITECTURE.md).
+ */
+export const firstAnswerUpdate = defineUpdate<FinalResponse>('firstAnswer');
 /** A PSP webhook about the payment's charge (sent by POST /provider_webhooks/{provider}); fire-and-forget. */
 export const chargeReportSignal = defineSignal<[ChargeReport]>('chargeReport');
 /** The payment's current status, as the workflow knows it. */

@@ -8,6 +8,7 @@ import {
   captureUpdate,
   chargeReportSignal,
   FailureType,
+  firstAnswerUpdate,
   WAIT_DEFAULTS,
   paymentStatusQuery,
   PaymentStatusKey,
@@ -105,7 +106,13 @@ function refusalType(command: Pick<Command, 'kind'>): string {
  * its state in one object, its phases as methods (docs/ARCHITECTURE.md, "The payment workflow").
  */
 export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<FinalResponse> {
-  return new PaymentRun(input).run();
+  const run = new PaymentRun(input);
+  const response = await run.run();
+  // The first answer of a run that ended before it recorded a charge's outcome (compensated,
+  // refused everywhere, order taken) is its result; a waiting firstAnswer update gets it.
+  run.answered(response);
+  await condition(allHandlersFinished);
+  return response;
 }
 
 /**
@@ -135,13 +142,23 @@ class PaymentRun {
   private listening = false;
   private commandResponse: FinalResponse | undefined;
   private commandRefused: ApplicationFailure | undefined;
+  /** The create request's first answer, once recorded (for firstAnswerUpdate). */
+  private firstAnswer: FinalResponse | undefined;
 
   constructor(private readonly input: PaymentWorkflowInput) {
     setHandler(paymentStatusQuery, () => this.status);
+    setHandler(firstAnswerUpdate, async () => {
+      await condition(() => this.firstAnswer !== undefined);
+      return this.firstAnswer!;
+    });
     setHandler(chargeReportSignal, (report) => {
       log.info('charge report', { payment_id: input.paymentId, source: report.source, event_id: report.eventId, charge_status: report.charge.status });
       this.noteReport(report.charge);
     });
+  }
+
+  answered(response: FinalResponse): void {
+    this.firstAnswer ??= response;
   }
 
   async run(): Promise<FinalResponse> {
@@ -176,6 +193,7 @@ class PaymentRun {
         charge,
         attempt: { attempt: this.holder.attempt!, provider: this.holder.provider! },
       });
+      this.answered(this.firstResponse);
     } catch (error) {
       const refused = failureOfType(error, FailureType.LedgerRejected);
       if (!refused) throw error;

@@ -13,6 +13,7 @@ import { paymentLocation, paymentResource, type PaymentRow } from '../../domain/
 import {
   cancelUpdate,
   captureUpdate,
+  firstAnswerUpdate,
   FailureType,
   OrderIdKey,
   PaymentStatusKey,
@@ -215,6 +216,7 @@ export function paymentRoutes(deps: ApiDeps) {
           ],
           memo: { payment_id: record.resource_id, amount_minor: body.amount_minor, currency: body.currency, request_id: c.var.requestId },
           summary: `Payment ${formatAmount(body.amount_minor, body.currency)} · ${body.order_id}`,
+          firstAnswer: firstAnswerUpdate,
         });
       },
       pending: async (record) => {
