@@ -117,11 +117,20 @@ export async function paymentStatus(db: Db, paymentId: string): Promise<PaymentS
   return row?.status ?? null;
 }
 
-/** Marks the payment refunded once its succeeded refunds add up to what was captured. */
-/** The figures a PSP's charge must agree with: what the payment asked for. */
-export async function paymentIntentFigures(db: Db, paymentId: string): Promise<{ amount_minor: number; currency: string; capture_method: string } | null> {
-  const [row] = await db<{ amount_minor: number; currency: string; capture_method: string }[]>`
-    SELECT amount_minor, currency, capture_method FROM payments WHERE id = ${paymentId}`;
+/** The figures a PSP's charge must agree with (what the payment asked for), and what its run recorded of the charge. */
+export interface PaymentFigures {
+  amount_minor: number;
+  currency: string;
+  capture_method: string;
+  /** What the payment's run has recorded of its charge so far. */
+  status: PaymentStatus;
+  provider_charge_id: string | null;
+  amount_captured_minor: number;
+}
+
+export async function paymentIntentFigures(db: Db, paymentId: string): Promise<PaymentFigures | null> {
+  const [row] = await db<PaymentFigures[]>`
+    SELECT amount_minor, currency, capture_method, status, provider_charge_id, amount_captured_minor FROM payments WHERE id = ${paymentId}`;
   return row ?? null;
 }
 

@@ -4,7 +4,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { markForwarded, receiveProviderEvent } from '../../db/provider-events';
 import { ApiError } from '../../domain/errors';
 import { lateChargeWorkflowId } from '../../domain/ids';
-import { keepsNoMoney, type PaymentStatus } from '../../domain/payment-lifecycle';
+import { keepsNoMoney, statusForCharge, type PaymentStatus } from '../../domain/payment-lifecycle';
 import { flagWaitingPaymentForOperator, paymentIntentFigures } from '../../db/payments';
 import { isTemporalUnavailable } from '../../lib/temporal';
 import { ProviderRejectedError, ProviderWebhookError, type ProviderCharge, type ProviderWebhookEvent } from '../../provider/types';
@@ -146,7 +146,13 @@ export function providerWebhookRoutes(deps: ApiDeps) {
           'provider webhook figures differ from the charge the PSP holds; the PSP’s charge is used',
         );
       }
-      if (outcome.workflowId) {
+      if (outcome.workflowId && verified.recorded) {
+        // Most often the PSP's event for the charge a run has just recorded: a signal would reach
+        // the run while its first workflow task completes it, and the server would fail that task
+        // (a new event under a completing run) and have it run again.
+        log.debug('provider webhook: the payment already records this charge as reported; nothing to pass on');
+        await markForwarded(deps.sql, provider, event.id);
+      } else if (outcome.workflowId) {
         try {
           await withinTemporalDeadline(deps, () =>
             deps.temporal.workflow.getHandle(outcome.workflowId!).signal(chargeReportSignal, { source: 'webhook', eventId: event.id, charge }),
@@ -227,7 +233,11 @@ function refuseUnstorableEvent(event: ProviderWebhookEvent, payload: unknown): v
   if (issues.length) throw new ApiError('invalid_request', 'The event is invalid; see issues.', { issues });
 }
 
-type VerifiedCharge = { kind: 'agrees'; charge: ProviderCharge } | { kind: 'disagrees'; reason: string };
+/**
+ * `recorded`: the payment's run has already recorded this very charge in this state (its id, its
+ * status, what was captured): the event tells the run nothing it does not know.
+ */
+type VerifiedCharge = { kind: 'agrees'; charge: ProviderCharge; recorded: boolean } | { kind: 'disagrees'; reason: string };
 
 /**
  * The charge as the PSP that holds it answers now, checked against the payment's intent: the
@@ -254,7 +264,9 @@ async function verifiedCharge(deps: ApiDeps, receiver: ProviderWebhookReceiver, 
       ? `captured ${charge.amountCapturedMinor} of an automatic capture of ${intent!.amount_minor}`
       : null,
   ].filter((d): d is string => d !== null);
-  return differences.length ? { kind: 'disagrees', reason: `the PSP's charge ${chargeId} disagrees with the payment: ${differences.join('; ')}` } : { kind: 'agrees', charge };
+  if (differences.length) return { kind: 'disagrees', reason: `the PSP's charge ${chargeId} disagrees with the payment: ${differences.join('; ')}` };
+  const recorded = intent!.provider_charge_id === charge.id && intent!.status === statusForCharge(charge.status) && intent!.amount_captured_minor === charge.amountCapturedMinor;
+  return { kind: 'agrees', charge, recorded };
 }
 
 /**

@@ -194,6 +194,27 @@ describe('the PSP’s webhooks: duplicated, reordered, delayed, lost', () => {
     expect(stored[0]!.n).toBeGreaterThanOrEqual(2);
   });
 
+  it('a webhook reporting what the run has already recorded is not passed on: no signal, no workflow task for it', async () => {
+    // Delayed past the record of the outcome; the run stays open, waiting for the capture.
+    await setFaults({ delay_ms: 500 });
+    const first = await api.post('/v1/payments', body('pm_card_visa', { capture_method: 'manual' }), uniqueKey());
+    expect(first.json.status).toBe('requires_capture');
+    await webhooksSent(first.json.provider_charge_id);
+    const forwarded = await eventually(async () => {
+      const rows = await stack.sql<{ forwarded: boolean }[]>`SELECT forwarded_at IS NOT NULL AS forwarded FROM provider_events WHERE payment_id = ${first.json.id}`;
+      return rows.length > 0 && rows.every((r) => r.forwarded) ? rows.length : null;
+    });
+    expect(forwarded).toBeGreaterThan(0);
+    const [row] = await stack.sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${first.json.id}`;
+    const events = (await stack.temporal.workflow.getHandle(row!.workflow_id).fetchHistory()).events ?? [];
+    expect(events.filter((e) => e.workflowExecutionSignaledEventAttributes)).toEqual([]);
+    expect(events.filter((e) => e.workflowTaskCompletedEventAttributes)).toHaveLength(1);
+    // The run is still there for the merchant's capture.
+    const captured = await api.post(`/v1/payments/${first.json.id}/capture`, {}, uniqueKey());
+    expect(captured.status).toBe(200);
+    expect(captured.json.status).toBe('succeeded');
+  });
+
   it('every webhook lost: the workflow’s own poll settles the payment', async () => {
     await setFaults({ loss: 1 });
     const first = await api.post('/v1/payments', body('pm_card_threeDSecureRequired'), uniqueKey());
