@@ -21,7 +21,7 @@ beforeAll(async () => {
   api = apiClient(stack.apiUrl, tenant.apiKey);
 });
 afterAll(async () => {
-  await expectLedgerConsistent(stack.sql);
+  await expectLedgerConsistent(stack.sql, tenant.id);
   await stack?.stop();
 });
 
@@ -65,8 +65,8 @@ describe('Update-With-Start answers a new payment', () => {
     // A PSP webhook's signal can reach the run while its first workflow task completes it: the
     // server then fails that task (UnhandledCommand). The update is then carried to the next
     // task, or failed with the task ("unexpected workflow task failure"; seen on this machine),
-    // and the API answers by the record's notification. Made certain here: the charge takes
-    // 1.5 s (pm_card_slow) and a signal is sent meanwhile.
+    // and the API answers by the record's notification. Here the charge takes 1.5 s
+    // (pm_card_slow) and a signal is sent meanwhile (where the task stands then varies).
     const key = uniqueKey();
     const answer = api.post('/v1/payments', paymentBody({ payment_method: 'pm_card_slow' }), key);
     const workflowId = await eventually(async () => {
@@ -77,8 +77,8 @@ describe('Update-With-Start answers a new payment', () => {
     const response = await answer;
     expect(response.status).toBe(201);
     expect(response.json.status).toBe('succeeded');
-    const events = await historyOf(key);
-    expect(events.filter((e) => e.workflowTaskFailedEventAttributes)).toHaveLength(1);
+    // The signal reached the open run (whether in the task that charged or in a later one).
+    expect((await historyOf(key)).filter((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'probe')).toHaveLength(1);
     expect(await effectsOf(stack.sql, stack.sandboxUrl, response.json.id)).toEqual({ charges: 1, ledgerTransactions: 1, events: { 'payment.succeeded': 1 } });
   }, 60_000);
 
