@@ -1,8 +1,7 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import type { RouteConfig } from '@hono/zod-openapi';
 import { isGrpcDeadlineError, isGrpcServiceError, WithStartWorkflowOperation, WorkflowExecutionAlreadyStartedError, WorkflowUpdateRPCTimeoutOrCancelledError, type WorkflowStartOptions } from '@temporalio/client';
-import type { UpdateDefinition } from '@temporalio/common';
-import type { SearchAttributePair } from '@temporalio/common';
+import type { SearchAttributePair, UpdateDefinition } from '@temporalio/common';
 import { adoptKeptClaim, claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord, type OperationTarget } from '../db/idempotency-records';
 import type { Db } from '../db/connect';
 import { ApiError, errorResponse } from '../domain/errors';
