@@ -106,6 +106,13 @@ export async function settleAbandonedRun(
   }) as Promise<{ response: FinalResponse; flagged: boolean }>;
 }
 
+/**
+ * The predicate of payments_waiting_by_updated_at (db/migrations/016), written out as literals:
+ * only a query that states it can use the partial index (a status list passed as a parameter
+ * proves nothing to a generic plan).
+ */
+const waitingIndexPredicate = (db: Db) => db.unsafe(`status IN (${waitingStatuses.map((s) => `'${s}'`).join(', ')})`);
+
 /** A payment in a waiting status (domain/payment-lifecycle.ts), as the closed-wait sweep needs it. */
 export type WaitingPayment = Pick<PaymentRow, 'id' | 'tenant_id' | 'status' | 'workflow_id' | 'provider_charge_id' | 'provider'>;
 
@@ -117,7 +124,7 @@ export type WaitingPayment = Pick<PaymentRow, 'id' | 'tenant_id' | 'status' | 'w
 export async function waitingPayments(db: Db, minAgeSeconds: number, limit: number, statuses: readonly PaymentStatus[] = waitingStatuses): Promise<WaitingPayment[]> {
   return db<WaitingPayment[]>`
     SELECT id, tenant_id, status, workflow_id, provider_charge_id, provider FROM payments
-    WHERE status = ANY(${[...statuses]}) AND failure_code IS DISTINCT FROM 'needs_operator'
+    WHERE ${waitingIndexPredicate(db)} AND status = ANY(${[...statuses]}) AND failure_code IS DISTINCT FROM 'needs_operator'
       AND updated_at < now() - make_interval(secs => ${minAgeSeconds})
     ORDER BY updated_at
     LIMIT ${limit}`;

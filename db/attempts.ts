@@ -68,8 +68,9 @@ export async function beginFirstAttempt(db: Db, paymentId: string, provider: str
 }
 
 /**
- * Records how attempt n ended (once: a repeated step changes nothing). A row its begin never
- * wrote (a step lost) is written whole.
+ * Records how attempt n ended (once: a repeated step changes nothing): the pending row its
+ * begin wrote is updated in place; only when there is none (a step lost) is the row written
+ * whole.
  */
 export async function finishAttempt(
   db: Db,
@@ -78,6 +79,11 @@ export async function finishAttempt(
   provider: string,
   result: { outcome: Exclude<AttemptOutcome, 'pending'>; providerChargeId: string | null; errorCode: string | null },
 ): Promise<void> {
+  const finished = await db`
+    UPDATE payment_attempts SET provider_charge_id = ${result.providerChargeId}, outcome = ${result.outcome},
+      error_code = ${result.errorCode}, finished_at = now()
+    WHERE payment_id = ${paymentId} AND attempt = ${attempt} AND outcome = 'pending'`;
+  if (finished.count > 0) return;
   await db`
     INSERT INTO payment_attempts (payment_id, attempt, provider, provider_charge_id, outcome, error_code, started_at, finished_at)
     SELECT ${paymentId}, ${attempt}, ${provider}, ${result.providerChargeId}, ${result.outcome}, ${result.errorCode}, now(), now()

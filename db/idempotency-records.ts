@@ -108,8 +108,9 @@ export async function adoptKeptClaim(db: Db, scope: ScopedKey): Promise<Idempote
 /**
  * Records the first final response of an operation and returns the response that is now
  * stored. Only the first completion wins: a replayed activity gets the stored response
- * back unchanged. Upserts, so an operation whose claim was released after an ambiguous
- * start failure still records its outcome.
+ * back unchanged. Completes the running claim in place (one UPDATE: a probe of the key), and
+ * upserts only when that finds none, so an operation whose claim was released after an
+ * ambiguous start failure still records its outcome.
  */
 export async function completeRecord(
   db: Db,
@@ -117,6 +118,18 @@ export async function completeRecord(
   target: OperationTarget,
   response: FinalResponse,
 ): Promise<FinalResponse> {
+  const [completed] = await db<IdempotencyRecord[]>`
+    UPDATE idempotency_records SET
+      state = 'completed',
+      response_status = ${response.status},
+      response_body = ${response.body},
+      response_location = ${response.location},
+      completed_at = now(),
+      expires_at = greatest(expires_at, now() + make_interval(secs => ${scope.retentionSeconds}))
+    WHERE tenant_id = ${scope.tenantId} AND operation = ${scope.operation} AND idempotency_key = ${scope.key}
+      AND state = 'running' AND fingerprint = ${scope.fingerprint}
+    RETURNING *`;
+  if (completed) return storedResponse(completed)!;
   const [written] = await db<IdempotencyRecord[]>`
     INSERT INTO idempotency_records
       (tenant_id, operation, idempotency_key, fingerprint, state, workflow_id, resource_id,

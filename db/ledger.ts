@@ -125,7 +125,8 @@ export async function postTransaction(db: Db, transaction: LedgerTransaction, ac
       const accountId = accounts?.get(transaction.tenantId, line.account, line.currency) ?? (await ensureAccount(db, transaction.tenantId, line.account, line.currency, accounts));
       entries.push({ transaction_id: id, line: index + 1, account_id: accountId, currency: line.currency, amount_minor: line.amountMinor });
     }
-    // One statement for all the lines (the frozen-account and balance triggers still run per row).
+    // One statement for all the lines: the database checks them together (ledger_check_lines,
+    // db/migrations/016), so a transaction's lines are never split over statements.
     await db`INSERT INTO ledger_entries ${db(entries, 'transaction_id', 'line', 'account_id', 'currency', 'amount_minor')}`;
   } catch (error) {
     accounts?.forget(transaction.tenantId, transaction.lines);

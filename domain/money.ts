@@ -11,9 +11,16 @@ export function isCurrency(code: string): boolean {
   return /^[A-Z]{3}$/.test(code) && currencies.has(code);
 }
 
+/** Minor-unit digits by currency, asked of ICU once per currency (a NumberFormat is costly to build). */
+const minorDigits = new Map<string, number>();
+
 /** `4999, 'EUR'` → `49.99 EUR`: the currency's own number of minor-unit digits, no float arithmetic. */
 export function formatAmount(amountMinor: number, currency: string): string {
-  const digits = new Intl.NumberFormat('en', { style: 'currency', currency }).resolvedOptions().maximumFractionDigits ?? 2;
+  let digits = minorDigits.get(currency);
+  if (digits === undefined) {
+    digits = new Intl.NumberFormat('en', { style: 'currency', currency }).resolvedOptions().maximumFractionDigits ?? 2;
+    if (currencies.has(currency)) minorDigits.set(currency, digits);
+  }
   const text = String(Math.abs(amountMinor)).padStart(digits + 1, '0');
   const major = digits ? `${text.slice(0, -digits)}.${text.slice(-digits)}` : text;
   return `${amountMinor < 0 ? '-' : ''}${major} ${currency}`;

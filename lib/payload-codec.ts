@@ -11,7 +11,7 @@
  * configured key decrypts, and a history written under a retired key still replays as long
  * as that key stays in the list.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, randomBytes, randomFillSync } from 'node:crypto';
 import { METADATA_ENCODING_KEY, type Payload, type PayloadCodec } from '@temporalio/common';
 import protos from '@temporalio/proto';
 
@@ -33,11 +33,34 @@ const TAG_BYTES = 16;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
+/**
+ * Fresh random nonces, taken from a buffer the CSPRNG refills once it is used up: one call
+ * per 512 nonces instead of one per payload (a start encodes several). No byte is handed out
+ * twice, so nonces stay as random, and as unique, as one randomBytes call each.
+ */
+class NoncePool {
+  private readonly pool = Buffer.alloc(NONCE_BYTES * 512);
+  private offset = this.pool.length;
+  next(): Buffer {
+    if (this.offset === this.pool.length) {
+      randomFillSync(this.pool);
+      this.offset = 0;
+    }
+    const nonce = Buffer.from(this.pool.subarray(this.offset, this.offset + NONCE_BYTES));
+    this.offset += NONCE_BYTES;
+    return nonce;
+  }
+}
+
 export class PayloadKeyError extends Error {}
 
 export class AesGcmPayloadCodec implements PayloadCodec {
   private readonly encryptingKey: PayloadKey;
   private readonly keysById: Map<string, Buffer>;
+  private readonly nonces = new NoncePool();
+  /** The encrypting key's id, as the AAD and as the payloads' metadata (the same bytes for every payload). */
+  private readonly keyIdBytes: Buffer;
+  private readonly encryptedEncoding = encoder.encode(ENCRYPTED_ENCODING);
 
   /** `keys[0]` encrypts; all of them decrypt. */
   constructor(keys: readonly PayloadKey[]) {
@@ -46,6 +69,7 @@ export class AesGcmPayloadCodec implements PayloadCodec {
       if (key.length !== 32) throw new PayloadKeyError(`payload key ${id}: AES-256 needs 32 bytes, got ${key.length}`);
     }
     this.encryptingKey = keys[0]!;
+    this.keyIdBytes = Buffer.from(this.encryptingKey.id);
     this.keysById = new Map(keys.map(({ id, key }) => [id, key]));
     if (this.keysById.size !== keys.length) throw new PayloadKeyError('payload key ids must be unique');
   }
@@ -59,15 +83,14 @@ export class AesGcmPayloadCodec implements PayloadCodec {
   }
 
   encrypt(payload: Payload): Payload {
-    const { id, key } = this.encryptingKey;
-    const nonce = randomBytes(NONCE_BYTES);
-    const cipher = createCipheriv('aes-256-gcm', key, nonce);
+    const nonce = this.nonces.next();
+    const cipher = createCipheriv('aes-256-gcm', this.encryptingKey.key, nonce);
     // The key id is authenticated too: a payload relabelled with another id fails to decrypt.
-    cipher.setAAD(Buffer.from(id));
+    cipher.setAAD(this.keyIdBytes);
     const plaintext = temporal.api.common.v1.Payload.encode(payload).finish();
     const sealed = Buffer.concat([nonce, cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]);
     return {
-      metadata: { [METADATA_ENCODING_KEY]: encoder.encode(ENCRYPTED_ENCODING), [KEY_ID_METADATA]: encoder.encode(id) },
+      metadata: { [METADATA_ENCODING_KEY]: this.encryptedEncoding, [KEY_ID_METADATA]: this.keyIdBytes },
       data: sealed,
     };
   }

@@ -108,6 +108,8 @@ describe('a start in doubt: the claim and its intent lost, but the run had start
     expect(await claimPaymentIntent(stack.sql, { scope, workflowId }, input)).toMatchObject({ intent: true });
     await stack.sql.begin(async (tx) => {
       await releaseClaim(tx, scope);
+      // Payments are never deleted (payments_kept); the lost intent is simulated past the trigger.
+      await tx`SET LOCAL session_replication_role = replica`;
       await tx`DELETE FROM payments WHERE id = ${paymentId}`;
     });
     return { key, orderId, paymentId, input, workflowId };

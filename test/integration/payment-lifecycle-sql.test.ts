@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../db/connect';
 import { transitionPayment } from '../../db/payments';
-import { captureMethods, mayMove, orderHoldingStatuses, paymentStatuses, refundStatuses, type PaymentStatus } from '../../domain/payment-lifecycle';
+import { captureMethods, mayMove, orderHoldingStatuses, paymentStatuses, refundStatuses, waitingStatuses, type PaymentStatus } from '../../domain/payment-lifecycle';
 import { fileDatabaseUrl } from '../helpers/database';
 import { attemptOutcomes } from '../../domain/attempts';
 import { beginFirstAttempt } from '../../db/attempts';
@@ -64,6 +64,12 @@ describe('the SQL guards match the lifecycle table', () => {
     expect(row, 'payments_one_live_per_order exists').toBeDefined();
     expect(row!.def).toMatch(/UNIQUE INDEX/);
     expect(literals(row!.def.slice(row!.def.indexOf('WHERE')))).toEqual([...orderHoldingStatuses].sort());
+  });
+
+  it('payments_waiting_by_updated_at holds exactly the waiting statuses (the closed-wait sweep reads through it)', async () => {
+    const [row] = await sql<{ def: string }[]>`SELECT indexdef AS def FROM pg_indexes WHERE tablename = 'payments' AND indexname = 'payments_waiting_by_updated_at'`;
+    expect(row, 'payments_waiting_by_updated_at exists').toBeDefined();
+    expect(literals(row!.def.slice(row!.def.indexOf('WHERE')))).toEqual([...waitingStatuses].sort());
   });
 
   it('transitionPayment moves a payment exactly along the table’s edges, and never out of a final status', async () => {

@@ -30,6 +30,15 @@ describe('AES-256-GCM payload codec', () => {
     expect(Buffer.from(a!.data!).equals(Buffer.from(b!.data!))).toBe(false);
   });
 
+  it('never hands out a nonce twice, across refills of its pool, and each sealed payload opens', async () => {
+    const codec = new AesGcmPayloadCodec(keys(oldKey));
+    const sealed = await codec.encode(Array.from({ length: 1500 }, plain));
+    const nonces = new Set(sealed.map((p) => Buffer.from(p.data!).subarray(0, 12).toString('hex')));
+    expect(nonces.size).toBe(1500);
+    const opened = await codec.decode(sealed);
+    expect(opened.map((p) => defaultPayloadConverter.fromPayload(p))).toEqual(Array.from({ length: 1500 }, () => secret));
+  });
+
   it('passes through payloads it did not encrypt (written before encryption was switched on)', async () => {
     const codec = new AesGcmPayloadCodec(keys(oldKey));
     const [same] = await codec.decode([plain()]);
