@@ -3,8 +3,7 @@ import { waitingStatuses, type PaymentStatus } from '../domain/payment-lifecycle
 import { paymentResource, type PaymentRow } from '../domain/resources';
 import { CREATE_PAYMENT_OPERATION, type FinalResponse } from '../shared/definitions';
 import { businessEventKey } from '../shared/keys';
-import type { Sql } from './connect';
-import type { Db } from './connect';
+import { constantLiterals, type Db, type Sql } from './connect';
 import { completeRecord, type IdempotencyRecord } from './idempotency-records';
 import { insertEvent } from './outbox';
 import { transitionPayment } from './payments';
@@ -106,13 +105,6 @@ export async function settleAbandonedRun(
   }) as Promise<{ response: FinalResponse; flagged: boolean }>;
 }
 
-/**
- * The predicate of payments_waiting_by_updated_at (db/migrations/016), written out as literals:
- * only a query that states it can use the partial index (a status list passed as a parameter
- * proves nothing to a generic plan).
- */
-const waitingIndexPredicate = (db: Db) => db.unsafe(`status IN (${waitingStatuses.map((s) => `'${s}'`).join(', ')})`);
-
 /** A payment in a waiting status (domain/payment-lifecycle.ts), as the closed-wait sweep needs it. */
 export type WaitingPayment = Pick<PaymentRow, 'id' | 'tenant_id' | 'status' | 'workflow_id' | 'provider_charge_id' | 'provider'>;
 
@@ -124,7 +116,7 @@ export type WaitingPayment = Pick<PaymentRow, 'id' | 'tenant_id' | 'status' | 'w
 export async function waitingPayments(db: Db, minAgeSeconds: number, limit: number, statuses: readonly PaymentStatus[] = waitingStatuses): Promise<WaitingPayment[]> {
   return db<WaitingPayment[]>`
     SELECT id, tenant_id, status, workflow_id, provider_charge_id, provider FROM payments
-    WHERE ${waitingIndexPredicate(db)} AND status = ANY(${[...statuses]}) AND failure_code IS DISTINCT FROM 'needs_operator'
+    WHERE status IN (${constantLiterals(db, waitingStatuses)}) AND status = ANY(${[...statuses]}) AND failure_code IS DISTINCT FROM 'needs_operator'
       AND updated_at < now() - make_interval(secs => ${minAgeSeconds})
     ORDER BY updated_at
     LIMIT ${limit}`;

@@ -114,6 +114,17 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 }
 
 /** PostgreSQL answers (readiness checks). */
+/**
+ * Words of the code's own vocabulary (statuses, states) written into a statement as quoted
+ * literals: a partial index is used only by a query that states its predicate, and a value
+ * passed as a parameter proves nothing to a generic plan. Only for a closed set of lowercase
+ * words (a client's value only after validation against such a set); anything else throws.
+ */
+export function constantLiterals(db: Db, values: readonly string[]) {
+  for (const value of values) if (!/^[a-z_]+$/.test(value)) throw new Error(`not a constant word: ${JSON.stringify(value)}`);
+  return db.unsafe(values.map((value) => `'${value}'`).join(', '));
+}
+
 export async function ping(db: Db): Promise<void> {
   await db`SELECT 1`;
 }

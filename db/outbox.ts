@@ -1,4 +1,4 @@
-import type { Db, Sql } from './connect';
+import { constantLiterals, type Db, type Sql } from './connect';
 import { newId } from '../domain/ids';
 import type { DisputeResource, PaymentMethodResource, PaymentResource, RefundResource } from '../domain/resources';
 import type { DeliveryStatus, EventType } from '../shared/definitions';
@@ -135,17 +135,6 @@ export async function recordDeliveryAttempt(db: Sql, attempt: DeliveryAttempt): 
 
 export type DeliveryState = OutboxEventRow['delivery_state'];
 
-const deliveryStates: readonly DeliveryState[] = ['pending', 'delivered', 'failed', 'skipped'];
-/**
- * A delivery state written into the statement as a literal: outbox_events_by_tenant_state
- * (db/migrations/016) is partial (pending, failed), and only a query that names the state can
- * use it (a parameter proves nothing to a generic plan).
- */
-function deliveryStateLiteral(db: Db, state: DeliveryState) {
-  if (!deliveryStates.includes(state)) throw new Error(`unknown delivery state ${String(state)}`);
-  return db.unsafe(`'${state}'`);
-}
-
 /** The tenant's events, newest first, paged by their sequence (an event id cursor is looked up). */
 export async function listEvents(
   db: Db,
@@ -156,7 +145,7 @@ export async function listEvents(
     SELECT * FROM outbox_events
     WHERE tenant_id = ${tenantId}
       ${query.type !== undefined ? db`AND type = ${query.type}` : db``}
-      ${query.deliveryState !== undefined ? db`AND delivery_state = ${deliveryStateLiteral(db, query.deliveryState)}` : db``}
+      ${query.deliveryState !== undefined ? db`AND delivery_state = ${constantLiterals(db, [query.deliveryState])}` : db``}
       ${keysetPage(db, 'seq', query, (cursor) => db`(SELECT seq FROM outbox_events WHERE id = ${cursor} AND tenant_id = ${tenantId})`)}`;
   return toPage(rows, query);
 }

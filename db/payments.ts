@@ -70,9 +70,8 @@ export class OrderTakenError extends Error {
 
 /**
  * Persists the intent again if it is missing, in one statement (a no-op when it exists, as it
- * almost always does): the API gives a claim and its intent back when its start of the run
- * failed as unreachable, yet such a start may have reached Temporal (a deadline, a dropped
- * connection), so the run may be going on without its row. The run's first charge attempt
+ * always should: the API keeps a claim's intent when its start fails, and payments are never
+ * deleted); a run whose row is missing all the same gets it back here rather than failing. The run's first charge attempt
  * calls this when it finds no row (activities/route-steps.ts).
  */
 export async function ensureIntent(db: Db, input: PaymentWorkflowInput, workflowId: string): Promise<void> {
