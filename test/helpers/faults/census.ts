@@ -198,8 +198,22 @@ export async function paymentsInFlight(stack: TestStack, tenantId: string, keys:
  * the first workflow task (one, plus one for each workflow task that timed out or failed before
  * its marker: a worker that died mid-charge, whose successor tried again, asking the PSP first),
  * plus the highest attempt of the regular charge activity (which takes over an unknown outcome).
+ *
+ * The payment's row can show its outcome a moment before its history shows the charge: the
+ * outcome is recorded by a local activity of the same workflow task, whose marker reaches the
+ * history only when that task completes. So this waits up to `waitMs` for the history to hold
+ * the charge, and answers 0 only when it never does.
  */
-export async function chargeAttempts(stack: TestStack, paymentId: string): Promise<number> {
+export async function chargeAttempts(stack: TestStack, paymentId: string, waitMs = 30_000): Promise<number> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const attempts = await chargeAttemptsInHistory(stack, paymentId);
+    if (attempts > 0 || Date.now() > deadline) return attempts;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function chargeAttemptsInHistory(stack: TestStack, paymentId: string): Promise<number> {
   const [row] = await stack.sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${paymentId}`;
   if (!row) return 0;
   const history = await stack.temporal.workflow.getHandle(row.workflow_id).fetchHistory();
