@@ -7,9 +7,9 @@
  *
  *   npx tsx bench/profile-summary.ts <dir with .cpuprofile files> [payments made while profiled]
  *
- * One table per profile file (Node writes one per thread: the main thread serves the requests,
- * tsx's module loader runs in another). With the payment count it also gives CPU ms per
- * payment; a profile covers the whole process life (start-up and every phase it served), so run
+ * One table per profile file (Node writes one per thread: the main thread serves the requests;
+ * a process run under tsx has its module loader in another, the bench's run compiled code).
+ * With the payment count it also gives CPU ms per payment; a profile covers the whole process life (start-up and every phase it served), so run
  * the bench with only the payments phase. The profiler's own sampling adds CPU: read the
  * shares, and take absolute figures from an unprofiled run.
  */
@@ -29,16 +29,16 @@ interface CpuProfile {
 
 /** The parts, in the order a frame is tested against them; the first whose pattern matches wins. */
 export const parts: { name: string; pattern: RegExp }[] = [
-  { name: 'validation (zod, the OpenAPI schemas)', pattern: /node_modules\/(zod|@hono\/zod-openapi|@asteasolutions)\/|\/api\/schemas\.ts/ },
-  { name: 'canonicalization (fingerprint of the request)', pattern: /node_modules\/canonicalize\/|\/domain\/fingerprint\.ts/ },
-  { name: 'payload codec (encryption)', pattern: /\/lib\/(payload-codec|data-converter)\.ts/ },
+  { name: 'validation (zod, the OpenAPI schemas)', pattern: /node_modules\/(zod|@hono\/zod-openapi|@asteasolutions)\/|\/api\/schemas\.[tj]s/ },
+  { name: 'canonicalization (fingerprint of the request)', pattern: /node_modules\/canonicalize\/|\/domain\/fingerprint\.[tj]s/ },
+  { name: 'payload codec (encryption)', pattern: /\/lib\/(payload-codec|data-converter)\.[tj]s/ },
   { name: 'Temporal client (gRPC, protobuf)', pattern: /node_modules\/(@temporalio|@grpc|protobufjs|@protobufjs|long)\// },
   { name: 'PostgreSQL driver (postgres.js)', pattern: /node_modules\/postgres\// },
-  { name: 'logging (pino)', pattern: /node_modules\/(pino|pino-std-serializers|sonic-boom|thread-stream|fast-redact|quick-format-unescaped|on-exit-leak-free|atomic-sleep)\/|\/lib\/logger\.ts/ },
-  { name: 'metrics (prom-client)', pattern: /node_modules\/prom-client\/|\/lib\/metrics\.ts/ },
+  { name: 'logging (pino)', pattern: /node_modules\/(pino|pino-std-serializers|sonic-boom|thread-stream|fast-redact|quick-format-unescaped|on-exit-leak-free|atomic-sleep)\/|\/lib\/logger\.[tj]s/ },
+  { name: 'metrics (prom-client)', pattern: /node_modules\/prom-client\/|\/lib\/metrics\.[tj]s/ },
   { name: 'HTTP server and routing (hono, node:http)', pattern: /node_modules\/(hono|@hono\/node-server)\/|^node:_http_(server|incoming|outgoing|common)$/ },
-  { name: 'the product\'s own code (api/, db/, domain/, lib/, shared/)', pattern: /\/(api|db|domain|lib|shared|provider)\/[^/]+\.ts$|\/api\/routes\// },
-  { name: 'module loading (tsx, start-up)', pattern: /node_modules\/(tsx|esbuild|get-tsconfig)\/|^node:internal\/modules/ },
+  { name: 'the product\'s own code (api/, db/, domain/, lib/, shared/)', pattern: /\/(api|db|domain|lib|shared|provider)\/[^/]+\.[tj]s$|\/api\/routes\// },
+  { name: 'module loading (start-up)', pattern: /node_modules\/(tsx|esbuild|get-tsconfig)\/|^node:internal\/modules/ },
 ];
 
 const idle = new Set(['(idle)']);
@@ -79,7 +79,7 @@ export function summarise(profiles: CpuProfile[]): Summary {
   return { busyMs, byPart };
 }
 
-export const startUp = 'module loading (tsx, start-up)';
+export const startUp = 'module loading (start-up)';
 
 /** The parts after start-up (module loading left out), most first, with their share of that time. */
 export function toMarkdown(summary: Summary, payments?: number): string {
@@ -100,7 +100,7 @@ export function toMarkdown(summary: Summary, payments?: number): string {
 if (process.argv[1] && import.meta.url.endsWith(path.basename(process.argv[1]))) {
   const [dir, payments] = process.argv.slice(2);
   if (!dir) throw new Error('usage: tsx bench/profile-summary.ts <dir of .cpuprofile files> [payments]');
-  // One file per thread: the main thread serves the requests; tsx's module loader has its own.
+  // One file per thread (under tsx its module loader has its own).
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort()) {
     const profile = JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as CpuProfile;
     console.log(`### ${file}\n\n${toMarkdown(summarise([profile]), payments === undefined ? undefined : Number(payments))}\n`);

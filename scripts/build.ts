@@ -6,9 +6,12 @@
  * 3. Files read or loaded at run time beside the code: plain .cjs/.mjs modules, the SQL migrations, and the API reference
  *    page's script copied out of a devDependency (so production installs no front-end toolchain).
  * 4. The workflow bundle (dist/workflow-bundle.js), which production workers load.
+ * Arguments name more TypeScript entries compiled beside the product (the benchmark runs its
+ * worker, bench/worker.ts, from dist/ like the product's processes): `tsx scripts/build.ts bench/worker.ts`.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SCALAR_BUNDLE_FILE, scalarStandalonePath } from '../api/app';
 import { projectRoot } from '../devstack/temporal-cli';
@@ -17,7 +20,18 @@ import { bundleWorkflows } from '../worker/worker';
 const dist = path.join(projectRoot, 'dist');
 rmSync(dist, { recursive: true, force: true });
 
-const tsc = spawnSync(process.execPath, [path.join(projectRoot, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], { cwd: projectRoot, stdio: 'inherit' });
+const buildConfig = path.join(projectRoot, 'tsconfig.build.json');
+const compiled = (JSON.parse(readFileSync(buildConfig, 'utf8')) as { include: string[] }).include;
+const extraEntries = process.argv.slice(2).map((entry) => path.resolve(projectRoot, entry));
+let project = buildConfig;
+if (extraEntries.length > 0) {
+  // The product's configuration with the extra entries included (paths absolute: the file lives outside the project).
+  project = path.join(mkdtempSync(path.join(tmpdir(), 'build-')), 'tsconfig.json');
+  const include = [...compiled.map((folder) => path.join(projectRoot, folder)), ...extraEntries];
+  writeFileSync(project, JSON.stringify({ extends: buildConfig, compilerOptions: { outDir: dist, rootDir: projectRoot, typeRoots: [path.join(projectRoot, 'node_modules', '@types')] }, include }));
+}
+const tsc = spawnSync(process.execPath, [path.join(projectRoot, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', project], { cwd: projectRoot, stdio: 'inherit' });
+if (project !== buildConfig) rmSync(path.dirname(project), { recursive: true, force: true });
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 
 function* jsFiles(dir: string): Generator<string> {
@@ -46,7 +60,6 @@ for (const file of jsFiles(dist)) {
 }
 
 // Plain JavaScript modules beside the TypeScript (e.g. lib/failure-converter.cjs) are not tsc's to copy.
-const compiled = (JSON.parse(readFileSync(path.join(projectRoot, 'tsconfig.build.json'), 'utf8')) as { include: string[] }).include;
 for (const folder of compiled) {
   for (const entry of readdirSync(path.join(projectRoot, folder), { recursive: true, withFileTypes: true })) {
     if (!entry.isFile() || !/\.(cjs|mjs)$/.test(entry.name)) continue;
