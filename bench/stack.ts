@@ -120,8 +120,8 @@ let built = false;
 
 /**
  * Compiles the product and the bench's worker into dist/ once per bench process: the API, the
- * worker and the sandboxes run as production runs them, plain node on compiled JavaScript (the
- * tsx loader costs a process about a millisecond of CPU per payment that production never pays).
+ * worker and the sandboxes run as production runs them, plain node on compiled JavaScript (no
+ * tsx loader, whose CPU production never spends).
  */
 function buildOnce(log: (line: string) => void): void {
   if (built) return;
