@@ -62,18 +62,24 @@ export async function receiveProviderEvent(sql: Sql, event: ReceivedEvent): Prom
  * The payment a charge at this provider belongs to: our reference, provided its recorded charge
  * (if any) is this one, and the payment is at this provider (payments.provider; null: a payment
  * that recorded no provider, at the default one); or the payment one of whose attempts
- * made this charge here (a charge the payment moved on from).
+ * made this charge here (a charge the payment moved on from); or, when neither is found, the
+ * payment that recorded this charge as its own. The first two are index lookups (the primary
+ * key, payment_attempts_by_charge); the last reads payments by provider_charge_id, which has no
+ * index (it would cost every payment an index entry), so it runs only for a charge the indexed
+ * lookups do not know.
  */
 export async function paymentOfCharge(db: Db, provider: string, reference: string | null, chargeId: string): Promise<{ id: string } | null> {
-  const [payment] = await db<{ id: string }[]>`
+  const [known] = await db<{ id: string }[]>`
     SELECT id FROM payments
-    WHERE ((id = ${reference ?? ''} AND (provider_charge_id IS NULL OR provider_charge_id = ${chargeId}))
-           OR provider_charge_id = ${chargeId})
+    WHERE id = ${reference ?? ''} AND (provider_charge_id IS NULL OR provider_charge_id = ${chargeId})
       AND (provider IS NULL OR provider = ${provider})
     UNION ALL
     SELECT payment_id AS id FROM payment_attempts WHERE provider = ${provider} AND provider_charge_id = ${chargeId}
     LIMIT 1`;
-  return payment ?? null;
+  if (known) return known;
+  const [recorded] = await db<{ id: string }[]>`
+    SELECT id FROM payments WHERE provider_charge_id = ${chargeId} AND (provider IS NULL OR provider = ${provider}) LIMIT 1`;
+  return recorded ?? null;
 }
 
 /** Notes that the event reached the payment's workflow (or that its run had closed). */
