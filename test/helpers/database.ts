@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
-import { createSql } from '../../db/connect';
+import { createSql, type Sql } from '../../db/connect';
 
 let own: Promise<string> | undefined;
 
@@ -33,4 +33,11 @@ export function fileDatabaseUrl(): Promise<string> {
     return template.replace(/\/[^/]*$/, `/${name}`);
   })();
   return own;
+}
+
+/** A tenant row of its own for a test that writes tables directly (no API key that works). */
+export async function insertTenant(sql: Sql, label: string): Promise<string> {
+  const id = `ten_${label}_${randomBytes(4).toString('hex')}`;
+  await sql`INSERT INTO tenants (id, name, api_key_hash, api_key_prefix, webhook_secret) VALUES (${id}, ${label}, ${randomBytes(32)}, 'pk_test', 'whsec_test')`;
+  return id;
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../db/connect';
 import { captureLines, isLedgerRefusal, postTransaction } from '../../db/ledger';
-import { fileDatabaseUrl } from '../helpers/database';
+import { fileDatabaseUrl, insertTenant } from '../helpers/database';
 
 /**
  * The ledger's guards live in PostgreSQL (db/migrations/016, ledger_check_lines): a statement
@@ -15,11 +15,7 @@ let sql: Sql;
 const tenants: string[] = [];
 beforeAll(async () => {
   sql = createSql(await fileDatabaseUrl(), { max: 2 });
-  for (const label of ['a', 'b']) {
-    const id = `ten_ledger_${label}_${randomBytes(4).toString('hex')}`;
-    await sql`INSERT INTO tenants (id, name, api_key_hash, api_key_prefix, webhook_secret) VALUES (${id}, 'ledger', ${randomBytes(32)}, 'pk_test', 'whsec_test')`;
-    tenants.push(id);
-  }
+  for (const label of ['ledger_a', 'ledger_b']) tenants.push(await insertTenant(sql, label));
 });
 afterAll(async () => {
   await sql?.end();
@@ -81,8 +77,7 @@ describe('a statement that adds ledger lines', () => {
   });
 
   it('is refused for good on a frozen account, which postTransaction reports as a ledger refusal', async () => {
-    const tenant = `ten_ledger_frozen_${randomBytes(4).toString('hex')}`;
-    await sql`INSERT INTO tenants (id, name, api_key_hash, api_key_prefix, webhook_secret) VALUES (${tenant}, 'ledger', ${randomBytes(32)}, 'pk_test', 'whsec_test')`;
+    const tenant = await insertTenant(sql, 'ledger_frozen');
     await account(tenant, 'provider_receivable');
     await sql`UPDATE ledger_accounts SET frozen = true WHERE id = ${await account(tenant, 'merchant_balance')}`;
     const posting = sql.begin((tx) => postTransaction(tx, { tenantId: tenant, eventKey: `frozen:${randomBytes(4).toString('hex')}`, description: 'frozen', lines: captureLines('EUR', 100) }));

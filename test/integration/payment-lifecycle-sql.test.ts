@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../db/connect';
 import { transitionPayment } from '../../db/payments';
 import { captureMethods, mayMove, orderHoldingStatuses, paymentStatuses, refundStatuses, waitingStatuses, type PaymentStatus } from '../../domain/payment-lifecycle';
-import { fileDatabaseUrl } from '../helpers/database';
+import { fileDatabaseUrl, insertTenant } from '../helpers/database';
 import { attemptOutcomes } from '../../domain/attempts';
 import { beginFirstAttempt } from '../../db/attempts';
 
@@ -17,10 +17,7 @@ let sql: Sql;
 let tenantId: string;
 beforeAll(async () => {
   sql = createSql(await fileDatabaseUrl(), { max: 2 });
-  tenantId = `ten_lifecycle_${randomBytes(4).toString('hex')}`;
-  await sql`
-    INSERT INTO tenants (id, name, api_key_hash, api_key_prefix, webhook_secret)
-    VALUES (${tenantId}, 'lifecycle', ${randomBytes(32)}, 'pk_test', 'whsec_test')`;
+  tenantId = await insertTenant(sql, 'lifecycle');
 });
 afterAll(async () => {
   await sql?.end();

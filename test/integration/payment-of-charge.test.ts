@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../db/connect';
 import { paymentOfCharge } from '../../db/provider-events';
-import { fileDatabaseUrl } from '../helpers/database';
+import { fileDatabaseUrl, insertTenant } from '../helpers/database';
 
 /**
  * Which payment a PSP's charge belongs to (db/provider-events.ts paymentOfCharge, used by the PSP
@@ -15,10 +15,7 @@ let sql: Sql;
 let tenantId: string;
 beforeAll(async () => {
   sql = createSql(await fileDatabaseUrl(), { max: 2 });
-  tenantId = `ten_charge_${randomBytes(4).toString('hex')}`;
-  await sql`
-    INSERT INTO tenants (id, name, api_key_hash, api_key_prefix, webhook_secret)
-    VALUES (${tenantId}, 'charges', ${randomBytes(32)}, 'pk_test', 'whsec_test')`;
+  tenantId = await insertTenant(sql, 'charges');
 });
 afterAll(async () => {
   await sql?.end();
