@@ -9,9 +9,10 @@
  *
  * One table per profile file (Node writes one per thread: the main thread serves the requests;
  * a process run under tsx has its module loader in another, the bench's run compiled code).
- * With the payment count it also gives CPU ms per payment; a profile covers the whole process life (start-up and every phase it served), so run
- * the bench with only the payments phase. The profiler's own sampling adds CPU: read the
- * shares, and take absolute figures from an unprofiled run.
+ * With the payment count it also gives CPU ms per payment; a profile covers the whole process
+ * life (start-up and every phase it served), so run the bench with only the payments phase.
+ * The profiler's own sampling adds CPU: read the shares, and take absolute figures from an
+ * unprofiled run.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
