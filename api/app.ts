@@ -56,7 +56,7 @@ const metricsRoute = createRoute({
   path: '/metrics',
   tags: ['Operations'],
   summary: 'Prometheus metrics of this API process (METRICS_TOKEN or the admin token)',
-  description: 'HTTP latency by route and status, idempotency outcomes (new, replayed, mismatch, waited, pending, fail_closed), Node process metrics.',
+  description: "HTTP latency by route and status, idempotency outcomes (new, replayed, mismatch, waited, pending, fail_closed), Node process metrics; with API_EAGER_START=on also the hosted payment worker's (circuit breakers, outcomes).",
   security: [{ metricsToken: [] }],
   responses: {
     200: { description: 'Prometheus text exposition format.', content: { 'text/plain': { schema: z.string() } } },
@@ -82,7 +82,8 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   });
 
   app.openapi(metricsRoute, async (c) => {
-    return c.text(await deps.metrics.registry.metrics(), 200, { 'Content-Type': deps.metrics.registry.contentType });
+    const more = deps.moreMetrics ? `\n${await deps.moreMetrics()}` : '';
+    return c.text(`${await deps.metrics.registry.metrics()}${more}`, 200, { 'Content-Type': deps.metrics.registry.contentType });
   });
 
   app.use('/v1/*', authenticate(deps, authFailures), tenantRateLimit(deps), jsonBody(), requireIdempotencyKey(deps));

@@ -37,6 +37,14 @@ export interface EarlyLookup {
 export interface ApiDeps {
   sql: Sql;
   temporal: Client;
+  /**
+   * API_EAGER_START=on (api/eager-start.ts): the client on this process's payment worker's
+   * connection, which asks for eager start, or null while that worker does not run. Omitted
+   * (or null): runs are started through `temporal`.
+   */
+  eagerStart?: () => Client | null;
+  /** Prometheus text GET /metrics appends to the API's own: the hosted worker's registry with eager start. */
+  moreMetrics?: () => Promise<string>;
   completions: CompletionWaiter;
   config: Pick<
     Config,

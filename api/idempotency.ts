@@ -307,7 +307,13 @@ export async function startOrAttach<T extends WorkflowType>(
   } as const;
   try {
     if (options.firstAnswer && deps.config.PAYMENT_ANSWER === 'update') return await startWithUpdate(deps, workflowType, startOptions, options.firstAnswer);
-    await deps.temporal.workflow.start<Workflows[T]>(workflowType, startOptions);
+    const eager = deps.eagerStart?.();
+    if (eager) {
+      // The native connection keeps its own deadline (withinTemporalDeadline bounds the API's client).
+      await eager.connection.withDeadline(Date.now() + deps.config.TEMPORAL_RPC_TIMEOUT_MS, () => eager.workflow.start<Workflows[T]>(workflowType, { ...startOptions, requestEagerStart: true }));
+    } else {
+      await deps.temporal.workflow.start<Workflows[T]>(workflowType, startOptions);
+    }
     return { kind: 'running' };
   } catch (error) {
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;

@@ -13,6 +13,8 @@ import { createApp } from './app';
 import { configuredProviderNames } from '../provider/registry';
 import { providerWebhookReceivers } from './routes/provider-webhooks';
 import { CompletionWaiter } from './completions';
+import { EagerStart } from './eager-start';
+import { installTemporalRuntime } from '../worker/observability';
 
 /** The API process: parse the environment, build the app from real dependencies, serve it. */
 const config = loadConfig();
@@ -22,6 +24,15 @@ const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, app
 const temporal = await connectTemporal(temporalConnectionSettings(config), config.TEMPORAL_NAMESPACE, paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS));
 const completions = new CompletionWaiter(sql, logger);
 await completions.start();
+// API_EAGER_START=on: a payment worker in this process takes each run's first task from the
+// start's answer (api/eager-start.ts). Its SDK runtime logs to this process's logger and exports
+// no metrics port of its own (a worker process on the same host has that one).
+let eager: EagerStart | null = null;
+if (config.API_EAGER_START === 'on') {
+  installTemporalRuntime(logger, null);
+  eager = new EagerStart({ config, logger, sql, temporal });
+  eager.start();
+}
 
 // Under api/primary.ts (API_PROCESSES > 1) the port is shared: the primary says how many API
 // processes are alive, and this one enforces its share of the rate limits.
@@ -36,6 +47,7 @@ const app = createApp({
   // What a tenant's routing may name: the configured PSPs, in order.
   providerNames: configuredProviderNames(config),
   temporal,
+  ...(eager ? { eagerStart: () => eager.client(), moreMetrics: async () => (eager.metrics ? eager.metrics.registry.metrics() : '') } : {}),
   completions,
   config,
   logger,
@@ -69,6 +81,8 @@ async function shutdown(signal: string) {
   const cap = setTimeout(() => 'closeAllConnections' in server && server.closeAllConnections(), config.IDEMPOTENCY_WAIT_MS + 5000);
   await closed;
   clearTimeout(cap);
+  // The hosted worker finishes the tasks it holds (WORKER_SHUTDOWN_GRACE_SECONDS) with the database still open.
+  await eager?.stop().catch((err: unknown) => logger.error({ err }, 'the payment worker of this API process did not stop cleanly'));
   await completions.stop();
   await temporal.connection.close().catch(() => {});
   await sql.end({ timeout: 5 });

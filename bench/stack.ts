@@ -36,6 +36,10 @@ export interface BenchStackOptions {
   payloadEncryption: boolean;
   /** The API's PAYMENT_ANSWER. */
   paymentAnswer: 'notify' | 'update';
+  /** The API's API_EAGER_START: a payment worker in the API's process, runs started eagerly. */
+  eagerStart?: boolean;
+  /** The workers' TEMPORAL_WORKER_VERSIONING (default on). */
+  workerVersioning?: boolean;
   /** Dynamic config of the dev server (`--dynamic-config-value`) or of the cluster (its file). */
   dynamicConfig?: Record<string, unknown>;
   /** Children to run with `--cpu-prof` (their .cpuprofile files, one per thread, land in `workDir`/<name>-profile). */
@@ -231,6 +235,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       RATE_LIMIT_READ_PER_SECOND: '1000000',
       RATE_LIMIT_WRITE_PER_SECOND: '1000000',
       PAYMENT_ANSWER: options.paymentAnswer,
+      API_EAGER_START: options.eagerStart ? 'on' : 'off',
+      TEMPORAL_WORKER_VERSIONING: options.workerVersioning === false ? 'off' : 'on',
     };
     const children: BenchChild[] = [];
     /** Children the bench itself killed (a sandbox's outage): their exit is no crash. */

@@ -141,6 +141,14 @@ const schema = z
      * answer). bench/NOTES.md has the two measured side by side.
      */
     PAYMENT_ANSWER: z.enum(['notify', 'update']).default('notify'),
+    /**
+     * `on`: the API process also runs a payment worker (the worker process's, without the outbox
+     * relay and the Schedules) and starts payments and refunds with eager start: Temporal answers
+     * the start with the run's first workflow task, which this process's worker runs, instead of
+     * handing it out through matching. The API then spends the first task's CPU; deploy it as part
+     * of the workers' Worker Deployment (docs/scaling.md "Eager start"). `off`: the API only starts runs.
+     */
+    API_EAGER_START: z.enum(['on', 'off']).default('off'),
     /** Upper bound on any one call to Temporal from the API; past it the API answers 503. */
     TEMPORAL_RPC_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
     // The waiting windows: their keys and defaults are the lifecycle table's (domain/payment-lifecycle.ts paymentWindows).

@@ -9,9 +9,10 @@ import type { WorkerMetrics } from '../lib/metrics';
  * The Temporal SDK's runtime, installed once per process before anything creates it: its
  * logs (worker, workflow and activity lines, with their workflow/activity attributes and
  * our request_id) go to pino, and its own metrics (task latencies, slots, polls…) are
- * exported in Prometheus format on `sdkMetricsAddress`.
+ * exported in Prometheus format on `sdkMetricsAddress` (null: not exported, as in an API process
+ * that hosts a worker for eager start beside a worker process on the same host).
  */
-export function installTemporalRuntime(logger: Logger, sdkMetricsAddress: string): void {
+export function installTemporalRuntime(logger: Logger, sdkMetricsAddress: string | null): void {
   const forward = (level: LogLevel, message: string, meta?: LogMetadata) => {
     const method = level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
     // Why: the SDK logs each workflow and activity start and end at DEBUG; below the level,
@@ -28,7 +29,7 @@ export function installTemporalRuntime(logger: Logger, sdkMetricsAddress: string
       warn: (message, meta) => forward('WARN', message, meta),
       error: (message, meta) => forward('ERROR', message, meta),
     },
-    telemetryOptions: { metrics: { prometheus: { bindAddress: sdkMetricsAddress, countersTotalSuffix: true, useSecondsForDurations: true } } },
+    ...(sdkMetricsAddress ? { telemetryOptions: { metrics: { prometheus: { bindAddress: sdkMetricsAddress, countersTotalSuffix: true, useSecondsForDurations: true } } } } : {}),
   });
 }
 

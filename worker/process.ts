@@ -1,20 +1,20 @@
 import { Client } from '@temporalio/client';
-import { NativeConnection, type WorkerOptions } from '@temporalio/worker';
-import { createSql } from '../db/connect';
+import { NativeConnection, type Worker, type WorkerOptions } from '@temporalio/worker';
+import { createSql, type Sql } from '../db/connect';
 import { loadConfig, type Config } from '../lib/config';
-import { createLogger } from '../lib/logger';
+import { createLogger, type Logger } from '../lib/logger';
 import { createProviderRegistry } from '../provider/registry';
 import { OutboxRelay } from './outbox-relay';
 import { ProviderHealth } from './provider-health';
 import { webhookTargetPolicy } from '../lib/webhook-target';
 import { ensureSchedules, scheduleSettings } from './schedules';
 import { installTemporalRuntime, serveWorkerMetrics } from './observability';
-import { createWorkerMetrics } from '../lib/metrics';
+import { createWorkerMetrics, type WorkerMetrics } from '../lib/metrics';
 import { listenerLimits } from '../lib/listener';
 import { createActivities } from '../activities';
 import { paymentDataConverter } from '../lib/data-converter';
 import { createPaymentWorker, workerWorkflowBundle } from './worker';
-import { describeVersion, makeCurrentIfNone, workerBuildId } from './versioning';
+import { describeVersion, makeCurrentIfNone, workerBuildId, type WorkerVersion } from './versioning';
 import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
 import { TemporalConnection } from '../lib/temporal';
 
@@ -42,30 +42,36 @@ export function workerTuning(config: Pick<Config, 'WORKER_SHUTDOWN_GRACE_SECONDS
   };
 }
 
+/** A payment worker built from the configuration, with what the process around it needs of it. */
+export interface PaymentWorkerParts {
+  worker: Worker;
+  /** Its Worker Deployment Version (TEMPORAL_WORKER_VERSIONING=on), or undefined: unversioned. */
+  version: WorkerVersion | undefined;
+  /** Its registry: circuit breakers, outcomes (the worker process serves it on WORKER_METRICS_PORT). */
+  metrics: WorkerMetrics;
+}
+
 /**
- * The worker process: Temporal worker (workflows + activities, the periodic jobs' included)
- * and outbox relay, until SIGINT/SIGTERM. At start it creates or updates the periodic jobs'
- * Temporal Schedules (worker/schedules.ts): no job runs on a timer in this process. worker/main.ts runs it as is; the benchmark's worker
- * (bench/worker.ts) runs this same process with its floor workflow added, so both are
- * measured on one worker.
+ * The payment worker as every process that hosts one builds it: the worker process, and the
+ * API process with API_EAGER_START=on (api/eager-start.ts). The PSP clients by configured name,
+ * the circuit breaker per PSP, the workflow bundle and, from it, the Worker Deployment Version.
+ * `connection` is the worker's NativeConnection; `client` the activities' (the jobs' Schedules
+ * and looks at runs), with the data converter of every client.
  */
-export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promise<never> {
-  const config = loadConfig();
-  const logger = createLogger({ name: 'worker', level: config.LOG_LEVEL });
-  installTemporalRuntime(logger, config.TEMPORAL_SDK_METRICS_ADDRESS);
+export async function createConfiguredWorker(options: {
+  config: Config;
+  logger: Logger;
+  sql: Sql;
+  connection: NativeConnection;
+  client: Client;
+  extras?: WorkerProcessExtras;
+  /** The worker's identity in histories (WorkflowTaskStarted); the SDK's `pid@host` when omitted. */
+  identity?: string;
+}): Promise<PaymentWorkerParts> {
+  const { config, logger, sql, extras = {} } = options;
   const metrics = createWorkerMetrics();
-  const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-worker' });
   // The configured PSPs by name (PROVIDERS, or the one PROVIDER): provider/registry.ts.
   const providers = await createProviderRegistry(config);
-
-  const temporal = temporalConnectionSettings(config);
-  const connection = await connectWithRetry(temporal);
-  // The jobs' client (Schedules, the sweeper's look at runs): the same data converter as the
-  // API's, since the Schedules' workflow arguments are payloads the workers decode. Its close
-  // at shutdown ends the calls of jobs still retrying against an unreachable Temporal
-  // (TemporalConnection).
-  const clientConnection = await TemporalConnection.connect(temporal);
-  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS) });
   // The circuit breaker per PSP: this process's charge attempts feed it, its route plans read it
   // (state on /metrics as provider_circuit_state, a log line per transition).
   const health = new ProviderHealth({ metrics, logger, providers: providers.names });
@@ -75,7 +81,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
     health,
     metrics,
     logger,
-    temporal: client,
+    temporal: options.client,
     retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS,
     disputeTimes: { reminderSeconds: config.DISPUTE_REMINDER_SECONDS, pollSeconds: config.DISPUTE_POLL_SECONDS },
   };
@@ -94,7 +100,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
       ? { deploymentName: config.TEMPORAL_DEPLOYMENT_NAME, buildId: config.TEMPORAL_WORKER_BUILD_ID ?? workerBuildId(workflowCode) }
       : undefined;
   const worker = await createPaymentWorker({
-    connection,
+    connection: options.connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TASK_QUEUE,
     deps,
@@ -103,9 +109,35 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
     ...(version ? { version } : {}),
     tuning: {
       ...workerTuning(config),
+      ...(options.identity ? { identity: options.identity } : {}),
       ...(extras.activities ? { activities: { ...createActivities(deps), ...extras.activities } } : {}),
     },
   });
+  return { worker, version, metrics };
+}
+
+/**
+ * The worker process: Temporal worker (workflows + activities, the periodic jobs' included)
+ * and outbox relay, until SIGINT/SIGTERM. At start it creates or updates the periodic jobs'
+ * Temporal Schedules (worker/schedules.ts): no job runs on a timer in this process. worker/main.ts runs it as is; the benchmark's worker
+ * (bench/worker.ts) runs this same process with its floor workflow added, so both are
+ * measured on one worker.
+ */
+export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promise<never> {
+  const config = loadConfig();
+  const logger = createLogger({ name: 'worker', level: config.LOG_LEVEL });
+  installTemporalRuntime(logger, config.TEMPORAL_SDK_METRICS_ADDRESS);
+  const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-worker' });
+
+  const temporal = temporalConnectionSettings(config);
+  const connection = await connectNativeWithRetry(temporal, logger);
+  // The jobs' client (Schedules, the sweeper's look at runs): the same data converter as the
+  // API's, since the Schedules' workflow arguments are payloads the workers decode. Its close
+  // at shutdown ends the calls of jobs still retrying against an unreachable Temporal
+  // (TemporalConnection).
+  const clientConnection = await TemporalConnection.connect(temporal);
+  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS) });
+  const { worker, version, metrics } = await createConfiguredWorker({ config, logger, sql, connection, client, extras });
   const relay = new OutboxRelay(sql, logger, {
     retryBaseMs: config.WEBHOOK_RETRY_BASE_MS,
     retryMaxMs: config.WEBHOOK_RETRY_MAX_MS,
@@ -163,17 +195,17 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   await connection.close();
   await sql.end({ timeout: 5 });
   process.exit(0);
+}
 
-  /** The worker may start before Temporal is up (docker-compose, npm start): wait for it. */
-  async function connectWithRetry(settings: TemporalConnectionSettings): Promise<NativeConnection> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await NativeConnection.connect(settings);
-      } catch (error) {
-        if (attempt >= 60) throw error;
-        logger.warn({ attempt, address: settings.address, error: (error as Error).message }, 'Temporal not reachable yet; retrying');
-        await new Promise((r) => setTimeout(r, 1000));
-      }
+/** A worker may start before Temporal is up (docker-compose, npm start): wait for it (a minute at most). */
+export async function connectNativeWithRetry(settings: TemporalConnectionSettings, logger: Logger): Promise<NativeConnection> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await NativeConnection.connect(settings);
+    } catch (error) {
+      if (attempt >= 60) throw error;
+      logger.warn({ attempt, address: settings.address, error: (error as Error).message }, 'Temporal not reachable yet; retrying');
+      await new Promise((r) => setTimeout(r, 1000));
     }
   }
 }

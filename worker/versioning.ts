@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Connection } from '@temporalio/client';
+import type { Connection, ConnectionLike } from '@temporalio/client';
 import type { Logger } from '../lib/logger';
 
 /** One version of the worker within its Worker Deployment (docs/versioning.md). */
@@ -50,7 +50,7 @@ export interface DeploymentRouting {
 }
 
 /** The routing of `deploymentName`; an unknown deployment (no versioned worker ever polled) has none. */
-export async function deploymentRouting(connection: Connection, namespace: string, deploymentName: string): Promise<DeploymentRouting> {
+export async function deploymentRouting(connection: ConnectionLike, namespace: string, deploymentName: string): Promise<DeploymentRouting> {
   try {
     const { workerDeploymentInfo } = await connection.workflowService.describeWorkerDeployment({ namespace, deploymentName });
     const routing = workerDeploymentInfo?.routingConfig;

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import { fileDatabaseUrl } from './database';
@@ -6,7 +7,10 @@ import type { Client } from '@temporalio/client';
 import { apiClient, startStack as startProductStack, type Stack, type StackOptions } from '../../devstack/stack';
 import { eventually } from './eventually';
 import { installTestRuntime, testLogger } from './runtime';
-import { testDataConverter } from '../../testkit/payload-keys';
+import { TEST_PAYLOAD_KEYS, testDataConverter } from '../../testkit/payload-keys';
+import { spawnService, type ServiceProcess } from '../../testkit/processes';
+import { freePort } from '../../devstack/ports';
+import { projectRoot } from '../../devstack/temporal-cli';
 
 export { apiClient, type Tenant } from '../../devstack/stack';
 export { captureLogs } from './runtime';
@@ -56,4 +60,30 @@ export function settledPayment(client: ReturnType<typeof apiClient>, id: string,
     100,
     `payment ${id} settled`,
   );
+}
+
+/**
+ * The API as its own process (`api/main.ts`, killable) against the stack's database, Temporal
+ * and task queue, with the test stacks' payload keys; `env` adds to or overrides that. Ready
+ * once its /healthz answers; logs under test/artifacts/<logs>.
+ */
+export async function spawnStackApi(stack: TestStack, options: { name: string; logs: string; env?: Record<string, string> }): Promise<{ service: ServiceProcess; url: string }> {
+  const port = await freePort();
+  const service = await spawnService({
+    name: `${options.name}-${port}`,
+    script: 'api/main.ts',
+    env: {
+      DATABASE_URL: stack.databaseUrl,
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      TASK_QUEUE: stack.taskQueue,
+      ADMIN_TOKEN,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS,
+      ...options.env,
+    },
+    readyUrl: `http://127.0.0.1:${port}/healthz`,
+    logsDir: path.join(projectRoot, 'test', 'artifacts', options.logs),
+  });
+  return { service, url: `http://127.0.0.1:${port}` };
 }

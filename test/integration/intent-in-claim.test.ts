@@ -1,5 +1,3 @@
-import { createServer } from 'node:net';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { findRecord, releaseClaim } from '../../db/idempotency-records';
@@ -14,10 +12,7 @@ import { paymentWorkflowId } from '../../domain/ids';
 import { CREATE_PAYMENT_OPERATION } from '../../shared/definitions';
 import { operationName } from '../../api/typed-route';
 import { createPayment } from '../../api/routes/payments';
-import { projectRoot } from '../../devstack/temporal-cli';
-import { spawnService } from '../../testkit/processes';
-import { TEST_PAYLOAD_KEYS } from '../../testkit/payload-keys';
-import { ADMIN_TOKEN, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { eventually, spawnStackApi, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
  * The API persists a payment's intent in the statement that claims its key, so the run starts
@@ -53,17 +48,6 @@ async function activitiesOf(workflowId: string): Promise<string[]> {
   const handle = stack.temporal.workflow.getHandle(workflowId);
   await handle.result(); // the answer comes from the database commit, before the run records the step
   return recordedSteps(handle);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 describe('the intent is persisted with the claim', () => {
@@ -150,23 +134,7 @@ describe('a start in doubt: the claim and its intent lost, but the run had start
 describe('an API killed between the claim and the run\'s start', () => {
   /** An API process that dies (SIGKILL) right after its first claim with an intent committed. */
   async function dyingApi() {
-    const port = await freePort();
-    return spawnService({
-      name: `api-dies-after-claim-${port}`,
-      script: 'api/main.ts',
-      env: {
-        DATABASE_URL: stack.databaseUrl,
-        TEMPORAL_ADDRESS: stack.temporalAddress,
-        TASK_QUEUE: stack.taskQueue,
-        ADMIN_TOKEN,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS,
-        CHAOS_KILL_AT: 'after-claim-commit',
-      },
-      readyUrl: `http://127.0.0.1:${port}/healthz`,
-      logsDir: path.join(projectRoot, 'test', 'artifacts', 'intent-in-claim-logs'),
-    }).then((service) => ({ service, url: `http://127.0.0.1:${port}` }));
+    return spawnStackApi(stack, { name: 'api-dies-after-claim', logs: 'intent-in-claim-logs', env: { CHAOS_KILL_AT: 'after-claim-commit' } });
   }
 
   it('the client\'s retry starts the run, which finds the intent and charges once', async () => {
