@@ -20,6 +20,7 @@
  * API starts runs through its own client, as with API_EAGER_START=off.
  */
 import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from '@temporalio/client';
 import type { NativeConnection, Worker } from '@temporalio/worker';
 import type { Sql } from '../db/connect';
@@ -28,11 +29,13 @@ import { paymentDataConverter } from '../lib/data-converter';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 import { temporalConnectionSettings } from '../lib/temporal-connection';
-import { connectNativeWithRetry, createConfiguredWorker } from '../worker/process';
+import { connectNativeWithRetry, createConfiguredWorker, type WorkerProcessExtras } from '../worker/process';
 import { deploymentRouting, describeVersion, type WorkerVersion } from '../worker/versioning';
 
 /** How often a versioned API checks whether its version is the deployment's current one. */
 export const ROUTING_CHECK_MS = 5000;
+/** The wait before the next try when the hosted worker could not start. */
+const BOOT_RETRY_MS = 5000;
 
 export class EagerStart {
   private starter: Client | null = null;
@@ -41,6 +44,8 @@ export class EagerStart {
   private running: Promise<void> | null = null;
   private booting: Promise<void> | null = null;
   private stopping = false;
+  /** Ends a wait between two tries to start the worker. */
+  private readonly stopped = new AbortController();
   /** Unversioned, or versioned and the deployment's current version at the last check. */
   private routedHere = false;
   private routingCheck: NodeJS.Timeout | null = null;
@@ -55,14 +60,14 @@ export class EagerStart {
       sql: Sql;
       /** The API's client: the activities' (the same namespace and data converter). */
       temporal: Client;
+      /** More workflows and activities for the hosted worker (the benchmark's floor). */
+      extras?: WorkerProcessExtras;
     },
   ) {}
 
   /** Connects and starts the worker in the background. The Temporal runtime must be installed first (worker/observability.ts). */
   start(): void {
-    this.booting = this.boot().catch((err: unknown) => {
-      this.options.logger.error({ err }, 'eager start is off: the payment worker of this API process could not start');
-    });
+    this.booting = this.bootUntilRunning();
   }
 
   /** The client that asks for eager start, while this process's worker runs; otherwise null. */
@@ -74,6 +79,7 @@ export class EagerStart {
   async stop(): Promise<void> {
     this.stopping = true;
     this.starter = null;
+    this.stopped.abort();
     await this.booting;
     if (this.routingCheck) clearInterval(this.routingCheck);
     if (this.worker?.getState() === 'RUNNING') this.worker.shutdown();
@@ -81,14 +87,29 @@ export class EagerStart {
     await this.connection?.close();
   }
 
+  /** Tries until the worker runs (Temporal may come up after the API), every BOOT_RETRY_MS; runs start plainly meanwhile. */
+  private async bootUntilRunning(): Promise<void> {
+    for (let attempt = 1; !this.stopping; attempt++) {
+      try {
+        await this.boot();
+        return;
+      } catch (err) {
+        this.options.logger.error({ err, attempt }, 'the payment worker of this API process could not start; runs start plainly until it does');
+        await this.connection?.close().catch(() => {});
+        this.connection = null;
+        await sleep(BOOT_RETRY_MS, undefined, { signal: this.stopped.signal }).catch(() => {});
+      }
+    }
+  }
+
   private async boot(): Promise<void> {
-    const { config, logger, sql, temporal } = this.options;
+    const { config, logger, sql, temporal, extras } = this.options;
     const connection = await connectNativeWithRetry(temporalConnectionSettings(config), logger);
     this.connection = connection;
     if (this.stopping) return;
     // Named apart from a worker process's `pid@host`: the history shows the runs this process started and ran eagerly.
     const identity = `${process.pid}@${hostname()}/api`;
-    const { worker, version, metrics } = await createConfiguredWorker({ config, logger, sql, connection, client: temporal, identity });
+    const { worker, version, metrics } = await createConfiguredWorker({ config, logger, sql, connection, client: temporal, identity, ...(extras ? { extras } : {}) });
     if (this.stopping) return;
     this.worker = worker;
     this.metrics = metrics;

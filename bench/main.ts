@@ -61,8 +61,6 @@ const settings = {
   paymentAnswer: (env.BENCH_PAYMENT_ANSWER === 'update' ? 'update' : 'notify') as 'notify' | 'update',
   /** The API's API_EAGER_START: `off` (the default) or `on` (a payment worker in the API's process, runs started eagerly). */
   eagerStart: env.BENCH_EAGER_START === 'on',
-  /** The workers' TEMPORAL_WORKER_VERSIONING: `on` (the default, as in production) or `off` (unversioned workers). */
-  workerVersioning: env.BENCH_WORKER_VERSIONING !== 'off',
   windowMs: Number(env.BENCH_WINDOW_MS ?? 4000),
   rounds: Number(env.BENCH_ROUNDS ?? 2),
   concurrencies: (env.BENCH_CONCURRENCY ?? '1,8,64').split(',').map(Number),
@@ -85,12 +83,6 @@ const settings = {
 };
 for (const mode of settings.failoverModes) if (mode !== 'unavailable' && mode !== 'kill') throw new Error(`BENCH_FAILOVER: unknown mode ${mode}`);
 const keepLogs = env.BENCH_KEEP_LOGS === '1' || settings.profile.length > 0;
-if (settings.eagerStart && settings.workerVersioning) {
-  // The API's worker runs the product's bundle, the bench worker the product's plus the floor: two
-  // build ids, and the API starts eagerly only while its own is current (api/eager-start.ts).
-  console.error('BENCH_EAGER_START=on needs BENCH_WORKER_VERSIONING=off: the bench worker and the API\'s worker run different bundles, so the API\'s version is never current');
-  process.exit(2);
-}
 
 const progress = new Progress();
 const startedAt = new Date();
@@ -105,7 +97,6 @@ const stack = await startBenchStack({
   payloadEncryption: settings.payloadEncryption,
   paymentAnswer: settings.paymentAnswer,
   eagerStart: settings.eagerStart,
-  workerVersioning: settings.workerVersioning,
   dynamicConfig: settings.dynamicConfig,
   keepLogs,
   profile: settings.profile,

@@ -38,8 +38,6 @@ export interface BenchStackOptions {
   paymentAnswer: 'notify' | 'update';
   /** The API's API_EAGER_START: a payment worker in the API's process, runs started eagerly. */
   eagerStart?: boolean;
-  /** The workers' TEMPORAL_WORKER_VERSIONING (default on). */
-  workerVersioning?: boolean;
   /** Dynamic config of the dev server (`--dynamic-config-value`) or of the cluster (its file). */
   dynamicConfig?: Record<string, unknown>;
   /** Children to run with `--cpu-prof` (their .cpuprofile files, one per thread, land in `workDir`/<name>-profile). */
@@ -119,7 +117,7 @@ export interface BenchStack extends BenchLane {
 }
 
 /** The processes the bench starts, compiled (scripts/build.ts with the bench's worker added). */
-const benchEntries = ['bench/worker.ts', 'bench/workflows.ts'];
+const benchEntries = ['bench/worker.ts', 'bench/api.ts', 'bench/workflows.ts'];
 let built = false;
 
 /**
@@ -133,7 +131,7 @@ function buildOnce(log: (line: string) => void): void {
   const result = spawnSync(process.execPath, ['--import', tsxLoader, path.join(projectRoot, 'scripts', 'build.ts'), ...benchEntries], { cwd: projectRoot, encoding: 'utf8' });
   if (result.status !== 0) throw new Error(`scripts/build.ts failed:\n${result.stdout}\n${result.stderr}`);
   built = true;
-  log(`compiled the product and the bench worker into dist/ in ${Date.now() - started} ms`);
+  log(`compiled the product, the bench worker and API into dist/ in ${Date.now() - started} ms`);
 }
 
 /** 'api/main.ts' → the compiled dist/api/main.js. */
@@ -236,7 +234,6 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       RATE_LIMIT_WRITE_PER_SECOND: '1000000',
       PAYMENT_ANSWER: options.paymentAnswer,
       API_EAGER_START: options.eagerStart ? 'on' : 'off',
-      TEMPORAL_WORKER_VERSIONING: options.workerVersioning === false ? 'off' : 'on',
     };
     const children: BenchChild[] = [];
     /** Children the bench itself killed (a sandbox's outage): their exit is no crash. */
@@ -307,7 +304,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
         WORKER_METRICS_PORT: String(metricsPort),
         TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${sdkMetricsPort}`,
       });
-      const api = spawnChild(`api${suffix}`, 'api/main.ts', { ...laneEnv, PORT: String(apiPort), HOST: '127.0.0.1' });
+      const api = spawnChild(`api${suffix}`, 'bench/api.ts', { ...laneEnv, PORT: String(apiPort), HOST: '127.0.0.1' });
       const apiUrl = `http://127.0.0.1:${apiPort}`;
       await Promise.all([
         sandboxesUp(),

@@ -7,7 +7,8 @@
  *    page's script copied out of a devDependency (so production installs no front-end toolchain).
  * 4. The workflow bundle (dist/workflow-bundle.js), which production workers load.
  * Arguments name more TypeScript entries compiled beside the product (the benchmark runs its
- * worker, bench/worker.ts, from dist/ like the product's processes): `tsx scripts/build.ts bench/worker.ts`.
+ * worker and API, bench/worker.ts and bench/api.ts, from dist/ like the product's processes):
+ * `tsx scripts/build.ts bench/worker.ts bench/api.ts`.
  */
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
