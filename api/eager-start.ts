@@ -22,14 +22,14 @@
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from '@temporalio/client';
-import type { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection, type Worker } from '@temporalio/worker';
 import type { Sql } from '../db/connect';
 import type { Config } from '../lib/config';
 import { paymentDataConverter } from '../lib/data-converter';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 import { temporalConnectionSettings } from '../lib/temporal-connection';
-import { connectNativeWithRetry, createConfiguredWorker, type WorkerProcessExtras } from '../worker/process';
+import { createConfiguredWorker, type WorkerProcessExtras } from '../worker/process';
 import { deploymentRouting, describeVersion, type WorkerVersion } from '../worker/versioning';
 
 /** How often a versioned API checks whether its version is the deployment's current one. */
@@ -94,7 +94,7 @@ export class EagerStart {
         await this.boot();
         return;
       } catch (err) {
-        this.options.logger.error({ err, attempt }, 'the payment worker of this API process could not start; runs start plainly until it does');
+        this.options.logger.warn({ err, attempt }, 'the payment worker of this API process could not start; runs start plainly until it does');
         await this.connection?.close().catch(() => {});
         this.connection = null;
         await sleep(BOOT_RETRY_MS, undefined, { signal: this.stopped.signal }).catch(() => {});
@@ -104,7 +104,8 @@ export class EagerStart {
 
   private async boot(): Promise<void> {
     const { config, logger, sql, temporal, extras } = this.options;
-    const connection = await connectNativeWithRetry(temporalConnectionSettings(config), logger);
+    // One try: bootUntilRunning retries, and a stop ends its wait between two tries at once.
+    const connection = await NativeConnection.connect(temporalConnectionSettings(config));
     this.connection = connection;
     if (this.stopping) return;
     // Named apart from a worker process's `pid@host`: the history shows the runs this process started and ran eagerly.

@@ -198,7 +198,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
 }
 
 /** A worker may start before Temporal is up (docker-compose, npm start): wait for it (a minute at most). */
-export async function connectNativeWithRetry(settings: TemporalConnectionSettings, logger: Logger): Promise<NativeConnection> {
+async function connectNativeWithRetry(settings: TemporalConnectionSettings, logger: Logger): Promise<NativeConnection> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await NativeConnection.connect(settings);

@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceProcess } from '../../testkit/processes';
+import { freePort } from '../../devstack/ports';
 import { ADMIN_TOKEN, eventually, spawnStackApi, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
@@ -14,19 +16,23 @@ let stack: TestStack;
 let tenant: Tenant;
 let eagerApi: { service: ServiceProcess; url: string };
 
+/** What an API with eager start needs beyond the API's own settings: the worker's. */
+function eagerEnv(): Record<string, string> {
+  return {
+    PROVIDER: 'sandbox',
+    PROVIDER_URL: stack.sandboxUrl,
+    // Unversioned, like the stack's in-process worker on the same task queue.
+    TEMPORAL_WORKER_VERSIONING: 'off',
+    API_EAGER_START: 'on',
+  };
+}
+
 /** An API process with API_EAGER_START=on against the stack, once its worker runs. */
 async function spawnEagerApi(env: Record<string, string> = {}): Promise<{ service: ServiceProcess; url: string }> {
   const api = await spawnStackApi(stack, {
     name: 'api-eager',
     logs: 'eager-start-logs',
-    env: {
-      PROVIDER: 'sandbox',
-      PROVIDER_URL: stack.sandboxUrl,
-      // Unversioned, like the stack's in-process worker on the same task queue.
-      TEMPORAL_WORKER_VERSIONING: 'off',
-      API_EAGER_START: 'on',
-      ...env,
-    },
+    env: { ...eagerEnv(), ...env },
   });
   // The API serves before its worker runs (it starts runs plainly until then): wait for the worker.
   await eventually(async () => ((await metricsOf(api.url)).includes('payment_outcomes_total') ? true : null), 60_000);
@@ -157,6 +163,26 @@ describe('eager start (API_EAGER_START=on)', () => {
       expect(described.raw.workflowExecutionInfo?.versioningInfo?.deploymentVersion?.buildId).toBe(buildId);
     } finally {
       await versioned.service.stop();
+    }
+  });
+
+  it('with Temporal unreachable it answers 503, keeps trying to start its worker, and a SIGTERM ends it without waiting for one', async () => {
+    const nobody = await freePort();
+    const api = await spawnStackApi(stack, {
+      name: 'api-eager-no-temporal',
+      logs: 'eager-start-logs',
+      env: { ...eagerEnv(), TEMPORAL_ADDRESS: `127.0.0.1:${nobody}`, TEMPORAL_RPC_TIMEOUT_MS: '1000' },
+    });
+    try {
+      const refused = await pay(api.url);
+      expect(refused.status).toBe(503);
+      expect(refused.json.error.type).toBe('temporal_unavailable');
+      await eventually(() => readFileSync(api.service.logFile, 'utf8').includes('could not start; runs start plainly until it does'), 30_000);
+      process.kill(api.service.pid, 'SIGTERM');
+      const exitedByItself = await Promise.race([api.service.whenExited.then(() => true), sleep(30_000).then(() => false)]);
+      expect(exitedByItself).toBe(true);
+    } finally {
+      await api.service.kill();
     }
   });
 
