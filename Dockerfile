@@ -48,5 +48,5 @@ USER node
 EXPOSE 3000 4010
 
 # `node` itself, not npm: a single process that receives SIGTERM and shuts down
-# gracefully (api/main.ts, worker/main.ts).
+# gracefully (api/process.ts, worker/process.ts).
 CMD ["node", "dist/api/main.js"]

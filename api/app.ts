@@ -64,7 +64,7 @@ const metricsRoute = createRoute({
   },
 });
 
-/** The HTTP API, built from its dependencies. `api/main.ts` serves it; tests call it directly. */
+/** The HTTP API, built from its dependencies. `api/process.ts` serves it; tests call it directly. */
 export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: invalidRequest });
   const authFailures = new AuthFailureLimit(deps.config.AUTH_FAILURES_PER_MINUTE ?? 30, cidrBlockList(deps.config.TRUSTED_PROXIES ?? '', 'TRUSTED_PROXIES'));

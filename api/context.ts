@@ -85,7 +85,7 @@ export interface ApiDeps {
   liveProcesses?: () => number;
   /**
    * The deployment's PSP names, in configured order (PROVIDERS): what a tenant's routing may
-   * name (api/main.ts: configuredProviderNames(config)). Omitted: the one provider of PROVIDER.
+   * name (api/process.ts: configuredProviderNames(config)). Omitted: the one provider of PROVIDER.
    */
   providerNames?: readonly string[];
   /** The configured PSPs' inbound webhooks (POST /provider_webhooks/{provider}), one per name; absent: none are received. */

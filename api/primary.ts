@@ -75,7 +75,7 @@ async function replaceAll(): Promise<void> {
       if (old && !old.isDead()) {
         retiring.add(old);
         const gone = new Promise<void>((resolve) => old.once('exit', () => resolve()));
-        // SIGTERM: api/main.ts stops accepting, finishes its requests in flight, then exits.
+        // SIGTERM: api/process.ts stops accepting, finishes its requests in flight, then exits.
         old.process.kill('SIGTERM');
         await gone;
       }

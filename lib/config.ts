@@ -106,7 +106,7 @@ const schema = z
     TEMPORAL_WORKER_BUILD_ID: z.string().min(1).max(255).optional(),
     /**
      * Bearer token of the /admin endpoints. A development default is used outside production,
-     * and only on a loopback address (api/main.ts refuses anything else). In production it
+     * and only on a loopback address (api/process.ts refuses anything else). In production it
      * must be given, at least 32 characters, and not the default.
      */
     ADMIN_TOKEN: z.string().min(16).optional(),

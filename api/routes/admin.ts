@@ -42,7 +42,7 @@ const getTenantRoute = createRoute({
 });
 
 /**
- * The PSP names a routing may use: the deployment's configured providers (api/main.ts passes
+ * The PSP names a routing may use: the deployment's configured providers (api/process.ts passes
  * configuredProviderNames(config)); an app built without them knows PROVIDER's one name.
  */
 export function routableProviders(deps: Pick<ApiDeps, 'providerNames' | 'config'>): readonly string[] {
