@@ -159,8 +159,6 @@ describe('eager start (API_EAGER_START=on)', () => {
           return payment.status === 'succeeded' ? payment : null;
         }, 30_000);
       }
-      const described = await stack.temporal.workflow.getHandle(after.json.workflow_id).describe();
-      expect(described.raw.workflowExecutionInfo?.versioningInfo?.deploymentVersion?.buildId).toBe(buildId);
     } finally {
       await versioned.service.stop();
     }
