@@ -3,7 +3,8 @@ import { gzipSync } from 'node:zlib';
 import path from 'node:path';
 import { availableParallelism } from 'node:os';
 import { check, runningWorkflows, type PaymentCensus, type Verdict } from './checker';
-import { DISPUTE_TIMES, startEnvironment, type ChaosEnvironment } from './environment';
+import type { reconciliationWorkflow } from '../workflows/jobs';
+import { DISPUTE_TIMES, PSPS, startEnvironment, type ChaosEnvironment } from './environment';
 import { describeSchedule, faultSchedule, killPointPlan, pspFaultKinds, type NemesisEvent, type TemporalMode } from './nemesis';
 import { Prng } from './prng';
 import { Workload, type Operation } from './workload';
@@ -81,14 +82,17 @@ export async function openInDatabase(sql: ChaosEnvironment['sql']): Promise<numb
 
 /**
  * What the PSPs still have open: disputes the network is yet to open (a charge's `dispute_at`)
- * or to decide; our side hears of each by its webhooks or its run's polls (-1: unreachable).
+ * or to decide, and webhooks not yet delivered (retried with a backoff of up to 30 s after an
+ * outage of ours); our side hears of each by its webhooks or its run's polls (-1: unreachable).
+ * A webhook the sandbox lost for good is not waited for: reconcileAfterRun finds its dispute.
  */
 export async function openAtPsps(pspSql: ChaosEnvironment['pspSql']): Promise<number> {
   let total = 0;
   for (const psp of Object.values(pspSql)) {
     const [open] = await psp<{ n: number }[]>`
       SELECT (SELECT count(*) FROM sandbox.charges WHERE dispute_at IS NOT NULL)
-           + (SELECT count(*) FROM sandbox.disputes WHERE status IN ('needs_response', 'under_review')) AS n`.catch(() => [{ n: -1 }]);
+           + (SELECT count(*) FROM sandbox.disputes WHERE status IN ('needs_response', 'under_review'))
+           + (SELECT count(*) FROM sandbox.events WHERE state = 'pending' AND webhook_url IS NOT NULL) AS n`.catch(() => [{ n: -1 }]);
     if (open!.n < 0) return -1;
     total += Number(open!.n);
   }
@@ -116,6 +120,26 @@ export async function waitUntilSettled(env: Pick<ChaosEnvironment, 'sql' | 'pspS
     if (Date.now() > deadline) return { waitedForWorkflowsMs: databaseSettledAt ? Date.now() - databaseSettledAt : 0 };
     await sleep(1000);
   }
+}
+
+/**
+ * The product's recovery for a PSP webhook lost for good (the sandbox's `loss` fault): the
+ * hourly reconciliation (worker/schedules.ts) starts the workflow of every dispute the PSP
+ * reports and no webhook told us of. The run cannot wait for the Schedule's next hour, so it
+ * runs the same workflow once over the run's window, as an operator's trigger would, on the
+ * run's worker. Returns how many dispute rows it added, and its discrepancies per PSP; throws
+ * if the workflow failed (a provider's run failed).
+ */
+export async function reconcileAfterRun(env: Pick<ChaosEnvironment, 'sql' | 'temporal' | 'taskQueue'>, from: Date): Promise<{ disputesFound: number; discrepancies: Record<string, number> }> {
+  const disputes = async () => (await env.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM disputes`)[0]!.n;
+  const before = await disputes();
+  const window = { kind: 'explicit' as const, from: from.toISOString(), to: new Date(Date.now() + 1000).toISOString() };
+  const result = await env.temporal.workflow.execute<typeof reconciliationWorkflow>('reconciliationWorkflow', {
+    taskQueue: env.taskQueue,
+    workflowId: `chaos-reconciliation-${window.to}`,
+    args: [{ providers: [...PSPS], window }],
+  });
+  return { disputesFound: (await disputes()) - before, discrepancies: Object.fromEntries(result.runs.map((r) => [r.provider, r.discrepancyCount])) };
 }
 
 /**
@@ -205,8 +229,18 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
     const disputeActions: Record<string, number> = {};
     for (const w of workloads) for (const [action, n] of Object.entries(w.disputeActions)) disputeActions[action] = (disputeActions[action] ?? 0) + n;
 
-    const { waitedForWorkflowsMs } = await waitUntilSettled(env, loadEnded + (options.settleMs ?? 300_000));
+    const settleDeadline = loadEnded + (options.settleMs ?? 300_000);
+    const { waitedForWorkflowsMs } = await waitUntilSettled(env, settleDeadline);
     if (waitedForWorkflowsMs >= 1000) log(`the database settled ${(waitedForWorkflowsMs / 1000).toFixed(0)} s before the last workflow without a reason to run closed`);
+    const reconciliation = await reconcileAfterRun(env, new Date(started - 60_000)).catch((error: Error) => {
+      log(`reconciliation after the run failed: ${error.message}`);
+      return null;
+    });
+    if (reconciliation) {
+      log(`reconciliation after the run: ${reconciliation.disputesFound} disputes no webhook had told of; discrepancies ${JSON.stringify(reconciliation.discrepancies)}`);
+      // What it started (the disputes' workflows, their events) settles like the rest.
+      if (reconciliation.disputesFound > 0) await waitUntilSettled(env, Math.max(settleDeadline, Date.now() + 60_000));
+    }
     const settled = Date.now();
     log(`settled in ${((settled - loadEnded) / 1000).toFixed(0)} s; checking`);
 
@@ -259,6 +293,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
         ...Object.fromEntries(Object.entries(customerActions).map(([action, n]) => [`3-D Secure customer: ${action}`, n])),
         ...Object.fromEntries(Object.entries(disputeActions).map(([action, n]) => [`dispute answered: ${action}`, n])),
         'PSP webhooks received and stored (once per event)': pspEvents!.n,
+        'disputes found by the reconciliation after the run (their webhooks lost)': reconciliation?.disputesFound ?? -1,
       },
       payments: verdict.census.length,
       refunds: verdict.census.reduce((n, p) => n + p.refunds.length, 0),

@@ -4,7 +4,7 @@ import protos from '@temporalio/proto';
 import { projectRoot } from '../../devstack/temporal-cli';
 import { runningWorkflows } from '../../chaos/checker';
 import { startEnvironment, type ChaosEnvironment } from '../../chaos/environment';
-import { openInDatabase, waitUntilSettled } from '../../chaos/run';
+import { openAtPsps, openInDatabase, reconcileAfterRun, waitUntilSettled } from '../../chaos/run';
 
 /**
  * Why the chaos run's settle waits for the workflows too, not only for the database: a
@@ -15,6 +15,10 @@ import { openInDatabase, waitUntilSettled } from '../../chaos/run';
  * workflow task times out, runs again on the next worker (the step, replayed, is a no-op)
  * and only then does the run close. It must close by itself: a run that never did would
  * still fail here and be named by the checker.
+ *
+ * And what the settle does not wait for: a dispute whose every webhook the PSP lost. The PSP
+ * decides it alone; the run's reconciliation (the hourly Schedule's workflow, run once) is what
+ * records it, with its money, before the census.
  */
 
 const { EventType } = protos.temporal.api.enums.v1;
@@ -34,21 +38,25 @@ afterAll(async () => {
   await env?.teardown();
 });
 
+/** One automatic-capture payment of the first tenant, its key retried (every 500 ms, `tries` times) until it has a final answer. */
+async function pay(key: string, amountMinor: number, paymentMethod: string, tries: number): Promise<{ status: number; json: { status?: string; id?: string } } | null> {
+  for (let attempt = 0; attempt < tries; attempt++) {
+    const response = await fetch(`${env.apiUrls[0]}/v1/payments`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${env.apiKey}`, 'idempotency-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ order_id: key, amount_minor: amountMinor, currency: 'EUR', payment_method: paymentMethod, capture_method: 'automatic' }),
+    }).catch(() => null);
+    if (response && ![202, 429, 503].includes(response.status)) return { status: response.status, json: (await response.json()) as { status?: string; id?: string } };
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  return null;
+}
+
 describe('the chaos run settles', () => {
   it(
     'a worker killed right after a record step committed: the database settles first, the workflow closes later by itself, and the settle waits for it',
     async () => {
-      const key = `settle-${Date.now()}`;
-      let answer: { status: number; json: { status?: string; id?: string } } | null = null;
-      for (let attempt = 0; attempt < 240 && !answer; attempt++) {
-        const response = await fetch(`${env.apiUrls[0]}/v1/payments`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${env.apiKey}`, 'idempotency-key': key, 'content-type': 'application/json' },
-          body: JSON.stringify({ order_id: key, amount_minor: 1234, currency: 'EUR', payment_method: 'pm_card_visa', capture_method: 'automatic' }),
-        }).catch(() => null);
-        if (response && ![202, 429, 503].includes(response.status)) answer = { status: response.status, json: (await response.json()) as { status?: string; id?: string } };
-        else await new Promise((r) => setTimeout(r, 500));
-      }
+      const answer = await pay(`settle-${Date.now()}`, 1234, 'pm_card_visa', 240);
       expect(answer?.status).toBe(201);
       expect(answer?.json.status).toBe('succeeded');
 
@@ -75,6 +83,52 @@ describe('the chaos run settles', () => {
       expect(completedAt).toBeGreaterThan(payment!.updated_at.getTime());
       const worker = env.supervisors.find((s) => s.name === 'worker')!;
       expect(worker.unplannedExits).toBe(1);
+    },
+    300_000,
+  );
+
+  it(
+    'a chargeback whose every webhook the PSP lost: nothing of it reaches the database, the settle ends, and the reconciliation after the run records it lost, with its money',
+    async () => {
+      const sandboxA = env.pspUrls['sandbox-a'];
+      const faults = async (body: object) => {
+        const response = await fetch(`${sandboxA}/_sandbox/webhook_faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        expect(response.status).toBe(200);
+      };
+      const runStarted = new Date();
+      await faults({ loss: 1 });
+      let paymentId: string;
+      try {
+        const answer = await pay(`lost-dispute-${Date.now()}`, 2500, 'pm_card_createDispute', 120);
+        expect(answer?.json.status).toBe('succeeded');
+        paymentId = answer!.json.id!;
+        // The network opens the chargeback a second after the capture and, unanswered, decides it lost at its deadline.
+        const psp = env.pspSql['sandbox-a'];
+        const deadline = Date.now() + 120_000;
+        const disputeAtPsp = async () =>
+          (await psp<{ status: string }[]>`SELECT d.status FROM sandbox.disputes d JOIN sandbox.charges c ON c.id = d.charge_id WHERE c.reference = ${paymentId}`)[0]?.status;
+        while ((await disputeAtPsp()) !== 'lost' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
+        expect(await disputeAtPsp()).toBe('lost');
+      } finally {
+        await faults({ loss: 0 });
+      }
+      // Every event of it lost: nothing open at the PSP, nothing in our database, the settle ends.
+      expect(await openAtPsps(env.pspSql)).toBe(0);
+      await waitUntilSettled(env, Date.now() + 120_000);
+      expect(await env.sql`SELECT id FROM disputes WHERE payment_id = ${paymentId}`).toHaveLength(0);
+
+      const found = await reconcileAfterRun(env, new Date(runStarted.getTime() - 60_000));
+      expect(found.disputesFound).toBe(1);
+      await waitUntilSettled(env, Date.now() + 120_000);
+      const [dispute] = await env.sql<{ id: string; stage: string; status: string; amount_minor: number; fee_minor: number }[]>`
+        SELECT id, stage, status, amount_minor::int, fee_minor::int FROM disputes WHERE payment_id = ${paymentId}`;
+      expect(dispute).toMatchObject({ stage: 'chargeback', status: 'lost', amount_minor: 2500 });
+      expect(dispute!.fee_minor).toBeGreaterThan(0);
+      // Its money: withdrawn (amount and fee) and lost, each posted once.
+      const posted = await env.sql<{ event_key: string }[]>`SELECT event_key FROM ledger_transactions WHERE dispute_id = ${dispute!.id} ORDER BY event_key`;
+      expect(posted.map((t) => t.event_key.split(':').at(-1))).toEqual(['loss', 'withdrawal']);
+      const events = await env.sql<{ type: string }[]>`SELECT type FROM outbox_events WHERE payload -> 'data' -> 'object' ->> 'id' = ${dispute!.id} ORDER BY type`;
+      expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(['dispute.closed', 'dispute.created', 'dispute.funds_withdrawn']));
     },
     300_000,
   );
