@@ -236,11 +236,9 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
       log(`reconciliation after the run failed: ${error.message}`);
       return null;
     });
-    if (reconciliation) {
-      log(`reconciliation after the run: ${reconciliation.disputesFound} disputes no webhook had told of; discrepancies ${JSON.stringify(reconciliation.discrepancies)}`);
-      // What it started (the disputes' workflows, their events) settles like the rest.
-      if (reconciliation.disputesFound > 0) await waitUntilSettled(env, Math.max(settleDeadline, Date.now() + 60_000));
-    }
+    if (reconciliation) log(`reconciliation after the run: ${reconciliation.disputesFound} disputes no webhook had told of; discrepancies ${JSON.stringify(reconciliation.discrepancies)}`);
+    // What it started (a dispute's workflow and events, a late charge given back) settles like the rest.
+    await waitUntilSettled(env, Math.max(settleDeadline, Date.now() + 60_000));
     const settled = Date.now();
     log(`settled in ${((settled - loadEnded) / 1000).toFixed(0)} s; checking`);
 
