@@ -127,19 +127,33 @@ export async function waitUntilSettled(env: Pick<ChaosEnvironment, 'sql' | 'pspS
  * hourly reconciliation (worker/schedules.ts) starts the workflow of every dispute the PSP
  * reports and no webhook told us of. The run cannot wait for the Schedule's next hour, so it
  * runs the same workflow once over the run's window, as an operator's trigger would, on the
- * run's worker. Returns how many dispute rows it added, and its discrepancies per PSP; throws
- * if the workflow failed (a provider's run failed).
+ * run's worker. The dispute workflows it starts record their disputes after it returns, so it
+ * then waits, until `deadline`, for every PSP dispute to have its row, and for the system to
+ * settle again. Returns how many dispute rows that added, and the reconciliation's
+ * discrepancies per PSP; throws if the workflow failed (a provider's run failed).
  */
-export async function reconcileAfterRun(env: Pick<ChaosEnvironment, 'sql' | 'temporal' | 'taskQueue'>, from: Date): Promise<{ disputesFound: number; discrepancies: Record<string, number> }> {
-  const disputes = async () => (await env.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM disputes`)[0]!.n;
-  const before = await disputes();
+export async function reconcileAfterRun(
+  env: Pick<ChaosEnvironment, 'sql' | 'pspSql' | 'temporal' | 'taskQueue' | 'tenants'>,
+  from: Date,
+  deadline: number,
+): Promise<{ disputesFound: number; discrepancies: Record<string, number> }> {
+  const ours = async () => (await env.sql<{ provider: string; provider_dispute_id: string }[]>`SELECT provider, provider_dispute_id FROM disputes`).map((d) => `${d.provider} ${d.provider_dispute_id}`);
+  const before = (await ours()).length;
   const window = { kind: 'explicit' as const, from: from.toISOString(), to: new Date(Date.now() + 1000).toISOString() };
   const result = await env.temporal.workflow.execute<typeof reconciliationWorkflow>('reconciliationWorkflow', {
     taskQueue: env.taskQueue,
     workflowId: `chaos-reconciliation-${window.to}`,
     args: [{ providers: [...PSPS], window }],
   });
-  return { disputesFound: (await disputes()) - before, discrepancies: Object.fromEntries(result.runs.map((r) => [r.provider, r.discrepancyCount])) };
+  const atPsps: string[] = [];
+  for (const [provider, psp] of Object.entries(env.pspSql)) atPsps.push(...(await psp<{ id: string }[]>`SELECT id FROM sandbox.disputes`).map((d) => `${provider} ${d.id}`));
+  for (;;) {
+    const recorded = new Set(await ours());
+    if (atPsps.every((d) => recorded.has(d)) || Date.now() > deadline) break;
+    await sleep(500);
+  }
+  await waitUntilSettled(env, deadline);
+  return { disputesFound: (await ours()).length - before, discrepancies: Object.fromEntries(result.runs.map((r) => [r.provider, r.discrepancyCount])) };
 }
 
 /**
@@ -232,13 +246,12 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
     const settleDeadline = loadEnded + (options.settleMs ?? 300_000);
     const { waitedForWorkflowsMs } = await waitUntilSettled(env, settleDeadline);
     if (waitedForWorkflowsMs >= 1000) log(`the database settled ${(waitedForWorkflowsMs / 1000).toFixed(0)} s before the last workflow without a reason to run closed`);
-    const reconciliation = await reconcileAfterRun(env, new Date(started - 60_000)).catch((error: Error) => {
+    // What it starts (a dispute's workflow and events, a late charge given back) settles like the rest.
+    const reconciliation = await reconcileAfterRun(env, new Date(started - 60_000), Math.max(settleDeadline, Date.now() + 60_000)).catch((error: Error) => {
       log(`reconciliation after the run failed: ${error.message}`);
       return null;
     });
     if (reconciliation) log(`reconciliation after the run: ${reconciliation.disputesFound} disputes no webhook had told of; discrepancies ${JSON.stringify(reconciliation.discrepancies)}`);
-    // What it started (a dispute's workflow and events, a late charge given back) settles like the rest.
-    await waitUntilSettled(env, Math.max(settleDeadline, Date.now() + 60_000));
     const settled = Date.now();
     log(`settled in ${((settled - loadEnded) / 1000).toFixed(0)} s; checking`);
 

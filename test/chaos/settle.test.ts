@@ -117,9 +117,8 @@ describe('the chaos run settles', () => {
       await waitUntilSettled(env, Date.now() + 120_000);
       expect(await env.sql`SELECT id FROM disputes WHERE payment_id = ${paymentId}`).toHaveLength(0);
 
-      const found = await reconcileAfterRun(env, new Date(runStarted.getTime() - 60_000));
+      const found = await reconcileAfterRun(env, new Date(runStarted.getTime() - 60_000), Date.now() + 120_000);
       expect(found.disputesFound).toBe(1);
-      await waitUntilSettled(env, Date.now() + 120_000);
       const [dispute] = await env.sql<{ id: string; stage: string; status: string; amount_minor: number; fee_minor: number }[]>`
         SELECT id, stage, status, amount_minor::int, fee_minor::int FROM disputes WHERE payment_id = ${paymentId}`;
       expect(dispute).toMatchObject({ stage: 'chargeback', status: 'lost', amount_minor: 2500 });
