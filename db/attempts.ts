@@ -20,6 +20,11 @@ export interface AttemptRow {
  * Records that attempt n at `provider` began, and that the payment's money is (to be) at that
  * provider: payments.provider follows the attempt under way, so a webhook, a capture or the
  * reconciler looks there. Idempotent: a repeated step finds the row it made.
+ *
+ * The pointer only moves forward: a late try of this step (a retry whose earlier try was still
+ * running, a worker that stalled and woke up) leaves it alone once a later attempt began.
+ * Pointed back, the payment would name a PSP that holds none of its money, and reconciliation
+ * would give back the charge the payment holds as a duplicate.
  */
 export async function beginAttempt(db: Db, paymentId: string, attempt: number, provider: string): Promise<void> {
   // Only for a payment row that exists: after an ambiguous start the intent may be persisted
@@ -29,13 +34,17 @@ export async function beginAttempt(db: Db, paymentId: string, attempt: number, p
     SELECT ${paymentId}, ${attempt}, ${provider}, 'pending', now()
     WHERE EXISTS (SELECT 1 FROM payments WHERE id = ${paymentId})
     ON CONFLICT (payment_id, attempt) DO NOTHING`;
-  await db`UPDATE payments SET provider = ${provider}, updated_at = now() WHERE id = ${paymentId} AND provider IS DISTINCT FROM ${provider}`;
+  await db`
+    UPDATE payments SET provider = ${provider}, updated_at = now()
+    WHERE id = ${paymentId} AND provider IS DISTINCT FROM ${provider}
+      AND NOT EXISTS (SELECT 1 FROM payment_attempts WHERE payment_id = ${paymentId} AND attempt > ${attempt})`;
 }
 
 /**
  * Attempt 1 of a payment whose route its first charge attempt decides: records it as begun at
  * `provider` unless an earlier try of that step recorded it already, points payments.provider
- * at the attempt's PSP, and answers that PSP (the earlier try's, if any) and whether an earlier
+ * at the attempt's PSP if nothing pointed it yet (a late try, after the payment moved on to a
+ * later attempt, must not point it back: see beginAttempt), and answers that PSP (the earlier try's, if any) and whether an earlier
  * try recorded it (`earlier`: that try may have charged, so the PSP is asked before charging).
  * One statement. Null only when neither this statement wrote the row nor its snapshot shows
  * one: a concurrent try committed it meanwhile (ask again), or the payment row does not exist.
@@ -56,9 +65,10 @@ export async function beginFirstAttempt(db: Db, paymentId: string, provider: str
     ), pointed AS (
       -- Only the pointer moves (no indexed column, updated_at left as it is: the payment's own
       -- state has not changed), so the new row version can stay on its heap page (a HOT update,
-      -- with room kept by the table's fillfactor) and no index of payments is written.
+      -- with room kept by the table's fillfactor) and no index of payments is written. Only an
+      -- unset pointer: set, it names attempt 1's PSP (this same one) or a later attempt's.
       UPDATE payments SET provider = chosen.provider
-      FROM chosen WHERE payments.id = ${paymentId} AND payments.provider IS DISTINCT FROM chosen.provider
+      FROM chosen WHERE payments.id = ${paymentId} AND payments.provider IS NULL
     )
     SELECT provider, earlier FROM chosen`.catch((error: unknown) => {
     if (sqlState(error) === foreignKeyViolation) return [];

@@ -5,7 +5,7 @@ import { transitionPayment } from '../../db/payments';
 import { captureMethods, mayMove, orderHoldingStatuses, paymentStatuses, refundStatuses, waitingStatuses, type PaymentStatus } from '../../domain/payment-lifecycle';
 import { fileDatabaseUrl, insertTenant } from '../helpers/database';
 import { attemptOutcomes } from '../../domain/attempts';
-import { beginFirstAttempt } from '../../db/attempts';
+import { beginAttempt, beginFirstAttempt, finishAttempt } from '../../db/attempts';
 
 /**
  * docs/CONTRACT.md (payment lifecycle): PostgreSQL's own guards say what the lifecycle table
@@ -102,5 +102,25 @@ describe('attempt 1 decided in the charge step (db/attempts.ts beginFirstAttempt
     const attempts = await sql<{ attempt: number; provider: string; outcome: string }[]>`SELECT attempt, provider, outcome FROM payment_attempts WHERE payment_id = ${id}`;
     expect(attempts).toEqual([{ attempt: 1, provider: 'sandbox-b', outcome: 'pending' }]);
     expect(await beginFirstAttempt(sql, `pay_fa_missing_${randomBytes(4).toString('hex')}`, 'sandbox-a')).toBeNull();
+  });
+
+  it('never points payments.provider back: a late try of attempt 1 or of attempt 2 leaves it at the PSP of the latest attempt begun (else reconciliation gives back the charge the payment holds)', async () => {
+    const id = `pay_fa_${randomBytes(6).toString('hex')}`;
+    await sql`
+      INSERT INTO payments (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method, workflow_id)
+      VALUES (${id}, ${tenantId}, ${`ord_${id}`}, 1000, 'EUR', 'processing', 'automatic', 'pm_card_visa', ${`wf-${id}`})`;
+    const pointer = async () => (await sql<{ provider: string }[]>`SELECT provider FROM payments WHERE id = ${id}`)[0]!.provider;
+    expect(await beginFirstAttempt(sql, id, 'sandbox-b')).toEqual({ provider: 'sandbox-b', earlier: false });
+    await finishAttempt(sql, id, 1, 'sandbox-b', { outcome: 'not_charged', providerChargeId: null, errorCode: 'outcome_unknown_none_found' });
+    await beginAttempt(sql, id, 2, 'sandbox-a');
+    expect(await pointer()).toBe('sandbox-a');
+    // A try of attempt 1 that was still running (its worker stalled) records nothing new and
+    // does not move the pointer back to sandbox-b.
+    expect(await beginFirstAttempt(sql, id, 'sandbox-b')).toEqual({ provider: 'sandbox-b', earlier: true });
+    expect(await pointer()).toBe('sandbox-a');
+    // The same for a begun attempt: attempt 3 began at sandbox-c, then a late try of attempt 2's begin.
+    await beginAttempt(sql, id, 3, 'sandbox-c');
+    await beginAttempt(sql, id, 2, 'sandbox-a');
+    expect(await pointer()).toBe('sandbox-c');
   });
 });
