@@ -1,6 +1,6 @@
 import type { WorkerMetrics } from '../lib/metrics';
 import type { Sql } from '../db/connect';
-import { hasOpenChargeback } from '../db/disputes';
+import { amountTakenByChargebacks } from '../db/disputes';
 import { lockPayment, markRefundedIfFullyRefunded } from '../db/payments';
 import { completeRecord } from '../db/idempotency-records';
 import { postTransaction, refundLines, type LedgerAccounts } from '../db/ledger';
@@ -40,15 +40,25 @@ export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: 
           if (payment.status !== 'succeeded' && payment.status !== 'refunded') {
             return reject(errorResponse('payment_not_refundable', `payment ${payment.id} is ${payment.status}; only captured payments can be refunded`));
           }
-          if (await hasOpenChargeback(tx, payment.id)) {
-            return reject(errorResponse('payment_disputed', `payment ${payment.id} has an open chargeback; the card network holds its money until the dispute is decided`));
-          }
           const refundable = payment.amount_captured_minor - payment.amount_refunded_minor;
           if (input.amountMinor > refundable) {
             return reject(
               errorResponse('refund_exceeds_captured', `refund of ${input.amountMinor} exceeds the ${refundable} still refundable on ${payment.id}`, {
                 amount_refundable_minor: refundable,
               }),
+            );
+          }
+          // The card network's chargebacks took (or hold) part of the money: refunding it too would pay the cardholder twice.
+          const taken = await amountTakenByChargebacks(tx, payment.id);
+          const refundableBesideNetwork = Math.max(0, refundable - taken.amountMinor);
+          if (input.amountMinor > refundableBesideNetwork) {
+            return reject(
+              errorResponse(
+                'payment_disputed',
+                `refund of ${input.amountMinor} refused: chargeback ${taken.disputeIds.join(', ')} of ${payment.id} took ${taken.amountMinor} through the card network, ` +
+                  `so at most ${refundableBesideNetwork} can be refunded (a chargeback won back makes its amount refundable again)`,
+                { amount_refundable_minor: refundableBesideNetwork },
+              ),
             );
           }
         }
@@ -62,6 +72,11 @@ export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: 
       const { request, refund: provided } = input;
       return step(sql, async (tx) => {
         const owner = { workflowId: workflowId(), resourceId: request.refundId };
+        // Under the payment's row lock, as every refund's decision is: the check below that marks
+        // the payment refunded then sees every other refund that settled before it, whatever
+        // their interleaving (without it, two last refunds settling at once each saw the
+        // other's as pending, and the payment stayed succeeded though refunded in full).
+        await lockPayment(tx, request.paymentId);
         const settled =
           provided.status === 'succeeded'
             ? await settleRefund(tx, request.refundId, { status: 'succeeded', providerRefundId: provided.id })

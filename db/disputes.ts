@@ -76,11 +76,18 @@ export async function listDisputes(db: Db, tenantId: string, filter: { paymentId
   return toPage(rows, query);
 }
 
-/** Whether the payment has a chargeback the network has not decided: its money is held, a refund would pay twice. */
-export async function hasOpenChargeback(db: Db, paymentId: string): Promise<boolean> {
-  const [row] = await db`
-    SELECT 1 FROM disputes WHERE payment_id = ${paymentId} AND stage = 'chargeback' AND status IN ('needs_response', 'under_review') LIMIT 1`;
-  return row !== undefined;
+/**
+ * What the card network holds or has taken of the payment's money: the amounts of its
+ * chargebacks that withdrew funds and were not won back (waiting for a response, under review,
+ * or lost). A refund may return at most what the network did not take, or the cardholder gets
+ * the money twice; a won chargeback reinstates its amount, which counts as refundable again.
+ */
+export async function amountTakenByChargebacks(db: Db, paymentId: string): Promise<{ amountMinor: number; disputeIds: string[] }> {
+  const rows = await db<{ id: string; amount_minor: number }[]>`
+    SELECT id, amount_minor FROM disputes
+    WHERE payment_id = ${paymentId} AND stage = 'chargeback' AND status IN ('needs_response', 'under_review', 'lost')
+    ORDER BY id`;
+  return { amountMinor: rows.reduce((sum, row) => sum + Number(row.amount_minor), 0), disputeIds: rows.map((row) => row.id) };
 }
 
 /** The PSP dispute ids of ours among these (reconciliation: which disputes the PSP lists that we never saw). */

@@ -78,7 +78,7 @@ const errorDescriptions: Record<ApiErrorType, string> = {
   payment_not_capturable: 'The payment is not awaiting capture.',
   payment_not_cancelable: 'The payment is not awaiting capture, so it cannot be voided.',
   payment_not_refundable: 'Only captured payments can be refunded.',
-  payment_disputed: 'The payment has an open chargeback: the card network holds its money until the dispute is decided.',
+  payment_disputed: 'A chargeback took part or all of the money through the card network (waiting, under review or lost): a refund may return at most what it left (`amount_refundable_minor`).',
   dispute_not_open: 'The dispute takes no more evidence: it was submitted, its deadline passed, or it is closed (the message says which).',
   capture_exceeds_authorized: 'The capture amount is above the authorized amount.',
   payload_too_large: 'The body is larger than 64 KiB.',

@@ -19,7 +19,8 @@ export const createRefund = createRoute({
   summary: 'Refund part or all of a captured payment (idempotent)',
   description:
     'Several partial refunds are allowed; their total never exceeds the captured amount (409 `refund_exceeds_captured`), ' +
-    'and a payment with an open chargeback is not refunded (409 `payment_disputed`: the network holds its money), ' +
+    'and a refund never returns what a chargeback took through the card network (waiting, under review or lost): past what the network left, 409 `payment_disputed` ' +
+    'with `amount_refundable_minor`; a chargeback won back makes its amount refundable again. ' +
     'however many arrive at once. Each refund runs under its own key and provider sub-key.',
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CreateRefundBody), required: true } },
