@@ -63,248 +63,251 @@ const milliseconds = (fallback: number) => z.coerce.number().int().positive().de
 
 /**
  * The environment, parsed once at start-up. Every process (API, worker, dev launcher) reads
- * the same variables; each uses the ones it needs. Documented in the README.
+ * the same variables; each uses the ones it needs. Documented in docs/operating.md.
  */
-const schema = z
-  .object({
-    NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
-    PORT: z.coerce.number().int().min(0).max(65535).default(3000),
-    DATABASE_URL: z.string().min(1).default('postgres://postgres@127.0.0.1:5432/payments'),
-    DATABASE_POOL_SIZE: z.coerce.number().int().positive().default(10),
-    TEMPORAL_ADDRESS: z.string().min(1).default('127.0.0.1:7233'),
-    TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
-    /** Which Temporal `npm start`, the tests and the benchmark run: dev server, local cluster, or none (external). */
-    TEMPORAL_MODE: z.enum(['dev', 'cluster', 'external']).default('dev'),
-    /** mTLS to Temporal: client certificate and key (PEM files), and the CA that signed the server's certificate. */
-    TEMPORAL_TLS_CERT: z.string().min(1).optional(),
-    TEMPORAL_TLS_KEY: z.string().min(1).optional(),
-    TEMPORAL_TLS_CA: z.string().min(1).optional(),
-    /** The name the server's certificate must carry, when it is not the address's host. */
-    TEMPORAL_TLS_SERVER_NAME: z.string().min(1).optional(),
-    /** TLS without a client certificate (the system's root CAs). */
-    TEMPORAL_TLS: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
-    /** Temporal Cloud API key (sent as a bearer token, over TLS). */
-    TEMPORAL_API_KEY: z.string().min(1).optional(),
-    TASK_QUEUE: z.string().min(1).default('payments'),
-    /**
-     * Worker Versioning (docs/versioning.md): `on`, the worker polls as one version of the
-     * Worker Deployment TEMPORAL_DEPLOYMENT_NAME and runs only the workflows routed to that
-     * version; `off`, an unversioned worker (the test suite's workers on their own task queues).
-     */
-    TEMPORAL_WORKER_VERSIONING: z.enum(['on', 'off']).default('on'),
-    /** The Worker Deployment every version of this worker belongs to (no '.' or ':'). */
-    TEMPORAL_DEPLOYMENT_NAME: z
-      .string()
-      .min(1)
-      .regex(/^[^.:]+$/, "a deployment name cannot contain '.' or ':'")
-      .default('payment-orchestrator'),
-    /**
-     * This worker's version (build id) within the deployment. Unset: `<package.json version>-<first
-     * 12 hex digits of the SHA-256 of the workflow bundle>` (worker/versioning.ts), so changed
-     * workflow code is always a new version and unchanged code always the same one.
-     */
-    TEMPORAL_WORKER_BUILD_ID: z.string().min(1).max(255).optional(),
-    /**
-     * Bearer token of the /admin endpoints. A development default is used outside production,
-     * and only on a loopback address (api/process.ts refuses anything else). In production it
-     * must be given, at least 32 characters, and not the default.
-     */
-    ADMIN_TOKEN: z.string().min(16).optional(),
-    /** The address the API and the worker's /metrics listen on: loopback unless set (0.0.0.0 in a container). */
-    HOST: z.string().min(1).default('127.0.0.1'),
-    /** Bearer token of the API's /metrics (the admin token also works); unset: only the admin token. */
-    METRICS_TOKEN: z.string().min(16).optional(),
-    /** Internal addresses webhooks may go to anyway: comma-separated CIDRs (e.g. "10.1.0.0/16"). Empty: none. */
-    WEBHOOK_ALLOWED_CIDRS: z.string().default(''),
-    /** Plain http webhook URLs (development only): "true" to allow. */
-    WEBHOOK_ALLOW_HTTP: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
-    /** Default per-tenant rate limits (requests per second), each API process; PATCH /admin/tenants/{id} overrides per tenant. */
-    RATE_LIMIT_READ_PER_SECOND: z.coerce.number().int().positive().default(100),
-    RATE_LIMIT_WRITE_PER_SECOND: z.coerce.number().int().positive().default(100),
-    /** Failed authentications allowed per client address per minute, each API process. */
-    AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
-    /**
-     * The reverse proxies in front of the API, comma-separated CIDRs or addresses. A request whose
-     * socket comes from one of them is counted under the client address the proxies recorded in
-     * X-Forwarded-For (the nearest hop that is not a trusted proxy). Empty: the socket's address,
-     * and X-Forwarded-For is ignored (anyone can write it).
-     */
-    TRUSTED_PROXIES: z.string().default(''),
-    /** How long an idempotency key's outcome is remembered (default 72 h, above any sane retry horizon). */
-    IDEMPOTENCY_RETENTION_SECONDS: seconds(72 * 3600),
-    /** How long a request waits for its operation's outcome before answering 202. */
-    IDEMPOTENCY_WAIT_MS: z.coerce.number().int().min(0).default(5000),
-    /**
-     * How the API learns a new payment's first answer: `notify`, the record's completion
-     * notification (NOTIFY at the commit of the run's outcome transaction, after a plain start);
-     * `update`, Update-With-Start (the start carries a firstAnswer update whose result is that
-     * answer). bench/NOTES.md has the two measured side by side.
-     */
-    PAYMENT_ANSWER: z.enum(['notify', 'update']).default('notify'),
-    /**
-     * `on`: the API process also runs a payment worker (the worker process's, without the outbox
-     * relay and the Schedules) and starts payments and refunds with eager start: Temporal answers
-     * the start with the run's first workflow task, which this process's worker runs, instead of
-     * handing it out through matching. The API then spends the first task's CPU; deploy it as part
-     * of the workers' Worker Deployment (docs/scaling.md "Eager start"). `off`: the API only starts runs.
-     */
-    API_EAGER_START: z.enum(['on', 'off']).default('off'),
-    /** Upper bound on any one call to Temporal from the API; past it the API answers 503. */
-    TEMPORAL_RPC_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
-    // The waiting windows: their keys and defaults are the lifecycle table's (domain/payment-lifecycle.ts paymentWindows).
-    /** How long a manual-capture authorization may wait before it is voided (default 7 days). */
-    AUTHORIZATION_WINDOW_SECONDS: seconds(paymentWindows.authorization.defaultSeconds),
-    /** How long a customer has to finish a 3-D Secure challenge before the payment expires (default 15 min). */
-    AUTHENTICATION_WINDOW_SECONDS: seconds(paymentWindows.authentication.defaultSeconds),
-    /** How long an asynchronous method's outcome (a bank debit) is awaited before the payment expires (default 7 days). */
-    ASYNC_SETTLEMENT_WINDOW_SECONDS: seconds(paymentWindows.settlement.defaultSeconds),
-    /** While a payment waits, the workflow polls the PSP: first after this long, then doubling… */
-    PROVIDER_POLL_FIRST_MS: z.coerce.number().int().positive().default(WAIT_DEFAULTS.statusPoll.firstMs),
-    /** …up to this interval. */
-    PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(WAIT_DEFAULTS.statusPoll.maxMs),
-    /**
-     * When a wait's window ends, how long the run keeps asking an unreachable PSP for the charge
-     * before it decides without its answer (default 5 min: outlasts a PSP restart or a short outage).
-     */
-    PROVIDER_DECISION_GRACE_SECONDS: seconds(300),
-    /** When a dispute's evidence deadline nears, reminders (dispute.evidence_due_soon) this many seconds before it: a comma list. */
-    DISPUTE_REMINDER_SECONDS: z
-      .string()
-      .regex(/^\d+(,\d+)*$/, 'a comma list of whole seconds')
-      .default(DISPUTE_DEFAULTS.reminderSeconds.join(','))
-      .transform((list) => list.split(',').map(Number)),
-    /** While a dispute is open its workflow asks the PSP this often (a lost webhook delays it by at most this). */
-    DISPUTE_POLL_SECONDS: seconds(DISPUTE_DEFAULTS.pollSeconds),
-    /**
-     * The PSPs, each named with its kind (provider/kinds.ts): `name=kind:url,…`, e.g.
-     * `sandbox-a=sandbox:http://127.0.0.1:4010,sandbox-b=sandbox:http://127.0.0.1:4011,stripe=stripe:https://api.stripe.com`
-     * (`name=kind` alone: the kind's default URL). Names: lowercase [a-z0-9-], unique. A missing or
-     * unknown kind stops the process. Each connection's other settings (its kind's schema):
-     * PROVIDER_<NAME>_<SETTING> (name upper-cased, `-` as `_`, e.g. PROVIDER_SANDBOX_B_WEBHOOK_SECRET),
-     * else the kind-wide <KIND>_<SETTING> (SANDBOX_WEBHOOK_SECRET, STRIPE_API_KEY, STRIPE_WEBHOOK_SECRET).
-     * The first is the default (a payment that records no provider, and tenants without routing).
-     * Unset: the one PSP of PROVIDER.
-     */
-    PROVIDERS: z.string().optional(),
-    /** Without PROVIDERS: the one PSP's kind, also its name (e.g. `sandbox`, `stripe`). Unset, with PROVIDER_URL unset too: the development sandbox. */
-    PROVIDER: z.string().optional(),
-    /** Without PROVIDERS: the one PSP's URL (unset: its kind's default). */
-    PROVIDER_URL: z.string().optional(),
-    /** One provider call; past it the outcome is unknown and the next attempt looks it up first. */
-    PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
-    /** Outbox relay: first retry delay, doubled per attempt up to the cap, for this many attempts. */
-    WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().positive().default(5_000),
-    WEBHOOK_RETRY_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
-    WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().positive().default(12),
-    WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
-    /** Worker: its /metrics endpoint (its own metrics followed by the Temporal SDK's). */
-    WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
-    /** Worker: where the Temporal SDK's Prometheus exporter binds (scraped through WORKER_METRICS_PORT). */
-    TEMPORAL_SDK_METRICS_ADDRESS: z.string().min(1).default('127.0.0.1:9465'),
-    /** The hourly reconciliation's Schedule covers this many whole hours before the current one. */
-    RECONCILIATION_LOOKBACK_HOURS: z.coerce.number().int().min(1).max(48).default(3),
-    /** The Schedules of the retention job and the abandoned-run sweeper: every this many seconds. */
-    RETENTION_JOB_INTERVAL_SECONDS: seconds(300),
-    /** Worker: create or update the periodic jobs' Temporal Schedules at start (`off`: leave them to `npm run schedules`). */
-    WORKER_SCHEDULES: z.enum(['on', 'off']).default('on'),
-    /** Worker: on SIGTERM, how long running activities may take to finish before they are cancelled. */
-    WORKER_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(30),
-    /** Worker: workflows kept in memory between tasks (sticky cache); each costs a V8 context's memory. */
-    WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).optional(),
-    /** Worker: activities and workflow tasks run at once (slots). */
-    WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().positive().optional(),
-    WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).optional(),
-    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-    /** AES-256 keys of the Temporal payload codec, `id:base64key,…`: the first encrypts, all decrypt. */
-    TEMPORAL_PAYLOAD_KEYS: z.string().optional(),
-    /** `off` writes Temporal payloads in clear; production refuses to run without keys otherwise. */
-    TEMPORAL_PAYLOAD_ENCRYPTION: z.enum(['on', 'off']).default('on'),
-    /** The codec server (lib/codec-server.ts) the Web UI calls to show decoded payloads. */
-    CODEC_PORT: z.coerce.number().int().min(0).max(65535).default(8888),
-    /** When set, the codec server answers only requests bearing it (`Authorization: Bearer …`); required in production. */
-    CODEC_TOKEN: z.string().min(16).optional(),
-    /** Web UI origins allowed to call the codec server from a browser, comma-separated; required in production. */
-    CODEC_CORS_ORIGINS: z.string().optional(),
-    /** POST /encode (the UI encodes what an operator types into a signal or a start): off unless "true". */
-    CODEC_ENABLE_ENCODE: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
-    /** Every listener (API, codec server, sandbox, worker /metrics; lib/listener.ts): the whole request must arrive within this. */
-    HTTP_REQUEST_TIMEOUT_MS: milliseconds(30_000),
-    /** … and its headers within this (an idle or half-sent request is cut). */
-    HTTP_HEADERS_TIMEOUT_MS: milliseconds(10_000),
-    /** An idle keep-alive connection is closed after this. */
-    HTTP_KEEP_ALIVE_TIMEOUT_MS: milliseconds(5_000),
-    /** Connections each listener holds at once; more are dropped when accepted. */
-    HTTP_MAX_CONNECTIONS: z.coerce.number().int().positive().default(1_000),
-    /** Host names the `Host` header may carry (DNS rebinding), comma-separated; default: the loopback names and HOST; `*`: any. */
-    HTTP_ALLOWED_HOSTS: z.string().optional(),
-  })
-  .transform((env, ctx) => {
-    if (Boolean(env.TEMPORAL_TLS_CERT) !== Boolean(env.TEMPORAL_TLS_KEY)) {
-      ctx.addIssue({ code: 'custom', path: ['TEMPORAL_TLS_CERT'], message: 'TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together' });
-      return z.NEVER;
-    }
-    if (env.NODE_ENV === 'production' && !isStrongAdminToken(env.ADMIN_TOKEN)) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['ADMIN_TOKEN'],
-        message: 'in production ADMIN_TOKEN must be set to a long random secret: 32+ characters, not the development default (openssl rand -hex 32)',
-      });
-      return z.NEVER;
-    }
+const variables = z.object({
+  NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  DATABASE_URL: z.string().min(1).default('postgres://postgres@127.0.0.1:5432/payments'),
+  DATABASE_POOL_SIZE: z.coerce.number().int().positive().default(10),
+  TEMPORAL_ADDRESS: z.string().min(1).default('127.0.0.1:7233'),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  /** Which Temporal `npm start`, the tests and the benchmark run: dev server, local cluster, or none (external). */
+  TEMPORAL_MODE: z.enum(['dev', 'cluster', 'external']).default('dev'),
+  /** mTLS to Temporal: client certificate and key (PEM files), and the CA that signed the server's certificate. */
+  TEMPORAL_TLS_CERT: z.string().min(1).optional(),
+  TEMPORAL_TLS_KEY: z.string().min(1).optional(),
+  TEMPORAL_TLS_CA: z.string().min(1).optional(),
+  /** The name the server's certificate must carry, when it is not the address's host. */
+  TEMPORAL_TLS_SERVER_NAME: z.string().min(1).optional(),
+  /** TLS without a client certificate (the system's root CAs). */
+  TEMPORAL_TLS: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  /** Temporal Cloud API key (sent as a bearer token, over TLS). */
+  TEMPORAL_API_KEY: z.string().min(1).optional(),
+  TASK_QUEUE: z.string().min(1).default('payments'),
+  /**
+   * Worker Versioning (docs/versioning.md): `on`, the worker polls as one version of the
+   * Worker Deployment TEMPORAL_DEPLOYMENT_NAME and runs only the workflows routed to that
+   * version; `off`, an unversioned worker (the test suite's workers on their own task queues).
+   */
+  TEMPORAL_WORKER_VERSIONING: z.enum(['on', 'off']).default('on'),
+  /** The Worker Deployment every version of this worker belongs to (no '.' or ':'). */
+  TEMPORAL_DEPLOYMENT_NAME: z
+    .string()
+    .min(1)
+    .regex(/^[^.:]+$/, "a deployment name cannot contain '.' or ':'")
+    .default('payment-orchestrator'),
+  /**
+   * This worker's version (build id) within the deployment. Unset: `<package.json version>-<first
+   * 12 hex digits of the SHA-256 of the workflow bundle>` (worker/versioning.ts), so changed
+   * workflow code is always a new version and unchanged code always the same one.
+   */
+  TEMPORAL_WORKER_BUILD_ID: z.string().min(1).max(255).optional(),
+  /**
+   * Bearer token of the /admin endpoints. A development default is used outside production,
+   * and only on a loopback address (api/process.ts refuses anything else). In production it
+   * must be given, at least 32 characters, and not the default.
+   */
+  ADMIN_TOKEN: z.string().min(16).optional(),
+  /** The address the API and the worker's /metrics listen on: loopback unless set (0.0.0.0 in a container). */
+  HOST: z.string().min(1).default('127.0.0.1'),
+  /** Bearer token of the API's /metrics (the admin token also works); unset: only the admin token. */
+  METRICS_TOKEN: z.string().min(16).optional(),
+  /** Internal addresses webhooks may go to anyway: comma-separated CIDRs (e.g. "10.1.0.0/16"). Empty: none. */
+  WEBHOOK_ALLOWED_CIDRS: z.string().default(''),
+  /** Plain http webhook URLs (development only): "true" to allow. */
+  WEBHOOK_ALLOW_HTTP: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  /** Default per-tenant rate limits (requests per second), each API process; PATCH /admin/tenants/{id} overrides per tenant. */
+  RATE_LIMIT_READ_PER_SECOND: z.coerce.number().int().positive().default(100),
+  RATE_LIMIT_WRITE_PER_SECOND: z.coerce.number().int().positive().default(100),
+  /** Failed authentications allowed per client address per minute, each API process. */
+  AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
+  /**
+   * The reverse proxies in front of the API, comma-separated CIDRs or addresses. A request whose
+   * socket comes from one of them is counted under the client address the proxies recorded in
+   * X-Forwarded-For (the nearest hop that is not a trusted proxy). Empty: the socket's address,
+   * and X-Forwarded-For is ignored (anyone can write it).
+   */
+  TRUSTED_PROXIES: z.string().default(''),
+  /** How long an idempotency key's outcome is remembered (default 72 h, above any sane retry horizon). */
+  IDEMPOTENCY_RETENTION_SECONDS: seconds(72 * 3600),
+  /** How long a request waits for its operation's outcome before answering 202. */
+  IDEMPOTENCY_WAIT_MS: z.coerce.number().int().min(0).default(5000),
+  /**
+   * How the API learns a new payment's first answer: `notify`, the record's completion
+   * notification (NOTIFY at the commit of the run's outcome transaction, after a plain start);
+   * `update`, Update-With-Start (the start carries a firstAnswer update whose result is that
+   * answer). bench/NOTES.md has the two measured side by side.
+   */
+  PAYMENT_ANSWER: z.enum(['notify', 'update']).default('notify'),
+  /**
+   * `on`: the API process also runs a payment worker (the worker process's, without the outbox
+   * relay and the Schedules) and starts payments and refunds with eager start: Temporal answers
+   * the start with the run's first workflow task, which this process's worker runs, instead of
+   * handing it out through matching. The API then spends the first task's CPU; deploy it as part
+   * of the workers' Worker Deployment (docs/scaling.md "Eager start"). `off`: the API only starts runs.
+   */
+  API_EAGER_START: z.enum(['on', 'off']).default('off'),
+  /** Upper bound on any one call to Temporal from the API; past it the API answers 503. */
+  TEMPORAL_RPC_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
+  // The waiting windows: their keys and defaults are the lifecycle table's (domain/payment-lifecycle.ts paymentWindows).
+  /** How long a manual-capture authorization may wait before it is voided (default 7 days). */
+  AUTHORIZATION_WINDOW_SECONDS: seconds(paymentWindows.authorization.defaultSeconds),
+  /** How long a customer has to finish a 3-D Secure challenge before the payment expires (default 15 min). */
+  AUTHENTICATION_WINDOW_SECONDS: seconds(paymentWindows.authentication.defaultSeconds),
+  /** How long an asynchronous method's outcome (a bank debit) is awaited before the payment expires (default 7 days). */
+  ASYNC_SETTLEMENT_WINDOW_SECONDS: seconds(paymentWindows.settlement.defaultSeconds),
+  /** While a payment waits, the workflow polls the PSP: first after this long, then doubling… */
+  PROVIDER_POLL_FIRST_MS: z.coerce.number().int().positive().default(WAIT_DEFAULTS.statusPoll.firstMs),
+  /** …up to this interval. */
+  PROVIDER_POLL_MAX_MS: z.coerce.number().int().positive().default(WAIT_DEFAULTS.statusPoll.maxMs),
+  /**
+   * When a wait's window ends, how long the run keeps asking an unreachable PSP for the charge
+   * before it decides without its answer (default 5 min: outlasts a PSP restart or a short outage).
+   */
+  PROVIDER_DECISION_GRACE_SECONDS: seconds(300),
+  /** When a dispute's evidence deadline nears, reminders (dispute.evidence_due_soon) this many seconds before it: a comma list. */
+  DISPUTE_REMINDER_SECONDS: z
+    .string()
+    .regex(/^\d+(,\d+)*$/, 'a comma list of whole seconds')
+    .default(DISPUTE_DEFAULTS.reminderSeconds.join(','))
+    .transform((list) => list.split(',').map(Number)),
+  /** While a dispute is open its workflow asks the PSP this often (a lost webhook delays it by at most this). */
+  DISPUTE_POLL_SECONDS: seconds(DISPUTE_DEFAULTS.pollSeconds),
+  /**
+   * The PSPs, each named with its kind (provider/kinds.ts): `name=kind:url,…`, e.g.
+   * `sandbox-a=sandbox:http://127.0.0.1:4010,sandbox-b=sandbox:http://127.0.0.1:4011,stripe=stripe:https://api.stripe.com`
+   * (`name=kind` alone: the kind's default URL). Names: lowercase [a-z0-9-], unique. A missing or
+   * unknown kind stops the process. Each connection's other settings (its kind's schema):
+   * PROVIDER_<NAME>_<SETTING> (name upper-cased, `-` as `_`, e.g. PROVIDER_SANDBOX_B_WEBHOOK_SECRET),
+   * else the kind-wide <KIND>_<SETTING> (SANDBOX_WEBHOOK_SECRET, STRIPE_API_KEY, STRIPE_WEBHOOK_SECRET).
+   * The first is the default (a payment that records no provider, and tenants without routing).
+   * Unset: the one PSP of PROVIDER.
+   */
+  PROVIDERS: z.string().optional(),
+  /** Without PROVIDERS: the one PSP's kind, also its name (e.g. `sandbox`, `stripe`). Unset, with PROVIDER_URL unset too: the development sandbox. */
+  PROVIDER: z.string().optional(),
+  /** Without PROVIDERS: the one PSP's URL (unset: its kind's default). */
+  PROVIDER_URL: z.string().optional(),
+  /** One provider call; past it the outcome is unknown and the next attempt looks it up first. */
+  PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+  /** Outbox relay: first retry delay, doubled per attempt up to the cap, for this many attempts. */
+  WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().positive().default(5_000),
+  WEBHOOK_RETRY_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
+  WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().positive().default(12),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+  /** Worker: its /metrics endpoint (its own metrics followed by the Temporal SDK's). */
+  WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
+  /** Worker: where the Temporal SDK's Prometheus exporter binds (scraped through WORKER_METRICS_PORT). */
+  TEMPORAL_SDK_METRICS_ADDRESS: z.string().min(1).default('127.0.0.1:9465'),
+  /** The hourly reconciliation's Schedule covers this many whole hours before the current one. */
+  RECONCILIATION_LOOKBACK_HOURS: z.coerce.number().int().min(1).max(48).default(3),
+  /** The Schedules of the retention job and the abandoned-run sweeper: every this many seconds. */
+  RETENTION_JOB_INTERVAL_SECONDS: seconds(300),
+  /** Worker: create or update the periodic jobs' Temporal Schedules at start (`off`: leave them to `npm run schedules`). */
+  WORKER_SCHEDULES: z.enum(['on', 'off']).default('on'),
+  /** Worker: on SIGTERM, how long running activities may take to finish before they are cancelled. */
+  WORKER_SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).default(30),
+  /** Worker: workflows kept in memory between tasks (sticky cache); each costs a V8 context's memory. */
+  WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).optional(),
+  /** Worker: activities and workflow tasks run at once (slots). */
+  WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().positive().optional(),
+  WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** AES-256 keys of the Temporal payload codec, `id:base64key,…`: the first encrypts, all decrypt. */
+  TEMPORAL_PAYLOAD_KEYS: z.string().optional(),
+  /** `off` writes Temporal payloads in clear; production refuses to run without keys otherwise. */
+  TEMPORAL_PAYLOAD_ENCRYPTION: z.enum(['on', 'off']).default('on'),
+  /** The codec server (lib/codec-server.ts) the Web UI calls to show decoded payloads. */
+  CODEC_PORT: z.coerce.number().int().min(0).max(65535).default(8888),
+  /** When set, the codec server answers only requests bearing it (`Authorization: Bearer …`); required in production. */
+  CODEC_TOKEN: z.string().min(16).optional(),
+  /** Web UI origins allowed to call the codec server from a browser, comma-separated; required in production. */
+  CODEC_CORS_ORIGINS: z.string().optional(),
+  /** POST /encode (the UI encodes what an operator types into a signal or a start): off unless "true". */
+  CODEC_ENABLE_ENCODE: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  /** Every listener (API, codec server, sandbox, worker /metrics; lib/listener.ts): the whole request must arrive within this. */
+  HTTP_REQUEST_TIMEOUT_MS: milliseconds(30_000),
+  /** … and its headers within this (an idle or half-sent request is cut). */
+  HTTP_HEADERS_TIMEOUT_MS: milliseconds(10_000),
+  /** An idle keep-alive connection is closed after this. */
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: milliseconds(5_000),
+  /** Connections each listener holds at once; more are dropped when accepted. */
+  HTTP_MAX_CONNECTIONS: z.coerce.number().int().positive().default(1_000),
+  /** Host names the `Host` header may carry (DNS rebinding), comma-separated; default: the loopback names and HOST; `*`: any. */
+  HTTP_ALLOWED_HOSTS: z.string().optional(),
+});
+
+/** Every variable the configuration reads (docs/operating.md documents each: test/unit/docs.test.ts). */
+export const configVariables: readonly string[] = Object.keys(variables.shape);
+
+const schema = variables.transform((env, ctx) => {
+  if (Boolean(env.TEMPORAL_TLS_CERT) !== Boolean(env.TEMPORAL_TLS_KEY)) {
+    ctx.addIssue({ code: 'custom', path: ['TEMPORAL_TLS_CERT'], message: 'TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together' });
+    return z.NEVER;
+  }
+  if (env.NODE_ENV === 'production' && !isStrongAdminToken(env.ADMIN_TOKEN)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['ADMIN_TOKEN'],
+      message: 'in production ADMIN_TOKEN must be set to a long random secret: 32+ characters, not the development default (openssl rand -hex 32)',
+    });
+    return z.NEVER;
+  }
+  try {
+    cidrBlockList(env.TRUSTED_PROXIES, 'TRUSTED_PROXIES');
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', path: ['TRUSTED_PROXIES'], message: (error as Error).message });
+    return z.NEVER;
+  }
+  const corsOrigins = (env.CODEC_CORS_ORIGINS ?? DEV_CODEC_CORS_ORIGINS).split(',').map((o) => o.trim()).filter(Boolean);
+  const badOrigin = corsOrigins.find((origin) => !originPattern.test(origin));
+  if (badOrigin !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['CODEC_CORS_ORIGINS'], message: `"${badOrigin}" is not an origin (scheme://host[:port], no path, no wildcard)` });
+    return z.NEVER;
+  }
+  let payloadKeys: PayloadKey[] | null = null;
+  if (env.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' && env.TEMPORAL_PAYLOAD_KEYS) {
     try {
-      cidrBlockList(env.TRUSTED_PROXIES, 'TRUSTED_PROXIES');
+      payloadKeys = parsePayloadKeys(env.TEMPORAL_PAYLOAD_KEYS);
     } catch (error) {
-      ctx.addIssue({ code: 'custom', path: ['TRUSTED_PROXIES'], message: (error as Error).message });
+      ctx.addIssue({ code: 'custom', path: ['TEMPORAL_PAYLOAD_KEYS'], message: (error as Error).message });
       return z.NEVER;
     }
-    const corsOrigins = (env.CODEC_CORS_ORIGINS ?? DEV_CODEC_CORS_ORIGINS).split(',').map((o) => o.trim()).filter(Boolean);
-    const badOrigin = corsOrigins.find((origin) => !originPattern.test(origin));
-    if (badOrigin !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['CODEC_CORS_ORIGINS'], message: `"${badOrigin}" is not an origin (scheme://host[:port], no path, no wildcard)` });
-      return z.NEVER;
-    }
-    let payloadKeys: PayloadKey[] | null = null;
-    if (env.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' && env.TEMPORAL_PAYLOAD_KEYS) {
-      try {
-        payloadKeys = parsePayloadKeys(env.TEMPORAL_PAYLOAD_KEYS);
-      } catch (error) {
-        ctx.addIssue({ code: 'custom', path: ['TEMPORAL_PAYLOAD_KEYS'], message: (error as Error).message });
-        return z.NEVER;
-      }
-    }
-    if (env.NODE_ENV === 'production' && env.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' && !payloadKeys) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['TEMPORAL_PAYLOAD_KEYS'],
-        message: 'TEMPORAL_PAYLOAD_KEYS is required in production (or TEMPORAL_PAYLOAD_ENCRYPTION=off to write Temporal payloads in clear)',
-      });
-      return z.NEVER;
-    }
-    return {
-      ...env,
-      ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN,
-      // Every key present (null: not set), so the parsed config lists every variable it reads.
-      TEMPORAL_TLS_CERT: env.TEMPORAL_TLS_CERT ?? null,
-      TEMPORAL_TLS_KEY: env.TEMPORAL_TLS_KEY ?? null,
-      TEMPORAL_TLS_CA: env.TEMPORAL_TLS_CA ?? null,
-      TEMPORAL_TLS_SERVER_NAME: env.TEMPORAL_TLS_SERVER_NAME ?? null,
-      TEMPORAL_API_KEY: env.TEMPORAL_API_KEY ?? null,
-      /** null: derived from the workflow bundle (worker/versioning.ts workerBuildId). */
-      TEMPORAL_WORKER_BUILD_ID: env.TEMPORAL_WORKER_BUILD_ID ?? null,
-      WORKER_MAX_CACHED_WORKFLOWS: env.WORKER_MAX_CACHED_WORKFLOWS ?? null,
-      WORKER_MAX_CONCURRENT_ACTIVITIES: env.WORKER_MAX_CONCURRENT_ACTIVITIES ?? null,
-      WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: env.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS ?? null,
-      METRICS_TOKEN: env.METRICS_TOKEN ?? null,
-      /** null: payloads are written in clear (no keys outside production, or encryption off). */
-      TEMPORAL_PAYLOAD_KEYS: payloadKeys,
-      CODEC_TOKEN: env.CODEC_TOKEN ?? null,
-      /** null: not given (development: the dev UI's origins, codecCorsOrigins(); production refuses to start). */
-      CODEC_CORS_ORIGINS: env.CODEC_CORS_ORIGINS === undefined ? null : corsOrigins,
-      HTTP_ALLOWED_HOSTS: allowedHosts(env.HTTP_ALLOWED_HOSTS, env.HOST),
-      PROVIDER: env.PROVIDER ?? null,
-      PROVIDER_URL: env.PROVIDER_URL ?? null,
-    };
-  });
+  }
+  if (env.NODE_ENV === 'production' && env.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' && !payloadKeys) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['TEMPORAL_PAYLOAD_KEYS'],
+      message: 'TEMPORAL_PAYLOAD_KEYS is required in production (or TEMPORAL_PAYLOAD_ENCRYPTION=off to write Temporal payloads in clear)',
+    });
+    return z.NEVER;
+  }
+  return {
+    ...env,
+    ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN,
+    // Every key present (null: not set), so the parsed config lists every variable it reads.
+    TEMPORAL_TLS_CERT: env.TEMPORAL_TLS_CERT ?? null,
+    TEMPORAL_TLS_KEY: env.TEMPORAL_TLS_KEY ?? null,
+    TEMPORAL_TLS_CA: env.TEMPORAL_TLS_CA ?? null,
+    TEMPORAL_TLS_SERVER_NAME: env.TEMPORAL_TLS_SERVER_NAME ?? null,
+    TEMPORAL_API_KEY: env.TEMPORAL_API_KEY ?? null,
+    /** null: derived from the workflow bundle (worker/versioning.ts workerBuildId). */
+    TEMPORAL_WORKER_BUILD_ID: env.TEMPORAL_WORKER_BUILD_ID ?? null,
+    WORKER_MAX_CACHED_WORKFLOWS: env.WORKER_MAX_CACHED_WORKFLOWS ?? null,
+    WORKER_MAX_CONCURRENT_ACTIVITIES: env.WORKER_MAX_CONCURRENT_ACTIVITIES ?? null,
+    WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: env.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS ?? null,
+    METRICS_TOKEN: env.METRICS_TOKEN ?? null,
+    /** null: payloads are written in clear (no keys outside production, or encryption off). */
+    TEMPORAL_PAYLOAD_KEYS: payloadKeys,
+    CODEC_TOKEN: env.CODEC_TOKEN ?? null,
+    /** null: not given (development: the dev UI's origins, codecCorsOrigins(); production refuses to start). */
+    CODEC_CORS_ORIGINS: env.CODEC_CORS_ORIGINS === undefined ? null : corsOrigins,
+    HTTP_ALLOWED_HOSTS: allowedHosts(env.HTTP_ALLOWED_HOSTS, env.HOST),
+    PROVIDER: env.PROVIDER ?? null,
+    PROVIDER_URL: env.PROVIDER_URL ?? null,
+  };
+});
 
 /** HTTP_ALLOWED_HOSTS as a list; by default the loopback names and the address listened on (unless a wildcard). */
 function allowedHosts(given: string | undefined, host: string): string[] {

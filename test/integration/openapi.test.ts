@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { createApp } from '../../api/app';
 import { errorStatus } from '../../domain/errors';
@@ -7,6 +8,7 @@ import { createApiMetrics } from '../../lib/metrics';
 import { launchBrowser } from '../helpers/browser';
 import { startStack, type TestStack } from '../helpers/stack';
 import { CompletionWaiter } from '../../api/completions';
+import { projectRoot } from '../../devstack/temporal-cli';
 
 /** The API documents itself: OpenAPI 3.1 from the same zod schemas, and a reference page. */
 
@@ -62,6 +64,13 @@ describe('GET /openapi.json', () => {
       expect(op.responses['503'].headers, path).toHaveProperty('Retry-After');
       for (const status of ['400', '401', '422', '503']) expect(op.responses, `${path} ${status}`).toHaveProperty(status);
     }
+  });
+
+  it('names every documented route in docs/CONTRACT.md, method and path', () => {
+    const contract = readFileSync(path.join(projectRoot, 'docs', 'CONTRACT.md'), 'utf8');
+    const routes = Object.entries(doc.paths).flatMap(([route, ops]) => Object.keys(ops as object).map((method) => `${method.toUpperCase()} ${route}`));
+    expect(routes.length).toBeGreaterThan(15);
+    expect(routes.filter((route) => !contract.includes(route))).toEqual([]);
   });
 
   it('lists every error type of the API', () => {
