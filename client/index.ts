@@ -2,8 +2,10 @@ import { Transport, type ClientOptions, type RequestOptions } from './http';
 import type {
   Balance,
   CapturePaymentParams,
+  CreateCustomerParams,
   CreatePaymentParams,
   CreateRefundParams,
+  Customer,
   DeliveryAttempt,
   Dispute,
   DisputeEvidenceParams,
@@ -14,9 +16,11 @@ import type {
   ListDeliveryAttemptsParams,
   ListDisputesParams,
   ListEventsParams,
+  ListPaymentMethodsParams,
   ListPaymentsParams,
   ListRefundsParams,
   Payment,
+  PaymentMethod,
   Refund,
 } from './types';
 
@@ -54,6 +58,21 @@ export class PaymentsClient {
     retrieve: (id: string) => this.http.get<Refund>(path('/v1/refunds/{id}', id)),
     list: (paymentId: string, params: ListRefundsParams = {}) => this.http.get<List<Refund>>(path('/v1/payments/{id}/refunds', paymentId), params),
     listAll: (paymentId: string, params: Omit<ListRefundsParams, 'starting_after' | 'ending_before'> = {}) => this.http.paginate<Refund>(path('/v1/payments/{id}/refunds', paymentId), params),
+  };
+
+  /** Customers and the cards saved for them (docs/CONTRACT.md §3.9). */
+  readonly customers = {
+    create: (params: CreateCustomerParams = {}, options?: RequestOptions) => this.http.post<Customer>('/v1/customers', params, options),
+    retrieve: (id: string) => this.http.get<Customer>(path('/v1/customers/{id}', id)),
+    /** The customer's attached payment methods, newest first. */
+    listPaymentMethods: (id: string, params: ListPaymentMethodsParams = {}) => this.http.get<List<PaymentMethod>>(path('/v1/customers/{id}/payment_methods', id), params),
+    listAllPaymentMethods: (id: string, params: Omit<ListPaymentMethodsParams, 'starting_after' | 'ending_before'> = {}) =>
+      this.http.paginate<PaymentMethod>(path('/v1/customers/{id}/payment_methods', id), params),
+  };
+
+  readonly paymentMethods = {
+    /** Detaches a saved method: no new payment can charge it (one already under way may still be charged). */
+    detach: (id: string, options?: RequestOptions) => this.http.post<PaymentMethod>(path('/v1/payment_methods/{id}/detach', id), {}, options),
   };
 
   readonly disputes = {

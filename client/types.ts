@@ -2,8 +2,10 @@ import type { z } from 'zod';
 import type {
   Balance,
   CapturePaymentBody,
+  CreateCustomerBody,
   CreatePaymentBody,
   CreateRefundBody,
+  Customer,
   DeliveryAttempt,
   Dispute,
   DisputeEvidenceBody,
@@ -13,9 +15,11 @@ import type {
   ListDeliveryAttemptsQuery,
   ListDisputesQuery,
   ListEventsQuery,
+  ListPaymentMethodsQuery,
   ListPaymentsQuery,
   ListRefundsQuery,
   Payment,
+  PaymentMethod,
   Refund,
 } from '../api/schemas';
 
@@ -28,6 +32,8 @@ import type {
 export type Payment = z.output<typeof Payment>;
 export type Refund = z.output<typeof Refund>;
 export type Dispute = z.output<typeof Dispute>;
+export type Customer = z.output<typeof Customer>;
+export type PaymentMethod = z.output<typeof PaymentMethod>;
 export type Event = z.output<typeof Event>;
 export type EventType = Event['type'];
 export type Balance = z.output<typeof Balance>;
@@ -38,12 +44,14 @@ export type EventRecovery = z.output<typeof EventRecovery>;
 export type CreatePaymentParams = z.input<typeof CreatePaymentBody>;
 export type CapturePaymentParams = z.input<typeof CapturePaymentBody>;
 export type CreateRefundParams = z.input<typeof CreateRefundBody>;
+export type CreateCustomerParams = z.input<typeof CreateCustomerBody>;
 export type DisputeEvidenceParams = z.input<typeof DisputeEvidenceBody>;
 
 /** Query parameters, all optional (the output side: `limit` is a number, not the string it travels as). */
 type Query<T extends z.ZodType> = Partial<z.output<T>>;
 export type ListPaymentsParams = Query<typeof ListPaymentsQuery>;
 export type ListRefundsParams = Query<typeof ListRefundsQuery>;
+export type ListPaymentMethodsParams = Query<typeof ListPaymentMethodsQuery>;
 export type ListDisputesParams = Query<typeof ListDisputesQuery>;
 export type ListEventsParams = Query<typeof ListEventsQuery>;
 export type ListDeliveryAttemptsParams = Query<typeof ListDeliveryAttemptsQuery>;

@@ -70,6 +70,30 @@ describe('normal flows', () => {
     expect(await client.payments.cancel(voidable.id).catch((e: unknown) => e)).toBeInstanceOf(PaymentStateError);
   });
 
+  it('saves a card for a customer, charges it off-session, lists and detaches it; the payment shows its customer and off_session', async () => {
+    const customer = await client.customers.create({ email: 'ada@example.com', name: 'Ada' });
+    expect(await client.customers.retrieve(customer.id)).toEqual(customer);
+    const saving = await client.payments.create({ ...order(), customer: customer.id, setup_future_usage: 'off_session' });
+    expect(saving).toMatchObject({ status: 'succeeded', customer: customer.id, setup_future_usage: 'off_session', off_session: false });
+    const methods = await client.customers.listPaymentMethods(customer.id);
+    expect(methods.data).toHaveLength(1);
+    const saved = methods.data[0]!;
+    expect(saved).toMatchObject({ object: 'payment_method', customer: customer.id, detached_at: null });
+    const all = [];
+    for await (const method of client.customers.listAllPaymentMethods(customer.id, { limit: 1 })) all.push(method.id);
+    expect(all).toEqual([saved.id]);
+
+    const offSession = await client.payments.create({ ...order(saved.id), customer: customer.id, off_session: true });
+    expect(offSession).toMatchObject({ status: 'succeeded', customer: customer.id, setup_future_usage: null, off_session: true, payment_method: saved.id });
+    expect(await client.payments.retrieve(offSession.id)).toMatchObject({ customer: customer.id, off_session: true });
+
+    const detached = await client.paymentMethods.detach(saved.id);
+    expect(detached).toMatchObject({ id: saved.id, detached_at: expect.any(String) });
+    expect((await client.customers.listPaymentMethods(customer.id)).data).toEqual([]);
+    await expect(client.payments.create({ ...order(saved.id), customer: customer.id, off_session: true })).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(client.customers.retrieve('cus_missing')).rejects.toBeInstanceOf(NotFoundError);
+  });
+
   it('answers refusals with typed errors, each from one request', async () => {
     const declined = await client.payments.create(order('pm_card_declined')).catch((e: unknown) => e);
     expect(declined).toBeInstanceOf(CardDeclinedError);
