@@ -1,4 +1,5 @@
-import { isGrpcDeadlineError, WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, type WorkflowUpdateHandle } from '@temporalio/client';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApplicationFailure, isGrpcDeadlineError, WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, type WorkflowUpdateHandle } from '@temporalio/client';
 import type { FinalResponse } from '../domain/errors';
 import type { ApiDeps } from './context';
 import type { Dispatched } from './idempotency';
@@ -17,6 +18,28 @@ function runClosedUnder(error: unknown): boolean {
   return false;
 }
 
+/** The type ApplicationFailure.nonRetryable gives a failure created without one. */
+const SDK_DEFAULT_FAILURE_TYPE = 'Error';
+
+/**
+ * The SDK's rejection of an update that met its run before the run registered its handler:
+ * the worker answers, at the end of the activation the update arrived in,
+ * `ApplicationFailure.nonRetryable('No registered handler for update: <name>')`, whose type is
+ * the SDK's default, `Error` (@temporalio/workflow rejectBufferedUpdates). A payment's run
+ * registers capture and cancel only when its wait begins, so a command that reaches its first
+ * workflow task (one run again after its worker died, say) meets no handler. That is no
+ * refusal: the run's own refusals carry a type of ours (FailureType, DisputeNotOpen). Temporal
+ * keeps no rejected update, so the same update id can be sent again.
+ */
+export function noHandlerYet(error: WorkflowUpdateFailedError): boolean {
+  const cause = error.cause;
+  return cause instanceof ApplicationFailure && (!cause.type || cause.type === SDK_DEFAULT_FAILURE_TYPE) && /^No registered handler for update\b/.test(cause.message);
+}
+
+/** The pauses between the sends of an update its run had no handler for yet, within the caller's wait. */
+const RESEND_FIRST_MS = 50;
+const RESEND_MAX_MS = 500;
+
 /** The definitive answers of an update that never ran: its validator refused, or its run has closed. */
 export interface UpdateRefusals {
   refused(error: WorkflowUpdateFailedError): FinalResponse;
@@ -28,28 +51,38 @@ export interface UpdateRefusals {
  * payment, a dispute's evidence and accept), started up to its acceptance by `start` (under an
  * update id derived from the scoped key, so Temporal deduplicates a repeated delivery too). Its
  * result is the operation's final response, which the run records; a refusal by the validator
- * or a run that has closed under it is a definitive answer, recorded by the API. An outcome not
- * there within the caller's wait is null (the operation is still running: 202).
+ * or a run that has closed under it is a definitive answer, recorded by the API. A run with no
+ * handler for the command yet (`noHandlerYet`) has refused nothing: the update is sent again,
+ * with a short backoff, within the caller's wait. An outcome not there within that wait is
+ * null (the operation is still running: 202, not recorded, so the client's retry sends it again).
  */
 export async function dispatchUpdate(deps: ApiDeps, start: () => Promise<WorkflowUpdateHandle<FinalResponse>>, answers: UpdateRefusals): Promise<Dispatched> {
-  let update: WorkflowUpdateHandle<FinalResponse>;
+  let update: WorkflowUpdateHandle<FinalResponse> | null;
   try {
     update = await start();
   } catch (error) {
-    if (error instanceof WorkflowUpdateFailedError) return { kind: 'decided', response: answers.refused(error) };
+    if (error instanceof WorkflowUpdateFailedError && !noHandlerYet(error)) return { kind: 'decided', response: answers.refused(error) };
     if (runClosedUnder(error)) return { kind: 'decided', response: await answers.closed() };
-    throw error;
+    if (!(error instanceof WorkflowUpdateFailedError)) throw error;
+    update = null;
   }
   return {
     kind: 'running',
     outcome: async (ms) => {
-      try {
-        return await deps.temporal.connection.withDeadline(Date.now() + ms, () => update.result());
-      } catch (error) {
-        if (error instanceof WorkflowUpdateFailedError) return answers.refused(error);
-        if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || isGrpcDeadlineError(error)) return null;
-        if (runClosedUnder(error)) return answers.closed();
-        throw error;
+      const deadline = Date.now() + ms;
+      for (let pause = RESEND_FIRST_MS; ; pause = Math.min(2 * pause, RESEND_MAX_MS)) {
+        try {
+          return await deps.temporal.connection.withDeadline(deadline, async () => (update ??= await start()).result());
+        } catch (error) {
+          if (error instanceof WorkflowUpdateFailedError && !noHandlerYet(error)) return answers.refused(error);
+          if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || isGrpcDeadlineError(error)) return null;
+          if (runClosedUnder(error)) return answers.closed();
+          if (!(error instanceof WorkflowUpdateFailedError)) throw error;
+          // No handler yet: the same update again after a pause, if the wait leaves room for one.
+          update = null;
+          if (Date.now() + pause >= deadline) return null;
+          await sleep(pause);
+        }
       }
     },
   };

@@ -17,6 +17,8 @@ export const measuredSeconds: Record<string, number> = {
   // tiers. The cluster's scale-out and rolling upgrade are not here: they run alone, after
   // everything else (vitest.config.ts runAlone).
   'test/chaos/chaos.test.ts': 153,
+  // Measured alone on a busy 2-core machine (58-69 s), not in a full run: two kills, each waiting out a workflow task's timeout, four worker processes.
+  'test/faults/command-after-crash.test.ts': 58,
   'test/faults/postgres-outage.test.ts': 53,
   'test/cluster/cluster.test.ts': 52,
   'test/faults/relay-crash.test.ts': 47,

@@ -80,12 +80,17 @@ export const listPaymentsRoute = createRoute({
   responses: { 200: { description: 'A page of payments.', content: jsonContent(listOf(Payment, 'PaymentList')) }, ...errorResponses(['invalid_request', 'unauthorized']) },
 });
 
+/** What capture and cancel answer while the payment's run cannot take a command yet (api/updates.ts noHandlerYet). */
+const notReadyYet =
+  "A run not ready for the command yet (still recording the authorization, e.g. after a worker's crash) has refused nothing: " +
+  'the command is sent to it again within the wait, and the answer is 202 (not stored) if it has not taken it by then; retry with the same key.';
+
 export const capturePayment = createRoute({
   method: 'post',
   path: '/v1/payments/{id}/capture',
   tags: ['Payments'],
   summary: 'Capture a manual-capture payment (idempotent)',
-  description: `Captures all of the authorization, or \`amount_minor\` of it. 409 unless the payment is ${statusesAccepting('capture').map((s) => `\`${s}\``).join(' or ')}.`,
+  description: `Captures all of the authorization, or \`amount_minor\` of it. 409 unless the payment is ${statusesAccepting('capture').map((s) => `\`${s}\``).join(' or ')}. ${notReadyYet}`,
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CapturePaymentBody), required: false } },
   responses: {
@@ -100,7 +105,7 @@ export const cancelPayment = createRoute({
   path: '/v1/payments/{id}/cancel',
   tags: ['Payments'],
   summary: 'Cancel (void) a payment that waits for capture or for its customer (idempotent)',
-  description: `Voids the authorization, or the customer's pending 3-D Secure challenge. 409 unless the payment is ${statusesAccepting('cancel').map((s) => `\`${s}\``).join(' or ')}.`,
+  description: `Voids the authorization, or the customer's pending 3-D Secure challenge. 409 unless the payment is ${statusesAccepting('cancel').map((s) => `\`${s}\``).join(' or ')}. ${notReadyYet}`,
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CancelPaymentBody), required: false } },
   responses: {
