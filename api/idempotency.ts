@@ -377,7 +377,8 @@ async function startWithUpdate<T extends WorkflowType>(
 /** gRPC's FAILED_PRECONDITION. */
 const FAILED_PRECONDITION = 9;
 
-function updateLostWithItsTask(error: unknown): boolean {
+/** An update the server dropped with the workflow task that carried it (its worker died or failed the task): nothing ran, it may be sent again. */
+export function updateLostWithItsTask(error: unknown): boolean {
   return isGrpcServiceError(error) && error.code === FAILED_PRECONDITION && /workflow task failure/i.test(error.message);
 }
 

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure, isGrpcDeadlineError, WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, type WorkflowUpdateHandle } from '@temporalio/client';
 import type { FinalResponse } from '../domain/errors';
 import type { ApiDeps } from './context';
-import type { Dispatched } from './idempotency';
+import { updateLostWithItsTask, type Dispatched } from './idempotency';
 
 /**
  * Temporal's answers when an update meets a run that has closed or is closing: not found
@@ -63,7 +63,7 @@ export async function dispatchUpdate(deps: ApiDeps, start: () => Promise<Workflo
   } catch (error) {
     if (error instanceof WorkflowUpdateFailedError && !noHandlerYet(error)) return { kind: 'decided', response: answers.refused(error) };
     if (runClosedUnder(error)) return { kind: 'decided', response: await answers.closed() };
-    if (!(error instanceof WorkflowUpdateFailedError)) throw error;
+    if (!(error instanceof WorkflowUpdateFailedError) && !updateLostWithItsTask(error)) throw error;
     update = null;
   }
   return {
@@ -77,8 +77,9 @@ export async function dispatchUpdate(deps: ApiDeps, start: () => Promise<Workflo
           if (error instanceof WorkflowUpdateFailedError && !noHandlerYet(error)) return answers.refused(error);
           if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || isGrpcDeadlineError(error)) return null;
           if (runClosedUnder(error)) return answers.closed();
-          if (!(error instanceof WorkflowUpdateFailedError)) throw error;
-          // No handler yet: the same update again after a pause, if the wait leaves room for one.
+          if (!(error instanceof WorkflowUpdateFailedError) && !updateLostWithItsTask(error)) throw error;
+          // No handler yet, or the update was lost with its workflow task: the same update again
+          // after a pause, if the wait leaves room for one.
           update = null;
           if (Date.now() + pause >= deadline) return null;
           await sleep(pause);
