@@ -3,10 +3,12 @@ import { request as httpRequest, type IncomingMessage, type Server, type ServerR
 import { createLimitedServer, defaultListenerLimits, type ListenerLimits } from '../lib/listener';
 
 /**
- * The dev server's embedded Web UI, behind a listener of ours. The embedded UI (`temporal server
- * start-dev`) has no read-only switch and checks no Host header: a web page whose name was
- * rebound to 127.0.0.1 could read its settings and CSRF cookie and terminate a payment's run.
- * The UI listens on a private loopback port and this guard takes its
+ * The Temporal Web UI behind a listener of ours: the dev server's embedded UI (`temporal server
+ * start-dev`, devstack/temporal-cli.ts), which has no read-only switch, and the cluster's UI
+ * server (devstack/temporal-cluster.ts), whose read-only rule lets writes through. Neither
+ * checks the Host header: a web page whose name was rebound to 127.0.0.1 could read the UI's
+ * settings and CSRF cookie and end a payment's run. The UI listens on a private loopback port
+ * and this guard takes its
  * public port, with the limits of every listener of ours (lib/listener.ts: Host check, header
  * and request deadlines, connection cap), and, unless write actions are switched on
  * (TEMPORAL_UI_WRITE_ACTIONS=true):
