@@ -2,10 +2,9 @@ import type { Connection } from '@temporalio/client';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { freePort } from './ports';
-import { startUiGuard } from './ui-guard';
+import { guardUi } from './ui-guard';
 
 export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -148,20 +147,12 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
     await new Promise((r) => setTimeout(r, 200));
   }
   if (privateUiPort !== null) {
-    let guard: Server;
     try {
-      guard = await startUiGuard({ port: options.uiPort!, hostname: '127.0.0.1', target: { host: '127.0.0.1', port: privateUiPort }, writeActions: options.uiWriteActions ?? false });
+      await guardUi(child, { port: options.uiPort!, hostname: '127.0.0.1', target: { host: '127.0.0.1', port: privateUiPort }, writeActions: options.uiWriteActions ?? false });
     } catch (error) {
       child.kill('SIGKILL');
       throw error;
     }
-    // The guard lives as long as the server it guards (a restart makes a new pair on the same port).
-    const closeGuard = () => {
-      guard.closeAllConnections();
-      guard.close();
-    };
-    if (exited) closeGuard();
-    else child.once('exit', closeGuard);
   }
   return {
     address,

@@ -16,6 +16,7 @@ import { createSql } from '../db/connect';
 import { ensureDatabase } from '../db/migrate';
 import { freePort } from './ports';
 import { watchExit, type ExitInfo } from './process-exit';
+import { guardUi } from './ui-guard';
 import { namespaceServed, projectRoot, searchAttributeFlags, tunedDynamicConfig, versioningDynamicConfig } from './temporal-cli';
 
 const toolsBin = path.join(projectRoot, '.tools', 'bin');
@@ -401,17 +402,26 @@ async function untilNodeServes(node: ClusterNode, namespace: string, connectTo: 
   }
 }
 
-/** The Web UI server (temporalio/ui-server) with a config written for this cluster. */
+/**
+ * The Web UI server (temporalio/ui-server) with a config written for this cluster, on a private
+ * loopback port behind the guard of devstack/ui-guard.ts on `port`, as the dev server's UI is.
+ * The UI server's own read-only rule (`disableWriteActions`, its DisableWriteMiddleware) lets
+ * through any POST whose decoded path contains `/workflows/` and `/query/`, while it routes on
+ * the path as sent: `…/workflows/{id}/signal-with-start/query%2F` passes the rule and starts a
+ * workflow of any type with any input. It checks no Host either. The guard admits only the
+ * query route's exact shape.
+ */
 export async function startUi(port: number, frontend: string, namespace: string, dataDir: string, codecEndpoint: string | undefined, writeActions: boolean): Promise<ChildProcess> {
   if (!existsSync(clusterBinaries.uiServer)) ensureClusterBinaries();
   const root = path.join(dataDir, 'temporal-ui');
+  const privatePort = await freePort();
   mkdirSync(path.join(root, 'config'), { recursive: true });
   writeFileSync(
     path.join(root, 'config', 'cluster.yaml'),
     [
       `temporalGrpcAddress: ${frontend}`,
       'host: 127.0.0.1',
-      `port: ${port}`,
+      `port: ${privatePort}`,
       'enableUi: true',
       `defaultNamespace: ${namespace}`,
       'cors:',
@@ -428,15 +438,22 @@ export async function startUi(port: number, frontend: string, namespace: string,
   const child = spawn(clusterBinaries.uiServer, ['--root', root, '--config', 'config', '--env', 'cluster', 'start'], { stdio: ['ignore', out, out] });
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const answered = await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(1000) }).then(
+    const answered = await fetch(`http://127.0.0.1:${privatePort}/`, { signal: AbortSignal.timeout(1000) }).then(
       () => true,
       () => false,
     );
-    if (answered) return child;
+    if (answered) break;
     if (child.exitCode !== null || Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`the Temporal UI server did not start; see ${path.join(dataDir, 'temporal-ui.log')}`);
     }
     await new Promise((r) => setTimeout(r, 250));
   }
+  try {
+    await guardUi(child, { port, hostname: '127.0.0.1', target: { host: '127.0.0.1', port: privatePort }, writeActions });
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw error;
+  }
+  return child;
 }

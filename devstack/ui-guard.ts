@@ -1,17 +1,20 @@
+import type { ChildProcess } from 'node:child_process';
 import { request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createLimitedServer, defaultListenerLimits, type ListenerLimits } from '../lib/listener';
 
 /**
- * The dev server's embedded Web UI, behind a listener of ours. The embedded UI (`temporal server
- * start-dev`) has no read-only switch and checks no Host header: a web page whose name was
- * rebound to 127.0.0.1 could read its settings and CSRF cookie and terminate a payment's run.
- * The UI listens on a private loopback port and this guard takes its public port, with the
- * limits of every listener of ours (lib/listener.ts: Host check, header and request deadlines,
- * connection cap), and, unless write actions are switched on (TEMPORAL_UI_WRITE_ACTIONS=true):
+ * The Temporal Web UI behind a listener of ours: the dev server's embedded UI (`temporal server
+ * start-dev`, devstack/temporal-cli.ts), which has no read-only switch, and the cluster's UI
+ * server (devstack/temporal-cluster.ts), whose read-only rule lets writes through. Neither
+ * checks the Host header: a web page whose name was rebound to 127.0.0.1 could read the UI's
+ * settings and CSRF cookie and end a payment's run. The UI listens on a private loopback port
+ * and this guard takes its
+ * public port, with the limits of every listener of ours (lib/listener.ts: Host check, header
+ * and request deadlines, connection cap), and, unless write actions are switched on
+ * (TEMPORAL_UI_WRITE_ACTIONS=true):
  *
- * - refuses every request that is not GET or HEAD with 405, except the UI's workflow queries
- *   (POST /api/v1/namespaces/…/workflows/…/query/…): the rule the separate UI server applies
- *   with `disableWriteActions` (its DisableWriteMiddleware), so dev and cluster modes agree;
+ * - admits GET and HEAD, and a POST only when its request target, as sent, is the UI's
+ *   workflow query route (readOnlyAllows); every other request is 405;
  * - answers /api/v1/settings with every write action reported off, so the UI hides terminate,
  *   cancel, signal, update, reset, start and batch actions instead of offering refused buttons.
  */
@@ -29,20 +32,71 @@ export const writeActionSettings = [
   'ActivityCommandsDisabled',
 ] as const;
 
-/** Whether the read-only UI lets this request through (the UI server's own rule). */
-export function readOnlyAllows(method: string, path: string): boolean {
+/**
+ * The UI's workflow query route, segment by segment, as the UI server registers it (grpc-gateway,
+ * go.temporal.io/api: QueryWorkflow): POST /api/v1/namespaces/{namespace}/workflows/{workflow_id}/query/{query_type}.
+ * `null` is a variable segment.
+ */
+const queryRoute = ['', 'api', 'v1', 'namespaces', null, 'workflows', null, 'query', null] as const;
+
+/**
+ * The characters a variable segment may hold as they are (RFC 3986 `pchar`, which is all
+ * `encodeURIComponent` leaves unencoded and more), and the percent-encodings it may hold.
+ */
+const segmentPattern = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+$/;
+/** Percent-encoded bytes refused in a segment: `.`, `/`, `\`, `%` (encoded twice) and control characters. */
+const refusedEncoding = /%(?:2[EeFf5]|5[Cc]|[01][0-9A-Fa-f]|7[Ff])/;
+
+/** Whether `segment` names one value however the UI server decodes and resolves the path. */
+function isPlainSegment(segment: string): boolean {
+  if (!segmentPattern.test(segment) || refusedEncoding.test(segment) || /^\.+$/.test(segment)) return false;
+  try {
+    // Refuses encodings that are not UTF-8 (overlong forms of `.` and `/` included).
+    decodeURIComponent(segment);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Whether the read-only UI lets this request through. `target` is the request target as sent
+ * (its query string is ignored). GET and HEAD pass: the UI server routes them to reads only.
+ * A POST passes only when its path is exactly the UI's workflow query route: the literal
+ * segments as written, each variable segment non-empty and free of dot-only names, of `\`,
+ * `#` and other characters outside RFC 3986's, and of encoded `.`, `/`, `\` or `%`. So the
+ * path the guard checks is the path the UI server routes: it resolves `..`, `.` and a
+ * fragment before routing, and any of them here would name another route.
+ */
+export function readOnlyAllows(method: string, target: string): boolean {
   if (method === 'GET' || method === 'HEAD') return true;
-  return method === 'POST' && path.startsWith('/api/v1/namespaces/') && path.includes('/workflows/') && path.includes('/query/');
+  if (method !== 'POST') return false;
+  const segments = target.split('?')[0]!.split('/');
+  return segments.length === queryRoute.length && queryRoute.every((literal, index) => (literal === null ? isPlainSegment(segments[index]!) : segments[index] === literal));
 }
 
 export interface UiGuardOptions {
   /** The public port (TEMPORAL_UI_PORT) and address. */
   port: number;
   hostname: string;
-  /** Where the embedded UI listens (a private loopback port). */
+  /** Where the UI listens (a private loopback port). */
   target: { host: string; port: number };
   writeActions: boolean;
   limits?: ListenerLimits;
+}
+
+/**
+ * Starts the guard in front of the UI process `ui`; resolves once it listens. The guard lives
+ * as long as the process it guards (a restart makes a new pair on the same port).
+ */
+export async function guardUi(ui: ChildProcess, options: UiGuardOptions): Promise<void> {
+  const guard = await startUiGuard(options);
+  const close = () => {
+    guard.closeAllConnections();
+    guard.close();
+  };
+  if (ui.exitCode !== null || ui.signalCode !== null) close();
+  else ui.once('exit', close);
 }
 
 /** Starts the guard; resolves once it listens. */
@@ -55,8 +109,9 @@ export function startUiGuard(options: UiGuardOptions): Promise<Server> {
 }
 
 function forward(req: IncomingMessage, res: ServerResponse, options: UiGuardOptions): void {
-  const path = (req.url ?? '/').split('?')[0]!;
-  if (!options.writeActions && !readOnlyAllows(req.method ?? 'GET', path)) {
+  const target = req.url ?? '/';
+  const path = target.split('?')[0]!;
+  if (!options.writeActions && !readOnlyAllows(req.method ?? 'GET', target)) {
     req.resume();
     res.writeHead(405, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(
       JSON.stringify({ message: 'The Web UI is read-only: write actions are off (TEMPORAL_UI_WRITE_ACTIONS=true turns them on).' }),

@@ -2,10 +2,12 @@ import { eventually } from '../helpers/eventually';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { Client, Connection } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../../devstack/ports';
 import { startTemporalDevServer, type DevServer } from '../../devstack/temporal-cli';
 import { defaultListenerLimits } from '../../lib/listener';
+import { installTestRuntime } from '../helpers/runtime';
 import { uniqueKey } from '../helpers/stack';
 
 /**
@@ -35,16 +37,29 @@ async function openRun(): Promise<string> {
   return workflowId;
 }
 
-/** A raw request (any Host header, any body), as a browser page or a script would send it. */
-function send(url: string, options: { method?: string; host?: string; headers?: Record<string, string>; body?: string } = {}): Promise<{ status: number; text: string }> {
+/**
+ * A raw request (any Host header, any body), as a browser page or a script would send it.
+ * `rawPath` is sent byte for byte as the request target, unnormalized (a URL would resolve its dots).
+ */
+function send(
+  url: string,
+  options: { method?: string; host?: string; headers?: Record<string, string>; body?: string; rawPath?: string } = {},
+): Promise<{ status: number; text: string; headers: Record<string, string | string[] | undefined> }> {
   return new Promise((resolve, reject) => {
     const target = new URL(url);
     const request = httpRequest(
-      { host: target.hostname, port: target.port, path: target.pathname + target.search, method: options.method ?? 'GET', agent: false, headers: { ...(options.host ? { host: options.host } : {}), ...options.headers } },
+      {
+        host: target.hostname,
+        port: target.port,
+        path: options.rawPath ?? target.pathname + target.search,
+        method: options.method ?? 'GET',
+        agent: false,
+        headers: { ...(options.host ? { host: options.host } : {}), ...options.headers },
+      },
       (response) => {
         const chunks: Buffer[] = [];
         response.on('data', (chunk: Buffer) => chunks.push(chunk));
-        response.on('end', () => resolve({ status: response.statusCode!, text: Buffer.concat(chunks).toString('utf8') }));
+        response.on('end', () => resolve({ status: response.statusCode!, text: Buffer.concat(chunks).toString('utf8'), headers: response.headers }));
       },
     );
     request.on('error', reject);
@@ -92,6 +107,102 @@ describe('the dev server Web UI is read-only by default', () => {
       const answer = await send(`${server.uiUrl}${path}`, { host: `rebound.example:${port}` });
       expect(answer.status, path).toBe(421);
     }
+  });
+});
+
+/** The CSRF cookie and header the UI's own page sends with every POST (echo's CSRF middleware). */
+async function csrf(): Promise<Record<string, string>> {
+  const page = await send(`${server.uiUrl}/`);
+  const cookie = ([] as string[]).concat(page.headers['set-cookie'] ?? []).find((line) => line.startsWith('_csrf='));
+  if (!cookie) throw new Error(`the UI set no CSRF cookie (status ${page.status})`);
+  const token = cookie.slice('_csrf='.length).split(';')[0]!;
+  return { cookie: `_csrf=${token}`, 'x-csrf-token': token };
+}
+
+describe('the read-only guard decides on the path the UI server routes', () => {
+  let workerConnection: NativeConnection;
+  let worker: Worker;
+  let running: Promise<void>;
+  let taskQueue: string;
+  beforeAll(async () => {
+    await installTestRuntime();
+    taskQueue = uniqueKey('ui-guard-worker');
+    workerConnection = await NativeConnection.connect({ address: server.address });
+    // The project's workflows with no activities: a run waits on its first activity and answers queries.
+    worker = await Worker.create({
+      connection: workerConnection,
+      namespace: 'default',
+      taskQueue,
+      workflowBundle: { codePath: inject('workflowBundlePath') },
+    });
+    running = worker.run();
+  }, 60_000);
+  afterAll(async () => {
+    worker?.shutdown();
+    await running;
+    await workerConnection?.close();
+  });
+
+  it('the UI\'s own query call (POST …/workflows/{id}/query/{type}, the id percent-encoded as the UI sends it) is answered', async () => {
+    const workflowId = `${uniqueKey('ui-guard-query')}:k.1`;
+    const handle = await client.workflow.start('retentionWorkflow', { taskQueue, workflowId });
+    const headers = { ...(await csrf()), 'content-type': 'application/json' };
+    const body = JSON.stringify({ execution: { workflowId, runId: handle.firstExecutionRunId }, query: { queryType: '__stack_trace' } });
+    const rawPath = `/api/v1/namespaces/default/workflows/${encodeURIComponent(workflowId)}/query/__stack_trace`;
+    expect(rawPath).toContain('%3A');
+    const answer = await eventually(async () => {
+      const response = await send(server.uiUrl!, { method: 'POST', rawPath, headers, body });
+      expect(response.status, response.text).not.toBe(405);
+      return response.status === 200 ? response : null;
+    }, 30_000, 250, 'the query answered through the UI');
+    expect(JSON.parse(answer.text)).toHaveProperty('queryResult');
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+  });
+
+  it('a POST whose path normalizes to another route (dot segments, encoded dots, slashes and backslashes, doubled slashes, a fragment) is 405 and the run goes on', async () => {
+    const headers = { ...(await csrf()), 'content-type': 'application/json' };
+    const body = JSON.stringify({ reason: 'through the read-only UI' });
+    const { port } = new URL(server.uiUrl!);
+    const variants = (base: string): string[] => [
+      `${base}/query/../terminate`,
+      `${base}/query/x/../../terminate`,
+      `${base}/query/./../terminate`,
+      `${base}/query/%2e%2e/terminate`,
+      `${base}/query/%2E%2E%2Fterminate`,
+      `${base}/query/..%2fterminate`,
+      `${base}/query/.%2e/terminate`,
+      `${base}/query/%2e./terminate`,
+      `${base}/query/%252e%252e/terminate`,
+      `${base}/query/..\\terminate`,
+      `${base}/query/..%5cterminate`,
+      `${base}/query/%5C..%5Cterminate`,
+      `${base}/query//../terminate`,
+      `${base}/terminate/query/x/..`,
+      `${base}/terminate/query/..`,
+      `${base}/terminate#/query/x`,
+      `${base}/query/x#/../../terminate`,
+      `/${base}/query/../terminate`,
+      `${base}//query/x`,
+      `http://127.0.0.1:${port}${base}/query/../terminate`,
+    ];
+    const outcomes: string[] = [];
+    const expected: string[] = [];
+    for (const variant of variants('/api/v1/namespaces/default/workflows/WORKFLOW')) {
+      const workflowId = await openRun();
+      const rawPath = variant.replace('WORKFLOW', workflowId);
+      const answer = await send(server.uiUrl!, { method: 'POST', rawPath, headers, body });
+      const status = (await client.workflow.getHandle(workflowId).describe()).status.name;
+      outcomes.push(`${variant} -> ${answer.status} ${status}`);
+      expected.push(`${variant} -> 405 RUNNING`);
+    }
+    expect(outcomes).toEqual(expected);
+  });
+
+  it('a GET whose path resolves to terminate terminates nothing: the UI server has no write route on GET', async () => {
+    const workflowId = await openRun();
+    const answer = await send(server.uiUrl!, { rawPath: `/api/v1/namespaces/default/workflows/${workflowId}/query/../terminate`, headers: await csrf() });
+    expect(answer.status).not.toBe(200);
+    expect((await client.workflow.getHandle(workflowId).describe()).status.name).toBe('RUNNING');
   });
 });
 
