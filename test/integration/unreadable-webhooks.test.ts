@@ -2,12 +2,13 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { disputeWorkflowId } from '../../domain/ids';
 import { expectInvalidEvent, postSandboxEvent } from '../helpers/provider-webhooks';
-import { startStack, uniqueKey, type TestStack } from '../helpers/stack';
+import { ADMIN_TOKEN, apiClient, startStack, uniqueKey, type TestStack } from '../helpers/stack';
 
 /**
  * A signed PSP event the orchestrator cannot read (a field it reads missing, null or of the
  * wrong type) is refused 400 `invalid_request` naming the field, as an event PostgreSQL cannot
- * store is, and changes nothing: no provider_events row, no dispute row, no workflow.
+ * store is, and changes nothing: no provider_events row, no dispute row, no workflow. The admin
+ * list of a tenant's API keys takes no query parameters and refuses any.
  */
 
 let stack: TestStack;
@@ -89,4 +90,21 @@ describe('charge and refund events and the envelope: missing, null or wrongly ty
       await expectNothingStored(id, null);
     });
   }
+});
+
+describe('GET /admin/tenants/{id}/api_keys takes no query parameters', () => {
+  it('any query parameter is 400 invalid_request naming it; without one the keys are listed', async () => {
+    const tenant = await stack.createTenant('keys-query');
+    const admin = apiClient(stack.apiUrl, ADMIN_TOKEN);
+    for (const query of ['limit=1', 'starting_after=key_01jd6w8b3m4x0c2q7yk5h9t1ve', 'foo=bar']) {
+      const refused = await admin.get(`/admin/tenants/${tenant.id}/api_keys?${query}`);
+      expect(refused.status, refused.text).toBe(400);
+      expect(refused.json.error.type).toBe('invalid_request');
+      expect(JSON.stringify(refused.json.error.issues)).toContain(query.split('=')[0]);
+    }
+    const listed = await admin.get(`/admin/tenants/${tenant.id}/api_keys`);
+    expect(listed.status, listed.text).toBe(200);
+    expect(listed.json).toMatchObject({ object: 'list', has_more: false });
+    expect(listed.json.data).toHaveLength(1);
+  });
 });
