@@ -322,6 +322,9 @@ export const ListEventsQuery = z
 
 export const ListDeliveryAttemptsQuery = z.strictObject(paging).refine(oneCursor, oneCursorIssue);
 
+/** A tenant's API keys are few and listed whole (oldest first, `has_more` false): the list takes no query parameters and refuses any. */
+export const ListApiKeysQuery = z.strictObject({});
+
 export const RecoverEventsBody = z
   .strictObject({
     since: timestamp('2026-01-31T00:00:00Z')

@@ -151,9 +151,60 @@ export interface ProviderWebhookEvent {
   dispute: ProviderDispute | null;
 }
 
-/** An unverified or unreadable webhook (bad, missing or stale signature; not an event): 400 at the inbound route. */
+/** An unverified or unreadable webhook (bad, missing or stale signature; a body that is not JSON, or ProviderEventUnreadableError): 400 at the inbound route. */
 export class ProviderWebhookError extends Error {
-  override readonly name = 'ProviderWebhookError';
+  override readonly name: string = 'ProviderWebhookError';
+}
+
+/** One field of a signed event that cannot be read: its dotted path in the event (`data.object.currency`), as the API's issues name fields. */
+export interface UnreadableField {
+  path: string;
+  code: string;
+  message: string;
+}
+
+/**
+ * A verified event whose fields the kind reads are missing, null or of the wrong type: 400
+ * `invalid_request` at the inbound route, with one issue per field, and nothing stored.
+ */
+export class ProviderEventUnreadableError extends ProviderWebhookError {
+  override readonly name: string = 'ProviderEventUnreadableError';
+  constructor(readonly issues: UnreadableField[]) {
+    super(`the event cannot be read: ${issues.map((i) => `${i.path || '(the event)'}: ${i.message}`).join('; ')}`);
+  }
+}
+
+/** An issue as zod reports it: a union's carries the issues of each of its options. */
+interface WireIssue {
+  path: readonly PropertyKey[];
+  code: string;
+  message: string;
+  errors?: readonly (readonly WireIssue[])[];
+}
+
+/** What readWire needs of a schema (a zod schema's safeParse), so this module imports no validation library. */
+interface WireSchema<T> {
+  safeParse(value: unknown): { success: true; data: T } | { success: false; error: { issues: readonly WireIssue[] } };
+}
+
+/** A union none of whose options took the value names the fields of the one option of the value's type (an id or an object: the object's). */
+function wireIssues(issue: WireIssue): WireIssue[] {
+  const ofItsType = (issue.errors ?? []).filter((option) => !option.every((i) => i.code === 'invalid_type' && i.path.length === 0));
+  if (issue.code !== 'invalid_union' || ofItsType.length !== 1) return [issue];
+  return ofItsType[0]!.flatMap((i) => wireIssues({ ...i, path: [...issue.path, ...i.path] }));
+}
+
+/**
+ * A PSP's object in an event, checked by its kind's wire schema before it is mapped; `at` is
+ * where it sits in the event (`['data', 'object']`). Throws ProviderEventUnreadableError naming
+ * each field the schema refuses.
+ */
+export function readWire<T>(schema: WireSchema<T>, value: unknown, at: readonly PropertyKey[] = []): T {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  throw new ProviderEventUnreadableError(
+    parsed.error.issues.flatMap(wireIssues).map((issue) => ({ path: [...at, ...issue.path].map(String).join('.'), code: issue.code, message: issue.message })),
+  );
 }
 
 /** One line of the PSP's report of money moved, which reconciliation compares with our payments, refunds and ledger. */

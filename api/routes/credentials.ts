@@ -3,7 +3,7 @@ import { generateApiKey, insertApiKey, listApiKeys, revokeApiKey, rotateWebhookS
 import { ApiError } from '../../domain/errors';
 import { tenantExists } from '../../db/tenants';
 import type { ApiDeps, AppEnv } from '../context';
-import { ApiKey, CreateApiKeyBody, CreatedApiKey, IdParam, listOf, RotatedWebhookSecret, RotateWebhookSecretBody, TenantKeyParams } from '../schemas';
+import { ApiKey, CreateApiKeyBody, CreatedApiKey, IdParam, ListApiKeysQuery, listOf, RotatedWebhookSecret, RotateWebhookSecretBody, TenantKeyParams } from '../schemas';
 import { errorResponses, jsonContent, optionalBody } from './openapi';
 
 /** A tenant's credentials: several API keys, each revocable, and its webhook signing secret. */
@@ -27,9 +27,11 @@ const listKeysRoute = createRoute({
   path: '/admin/tenants/{id}/api_keys',
   tags: ['Admin'],
   summary: "List a tenant's API keys (admin token)",
-  description: 'Id, prefix, creation, last use and revocation of each key; never the key itself.',
+  description:
+    'Id, prefix, creation, last use and revocation of each key; never the key itself. All of the tenant’s keys in one page, oldest first ' +
+    '(`has_more` is false): the list takes no query parameters, and any (`limit`, a cursor, another) is 400 `invalid_request` naming it.',
   security: adminSecurity,
-  request: { params: tenantParam },
+  request: { params: tenantParam, query: ListApiKeysQuery },
   responses: { 200: { description: 'The keys, oldest first.', content: jsonContent(listOf(ApiKey, 'ApiKeyList')) }, ...errorResponses(['invalid_request', 'unauthorized', 'not_found']) },
 });
 

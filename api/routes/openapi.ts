@@ -66,7 +66,7 @@ const errorDescriptions: Record<ApiErrorType, string> = {
   invalid_request: 'The request is invalid (the zod issues are listed in `error.issues`). Nothing was executed.',
   idempotency_key_missing: 'The Idempotency-Key header is missing.',
   idempotency_key_invalid: 'The Idempotency-Key header is malformed.',
-  webhook_signature_invalid: 'The webhook’s signature is missing, wrong or stale, or its body is not an event. Nothing was stored.',
+  webhook_signature_invalid: 'The webhook’s signature is missing, wrong or stale, or its body is not JSON. Nothing was stored.',
   unauthorized: 'Missing or invalid API key (or admin token).',
   card_declined: 'The card was declined; `error.payment` is the declined payment. Retry the order with a new key.',
   payment_failed: 'The payment failed for good; `error.payment` says why (money that moved was given back).',

@@ -7,7 +7,7 @@ import { lateChargeWorkflowId } from '../../domain/ids';
 import { keepsNoMoney, statusForCharge, type PaymentStatus } from '../../domain/payment-lifecycle';
 import { flagWaitingPaymentForOperator, paymentIntentFigures } from '../../db/payments';
 import { isTemporalUnavailable } from '../../lib/temporal';
-import { ProviderRejectedError, ProviderWebhookError, type ProviderCharge, type ProviderWebhookEvent } from '../../provider/types';
+import { ProviderEventUnreadableError, ProviderRejectedError, ProviderWebhookError, type ProviderCharge, type ProviderWebhookEvent, type UnreadableField } from '../../provider/types';
 import { createProviderClient, createProviderWebhookVerifier } from '../../provider/registry';
 import type { Config } from '../../lib/config';
 import type { Logger } from '../../lib/logger';
@@ -63,7 +63,9 @@ const receiveWebhook = createRoute({
   summary: 'Receive a webhook from the PSP (no API key, no Idempotency-Key)',
   description:
     'Verified on the raw body with the provider’s secret (the sandbox’s `Sandbox-Signature`, Stripe’s `Stripe-Signature`); ' +
-    'an unverified or stale request is 400 and changes nothing. Each event is stored once (by provider and event id) with the ' +
+    'an unverified or stale request is 400 and changes nothing. A verified event that cannot be read (a field the provider’s kind reads ' +
+    'missing, null or of another type) or stored (a `created` outside the dates PostgreSQL holds, U+0000 or a lone surrogate in a string) ' +
+    'is 400 `invalid_request` with each field’s path in `issues`, and changes nothing. Each event is stored once (by provider and event id) with the ' +
     'payment it concerns. A verified event is a hint, not a figure: the charge is retrieved from the PSP that holds it and that ' +
     'charge is passed to the payment’s workflow (503 if the PSP cannot be asked: the event is kept and the PSP’s retry passes it on). ' +
     'A charge whose amount, currency or id disagrees with the payment settles nothing: the payment is flagged `needs_operator`. ' +
@@ -108,6 +110,7 @@ export function providerWebhookRoutes(deps: ApiDeps) {
     try {
       event = receiver.verify(raw, Object.fromEntries(c.req.raw.headers.entries()));
     } catch (error) {
+      if (error instanceof ProviderEventUnreadableError) throw invalidEvent(error.issues);
       if (error instanceof ProviderWebhookError) throw new ApiError('webhook_signature_invalid', error.message);
       throw error;
     }
@@ -222,7 +225,7 @@ async function forwardDispute(deps: ApiDeps, receiver: ProviderWebhookReceiver, 
  * U+0000 or a lone surrogate in any string of the body (the id, the type, the charge's fields).
  */
 function refuseUnstorableEvent(event: ProviderWebhookEvent, payload: unknown): void {
-  const issues: { path: string; code: string; message: string }[] = [];
+  const issues: UnreadableField[] = [];
   const created = event.createdAt.getTime();
   const year = Number.isFinite(created) ? event.createdAt.getUTCFullYear() : NaN;
   if (!(year >= 1 && year <= 9999)) {
@@ -230,8 +233,11 @@ function refuseUnstorableEvent(event: ProviderWebhookEvent, payload: unknown): v
   }
   const unstorable = unstorablePath(payload);
   if (unstorable !== null) issues.push({ path: unstorable, code: 'custom', message: storable });
-  if (issues.length) throw new ApiError('invalid_request', 'The event is invalid; see issues.', { issues });
+  if (issues.length) throw invalidEvent(issues);
 }
+
+/** A signed event refused for its content (a field unreadable or unstorable): 400 with each field's path; nothing is stored. */
+const invalidEvent = (issues: UnreadableField[]) => new ApiError('invalid_request', 'The event is invalid; see issues.', { issues });
 
 /**
  * `recorded`: the payment's run has already recorded this very charge in this state (its id, its

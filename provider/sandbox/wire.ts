@@ -1,4 +1,7 @@
-import type { ProviderBalanceTransaction, ProviderCharge, ProviderDispute, ProviderRefund, ProviderWebhookEvent } from '../types';
+import { z } from 'zod';
+import { disputeStages, disputeStatuses } from '../../domain/disputes';
+import { chargeStates } from '../../domain/payment-lifecycle';
+import { readWire, type ProviderBalanceTransaction, type ProviderCharge, type ProviderDispute, type ProviderRefund, type ProviderWebhookEvent } from '../types';
 
 /**
  * The sandbox's wire mapping: its JSON objects and their translation into the orchestrator's
@@ -141,24 +144,84 @@ export const toBalanceTransaction = (t: BalanceTransactionJson): ProviderBalance
   createdAt: new Date(t.created_at),
 });
 
-/** A webhook's body once its signature is verified and its shape checked (./webhook.ts). */
-export interface EventJson {
-  id: string;
-  type: string;
-  /** Unix seconds. */
-  created: number;
-  data: { object: { object?: unknown } };
-}
+/**
+ * The fields of the sandbox's objects that the mapping reads, as zod schemas: a signed event
+ * whose object lacks one, has it null where it may not be, or of another type is refused with
+ * the field's path (ProviderEventUnreadableError) before anything is mapped. Other fields pass.
+ */
+const minor = z.int().nonnegative();
+const time = z.string().refine((s) => Number.isFinite(Date.parse(s)), 'must be an ISO 8601 time');
+const currency = z.string().regex(/^[A-Za-z]{3}$/, 'must be an ISO 4217 code');
 
-/** The event's object is the charge, the refund or the dispute as the API answers it; any other object maps to none. */
-export const toWebhookEvent = (event: EventJson): ProviderWebhookEvent => {
+const chargeSchema = z.object({
+  id: z.string().min(1),
+  object: z.literal('charge'),
+  status: z.enum(chargeStates),
+  amount_minor: minor,
+  amount_captured_minor: minor,
+  amount_refunded_minor: minor,
+  currency,
+  failure_code: z.string().nullable(),
+  failure_message: z.string().nullable(),
+  reference: z.string(),
+  next_action: z.object({ type: z.literal('redirect_to_url'), redirect_to_url: z.object({ url: z.string(), return_url: z.string().nullable() }) }).nullable(),
+  succeeded_at: time.nullish(),
+  authorized_at: time.nullish(),
+  card: z.object({ brand: z.string(), last4: z.string(), exp_month: z.int(), exp_year: z.int() }).nullish(),
+  saved_card: z.string().nullish(),
+  network_transaction_id: z.string().nullish(),
+}) satisfies z.ZodType<ChargeJson>;
+
+const refundSchema = z.object({
+  id: z.string().min(1),
+  object: z.literal('refund'),
+  charge: z.string().min(1),
+  amount_minor: minor,
+  status: z.enum(['succeeded', 'failed']),
+  failure_code: z.string().nullable(),
+  failure_message: z.string().nullable(),
+}) satisfies z.ZodType<RefundJson>;
+
+const disputeSchema = z.object({
+  id: z.string().min(1),
+  object: z.literal('dispute'),
+  charge: z.string().min(1),
+  reference: z.string().nullable(),
+  amount_minor: minor,
+  currency,
+  reason: z.string(),
+  stage: z.enum(disputeStages),
+  status: z.enum(disputeStatuses),
+  evidence_due_by: time,
+  evidence_submitted_at: time.nullable(),
+  created_at: time,
+  fee_minor: minor,
+}) satisfies z.ZodType<DisputeJson>;
+
+/** A webhook's body once its signature is verified (./webhook.ts): an event whose object is the charge, the refund, the dispute, or another object. */
+const eventSchema = z.object({
+  id: z.string().min(1),
+  type: z.string().min(1),
+  /** Unix seconds. */
+  created: z.number(),
+  data: z.object({ object: z.looseObject({ object: z.unknown() }) }),
+});
+
+/**
+ * The event's object is the charge, the refund or the dispute as the API answers it; any other
+ * object maps to none. A field the mapping reads that is missing, null or of another type is a
+ * ProviderEventUnreadableError naming its path in the event (`data.object.currency`).
+ */
+export const toWebhookEvent = (body: unknown): ProviderWebhookEvent => {
+  const event = readWire(eventSchema, body);
   const object = event.data.object;
+  const at = ['data', 'object'];
   return {
     id: event.id,
     type: event.type,
     createdAt: new Date(event.created * 1000),
-    charge: object.object === 'charge' ? toCharge(object as unknown as ChargeJson) : null,
-    refund: object.object === 'refund' ? toRefund(object as unknown as RefundJson) : null,
-    dispute: object.object === 'dispute' ? toDispute(object as unknown as DisputeJson) : null,
+    charge: object.object === 'charge' ? toCharge(readWire(chargeSchema, object, at)) : null,
+    refund: object.object === 'refund' ? toRefund(readWire(refundSchema, object, at)) : null,
+    dispute: object.object === 'dispute' ? toDispute(readWire(disputeSchema, object, at)) : null,
   };
 };

@@ -1,5 +1,6 @@
 import type Stripe from 'stripe';
-import { ProviderUnavailableError, type ProviderBalanceTransaction, type ProviderCharge, type ProviderRefund, type ProviderWebhookEvent } from '../types';
+import { z } from 'zod';
+import { ProviderUnavailableError, readWire, type ProviderBalanceTransaction, type ProviderCharge, type ProviderRefund, type ProviderWebhookEvent } from '../types';
 
 /**
  * Stripe's objects in the orchestrator's terms: a PaymentIntent is our charge (ProviderCharge),
@@ -136,13 +137,69 @@ const paymentIntentEvents: Record<string, string> = {
   'payment_intent.canceled': 'charge.canceled',
 };
 
-export function toWebhookEvent(event: Stripe.Event): ProviderWebhookEvent {
+/**
+ * The fields of Stripe's objects that toCharge and toRefund read, as zod schemas: a signed event
+ * whose PaymentIntent or Refund lacks one, has it null where it may not be, or of another type is
+ * refused with the field's path (ProviderEventUnreadableError) before anything is mapped. Other
+ * fields pass, and statuses stay open strings (an unknown one passes the event through).
+ */
+const minor = z.int().nonnegative();
+/** Unix seconds a Date can hold as an ISO 8601 string (years 0001 to 9999). */
+const unixSeconds = z.int().min(-62_135_596_800).max(253_402_300_799);
+
+const latestChargeSchema = z
+  .looseObject({
+    amount_refunded: minor.optional(),
+    status: z.string().nullish(),
+    created: unixSeconds.optional(),
+    payment_method_details: z.looseObject({ type: z.string().nullish() }).nullish(),
+  })
+  .refine((c) => c.created !== undefined || c.payment_method_details?.type !== 'card' || c.status === 'failed', {
+    message: 'a card charge that did not fail says when it was created',
+    path: ['created'],
+  });
+
+const paymentIntentSchema = z.looseObject({
+  id: z.string().min(1),
+  amount: minor,
+  amount_received: minor,
+  currency: z.string().regex(/^[A-Za-z]{3}$/, 'must be an ISO 4217 code'),
+  status: z.string(),
+  capture_method: z.string().nullish(),
+  metadata: z.looseObject({ reference: z.string().optional() }).nullish(),
+  latest_charge: z.union([z.string(), latestChargeSchema]).nullish(),
+  last_payment_error: z.looseObject({ decline_code: z.string().nullish(), code: z.string().nullish(), message: z.string().nullish() }).nullish(),
+  next_action: z
+    .looseObject({ type: z.string(), redirect_to_url: z.looseObject({ url: z.string().nullish(), return_url: z.string().nullish() }).nullish() })
+    .nullish(),
+});
+
+const refundSchema = z.looseObject({
+  id: z.string().min(1),
+  amount: minor,
+  status: z.string().nullish(),
+  payment_intent: z.union([z.string(), z.looseObject({ id: z.string() })]).nullish(),
+  failure_reason: z.string().nullish(),
+});
+
+/** The event as the Stripe library returns it once verified (the body parsed, nothing checked). */
+const eventSchema = z.object({
+  id: z.string().min(1),
+  type: z.string().min(1),
+  /** Unix seconds. */
+  created: z.number(),
+  data: z.object({ object: z.looseObject({ object: z.unknown() }) }),
+});
+
+export function toWebhookEvent(body: unknown): ProviderWebhookEvent {
+  const event = readWire(eventSchema, body);
   // Stripe's disputes are not read by this kind (no dispute capability): its `charge.dispute.*`
   // events pass through as `stripe.charge.dispute.*`, with no dispute.
   const base = { id: event.id, createdAt: new Date(event.created * 1000), charge: null, refund: null, dispute: null };
-  const object = event.data.object as { object?: string };
+  const object = event.data.object;
+  const at = ['data', 'object'];
   if (object.object === 'payment_intent') {
-    const intent = object as Stripe.PaymentIntent;
+    const intent = readWire(paymentIntentSchema, object, at) as unknown as Stripe.PaymentIntent;
     let charge: ProviderCharge;
     try {
       charge = toCharge(intent);
@@ -153,7 +210,7 @@ export function toWebhookEvent(event: Stripe.Event): ProviderWebhookEvent {
     return { ...base, type: paymentIntentEvents[event.type] ?? `stripe.${event.type}`, charge };
   }
   if (object.object === 'refund' && event.type.startsWith('refund.')) {
-    const refund = object as Stripe.Refund;
+    const refund = readWire(refundSchema, object, at) as unknown as Stripe.Refund;
     if (refund.status === 'succeeded' || refund.status === 'failed' || refund.status === 'canceled') {
       const mapped = toRefund(refund);
       return { ...base, type: `refund.${mapped.status}`, refund: mapped };
