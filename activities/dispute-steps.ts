@@ -1,6 +1,6 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
 import type { Db, Sql } from '../db/connect';
-import { applyDisputeReport, findDispute, stageEvidence, type AppliedDispute } from '../db/disputes';
+import { applyDisputeReport, findDispute, stageEvidence, storedEvidence, type AppliedDispute } from '../db/disputes';
 import { completeRecord } from '../db/idempotency-records';
 import { errorResponse, type FinalResponse } from '../domain/errors';
 import { disputeLossLines, disputeReinstatementLines, disputeWithdrawalLines, postTransaction, type LedgerAccounts } from '../db/ledger';
@@ -9,7 +9,7 @@ import { isDisputeClosed, type DisputeStage, type DisputeStatus } from '../domai
 import { disputeResource, type DisputeRow } from '../domain/resources';
 import { UnknownProviderError, type ProviderRegistry } from '../provider/registry';
 import type { DisputeProvider, ProviderDispute } from '../provider/types';
-import type { DisputeEventType, DisputeReport, ScopedKey } from '../shared/definitions';
+import { refundSummary, type DisputeEventType, type DisputeReport, type DisputeStanding, type ScopedKey } from '../shared/definitions';
 import { businessEventKey } from '../shared/keys';
 import { providerCall } from './provider-steps';
 import { step, workflowId } from './record-step';
@@ -21,18 +21,7 @@ import { step, workflowId } from './record-step';
  * once per fact). The provider steps read and answer the dispute at the PSP that holds the charge.
  */
 
-/** Where the dispute stands after a step, as the workflow needs it. */
-export interface DisputeStanding {
-  /** null: no payment of ours has the disputed charge; nothing was recorded. */
-  disputeId: string | null;
-  paymentId: string | null;
-  stage: DisputeStage | null;
-  status: DisputeStatus | null;
-  evidenceDueBy: string | null;
-  closed: boolean;
-  /** The disputed payment was refunded in full before the dispute came (its refund is the evidence). */
-  paymentRefundedInFull: boolean;
-}
+export type { DisputeStanding };
 
 const standingOf = (applied: AppliedDispute | null): DisputeStanding =>
   applied
@@ -44,6 +33,7 @@ const standingOf = (applied: AppliedDispute | null): DisputeStanding =>
         evidenceDueBy: applied.row.evidence_due_by.toISOString(),
         closed: isDisputeClosed(applied.row.status),
         paymentRefundedInFull: applied.payment.amount_captured_minor > 0 && applied.payment.amount_refunded_minor >= applied.payment.amount_captured_minor,
+        paymentRefund: { refundedMinor: applied.payment.amount_refunded_minor, capturedMinor: applied.payment.amount_captured_minor, currency: applied.payment.currency },
       }
     : { disputeId: null, paymentId: null, stage: null, status: null, evidenceDueBy: null, closed: false, paymentRefundedInFull: false };
 
@@ -88,6 +78,20 @@ async function recordFacts(tx: Db, accounts: LedgerAccounts, applied: AppliedDis
   await disputeEvent(tx, row, 'dispute.closed');
 }
 
+/**
+ * The evidence of a merchant's command: its digest (the API stored the evidence under it,
+ * db/disputes.ts admitEvidence), or the evidence itself (the updates that carried it inline);
+ * neither for a concession.
+ */
+type CommandEvidence = { evidenceDigest: string; evidence?: undefined } | { evidence: Record<string, string> | null; evidenceDigest?: undefined };
+
+/** The evidence the API stored for the dispute under this digest; a digest without it fails the step for good. */
+async function evidenceOf(db: Db, ref: { disputeId: string; digest: string }): Promise<Record<string, string>> {
+  const evidence = await storedEvidence(db, ref.disputeId, ref.digest);
+  if (!evidence) throw ApplicationFailure.nonRetryable(`no evidence stored for dispute ${ref.disputeId} under digest ${ref.digest}`, 'EvidenceMissing');
+  return evidence;
+}
+
 export function createDisputeSteps(sql: Sql, accounts: LedgerAccounts) {
   return {
     /** Records the PSP's word on the run's dispute (forward only) and what follows from it. */
@@ -109,14 +113,15 @@ export function createDisputeSteps(sql: Sql, accounts: LedgerAccounts) {
      * request, and completes the operation's idempotency record with the dispute: its final
      * response, replayed byte for byte.
      */
-    async recordDisputeCommand(input: { provider: string; dispute: ProviderDispute; evidence: Record<string, string> | null; idempotency: ScopedKey }): Promise<FinalResponse> {
+    async recordDisputeCommand(input: { provider: string; dispute: ProviderDispute; idempotency: ScopedKey } & CommandEvidence): Promise<FinalResponse> {
       return step(sql, async (tx) => {
         const applied = await applyDisputeReport(tx, { provider: input.provider, dispute: input.dispute, feeMinor: input.dispute.feeMinor, workflowId: workflowId() });
         if (!applied) throw ApplicationFailure.nonRetryable(`dispute ${input.dispute.id} has no payment here`, 'DisputeUnknown');
-        if (input.evidence) await stageEvidence(tx, applied.row.id, input.evidence);
+        const evidence = input.evidenceDigest !== undefined ? await evidenceOf(tx, { disputeId: applied.row.id, digest: input.evidenceDigest }) : (input.evidence ?? null);
+        if (evidence) await stageEvidence(tx, applied.row.id, evidence);
         await recordFacts(tx, accounts, applied);
         const row = (await findDispute(tx, applied.row.id))!;
-        if (input.evidence) await disputeEvent(tx, row, 'dispute.updated', `evidence:${input.idempotency.fingerprint.slice(0, 16)}`);
+        if (evidence) await disputeEvent(tx, row, 'dispute.updated', `evidence:${input.idempotency.fingerprint.slice(0, 16)}`);
         const response = { status: 200, body: JSON.stringify(disputeResource(row)), location: null };
         return completeRecord(tx, input.idempotency, { workflowId: workflowId(), resourceId: row.id }, response);
       });
@@ -138,17 +143,21 @@ export function createDisputeSteps(sql: Sql, accounts: LedgerAccounts) {
     },
 
     /**
-     * A payment refunded in full before its dispute came: the refund is the evidence, submitted on
-     * the merchant's behalf, and the payment is flagged for an operator (failure.code
-     * needs_operator), who follows it up with the PSP: the money would otherwise leave twice.
+     * A payment refunded (in full or in part) before its dispute came: the refund is the evidence,
+     * submitted on the merchant's behalf, and the payment is flagged for an operator
+     * (failure.code needs_operator, the message saying how much was refunded), who follows it up
+     * with the PSP: the refunded money would otherwise leave twice.
      */
     async flagDisputedRefundedPayment(input: { disputeId: string }): Promise<void> {
       await step(sql, async (tx) => {
         const row = await findDispute(tx, input.disputeId);
         if (!row) return;
+        const [payment] = await tx<{ amount_refunded_minor: number; amount_captured_minor: number; currency: string }[]>`
+          SELECT amount_refunded_minor, amount_captured_minor, currency FROM payments WHERE id = ${row.payment_id}`;
+        const refunded = refundSummary({ refundedMinor: payment!.amount_refunded_minor, capturedMinor: payment!.amount_captured_minor, currency: payment!.currency });
         await tx`
           UPDATE payments SET failure_code = 'needs_operator',
-            failure_message = ${`Dispute ${row.id} came after the payment was refunded in full; the refund was submitted as evidence. An operator must follow it up with the PSP.`},
+            failure_message = ${`Dispute ${row.id} came after ${refunded}; the refund was submitted as evidence. An operator must follow it up with the PSP.`},
             updated_at = now()
           WHERE id = ${row.payment_id} AND failure_code IS DISTINCT FROM 'needs_operator'`;
       });
@@ -159,7 +168,7 @@ export function createDisputeSteps(sql: Sql, accounts: LedgerAccounts) {
 export type DisputeSteps = ReturnType<typeof createDisputeSteps>;
 
 /** The dispute calls at the PSP that holds the charge (regular activities, heartbeating). */
-export function createDisputeProviderSteps(registry: ProviderRegistry) {
+export function createDisputeProviderSteps(registry: ProviderRegistry, sql: Sql) {
   const disputesAt = (name: string): DisputeProvider => {
     let disputes: DisputeProvider | undefined;
     try {
@@ -180,10 +189,16 @@ export function createDisputeProviderSteps(registry: ProviderRegistry) {
     async closeDispute(input: { provider: string; providerDisputeId: string; subKey: string }): Promise<ProviderDispute> {
       return providerCall((signal) => disputesAt(input.provider).closeDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId }, { signal }));
     },
-    /** Stages or submits evidence under the sub-key (the PSP replays a repeated call). */
-    async updateDispute(input: { provider: string; providerDisputeId: string; subKey: string; evidence: Record<string, string>; submit: boolean }): Promise<ProviderDispute> {
+    /**
+     * Stages or submits evidence under the sub-key (the PSP replays a repeated call): the evidence
+     * given, or the one the API stored under `evidenceOf` (read here, so it never enters the run's history).
+     */
+    async updateDispute(
+      input: { provider: string; providerDisputeId: string; subKey: string; submit: boolean } & ({ evidence: Record<string, string> } | { evidenceOf: { disputeId: string; digest: string } }),
+    ): Promise<ProviderDispute> {
+      const evidence = 'evidenceOf' in input ? await evidenceOf(sql, input.evidenceOf) : input.evidence;
       return providerCall((signal) =>
-        disputesAt(input.provider).updateDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId, evidence: input.evidence, submit: input.submit }, { signal }),
+        disputesAt(input.provider).updateDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId, evidence, submit: input.submit }, { signal }),
       );
     },
   };

@@ -56,7 +56,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
     ...createLateChargeSteps(deps.sql, deps.metrics),
     ...createDisputeSteps(deps.sql, accounts),
-    ...createDisputeProviderSteps(deps.providers),
+    ...createDisputeProviderSteps(deps.providers, deps.sql),
     ...createRouteSteps(routeDeps),
     ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps)),
     ...jobs,

@@ -68,6 +68,8 @@ export interface ApiDeps {
         | 'DISPUTE_REMINDER_SECONDS'
         | 'PAYMENT_ANSWER'
         | 'DISPUTE_POLL_SECONDS'
+        | 'DISPUTE_EVIDENCE_MAX_REQUESTS'
+        | 'DISPUTE_EVIDENCE_MAX_BYTES'
         | 'PROVIDER'
         // The configured PSPs: the first is the default, where a payment that records no provider is charged.
         | 'PROVIDERS'

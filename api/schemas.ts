@@ -74,9 +74,10 @@ export function unstorablePath(value: unknown, path: string[] = []): string | nu
 }
 
 // zod drops an own "__proto__" key from a record without an issue: it would vanish silently.
-const withoutProtoKey = (value: unknown, ctx: { addIssue: (issue: { code: 'custom'; message: string; path: string[]; input: unknown }) => void }) => {
+// A record of named strings (metadata, evidence) refuses it instead, by name (`what`).
+const withoutProtoKey = (what: string) => (value: unknown, ctx: { addIssue: (issue: { code: 'custom'; message: string; path: string[]; input: unknown }) => void }) => {
   if (value !== null && typeof value === 'object' && Object.hasOwn(value, '__proto__')) {
-    ctx.addIssue({ code: 'custom', message: 'metadata key "__proto__" is reserved', path: ['__proto__'], input: value });
+    ctx.addIssue({ code: 'custom', message: `${what} key "__proto__" is reserved`, path: ['__proto__'], input: value });
   }
   return value;
 };
@@ -92,7 +93,7 @@ const metadataRecord = z
   )
   .refine((m) => Object.keys(m).length <= 50, 'at most 50 metadata keys')
   .openapi({ description: 'Up to 50 string pairs for your own references.', example: { cart: 'c_123' } });
-const metadata = z.preprocess(withoutProtoKey, metadataRecord);
+const metadata = z.preprocess(withoutProtoKey('metadata'), metadataRecord);
 
 /**
  * The longest return_url every configured PSP accepts: the sandbox PSP refuses more than 2000
@@ -291,10 +292,13 @@ export const ListRefundsQuery = z.strictObject(paging).refine(oneCursor, oneCurs
 /** Evidence: named text fields, as Stripe's (`uncategorized_text`, `product_description`, …). */
 export const DisputeEvidenceBody = z
   .strictObject({
-    evidence: z
-      .record(z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, 'a snake_case field name'), text().max(20_000))
-      .refine((e) => Object.keys(e).length <= 50, 'at most 50 fields')
-      .openapi({ example: { uncategorized_text: 'The customer signed for the delivery.' } }),
+    evidence: z.preprocess(
+      withoutProtoKey('evidence'),
+      z
+        .record(z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, 'a snake_case field name'), text().max(20_000))
+        .refine((e) => Object.keys(e).length <= 50, 'at most 50 fields')
+        .openapi({ example: { uncategorized_text: 'The customer signed for the delivery.' } }),
+    ),
     submit: z.boolean().default(false).openapi({ description: '`true`: sent to the network for its decision (the dispute is then `under_review`); `false`: staged.' }),
   })
   .openapi('DisputeEvidenceBody');

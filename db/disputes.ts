@@ -1,8 +1,10 @@
+import canonicalize from 'canonicalize';
 import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
+import { lockPayment } from './payments';
 import { paymentOfCharge } from './provider-events';
 import { disputeMovesForward, type DisputeStage, type DisputeStatus } from '../domain/disputes';
-import { newId } from '../domain/ids';
+import { newId, sha256Hex } from '../domain/ids';
 import type { DisputeRow, PaymentRow } from '../domain/resources';
 import type { ProviderDispute } from '../shared/definitions';
 
@@ -18,18 +20,22 @@ export interface AppliedDispute {
 /**
  * Records the dispute as the PSP reports it, in the caller's transaction: inserted once per
  * (provider, PSP dispute id) under the payment whose charge it disputes, then moved only
- * forward (domain/disputes.ts): a stale or reordered report changes nothing. The row is locked
- * for the rest of the transaction. null: no payment of ours has that charge.
+ * forward (domain/disputes.ts): a stale or reordered report changes nothing. The payment's row
+ * and the dispute's are locked for the rest of the transaction, in that order. null: no
+ * payment of ours has that charge.
  */
 export async function applyDisputeReport(db: Db, input: { provider: string; dispute: ProviderDispute; feeMinor: number; workflowId: string }): Promise<AppliedDispute | null> {
   const { provider, dispute } = input;
   const owner = await paymentOfCharge(db, provider, dispute.reference, dispute.chargeId);
   if (!owner) return null;
-  const [payment] = await db<PaymentRow[]>`SELECT * FROM payments WHERE id = ${owner.id}`;
+  // The payment first, then the dispute: a refund's decision (activities/refund-steps.ts
+  // beginRefund) locks the payment too, so a refund and a dispute's recording take turns and
+  // each sees the other's outcome (a refund before the chargeback is its evidence).
+  const payment = await lockPayment(db, owner.id);
   const inserted = await db`
     INSERT INTO disputes (id, tenant_id, payment_id, provider, provider_dispute_id, provider_charge_id, amount_minor, currency,
                           reason, stage, status, fee_minor, evidence_due_by, evidence_submitted_at, workflow_id)
-    VALUES (${newId('dsp')}, ${payment!.tenant_id}, ${payment!.id}, ${provider}, ${dispute.id}, ${dispute.chargeId}, ${dispute.amountMinor},
+    VALUES (${newId('dsp')}, ${payment.tenant_id}, ${payment.id}, ${provider}, ${dispute.id}, ${dispute.chargeId}, ${dispute.amountMinor},
             ${dispute.currency}, ${dispute.reason}, 'inquiry', 'needs_response', 0, ${dispute.evidenceDueBy}, NULL, ${input.workflowId})
     ON CONFLICT (provider, provider_dispute_id) DO NOTHING
     RETURNING id`;
@@ -38,7 +44,7 @@ export async function applyDisputeReport(db: Db, input: { provider: string; disp
   const before = inserted.length > 0 ? null : { stage: current!.stage, status: current!.status };
   const standing = before ?? { stage: 'inquiry' as const, status: 'needs_response' as const };
   const moves = before === null || disputeMovesForward(standing, dispute);
-  if (!moves) return { row: current!, before, payment: payment! };
+  if (!moves) return { row: current!, before, payment };
   const [row] = await db<DisputeRow[]>`
     UPDATE disputes
     SET stage = ${dispute.stage}, status = ${dispute.status}, evidence_due_by = ${dispute.evidenceDueBy},
@@ -46,7 +52,60 @@ export async function applyDisputeReport(db: Db, input: { provider: string; disp
         fee_minor = ${dispute.stage === 'chargeback' ? input.feeMinor : 0}, updated_at = now()
     WHERE id = ${current!.id}
     RETURNING *`;
-  return { row: row!, before, payment: payment! };
+  return { row: row!, before, payment };
+}
+
+/** How much evidence one dispute takes (DISPUTE_EVIDENCE_MAX_REQUESTS, DISPUTE_EVIDENCE_MAX_BYTES). */
+export interface EvidenceLimits {
+  maxRequests: number;
+  maxBytes: number;
+}
+
+/** The evidence of one request as it is stored: its canonical JSON's SHA-256 and size in bytes. */
+export function evidenceDigest(evidence: Record<string, string>): { digest: string; bytes: number } {
+  const canonical = canonicalize(evidence)!;
+  return { digest: sha256Hex(canonical), bytes: Buffer.byteLength(canonical) };
+}
+
+/**
+ * Admits one evidence request to the dispute, in the caller's transaction (the one that claims
+ * its idempotency key): under the dispute row's lock, so concurrent requests cannot overrun the
+ * limits, it counts the request and its bytes and stores the evidence under its digest (the run
+ * reads it from here; its history holds only the digest). Returns the refusal's message when
+ * the request would take the dispute past a limit, having changed nothing.
+ */
+export async function admitEvidence(db: Db, disputeId: string, evidence: Record<string, string>, limits: EvidenceLimits): Promise<string | null> {
+  const { digest, bytes } = evidenceDigest(evidence);
+  const [taken] = await db<{ evidence_requests: number; evidence_request_bytes: number }[]>`
+    SELECT evidence_requests, evidence_request_bytes::float8 AS evidence_request_bytes FROM disputes WHERE id = ${disputeId} FOR UPDATE`;
+  if (!taken) return `dispute ${disputeId} is not recorded`;
+  if (taken.evidence_requests + 1 > limits.maxRequests) {
+    return `dispute ${disputeId} has taken ${taken.evidence_requests} evidence requests, the most one dispute takes (${limits.maxRequests}); nothing was sent`;
+  }
+  if (taken.evidence_request_bytes + bytes > limits.maxBytes) {
+    return `dispute ${disputeId} has taken ${taken.evidence_request_bytes} bytes of evidence; this request's ${bytes} would pass the ${limits.maxBytes} one dispute takes; nothing was sent`;
+  }
+  await db`
+    INSERT INTO dispute_evidence (dispute_id, digest, evidence, bytes) VALUES (${disputeId}, ${digest}, ${db.json(evidence)}, ${bytes})
+    ON CONFLICT (dispute_id, digest) DO NOTHING`;
+  await db`
+    UPDATE disputes SET evidence_requests = evidence_requests + 1, evidence_request_bytes = evidence_request_bytes + ${bytes}
+    WHERE id = ${disputeId}`;
+  return null;
+}
+
+/** Gives back what admitEvidence counted, when the request ran nothing (Temporal unreachable): its retry counts again. */
+export async function giveBackEvidence(db: Db, disputeId: string, evidence: Record<string, string>): Promise<void> {
+  const { bytes } = evidenceDigest(evidence);
+  await db`
+    UPDATE disputes SET evidence_requests = greatest(evidence_requests - 1, 0), evidence_request_bytes = greatest(evidence_request_bytes - ${bytes}, 0)
+    WHERE id = ${disputeId}`;
+}
+
+/** The evidence stored under this digest for the dispute (admitEvidence), or null. */
+export async function storedEvidence(db: Db, disputeId: string, digest: string): Promise<Record<string, string> | null> {
+  const [row] = await db<{ evidence: Record<string, string> }[]>`SELECT evidence FROM dispute_evidence WHERE dispute_id = ${disputeId} AND digest = ${digest}`;
+  return row?.evidence ?? null;
 }
 
 /** Stores staged evidence on the dispute (the merchant's own copy; the PSP holds the one that counts). */

@@ -174,6 +174,10 @@ const variables = z.object({
     .transform((list) => list.split(',').map(Number)),
   /** While a dispute is open its workflow asks the PSP this often (a lost webhook delays it by at most this). */
   DISPUTE_POLL_SECONDS: seconds(DISPUTE_DEFAULTS.pollSeconds),
+  /** Evidence requests one dispute takes (POST /v1/disputes/{id}/evidence); past it: 409 dispute_evidence_limit. */
+  DISPUTE_EVIDENCE_MAX_REQUESTS: z.coerce.number().int().positive().default(DISPUTE_DEFAULTS.evidenceMaxRequests),
+  /** Bytes of evidence (the canonical JSON of each request's `evidence`, summed) one dispute takes; past it: 409 dispute_evidence_limit. */
+  DISPUTE_EVIDENCE_MAX_BYTES: z.coerce.number().int().positive().default(DISPUTE_DEFAULTS.evidenceMaxBytes),
   /**
    * The PSPs, each named with its kind (provider/kinds.ts): `name=kind:url,…`, e.g.
    * `sandbox-a=sandbox:http://127.0.0.1:4010,sandbox-b=sandbox:http://127.0.0.1:4011,stripe=stripe:https://api.stripe.com`

@@ -348,6 +348,40 @@ export interface DisputeWorkflowInput {
   remindersBeforeMs: number[];
   /** While the dispute is open the run asks the PSP this often (DISPUTE_POLL_SECONDS): a lost webhook delays it by at most this. */
   pollEveryMs: number;
+  /** The run continues as new at its next quiet point past this many history events (default 2 000), or sooner when Temporal suggests it. */
+  continueAfterEvents?: number;
+  /** Where the run that continued as new left the dispute: the new run goes on from here, without asking the PSP first. */
+  continued?: DisputeCarried;
+}
+
+/** Where a dispute stands after a step of its run (activities/dispute-steps.ts), as the run needs it. */
+export interface DisputeStanding {
+  /** null: no payment of ours has the disputed charge; nothing was recorded. */
+  disputeId: string | null;
+  paymentId: string | null;
+  stage: DisputeStage | null;
+  status: DisputeStatus | null;
+  evidenceDueBy: string | null;
+  closed: boolean;
+  /** The disputed payment was refunded in full before the dispute came. */
+  paymentRefundedInFull: boolean;
+  /**
+   * What of the disputed payment was refunded and captured, in its currency's minor units: any
+   * refund before the dispute came is the evidence. Absent from the results of steps recorded
+   * before the field existed; those runs go by paymentRefundedInFull.
+   */
+  paymentRefund?: RefundBeforeDispute;
+}
+
+/** What a dispute's run carries into the run it continues as: its standing and what it has done. */
+export interface DisputeCarried {
+  /** The dispute as the last step left it. */
+  standing: DisputeStanding;
+  /** The reminders sent, as `{stage}:{beforeMs}`. */
+  reminded: string[];
+  refundEvidenceSent: boolean;
+  /** The next scheduled look at the PSP (epoch ms). */
+  nextPollAt: number;
 }
 
 export interface DisputeWorkflowResult {
@@ -361,9 +395,15 @@ export type DisputeWorkflow = (input: DisputeWorkflowInput) => Promise<DisputeWo
 /** A report about the run's dispute, sent with signal-with-start (a duplicate is one more report, applied forward-only). */
 export const disputeReportSignal = defineSignal<[DisputeReport]>('disputeReport');
 
-/** POST /v1/disputes/{id}/evidence: evidence staged, or submitted to the PSP (`submit`). */
+/**
+ * POST /v1/disputes/{id}/evidence: evidence staged, or submitted to the PSP (`submit`). The API
+ * stores the evidence first (db/disputes.ts admitEvidence) and sends its digest: the run's
+ * history never holds the evidence itself. `evidence` inline is the form of updates that runs
+ * accepted from API processes that sent it so; the run still serves it.
+ */
 export interface DisputeEvidenceRequest {
-  evidence: Record<string, string>;
+  evidenceDigest?: string;
+  evidence?: Record<string, string>;
   submit: boolean;
   idempotency: ScopedKey;
   requestId: string;
@@ -379,15 +419,38 @@ export interface DisputeAcceptRequest {
 export const disputeEvidenceUpdate = defineUpdate<FinalResponse, [DisputeEvidenceRequest]>('disputeEvidence');
 export const disputeAcceptUpdate = defineUpdate<FinalResponse, [DisputeAcceptRequest]>('disputeAccept');
 
-/** Defaults of DISPUTE_REMINDER_SECONDS (3 days and 1 day before the deadline) and DISPUTE_POLL_SECONDS (1 hour). */
-export const DISPUTE_DEFAULTS = { reminderSeconds: [3 * 24 * 3600, 24 * 3600], pollSeconds: 3600 } as const;
+/**
+ * Defaults of DISPUTE_REMINDER_SECONDS (3 days and 1 day before the deadline), DISPUTE_POLL_SECONDS
+ * (1 hour), DISPUTE_EVIDENCE_MAX_REQUESTS (50) and DISPUTE_EVIDENCE_MAX_BYTES (2 MiB).
+ */
+export const DISPUTE_DEFAULTS = { reminderSeconds: [3 * 24 * 3600, 24 * 3600], pollSeconds: 3600, evidenceMaxRequests: 50, evidenceMaxBytes: 2 * 1024 * 1024 } as const;
+
+/** What of a disputed payment was refunded before its dispute came, in its currency's minor units. */
+export interface RefundBeforeDispute {
+  refundedMinor: number;
+  capturedMinor: number;
+  currency: string;
+}
+
+/** "the payment was refunded in full (3000 EUR minor units)" or "800 of the payment's 3000 EUR minor units were refunded". */
+export function refundSummary(refund: RefundBeforeDispute): string {
+  return refund.refundedMinor >= refund.capturedMinor
+    ? `the payment was refunded in full (${refund.capturedMinor} ${refund.currency} minor units)`
+    : `${refund.refundedMinor} of the payment's ${refund.capturedMinor} ${refund.currency} minor units were refunded`;
+}
 
 /**
- * The evidence a refund in full makes (submitted on the merchant's behalf when a dispute comes
- * for a payment already refunded): the network reads that the cardholder has the money back.
+ * The evidence a refund makes (submitted on the merchant's behalf when a dispute comes for a
+ * payment already refunded, in full or in part): the network reads what the cardholder has back.
+ * Without the amounts (a run's step recorded before they were known): a refund in full.
  */
-export function refundEvidence(paymentId: string): Record<string, string> {
+export function refundEvidence(paymentId: string, refund?: RefundBeforeDispute): Record<string, string> {
+  if (!refund || refund.refundedMinor >= refund.capturedMinor) {
+    return {
+      uncategorized_text: `Payment ${paymentId} was refunded in full before this dispute was opened; the cardholder has the money back.`,
+    };
+  }
   return {
-    uncategorized_text: `Payment ${paymentId} was refunded in full before this dispute was opened; the cardholder has the money back.`,
+    uncategorized_text: `Payment ${paymentId}: ${refundSummary(refund)} before this dispute was opened; the cardholder has that money back.`,
   };
 }

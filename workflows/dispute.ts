@@ -1,5 +1,4 @@
-import { ActivityFailure, allHandlersFinished, ApplicationFailure, condition, log, setHandler } from '@temporalio/workflow';
-import type { DisputeStanding } from '../activities';
+import { ActivityFailure, allHandlersFinished, ApplicationFailure, condition, continueAsNew, log, setHandler, workflowInfo } from '@temporalio/workflow';
 import {
   disputeAcceptUpdate,
   disputeEvidenceUpdate,
@@ -7,7 +6,9 @@ import {
   FailureType,
   refundEvidence,
   type DisputeAcceptRequest,
+  type DisputeCarried,
   type DisputeEvidenceRequest,
+  type DisputeStanding,
   type FinalResponse,
   type ProviderDispute,
   type DisputeReport,
@@ -35,30 +36,51 @@ import { failureOfType } from './saga';
  * - the deadline itself, when the PSP is asked (it decides an unanswered dispute);
  * - the next poll of the PSP (input.pollEveryMs): a lost webhook delays a decision by at most that.
  * The run ends when the dispute is closed (won or lost), or at once when no payment of ours has
- * the disputed charge.
+ * the disputed charge. A run that ended otherwise (terminated, failed, timed out) is started
+ * again by the next report (signal-with-start) or merchant's command (api/routes/disputes.ts):
+ * a new run without a report asks the PSP first.
  *
- * A payment refunded in full before its dispute came is answered by the run itself: the refund
- * is submitted as evidence (once, under its sub-key) and the payment flagged for an operator.
+ * Its history stays bounded whatever arrives: the merchant's evidence is stored by the API and
+ * its updates carry only the digest, and past input.continueAfterEvents events (or 4 MiB, or when
+ * Temporal suggests it) the run continues as new at a quiet point (no report to record, no
+ * handler running), carrying its standing, the reminders sent, whether the refund was sent as
+ * evidence and the next poll time (input.continued).
+ *
+ * A payment refunded (in full or in part) before its dispute came is answered by the run itself:
+ * the refund is submitted as evidence (once, under its sub-key) and the payment flagged for an
+ * operator.
  *
  * The merchant's commands are updates (POST /v1/disputes/{id}/evidence and /accept): their
- * validator refuses a dispute that no longer needs a response or whose deadline has passed; the
- * handler calls the PSP, records its answer as a report and completes the operation's
- * idempotency record. The run ends only once every handler has finished.
+ * validator refuses a dispute that no longer needs a response or whose deadline has passed (a
+ * run that has not recorded the dispute yet decides once it has); the handler calls the PSP,
+ * records its answer as a report and completes the operation's idempotency record. The run ends
+ * only once every handler has finished.
  */
 export const disputeWorkflow: DisputeWorkflow = async function disputeWorkflow(input: DisputeWorkflowInput): Promise<DisputeWorkflowResult> {
   return new DisputeRun(input).run();
 };
 
+/** History events past which a run continues as new (input.continueAfterEvents), and bytes. */
+const CONTINUE_AFTER_EVENTS = 2_000;
+const CONTINUE_AFTER_BYTES = 4 * 1024 * 1024;
+
+/** Any refund of the payment before its dispute came (a step recorded without the amounts: a refund in full). */
+const refundedBefore = (standing: DisputeStanding): boolean => (standing.paymentRefund?.refundedMinor ?? 0) > 0 || standing.paymentRefundedInFull;
+
 /** The run's state in one object; its steps as methods (each over the one loop in run()). */
 class DisputeRun {
   private readonly reports: DisputeReport[] = [];
-  private readonly reminded = new Set<string>();
-  private standing: DisputeStanding | null = null;
-  private refundEvidenceSent = false;
+  private readonly reminded: Set<string>;
+  private standing: DisputeStanding | null;
+  private refundEvidenceSent: boolean;
   private nextPollAt: number;
 
   constructor(private readonly input: DisputeWorkflowInput) {
-    this.nextPollAt = Date.now() + input.pollEveryMs; // workflow time: deterministic on replay
+    const carried = input.continued;
+    this.standing = carried?.standing ?? null;
+    this.reminded = new Set(carried?.reminded ?? []);
+    this.refundEvidenceSent = carried?.refundEvidenceSent ?? false;
+    this.nextPollAt = carried?.nextPollAt ?? Date.now() + input.pollEveryMs; // workflow time: deterministic on replay
     const { provider, providerDisputeId } = input;
     setHandler(disputeReportSignal, (report) => {
       if (report.dispute.id === providerDisputeId) this.reports.push(report);
@@ -66,28 +88,31 @@ class DisputeRun {
     setHandler(
       disputeEvidenceUpdate,
       (request: DisputeEvidenceRequest) =>
-        this.command(request.idempotency, request.evidence, (disputeId) =>
-          disputeProvider.updateDispute({
-            provider,
-            providerDisputeId,
-            subKey: providerSubKey.disputeEvidence(disputeId, request.idempotency.fingerprint),
-            evidence: request.evidence,
-            submit: request.submit,
-          }),
+        this.whenRecorded(() =>
+          this.command(request.idempotency, request, (disputeId) =>
+            disputeProvider.updateDispute({
+              provider,
+              providerDisputeId,
+              subKey: providerSubKey.disputeEvidence(disputeId, request.idempotency.fingerprint),
+              ...(request.evidenceDigest !== undefined ? { evidenceOf: { disputeId, digest: request.evidenceDigest } } : { evidence: request.evidence! }),
+              submit: request.submit,
+            }),
+          ),
         ),
       { validator: (_request: DisputeEvidenceRequest) => this.refuseUnlessOpen() },
     );
     setHandler(
       disputeAcceptUpdate,
       (request: DisputeAcceptRequest) =>
-        this.command(request.idempotency, null, (disputeId) => disputeProvider.closeDispute({ provider, providerDisputeId, subKey: providerSubKey.disputeAccept(disputeId) })),
+        this.whenRecorded(() => this.command(request.idempotency, null, (disputeId) => disputeProvider.closeDispute({ provider, providerDisputeId, subKey: providerSubKey.disputeAccept(disputeId) }))),
       { validator: (_request: DisputeAcceptRequest) => this.refuseUnlessOpen() },
     );
   }
 
   async run(): Promise<DisputeWorkflowResult> {
-    // Signal-with-start delivers the first report with the start; a run started without one asks.
-    if (!(await condition(() => this.reports.length > 0, 1))) await this.poll();
+    // Signal-with-start delivers the first report with the start; a run started without one
+    // asks. A run that continued another goes on from the standing it carried.
+    if (this.standing === null && !(await condition(() => this.reports.length > 0, 1))) await this.poll();
     for (;;) {
       while (this.reports.length > 0) {
         this.standing = await disputeRecords.recordDisputeReport({ provider: this.input.provider, report: this.reports.shift()! });
@@ -98,20 +123,52 @@ class DisputeRun {
         }
       }
       const current: DisputeStanding = this.standing!;
-      if (current.paymentRefundedInFull && current.status === 'needs_response' && !this.refundEvidenceSent) {
+      if (refundedBefore(current) && current.status === 'needs_response' && !this.refundEvidenceSent) {
         await this.submitRefundAsEvidence(current);
+        continue;
+      }
+      if (this.historyIsLong()) {
+        await this.continueAsNewWhenQuiet(current);
         continue;
       }
       await this.waitForNext(current);
     }
   }
 
-  /** Refuses a command the dispute no longer takes (the API answers 409 dispute_not_open with the reason). */
+  /** Whether the run's history has grown past its bound (or Temporal suggests a new run). */
+  private historyIsLong(): boolean {
+    const info = workflowInfo();
+    return info.continueAsNewSuggested || info.historyLength >= (this.input.continueAfterEvents ?? CONTINUE_AFTER_EVENTS) || info.historySize >= CONTINUE_AFTER_BYTES;
+  }
+
+  /** Continues as new once no handler runs and no report waits (otherwise back to the loop, which records it first). */
+  private async continueAsNewWhenQuiet(current: DisputeStanding): Promise<void> {
+    await condition(allHandlersFinished);
+    if (this.reports.length > 0) return;
+    const continued: DisputeCarried = { standing: current, reminded: [...this.reminded], refundEvidenceSent: this.refundEvidenceSent, nextPollAt: this.nextPollAt };
+    log.info('the dispute run continues as new', { dispute_id: current.disputeId, history_length: workflowInfo().historyLength });
+    await continueAsNew<DisputeWorkflow>({ ...this.input, continued });
+  }
+
+  /**
+   * Runs a command at once when the dispute is recorded; one that reaches a run that has not
+   * recorded it yet (a run started again, asking the PSP first) waits for it and is judged then.
+   */
+  private whenRecorded(command: () => Promise<FinalResponse>): Promise<FinalResponse> {
+    if (this.standing !== null) return command();
+    return condition(() => this.standing !== null).then(() => {
+      this.refuseUnlessOpen();
+      return command();
+    });
+  }
+
+  /** Refuses a command the dispute no longer takes (the API answers 409 dispute_not_open with the reason); a dispute not recorded yet is judged once it is. */
   private refuseUnlessOpen(): void {
     const { standing } = this;
+    if (standing === null) return;
     const reason =
-      standing === null || standing.disputeId === null
-        ? 'the dispute is not recorded yet'
+      standing.disputeId === null
+        ? 'no payment here has the disputed charge'
         : standing.status !== 'needs_response'
           ? `the dispute is ${standing.status}`
           : Date.now() >= Date.parse(standing.evidenceDueBy!)
@@ -121,7 +178,7 @@ class DisputeRun {
   }
 
   /** A merchant's command at the PSP, its answer recorded as a report; a refusal recorded as the command's answer. */
-  private async command(idempotency: DisputeEvidenceRequest['idempotency'], evidence: Record<string, string> | null, act: (disputeId: string) => Promise<ProviderDispute>): Promise<FinalResponse> {
+  private async command(idempotency: DisputeEvidenceRequest['idempotency'], request: DisputeEvidenceRequest | null, act: (disputeId: string) => Promise<ProviderDispute>): Promise<FinalResponse> {
     const disputeId = this.standing!.disputeId!;
     let dispute: ProviderDispute;
     try {
@@ -131,7 +188,8 @@ class DisputeRun {
       if (!failureOfType(error, FailureType.ProviderRejected)) throw error;
       return disputeRecords.recordDisputeRefusal({ disputeId, idempotency, message: 'the PSP no longer takes evidence for this dispute' });
     }
-    const response = await disputeRecords.recordDisputeCommand({ provider: this.input.provider, dispute, evidence, idempotency });
+    const evidence = request?.evidenceDigest !== undefined ? { evidenceDigest: request.evidenceDigest } : { evidence: request?.evidence ?? null };
+    const response = await disputeRecords.recordDisputeCommand({ provider: this.input.provider, dispute, ...evidence, idempotency });
     this.reports.push({ source: 'poll', eventId: null, dispute });
     return response;
   }
@@ -153,7 +211,7 @@ class DisputeRun {
     }
   }
 
-  /** A payment refunded in full before its dispute came: its refund is the evidence (once), and an operator looks. */
+  /** A payment refunded (in full or in part) before its dispute came: its refund is the evidence (once), and an operator looks. */
   private async submitRefundAsEvidence(current: DisputeStanding): Promise<void> {
     const { provider, providerDisputeId } = this.input;
     const disputeId = current.disputeId!;
@@ -162,11 +220,11 @@ class DisputeRun {
       provider,
       providerDisputeId,
       subKey: providerSubKey.disputeRefundEvidence(disputeId),
-      evidence: refundEvidence(current.paymentId!),
+      evidence: refundEvidence(current.paymentId!, current.paymentRefund),
       submit: true,
     });
     await disputeRecords.flagDisputedRefundedPayment({ disputeId });
-    log.warn('dispute of a payment refunded in full: its refund submitted as evidence, the payment flagged for an operator', { dispute_id: disputeId });
+    log.warn('dispute of a refunded payment: its refund submitted as evidence, the payment flagged for an operator', { dispute_id: disputeId, refunded_minor: current.paymentRefund?.refundedMinor ?? null });
     this.reports.push({ source: 'poll', eventId: null, dispute: answered });
   }
 

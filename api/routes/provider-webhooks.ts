@@ -11,9 +11,9 @@ import { ProviderEventUnreadableError, ProviderRejectedError, ProviderWebhookErr
 import { createProviderClient, createProviderWebhookVerifier } from '../../provider/registry';
 import type { Config } from '../../lib/config';
 import type { Logger } from '../../lib/logger';
-import { chargeReportSignal, DISPUTE_DEFAULTS, type LateChargeInput } from '../../shared/definitions';
+import { chargeReportSignal, type LateChargeInput } from '../../shared/definitions';
 import { startLateChargeWorkflow } from '../../lib/late-charge';
-import { reportDispute } from '../../lib/dispute';
+import { disputeTimesOf, reportDispute } from '../../lib/dispute';
 import type { ApiDeps, AppEnv, ProviderWebhookReceiver } from '../context';
 import { withinTemporalDeadline } from '../idempotency';
 import { MAX_BODY_BYTES } from '../middleware';
@@ -205,10 +205,7 @@ async function forwardDispute(deps: ApiDeps, receiver: ProviderWebhookReceiver, 
     log.warn({ provider_dispute_id: event.dispute!.id, err: error }, 'the PSP could not be asked about the dispute of a webhook');
     throw new ApiError('service_unavailable', 'The PSP could not be asked about the dispute; retry later.', {}, { 'Retry-After': '5' });
   }
-  const times = {
-    reminderSeconds: deps.config.DISPUTE_REMINDER_SECONDS ?? DISPUTE_DEFAULTS.reminderSeconds,
-    pollSeconds: deps.config.DISPUTE_POLL_SECONDS ?? DISPUTE_DEFAULTS.pollSeconds,
-  };
+  const times = disputeTimesOf(deps.config);
   try {
     await withinTemporalDeadline(deps, () => reportDispute(deps.temporal, deps.config.TASK_QUEUE, provider, { source: 'webhook', eventId: event.id, dispute }, times));
   } catch (error) {

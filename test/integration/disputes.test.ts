@@ -5,7 +5,7 @@ import type { DisputeRow } from '../../domain/resources';
 import { refundEvidence } from '../../shared/definitions';
 import type { ReconciliationResult } from '../../shared/jobs';
 import { expectLedgerConsistent } from '../helpers/effects';
-import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { apiClient, eventually, isolatedApi, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
  * Disputes on the real stack: the sandbox opens them (pm_card_createDispute*), its signed
@@ -231,25 +231,29 @@ describe('a chargeback is a workflow started by the verified webhook, with the m
   });
 });
 
+/** A card payment, a refund of part or all of it, then the network's chargeback (opened on demand at the sandbox: no race with a timer). */
+async function chargebackAfterRefund(tenant: Tenant, amountMinor: number, refundedMinor: number) {
+  const payment = await disputedPayment(tenant, 'pm_card_visa', amountMinor);
+  const refund = await apiClient(stack.apiUrl, tenant.apiKey).post(`/v1/payments/${payment.id}/refunds`, { amount_minor: refundedMinor }, uniqueKey());
+  expect(refund.status).toBe(201);
+  expect(refund.json).toMatchObject({ status: 'succeeded', amount_minor: refundedMinor });
+  const [charge] = await stack.provider.listChargesByReference(payment.id);
+  const opening = await fetch(`${stack.sandboxUrl}/_sandbox/disputes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ charge_id: charge!.id }) });
+  expect(opening.status).toBe(200);
+  return { payment, charge: charge!, opened: await disputeOf(payment.id) };
+}
+
 describe('a payment refunded in full before its dispute came', () => {
   it('the run submits the refund as evidence once and flags the payment for an operator; the network reinstates, so the money leaves once', async () => {
     const tenant = await stack.createTenant('disputes-refunded');
     const api = apiClient(stack.apiUrl, tenant.apiKey);
-    const payment = await disputedPayment(tenant, 'pm_card_visa', 9_000);
-    const refund = await api.post(`/v1/payments/${payment.id}/refunds`, { amount_minor: 9_000 }, uniqueKey());
-    expect(refund.status).toBe(201);
-    expect(refund.json).toMatchObject({ status: 'succeeded', amount_minor: 9_000 });
-    // The network's chargeback comes after the refund (opened on demand: no race with a timer).
-    const [charge] = await stack.provider.listChargesByReference(payment.id);
-    const opening = await fetch(`${stack.sandboxUrl}/_sandbox/disputes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ charge_id: charge!.id }) });
-    expect(opening.status).toBe(200);
-    const opened = await disputeOf(payment.id);
+    const { payment, charge, opened } = await chargebackAfterRefund(tenant, 9_000, 9_000);
     expect(await stack.temporal.workflow.getHandle(opened.workflow_id).result()).toEqual({ disputeId: opened.id, status: 'won' });
 
     // At the PSP: the refund is the evidence, submitted once; one refund of the charge.
     const [atPsp] = await stack.sql<{ status: string; evidence: Record<string, string> }[]>`SELECT status, evidence FROM sandbox.disputes WHERE id = ${opened.provider_dispute_id}`;
     expect(atPsp).toEqual({ status: 'won', evidence: refundEvidence(payment.id) });
-    const pspEvents = (await (await fetch(`${stack.sandboxUrl}/_sandbox/events?charge=${charge!.id}`)).json()) as { data: { type: string }[] };
+    const pspEvents = (await (await fetch(`${stack.sandboxUrl}/_sandbox/events?charge=${charge.id}`)).json()) as { data: { type: string }[] };
     expect(pspEvents.data.filter((e) => e.type === 'charge.dispute.updated')).toHaveLength(1);
     expect((await stack.provider.listChargesByReference(payment.id)).map((c) => [c.amountCapturedMinor, c.amountRefundedMinor])).toEqual([[9_000, 9_000]]);
 
@@ -266,6 +270,143 @@ describe('a payment refunded in full before its dispute came', () => {
     const paymentEvents = await stack.sql<{ type: string; n: number }[]>`
       SELECT type, count(*)::int AS n FROM outbox_events WHERE tenant_id = ${tenant.id} AND payload->'data'->'object'->>'id' = ${payment.id} GROUP BY type`;
     expect(paymentEvents.every((e) => e.n === 1)).toBe(true);
+  });
+});
+
+describe('a payment refunded in part before its dispute came', () => {
+  it('the run submits the partial refund as evidence and flags the payment for an operator with the amount refunded', async () => {
+    const tenant = await stack.createTenant('disputes-partly-refunded');
+    const api = apiClient(stack.apiUrl, tenant.apiKey);
+    const { payment, opened } = await chargebackAfterRefund(tenant, 3_000, 800);
+    expect(opened).toMatchObject({ stage: 'chargeback', amount_minor: 3_000 });
+    // The sandbox's network rules for the cardholder unless the charge was refunded in full.
+    expect(await stack.temporal.workflow.getHandle(opened.workflow_id).result()).toEqual({ disputeId: opened.id, status: 'lost' });
+    const [atPsp] = await stack.sql<{ evidence: Record<string, string>; evidence_submitted_at: Date | null }[]>`
+      SELECT evidence, evidence_submitted_at FROM sandbox.disputes WHERE id = ${opened.provider_dispute_id}`;
+    expect(atPsp!.evidence).toEqual(refundEvidence(payment.id, { refundedMinor: 800, capturedMinor: 3_000, currency: 'EUR' }));
+    expect(atPsp!.evidence.uncategorized_text).toContain('800 of');
+    expect(atPsp!.evidence_submitted_at).not.toBeNull();
+    const shown = (await api.get(`/v1/payments/${payment.id}`)).json;
+    expect(shown).toMatchObject({ status: 'succeeded', amount_refunded_minor: 800, failure: { code: 'needs_operator' } });
+    expect(shown.failure.message).toContain(opened.id);
+    expect(shown.failure.message).toContain('800 of the payment');
+    await expectLedgerConsistent(stack.sql);
+  });
+});
+
+describe('what one dispute takes', () => {
+  // A second API that takes 3 evidence requests and 3 000 bytes per dispute.
+  let limited: Awaited<ReturnType<typeof isolatedApi>>;
+  beforeAll(async () => {
+    limited = await isolatedApi(stack, stack.temporal, { DISPUTE_EVIDENCE_MAX_REQUESTS: 3, DISPUTE_EVIDENCE_MAX_BYTES: 3_000 });
+  });
+  afterAll(async () => limited?.close());
+
+  /** An open chargeback of a new tenant, and that tenant's client of the limited API. */
+  async function openChargeback(name: string, amountMinor: number) {
+    const tenant = await stack.createTenant(name);
+    const payment = await disputedPayment(tenant, 'pm_card_createDispute', amountMinor);
+    return { api: apiClient(limited.url, tenant.apiKey), opened: await disputeOf(payment.id) };
+  }
+
+  it('evidence past the requests or bytes one dispute takes: 409 dispute_evidence_limit, recorded under its key, and nothing stored or sent', async () => {
+    const { api, opened } = await openChargeback('disputes-limits', 5_500);
+    const path = `/v1/disputes/${opened.id}/evidence`;
+    const text = (n: number) => 'x'.repeat(n);
+
+    expect((await api.post(path, { evidence: { uncategorized_text: text(1_000) } }, uniqueKey())).status).toBe(200);
+    expect((await api.post(path, { evidence: { product_description: text(1_000) } }, uniqueKey())).status).toBe(200);
+    // A third request whose bytes would pass the 3 000 the dispute takes.
+    const tooBigKey = uniqueKey();
+    const tooBig = await api.post(path, { evidence: { customer_name: text(1_500) } }, tooBigKey);
+    expect(tooBig.status).toBe(409);
+    expect(tooBig.json.error).toMatchObject({ type: 'dispute_evidence_limit' });
+    expect(tooBig.json.error.message).toContain('bytes');
+    // Recorded: the same request is answered the same, even once there would be room.
+    const replayed = await api.post(path, { evidence: { customer_name: text(1_500) } }, tooBigKey);
+    expect(replayed.text).toBe(tooBig.text);
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+
+    const [counted] = await stack.sql<{ evidence_requests: number; evidence: Record<string, string> }[]>`SELECT evidence_requests, evidence FROM disputes WHERE id = ${opened.id}`;
+    expect(counted).toEqual({ evidence_requests: 2, evidence: { uncategorized_text: text(1_000), product_description: text(1_000) } });
+    expect((await stack.sql`SELECT 1 FROM dispute_evidence WHERE dispute_id = ${opened.id}`).length).toBe(2);
+    const [atPsp] = await stack.sql<{ evidence: Record<string, string> }[]>`SELECT evidence FROM sandbox.disputes WHERE id = ${opened.provider_dispute_id}`;
+    expect(Object.keys(atPsp!.evidence).sort()).toEqual(['product_description', 'uncategorized_text']);
+
+    // The third request that fits; the fourth is past the number of requests.
+    expect((await api.post(path, { evidence: { customer_name: 'Jane' } }, uniqueKey())).status).toBe(200);
+    const fourth = await api.post(path, { evidence: { customer_email_address: 'jane@example.com' } }, uniqueKey());
+    expect(fourth.status).toBe(409);
+    expect(fourth.json.error).toMatchObject({ type: 'dispute_evidence_limit' });
+    expect(fourth.json.error.message).toContain('3 evidence requests');
+    const [after] = await stack.sql<{ evidence_requests: number; evidence: Record<string, string> }[]>`SELECT evidence_requests, evidence FROM disputes WHERE id = ${opened.id}`;
+    expect(after!.evidence_requests).toBe(3);
+    expect(after!.evidence).not.toHaveProperty('customer_email_address');
+
+    // The run's history holds digests, never the evidence.
+    const history = JSON.stringify(await stack.temporal.workflow.getHandle(opened.workflow_id).fetchHistory());
+    expect(history).not.toContain(Buffer.from(text(1_000)).toString('base64').slice(0, 40));
+    expect(history.length).toBeLessThan(60_000);
+  });
+
+  it('concurrent evidence requests cannot overrun the limit: as many succeed as it allows', async () => {
+    const { api, opened } = await openChargeback('disputes-limits-race', 5_600);
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => api.post(`/v1/disputes/${opened.id}/evidence`, { evidence: { uncategorized_text: `note ${i}` } }, uniqueKey())),
+    );
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 200, 200, 409, 409, 409]);
+    const [counted] = await stack.sql<{ evidence_requests: number }[]>`SELECT evidence_requests FROM disputes WHERE id = ${opened.id}`;
+    expect(counted!.evidence_requests).toBe(3);
+  });
+
+  it('an evidence key "__proto__" is refused like a metadata key, by name', async () => {
+    const tenant = await stack.createTenant('disputes-proto');
+    const api = apiClient(stack.apiUrl, tenant.apiKey);
+    const payment = await disputedPayment(tenant, 'pm_card_createDispute', 5_700);
+    const opened = await disputeOf(payment.id);
+    const refused = await api.request('POST', `/v1/disputes/${opened.id}/evidence`, { rawBody: '{"evidence":{"__proto__":"x","uncategorized_text":"y"}}', headers: { 'content-type': 'application/json' }, key: uniqueKey() });
+    expect(refused.status).toBe(400);
+    expect(JSON.stringify(refused.json.error)).toContain('evidence key \\"__proto__\\" is reserved');
+    const [row] = await stack.sql<{ evidence_requests: number; evidence: Record<string, string> }[]>`SELECT evidence_requests, evidence FROM disputes WHERE id = ${opened.id}`;
+    expect(row).toEqual({ evidence_requests: 0, evidence: {} });
+  });
+});
+
+describe('a dispute whose run ended while the PSP had not closed it', () => {
+  it('terminated: the next evidence starts the run again and reaches the PSP (no 409); the next webhook starts it again too', async () => {
+    const tenant = await stack.createTenant('disputes-terminated');
+    const api = apiClient(stack.apiUrl, tenant.apiKey);
+    const payment = await disputedPayment(tenant, 'pm_card_createDispute', 5_800);
+    const opened = await disputeOf(payment.id);
+    const handle = stack.temporal.workflow.getHandle(opened.workflow_id);
+    const firstRun = (await handle.describe()).runId;
+    await handle.terminate('the run is cut short');
+    expect((await handle.describe()).status.name).toBe('TERMINATED');
+
+    const key = uniqueKey();
+    const send = () => api.post(`/v1/disputes/${opened.id}/evidence`, { evidence: { product_description: 'a lamp' }, submit: false }, key);
+    const staged = await eventually(async () => {
+      const answer = await send();
+      expect([200, 202, 503]).toContain(answer.status);
+      return answer.status === 200 && answer;
+    }, 20_000, 200, 'the evidence answered');
+    expect(staged.json).toMatchObject({ id: opened.id, status: 'needs_response' });
+    const restarted = await handle.describe();
+    expect(restarted.runId).not.toBe(firstRun);
+    expect(restarted.status.name).toBe('RUNNING');
+    const [atPsp] = await stack.sql<{ evidence: Record<string, string> }[]>`SELECT evidence FROM sandbox.disputes WHERE id = ${opened.provider_dispute_id}`;
+    expect(atPsp!.evidence).toMatchObject({ product_description: 'a lamp' });
+
+    // Cut short again: the PSP's next webhook (the dispute decided) starts it again, and it records the decision.
+    await handle.terminate('the run is cut short again');
+    await submit(opened, 'winning_evidence');
+    await eventually(async () => (await stack.sql<DisputeRow[]>`SELECT status FROM disputes WHERE id = ${opened.id}`)[0]!.status === 'won', 20_000, 50, 'won');
+    expect(await handle.result()).toEqual({ disputeId: opened.id, status: 'won' });
+    // Closed by the PSP: a command now is refused as closed, and no run is started for it.
+    const late = await api.post(`/v1/disputes/${opened.id}/evidence`, { evidence: { uncategorized_text: 'more' } }, uniqueKey());
+    expect(late.status).toBe(409);
+    expect(late.json.error).toMatchObject({ type: 'dispute_not_open' });
+    expect((await handle.describe()).status.name).toBe('COMPLETED');
   });
 });
 

@@ -1,15 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Context } from '@temporalio/activity';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
-import type { DisputeStanding } from '../../activities';
-import { disputeReportSignal, type DisputeReport, type DisputeWorkflowInput, type ProviderDispute } from '../../shared/definitions';
+import { disputeEvidenceUpdate, disputeReportSignal, type DisputeReport, type DisputeStanding, type DisputeWorkflowInput, type FinalResponse, type ProviderDispute } from '../../shared/definitions';
 import { eventually } from '../helpers/stack';
 import { installTestRuntime } from '../helpers/runtime';
 
 /**
- * disputeWorkflow's waits with fake activities: a PSP that stops answering the run's scheduled
- * looks holds back neither the reminder nor the report that closes the dispute. End to end:
+ * disputeWorkflow with fake activities: a PSP that stops answering the run's scheduled looks
+ * holds back neither the reminder nor the report that closes the dispute; a flood of reports and
+ * commands makes the run continue as new, its state carried over. End to end:
  * test/integration/disputes.test.ts.
  */
 
@@ -19,6 +20,10 @@ let running: Promise<void>;
 const taskQueue = `dispute-unit-${randomBytes(4).toString('hex')}`;
 const reminders: { disputeId: string; beforeMs: number }[] = [];
 let looks = 0;
+/** The runs that recorded a report, by dispute: a run that continued as new is another run id. */
+const runsOf = new Map<string, Set<string>>();
+const sentToPsp: { subKey: string; evidence?: Record<string, string>; evidenceOf?: { disputeId: string; digest: string } }[] = [];
+const flagged: string[] = [];
 
 const standingOf = (dispute: ProviderDispute): DisputeStanding => ({
   disputeId: `dsp_${dispute.id}`,
@@ -28,6 +33,8 @@ const standingOf = (dispute: ProviderDispute): DisputeStanding => ({
   evidenceDueBy: dispute.evidenceDueBy,
   closed: dispute.status === 'won' || dispute.status === 'lost',
   paymentRefundedInFull: false,
+  // A dispute id `dpr_…`: its payment was refunded in part before the dispute came.
+  ...(dispute.id.startsWith('dpr_') ? { paymentRefund: { refundedMinor: 800, capturedMinor: 3_000, currency: 'EUR' } } : {}),
 });
 
 beforeAll(async () => {
@@ -39,7 +46,20 @@ beforeAll(async () => {
     taskQueue,
     workflowBundle: { codePath: inject('workflowBundlePath') },
     activities: {
-      recordDisputeReport: async ({ report }: { report: DisputeReport }) => standingOf(report.dispute),
+      recordDisputeReport: async ({ report }: { report: DisputeReport }) => {
+        const runs = runsOf.get(report.dispute.id) ?? new Set<string>();
+        runs.add(Context.current().info.workflowExecution?.runId ?? 'unknown');
+        runsOf.set(report.dispute.id, runs);
+        return standingOf(report.dispute);
+      },
+      updateDispute: async (input: { providerDisputeId: string; subKey: string; evidence?: Record<string, string>; evidenceOf?: { disputeId: string; digest: string } }) => {
+        sentToPsp.push({ subKey: input.subKey, ...(input.evidence ? { evidence: input.evidence } : {}), ...(input.evidenceOf ? { evidenceOf: input.evidenceOf } : {}) });
+        return dispute(input.providerDisputeId, 'needs_response', 60_000);
+      },
+      recordDisputeCommand: async (): Promise<FinalResponse> => ({ status: 200, body: '{}', location: null }),
+      flagDisputedRefundedPayment: async ({ disputeId }: { disputeId: string }) => {
+        flagged.push(disputeId);
+      },
       recordDisputeReminder: async (input: { disputeId: string; beforeMs: number }) => {
         reminders.push(input);
         return true;
@@ -84,5 +104,63 @@ describe('dispute workflow', () => {
     expect(reminders.filter((r) => r.disputeId === `dsp_${id}`)).toEqual([{ disputeId: `dsp_${id}`, beforeMs: 3_000 }]);
     await handle.signal(disputeReportSignal, { source: 'webhook', eventId: 'evt_won', dispute: dispute(id, 'won', 6_000) });
     expect(await handle.result()).toEqual({ disputeId: `dsp_${id}`, status: 'won' });
+  });
+
+  it('a flood of reports and commands: the run continues as new at a quiet point, each run’s history bounded, the reminders, the refund evidence and the next poll carried over', async () => {
+    const id = `dpr_${randomBytes(6).toString('hex')}`;
+    const workflowId = `dispute-unit-${id}`;
+    const startedAt = Date.now();
+    // A reminder 1 s after the start; the first poll an hour away; a new run past 60 events.
+    const input: DisputeWorkflowInput = { provider: 'sandbox', providerDisputeId: id, remindersBeforeMs: [59_000], pollEveryMs: 3_600_000, continueAfterEvents: 60 };
+    await env.client.workflow.signalWithStart('disputeWorkflow', {
+      taskQueue,
+      workflowId,
+      args: [input],
+      signal: disputeReportSignal,
+      signalArgs: [{ source: 'webhook', eventId: 'evt_opened', dispute: dispute(id, 'needs_response', 60_000) }],
+    });
+    await eventually(async () => reminders.some((r) => r.disputeId === `dsp_${id}`), 20_000, 50, 'the reminder recorded');
+    await eventually(async () => flagged.includes(`dsp_${id}`), 20_000, 50, 'the refund submitted as evidence');
+
+    for (let i = 0; i < 40; i++) {
+      await env.client.workflow.getHandle(workflowId).signal(disputeReportSignal, { source: 'webhook', eventId: `evt_${i}`, dispute: dispute(id, 'needs_response', 60_000) });
+      if (i % 10 === 9) {
+        const idempotency = { tenantId: 'ten_unit', operation: 'POST /v1/disputes/{id}/evidence', key: `key-${i}`, fingerprint: `fp${i}`.padEnd(64, '0'), retentionSeconds: 3600 };
+        const answer = await env.client.workflow.getHandle(workflowId).executeUpdate(disputeEvidenceUpdate, { args: [{ evidenceDigest: `digest-${i}`, submit: false, idempotency, requestId: `req-${i}` }] });
+        expect(answer).toEqual({ status: 200, body: '{}', location: null });
+      }
+    }
+    await eventually(async () => (runsOf.get(id)?.size ?? 0) >= 3, 20_000, 50, 'the run continued as new');
+
+    // Every run's history stays near its bound, whatever arrived.
+    const runIds = [...runsOf.get(id)!];
+    for (const runId of runIds) {
+      const history = await env.client.workflow.getHandle(workflowId, runId).fetchHistory();
+      expect(history.events!.length).toBeLessThan(130);
+    }
+    // What each new run started from: the standing, the reminder sent, the refund sent, the same next poll.
+    const carried = [];
+    for (const runId of runIds.slice(1)) {
+      const history = await env.client.workflow.getHandle(workflowId, runId).fetchHistory();
+      const payload = history.events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!;
+      carried.push((JSON.parse(Buffer.from(payload.data!).toString()) as DisputeWorkflowInput).continued!);
+    }
+    for (const state of carried) {
+      expect(state).toMatchObject({ standing: { disputeId: `dsp_${id}`, status: 'needs_response' }, reminded: ['chargeback:59000'], refundEvidenceSent: true });
+      expect(state.nextPollAt).toBe(carried[0]!.nextPollAt);
+    }
+    expect(Math.abs(carried[0]!.nextPollAt - (startedAt + 3_600_000))).toBeLessThan(10_000);
+
+    // Once each, across the runs: the reminder and the refund as evidence. The merchant's evidence went by its digest only.
+    expect(reminders.filter((r) => r.disputeId === `dsp_${id}`)).toHaveLength(1);
+    const mine = sentToPsp.filter((c) => c.subKey.startsWith(`dsp_${id}:`));
+    expect(mine.filter((c) => c.subKey.endsWith('refund-evidence'))).toHaveLength(1);
+    expect(mine.filter((c) => c.subKey.endsWith('refund-evidence'))[0]!.evidence!.uncategorized_text).toContain('800 of');
+    const commands = mine.filter((c) => !c.subKey.endsWith('refund-evidence'));
+    expect(commands.map((c) => c.evidenceOf)).toEqual([9, 19, 29, 39].map((i) => ({ disputeId: `dsp_${id}`, digest: `digest-${i}` })));
+    expect(commands.every((c) => c.evidence === undefined)).toBe(true);
+
+    await env.client.workflow.getHandle(workflowId).signal(disputeReportSignal, { source: 'webhook', eventId: 'evt_won', dispute: dispute(id, 'won', 60_000) });
+    expect(await env.client.workflow.getHandle(workflowId).result()).toEqual({ disputeId: `dsp_${id}`, status: 'won' });
   });
 });
