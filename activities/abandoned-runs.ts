@@ -1,5 +1,6 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
+import { openDisputes } from '../db/disputes';
 import { operationKindOfOperation, operationKindOfWorkflow, settleAbandonedRun, settleClosedWait, unfinishedRecords, waitingPayments, type HeldAtProvider, type WaitingPayment } from '../db/abandoned';
 import { providerSubKey } from '../shared/keys';
 import type { Logger } from '../lib/logger';
@@ -31,18 +32,21 @@ export class AbandonedRunSweeper {
       providers?: Record<string, PaymentProvider>;
       logger: Logger;
       retentionSeconds: number;
+      /** Starts a dispute's workflow again (lib/dispute.ts restartDispute, on the worker's task queue); absent: dispute runs are not looked at. */
+      restartDispute?: (dispute: { provider: string; providerDisputeId: string }) => Promise<void>;
     },
     /** A run younger than this may still be starting: left alone. */
     private readonly minAgeSeconds = 60,
   ) {}
 
   /**
-   * Settles what it finds (at most `limit` records and `limit` waiting payments looked at):
-   * first the operations that never answered, then the payments whose run closed while they
-   * waited. Returns how many were settled.
+   * Settles what it finds (at most `limit` records, `limit` waiting payments and `limit` open
+   * disputes looked at): first the operations that never answered, then the payments whose run
+   * closed while they waited, then the open disputes whose run ended. Returns how many were
+   * settled or started again.
    */
   async runOnce(limit = 200, minAgeSeconds = this.minAgeSeconds): Promise<number> {
-    return (await this.settleUnansweredOperations(limit, minAgeSeconds)) + (await this.settleClosedWaits(limit, minAgeSeconds));
+    return (await this.settleUnansweredOperations(limit, minAgeSeconds)) + (await this.settleClosedWaits(limit, minAgeSeconds)) + (await this.restartClosedDisputeRuns(limit, minAgeSeconds));
   }
 
   /** How the run ended, and what kind of operation it ran (from its workflow type); NOT_FOUND: no run. */
@@ -102,6 +106,26 @@ export class AbandonedRunSweeper {
       );
     }
     return settled;
+  }
+
+  /**
+   * Disputes the PSP has not closed whose run ended anyway (terminated from the Web UI or the
+   * CLI, failed, timed out): a dispute is closed only when the PSP closes it, so its run is
+   * started again (it asks the PSP first), as the next webhook or command would. A dispute with
+   * a running run is left alone.
+   */
+  private async restartClosedDisputeRuns(limit: number, minAgeSeconds: number): Promise<number> {
+    const { restartDispute, sql, logger } = this.deps;
+    if (!restartDispute) return 0;
+    let restarted = 0;
+    for (const dispute of await openDisputes(sql, minAgeSeconds, limit)) {
+      const run = await this.runOf(dispute.workflow_id);
+      if (run.status === 'RUNNING') continue;
+      await restartDispute({ provider: dispute.provider, providerDisputeId: dispute.provider_dispute_id });
+      restarted++;
+      logger.warn({ dispute_id: dispute.id, workflow_id: dispute.workflow_id, run_status: run.status }, 'dispute run ended while the PSP had not closed the dispute; started again');
+    }
+    return restarted;
   }
 
   /** What the PSP holds for the payment; an authorization or challenge still open there is voided. */

@@ -6,9 +6,9 @@ import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { PaymentProvider, ProviderDispute } from '../provider/types';
 import { JobFailureType, type ReconcileProviderInput, type ReconciliationRunSummary } from '../shared/jobs';
-import { DISPUTE_DEFAULTS, type LateChargeInput } from '../shared/definitions';
+import type { LateChargeInput } from '../shared/definitions';
 import { startLateChargeWorkflow } from '../lib/late-charge';
-import { reportDispute, type DisputeTimes } from '../lib/dispute';
+import { disputeTimesOf, reportDispute, restartDispute, type DisputeTimes } from '../lib/dispute';
 import { AbandonedRunSweeper } from './abandoned-runs';
 import { Reconciliation, UnknownProviderError } from './reconciliation';
 import { RetentionJob } from './retention';
@@ -34,6 +34,7 @@ export interface JobDeps {
  */
 export function createJobSteps(deps: JobDeps) {
   const reconciliation = new Reconciliation(deps);
+  const disputeTimes = deps.disputeTimes ?? disputeTimesOf({});
   return {
     /** One provider's reconciliation of one window (activities/reconciliation.ts); heartbeats per report page. */
     async reconcileProviderWindow(input: ReconcileProviderInput): Promise<ReconciliationRunSummary> {
@@ -42,9 +43,8 @@ export function createJobSteps(deps: JobDeps) {
       const temporal = deps.temporal;
       const giveBack = temporal ? (late: LateChargeInput) => startLateChargeWorkflow(temporal, context.info.taskQueue, late) : undefined;
       // A dispute whose webhook was lost is started as the webhook would have started it.
-      const times = deps.disputeTimes ?? { reminderSeconds: DISPUTE_DEFAULTS.reminderSeconds, pollSeconds: DISPUTE_DEFAULTS.pollSeconds };
       const startDispute = temporal
-        ? (dispute: ProviderDispute) => reportDispute(temporal, context.info.taskQueue, input.provider, { source: 'reconciliation', eventId: null, dispute }, times)
+        ? (dispute: ProviderDispute) => reportDispute(temporal, context.info.taskQueue, input.provider, { source: 'reconciliation', eventId: null, dispute }, disputeTimes)
         : undefined;
       try {
         return await reconciliation.run(input, (details) => context.heartbeat(details), giveBack, startDispute);
@@ -72,7 +72,18 @@ export function createJobSteps(deps: JobDeps) {
       if (!deps.temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client for the abandoned-run sweep', JobFailureType.Misconfigured);
       const provider = Object.values(deps.providers)[0];
       if (!provider) throw ApplicationFailure.nonRetryable('this worker has no provider configured', JobFailureType.Misconfigured);
-      return new AbandonedRunSweeper({ sql: deps.sql, temporal: deps.temporal, provider, providers: deps.providers, logger: deps.logger, retentionSeconds: deps.retentionSeconds }).runOnce();
+      const { temporal } = deps;
+      const { taskQueue } = Context.current().info;
+      return new AbandonedRunSweeper({
+        sql: deps.sql,
+        temporal,
+        provider,
+        providers: deps.providers,
+        logger: deps.logger,
+        retentionSeconds: deps.retentionSeconds,
+        // A dispute's run that ended while the dispute was open starts again on this worker's task queue.
+        restartDispute: (dispute) => restartDispute(temporal, taskQueue, dispute.provider, dispute.providerDisputeId, disputeTimes),
+      }).runOnce();
     },
   };
 }

@@ -155,3 +155,24 @@ export async function knownProviderDisputes(db: Db, provider: string, providerDi
     SELECT provider_dispute_id FROM disputes WHERE provider = ${provider} AND provider_dispute_id = ANY(${providerDisputeIds})`;
   return new Set(rows.map((r) => r.provider_dispute_id));
 }
+
+/** An open dispute and its workflow, as the sweeper checks that a run is there to follow it. */
+export interface OpenDispute {
+  id: string;
+  provider: string;
+  provider_dispute_id: string;
+  workflow_id: string;
+}
+
+/**
+ * Disputes the PSP has not closed (needs a response, or under review), untouched for
+ * `minAgeSeconds`: each should have a running workflow. A sample of at most `limit`, drawn at
+ * random, so that over successive sweeps every open dispute is looked at however many there are.
+ */
+export async function openDisputes(db: Db, minAgeSeconds: number, limit: number): Promise<OpenDispute[]> {
+  return db<OpenDispute[]>`
+    SELECT id, provider, provider_dispute_id, workflow_id FROM disputes
+    WHERE status IN ('needs_response', 'under_review') AND updated_at < now() - make_interval(secs => ${minAgeSeconds})
+    ORDER BY random()
+    LIMIT ${limit}`;
+}

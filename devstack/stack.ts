@@ -26,6 +26,7 @@ import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
 import { Reconciliation } from '../activities/reconciliation';
 import { RetentionJob } from '../activities/retention';
 import { AbandonedRunSweeper } from '../activities/abandoned-runs';
+import { disputeTimesOf, restartDispute } from '../lib/dispute';
 import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../lib/webhook-target';
 import { createPaymentWorker } from '../worker/worker';
 import { createLogger, type Logger } from '../lib/logger';
@@ -344,7 +345,15 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       apiConfig,
       relay,
       retention: new RetentionJob(sql, logger),
-      abandonedRuns: new AbandonedRunSweeper({ sql, temporal, provider, providers: clients, logger, retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS }),
+      abandonedRuns: new AbandonedRunSweeper({
+        sql,
+        temporal,
+        provider,
+        providers: clients,
+        logger,
+        retentionSeconds: apiConfig.IDEMPOTENCY_RETENTION_SECONDS,
+        restartDispute: (dispute) => restartDispute(temporal, taskQueue, dispute.provider, dispute.providerDisputeId, disputeTimesOf(apiConfig)),
+      }),
       reconciliation: new Reconciliation({ sql, providers: clients, metrics: workerMetrics, logger }),
       get worker() {
         return worker;

@@ -410,6 +410,36 @@ describe('a dispute whose run ended while the PSP had not closed it', () => {
   });
 });
 
+describe('the sweeper starts again the run of a dispute the PSP has not closed', () => {
+  it('terminated with no webhook or command to follow: the sweep starts it again, leaves running ones alone, and the new run records the decision', async () => {
+    const tenant = await stack.createTenant('disputes-swept');
+    const payment = await disputedPayment(tenant, 'pm_card_createDispute', 5_900);
+    const opened = await disputeOf(payment.id);
+    const handle = stack.temporal.workflow.getHandle(opened.workflow_id);
+    const firstRun = (await handle.describe()).runId;
+    // A running run is left alone.
+    await stack.abandonedRuns.runOnce(200, 0);
+    expect((await handle.describe()).runId).toBe(firstRun);
+
+    await handle.terminate('the run is cut short');
+    await stack.abandonedRuns.runOnce(200, 0);
+    const restarted = await handle.describe();
+    expect(restarted.runId).not.toBe(firstRun);
+    expect(restarted.status.name).toBe('RUNNING');
+    // The PSP decides while every webhook is lost: the new run's own look at the PSP records it.
+    await faults({ loss: 1 });
+    try {
+      await submit(opened, 'winning_evidence');
+      expect(await handle.result()).toEqual({ disputeId: opened.id, status: 'won' });
+    } finally {
+      await faults({});
+    }
+    await stack.abandonedRuns.runOnce(200, 0);
+    expect((await handle.describe()).status.name).toBe('COMPLETED');
+    await expectLedgerConsistent(stack.sql, tenant.id);
+  });
+});
+
 describe('reconciliation compares a dispute’s money with the PSP’s dispute lines', () => {
   it('a won chargeback reconciles clean; the PSP’s reinstatement line altered, the run finds an amount_mismatch for that dispute with both sides’ figures', async () => {
     const tenant = await stack.createTenant('disputes-reconciliation');
