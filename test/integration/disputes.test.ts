@@ -189,7 +189,8 @@ describe('a chargeback is a workflow started by the verified webhook, with the m
     const late = await api.post(evidencePath, { evidence: { uncategorized_text: 'more' }, submit: true }, uniqueKey());
     expect(late.status).toBe(409);
     expect(late.json).toMatchObject({ error: { type: 'dispute_not_open' } });
-    expect(late.json.error.message).toContain('under_review');
+    // Under review, or already won: the sandbox decides 200 ms after the submission.
+    expect(late.json.error.message).toMatch(/under_review|is won/);
     expect(await stack.temporal.workflow.getHandle(opened.workflow_id).result()).toEqual({ disputeId: opened.id, status: 'won' });
     const [row] = await stack.sql<DisputeRow[]>`SELECT * FROM disputes WHERE id = ${opened.id}`;
     expect(row!.evidence).toEqual({ uncategorized_text: 'winning_evidence', product_description: 'a lamp' });
@@ -343,10 +344,12 @@ describe('what one dispute takes', () => {
     expect(after!.evidence_requests).toBe(3);
     expect(after!.evidence).not.toHaveProperty('customer_email_address');
 
-    // The run's history holds digests, never the evidence.
-    const history = JSON.stringify(await stack.temporal.workflow.getHandle(opened.workflow_id).fetchHistory());
-    expect(history).not.toContain(Buffer.from(text(1_000)).toString('base64').slice(0, 40));
-    expect(history.length).toBeLessThan(60_000);
+    // The run's history holds digests, never the evidence: each accepted update's arguments
+    // (encrypted, so measured, not read) are far smaller than the 1 000 characters of evidence it carried.
+    const events = (await stack.temporal.workflow.getHandle(opened.workflow_id).fetchHistory()).events ?? [];
+    const updateArgs = events.flatMap((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.args?.payloads ?? []);
+    expect(updateArgs.length).toBe(3);
+    for (const payload of updateArgs) expect(payload.data?.length ?? 0).toBeLessThan(1_000);
   });
 
   it('concurrent evidence requests cannot overrun the limit: as many succeed as it allows', async () => {
