@@ -29,14 +29,11 @@ const screening = proxyActivities<{ screenForFraud(input: { paymentId: string; a
       replace: '    void charge; // ALTERED: the memo is no longer kept\n',
     },
   ],
-  /**
-   * The first-charge-local guard's answer ignored (patched() still called, but every run takes
-   * the local charge): the histories recorded before it must not replay, the later ones must.
-   */
-  'patch-ignored': [
+  /** Attempt 1 run as the regular activity instead of the local one: recorded payment histories must not replay. */
+  'first-charge-regular': [
     {
-      find: '    if (input.route && patched(FIRST_CHARGE_LOCAL)) {\n',
-      replace: '    if (input.route && (patched(FIRST_CHARGE_LOCAL) || true)) { // ALTERED: the old path is never taken\n',
+      find: '        return await firstCharge.chargeAttempt(input);\n',
+      replace: '        return await providerSteps.chargeAttempt(input); // ALTERED: attempt 1 as a regular activity\n',
     },
   ],
 } as const;

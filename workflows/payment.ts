@@ -1,4 +1,4 @@
-import { ApplicationFailure, allHandlersFinished, condition, log, patched, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+import { ApplicationFailure, allHandlersFinished, condition, log, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import { accepts, applyChargeReport, commandRefusal, deadlineOf, isChargeState, isOutcomePending, statusForCharge } from '../domain/payment-lifecycle';
 import type { ProviderCharge } from '../provider/types';
 import type { AttemptMemo, RoutePlan } from '../domain/attempts';
@@ -32,9 +32,6 @@ type PhaseResult = { kind: 'charge'; charge: ProviderCharge } | Final;
 type Final = { kind: 'final'; response: FinalResponse };
 /** A reason the payment failed or expired, recorded on it. */
 type Failure = { code: string; message: string };
-
-/** The patch that moved attempt 1 into the run's first workflow task (PaymentRun.chargeAttempt). */
-const FIRST_CHARGE_LOCAL = 'first-charge-local';
 
 /** Reports kept while waiting: a flood of webhooks cannot grow the run's state without bound. */
 const MAX_KEPT_REPORTS = 20;
@@ -266,10 +263,10 @@ class PaymentRun {
    * run's first workflow task, so a payment the PSP answers at once records its outcome and
    * completes in that one task. Its unknown outcome (the local try failed: a timeout, a 5xx, a
    * database away) goes to the regular activity, which asks the PSP first and retries; so do
-   * later attempts. Runs recorded before the local charge (no marker) replay the regular one.
+   * later attempts.
    */
   private async chargeAttempt(input: ChargeAttemptInput): Promise<ChargeAttemptResult> {
-    if (input.route && patched(FIRST_CHARGE_LOCAL)) {
+    if (input.route) {
       try {
         return await firstCharge.chargeAttempt(input);
       } catch (error) {

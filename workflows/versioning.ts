@@ -5,8 +5,10 @@
  * - PINNED: every task of the run, its activities included, goes to the version that started
  *   it, until it closes. A change to the workflow ships as a new version and never meets a
  *   history recorded by other code; the old version's workers stay until its runs drain.
+ *   A pinned workflow type carries no patches (test/replay/histories.test.ts holds it to that).
  * - AUTO_UPGRADE: the run moves to the current version at its next task, so every change must
- *   replay the histories of the versions before it (patched()).
+ *   replay the recorded histories of that type (patched() where it would not). patched() is
+ *   used only in such a type.
  *
  * Every type but the dispute's is pinned: each one's longest run is bounded (below), so an old
  * version drains in that time at most, and no change has to be written for histories it did
