@@ -138,56 +138,85 @@ async function runProtocol(
   op: ProtocolSteps,
   outcome: (value: IdempotencyOutcome) => void,
 ): Promise<RecordedAnswer> {
-  const { sql, config } = deps;
   const scope: ScopedKey = {
     tenantId: c.var.tenant.id,
     operation,
     key: c.var.idempotencyKey,
     fingerprint: requestFingerprint(op.params, op.body),
-    retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS,
+    retentionSeconds: deps.config.IDEMPOTENCY_RETENTION_SECONDS,
   };
-
-  const early = c.var.earlyLookup?.operation === operation ? c.var.earlyLookup : undefined;
-  const requestHash = early?.requestHash ?? null;
-  let record = await (early?.record ?? findRecord(sql, scope.tenantId, scope.operation, scope.key));
-  // This request made the claim (it is the first delivery), rather than finding another's.
-  let claimedHere = false;
-  if (record && record.state === 'running' && record.response_status === 503) {
-    // A claim kept for the retry after Temporal was unreachable: this delivery runs it.
-    const adopted = await adoptKeptClaim(sql, scope);
-    if (adopted) {
-      record = adopted;
-      claimedHere = true;
-      op.adopted?.(adopted);
-    }
+  const claim = await claimOrFind(c, deps, scope, op);
+  if (claim.kind === 'refused') {
+    outcome('new');
+    return recorded(claim.response, false);
   }
-  if (!record) {
-    const target = op.claim();
-    const claimed = op.claimWith
-      ? await op.claimWith(scope, target, requestHash)
-      : await claimRecord(sql, scope, target, requestHash).then((mine) => mine && { record: mine, refusal: null });
-    claimedHere = claimed !== null;
-    if (claimedHere) killPoint('after-claim-commit');
-    if (claimed?.refusal) {
-      c.set('resourceId', target.resourceId);
-      outcome('new');
-      return recorded(await completeRecord(sql, scope, target, claimed.refusal), false);
-    }
-    record = claimed?.record ?? (await findRecord(sql, scope.tenantId, scope.operation, scope.key));
-    if (!record) throw new Error('idempotency record vanished right after a conflicting claim');
-  }
+  const { record, claimedHere } = claim;
   c.set('resourceId', record.resource_id);
   if (record.fingerprint !== scope.fingerprint) {
     outcome('mismatch');
     throw new ApiError(...KEY_REUSED);
   }
-  const replayed = !claimedHere;
   const stored = storedResponse(record);
   if (stored) {
     outcome('replayed');
     return recorded(stored, true);
   }
+  const settle = (value: IdempotencyOutcome) => outcome(value === 'new' && !claimedHere ? 'waited' : value);
+  return (await dispatchAndWait(c, deps, scope, op, record, claimedHere, settle)) ?? (await stillRunning(deps, scope, op, record, claimedHere, settle));
+}
 
+/** Where a key stands once this request has tried to claim it. */
+type Claim = { kind: 'refused'; response: FinalResponse } | { kind: 'record'; record: IdempotencyRecord; claimedHere: boolean };
+
+/**
+ * Steps 1-2: the key's record, claimed here when there is none (or adopted, when an earlier
+ * delivery kept its claim for this retry), or the one another request made. A refusal decided
+ * with the claim (the order guard's 409) is recorded at once.
+ */
+async function claimOrFind(c: Context<AppEnv>, deps: ApiDeps, scope: ScopedKey, op: ProtocolSteps): Promise<Claim> {
+  const { sql } = deps;
+  const early = c.var.earlyLookup?.operation === scope.operation ? c.var.earlyLookup : undefined;
+  const requestHash = early?.requestHash ?? null;
+  const found = await (early?.record ?? findRecord(sql, scope.tenantId, scope.operation, scope.key));
+  if (found) {
+    if (found.state !== 'running' || found.response_status !== 503) return { kind: 'record', record: found, claimedHere: false };
+    // A claim kept for the retry after Temporal was unreachable: this delivery runs it.
+    const adopted = await adoptKeptClaim(sql, scope);
+    if (!adopted) return { kind: 'record', record: found, claimedHere: false };
+    op.adopted?.(adopted);
+    return { kind: 'record', record: adopted, claimedHere: true };
+  }
+  const target = op.claim();
+  const claimed = op.claimWith
+    ? await op.claimWith(scope, target, requestHash)
+    : await claimRecord(sql, scope, target, requestHash).then((mine) => mine && { record: mine, refusal: null });
+  if (claimed) killPoint('after-claim-commit');
+  if (claimed?.refusal) {
+    c.set('resourceId', target.resourceId);
+    return { kind: 'refused', response: await completeRecord(sql, scope, target, claimed.refusal) };
+  }
+  const record = claimed?.record ?? (await findRecord(sql, scope.tenantId, scope.operation, scope.key));
+  if (!record) throw new Error('idempotency record vanished right after a conflicting claim');
+  return { kind: 'record', record, claimedHere: claimed !== null };
+}
+
+/**
+ * Steps 3-4: dispatches to the run (a duplicate attaches to it) and waits, bounded, for the
+ * outcome; null when it is not known within the wait. Temporal unreachable before anything
+ * ran: the claim is given back and the answer is 503. `outcome('new')` is reported as
+ * `waited` by a delivery that did not make the claim.
+ */
+async function dispatchAndWait(
+  c: Context<AppEnv>,
+  deps: ApiDeps,
+  scope: ScopedKey,
+  op: ProtocolSteps,
+  record: IdempotencyRecord,
+  claimedHere: boolean,
+  outcome: (value: IdempotencyOutcome) => void,
+): Promise<RecordedAnswer | null> {
+  const { sql, config } = deps;
+  const replayed = !claimedHere;
   const expectation = deps.completions.expect(scope.tenantId, scope.operation, scope.key);
   const target: OperationTarget = { workflowId: record.workflow_id, resourceId: record.resource_id };
   try {
@@ -199,11 +228,11 @@ async function runProtocol(
       if (reason === null) throw error;
       // Nothing ran: give the claim back so the client's retry really executes.
       if (claimedHere) await (op.release ? op.release(scope, record) : releaseClaim(sql, scope));
-      c.var.logger?.warn({ reason, operation }, 'Temporal unavailable; failing closed');
+      c.var.logger?.warn({ reason, operation: scope.operation }, 'Temporal unavailable; failing closed');
       throw temporalUnavailable();
     }
     if (dispatched.kind === 'answered') {
-      outcome(claimedHere ? 'new' : 'waited');
+      outcome('new');
       return recorded(dispatched.response, replayed);
     }
     if (dispatched.kind === 'running' && !dispatched.outcome) {
@@ -211,29 +240,37 @@ async function runProtocol(
       // stored answer (db/migrations/006), which then needs no read back.
       const completion = await expectation.wait(config.IDEMPOTENCY_WAIT_MS);
       if (typeof completion === 'object') {
-        outcome(claimedHere ? 'new' : 'waited');
+        outcome('new');
         return recorded(completion, replayed);
       }
     }
     const known =
       dispatched.kind === 'decided' ? dispatched.response : dispatched.outcome ? await dispatched.outcome(config.IDEMPOTENCY_WAIT_MS) : null;
+    if (!known) return null;
     // Recording is idempotent: if the workflow recorded first, its response is the one returned.
-    if (known) {
-      const earlier = dispatched.kind === 'decided' && dispatched.earlier === true;
-      outcome(earlier ? 'replayed' : claimedHere ? 'new' : 'waited');
-      return recorded(await completeRecord(sql, scope, target, known), replayed || earlier);
-    }
+    const earlier = dispatched.kind === 'decided' && dispatched.earlier === true;
+    outcome(earlier ? 'replayed' : 'new');
+    return recorded(await completeRecord(sql, scope, target, known), replayed || earlier);
   } finally {
     expectation.dispose();
   }
+}
 
-  const latest = await findRecord(sql, scope.tenantId, scope.operation, scope.key);
+/** The outcome was not known within the wait: the record once more, else 202 with the resource as it is now (never stored). */
+async function stillRunning(
+  deps: ApiDeps,
+  scope: ScopedKey,
+  op: ProtocolSteps,
+  record: IdempotencyRecord,
+  claimedHere: boolean,
+  outcome: (value: IdempotencyOutcome) => void,
+): Promise<RecordedAnswer> {
+  const latest = await findRecord(deps.sql, scope.tenantId, scope.operation, scope.key);
   const latestStored = latest && storedResponse(latest);
   if (latestStored) {
-    outcome(claimedHere ? 'new' : 'waited');
-    return recorded(latestStored, replayed);
+    outcome('new');
+    return recorded(latestStored, !claimedHere);
   }
-  // Still running. 202 is not a final response: it is never stored.
   outcome('pending');
   const { body, location } = await op.pending(record);
   return { response: { status: 202, body: JSON.stringify(body) }, headers: { Location: location, 'Retry-After': '1' } };
@@ -318,7 +355,16 @@ export async function startOrAttach<T extends WorkflowType>(
   } catch (error) {
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
   }
-  const handle = deps.temporal.workflow.getHandle<Workflows[T]>(options.workflowId);
+  return answerOfEarlierRun(deps, scope, workflowType, options);
+}
+
+/**
+ * The run under the operation's workflow id closed before this request (its record expired or
+ * was lost): its result, the first final response, if it ran the same request; an outcome
+ * recorded now if it ended without one.
+ */
+async function answerOfEarlierRun(deps: ApiDeps, scope: ScopedKey, workflowType: WorkflowType, options: { workflowId: string; resourceId: string }): Promise<Dispatched> {
+  const handle = deps.temporal.workflow.getHandle(options.workflowId);
   const description = await handle.describe();
   const memo = (description.memo ?? {}) as { fingerprint?: string };
   if (memo.fingerprint !== scope.fingerprint) {
