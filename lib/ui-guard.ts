@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createLimitedServer, defaultListenerLimits, type ListenerLimits } from '../lib/listener';
+import { createLimitedServer, defaultListenerLimits, type ListenerLimits } from './listener';
 
 /**
  * The Temporal Web UI behind a listener of ours: the dev server's embedded UI (`temporal server
