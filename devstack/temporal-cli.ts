@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from './ports';
-import { guardUi } from './ui-guard';
+import { guardUi } from '../lib/ui-guard';
 
 export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -123,7 +123,7 @@ export async function startTemporalDevServer(options: DevServerOptions): Promise
   }
   const httpApiPort = await freePort();
   args.push('--http-port', String(httpApiPort));
-  // The embedded UI listens on a private port; its public one (uiPort) is the guard's (devstack/ui-guard.ts).
+  // The embedded UI listens on a private port; its public one (uiPort) is the guard's (lib/ui-guard.ts).
   const withUi = !(options.headless ?? !options.uiPort);
   const privateUiPort = withUi ? await freePort() : null;
   if (privateUiPort === null) args.push('--headless');

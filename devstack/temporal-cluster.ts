@@ -16,7 +16,7 @@ import { createSql } from '../db/connect';
 import { ensureDatabase } from '../db/migrate';
 import { freePort } from './ports';
 import { watchExit, type ExitInfo } from './process-exit';
-import { guardUi } from './ui-guard';
+import { guardUi } from '../lib/ui-guard';
 import { namespaceServed, projectRoot, searchAttributeFlags, tunedDynamicConfig, versioningDynamicConfig } from './temporal-cli';
 
 const toolsBin = path.join(projectRoot, '.tools', 'bin');
@@ -404,7 +404,7 @@ async function untilNodeServes(node: ClusterNode, namespace: string, connectTo: 
 
 /**
  * The Web UI server (temporalio/ui-server) with a config written for this cluster, on a private
- * loopback port behind the guard of devstack/ui-guard.ts on `port`, as the dev server's UI is.
+ * loopback port behind the guard of lib/ui-guard.ts on `port`, as the dev server's UI is.
  * The UI server's own read-only rule (`disableWriteActions`, its DisableWriteMiddleware) lets
  * through any POST whose decoded path contains `/workflows/` and `/query/`, while it routes on
  * the path as sent: `…/workflows/{id}/signal-with-start/query%2F` passes the rule and starts a

@@ -230,6 +230,16 @@ const variables = z.object({
   CODEC_CORS_ORIGINS: z.string().optional(),
   /** POST /encode (the UI encodes what an operator types into a signal or a start): off unless "true". */
   CODEC_ENABLE_ENCODE: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  /** The Web UI guard process (lib/ui-guard-main.ts): the port it listens on, in front of the UI. */
+  UI_GUARD_PORT: z.coerce.number().int().min(0).max(65535).default(8233),
+  /** … and the UI it forwards to, `host:port` (compose: temporal-ui:8080); the guard refuses to start without it. */
+  UI_GUARD_TARGET: z
+    .string()
+    .regex(/^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'expected host:port')
+    .refine((value) => Number(value.slice(value.lastIndexOf(':') + 1)) <= 65535, 'the port is above 65535')
+    .optional(),
+  /** "true" lets the Web UI terminate, cancel, signal, update, reset, start and run batches; read-only otherwise (it has no login). */
+  TEMPORAL_UI_WRITE_ACTIONS: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   /** Every listener (API, codec server, sandbox, worker /metrics; lib/listener.ts): the whole request must arrive within this. */
   HTTP_REQUEST_TIMEOUT_MS: milliseconds(30_000),
   /** … and its headers within this (an idle or half-sent request is cut). */
@@ -305,6 +315,7 @@ const schema = variables.transform((env, ctx) => {
     /** null: payloads are written in clear (no keys outside production, or encryption off). */
     TEMPORAL_PAYLOAD_KEYS: payloadKeys,
     CODEC_TOKEN: env.CODEC_TOKEN ?? null,
+    UI_GUARD_TARGET: env.UI_GUARD_TARGET ?? null,
     /** null: not given (development: the dev UI's origins, codecCorsOrigins(); production refuses to start). */
     CODEC_CORS_ORIGINS: env.CODEC_CORS_ORIGINS === undefined ? null : corsOrigins,
     HTTP_ALLOWED_HOSTS: allowedHosts(env.HTTP_ALLOWED_HOSTS, env.HOST),
@@ -362,35 +373,59 @@ export function parseProviders(env: NodeJS.ProcessEnv, parsed: Pick<z.output<typ
   }
 }
 
-const listenerFields = schema.in.pick({
+const listenerKeys = {
   HTTP_REQUEST_TIMEOUT_MS: true,
   HTTP_HEADERS_TIMEOUT_MS: true,
   HTTP_KEEP_ALIVE_TIMEOUT_MS: true,
   HTTP_MAX_CONNECTIONS: true,
   HTTP_ALLOWED_HOSTS: true,
-});
+} as const;
+const listenerFields = schema.in.pick(listenerKeys);
+const uiGuardFields = schema.in.pick({ ...listenerKeys, HOST: true, LOG_LEVEL: true, UI_GUARD_PORT: true, UI_GUARD_TARGET: true, TEMPORAL_UI_WRITE_ACTIONS: true });
+
+/** Some of the variables, with the same defaults and rules as loadConfig; throws with every problem. */
+function parseFields<T extends z.ZodType>(fields: T, env: NodeJS.ProcessEnv): z.output<T> {
+  const parsed = fields.safeParse(env);
+  if (!parsed.success) throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return parsed.data;
+}
 
 /**
  * Only the listener settings (HTTP_*), for a process that does not load the whole
  * configuration (the provider sandbox): the same variables, defaults and rules as loadConfig.
  */
 export function loadListenerConfig(env: NodeJS.ProcessEnv, host: string): Pick<Config, 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_KEEP_ALIVE_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS' | 'HTTP_ALLOWED_HOSTS'> {
-  const parsed = listenerFields.safeParse(env);
-  if (!parsed.success) throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  return { ...parsed.data, HTTP_ALLOWED_HOSTS: allowedHosts(parsed.data.HTTP_ALLOWED_HOSTS, host) };
+  const parsed = parseFields(listenerFields, env);
+  return { ...parsed, HTTP_ALLOWED_HOSTS: allowedHosts(parsed.HTTP_ALLOWED_HOSTS, host) };
+}
+
+export type UiGuardConfig = Pick<
+  Config,
+  'HOST' | 'LOG_LEVEL' | 'UI_GUARD_PORT' | 'TEMPORAL_UI_WRITE_ACTIONS' | 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_KEEP_ALIVE_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS' | 'HTTP_ALLOWED_HOSTS'
+> & { UI_GUARD_TARGET: { host: string; port: number } | null };
+
+/**
+ * The Web UI guard's settings (lib/ui-guard-main.ts): its port and target, write actions, HOST
+ * and the listener settings, and nothing else, so the guard needs none of the app's secrets.
+ */
+export function loadUiGuardConfig(env: NodeJS.ProcessEnv): UiGuardConfig {
+  const parsed = parseFields(uiGuardFields, env);
+  const target = parsed.UI_GUARD_TARGET;
+  const colon = target?.lastIndexOf(':') ?? -1;
+  return {
+    ...parsed,
+    UI_GUARD_TARGET: target === undefined ? null : { host: target.slice(0, colon).replace(/^\[(.*)\]$/, '$1'), port: Number(target.slice(colon + 1)) },
+    HTTP_ALLOWED_HOSTS: allowedHosts(parsed.HTTP_ALLOWED_HOSTS, parsed.HOST),
+  };
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = schema.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
-    throw new Error(`invalid configuration: ${problems}`);
-  }
+  const parsed = parseFields(schema, env);
   let providers: ProviderConnection[];
   try {
-    providers = parseProviders(env, parsed.data);
+    providers = parseProviders(env, parsed);
   } catch (error) {
     throw new Error(`invalid configuration: ${(error as Error).message}`);
   }
-  return { ...parsed.data, PROVIDERS: providers };
+  return { ...parsed, PROVIDERS: providers };
 }

@@ -11,7 +11,7 @@ import { freePort } from '../../devstack/ports';
  * The Temporal Web UI must not be able to terminate a payment. In cluster mode the UI
  * server (temporal-ui-server, the one compose runs as temporalio/ui) is configured read-only
  * unless TEMPORAL_UI_WRITE_ACTIONS=true; its own /api/v1/settings says which. It sits behind
- * the guard of devstack/ui-guard.ts, which refuses the writes the UI server's own rule misses.
+ * the guard of lib/ui-guard.ts, which refuses the writes the UI server's own rule misses.
  * The UI's frontend address points nowhere: a request the guard passes on fails there.
  */
 

@@ -12,7 +12,7 @@ import { uniqueKey } from '../helpers/stack';
 
 /**
  * The dev server `npm start` runs, as it runs it (devstack/temporal-cli.ts): its embedded Web UI
- * behind our guard (devstack/ui-guard.ts), read-only by default, answering only loopback Host
+ * behind our guard (lib/ui-guard.ts), read-only by default, answering only loopback Host
  * names; its HTTP API answering no Host a browser can send. A run no worker polls stays open,
  * so "refused" is checked on the run itself: it is still running.
  */

@@ -7,7 +7,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { assertSafeCodecServer, loadConfig } from '../../lib/config';
+import { assertSafeCodecServer, configVariables, loadConfig, loadUiGuardConfig } from '../../lib/config';
 import { projectRoot, resolveTemporalCli, searchAttributeFlags } from '../../devstack/temporal-cli';
 import { kindSettingVariables } from '../../provider/registry';
 
@@ -162,11 +162,12 @@ function schemaKeys(file: string): string[] {
   const body = source.slice(start, source.indexOf('\n  })', start));
   return [...body.matchAll(/^ {4}([A-Z][A-Z0-9_]*):/gm)].map((m) => m[1]!);
 }
-const configKeys = schemaKeys('lib/config.ts');
+/** Every variable lib/config.ts reads. */
+const configKeys = [...configVariables];
 const sandboxKeys = schemaKeys('sandbox/main.ts');
 
 const oneShots = ['temporal-schema', 'temporal-setup', 'migrate'];
-const longRunning = ['postgres', 'temporal', 'temporal-ui', 'sandbox', 'sandbox-b', 'api', 'worker', 'codec-server'];
+const longRunning = ['postgres', 'temporal', 'temporal-ui', 'temporal-ui-guard', 'sandbox', 'sandbox-b', 'api', 'worker', 'codec-server'];
 /** The two stand-in PSPs and the names PROVIDERS gives them. */
 const sandboxServices = { 'sandbox-a': 'sandbox', 'sandbox-b': 'sandbox-b' } as const;
 const orchestratorServices = ['migrate', 'api', 'worker'];
@@ -176,11 +177,11 @@ describe('docker-compose.yml: services', () => {
     expect(Object.keys(services).sort()).toEqual([...oneShots, ...longRunning].sort());
   });
 
-  it('publishes api 3000, temporal 7233, temporal-ui 8233, sandbox 4010, sandbox-b 4011 and codec-server 8888, and nothing else', () => {
+  it('publishes api 3000, temporal 7233, temporal-ui-guard 8233, sandbox 4010, sandbox-b 4011 and codec-server 8888, and nothing else', () => {
     const expected: Record<string, { published: number; target: number }> = {
       api: { published: 3000, target: 3000 },
       temporal: { published: 7233, target: 7233 },
-      'temporal-ui': { published: 8233, target: 8080 },
+      'temporal-ui-guard': { published: 8233, target: 8233 },
       sandbox: { published: 4010, target: 4010 },
       'sandbox-b': { published: 4011, target: 4011 },
       'codec-server': { published: 8888, target: 8888 },
@@ -190,7 +191,7 @@ describe('docker-compose.yml: services', () => {
       expect(ports, name).toEqual(expected[name] ? [expected[name]] : []);
     }
     // The unauthenticated surfaces stay on the loopback interface.
-    for (const name of ['temporal', 'temporal-ui', 'sandbox', 'sandbox-b', 'codec-server']) expect(publishedPorts(name)[0]!.hostIp, name).toBe('127.0.0.1');
+    for (const name of ['temporal', 'temporal-ui-guard', 'sandbox', 'sandbox-b', 'codec-server']) expect(publishedPorts(name)[0]!.hostIp, name).toBe('127.0.0.1');
     // The codec server admits the UI's origin, as the browser sees it, and no other.
     expect(envOf('codec-server').CODEC_CORS_ORIGINS).toBe(envOf('temporal-ui').TEMPORAL_CORS_ORIGINS);
   });
@@ -222,9 +223,33 @@ describe('docker-compose.yml: services', () => {
     for (const name of orchestratorServices) expect(envOf(name).HTTP_ALLOWED_HOSTS, name).toBeUndefined(); // loopback names: the healthchecks
   });
 
+  it('the Web UI is reached only through its guard (lib/ui-guard-main.ts), which forwards to the UI on the compose network', () => {
+    expect(publishedPorts('temporal-ui')).toEqual([]);
+    const guard = service('temporal-ui-guard');
+    expect(guard.build).toBeDefined();
+    expect(dependsOn('temporal-ui-guard')).toEqual({ 'temporal-ui': 'service_healthy' });
+    // It reads only its own variables (no secret of the app's), as lib/config.ts parses them.
+    expect(configKeys).toEqual(expect.arrayContaining(declaredEnv('temporal-ui-guard')));
+    expect(declaredEnv('temporal-ui-guard')).not.toContain('ADMIN_TOKEN');
+    const config = loadUiGuardConfig(envOf('temporal-ui-guard'));
+    // The target is the UI container's port (the one its healthcheck asks), by service name.
+    const uiPort = /http:\/\/127\.0\.0\.1:(\d+)\/healthz/.exec(argv(service('temporal-ui').healthcheck?.test).join(' '))![1];
+    expect(config.UI_GUARD_TARGET).toEqual({ host: 'temporal-ui', port: Number(uiPort) });
+    expect(publishedPorts('temporal-ui-guard')[0]!.target).toBe(config.UI_GUARD_PORT);
+    expect(config.HOST).toBe('0.0.0.0');
+    expect(argv(guard.healthcheck?.test).join(' ')).toContain(`http://127.0.0.1:${config.UI_GUARD_PORT}/healthz`);
+    // The browser's origin (the UI's CORS origin) is the guard's published port, on a name its Host check admits.
+    const origin = new URL(envOf('temporal-ui').TEMPORAL_CORS_ORIGINS!);
+    expect(Number(origin.port)).toBe(publishedPorts('temporal-ui-guard')[0]!.published);
+    expect(config.HTTP_ALLOWED_HOSTS).toContain(origin.hostname);
+    expect(config.HTTP_ALLOWED_HOSTS).not.toContain('*');
+  });
+
   it('the Web UI is read-only by default (no terminate, cancel, signal or reset) and calls no codec endpoint it cannot authenticate to', () => {
     expect(envOf('temporal-ui').TEMPORAL_DISABLE_WRITE_ACTIONS).toBe('true');
     expect(envOf('temporal-ui', resolve(raw, { ...hostEnv, TEMPORAL_DISABLE_WRITE_ACTIONS: 'false' })).TEMPORAL_DISABLE_WRITE_ACTIONS).toBe('false');
+    expect(loadUiGuardConfig(envOf('temporal-ui-guard')).TEMPORAL_UI_WRITE_ACTIONS).toBe(false);
+    expect(loadUiGuardConfig(envOf('temporal-ui-guard', resolve(raw, { ...hostEnv, TEMPORAL_UI_WRITE_ACTIONS: 'true' }))).TEMPORAL_UI_WRITE_ACTIONS).toBe(true);
     expect(envOf('temporal-ui').TEMPORAL_CODEC_ENDPOINT).toBeUndefined();
     expect(declaredEnv('temporal-ui')).toEqual(expect.arrayContaining(['TEMPORAL_CODEC_ENDPOINT', 'TEMPORAL_CODEC_PASS_ACCESS_TOKEN']));
   });
@@ -265,6 +290,7 @@ describe('docker-compose.yml: services', () => {
       api: 'dist/api/main.js',
       worker: 'dist/worker/main.js',
       'codec-server': 'dist/lib/codec-server-main.js',
+      'temporal-ui-guard': 'dist/lib/ui-guard-main.js',
     };
     for (const [name, entry] of Object.entries(entries)) {
       const svc = service(name);

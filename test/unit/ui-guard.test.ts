@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { readOnlyAllows } from '../../devstack/ui-guard';
+import { readOnlyAllows } from '../../lib/ui-guard';
 
 /**
- * The read-only Web UI's rule (devstack/ui-guard.ts), on request targets as sent. The UI server
+ * The read-only Web UI's rule (lib/ui-guard.ts), on request targets as sent. The UI server
  * resolves dot segments and fragments before it routes, so only a target whose every segment
  * routes as written may pass. The real UI behind the guard: test/integration/temporal-ui-guard.test.ts.
  */

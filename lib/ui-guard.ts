@@ -1,15 +1,15 @@
 import type { ChildProcess } from 'node:child_process';
 import { request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createLimitedServer, defaultListenerLimits, type ListenerLimits } from '../lib/listener';
+import { createLimitedServer, defaultListenerLimits, type ListenerLimits } from './listener';
 
 /**
  * The Temporal Web UI behind a listener of ours: the dev server's embedded UI (`temporal server
- * start-dev`, devstack/temporal-cli.ts), which has no read-only switch, and the cluster's UI
- * server (devstack/temporal-cluster.ts), whose read-only rule lets writes through. Neither
- * checks the Host header: a web page whose name was rebound to 127.0.0.1 could read the UI's
- * settings and CSRF cookie and end a payment's run. The UI listens on a private loopback port
- * and this guard takes its
- * public port, with the limits of every listener of ours (lib/listener.ts: Host check, header
+ * start-dev`, devstack/temporal-cli.ts), which has no read-only switch, and the UI server of the
+ * cluster (devstack/temporal-cluster.ts) and of compose (`temporal-ui`, guarded by the process
+ * lib/ui-guard-main.ts), whose read-only rule lets writes through. Neither checks the Host
+ * header: a web page whose name was rebound to 127.0.0.1 could read the UI's settings and CSRF
+ * cookie and end a payment's run. The UI listens where only the guard reaches it (a private
+ * loopback port; in compose, the compose network) and this guard takes its public port, with the limits of every listener of ours (lib/listener.ts: Host check, header
  * and request deadlines, connection cap), and, unless write actions are switched on
  * (TEMPORAL_UI_WRITE_ACTIONS=true):
  *
@@ -76,7 +76,7 @@ export function readOnlyAllows(method: string, target: string): boolean {
 }
 
 export interface UiGuardOptions {
-  /** The public port (TEMPORAL_UI_PORT) and address. */
+  /** The public port (TEMPORAL_UI_PORT, or UI_GUARD_PORT for the process) and address. */
   port: number;
   hostname: string;
   /** Where the UI listens (a private loopback port). */
