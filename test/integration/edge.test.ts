@@ -275,7 +275,14 @@ describe('webhook secret rotation', () => {
         expect(() => new Webhook(secret).verify(first.body, first.headers as Record<string, string>)).not.toThrow();
       }
 
-      await new Promise((r) => setTimeout(r, Date.parse(rotated.json.previous_secret_valid_until) - Date.now() + 500));
+      // The overlap ends when the relay's own test (the old secret's expiry against the
+      // database's clock, db/outbox.ts) says so.
+      await eventually(async () => {
+        const [tenantRow] = await stack.sql<{ ended: boolean }[]>`
+          SELECT previous_webhook_secret_expires_at <= now() AS ended FROM tenants WHERE id = ${tenant.id}`;
+        return tenantRow!.ended;
+      }, 10_000, 50, 'the old secret expired');
+      expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(rotated.json.previous_secret_valid_until));
       const after = await api.post('/v1/payments', payment(), uniqueKey());
       const second = await eventually(async () => receiver.deliveries.find((d) => JSON.parse(d.body).data.object.id === after.json.id));
       expect(String(second.headers['webhook-signature']).split(' ')).toHaveLength(1);

@@ -29,6 +29,34 @@ async function tenantWithEndpoint(url: string | null): Promise<Tenant> {
 
 const payment = () => ({ order_id: uniqueKey('ord'), amount_minor: 700, currency: 'EUR', payment_method: 'pm_card_visa' });
 
+/**
+ * A merchant's endpoint whose `answer` chooses each delivery's status and may take its time
+ * (the delivery attempt waits for it); records each delivery's event id and body.
+ */
+async function startEndpoint(answer: (index: number) => number | Promise<number>) {
+  const received: { eventId: string; body: string }[] = [];
+  const endpoint = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (body += chunk));
+    req.on('end', async () => {
+      received.push({ eventId: String(req.headers['webhook-id']), body });
+      res.writeHead(await answer(received.length - 1)).end();
+    });
+  });
+  await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/hooks`,
+    received,
+    of: (eventId: string) => received.filter((d) => d.eventId === eventId),
+    close: () =>
+      new Promise<void>((resolve) => {
+        endpoint.close(() => resolve());
+        endpoint.closeAllConnections(); // the relay's idle keep-alive connections would hold close() up
+      }),
+  };
+}
+
 async function deliveryStatus(eventId: string): Promise<string> {
   const [row] = await stack.sql<{ delivery_state: string }[]>`SELECT delivery_state FROM outbox_events WHERE id = ${eventId}`;
   return row!.delivery_state;
@@ -37,7 +65,12 @@ async function deliveryStatus(eventId: string): Promise<string> {
 describe('an event whose webhook gave up can be inspected and delivered again', () => {
   it('lists the failed attempts, finds the event under delivery_status=failed, and resends it once per key', async () => {
     let endpointUp = false;
-    const receiver = await startWebhookReceiver(() => (endpointUp ? 200 : 503));
+    // The endpoint takes answerMs to answer each delivery: every attempt's duration covers it.
+    const answerMs = 150;
+    const receiver = await startEndpoint(async () => {
+      await new Promise((resolve) => setTimeout(resolve, answerMs));
+      return endpointUp ? 200 : 503;
+    });
     const tenant = await tenantWithEndpoint(receiver.url);
     const api = apiClient(stack.apiUrl, tenant.apiKey);
     const paid = await api.post('/v1/payments', payment(), uniqueKey());
@@ -55,10 +88,15 @@ describe('an event whose webhook gave up can be inspected and delivered again', 
     const attempts = await api.get(`/v1/events/${eventId}/deliveries`);
     expect(attempts.status).toBe(200);
     expect(attempts.json.data.map((a: { attempt: number }) => a.attempt)).toEqual([3, 2, 1]);
-    for (const attempt of attempts.json.data) {
+    // Oldest first: each attempt began after the one before it was recorded (the first, after
+    // the event was made) and is recorded once it ended, so its duration fits in between.
+    const oldestFirst = [...attempts.json.data].reverse() as { duration_ms: number; created_at: string }[];
+    let began = Date.parse(listed.created_at);
+    for (const attempt of oldestFirst) {
       expect(attempt).toMatchObject({ object: 'delivery_attempt', event_id: eventId, url: receiver.url, response_status: 503, error: 'HTTP 503' });
-      expect(attempt.duration_ms).toBeGreaterThanOrEqual(0);
-      expect(Number.isNaN(Date.parse(attempt.created_at))).toBe(false);
+      expect(attempt.duration_ms).toBeGreaterThanOrEqual(answerMs);
+      expect(attempt.duration_ms).toBeLessThanOrEqual(Date.parse(attempt.created_at) - began);
+      began = Date.parse(attempt.created_at);
     }
     const failed = await api.get('/v1/events?delivery_status=failed');
     expect(failed.json.data.map((e: { id: string }) => e.id)).toEqual([eventId]);
@@ -73,7 +111,10 @@ describe('an event whose webhook gave up can be inspected and delivered again', 
     expect(resends[0]!.json).toMatchObject({ object: 'event_delivery', event_id: eventId, delivery_status: 'pending', attempts: 3 });
 
     await eventually(async () => (await deliveryStatus(eventId)) === 'delivered');
-    await new Promise((r) => setTimeout(r, 500)); // room for a duplicate delivery to show up
+    // The three resends had answered before it was delivered, and they counted once (two
+    // replayed): nothing can make the event due again, so its four attempts are all there are.
+    const [counts] = await stack.sql<{ attempts: number; resend_requests: number }[]>`SELECT attempts, resend_requests FROM outbox_events WHERE id = ${eventId}`;
+    expect(counts).toEqual({ attempts: 4, resend_requests: 1 });
     const received = receiver.of(eventId);
     expect(received).toHaveLength(4);
     expect(received[3]!.body).toBe(received[0]!.body);
@@ -118,27 +159,21 @@ describe('an event whose webhook gave up can be inspected and delivered again', 
     // The endpoint holds its first answer (a 200) until the resend has committed.
     let releaseFirst!: () => void;
     const resendCommitted = new Promise<void>((resolve) => (releaseFirst = resolve));
-    const received: string[] = [];
-    const endpoint = createServer((req, res) => {
-      req.resume();
-      req.on('end', async () => {
-        received.push(String(req.headers['webhook-id']));
-        if (received.length === 1) await resendCommitted;
-        res.writeHead(200).end();
-      });
+    const endpoint = await startEndpoint(async (index) => {
+      if (index === 0) await resendCommitted;
+      return 200;
     });
-    await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
-    const tenant = await tenantWithEndpoint(`http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/hooks`);
+    const tenant = await tenantWithEndpoint(endpoint.url);
     const api = apiClient(stack.apiUrl, tenant.apiKey);
     expect((await api.post('/v1/payments', payment(), uniqueKey())).status).toBe(201);
-    await eventually(async () => received.length === 1);
-    const eventId = received[0]!;
+    await eventually(async () => endpoint.received.length === 1);
+    const eventId = endpoint.received[0]!.eventId;
     expect((await api.post(`/v1/events/${eventId}/resend`, {}, uniqueKey('resend'))).status).toBe(200);
     releaseFirst();
-    await eventually(async () => received.length === 2);
-    expect(received).toEqual([eventId, eventId]);
+    await eventually(async () => endpoint.received.length === 2);
+    expect(endpoint.received.map((d) => d.eventId)).toEqual([eventId, eventId]);
     await eventually(async () => (await deliveryStatus(eventId)) === 'delivered');
-    await new Promise<void>((resolve) => endpoint.close(() => resolve()));
+    await endpoint.close();
   });
 
   it('keeps events to their tenant and refuses bad input with 4xx', async () => {

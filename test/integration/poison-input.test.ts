@@ -190,30 +190,36 @@ describe('poison that reaches a workflow anyway (validation bypassed) ends the r
   });
 
   it('the sweeper asks the provider: failed (order free) when it holds no charge, flagged for an operator when it does', async () => {
-    const key = uniqueKey('nocharge');
-    // The PSP down: the first charge attempt persists the intent and records attempt 1, and its
-    // call keeps failing, so the run is terminated while the charge is in doubt.
+    // The PSP down: each first charge attempt persists the intent and records attempt 1, and its
+    // calls keep failing, so each run is terminated while its charge is in doubt.
     const controls = sandboxControls(stack.sandboxUrl);
     expect((await controls.outage('down')).status).toBe(200);
-    let ended: Awaited<ReturnType<typeof dispatchUnvalidated>>;
+    const ended: Awaited<ReturnType<typeof dispatchUnvalidated>>[] = [];
     try {
-      ended = await dispatchUnvalidated(key, { note: 'fine' });
-      const { paymentId } = ended;
-      await eventually(async () => (await stack.sql`SELECT 1 FROM payment_attempts WHERE payment_id = ${paymentId}`).length > 0, 20_000, 5);
-      await ended.handle.terminate('test');
+      for (const label of ['nocharge', 'held']) {
+        const run = await dispatchUnvalidated(uniqueKey(label), { note: 'fine' });
+        await eventually(async () => (await stack.sql`SELECT 1 FROM payment_attempts WHERE payment_id = ${run.paymentId}`).length > 0, 20_000, 5);
+        await run.handle.terminate('test');
+        ended.push(run);
+      }
+      // Every call the runs made met the outage; once the worker runs no activity, none is still on its way.
+      await eventually(() => stack.worker!.getStatus().numInFlightActivities === 0, 20_000, 20, 'no charge call in flight');
     } finally {
       await controls.outage('none');
     }
-    const { paymentId } = ended;
-    // A charge call may already be on its way to the sandbox; it is the provider's word that decides.
-    await new Promise((r) => setTimeout(r, 2500));
-    await stack.abandonedRuns.runOnce(500, 0);
-    const [payment] = await stack.sql<{ status: string; failure_code: string }[]>`SELECT status, failure_code FROM payments WHERE id = ${paymentId}`;
-    const charges = await new SandboxProvider({ baseUrl: stack.sandboxUrl, timeoutMs: 5000 }).listChargesByReference(paymentId);
-    const live = charges.some((c) => c.status === 'succeeded' || c.status === 'requires_capture');
-    expect(`${payment!.status}:${payment!.failure_code}`).toBe(live ? 'processing:needs_operator' : 'failed:run_ended');
-    const [record] = await stack.sql`SELECT state FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${key}`;
-    expect(record!.state).toBe('completed');
+    const [nothing, held] = ended as [(typeof ended)[0], (typeof ended)[0]];
+    // The second payment's charge reached the PSP before its run ended: one under its reference.
+    const psp = new SandboxProvider({ baseUrl: stack.sandboxUrl, timeoutMs: 5000 });
+    await psp.createCharge({ idempotencyKey: uniqueKey('held-charge'), amountMinor: 1000, currency: 'EUR', paymentMethod: 'pm_card_visa', capture: true, reference: held.paymentId, description: null });
+
+    expect(await stack.abandonedRuns.runOnce(500, 0)).toBeGreaterThanOrEqual(2);
+    for (const [run, expected] of [[nothing, 'failed:run_ended'], [held, 'processing:needs_operator']] as const) {
+      const [payment] = await stack.sql<{ status: string; failure_code: string }[]>`SELECT status, failure_code FROM payments WHERE id = ${run.paymentId}`;
+      expect(`${payment!.status}:${payment!.failure_code}`).toBe(expected);
+      const [record] = await stack.sql`SELECT state FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${run.scope.key}`;
+      expect(record!.state).toBe('completed');
+    }
+    expect(await psp.listChargesByReference(nothing.paymentId)).toEqual([]);
   });
 
   it('a refund whose run ended mid-way: its key answers one stored 500 and the pending refund is flagged, its amount still reserved', async () => {

@@ -8,6 +8,7 @@ import { startSandbox, type RunningSandbox, type StartSandboxOptions } from '../
 import { parseWebhookFaults } from '../../sandbox/webhooks';
 import { completeChallenge, sandboxControls } from '../../testkit/sandbox';
 import { startWebhookReceiver, type Delivery } from '../../testkit/webhook-receiver';
+import { createSql, type Sql } from '../../db/connect';
 import { chargeRequest, unique } from '../helpers/charge-request';
 import { fileDatabaseUrl } from '../helpers/database';
 import { eventually } from '../helpers/eventually';
@@ -22,10 +23,24 @@ import { eventually } from '../helpers/eventually';
 
 const secret = `whsec_${randomBytes(16).toString('hex')}`;
 let databaseUrl: string;
+/** The sandbox's tables, read while no sandbox runs. */
+let sql: Sql;
 
 beforeAll(async () => {
   databaseUrl = await fileDatabaseUrl();
+  sql = createSql(databaseUrl, { max: 1 });
 });
+afterAll(async () => sql?.end());
+
+/**
+ * Waits, while the sandbox is down, until the charge's `settle_at` or `dispute_at` has come by
+ * the database's clock: the test the sandbox's own pass makes of what is due.
+ */
+const cameDue = (chargeId: string, column: 'settle_at' | 'dispute_at') =>
+  eventually(async () => {
+    const [row] = await sql<{ due: boolean }[]>`SELECT ${sql(column)} <= clock_timestamp() AS due FROM sandbox.charges WHERE id = ${chargeId}`;
+    return row!.due;
+  }, 15_000, 50, `${chargeId} ${column} come`);
 
 interface Opened {
   sandbox: RunningSandbox;
@@ -209,7 +224,7 @@ describe('asynchronous methods: pm_sepa_debit', () => {
     const first = await open({ asyncSettleMs: 800 });
     const charge = await first.provider.createCharge(chargeRequest({ paymentMethod: 'pm_sepa_debit' }));
     await first.close();
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await cameDue(charge.id, 'settle_at');
     const second = await open({ asyncSettleMs: 800 });
     expect(await eventually(async () => {
       const now = await second.provider.retrieveCharge(charge.id);
@@ -296,7 +311,10 @@ describe('outbound webhooks', () => {
 
     expect(await json(admin(o.sandbox, '/webhook_faults', { loss: 1 }))).toMatchObject({ loss: 1, duplicate: 0 });
     const lost = await o.provider.createCharge(chargeRequest());
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Events go out in the order they were made: once a later one has arrived, the lost one would have too.
+    expect(await json(admin(o.sandbox, '/webhook_faults', {}))).toMatchObject({ loss: 0 });
+    const later = await o.provider.createCharge(chargeRequest());
+    await eventually(() => typesFor(o, later.id).length > 0, 15_000, 50, 'the later event');
     expect(typesFor(o, lost.id)).toEqual([]);
     const [event] = (await json(admin(o.sandbox, `/events?charge=${lost.id}`))).data;
     expect(event).toMatchObject({ type: 'charge.succeeded', state: 'lost' });
@@ -521,7 +539,7 @@ describe('disputes: pm_card_createDispute and pm_card_createDisputeInquiry', () 
     const first = await open({ disputeAfterMs: 600 });
     const charge = await first.provider.createCharge(chargeRequest({ paymentMethod: 'pm_card_createDispute' }));
     await first.close();
-    await new Promise((resolve) => setTimeout(resolve, 800));
+    await cameDue(charge.id, 'dispute_at');
     const second = await open({ disputeAfterMs: 600, webhookFaults: { loss: 1 } });
     const dispute = await openedDispute(second, charge.id);
     const controls = sandboxControls(second.sandbox.url);

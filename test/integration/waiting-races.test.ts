@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { completeChallenge, sandboxControls } from '../../testkit/sandbox';
 import { lateChargeWorkflowId } from '../../domain/ids';
+import { startLateChargeWorkflow } from '../../lib/late-charge';
 import { signSandboxWebhook } from '../../provider/sandbox/webhook';
 import { apiClient, eventually, settledPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
@@ -333,14 +334,20 @@ describe('a success the PSP reports after the payment expired is given back', ()
   it('a SEPA success in time gives nothing back: a late-charge check started while the payment still waited finds it succeeded', async () => {
     const created = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 1800, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
     expect(created.status, created.text).toBe(202);
-    const payment = await settledPayment(api, created.json.id as string);
-    expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 1800 });
-    // The route starts the check only if the payment was still processing when it looked (the
-    // webhook's signal usually settles it first): either way nothing is given back.
-    const handle = stack.temporal.workflow.getHandle(lateChargeWorkflowId('sandbox', payment.provider_charge_id as string));
-    const started = await handle.describe().then(() => true, () => false);
-    if (started) expect(await handle.result()).toMatchObject({ action: 'nothing', reason: 'the payment is succeeded' });
-    expect(await refundsAtProvider(payment.provider_charge_id as string)).toEqual([]);
+    const id = created.json.id as string;
+    // The check the webhook route starts for a payment still processing, started here while the
+    // bank has not settled yet (it settles after 6 s): whether the route's own start comes
+    // before the run records the success is a race, this start is not.
+    const [charge] = await chargesAtProvider(stack.sandboxUrl, id);
+    expect(charge).toMatchObject({ status: 'processing' });
+    expect(await startLateChargeWorkflow(stack.temporal, stack.taskQueue, { provider: 'sandbox', chargeId: charge!.id, paymentId: id, eventId: 'evt_check_while_waiting' })).toBe(true);
+    const payment = await settledPayment(api, id);
+    expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 1800, provider_charge_id: charge!.id });
+    const handle = stack.temporal.workflow.getHandle(lateChargeWorkflowId('sandbox', charge!.id));
+    expect(await handle.result()).toMatchObject({ action: 'nothing', reason: 'the payment is succeeded' });
+    // Its first look found the payment waiting: it waited (a timer) before the look that found it succeeded.
+    expect((await handle.fetchHistory()).events!.filter((e) => e.timerStartedEventAttributes).length).toBeGreaterThanOrEqual(1);
+    expect(await refundsAtProvider(charge!.id)).toEqual([]);
     expect(await eventsOf(payment.id as string)).toEqual({ 'payment.processing': 1, 'payment.succeeded': 1 });
   });
 });

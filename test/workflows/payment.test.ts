@@ -69,6 +69,24 @@ async function awaitingCapture(run: { handle: WorkflowHandle<typeof paymentWorkf
   await expect.poll(() => run.handle.query(paymentStatusQuery), { timeout: 10_000, interval: 50 }).toBe('requires_capture');
 }
 
+/** A protobuf Timestamp or Duration in milliseconds. */
+const protoMs = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => Number(t?.seconds ?? 0) * 1000 + Math.floor((t?.nanos ?? 0) / 1e6);
+
+/** The run's timers of `windowMs`: when the server started each (its deadline) and how each ended. */
+async function windowTimers(handle: WorkflowHandle<typeof paymentWorkflow>, windowMs: number) {
+  const events = (await handle.fetchHistory()).events!;
+  return events
+    .filter((e) => e.timerStartedEventAttributes && protoMs(e.timerStartedEventAttributes.startToFireTimeout) === windowMs)
+    .map((started) => {
+      const id = started.timerStartedEventAttributes!.timerId;
+      return {
+        endsAt: protoMs(started.eventTime) + windowMs,
+        fired: events.some((e) => e.timerFiredEventAttributes?.timerId === id),
+        canceled: events.some((e) => e.timerCanceledEventAttributes?.timerId === id),
+      };
+    });
+}
+
 /** The data of the run's patch markers (each names its patch id). */
 async function patchesOf(handle: WorkflowHandle<typeof paymentWorkflow>): Promise<string[]> {
   return (await handle.fetchHistory()).events!
@@ -330,13 +348,18 @@ describe('authorization expiry (a short window)', () => {
     await awaitingCapture(run);
     const answer = run.handle.executeUpdate(captureUpdate, { args: [capture()] });
     await eventually(() => run.steps().includes('captureCharge'), 10_000, 20, 'the run reached captureCharge');
-    await new Promise((resolve) => setTimeout(resolve, 1500)); // past the window
+    // The accepted capture cancels the window's timer, so no event marks the window's end: wait
+    // for the deadline the server gave that timer, with the capture still held at the provider.
+    const [timer] = await windowTimers(run.handle, 1000);
+    await eventually(() => Date.now() > timer!.endsAt, 10_000, 20, 'past the window');
     captured.release();
 
     expect(bodyOf(await answer).status).toBe('succeeded');
     await run.handle.result();
     expect(run.steps()).not.toContain('voidCharge');
     expect(run.steps()).not.toContain('recordCancel');
+    // The window's one timer was canceled by the capture, never fired.
+    expect(await windowTimers(run.handle, 1000)).toEqual([{ endsAt: timer!.endsAt, fired: false, canceled: true }]);
   });
 });
 
