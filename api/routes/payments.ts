@@ -27,7 +27,7 @@ import type { ApiDeps, AppEnv } from '../context';
 import { recordedReply } from '../typed-route';
 import type { Config } from '../../lib/config';
 import { tenantPayment, tenantPaymentWithAttempts } from '../tenant-payment';
-import { replayFirst, runIdempotent, startOrAttach, type Dispatched } from '../idempotency';
+import { replayFirst, runIdempotent, startOrAttach, type Dispatched, type IdempotentOperation } from '../idempotency';
 import { dispatchUpdate } from '../updates';
 import {
   CancelPaymentBody,
@@ -162,99 +162,110 @@ const refusals: Record<string, ApiErrorType> = {
   [FailureType.CaptureExceedsAuthorized]: 'capture_exceeds_authorized',
 };
 
+/**
+ * POST /v1/payments as one idempotent operation (api/idempotency.ts): the key claimed together
+ * with the payment's intent (or refused by the order guard), the run started or joined, and the
+ * payment as it stands for a 202.
+ */
+function createPaymentOperation(deps: ApiDeps, c: Context<AppEnv>, body: CreatePaymentBody, use: PaymentMethodUse): IdempotentOperation<typeof createPayment> {
+  const tenantId = c.var.tenant.id;
+  const inputFor = (paymentId: string, scope: ScopedKey) => paymentWorkflowInput(body, { paymentId, tenantId, scope, requestId: c.var.requestId, windows: deps.config, use });
+  // Whether this request's claim persisted the intent: only then is the claim kept when the
+  // start fails as unreachable. The run's first charge attempt persists the intent itself if
+  // it finds it missing (a retry that finds the claim cannot know); a second insert finds the first.
+  let claimHoldsIntent = false;
+  return {
+    params: {},
+    body,
+    claim: () => ({ workflowId: paymentWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('pay') }),
+    claimWith: async (scope, target, requestHash) => {
+      const claimed = await claimPaymentIntent(deps.sql, { scope, workflowId: target.workflowId, requestHash }, inputFor(target.resourceId, scope));
+      if (!claimed) return null;
+      claimHoldsIntent = claimed.intent;
+      if (claimed.intent) return { record: claimed.record, refusal: null };
+      // The order guard refused the intent: another key's payment holds the order, so 409,
+      // recorded now as the key's answer (no run). The run decides when the holder is this
+      // key's own earlier payment (its record expired: the retry attaches to the closed run and
+      // answers its result; with that run's history gone, a new run's first charge attempt
+      // meets the order guard and answers 409) or when the holder has meanwhile let the order go.
+      const holder = await orderHolder(deps.sql, tenantId, body.order_id);
+      const refused = holder !== null && holder.workflow_id !== target.workflowId;
+      return { record: claimed.record, refusal: refused ? orderAlreadyPaid(body.order_id, holder.id) : null };
+    },
+    // Temporal unreachable at the start: a claim with its intent is kept (the answer is 503,
+    // nothing was charged). The client's retry finds it and starts the run (or attaches to it,
+    // if the start reached Temporal after all) under the same payment id; without a retry, the
+    // abandoned-run sweeper finds no run and fails the intent. Giving both back instead would
+    // let a retry claim a new payment id while a run that did start holds the old one.
+    release: (scope) => (claimHoldsIntent ? keepClaimForRetry(deps.sql, scope) : releaseClaim(deps.sql, scope)),
+    // The retry that adopts a kept claim finds its intent persisted under the claim's payment id.
+    adopted: () => {
+      claimHoldsIntent = true;
+    },
+    dispatch: (record, scope) =>
+      startOrAttach(deps, scope, 'paymentWorkflow', {
+        workflowId: record.workflow_id,
+        resourceId: record.resource_id,
+        args: [inputFor(record.resource_id, scope)],
+        searchAttributes: [
+          { key: TenantIdKey, value: tenantId },
+          { key: OrderIdKey, value: body.order_id },
+          { key: PaymentStatusKey, value: 'processing' },
+        ],
+        memo: { payment_id: record.resource_id, amount_minor: body.amount_minor, currency: body.currency, request_id: c.var.requestId },
+        summary: `Payment ${formatAmount(body.amount_minor, body.currency)} · ${body.order_id}`,
+        firstAnswer: firstAnswerUpdate,
+      }),
+    pending: async (record) => {
+      const row = (await getPayment(deps.sql, tenantId, record.resource_id)) ?? requestedPayment(tenantId, body, use, record);
+      return { body: paymentResource(row), location: paymentLocation(row.id) };
+    },
+  };
+}
+
+/** The payment as it was asked for, before the workflow has persisted its intent (a 202's body). */
+function requestedPayment(tenantId: string, body: CreatePaymentBody, use: PaymentMethodUse, record: IdempotencyRecord): PaymentRow {
+  return {
+    id: record.resource_id,
+    tenant_id: tenantId,
+    order_id: body.order_id,
+    amount_minor: body.amount_minor,
+    currency: body.currency,
+    status: 'processing',
+    capture_method: body.capture_method,
+    payment_method: body.payment_method,
+    description: body.description,
+    metadata: body.metadata,
+    amount_captured_minor: 0,
+    amount_refunded_minor: 0,
+    provider_charge_id: null,
+    provider: null,
+    failure_code: null,
+    failure_message: null,
+    workflow_id: record.workflow_id,
+    return_url: body.return_url ?? null,
+    next_action: null,
+    customer_id: use.customerId,
+    setup_future_usage: body.setup_future_usage ?? null,
+    off_session: use.savedMethod !== null && body.off_session === true,
+    created_at: record.created_at,
+    updated_at: record.created_at,
+  };
+}
+
 export function paymentRoutes(deps: ApiDeps) {
   const app = new OpenAPIHono<AppEnv>();
 
   // A byte-identical retry of a finished payment is answered before its body is parsed.
   app.openapi({ ...createPayment, middleware: replayFirst(deps, createPayment) }, async (c) => {
     const body = c.req.valid('json');
-    const tenantId = c.var.tenant.id;
     if (body.return_url?.startsWith('http:') && deps.config.NODE_ENV === 'production') {
       // Plain http is for a developer's own machine; a customer's browser is sent to https only.
       throw new ApiError('invalid_request', 'return_url must be https in production');
     }
     // A customer or saved method that is not the tenant's, or not usable: 400 before anything is claimed.
-    const use = await paymentMethodUse(deps, tenantId, body);
-    const inputFor = (paymentId: string, scope: ScopedKey) =>
-      paymentWorkflowInput(body, { paymentId, tenantId, scope, requestId: c.var.requestId, windows: deps.config, use });
-    // Whether this request's claim persisted the intent: only then is the claim kept when the
-    // start fails as unreachable. The run's first charge attempt persists the intent itself if
-    // it finds it missing (a retry that finds the claim cannot know); a second insert finds the first.
-    let claimHoldsIntent = false;
-    return recordedReply(c, createPayment, await runIdempotent(c, deps, createPayment, {
-      params: {},
-      body,
-      claim: () => ({ workflowId: paymentWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('pay') }),
-      claimWith: async (scope, target, requestHash) => {
-        const claimed = await claimPaymentIntent(deps.sql, { scope, workflowId: target.workflowId, requestHash }, inputFor(target.resourceId, scope));
-        if (!claimed) return null;
-        claimHoldsIntent = claimed.intent;
-        if (claimed.intent) return { record: claimed.record, refusal: null };
-        // The order guard refused the intent: another key's payment holds the order, so 409,
-        // recorded now as the key's answer (no run). The run decides when the holder is this
-        // key's own earlier payment (its record expired: the retry attaches to the closed run and
-        // answers its result; with that run's history gone, a new run's first charge attempt
-        // meets the order guard and answers 409) or when the holder has meanwhile let the order go.
-        const holder = await orderHolder(deps.sql, tenantId, body.order_id);
-        const refused = holder !== null && holder.workflow_id !== target.workflowId;
-        return { record: claimed.record, refusal: refused ? orderAlreadyPaid(body.order_id, holder.id) : null };
-      },
-      // Temporal unreachable at the start: a claim with its intent is kept (the answer is 503,
-      // nothing was charged). The client's retry finds it and starts the run (or attaches to it,
-      // if the start reached Temporal after all) under the same payment id; without a retry, the
-      // abandoned-run sweeper finds no run and fails the intent. Giving both back instead would
-      // let a retry claim a new payment id while a run that did start holds the old one.
-      release: (scope) => (claimHoldsIntent ? keepClaimForRetry(deps.sql, scope) : releaseClaim(deps.sql, scope)),
-      // The retry that adopts a kept claim finds its intent persisted under the claim's payment id.
-      adopted: () => {
-        claimHoldsIntent = true;
-      },
-      dispatch: (record, scope) => {
-        return startOrAttach(deps, scope, 'paymentWorkflow', {
-          workflowId: record.workflow_id,
-          resourceId: record.resource_id,
-          args: [inputFor(record.resource_id, scope)],
-          searchAttributes: [
-            { key: TenantIdKey, value: tenantId },
-            { key: OrderIdKey, value: body.order_id },
-            { key: PaymentStatusKey, value: 'processing' },
-          ],
-          memo: { payment_id: record.resource_id, amount_minor: body.amount_minor, currency: body.currency, request_id: c.var.requestId },
-          summary: `Payment ${formatAmount(body.amount_minor, body.currency)} · ${body.order_id}`,
-          firstAnswer: firstAnswerUpdate,
-        });
-      },
-      pending: async (record) => {
-        // Before the workflow has persisted the intent, the payment is what was asked for.
-        const row = (await getPayment(deps.sql, tenantId, record.resource_id)) ?? {
-          id: record.resource_id,
-          tenant_id: tenantId,
-          order_id: body.order_id,
-          amount_minor: body.amount_minor,
-          currency: body.currency,
-          status: 'processing',
-          capture_method: body.capture_method,
-          payment_method: body.payment_method,
-          description: body.description,
-          metadata: body.metadata,
-          amount_captured_minor: 0,
-          amount_refunded_minor: 0,
-          provider_charge_id: null,
-          provider: null,
-          failure_code: null,
-          failure_message: null,
-          workflow_id: record.workflow_id,
-          return_url: body.return_url ?? null,
-          next_action: null,
-          customer_id: use.customerId,
-          setup_future_usage: body.setup_future_usage ?? null,
-          off_session: use.savedMethod !== null && body.off_session === true,
-          created_at: record.created_at,
-          updated_at: record.created_at,
-        };
-        return { body: paymentResource(row), location: paymentLocation(row.id) };
-      },
-    }));
+    const use = await paymentMethodUse(deps, c.var.tenant.id, body);
+    return recordedReply(c, createPayment, await runIdempotent(c, deps, createPayment, createPaymentOperation(deps, c, body, use)));
   });
 
   app.openapi(getPaymentRoute, async (c) => {
