@@ -137,6 +137,49 @@ async function tenantDispute(deps: ApiDeps, tenantId: string, id: string): Promi
   return dispute;
 }
 
+/**
+ * Evidence and accept: updates to the dispute's run, under the idempotency protocol. Evidence
+ * is admitted with the key's claim, in one transaction (db/disputes.ts admitEvidence): counted
+ * against the dispute's limits and stored, so the update carries only its digest; a refusal
+ * there is the key's answer, and a claim given back (Temporal unreachable) gives it back too.
+ */
+async function runDisputeCommand(
+  deps: ApiDeps,
+  c: Context<AppEnv>,
+  route: typeof submitEvidenceRoute | typeof acceptDisputeRoute,
+  id: string,
+  body: unknown,
+  send: (dispute: DisputeRow, scope: ScopedKey) => Promise<Dispatched>,
+  evidence?: Record<string, string>,
+) {
+  const tenantId = c.var.tenant.id;
+  const dispute = await tenantDispute(deps, tenantId, id);
+  const limits = { maxRequests: deps.config.DISPUTE_EVIDENCE_MAX_REQUESTS ?? DISPUTE_DEFAULTS.evidenceMaxRequests, maxBytes: deps.config.DISPUTE_EVIDENCE_MAX_BYTES ?? DISPUTE_DEFAULTS.evidenceMaxBytes };
+  return runIdempotent(c, deps, route, {
+    params: { id },
+    body,
+    claim: () => ({ workflowId: dispute.workflow_id, resourceId: dispute.id }),
+    ...(evidence
+      ? {
+          claimWith: (scope: ScopedKey, target: OperationTarget, requestHash: string | null) =>
+            deps.sql.begin(async (tx) => {
+              const record = await claimRecord(tx, scope, target, requestHash);
+              if (!record) return null;
+              const refused = await admitEvidence(tx, dispute.id, evidence, limits);
+              return { record, refusal: refused === null ? null : errorResponse('dispute_evidence_limit', refused) };
+            }),
+          release: (scope: ScopedKey) =>
+            deps.sql.begin(async (tx) => {
+              await releaseClaim(tx, scope);
+              await giveBackEvidence(tx, dispute.id, evidence);
+            }),
+        }
+      : {}),
+    dispatch: (_record, scope) => send(dispute, scope),
+    pending: async () => ({ body: disputeResource((await getDispute(deps.sql, tenantId, dispute.id))!), location: `/v1/disputes/${dispute.id}` }),
+  });
+}
+
 export function disputeRoutes(deps: ApiDeps) {
   const app = new OpenAPIHono<AppEnv>();
 
@@ -153,86 +196,28 @@ export function disputeRoutes(deps: ApiDeps) {
 
   app.openapi(getDisputeRoute, async (c) => c.json(disputeResource(await tenantDispute(deps, c.var.tenant.id, c.req.valid('param').id)), 200));
 
-  /**
-   * Evidence and accept: updates to the dispute's run, under the idempotency protocol. Evidence
-   * is admitted with the key's claim, in one transaction (db/disputes.ts admitEvidence): counted
-   * against the dispute's limits and stored, so the update carries only its digest; a refusal
-   * there is the key's answer, and a claim given back (Temporal unreachable) gives it back too.
-   */
-  async function runCommand(
-    c: Context<AppEnv>,
-    route: typeof submitEvidenceRoute | typeof acceptDisputeRoute,
-    id: string,
-    body: unknown,
-    send: (dispute: DisputeRow, scope: ScopedKey) => Promise<Dispatched>,
-    evidence?: Record<string, string>,
-  ) {
-    const tenantId = c.var.tenant.id;
-    const dispute = await tenantDispute(deps, tenantId, id);
-    const limits = { maxRequests: deps.config.DISPUTE_EVIDENCE_MAX_REQUESTS ?? DISPUTE_DEFAULTS.evidenceMaxRequests, maxBytes: deps.config.DISPUTE_EVIDENCE_MAX_BYTES ?? DISPUTE_DEFAULTS.evidenceMaxBytes };
-    return runIdempotent(c, deps, route, {
-      params: { id },
-      body,
-      claim: () => ({ workflowId: dispute.workflow_id, resourceId: dispute.id }),
-      ...(evidence
-        ? {
-            claimWith: (scope: ScopedKey, target: OperationTarget, requestHash: string | null) =>
-              deps.sql.begin(async (tx) => {
-                const record = await claimRecord(tx, scope, target, requestHash);
-                if (!record) return null;
-                const refused = await admitEvidence(tx, dispute.id, evidence, limits);
-                return { record, refusal: refused === null ? null : errorResponse('dispute_evidence_limit', refused) };
-              }),
-            release: (scope: ScopedKey) =>
-              deps.sql.begin(async (tx) => {
-                await releaseClaim(tx, scope);
-                await giveBackEvidence(tx, dispute.id, evidence);
-              }),
-          }
-        : {}),
-      dispatch: (_record, scope) => send(dispute, scope),
-      pending: async () => ({ body: disputeResource((await getDispute(deps.sql, tenantId, dispute.id))!), location: `/v1/disputes/${dispute.id}` }),
-    });
-  }
-
   app.openapi(submitEvidenceRoute, async (c) => {
     const body = c.req.valid('json');
     const { digest } = evidenceDigest(body.evidence);
-    return recordedReply(
-      c,
-      submitEvidenceRoute,
-      await runCommand(
-        c,
-        submitEvidenceRoute,
-        c.req.valid('param').id,
-        body,
-        (dispute, scope) =>
-          sendDisputeCommand(
-            deps,
-            dispute,
-            (options) =>
-              deps.temporal.workflow.getHandle(dispute.workflow_id).startUpdate(disputeEvidenceUpdate, { ...options, args: [{ evidenceDigest: digest, submit: body.submit, idempotency: scope, requestId: c.var.requestId }] }),
-            disputeUpdateId('evidence', scope.key),
-          ),
-        body.evidence,
-      ),
-    );
+    const send = (dispute: DisputeRow, scope: ScopedKey) =>
+      sendDisputeCommand(
+        deps,
+        dispute,
+        (options) => deps.temporal.workflow.getHandle(dispute.workflow_id).startUpdate(disputeEvidenceUpdate, { ...options, args: [{ evidenceDigest: digest, submit: body.submit, idempotency: scope, requestId: c.var.requestId }] }),
+        disputeUpdateId('evidence', scope.key),
+      );
+    return recordedReply(c, submitEvidenceRoute, await runDisputeCommand(deps, c, submitEvidenceRoute, c.req.valid('param').id, body, send, body.evidence));
   });
 
   app.openapi(acceptDisputeRoute, async (c) => {
-    const body = {};
-    return recordedReply(
-      c,
-      acceptDisputeRoute,
-      await runCommand(c, acceptDisputeRoute, c.req.valid('param').id, body, (dispute, scope) =>
-        sendDisputeCommand(
-          deps,
-          dispute,
-          (options) => deps.temporal.workflow.getHandle(dispute.workflow_id).startUpdate(disputeAcceptUpdate, { ...options, args: [{ idempotency: scope, requestId: c.var.requestId }] }),
-          disputeUpdateId('accept', scope.key),
-        ),
-      ),
-    );
+    const send = (dispute: DisputeRow, scope: ScopedKey) =>
+      sendDisputeCommand(
+        deps,
+        dispute,
+        (options) => deps.temporal.workflow.getHandle(dispute.workflow_id).startUpdate(disputeAcceptUpdate, { ...options, args: [{ idempotency: scope, requestId: c.var.requestId }] }),
+        disputeUpdateId('accept', scope.key),
+      );
+    return recordedReply(c, acceptDisputeRoute, await runDisputeCommand(deps, c, acceptDisputeRoute, c.req.valid('param').id, {}, send));
   });
 
   return app;

@@ -1,14 +1,15 @@
 import { formatAmount } from '../../domain/money';
-import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
+import { createRoute, OpenAPIHono, type z } from '@hono/zod-openapi';
+import type { Context } from 'hono';
 import { getRefund, listRefunds } from '../../db/refunds';
 import { ApiError } from '../../domain/errors';
 import { looksLikeId, newId, refundWorkflowId } from '../../domain/ids';
-import { refundLocation, refundResource } from '../../domain/resources';
+import { refundLocation, refundResource, type PaymentRow } from '../../domain/resources';
 import { OrderIdKey, TenantIdKey, type RefundWorkflowInput } from '../../shared/definitions';
 import type { ApiDeps, AppEnv } from '../context';
 import { recordedReply } from '../typed-route';
 import { tenantPayment } from '../tenant-payment';
-import { runIdempotent, startOrAttach } from '../idempotency';
+import { runIdempotent, startOrAttach, type IdempotentOperation } from '../idempotency';
 import { CreateRefundBody, IdParam, ListRefundsQuery, listOf, Refund } from '../schemas';
 import { errorResponses, idempotentResponses, jsonContent, idempotencyKeyParameter, paymentIdExample } from './openapi';
 
@@ -49,60 +50,75 @@ const getRefundRoute = createRoute({
   responses: { 200: { description: 'The refund.', content: jsonContent(Refund) }, ...errorResponses(['unauthorized', 'not_found']) },
 });
 
+/**
+ * POST /v1/payments/{id}/refunds as one idempotent operation (api/idempotency.ts): the run
+ * started or joined under the refund's key, and the refund as it stands for a 202. Whether the
+ * payment can be refunded is the run's first step (activities/refund-steps.ts beginRefund).
+ */
+function createRefundOperation(
+  deps: ApiDeps,
+  c: Context<AppEnv>,
+  request: { id: string; payment: PaymentRow; body: z.output<typeof CreateRefundBody> },
+): IdempotentOperation<typeof createRefund> {
+  const tenantId = c.var.tenant.id;
+  const { payment, body } = request;
+  return {
+    // The path's id as the client sent it: what the fingerprint covers.
+    params: { id: request.id },
+    body,
+    claim: () => ({ workflowId: refundWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('re') }),
+    dispatch: (record, scope) => {
+      const input: RefundWorkflowInput = {
+        refundId: record.resource_id,
+        tenantId,
+        paymentId: payment.id,
+        amountMinor: body.amount_minor,
+        reason: body.reason,
+        idempotency: scope,
+        requestId: c.var.requestId,
+      };
+      return startOrAttach(deps, scope, 'refundWorkflow', {
+        workflowId: record.workflow_id,
+        resourceId: record.resource_id,
+        args: [input],
+        searchAttributes: [
+          { key: TenantIdKey, value: tenantId },
+          { key: OrderIdKey, value: payment.order_id },
+        ],
+        memo: { refund_id: record.resource_id, payment_id: payment.id, amount_minor: body.amount_minor, currency: payment.currency, request_id: c.var.requestId },
+        summary: `Refund ${formatAmount(body.amount_minor, payment.currency)} of ${payment.id} · ${payment.order_id}`,
+      });
+    },
+    pending: async (record) => {
+      // Before the run has reserved it, the refund is what was asked for.
+      const row = (await getRefund(deps.sql, tenantId, record.resource_id)) ?? {
+        id: record.resource_id,
+        tenant_id: tenantId,
+        payment_id: payment.id,
+        amount_minor: body.amount_minor,
+        currency: payment.currency,
+        status: 'pending' as const,
+        reason: body.reason,
+        refund_key: c.var.idempotencyKey,
+        provider_refund_id: null,
+        failure_code: null,
+        failure_message: null,
+        workflow_id: record.workflow_id,
+        created_at: record.created_at,
+        updated_at: record.created_at,
+      };
+      return { body: refundResource(row), location: refundLocation(row.id) };
+    },
+  };
+}
+
 export function refundRoutes(deps: ApiDeps) {
   const app = new OpenAPIHono<AppEnv>();
 
   app.openapi(createRefund, async (c) => {
     const { id } = c.req.valid('param');
-    const body = c.req.valid('json');
-    const tenantId = c.var.tenant.id;
-    const payment = await tenantPayment(deps.sql, tenantId, id);
-    return recordedReply(c, createRefund, await runIdempotent(c, deps, createRefund, {
-      params: { id },
-      body,
-      claim: () => ({ workflowId: refundWorkflowId(tenantId, c.var.idempotencyKey), resourceId: newId('re') }),
-      dispatch: (record, scope) => {
-        const input: RefundWorkflowInput = {
-          refundId: record.resource_id,
-          tenantId,
-          paymentId: payment.id,
-          amountMinor: body.amount_minor,
-          reason: body.reason,
-          idempotency: scope,
-          requestId: c.var.requestId,
-        };
-        return startOrAttach(deps, scope, 'refundWorkflow', {
-          workflowId: record.workflow_id,
-          resourceId: record.resource_id,
-          args: [input],
-          searchAttributes: [
-            { key: TenantIdKey, value: tenantId },
-            { key: OrderIdKey, value: payment.order_id },
-          ],
-          memo: { refund_id: record.resource_id, payment_id: payment.id, amount_minor: body.amount_minor, currency: payment.currency, request_id: c.var.requestId },
-          summary: `Refund ${formatAmount(body.amount_minor, payment.currency)} of ${payment.id} · ${payment.order_id}`,
-        });
-      },
-      pending: async (record) => {
-        const row = (await getRefund(deps.sql, tenantId, record.resource_id)) ?? {
-          id: record.resource_id,
-          tenant_id: tenantId,
-          payment_id: payment.id,
-          amount_minor: body.amount_minor,
-          currency: payment.currency,
-          status: 'pending' as const,
-          reason: body.reason,
-          refund_key: c.var.idempotencyKey,
-          provider_refund_id: null,
-          failure_code: null,
-          failure_message: null,
-          workflow_id: record.workflow_id,
-          created_at: record.created_at,
-          updated_at: record.created_at,
-        };
-        return { body: refundResource(row), location: refundLocation(row.id) };
-      },
-    }));
+    const payment = await tenantPayment(deps.sql, c.var.tenant.id, id);
+    return recordedReply(c, createRefund, await runIdempotent(c, deps, createRefund, createRefundOperation(deps, c, { id, payment, body: c.req.valid('json') })));
   });
 
   app.openapi(listPaymentRefunds, async (c) => {
