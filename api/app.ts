@@ -103,6 +103,12 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   app.route('/', reconciliationRoutes(deps));
   app.route('/', credentialRoutes(deps));
 
+  documentApi(app, deps);
+  return app;
+}
+
+/** The API's own description: the OpenAPI document (/openapi.json) and the reference page (/docs), served offline. */
+function documentApi(app: OpenAPIHono<AppEnv>, deps: ApiDeps): void {
   app.openAPIRegistry.registerComponent('securitySchemes', 'apiKey', { type: 'http', scheme: 'bearer', description: 'The tenant API key (sk_…).' });
   app.openAPIRegistry.registerComponent('securitySchemes', 'adminToken', { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN (the /admin routes).' });
   app.openAPIRegistry.registerComponent('securitySchemes', 'metricsToken', { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN, or ADMIN_TOKEN (GET /metrics).' });
@@ -127,7 +133,6 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
     return c.body(scalarBundle());
   });
   app.get('/docs', Scalar({ url: '/openapi.json', pageTitle: 'Payment orchestrator API', cdn: '/docs/scalar.js', withDefaultFonts: false }));
-  return app;
 }
 
 let scalarScript: string | undefined;

@@ -1,9 +1,9 @@
 import cluster from 'node:cluster';
 import net, { type AddressInfo } from 'node:net';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createSql } from '../db/connect';
-import { assertSafeToListen, loadConfig } from '../lib/config';
-import { createLogger } from '../lib/logger';
+import { assertSafeToListen, loadConfig, type Config } from '../lib/config';
+import { createLogger, type Logger } from '../lib/logger';
 import { listenerLimits, serveHttp } from '../lib/listener';
 import { createApiMetrics } from '../lib/metrics';
 import { paymentDataConverter } from '../lib/data-converter';
@@ -70,6 +70,20 @@ export async function runApiProcess(extras: ApiProcessExtras = {}): Promise<void
   const { port } = server.address() as AddressInfo;
   logger.info({ host: config.HOST, port, allowed_hosts: config.HTTP_ALLOWED_HOSTS }, `api listening on http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`);
 
+  stopOnSignals(server, config, logger, async () => {
+    // The hosted worker finishes the tasks it holds (WORKER_SHUTDOWN_GRACE_SECONDS) with the database still open.
+    await eager?.stop().catch((err: unknown) => logger.error({ err }, 'the payment worker of this API process did not stop cleanly'));
+    await completions.stop();
+    await temporal.connection.close().catch(() => {});
+    await sql.end({ timeout: 5 });
+  });
+}
+
+/**
+ * On SIGINT or SIGTERM: stop taking connections, let the requests in flight finish, then close
+ * what the process holds (`closeResources`) and exit.
+ */
+function stopOnSignals(server: Server, config: Config, logger: Logger, closeResources: () => Promise<void>): void {
   let stopping = false;
   let draining = false;
   server.on('request', (_request: IncomingMessage, response: ServerResponse) => {
@@ -92,11 +106,7 @@ export async function runApiProcess(extras: ApiProcessExtras = {}): Promise<void
     const cap = setTimeout(() => 'closeAllConnections' in server && server.closeAllConnections(), config.IDEMPOTENCY_WAIT_MS + 5000);
     await closed;
     clearTimeout(cap);
-    // The hosted worker finishes the tasks it holds (WORKER_SHUTDOWN_GRACE_SECONDS) with the database still open.
-    await eager?.stop().catch((err: unknown) => logger.error({ err }, 'the payment worker of this API process did not stop cleanly'));
-    await completions.stop();
-    await temporal.connection.close().catch(() => {});
-    await sql.end({ timeout: 5 });
+    await closeResources();
     process.exit(0);
   }
   process.once('SIGINT', () => void shutdown('SIGINT'));

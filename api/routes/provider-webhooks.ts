@@ -1,7 +1,7 @@
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { bodyLimit } from 'hono/body-limit';
-import { markForwarded, receiveProviderEvent } from '../../db/provider-events';
+import { markForwarded, receiveProviderEvent, type ReceivedOutcome } from '../../db/provider-events';
 import { ApiError } from '../../domain/errors';
 import { lateChargeWorkflowId } from '../../domain/ids';
 import { keepsNoMoney, statusForCharge, type PaymentStatus } from '../../domain/payment-lifecycle';
@@ -106,14 +106,7 @@ export function providerWebhookRoutes(deps: ApiDeps) {
     if (!receiver) throw new ApiError('not_found', `No webhooks are received for provider ${provider}`);
     // Verified on the exact bytes received, before anything is parsed or stored.
     const raw = await c.req.text();
-    let event: ProviderWebhookEvent;
-    try {
-      event = receiver.verify(raw, Object.fromEntries(c.req.raw.headers.entries()));
-    } catch (error) {
-      if (error instanceof ProviderEventUnreadableError) throw invalidEvent(error.issues);
-      if (error instanceof ProviderWebhookError) throw new ApiError('webhook_signature_invalid', error.message);
-      throw error;
-    }
+    const event = verifiedEvent(receiver, raw, Object.fromEntries(c.req.raw.headers.entries()));
     const payload = JSON.parse(raw) as unknown;
     refuseUnstorableEvent(event, payload);
     if (event.dispute && receiver.retrieveDispute) {
@@ -132,54 +125,82 @@ export function providerWebhookRoutes(deps: ApiDeps) {
       payload,
     });
     const log = c.var.logger.child({ provider, event_id: event.id, event_type: event.type, payment_id: outcome.row.payment_id });
-    let disposition: z.output<typeof Received>['disposition'] = outcome.row.disposition;
-    const paymentId = outcome.row.payment_id;
-    // The event's figures are the sender's word: what is passed on or acted on is the charge as
-    // the PSP holding it answers now (a retrieval), checked against the payment's intent.
-    const needsCharge = paymentId !== null && event.charge !== null && (outcome.workflowId !== null || chargeHoldsMoney(event.charge));
-    const verified = needsCharge ? await verifiedCharge(deps, receiver, paymentId, event.charge!.id, log) : null;
-    if (verified?.kind === 'disagrees') {
-      disposition = 'held_for_operator';
-      await holdForOperator(deps, paymentId!, provider, event.id, verified.reason, log);
-    } else if (verified?.kind === 'agrees') {
-      const charge = verified.charge;
-      if (charge.status !== event.charge!.status || charge.amountCapturedMinor !== event.charge!.amountCapturedMinor) {
-        log.warn(
-          { event_status: event.charge!.status, event_captured_minor: event.charge!.amountCapturedMinor, charge_status: charge.status, charge_captured_minor: charge.amountCapturedMinor },
-          'provider webhook figures differ from the charge the PSP holds; the PSP’s charge is used',
-        );
-      }
-      if (outcome.workflowId && verified.recorded) {
-        // Most often the PSP's event for the charge a run has just recorded: a signal would reach
-        // the run while its first workflow task completes it, and the server would fail that task
-        // (a new event under a completing run) and have it run again.
-        log.debug('provider webhook: the payment already records this charge as reported; nothing to pass on');
-        await markForwarded(deps.sql, provider, event.id);
-      } else if (outcome.workflowId) {
-        try {
-          await withinTemporalDeadline(deps, () =>
-            deps.temporal.workflow.getHandle(outcome.workflowId!).signal(chargeReportSignal, { source: 'webhook', eventId: event.id, charge }),
-          );
-        } catch (error) {
-          if (isTemporalUnavailable(error)) {
-            // Stored but not passed on: the PSP retries, and the retry forwards it (forwarded_at is
-            // still null). The workflow's own poll settles the payment meanwhile anyway.
-            throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
-          }
-          if (!(error instanceof WorkflowNotFoundError) && !/already completed/i.test(String((error as Error)?.message))) throw error;
-          // The payment's run has closed: it is final, and a late event changes nothing.
-          log.info('provider webhook for a payment whose run has closed; nothing to apply');
-        }
-        await markForwarded(deps.sql, provider, event.id);
-      }
-      if (chargeHoldsMoney(charge)) {
-        await giveBackLateMoney(deps, { provider, chargeId: charge.id, paymentId: paymentId!, eventId: event.id }, log);
-      }
-    }
+    const disposition = await actOnChargeEvent(deps, receiver, event, outcome, log);
     if (outcome.row.disposition === 'unknown_charge' && outcome.inserted) log.warn('provider webhook for an unknown charge; kept for an operator');
     return c.json({ received: true as const, event_id: event.id, duplicate: !outcome.inserted, disposition }, 200);
   });
   return app;
+}
+
+/** The PSP's event, verified on the raw body: 400 for a bad signature, or for a signed event whose fields cannot be read. */
+function verifiedEvent(receiver: ProviderWebhookReceiver, raw: string, headers: Record<string, string>): ProviderWebhookEvent {
+  try {
+    return receiver.verify(raw, headers);
+  } catch (error) {
+    if (error instanceof ProviderEventUnreadableError) throw invalidEvent(error.issues);
+    if (error instanceof ProviderWebhookError) throw new ApiError('webhook_signature_invalid', error.message);
+    throw error;
+  }
+}
+
+/**
+ * What a stored charge event does. The event's figures are the sender's word: what is passed on
+ * or acted on is the charge as the PSP holding it answers now (a retrieval), checked against the
+ * payment's intent; one that disagrees is held for an operator; money the PSP holds for a payment
+ * that ended without money is given back. Answers the event's disposition.
+ */
+async function actOnChargeEvent(
+  deps: ApiDeps,
+  receiver: ProviderWebhookReceiver,
+  event: ProviderWebhookEvent,
+  outcome: ReceivedOutcome,
+  log: Logger,
+): Promise<z.output<typeof Received>['disposition']> {
+  const provider = receiver.name;
+  const paymentId = outcome.row.payment_id;
+  const needsCharge = paymentId !== null && event.charge !== null && (outcome.workflowId !== null || chargeHoldsMoney(event.charge));
+  const verified = needsCharge ? await verifiedCharge(deps, receiver, paymentId, event.charge!.id, log) : null;
+  if (verified?.kind === 'disagrees') {
+    await holdForOperator(deps, paymentId!, provider, event.id, verified.reason, log);
+    return 'held_for_operator';
+  }
+  if (verified?.kind !== 'agrees') return outcome.row.disposition;
+  const charge = verified.charge;
+  if (charge.status !== event.charge!.status || charge.amountCapturedMinor !== event.charge!.amountCapturedMinor) {
+    log.warn(
+      { event_status: event.charge!.status, event_captured_minor: event.charge!.amountCapturedMinor, charge_status: charge.status, charge_captured_minor: charge.amountCapturedMinor },
+      'provider webhook figures differ from the charge the PSP holds; the PSP’s charge is used',
+    );
+  }
+  if (outcome.workflowId && verified.recorded) {
+    // Most often the PSP's event for the charge a run has just recorded: a signal would reach
+    // the run while its first workflow task completes it, and the server would fail that task
+    // (a new event under a completing run) and have it run again.
+    log.debug('provider webhook: the payment already records this charge as reported; nothing to pass on');
+    await markForwarded(deps.sql, provider, event.id);
+  } else if (outcome.workflowId) {
+    await passOnToRun(deps, outcome.workflowId, provider, event.id, charge, log);
+  }
+  if (chargeHoldsMoney(charge)) {
+    await giveBackLateMoney(deps, { provider, chargeId: charge.id, paymentId: paymentId!, eventId: event.id }, log);
+  }
+  return outcome.row.disposition;
+}
+
+/** Signals the charge to the payment's run and marks the event forwarded; a run that has closed is final, and the event changes nothing. */
+async function passOnToRun(deps: ApiDeps, workflowId: string, provider: string, eventId: string, charge: ProviderCharge, log: Logger): Promise<void> {
+  try {
+    await withinTemporalDeadline(deps, () => deps.temporal.workflow.getHandle(workflowId).signal(chargeReportSignal, { source: 'webhook', eventId, charge }));
+  } catch (error) {
+    if (isTemporalUnavailable(error)) {
+      // Stored but not passed on: the PSP retries, and the retry forwards it (forwarded_at is
+      // still null). The workflow's own poll settles the payment meanwhile anyway.
+      throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
+    }
+    if (!(error instanceof WorkflowNotFoundError) && !/already completed/i.test(String((error as Error)?.message))) throw error;
+    log.info('provider webhook for a payment whose run has closed; nothing to apply');
+  }
+  await markForwarded(deps.sql, provider, eventId);
 }
 
 /** Stores a dispute event once (by provider and event id); false when it was stored before. */
