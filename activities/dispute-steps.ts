@@ -11,7 +11,7 @@ import { UnknownProviderError, type ProviderRegistry } from '../provider/registr
 import type { DisputeProvider, ProviderDispute } from '../provider/types';
 import { refundSummary, type DisputeEventType, type DisputeReport, type DisputeStanding, type ScopedKey } from '../shared/definitions';
 import { businessEventKey } from '../shared/keys';
-import { providerCall } from './provider-steps';
+import { isRetryAttempt, providerCall } from './provider-steps';
 import { step, workflowId } from './record-step';
 
 /**
@@ -90,6 +90,14 @@ async function evidenceOf(db: Db, ref: { disputeId: string; digest: string }): P
   const evidence = await storedEvidence(db, ref.disputeId, ref.digest);
   if (!evidence) throw ApplicationFailure.nonRetryable(`no evidence stored for dispute ${ref.disputeId} under digest ${ref.digest}`, 'EvidenceMissing');
   return evidence;
+}
+
+/** The dispute as the PSP holds it if its evidence was submitted with every field of `evidence` as given; null otherwise. */
+async function submittedWith(disputes: DisputeProvider, disputeId: string, evidence: Record<string, string>, signal: AbortSignal): Promise<ProviderDispute | null> {
+  const dispute = await disputes.retrieveDispute(disputeId, { signal });
+  if (dispute.evidenceSubmittedAt === null) return null;
+  const held = await disputes.retrieveEvidence(disputeId, { signal });
+  return Object.entries(evidence).every(([field, value]) => held[field] === value) ? dispute : null;
 }
 
 export function createDisputeSteps(sql: Sql, accounts: LedgerAccounts) {
@@ -185,21 +193,37 @@ export function createDisputeProviderSteps(registry: ProviderRegistry, sql: Sql)
     async retrieveDispute(input: { provider: string; providerDisputeId: string }): Promise<ProviderDispute> {
       return providerCall((signal) => disputesAt(input.provider).retrieveDispute(input.providerDisputeId, { signal }));
     },
-    /** Concedes the dispute under its sub-key. */
+    /**
+     * Concedes the dispute under its sub-key. A retry looks first: a dispute already lost is
+     * what the concession asked for (the PSP may have forgotten the key of the attempt whose
+     * answer was lost, and would refuse the repeat as not open).
+     */
     async closeDispute(input: { provider: string; providerDisputeId: string; subKey: string }): Promise<ProviderDispute> {
-      return providerCall((signal) => disputesAt(input.provider).closeDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId }, { signal }));
+      const disputes = disputesAt(input.provider);
+      if (isRetryAttempt()) {
+        const now = await providerCall((signal) => disputes.retrieveDispute(input.providerDisputeId, { signal }));
+        if (now.status === 'lost') return now;
+      }
+      return providerCall((signal) => disputes.closeDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId }, { signal }));
     },
     /**
      * Stages or submits evidence under the sub-key (the PSP replays a repeated call): the evidence
      * given, or the one the API stored under `evidenceOf` (read here, so it never enters the run's history).
+     * A retry of a submission looks first, as a charge's retry does: the PSP keeps a key only
+     * for a while, and a submission repeated after it forgot the key of the attempt whose answer
+     * was lost is refused (the dispute is no longer open). A dispute whose submitted evidence
+     * holds every field of this one, as given, is this submission's answer.
      */
     async updateDispute(
       input: { provider: string; providerDisputeId: string; subKey: string; submit: boolean } & ({ evidence: Record<string, string> } | { evidenceOf: { disputeId: string; digest: string } }),
     ): Promise<ProviderDispute> {
       const evidence = 'evidenceOf' in input ? await evidenceOf(sql, input.evidenceOf) : input.evidence;
-      return providerCall((signal) =>
-        disputesAt(input.provider).updateDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId, evidence, submit: input.submit }, { signal }),
-      );
+      const disputes = disputesAt(input.provider);
+      if (input.submit && isRetryAttempt()) {
+        const submitted = await providerCall((signal) => submittedWith(disputes, input.providerDisputeId, evidence, signal));
+        if (submitted) return submitted;
+      }
+      return providerCall((signal) => disputes.updateDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId, evidence, submit: input.submit }, { signal }));
     },
   };
 }

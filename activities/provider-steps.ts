@@ -41,7 +41,7 @@ export async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>,
 }
 
 /** After a timeout or unknown outcome, the next attempt asks the provider before acting again. */
-function isRetryAttempt(): boolean {
+export function isRetryAttempt(): boolean {
   return Context.current().info.attempt > 1;
 }
 

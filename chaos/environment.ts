@@ -16,6 +16,7 @@ import { setTenantWebhookUrl, startMerchant, type Merchant } from '../testkit/me
 import { TEST_PAYLOAD_KEYS, testDataConverter } from '../testkit/payload-keys';
 import { spawnService, spawnWorker } from '../testkit/processes';
 import { startNetworkProxy, type NetworkProxy } from './network-proxy';
+import { scheduleId } from '../shared/jobs';
 import { faultKindsFor, type Fault, type FaultKind, type TemporalMode } from './nemesis';
 import { Supervisor, type Supervisable } from './supervisor';
 
@@ -225,6 +226,14 @@ export async function startEnvironment(options: EnvironmentOptions) {
         240_000,
       );
     });
+
+    // The run reconciles its own window once it has settled (run.ts reconcileAfterRun). The
+    // Schedules' reconciliation would do it too, at :10 past whichever hour the run spans, and
+    // what a lost webhook leaves behind would depend on the clock: they are paused, as an
+    // operator pauses a Schedule (a worker's restart keeps it paused; worker/schedules.ts).
+    for (const job of ['reconciliation-hourly', 'reconciliation-daily'] as const) {
+      await temporal.schedule.getHandle(scheduleId(TASK_QUEUE, job)).pause('chaos: the run reconciles its own window after it settles');
+    }
 
     const relayPort = await freePort();
     const relay = await supervise('relay', (i) =>

@@ -125,9 +125,9 @@ export async function waitUntilSettled(env: Pick<ChaosEnvironment, 'sql' | 'pspS
 /**
  * The product's recovery for a PSP webhook lost for good (the sandbox's `loss` fault): the
  * hourly reconciliation (worker/schedules.ts) starts the workflow of every dispute the PSP
- * reports and no webhook told us of. The run cannot wait for the Schedule's next hour, so it
- * runs the same workflow once over the run's window, as an operator's trigger would, on the
- * run's worker. The dispute workflows it starts record their disputes after it returns, so it
+ * reports and no webhook told us of. The run cannot wait for the Schedule's next hour (its
+ * environment pauses the reconciliation Schedules, so none strikes mid-run), so it runs the same
+ * workflow once over the run's window, as an operator's trigger would, on the run's worker. The dispute workflows it starts record their disputes after it returns, so it
  * then waits, until `deadline`, for every PSP dispute to have its row, and for the system to
  * settle again. Returns how many dispute rows that added, and the reconciliation's
  * discrepancies per PSP; throws if the workflow failed (a provider's run failed).

@@ -99,6 +99,8 @@ export interface DisputeProvider {
   retrieveDispute(disputeId: string, options?: CallOptions): Promise<ProviderDispute>;
   /** One page of the PSP's disputes, oldest first. */
   listDisputes(query: { startingAfter?: string; limit?: number }, options?: CallOptions): Promise<{ data: ProviderDispute[]; hasMore: boolean }>;
+  /** The evidence the PSP holds for the dispute (staged or submitted), by field. */
+  retrieveEvidence(disputeId: string, options?: CallOptions): Promise<Record<string, string>>;
   /** Stages evidence, or submits it; a dispute no longer open is a ProviderRejectedError. */
   updateDispute(request: UpdateDisputeRequest, options?: CallOptions): Promise<ProviderDispute>;
   /** Concedes the dispute (it is lost). */

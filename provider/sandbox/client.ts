@@ -214,6 +214,10 @@ export class SandboxProvider implements PaymentProvider {
       const { body } = await this.call('GET', `/v1/disputes/${encodeURIComponent(disputeId)}`, undefined, undefined, options);
       return toDispute(body as DisputeJson);
     },
+    retrieveEvidence: async (disputeId, options) => {
+      const { body } = await this.call('GET', `/v1/disputes/${encodeURIComponent(disputeId)}`, undefined, undefined, options);
+      return (body as DisputeJson).evidence ?? {};
+    },
     listDisputes: async (query, options) => {
       const params = new URLSearchParams({ limit: String(query.limit ?? 100) });
       if (query.startingAfter !== undefined) params.set('starting_after', query.startingAfter);

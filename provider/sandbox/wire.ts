@@ -50,6 +50,8 @@ export interface DisputeJson {
   reason: string;
   stage: ProviderDispute['stage'];
   status: ProviderDispute['status'];
+  /** The evidence staged or submitted, by field (absent from an event's copy that omits it). */
+  evidence?: Record<string, string>;
   evidence_due_by: string;
   evidence_submitted_at: string | null;
   created_at: string;
@@ -192,6 +194,7 @@ const disputeSchema = z.object({
   reason: z.string(),
   stage: z.enum(disputeStages),
   status: z.enum(disputeStatuses),
+  evidence: z.record(z.string(), z.string()).optional(),
   evidence_due_by: time,
   evidence_submitted_at: time.nullable(),
   created_at: time,
