@@ -5,7 +5,7 @@ import { operationKindOfOperation, operationKindOfWorkflow, settleAbandonedRun, 
 import { providerSubKey } from '../shared/keys';
 import type { Logger } from '../lib/logger';
 import type { PaymentProvider } from '../provider/types';
-import { chargeStates, statusesAccepting } from '../domain/payment-lifecycle';
+import { chargeStates, statusesAccepting } from '../domain/payments';
 
 /**
  * The charge states the sweeper voids at the PSP when no run is left: those whose payment status

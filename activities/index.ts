@@ -5,20 +5,20 @@ import type { WorkerMetrics } from '../lib/metrics';
 import type { DisputeTimes } from '../lib/dispute';
 import { createLogger, type Logger } from '../lib/logger';
 import type { ProviderHealthRecorder } from '../domain/routing';
-import { createDisputeProviderSteps, createDisputeSteps, type DisputeProviderSteps, type DisputeSteps } from './dispute-steps';
-import { createJobSteps, type JobSteps } from './job-steps';
+import { createDisputeProviderSteps, createDisputeSteps, type DisputeProviderSteps, type DisputeSteps } from './disputes';
+import { createJobSteps, type JobSteps } from './jobs';
 import { LedgerAccounts } from '../db/ledger';
-import { createLateChargeSteps, type LateChargeSteps } from './late-charge-steps';
-import { createPaymentSteps, type PaymentSteps } from './payment-steps';
+import { createLateChargeSteps, type LateChargeSteps } from './payments-late-charge';
+import { createPaymentSteps, type PaymentSteps } from './payments';
 import { createProviderSteps } from './provider-steps';
-import { createRefundSteps, type RefundSteps } from './refund-steps';
-import { createFirstAttemptPlanner, createRouteSteps, type RoutePlanner, type RouteSteps } from './route-steps';
+import { createRefundSteps, type RefundSteps } from './refunds';
+import { createFirstAttemptPlanner, createRouteSteps, type RoutePlanner, type RouteSteps } from './routing';
 
 export interface ActivityDeps {
   sql: Sql;
   /** The PSP clients by configured name (provider/registry.ts); its default holds the payments that record none. */
   providers: ProviderRegistry;
-  /** The routing of payments across the providers (default: activities/route-steps.ts planRouteFor, the routing seam). */
+  /** The routing of payments across the providers (default: activities/routing.ts planRouteFor, the routing seam). */
   route?: RoutePlanner;
   /** The worker's circuit breaker per PSP (worker/provider-health.ts): fed by the charge step, read by the route's plan. */
   health?: ProviderHealthRecorder;
@@ -66,8 +66,8 @@ export function createActivities(deps: ActivityDeps) {
 /** The database steps (run as local activities): the payment's, the refund's, the routing's and the late charge's. */
 export type RecordSteps = PaymentSteps & RefundSteps & RouteSteps & LateChargeSteps;
 export type { RoutePlanner };
-export type { BeginRefundResult } from './refund-steps';
-export type { LateChargeOutcome, LateChargeStanding } from './late-charge-steps';
+export type { BeginRefundResult } from './refunds';
+export type { LateChargeOutcome, LateChargeStanding } from './payments-late-charge';
 export type { ProviderSteps } from './provider-steps';
 export type { JobSteps, DisputeSteps, DisputeProviderSteps };
-export type { DisputeStanding } from './dispute-steps';
+export type { DisputeStanding } from './disputes';

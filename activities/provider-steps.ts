@@ -1,7 +1,8 @@
 import type { ProviderHealthRecorder } from '../domain/routing';
-import type { RoutePlan } from '../domain/attempts';
-import type { FirstAttempt } from './route-steps';
-import type { RouteRequest, SavedMethodCharge } from '../shared/definitions';
+import type { RoutePlan } from '../domain/payments-attempts';
+import type { FirstAttempt } from './routing';
+import type { SavedMethodCharge } from '../shared/customers';
+import type { RouteRequest } from '../shared/routing';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
@@ -64,7 +65,7 @@ export interface ChargeInput {
   savedMethod?: SavedMethodCharge | null;
 }
 
-/** One attempt of a payment along its route (workflows/payment.ts chargeAlongTheRoute). */
+/** One attempt of a payment along its route (workflows/payments.ts chargeAlongTheRoute). */
 export type ChargeAttemptInput = ChargeInput & {
   /** 1, 2, …: attempt n charges under providerSubKey.charge(paymentId, n). */
   attempt: number;
@@ -81,7 +82,7 @@ export type ChargeAttemptInput = ChargeInput & {
     | {
         /**
          * Attempt 1: the step decides the route itself
-         * (the tenant's routing, the breaker; activities/route-steps.ts createFirstAttemptPlanner),
+         * (the tenant's routing, the breaker; activities/routing.ts createFirstAttemptPlanner),
          * charges at its first PSP and answers the plan with the outcome. A PSP that refuses the
          * request is then answered as `rejected` even when it is the last (the run records it).
          */
@@ -132,7 +133,7 @@ export interface ChargeStepInput {
 export function createProviderSteps(
   providers: ProviderRegistry | PaymentProvider,
   health?: ProviderHealthRecorder,
-  /** Decides a route in attempt 1 (inputs with `route`; activities/route-steps.ts createFirstAttemptPlanner). */
+  /** Decides a route in attempt 1 (inputs with `route`; activities/routing.ts createFirstAttemptPlanner). */
   planFirstAttempt?: (request: RouteRequest) => Promise<FirstAttempt>,
 ) {
   const registry = isProviderRegistry(providers) ? providers : providerRegistry({ sandbox: providers });

@@ -19,9 +19,9 @@ import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { DisputeProvider, PaymentProvider, ProviderBalanceTransaction, ProviderCharge, ProviderDispute } from '../provider/types';
 import { knownProviderDisputes } from '../db/disputes';
-import { keepsNoMoney } from '../domain/payment-lifecycle';
-import { paymentEventTypes, type LateChargeInput } from '../shared/definitions';
-import type { ReconciliationRunSummary, TimeWindow } from '../shared/jobs';
+import { keepsNoMoney } from '../domain/payments';
+import { paymentEventTypes, type LateChargeInput } from '../shared/payments';
+import type { ReconciliationRunSummary, TimeWindow } from '../shared/reconciliation';
 import { providerSubKey } from '../shared/keys';
 
 /**

@@ -6,7 +6,7 @@ import { FailureType, type FinalResponse } from '../shared/definitions';
 import { killPoint } from '../lib/kill-points';
 
 /**
- * What the database steps of the workflows (payment-steps.ts, refund-steps.ts) share.
+ * What the database steps of the workflows (payments.ts, refunds.ts, disputes.ts) share.
  * Each step is one PostgreSQL transaction that records a business fact together with everything that follows from it: the payment's new state,
  * its ledger transaction, its outbox event and the operation's final response. Replaying
  * a step is a no-op: every write is guarded by a state transition or a unique constraint,

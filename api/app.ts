@@ -22,7 +22,7 @@ import { paymentRoutes } from './routes/payments';
 import { refundRoutes } from './routes/refunds';
 import { disputeRoutes } from './routes/disputes';
 import { customerRoutes } from './routes/customers';
-import { paymentMethodRoutes } from './routes/payment-methods';
+import { paymentMethodRoutes } from './routes/customers-payment-methods';
 import { providerWebhookRoutes } from './routes/provider-webhooks';
 
 /** Request validation failures: 400 invalid_request with the zod issues. Nothing was executed. */

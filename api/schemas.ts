@@ -1,13 +1,15 @@
-import { attemptOutcomes } from '../domain/attempts';
+import { attemptOutcomes } from '../domain/payments-attempts';
 import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from '../domain/money';
 import { errorStatus } from '../domain/errors';
 import type { CustomerResource, DisputeResource, PaymentMethodResource, PaymentResource, RefundResource } from '../domain/resources';
 import { disputeStages, disputeStatuses } from '../domain/disputes';
 import type { EventPayload } from '../db/outbox';
-import { captureMethods, deliveryStatuses, eventTypes, paymentStatuses, refundStatuses } from '../shared/definitions';
-import { discrepancyKinds, reconciliationRunStatuses } from '../shared/jobs';
-import { chargeStates, paymentLifecycle } from '../domain/payment-lifecycle';
+import { deliveryStatuses, eventTypes } from '../shared/events';
+import { refundStatuses } from '../shared/refunds';
+import { captureMethods, paymentStatuses } from '../shared/payments';
+import { discrepancyKinds, reconciliationRunStatuses } from '../shared/reconciliation';
+import { chargeStates, paymentLifecycle } from '../domain/payments';
 import { routingSchemas } from '../domain/routing';
 import { storable, unstorableText } from '../domain/text';
 

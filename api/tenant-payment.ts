@@ -1,6 +1,6 @@
 import type { Db } from '../db/connect';
 import { getPayment, getPaymentWithAttempts } from '../db/payments';
-import type { AttemptRow } from '../db/attempts';
+import type { AttemptRow } from '../db/payments-attempts';
 import { ApiError } from '../domain/errors';
 import { looksLikeId } from '../domain/ids';
 import type { PaymentRow } from '../domain/resources';

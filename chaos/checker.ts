@@ -156,7 +156,7 @@ function expectedEvents(payment: PaymentRow): { required: string[]; optional: st
     case 'failed':
       return of('payment.failed');
     case 'expired':
-      // A success the PSP reported after the window was given back (workflows/late-charge.ts).
+      // A success the PSP reported after the window was given back (workflows/payments-late-charge.ts).
       return { ...of('payment.expired'), optional: [...optional, 'payment.late_success_refunded'] };
     default:
       return of();

@@ -3,7 +3,7 @@ import { gzipSync } from 'node:zlib';
 import path from 'node:path';
 import { availableParallelism } from 'node:os';
 import { check, runningWorkflows, type PaymentCensus, type Verdict } from './checker';
-import type { reconciliationWorkflow } from '../workflows/jobs';
+import type { reconciliationWorkflow } from '../workflows/reconciliation';
 import { DISPUTE_TIMES, PSPS, startEnvironment, type ChaosEnvironment } from './environment';
 import { describeSchedule, faultSchedule, killPointPlan, pspFaultKinds, type NemesisEvent, type TemporalMode } from './nemesis';
 import { Prng } from './prng';

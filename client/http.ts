@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ConnectionError, errorFromResponse, OperationPendingError, RateLimitedError } from './errors';
 import type { List } from './types';
-import { statusesWaitingFor, type RefundStatus } from '../domain/payment-lifecycle';
+import { statusesWaitingFor, type RefundStatus } from '../domain/payments';
 
 export interface ClientOptions {
   /** The tenant's API key (sk_…). */

@@ -1,7 +1,8 @@
 import { errorResponse } from '../domain/errors';
-import { waitingStatuses, type PaymentStatus } from '../domain/payment-lifecycle';
+import { waitingStatuses, type PaymentStatus } from '../domain/payments';
 import { paymentResource, type PaymentRow } from '../domain/resources';
-import { CREATE_PAYMENT_OPERATION, type FinalResponse } from '../shared/definitions';
+import type { FinalResponse } from '../shared/definitions';
+import { CREATE_PAYMENT_OPERATION } from '../shared/payments';
 import { businessEventKey } from '../shared/keys';
 import { constantLiterals, type Db, type Sql } from './connect';
 import { completeRecord, type IdempotencyRecord } from './idempotency-records';
@@ -105,7 +106,7 @@ export async function settleAbandonedRun(
   }) as Promise<{ response: FinalResponse; flagged: boolean }>;
 }
 
-/** A payment in a waiting status (domain/payment-lifecycle.ts), as the closed-wait sweep needs it. */
+/** A payment in a waiting status (domain/payments.ts), as the closed-wait sweep needs it. */
 export type WaitingPayment = Pick<PaymentRow, 'id' | 'tenant_id' | 'status' | 'workflow_id' | 'provider_charge_id' | 'provider'>;
 
 /**

@@ -6,7 +6,7 @@ import { paymentOfCharge } from './provider-events';
 import { disputeMovesForward, type DisputeStage, type DisputeStatus } from '../domain/disputes';
 import { newId, sha256Hex } from '../domain/ids';
 import type { DisputeRow, PaymentRow } from '../domain/resources';
-import type { ProviderDispute } from '../shared/definitions';
+import type { ProviderDispute } from '../shared/disputes';
 
 /** What applying the PSP's word on a dispute did to its row. */
 export interface AppliedDispute {
@@ -28,7 +28,7 @@ export async function applyDisputeReport(db: Db, input: { provider: string; disp
   const { provider, dispute } = input;
   const owner = await paymentOfCharge(db, provider, dispute.reference, dispute.chargeId);
   if (!owner) return null;
-  // The payment first, then the dispute: a refund's decision (activities/refund-steps.ts
+  // The payment first, then the dispute: a refund's decision (activities/refunds.ts
   // beginRefund) locks the payment too, so a refund and a dispute's recording take turns and
   // each sees the other's outcome (a refund before the chargeback is its evidence).
   const payment = await lockPayment(db, owner.id);

@@ -1,7 +1,7 @@
 import { constantLiterals, type Db, type Sql } from './connect';
 import { newId } from '../domain/ids';
 import type { DisputeResource, PaymentMethodResource, PaymentResource, RefundResource } from '../domain/resources';
-import type { DeliveryStatus, EventType } from '../shared/definitions';
+import type { DeliveryStatus, EventType } from '../shared/events';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 
 export interface EventPayload {

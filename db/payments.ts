@@ -2,14 +2,15 @@ import type postgres from 'postgres';
 import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { PaymentRow } from '../domain/resources';
-import type { PaymentStatus, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
+import type { ScopedKey } from '../shared/definitions';
+import type { PaymentStatus, PaymentWorkflowInput } from '../shared/payments';
 import { claimExpiry, type IdempotencyRecord } from './idempotency-records';
-import type { AttemptRow } from './attempts';
-import { fromStatuses, orderHoldingStatuses, waitingStatuses } from '../domain/payment-lifecycle';
+import type { AttemptRow } from './payments-attempts';
+import { fromStatuses, orderHoldingStatuses, waitingStatuses } from '../domain/payments';
 
 /** The statuses that hold an order: a second payment for it is refused (payments_one_live_per_order). */
 export const liveStatuses: PaymentStatus[] = orderHoldingStatuses;
-/** The statuses a payment waits in: its run is expected to be open (domain/payment-lifecycle.ts). */
+/** The statuses a payment waits in: its run is expected to be open (domain/payments.ts). */
 export { waitingStatuses };
 
 /**
@@ -72,7 +73,7 @@ export class OrderTakenError extends Error {
  * Persists the intent again if it is missing, in one statement (a no-op when it exists, as it
  * always should: the API keeps a claim's intent when its start fails, and payments are never
  * deleted); a run whose row is missing all the same gets it back here rather than failing. The run's first charge attempt
- * calls this when it finds no row (activities/route-steps.ts).
+ * calls this when it finds no row (activities/routing.ts).
  */
 export async function ensureIntent(db: Db, input: PaymentWorkflowInput, workflowId: string): Promise<void> {
   try {
@@ -179,7 +180,7 @@ export interface NextAction {
 
 /**
  * Moves a payment to `change.status` from one of the statuses the lifecycle table allows it to
- * come from (domain/payment-lifecycle.ts); returns null if it was in none of them (already
+ * come from (domain/payments.ts); returns null if it was in none of them (already
  * moved, or final: a final status is never left).
  */
 export async function transitionPayment(db: Db, paymentId: string, change: PaymentChange): Promise<PaymentRow | null> {

@@ -2,8 +2,9 @@ import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { DisputeStage, DisputeStatus } from '../domain/disputes';
 import { newId } from '../domain/ids';
-import type { PaymentStatus, RefundStatus } from '../shared/definitions';
-import type { DiscrepancyKind, ReconciliationRunStatus, TimeWindow } from '../shared/jobs';
+import type { RefundStatus } from '../shared/refunds';
+import type { PaymentStatus } from '../shared/payments';
+import type { DiscrepancyKind, ReconciliationRunStatus, TimeWindow } from '../shared/reconciliation';
 
 /** Our side of a payment, as reconciliation compares it with the PSP's report. */
 export interface OurPayment {

@@ -1,7 +1,7 @@
 import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { RefundRow } from '../domain/resources';
-import type { RefundWorkflowInput } from '../shared/definitions';
+import type { RefundWorkflowInput } from '../shared/refunds';
 
 /**
  * Reserves the refund's amount on the payment and inserts it as pending, in the caller's

@@ -84,7 +84,7 @@ export interface StackOptions {
   providerTimeoutMs?: number;
   /**
    * The routing of payments over the stack's providers (`sandbox`, and `sandbox-b` with
-   * secondSandbox): how the first charge attempt plans the route (default: activities/route-steps.ts planRouteFor).
+   * secondSandbox): how the first charge attempt plans the route (default: activities/routing.ts planRouteFor).
    */
   route?: RoutePlanner;
   /** The worker's circuit breaker per PSP (worker/provider-health.ts); none by default, so one test's outage never reorders another's payments. */

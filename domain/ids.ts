@@ -52,7 +52,7 @@ export function refundWorkflowId(tenantId: string, key: string): string {
 }
 
 /**
- * The late-charge workflow for one PSP charge (workflows/late-charge.ts): every delivery of the
+ * The late-charge workflow for one PSP charge (workflows/payments-late-charge.ts): every delivery of the
  * webhook that reports it lands on this one id, so the money is given back once.
  */
 export function lateChargeWorkflowId(provider: string, chargeId: string): string {
@@ -60,7 +60,7 @@ export function lateChargeWorkflowId(provider: string, chargeId: string): string
 }
 
 /**
- * The dispute workflow of one PSP dispute (workflows/dispute.ts): every webhook about it, and the
+ * The dispute workflow of one PSP dispute (workflows/disputes.ts): every webhook about it, and the
  * reconciliation run that finds it, signal-with-start this one id, so duplicates join one run.
  */
 export function disputeWorkflowId(provider: string, providerDisputeId: string): string {

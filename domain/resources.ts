@@ -1,4 +1,4 @@
-import type { CaptureMethod, PaymentStatus, RefundStatus } from './payment-lifecycle';
+import type { CaptureMethod, PaymentStatus, RefundStatus } from './payments';
 import type { DisputeStage, DisputeStatus } from './disputes';
 
 /** A payments row as postgres.js returns it (money as exact integers, see db/connect.ts). */

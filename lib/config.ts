@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { paymentWindows } from '../domain/payment-lifecycle';
-import { DISPUTE_DEFAULTS, WAIT_DEFAULTS } from '../shared/definitions';
+import { paymentWindows } from '../domain/payments';
+import { WAIT_DEFAULTS } from '../shared/payments';
+import { DISPUTE_DEFAULTS } from '../shared/disputes';
 import { parsePayloadKeys, type PayloadKey } from './payload-codec';
 import { knownProviderKinds, parseProvidersList, providerConnection, providerSettingVariable, type ProviderConnection } from '../provider/registry';
 import { cidrBlockList } from './webhook-target';
@@ -150,7 +151,7 @@ const variables = z.object({
   API_EAGER_START: z.enum(['on', 'off']).default('off'),
   /** Upper bound on any one call to Temporal from the API; past it the API answers 503. */
   TEMPORAL_RPC_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
-  // The waiting windows: their keys and defaults are the lifecycle table's (domain/payment-lifecycle.ts paymentWindows).
+  // The waiting windows: their keys and defaults are the lifecycle table's (domain/payments.ts paymentWindows).
   /** How long a manual-capture authorization may wait before it is voided (default 7 days). */
   AUTHORIZATION_WINDOW_SECONDS: seconds(paymentWindows.authorization.defaultSeconds),
   /** How long a customer has to finish a 3-D Secure challenge before the payment expires (default 15 min). */

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { disputeWorkflowId } from '../domain/ids';
-import { DISPUTE_DEFAULTS, disputeReportSignal, type DisputeReport, type DisputeWorkflow, type DisputeWorkflowInput } from '../shared/definitions';
+import { DISPUTE_DEFAULTS, disputeReportSignal, type DisputeReport, type DisputeWorkflow, type DisputeWorkflowInput } from '../shared/disputes';
 
 /** The dispute workflow's settings (DISPUTE_REMINDER_SECONDS, DISPUTE_POLL_SECONDS), in seconds. */
 export interface DisputeTimes {
@@ -14,7 +14,7 @@ export function disputeTimesOf(config: { DISPUTE_REMINDER_SECONDS?: readonly num
 }
 
 /**
- * Reports a PSP dispute to its workflow (workflows/dispute.ts) with signal-with-start under
+ * Reports a PSP dispute to its workflow (workflows/disputes.ts) with signal-with-start under
  * disputeWorkflowId(provider, dispute id): the first report starts the run, every later one
  * (a duplicate, a reordered event, the reconciliation run's find) is one more signal to it. A
  * report after the run closed (completed, or terminated, failed or timed out) starts a new run,

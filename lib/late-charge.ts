@@ -1,9 +1,9 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { lateChargeWorkflowId } from '../domain/ids';
-import type { LateChargeInput, LateChargeWorkflow } from '../shared/definitions';
+import type { LateChargeInput, LateChargeWorkflow } from '../shared/payments';
 
 /**
- * Starts lateChargeWorkflow (workflows/late-charge.ts) for one PSP charge, once: its id is
+ * Starts lateChargeWorkflow (workflows/payments-late-charge.ts) for one PSP charge, once: its id is
  * derived from the provider and the charge, a running one is the same job (USE_EXISTING) and a
  * completed one decided (ALLOW_DUPLICATE_FAILED_ONLY: only a run that failed, e.g. one that gave
  * up while the payment still waited, is started again; every run looks at the PSP before acting

@@ -7,12 +7,14 @@
  * object instead of a second one.
  */
 
-import type { ChargeState } from '../domain/payment-lifecycle';
-import type { CardDetails, ProviderCharge, ProviderDispute, ProviderNextAction } from '../shared/definitions';
+import type { ChargeState } from '../domain/payments';
+import type { CardDetails } from '../shared/customers';
+import type { ProviderCharge, ProviderNextAction } from '../shared/payments';
+import type { ProviderDispute } from '../shared/disputes';
 
 export type { ProviderCharge, ProviderDispute, ProviderNextAction };
 
-/** The charge's status at the PSP: the lifecycle table's charge states (domain/payment-lifecycle.ts). */
+/** The charge's status at the PSP: the lifecycle table's charge states (domain/payments.ts). */
 export type ProviderChargeStatus = ChargeState;
 
 export type ProviderRefundStatus = 'succeeded' | 'failed';

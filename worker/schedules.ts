@@ -3,7 +3,8 @@ import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type Schedu
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import { reconciledProviderNames } from '../provider/registry';
-import { periodicJobs, scheduleId, type PeriodicJob, type ReconciliationInput } from '../shared/jobs';
+import { periodicJobs, scheduleId, type PeriodicJob } from '../shared/jobs';
+import type { ReconciliationInput } from '../shared/reconciliation';
 
 /** The knobs of the periodic jobs (lib/config.ts; docs/operating.md, "Periodic jobs"). */
 export interface ScheduleSettings {

@@ -24,7 +24,7 @@ const recordOptions = {
   },
 } satisfies ActivityOptions;
 export const records = proxyLocalActivities<RecordSteps>(recordOptions);
-/** The dispute workflow's database steps (activities/dispute-steps.ts), as the other records. */
+/** The dispute workflow's database steps (activities/disputes.ts), as the other records. */
 export const disputeRecords = proxyLocalActivities<DisputeSteps>(recordOptions);
 
 /**
@@ -46,7 +46,7 @@ const providerOptions: ActivityOptions = {
   },
 };
 export const providerSteps = proxyActivities<ProviderSteps>(providerOptions);
-/** The dispute calls at the PSP (activities/dispute-steps.ts), retried like every provider call. */
+/** The dispute calls at the PSP (activities/disputes.ts), retried like every provider call. */
 export const disputeProvider = proxyActivities<DisputeProviderSteps>(providerOptions);
 /**
  * The dispute run's scheduled look at the PSP: a few tries only. A look that fails is made up
@@ -62,7 +62,7 @@ export const disputeLook = proxyActivities<Pick<DisputeProviderSteps, 'retrieveD
  * regular chargeAttempt activity, which asks the PSP first, heartbeats and retries without
  * limit. A worker that dies mid-charge is noticed by the workflow task's timeout; the next
  * worker's try finds attempt 1 recorded and asks the PSP before it charges
- * (activities/route-steps.ts createFirstAttemptPlanner). Re-sending the charge is safe in any
+ * (activities/routing.ts createFirstAttemptPlanner). Re-sending the charge is safe in any
  * case: the PSP answers a repeated sub-key with the charge it made.
  */
 export const firstCharge = proxyLocalActivities<Pick<ProviderSteps, 'chargeAttempt'>>({

@@ -1,8 +1,9 @@
 /** Every workflow the worker registers (this file is the bundle's entry point). */
-export { paymentWorkflow } from './payment';
-export { refundWorkflow } from './refund';
-export { abandonedRunSweepWorkflow, reconciliationWorkflow, retentionWorkflow } from './jobs';
-export { lateChargeWorkflow } from './late-charge';
-export { disputeWorkflow } from './dispute';
+export { paymentWorkflow } from './payments';
+export { refundWorkflow } from './refunds';
+export { abandonedRunSweepWorkflow, retentionWorkflow } from './jobs';
+export { reconciliationWorkflow } from './reconciliation';
+export { lateChargeWorkflow } from './payments-late-charge';
+export { disputeWorkflow } from './disputes';
 // Each type's Worker Versioning behaviour (PINNED / AUTO_UPGRADE), set on the functions above.
 import './versioning';

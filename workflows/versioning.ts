@@ -17,11 +17,12 @@
  */
 import type { VersioningBehavior } from '@temporalio/common';
 import { setWorkflowOptions, workflowInfo } from '@temporalio/workflow';
-import { abandonedRunSweepWorkflow, reconciliationWorkflow, retentionWorkflow } from './jobs';
-import { disputeWorkflow } from './dispute';
-import { lateChargeWorkflow } from './late-charge';
-import { paymentWorkflow } from './payment';
-import { refundWorkflow } from './refund';
+import { abandonedRunSweepWorkflow, retentionWorkflow } from './jobs';
+import { reconciliationWorkflow } from './reconciliation';
+import { disputeWorkflow } from './disputes';
+import { lateChargeWorkflow } from './payments-late-charge';
+import { paymentWorkflow } from './payments';
+import { refundWorkflow } from './refunds';
 
 /**
  * `behavior` on a versioned worker. An unversioned worker (TEMPORAL_WORKER_VERSIONING=off: the

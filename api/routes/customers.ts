@@ -1,6 +1,6 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import { getCustomer, insertCustomer } from '../../db/customers';
-import { listCustomerPaymentMethods } from '../../db/payment-methods';
+import { listCustomerPaymentMethods } from '../../db/customers-payment-methods';
 import { ApiError } from '../../domain/errors';
 import { looksLikeId, newId } from '../../domain/ids';
 import { customerResource, paymentMethodResource, type CustomerRow } from '../../domain/resources';

@@ -8,7 +8,8 @@ import { disputeTimesOf, restartDispute } from '../../lib/dispute';
 import { ApiError, errorResponse, type FinalResponse } from '../../domain/errors';
 import { looksLikeId, sha256Hex } from '../../domain/ids';
 import { disputeResource, type DisputeRow } from '../../domain/resources';
-import { DISPUTE_DEFAULTS, disputeAcceptUpdate, disputeEvidenceUpdate, type ScopedKey } from '../../shared/definitions';
+import type { ScopedKey } from '../../shared/definitions';
+import { DISPUTE_DEFAULTS, disputeAcceptUpdate, disputeEvidenceUpdate } from '../../shared/disputes';
 import type { ApiDeps, AppEnv } from '../context';
 import { runIdempotent, withinTemporalDeadline, type Dispatched } from '../idempotency';
 import { Dispute, DisputeEvidenceBody, IdParam, ListDisputesQuery, listOf } from '../schemas';
@@ -17,7 +18,7 @@ import { errorResponses, idempotencyKeyParameter, idempotentResponses, jsonConte
 import { dispatchUpdate } from '../updates';
 
 /**
- * The tenant's disputes, as their workflows recorded them (workflows/dispute.ts; CONTRACT.md
+ * The tenant's disputes, as their workflows recorded them (workflows/disputes.ts; CONTRACT.md
  * §3.6.1): read from PostgreSQL, tenant-scoped like every /v1 route.
  */
 
@@ -100,7 +101,7 @@ async function startAgainUnlessClosed(deps: ApiDeps, dispute: DisputeRow): Promi
 }
 
 /**
- * Sends the merchant's command to the dispute's run as an Update (workflows/dispute.ts); its
+ * Sends the merchant's command to the dispute's run as an Update (workflows/disputes.ts); its
  * result is the operation's final response, which the run records. The validator's refusal is a
  * definitive answer too (409 dispute_not_open), recorded by the API. A run found closed is
  * judged by startAgainUnlessClosed: a dispute the PSP closed is a 409; otherwise the run is

@@ -1,4 +1,4 @@
-import { attemptResource } from '../../db/attempts';
+import { attemptResource } from '../../db/payments-attempts';
 import { formatAmount } from '../../domain/money';
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
@@ -7,22 +7,11 @@ import { claimPaymentIntent, getPayment, listPayments, orderHolder } from '../..
 import { keepClaimForRetry, releaseClaim } from '../../db/idempotency-records';
 import type { IdempotencyRecord } from '../../db/idempotency-records';
 import { ApiError, errorResponse, orderAlreadyPaid, type ApiErrorType } from '../../domain/errors';
-import { isFinal, paymentWindows, statusesAccepting, type PaymentDeadline } from '../../domain/payment-lifecycle';
+import { isFinal, paymentWindows, statusesAccepting, type PaymentDeadline } from '../../domain/payments';
 import { newId, paymentUpdateId, paymentWorkflowId } from '../../domain/ids';
 import { paymentLocation, paymentResource, type PaymentRow } from '../../domain/resources';
-import {
-  cancelUpdate,
-  captureUpdate,
-  firstAnswerUpdate,
-  FailureType,
-  OrderIdKey,
-  PaymentStatusKey,
-  TenantIdKey,
-  WAIT_DEFAULTS,
-  type FinalResponse,
-  type PaymentWorkflowInput,
-  type ScopedKey,
-} from '../../shared/definitions';
+import { FailureType, TenantIdKey, type FinalResponse, type ScopedKey } from '../../shared/definitions';
+import { cancelUpdate, captureUpdate, firstAnswerUpdate, OrderIdKey, PaymentStatusKey, WAIT_DEFAULTS, type PaymentWorkflowInput } from '../../shared/payments';
 import type { ApiDeps, AppEnv } from '../context';
 import { recordedReply } from '../typed-route';
 import type { Config } from '../../lib/config';
@@ -39,7 +28,7 @@ import {
   Payment,
 } from '../schemas';
 import { errorResponses, idempotentResponses, idempotencyKeyParameter, jsonContent, optionalBody, paymentIdExample } from './openapi';
-import { paymentMethodUse, type PaymentMethodUse } from './payment-methods';
+import { paymentMethodUse, type PaymentMethodUse } from './customers-payment-methods';
 
 export const createPayment = createRoute({
   method: 'post',

@@ -5,7 +5,9 @@ import { getRefund, listRefunds } from '../../db/refunds';
 import { ApiError } from '../../domain/errors';
 import { looksLikeId, newId, refundWorkflowId } from '../../domain/ids';
 import { refundLocation, refundResource, type PaymentRow } from '../../domain/resources';
-import { OrderIdKey, TenantIdKey, type RefundWorkflowInput } from '../../shared/definitions';
+import { TenantIdKey } from '../../shared/definitions';
+import type { RefundWorkflowInput } from '../../shared/refunds';
+import { OrderIdKey } from '../../shared/payments';
 import type { ApiDeps, AppEnv } from '../context';
 import { recordedReply } from '../typed-route';
 import { tenantPayment } from '../tenant-payment';
@@ -53,7 +55,7 @@ const getRefundRoute = createRoute({
 /**
  * POST /v1/payments/{id}/refunds as one idempotent operation (api/idempotency.ts): the run
  * started or joined under the refund's key, and the refund as it stands for a 202. Whether the
- * payment can be refunded is the run's first step (activities/refund-steps.ts beginRefund).
+ * payment can be refunded is the run's first step (activities/refunds.ts beginRefund).
  */
 function createRefundOperation(
   deps: ApiDeps,

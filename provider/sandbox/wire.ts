@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { disputeStages, disputeStatuses } from '../../domain/disputes';
-import { chargeStates } from '../../domain/payment-lifecycle';
+import { chargeStates } from '../../domain/payments';
 import { readWire, type ProviderBalanceTransaction, type ProviderCharge, type ProviderDispute, type ProviderRefund, type ProviderWebhookEvent } from '../types';
 
 /**

@@ -15,8 +15,11 @@ import { inject } from 'vitest';
 import type { ProviderSteps, RecordSteps } from '../../activities';
 import type { ChargeAttemptInput, ChargeAttemptResult } from '../../activities/provider-steps';
 import type { ProviderCharge, ProviderRefund } from '../../provider/types';
-import type { RoutePlan } from '../../domain/attempts';
-import { FailureType, type FinalResponse, type LateChargeInput, type PaymentWorkflowInput, type RefundWorkflowInput, type RouteRequest, type ScopedKey } from '../../shared/definitions';
+import type { RoutePlan } from '../../domain/payments-attempts';
+import { FailureType, type FinalResponse, type ScopedKey } from '../../shared/definitions';
+import type { RouteRequest } from '../../shared/routing';
+import type { RefundWorkflowInput } from '../../shared/refunds';
+import type { LateChargeInput, PaymentWorkflowInput } from '../../shared/payments';
 import type { lateChargeWorkflow, paymentWorkflow, refundWorkflow } from '../../workflows';
 
 /** A charge attempt as the fakes see it: at a named PSP (an input with `route` is planned first: chargeAttemptOf). */

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiClient, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
-import { waitingStatuses } from '../../domain/payment-lifecycle';
+import { waitingStatuses } from '../../domain/payments';
 
 /**
  * A payment that waits (here: a manual-capture authorization) whose workflow is terminated

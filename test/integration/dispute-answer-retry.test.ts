@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { createDisputeProviderSteps } from '../../activities/dispute-steps';
+import { createDisputeProviderSteps } from '../../activities/disputes';
 import { providerRegistry } from '../../provider/registry';
 import { SandboxProvider } from '../../provider/sandbox/client';
 import type { ProviderDispute } from '../../provider/types';
@@ -15,7 +15,7 @@ import { eventually } from '../helpers/eventually';
  * key (the sandbox forgets keys after SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS, as a real PSP does
  * after a day; a retry may come later than that). The repeat would be refused as "not open",
  * and the merchant told 409 for evidence that was in fact submitted. The dispute steps
- * (activities/dispute-steps.ts) run as Temporal runs them, attempt by attempt, against the real
+ * (activities/disputes.ts) run as Temporal runs them, attempt by attempt, against the real
  * sandbox: a retry looks at the dispute first.
  */
 

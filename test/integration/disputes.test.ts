@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PaymentsClient } from '../../client';
 import { disputeWorkflowId } from '../../domain/ids';
 import type { DisputeRow } from '../../domain/resources';
-import { refundEvidence } from '../../shared/definitions';
-import type { ReconciliationResult } from '../../shared/jobs';
+import { refundEvidence } from '../../shared/disputes';
+import type { ReconciliationResult } from '../../shared/reconciliation';
 import { expectLedgerConsistent } from '../helpers/effects';
 import { apiClient, eventually, isolatedApi, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 

@@ -2,14 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../db/connect';
 import { transitionPayment } from '../../db/payments';
-import { captureMethods, mayMove, orderHoldingStatuses, paymentStatuses, refundStatuses, waitingStatuses, type PaymentStatus } from '../../domain/payment-lifecycle';
+import { captureMethods, mayMove, orderHoldingStatuses, paymentStatuses, refundStatuses, waitingStatuses, type PaymentStatus } from '../../domain/payments';
 import { fileDatabaseUrl, insertTenant } from '../helpers/database';
-import { attemptOutcomes } from '../../domain/attempts';
-import { beginAttempt, beginFirstAttempt, finishAttempt } from '../../db/attempts';
+import { attemptOutcomes } from '../../domain/payments-attempts';
+import { beginAttempt, beginFirstAttempt, finishAttempt } from '../../db/payments-attempts';
 
 /**
  * docs/CONTRACT.md (payment lifecycle): PostgreSQL's own guards say what the lifecycle table
- * (domain/payment-lifecycle.ts) says. Read back from the catalog, so a migration that forgets a
+ * (domain/payments.ts) says. Read back from the catalog, so a migration that forgets a
  * status, or a table row added without its migration, fails here instead of in production.
  */
 
@@ -27,7 +27,7 @@ afterAll(async () => {
 const literals = (definition: string) => [...definition.matchAll(/'([a-z_]+)'/g)].map((m) => m[1]).sort();
 
 describe('the SQL guards match the lifecycle table', () => {
-  it('payment_attempts_outcome_check admits exactly domain/attempts.ts attemptOutcomes', async () => {
+  it('payment_attempts_outcome_check admits exactly domain/payments-attempts.ts attemptOutcomes', async () => {
     const [row] = await sql<{ def: string }[]>`
       SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint
       WHERE conrelid = 'payment_attempts'::regclass AND conname = 'payment_attempts_outcome_check'`;
@@ -87,7 +87,7 @@ describe('the SQL guards match the lifecycle table', () => {
   });
 });
 
-describe('attempt 1 decided in the charge step (db/attempts.ts beginFirstAttempt)', () => {
+describe('attempt 1 decided in the charge step (db/payments-attempts.ts beginFirstAttempt)', () => {
   it('keeps the PSP its first call recorded, points payments.provider there, says whether an earlier try recorded it, and answers null without a payment row (rules out a retried attempt charging at another PSP)', async () => {
     const id = `pay_fa_${randomBytes(6).toString('hex')}`;
     await sql`

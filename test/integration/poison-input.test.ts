@@ -9,7 +9,9 @@ import { CreatePaymentBody } from '../../api/schemas';
 import { paymentWorkflowInput } from '../../api/routes/payments';
 import { SandboxProvider } from '../../provider/sandbox/client';
 import { sandboxControls } from '../../testkit/sandbox';
-import { FailureType, PaymentStatusKey, TenantIdKey, type RefundWorkflowInput, type ScopedKey } from '../../shared/definitions';
+import { FailureType, TenantIdKey, type ScopedKey } from '../../shared/definitions';
+import type { RefundWorkflowInput } from '../../shared/refunds';
+import { PaymentStatusKey } from '../../shared/payments';
 import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**

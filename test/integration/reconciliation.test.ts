@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postTransaction, captureLines, refundLines } from '../../db/ledger';
 import { newId } from '../../domain/ids';
 import { businessEventKey } from '../../shared/keys';
-import type { DiscrepancyKind, ReconciliationResult } from '../../shared/jobs';
+import type { DiscrepancyKind, ReconciliationResult } from '../../shared/reconciliation';
 import { apiClient, captureLogs, eventually, startStack, uniqueKey, type TestStack } from '../helpers/stack';
 
 /**

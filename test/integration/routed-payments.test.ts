@@ -5,7 +5,7 @@ import { apiClient, startStack, uniqueKey, type Tenant, type TestStack } from '.
 /**
  * A tenant's routing decides where its payments go: the real stack with two sandbox PSPs
  * (`sandbox`, configured first, and `sandbox-b`), the first charge attempt's default planner
- * (activities/route-steps.ts planRouteFor), the routing set through the admin API. The
+ * (activities/routing.ts planRouteFor), the routing set through the admin API. The
  * breaker is a stub here (its own behaviour: test/unit/provider-health.test.ts).
  */
 

@@ -199,11 +199,11 @@ describe('the versioning rule (docs/versioning.md): a pinned workflow type carri
     expect(registered).toContain('paymentWorkflow');
     expect(behaviours.map((b) => b.type).sort()).toEqual(registered.sort());
     for (const b of behaviours) expect(readdirSync('workflows'), b.type).toContain(b.module);
-    expect(behaviours.find((b) => b.type === 'paymentWorkflow')).toMatchObject({ behaviour: 'PINNED', module: 'payment.ts' });
+    expect(behaviours.find((b) => b.type === 'paymentWorkflow')).toMatchObject({ behaviour: 'PINNED', module: 'payments.ts' });
     // A module shared by the pinned types (saga.ts, activities.ts, …) is covered as well.
     const autoUpgrading = new Set(behaviours.filter((b) => b.behaviour === 'AUTO_UPGRADE').map((b) => b.module));
     const pinnedCode = readdirSync('workflows').filter((f) => f.endsWith('.ts') && !autoUpgrading.has(f));
-    expect(pinnedCode).toContain('payment.ts');
+    expect(pinnedCode).toContain('payments.ts');
     expect(pinnedCode.flatMap(patchCalls)).toEqual([]);
   });
 });

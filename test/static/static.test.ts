@@ -37,7 +37,7 @@ describe('static checks', () => {
     const upward = await messages('lib/logger.ts', "import { createApp } from '../api/app';\nexport const app = createApp;\n");
     expect(upward).toContainEqual(expect.stringMatching(/^@typescript-eslint\/no-restricted-imports: .*Layers \(eslint\.config\.js\): lib\/ imports only from domain\/, shared\//));
 
-    const fromTheGround = await messages('domain/money.ts', "import { paymentStatuses } from '../shared/definitions';\nexport const statuses = paymentStatuses;\n");
+    const fromTheGround = await messages('domain/money.ts', "import { paymentStatuses } from '../shared/payments';\nexport const statuses = paymentStatuses;\n");
     expect(fromTheGround).toContainEqual(expect.stringMatching(/domain\/ is the ground/));
 
     // Inside one folder: bench/load.ts imports bench/pgactivity.ts, which imports bench/common.ts.

@@ -19,12 +19,12 @@ import {
   waiterOf,
   waitingStatuses,
   type PaymentStatus,
-} from '../../domain/payment-lifecycle';
+} from '../../domain/payments';
 
-/** The payment lifecycle as one table (domain/payment-lifecycle.ts), and what is derived from it. */
+/** The payment lifecycle as one table (domain/payments.ts), and what is derived from it. */
 
 describe('the lifecycle table', () => {
-  it('names the final statuses that keep no money: a late success for one of them is given back (workflows/late-charge.ts)', () => {
+  it('names the final statuses that keep no money: a late success for one of them is given back (workflows/payments-late-charge.ts)', () => {
     expect([...moneylessFinalStatuses].sort()).toEqual(['canceled', 'declined', 'expired', 'failed']);
     expect(keepsNoMoney('expired')).toBe(true);
     expect(keepsNoMoney('refunded')).toBe(false);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { OurDispute, OurPayment, OurRefund } from '../../db/reconciliation';
 import type { ProviderBalanceTransaction, ProviderCharge } from '../../provider/types';
-import { reconciliationWindow } from '../../shared/jobs';
+import { reconciliationWindow } from '../../shared/reconciliation';
 import { compareWindow, type OurSide } from '../../activities/reconciliation';
 
 /**

@@ -3,7 +3,7 @@ import Stripe from 'stripe';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { disputeStages, disputeStatuses } from '../../domain/disputes';
-import { chargeStates } from '../../domain/payment-lifecycle';
+import { chargeStates } from '../../domain/payments';
 import { signSandboxWebhook, verifySandboxWebhook } from '../../provider/sandbox/webhook';
 import { verifyStripeWebhook } from '../../provider/stripe/webhook';
 import { ProviderEventUnreadableError, type ProviderWebhookEvent } from '../../provider/types';

@@ -3,7 +3,8 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Context } from '@temporalio/activity';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
-import { disputeEvidenceUpdate, disputeReportSignal, type DisputeReport, type DisputeStanding, type DisputeWorkflowInput, type FinalResponse, type ProviderDispute } from '../../shared/definitions';
+import type { FinalResponse } from '../../shared/definitions';
+import { disputeEvidenceUpdate, disputeReportSignal, type DisputeReport, type DisputeStanding, type DisputeWorkflowInput, type ProviderDispute } from '../../shared/disputes';
 import { eventually } from '../helpers/stack';
 import { installTestRuntime } from '../helpers/runtime';
 

@@ -5,7 +5,8 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { JobSteps } from '../../activities';
-import { JobFailureType, type ReconcileProviderInput, type ReconciliationResult } from '../../shared/jobs';
+import { JobFailureType } from '../../shared/jobs';
+import type { ReconcileProviderInput, ReconciliationResult } from '../../shared/reconciliation';
 import { testDataConverter } from '../../testkit/payload-keys';
 
 /**

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LateChargeInput } from '../../shared/definitions';
+import type { LateChargeInput } from '../../shared/payments';
 import { providerSubKey } from '../../shared/keys';
 import { charge, chargeIdOf, failedRefund, providerRefuses, startWorkflowBench, type WorkflowBench } from '../helpers/workflow-worker';
 

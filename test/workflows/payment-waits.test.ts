@@ -1,7 +1,8 @@
 import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { paymentWorkflow } from '../../workflows';
-import { cancelUpdate, captureUpdate, chargeReportSignal, FailureType, paymentStatusQuery, type PaymentWorkflowInput } from '../../shared/definitions';
+import { FailureType } from '../../shared/definitions';
+import { cancelUpdate, captureUpdate, chargeReportSignal, paymentStatusQuery, type PaymentWorkflowInput } from '../../shared/payments';
 import type { ProviderCharge } from '../../provider/types';
 import { bodyOf, charge, chargeIdOf, gate, paymentInput, providerRefuses, response, scopedKey, startWorkflowBench, type Steps, type WorkflowBench } from '../helpers/workflow-worker';
 import { recordedSteps } from '../helpers/recorded-steps';

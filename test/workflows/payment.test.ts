@@ -4,7 +4,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { providerSubKey } from '../../shared/keys';
 import { eventually } from '../helpers/eventually';
 import type { paymentWorkflow } from '../../workflows';
-import { cancelUpdate, captureUpdate, FailureType, paymentStatusQuery, type CaptureRequest } from '../../shared/definitions';
+import { FailureType } from '../../shared/definitions';
+import { cancelUpdate, captureUpdate, paymentStatusQuery, type CaptureRequest } from '../../shared/payments';
 import {
   bodyOf,
   charge,

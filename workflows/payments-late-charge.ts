@@ -1,7 +1,8 @@
 import { ApplicationFailure, log, sleep } from '@temporalio/workflow';
 import type { LateChargeOutcome } from '../activities';
 import type { ProviderCharge } from '../provider/types';
-import { FailureType, type LateChargeInput, type LateChargeResult, type LateChargeWorkflow } from '../shared/definitions';
+import { FailureType } from '../shared/definitions';
+import type { LateChargeInput, LateChargeResult, LateChargeWorkflow } from '../shared/payments';
 import { providerSubKey } from '../shared/keys';
 import { providerSteps, records } from './activities';
 import { failureOfType } from './saga';

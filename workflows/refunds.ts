@@ -1,5 +1,6 @@
 import type { ProviderRefund } from '../provider/types';
-import { FailureType, type FinalResponse, type RefundWorkflowInput } from '../shared/definitions';
+import { FailureType, type FinalResponse } from '../shared/definitions';
+import type { RefundWorkflowInput } from '../shared/refunds';
 import { providerSubKey } from '../shared/keys';
 import { providerSteps, records } from './activities';
 import { failureOfType } from './saga';

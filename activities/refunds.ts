@@ -10,7 +10,8 @@ import { businessEventKey } from '../shared/keys';
 import { errorResponse } from '../domain/errors';
 import { refundLocation, refundResource } from '../domain/resources';
 import type { ProviderRefund } from '../provider/types';
-import type { FinalResponse, RefundWorkflowInput } from '../shared/definitions';
+import type { FinalResponse } from '../shared/definitions';
+import type { RefundWorkflowInput } from '../shared/refunds';
 import { outcomeRecorder, step, workflowId } from './record-step';
 
 /** The database steps of the refund workflow (see record-step.ts for what every step guarantees). */

@@ -1,5 +1,5 @@
 import type { Db } from './connect';
-import type { AttemptOutcome } from '../domain/attempts';
+import type { AttemptOutcome } from '../domain/payments-attempts';
 import { sqlState } from './sqlstate';
 
 const foreignKeyViolation = '23503';

@@ -9,13 +9,14 @@ import { isDisputeClosed, type DisputeStage, type DisputeStatus } from '../domai
 import { disputeResource, type DisputeRow } from '../domain/resources';
 import { UnknownProviderError, type ProviderRegistry } from '../provider/registry';
 import type { DisputeProvider, ProviderDispute } from '../provider/types';
-import { refundSummary, type DisputeEventType, type DisputeReport, type DisputeStanding, type ScopedKey } from '../shared/definitions';
+import type { ScopedKey } from '../shared/definitions';
+import { refundSummary, type DisputeEventType, type DisputeReport, type DisputeStanding } from '../shared/disputes';
 import { businessEventKey } from '../shared/keys';
 import { isRetryAttempt, providerCall } from './provider-steps';
 import { step, workflowId } from './record-step';
 
 /**
- * The steps of disputeWorkflow (workflows/dispute.ts). The database step records the PSP's word
+ * The steps of disputeWorkflow (workflows/disputes.ts). The database step records the PSP's word
  * on a dispute in one transaction with everything that follows from it: the row (forward only),
  * the ledger postings (each once, by its business event key) and the merchant's events (each
  * once per fact). The provider steps read and answer the dispute at the PSP that holds the charge.

@@ -4,7 +4,7 @@
  * states a PSP reports a charge in" is derived from it: the status vocabulary (zod enums, the
  * OpenAPI document, the typed client), the transition guards of db/payments.ts, the order
  * guard's live statuses, the workflow's update validators and the API's 409 refusals, the
- * PSP's charge states (provider/types.ts) and the attempts' outcomes (domain/attempts.ts), the
+ * PSP's charge states (provider/types.ts) and the attempts' outcomes (domain/payments-attempts.ts), the
  * API's 202 answers, the windows' configuration and defaults (lib/config.ts), the late charge's
  * and the abandoned-run sweeper's waits. The SQL CHECKs (payments.status, payment_attempts.outcome)
  * and the partial unique index of migration 007 are tested against it
@@ -281,7 +281,7 @@ export function applyChargeReport(current: PaymentStatus, reported: ChargeState)
 /**
  * The final statuses in which a payment keeps no money: nothing was captured, or what moved was
  * given back. A success (or an authorization) the PSP reports for such a payment afterwards is
- * money nobody may keep: it is given back (workflows/late-charge.ts). `succeeded` and `refunded`
+ * money nobody may keep: it is given back (workflows/payments-late-charge.ts). `succeeded` and `refunded`
  * are excluded: their money was the merchant's, and a refund of it is the merchant's decision.
  */
 export const moneylessFinalStatuses: readonly PaymentStatus[] = finalStatuses.filter((s) => s !== 'succeeded' && s !== 'refunded');

@@ -2,7 +2,7 @@ import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import { paymentMethodResource, type PaymentMethodRow } from '../domain/resources';
 import { businessEventKey } from '../shared/keys';
-import type { CardDetails } from '../shared/definitions';
+import type { CardDetails } from '../shared/customers';
 import { insertEvent } from './outbox';
 
 /** A payment method's event (attached, detached), in the caller's transaction: once per method and type. */
@@ -11,7 +11,7 @@ export async function paymentMethodEvent(db: Db, method: PaymentMethodRow, type:
 }
 
 /**
- * Saves the card of a payment that succeeded for its customer (activities/payment-steps.ts, in
+ * Saves the card of a payment that succeeded for its customer (activities/payments.ts, in
  * the transaction that records the outcome). One method per source payment: a repeated step
  * finds it and saves nothing (null).
  */

@@ -1,21 +1,6 @@
 import { ActivityFailure, allHandlersFinished, ApplicationFailure, condition, continueAsNew, log, setHandler, workflowInfo } from '@temporalio/workflow';
-import {
-  disputeAcceptUpdate,
-  disputeEvidenceUpdate,
-  disputeReportSignal,
-  FailureType,
-  refundEvidence,
-  type DisputeAcceptRequest,
-  type DisputeCarried,
-  type DisputeEvidenceRequest,
-  type DisputeStanding,
-  type FinalResponse,
-  type ProviderDispute,
-  type DisputeReport,
-  type DisputeWorkflow,
-  type DisputeWorkflowInput,
-  type DisputeWorkflowResult,
-} from '../shared/definitions';
+import { FailureType, type FinalResponse } from '../shared/definitions';
+import { disputeAcceptUpdate, disputeEvidenceUpdate, disputeReportSignal, refundEvidence, type DisputeAcceptRequest, type DisputeCarried, type DisputeEvidenceRequest, type DisputeStanding, type ProviderDispute, type DisputeReport, type DisputeWorkflow, type DisputeWorkflowInput, type DisputeWorkflowResult } from '../shared/disputes';
 import { providerSubKey } from '../shared/keys';
 import { disputeLook, disputeProvider, disputeRecords } from './activities';
 import { failureOfType } from './saga';
@@ -28,7 +13,7 @@ import { failureOfType } from './saga';
  * duplicates included, is one more `disputeReport` signal to this one run.
  *
  * Each report (the dispute as the PSP holds it, never the event's own figures) is recorded by
- * one step (activities/dispute-steps.ts recordDisputeReport): the row moves only forward, and
+ * one step (activities/disputes.ts recordDisputeReport): the row moves only forward, and
  * the withdrawal, reinstatement or loss is posted once with its events. Between reports the run
  * waits on one durable timer for the earliest of:
  * - a reminder (`dispute.evidence_due_soon`) each of input.remindersBeforeMs before the evidence

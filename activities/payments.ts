@@ -2,18 +2,19 @@ import { ApplicationFailure } from '@temporalio/activity';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { Db, Sql } from '../db/connect';
 import { lockPayment, transitionPayment, type PaymentChange } from '../db/payments';
-import { eventOf, isOutcomePending } from '../domain/payment-lifecycle';
+import { eventOf, isOutcomePending } from '../domain/payments';
 import { completeRecord } from '../db/idempotency-records';
 import { captureLines, postTransaction, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
-import { finishAttempt } from '../db/attempts';
+import { finishAttempt } from '../db/payments-attempts';
 import { businessEventKey } from '../shared/keys';
 import { errorResponse, orderAlreadyPaid } from '../domain/errors';
 import { paymentLocation, paymentResource, type PaymentRow } from '../domain/resources';
 import { newId } from '../domain/ids';
-import { paymentMethodEvent, saveCard } from '../db/payment-methods';
+import { paymentMethodEvent, saveCard } from '../db/customers-payment-methods';
 import type { ProviderCharge } from '../provider/types';
-import type { CancelRequest, CaptureRequest, FinalResponse, PaymentEventType, PaymentStatus, PaymentWorkflowInput, ScopedKey } from '../shared/definitions';
+import type { FinalResponse, ScopedKey } from '../shared/definitions';
+import type { CancelRequest, CaptureRequest, PaymentEventType, PaymentStatus, PaymentWorkflowInput } from '../shared/payments';
 import { outcomeRecorder, step, workflowId } from './record-step';
 
 /** The database steps of the payment workflow (see record-step.ts for what every step guarantees). */

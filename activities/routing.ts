@@ -1,9 +1,11 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
 import { ensureIntent, orderHolder, OrderTakenError } from '../db/payments';
 import type { Sql } from '../db/connect';
-import { FailureType, type PaymentWorkflowInput, type RouteRequest } from '../shared/definitions';
-import { beginAttempt, beginFirstAttempt, finishAttempt } from '../db/attempts';
-import { DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES, type AttemptOutcome, type RoutePlan } from '../domain/attempts';
+import { FailureType } from '../shared/definitions';
+import type { RouteRequest } from '../shared/routing';
+import type { PaymentWorkflowInput } from '../shared/payments';
+import { beginAttempt, beginFirstAttempt, finishAttempt } from '../db/payments-attempts';
+import { DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES, type AttemptOutcome, type RoutePlan } from '../domain/payments-attempts';
 import type { ProviderRegistry } from '../provider/registry';
 import { step, workflowId } from './record-step';
 import { findTenantRouting } from '../db/tenants';

@@ -1,15 +1,15 @@
 import { log } from '@temporalio/activity';
 import type { Sql } from '../db/connect';
 import { insertEvent } from '../db/outbox';
-import { isOutcomePending, keepsNoMoney, moneylessFinalStatuses } from '../domain/payment-lifecycle';
+import { isOutcomePending, keepsNoMoney, moneylessFinalStatuses } from '../domain/payments';
 import { paymentResource, type PaymentRow } from '../domain/resources';
 import type { WorkerMetrics } from '../lib/metrics';
-import type { PaymentStatus } from '../shared/definitions';
+import type { PaymentStatus } from '../shared/payments';
 import { businessEventKey } from '../shared/keys';
 import { step } from './record-step';
 
 /**
- * The database steps of lateChargeWorkflow (workflows/late-charge.ts): money the PSP reports for
+ * The database steps of lateChargeWorkflow (workflows/payments-late-charge.ts): money the PSP reports for
  * a payment that ended without money is given back, and the payment records why.
  *
  * The ledger is not touched: the payment never booked the money (its amount_captured_minor is 0

@@ -1,24 +1,10 @@
 import { ApplicationFailure, allHandlersFinished, condition, log, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
-import { accepts, applyChargeReport, commandRefusal, deadlineOf, isChargeState, isOutcomePending, statusForCharge } from '../domain/payment-lifecycle';
+import { accepts, applyChargeReport, commandRefusal, deadlineOf, isChargeState, isOutcomePending, statusForCharge } from '../domain/payments';
 import type { ProviderCharge } from '../provider/types';
-import type { AttemptMemo, RoutePlan } from '../domain/attempts';
+import type { AttemptMemo, RoutePlan } from '../domain/payments-attempts';
 import type { ChargeAttemptInput, ChargeAttemptResult } from '../activities/provider-steps';
-import {
-  cancelUpdate,
-  captureUpdate,
-  chargeReportSignal,
-  FailureType,
-  firstAnswerUpdate,
-  WAIT_DEFAULTS,
-  paymentStatusQuery,
-  PaymentStatusKey,
-  type CancelRequest,
-  type CaptureRequest,
-  type FinalResponse,
-  type PaymentStatus,
-  type PaymentWorkflowInput,
-  type ScopedKey,
-} from '../shared/definitions';
+import { FailureType, type FinalResponse, type ScopedKey } from '../shared/definitions';
+import { cancelUpdate, captureUpdate, chargeReportSignal, firstAnswerUpdate, WAIT_DEFAULTS, paymentStatusQuery, PaymentStatusKey, type CancelRequest, type CaptureRequest, type PaymentStatus, type PaymentWorkflowInput } from '../shared/payments';
 import { providerSubKey } from '../shared/keys';
 import { firstCharge, providerSteps, providerStepsWithin, records } from './activities';
 import { serveRequest } from './interceptors';
@@ -120,7 +106,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
  * 3. awaitCapture: a manual capture's capture or cancel, or a void when its window ends;
  * 4. settle: a waiting charge's outcome recorded;
  * 5. compensate: money that moved but cannot be booked is given back, and the reason recorded.
- * The lifecycle (statuses, commands, windows) is domain/payment-lifecycle.ts.
+ * The lifecycle (statuses, commands, windows) is domain/payments.ts.
  */
 class PaymentRun {
   private status: PaymentStatus = 'processing';
@@ -200,7 +186,7 @@ class PaymentRun {
   }
 
   /**
-   * The PSPs of the route, tried in order. Attempt 1 decides the route (activities/route-steps.ts
+   * The PSPs of the route, tried in order. Attempt 1 decides the route (activities/routing.ts
    * createFirstAttemptPlanner; it persists the intent again if a start in doubt left the run
    * without it). Each attempt charges under its own sub-key; the payment moves to the next PSP
    * only when this one certainly took no money (refused, unreachable before anything was sent,
@@ -544,7 +530,7 @@ class PaymentRun {
 
   /**
    * The first report about our charge that settles it from the status the payment waits in
-   * (domain/payment-lifecycle.ts applyChargeReport): a wait reported late, a duplicate, or
+   * (domain/payments.ts applyChargeReport): a wait reported late, a duplicate, or
    * anything that would leave a final status changes nothing.
    */
   private settledBy(chargeId: string): PspOutcome | undefined {

@@ -1,5 +1,5 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
-import { detachPaymentMethod, getPaymentMethod, paymentMethodEvent } from '../../db/payment-methods';
+import { detachPaymentMethod, getPaymentMethod, paymentMethodEvent } from '../../db/customers-payment-methods';
 import { getCustomer } from '../../db/customers';
 import { findTenantRouting } from '../../db/tenants';
 import { ApiError } from '../../domain/errors';
@@ -7,7 +7,7 @@ import { looksLikeId } from '../../domain/ids';
 import { paymentMethodResource } from '../../domain/resources';
 import { routeCandidates, Routing } from '../../domain/routing';
 import { providerKind } from '../../provider/registry';
-import type { SavedMethodCharge } from '../../shared/definitions';
+import type { SavedMethodCharge } from '../../shared/customers';
 import type { ApiDeps, AppEnv } from '../context';
 import { runTransactional } from '../idempotency';
 import { finalResponse, recordedReply } from '../typed-route';

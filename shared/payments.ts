@@ -1,0 +1,181 @@
+/**
+ * A payment as the API, the worker and the workflows share it: its workflow's input, updates,
+ * signal, query and search attributes, the PSP's charge as reports bring it, and the late
+ * charge's workflow. Imported by workflow code, so it must stay free of Node, I/O and clocks.
+ */
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+// The statuses, capture methods and payment events come from the lifecycle table (domain/payments.ts).
+import { paymentWindows, type CaptureMethod, type ChargeState, type PaymentStatus } from '../domain/payments';
+import type { FinalResponse, ScopedKey } from './definitions';
+import type { CardDetails, SavedMethodCharge } from './customers';
+export { captureMethods, paymentStatuses, paymentEventTypes, type CaptureMethod, type PaymentStatus, type PaymentEventType } from '../domain/payments';
+
+/**
+ * Facts about a payment that are not a status of its own (the lifecycle table's events are):
+ * a success the PSP reported after the payment had ended without money (expired, canceled,
+ * declined, failed) was given back (workflows/payments-late-charge.ts).
+ */
+export const paymentNoticeEventTypes = ['payment.late_success_refunded'] as const;
+
+/** The idempotency operation of POST /v1/payments (api/typed-route.ts operationName; a test checks they agree). */
+export const CREATE_PAYMENT_OPERATION = 'POST /v1/payments';
+
+/** Input of paymentWorkflow: one payment, as validated by the API. */
+export interface PaymentWorkflowInput {
+  paymentId: string;
+  tenantId: string;
+  orderId: string;
+  amountMinor: number;
+  currency: string;
+  paymentMethod: string;
+  captureMethod: CaptureMethod;
+  description: string | null;
+  metadata: Record<string, string>;
+  idempotency: ScopedKey;
+  requestId: string;
+  /** How long a manual-capture authorization may wait before it is voided. */
+  authorizationWindowMs: number;
+  /**
+   * The waits' configuration. Optional: a missing value takes the default below (a constant, so
+   * replay agrees).
+   */
+  /** Where the PSP's challenge page sends the customer back (the merchant's return_url). */
+  returnUrl?: string | null;
+  /** How long the customer has to authenticate (3-D Secure) before the payment expires. */
+  authenticationWindowMs?: number;
+  /** How long an asynchronous method's outcome is awaited before the payment expires. */
+  settlementWindowMs?: number;
+  /** The status poll while a payment waits: first after firstMs, then growing to maxMs. */
+  statusPoll?: { firstMs: number; maxMs: number };
+  /**
+   * When a wait's window ends, how long the run keeps asking an unreachable PSP for the charge
+   * before it decides without its answer (PROVIDER_DECISION_GRACE_SECONDS).
+   */
+  decisionGraceMs?: number;
+  /** The customer the payment is for (cus_…): its card is saved for them, or charged from what they saved. */
+  customerId?: string | null;
+  /** Save the card for the customer once the payment succeeds (docs/CONTRACT.md §3.9). */
+  setupFutureUsage?: 'off_session' | null;
+  /** The customer is not there: a challenge cannot be answered, so the PSP declines instead of asking. */
+  offSession?: boolean;
+  /** The saved method charged, as the API found it (absent: paymentMethod is the PSP's own token). */
+  savedMethod?: SavedMethodCharge | null;
+}
+
+/**
+ * The defaults of the waits, for runs whose input lacks them: the windows are the lifecycle
+ * table's defaults (as lib/config.ts's), the status poll lib/config.ts's PROVIDER_POLL_* defaults.
+ */
+export const WAIT_DEFAULTS = {
+  authenticationWindowMs: paymentWindows.authentication.defaultSeconds * 1000,
+  settlementWindowMs: paymentWindows.settlement.defaultSeconds * 1000,
+  statusPoll: { firstMs: 30_000, maxMs: 3600_000 },
+  // Outlasts a PSP restart or a short outage; the customer's answer is not lost meanwhile.
+  decisionGraceMs: 300_000,
+} as const;
+
+/** Where the customer goes to authenticate, and where the PSP sends them back afterwards. */
+export interface ProviderNextAction {
+  type: 'redirect_to_url';
+  url: string;
+  returnUrl: string | null;
+}
+
+/** A charge as the PSP holds it (provider/types.ts PaymentProvider answers with it; webhooks and polls report it). */
+export interface ProviderCharge {
+  id: string;
+  status: ChargeState;
+  amountMinor: number;
+  amountCapturedMinor: number;
+  amountRefundedMinor: number;
+  currency: string;
+  /** Set when status is 'declined': e.g. 'card_declined', 'insufficient_funds'. */
+  declineCode: string | null;
+  declineMessage: string | null;
+  /** Set while status is 'requires_action'. */
+  nextAction: ProviderNextAction | null;
+  /** Our reference (payment id) as the PSP stored it. */
+  reference: string;
+  /**
+   * When the charge took the money and when it was authorized, by the PSP's own clock (ISO 8601);
+   * null or absent when the PSP does not say. A wait's window is decided by these, not by when
+   * a webhook or poll brought the news (workflows/payments.ts decideAtDeadline).
+   */
+  succeededAt?: string | null;
+  authorizedAt?: string | null;
+  /**
+   * Once the charge is authorized, the card as the PSP can charge it again: the token it saved
+   * the card as (null when it saved none) and the card network's transaction id. Absent when
+   * the PSP says nothing of the sort.
+   */
+  savedCard?: { token: string | null; networkTransactionId: string; card: CardDetails } | null;
+}
+
+/**
+ * What the PSP reported about the payment's charge, by webhook (verified by the API and stored
+ * once in provider_events) or by the workflow's own status poll. The charge as the PSP held it.
+ */
+export interface ChargeReport {
+  source: 'webhook' | 'poll';
+  /** The PSP's event id (webhooks), for the log and the memo. */
+  eventId: string | null;
+  charge: ProviderCharge;
+}
+
+
+/** Input of the capture update: capture all (amountMinor omitted) or part of an authorization. */
+export interface CaptureRequest {
+  amountMinor: number | null;
+  idempotency: ScopedKey;
+  requestId: string;
+}
+
+/** Input of the cancel update: void an uncaptured authorization. */
+export interface CancelRequest {
+  idempotency: ScopedKey;
+  requestId: string;
+}
+
+/**
+ * Input of lateChargeWorkflow: the PSP reported money (a success, or an authorization) for a
+ * charge of a payment that had already ended without money. Started by
+ * POST /provider_webhooks/{provider} under lateChargeWorkflowId(provider, chargeId).
+ */
+export interface LateChargeInput {
+  provider: string;
+  chargeId: string;
+  paymentId: string;
+  /** The PSP event that reported it (for the record and the log). */
+  eventId: string;
+}
+
+/** What lateChargeWorkflow did, for the Web UI and the tests. */
+export interface LateChargeResult {
+  action: 'refunded' | 'voided' | 'refund_failed' | 'nothing';
+  reason: string;
+  refundId: string | null;
+}
+
+/**
+ * lateChargeWorkflow's signature (workflows/payments-late-charge.ts): what a client that starts it types
+ * the start with (lib/late-charge.ts), so that no client imports workflow code.
+ */
+export type LateChargeWorkflow = (input: LateChargeInput) => Promise<LateChargeResult>;
+
+/** Capture a manual-capture payment. Rejected by its validator unless the payment awaits capture. */
+export const captureUpdate = defineUpdate<FinalResponse, [CaptureRequest]>('capture');
+/** Cancel (void) a manual-capture payment. Rejected by its validator unless it awaits capture. */
+export const cancelUpdate = defineUpdate<FinalResponse, [CancelRequest]>('cancel');
+/**
+ * The create request's first answer, once the run has recorded it (the stored response the
+ * API would otherwise learn from the record's completion notification). Sent with the start as
+ * Update-With-Start when PAYMENT_ANSWER=update (docs/ARCHITECTURE.md).
+ */
+export const firstAnswerUpdate = defineUpdate<FinalResponse>('firstAnswer');
+/** A PSP webhook about the payment's charge (sent by POST /provider_webhooks/{provider}); fire-and-forget. */
+export const chargeReportSignal = defineSignal<[ChargeReport]>('chargeReport');
+/** The payment's current status, as the workflow knows it. */
+export const paymentStatusQuery = defineQuery<PaymentStatus>('paymentStatus');
+export const OrderIdKey = defineSearchAttributeKey('OrderId', SearchAttributeType.KEYWORD);
+export const PaymentStatusKey = defineSearchAttributeKey('PaymentStatus', SearchAttributeType.KEYWORD);
