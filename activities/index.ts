@@ -9,6 +9,7 @@ import { createDisputeProviderSteps, createDisputeSteps, type DisputeProviderSte
 import { createJobSteps, type JobSteps } from './jobs';
 import { LedgerAccounts } from '../db/ledger';
 import { createLateChargeSteps, type LateChargeSteps } from './payments-late-charge';
+import { createChargeEventSteps, type ChargeEventSteps } from './payments-charge-events';
 import { createPaymentSteps, type PaymentSteps } from './payments';
 import { createProviderSteps } from './provider-steps';
 import { createRefundSteps, type RefundSteps } from './refunds';
@@ -26,7 +27,7 @@ export interface ActivityDeps {
   metrics?: WorkerMetrics;
   /** The periodic jobs log their findings here (default: a silent logger). */
   logger?: Logger;
-  /** The abandoned-run sweep asks Temporal how runs ended; without it that job fails (non-retryable). */
+  /** The abandoned-run sweep asks Temporal how runs ended, and a charge event signals its payment's run; without it those fail (non-retryable). */
   temporal?: Client;
   /** How long idempotency outcomes are kept (IDEMPOTENCY_RETENTION_SECONDS; default 72 h). */
   retentionSeconds?: number;
@@ -57,6 +58,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createLateChargeSteps(deps.sql, deps.metrics),
     ...createDisputeSteps(deps.sql, accounts),
     ...createDisputeProviderSteps(deps.providers, deps.sql),
+    ...createChargeEventSteps({ sql: deps.sql, providers: deps.providers, ...(deps.temporal ? { temporal: deps.temporal } : {}) }),
     ...createRouteSteps(routeDeps),
     ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps)),
     ...jobs,
@@ -69,5 +71,5 @@ export type { RoutePlanner };
 export type { BeginRefundResult } from './refunds';
 export type { LateChargeOutcome, LateChargeStanding } from './payments-late-charge';
 export type { ProviderSteps } from './provider-steps';
-export type { JobSteps, DisputeSteps, DisputeProviderSteps };
+export type { JobSteps, DisputeSteps, DisputeProviderSteps, ChargeEventSteps };
 export type { DisputeStanding } from './disputes';

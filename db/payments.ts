@@ -3,7 +3,7 @@ import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { PaymentRow } from '../domain/resources';
 import type { ScopedKey } from '../shared/definitions';
-import type { PaymentStatus, PaymentWorkflowInput } from '../shared/payments';
+import type { CaptureMethod, PaymentStatus, PaymentWorkflowInput } from '../shared/payments';
 import { claimExpiry, type IdempotencyRecord } from './idempotency-records';
 import type { AttemptRow } from './payments-attempts';
 import { fromStatuses, orderHoldingStatuses, waitingStatuses } from '../domain/payments';
@@ -121,7 +121,7 @@ export async function paymentStatus(db: Db, paymentId: string): Promise<PaymentS
 export interface PaymentFigures {
   amount_minor: number;
   currency: string;
-  capture_method: string;
+  capture_method: CaptureMethod;
   /** What the payment's run has recorded of its charge so far. */
   status: PaymentStatus;
   provider_charge_id: string | null;

@@ -60,6 +60,14 @@ export function lateChargeWorkflowId(provider: string, chargeId: string): string
 }
 
 /**
+ * The workflow that acts on one stored PSP charge event (workflows/payments-charge-events.ts):
+ * every delivery of the event lands on this one id, so it is decided once.
+ */
+export function chargeEventWorkflowId(provider: string, eventId: string): string {
+  return `charge-event-${provider}-${keyPart(eventId)}`;
+}
+
+/**
  * The dispute workflow of one PSP dispute (workflows/disputes.ts): every webhook about it, and the
  * reconciliation run that finds it, signal-with-start this one id, so duplicates join one run.
  */

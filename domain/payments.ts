@@ -289,3 +289,39 @@ export const moneylessFinalStatuses: readonly PaymentStatus[] = finalStatuses.fi
 export function keepsNoMoney(status: PaymentStatus): boolean {
   return moneylessFinalStatuses.includes(status);
 }
+
+/** A charge's figures as the PSP holds it, as far as the rules below read them. */
+export interface ChargeFigures {
+  id: string;
+  status: ChargeState;
+  amountMinor: number;
+  amountCapturedMinor: number;
+  amountRefundedMinor: number;
+  currency: string;
+}
+
+/** The PSP holds money for the charge: captured and not all refunded, or an open authorization. */
+export function chargeHoldsMoney(charge: Pick<ChargeFigures, 'status' | 'amountCapturedMinor' | 'amountRefundedMinor'>): boolean {
+  return charge.status === 'requires_capture' || (charge.status === 'succeeded' && charge.amountCapturedMinor > charge.amountRefundedMinor);
+}
+
+/**
+ * How the PSP's charge disagrees with the payment it was reported for: another charge id, amount
+ * or currency, more captured than the amount, or (an automatic capture that succeeded) not all
+ * of it. Empty when it agrees. A report that disagrees settles nothing: an operator reconciles it.
+ */
+export function chargeDisagreements(
+  payment: { amountMinor: number; currency: string; captureMethod: CaptureMethod },
+  chargeId: string,
+  charge: ChargeFigures,
+): string[] {
+  return [
+    charge.id !== chargeId ? `charge id ${charge.id}, not ${chargeId}` : null,
+    charge.amountMinor !== payment.amountMinor ? `amount ${charge.amountMinor}, not ${payment.amountMinor}` : null,
+    charge.currency.toUpperCase() !== payment.currency ? `currency ${charge.currency}, not ${payment.currency}` : null,
+    charge.amountCapturedMinor > payment.amountMinor ? `captured ${charge.amountCapturedMinor}, more than ${payment.amountMinor}` : null,
+    payment.captureMethod === 'automatic' && charge.status === 'succeeded' && charge.amountCapturedMinor !== payment.amountMinor
+      ? `captured ${charge.amountCapturedMinor} of an automatic capture of ${payment.amountMinor}`
+      : null,
+  ].filter((d): d is string => d !== null);
+}

@@ -7,8 +7,9 @@ import type { LateChargeInput, LateChargeWorkflow } from '../shared/payments';
  * derived from the provider and the charge, a running one is the same job (USE_EXISTING) and a
  * completed one decided (ALLOW_DUPLICATE_FAILED_ONLY: only a run that failed, e.g. one that gave
  * up while the payment still waited, is started again; every run looks at the PSP before acting
- * and refunds under the one compensation sub-key). Callers: the inbound PSP webhook route (a late
- * success reported by the PSP) and reconciliation (a late success whose webhook was lost).
+ * and refunds under the one compensation sub-key). Callers: a PSP's charge event
+ * (activities/payments-charge-events.ts: a late success the PSP reported) and reconciliation (a
+ * late success whose webhook was lost).
  * Returns false when it had been started before.
  */
 export async function startLateChargeWorkflow(client: Client, taskQueue: string, input: LateChargeInput): Promise<boolean> {

@@ -6,7 +6,7 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 // The statuses, capture methods and payment events come from the lifecycle table (domain/payments.ts).
-import { paymentWindows, type CaptureMethod, type ChargeState, type PaymentStatus } from '../domain/payments';
+import { paymentWindows, type CaptureMethod, type ChargeFigures, type ChargeState, type PaymentStatus } from '../domain/payments';
 import type { FinalResponse, ScopedKey } from './definitions';
 import type { CardDetails, SavedMethodCharge } from './customers';
 export { captureMethods, paymentStatuses, paymentEventTypes, type CaptureMethod, type PaymentStatus, type PaymentEventType } from '../domain/payments';
@@ -82,14 +82,8 @@ export interface ProviderNextAction {
   returnUrl: string | null;
 }
 
-/** A charge as the PSP holds it (provider/types.ts PaymentProvider answers with it; webhooks and polls report it). */
-export interface ProviderCharge {
-  id: string;
-  status: ChargeState;
-  amountMinor: number;
-  amountCapturedMinor: number;
-  amountRefundedMinor: number;
-  currency: string;
+/** A charge as the PSP holds it (provider/types.ts PaymentProvider answers with it; webhooks and polls report it): its figures (domain/payments.ts) and more. */
+export interface ProviderCharge extends ChargeFigures {
   /** Set when status is 'declined': e.g. 'card_declined', 'insufficient_funds'. */
   declineCode: string | null;
   declineMessage: string | null;
@@ -139,8 +133,8 @@ export interface CancelRequest {
 
 /**
  * Input of lateChargeWorkflow: the PSP reported money (a success, or an authorization) for a
- * charge of a payment that had already ended without money. Started by
- * POST /provider_webhooks/{provider} under lateChargeWorkflowId(provider, chargeId).
+ * charge of a payment that had already ended without money. Started by the PSP's charge event
+ * (activities/payments-charge-events.ts) or reconciliation, under lateChargeWorkflowId(provider, chargeId).
  */
 export interface LateChargeInput {
   provider: string;
@@ -179,3 +173,31 @@ export const chargeReportSignal = defineSignal<[ChargeReport]>('chargeReport');
 export const paymentStatusQuery = defineQuery<PaymentStatus>('paymentStatus');
 export const OrderIdKey = defineSearchAttributeKey('OrderId', SearchAttributeType.KEYWORD);
 export const PaymentStatusKey = defineSearchAttributeKey('PaymentStatus', SearchAttributeType.KEYWORD);
+
+/**
+ * Input of chargeEventWorkflow: one PSP event about a charge of ours, as the webhook route
+ * stored it (provider_events), handed over for its decision. The event's figures are the
+ * sender's word, kept only to log how they differ from the charge the PSP holds.
+ */
+export interface ChargeEventInput {
+  provider: string;
+  eventId: string;
+  paymentId: string;
+  chargeId: string;
+  reported: { status: ChargeState; amountCapturedMinor: number };
+}
+
+/**
+ * What a charge event did to its payment: `forward`, the charge as the PSP holds it was passed to
+ * the payment's run (or the run had it already, or had closed); `held_for_operator`, the PSP's
+ * charge disagrees with the payment (or the PSP does not hold it) and the payment is flagged
+ * `needs_operator`; plus, either way, whether money the PSP holds for a payment that ended
+ * without it is being given back (lateChargeWorkflow started).
+ */
+export interface ChargeEventResult {
+  disposition: 'forward' | 'held_for_operator';
+  reason: string | null;
+  lateCharge: boolean;
+}
+
+export type ChargeEventWorkflow = (input: ChargeEventInput) => Promise<ChargeEventResult>;

@@ -3,7 +3,7 @@
  * each step safe to repeat.
  */
 import { proxyActivities, proxyLocalActivities, type ActivityOptions } from '@temporalio/workflow';
-import type { DisputeProviderSteps, DisputeSteps, JobSteps, ProviderSteps, RecordSteps } from '../activities';
+import type { ChargeEventSteps, DisputeProviderSteps, DisputeSteps, JobSteps, ProviderSteps, RecordSteps } from '../activities';
 import { FailureType } from '../shared/definitions';
 import { JobFailureType } from '../shared/jobs';
 
@@ -98,12 +98,23 @@ export const jobs = proxyActivities<JobSteps>({
 });
 
 /**
+ * The decision on one PSP charge event (workflows/payments-charge-events.ts): the PSP asked, the
+ * payment flagged, signalled or its late money handed on, each part safe to repeat. Retried
+ * without limit, as every provider call: the event was acknowledged to the PSP, so nothing else
+ * would act on it. The PSP call inside is bounded by PROVIDER_TIMEOUT_MS.
+ */
+export const chargeEvents = proxyActivities<ChargeEventSteps>({
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds' },
+});
+
+/**
  * What each step does, in an operator's words: Temporal's user metadata on each scheduled
  * activity, shown in the Web UI's timeline (encrypted like every payload, decoded by the
  * codec server). Set by the workflow interceptor (workflows/interceptors.ts). Fixed text
  * only: never an amount, a card token or a merchant's metadata.
  */
-export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps | keyof JobSteps | keyof DisputeSteps | keyof DisputeProviderSteps, string> = {
+export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps | keyof JobSteps | keyof DisputeSteps | keyof DisputeProviderSteps | keyof ChargeEventSteps, string> = {
   chargeAttempt: 'charge attempt at one PSP (attempt 1: decide the route)',
   recordOrderTaken: 'record 409: the order has another payment',
   recordAttempt: 'record attempt outcome (+ next attempt)',
@@ -133,4 +144,5 @@ export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps |
   closeDispute: 'concede dispute at provider',
   recordDisputeCommand: 'record dispute command + idempotency answer + outbox',
   recordDisputeRefusal: 'record 409: the dispute takes no more evidence',
+  actOnChargeEvent: "check a PSP charge event's charge at the PSP and act on it",
 };

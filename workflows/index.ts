@@ -4,6 +4,7 @@ export { refundWorkflow } from './refunds';
 export { abandonedRunSweepWorkflow, retentionWorkflow } from './jobs';
 export { reconciliationWorkflow } from './reconciliation';
 export { lateChargeWorkflow } from './payments-late-charge';
+export { chargeEventWorkflow } from './payments-charge-events';
 export { disputeWorkflow } from './disputes';
 // Each type's Worker Versioning behaviour (PINNED / AUTO_UPGRADE), set on the functions above.
 import './versioning';

@@ -25,7 +25,7 @@ const MAX_LOOKS = 20;
  * succeeded after the payment expired, an authorization that came after the payment was
  * canceled. The payment's own run has closed, so nothing else would give it back.
  *
- * Started by POST /provider_webhooks/{provider}, or by a reconciliation run when that webhook
+ * Started by a PSP charge event (workflows/payments-charge-events.ts), or by a reconciliation run when that webhook
  * was lost (lib/late-charge.ts), under lateChargeWorkflowId(provider, charge id) with conflict
  * policy USE_EXISTING and reuse policy ALLOW_DUPLICATE_FAILED_ONLY: every delivery of the webhook
  * (duplicates, the PSP's retries, a redelivery) and every run that finds it land on this one

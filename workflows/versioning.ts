@@ -21,6 +21,7 @@ import { abandonedRunSweepWorkflow, retentionWorkflow } from './jobs';
 import { reconciliationWorkflow } from './reconciliation';
 import { disputeWorkflow } from './disputes';
 import { lateChargeWorkflow } from './payments-late-charge';
+import { chargeEventWorkflow } from './payments-charge-events';
 import { paymentWorkflow } from './payments';
 import { refundWorkflow } from './refunds';
 
@@ -42,6 +43,8 @@ setWorkflowOptions(onVersionedWorkers('PINNED'), paymentWorkflow);
 setWorkflowOptions(onVersionedWorkers('PINNED'), refundWorkflow);
 // A late charge looks at the payment for about 2 h 20 min at most, then acts once.
 setWorkflowOptions(onVersionedWorkers('PINNED'), lateChargeWorkflow);
+// A charge event is one step: the PSP asked, the payment acted on. Seconds, or as long as the PSP stays unreachable.
+setWorkflowOptions(onVersionedWorkers('PINNED'), chargeEventWorkflow);
 // A dispute lives for weeks (the network's evidence window, then its decision), far longer than a
 // version should be kept running for it. It moves to the current version at its next task
 // (AUTO_UPGRADE): its history is one short loop of recorded reports, reminders and polls, each

@@ -170,6 +170,33 @@ describe('a PSP webhook is a hint: the charge the PSP holds is what settles, and
     const events = await stack.sql<{ type: string }[]>`SELECT type FROM outbox_events WHERE tenant_id = ${merchant.id} AND type = 'payment.succeeded'`;
     expect(events).toHaveLength(0);
   });
+
+  it('the PSP cannot be asked when the webhook comes: acknowledged as handed_over, and the event’s workflow decides once the PSP answers', async () => {
+    const merchant = await stack.createTenant('psp-down-at-webhook');
+    const api = apiClient(stack.apiUrl, merchant.apiKey);
+    const created = await api.post('/v1/payments', threeDs(), uniqueKey());
+    expect(created.status, created.text).toBe(202);
+    const payment = created.json;
+    await stack.sql`UPDATE sandbox.charges SET status = 'succeeded', amount_minor = 2400, amount_captured_minor = 2400 WHERE id = ${payment.provider_charge_id}`;
+    const outage = (mode: 'down' | 'none') =>
+      fetch(`${stack.sandboxUrl}/_sandbox/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ mode }) });
+    expect((await outage('down')).status).toBe(200);
+    try {
+      const answer = await signedEvent(chargeJson(payment.provider_charge_id, payment.id, { status: 'succeeded', amount_minor: 2400, amount_captured_minor: 2400 }));
+      expect(answer.status).toBe(200);
+      expect(await answer.json()).toMatchObject({ duplicate: false, disposition: 'handed_over' });
+      // Nothing decided while the PSP cannot be asked.
+      expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'requires_action', failure: null });
+    } finally {
+      expect((await outage('none')).status).toBe(200);
+    }
+    const held = await eventually(async () => {
+      const { json } = await api.get(`/v1/payments/${payment.id}`);
+      return json.failure?.code === 'needs_operator' && json;
+    }, 60_000);
+    expect(held).toMatchObject({ status: 'requires_action', amount_captured_minor: 0 });
+    expect(held.failure.message).toMatch(/amount 2400, not 2500/);
+  });
 });
 
 describe('a signed PSP webhook PostgreSQL cannot store is 400 with the field path, and nothing is stored', () => {

@@ -1,0 +1,121 @@
+import { ApplicationFailure, Context, log } from '@temporalio/activity';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import type { Sql } from '../db/connect';
+import { flagWaitingPaymentForOperator, paymentIntentFigures } from '../db/payments';
+import { markForwarded } from '../db/provider-events';
+import { chargeDisagreements, chargeHoldsMoney, keepsNoMoney, statusForCharge, type PaymentStatus } from '../domain/payments';
+import { lateChargeWorkflowId } from '../domain/ids';
+import { startLateChargeWorkflow } from '../lib/late-charge';
+import { UnknownProviderError, type ProviderRegistry } from '../provider/registry';
+import type { ProviderCharge } from '../provider/types';
+import { FailureType } from '../shared/definitions';
+import { chargeReportSignal, type ChargeEventInput, type ChargeEventResult } from '../shared/payments';
+import { JobFailureType } from '../shared/jobs';
+import { providerCall } from './provider-steps';
+
+/**
+ * What a PSP's charge event does to its payment, decided in one place (chargeEventWorkflow,
+ * workflows/payments-charge-events.ts; the webhook route only verifies, stores and hands over).
+ * The event is a hint, never a figure: the charge is retrieved from the PSP that holds it and
+ * checked against the payment (domain/payments.ts chargeDisagreements). A charge that agrees is
+ * passed to the payment's run as a report, the way its own polls report (unless the run recorded
+ * this very charge already, or has closed); one that disagrees, or that the PSP does not hold, is
+ * held for an operator (the waiting payment flagged `needs_operator`, nothing passed on, nothing
+ * booked). Money the PSP holds for a payment that ended without money, or that still waits in
+ * `processing`, starts lateChargeWorkflow (once per charge), which gives it back if the payment
+ * ends without it. Every part is safe to repeat: a retry after a crash does each at most once more,
+ * and each is idempotent (a report applied forward-only, a flag set once, a workflow id per charge).
+ */
+export function createChargeEventSteps(deps: { sql: Sql; providers: ProviderRegistry; temporal?: Client }) {
+  const temporal = (): Client => {
+    if (!deps.temporal) throw ApplicationFailure.nonRetryable('charge events need a Temporal client in the worker', JobFailureType.Misconfigured);
+    return deps.temporal;
+  };
+  return {
+    async actOnChargeEvent(input: ChargeEventInput): Promise<ChargeEventResult> {
+      const { sql } = deps;
+      const payment = await paymentIntentFigures(sql, input.paymentId);
+      if (!payment) throw ApplicationFailure.nonRetryable(`no payment ${input.paymentId} for the charge event ${input.eventId}`, 'PaymentMissing');
+      let charge: ProviderCharge;
+      try {
+        charge = await providerCall((signal) => providerNamed(deps.providers, input.provider).retrieveCharge(input.chargeId, { signal }));
+      } catch (error) {
+        if (!(error instanceof ApplicationFailure && error.type === FailureType.ProviderRejected)) throw error;
+        return holdForOperator(sql, input, `the PSP does not hold charge ${input.chargeId} (${String(error.details?.[0] ?? 'refused')})`);
+      }
+      const differences = chargeDisagreements({ amountMinor: payment.amount_minor, currency: payment.currency, captureMethod: payment.capture_method }, input.chargeId, charge);
+      if (differences.length > 0) return holdForOperator(sql, input, `the PSP's charge ${input.chargeId} disagrees with the payment: ${differences.join('; ')}`);
+      if (charge.status !== input.reported.status || charge.amountCapturedMinor !== input.reported.amountCapturedMinor) {
+        log.warn('provider webhook figures differ from the charge the PSP holds; the PSP’s charge is used', {
+          event_status: input.reported.status,
+          event_captured_minor: input.reported.amountCapturedMinor,
+          charge_status: charge.status,
+          charge_captured_minor: charge.amountCapturedMinor,
+        });
+      }
+      const recorded = payment.provider_charge_id === charge.id && payment.status === statusForCharge(charge.status) && payment.amount_captured_minor === charge.amountCapturedMinor;
+      await passOnToRun(sql, temporal, input, charge, recorded);
+      const lateCharge = chargeHoldsMoney(charge) && (await giveBackLateMoney(sql, temporal(), input));
+      return { disposition: 'forward', reason: null, lateCharge };
+    },
+  };
+}
+
+export type ChargeEventSteps = ReturnType<typeof createChargeEventSteps>;
+
+/** The PSP client by its configured name; a name this worker has no client for fails the step for good. */
+function providerNamed(providers: ProviderRegistry, name: string) {
+  try {
+    return providers.get(name);
+  } catch (error) {
+    if (error instanceof UnknownProviderError) throw ApplicationFailure.nonRetryable(error.message, 'UnknownProvider');
+    throw error;
+  }
+}
+
+/**
+ * A payment whose charge at the PSP disagrees with it is flagged for an operator while it waits
+ * (failure.code `needs_operator`): its status stays, nothing is passed to its run, and no money is
+ * booked from the disagreeing figures.
+ */
+async function holdForOperator(sql: Sql, input: ChargeEventInput, reason: string): Promise<ChargeEventResult> {
+  const message = `A webhook from ${input.provider} (event ${input.eventId}) was not applied: ${reason}. An operator must reconcile it with the PSP.`;
+  const flagged = await flagWaitingPaymentForOperator(sql, input.paymentId, message);
+  log.warn('provider webhook held for an operator: the PSP’s charge disagrees with the payment', { reason, flagged, payment_id: input.paymentId });
+  return { disposition: 'held_for_operator', reason, lateCharge: false };
+}
+
+/**
+ * Signals the charge to the payment's run, unless its run has it already (most often the event for
+ * the charge the run has just recorded: a signal would reach the run while its first workflow task
+ * completes, and the server would fail that task and have it run again); a run that has closed is
+ * final, and the event changes nothing. The event is then marked forwarded.
+ */
+async function passOnToRun(sql: Sql, temporal: () => Client, input: ChargeEventInput, charge: ProviderCharge, recorded: boolean): Promise<void> {
+  const [row] = await sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${input.paymentId}`;
+  if (row && !recorded) {
+    try {
+      await temporal().workflow.getHandle(row.workflow_id).signal(chargeReportSignal, { source: 'webhook', eventId: input.eventId, charge });
+    } catch (error) {
+      if (!(error instanceof WorkflowNotFoundError) && !/already completed/i.test(String((error as Error)?.message))) throw error;
+      log.info('provider webhook for a payment whose run has closed; nothing to apply', { payment_id: input.paymentId });
+    }
+  }
+  await markForwarded(sql, input.provider, input.eventId);
+}
+
+/**
+ * Money the PSP holds for a payment that ended without money (expired, canceled, declined,
+ * failed) is given back by lateChargeWorkflow: the payment's run has closed and would never see
+ * it. Started for a payment still `processing` too: its run may have taken its last look at the
+ * PSP just before the debit succeeded, then expire and close without this event; the workflow
+ * waits for the payment to be final and gives nothing back if it succeeded. One workflow id per
+ * charge, so every event of it starts it once. True when it runs for this charge.
+ */
+async function giveBackLateMoney(sql: Sql, temporal: Client, input: ChargeEventInput): Promise<boolean> {
+  const [payment] = await sql<{ status: PaymentStatus }[]>`SELECT status FROM payments WHERE id = ${input.paymentId}`;
+  if (!payment || !(keepsNoMoney(payment.status) || payment.status === 'processing')) return false;
+  const started = await startLateChargeWorkflow(temporal, Context.current().info.taskQueue, { provider: input.provider, chargeId: input.chargeId, paymentId: input.paymentId, eventId: input.eventId });
+  if (started) log.info('late charge workflow started', { workflow_id: lateChargeWorkflowId(input.provider, input.chargeId), payment_status: payment.status });
+  return true;
+}
