@@ -3,7 +3,7 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
 import { flagWaitingPaymentForOperator, paymentIntentFigures } from '../db/payments';
 import { markForwarded } from '../db/provider-events';
-import { chargeDisagreements, chargeHoldsMoney, keepsNoMoney, statusForCharge, type PaymentStatus } from '../domain/payments';
+import { chargeDisagreements, chargeHoldsMoney, keepsNoMoney, recordsCharge, type PaymentStatus } from '../domain/payments';
 import { lateChargeWorkflowId } from '../domain/ids';
 import { startLateChargeWorkflow } from '../lib/late-charge';
 import { UnknownProviderError, type ProviderRegistry } from '../provider/registry';
@@ -53,7 +53,7 @@ export function createChargeEventSteps(deps: { sql: Sql; providers: ProviderRegi
           charge_captured_minor: charge.amountCapturedMinor,
         });
       }
-      const recorded = payment.provider_charge_id === charge.id && payment.status === statusForCharge(charge.status) && payment.amount_captured_minor === charge.amountCapturedMinor;
+      const recorded = recordsCharge({ chargeId: payment.provider_charge_id, status: payment.status, amountCapturedMinor: payment.amount_captured_minor }, charge);
       await passOnToRun(sql, temporal, input, charge, recorded);
       const lateCharge = chargeHoldsMoney(charge) && (await giveBackLateMoney(sql, temporal(), input));
       return { disposition: 'forward', reason: null, lateCharge };

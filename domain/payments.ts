@@ -325,3 +325,11 @@ export function chargeDisagreements(
       : null,
   ].filter((d): d is string => d !== null);
 }
+
+/**
+ * The payment has recorded this charge exactly as reported: its id, the status it implies and
+ * what was captured. Such a report tells the payment's run nothing it does not know.
+ */
+export function recordsCharge(payment: { chargeId: string | null; status: PaymentStatus; amountCapturedMinor: number }, charge: Pick<ChargeFigures, 'id' | 'status' | 'amountCapturedMinor'>): boolean {
+  return payment.chargeId === charge.id && payment.status === statusForCharge(charge.status) && payment.amountCapturedMinor === charge.amountCapturedMinor;
+}

@@ -1,9 +1,10 @@
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import { isGrpcDeadlineError, WorkflowFailedError } from '@temporalio/client';
 import { bodyLimit } from 'hono/body-limit';
-import { receiveProviderEvent, type ReceivedOutcome } from '../../db/provider-events';
+import { markForwarded, receiveProviderEvent, type ReceivedOutcome } from '../../db/provider-events';
+import { paymentIntentFigures } from '../../db/payments';
 import { ApiError } from '../../domain/errors';
-import { chargeHoldsMoney } from '../../domain/payments';
+import { chargeHoldsMoney, recordsCharge } from '../../domain/payments';
 import { isTemporalUnavailable } from '../../lib/temporal';
 import { ProviderEventUnreadableError, ProviderRejectedError, ProviderWebhookError, type ProviderWebhookEvent, type UnreadableField } from '../../provider/types';
 import { createProviderClient, createProviderWebhookVerifier } from '../../provider/registry';
@@ -157,6 +158,14 @@ async function handOver(deps: ApiDeps, event: ProviderWebhookEvent, outcome: Rec
   const paymentId = outcome.row.payment_id;
   const charge = event.charge;
   if (paymentId === null || charge === null || !(outcome.workflowId !== null || chargeHoldsMoney(charge))) return outcome.row.disposition;
+  const payment = await paymentIntentFigures(deps.sql, paymentId);
+  if (payment && recordsCharge({ chargeId: payment.provider_charge_id, status: payment.status, amountCapturedMinor: payment.amount_captured_minor }, charge)) {
+    // Most often the PSP's event for the outcome the run has just recorded: acting on it would
+    // change nothing (a payment holding that charge so keeps its money), so nothing is handed over.
+    log.debug('provider webhook: the payment already records this charge as reported; nothing to hand over');
+    await markForwarded(deps.sql, provider, event.id);
+    return 'forward';
+  }
   const input = { provider, eventId: event.id, paymentId, chargeId: charge.id, reported: { status: charge.status, amountCapturedMinor: charge.amountCapturedMinor } };
   let decision: ChargeEventResult | null;
   try {
