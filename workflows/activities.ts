@@ -124,7 +124,7 @@ export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps |
   reconcileProviderWindow: "compare the PSP's report with payments, refunds, ledger",
   recordReconciliationFailure: 'record the reconciliation run as failed',
   deleteExpiredIdempotencyRecords: 'delete expired idempotency records',
-  sweepAbandonedRuns: 'settle operations whose run ended without an outcome',
+  sweepAbandonedRuns: 'answer operations whose run ended without an outcome',
   recordDisputeReport: 'record dispute report + ledger + outbox',
   recordDisputeReminder: 'record dispute evidence reminder + outbox',
   flagDisputedRefundedPayment: 'flag a refunded payment disputed for an operator',
