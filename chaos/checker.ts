@@ -442,7 +442,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
     const paymentRefunds = refundsByPayment.get(payment.id) ?? [];
     for (const refund of paymentRefunds) {
       const rsubject = `refund ${refund.id} of ${payment.id}`;
-      verdict('refund settled', refund.status !== 'pending', () => `${rsubject} still pending`, own);
+      verdict('refund finished', refund.status !== 'pending', () => `${rsubject} still pending`, own);
       // At the PSP that holds the payment, and at no other.
       const atProvider = providerRefundsByReference.get(refund.id) ?? [];
       const elsewhere = atProvider.filter((r) => r.provider !== providerOf(payment));
