@@ -109,7 +109,7 @@ export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps |
   recordAttempt: 'record attempt outcome (+ next attempt)',
   recordChargeOutcome: 'record outcome + ledger + outbox',
   retrieveCharge: 'poll charge status at provider',
-  recordSettlement: 'record settled charge + ledger + outbox',
+  recordSettlement: "record the wait's outcome + ledger + outbox",
   recordExpiry: 'record expiry + outbox',
   captureCharge: 'capture at provider',
   recordCapture: 'record capture + ledger + outbox',

@@ -11,8 +11,8 @@ import { serveRequest } from './interceptors';
 import { Compensations, failureOfType } from './saga';
 
 type Command = { kind: 'capture'; request: CaptureRequest } | { kind: 'cancel'; request: CancelRequest };
-/** How a wait for the PSP ends: a command (cancel), or the charge settled as the PSP reported it. */
-type PspOutcome = Command | { kind: 'settled'; charge: ProviderCharge };
+/** How a wait for the PSP ends: a command (cancel), or the charge decided as the PSP reported it. */
+type PspOutcome = Command | { kind: 'decided'; charge: ProviderCharge };
 /** What a phase hands on: the charge, to the next phase; or the payment's final answer. */
 type PhaseResult = { kind: 'charge'; charge: ProviderCharge } | Final;
 type Final = { kind: 'final'; response: FinalResponse };
@@ -104,7 +104,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
  * 2. awaitPsp: the customer's 3-D Secure (requires_action) or the bank (processing), decided at
  *    the window's end by the PSP's own record of when the charge changed state (decideAtDeadline);
  * 3. awaitCapture: a manual capture's capture or cancel, or a void when its window ends;
- * 4. settle: a waiting charge's outcome recorded;
+ * 4. recordWaitOutcome: a waiting charge's outcome recorded;
  * 5. compensate: money that moved but cannot be booked is given back, and the reason recorded.
  * The lifecycle (statuses, commands, windows) is domain/payments.ts.
  */
@@ -150,9 +150,9 @@ class PaymentRun {
     let charge = authorized.charge;
     this.setStatus(statusForCharge(charge.status));
     if (isOutcomePending(this.status)) {
-      const settled = await this.awaitPsp(charge);
-      if (settled.kind === 'final') return settled.response;
-      charge = settled.charge;
+      const waited = await this.awaitPsp(charge);
+      if (waited.kind === 'final') return waited.response;
+      charge = waited.charge;
     }
     if (charge.status === 'requires_capture') await this.awaitCapture(charge.id);
     return this.firstResponse;
@@ -304,7 +304,7 @@ class PaymentRun {
 
   /**
    * The charge waits at the PSP. Webhooks arrive as `chargeReport` signals and the run polls the
-   * PSP itself; whichever settles the charge first is recorded. A cancel voids the challenge;
+   * PSP itself; whichever decides the charge first is recorded. A cancel voids the challenge;
    * the window's end is decided by the PSP's clock (decideAtDeadline).
    */
   private async awaitPsp(waiting: ProviderCharge): Promise<PhaseResult> {
@@ -318,13 +318,13 @@ class PaymentRun {
     this.listenForCommands();
     this.accepting = true;
     const outcome = await waitForOutcome<PspOutcome>(
-      () => this.command ?? this.settledBy(waiting.id),
+      () => this.command ?? this.decidedBy(waiting.id),
       windowMs,
       { firstMs: poll.firstMs, maxMs: poll.maxMs, run: async () => this.noteReport(await this.retrieve(waiting.id)) },
     );
     this.accepting = false;
     upsertMemo({ waiting_for: null, waiting_until: null });
-    if (outcome?.kind === 'settled') return this.settle(outcome.charge);
+    if (outcome?.kind === 'decided') return this.recordWaitOutcome(outcome.charge);
     if (outcome?.kind === 'cancel') return this.cancelWhileWaiting(waiting.id, outcome.request);
     return this.decideAtDeadline(waiting, deadline);
   }
@@ -346,7 +346,7 @@ class PaymentRun {
       nonRetryable: true,
     });
     this.command = undefined;
-    const result = await this.settle(voided);
+    const result = await this.recordWaitOutcome(voided);
     await condition(allHandlersFinished);
     this.commandRefused = undefined;
     return result;
@@ -369,7 +369,7 @@ class PaymentRun {
     if (last === null) return this.expire(customer, waiting.id);
     this.showCharge(last);
     const movedAt = moneyMovedAt(last);
-    if (last.status === 'declined' || (movedAt !== null && movedAt <= deadline)) return this.settle(last);
+    if (last.status === 'declined' || (movedAt !== null && movedAt <= deadline)) return this.recordWaitOutcome(last);
     if (last.status === 'succeeded') {
       const refund = await this.giveBack(last.id, last.amountCapturedMinor);
       return this.recordExpiry({ code: 'late_success_refunded', message: `The payment succeeded at the provider after its window ended; refund ${refund.id} gave the money back.` });
@@ -447,21 +447,24 @@ class PaymentRun {
     }
   }
 
-  // ── Phase 4: settle ────────────────────────────────────────────────────────────────────
+  // ── Phase 4: record the outcome of the wait ─────────────────────────────────────────────
 
-  /** Records a waiting charge's outcome (ledger and event with it); a ledger refusal gives the money back. */
-  private async settle(settled: ProviderCharge): Promise<PhaseResult> {
-    this.showCharge(settled);
-    this.pushCompensation(settled);
+  /**
+   * Records a waiting charge's outcome (ledger and event with it); a ledger refusal gives the
+   * money back. Its step is `recordSettlement`, a recorded activity name, kept.
+   */
+  private async recordWaitOutcome(decided: ProviderCharge): Promise<PhaseResult> {
+    this.showCharge(decided);
+    this.pushCompensation(decided);
     try {
-      this.setStatus(await records.recordSettlement({ paymentId: this.input.paymentId, charge: settled }));
+      this.setStatus(await records.recordSettlement({ paymentId: this.input.paymentId, charge: decided }));
     } catch (error) {
       const refused = failureOfType(error, FailureType.LedgerRejected);
       if (!refused) throw error;
       await this.compensate({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, this.input.idempotency);
       return { kind: 'final', response: this.firstResponse };
     }
-    return { kind: 'charge', charge: settled };
+    return { kind: 'charge', charge: decided };
   }
 
   // ── Phase 5: compensate ────────────────────────────────────────────────────────────────
@@ -529,24 +532,24 @@ class PaymentRun {
   }
 
   /**
-   * The first report about our charge that settles it from the status the payment waits in
+   * The first report about our charge that decides it from the status the payment waits in
    * (domain/payments.ts applyChargeReport): a wait reported late, a duplicate, or
    * anything that would leave a final status changes nothing.
    */
-  private settledBy(chargeId: string): PspOutcome | undefined {
+  private decidedBy(chargeId: string): PspOutcome | undefined {
     const charge = this.reports.find((report) => {
       if (report.id !== chargeId) return false;
       const next = applyChargeReport(this.status, report.status);
       return next !== null && !isOutcomePending(next);
     });
-    return charge ? { kind: 'settled', charge } : undefined;
+    return charge ? { kind: 'decided', charge } : undefined;
   }
 
   private retrieve(chargeId: string): Promise<ProviderCharge> {
     return providerSteps.retrieveCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder });
   }
 
-  /** Voids a waiting charge; if the PSP refuses (it settled meanwhile), the charge as it is now. */
+  /** Voids a waiting charge; if the PSP refuses (it was decided meanwhile), the charge as it is now. */
   private async voidOrLookUp(chargeId: string): Promise<ProviderCharge> {
     try {
       return await providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder });

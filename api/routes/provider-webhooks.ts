@@ -194,7 +194,7 @@ async function passOnToRun(deps: ApiDeps, workflowId: string, provider: string, 
   } catch (error) {
     if (isTemporalUnavailable(error)) {
       // Stored but not passed on: the PSP retries, and the retry forwards it (forwarded_at is
-      // still null). The workflow's own poll settles the payment meanwhile anyway.
+      // still null). The workflow's own poll decides the payment meanwhile anyway.
       throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
     }
     if (!(error instanceof WorkflowNotFoundError) && !/already completed/i.test(String((error as Error)?.message))) throw error;
@@ -295,7 +295,7 @@ async function verifiedCharge(deps: ApiDeps, receiver: ProviderWebhookReceiver, 
 
 /**
  * A payment whose charge at the PSP disagrees with it is flagged for an operator (failure.code
- * `needs_operator`, as every payment only a person can settle is), while it waits: its status
+ * `needs_operator`, as every payment only a person can decide is), while it waits: its status
  * stays, nothing is passed to its run, and no money is booked from the disagreeing figures.
  */
 async function holdForOperator(deps: ApiDeps, paymentId: string, provider: string, eventId: string, reason: string, log: Logger): Promise<void> {
