@@ -117,15 +117,16 @@ class PaymentRun {
   private readonly compensations = new Compensations();
   /** What the PSP reported about the charge (webhooks, polls), oldest first; kept from the start. */
   private readonly reports: ProviderCharge[] = [];
-  /** The operation's first answer (recorded with the charge's outcome). */
-  private firstResponse!: FinalResponse;
   // The merchant's command (capture, cancel) and its answer.
   private command: Command | undefined;
   private accepting = false;
   private listening = false;
   private commandResponse: FinalResponse | undefined;
   private commandRefused: ApplicationFailure | undefined;
-  /** The create request's first answer, once recorded (for firstAnswerUpdate). */
+  /**
+   * The create request's first answer, once known: recorded with the charge's outcome (202 while
+   * the outcome is waited for), or the run's result when it ended before (firstAnswerUpdate).
+   */
   private firstAnswer: FinalResponse | undefined;
 
   constructor(private readonly input: PaymentWorkflowInput) {
@@ -155,7 +156,7 @@ class PaymentRun {
       charge = waited.charge;
     }
     if (charge.status === 'requires_capture') await this.awaitCapture(charge.id);
-    return this.firstResponse;
+    return this.firstAnswer!;
   }
 
   // ── Phase 1: authorize ───────────────────────────────────────────────────────────────
@@ -171,12 +172,13 @@ class PaymentRun {
     this.showCharge(charge);
     this.pushCompensation(charge);
     try {
-      this.firstResponse = await records.recordChargeOutcome({
-        payment: this.input,
-        charge,
-        attempt: { attempt: this.holder.attempt!, provider: this.holder.provider! },
-      });
-      this.answered(this.firstResponse);
+      this.answered(
+        await records.recordChargeOutcome({
+          payment: this.input,
+          charge,
+          attempt: { attempt: this.holder.attempt!, provider: this.holder.provider! },
+        }),
+      );
     } catch (error) {
       const refused = failureOfType(error, FailureType.LedgerRejected);
       if (!refused) throw error;
@@ -337,7 +339,7 @@ class PaymentRun {
       this.commandResponse = (await records.recordCancel({ paymentId: this.input.paymentId, request }))!;
       this.setStatus('canceled');
       await condition(allHandlersFinished);
-      return { kind: 'final', response: this.firstResponse };
+      return { kind: 'final', response: this.firstAnswer! };
     }
     // The customer finished first: the charge's own outcome stands, and the cancel is refused.
     this.commandRefused = ApplicationFailure.create({
@@ -405,7 +407,7 @@ class PaymentRun {
   private async recordExpiry(failure: Failure): Promise<PhaseResult> {
     await records.recordExpiry({ paymentId: this.input.paymentId, failure });
     this.setStatus('expired');
-    return { kind: 'final', response: this.firstResponse };
+    return { kind: 'final', response: this.firstAnswer! };
   }
 
   // ── Phase 3: wait for capture (manual capture) ──────────────────────────────────────────
@@ -462,7 +464,7 @@ class PaymentRun {
       const refused = failureOfType(error, FailureType.LedgerRejected);
       if (!refused) throw error;
       await this.compensate({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, this.input.idempotency);
-      return { kind: 'final', response: this.firstResponse };
+      return { kind: 'final', response: this.firstAnswer! };
     }
     return { kind: 'charge', charge: decided };
   }
