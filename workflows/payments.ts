@@ -110,8 +110,8 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
  */
 class PaymentRun {
   private status: PaymentStatus = 'processing';
-  /** The PSP and attempt holding the charge (every provider step after the charge goes there). */
-  private holder: { provider?: string; attempt?: number } = {};
+  /** The attempt that made the charge, and its PSP (every provider step after the charge goes there). */
+  private chargingAttempt: { provider?: string; attempt?: number } = {};
   /** The memo's view of the route: which PSP each attempt went to, and why it moved on. */
   private routeMemo: { provider?: string; attempts?: AttemptMemo[]; route?: string[]; route_reason?: string } = {};
   private readonly compensations = new Compensations();
@@ -176,7 +176,7 @@ class PaymentRun {
         await records.recordChargeOutcome({
           payment: this.input,
           charge,
-          attempt: { attempt: this.holder.attempt!, provider: this.holder.provider! },
+          attempt: { attempt: this.chargingAttempt.attempt!, provider: this.chargingAttempt.provider! },
         }),
       );
     } catch (error) {
@@ -227,7 +227,7 @@ class PaymentRun {
       plan ??= result.plan!;
       const provider = plan.providers[attempt - 1]!;
       const next = plan.providers[attempt];
-      this.holder = { provider, attempt };
+      this.chargingAttempt = { provider, attempt };
       const movesOn =
         result.kind === 'not_charged' || (result.charge.status === 'declined' && result.charge.declineCode !== null && (plan.retryableDeclineCodes ?? []).includes(result.charge.declineCode));
       if (movesOn && next !== undefined) {
@@ -286,7 +286,7 @@ class PaymentRun {
   /** Records that the last PSP refused the request and fails the payment (nothing charged anywhere). */
   private async refusedEverywhere(plan: RoutePlan, attempts: AttemptMemo[], attempt: number, code: string, message: string): Promise<PhaseResult> {
     const provider = plan.providers[attempt - 1]!;
-    this.holder = { provider, attempt };
+    this.chargingAttempt = { provider, attempt };
     attempts.push({ attempt, provider, outcome: 'rejected', error_code: code });
     await records.recordAttempt({ paymentId: this.input.paymentId, attempt, provider, outcome: 'rejected', providerChargeId: null, errorCode: code, next: null });
     this.showAttempts(plan, attempts, null);
@@ -377,7 +377,7 @@ class PaymentRun {
       return this.recordExpiry({ code: 'late_success_refunded', message: `The payment succeeded at the provider after its window ended; refund ${refund.id} gave the money back.` });
     }
     if (last.status === 'requires_capture') {
-      const voided = await providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId: last.id, ...this.holder });
+      const voided = await providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId: last.id, ...this.chargingAttempt });
       return this.recordExpiry({ code: 'late_authorization_voided', message: `The payment was authorized at the provider after its window ended; the authorization was voided (${voided.status}).` });
     }
     return this.expire(customer, last.id);
@@ -387,7 +387,7 @@ class PaymentRun {
   private async lookWithinGrace(chargeId: string): Promise<ProviderCharge | null> {
     const graceMs = this.input.decisionGraceMs ?? WAIT_DEFAULTS.decisionGraceMs;
     try {
-      return await providerStepsWithin(graceMs).retrieveCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder });
+      return await providerStepsWithin(graceMs).retrieveCharge({ paymentId: this.input.paymentId, chargeId, ...this.chargingAttempt });
     } catch (error) {
       log.warn('the PSP did not answer within the decision grace', { payment_id: this.input.paymentId, error: String(error) });
       return null;
@@ -421,7 +421,7 @@ class PaymentRun {
     this.accepting = false; // from here on validators refuse, so no update can wait forever
     if (decided === undefined || decided.kind === 'cancel') {
       if (decided === undefined) log.info('authorization window ended uncaptured; voiding', { payment_id: input.paymentId });
-      this.showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...this.holder }));
+      this.showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...this.chargingAttempt }));
       const answer = await records.recordCancel({ paymentId: input.paymentId, request: decided?.request ?? null });
       if (decided) this.commandResponse = answer!;
       this.setStatus('canceled');
@@ -434,7 +434,7 @@ class PaymentRun {
 
   private async capture(chargeId: string, request: CaptureRequest): Promise<void> {
     const { input } = this;
-    const captured = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor: request.amountMinor ?? input.amountMinor, ...this.holder });
+    const captured = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor: request.amountMinor ?? input.amountMinor, ...this.chargingAttempt });
     this.showCharge(captured);
     // Once captured, giving the money back means a refund, no longer a void.
     this.compensations.replace(`refunded ${captured.amountCapturedMinor} ${input.currency} of charge ${chargeId}`, () => this.giveBack(chargeId, captured.amountCapturedMinor));
@@ -491,7 +491,7 @@ class PaymentRun {
       const amountMinor = charge.amountCapturedMinor;
       this.compensations.push(`refunded ${amountMinor} ${this.input.currency} of charge ${chargeId}`, () => this.giveBack(chargeId, amountMinor));
     } else if (charge.status === 'requires_capture') {
-      this.compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder }));
+      this.compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.chargingAttempt }));
     }
   }
 
@@ -502,7 +502,7 @@ class PaymentRun {
    */
   private async giveBack(chargeId: string, amountMinor: number) {
     const { paymentId } = this.input;
-    const refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(paymentId), chargeId, amountMinor, reference: paymentId, ...this.holder });
+    const refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(paymentId), chargeId, amountMinor, reference: paymentId, ...this.chargingAttempt });
     if (refund.status === 'failed') {
       throw ApplicationFailure.nonRetryable(`the provider refused refund ${refund.id}: ${refund.failureMessage ?? refund.failureCode ?? 'no reason given'}`);
     }
@@ -548,13 +548,13 @@ class PaymentRun {
   }
 
   private retrieve(chargeId: string): Promise<ProviderCharge> {
-    return providerSteps.retrieveCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder });
+    return providerSteps.retrieveCharge({ paymentId: this.input.paymentId, chargeId, ...this.chargingAttempt });
   }
 
   /** Voids a waiting charge; if the PSP refuses (it was decided meanwhile), the charge as it is now. */
   private async voidOrLookUp(chargeId: string): Promise<ProviderCharge> {
     try {
-      return await providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder });
+      return await providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.chargingAttempt });
     } catch (error) {
       if (!failureOfType(error, FailureType.ProviderRejected)) throw error;
       return this.retrieve(chargeId);
