@@ -143,7 +143,7 @@ export class Scenarios {
 
   /**
    * One duplicate storm: `copies` identical requests at once under one new key. Returns each
-   * request's latency and status and, once settled, the effects counted at their sources.
+   * request's latency and status and, once quiet, the effects counted at their sources.
    */
   async storm(copies: number): Promise<StormKeyResult> {
     const n = ++this.counter;

@@ -317,7 +317,7 @@ export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into:
 }
 
 /**
- * The checker, run once the load stopped and the system settled: every payment and refund
+ * The checker, run once the load stopped and the system went quiet: every payment and refund
  * against the provider's charges and refunds, the ledger, the outbox and the merchant's
  * webhooks; every dispute against its PSP's, its workflow, its money and its events
  * (chaos/dispute-checks.ts); then whole-system checks (every provider charge and refund
@@ -397,9 +397,9 @@ export async function check(input: CheckInput): Promise<Verdict> {
   for (const payment of payments) {
     const own: string[] = [];
     const subject = `payment ${payment.id}`;
-    // Every wait ends by its window at the latest (AUTHENTICATION_WINDOW_SECONDS, ASYNC_SETTLEMENT_WINDOW_SECONDS), all shorter than the settle.
+    // Every wait ends by its window at the latest (AUTHENTICATION_WINDOW_SECONDS, ASYNC_SETTLEMENT_WINDOW_SECONDS), all shorter than the wait for quiet.
     const waiting = payment.status === 'processing' || payment.status === 'requires_action';
-    verdict('payment decided', !waiting, () => `${subject} (${payment.payment_method}) still ${payment.status} after the settle, beyond its window`, own);
+    verdict('payment decided', !waiting, () => `${subject} (${payment.payment_method}) still ${payment.status} after the wait for quiet, beyond its window`, own);
     // Its charges at both PSPs (how many, and why more than one, is checkAcrossPsps's census).
     const charged = chargesByReference.get(payment.id) ?? [];
     const charge = charged.find((c) => c.provider === providerOf(payment) && c.id === payment.provider_charge_id) ?? charged.at(-1);
@@ -610,7 +610,7 @@ const tenantsOfPayments = (sql: Sql, tenantIds: string[]) => sql<{ id: string; t
 /**
  * The running workflows, and among them those without a reason to run: only a payment
  * awaiting capture (its workflow waits for a capture or cancel, or for the window to end)
- * may still be running once the system settled.
+ * may still be running once the system went quiet.
  */
 export async function runningWorkflows(sql: Sql, temporal: Client, tenantIds: string[]): Promise<{ open: string[]; withoutReason: string[] }> {
   const open: string[] = [];

@@ -57,7 +57,7 @@ describe('chaos', () => {
         gapMs: [8_000, 20_000],
         resultsDir: path.join(projectRoot, 'test', 'artifacts', 'chaos-results'),
         logsDir: path.join(projectRoot, 'test', 'artifacts', 'chaos-logs'),
-        settleMs: 240_000,
+        quietMs: 240_000,
         log: () => {},
       });
       const replay = `seed ${seed}: npm run chaos -- --minutes 2 --seed ${seed} --clients 3 --gap 8-20`;
@@ -80,7 +80,7 @@ describe('chaos', () => {
       expect(summary.payments, replay).toBeGreaterThanOrEqual(summary.settings.clients);
       // Payments that wait were among them, decided by the PSP's (faulty) webhooks and the polls.
       expect(summary.operations['PSP webhooks received and stored (once per event)'] ?? 0, replay).toBeGreaterThan(0);
-      // Disputed payments were among them (about one in eight), every dispute closed within the settle.
+      // Disputed payments were among them (about one in eight), every dispute closed within the wait for quiet.
       expect(summary.disputes.disputedPayments, `${replay}: ${JSON.stringify(summary.disputes)}`).toBeGreaterThan(0);
     },
     15 * 60_000,
