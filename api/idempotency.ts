@@ -161,8 +161,8 @@ async function runProtocol(
     outcome('replayed');
     return recorded(stored, true);
   }
-  const settle = (value: IdempotencyOutcome) => outcome(value === 'new' && !claimedHere ? 'waited' : value);
-  return (await dispatchAndWait(c, deps, scope, op, record, claimedHere, settle)) ?? (await stillRunning(deps, scope, op, record, claimedHere, settle));
+  const counted = (value: IdempotencyOutcome) => outcome(value === 'new' && !claimedHere ? 'waited' : value);
+  return (await dispatchAndWait(c, deps, scope, op, record, claimedHere, counted)) ?? (await stillRunning(deps, scope, op, record, claimedHere, counted));
 }
 
 /** Where a key stands once this request has tried to claim it. */
