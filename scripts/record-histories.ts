@@ -238,7 +238,7 @@ const scenarios: Scenario[] = [
       const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
       expectStatus(created, 202, '3-D Secure payment');
       await completeChallenge(created.json.next_action.redirect_to_url.url, 'approve');
-      return [{ name: 'three-ds-approved', workflowId: created.json.workflow_id, shows: '3-D Secure: 202 requires_action, the customer approves the challenge, the PSP\'s webhook (chargeReport signal) settles it succeeded.', check: decidedLater }];
+      return [{ name: 'three-ds-approved', workflowId: created.json.workflow_id, shows: '3-D Secure: 202 requires_action, the customer approves the challenge, the PSP\'s webhook (chargeReport signal) decides it succeeded.', check: decidedLater }];
     },
   },
   {
@@ -283,7 +283,7 @@ const scenarios: Scenario[] = [
         expectStatus(created, 202, '3-D Secure payment');
         await completeChallenge(created.json.next_action.redirect_to_url.url, 'approve');
         await untilStatus(() => api.get(`/v1/payments/${created.json.id}`), 200, (r) => r.json.status === 'succeeded');
-        return [{ name: 'three-ds-webhook-lost', workflowId: created.json.workflow_id, shows: 'Every webhook lost: the workflow\'s own status poll (retrieveCharge) finds the approved charge and settles it.', check: hasActivity('retrieveCharge') }];
+        return [{ name: 'three-ds-webhook-lost', workflowId: created.json.workflow_id, shows: 'Every webhook lost: the workflow\'s own status poll (retrieveCharge) finds the approved charge and records it.', check: hasActivity('retrieveCharge') }];
       } finally {
         await sandboxFaults(stack, { loss: 0 });
       }
