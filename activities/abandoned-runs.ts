@@ -1,7 +1,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
 import { openDisputes } from '../db/disputes';
-import { operationKindOfOperation, operationKindOfWorkflow, answerAbandonedRun, endWaitOfClosedRun, unfinishedRecords, waitingPayments, type HeldAtProvider, type WaitingPayment } from '../db/abandoned';
+import { answerAbandonedRun, endWaitOfClosedRun, operationKindOfOperation, operationKindOfWorkflow, unfinishedRecords, waitingPayments, type HeldAtProvider, type WaitingPayment } from '../db/abandoned';
 import { providerSubKey } from '../shared/keys';
 import type { Logger } from '../lib/logger';
 import type { PaymentProvider } from '../provider/types';

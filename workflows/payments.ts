@@ -110,7 +110,7 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
  */
 class PaymentRun {
   private status: PaymentStatus = 'processing';
-  /** The attempt that made the charge, and its PSP (every provider step after the charge goes there). */
+  /** The charge attempt under way, and its PSP: once the charge is made, every provider step goes there. */
   private chargingAttempt: { provider?: string; attempt?: number } = {};
   /** The memo's view of the route: which PSP each attempt went to, and why it moved on. */
   private routeMemo: { provider?: string; attempts?: AttemptMemo[]; route?: string[]; route_reason?: string } = {};
