@@ -7,7 +7,7 @@ import { startEnvironment, type ChaosEnvironment } from '../../chaos/environment
 import { openAtPsps, openInDatabase, reconcileAfterRun, waitUntilQuiet } from '../../chaos/run';
 
 /**
- * Why the chaos run's wait for quiet waits for the workflows too, not only for the database: a
+ * Why the chaos run's wait for quiet includes the workflows, not only the database: a
  * workflow may still run while its payment is final. The first worker dies right
  * after its first record step committed (the charge outcome: payment, ledger, event and the
  * key's final answer in one transaction), before Temporal heard of it. The client already has
@@ -54,7 +54,7 @@ async function pay(key: string, amountMinor: number, paymentMethod: string, trie
 
 describe('the chaos run waits until quiet', () => {
   it(
-    'a worker killed right after a record step committed: the database goes quiet first, the workflow closes later by itself, and the wait for quiet waits for it',
+    'a worker killed right after a record step committed: the database goes quiet first, the workflow closes later by itself, and the wait for quiet includes it',
     async () => {
       const answer = await pay(`quiet-${Date.now()}`, 1234, 'pm_card_visa', 240);
       expect(answer?.status).toBe(201);
