@@ -1,7 +1,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
 import { openDisputes } from '../db/disputes';
-import { operationKindOfOperation, operationKindOfWorkflow, settleAbandonedRun, settleClosedWait, unfinishedRecords, waitingPayments, type HeldAtProvider, type WaitingPayment } from '../db/abandoned';
+import { answerAbandonedRun, endWaitOfClosedRun, operationKindOfOperation, operationKindOfWorkflow, unfinishedRecords, waitingPayments, type HeldAtProvider, type WaitingPayment } from '../db/abandoned';
 import { providerSubKey } from '../shared/keys';
 import type { Logger } from '../lib/logger';
 import type { PaymentProvider } from '../provider/types';
@@ -15,7 +15,7 @@ const voidableChargeStates: readonly string[] = chargeStates.filter((s) => statu
 
 /**
  * Finds operations whose run ended without recording an outcome (failed, terminated, timed
- * out, or never started and long since given up) and settles each with one stable answer
+ * out, or never started and long since given up) and gives each one stable answer
  * (db/abandoned.ts), so no idempotency record stays `running` for good, whether or not the
  * client ever retries. The API does the same when a retry finds such a run first; the
  * first recording wins either way. Run by abandonedRunSweepWorkflow on its Temporal Schedule
@@ -40,13 +40,13 @@ export class AbandonedRunSweeper {
   ) {}
 
   /**
-   * Settles what it finds (at most `limit` records, `limit` waiting payments and `limit` open
-   * disputes looked at): first the operations that never answered, then the payments whose run
-   * closed while they waited, then the open disputes whose run ended. Returns how many were
-   * settled or started again.
+   * Deals with what it finds (at most `limit` records, `limit` waiting payments and `limit` open
+   * disputes looked at): first it answers the operations that never answered, then it ends the
+   * wait of the payments whose run closed while they waited, then it starts again the open
+   * disputes whose run ended. Returns how many were answered, ended or started again.
    */
   async runOnce(limit = 200, minAgeSeconds = this.minAgeSeconds): Promise<number> {
-    return (await this.settleUnansweredOperations(limit, minAgeSeconds)) + (await this.settleClosedWaits(limit, minAgeSeconds)) + (await this.restartClosedDisputeRuns(limit, minAgeSeconds));
+    return (await this.answerUnansweredOperations(limit, minAgeSeconds)) + (await this.endWaitsOfClosedRuns(limit, minAgeSeconds)) + (await this.restartClosedDisputeRuns(limit, minAgeSeconds));
   }
 
   /** How the run ended, and what kind of operation it ran (from its workflow type); NOT_FOUND: no run. */
@@ -60,9 +60,9 @@ export class AbandonedRunSweeper {
     }
   }
 
-  private async settleUnansweredOperations(limit: number, minAgeSeconds: number): Promise<number> {
+  private async answerUnansweredOperations(limit: number, minAgeSeconds: number): Promise<number> {
     const { sql, logger, retentionSeconds } = this.deps;
-    let settled = 0;
+    let answered = 0;
     for (const record of await unfinishedRecords(sql, minAgeSeconds, limit)) {
       const found = await this.runOf(record.workflow_id);
       // No run at all: the API claimed the key (a payment's intent with it) and died before it
@@ -73,14 +73,14 @@ export class AbandonedRunSweeper {
       // takes it from the run's result (the update of a capture/cancel answers from its own run).
       if (status === 'RUNNING' || status === 'COMPLETED') continue;
       const moneyMoved = run.kind === 'payment' ? await this.chargeExists(record.resource_id) : null;
-      const { flagged } = await settleAbandonedRun(sql, record, run, retentionSeconds, moneyMoved);
-      settled++;
+      const { flagged } = await answerAbandonedRun(sql, record, run, retentionSeconds, moneyMoved);
+      answered++;
       logger.error(
         { workflow_id: record.workflow_id, resource_id: record.resource_id, operation: record.operation, status, flagged },
         flagged ? 'run ended without an outcome; payment flagged for an operator' : 'run ended without an outcome; operation_failed recorded',
       );
     }
-    return settled;
+    return answered;
   }
 
   /**
@@ -91,21 +91,21 @@ export class AbandonedRunSweeper {
    * PSP holds; an authorization (or a challenge) still open at the PSP is voided first, which is
    * safe because no run is left to capture it.
    */
-  private async settleClosedWaits(limit: number, minAgeSeconds: number): Promise<number> {
-    let settled = 0;
+  private async endWaitsOfClosedRuns(limit: number, minAgeSeconds: number): Promise<number> {
+    let ended = 0;
     for (const payment of await waitingPayments(this.deps.sql, minAgeSeconds, limit)) {
       const run = await this.runOf(payment.workflow_id);
       if (run.status === 'RUNNING') continue;
       const held = await this.voidIfHeld(payment);
-      const now = await settleClosedWait(this.deps.sql, payment, run.status, held);
+      const now = await endWaitOfClosedRun(this.deps.sql, payment, run.status, held);
       if (!now) continue;
-      settled++;
+      ended++;
       this.deps.logger.error(
         { alert: 'payment_needs_operator', payment_id: payment.id, workflow_id: payment.workflow_id, run_status: run.status, was: payment.status, now: now.status, psp_charge: held.charge ?? null, voided: held.voided },
         'payment run ended while it waited; flagged for an operator',
       );
     }
-    return settled;
+    return ended;
   }
 
   /**

@@ -68,7 +68,7 @@ export function createJobSteps(deps: JobDeps) {
       return new RetentionJob(deps.sql, deps.logger).runOnce();
     },
 
-    /** Settles the operations whose run ended without an outcome (activities/abandoned-runs.ts); returns how many. */
+    /** Answers the operations whose run ended without an outcome, and ends the wait of payments whose run closed (activities/abandoned-runs.ts); returns how many. */
     async sweepAbandonedRuns(): Promise<number> {
       if (!deps.temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client for the abandoned-run sweep', JobFailureType.Misconfigured);
       const provider = Object.values(deps.providers)[0];

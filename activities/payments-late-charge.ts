@@ -28,7 +28,7 @@ export type LateChargeOutcome =
 export interface LateChargeStanding {
   /**
    * act: the payment ended without money and the charge is the payment's: give the money back.
-   * wait: the payment still waits for the PSP (its run settles it, or expires it and closes): look again later.
+   * wait: the payment still waits for the PSP (its run decides it, or expires it and closes): look again later.
    * skip: the money is the payment's (succeeded, or an authorization its run captures or voids),
    *       or the charge is not its charge.
    */
@@ -54,7 +54,7 @@ export function createLateChargeSteps(sql: Sql, metrics?: WorkerMetrics) {
       const reason = `the payment is ${payment.status}`;
       if (keepsNoMoney(payment.status)) return { decision: 'act', status: payment.status, reason };
       // While the charge's outcome is open (the payment waits for its customer or the PSP), its run
-      // settles or expires it; an authorization (waiting for the merchant) is the run's to capture
+      // decides or expires it; an authorization (waiting for the merchant) is the run's to capture
       // or void, and succeeded is the merchant's money.
       return { decision: isOutcomePending(payment.status) ? 'wait' : 'skip', status: payment.status, reason };
     },

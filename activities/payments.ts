@@ -189,9 +189,11 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
 
     /**
      * Records how a wait ended, as the PSP reported it (webhook or status poll): the charge
-     * settled (succeeded, authorized, declined) or was canceled. The operation's answer was
+     * decided (succeeded, authorized, declined) or was canceled. The operation's answer was
      * recorded when the wait began; this records the new status, its ledger posting and event.
-     * Returns the status the payment is in afterwards.
+     * Returns the status the payment is in afterwards. The name says "settlement" for any wait's
+     * outcome, a customer's challenge too: it is a recorded activity type name, kept as it is
+     * (docs/ARCHITECTURE.md, Glossary).
      */
     async recordSettlement(input: { paymentId: string; charge: ProviderCharge }): Promise<PaymentStatus> {
       return step(sql, async (tx) => {

@@ -5,7 +5,7 @@ import { lockPayment, markRefundedIfFullyRefunded } from '../db/payments';
 import { completeRecord } from '../db/idempotency-records';
 import { postTransaction, refundLines, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
-import { findRefund, reserveRefund, settleRefund } from '../db/refunds';
+import { findRefund, finishRefund, reserveRefund } from '../db/refunds';
 import { businessEventKey } from '../shared/keys';
 import { errorResponse } from '../domain/errors';
 import { refundLocation, refundResource } from '../domain/resources';
@@ -74,19 +74,19 @@ export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: 
       return step(sql, async (tx) => {
         const owner = { workflowId: workflowId(), resourceId: request.refundId };
         // Under the payment's row lock, as every refund's decision is: the check below that marks
-        // the payment refunded then sees every other refund that settled before it, whatever
-        // their interleaving (without it, two last refunds settling at once each saw the
+        // the payment refunded then sees every other refund that finished before it, whatever
+        // their interleaving (without it, two last refunds finishing at once each saw the
         // other's as pending, and the payment stayed succeeded though refunded in full).
         await lockPayment(tx, request.paymentId);
-        const settled =
+        const finished =
           provided.status === 'succeeded'
-            ? await settleRefund(tx, request.refundId, { status: 'succeeded', providerRefundId: provided.id })
-            : await settleRefund(tx, request.refundId, {
+            ? await finishRefund(tx, request.refundId, { status: 'succeeded', providerRefundId: provided.id })
+            : await finishRefund(tx, request.refundId, {
                 status: 'failed',
                 providerRefundId: provided.id,
                 failure: { code: provided.failureCode ?? 'refund_failed', message: provided.failureMessage ?? 'The provider refused the refund.' },
               });
-        const refund = settled ?? (await findRefund(tx, request.refundId));
+        const refund = finished ?? (await findRefund(tx, request.refundId));
         if (!refund) throw new Error(`refund ${request.refundId} not found`);
         if (refund.status === 'succeeded') {
           await postTransaction(tx, {

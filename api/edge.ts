@@ -179,19 +179,19 @@ export function metricsAccess(deps: ApiDeps, failures: AuthFailureLimit): Middle
 }
 
 /**
- * One answer of `probe` shared for `ttlMs` after it settles, and by every caller while it runs:
+ * One answer of `probe` shared for `ttlMs` after it is done, and by every caller while it runs:
  * /readyz is unauthenticated and pings PostgreSQL and Temporal, so without sharing, a flood of
  * probes would become a flood on both. Readiness a second old is what a balancer's
  * health check wants anyway.
  */
 export function sharedFor<T>(ttlMs: number, probe: () => Promise<T>, now: () => number = Date.now): () => Promise<T> {
-  let current: { answer: Promise<T>; settledAt: number | null } | null = null;
+  let current: { answer: Promise<T>; doneAt: number | null } | null = null;
   return () => {
-    if (current && (current.settledAt === null || now() - current.settledAt < ttlMs)) return current.answer;
-    const entry: { answer: Promise<T>; settledAt: number | null } = { answer: probe(), settledAt: null };
+    if (current && (current.doneAt === null || now() - current.doneAt < ttlMs)) return current.answer;
+    const entry: { answer: Promise<T>; doneAt: number | null } = { answer: probe(), doneAt: null };
     entry.answer.then(
-      () => void (entry.settledAt = now()),
-      () => void (entry.settledAt = now()),
+      () => void (entry.doneAt = now()),
+      () => void (entry.doneAt = now()),
     );
     current = entry;
     return entry.answer;

@@ -14,7 +14,7 @@ import type * as workflows from '../workflows';
 import type { ApiDeps, AppEnv, EarlyLookup } from './context';
 import type { IdempotencyOutcome } from '../lib/metrics';
 import { isDatabaseUnavailable } from '../db/connect';
-import { operationKindOfWorkflow, settleAbandonedRun } from '../db/abandoned';
+import { answerAbandonedRun, operationKindOfWorkflow } from '../db/abandoned';
 import { operationName, recordedResponse, type RecordedAnswer, type RouteJson } from './typed-route';
 
 /** Header that advertises how long an outcome is remembered. */
@@ -161,8 +161,8 @@ async function runProtocol(
     outcome('replayed');
     return recorded(stored, true);
   }
-  const settle = (value: IdempotencyOutcome) => outcome(value === 'new' && !claimedHere ? 'waited' : value);
-  return (await dispatchAndWait(c, deps, scope, op, record, claimedHere, settle)) ?? (await stillRunning(deps, scope, op, record, claimedHere, settle));
+  const counted = (value: IdempotencyOutcome) => outcome(value === 'new' && !claimedHere ? 'waited' : value);
+  return (await dispatchAndWait(c, deps, scope, op, record, claimedHere, counted)) ?? (await stillRunning(deps, scope, op, record, claimedHere, counted));
 }
 
 /** Where a key stands once this request has tried to claim it. */
@@ -382,9 +382,9 @@ async function answerOfEarlierRun(deps: ApiDeps, scope: ScopedKey, workflowType:
     // whether money moved (null): a payment that may hold money is flagged for an operator.
     const record = { tenant_id: scope.tenantId, operation: scope.operation, idempotency_key: scope.key, fingerprint: scope.fingerprint, workflow_id: options.workflowId, resource_id: options.resourceId };
     const run = { kind: operationKindOfWorkflow[workflowType] ?? null, status: description.status.name ?? 'UNKNOWN' };
-    const settled = await settleAbandonedRun(deps.sql, record, run, scope.retentionSeconds, null);
-    deps.logger.error({ workflow_id: options.workflowId, status: description.status.name, flagged: settled.flagged }, 'operation ended without an outcome; recorded operation_failed');
-    return { kind: 'decided', response: settled.response };
+    const answered = await answerAbandonedRun(deps.sql, record, run, scope.retentionSeconds, null);
+    deps.logger.error({ workflow_id: options.workflowId, status: description.status.name, flagged: answered.flagged }, 'operation ended without an outcome; recorded operation_failed');
+    return { kind: 'decided', response: answered.response };
   }
   // Every workflow the API starts answers with its operation's final response.
   return { kind: 'decided', response: (await handle.result()) as FinalResponse, earlier: true };

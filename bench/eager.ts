@@ -49,7 +49,7 @@ const eagerlyStarted = new Map<string, { eager: number; of: number }>();
 async function once(shape: Shape, mode: Mode, tally: { eager: number; of: number }): Promise<string | void> {
   const id = randomBytes(8).toString('hex');
   const options = { taskQueue, workflowId: `${shape}-${mode}-${id}`, args: [{ id }] as [{ id: string }], requestEagerStart: mode === 'eager' };
-  // By type name: this process runs the workflows in its worker's sandbox, never imports them.
+  // By type name: this process runs the workflows in its worker's workflow isolate, never imports them.
   const handle = await client.workflow.start<typeof emptyWorkflow>(shape === 'empty' ? 'emptyWorkflow' : 'floorWorkflow', options);
   tally.of++;
   if (handle.eagerlyStarted) tally.eager++;

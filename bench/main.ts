@@ -16,7 +16,7 @@
  *   BENCH_CONCURRENCY         e.g. "1,8,32,64" (default "1,8,64")
  *   BENCH_SCALES              e.g. "10,100" (default); "" skips the history-size phase
  *   BENCH_HISTORY_BASE        finished payments in the tables at 1× (default 10000)
- *   BENCH_SCALE_SETTLE=1      history-size phase: after seeding, VACUUM ANALYZE both lanes' tables and
+ *   BENCH_SCALE_VACUUM=1      history-size phase: after seeding, VACUUM ANALYZE both lanes' tables and
  *                             CHECKPOINT before measuring (the grown lane's seeding does both for its own)
  *   BENCH_OUT                 results directory (default bench/results)
  *   BENCH_KEEP_LOGS=1         keep the children's logs (printed path) instead of deleting them
@@ -46,7 +46,7 @@ import { parseVariants, runEnginesPhase, type EnginesResult } from './engines';
 import { writeReport, type BenchResults, type ScaleResult, type ScaleWarmup, type StormResult } from './report';
 import { runRoutingPhase, type FailoverMode, type RoutingResult } from './routing';
 import { PgActivityProbe, pgSettings, type RoundActivity } from './pgactivity';
-import { historyCounts, hotStatementBuffers, Scenarios, seedHistory, settleLane, type StormKeyResult } from './scenarios';
+import { historyCounts, hotStatementBuffers, Scenarios, seedHistory, vacuumLane, type StormKeyResult } from './scenarios';
 import { startBenchStack } from './stack';
 import { StatementSampler, type StatementProfile } from './statements';
 
@@ -71,7 +71,7 @@ const settings = {
   /** Finished payments in the tables at 1× (the run's own, topped up with synthetic ones). */
   historyBase: Number(env.BENCH_HISTORY_BASE ?? 10_000),
   /** History-size phase: both lanes vacuumed and a checkpoint taken after seeding, before measuring. */
-  scaleSettle: env.BENCH_SCALE_SETTLE === '1',
+  scaleVacuum: env.BENCH_SCALE_VACUUM === '1',
   outDir: env.BENCH_OUT ?? new URL('./results/', import.meta.url).pathname,
   dynamicConfig: JSON.parse(env.BENCH_TEMPORAL_DYNAMIC_CONFIG ?? '{}') as Record<string, unknown>,
   skip: new Set((env.BENCH_SKIP ?? '').split(',').filter(Boolean)),
@@ -352,11 +352,11 @@ try {
     for (const factor of factors) {
       const baseRows = await historyCounts(stack.sql);
       const seed = await seedTo(grownScenarios, `${factor}×`, baseRows.payments! * factor);
-      if (settings.scaleSettle) {
+      if (settings.scaleVacuum) {
         const started = Date.now();
-        await settleLane(stack.sql);
-        await settleLane(grown.sql, { checkpoint: true });
-        progress.say(`settle (BENCH_SCALE_SETTLE=1): both lanes vacuumed and analyzed, checkpoint taken, in ${round((Date.now() - started) / 1000, 0)} s`);
+        await vacuumLane(stack.sql);
+        await vacuumLane(grown.sql, { checkpoint: true });
+        progress.say(`vacuum (BENCH_SCALE_VACUUM=1): both lanes vacuumed and analyzed, checkpoint taken, in ${round((Date.now() - started) / 1000, 0)} s`);
       }
       // Not counted: one short run per lane at 64 clients after seeding (grown lane first, then
       // the base lane, which idled while seeding ran): a lane's first run after it is its slowest
@@ -399,7 +399,7 @@ try {
       const [bs, gs] = await runStorms(lanes.map((l) => l.scenarios), 10);
       const base = { rows: baseRows, payments64: b64!, payments1: b1!, replay64: br!, read64: bg!, storm: summariseStorms(bs!), plans: await hotStatementBuffers(scenarios) };
       const big = { rows: seed.rows, payments64: g64!, payments1: g1!, replay64: gr!, read64: gg!, storm: summariseStorms(gs!), plans: await hotStatementBuffers(grownScenarios) };
-      scales.push({ factor, seedSeconds: seed.seconds, settled: settings.scaleSettle, warmups, base, grown: big });
+      scales.push({ factor, seedSeconds: seed.seconds, vacuumed: settings.scaleVacuum, warmups, base, grown: big });
       progress.say(
         `${factor}× vs 1×: payments@64 ${big.payments64.throughput} vs ${base.payments64.throughput}/s, p50@1 ${big.payments1.latency.p50} vs ${base.payments1.latency.p50} ms, ` +
           `replays ${big.replay64.throughput} vs ${base.replay64.throughput}/s, GET ${big.read64.throughput} vs ${base.read64.throughput}/s, storm p50 ${big.storm.latency.p50} vs ${base.storm.latency.p50} ms`,

@@ -47,7 +47,9 @@ export interface ScaleWarmup {
 export interface ScaleResult {
   factor: number;
   seedSeconds: number;
-  /** BENCH_SCALE_SETTLE=1: both lanes vacuumed and a checkpoint taken after seeding. */
+  /** BENCH_SCALE_VACUUM=1: both lanes vacuumed and a checkpoint taken after seeding. */
+  vacuumed?: boolean;
+  /** The same flag in results written before it was named `vacuumed` (BENCH_SCALE_SETTLE); read when re-rendered. */
   settled?: boolean;
   /** The uncounted warm-up runs after seeding, in order (grown lane first). */
   warmups?: ScaleWarmup[];
@@ -437,7 +439,7 @@ function roundsMarkdown(scale: ScaleResult, postgres: Record<string, string> | u
   const lines: string[] = [`#### ${scale.factor}×: round by round, with PostgreSQL's activity during each run`, ''];
   lines.push(
     'Rounds alternate which lane goes first (round 1 base then grown, round 2 grown then base, …). ' +
-      `${scale.settled ? 'Before measuring, both lanes\' tables were vacuumed and analyzed and a checkpoint taken (BENCH_SCALE_SETTLE=1). ' : 'The grown lane\'s seeding ended with VACUUM ANALYZE of its tables and a CHECKPOINT; the base lane was not vacuumed (BENCH_SCALE_SETTLE unset). '}` +
+      `${(scale.vacuumed ?? scale.settled) ? 'Before measuring, both lanes\' tables were vacuumed and analyzed and a checkpoint taken (BENCH_SCALE_VACUUM=1). ' : 'The grown lane\'s seeding ended with VACUUM ANALYZE of its tables and a CHECKPOINT; the base lane was not vacuumed (BENCH_SCALE_VACUUM unset). '}` +
       'Per run: checkpoints that completed during it (pg_stat_bgwriter; timed or requested) and the samples in which the checkpointer was in one (a spread checkpoint lasts minutes), 8 kB buffers written by the checkpointer / background writer / backends, ' +
       'WAL bytes and full-page images (checkpoints, buffers and WAL are the whole server\'s: only one lane is loaded at a time, but any other database on the server counts too), autovacuum workers seen running (pg_stat_activity every 250 ms) and autovacuum/autoanalyze runs ' +
       'that finished on either lane\'s tables (pg_stat_user_tables), and the measured lane database\'s shared-buffer reads / hits and dead tuples in its history tables at the end. ' +

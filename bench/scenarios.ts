@@ -143,7 +143,7 @@ export class Scenarios {
 
   /**
    * One duplicate storm: `copies` identical requests at once under one new key. Returns each
-   * request's latency and status and, once settled, the effects counted at their sources.
+   * request's latency and status and, once quiet, the effects counted at their sources.
    */
   async storm(copies: number): Promise<StormKeyResult> {
     const n = ++this.counter;
@@ -294,7 +294,7 @@ export async function seedHistory(
     });
   }
   // Fresh statistics and visibility maps, as a table that grew over months would have.
-  await settleLane(sql, { checkpoint: true });
+  await vacuumLane(sql, { checkpoint: true });
 }
 
 
@@ -302,11 +302,11 @@ export async function seedHistory(
  * VACUUM ANALYZE a lane's history tables; with `checkpoint`, then a CHECKPOINT (the whole
  * cluster's) and the kernel's write-back flushed.
  */
-export async function settleLane(sql: Sql, options: { checkpoint?: boolean } = {}): Promise<void> {
+export async function vacuumLane(sql: Sql, options: { checkpoint?: boolean } = {}): Promise<void> {
   for (const table of historyTables) await sql.unsafe(`VACUUM ANALYZE ${table}`);
   if (!options.checkpoint) return;
   await sql`CHECKPOINT`;
-  await settleWriteback();
+  await flushWriteback();
 }
 
 /**
@@ -314,7 +314,7 @@ export async function settleLane(sql: Sql, options: { checkpoint?: boolean } = {
  * measurements (measured here: every process's CPU per operation up 20-50%, the floor's too,
  * which touches no table). Flush it now and give the machine a few seconds.
  */
-async function settleWriteback(): Promise<void> {
+async function flushWriteback(): Promise<void> {
   const pending = () => {
     const meminfo = readFileSync('/proc/meminfo', 'utf8');
     const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(meminfo)?.[1] ?? 0);

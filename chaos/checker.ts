@@ -135,7 +135,7 @@ const debitMethods = new Set(['pm_sepa_debit', 'pm_sepa_debit_fails']);
  * The events a payment in this final state must have sent (each exactly once), and those it
  * may have sent. A 3-D Secure payment always announced its challenge (the customer needs the
  * first answer's URL to act); a debit announced `processing` unless the bank had settled it by
- * the time the charge's answer was recorded (a lost answer, looked up after the settle).
+ * the time the charge's answer was recorded (a lost answer, looked up after the debit settled).
  */
 function expectedEvents(payment: PaymentRow): { required: string[]; optional: string[] } {
   const manual = payment.capture_method === 'manual';
@@ -232,7 +232,7 @@ export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into:
   const kept = (c: PspCharge) => c.amount_captured_minor - c.amount_refunded_minor;
   const describe = (c: PspCharge) => `${c.provider} ${c.id} ${c.status} (key ${c.idempotency_key}, captured ${c.amount_captured_minor}, refunded ${c.amount_refunded_minor})`;
   for (const payment of input.payments) {
-    if (payment.status === 'processing' || payment.status === 'requires_action') continue; // 'payment settled' says so
+    if (payment.status === 'processing' || payment.status === 'requires_action') continue; // 'payment decided' says so
     const own = into(payment.id);
     const subject = `payment ${payment.id} (${payment.payment_method}, ${payment.status})`;
     const at = payment.provider ?? (payment.provider_charge_id !== null ? input.psps[0]! : null);
@@ -317,7 +317,7 @@ export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into:
 }
 
 /**
- * The checker, run once the load stopped and the system settled: every payment and refund
+ * The checker, run once the load stopped and the system went quiet: every payment and refund
  * against the provider's charges and refunds, the ledger, the outbox and the merchant's
  * webhooks; every dispute against its PSP's, its workflow, its money and its events
  * (chaos/dispute-checks.ts); then whole-system checks (every provider charge and refund
@@ -397,9 +397,9 @@ export async function check(input: CheckInput): Promise<Verdict> {
   for (const payment of payments) {
     const own: string[] = [];
     const subject = `payment ${payment.id}`;
-    // Every wait ends by its window at the latest (AUTHENTICATION_WINDOW_SECONDS, ASYNC_SETTLEMENT_WINDOW_SECONDS), all shorter than the settle.
+    // Every wait ends by its window at the latest (AUTHENTICATION_WINDOW_SECONDS, ASYNC_SETTLEMENT_WINDOW_SECONDS), all shorter than the wait for quiet.
     const waiting = payment.status === 'processing' || payment.status === 'requires_action';
-    verdict('payment settled', !waiting, () => `${subject} (${payment.payment_method}) still ${payment.status} after the settle, beyond its window`, own);
+    verdict('payment decided', !waiting, () => `${subject} (${payment.payment_method}) still ${payment.status} after the wait for quiet, beyond its window`, own);
     // Its charges at both PSPs (how many, and why more than one, is checkAcrossPsps's census).
     const charged = chargesByReference.get(payment.id) ?? [];
     const charge = charged.find((c) => c.provider === providerOf(payment) && c.id === payment.provider_charge_id) ?? charged.at(-1);
@@ -419,14 +419,14 @@ export async function check(input: CheckInput): Promise<Verdict> {
       // Every payment that waited ends in one final state the PSP agrees
       // with: succeeded ⇒ exactly one charge, captured once, kept; expired, canceled, declined
       // or failed ⇒ no money kept at the PSP (a challenge voided, a late success refunded).
-      const settledAs = payment.status === 'succeeded' || payment.status === 'refunded' ? 'money' : moneyless.has(payment.status) ? 'no money' : payment.status;
+      const endedWith = payment.status === 'succeeded' || payment.status === 'refunded' ? 'money' : moneyless.has(payment.status) ? 'no money' : payment.status;
       // Any other charge of it is a failover's: declined at a PSP it then moved on from.
       const agrees =
         charge !== undefined &&
         charged.every((c) => c === charge || c.status === 'declined') &&
-        (settledAs === 'money'
+        (endedWith === 'money'
           ? charge!.status === 'succeeded' && charge!.amount_captured_minor === payment.amount_captured_minor && payment.amount_captured_minor > 0
-          : settledAs === 'no money'
+          : endedWith === 'no money'
             ? keptAtProvider === 0 && charge!.status !== 'requires_capture' && charge!.status !== 'requires_action' && charge!.status !== 'processing'
             : payment.status === 'requires_capture' && charge!.status === 'requires_capture');
       verdict('waiting payment agrees with the PSP', agrees, () =>
@@ -442,7 +442,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
     const paymentRefunds = refundsByPayment.get(payment.id) ?? [];
     for (const refund of paymentRefunds) {
       const rsubject = `refund ${refund.id} of ${payment.id}`;
-      verdict('refund settled', refund.status !== 'pending', () => `${rsubject} still pending`, own);
+      verdict('refund finished', refund.status !== 'pending', () => `${rsubject} still pending`, own);
       // At the PSP that holds the payment, and at no other.
       const atProvider = providerRefundsByReference.get(refund.id) ?? [];
       const elsewhere = atProvider.filter((r) => r.provider !== providerOf(payment));
@@ -610,7 +610,7 @@ const tenantsOfPayments = (sql: Sql, tenantIds: string[]) => sql<{ id: string; t
 /**
  * The running workflows, and among them those without a reason to run: only a payment
  * awaiting capture (its workflow waits for a capture or cancel, or for the window to end)
- * may still be running once the system settled.
+ * may still be running once the system went quiet.
  */
 export async function runningWorkflows(sql: Sql, temporal: Client, tenantIds: string[]): Promise<{ open: string[]; withoutReason: string[] }> {
   const open: string[] = [];

@@ -137,7 +137,7 @@ function disputeEventBounds(row: DisputeRecord, answers: DisputeAnswer[], remind
 }
 
 /**
- * Every dispute, once the run has settled:
+ * Every dispute, once the run has gone quiet:
  * - one row per PSP dispute, under the payment whose charge it disputes, for its amount, and no
  *   row without its PSP dispute;
  * - one workflow per dispute (its id derived from the PSP's dispute id), every run of it closed

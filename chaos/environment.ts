@@ -66,7 +66,7 @@ export const WAITS = {
 } as const;
 
 /**
- * Disputes at the chaos run's pace, so every one closes within the run's settle, the unanswered
+ * Disputes at the chaos run's pace, so every one closes within the run's wait for quiet, the unanswered
  * ones too: the network opens one 1 s after the capture and decides submitted evidence 2 s
  * later; evidence is due 20 s after it opens (an unanswered inquiry escalates then, and its
  * chargeback is lost 20 s later); one reminder 10 s before each deadline; the run asks the PSP
@@ -227,12 +227,12 @@ export async function startEnvironment(options: EnvironmentOptions) {
       );
     });
 
-    // The run reconciles its own window once it has settled (run.ts reconcileAfterRun). The
+    // The run reconciles its own window once it has gone quiet (run.ts reconcileAfterRun). The
     // Schedules' reconciliation would do it too, at :10 past whichever hour the run spans, and
     // what a lost webhook leaves behind would depend on the clock: they are paused, as an
     // operator pauses a Schedule (a worker's restart keeps it paused; worker/schedules.ts).
     for (const job of ['reconciliation-hourly', 'reconciliation-daily'] as const) {
-      await temporal.schedule.getHandle(scheduleId(TASK_QUEUE, job)).pause('chaos: the run reconciles its own window after it settles');
+      await temporal.schedule.getHandle(scheduleId(TASK_QUEUE, job)).pause('chaos: the run reconciles its own window once it is quiet');
     }
 
     const relayPort = await freePort();
@@ -295,7 +295,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
     ) as Record<FaultKind, number>;
     const skipped: Record<string, number> = {};
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-    /** What the nemesis took away must come back, or the run cannot settle: retried until it does. */
+    /** What the nemesis took away must come back, or the run cannot go quiet: retried until it does. */
     const untilDone = async <T>(what: string, attempt: () => Promise<T>): Promise<T> => {
       for (let tries = 1; ; tries++) {
         try {
@@ -437,7 +437,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
         while (busy.size > 0 || postgresDown || temporalDown) await sleep(200);
         await Promise.all(supervisors.map((s) => s.whenUp()));
       },
-      /** Replaces an armed worker with an unarmed one, so the system can settle. */
+      /** Replaces an armed worker with an unarmed one, so the system can go quiet. */
       async disarmWorker(): Promise<void> {
         if (workerKillPoints[workerKillPoints.length - 1]) await worker.kill(0);
         await worker.whenUp();

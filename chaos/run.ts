@@ -22,8 +22,8 @@ export interface ChaosOptions {
   keyTtlSeconds?: number;
   /** Which Temporal (default dev): the dev server, or the two-node production cluster. */
   temporal?: TemporalMode;
-  /** How long the system may take to settle after the load before what is left counts as found. */
-  settleMs?: number;
+  /** How long the system may take to go quiet after the load before what is left counts as found. */
+  quietMs?: number;
   log?: (line: string) => void;
 }
 
@@ -32,9 +32,10 @@ export interface ChaosSummary {
   minutes: number;
   startedAt: string;
   loadMs: number;
-  settleMs: number;
-  /** Of the settle time, how long the database was settled while a workflow without a reason to run was still closing. */
-  settleWorkflowsAfterDatabaseMs: number;
+  /** How long the system took to go quiet after the load. */
+  quietMs: number;
+  /** Of the wait for quiet, how long the database was quiet while a workflow without a reason to run was still closing. */
+  workflowsQuietAfterDatabaseMs: number;
   totalMs: number;
   machine: { cpus: number; node: string };
   settings: { temporal: TemporalMode; clients: number; gapMs: [number, number]; keyTtlSeconds: number; apiProcesses: number };
@@ -100,24 +101,24 @@ export async function openAtPsps(pspSql: ChaosEnvironment['pspSql']): Promise<nu
 }
 
 /**
- * Waits until the system settled, or until `deadline`: nothing open in the database, and no
+ * Waits until the system is quiet, or until `deadline`: nothing open in the database, and no
  * workflow running but those of payments awaiting capture. The database alone is not enough:
  * a worker killed right after a record step committed leaves the payment final in PostgreSQL
  * while its workflow waits for the timed-out workflow task to run again on the next worker,
  * and closes only then. A run that never closes is still found: the wait ends at the
- * deadline and the checker names what is left. Returns how long the database was settled
+ * deadline and the checker names what is left. Returns how long the database was quiet
  * before the workflows were.
  */
-export async function waitUntilSettled(env: Pick<ChaosEnvironment, 'sql' | 'pspSql' | 'temporal' | 'tenants'>, deadline: number): Promise<{ waitedForWorkflowsMs: number }> {
-  let databaseSettledAt: number | null = null;
+export async function waitUntilQuiet(env: Pick<ChaosEnvironment, 'sql' | 'pspSql' | 'temporal' | 'tenants'>, deadline: number): Promise<{ waitedForWorkflowsMs: number }> {
+  let databaseQuietSince: number | null = null;
   for (;;) {
     const [ours, psps] = [await openInDatabase(env.sql), await openAtPsps(env.pspSql)];
     const open = ours < 0 || psps < 0 ? -1 : ours + psps;
-    if (open === 0) databaseSettledAt ??= Date.now();
-    else databaseSettledAt = null;
+    if (open === 0) databaseQuietSince ??= Date.now();
+    else databaseQuietSince = null;
     const running = open === 0 ? await runningWorkflows(env.sql, env.temporal, env.tenants.map((t) => t.id)).catch(() => null) : null;
-    if (running && running.withoutReason.length === 0) return { waitedForWorkflowsMs: Date.now() - databaseSettledAt! };
-    if (Date.now() > deadline) return { waitedForWorkflowsMs: databaseSettledAt ? Date.now() - databaseSettledAt : 0 };
+    if (running && running.withoutReason.length === 0) return { waitedForWorkflowsMs: Date.now() - databaseQuietSince! };
+    if (Date.now() > deadline) return { waitedForWorkflowsMs: databaseQuietSince ? Date.now() - databaseQuietSince : 0 };
     await sleep(1000);
   }
 }
@@ -129,7 +130,7 @@ export async function waitUntilSettled(env: Pick<ChaosEnvironment, 'sql' | 'pspS
  * environment pauses the reconciliation Schedules, so none strikes mid-run), so it runs the same
  * workflow once over the run's window, as an operator's trigger would, on the run's worker. The dispute workflows it starts record their disputes after it returns, so it
  * then waits, until `deadline`, for every PSP dispute to have its row, and for the system to
- * settle again. Returns how many dispute rows that added, and the reconciliation's
+ * go quiet again. Returns how many dispute rows that added, and the reconciliation's
  * discrepancies per PSP; throws if the workflow failed (a provider's run failed).
  */
 export async function reconcileAfterRun(
@@ -152,7 +153,7 @@ export async function reconcileAfterRun(
     if (atPsps.every((d) => recorded.has(d)) || Date.now() > deadline) break;
     await sleep(500);
   }
-  await waitUntilSettled(env, deadline);
+  await waitUntilQuiet(env, deadline);
   return { disputesFound: (await ours()).length - before, discrepancies: Object.fromEntries(result.runs.map((r) => [r.provider, r.discrepancyCount])) };
 }
 
@@ -169,7 +170,7 @@ const FAILOVER_PROBE_DELAY_MS = 1_000;
 
 /**
  * One chaos run: the environment, the workload for `minutes` while the nemesis strikes on
- * its seeded schedule, everything restored, the system left to settle, then the checker.
+ * its seeded schedule, everything restored, the system left to go quiet, then the checker.
  * Writes census.json.gz and summary.{json,md} to resultsDir.
  */
 export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosSummary; verdict: Verdict }> {
@@ -243,17 +244,17 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
     const disputeActions: Record<string, number> = {};
     for (const w of workloads) for (const [action, n] of Object.entries(w.disputeActions)) disputeActions[action] = (disputeActions[action] ?? 0) + n;
 
-    const settleDeadline = loadEnded + (options.settleMs ?? 300_000);
-    const { waitedForWorkflowsMs } = await waitUntilSettled(env, settleDeadline);
-    if (waitedForWorkflowsMs >= 1000) log(`the database settled ${(waitedForWorkflowsMs / 1000).toFixed(0)} s before the last workflow without a reason to run closed`);
-    // What it starts (a dispute's workflow and events, a late charge given back) settles like the rest.
-    const reconciliation = await reconcileAfterRun(env, new Date(started - 60_000), Math.max(settleDeadline, Date.now() + 60_000)).catch((error: Error) => {
+    const quietDeadline = loadEnded + (options.quietMs ?? 300_000);
+    const { waitedForWorkflowsMs } = await waitUntilQuiet(env, quietDeadline);
+    if (waitedForWorkflowsMs >= 1000) log(`the database was quiet ${(waitedForWorkflowsMs / 1000).toFixed(0)} s before the last workflow without a reason to run closed`);
+    // What it starts (a dispute's workflow and events, a late charge given back) is waited for like the rest.
+    const reconciliation = await reconcileAfterRun(env, new Date(started - 60_000), Math.max(quietDeadline, Date.now() + 60_000)).catch((error: Error) => {
       log(`reconciliation after the run failed: ${error.message}`);
       return null;
     });
     if (reconciliation) log(`reconciliation after the run: ${reconciliation.disputesFound} disputes no webhook had told of; discrepancies ${JSON.stringify(reconciliation.discrepancies)}`);
-    const settled = Date.now();
-    log(`settled in ${((settled - loadEnded) / 1000).toFixed(0)} s; checking`);
+    const quietAt = Date.now();
+    log(`quiet in ${((quietAt - loadEnded) / 1000).toFixed(0)} s; checking`);
 
     const replay = async (op: Operation) => {
       for (let attempt = 0; attempt < 20; attempt++) {
@@ -291,8 +292,8 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
       minutes: options.minutes,
       startedAt: new Date(started).toISOString(),
       loadMs: loadEnded - loadStarted,
-      settleMs: settled - loadEnded,
-      settleWorkflowsAfterDatabaseMs: waitedForWorkflowsMs,
+      quietMs: quietAt - loadEnded,
+      workflowsQuietAfterDatabaseMs: waitedForWorkflowsMs,
       totalMs: Date.now() - started,
       machine: { cpus: availableParallelism(), node: process.version },
       settings: { temporal: temporalMode, clients, gapMs, keyTtlSeconds, apiProcesses: apiCount },
@@ -424,7 +425,7 @@ export function renderSummary(s: ChaosSummary): string {
   const lines = [
     `# Chaos run: seed ${s.seed}, ${s.minutes} min`,
     '',
-    `Started ${s.startedAt}; Temporal ${s.settings.temporal === 'cluster' ? 'cluster of two nodes' : 'dev server'}; load ${(s.loadMs / 60_000).toFixed(1)} min, settled in ${(s.settleMs / 1000).toFixed(0)} s, ${(s.totalMs / 60_000).toFixed(1)} min in all; ` +
+    `Started ${s.startedAt}; Temporal ${s.settings.temporal === 'cluster' ? 'cluster of two nodes' : 'dev server'}; load ${(s.loadMs / 60_000).toFixed(1)} min, quiet in ${(s.quietMs / 1000).toFixed(0)} s, ${(s.totalMs / 60_000).toFixed(1)} min in all; ` +
       `${s.machine.cpus} CPUs (shared), Node ${s.machine.node}. ${s.settings.clients} clients, ${s.settings.apiProcesses} API processes, ` +
       `fault events every ${s.settings.gapMs[0] / 1000}–${s.settings.gapMs[1] / 1000} s, sandbox keys expire after ${s.settings.keyTtlSeconds} s.`,
     `Reproduce the fault schedule: \`npm run chaos -- --minutes ${s.minutes} --seed ${s.seed} --clients ${s.settings.clients} --gap ${s.settings.gapMs[0] / 1000}-${s.settings.gapMs[1] / 1000}${s.settings.temporal === 'cluster' ? ' --temporal cluster' : ''}\`.`,

@@ -202,7 +202,7 @@ export class Workload {
     }
     if (payment?.status === 'requires_action' || payment?.status === 'processing') {
       // Where the wait ended (webhook or poll), for what the merchant does next.
-      payment = await this.settledPayment(id);
+      payment = await this.decidedPayment(id);
       if (!payment) return;
     }
 
@@ -265,8 +265,8 @@ export class Workload {
     }
   }
 
-  /** The payment once it no longer waits for the customer or the bank (null: still waiting after a minute, or unreadable). */
-  private async settledPayment(id: string): Promise<{ id: string; status: string; amount_captured_minor?: number } | null> {
+  /** The payment once it no longer waits for the customer or the bank, decided (null: still waiting after a minute, or unreadable). */
+  private async decidedPayment(id: string): Promise<{ id: string; status: string; amount_captured_minor?: number } | null> {
     const deadline = Date.now() + 60_000;
     while (Date.now() < deadline) {
       const payment = await this.read<{ id: string; status: string; amount_captured_minor?: number }>(`/v1/payments/${id}`);

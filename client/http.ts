@@ -61,7 +61,7 @@ export function backoffMs(retry: number, serverAskedMs: number | null, options: 
 
 /**
  * The statuses of a resource that say its operation is still running (polling Location is worth
- * it): a payment waiting for the PSP (the lifecycle table's), a refund not yet settled. A payment
+ * it): a payment waiting for the PSP (the lifecycle table's), a refund not yet finished. A payment
  * waiting for its customer (requires_action) is answered at once: polling cannot end that wait.
  */
 const inProgress = new Set<string>([...statusesWaitingFor('psp'), 'pending' satisfies RefundStatus]);

@@ -24,7 +24,7 @@ export const operationKindOfWorkflow: Record<string, Exclude<OperationKind, null
 
 /**
  * The kind of an operation whose run was never found: a payment's create persists the intent
- * with its claim (the API), so a claim whose run never started leaves a payment row to settle.
+ * with its claim (the API), so a claim whose run never started leaves a payment row to answer for.
  */
 export const operationKindOfOperation: Record<string, Exclude<OperationKind, null>> = {
   [CREATE_PAYMENT_OPERATION]: 'payment',
@@ -40,7 +40,7 @@ export async function unfinishedRecords(db: Db, minAgeSeconds: number, limit: nu
 }
 
 /**
- * Settles an operation whose run ended without recording an outcome (the workflow failed, was
+ * Answers an operation whose run ended without recording an outcome (the workflow failed, was
  * terminated or timed out): one stable answer under its key, 500 `operation_failed`, which
  * every retry replays byte for byte, and the payment says what happened. A payment still
  * `processing` of which the provider holds no charge (`moneyMoved` answered false) becomes
@@ -50,7 +50,7 @@ export async function unfinishedRecords(db: Db, minAgeSeconds: number, limit: nu
  * back is gone, and only a person can decide what it should have done. A refund still
  * `pending` is flagged the same way (the provider may have sent it; its amount stays reserved).
  */
-export async function settleAbandonedRun(
+export async function answerAbandonedRun(
   sql: Sql,
   record: Pick<IdempotencyRecord, 'tenant_id' | 'operation' | 'idempotency_key' | 'fingerprint' | 'workflow_id' | 'resource_id'>,
   run: { kind: OperationKind; status: string },
@@ -106,7 +106,7 @@ export async function settleAbandonedRun(
   }) as Promise<{ response: FinalResponse; flagged: boolean }>;
 }
 
-/** A payment in a waiting status (domain/payments.ts), as the closed-wait sweep needs it. */
+/** A payment in a waiting status (domain/payments.ts), as the sweep that ends its wait needs it. */
 export type WaitingPayment = Pick<PaymentRow, 'id' | 'tenant_id' | 'status' | 'workflow_id' | 'provider_charge_id' | 'provider'>;
 
 /**
@@ -132,7 +132,7 @@ export interface HeldAtProvider {
 }
 
 /**
- * Settles a payment whose run closed while it waited: it is flagged `needs_operator` with what
+ * Ends the wait of a payment whose run closed while it waited: it is flagged `needs_operator` with what
  * the PSP holds, in one transaction. If its authorization was voided, the payment is
  * `canceled` (an allowed move from every status that can be voided) with the merchant's
  * `payment.canceled` event, under the same event key a cancel by its run would have used;
@@ -140,7 +140,7 @@ export interface HeldAtProvider {
  * order stays taken until a person decides. Returns the payment as it is now, or null if it
  * moved meanwhile (its run was not closed after all, or another sweep came first).
  */
-export async function settleClosedWait(sql: Sql, payment: WaitingPayment, runStatus: string, held: HeldAtProvider): Promise<PaymentRow | null> {
+export async function endWaitOfClosedRun(sql: Sql, payment: WaitingPayment, runStatus: string, held: HeldAtProvider): Promise<PaymentRow | null> {
   const pspSays =
     held.charge === undefined
       ? 'the PSP could not be asked'

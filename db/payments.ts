@@ -136,7 +136,7 @@ export async function paymentIntentFigures(db: Db, paymentId: string): Promise<P
 
 /**
  * Flags a waiting payment for an operator (failure.code `needs_operator`, as every payment only a
- * person can settle is): its status stays, so nothing is booked. True when this call flagged it.
+ * person can decide is): its status stays, so nothing is booked. True when this call flagged it.
  */
 export async function flagWaitingPaymentForOperator(db: Db, paymentId: string, message: string): Promise<boolean> {
   const flagged = await db`

@@ -43,8 +43,8 @@ export async function findRefund(db: Db, refundId: string): Promise<RefundRow | 
   return refund ?? null;
 }
 
-/** Settles a pending refund; null if it was settled before (a replayed activity). */
-export async function settleRefund(
+/** Finishes a pending refund (succeeded or failed); null if it was finished before (a replayed activity). */
+export async function finishRefund(
   db: Db,
   refundId: string,
   outcome: { status: 'succeeded'; providerRefundId: string } | { status: 'failed'; providerRefundId: string | null; failure: { code: string; message: string } },

@@ -366,14 +366,14 @@ async function registerNamespace(nodes: ClusterNode[], namespace: string, connec
     await connection.close();
   }
   // Each frontend must serve the namespace, and reach history and matching through the ring
-  // (right after start, "not enough hosts" until membership settles): a probe workflow is
+  // (right after start, "not enough hosts" until membership is stable): a probe workflow is
   // started and terminated through each node.
   for (const node of nodes) await untilNodeServes(node, namespace, connectTo);
 }
 
 /**
  * Until `node`'s frontend serves the namespace and reaches history and matching through the
- * ring (right after a start, "not enough hosts" until membership settles): a probe workflow
+ * ring (right after a start, "not enough hosts" until membership is stable): a probe workflow
  * is started through it, with the custom search attributes set (each frontend caches their
  * mapping and refuses a start that uses them until its cache has it), and terminated.
  */

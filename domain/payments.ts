@@ -44,7 +44,7 @@ export const paymentWindows = {
 export type PaymentDeadline = keyof typeof paymentWindows;
 
 export interface PaymentStatusRule {
-  /** Final: the charge's outcome is settled and no PSP event, poll or command moves it again. */
+  /** Final: the charge's outcome is decided and no PSP event, poll or command moves it again. */
   final: boolean;
   /** The commands (capture, cancel) the payment accepts in this status. */
   commands: readonly PaymentCommand[];
@@ -168,7 +168,7 @@ const rules = paymentLifecycle as Record<PaymentStatus, PaymentStatusRule>;
 /** Every status, in the table's order (the zod enums and the OpenAPI document use this list). */
 export const paymentStatuses = Object.keys(paymentLifecycle) as [PaymentStatus, ...PaymentStatus[]];
 
-/** The statuses whose charge outcome is settled. */
+/** The statuses whose charge outcome is decided. */
 export const finalStatuses = paymentStatuses.filter((s) => rules[s].final);
 /** The statuses a payment waits in (a run is expected to be open while a payment is in one). */
 export const waitingStatuses = paymentStatuses.filter((s) => !rules[s].final);
@@ -248,7 +248,7 @@ export function isOutcomePending(status: PaymentStatus): boolean {
 /**
  * The PSP's view of a charge, as a webhook or a status poll reports it: the statuses the table
  * marks `charge`, each meaning the payment status of its name. `requires_action` and
- * `processing` are waits; the others settle the charge.
+ * `processing` are waits; the others decide the charge.
  */
 export type ChargeState = { [S in PaymentStatus]: (typeof paymentLifecycle)[S]['charge'] extends true ? S : never }[PaymentStatus];
 /** The PSP's charge states, in the table's order (provider/types.ts, the attempts' outcomes, the workflow's check of a reported charge). */

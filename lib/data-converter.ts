@@ -2,7 +2,7 @@
  * The one data converter of every Temporal client and worker of this service (API, worker,
  * codec server, replay and history scripts, tests, benchmark): the SDK's JSON payload
  * converter, failures with their message and stack inside an encoded payload, and the
- * payload codec (lib/payload-codec.ts). The codec runs outside the workflow sandbox, in the
+ * payload codec (lib/payload-codec.ts). The codec runs outside the workflow isolate, in the
  * client and in the worker around it; only the failure converter is bundled with the
  * workflows (pass failureConverterPath to bundleWorkflowCode).
  */

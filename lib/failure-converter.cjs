@@ -1,4 +1,4 @@
-// Loaded by path (DataConverter.failureConverterPath): bundled into the workflow sandbox by
+// Loaded by path (DataConverter.failureConverterPath): bundled into the workflow isolate by
 // bundleWorkflowCode and required by the worker's main thread for activity failures, so it is
 // plain CommonJS that both can load without a TypeScript loader.
 // encodeCommonAttributes: a failure's message and stack trace go into an encoded payload

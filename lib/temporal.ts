@@ -28,12 +28,12 @@ class ClosingRetries {
   private readonly defaults = defaultGrpcRetryOptions();
   private closing = false;
   private underWay = 0;
-  private settled: (() => void) | null = null;
+  private allEnded: (() => void) | null = null;
 
   readonly options: GrpcRetryOptions = {
     retryableDecider: (attempt, status) => {
       // Attempt n >= 2 is the retry scheduled after attempt n - 1: it has ended.
-      if (attempt >= 2 && --this.underWay === 0) this.settled?.();
+      if (attempt >= 2 && --this.underWay === 0) this.allEnded?.();
       return !this.closing && this.defaults.retryableDecider(attempt, status);
     },
     // Called for each retry the decider allowed, which then waits this long on a timer.
@@ -49,7 +49,7 @@ class ClosingRetries {
     if (this.underWay === 0) return;
     await new Promise<void>((resolve) => {
       const bound = setTimeout(resolve, boundMs);
-      this.settled = () => {
+      this.allEnded = () => {
         clearTimeout(bound);
         resolve();
       };

@@ -10,7 +10,7 @@
  * Ends with the plain line "N passed, N failed".
  *
  * Environment: FAULT_TRIALS (default 20: each crash scenario kills or stops something that
- * many times), FAULT_STORM_KEYS (default 6 keys stormed at once per round), FAULT_SETTLE_MS.
+ * many times), FAULT_STORM_KEYS (default 6 keys stormed at once per round), FAULT_QUIET_MS (default 120000: how long the system has to go quiet after a fault).
  * Scenario files run one after another unless --parallel: the recovery times are then not
  * inflated by the other scenarios sharing the machine.
  */

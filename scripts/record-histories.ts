@@ -83,8 +83,8 @@ const retried = (facts: { maxActivityAttempt: number }) =>
 const hasActivity = (name: string) => (facts: { activities: string[] }) =>
   facts.activities.includes(name) ? null : `expected activity ${name}, got ${facts.activities.join(', ')}`;
 
-/** A wait settled by a report: the outcome recorded, then the settlement (two local activities). */
-const settledLater = (facts: { localActivities: number }) => (facts.localActivities >= 2 ? null : `expected the outcome and the settlement recorded, got ${facts.localActivities} local activities`);
+/** A wait decided by a report: the charge's outcome recorded, then the wait's (recordSettlement; two local activities). */
+const decidedLater = (facts: { localActivities: number }) => (facts.localActivities >= 2 ? null : `expected the charge's outcome and the wait's recorded, got ${facts.localActivities} local activities`);
 const lacksActivity = (name: string) => (facts: { activities: string[] }) =>
   facts.activities.includes(name) ? `expected no activity ${name}, got ${facts.activities.join(', ')}` : null;
 
@@ -238,7 +238,7 @@ const scenarios: Scenario[] = [
       const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
       expectStatus(created, 202, '3-D Secure payment');
       await completeChallenge(created.json.next_action.redirect_to_url.url, 'approve');
-      return [{ name: 'three-ds-approved', workflowId: created.json.workflow_id, shows: '3-D Secure: 202 requires_action, the customer approves the challenge, the PSP\'s webhook (chargeReport signal) settles it succeeded.', check: settledLater }];
+      return [{ name: 'three-ds-approved', workflowId: created.json.workflow_id, shows: '3-D Secure: 202 requires_action, the customer approves the challenge, the PSP\'s webhook (chargeReport signal) decides it succeeded.', check: decidedLater }];
     },
   },
   {
@@ -247,7 +247,7 @@ const scenarios: Scenario[] = [
       const created = await api.post('/v1/payments', { ...automatic('pm_card_threeDSecureRequired'), return_url: RETURN_URL }, key('3ds'));
       expectStatus(created, 202, '3-D Secure payment');
       await completeChallenge(created.json.next_action.redirect_to_url.url, 'deny');
-      return [{ name: 'three-ds-denied', workflowId: created.json.workflow_id, shows: '3-D Secure denied by the customer: declined authentication_failed.', check: settledLater }];
+      return [{ name: 'three-ds-denied', workflowId: created.json.workflow_id, shows: '3-D Secure denied by the customer: declined authentication_failed.', check: decidedLater }];
     },
   },
   {
@@ -283,7 +283,7 @@ const scenarios: Scenario[] = [
         expectStatus(created, 202, '3-D Secure payment');
         await completeChallenge(created.json.next_action.redirect_to_url.url, 'approve');
         await untilStatus(() => api.get(`/v1/payments/${created.json.id}`), 200, (r) => r.json.status === 'succeeded');
-        return [{ name: 'three-ds-webhook-lost', workflowId: created.json.workflow_id, shows: 'Every webhook lost: the workflow\'s own status poll (retrieveCharge) finds the approved charge and settles it.', check: hasActivity('retrieveCharge') }];
+        return [{ name: 'three-ds-webhook-lost', workflowId: created.json.workflow_id, shows: 'Every webhook lost: the workflow\'s own status poll (retrieveCharge) finds the approved charge and records it.', check: hasActivity('retrieveCharge') }];
       } finally {
         await sandboxFaults(stack, { loss: 0 });
       }
@@ -317,7 +317,7 @@ const scenarios: Scenario[] = [
     async run({ api }) {
       const created = await api.post('/v1/payments', automatic('pm_sepa_debit'), key('sepa'));
       expectStatus(created, 202, 'SEPA payment');
-      return [{ name: 'sepa-succeeded', workflowId: created.json.workflow_id, shows: 'An asynchronous method: 202 processing, then the PSP settles it succeeded (webhook).', check: settledLater }];
+      return [{ name: 'sepa-succeeded', workflowId: created.json.workflow_id, shows: 'An asynchronous method: 202 processing, then the PSP settles it succeeded (webhook).', check: decidedLater }];
     },
   },
   {
@@ -325,7 +325,7 @@ const scenarios: Scenario[] = [
     async run({ api }) {
       const created = await api.post('/v1/payments', automatic('pm_sepa_debit_fails'), key('sepa'));
       expectStatus(created, 202, 'SEPA payment');
-      return [{ name: 'sepa-failed', workflowId: created.json.workflow_id, shows: 'An asynchronous method that fails: 202 processing, then declined debit_failed.', check: settledLater }];
+      return [{ name: 'sepa-failed', workflowId: created.json.workflow_id, shows: 'An asynchronous method that fails: 202 processing, then declined debit_failed.', check: decidedLater }];
     },
   },
   {
@@ -420,8 +420,8 @@ const scenarios: Scenario[] = [
       try {
         const response = await api.post('/v1/payments', automatic(), key('failover'));
         if (response.status !== 201 && response.status !== 202) throw new Error(`payment: expected HTTP 201 or 202, got ${response.status} ${response.text}`);
-        const settled = await untilStatus(() => api.get(`/v1/payments/${response.json.id}`), 200, (r) => r.json.status === 'succeeded');
-        if (settled.json.provider !== 'sandbox-b') throw new Error(`expected the payment at sandbox-b, got ${settled.text}`);
+        const paid = await untilStatus(() => api.get(`/v1/payments/${response.json.id}`), 200, (r) => r.json.status === 'succeeded');
+        if (paid.json.provider !== 'sandbox-b') throw new Error(`expected the payment at sandbox-b, got ${paid.text}`);
         return [{
           name: 'failover-unavailable',
           workflowId: response.json.workflow_id,

@@ -22,6 +22,10 @@ export interface RetentionResult {
 
 /** Result of abandonedRunSweepWorkflow. */
 export interface SweepResult {
+  /**
+   * How many operations were answered, waits ended or dispute runs started again. The name is
+   * the recorded result's and is kept (docs/ARCHITECTURE.md, Glossary): it means "dealt with".
+   */
   settled: number;
 }
 

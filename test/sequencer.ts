@@ -30,7 +30,7 @@ export const measuredSeconds: Record<string, number> = {
   'test/faults/temporal-outage.test.ts': 24,
   'test/launch/start.test.ts': 22,
   'test/cluster/postgres-restart.test.ts': 19,
-  'test/chaos/settle.test.ts': 11,
+  'test/chaos/quiet.test.ts': 11,
   'test/faults/storms.test.ts': 7,
   'test/launch/start-closed-folder.test.ts': 7,
   'test/integration/idempotency.test.ts': 17,

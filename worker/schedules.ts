@@ -72,7 +72,7 @@ export function desiredSchedules(settings: ScheduleSettings): DesiredSchedule[] 
       catchupWindow: '10 minutes',
     },
     'abandoned-runs': {
-      description: 'Settles operations whose workflow run ended without recording an outcome.',
+      description: 'Answers operations whose workflow run ended without recording an outcome.',
       spec: { intervals: [{ every: `${settings.abandonedRunsIntervalSeconds} seconds` }] },
       action: action('abandonedRunSweepWorkflow', [], 'abandoned-runs'),
       catchupWindow: '10 minutes',

@@ -13,7 +13,7 @@ export async function retentionWorkflow(): Promise<RetentionResult> {
   return { deleted: await jobs.deleteExpiredIdempotencyRecords() };
 }
 
-/** Settles the operations whose workflow run ended without recording an outcome. */
+/** Answers the operations whose workflow run ended without recording an outcome (its result's `settled`: a recorded name, kept). */
 export async function abandonedRunSweepWorkflow(): Promise<SweepResult> {
   return { settled: await jobs.sweepAbandonedRuns() };
 }

@@ -10,11 +10,11 @@ import { failureOfType } from './saga';
 /** Rounds of "look at the charge, act on it": a void or refund refused because the charge moved on is looked at again. */
 const MAX_ROUNDS = 3;
 /**
- * While the payment still waits, its own run decides (it settles the payment, or expires it and
- * closes): the payment is looked at again after 5 s, doubling to 10 min, for at most 20 looks
- * (about 2 h 20 min; the run settles it within moments of the webhook unless its worker is
- * gone). A payment still waiting then ends the run failed: the abandoned-run sweep settles the
- * payment, and a later webhook or reconciliation run may start this workflow again.
+ * While the payment still waits, its own run decides (it records the payment's outcome, or expires
+ * it and closes): the payment is looked at again after 5 s, doubling to 10 min, for at most 20 looks
+ * (about 2 h 20 min; the run decides it within moments of the webhook unless its worker is
+ * gone). A payment still waiting then ends the run failed: the abandoned-run sweep ends the
+ * payment's wait, and a later webhook or reconciliation run may start this workflow again.
  */
 const WAIT_FIRST_MS = 5_000;
 const WAIT_MAX_MS = 600_000;

@@ -11,8 +11,8 @@ import { serveRequest } from './interceptors';
 import { Compensations, failureOfType } from './saga';
 
 type Command = { kind: 'capture'; request: CaptureRequest } | { kind: 'cancel'; request: CancelRequest };
-/** How a wait for the PSP ends: a command (cancel), or the charge settled as the PSP reported it. */
-type PspOutcome = Command | { kind: 'settled'; charge: ProviderCharge };
+/** How a wait for the PSP ends: a command (cancel), or the charge decided as the PSP reported it. */
+type PspOutcome = Command | { kind: 'decided'; charge: ProviderCharge };
 /** What a phase hands on: the charge, to the next phase; or the payment's final answer. */
 type PhaseResult = { kind: 'charge'; charge: ProviderCharge } | Final;
 type Final = { kind: 'final'; response: FinalResponse };
@@ -104,28 +104,29 @@ export async function paymentWorkflow(input: PaymentWorkflowInput): Promise<Fina
  * 2. awaitPsp: the customer's 3-D Secure (requires_action) or the bank (processing), decided at
  *    the window's end by the PSP's own record of when the charge changed state (decideAtDeadline);
  * 3. awaitCapture: a manual capture's capture or cancel, or a void when its window ends;
- * 4. settle: a waiting charge's outcome recorded;
+ * 4. recordWaitOutcome: a waiting charge's outcome recorded;
  * 5. compensate: money that moved but cannot be booked is given back, and the reason recorded.
  * The lifecycle (statuses, commands, windows) is domain/payments.ts.
  */
 class PaymentRun {
   private status: PaymentStatus = 'processing';
-  /** The PSP and attempt holding the charge (every provider step after the charge goes there). */
-  private holder: { provider?: string; attempt?: number } = {};
+  /** The charge attempt under way, and its PSP: once the charge is made, every provider step goes there. */
+  private chargingAttempt: { provider?: string; attempt?: number } = {};
   /** The memo's view of the route: which PSP each attempt went to, and why it moved on. */
   private routeMemo: { provider?: string; attempts?: AttemptMemo[]; route?: string[]; route_reason?: string } = {};
   private readonly compensations = new Compensations();
   /** What the PSP reported about the charge (webhooks, polls), oldest first; kept from the start. */
   private readonly reports: ProviderCharge[] = [];
-  /** The operation's first answer (recorded with the charge's outcome). */
-  private firstResponse!: FinalResponse;
   // The merchant's command (capture, cancel) and its answer.
   private command: Command | undefined;
   private accepting = false;
   private listening = false;
   private commandResponse: FinalResponse | undefined;
   private commandRefused: ApplicationFailure | undefined;
-  /** The create request's first answer, once recorded (for firstAnswerUpdate). */
+  /**
+   * The create request's first answer, once known: recorded with the charge's outcome (202 while
+   * the outcome is waited for), or the run's result when it ended before (firstAnswerUpdate).
+   */
   private firstAnswer: FinalResponse | undefined;
 
   constructor(private readonly input: PaymentWorkflowInput) {
@@ -150,12 +151,12 @@ class PaymentRun {
     let charge = authorized.charge;
     this.setStatus(statusForCharge(charge.status));
     if (isOutcomePending(this.status)) {
-      const settled = await this.awaitPsp(charge);
-      if (settled.kind === 'final') return settled.response;
-      charge = settled.charge;
+      const waited = await this.awaitPsp(charge);
+      if (waited.kind === 'final') return waited.response;
+      charge = waited.charge;
     }
     if (charge.status === 'requires_capture') await this.awaitCapture(charge.id);
-    return this.firstResponse;
+    return this.firstAnswer!;
   }
 
   // ── Phase 1: authorize ───────────────────────────────────────────────────────────────
@@ -171,12 +172,13 @@ class PaymentRun {
     this.showCharge(charge);
     this.pushCompensation(charge);
     try {
-      this.firstResponse = await records.recordChargeOutcome({
-        payment: this.input,
-        charge,
-        attempt: { attempt: this.holder.attempt!, provider: this.holder.provider! },
-      });
-      this.answered(this.firstResponse);
+      this.answered(
+        await records.recordChargeOutcome({
+          payment: this.input,
+          charge,
+          attempt: { attempt: this.chargingAttempt.attempt!, provider: this.chargingAttempt.provider! },
+        }),
+      );
     } catch (error) {
       const refused = failureOfType(error, FailureType.LedgerRejected);
       if (!refused) throw error;
@@ -225,7 +227,7 @@ class PaymentRun {
       plan ??= result.plan!;
       const provider = plan.providers[attempt - 1]!;
       const next = plan.providers[attempt];
-      this.holder = { provider, attempt };
+      this.chargingAttempt = { provider, attempt };
       const movesOn =
         result.kind === 'not_charged' || (result.charge.status === 'declined' && result.charge.declineCode !== null && (plan.retryableDeclineCodes ?? []).includes(result.charge.declineCode));
       if (movesOn && next !== undefined) {
@@ -284,7 +286,7 @@ class PaymentRun {
   /** Records that the last PSP refused the request and fails the payment (nothing charged anywhere). */
   private async refusedEverywhere(plan: RoutePlan, attempts: AttemptMemo[], attempt: number, code: string, message: string): Promise<PhaseResult> {
     const provider = plan.providers[attempt - 1]!;
-    this.holder = { provider, attempt };
+    this.chargingAttempt = { provider, attempt };
     attempts.push({ attempt, provider, outcome: 'rejected', error_code: code });
     await records.recordAttempt({ paymentId: this.input.paymentId, attempt, provider, outcome: 'rejected', providerChargeId: null, errorCode: code, next: null });
     this.showAttempts(plan, attempts, null);
@@ -304,7 +306,7 @@ class PaymentRun {
 
   /**
    * The charge waits at the PSP. Webhooks arrive as `chargeReport` signals and the run polls the
-   * PSP itself; whichever settles the charge first is recorded. A cancel voids the challenge;
+   * PSP itself; whichever decides the charge first is recorded. A cancel voids the challenge;
    * the window's end is decided by the PSP's clock (decideAtDeadline).
    */
   private async awaitPsp(waiting: ProviderCharge): Promise<PhaseResult> {
@@ -318,13 +320,13 @@ class PaymentRun {
     this.listenForCommands();
     this.accepting = true;
     const outcome = await waitForOutcome<PspOutcome>(
-      () => this.command ?? this.settledBy(waiting.id),
+      () => this.command ?? this.decidedBy(waiting.id),
       windowMs,
       { firstMs: poll.firstMs, maxMs: poll.maxMs, run: async () => this.noteReport(await this.retrieve(waiting.id)) },
     );
     this.accepting = false;
     upsertMemo({ waiting_for: null, waiting_until: null });
-    if (outcome?.kind === 'settled') return this.settle(outcome.charge);
+    if (outcome?.kind === 'decided') return this.recordWaitOutcome(outcome.charge);
     if (outcome?.kind === 'cancel') return this.cancelWhileWaiting(waiting.id, outcome.request);
     return this.decideAtDeadline(waiting, deadline);
   }
@@ -337,7 +339,7 @@ class PaymentRun {
       this.commandResponse = (await records.recordCancel({ paymentId: this.input.paymentId, request }))!;
       this.setStatus('canceled');
       await condition(allHandlersFinished);
-      return { kind: 'final', response: this.firstResponse };
+      return { kind: 'final', response: this.firstAnswer! };
     }
     // The customer finished first: the charge's own outcome stands, and the cancel is refused.
     this.commandRefused = ApplicationFailure.create({
@@ -346,7 +348,7 @@ class PaymentRun {
       nonRetryable: true,
     });
     this.command = undefined;
-    const result = await this.settle(voided);
+    const result = await this.recordWaitOutcome(voided);
     await condition(allHandlersFinished);
     this.commandRefused = undefined;
     return result;
@@ -369,13 +371,13 @@ class PaymentRun {
     if (last === null) return this.expire(customer, waiting.id);
     this.showCharge(last);
     const movedAt = moneyMovedAt(last);
-    if (last.status === 'declined' || (movedAt !== null && movedAt <= deadline)) return this.settle(last);
+    if (last.status === 'declined' || (movedAt !== null && movedAt <= deadline)) return this.recordWaitOutcome(last);
     if (last.status === 'succeeded') {
       const refund = await this.giveBack(last.id, last.amountCapturedMinor);
       return this.recordExpiry({ code: 'late_success_refunded', message: `The payment succeeded at the provider after its window ended; refund ${refund.id} gave the money back.` });
     }
     if (last.status === 'requires_capture') {
-      const voided = await providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId: last.id, ...this.holder });
+      const voided = await providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId: last.id, ...this.chargingAttempt });
       return this.recordExpiry({ code: 'late_authorization_voided', message: `The payment was authorized at the provider after its window ended; the authorization was voided (${voided.status}).` });
     }
     return this.expire(customer, last.id);
@@ -385,7 +387,7 @@ class PaymentRun {
   private async lookWithinGrace(chargeId: string): Promise<ProviderCharge | null> {
     const graceMs = this.input.decisionGraceMs ?? WAIT_DEFAULTS.decisionGraceMs;
     try {
-      return await providerStepsWithin(graceMs).retrieveCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder });
+      return await providerStepsWithin(graceMs).retrieveCharge({ paymentId: this.input.paymentId, chargeId, ...this.chargingAttempt });
     } catch (error) {
       log.warn('the PSP did not answer within the decision grace', { payment_id: this.input.paymentId, error: String(error) });
       return null;
@@ -405,7 +407,7 @@ class PaymentRun {
   private async recordExpiry(failure: Failure): Promise<PhaseResult> {
     await records.recordExpiry({ paymentId: this.input.paymentId, failure });
     this.setStatus('expired');
-    return { kind: 'final', response: this.firstResponse };
+    return { kind: 'final', response: this.firstAnswer! };
   }
 
   // ── Phase 3: wait for capture (manual capture) ──────────────────────────────────────────
@@ -419,7 +421,7 @@ class PaymentRun {
     this.accepting = false; // from here on validators refuse, so no update can wait forever
     if (decided === undefined || decided.kind === 'cancel') {
       if (decided === undefined) log.info('authorization window ended uncaptured; voiding', { payment_id: input.paymentId });
-      this.showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...this.holder }));
+      this.showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...this.chargingAttempt }));
       const answer = await records.recordCancel({ paymentId: input.paymentId, request: decided?.request ?? null });
       if (decided) this.commandResponse = answer!;
       this.setStatus('canceled');
@@ -432,7 +434,7 @@ class PaymentRun {
 
   private async capture(chargeId: string, request: CaptureRequest): Promise<void> {
     const { input } = this;
-    const captured = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor: request.amountMinor ?? input.amountMinor, ...this.holder });
+    const captured = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor: request.amountMinor ?? input.amountMinor, ...this.chargingAttempt });
     this.showCharge(captured);
     // Once captured, giving the money back means a refund, no longer a void.
     this.compensations.replace(`refunded ${captured.amountCapturedMinor} ${input.currency} of charge ${chargeId}`, () => this.giveBack(chargeId, captured.amountCapturedMinor));
@@ -447,21 +449,24 @@ class PaymentRun {
     }
   }
 
-  // ── Phase 4: settle ────────────────────────────────────────────────────────────────────
+  // ── Phase 4: record the outcome of the wait ─────────────────────────────────────────────
 
-  /** Records a waiting charge's outcome (ledger and event with it); a ledger refusal gives the money back. */
-  private async settle(settled: ProviderCharge): Promise<PhaseResult> {
-    this.showCharge(settled);
-    this.pushCompensation(settled);
+  /**
+   * Records a waiting charge's outcome (ledger and event with it); a ledger refusal gives the
+   * money back. Its step is `recordSettlement`, a recorded activity name, kept.
+   */
+  private async recordWaitOutcome(decided: ProviderCharge): Promise<PhaseResult> {
+    this.showCharge(decided);
+    this.pushCompensation(decided);
     try {
-      this.setStatus(await records.recordSettlement({ paymentId: this.input.paymentId, charge: settled }));
+      this.setStatus(await records.recordSettlement({ paymentId: this.input.paymentId, charge: decided }));
     } catch (error) {
       const refused = failureOfType(error, FailureType.LedgerRejected);
       if (!refused) throw error;
       await this.compensate({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, this.input.idempotency);
-      return { kind: 'final', response: this.firstResponse };
+      return { kind: 'final', response: this.firstAnswer! };
     }
-    return { kind: 'charge', charge: settled };
+    return { kind: 'charge', charge: decided };
   }
 
   // ── Phase 5: compensate ────────────────────────────────────────────────────────────────
@@ -486,7 +491,7 @@ class PaymentRun {
       const amountMinor = charge.amountCapturedMinor;
       this.compensations.push(`refunded ${amountMinor} ${this.input.currency} of charge ${chargeId}`, () => this.giveBack(chargeId, amountMinor));
     } else if (charge.status === 'requires_capture') {
-      this.compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder }));
+      this.compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.chargingAttempt }));
     }
   }
 
@@ -497,7 +502,7 @@ class PaymentRun {
    */
   private async giveBack(chargeId: string, amountMinor: number) {
     const { paymentId } = this.input;
-    const refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(paymentId), chargeId, amountMinor, reference: paymentId, ...this.holder });
+    const refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(paymentId), chargeId, amountMinor, reference: paymentId, ...this.chargingAttempt });
     if (refund.status === 'failed') {
       throw ApplicationFailure.nonRetryable(`the provider refused refund ${refund.id}: ${refund.failureMessage ?? refund.failureCode ?? 'no reason given'}`);
     }
@@ -529,27 +534,27 @@ class PaymentRun {
   }
 
   /**
-   * The first report about our charge that settles it from the status the payment waits in
+   * The first report about our charge that decides it from the status the payment waits in
    * (domain/payments.ts applyChargeReport): a wait reported late, a duplicate, or
    * anything that would leave a final status changes nothing.
    */
-  private settledBy(chargeId: string): PspOutcome | undefined {
+  private decidedBy(chargeId: string): PspOutcome | undefined {
     const charge = this.reports.find((report) => {
       if (report.id !== chargeId) return false;
       const next = applyChargeReport(this.status, report.status);
       return next !== null && !isOutcomePending(next);
     });
-    return charge ? { kind: 'settled', charge } : undefined;
+    return charge ? { kind: 'decided', charge } : undefined;
   }
 
   private retrieve(chargeId: string): Promise<ProviderCharge> {
-    return providerSteps.retrieveCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder });
+    return providerSteps.retrieveCharge({ paymentId: this.input.paymentId, chargeId, ...this.chargingAttempt });
   }
 
-  /** Voids a waiting charge; if the PSP refuses (it settled meanwhile), the charge as it is now. */
+  /** Voids a waiting charge; if the PSP refuses (it was decided meanwhile), the charge as it is now. */
   private async voidOrLookUp(chargeId: string): Promise<ProviderCharge> {
     try {
-      return await providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.holder });
+      return await providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.chargingAttempt });
     } catch (error) {
       if (!failureOfType(error, FailureType.ProviderRejected)) throw error;
       return this.retrieve(chargeId);

@@ -71,7 +71,7 @@ const receiveWebhook = createRoute({
     'a verified event is a hint, not a figure, so the charge is retrieved from the PSP that holds it and that charge is passed to the ' +
     'payment’s workflow. The answer carries the decision when it comes within IDEMPOTENCY_WAIT_MS, else `handed_over` (the PSP could ' +
     'not be asked at once: the workflow asks until it answers); 503 only when Temporal cannot take the event (it is kept, and the PSP’s retry hands it over). ' +
-    'A charge whose amount, currency or id disagrees with the payment settles nothing: the payment is flagged `needs_operator`. ' +
+    'A charge whose amount, currency or id disagrees with the payment changes nothing: the payment is flagged `needs_operator`. ' +
     'A redelivery is acknowledged and changes nothing. ' +
     'No event moves a payment out of a final status. An event reporting money (a success, an authorization) for a payment that ended ' +
     'without money (`expired`, `canceled`, `declined`, `failed`) starts the late-charge workflow, once per charge, which gives the money ' +

@@ -121,8 +121,8 @@ export function toRefund(refund: Stripe.Refund): ProviderRefund {
         failureMessage: `Refund ${refund.status}${refund.failure_reason ? `: ${refund.failure_reason}` : ''}`,
       };
     default:
-      // 'pending', 'requires_action': settles later (Stripe sends a webhook); until then the
-      // outcome is unknown and findRefundByIdempotencyKey will report it once settled.
+      // 'pending', 'requires_action': finishes later (Stripe sends a webhook); until then the
+      // outcome is unknown and findRefundByIdempotencyKey will report it once finished.
       throw new ProviderUnavailableError(`Refund ${refund.id} is ${refund.status}; outcome not known yet`);
   }
 }

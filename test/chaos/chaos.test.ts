@@ -57,14 +57,14 @@ describe('chaos', () => {
         gapMs: [8_000, 20_000],
         resultsDir: path.join(projectRoot, 'test', 'artifacts', 'chaos-results'),
         logsDir: path.join(projectRoot, 'test', 'artifacts', 'chaos-logs'),
-        settleMs: 240_000,
+        quietMs: 240_000,
         log: () => {},
       });
       const replay = `seed ${seed}: npm run chaos -- --minutes 2 --seed ${seed} --clients 3 --gap 8-20`;
       expect(summary.findings, replay).toEqual([]);
       // Every check the checker ran, one by one: none failed; and the checks that apply to any run did run.
       for (const [name, check] of Object.entries(summary.checks)) expect(check.failed, `${replay}: check ${name}`).toBe(0);
-      for (const name of ['one succeeded charge per succeeded payment', 'every charge is an attempt of its payment', 'no orphan provider charge', 'one provider charge per key', 'ledger equals each PSP', 'ledger equals the sum over the PSPs', 'payment settled', 'payment matches its charge', 'waiting payment agrees with the PSP', 'ledger posting exactly once', 'events exactly once', 'replay byte-identical', 'no idempotency record stuck', 'outbox drained', 'every ledger transaction balanced', 'merchant balance consistent', 'one dispute row per PSP dispute', 'dispute money posted once, as at the PSP', 'dispute events once']) {
+      for (const name of ['one succeeded charge per succeeded payment', 'every charge is an attempt of its payment', 'no orphan provider charge', 'one provider charge per key', 'ledger equals each PSP', 'ledger equals the sum over the PSPs', 'payment decided', 'payment matches its charge', 'waiting payment agrees with the PSP', 'ledger posting exactly once', 'events exactly once', 'replay byte-identical', 'no idempotency record stuck', 'outbox drained', 'every ledger transaction balanced', 'merchant balance consistent', 'one dispute row per PSP dispute', 'dispute money posted once, as at the PSP', 'dispute events once']) {
         expect(summary.checks[name]?.passed ?? 0, `${replay}: check ${name} never ran`).toBeGreaterThan(0);
       }
       // A run that scheduled a kind of fault and never struck with it proved nothing about it.
@@ -78,9 +78,9 @@ describe('chaos', () => {
       expect(summary.failover.heldAt['sandbox-b'] ?? 0, replay).toBeGreaterThan(0);
       // Under load: every client made payments through the faults.
       expect(summary.payments, replay).toBeGreaterThanOrEqual(summary.settings.clients);
-      // Payments that wait were among them, settled by the PSP's (faulty) webhooks and the polls.
+      // Payments that wait were among them, decided by the PSP's (faulty) webhooks and the polls.
       expect(summary.operations['PSP webhooks received and stored (once per event)'] ?? 0, replay).toBeGreaterThan(0);
-      // Disputed payments were among them (about one in eight), every dispute closed within the settle.
+      // Disputed payments were among them (about one in eight), every dispute closed within the wait for quiet.
       expect(summary.disputes.disputedPayments, `${replay}: ${JSON.stringify(summary.disputes)}`).toBeGreaterThan(0);
     },
     15 * 60_000,

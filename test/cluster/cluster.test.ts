@@ -3,8 +3,8 @@ import { Webhook } from 'standardwebhooks';
 import type { TemporalCluster } from '../../devstack/temporal-cluster';
 import { apiClient, captureLogs, eventually, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
-import { SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
-import { paymentsInFlight, settle } from '../helpers/faults/census';
+import { QUIET_MS, scenarioTimeout } from '../helpers/faults/config';
+import { paymentsInFlight, untilQuiet } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
 import { tenantWithMerchant } from '../helpers/faults/merchant';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../helpers/faults/payments';
@@ -55,9 +55,9 @@ async function withClusterDatabase<T>(query: (sql: Sql) => Promise<T>): Promise<
  * and a trial that starts meanwhile measured the move rather than the fault.
  */
 async function untilClusterWhole(): Promise<void> {
-  await eventually(async () => balancer.frontends().every((frontend) => frontend.healthy), SETTLE_MS, 250);
+  await eventually(async () => balancer.frontends().every((frontend) => frontend.healthy), QUIET_MS, 250);
   const canary = paymentRequest('pm_card_visa');
-  const { response } = await untilFinal(api, canary, SETTLE_MS);
+  const { response } = await untilFinal(api, canary, QUIET_MS);
   expect(response.status, `the canary payment before the trial: ${response.text}`).toBe(201);
 }
 
@@ -93,7 +93,7 @@ describe('the product on a two-node Temporal cluster', () => {
     expect(response.status, `${response.text} ${logs.lines().filter((l) => Number(l.level) >= 40).map((l) => JSON.stringify(l).slice(0, 1500))}`).toBe(201);
     expect(response.json.status).toBe('succeeded');
     const id = paymentIdIn(response)!;
-    expect(await settle(stack, [id], { merchant, timeoutMs: SETTLE_MS })).not.toBeNull();
+    expect(await untilQuiet(stack, [id], { merchant, timeoutMs: QUIET_MS })).not.toBeNull();
     // The webhook: delivered to the merchant, signed per Standard Webhooks with the tenant's secret.
     const delivery = await eventually(async () => merchant.deliveries().find((d) => d.body.includes(id) && d.body.includes('payment.succeeded')));
     const event = new Webhook(tenant.webhookSecret).verify(delivery.body, delivery.headers as Record<string, string>) as { type: string; data: { object: { id: string } } };
@@ -143,8 +143,8 @@ describe('the product on a two-node Temporal cluster', () => {
         await untilClusterWhole();
         const plans = Array.from({ length: inFlight }, () => paymentRequest('pm_card_slow'));
         // Clients that retry by key (a 503 claims nothing: the key is sent again until it is taken).
-        const firstAnswers = plans.map((plan) => untilFinal(api, plan, SETTLE_MS).catch(() => null));
-        const { ids, midCharge } = await paymentsInFlight(stack, tenant.id, plans.map((plan) => plan.key), SETTLE_MS);
+        const firstAnswers = plans.map((plan) => untilFinal(api, plan, QUIET_MS).catch(() => null));
+        const { ids, midCharge } = await paymentsInFlight(stack, tenant.id, plans.map((plan) => plan.key), QUIET_MS);
         tally.add('payments caught mid-charge by the fault', midCharge);
         if (midCharge === 0) tally.anomaly('no payment was mid-charge when the node was killed: the trial tested nothing');
 
@@ -158,12 +158,12 @@ describe('the product on a two-node Temporal cluster', () => {
           while (down) {
             const plan = paymentRequest('pm_card_visa');
             arriving.push(plan);
-            arrivingAnswers.push(untilFinal(api, plan, SETTLE_MS));
+            arrivingAnswers.push(untilFinal(api, plan, QUIET_MS));
             await new Promise((r) => setTimeout(r, 300));
           }
         })();
-        const settled = await settle(stack, ids, { merchant, timeoutMs: SETTLE_MS });
-        if (settled !== null) tally.recovered(Date.now() - killedAt);
+        const quiet = await untilQuiet(stack, ids, { merchant, timeoutMs: QUIET_MS });
+        if (quiet !== null) tally.recovered(Date.now() - killedAt);
         down = false;
         await load;
         const arrived = await Promise.all(arrivingAnswers.map((answer) => answer.catch(() => null)));
@@ -185,7 +185,7 @@ describe('the product on a two-node Temporal cluster', () => {
           ...arriving.map((plan, i) => [plan, arrived[i] ? paymentIdIn(arrived[i]!.response) : null] as const),
         ];
         subjects += pairs.length;
-        await retryAndTally(tally, stack, merchant, api, SETTLE_MS, pairs);
+        await retryAndTally(tally, stack, merchant, api, QUIET_MS, pairs);
       });
       console.log(`cluster node kill: recovery ${JSON.stringify({ max: result.maxRecoveryMs, median: result.medianRecoveryMs })} ms`);
       expectCleanScenario(result, subjects);
@@ -211,7 +211,7 @@ describe('the product on a two-node Temporal cluster', () => {
           while (sending && plans.length < 200) {
             const plan = paymentRequest(plans.length % 3 === 0 ? 'pm_card_slow' : 'pm_card_visa');
             plans.push(plan);
-            answers.push(untilFinal(api, plan, SETTLE_MS).then(({ response }) => paymentIdIn(response), () => null));
+            answers.push(untilFinal(api, plan, QUIET_MS).then(({ response }) => paymentIdIn(response), () => null));
             await new Promise((r) => setTimeout(r, 300));
           }
         })();
@@ -228,13 +228,13 @@ describe('the product on a two-node Temporal cluster', () => {
         await load;
         const ids = await Promise.all(answers);
         tally.add('payments sent during the restart', plans.length);
-        const settled = await settle(
+        const quiet = await untilQuiet(
           stack,
           ids.filter((id): id is string => id !== null),
-          { merchant, timeoutMs: SETTLE_MS },
+          { merchant, timeoutMs: QUIET_MS },
         );
-        if (settled !== null) tally.recovered(Date.now() - backAt);
-        await retryAndTally(tally, stack, merchant, api, SETTLE_MS, plans.map((plan, i) => [plan, ids[i] ?? null] as const));
+        if (quiet !== null) tally.recovered(Date.now() - backAt);
+        await retryAndTally(tally, stack, merchant, api, QUIET_MS, plans.map((plan, i) => [plan, ids[i] ?? null] as const));
       });
       expect(result.subjects).toBeGreaterThan(10);
       expectCleanScenario(result, result.subjects);

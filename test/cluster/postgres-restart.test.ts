@@ -6,8 +6,8 @@ import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-p
 import { startTemporalCluster, type TemporalCluster } from '../../devstack/temporal-cluster';
 import { apiClient, startStack, type Tenant, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
-import { LOGS_DIR, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
-import { paymentsInFlight, settle } from '../helpers/faults/census';
+import { LOGS_DIR, QUIET_MS, scenarioTimeout } from '../helpers/faults/config';
+import { paymentsInFlight, untilQuiet } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
 import { tenantWithMerchant } from '../helpers/faults/merchant';
 import { paymentRequest, type Api } from '../helpers/faults/payments';
@@ -70,11 +70,11 @@ describe('Temporal cluster: its PostgreSQL restarted mid-flight', () => {
           startedAt = Date.now();
           await pg.start();
         }
-        const settled = await settle(stack, ids, { merchant, timeoutMs: SETTLE_MS });
-        if (settled !== null) tally.recovered(Date.now() - startedAt);
+        const quiet = await untilQuiet(stack, ids, { merchant, timeoutMs: QUIET_MS });
+        if (quiet !== null) tally.recovered(Date.now() - startedAt);
         await Promise.all(firstAnswers);
         for (const node of cluster.nodes) if (node.hasExited()) tally.anomaly(`${node.name} exited while PostgreSQL was away`);
-        await retryAndTally(tally, stack, merchant, api, SETTLE_MS, plans.map((plan, i) => [plan, ids[i]!] as const));
+        await retryAndTally(tally, stack, merchant, api, QUIET_MS, plans.map((plan, i) => [plan, ids[i]!] as const));
       });
       console.log(`cluster postgres restart: recovery ${result.maxRecoveryMs} ms`);
       expectCleanScenario(result, 3);

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { apiClient, eventually, isolatedApi, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
-import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
-import { judge, paymentIdOfKey, settle, takeCensus, type Judgement } from '../helpers/faults/census';
+import { FAULT_TRIALS, QUIET_MS, scenarioTimeout } from '../helpers/faults/config';
+import { judge, paymentIdOfKey, takeCensus, untilQuiet, type Judgement } from '../helpers/faults/census';
 import type { Merchant } from '../../testkit/merchant';
 import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../helpers/faults/payments';
@@ -90,7 +90,7 @@ describe('7. a retry after the idempotency record expired', () => {
         deleted.trials++;
         for (const variant of ['retained', 'deleted'] as const) {
           const plan = paymentRequest('pm_card_visa');
-          const { response } = await untilFinal(api, plan, SETTLE_MS);
+          const { response } = await untilFinal(api, plan, QUIET_MS);
           if (response.status !== 201) (variant === 'retained' ? retained : deleted).anomaly(`first request answered ${response.status}`);
           const record = await recordOf(plan.key);
           runs.push({ plan, variant, paymentId: paymentIdIn(response)!, first: response.text, workflowId: record!.workflow_id });
@@ -116,7 +116,7 @@ describe('7. a retry after the idempotency record expired', () => {
         const tally = run.variant === 'retained' ? retained : deleted;
         try {
           const started = Date.now();
-          const { response } = await untilFinal(api, run.plan, SETTLE_MS);
+          const { response } = await untilFinal(api, run.plan, QUIET_MS);
           tally.recovered(Date.now() - started);
           const claimed = await paymentIdOfKey(stack, tenant.id, run.plan.key);
           if (run.variant === 'retained') {
@@ -131,7 +131,7 @@ describe('7. a retry after the idempotency record expired', () => {
           if (again.status !== response.status || again.text !== response.text || again.headers.get('idempotent-replayed') !== 'true') {
             tally.anomaly(`${run.plan.key}: second retry answered ${again.status} replayed=${again.headers.get('idempotent-replayed')}`);
           }
-          await settle(stack, [run.paymentId], { merchant, timeoutMs: SETTLE_MS });
+          await untilQuiet(stack, [run.paymentId], { merchant, timeoutMs: QUIET_MS });
           // Whatever the new claim's payment id, it never reached the provider.
           const judgement = judge(await takeCensus(stack, run.paymentId, { merchant, countRuns: run.variant === 'retained' }), 'succeeded');
           if (claimed && claimed !== run.paymentId) {
@@ -163,7 +163,7 @@ describe('8. the retention job', () => {
         const unexpired = paymentRequest('pm_card_visa');
         const unfinished = paymentRequest('pm_card_slow');
         for (const [client, plan] of [[api, expired], [keepingApi, unexpired]] as const) {
-          const { response } = await untilFinal(client, plan, SETTLE_MS);
+          const { response } = await untilFinal(client, plan, QUIET_MS);
           if (response.status !== 201) tally.anomaly(`${plan.key}: answered ${response.status}`);
         }
         // Running, and past its expiry: the provider takes 8 s, the record expires after 1 s.
@@ -191,7 +191,7 @@ describe('8. the retention job', () => {
 
         // The unfinished operation completes and answers once; its key replays that answer.
         const first = await running;
-        const { response } = await untilFinal(api, unfinished, SETTLE_MS);
+        const { response } = await untilFinal(api, unfinished, QUIET_MS);
         const paymentId = paymentIdIn(response);
         if (response.status !== 201 || !paymentId || (first.status === 201 && first.text !== response.text)) {
           tally.anomaly(`${unfinished.key}: answered ${first.status} then ${response.status}`);
@@ -199,7 +199,7 @@ describe('8. the retention job', () => {
         const replay = await api.post('/v1/payments', unfinished.body, unfinished.key);
         if (replay.text !== response.text || replay.headers.get('idempotent-replayed') !== 'true') tally.anomaly(`${unfinished.key}: replay differs`);
         if (paymentId) {
-          await settle(stack, [paymentId], { merchant, timeoutMs: SETTLE_MS });
+          await untilQuiet(stack, [paymentId], { merchant, timeoutMs: QUIET_MS });
           tally.judged(judge(await takeCensus(stack, paymentId, { merchant, countRuns: true }), 'succeeded'), { asSubject: false });
         }
       });

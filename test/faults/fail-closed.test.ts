@@ -125,11 +125,11 @@ describe('PostgreSQL stopped', () => {
     // bounded wait on a loaded machine, and then 201 to the client's next retry.
     const retried = await api.post('/v1/payments', downRequest, downKey);
     expect([201, 202]).toContain(retried.status);
-    const settled = await eventually(async () => {
+    const created = await eventually(async () => {
       const r = await api.post('/v1/payments', downRequest, downKey);
       return r.status === 201 ? r : null;
     }, 30_000, 500);
-    expect(settled.json).toMatchObject({ id: retried.json.id, status: 'succeeded' });
+    expect(created.json).toMatchObject({ id: retried.json.id, status: 'succeeded' });
   });
 
   it('heals its completion subscription after the outage (postgres.js does not re-LISTEN once the server was down)', async () => {

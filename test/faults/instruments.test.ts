@@ -4,7 +4,7 @@ import { createSql, type Sql } from '../../db/connect';
 import { ensureDatabase, migrate } from '../../db/migrate';
 import { apiClient, eventually, uniqueKey, type TestStack } from '../helpers/stack';
 import { insertEvent } from '../../db/outbox';
-import { judge, settle, takeCensus } from '../helpers/faults/census';
+import { judge, takeCensus, untilQuiet } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
 import { tenantWithMerchant } from '../helpers/faults/merchant';
 import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
@@ -48,7 +48,7 @@ async function paidPayment() {
   const response = await apiClient(stack.apiUrl, tenant.apiKey).post('/v1/payments', plan.body, plan.key);
   expect(response.status).toBe(201);
   const paymentId = paymentIdIn(response)!;
-  expect(await settle(stack, [paymentId], { merchant, timeoutMs: 30_000 })).not.toBeNull();
+  expect(await untilQuiet(stack, [paymentId], { merchant, timeoutMs: 30_000 })).not.toBeNull();
   return { tenant, plan, paymentId };
 }
 

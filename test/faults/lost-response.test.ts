@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { apiClient, eventually, type Tenant, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
-import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
-import { chargeAttempts, paymentIdOfKey, settle } from '../helpers/faults/census';
+import { FAULT_TRIALS, QUIET_MS, scenarioTimeout } from '../helpers/faults/config';
+import { chargeAttempts, paymentIdOfKey, untilQuiet } from '../helpers/faults/census';
 import { startDroppingProxy } from '../helpers/faults/dropping-proxy';
 import type { Merchant } from '../../testkit/merchant';
 import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
@@ -36,9 +36,9 @@ afterAll(async () => {
   await faults?.stop();
 });
 
-/** Settles, then counts each payment's effects against its expected outcome. */
+/** Waits until quiet, then counts each payment's effects against its expected outcome. */
 async function count(tally: ScenarioTally, pairs: [PaymentRequest, string][]): Promise<void> {
-  await settle(stack, pairs.map(([, id]) => id), { merchant, timeoutMs: SETTLE_MS });
+  await untilQuiet(stack, pairs.map(([, id]) => id), { merchant, timeoutMs: QUIET_MS });
   for (const [plan, id] of pairs) await tallyEffects(tally, stack, merchant, plan, id);
 }
 
@@ -55,7 +55,7 @@ describe('3. lost responses', () => {
         const result = await runTrials(tally, FAULT_TRIALS, async () => {
           const plans = [paymentRequest(method), paymentRequest(method)];
           const started = Date.now();
-          const answers = await Promise.all(plans.map((plan) => untilFinal(api, plan, SETTLE_MS)));
+          const answers = await Promise.all(plans.map((plan) => untilFinal(api, plan, QUIET_MS)));
           tally.recovered(Date.now() - started);
           const pairs: [PaymentRequest, string][] = [];
           for (const [i, plan] of plans.entries()) {
@@ -137,7 +137,7 @@ describe('3. lost responses', () => {
         const abortedAt = Date.now();
         if ((await abandoned) !== null) tally.add('answered before the abort', 1);
 
-        const { response } = await untilFinal(api, plan, SETTLE_MS);
+        const { response } = await untilFinal(api, plan, QUIET_MS);
         tally.recovered(Date.now() - abortedAt);
         const [record] = await stack.sql<{ response_body: string | null }[]>`
           SELECT response_body FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${plan.key}`;

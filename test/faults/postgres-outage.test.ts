@@ -7,8 +7,8 @@ import type { EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
 import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres';
 import { eventually, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
-import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
-import { paymentsInFlight, settle } from '../helpers/faults/census';
+import { FAULT_TRIALS, QUIET_MS, scenarioTimeout } from '../helpers/faults/config';
+import { paymentsInFlight, untilQuiet } from '../helpers/faults/census';
 import type { Merchant } from '../../testkit/merchant';
 import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../helpers/faults/payments';
@@ -88,8 +88,8 @@ describe('4. PostgreSQL stopped and restarted mid-flight', () => {
         tally.sample('down for (ms)', upAt - stoppedAt);
         tally.sample('start took (ms)', upAt - startedAt);
 
-        const settled = await settle(stack, ids, { merchant, timeoutMs: SETTLE_MS });
-        if (settled !== null) tally.recovered(Date.now() - startedAt);
+        const quiet = await untilQuiet(stack, ids, { merchant, timeoutMs: QUIET_MS });
+        if (quiet !== null) tally.recovered(Date.now() - startedAt);
         for (const answer of await Promise.all(firstAnswers)) tally.add(`first answers ${answer?.status ?? 'connection error'}`, 1);
 
         // The refused request executed nothing: no record, no payment. Its retry really runs.
@@ -98,16 +98,16 @@ describe('4. PostgreSQL stopped and restarted mid-flight', () => {
                  (SELECT count(*)::int FROM payments WHERE tenant_id = ${tenant.id} AND order_id = ${refusedPlan.body.order_id}) AS payments`;
         if (left!.records !== 0 || left!.payments !== 0) tally.anomaly(`the refused request left ${left!.records} records and ${left!.payments} payments`);
         const retryStarted = Date.now();
-        const retried = await untilFinal(api, refusedPlan, SETTLE_MS);
+        const retried = await untilFinal(api, refusedPlan, QUIET_MS);
         tally.sample('new payment after the restart answered in (ms)', Date.now() - retryStarted);
         if (retried.response.status !== 201 || retried.response.headers.get('idempotent-replayed') !== null) {
           tally.anomaly(`the refused request's retry answered ${retried.response.status} replayed=${retried.response.headers.get('idempotent-replayed')}`);
         }
 
         const pairs: [PaymentRequest, string | null][] = [...plans.map((plan, i) => [plan, ids[i]!] as [PaymentRequest, string]), [refusedPlan, paymentIdIn(retried.response)]];
-        await settle(stack, pairs.flatMap(([, id]) => (id ? [id] : [])), { merchant, timeoutMs: SETTLE_MS });
+        await untilQuiet(stack, pairs.flatMap(([, id]) => (id ? [id] : [])), { merchant, timeoutMs: QUIET_MS });
         // Each in-flight key now answers with its final outcome, for the same payment.
-        await retryAndTally(tally, stack, merchant, api, SETTLE_MS, pairs);
+        await retryAndTally(tally, stack, merchant, api, QUIET_MS, pairs);
       });
 
       expectCleanScenario(result, FAULT_TRIALS * (inFlightPerTrial + 1));

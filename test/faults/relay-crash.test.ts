@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { apiClient, eventually, type TestStack } from '../helpers/stack';
-import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
-import { judge, settle, takeCensus } from '../helpers/faults/census';
+import { FAULT_TRIALS, QUIET_MS, scenarioTimeout } from '../helpers/faults/config';
+import { judge, takeCensus, untilQuiet } from '../helpers/faults/census';
 import { startMerchant, type Merchant } from '../../testkit/merchant';
 import { tenantWithMerchant } from '../helpers/faults/merchant';
 import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
@@ -86,7 +86,7 @@ describe('6. outbox relay killed mid-delivery, merchant endpoint down for a whil
         const tenant = await tenantWithMerchant(stack, merchant, `relay-crash-${trial}`);
         const api = apiClient(stack.apiUrl, tenant.apiKey);
         const plans = Array.from({ length: paymentsPerTrial }, () => paymentRequest('pm_card_visa'));
-        const answers = await Promise.all(plans.map((plan) => untilFinal(api, plan, SETTLE_MS)));
+        const answers = await Promise.all(plans.map((plan) => untilFinal(api, plan, QUIET_MS)));
         const paymentIds = answers.map(({ response }) => paymentIdIn(response)!);
         if (answers.some(({ response }) => response.status !== 201)) tally.anomaly(`trial ${trial + 1}: payments answered ${answers.map((a) => a.response.status)}`);
 
@@ -113,11 +113,11 @@ describe('6. outbox relay killed mid-delivery, merchant endpoint down for a whil
                   SELECT event_id FROM webhook_deliveries WHERE event_id IN ${stack.sql(eventIds)} AND error IS NOT NULL
                   GROUP BY event_id HAVING count(*) >= 2) failed`;
               return row!.ready === eventIds.length;
-            }, SETTLE_MS, 200);
+            }, QUIET_MS, 200);
             const upAt = Date.now();
             await merchant.up();
-            const settled = await settle(stack, paymentIds, { merchant, timeoutMs: SETTLE_MS });
-            if (settled !== null) {
+            const quiet = await untilQuiet(stack, paymentIds, { merchant, timeoutMs: QUIET_MS });
+            if (quiet !== null) {
               tally.recovered(Date.now() - upAt);
               tally.sample('kill to delivered (ms)', Date.now() - killedAt);
             }
@@ -128,7 +128,7 @@ describe('6. outbox relay killed mid-delivery, merchant endpoint down for a whil
               const [row] = await stack.sql<{ open: number }[]>`
                 SELECT count(*)::int AS open FROM outbox_events WHERE id IN ${stack.sql(eventIds)} AND delivery_state <> 'delivered'`;
               return row!.open === 0;
-            }, SETTLE_MS, 200).catch(() => tally.anomaly(`trial ${trial + 1}: the outbox never recorded every delivery`));
+            }, QUIET_MS, 200).catch(() => tally.anomaly(`trial ${trial + 1}: the outbox never recorded every delivery`));
             for (const [i, paymentId] of paymentIds.entries()) {
               const judgement = judge(await takeCensus(stack, paymentId, { merchant, countRuns: true }), plans[i]!.outcome);
               tally.judged(judgement);

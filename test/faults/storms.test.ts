@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { apiClient, isolatedApi, type TestStack } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
-import { FAULT_STORM_KEYS, FAULT_TRIALS, SETTLE_MS, STORM_SIZE, scenarioTimeout } from '../helpers/faults/config';
-import { judge, settle, takeCensus } from '../helpers/faults/census';
+import { FAULT_STORM_KEYS, FAULT_TRIALS, QUIET_MS, STORM_SIZE, scenarioTimeout } from '../helpers/faults/config';
+import { judge, takeCensus, untilQuiet } from '../helpers/faults/census';
 import type { Merchant } from '../../testkit/merchant';
 import { tenantWithMerchant } from '../helpers/faults/merchant';
 import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
@@ -77,13 +77,13 @@ describe('1. duplicate storms', () => {
           const unexpected = responses.filter((r) => r.status !== expected && !retryLater(r));
           for (const r of unexpected) tally.anomaly(`${plan.key}: unexpected ${r.status} ${r.text.slice(0, 200)}`);
           // A storm that could not all be answered in the bounded wait ends with the client's retry.
-          const settled = pending ? (await untilFinal(apis[0]!, plan, SETTLE_MS)).response : null;
-          const finals = [...responses.filter((r) => r.status === expected), ...(settled ? [settled] : [])];
+          const finalAnswer = pending ? (await untilFinal(apis[0]!, plan, QUIET_MS)).response : null;
+          const finals = [...responses.filter((r) => r.status === expected), ...(finalAnswer ? [finalAnswer] : [])];
           if (new Set(finals.map((r) => r.text)).size !== 1) tally.anomaly(`${plan.key}: final answers differ (${new Set(finals.map((r) => r.text)).size} distinct bodies)`);
           const fresh = finals.filter((r) => r.headers.get('idempotent-replayed') === null).length;
           // One request owns the key; every other final answer is a replay (none at all if the owner got 202).
           if (fresh > 1) tally.anomaly(`${plan.key}: ${fresh} final answers not marked Idempotent-Replayed`);
-          const ids = new Set([...responses.filter((r) => r.status !== 503), ...(settled ? [settled] : [])].map(paymentIdIn));
+          const ids = new Set([...responses.filter((r) => r.status !== 503), ...(finalAnswer ? [finalAnswer] : [])].map(paymentIdIn));
           if (ids.size !== 1) tally.anomaly(`${plan.key}: responses name ${ids.size} different payments`);
           const id = paymentIdIn(finals[0] ?? responses[0]!);
           if (id) paymentOf.set(plan.key, id);
@@ -91,7 +91,7 @@ describe('1. duplicate storms', () => {
         }
         tally.recovered(Date.now() - started);
 
-        if (paymentOf.size) await settle(stack, [...paymentOf.values()], { merchant, timeoutMs: SETTLE_MS });
+        if (paymentOf.size) await untilQuiet(stack, [...paymentOf.values()], { merchant, timeoutMs: QUIET_MS });
         for (const plan of plans) {
           const id = paymentOf.get(plan.key);
           if (!id) continue;

@@ -6,8 +6,8 @@ import { startTemporalDevServer, type DevServer } from '../../devstack/temporal-
 import { eventually, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 import { freePort } from '../../devstack/ports';
-import { FAULT_TRIALS, LOGS_DIR, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
-import { paymentsInFlight, settle } from '../helpers/faults/census';
+import { FAULT_TRIALS, LOGS_DIR, QUIET_MS, scenarioTimeout } from '../helpers/faults/config';
+import { paymentsInFlight, untilQuiet } from '../helpers/faults/census';
 import type { Merchant } from '../../testkit/merchant';
 import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
 import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest } from '../helpers/faults/payments';
@@ -92,18 +92,18 @@ describe('5. Temporal stopped and restarted mid-flight', () => {
         tally.sample('down for (ms)', upAt - killedAt);
         tally.sample('restart took (ms)', upAt - restartAt);
 
-        const settled = await settle(stack, ids, { merchant, timeoutMs: SETTLE_MS });
-        if (settled !== null) tally.recovered(Date.now() - restartAt);
+        const quiet = await untilQuiet(stack, ids, { merchant, timeoutMs: QUIET_MS });
+        if (quiet !== null) tally.recovered(Date.now() - restartAt);
         for (const answer of await Promise.all(firstAnswers)) tally.add(`first answers ${answer?.status ?? 'connection error'}`, 1);
 
-        const retried = await untilFinal(api, refusedPlan, SETTLE_MS);
+        const retried = await untilFinal(api, refusedPlan, QUIET_MS);
         if (retried.response.status !== 201 || retried.response.headers.get('idempotent-replayed') !== null) {
           tally.anomaly(`the refused request's retry answered ${retried.response.status} replayed=${retried.response.headers.get('idempotent-replayed')}`);
         }
         const pairs: [PaymentRequest, string | null][] = [...plans.map((plan, i) => [plan, ids[i]!] as [PaymentRequest, string]), [refusedPlan, paymentIdIn(retried.response)]];
-        await settle(stack, pairs.flatMap(([, id]) => (id ? [id] : [])), { merchant, timeoutMs: SETTLE_MS });
+        await untilQuiet(stack, pairs.flatMap(([, id]) => (id ? [id] : [])), { merchant, timeoutMs: QUIET_MS });
         // Each key now answers with its final outcome, for the same payment.
-        await retryAndTally(tally, stack, merchant, api, SETTLE_MS, pairs);
+        await retryAndTally(tally, stack, merchant, api, QUIET_MS, pairs);
       });
 
       expectCleanScenario(result, FAULT_TRIALS * (inFlightPerTrial + 1));

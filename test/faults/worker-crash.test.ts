@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { eventually, type Tenant, type TestStack } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
-import { FAULT_TRIALS, SETTLE_MS, scenarioTimeout } from '../helpers/faults/config';
-import { chargeAttempts, chargeInFlight, paymentIdOfKey, settle } from '../helpers/faults/census';
+import { FAULT_TRIALS, QUIET_MS, scenarioTimeout } from '../helpers/faults/config';
+import { chargeAttempts, chargeInFlight, paymentIdOfKey, untilQuiet } from '../helpers/faults/census';
 import type { Merchant } from '../../testkit/merchant';
 import { startFaultStack, type FaultStack } from '../helpers/faults/stack';
 import { paymentRequest, type Api } from '../helpers/faults/payments';
@@ -86,8 +86,8 @@ describe('2. worker killed mid-charge', () => {
         current = await spawnWorker(`worker-crash-${stack.taskQueue}-${trial + 1}`, environment);
         tally.sample('new worker ready after kill (ms)', current.readyAt - killedAt);
 
-        const settled = await settle(stack, [committedId!, inFlightId!], { merchant, timeoutMs: SETTLE_MS });
-        if (settled !== null) tally.recovered(Date.now() - killedAt);
+        const quiet = await untilQuiet(stack, [committedId!, inFlightId!], { merchant, timeoutMs: QUIET_MS });
+        if (quiet !== null) tally.recovered(Date.now() - killedAt);
         await Promise.all(firstAnswers);
 
         // The kill really interrupted the charge: it was retried, by the new worker.
@@ -96,7 +96,7 @@ describe('2. worker killed mid-charge', () => {
         if (attempts < 2) tally.anomaly(`${committedId}: its charge was not retried after the kill (attempt ${attempts})`);
 
         // The client's retry with the same key gets the final answer, for the same payment.
-        await retryAndTally(tally, stack, merchant, api, SETTLE_MS, [
+        await retryAndTally(tally, stack, merchant, api, QUIET_MS, [
           [committed, committedId!],
           [inFlight, inFlightId!],
         ]);

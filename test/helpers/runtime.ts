@@ -18,8 +18,8 @@ interface TestRuntimeState {
   installed: Promise<void> | undefined;
 }
 const stateKey = Symbol.for('payments.test-runtime');
-const holder = globalThis as { [stateKey]?: TestRuntimeState };
-const state: TestRuntimeState = (holder[stateKey] ??= { lines: [], capturing: false, installed: undefined });
+const shared = globalThis as { [stateKey]?: TestRuntimeState };
+const state: TestRuntimeState = (shared[stateKey] ??= { lines: [], capturing: false, installed: undefined });
 
 export const testLogger = createLogger({
   name: 'test',

@@ -49,8 +49,8 @@ export function uniqueKey(label = 'key'): string {
   return `${label}-${randomBytes(8).toString('hex')}`;
 }
 
-/** A payment once it has left `processing` and `requires_action`: its GET, polled. */
-export function settledPayment(client: ReturnType<typeof apiClient>, id: string, timeoutMs = 30_000) {
+/** A payment once it has left `processing` and `requires_action` (decided): its GET, polled. */
+export function decidedPayment(client: ReturnType<typeof apiClient>, id: string, timeoutMs = 30_000) {
   return eventually(
     async () => {
       const { json } = await client.get(`/v1/payments/${id}`);
@@ -58,7 +58,7 @@ export function settledPayment(client: ReturnType<typeof apiClient>, id: string,
     },
     timeoutMs,
     100,
-    `payment ${id} settled`,
+    `payment ${id} decided`,
   );
 }
 

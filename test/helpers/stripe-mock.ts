@@ -7,7 +7,7 @@ const root = path.resolve(import.meta.dirname, '../..');
 
 /**
  * STRIPE_MOCK_PATH, else the project's own build in .tools/bin (built now by
- * scripts/install-stripe-mock.sh if missing), else the one on PATH the script settled for.
+ * scripts/install-stripe-mock.sh if missing), else the one on PATH the script chose.
  */
 function stripeMockBinary(): string {
   const given = process.env.STRIPE_MOCK_PATH;

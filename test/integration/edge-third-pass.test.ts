@@ -7,7 +7,7 @@ import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestSta
 /**
  * A security probe's findings against the running API, each reproduced for real: the
  * failed-authentication limit per client address (clients on 127.0.0.2 and 127.0.0.3, a
- * socket bound to each); a signed PSP webhook whose own figures would settle a waiting payment;
+ * socket bound to each); a signed PSP webhook whose own figures would decide a waiting payment;
  * signed events PostgreSQL cannot store; unstorable text in admin bodies; empty bodies in every
  * framing; return_urls every PSP refuses. (The Web UI's findings: temporal-ui-guard.test.ts.)
  */
@@ -108,7 +108,7 @@ describe('the failed-authentication limit counts each client address apart, and 
   });
 });
 
-describe('a PSP webhook is a hint: the charge the PSP holds is what settles, and it must agree with the payment', () => {
+describe('a PSP webhook is a hint: the charge the PSP holds is what decides, and it must agree with the payment', () => {
   const returnUrl = 'http://127.0.0.1:9/return';
   const threeDs = () => ({ order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', payment_method: 'pm_card_threeDSecureRequired', return_url: returnUrl });
   const signedEvent = (charge: Record<string, unknown>) => {
@@ -126,7 +126,7 @@ describe('a PSP webhook is a hint: the charge the PSP holds is what settles, and
   const merchantBalance = async (client: ReturnType<typeof apiClient>) =>
     ((await client.get('/v1/balance')).json.accounts as { account: string; currency: string; balance_minor: number }[]).find((a) => a.account === 'merchant_balance' && a.currency === 'EUR')?.balance_minor ?? 0;
 
-  it('a signed charge.succeeded capturing 1 for a charge still requires_action settles nothing; the challenge then settles it for 2500', async () => {
+  it('a signed charge.succeeded capturing 1 for a charge still requires_action decides nothing; the challenge then decides it for 2500', async () => {
     const merchant = await stack.createTenant('forged-figures');
     const api = apiClient(stack.apiUrl, merchant.apiKey);
     const created = await api.post('/v1/payments', threeDs(), uniqueKey());
@@ -139,7 +139,7 @@ describe('a PSP webhook is a hint: the charge the PSP holds is what settles, and
     expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'requires_action', amount_captured_minor: 0 });
     expect(await merchantBalance(api)).toBe(0);
 
-    // The customer approves: the PSP's own charge settles it, whole. Had the forged figures been
+    // The customer approves: the PSP's own charge decides it, whole. Had the forged figures been
     // applied, the payment would already be succeeded with 1 captured.
     const approved = await fetch(payment.next_action.redirect_to_url.url, { method: 'POST', body: new URLSearchParams({ result: 'approve' }), redirect: 'manual' });
     expect(approved.status).toBe(303);

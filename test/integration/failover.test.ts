@@ -4,7 +4,7 @@ import { freePort } from '../../devstack/ports';
 import { disputeWorkflowId } from '../../domain/ids';
 import type { DisputeRow } from '../../domain/resources';
 import { SandboxProvider } from '../../provider/sandbox/client';
-import { apiClient, eventually, settledPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { apiClient, eventually, decidedPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { AesGcmPayloadCodec } from '../../lib/payload-codec';
@@ -69,13 +69,13 @@ async function chargesAt(paymentId: string) {
   };
 }
 /**
- * POST /v1/payments and the payment once its charge is settled: a failover takes a few
+ * POST /v1/payments and the payment once its charge is decided: a failover takes a few
  * retries at A first (about 1.5 s), which may outlast the bounded wait (202, then GET).
  */
 async function pay(request: Record<string, unknown>, client = api) {
   const created = await client.post('/v1/payments', request, uniqueKey('pay'));
   expect([201, 202], created.text).toContain(created.status);
-  return settledPayment(client, created.json.id);
+  return decidedPayment(client, created.json.id);
 }
 /** The run's memo once the run has closed (the answer comes from the database commit, before the run's last memo). */
 async function memoOf(workflowId: string) {
@@ -117,10 +117,10 @@ describe('failover: the next PSP only when the last one certainly took no money'
     const created = await api.post('/v1/payments', body(), uniqueKey('pay'));
     // 201, or 202 when a loaded machine takes longer than the API's wait (the first payment of the file).
     expect([201, 202]).toContain(created.status);
-    const settled = await settledPayment(api, created.json.id);
-    expect(settled).toMatchObject({ status: 'succeeded', provider: 'sandbox' });
-    // The charge id as the settled payment shows it: a 202 answer has none yet.
-    const chargeId = settled.provider_charge_id as string;
+    const decided = await decidedPayment(api, created.json.id);
+    expect(decided).toMatchObject({ status: 'succeeded', provider: 'sandbox' });
+    // The charge id as the decided payment shows it: a 202 answer has none yet.
+    const chargeId = decided.provider_charge_id as string;
     expect(chargeId).toMatch(/^ch_/);
     const got = await api.get(`/v1/payments/${created.json.id}`);
     expect(got.json).toMatchObject({
@@ -226,7 +226,7 @@ describe('no failover while A’s outcome is unknown', () => {
     expect(await chargeHeartbeat(waiting.workflow_id)).toMatchObject({ provider: 'sandbox', attempt: 1 });
     expect(await stack.secondSandbox!.provider.listChargesByReference(id)).toEqual([]);
     await outage(stack.sandboxUrl, 'none');
-    const done = await settledPayment(api, id, 45_000);
+    const done = await decidedPayment(api, id, 45_000);
     expect(done).toMatchObject({ status: 'succeeded', provider: 'sandbox', attempts: [{ attempt: 1, provider: 'sandbox', outcome: 'succeeded' }] });
     const { a, b } = await chargesAt(id);
     expect(a.map((c) => c.id)).toEqual([done.provider_charge_id]);
@@ -243,7 +243,7 @@ describe('no failover while A’s outcome is unknown', () => {
     expect((await api.get(`/v1/payments/${id}`)).json).toMatchObject({ status: 'processing', attempts: [{ provider: 'sandbox', outcome: 'pending' }] });
     expect(await stack.secondSandbox!.provider.listChargesByReference(id)).toEqual([]);
     await outage(stack.sandboxUrl, 'none');
-    const done = await settledPayment(api, id, 45_000);
+    const done = await decidedPayment(api, id, 45_000);
     expect(done).toMatchObject({ status: 'succeeded', provider: 'sandbox', attempts: [{ attempt: 1, provider: 'sandbox', outcome: 'succeeded' }] });
     const { a, b } = await chargesAt(id);
     expect(a.map((c) => c.id)).toEqual([done.provider_charge_id]);

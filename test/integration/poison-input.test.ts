@@ -99,7 +99,7 @@ describe('what PostgreSQL cannot store is refused at validation, with the field 
   });
 });
 
-describe('poison that reaches a workflow anyway (validation bypassed) ends the run and settles its key', () => {
+describe('poison that reaches a workflow anyway (validation bypassed) ends the run and its key is answered', () => {
   /** What the API would have dispatched for this body and key, without its validation. */
   async function dispatchUnvalidated(key: string, metadata: Record<string, string>) {
     const body = { ...CreatePaymentBody.parse(valid()), metadata };
@@ -143,21 +143,21 @@ describe('poison that reaches a workflow anyway (validation bypassed) ends the r
     expect(cause.message).toMatch(/22P05|unsupported Unicode escape/);
     expect((await handle.describe()).status.name).toBe('FAILED');
 
-    // The record is still `running` until someone settles it: the sweeper does, once.
+    // The record is still `running` until someone answers it: the sweeper does, once.
     expect((await findRecord(stack.sql, tenant.id, scope.operation, key))!.state).toBe('running');
     expect(await stack.abandonedRuns.runOnce(500, 0)).toBeGreaterThanOrEqual(1);
-    const settled = (await findRecord(stack.sql, tenant.id, scope.operation, key))!;
-    expect(settled.state).toBe('completed');
-    expect(settled.response_status).toBe(500);
-    const answer = JSON.parse(settled.response_body!);
+    const answered = (await findRecord(stack.sql, tenant.id, scope.operation, key))!;
+    expect(answered.state).toBe('completed');
+    expect(answered.response_status).toBe(500);
+    const answer = JSON.parse(answered.response_body!);
     expect(answer.error.type).toBe('operation_failed');
     expect(answer.error.resource_id).toBe(paymentId);
 
     // A second pass changes nothing: the stored bytes are the answer for good.
     await stack.abandonedRuns.runOnce(500, 0);
     const again = (await findRecord(stack.sql, tenant.id, scope.operation, key))!;
-    expect(again.response_body).toBe(settled.response_body);
-    expect(again.expires_at).toEqual(settled.expires_at);
+    expect(again.response_body).toBe(answered.response_body);
+    expect(again.expires_at).toEqual(answered.expires_at);
     // No payment row could be written: the key's answer says what happened.
     expect(await stack.sql`SELECT 1 FROM payments WHERE id = ${paymentId}`).toHaveLength(0);
   });

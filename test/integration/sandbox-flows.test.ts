@@ -18,7 +18,7 @@ import { eventually } from '../helpers/eventually';
  * report and discrepancies, against the real sandbox server on real PostgreSQL,
  * seen through SandboxProvider as the orchestrator sees it. Webhooks go to loopback receivers.
  * Each test starts its own sandbox (and receiver): they share the file's database, and each
- * settles what it makes before it closes.
+ * finishes what it makes before it closes.
  */
 
 const secret = `whsec_${randomBytes(16).toString('hex')}`;

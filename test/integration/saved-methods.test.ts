@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RoutePlanner } from '../../activities';
-import { apiClient, captureLogs, eventually, settledPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { apiClient, captureLogs, eventually, decidedPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 
 /**
@@ -48,7 +48,7 @@ async function savedCard(customer: string, card = 'pm_card_visa', client = api) 
   const created = await client.post('/v1/payments', payment({ payment_method: card, customer, setup_future_usage: 'off_session', return_url: returnUrl }), uniqueKey('pay'));
   expect([201, 202], created.text).toContain(created.status);
   if (created.json.status === 'requires_action') expect((await approve(created.json.next_action.redirect_to_url.url)).status).toBe(303);
-  expect(await settledPayment(client, created.json.id)).toMatchObject({ status: 'succeeded' });
+  expect(await decidedPayment(client, created.json.id)).toMatchObject({ status: 'succeeded' });
   return eventually(async () => {
     const listed = await client.get(`/v1/customers/${customer}/payment_methods`);
     return listed.json.data.find((m: { id: string }) => m.id !== undefined) ?? null;
@@ -181,7 +181,7 @@ describe('charging a saved method off-session', () => {
     await outage('unavailable');
     const created = await api.post('/v1/payments', payment({ payment_method: method.id, customer, off_session: true }), uniqueKey('pay'));
     expect([201, 202], created.text).toContain(created.status);
-    const paid = await settledPayment(api, created.json.id);
+    const paid = await decidedPayment(api, created.json.id);
     expect(paid).toMatchObject({ status: 'succeeded', provider: 'sandbox-b' });
     expect(paid.attempts).toMatchObject([
       { attempt: 1, provider: 'sandbox', outcome: 'not_charged' },

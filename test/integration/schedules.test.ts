@@ -193,7 +193,7 @@ describe('operated with the Temporal CLI', () => {
     expect(await stack.temporal.workflow.getHandle(run.workflow_id).result()).toMatchObject({ window: { from: '2026-11-19T00:00:00.000Z' }, runs: [{ provider: 'sandbox', status: 'clean' }] });
   });
 
-  it('trigger of the abandoned-run sweep: the job runs on its workflow (no timer in any process) and reports what it settled', async () => {
+  it('trigger of the abandoned-run sweep: the job runs on its workflow (no timer in any process) and reports how many it dealt with', async () => {
     const id = scheduleId(stack.taskQueue, 'abandoned-runs');
     cli('schedule', 'trigger', '--schedule-id', id);
     const run = await eventually(async () => {

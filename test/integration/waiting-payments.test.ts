@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CreatePaymentBody } from '../../api/schemas';
 import { requestFingerprint } from '../../domain/fingerprint';
 import { signSandboxWebhook } from '../../provider/sandbox/webhook';
-import { apiClient, eventually, settledPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { apiClient, eventually, decidedPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 
 /**
@@ -61,7 +61,7 @@ async function eventsOf(id: string): Promise<Record<string, number>> {
 }
 
 describe('3-D Secure: requires_action, then the customer decides', () => {
-  it('answers 202 requires_action with next_action; Approve settles it succeeded; the first answer replays byte for byte', async () => {
+  it('answers 202 requires_action with next_action; Approve decides it succeeded; the first answer replays byte for byte', async () => {
     const key = uniqueKey();
     const request = body('pm_card_threeDSecureRequired');
     const first = await api.post('/v1/payments', request, key);
@@ -72,7 +72,7 @@ describe('3-D Secure: requires_action, then the customer decides', () => {
     const done = await approve(first.json.next_action.redirect_to_url.url);
     expect(done.status).toBe(303);
     expect(done.headers.get('location')).toContain(returnUrl);
-    const payment = await settledPayment(api, first.json.id);
+    const payment = await decidedPayment(api, first.json.id);
     expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500, next_action: null });
 
     const replay = await api.post('/v1/payments', request, key);
@@ -86,7 +86,7 @@ describe('3-D Secure: requires_action, then the customer decides', () => {
     const request = body('pm_card_threeDSecureRequired');
     const first = await api.post('/v1/payments', request, uniqueKey());
     await approve(first.json.next_action.redirect_to_url.url, 'deny');
-    expect(await settledPayment(api, first.json.id)).toMatchObject({ status: 'declined', failure: { code: 'authentication_failed' } });
+    expect(await decidedPayment(api, first.json.id)).toMatchObject({ status: 'declined', failure: { code: 'authentication_failed' } });
     const again = await api.post('/v1/payments', { ...request, payment_method: 'pm_card_visa' }, uniqueKey());
     expect(again.status).toBe(201);
   });
@@ -99,7 +99,7 @@ describe('3-D Secure: requires_action, then the customer decides', () => {
     expect(second.status).toBe(409);
     expect(second.json.error.type).toBe('order_already_paid');
     await approve(first.json.next_action.redirect_to_url.url, 'deny');
-    await settledPayment(api, first.json.id);
+    await decidedPayment(api, first.json.id);
   });
 
   it('manual capture after a challenge: requires_action → requires_capture → captured', async () => {
@@ -108,7 +108,7 @@ describe('3-D Secure: requires_action, then the customer decides', () => {
     expect(early.status).toBe(409);
     expect(early.json.error.type).toBe('payment_not_capturable');
     await approve(first.json.next_action.redirect_to_url.url);
-    expect(await settledPayment(api, first.json.id)).toMatchObject({ status: 'requires_capture' });
+    expect(await decidedPayment(api, first.json.id)).toMatchObject({ status: 'requires_capture' });
     const captured = await eventually(async () => {
       const response = await api.post(`/v1/payments/${first.json.id}/capture`, {}, uniqueKey());
       return response.status === 200 ? response : null;
@@ -122,7 +122,7 @@ describe('3-D Secure: requires_action, then the customer decides', () => {
     const client = apiClient(short.url, tenant.apiKey);
     const first = await client.post('/v1/payments', body('pm_card_threeDSecureRequired'), uniqueKey());
     expect(first.status).toBe(202);
-    const payment = await settledPayment(client, first.json.id);
+    const payment = await decidedPayment(client, first.json.id);
     expect(payment).toMatchObject({ status: 'expired', failure: { code: 'authentication_expired' }, amount_captured_minor: 0 });
     await approve(first.json.next_action.redirect_to_url.url);
     // Whatever the PSP says of the late Approve has reached the API.
@@ -168,14 +168,14 @@ describe('asynchronous methods: processing, then the bank decides', () => {
     const first = await api.post('/v1/payments', body('pm_sepa_debit'), uniqueKey());
     expect(first.status).toBe(202);
     expect(first.json).toMatchObject({ status: 'processing', next_action: null });
-    expect(await settledPayment(api, first.json.id)).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500 });
+    expect(await decidedPayment(api, first.json.id)).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500 });
     expect(await eventsOf(first.json.id)).toEqual({ 'payment.processing': 1, 'payment.succeeded': 1 });
   });
 
   it('SEPA failing: processing, then declined debit_failed', async () => {
     const first = await api.post('/v1/payments', body('pm_sepa_debit_fails'), uniqueKey());
     expect(first.status).toBe(202);
-    expect(await settledPayment(api, first.json.id)).toMatchObject({ status: 'declined', failure: { code: 'debit_failed' } });
+    expect(await decidedPayment(api, first.json.id)).toMatchObject({ status: 'declined', failure: { code: 'debit_failed' } });
     expect(await eventsOf(first.json.id)).toEqual({ 'payment.processing': 1, 'payment.declined': 1 });
   });
 });
@@ -184,10 +184,10 @@ describe('the PSP’s webhooks: duplicated, reordered, delayed, lost', () => {
   it('duplicated and reordered webhooks: one event per fact, the final state kept', async () => {
     await setFaults({ duplicate: 1, reorder: 1, delay_ms: 200 });
     const first = await api.post('/v1/payments', body('pm_sepa_debit'), uniqueKey());
-    const settled = await settledPayment(api, first.json.id);
-    expect(settled).toMatchObject({ status: 'succeeded' });
+    const decided = await decidedPayment(api, first.json.id);
+    expect(decided).toMatchObject({ status: 'succeeded' });
     // Every webhook the PSP holds for the charge (held back, delayed, duplicated) sent, then look again.
-    await webhooksSent(settled.provider_charge_id);
+    await webhooksSent(decided.provider_charge_id);
     expect((await api.get(`/v1/payments/${first.json.id}`)).json.status).toBe('succeeded');
     expect(await eventsOf(first.json.id)).toEqual({ 'payment.processing': 1, 'payment.succeeded': 1 });
     const stored = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM provider_events WHERE payment_id = ${first.json.id}`;
@@ -215,11 +215,11 @@ describe('the PSP’s webhooks: duplicated, reordered, delayed, lost', () => {
     expect(captured.json.status).toBe('succeeded');
   });
 
-  it('every webhook lost: the workflow’s own poll settles the payment', async () => {
+  it('every webhook lost: the workflow’s own poll decides the payment', async () => {
     await setFaults({ loss: 1 });
     const first = await api.post('/v1/payments', body('pm_card_threeDSecureRequired'), uniqueKey());
     await approve(first.json.next_action.redirect_to_url.url);
-    expect(await settledPayment(api, first.json.id)).toMatchObject({ status: 'succeeded' });
+    expect(await decidedPayment(api, first.json.id)).toMatchObject({ status: 'succeeded' });
     const stored = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM provider_events WHERE payment_id = ${first.json.id}`;
     expect(stored[0]!.n).toBe(0);
   });

@@ -3,7 +3,7 @@ import { completeChallenge, sandboxControls } from '../../testkit/sandbox';
 import { lateChargeWorkflowId } from '../../domain/ids';
 import { startLateChargeWorkflow } from '../../lib/late-charge';
 import { signSandboxWebhook } from '../../provider/sandbox/webhook';
-import { apiClient, eventually, settledPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { apiClient, eventually, decidedPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { chargesAtProvider, expectLedgerConsistent } from '../helpers/effects';
 
 /**
@@ -65,7 +65,7 @@ describe('cancel while the customer completes the challenge: exactly one outcome
         sleep(customerLagMs).then(() => completeChallenge(challengeUrl, 'approve')),
         api.post(`/v1/payments/${id}/cancel`, {}, cancelKey),
       ]);
-      const payment = await settledPayment(api, id);
+      const payment = await decidedPayment(api, id);
       const charges = await chargesAtProvider(stack.sandboxUrl, id);
       // One charge at the PSP, never a second one.
       expect(charges).toHaveLength(1);
@@ -129,7 +129,7 @@ describe('3-D Secure decided at the window’s end by the PSP’s clock, not by 
       expect(created.status, created.text).toBe(202);
       const id = created.json.id as string;
       expect((await completeChallenge(created.json.next_action.redirect_to_url.url as string, 'approve')).status).toBe(303);
-      const payment = await settledPayment(client, id);
+      const payment = await decidedPayment(client, id);
       expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 2100, failure: null });
       expect(await refundsOf(payment.provider_charge_id as string)).toEqual([]);
       expect(await eventsOf(id)).toEqual({ 'payment.requires_action': 1, 'payment.succeeded': 1 });
@@ -152,7 +152,7 @@ describe('3-D Secure decided at the window’s end by the PSP’s clock, not by 
       await eventually(async () => ((await pending(created.json.workflow_id as string, 'retrieveCharge'))?.attempt ?? 0) >= 2, 30_000, 200);
       expect((await api.get(`/v1/payments/${id}`)).json.status).toBe('requires_action');
       expect((await controls().outage('none')).status).toBe(200);
-      const payment = await settledPayment(client, id, 60_000);
+      const payment = await decidedPayment(client, id, 60_000);
       expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 2200, failure: null });
       expect(await refundsOf(payment.provider_charge_id as string)).toEqual([]);
       expect(await eventsOf(id)).toEqual({ 'payment.requires_action': 1, 'payment.succeeded': 1 });
@@ -174,7 +174,7 @@ describe('3-D Secure decided at the window’s end by the PSP’s clock, not by 
       await eventually(async () => (await pending(created.json.workflow_id as string, 'voidCharge')) !== null, 30_000, 200);
       expect((await completeChallenge(created.json.next_action.redirect_to_url.url as string, 'approve')).status).toBe(303);
       expect((await controls().outage('none')).status).toBe(200);
-      const payment = await settledPayment(client, id, 60_000);
+      const payment = await decidedPayment(client, id, 60_000);
       expect(payment).toMatchObject({ status: 'expired', amount_captured_minor: 0, failure: { code: 'late_success_refunded' } });
       const [charge] = await chargesAtProvider(stack.sandboxUrl, id);
       expect(charge).toMatchObject({ status: 'succeeded', amount_refunded_minor: 2300 });
@@ -204,7 +204,7 @@ describe('a success the PSP reports after the payment expired is given back', ()
     const created = await client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
     expect(created.status, created.text).toBe(202);
     const id = created.json.id as string;
-    const expired = await settledPayment(client, id);
+    const expired = await decidedPayment(client, id);
     expect(expired).toMatchObject({ status: 'expired', amount_captured_minor: 0, failure: { code: 'settlement_expired' } });
     // The payment's run closes: the late success can reach only the webhook route. (The API
     // shows the expiry from its database commit, before the run records that step and ends.)
@@ -268,7 +268,7 @@ describe('a success the PSP reports after the payment expired is given back', ()
       const created = await client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2700, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
       expect(created.status, created.text).toBe(202);
       const id = created.json.id as string;
-      const payment = await settledPayment(client, id);
+      const payment = await decidedPayment(client, id);
       expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 2700, failure: null });
       const [charge] = await chargesAtProvider(stack.sandboxUrl, id);
       expect(charge).toMatchObject({ status: 'succeeded', amount_refunded_minor: 0 });
@@ -293,7 +293,7 @@ describe('a success the PSP reports after the payment expired is given back', ()
       const created = await client.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 3100, currency: 'EUR', payment_method: 'pm_sepa_debit' }, uniqueKey());
       expect(created.status, created.text).toBe(202);
       id = created.json.id as string;
-      const expired = await settledPayment(client, id);
+      const expired = await decidedPayment(client, id);
       expect(expired).toMatchObject({ status: 'expired', failure: { code: 'settlement_expired' } });
       chargeId = expired.provider_charge_id as string;
       // The bank settles after the window; its webhook is lost: nobody hears of it.
@@ -341,7 +341,7 @@ describe('a success the PSP reports after the payment expired is given back', ()
     const [charge] = await chargesAtProvider(stack.sandboxUrl, id);
     expect(charge).toMatchObject({ status: 'processing' });
     expect(await startLateChargeWorkflow(stack.temporal, stack.taskQueue, { provider: 'sandbox', chargeId: charge!.id, paymentId: id, eventId: 'evt_check_while_waiting' })).toBe(true);
-    const payment = await settledPayment(api, id);
+    const payment = await decidedPayment(api, id);
     expect(payment).toMatchObject({ status: 'succeeded', amount_captured_minor: 1800, provider_charge_id: charge!.id });
     const handle = stack.temporal.workflow.getHandle(lateChargeWorkflowId('sandbox', charge!.id));
     expect(await handle.result()).toMatchObject({ action: 'nothing', reason: 'the payment is succeeded' });

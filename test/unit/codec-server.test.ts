@@ -77,7 +77,7 @@ describe('what the codec server answers', () => {
   const post = (url: string, path: string, body: string, headers: Record<string, string>) => fetch(`${url}${path}`, { method: 'POST', headers: { 'x-namespace': 'default', ...headers }, body });
   const json = { 'content-type': 'application/json', authorization: `Bearer ${token}` };
 
-  it('decodes for the token holder, and refuses everyone else with 401', async () => {
+  it('decodes for the bearer of the token, and refuses everyone else with 401', async () => {
     const body = JSON.stringify({ payloads: [await encryptedPayload('card pm_secret')] });
     const ok = await post(server.url, '/decode', body, json);
     expect(ok.status).toBe(200);

@@ -251,9 +251,9 @@ describe('the special-purpose table', () => {
       const max = r.v6 ? (1n << 128n) - 1n : (1n << 32n) - 1n;
       for (const value of [r.start - 1n, r.end + 1n].filter((v) => v >= 0n && v <= max)) {
         const address = r.v6 ? canonicalV6(value) : bigToV4(value);
-        const holder = mostSpecific(r.v6, value);
+        const block = mostSpecific(r.v6, value);
         const reason = refusedAddress(address, strict);
-        if (holder) expect(reason && namedBlock(reason), `${address} (next to ${r.cidr})`).toBe(holder.cidr);
+        if (block) expect(reason && namedBlock(reason), `${address} (next to ${r.cidr})`).toBe(block.cidr);
         else expect(reason, `${address} (next to ${r.cidr}) is global unicast`).toBeNull();
       }
     }

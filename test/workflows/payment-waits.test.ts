@@ -23,7 +23,7 @@ afterAll(async () => {
 
 /** A short poll, so a lost webhook is made up for within the test. */
 const fastPoll = { firstMs: 200, maxMs: 400 };
-/** Polls that come only after the test is over: only webhooks (signals) can settle the payment. */
+/** Polls that come only after the test is over: only webhooks (signals) can decide the payment. */
 const noPoll = { firstMs: 60 * 60_000, maxMs: 60 * 60_000 };
 
 const challenge = (paymentId: string, fields: Partial<ProviderCharge> = {}) =>
@@ -49,7 +49,7 @@ const webhook = (handle: WorkflowHandle<typeof paymentWorkflow>, charged: Provid
   handle.signal(chargeReportSignal, { source: 'webhook', eventId, charge: charged });
 
 describe('await customer (3-D Secure)', () => {
-  it('answers 202 requires_action first, then settles on the webhook (rules out a payment stuck waiting after the customer approved)', async () => {
+  it('answers 202 requires_action first, then is decided by the webhook (rules out a payment stuck waiting after the customer approved)', async () => {
     const input = threeDS();
     const first = response(202, { id: input.paymentId, status: 'requires_action' });
     const run = await bench.startPayment(input, {
@@ -75,7 +75,7 @@ describe('await customer (3-D Secure)', () => {
     expect(await run.handle.query(paymentStatusQuery)).toBe('declined');
   });
 
-  it('settles by its own poll when the webhook is lost (rules out a lost webhook leaving the payment waiting)', async () => {
+  it('is decided by its own poll when the webhook is lost (rules out a lost webhook leaving the payment waiting)', async () => {
     const input = threeDS({ statusPoll: fastPoll });
     let polls = 0;
     const run = await bench.startPayment(input, {
@@ -101,14 +101,14 @@ describe('await customer (3-D Secure)', () => {
     const sent = await Promise.allSettled([webhook(run.handle, success, 'evt_2'), webhook(run.handle, success, 'evt_2')]);
     expect(sent.some((s) => s.status === 'fulfilled')).toBe(true);
     await run.handle.result();
-    // The run settles once, with the success (its history: a call may repeat when the second copy
+    // The run records the outcome once, with the success (its history: a call may repeat when the second copy
     // arrives while the first one's task completes, test/helpers/recorded-steps.ts).
     expect((await recordedSteps(run.handle)).filter((s) => s === 'recordSettlement')).toHaveLength(1);
     expect(new Set(run.inputsOf('recordSettlement').map((i) => i.charge.status))).toEqual(new Set(['succeeded']));
     expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
   });
 
-  it('a webhook settles it while a poll hangs on a PSP outage (rules out the poll holding up the outcome)', async () => {
+  it('a webhook decides it while a poll hangs on a PSP outage (rules out the poll holding up the outcome)', async () => {
     const input = threeDS({ statusPoll: { firstMs: 200, maxMs: 200 } });
     const outage = gate();
     const run = await bench.startPayment(input, {

@@ -107,11 +107,11 @@ export function judge(census: Census, outcome: Outcome, subject = census.payment
 }
 
 /**
- * Waits until every payment left `processing` and (with a merchant) every one of their
- * events was delivered; returns how long that took, or null if `timeoutMs` passed first
+ * Waits until the system is quiet: every payment left `processing` and (with a merchant) every
+ * one of their events was delivered; returns how long that took, or null if `timeoutMs` passed first
  * (whatever is missing then is counted as lost by the census).
  */
-export async function settle(stack: TestStack, paymentIds: string[], options: { merchant?: Merchant; timeoutMs: number }): Promise<number | null> {
+export async function untilQuiet(stack: TestStack, paymentIds: string[], options: { merchant?: Merchant; timeoutMs: number }): Promise<number | null> {
   const started = Date.now();
   for (;;) {
     const [state] = await stack.sql<{ open: number; known: number }[]>`

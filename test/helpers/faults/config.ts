@@ -21,8 +21,8 @@ export const FAULT_TRIALS = positiveInt('FAULT_TRIALS', 2);
 export const FAULT_STORM_KEYS = positiveInt('FAULT_STORM_KEYS', 4);
 /** Identical requests per key in a storm (docs/CONTRACT.md §9.4: duplicate storms). */
 export const STORM_SIZE = 50;
-/** How long an effect may take to show up after a fault ended before it counts as lost. */
-export const SETTLE_MS = positiveInt('FAULT_SETTLE_MS', 120_000);
+/** How long the system has to go quiet after a fault ended (FAULT_QUIET_MS): an effect not shown by then counts as lost. */
+export const QUIET_MS = positiveInt('FAULT_QUIET_MS', 120_000);
 
 /** Where each scenario writes its figures; scripts/faults.ts points this at its own run directory. */
 export const RESULTS_DIR = path.resolve(projectRoot, process.env.FAULT_RESULTS_DIR ?? 'test/artifacts/faults-subset');

@@ -4,10 +4,10 @@ import protos from '@temporalio/proto';
 import { projectRoot } from '../../devstack/temporal-cli';
 import { runningWorkflows } from '../../chaos/checker';
 import { startEnvironment, type ChaosEnvironment } from '../../chaos/environment';
-import { openAtPsps, openInDatabase, reconcileAfterRun, waitUntilSettled } from '../../chaos/run';
+import { openAtPsps, openInDatabase, reconcileAfterRun, waitUntilQuiet } from '../../chaos/run';
 
 /**
- * Why the chaos run's settle waits for the workflows too, not only for the database: a
+ * Why the chaos run's wait for quiet includes the workflows, not only the database: a
  * workflow may still run while its payment is final. The first worker dies right
  * after its first record step committed (the charge outcome: payment, ledger, event and the
  * key's final answer in one transaction), before Temporal heard of it. The client already has
@@ -16,7 +16,7 @@ import { openAtPsps, openInDatabase, reconcileAfterRun, waitUntilSettled } from 
  * and only then does the run close. It must close by itself: a run that never did would
  * still fail here and be named by the checker.
  *
- * And what the settle does not wait for: a dispute whose every webhook the PSP lost. The PSP
+ * And what the wait for quiet does not wait for: a dispute whose every webhook the PSP lost. The PSP
  * decides it alone; the run's reconciliation (the hourly Schedule's workflow, run once) is what
  * records it, with its money, before the census.
  */
@@ -26,7 +26,7 @@ let env: ChaosEnvironment;
 
 beforeAll(async () => {
   env = await startEnvironment({
-    logsDir: path.join(projectRoot, 'test', 'artifacts', 'chaos-settle-logs'),
+    logsDir: path.join(projectRoot, 'test', 'artifacts', 'chaos-quiet-logs'),
     keyTtlSeconds: 5,
     apiCount: 1,
     temporal: 'dev',
@@ -52,21 +52,21 @@ async function pay(key: string, amountMinor: number, paymentMethod: string, trie
   return null;
 }
 
-describe('the chaos run settles', () => {
+describe('the chaos run waits until quiet', () => {
   it(
-    'a worker killed right after a record step committed: the database settles first, the workflow closes later by itself, and the settle waits for it',
+    'a worker killed right after a record step committed: the database goes quiet first, the workflow closes later by itself, and the wait for quiet includes it',
     async () => {
-      const answer = await pay(`settle-${Date.now()}`, 1234, 'pm_card_visa', 240);
+      const answer = await pay(`quiet-${Date.now()}`, 1234, 'pm_card_visa', 240);
       expect(answer?.status).toBe(201);
       expect(answer?.json.status).toBe('succeeded');
 
-      // Nothing open in the database: a settle on the database alone would stop here.
+      // Nothing open in the database: a wait for quiet on the database alone would stop here.
       const deadline = Date.now() + 120_000;
       while ((await openInDatabase(env.sql)) !== 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
       expect(await openInDatabase(env.sql)).toBe(0);
       const [payment] = await env.sql<{ status: string; workflow_id: string; updated_at: Date }[]>`SELECT status, workflow_id, updated_at FROM payments WHERE tenant_id = ${env.tenantId}`;
       expect(payment!.status).toBe('succeeded');
-      await waitUntilSettled(env, Date.now() + 180_000);
+      await waitUntilQuiet(env, Date.now() + 180_000);
       expect((await runningWorkflows(env.sql, env.temporal, [env.tenantId])).withoutReason).toEqual([]);
       const history = await env.temporal.workflow.getHandle(payment!.workflow_id).fetchHistory();
       const types = (history.events ?? []).map((e) => e.eventType);
@@ -75,10 +75,10 @@ describe('the chaos run settles', () => {
       expect(completed.eventType).toBe(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED);
       // ... it closed after the payment's final state committed (the record step the worker died
       // after): from that commit on, the payment was final while its run was still open, so a
-      // settle on the database alone could check too early. The commit's time is the row's own
+      // wait for quiet on the database alone could check too early. The commit's time is the row's own
       // (the same machine's clock), not when this test got round to polling: under load the
       // client's retries and the outbox can take longer than the workflow task timeout, so the
-      // run may close seconds before this test's poll finds the database settled.
+      // run may close seconds before this test's poll finds the database quiet.
       const completedAt = Number(completed.eventTime!.seconds) * 1000 + Math.floor((completed.eventTime!.nanos ?? 0) / 1e6);
       expect(completedAt).toBeGreaterThan(payment!.updated_at.getTime());
       const worker = env.supervisors.find((s) => s.name === 'worker')!;
@@ -88,7 +88,7 @@ describe('the chaos run settles', () => {
   );
 
   it(
-    'a chargeback whose every webhook the PSP lost: nothing of it reaches the database, the settle ends, and the reconciliation after the run records it lost, with its money',
+    'a chargeback whose every webhook the PSP lost: nothing of it reaches the database, the wait for quiet ends, and the reconciliation after the run records it lost, with its money',
     async () => {
       const sandboxA = env.pspUrls['sandbox-a'];
       const faults = async (body: object) => {
@@ -112,9 +112,9 @@ describe('the chaos run settles', () => {
       } finally {
         await faults({ loss: 0 });
       }
-      // Every event of it lost: nothing open at the PSP, nothing in our database, the settle ends.
+      // Every event of it lost: nothing open at the PSP, nothing in our database, the wait for quiet ends.
       expect(await openAtPsps(env.pspSql)).toBe(0);
-      await waitUntilSettled(env, Date.now() + 120_000);
+      await waitUntilQuiet(env, Date.now() + 120_000);
       expect(await env.sql`SELECT id FROM disputes WHERE payment_id = ${paymentId}`).toHaveLength(0);
 
       const found = await reconcileAfterRun(env, new Date(runStarted.getTime() - 60_000), Date.now() + 120_000);
