@@ -151,16 +151,24 @@ describe('a PSP webhook is a hint: the charge the PSP holds is what decides, and
     expect(await merchantBalance(api)).toBeGreaterThan(1);
   });
 
-  it('a charge the PSP holds with other figures than the payment (amount) is not applied: the payment is flagged needs_operator and keeps waiting', async () => {
-    const merchant = await stack.createTenant('disagreeing-charge');
+  /**
+   * A 3-D Secure payment waiting for its customer, whose charge the PSP holds as succeeded for
+   * 2400 instead of the 2500 asked (a PSP-side error), and a signed event reporting just that.
+   */
+  async function disagreeingCharge(tenantName: string) {
+    const merchant = await stack.createTenant(tenantName);
     const api = apiClient(stack.apiUrl, merchant.apiKey);
     const created = await api.post('/v1/payments', threeDs(), uniqueKey());
     expect(created.status, created.text).toBe(202);
     const payment = created.json;
-    // A PSP-side error: the charge succeeded there for another amount than was asked.
     await stack.sql`UPDATE sandbox.charges SET status = 'succeeded', amount_minor = 2400, amount_captured_minor = 2400 WHERE id = ${payment.provider_charge_id}`;
+    const report = () => signedEvent(chargeJson(payment.provider_charge_id, payment.id, { status: 'succeeded', amount_minor: 2400, amount_captured_minor: 2400 }));
+    return { merchant, api, payment, report };
+  }
 
-    const answer = await signedEvent(chargeJson(payment.provider_charge_id, payment.id, { status: 'succeeded', amount_minor: 2400, amount_captured_minor: 2400 }));
+  it('a charge the PSP holds with other figures than the payment (amount) is not applied: the payment is flagged needs_operator and keeps waiting', async () => {
+    const { merchant, api, payment, report } = await disagreeingCharge('disagreeing-charge');
+    const answer = await report();
     expect(answer.status).toBe(200);
     expect(await answer.json()).toMatchObject({ duplicate: false, disposition: 'held_for_operator' });
     const held = (await api.get(`/v1/payments/${payment.id}`)).json;
@@ -172,17 +180,12 @@ describe('a PSP webhook is a hint: the charge the PSP holds is what decides, and
   });
 
   it('the PSP cannot be asked when the webhook comes: acknowledged as handed_over, and the event’s workflow decides once the PSP answers', async () => {
-    const merchant = await stack.createTenant('psp-down-at-webhook');
-    const api = apiClient(stack.apiUrl, merchant.apiKey);
-    const created = await api.post('/v1/payments', threeDs(), uniqueKey());
-    expect(created.status, created.text).toBe(202);
-    const payment = created.json;
-    await stack.sql`UPDATE sandbox.charges SET status = 'succeeded', amount_minor = 2400, amount_captured_minor = 2400 WHERE id = ${payment.provider_charge_id}`;
+    const { api, payment, report } = await disagreeingCharge('psp-down-at-webhook');
     const outage = (mode: 'down' | 'none') =>
       fetch(`${stack.sandboxUrl}/_sandbox/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ mode }) });
     expect((await outage('down')).status).toBe(200);
     try {
-      const answer = await signedEvent(chargeJson(payment.provider_charge_id, payment.id, { status: 'succeeded', amount_minor: 2400, amount_captured_minor: 2400 }));
+      const answer = await report();
       expect(answer.status).toBe(200);
       expect(await answer.json()).toMatchObject({ duplicate: false, disposition: 'handed_over' });
       // Nothing decided while the PSP cannot be asked.
