@@ -104,6 +104,12 @@ export interface ProviderCharge extends ChargeFigures {
    * the PSP says nothing of the sort.
    */
   savedCard?: { token: string | null; networkTransactionId: string; card: CardDetails } | null;
+  /**
+   * A decline's signal from the card scheme, when the PSP passes it on: the scheme's response
+   * code, Visa's decline category, Mastercard's Merchant Advice Code (domain/recovery.ts reads
+   * them to decide whether and when a retry is allowed). Absent when the PSP says nothing.
+   */
+  declineSignal?: { networkCode: string; category: number | null; adviceCode: string | null } | null;
 }
 
 /**
