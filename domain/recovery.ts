@@ -229,3 +229,81 @@ export function retryWithinBudget(at: number, state: Pick<RecoveryState, 'window
   if (free > state.firstDeclineAt + scheduleSpanMs(policy)) return { kind: 'stop', because: 'retry_limit' };
   return { kind: 'retry', at: free };
 }
+
+// ── One payment's recovery as a value the payment's run keeps (and GET shows) ─────────────
+
+/** Where one payment's recovery stands: the run's state, serializable, changed only by the functions below. */
+export interface RecoveryProgress extends RecoveryState {
+  /** Every attempt so far, the first included (the API's `recovery.attempts`). */
+  attempts: number;
+  /** When the next attempt may go; null once stopped or paid. */
+  nextAttemptAt: number | null;
+  stoppedBecause: RecoveryStop | null;
+}
+
+/** The API's `recovery` object (snake_case, times as ISO 8601). */
+export interface RecoveryView {
+  attempts: number;
+  next_attempt_at: string | null;
+  window_ends_at: string;
+  last_decline: { code: string; network_decline_code: string | null; decline_category: number | null; network_advice_code: string | null };
+  stopped_because: RecoveryStop | null;
+}
+
+/** After the first attempt's decline: a recovery that stops at once (a hard decline) or waits for its first retry. */
+export function beginRecovery(decline: DeclineSignal, at: number, windowMs: number, policy: RecoveryPolicy): RecoveryProgress {
+  const state: RecoveryState = { firstDeclineAt: at, windowEndsAt: at + windowMs, retries: 0, lastDeclineAt: at, lastDecline: decline };
+  return scheduled({ ...state, attempts: 1, nextAttemptAt: null, stoppedBecause: null }, policy);
+}
+
+/** A retry was declined: the next one, or the stop. */
+export function afterRetryDeclined(progress: RecoveryProgress, decline: DeclineSignal, at: number, policy: RecoveryPolicy): RecoveryProgress {
+  return scheduled({ ...progress, attempts: progress.attempts + 1, retries: progress.retries + 1, lastDeclineAt: at, lastDecline: decline }, policy);
+}
+
+/** The card's budget was full at the planned time: the retry waits for the slot it frees, or stops. */
+export function afterBudgetFull(progress: RecoveryProgress, cardAttempts: readonly number[], at: number, policy: RecoveryPolicy): RecoveryProgress {
+  const next = retryWithinBudget(at, progress, cardAttempts, policy);
+  return next.kind === 'stop' ? { ...progress, nextAttemptAt: null, stoppedBecause: next.because } : { ...progress, nextAttemptAt: next.at };
+}
+
+/** The payment succeeded (or was canceled): nothing more is planned. */
+export function recoveryEnded(progress: RecoveryProgress, attempted: boolean): RecoveryProgress {
+  return { ...progress, attempts: progress.attempts + (attempted ? 1 : 0), retries: progress.retries + (attempted ? 1 : 0), nextAttemptAt: null };
+}
+
+function scheduled(progress: RecoveryProgress, policy: RecoveryPolicy): RecoveryProgress {
+  const next = nextRetry(progress, policy);
+  return next.kind === 'stop' ? { ...progress, nextAttemptAt: null, stoppedBecause: next.because } : { ...progress, nextAttemptAt: next.at, stoppedBecause: null };
+}
+
+export function recoveryView(progress: RecoveryProgress): RecoveryView {
+  const decline = progress.lastDecline;
+  return {
+    attempts: progress.attempts,
+    next_attempt_at: progress.nextAttemptAt === null ? null : new Date(progress.nextAttemptAt).toISOString(),
+    window_ends_at: new Date(progress.windowEndsAt).toISOString(),
+    last_decline: { code: decline.code, network_decline_code: decline.networkCode ?? null, decline_category: decline.category ?? null, network_advice_code: decline.adviceCode ?? null },
+    stopped_because: progress.stoppedBecause,
+  };
+}
+
+// ── Where a retry goes ─────────────────────────────────────────────────────────────────────
+
+/**
+ * The PSP a retry goes to, along the tenant's route: the PSP that declined, unless it is down, then
+ * the next PSP of the route that is up, charged by the card's network transaction id (its token is
+ * the first PSP's). Never elsewhere while a charge of the previous attempt may still exist at the
+ * PSP that had it (its outcome unknown: §3.8): the retry waits there until that is settled.
+ */
+export function retryProvider(
+  route: readonly string[],
+  previous: { provider: string; outcomeKnown: boolean },
+  isDown: (provider: string) => boolean,
+): { provider: string; movedBecause: 'declining_psp_down' | null } {
+  if (!previous.outcomeKnown || !isDown(previous.provider)) return { provider: previous.provider, movedBecause: null };
+  const start = route.indexOf(previous.provider);
+  const candidates = [...route.slice(start + 1), ...route.slice(0, Math.max(start, 0))];
+  const up = candidates.find((provider) => provider !== previous.provider && !isDown(provider));
+  return up === undefined ? { provider: previous.provider, movedBecause: null } : { provider: up, movedBecause: 'declining_psp_down' };
+}

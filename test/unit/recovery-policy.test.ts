@@ -2,14 +2,20 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   MASTERCARD_ADVICE_WAIT_HOURS,
+  afterBudgetFull,
+  afterRetryDeclined,
+  beginRecovery,
+  cardBudgetAllows,
+  recoveryEnded,
+  recoveryView,
+  retryProvider,
+  type RecoveryProgress,
   NETWORK_CARD_LIMITS,
   SCHEDULE_LIMITS,
   cardBudgetFreeAt,
   classifyDecline,
-  nextRetry,
   recoveryPolicy,
   recoveryWindowMs,
-  retryWithinBudget,
   tenantLimitsRefusal,
   type DeclineSignal,
   type RecoveryPolicy,
@@ -102,53 +108,39 @@ const tenants: fc.Arbitrary<TenantRecoveryLimits> = fc.record(
 );
 
 /**
- * Runs the payments of one card through the policy as the workflow does: a payment's first
- * attempt when it starts; after a soft decline a timer to nextRetry's time, then the card's
- * budget asked at that time (one owner, so one payment at a time: the events are in time
- * order), waiting for a free slot when it is full. The first attempt asks the budget too.
+ * Runs the payments of one card through the policy as the payment's run will: a payment's first
+ * attempt when it starts; after a soft decline a timer to the progress's next attempt time, then
+ * the card's budget asked at that time (one owner, so one payment at a time: the events are in
+ * time order), waiting for a free slot when it is full. The first attempt asks the budget too.
  */
 function simulate(payments: PaymentScript[], policy: RecoveryPolicy): Attempt[] {
   const attempts: Attempt[] = [];
-  const state = payments.map((p) => ({ due: p.startsAt as number | null, next: 0, firstDeclineAt: 0, lastDeclineAt: 0, retries: 0, windowEndsAt: 0 }));
+  const state = payments.map((p) => ({ due: p.startsAt as number | null, next: 0, progress: null as RecoveryProgress | null }));
   for (let steps = 0; steps < 10_000; steps++) {
     const due = state.map((s, i) => ({ s, i })).filter(({ s }) => s.due !== null).sort((a, b) => a.s.due! - b.s.due! || a.i - b.i)[0];
     if (!due) return attempts;
     const { s, i } = due;
     const at = s.due!;
-    const first = s.next === 0;
     const cardAttempts = attempts.map((a) => a.at);
-    if (first) {
-      const free = cardBudgetFreeAt(cardAttempts, at, policy);
-      if (free !== at) {
-        s.due = free; // the first attempt waits for a slot: it breaks no rule either
-        continue;
+    if (!cardBudgetAllows(cardAttempts, at, policy)) {
+      if (s.progress === null) {
+        s.due = cardBudgetFreeAt(cardAttempts, at, policy); // the first attempt waits for a slot: it breaks no rule either
+      } else {
+        s.progress = afterBudgetFull(s.progress, cardAttempts, at, policy);
+        s.due = s.progress.nextAttemptAt;
       }
-    } else {
-      const budget = retryWithinBudget(at, s, cardAttempts, policy);
-      if (budget.kind === 'stop') {
-        s.due = null;
-        continue;
-      }
-      if (budget.at !== at) {
-        s.due = budget.at;
-        continue;
-      }
-      s.retries++;
+      continue;
     }
     const outcome = payments[i]!.outcomes[Math.min(s.next, payments[i]!.outcomes.length - 1)]!;
     s.next++;
     attempts.push({ payment: i, at, outcome });
     if (outcome === 'success') {
+      if (s.progress) s.progress = recoveryEnded(s.progress, true);
       s.due = null;
       continue;
     }
-    if (first) {
-      s.firstDeclineAt = at;
-      s.windowEndsAt = at + recoveryWindowMs(payments[i]!.windowDays, policy.scale);
-    }
-    s.lastDeclineAt = at;
-    const next = nextRetry({ firstDeclineAt: s.firstDeclineAt, windowEndsAt: s.windowEndsAt, retries: s.retries, lastDeclineAt: at, lastDecline: outcome }, policy);
-    s.due = next.kind === 'retry' ? next.at : null;
+    s.progress = s.progress === null ? beginRecovery(outcome, at, recoveryWindowMs(payments[i]!.windowDays, policy.scale), policy) : afterRetryDeclined(s.progress, outcome, at, policy);
+    s.due = s.progress.nextAttemptAt;
   }
   throw new Error('the simulation did not end');
 }
@@ -219,5 +211,36 @@ describe('the policy, over generated decline sequences on cards shared by severa
       { payment: 0, at: 2 * HOUR, outcome: { code: 'insufficient_funds' } },
     ];
     expect(breaches(payments, afterStolen, policy, {})).toEqual([expect.stringMatching(/after a hard decline/)]);
+  });
+});
+
+describe('one payment’s recovery as the API shows it', () => {
+  it('a soft decline plans the first retry 12 hours on; a hard one stops at once; the view names both', () => {
+    const policy = recoveryPolicy(1);
+    const soft = beginRecovery({ code: 'insufficient_funds', networkCode: '51', category: 2 }, 0, 7 * 24 * HOUR, policy);
+    expect(recoveryView(soft)).toEqual({
+      attempts: 1,
+      next_attempt_at: new Date(12 * HOUR).toISOString(),
+      window_ends_at: new Date(7 * 24 * HOUR).toISOString(),
+      last_decline: { code: 'insufficient_funds', network_decline_code: '51', decline_category: 2, network_advice_code: null },
+      stopped_because: null,
+    });
+    const retried = afterRetryDeclined(soft, { code: 'try_again_later', adviceCode: '26' }, 12 * HOUR, policy);
+    // Advice 26 asks for 2 days: more than the schedule's next step (24 h).
+    expect(retried).toMatchObject({ attempts: 2, retries: 1, nextAttemptAt: 60 * HOUR });
+    expect(beginRecovery({ code: 'stolen_card' }, 0, 7 * 24 * HOUR, policy)).toMatchObject({ nextAttemptAt: null, stoppedBecause: 'hard_decline' });
+    expect(beginRecovery({ code: 'authentication_required' }, 0, 7 * 24 * HOUR, policy)).toMatchObject({ stoppedBecause: 'authentication_required' });
+    expect(beginRecovery({ code: 'insufficient_funds' }, 0, 6 * HOUR, policy)).toMatchObject({ stoppedBecause: 'window_elapsed' });
+  });
+});
+
+describe('where a retry goes', () => {
+  const route = ['sandbox-a', 'sandbox-b'];
+  it('stays at the PSP that declined while it is up; moves along the route when it is down; never while the last charge may exist', () => {
+    expect(retryProvider(route, { provider: 'sandbox-a', outcomeKnown: true }, () => false)).toEqual({ provider: 'sandbox-a', movedBecause: null });
+    expect(retryProvider(route, { provider: 'sandbox-a', outcomeKnown: true }, (p) => p === 'sandbox-a')).toEqual({ provider: 'sandbox-b', movedBecause: 'declining_psp_down' });
+    expect(retryProvider(route, { provider: 'sandbox-b', outcomeKnown: true }, (p) => p === 'sandbox-b')).toEqual({ provider: 'sandbox-a', movedBecause: 'declining_psp_down' });
+    expect(retryProvider(route, { provider: 'sandbox-a', outcomeKnown: false }, (p) => p === 'sandbox-a')).toEqual({ provider: 'sandbox-a', movedBecause: null });
+    expect(retryProvider(route, { provider: 'sandbox-a', outcomeKnown: true }, () => true)).toEqual({ provider: 'sandbox-a', movedBecause: null });
   });
 });
