@@ -224,7 +224,11 @@ export function nextRetry(state: RecoveryState, policy: RecoveryPolicy): Recover
  * pushed beyond the 14 days).
  */
 export function retryWithinBudget(at: number, state: Pick<RecoveryState, 'windowEndsAt' | 'firstDeclineAt'>, cardAttempts: readonly number[], policy: RecoveryPolicy): RecoveryNext {
-  const free = cardBudgetFreeAt(cardAttempts, at, policy);
+  return retryAt(cardBudgetFreeAt(cardAttempts, at, policy), state, policy);
+}
+
+/** A retry at the time the budget frees a slot, or the stop when that is past the window or the schedule's span. */
+function retryAt(free: number, state: Pick<RecoveryState, 'windowEndsAt' | 'firstDeclineAt'>, policy: RecoveryPolicy): RecoveryNext {
   if (free >= state.windowEndsAt) return { kind: 'stop', because: 'window_elapsed' };
   if (free > state.firstDeclineAt + scheduleSpanMs(policy)) return { kind: 'stop', because: 'retry_limit' };
   return { kind: 'retry', at: free };
@@ -263,7 +267,12 @@ export function afterRetryDeclined(progress: RecoveryProgress, decline: DeclineS
 
 /** The card's budget was full at the planned time: the retry waits for the slot it frees, or stops. */
 export function afterBudgetFull(progress: RecoveryProgress, cardAttempts: readonly number[], at: number, policy: RecoveryPolicy): RecoveryProgress {
-  const next = retryWithinBudget(at, progress, cardAttempts, policy);
+  return afterBudgetFullAt(progress, cardBudgetFreeAt(cardAttempts, at, policy), policy);
+}
+
+/** As afterBudgetFull, when the budget's owner (db/recovery.ts) said when its next slot frees. */
+export function afterBudgetFullAt(progress: RecoveryProgress, freeAt: number, policy: RecoveryPolicy): RecoveryProgress {
+  const next = retryAt(freeAt, progress, policy);
   return next.kind === 'stop' ? { ...progress, nextAttemptAt: null, stoppedBecause: next.because } : { ...progress, nextAttemptAt: next.at };
 }
 

@@ -3,6 +3,7 @@ import { accepts, applyChargeReport, commandRefusal, deadlineOf, isChargeState, 
 import type { ProviderCharge } from '../provider/types';
 import type { AttemptMemo, RoutePlan } from '../domain/payments-attempts';
 import type { ChargeAttemptInput, ChargeAttemptResult } from '../activities/provider-steps';
+import { afterBudgetFullAt, afterRetryDeclined, beginRecovery, classifyDecline, recoveryEnded, recoveryView, type DeclineSignal, type RecoveryProgress } from '../domain/recovery';
 import { FailureType, type FinalResponse, type ScopedKey } from '../shared/definitions';
 import { cancelUpdate, captureUpdate, chargeReportSignal, firstAnswerUpdate, WAIT_DEFAULTS, paymentStatusQuery, PaymentStatusKey, type CancelRequest, type CaptureRequest, type PaymentStatus, type PaymentWorkflowInput } from '../shared/payments';
 import { providerSubKey } from '../shared/keys';
@@ -77,6 +78,12 @@ function moneyMovedAt(charge: ProviderCharge): number | null {
   if (at === null || at === undefined) return null;
   const ms = Date.parse(at);
   return Number.isNaN(ms) ? null : ms;
+}
+
+/** A declined charge's decline as the recovery rules read it: its code and the scheme's signal, when the PSP gave one. */
+function declineSignalOf(charge: ProviderCharge): DeclineSignal {
+  const signal = charge.declineSignal;
+  return { code: charge.declineCode ?? 'card_declined', networkCode: signal?.networkCode ?? null, category: signal?.category ?? null, adviceCode: signal?.adviceCode ?? null };
 }
 
 function refusalType(command: Pick<Command, 'kind'>): string {
@@ -169,6 +176,7 @@ class PaymentRun {
     const charged = await this.chargeAlongTheRoute();
     if (charged.kind === 'final') return charged;
     const charge = charged.charge;
+    if (this.recovers(charge)) return this.recover(charge);
     this.showCharge(charge);
     this.pushCompensation(charge);
     try {
@@ -197,18 +205,7 @@ class PaymentRun {
    */
   private async chargeAlongTheRoute(): Promise<PhaseResult> {
     const { input } = this;
-    const request = {
-      paymentId: input.paymentId,
-      amountMinor: input.amountMinor,
-      currency: input.currency,
-      paymentMethod: input.paymentMethod,
-      capture: input.captureMethod === 'automatic',
-      description: input.description,
-      returnUrl: input.returnUrl ?? null,
-      // A saved card: what each PSP needs to charge it, and whether the customer is there.
-      ...(input.savedMethod ? { savedMethod: input.savedMethod, offSession: input.offSession === true } : {}),
-      ...(input.setupFutureUsage ? { setupFutureUsage: input.setupFutureUsage } : {}),
-    };
+    const request = this.chargeRequest();
     const route = { paymentId: input.paymentId, tenantId: input.tenantId, amountMinor: input.amountMinor, currency: input.currency, paymentMethod: input.paymentMethod, intent: input };
     let plan: RoutePlan | undefined;
     const attempts: AttemptMemo[] = [];
@@ -244,6 +241,23 @@ class PaymentRun {
       this.routeMemo = { provider, attempts: [...attempts], route: plan.providers, route_reason: plan.reason };
       return { kind: 'charge', charge: result.charge };
     }
+  }
+
+  /** What every charge attempt of this payment asks the PSP for. */
+  private chargeRequest() {
+    const { input } = this;
+    return {
+      paymentId: input.paymentId,
+      amountMinor: input.amountMinor,
+      currency: input.currency,
+      paymentMethod: input.paymentMethod,
+      capture: input.captureMethod === 'automatic',
+      description: input.description,
+      returnUrl: input.returnUrl ?? null,
+      // A saved card: what each PSP needs to charge it, and whether the customer is there.
+      ...(input.savedMethod ? { savedMethod: input.savedMethod, offSession: input.offSession === true } : {}),
+      ...(input.setupFutureUsage ? { setupFutureUsage: input.setupFutureUsage } : {}),
+    };
   }
 
   /**
@@ -300,6 +314,88 @@ class PaymentRun {
     const response = await records.recordOrderTaken({ payment: this.input, holderPaymentId });
     this.setStatus('rejected');
     return { kind: 'final', response };
+  }
+
+  // ── Phase 1b: recover a soft decline (docs/recovery.md) ─────────────────────────────────
+
+  /** A payment that asked for recovery, declined by its first attempt with a decline the rules let it retry. */
+  private recovers(charge: ProviderCharge): boolean {
+    const recovery = this.input.recovery;
+    return !!recovery && charge.status === 'declined' && classifyDecline(declineSignalOf(charge), recovery.policy.scale).kind === 'soft';
+  }
+
+  /**
+   * The retries of a soft decline, each a durable timer in this run: until the next attempt's
+   * time (RecoveryProgress, from workflow time) or the merchant's cancel; then the card's budget
+   * (one reservation per attempt, at the database) and the attempt itself, under its own sub-key
+   * at the PSP of the first attempt. Every decision is the progress's, from workflow time and
+   * the steps' answers, so a replay decides the same and a restart neither loses nor adds one.
+   */
+  private async recover(first: ProviderCharge): Promise<PhaseResult> {
+    const recovery = this.input.recovery!;
+    const { policy } = recovery;
+    const provider = this.chargingAttempt.provider!;
+    let attempt = this.chargingAttempt.attempt!;
+    let progress = beginRecovery(declineSignalOf(first), Date.now(), recovery.windowMs, policy);
+    let last = first;
+    this.showCharge(first);
+    this.answered(await records.recordRecovering({ payment: this.input, charge: first, attempt: { attempt, provider }, recovery: recoveryView(progress) }));
+    this.setStatus('recovering');
+    this.listenForCommands();
+    for (;;) {
+      if (progress.nextAttemptAt === null) return this.endRecovery(last, null, progress);
+      upsertMemo({ waiting_for: 'the next recovery attempt', waiting_until: new Date(progress.nextAttemptAt).toISOString() });
+      this.accepting = true;
+      const remaining = progress.nextAttemptAt - Date.now();
+      const command = remaining > 0 ? await waitForOutcome(() => this.command, remaining) : this.command;
+      this.accepting = false;
+      upsertMemo({ waiting_for: null, waiting_until: null });
+      if (command?.kind === 'cancel') return this.cancelRecovery(command.request);
+      const reservation = await records.reserveCardAttempt({ paymentMethodId: recovery.paymentMethodId, paymentId: this.input.paymentId, attempt: attempt + 1, limits: policy });
+      if (!reservation.reserved) {
+        progress = afterBudgetFullAt(progress, reservation.atMs, policy);
+        continue;
+      }
+      attempt++;
+      const result = await providerSteps.chargeAttempt({ ...this.chargeRequest(), attempt, provider, canFailOver: false });
+      this.chargingAttempt = { provider, attempt };
+      if (result.kind === 'charge' && result.charge.status !== 'declined') return this.endRecovery(result.charge, { attempt, provider }, recoveryEnded(progress, true));
+      const decline: DeclineSignal = result.kind === 'charge' ? declineSignalOf(result.charge) : { code: result.errorCode };
+      progress = afterRetryDeclined(progress, decline, Date.now(), policy);
+      if (result.kind === 'charge' && progress.nextAttemptAt === null) return this.endRecovery(result.charge, { attempt, provider }, progress);
+      if (result.kind === 'charge') last = result.charge;
+      await records.recordRecoveryAttempt({
+        paymentId: this.input.paymentId,
+        attempt,
+        provider,
+        outcome: result.kind === 'charge' ? 'declined' : result.outcome,
+        providerChargeId: result.kind === 'charge' ? result.charge.id : null,
+        errorCode: decline.code,
+        recovery: recoveryView(progress),
+      });
+    }
+  }
+
+  /** The recovery's end as `charge` decides it: paid (its ledger posting; given back if the ledger refuses), or declined for good. */
+  private async endRecovery(charge: ProviderCharge, attempt: { attempt: number; provider: string } | null, progress: RecoveryProgress): Promise<PhaseResult> {
+    this.showCharge(charge);
+    this.pushCompensation(charge);
+    try {
+      this.setStatus(await records.recordRecoveryEnd({ paymentId: this.input.paymentId, charge, attempt, recovery: recoveryView(progress) }));
+    } catch (error) {
+      const refused = failureOfType(error, FailureType.LedgerRejected);
+      if (!refused) throw error;
+      return this.compensate({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, this.input.idempotency);
+    }
+    return { kind: 'final', response: this.firstAnswer! };
+  }
+
+  /** The merchant's cancel between two attempts: no attempt after it. */
+  private async cancelRecovery(request: CancelRequest): Promise<PhaseResult> {
+    this.commandResponse = (await records.recordCancel({ paymentId: this.input.paymentId, request }))!;
+    this.setStatus('canceled');
+    await condition(allHandlersFinished);
+    return { kind: 'final', response: this.firstAnswer! };
   }
 
   // ── Phase 2: wait for the customer (3-D Secure) or the bank (asynchronous method) ─────────
