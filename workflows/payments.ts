@@ -122,6 +122,8 @@ class PaymentRun {
   /** The memo's view of the route: which PSP each attempt went to, and why it moved on. */
   private routeMemo: { provider?: string; attempts?: AttemptMemo[]; route?: string[]; route_reason?: string } = {};
   private readonly compensations = new Compensations();
+  /** The route the first attempt decided: where a retry of a recovering payment goes when a PSP took no money. */
+  private routePlan: RoutePlan | undefined;
   /** What the PSP reported about the charge (webhooks, polls), oldest first; kept from the start. */
   private readonly reports: ProviderCharge[] = [];
   // The merchant's command (capture, cancel) and its answer.
@@ -222,6 +224,7 @@ class PaymentRun {
         return this.refusedEverywhere(plan, attempts, attempt, String(refused.details?.[0] ?? 'provider_rejected'), refused.message);
       }
       plan ??= result.plan!;
+      this.routePlan = plan;
       const provider = plan.providers[attempt - 1]!;
       const next = plan.providers[attempt];
       this.chargingAttempt = { provider, attempt };
@@ -334,7 +337,7 @@ class PaymentRun {
   private async recover(first: ProviderCharge): Promise<PhaseResult> {
     const recovery = this.input.recovery!;
     const { policy } = recovery;
-    const provider = this.chargingAttempt.provider!;
+    let provider = this.chargingAttempt.provider!;
     let attempt = this.chargingAttempt.attempt!;
     let progress = beginRecovery(declineSignalOf(first), Date.now(), recovery.windowMs, policy);
     let last = first;
@@ -357,7 +360,9 @@ class PaymentRun {
         continue;
       }
       attempt++;
-      const result = await providerSteps.chargeAttempt({ ...this.chargeRequest(), attempt, provider, canFailOver: false });
+      const retried = await this.retryAlongTheRoute(provider, attempt);
+      ({ provider, attempt } = retried);
+      const { result } = retried;
       this.chargingAttempt = { provider, attempt };
       if (result.kind === 'charge' && result.charge.status !== 'declined') return this.endRecovery(result.charge, { attempt, provider }, recoveryEnded(progress, true));
       const decline: DeclineSignal = result.kind === 'charge' ? declineSignalOf(result.charge) : { code: result.errorCode };
@@ -373,6 +378,27 @@ class PaymentRun {
         errorCode: decline.code,
         recovery: recoveryView(progress),
       });
+    }
+  }
+
+  /**
+   * One retry, at the PSP of the last decline; when that PSP certainly took no money (down before
+   * anything was sent, refused, or its lookup after lost answers found none), on along the
+   * tenant's route to the next PSP, by the card's network transaction id. While an attempt's
+   * outcome is unknown its step keeps asking that PSP (§3.8): never two charges of one retry.
+   */
+  private async retryAlongTheRoute(from: string, firstAttempt: number): Promise<{ provider: string; attempt: number; result: ChargeAttemptResult }> {
+    const route = this.routePlan?.providers ?? [from];
+    const after = (provider: string) => route[route.indexOf(provider) + 1];
+    let provider = from;
+    let attempt = firstAttempt;
+    for (;;) {
+      const next = after(provider);
+      const result = await providerSteps.chargeAttempt({ ...this.chargeRequest(), attempt, provider, canFailOver: next !== undefined });
+      if (result.kind !== 'not_charged' || next === undefined) return { provider, attempt, result };
+      await records.recordAttempt({ paymentId: this.input.paymentId, attempt, provider, outcome: result.outcome, providerChargeId: null, errorCode: result.errorCode, next: { attempt: attempt + 1, provider: next } });
+      provider = next;
+      attempt++;
     }
   }
 

@@ -23,6 +23,11 @@ beforeAll(async () => {
 afterEach(async () => expectLedgerConsistent(stack.sql));
 afterAll(async () => stack?.stop());
 
+async function outage(mode: 'none' | 'unavailable') {
+  const response = await fetch(`${stack.sandboxUrl}/_sandbox/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ mode }) });
+  expect(response.status).toBe(200);
+}
+
 const payment = (extra: Record<string, unknown>) => ({ order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', ...extra });
 
 /** A customer with the card saved (on-session, where every recovery card is approved); answers the method's id. */
@@ -79,6 +84,24 @@ describe('a soft decline of an off-session payment is recovered within the rules
     // The replay still answers the first answer, the 202.
     expect((await api.post('/v1/payments', request, key)).text).toBe(created.text);
     expect(await excessiveRetryFees()).toBe(0);
+  });
+
+  it('while the PSP that declined is down, a retry goes on along the route to the next PSP by the network transaction id, and the network counts it', async () => {
+    const { customer, method } = await customerWithCard('pm_card_recoverAfter2');
+    const created = await api.post('/v1/payments', payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 14 } }), uniqueKey('pay'));
+    expect(created.status, created.text).toBe(202);
+    expect(created.json.provider).toBe('sandbox');
+    await outage('unavailable');
+    try {
+      const paid = await ended(created.json.id);
+      expect(paid).toMatchObject({ status: 'succeeded', provider: 'sandbox-b', recovery: { attempts: 3 } });
+      // Nothing was charged at the PSP that was down: its step's lookups found no charge before the retry moved on.
+      expect(paid.attempts.map((a: { provider: string; outcome: string }) => `${a.provider} ${a.outcome}`)).toEqual(['sandbox declined', 'sandbox not_charged', 'sandbox-b declined', 'sandbox-b succeeded']);
+      const [atA] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM sandbox.charges WHERE reference = ${created.json.id}`;
+      expect(atA!.count).toBe(1);
+    } finally {
+      await outage('none');
+    }
   });
 
   it('a hard decline on the first attempt answers 402 at once: pm_card_stolen (Visa category 1), pm_card_mastercard_adviceNeverRetry (advice 03)', async () => {
