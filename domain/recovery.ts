@@ -296,23 +296,3 @@ export function recoveryView(progress: RecoveryProgress): RecoveryView {
     stopped_because: progress.stoppedBecause,
   };
 }
-
-// ── Where a retry goes ─────────────────────────────────────────────────────────────────────
-
-/**
- * The PSP a retry goes to, along the tenant's route: the PSP that declined, unless it is down, then
- * the next PSP of the route that is up, charged by the card's network transaction id (its token is
- * the first PSP's). Never elsewhere while a charge of the previous attempt may still exist at the
- * PSP that had it (its outcome unknown: §3.8): the retry waits there until that is settled.
- */
-export function retryProvider(
-  route: readonly string[],
-  previous: { provider: string; outcomeKnown: boolean },
-  isDown: (provider: string) => boolean,
-): { provider: string; movedBecause: 'declining_psp_down' | null } {
-  if (!previous.outcomeKnown || !isDown(previous.provider)) return { provider: previous.provider, movedBecause: null };
-  const start = route.indexOf(previous.provider);
-  const candidates = [...route.slice(start + 1), ...route.slice(0, Math.max(start, 0))];
-  const up = candidates.find((provider) => provider !== previous.provider && !isDown(provider));
-  return up === undefined ? { provider: previous.provider, movedBecause: null } : { provider: up, movedBecause: 'declining_psp_down' };
-}

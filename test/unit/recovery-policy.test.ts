@@ -8,7 +8,6 @@ import {
   cardBudgetAllows,
   recoveryEnded,
   recoveryView,
-  retryProvider,
   type RecoveryProgress,
   NETWORK_CARD_LIMITS,
   SCHEDULE_LIMITS,
@@ -231,16 +230,5 @@ describe('one payment’s recovery as the API shows it', () => {
     expect(beginRecovery({ code: 'stolen_card' }, 0, 7 * 24 * HOUR, policy)).toMatchObject({ nextAttemptAt: null, stoppedBecause: 'hard_decline' });
     expect(beginRecovery({ code: 'authentication_required' }, 0, 7 * 24 * HOUR, policy)).toMatchObject({ stoppedBecause: 'authentication_required' });
     expect(beginRecovery({ code: 'insufficient_funds' }, 0, 6 * HOUR, policy)).toMatchObject({ stoppedBecause: 'window_elapsed' });
-  });
-});
-
-describe('where a retry goes', () => {
-  const route = ['sandbox-a', 'sandbox-b'];
-  it('stays at the PSP that declined while it is up; moves along the route when it is down; never while the last charge may exist', () => {
-    expect(retryProvider(route, { provider: 'sandbox-a', outcomeKnown: true }, () => false)).toEqual({ provider: 'sandbox-a', movedBecause: null });
-    expect(retryProvider(route, { provider: 'sandbox-a', outcomeKnown: true }, (p) => p === 'sandbox-a')).toEqual({ provider: 'sandbox-b', movedBecause: 'declining_psp_down' });
-    expect(retryProvider(route, { provider: 'sandbox-b', outcomeKnown: true }, (p) => p === 'sandbox-b')).toEqual({ provider: 'sandbox-a', movedBecause: 'declining_psp_down' });
-    expect(retryProvider(route, { provider: 'sandbox-a', outcomeKnown: false }, (p) => p === 'sandbox-a')).toEqual({ provider: 'sandbox-a', movedBecause: null });
-    expect(retryProvider(route, { provider: 'sandbox-a', outcomeKnown: true }, () => true)).toEqual({ provider: 'sandbox-a', movedBecause: null });
   });
 });
