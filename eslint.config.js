@@ -9,7 +9,7 @@ const bannedInWorkflows = [
   { group: ['node:*', 'fs', 'fs/*', 'path', 'crypto', 'http', 'https', 'net', 'child_process', 'os', 'worker_threads'], message: 'Workflows are deterministic: no Node I/O. Do it in an activity.' },
   { group: ['postgres', 'hono', '@hono/*', 'pino', 'prom-client', 'standardwebhooks', 'stripe'], message: 'Workflows do no I/O: call an activity.' },
   { group: ['@temporalio/client', '@temporalio/worker', '@temporalio/activity'], message: 'Workflow code imports only @temporalio/workflow and @temporalio/common.', allowTypeImports: true },
-  { group: ['../activities', '../activities/*', '../db/*', '../api/*', '../worker/*', '../provider/sandbox', '../provider/sandbox/*', '../provider/stripe', '../provider/stripe/*', '../provider/registry', '../provider/kinds', '../lib/*', '../domain/*', '!../domain/payments'], message: 'Workflows import activities by type only (import type), and shared definitions from shared/.', allowTypeImports: true },
+  { group: ['../activities', '../activities/*', '../db/*', '../api/*', '../worker/*', '../provider/sandbox', '../provider/sandbox/*', '../provider/stripe', '../provider/stripe/*', '../provider/registry', '../provider/kinds', '../lib/*', '../domain/*', '!../domain/payments', '!../domain/recovery'], message: 'Workflows import activities by type only (import type), and shared definitions from shared/.', allowTypeImports: true },
 ];
 
 /**
@@ -123,15 +123,16 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: folder === 'workflows' || folder === 'shared' ? [layerPattern(folder), ...bannedInWorkflows] : [layerPattern(folder)] }] },
   })),
   {
-    // domain/payments.ts is the lifecycle table workflows derive their guards from: held to the same rules.
-    files: ['workflows/**/*.ts', 'shared/**/*.ts', 'domain/payments.ts'],
+    // domain/payments.ts is the lifecycle table workflows derive their guards from, domain/recovery.ts
+    // the recovery policy the payment's run decides its retries by: both held to the same rules.
+    files: ['workflows/**/*.ts', 'shared/**/*.ts', 'domain/payments.ts', 'domain/recovery.ts'],
     rules: {
       'no-restricted-globals': ['error', { name: 'process', message: 'Configuration enters workflows as input.' }, { name: 'setTimeout', message: 'Use sleep() or condition() from @temporalio/workflow.' }, { name: 'fetch', message: 'Workflows do no I/O.' }],
       'no-restricted-properties': ['error', { object: 'Math', property: 'random', message: 'Use uuid4() or a seeded value from the workflow API.' }],
     },
   },
   {
-    files: ['domain/payments.ts'],
+    files: ['domain/payments.ts', 'domain/recovery.ts'],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [layerPattern('domain'), ...bannedInWorkflows] }] },
   },
   {

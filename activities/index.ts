@@ -12,6 +12,7 @@ import { createLateChargeSteps, type LateChargeSteps } from './payments-late-cha
 import { createChargeEventSteps, type ChargeEventSteps } from './payments-charge-events';
 import { createPaymentSteps, type PaymentSteps } from './payments';
 import { createProviderSteps } from './provider-steps';
+import { createRecoverySteps, type RecoverySteps } from './recovery';
 import { createRefundSteps, type RefundSteps } from './refunds';
 import { createFirstAttemptPlanner, createRouteSteps, type RoutePlanner, type RouteSteps } from './routing';
 
@@ -54,6 +55,7 @@ export function createActivities(deps: ActivityDeps) {
   const routeDeps = { sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}), ...(deps.health ? { health: deps.health } : {}) };
   return {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
+    ...createRecoverySteps(deps.sql),
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
     ...createLateChargeSteps(deps.sql, deps.metrics),
     ...createDisputeSteps(deps.sql, accounts),
@@ -66,7 +68,7 @@ export function createActivities(deps: ActivityDeps) {
 }
 
 /** The database steps (run as local activities): the payment's, the refund's, the routing's and the late charge's. */
-export type RecordSteps = PaymentSteps & RefundSteps & RouteSteps & LateChargeSteps;
+export type RecordSteps = PaymentSteps & RefundSteps & RouteSteps & LateChargeSteps & RecoverySteps;
 export type { RoutePlanner };
 export type { BeginRefundResult } from './refunds';
 export type { LateChargeOutcome, LateChargeStanding } from './payments-late-charge';

@@ -11,6 +11,7 @@ import { businessEventKey } from '../shared/keys';
 import { errorResponse, orderAlreadyPaid } from '../domain/errors';
 import { paymentLocation, paymentResource, type PaymentRow } from '../domain/resources';
 import { newId } from '../domain/ids';
+import type { RecoveryView } from '../domain/recovery';
 import { paymentMethodEvent, saveCard } from '../db/customers-payment-methods';
 import type { ProviderCharge } from '../provider/types';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
@@ -24,6 +25,11 @@ const AUTHENTICATION_REQUIRED = 'authentication_required';
 
 function paymentResponse(status: number, payment: PaymentRow): FinalResponse {
   return { status, body: JSON.stringify(paymentResource(payment)), location: paymentLocation(payment.id) };
+}
+
+/** Where a recovering payment's recovery stands (domain/recovery.ts recoveryView), shown by the payment resource. */
+async function setRecovery(tx: Db, paymentId: string, recovery: RecoveryView): Promise<void> {
+  await tx`UPDATE payments SET recovery = ${tx.json(recovery as never)} WHERE id = ${paymentId}`;
 }
 
 async function paymentEvent(tx: Db, payment: PaymentRow, type: PaymentEventType): Promise<void> {
@@ -236,6 +242,65 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
         await paymentEvent(tx, payment, 'payment.succeeded');
         const stored = await completeRecord(tx, input.request.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, paymentResponse(200, payment));
         return recorded('payment', input.paymentId, 'succeeded', stored);
+      });
+    },
+
+    /**
+     * Revenue recovery (docs/recovery.md): the first attempt's soft decline. Finishes the attempt,
+     * moves the payment to `recovering` with where its recovery stands, and records the
+     * operation's first answer: 202 with the payment (replayed like any other).
+     */
+    async recordRecovering(input: { payment: PaymentWorkflowInput; charge: ProviderCharge; attempt: { attempt: number; provider: string }; recovery: RecoveryView }): Promise<FinalResponse> {
+      const { payment: request, charge } = input;
+      return step(sql, async (tx) => {
+        await finishAttempt(tx, request.paymentId, input.attempt.attempt, input.attempt.provider, { outcome: 'declined', providerChargeId: charge.id, errorCode: charge.declineCode });
+        const moved = await transitionPayment(tx, request.paymentId, { status: 'recovering', provider: input.attempt.provider, providerChargeId: charge.id, failure: null });
+        if (moved) await setRecovery(tx, request.paymentId, input.recovery);
+        const payment = await lockPayment(tx, request.paymentId);
+        const stored = await completeRecord(tx, request.idempotency, { workflowId: workflowId(), resourceId: request.paymentId }, paymentResponse(202, payment));
+        return recorded('payment', request.paymentId, 'recovering', stored as FinalResponse);
+      });
+    },
+
+    /**
+     * A retry of a recovering payment failed (declined, or refused by the PSP): its attempt, where
+     * the recovery stands now, and the event `payment.recovery_attempt_failed` (once per attempt).
+     */
+    async recordRecoveryAttempt(input: {
+      paymentId: string;
+      attempt: number;
+      provider: string;
+      outcome: 'declined' | 'rejected' | 'not_sent' | 'not_charged';
+      providerChargeId: string | null;
+      errorCode: string | null;
+      recovery: RecoveryView;
+    }): Promise<void> {
+      await step(sql, async (tx) => {
+        await finishAttempt(tx, input.paymentId, input.attempt, input.provider, { outcome: input.outcome, providerChargeId: input.providerChargeId, errorCode: input.errorCode });
+        const [payment] = await tx<PaymentRow[]>`
+          UPDATE payments SET recovery = ${tx.json(input.recovery as never)}, updated_at = now()
+          WHERE id = ${input.paymentId} AND status = 'recovering' RETURNING *`;
+        if (!payment) return;
+        const type = 'payment.recovery_attempt_failed';
+        await insertEvent(tx, { tenantId: payment.tenant_id, type, eventKey: businessEventKey.paymentEvent(payment.id, `${type}:${input.attempt}`), object: paymentResource(payment) });
+      });
+    },
+
+    /**
+     * A recovering payment's end as its last charge decides it: paid (ledger, event, as any
+     * success), or declined (failed for authentication_required) with why the retries stopped.
+     * `attempt`: the attempt that made the charge, finished here (null: finished already).
+     */
+    async recordRecoveryEnd(input: { paymentId: string; charge: ProviderCharge; attempt: { attempt: number; provider: string } | null; recovery: RecoveryView }): Promise<PaymentStatus> {
+      return step(sql, async (tx) => {
+        if (input.attempt) {
+          await finishAttempt(tx, input.paymentId, input.attempt.attempt, input.attempt.provider, { outcome: input.charge.status, providerChargeId: input.charge.id, errorCode: input.charge.declineCode });
+        }
+        await tx`UPDATE payments SET recovery = ${tx.json(input.recovery as never)} WHERE id = ${input.paymentId} AND status = 'recovering'`;
+        const { payment, effects } = await applyCharge(tx, input.paymentId, input.charge, accounts, input.attempt?.provider);
+        await Promise.all(effects);
+        recorded('payment', input.paymentId, payment.status, chargeResponse(payment));
+        return payment.status;
       });
     },
 

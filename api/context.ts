@@ -65,6 +65,8 @@ export interface ApiDeps {
         | 'PROVIDER_POLL_FIRST_MS'
         | 'PROVIDER_POLL_MAX_MS'
         | 'PROVIDER_DECISION_GRACE_SECONDS'
+        | 'RECOVERY_TIME_SCALE'
+        | 'RECOVERY_MAX_WINDOW_SECONDS'
         | 'DISPUTE_REMINDER_SECONDS'
         | 'PAYMENT_ANSWER'
         | 'DISPUTE_POLL_SECONDS'

@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import type { RouteConfig } from '@hono/zod-openapi';
-import { isGrpcDeadlineError, isGrpcServiceError, WithStartWorkflowOperation, WorkflowExecutionAlreadyStartedError, WorkflowUpdateRPCTimeoutOrCancelledError, type WorkflowStartOptions } from '@temporalio/client';
+import { isGrpcDeadlineError, isGrpcServiceError, ServiceError, WithStartWorkflowOperation, WorkflowExecutionAlreadyStartedError, WorkflowUpdateRPCTimeoutOrCancelledError, type WorkflowStartOptions } from '@temporalio/client';
 import type { SearchAttributePair, UpdateDefinition } from '@temporalio/common';
 import { adoptKeptClaim, claimRecord, completeRecord, findRecord, releaseClaim, storedResponse, type IdempotencyRecord, type OperationTarget } from '../db/idempotency-records';
 import type { Db } from '../db/connect';
@@ -425,7 +425,9 @@ const FAILED_PRECONDITION = 9;
 
 /** An update the server dropped with the workflow task that carried it (its worker died or failed the task): nothing ran, it may be sent again. */
 export function updateLostWithItsTask(error: unknown): boolean {
-  return isGrpcServiceError(error) && error.code === FAILED_PRECONDITION && /workflow task failure/i.test(error.message);
+  // The client hands the server's refusal over as it is, or (an update's start) wrapped in a ServiceError whose cause it is.
+  const grpc = isGrpcServiceError(error) ? error : error instanceof ServiceError && isGrpcServiceError(error.cause) ? error.cause : null;
+  return grpc !== null && grpc.code === FAILED_PRECONDITION && /workflow task failure/i.test(grpc.message);
 }
 
 /** An operation that is one PostgreSQL transaction (no workflow), e.g. resending events. */

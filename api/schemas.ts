@@ -1,4 +1,5 @@
 import { attemptOutcomes } from '../domain/payments-attempts';
+import { RECOVERY_WINDOW_DAYS } from '../domain/recovery';
 import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from '../domain/money';
 import { errorStatus } from '../domain/errors';
@@ -149,9 +150,21 @@ export const CreatePaymentBody = z
         'The customer is not there: charge the saved `payment_method` of the `customer` without them. If the card issuer asks for authentication the payment fails ' +
         '(402 `authentication_required`) instead of waiting: bring the customer back to pay on-session.',
     }),
+    recovery: z
+      .strictObject({
+        window_days: z.number().int().min(RECOVERY_WINDOW_DAYS.min).max(RECOVERY_WINDOW_DAYS.max).openapi({ description: 'How long the payment is retried after its first decline, in days.', example: 14 }),
+      })
+      .optional()
+      .openapi({
+        description:
+          'Revenue recovery (with `off_session`): a soft decline (insufficient funds, try again later…) is retried within the card networks\' rules until paid or the window ends; ' +
+          'the answer is 202 `recovering` with the `recovery` object. A hard decline (lost or stolen card, do not try again) answers 402 at once. docs/recovery.md.',
+      }),
   })
   .refine((body) => body.setup_future_usage === undefined || body.customer !== undefined, { message: 'setup_future_usage needs a customer to save the card for', path: ['customer'] })
   .refine((body) => body.off_session !== true || body.customer !== undefined, { message: 'off_session needs the customer whose saved payment method is charged', path: ['customer'] })
+  .refine((body) => body.recovery === undefined || body.off_session === true, { message: 'recovery retries an off-session payment: it needs off_session: true', path: ['recovery'] })
+  .refine((body) => body.recovery === undefined || body.capture_method !== 'manual', { message: 'recovery retries a payment captured at once: it needs capture_method automatic', path: ['recovery'] })
   .openapi('CreatePaymentRequest');
 
 /**
@@ -376,6 +389,21 @@ export const PaymentAttempt = z
   })
   .openapi('PaymentAttempt');
 
+const Recovery = z
+  .object({
+    attempts: z.number().int().openapi({ description: 'Attempts so far, the first included.' }),
+    next_attempt_at: z.string().nullable().openapi({ description: 'When the next retry may go; null once it stopped or was paid.' }),
+    window_ends_at: z.string().openapi({ description: 'No attempt at or after this time.' }),
+    last_decline: z.object({
+      code: z.string(),
+      network_decline_code: z.string().nullable(),
+      decline_category: z.number().int().nullable().openapi({ description: "Visa's decline category (1: never retried)." }),
+      network_advice_code: z.string().nullable().openapi({ description: "Mastercard's Merchant Advice Code (03, 21: never retried; 24–30: wait)." }),
+    }),
+    stopped_because: z.enum(['hard_decline', 'authentication_required', 'window_elapsed', 'retry_limit']).nullable(),
+  })
+  .openapi('Recovery');
+
 export const Payment = z
   .object({
     id: z.string().openapi({ example: 'pay_01jd6w8b3m4x0c2q7yk5h9t1ve' }),
@@ -399,6 +427,7 @@ export const Payment = z
     customer: z.string().nullable().openapi({ description: 'The customer (`cus_…`) the payment is for; null when none was named.' }),
     setup_future_usage: z.literal('off_session').nullable().openapi({ description: '`off_session`: the card is saved for the `customer` once the payment succeeds.' }),
     off_session: z.boolean().openapi({ description: 'Charged without the customer: a saved payment method, merchant-initiated.' }),
+    recovery: Recovery.optional().openapi({ description: 'A payment that recovered (or recovers) a soft decline: where its retries stand.' }),
     workflow_id: z.string().openapi({ description: 'The Temporal workflow of this payment (search it in the Web UI).' }),
     metadata: z.record(z.string(), z.string()),
     created_at: z.string(),

@@ -326,6 +326,21 @@ export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into:
  * currency; nothing stuck; no workflow running without a reason) and every key's replay,
  * byte for byte.
  */
+/** A PSP's `excessive_retry` line: the card network's fee for a retry of the charge `source` that broke a scheme rule. */
+export interface ExcessiveRetryFee {
+  provider: string;
+  source: string;
+  reference: string | null;
+}
+
+/** No retry broke the card networks' rules (docs/recovery.md): no `excessive_retry` fee at either PSP, each one a finding of its payment. */
+export function checkNoExcessiveRetries(fees: readonly ExcessiveRetryFee[], verdict: VerdictFn, into: (paymentId: string) => string[] | undefined = () => undefined): void {
+  if (fees.length === 0) verdict('no excessive_retry fee', true, () => '');
+  for (const fee of fees) {
+    verdict('no excessive_retry fee', false, () => `${fee.provider} charged an excessive retry for charge ${fee.source} (payment ${fee.reference ?? 'unknown'})`, fee.reference ? into(fee.reference) : undefined);
+  }
+}
+
 export async function check(input: CheckInput): Promise<Verdict> {
   const { sql } = input;
   const { checks, findings, verdict } = createTally();
@@ -503,6 +518,12 @@ export async function check(input: CheckInput): Promise<Verdict> {
   const unbalanced = await sql<{ currency: string; total: string }[]>`
     SELECT currency, sum(amount_minor)::text AS total FROM ledger_entries GROUP BY currency HAVING sum(amount_minor) <> 0`;
   verdict('ledger sums to zero per currency', unbalanced.length === 0, () => unbalanced.map((u) => `${u.currency} ${u.total}`).join(', '));
+  const excessiveFees: ExcessiveRetryFee[] = [];
+  for (const provider of psps) {
+    excessiveFees.push(...(await input.pspSql[provider]!<ExcessiveRetryFee[]>`
+      SELECT ${provider} AS provider, source, reference FROM sandbox.balance_transactions WHERE type = 'excessive_retry' ORDER BY created_at, id`));
+  }
+  checkNoExcessiveRetries(excessiveFees, verdict, (id) => ownFindings.get(id));
   const stuck = await sql<{ idempotency_key: string; operation: string; resource_id: string }[]>`
     SELECT idempotency_key, operation, resource_id FROM idempotency_records WHERE tenant_id IN ${sql(input.tenantIds)} AND state = 'running'`;
   verdict('no idempotency record stuck', stuck.length === 0, () => stuck.map((r) => `${r.operation} ${r.idempotency_key} (${r.resource_id})`).join(', '));

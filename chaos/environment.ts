@@ -172,6 +172,8 @@ export async function startEnvironment(options: EnvironmentOptions) {
           script: 'sandbox/main.ts',
           env: {
             DATABASE_URL: pspDatabaseUrls[name],
+            // One card network for both PSPs, on the database of the one the nemesis spares.
+            SANDBOX_NETWORK_DATABASE_URL: pspDatabaseUrls['sandbox-b'],
             SANDBOX_PORT: String(port),
             SANDBOX_SLOW_MS: '2500',
             SANDBOX_IDEMPOTENCY_KEY_TTL_SECONDS: String(options.keyTtlSeconds),

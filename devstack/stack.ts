@@ -69,6 +69,8 @@ export interface StackOptions {
    * (/provider_webhooks/sandbox-b) and the reconciliation covers both; which payments go to
    * which is `route`'s decision.
    */
+  /** Multiplies the card network's durations at both sandboxes (tests of recovery: as RECOVERY_TIME_SCALE); default 1. */
+  networkTimeScale?: number;
   secondSandbox?: {
     databaseUrl?: string;
     slowMs?: number;
@@ -185,6 +187,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       asyncSettleMs: options.sandbox?.asyncSettleMs,
       ...options.sandbox?.disputes,
       webhookFaults: options.sandbox?.webhookFaults,
+      networkTimeScale: options.networkTimeScale,
     });
     closers.push(() => sandbox.close());
     const sandboxWebhookSecret = options.sandbox?.webhookSecret ?? randomBytes(24).toString('hex');
@@ -202,6 +205,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         asyncSettleMs: second.asyncSettleMs,
         ...second.disputes,
         webhookFaults: second.webhookFaults,
+        // One card network: its count of a card's attempts lives in the first sandbox's database.
+        networkDatabaseUrl: options.sandboxDatabaseUrl ?? options.databaseUrl,
+        networkTimeScale: options.networkTimeScale,
       });
       closers.push(() => running.close());
       const webhookSecret = second.webhookSecret ?? randomBytes(24).toString('hex');

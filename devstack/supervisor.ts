@@ -256,6 +256,8 @@ async function main(): Promise<void> {
       SANDBOX_HOST: launcherEnv.SANDBOX_HOST,
       SANDBOX_WEBHOOK_URL: sandbox.webhookUrl,
       SANDBOX_WEBHOOK_SECRET: sandbox.secret,
+      // One card network for both: its count of a card's attempts lives in sandbox-a's database.
+      SANDBOX_NETWORK_DATABASE_URL: process.env.SANDBOX_NETWORK_DATABASE_URL ?? databaseUrl,
     });
   }
   // Each worker beyond the first gets metrics ports of its own (the first keeps the configured ones).

@@ -38,6 +38,12 @@ export const paymentWindows = {
   settlement: { waitsFor: 'psp', configKey: 'ASYNC_SETTLEMENT_WINDOW_SECONDS', defaultSeconds: 7 * 24 * 3600 },
   /** An uncaptured authorization: the merchant's capture or cancel. */
   authorization: { waitsFor: 'merchant', configKey: 'AUTHORIZATION_WINDOW_SECONDS', defaultSeconds: 7 * 24 * 3600 },
+  /**
+   * A declined off-session payment's recovery: its next attempt at the PSP (the window is the
+   * payment's own `recovery.window_days`; the key names the longest a payment may ask for).
+   * It waits for the PSP, so a retry's charge reported early stays with the payment's run.
+   */
+  recovery: { waitsFor: 'psp', configKey: 'RECOVERY_MAX_WINDOW_SECONDS', defaultSeconds: 60 * 24 * 3600 },
 } as const satisfies Record<string, { waitsFor: Waiter; configKey: `${string}_SECONDS`; defaultSeconds: number }>;
 
 /** The window a status waits in. */
@@ -98,10 +104,20 @@ export const paymentLifecycle = {
     holdsOrder: true,
     meaning: 'Authorized (manual capture): capture or cancel it before the authorization window ends.',
   },
+  recovering: {
+    final: false,
+    commands: ['cancel'],
+    from: ['processing'],
+    event: null,
+    deadline: 'recovery',
+    charge: false,
+    holdsOrder: true,
+    meaning: 'Declined off-session with a soft decline: retried within the card networks\' rules until paid, its `recovery.window_days` end, or a rule says stop (`recovery`).',
+  },
   succeeded: {
     final: true,
     commands: [],
-    from: ['processing', 'requires_action', 'requires_capture'],
+    from: ['processing', 'requires_action', 'requires_capture', 'recovering'],
     event: 'payment.succeeded',
     deadline: null,
     charge: true,
@@ -111,7 +127,7 @@ export const paymentLifecycle = {
   declined: {
     final: true,
     commands: [],
-    from: ['processing', 'requires_action'],
+    from: ['processing', 'requires_action', 'recovering'],
     event: 'payment.declined',
     deadline: null,
     charge: true,
@@ -121,7 +137,7 @@ export const paymentLifecycle = {
   failed: {
     final: true,
     commands: [],
-    from: ['processing', 'requires_action', 'requires_capture'],
+    from: ['processing', 'requires_action', 'requires_capture', 'recovering'],
     event: 'payment.failed',
     deadline: null,
     charge: false,
@@ -131,7 +147,7 @@ export const paymentLifecycle = {
   canceled: {
     final: true,
     commands: [],
-    from: ['requires_action', 'requires_capture'],
+    from: ['requires_action', 'requires_capture', 'recovering'],
     event: 'payment.canceled',
     deadline: null,
     charge: true,

@@ -1,5 +1,6 @@
 import type { CaptureMethod, PaymentStatus, RefundStatus } from './payments';
 import type { DisputeStage, DisputeStatus } from './disputes';
+import type { RecoveryView } from './recovery';
 
 /** A payments row as postgres.js returns it (money as exact integers, see db/connect.ts). */
 export interface PaymentRow {
@@ -30,6 +31,8 @@ export interface PaymentRow {
   setup_future_usage: 'off_session' | null;
   /** Charged without the customer (a saved method). */
   off_session: boolean;
+  /** Where its revenue recovery stands (migration 019); null: the payment never recovered. */
+  recovery?: RecoveryView | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -101,6 +104,8 @@ export function paymentResource(row: PaymentRow) {
     customer: row.customer_id,
     setup_future_usage: row.setup_future_usage,
     off_session: row.off_session,
+    // Only a payment that recovered has it: every other payment's bytes stay as they were.
+    ...(row.recovery ? { recovery: row.recovery } : {}),
     workflow_id: row.workflow_id,
     metadata: row.metadata,
     created_at: row.created_at.toISOString(),

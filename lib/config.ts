@@ -167,6 +167,14 @@ const variables = z.object({
    * before it decides without its answer (default 5 min: outlasts a PSP restart or a short outage).
    */
   PROVIDER_DECISION_GRACE_SECONDS: seconds(300),
+  /**
+   * Multiplies every duration of the revenue recovery policy (domain/recovery.ts: the retry
+   * schedule, the advice waits, the card's 24-hour and 30-day windows, the recovery window).
+   * 1 in production; tests use e.g. 0.000277, so an hour is a second.
+   */
+  RECOVERY_TIME_SCALE: z.coerce.number().positive().max(1).default(1),
+  /** The longest recovery window a payment gets, whatever its `recovery.window_days` asks (default 60 days). */
+  RECOVERY_MAX_WINDOW_SECONDS: seconds(paymentWindows.recovery.defaultSeconds),
   /** When a dispute's evidence deadline nears, reminders (dispute.evidence_due_soon) this many seconds before it: a comma list. */
   DISPUTE_REMINDER_SECONDS: z
     .string()

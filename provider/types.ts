@@ -215,8 +215,12 @@ export function readWire<T>(schema: WireSchema<T>, value: unknown, at: readonly 
 export interface ProviderBalanceTransaction {
   /** e.g. 'txn_…' */
   id: string;
-  /** A chargeback's withdrawal (negative amount, the dispute fee) is 'dispute'; its reinstatement 'dispute_reversal'. */
-  type: 'charge' | 'refund' | 'dispute' | 'dispute_reversal';
+  /**
+   * A chargeback's withdrawal (negative amount, the dispute fee) is 'dispute'; its reinstatement
+   * 'dispute_reversal'; the card network's fee for a retry that broke a scheme rule (no amount, the
+   * fee; its source the charge) 'excessive_retry'.
+   */
+  type: 'charge' | 'refund' | 'dispute' | 'dispute_reversal' | 'excessive_retry';
   /** The charge id, the refund id or the dispute id. */
   source: string;
   /** For refunds, the refunded charge. */

@@ -20,6 +20,8 @@ export interface SandboxConfig {
   disputeEvidenceSeconds: number;
   /** The simulated card network's key (SANDBOX_NETWORK_KEY): network transaction ids are signed and verified with it (network.ts). */
   networkKey: string;
+  /** Multiplies the network's durations (advice waits, the 24-hour and 30-day windows): SANDBOX_NETWORK_TIME_SCALE, as RECOVERY_TIME_SCALE. */
+  networkTimeScale: number;
 }
 
 /**
@@ -58,6 +60,8 @@ export interface SandboxRuntime {
 
 export interface SandboxDeps {
   sql: Sql;
+  /** The card network's database (network-attempts.ts), shared by every sandbox on the network; by default `sql`. */
+  networkSql: Sql;
   config: SandboxConfig;
   runtime: SandboxRuntime;
 }

@@ -32,6 +32,10 @@ const env = z
     SANDBOX_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
     /** The simulated card network's key: every sandbox that should accept another's network transaction ids is given the same (sandbox/network.ts). */
     SANDBOX_NETWORK_KEY: z.string().min(16).optional(),
+    /** The card network's database, shared by the sandboxes of one network (default: DATABASE_URL, this sandbox's own). */
+    SANDBOX_NETWORK_DATABASE_URL: z.string().min(1).optional(),
+    /** Multiplies the network's durations (advice waits, the 24-hour and 30-day windows); as RECOVERY_TIME_SCALE. */
+    SANDBOX_NETWORK_TIME_SCALE: z.coerce.number().positive().max(1).default(1),
     /** The names clients reach it by (Host check); with the other HTTP_* listener settings read by lib/config.ts loadListenerConfig. */
     HTTP_ALLOWED_HOSTS: z.string().optional(),
   })
@@ -57,6 +61,8 @@ const sandbox = await startSandbox({
   webhookFaults: parseWebhookFaults(env.SANDBOX_WEBHOOK_FAULTS, noWebhookFaults),
   ...(env.SANDBOX_PUBLIC_URL ? { publicUrl: env.SANDBOX_PUBLIC_URL.replace(/\/+$/, '') } : {}),
   ...(env.SANDBOX_NETWORK_KEY ? { networkKey: env.SANDBOX_NETWORK_KEY } : {}),
+  ...(env.SANDBOX_NETWORK_DATABASE_URL ? { networkDatabaseUrl: env.SANDBOX_NETWORK_DATABASE_URL } : {}),
+  networkTimeScale: env.SANDBOX_NETWORK_TIME_SCALE,
 });
 console.log(`provider sandbox listening on ${sandbox.url}${env.SANDBOX_WEBHOOK_URL ? `; webhooks to ${env.SANDBOX_WEBHOOK_URL}` : ''}`);
 

@@ -23,14 +23,23 @@ export function issueNetworkTransactionId(key: string, card: string): string {
 
 /** The test card a network transaction id was issued for, or null when the network never issued it. */
 export function cardOfNetworkTransactionId(key: string, id: string): string | null {
+  return networkCardOf(key, id)?.card ?? null;
+}
+
+/**
+ * The test card and the card account a network transaction id stands for (the account: the
+ * nonce it was issued with, one per saved card, so two saved copies of one test card are two
+ * accounts); null when the network never issued it.
+ */
+export function networkCardOf(key: string, id: string): { card: string; account: string } | null {
   const match = /^ntx_([A-Za-z0-9_-]{1,400})\.([0-9a-f]{32})$/.exec(id);
   if (!match) return null;
   const [, payload, given] = match;
   const expected = mac(key, payload!);
   if (!timingSafeEqual(Buffer.from(expected), Buffer.from(given!))) return null;
   try {
-    const decoded = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8')) as { card?: unknown };
-    return typeof decoded.card === 'string' ? decoded.card : null;
+    const decoded = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8')) as { card?: unknown; nonce?: unknown };
+    return typeof decoded.card === 'string' && typeof decoded.nonce === 'string' ? { card: decoded.card, account: decoded.nonce } : null;
   } catch {
     return null;
   }

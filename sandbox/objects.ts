@@ -41,6 +41,10 @@ export interface ChargeRow {
   saved_card: string | null;
   /** The card network's transaction id this charge was made with, or that its authorization got when it saved the card. */
   network_transaction_id: string | null;
+  /** A declined charge's scheme signal (migration 009): response code, Visa category, Mastercard advice. */
+  network_decline_code: string | null;
+  decline_category: number | null;
+  network_advice_code: string | null;
 }
 
 export interface RefundRow {
@@ -92,6 +96,11 @@ export function chargeJson(row: ChargeRow) {
     /** Once authorized: the saved card token the charge made or charged, and the card network's transaction id. */
     saved_card: row.authorized_at !== null ? row.saved_card : null,
     network_transaction_id: row.authorized_at !== null ? row.network_transaction_id : null,
+    /** As Stripe's charge.outcome: a decline's scheme signal (Visa category, Mastercard Merchant Advice Code); null when none. */
+    outcome:
+      row.network_decline_code !== null
+        ? { network_decline_code: row.network_decline_code, decline_category: row.decline_category, network_advice_code: row.network_advice_code }
+        : null,
   };
 }
 

@@ -1,3 +1,5 @@
+import type { NetworkScript } from './network-attempts';
+
 /**
  * The deterministic test payment methods. Each names one behaviour of a real PSP that the
  * orchestrator must survive; anything else is refused as an invalid payment method.
@@ -28,7 +30,12 @@ export type PaymentMethodBehaviour =
    * for the whole captured amount (reason `fraudulent`): a chargeback (funds withdrawn) or an
    * inquiry (no money moves until it escalates).
    */
-  | { kind: 'dispute'; stage: 'chargeback' | 'inquiry' };
+  | { kind: 'dispute'; stage: 'chargeback' | 'inquiry' }
+  /**
+   * Approves on-session (so it can be saved); off-session its issuer's answer lives in the card
+   * network the sandboxes share (network-attempts.ts), the same at every sandbox.
+   */
+  | { kind: 'network'; script: NetworkScript };
 
 const behaviours: Record<string, PaymentMethodBehaviour> = {
   pm_card_visa: { kind: 'approve' },
@@ -49,6 +56,12 @@ const behaviours: Record<string, PaymentMethodBehaviour> = {
   pm_sepa_debit_fails: { kind: 'async', fails: true },
   pm_card_createDispute: { kind: 'dispute', stage: 'chargeback' },
   pm_card_createDisputeInquiry: { kind: 'dispute', stage: 'inquiry' },
+  // Revenue recovery's cards (docs/recovery.md): saved on-session, then declined off-session by the network.
+  pm_card_recoverAfter2: { kind: 'network', script: 'recoverAfter2' },
+  pm_card_alwaysInsufficientFunds: { kind: 'network', script: 'alwaysInsufficientFunds' },
+  pm_card_stolen: { kind: 'network', script: 'stolen' },
+  pm_card_mastercard_adviceRetryLater: { kind: 'network', script: 'adviceRetryLater' },
+  pm_card_mastercard_adviceNeverRetry: { kind: 'network', script: 'adviceNeverRetry' },
 };
 
 export const knownPaymentMethods = Object.keys(behaviours);
@@ -72,12 +85,17 @@ const last4s: Record<string, string> = {
   pm_card_threeDSecureRequired: '3220',
   pm_card_threeDSecureRequired_declined: '3063',
   pm_card_authenticationRequired: '3184',
+  pm_card_recoverAfter2: '0341',
+  pm_card_alwaysInsufficientFunds: '9995',
+  pm_card_stolen: '9979',
+  pm_card_mastercard_adviceRetryLater: '4444',
+  pm_card_mastercard_adviceNeverRetry: '5100',
 };
 
 export function testCard(paymentMethod: string): TestCard | null {
   const behaviour = paymentMethodBehaviour(paymentMethod);
   if (!behaviour || behaviour.kind === 'async') return null;
-  return { brand: 'visa', last4: last4s[paymentMethod] ?? '4242', exp_month: 12, exp_year: 2034 };
+  return { brand: paymentMethod.startsWith('pm_card_mastercard') ? 'mastercard' : 'visa', last4: last4s[paymentMethod] ?? '4242', exp_month: 12, exp_year: 2034 };
 }
 
 /**

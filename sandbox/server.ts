@@ -44,6 +44,10 @@ export interface StartSandboxOptions {
   publicUrl?: string;
   /** The card network's key, shared by every sandbox on the network (default: network.ts DEFAULT_NETWORK_KEY). */
   networkKey?: string;
+  /** The card network's database, shared by the sandboxes on one network (default: databaseUrl). */
+  networkDatabaseUrl?: string;
+  /** Multiplies the network's durations (default 1; tests as RECOVERY_TIME_SCALE). */
+  networkTimeScale?: number;
 }
 
 export interface RunningSandbox {
@@ -65,10 +69,19 @@ export async function startSandbox(options: StartSandboxOptions): Promise<Runnin
     throw error;
   }
 
+  // The network's own pool when it lives elsewhere; its migrations are the sandbox's (the table is in every sandbox schema).
+  const networkSql = options.networkDatabaseUrl && options.networkDatabaseUrl !== options.databaseUrl ? createSql(options.networkDatabaseUrl, { max: 5, applicationName: 'payment-sandbox-network' }) : sql;
+  try {
+    if (networkSql !== sql) await migrateSandbox(networkSql);
+  } catch (error) {
+    await Promise.all([sql.end(), networkSql.end()]);
+    throw error;
+  }
   const pollMs = options.pollMs ?? 200;
   const logError = (what: string) => (error: unknown) => console.error(`sandbox: ${what} failed`, error);
   const deps: SandboxDeps = {
     sql,
+    networkSql,
     config: {
       slowMs: options.slowMs ?? 3000,
       flakyFailures: options.flakyFailures ?? 2,
@@ -79,6 +92,7 @@ export async function startSandbox(options: StartSandboxOptions): Promise<Runnin
       disputeDecisionMs: options.disputeDecisionMs ?? 3000,
       disputeEvidenceSeconds: options.disputeEvidenceSeconds ?? 7 * 24 * 3600,
       networkKey: options.networkKey ?? DEFAULT_NETWORK_KEY,
+      networkTimeScale: options.networkTimeScale ?? 1,
     },
     runtime: {
       publicUrl: options.publicUrl ?? '',
@@ -121,6 +135,7 @@ export async function startSandbox(options: StartSandboxOptions): Promise<Runnin
         server.closeAllConnections();
       });
       await sql.end({ timeout: 5 });
+      if (networkSql !== sql) await networkSql.end({ timeout: 5 });
     },
   };
 }

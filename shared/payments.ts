@@ -4,6 +4,7 @@
  * charge's workflow. Imported by workflow code, so it must stay free of Node, I/O and clocks.
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import type { RecoveryPolicy } from '../domain/recovery';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 // The statuses, capture methods and payment events come from the lifecycle table (domain/payments.ts).
 import { paymentWindows, type CaptureMethod, type ChargeFigures, type ChargeState, type PaymentStatus } from '../domain/payments';
@@ -16,7 +17,7 @@ export { captureMethods, paymentStatuses, paymentEventTypes, type CaptureMethod,
  * a success the PSP reported after the payment had ended without money (expired, canceled,
  * declined, failed) was given back (workflows/payments-late-charge.ts).
  */
-export const paymentNoticeEventTypes = ['payment.late_success_refunded'] as const;
+export const paymentNoticeEventTypes = ['payment.late_success_refunded', 'payment.recovery_attempt_failed'] as const;
 
 /** The idempotency operation of POST /v1/payments (api/typed-route.ts operationName; a test checks they agree). */
 export const CREATE_PAYMENT_OPERATION = 'POST /v1/payments';
@@ -61,6 +62,12 @@ export interface PaymentWorkflowInput {
   offSession?: boolean;
   /** The saved method charged, as the API found it (absent: paymentMethod is the PSP's own token). */
   savedMethod?: SavedMethodCharge | null;
+  /**
+   * Revenue recovery (docs/recovery.md), set only when asked for: a soft decline of the first
+   * attempt is retried within `policy` (already scaled) until `windowMs` after it, each retry
+   * reserved in the budget of the saved method `paymentMethodId`.
+   */
+  recovery?: { windowMs: number; policy: RecoveryPolicy; paymentMethodId: string } | null;
 }
 
 /**
@@ -104,6 +111,12 @@ export interface ProviderCharge extends ChargeFigures {
    * the PSP says nothing of the sort.
    */
   savedCard?: { token: string | null; networkTransactionId: string; card: CardDetails } | null;
+  /**
+   * A decline's signal from the card scheme, when the PSP passes it on: the scheme's response
+   * code, Visa's decline category, Mastercard's Merchant Advice Code (domain/recovery.ts reads
+   * them to decide whether and when a retry is allowed). Absent when the PSP says nothing.
+   */
+  declineSignal?: { networkCode: string; category: number | null; adviceCode: string | null } | null;
 }
 
 /**

@@ -3,6 +3,7 @@ import { accepts, applyChargeReport, commandRefusal, deadlineOf, isChargeState, 
 import type { ProviderCharge } from '../provider/types';
 import type { AttemptMemo, RoutePlan } from '../domain/payments-attempts';
 import type { ChargeAttemptInput, ChargeAttemptResult } from '../activities/provider-steps';
+import { afterBudgetFullAt, afterRetryDeclined, beginRecovery, classifyDecline, recoveryEnded, recoveryView, type DeclineSignal, type RecoveryProgress } from '../domain/recovery';
 import { FailureType, type FinalResponse, type ScopedKey } from '../shared/definitions';
 import { cancelUpdate, captureUpdate, chargeReportSignal, firstAnswerUpdate, WAIT_DEFAULTS, paymentStatusQuery, PaymentStatusKey, type CancelRequest, type CaptureRequest, type PaymentStatus, type PaymentWorkflowInput } from '../shared/payments';
 import { providerSubKey } from '../shared/keys';
@@ -79,6 +80,12 @@ function moneyMovedAt(charge: ProviderCharge): number | null {
   return Number.isNaN(ms) ? null : ms;
 }
 
+/** A declined charge's decline as the recovery rules read it: its code and the scheme's signal, when the PSP gave one. */
+function declineSignalOf(charge: ProviderCharge): DeclineSignal {
+  const signal = charge.declineSignal;
+  return { code: charge.declineCode ?? 'card_declined', networkCode: signal?.networkCode ?? null, category: signal?.category ?? null, adviceCode: signal?.adviceCode ?? null };
+}
+
 function refusalType(command: Pick<Command, 'kind'>): string {
   return command.kind === 'capture' ? FailureType.PaymentNotCapturable : FailureType.PaymentNotCancelable;
 }
@@ -115,6 +122,8 @@ class PaymentRun {
   /** The memo's view of the route: which PSP each attempt went to, and why it moved on. */
   private routeMemo: { provider?: string; attempts?: AttemptMemo[]; route?: string[]; route_reason?: string } = {};
   private readonly compensations = new Compensations();
+  /** The route the first attempt decided: where a retry of a recovering payment goes when a PSP took no money. */
+  private routePlan: RoutePlan | undefined;
   /** What the PSP reported about the charge (webhooks, polls), oldest first; kept from the start. */
   private readonly reports: ProviderCharge[] = [];
   // The merchant's command (capture, cancel) and its answer.
@@ -169,6 +178,7 @@ class PaymentRun {
     const charged = await this.chargeAlongTheRoute();
     if (charged.kind === 'final') return charged;
     const charge = charged.charge;
+    if (this.recovers(charge)) return this.recover(charge);
     this.showCharge(charge);
     this.pushCompensation(charge);
     try {
@@ -197,18 +207,7 @@ class PaymentRun {
    */
   private async chargeAlongTheRoute(): Promise<PhaseResult> {
     const { input } = this;
-    const request = {
-      paymentId: input.paymentId,
-      amountMinor: input.amountMinor,
-      currency: input.currency,
-      paymentMethod: input.paymentMethod,
-      capture: input.captureMethod === 'automatic',
-      description: input.description,
-      returnUrl: input.returnUrl ?? null,
-      // A saved card: what each PSP needs to charge it, and whether the customer is there.
-      ...(input.savedMethod ? { savedMethod: input.savedMethod, offSession: input.offSession === true } : {}),
-      ...(input.setupFutureUsage ? { setupFutureUsage: input.setupFutureUsage } : {}),
-    };
+    const request = this.chargeRequest();
     const route = { paymentId: input.paymentId, tenantId: input.tenantId, amountMinor: input.amountMinor, currency: input.currency, paymentMethod: input.paymentMethod, intent: input };
     let plan: RoutePlan | undefined;
     const attempts: AttemptMemo[] = [];
@@ -225,6 +224,7 @@ class PaymentRun {
         return this.refusedEverywhere(plan, attempts, attempt, String(refused.details?.[0] ?? 'provider_rejected'), refused.message);
       }
       plan ??= result.plan!;
+      this.routePlan = plan;
       const provider = plan.providers[attempt - 1]!;
       const next = plan.providers[attempt];
       this.chargingAttempt = { provider, attempt };
@@ -244,6 +244,23 @@ class PaymentRun {
       this.routeMemo = { provider, attempts: [...attempts], route: plan.providers, route_reason: plan.reason };
       return { kind: 'charge', charge: result.charge };
     }
+  }
+
+  /** What every charge attempt of this payment asks the PSP for. */
+  private chargeRequest() {
+    const { input } = this;
+    return {
+      paymentId: input.paymentId,
+      amountMinor: input.amountMinor,
+      currency: input.currency,
+      paymentMethod: input.paymentMethod,
+      capture: input.captureMethod === 'automatic',
+      description: input.description,
+      returnUrl: input.returnUrl ?? null,
+      // A saved card: what each PSP needs to charge it, and whether the customer is there.
+      ...(input.savedMethod ? { savedMethod: input.savedMethod, offSession: input.offSession === true } : {}),
+      ...(input.setupFutureUsage ? { setupFutureUsage: input.setupFutureUsage } : {}),
+    };
   }
 
   /**
@@ -300,6 +317,111 @@ class PaymentRun {
     const response = await records.recordOrderTaken({ payment: this.input, holderPaymentId });
     this.setStatus('rejected');
     return { kind: 'final', response };
+  }
+
+  // ── Phase 1b: recover a soft decline (docs/recovery.md) ─────────────────────────────────
+
+  /** A payment that asked for recovery, declined by its first attempt with a decline the rules let it retry. */
+  private recovers(charge: ProviderCharge): boolean {
+    const recovery = this.input.recovery;
+    return !!recovery && charge.status === 'declined' && classifyDecline(declineSignalOf(charge), recovery.policy.scale).kind === 'soft';
+  }
+
+  /**
+   * The retries of a soft decline, each a durable timer in this run: until the next attempt's
+   * time (RecoveryProgress, from workflow time) or the merchant's cancel; then the card's budget
+   * (one reservation per attempt, at the database) and the attempt itself, under its own sub-key
+   * at the PSP of the first attempt. Every decision is the progress's, from workflow time and
+   * the steps' answers, so a replay decides the same and a restart neither loses nor adds one.
+   */
+  private async recover(first: ProviderCharge): Promise<PhaseResult> {
+    const recovery = this.input.recovery!;
+    const { policy } = recovery;
+    let provider = this.chargingAttempt.provider!;
+    let attempt = this.chargingAttempt.attempt!;
+    let progress = beginRecovery(declineSignalOf(first), Date.now(), recovery.windowMs, policy);
+    let last = first;
+    this.showCharge(first);
+    this.answered(await records.recordRecovering({ payment: this.input, charge: first, attempt: { attempt, provider }, recovery: recoveryView(progress) }));
+    this.setStatus('recovering');
+    this.listenForCommands();
+    for (;;) {
+      if (progress.nextAttemptAt === null) return this.endRecovery(last, null, progress);
+      upsertMemo({ waiting_for: 'the next recovery attempt', waiting_until: new Date(progress.nextAttemptAt).toISOString() });
+      this.accepting = true;
+      const remaining = progress.nextAttemptAt - Date.now();
+      const command = remaining > 0 ? await waitForOutcome(() => this.command, remaining) : this.command;
+      this.accepting = false;
+      upsertMemo({ waiting_for: null, waiting_until: null });
+      if (command?.kind === 'cancel') return this.cancelRecovery(command.request);
+      const reservation = await records.reserveCardAttempt({ paymentMethodId: recovery.paymentMethodId, paymentId: this.input.paymentId, attempt: attempt + 1, limits: policy });
+      if (!reservation.reserved) {
+        progress = afterBudgetFullAt(progress, reservation.atMs, policy);
+        continue;
+      }
+      attempt++;
+      const retried = await this.retryAlongTheRoute(provider, attempt);
+      ({ provider, attempt } = retried);
+      const { result } = retried;
+      this.chargingAttempt = { provider, attempt };
+      if (result.kind === 'charge' && result.charge.status !== 'declined') return this.endRecovery(result.charge, { attempt, provider }, recoveryEnded(progress, true));
+      const decline: DeclineSignal = result.kind === 'charge' ? declineSignalOf(result.charge) : { code: result.errorCode };
+      progress = afterRetryDeclined(progress, decline, Date.now(), policy);
+      if (result.kind === 'charge' && progress.nextAttemptAt === null) return this.endRecovery(result.charge, { attempt, provider }, progress);
+      if (result.kind === 'charge') last = result.charge;
+      await records.recordRecoveryAttempt({
+        paymentId: this.input.paymentId,
+        attempt,
+        provider,
+        outcome: result.kind === 'charge' ? 'declined' : result.outcome,
+        providerChargeId: result.kind === 'charge' ? result.charge.id : null,
+        errorCode: decline.code,
+        recovery: recoveryView(progress),
+      });
+    }
+  }
+
+  /**
+   * One retry, at the PSP of the last decline; when that PSP certainly took no money (down before
+   * anything was sent, refused, or its lookup after lost answers found none), on along the
+   * tenant's route to the next PSP, by the card's network transaction id. While an attempt's
+   * outcome is unknown its step keeps asking that PSP (§3.8): never two charges of one retry.
+   */
+  private async retryAlongTheRoute(from: string, firstAttempt: number): Promise<{ provider: string; attempt: number; result: ChargeAttemptResult }> {
+    const route = this.routePlan?.providers ?? [from];
+    const after = (provider: string) => route[route.indexOf(provider) + 1];
+    let provider = from;
+    let attempt = firstAttempt;
+    for (;;) {
+      const next = after(provider);
+      const result = await providerSteps.chargeAttempt({ ...this.chargeRequest(), attempt, provider, canFailOver: next !== undefined });
+      if (result.kind !== 'not_charged' || next === undefined) return { provider, attempt, result };
+      await records.recordAttempt({ paymentId: this.input.paymentId, attempt, provider, outcome: result.outcome, providerChargeId: null, errorCode: result.errorCode, next: { attempt: attempt + 1, provider: next } });
+      provider = next;
+      attempt++;
+    }
+  }
+
+  /** The recovery's end as `charge` decides it: paid (its ledger posting; given back if the ledger refuses), or declined for good. */
+  private async endRecovery(charge: ProviderCharge, attempt: { attempt: number; provider: string } | null, progress: RecoveryProgress): Promise<PhaseResult> {
+    this.showCharge(charge);
+    this.pushCompensation(charge);
+    try {
+      this.setStatus(await records.recordRecoveryEnd({ paymentId: this.input.paymentId, charge, attempt, recovery: recoveryView(progress) }));
+    } catch (error) {
+      const refused = failureOfType(error, FailureType.LedgerRejected);
+      if (!refused) throw error;
+      return this.compensate({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, this.input.idempotency);
+    }
+    return { kind: 'final', response: this.firstAnswer! };
+  }
+
+  /** The merchant's cancel between two attempts: no attempt after it. */
+  private async cancelRecovery(request: CancelRequest): Promise<PhaseResult> {
+    this.commandResponse = (await records.recordCancel({ paymentId: this.input.paymentId, request }))!;
+    this.setStatus('canceled');
+    await condition(allHandlersFinished);
+    return { kind: 'final', response: this.firstAnswer! };
   }
 
   // ── Phase 2: wait for the customer (3-D Secure) or the bank (asynchronous method) ─────────

@@ -1,4 +1,5 @@
 import { attemptResource } from '../../db/payments-attempts';
+import { recoveryPolicy, recoveryWindowMs, scaled } from '../../domain/recovery';
 import { formatAmount } from '../../domain/money';
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
@@ -137,12 +138,20 @@ export function paymentWorkflowInput(
     ...(run.use?.customerId ? { customerId: run.use.customerId } : {}),
     ...(body.setup_future_usage ? { setupFutureUsage: body.setup_future_usage } : {}),
     ...(run.use?.savedMethod ? { savedMethod: run.use.savedMethod, offSession: body.off_session === true } : {}),
+    ...(body.recovery && run.use?.savedMethod ? { recovery: recoveryInput(body.recovery.window_days, run.use.savedMethod.id, run.windows) } : {}),
   };
+}
+
+/** A recovering payment's policy and window, scaled (RECOVERY_TIME_SCALE) and capped (RECOVERY_MAX_WINDOW_SECONDS). */
+function recoveryInput(windowDays: number, paymentMethodId: string, windows: PaymentWindows): NonNullable<PaymentWorkflowInput['recovery']> {
+  const scale = windows.RECOVERY_TIME_SCALE ?? 1;
+  const maxMs = scaled((windows.RECOVERY_MAX_WINDOW_SECONDS ?? paymentWindows.recovery.defaultSeconds) * 1000, scale);
+  return { windowMs: Math.min(recoveryWindowMs(windowDays, scale), maxMs), policy: recoveryPolicy(scale), paymentMethodId };
 }
 
 /** The configured windows a payment's waits run under (lib/config.ts). */
 export type PaymentWindows = Pick<ApiDeps['config'], 'AUTHORIZATION_WINDOW_SECONDS'> &
-  Partial<Pick<Config, 'AUTHENTICATION_WINDOW_SECONDS' | 'ASYNC_SETTLEMENT_WINDOW_SECONDS' | 'PROVIDER_POLL_FIRST_MS' | 'PROVIDER_POLL_MAX_MS' | 'PROVIDER_DECISION_GRACE_SECONDS'>>;
+  Partial<Pick<Config, 'AUTHENTICATION_WINDOW_SECONDS' | 'ASYNC_SETTLEMENT_WINDOW_SECONDS' | 'PROVIDER_POLL_FIRST_MS' | 'PROVIDER_POLL_MAX_MS' | 'PROVIDER_DECISION_GRACE_SECONDS' | 'RECOVERY_MAX_WINDOW_SECONDS' | 'RECOVERY_TIME_SCALE'>>;
 
 /** Where an update's rejection by the workflow becomes an HTTP outcome (recorded and replayed). */
 const refusals: Record<string, ApiErrorType> = {

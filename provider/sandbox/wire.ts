@@ -28,6 +28,7 @@ export interface ChargeJson {
   card?: { brand: string; last4: string; exp_month: number; exp_year: number } | null;
   saved_card?: string | null;
   network_transaction_id?: string | null;
+  outcome?: { network_decline_code: string; decline_category: number | null; network_advice_code: string | null } | null;
 }
 
 export interface RefundJson {
@@ -98,6 +99,7 @@ export const toCharge = (c: ChargeJson): ProviderCharge => ({
   reference: c.reference,
   succeededAt: c.succeeded_at ?? null,
   authorizedAt: c.authorized_at ?? null,
+  ...(c.outcome ? { declineSignal: { networkCode: c.outcome.network_decline_code, category: c.outcome.decline_category, adviceCode: c.outcome.network_advice_code } } : {}),
   ...(c.network_transaction_id && c.card
     ? {
         savedCard: {
@@ -172,6 +174,7 @@ const chargeSchema = z.object({
   card: z.object({ brand: z.string(), last4: z.string(), exp_month: z.int(), exp_year: z.int() }).nullish(),
   saved_card: z.string().nullish(),
   network_transaction_id: z.string().nullish(),
+  outcome: z.object({ network_decline_code: z.string(), decline_category: z.int().nullable(), network_advice_code: z.string().nullable() }).nullish(),
 }) satisfies z.ZodType<ChargeJson>;
 
 const refundSchema = z.object({

@@ -4,9 +4,10 @@ import { invalidRequest, notFound, SandboxError } from '../errors';
 import { parseJsonBody, parseParams, requireIdempotencyKey, sendStored } from '../http';
 import { requestFingerprint, runIdempotently, type EffectResult, type Tx } from '../idempotency';
 import { chargeChanged, chargeEvent } from '../effects';
-import { chargeJson, listJson, newChargeId, newSavedCardId, type ChargeRow, type ChargeStatus } from '../objects';
+import { chargeJson, listJson, newBalanceTransactionId, newChargeId, newSavedCardId, type ChargeRow, type ChargeStatus } from '../objects';
 import { offSessionBehaviour, paymentMethodBehaviour, testCard, type PaymentMethodBehaviour } from '../payment-methods';
-import { cardOfNetworkTransactionId, issueNetworkTransactionId } from '../network';
+import { issueNetworkTransactionId, networkCardOf } from '../network';
+import { EXCESSIVE_RETRY_FEE_MINOR, networkAttempt, type NetworkAnswer } from '../network-attempts';
 import type { SandboxDeps } from '../deps';
 
 /** Far below 2^53, so amounts stay exact as JS numbers (and as int8). */
@@ -85,6 +86,8 @@ interface ChargedCard {
   savedCard: string | null;
   /** The network transaction id of the card's first payment, when this is a charge of a saved card. */
   networkTransactionId: string | null;
+  /** The card account the network counts the card's attempts by (network.ts networkCardOf), when this is a charge of a saved card. */
+  account: string | null;
 }
 
 /**
@@ -94,19 +97,43 @@ interface ChargedCard {
  */
 async function chargedCard(deps: SandboxDeps, params: CreateChargeParams): Promise<ChargedCard> {
   if (params.network_transaction_id !== undefined) {
-    const card = cardOfNetworkTransactionId(deps.config.networkKey, params.network_transaction_id);
-    if (card === null) throw invalidRequest('invalid_network_transaction_id', 'The card network does not know this network transaction id.');
-    if (testCard(card)?.last4 !== params.card?.last4) throw invalidRequest('card_mismatch', 'The card does not match the network transaction id.');
-    return { testCard: card, savedCard: null, networkTransactionId: params.network_transaction_id };
+    const known = networkCardOf(deps.config.networkKey, params.network_transaction_id);
+    if (known === null) throw invalidRequest('invalid_network_transaction_id', 'The card network does not know this network transaction id.');
+    if (testCard(known.card)?.last4 !== params.card?.last4) throw invalidRequest('card_mismatch', 'The card does not match the network transaction id.');
+    return { testCard: known.card, savedCard: null, networkTransactionId: params.network_transaction_id, account: known.account };
   }
   const method = params.payment_method!;
-  if (!method.startsWith('card_')) return { testCard: method, savedCard: null, networkTransactionId: null };
+  if (!method.startsWith('card_')) return { testCard: method, savedCard: null, networkTransactionId: null, account: null };
   const [saved] = await deps.sql<{ payment_method: string; network_transaction_id: string }[]>`
     SELECT s.payment_method, s.network_transaction_id
     FROM sandbox.saved_cards s JOIN sandbox.charges c ON c.id = s.charge_id
     WHERE s.id = ${method} AND c.authorized_at IS NOT NULL`;
   if (!saved) throw invalidRequest('invalid_payment_method', `No such saved card: '${method}'.`);
-  return { testCard: saved.payment_method, savedCard: method, networkTransactionId: saved.network_transaction_id };
+  const account = networkCardOf(deps.config.networkKey, saved.network_transaction_id)?.account ?? null;
+  return { testCard: saved.payment_method, savedCard: method, networkTransactionId: saved.network_transaction_id, account };
+}
+
+/**
+ * An off-session charge of a saved card is one attempt the card network counts (across every
+ * sandbox on it): a card whose behaviour lives in the network gets the issuer's answer from it,
+ * any other is recorded with its own answer. The answer says which rule a retry broke, if any.
+ */
+async function askNetwork(deps: SandboxDeps, key: string, card: ChargedCard, behaviour: PaymentMethodBehaviour): Promise<NetworkAnswer | null> {
+  if (card.account === null) return null;
+  const decline = behaviour.kind === 'decline' ? { code: behaviour.code, message: behaviour.message, networkCode: '05', category: null, adviceCode: null } : null;
+  return networkAttempt(deps.networkSql, deps.config.networkTimeScale, {
+    acquirer: deps.runtime.publicUrl,
+    idempotencyKey: key,
+    account: card.account,
+    script: behaviour.kind === 'network' ? behaviour.script : null,
+    decline,
+  });
+}
+
+/** The behaviour the network's answer gives a charge: its decline, or an approval. */
+function networkBehaviour(behaviour: PaymentMethodBehaviour, answer: NetworkAnswer | null): PaymentMethodBehaviour {
+  if (answer?.decline) return { kind: 'decline', code: answer.decline.code, message: answer.decline.message };
+  return behaviour.kind === 'network' ? { kind: 'approve' } : behaviour;
 }
 
 async function insertCharge(
@@ -116,6 +143,7 @@ async function insertCharge(
   params: CreateChargeParams,
   behaviour: PaymentMethodBehaviour,
   card: ChargedCard,
+  network: NetworkAnswer | null,
 ): Promise<EffectResult> {
   const decline = behaviour.kind === 'decline' ? behaviour : null;
   const status: ChargeStatus = decline
@@ -138,7 +166,8 @@ async function insertCharge(
       id, status, amount_minor, amount_captured_minor, currency, payment_method, reference,
       description, idempotency_key, failure_code, failure_message,
       capture, return_url, challenge_url, challenge_state, settle_at,
-      off_session, saved_card, network_transaction_id
+      off_session, saved_card, network_transaction_id,
+      network_decline_code, decline_category, network_advice_code
     ) VALUES (
       ${id}, ${status}, ${params.amount_minor},
       ${status === 'succeeded' ? params.amount_minor : 0}, ${params.currency}, ${card.testCard},
@@ -146,9 +175,16 @@ async function insertCharge(
       ${decline?.code ?? null}, ${decline?.message ?? null},
       ${params.capture}, ${params.return_url ?? null}, ${challengeUrl}, ${challengeUrl ? 'pending' : null},
       ${status === 'processing' ? deps.sql`clock_timestamp() + ${deps.config.asyncSettleMs}::int * interval '1 millisecond'` : null},
-      ${params.off_session ?? false}, ${savedCard}, ${networkTransactionId}
+      ${params.off_session ?? false}, ${savedCard}, ${networkTransactionId},
+      ${network?.decline?.networkCode ?? null}, ${network?.decline?.category ?? null}, ${network?.decline?.adviceCode ?? null}
     )
     RETURNING *`;
+  if (network?.excessive) {
+    // The network charges the retry that broke its rule: a line in this PSP's report, no amount, the fee.
+    await tx`
+      INSERT INTO sandbox.balance_transactions (id, type, source, charge_id, reference, amount_minor, fee_minor, currency, available_at)
+      VALUES (${newBalanceTransactionId()}, 'excessive_retry', ${id}, ${id}, ${params.reference}, 0, ${EXCESSIVE_RETRY_FEE_MINOR}, ${params.currency}, clock_timestamp())`;
+  }
   if (saving) {
     await tx`
       INSERT INTO sandbox.saved_cards (id, payment_method, charge_id, network_transaction_id)
@@ -187,20 +223,25 @@ export function chargeRoutes(deps: SandboxDeps) {
       }
       const listed = paymentMethodBehaviour(card.testCard);
       const known = listed && params.off_session ? offSessionBehaviour(listed) : listed;
-      // Outage `declining`: the processor fails every new charge, whatever the card.
-      const behaviour: typeof known =
-        known && deps.runtime.outage === 'declining'
-          ? { kind: 'decline', code: 'processing_error', message: 'An error occurred while processing the card (sandbox outage "declining").' }
-          : known;
-      if (!behaviour) {
+      if (!known) {
         throw invalidRequest('invalid_payment_method', `No such payment method: '${card.testCard}'.`);
       }
+      // Outage `declining`: the processor fails every new charge, whatever the card, before it reaches the network.
+      const declining = deps.runtime.outage === 'declining';
+      const network = params.off_session && !declining ? await askNetwork(deps, key, card, known) : null;
+      const behaviour: PaymentMethodBehaviour = declining
+        ? { kind: 'decline', code: 'processing_error', message: 'An error occurred while processing the card (sandbox outage "declining").' }
+        : params.off_session
+          ? networkBehaviour(known, network)
+          : known.kind === 'network'
+            ? { kind: 'approve' }
+            : known;
       const scope = { endpoint: 'POST /v1/charges', key, fingerprint: requestFingerprint(params), ttlSeconds: config.idempotencyKeyTtlSeconds };
 
       const stored = await runIdempotently(
         sql,
         scope,
-        (tx) => insertCharge(tx, deps, key, params, behaviour, card),
+        (tx) => insertCharge(tx, deps, key, params, behaviour, card, network),
         async () => {
           if (behaviour.kind === 'flaky' && (await flakyAttemptFails(deps, key))) {
             throw new SandboxError(503, 'api_error', 'service_unavailable', 'The sandbox is briefly unavailable (pm_card_flaky); retry with the same key.');

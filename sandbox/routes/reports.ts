@@ -20,7 +20,7 @@ const query = z.strictObject({
 interface TransactionRow {
   seq: string;
   id: string;
-  type: 'charge' | 'refund';
+  type: 'charge' | 'refund' | 'dispute' | 'dispute_reversal' | 'excessive_retry';
   source: string;
   charge_id: string;
   reference: string | null;

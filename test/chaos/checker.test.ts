@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkAcrossPsps, createTally, type PaymentCensus, type PspCensusInput, type PspCharge } from '../../chaos/checker';
+import { checkAcrossPsps, checkNoExcessiveRetries, createTally, type PaymentCensus, type PspCensusInput, type PspCharge } from '../../chaos/checker';
 import { checkDisputes, checkLedgerBalance, type DisputeCensusInput, type LedgerBalanceInput, type LedgerTransactionRecord } from '../../chaos/dispute-checks';
 import { disputeFigures, savedCardFigures } from '../../chaos/run';
 import { captureLines, disputeLossLines, disputeReinstatementLines, disputeWithdrawalLines, type LedgerLine } from '../../db/ledger';
@@ -384,5 +384,18 @@ describe('the summary counts disputes', () => {
       answers: { 'winning 200': 2, 'accept 200': 1 },
       workflowRuns: 5,
     });
+  });
+});
+
+describe('the census of the card network’s fees', () => {
+  it('no excessive_retry line passes; each one is reported, in its payment’s findings', () => {
+    const clean = createTally();
+    checkNoExcessiveRetries([], clean.verdict);
+    expect(clean.checks['no excessive_retry fee']).toEqual({ passed: 1, failed: 0 });
+    const charged = createTally();
+    const own: string[] = [];
+    checkNoExcessiveRetries([{ provider: 'sandbox-b', source: 'ch_1', reference: 'pay_1' }, { provider: 'sandbox-a', source: 'ch_2', reference: null }], charged.verdict, (id) => (id === 'pay_1' ? own : undefined));
+    expect(charged.checks['no excessive_retry fee']).toEqual({ passed: 0, failed: 2 });
+    expect(own).toEqual(['no excessive_retry fee: sandbox-b charged an excessive retry for charge ch_1 (payment pay_1)']);
   });
 });

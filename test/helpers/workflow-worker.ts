@@ -89,6 +89,16 @@ const happy: Steps = {
   },
   async recordLateCharge() {},
   async recordAttempt() {},
+  async recordRecovering({ payment }) {
+    return response(202, { id: payment.paymentId, status: 'recovering' });
+  },
+  async recordRecoveryAttempt() {},
+  async recordRecoveryEnd({ charge }) {
+    return charge.declineCode === 'authentication_required' ? 'failed' : charge.status === 'succeeded' ? 'succeeded' : 'declined';
+  },
+  async reserveCardAttempt() {
+    return { reserved: true, atMs: 0 };
+  },
   async chargeAttempt(input) {
     return {
       kind: 'charge',

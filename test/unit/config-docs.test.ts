@@ -33,7 +33,7 @@ describe('docs/ARCHITECTURE.md', () => {
     const named = new Set([...areas.matchAll(/`((?:[\w-]+\/)+[\w.-]+\.ts)`/g)].map((m) => m[1]!));
     expect([...named].filter((file) => !existsSync(path.join(projectRoot, file)))).toEqual([]);
     const roleFolders = ['domain', 'shared', 'db', 'activities', 'workflows', 'api/routes'];
-    const areaNames = ['payments', 'refunds', 'disputes', 'customers', 'routing', 'reconciliation'];
+    const areaNames = ['payments', 'refunds', 'disputes', 'customers', 'routing', 'recovery', 'reconciliation'];
     const carrying = roleFolders.flatMap((folder) =>
       readdirSync(path.join(projectRoot, folder))
         .filter((file) => areaNames.some((area) => file === `${area}.ts` || file.startsWith(`${area}-`)))

@@ -43,27 +43,28 @@ describe('the lifecycle table', () => {
     for (const status of paymentStatuses) {
       expect(paymentLifecycle[status].deadline === null, status).toBe(isFinal(status));
     }
-    expect([...waitingStatuses].sort()).toEqual(['processing', 'requires_action', 'requires_capture']);
+    expect([...waitingStatuses].sort()).toEqual(['processing', 'recovering', 'requires_action', 'requires_capture']);
     expect(finalStatuses.length + waitingStatuses.length).toBe(paymentStatuses.length);
   });
 
-  it('waits for the customer or the PSP while the charge’s outcome is open (the API’s 202), for the merchant while authorized', () => {
-    expect([...outcomePendingStatuses].sort()).toEqual(['processing', 'requires_action']);
+  it('waits for the customer or the PSP while the charge’s outcome is open (the API’s 202; a recovering payment’s next attempt too), for the merchant while authorized', () => {
+    expect([...outcomePendingStatuses].sort()).toEqual(['processing', 'recovering', 'requires_action']);
+    expect(waiterOf('recovering')).toBe('psp');
     expect(waiterOf('requires_action')).toBe('customer');
     expect(waiterOf('processing')).toBe('psp');
     expect(waiterOf('requires_capture')).toBe('merchant');
     expect(waiterOf('succeeded')).toBeNull();
   });
 
-  it('accepts capture only in requires_capture, and cancel in requires_capture and requires_action (the API’s 409s)', () => {
+  it('accepts capture only in requires_capture, and cancel in requires_capture, requires_action and recovering (the API’s 409s)', () => {
     expect(statusesAccepting('capture')).toEqual(['requires_capture']);
-    expect([...statusesAccepting('cancel')].sort()).toEqual(['requires_action', 'requires_capture']);
+    expect([...statusesAccepting('cancel')].sort()).toEqual(['recovering', 'requires_action', 'requires_capture']);
     expect(accepts('succeeded', 'cancel')).toBe(false);
     expect(commandRefusal('pay_1', 'succeeded', 'capture')).toBe('payment pay_1 is succeeded; capture is accepted only while it is requires_capture');
   });
 
   it('holds the order while a payment waits or has money, frees it otherwise', () => {
-    expect([...orderHoldingStatuses].sort()).toEqual(['processing', 'refunded', 'requires_action', 'requires_capture', 'succeeded']);
+    expect([...orderHoldingStatuses].sort()).toEqual(['processing', 'recovering', 'refunded', 'requires_action', 'requires_capture', 'succeeded']);
     for (const status of ['declined', 'failed', 'canceled', 'expired'] as const) expect(orderHoldingStatuses).not.toContain(status);
   });
 

@@ -1,0 +1,167 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { RoutePlanner } from '../../activities';
+import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { expectLedgerConsistent } from '../helpers/effects';
+
+/**
+ * Revenue recovery end to end (docs/recovery.md) on the real stack: Temporal, PostgreSQL, the
+ * worker and two sandbox PSPs on one card network. Every duration of the policy is scaled:
+ * an hour is 0.36 s, the schedule's first retry 12 hours (4.3 s) after the decline.
+ */
+
+const SCALE = 0.0001;
+let stack: TestStack;
+let tenant: Tenant;
+let api: ReturnType<typeof apiClient>;
+const route: RoutePlanner = async () => ({ providers: ['sandbox', 'sandbox-b'], reason: 'test route: sandbox then sandbox-b' });
+
+beforeAll(async () => {
+  stack = await startStack({ secondSandbox: {}, route, networkTimeScale: SCALE, api: { IDEMPOTENCY_WAIT_MS: 3000, RECOVERY_TIME_SCALE: SCALE } });
+  tenant = await stack.createTenant('recovery');
+  api = apiClient(stack.apiUrl, tenant.apiKey);
+});
+afterEach(async () => expectLedgerConsistent(stack.sql));
+afterAll(async () => stack?.stop());
+
+async function outage(mode: 'none' | 'unavailable') {
+  const response = await fetch(`${stack.sandboxUrl}/_sandbox/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ mode }) });
+  expect(response.status).toBe(200);
+}
+
+const payment = (extra: Record<string, unknown>) => ({ order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', ...extra });
+
+/** A customer with the card saved (on-session, where every recovery card is approved); answers the method's id. */
+async function customerWithCard(card: string): Promise<{ customer: string; method: string }> {
+  const created = await api.post('/v1/customers', { email: 'jane@example.com' }, uniqueKey('cus'));
+  expect(created.status).toBe(201);
+  const customer = created.json.id as string;
+  const paid = await api.post('/v1/payments', payment({ payment_method: card, customer, setup_future_usage: 'off_session' }), uniqueKey('pay'));
+  expect(paid.status, paid.text).toBe(201);
+  const method = await eventually(async () => {
+    const listed = await api.get(`/v1/customers/${customer}/payment_methods`);
+    return (listed.json.data[0]?.id as string | undefined) ?? null;
+  });
+  return { customer, method };
+}
+
+/** The payment once it has left `recovering` (and any other waiting status). */
+const ended = (id: string) =>
+  eventually(async () => {
+    const { json } = await api.get(`/v1/payments/${id}`);
+    return ['recovering', 'processing', 'requires_action'].includes(json.status) ? null : json;
+  }, 60_000, 200, `payment ${id} ended`);
+
+async function eventsOf(paymentId: string, type: string): Promise<number> {
+  const [row] = await stack.sql<{ count: number }[]>`
+    SELECT count(*)::int AS count FROM outbox_events WHERE type = ${type} AND payload -> 'data' -> 'object' ->> 'id' = ${paymentId}`;
+  return row!.count;
+}
+
+async function excessiveRetryFees(): Promise<number> {
+  const [a] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM sandbox.balance_transactions WHERE type = 'excessive_retry'`;
+  return a!.count;
+}
+
+describe('a soft decline of an off-session payment is recovered within the rules', () => {
+  it('pm_card_recoverAfter2: 202 recovering (replayed as such), two declines, paid by the third attempt; one recovery_attempt_failed, one payment.succeeded', async () => {
+    const { customer, method } = await customerWithCard('pm_card_recoverAfter2');
+    const key = uniqueKey('pay');
+    const request = payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 14 } });
+    const created = await api.post('/v1/payments', request, key);
+    expect(created.status, created.text).toBe(202);
+    expect(created.json).toMatchObject({
+      status: 'recovering',
+      recovery: { attempts: 1, stopped_because: null, last_decline: { code: 'insufficient_funds', network_decline_code: '51', decline_category: 2, network_advice_code: null } },
+    });
+    expect(Date.parse(created.json.recovery.next_attempt_at)).toBeLessThan(Date.parse(created.json.recovery.window_ends_at));
+    expect((await api.post('/v1/payments', request, key)).text).toBe(created.text);
+    const paid = await ended(created.json.id);
+    expect(paid).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500, recovery: { attempts: 3, next_attempt_at: null, stopped_because: null } });
+    expect(paid.attempts.map((a: { outcome: string }) => a.outcome)).toEqual(['declined', 'declined', 'succeeded']);
+    expect(await eventsOf(created.json.id, 'payment.recovery_attempt_failed')).toBe(1);
+    expect(await eventsOf(created.json.id, 'payment.succeeded')).toBe(1);
+    expect(await eventsOf(created.json.id, 'payment.declined')).toBe(0);
+    // The replay still answers the first answer, the 202.
+    expect((await api.post('/v1/payments', request, key)).text).toBe(created.text);
+    expect(await excessiveRetryFees()).toBe(0);
+  });
+
+  it('while the PSP that declined is down, a retry goes on along the route to the next PSP by the network transaction id, and the network counts it', async () => {
+    const { customer, method } = await customerWithCard('pm_card_recoverAfter2');
+    const created = await api.post('/v1/payments', payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 14 } }), uniqueKey('pay'));
+    expect(created.status, created.text).toBe(202);
+    expect(created.json.provider).toBe('sandbox');
+    await outage('unavailable');
+    try {
+      const paid = await ended(created.json.id);
+      expect(paid).toMatchObject({ status: 'succeeded', provider: 'sandbox-b', recovery: { attempts: 3 } });
+      // Nothing was charged at the PSP that was down: its step's lookups found no charge before the retry moved on.
+      expect(paid.attempts.map((a: { provider: string; outcome: string }) => `${a.provider} ${a.outcome}`)).toEqual(['sandbox declined', 'sandbox not_charged', 'sandbox-b declined', 'sandbox-b succeeded']);
+      const [atA] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM sandbox.charges WHERE reference = ${created.json.id}`;
+      expect(atA!.count).toBe(1);
+    } finally {
+      await outage('none');
+    }
+  });
+
+  it('pm_card_mastercard_adviceRetryLater: advice 24 (retry after an hour) shown, waited for, and paid by the next attempt without a fee', async () => {
+    const { customer, method } = await customerWithCard('pm_card_mastercard_adviceRetryLater');
+    const created = await api.post('/v1/payments', payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 14 } }), uniqueKey('pay'));
+    expect(created.status, created.text).toBe(202);
+    expect(created.json.recovery.last_decline).toEqual({ code: 'try_again_later', network_decline_code: '05', decline_category: null, network_advice_code: '24' });
+    const paid = await ended(created.json.id);
+    expect(paid).toMatchObject({ status: 'succeeded', recovery: { attempts: 2 } });
+    expect(await excessiveRetryFees()).toBe(0);
+  });
+
+  it('a hard decline on the first attempt answers 402 at once: pm_card_stolen (Visa category 1), pm_card_mastercard_adviceNeverRetry (advice 03)', async () => {
+    for (const card of ['pm_card_stolen', 'pm_card_mastercard_adviceNeverRetry']) {
+      const { customer, method } = await customerWithCard(card);
+      const created = await api.post('/v1/payments', payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 14 } }), uniqueKey('pay'));
+      expect(created.status, created.text).toBe(402);
+      expect(created.json.error.payment).toMatchObject({ status: 'declined' });
+      expect(created.json.error.payment.recovery).toBeUndefined();
+    }
+  });
+
+  it('pm_card_alwaysInsufficientFunds with a 1-day window: retried until the window ends, then declined with stopped_because window_elapsed', async () => {
+    const { customer, method } = await customerWithCard('pm_card_alwaysInsufficientFunds');
+    const created = await api.post('/v1/payments', payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 1 } }), uniqueKey('pay'));
+    expect(created.status, created.text).toBe(202);
+    const declined = await ended(created.json.id);
+    expect(declined).toMatchObject({ status: 'declined', failure: { code: 'insufficient_funds' }, recovery: { stopped_because: 'window_elapsed', next_attempt_at: null } });
+    // The schedule's 12-hour retry fits a 1-day window; its 24-hour one does not.
+    expect(declined.recovery.attempts).toBe(2);
+    expect(declined.attempts).toHaveLength(2);
+    expect(await eventsOf(created.json.id, 'payment.declined')).toBe(1);
+    expect(await excessiveRetryFees()).toBe(0);
+  });
+
+  it('POST /v1/payments/{id}/cancel stops a recovering payment: canceled, and no attempt after it', async () => {
+    const { customer, method } = await customerWithCard('pm_card_alwaysInsufficientFunds');
+    const created = await api.post('/v1/payments', payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 30 } }), uniqueKey('pay'));
+    expect(created.status, created.text).toBe(202);
+    // Sent at once: the run may still be in the workflow task that recorded the 202 (the update then meets a task the server fails; the API sends it again).
+    const canceled = await api.post(`/v1/payments/${created.json.id}/cancel`, {}, uniqueKey('cancel'));
+    expect(canceled.status, canceled.text).toBe(200);
+    expect(canceled.json).toMatchObject({ status: 'canceled' });
+    const [charges] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM sandbox.charges WHERE reference = ${created.json.id}`;
+    expect(charges!.count).toBe(1);
+    const { json } = await api.get(`/v1/payments/${created.json.id}`);
+    expect(json.attempts).toHaveLength(1);
+  });
+
+  it('bad input is refused with 400: recovery without off_session, a window outside 1–60 days, an unknown field', async () => {
+    const { customer, method } = await customerWithCard('pm_card_visa');
+    for (const body of [
+      payment({ payment_method: 'pm_card_visa', recovery: { window_days: 14 } }),
+      payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 61 } }),
+      payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 0 } }),
+      payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 14, retries: 3 } }),
+    ]) {
+      const refused = await api.post('/v1/payments', body, uniqueKey('pay'));
+      expect(refused.status, refused.text).toBe(400);
+      expect(refused.text).toMatch(/recovery/);
+    }
+  });
+});
