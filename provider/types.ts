@@ -110,6 +110,12 @@ export interface DisputeProvider {
 }
 
 export interface PaymentProvider {
+  /**
+   * The kind whose client this is (provider/kinds.ts): the steps read its capabilities
+   * (provider/registry.ts capabilitiesOf). Absent (a test's own fake): a `lookup` kind whose
+   * modifications are final.
+   */
+  readonly kind?: string;
   /** The PSP's disputes, where the kind supports them. */
   readonly disputes?: DisputeProvider;
   /** A decline is a normal result (status 'declined'), not an error. */

@@ -162,6 +162,13 @@ describe('chargeAttempt: "nothing was charged here" only when certain', () => {
     expect(await runAttempt(3, last.provider, { ...attemptInput, canFailOver: false }, { noneFound: 5 })).toMatchObject({ kind: 'charge' });
   });
 
+  it("only a kind whose lookup proves moves on after lost answers: a lagging lookup's none found charges here again", async () => {
+    const lagging = recordingProvider();
+    Object.assign(lagging.provider, { kind: 'stripe' });
+    expect(await runAttempt(3, lagging.provider, attemptInput, { noneFound: 1 })).toMatchObject({ kind: 'charge' });
+    expect(lagging.calls).toEqual([`find charge ${key}`, `create charge ${key}`]);
+  });
+
   it('a lookup that finds the charge returns it; one that fails leaves the outcome unknown (no move)', async () => {
     const found = recordingProvider({ charge: charge('succeeded') });
     expect(await runAttempt(3, found.provider, attemptInput, { noneFound: 1 })).toMatchObject({ kind: 'charge', charge: { status: 'succeeded' } });
