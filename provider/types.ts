@@ -56,6 +56,8 @@ export interface CaptureChargeRequest {
   chargeId: string;
   /** Omitted: capture the whole authorized amount. */
   amountMinor?: number;
+  /** The charge's currency: a PSP whose modification names its amount in full (Adyen) needs it. */
+  currency?: string;
 }
 
 export interface VoidChargeRequest {
@@ -67,6 +69,8 @@ export interface CreateRefundRequest {
   idempotencyKey: string;
   chargeId: string;
   amountMinor: number;
+  /** The charge's currency: a PSP whose modification names its amount in full (Adyen) needs it. */
+  currency?: string;
   /** Our refund id. */
   reference: string;
 }
