@@ -192,6 +192,7 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
         outage = mode;
         return reply(res, { status: 200, body: { mode } });
       }
+      if (path === '/healthz') return reply(res, { status: 200, body: { ok: true } });
       if (outage === 'unavailable') return reply(res, error(503, '000', 'Service unavailable (double outage)', 'internal'));
       if (outage === 'down') return void req.socket.destroy();
       // The same Idempotency-Key answers the first answer again and does nothing (Adyen's replay).
