@@ -54,6 +54,21 @@ export function capabilitiesOf(provider: PaymentProvider): ProviderCapabilities 
   return provider.kind === undefined ? kindlessCapabilities : providerKind(provider.kind).capabilities;
 }
 
+/**
+ * The capability × kind table of docs/ARCHITECTURE.md, generated from the descriptors (a test
+ * holds the page to it): one row per capability, one column per kind.
+ */
+export function capabilityTable(): string {
+  const kinds = knownProviderKinds.map(providerKind);
+  const keys = Object.keys(kinds[0]!.capabilities) as (keyof ProviderCapabilities)[];
+  const cell = (value: unknown) => (typeof value === 'boolean' ? (value ? 'yes' : 'no') : `\`${String(value)}\``);
+  return [
+    `| capability | ${kinds.map((k) => `\`${k.kind}\``).join(' | ')} |`,
+    `|---|${kinds.map(() => '---|').join('')}`,
+    ...keys.sort().map((key) => `| \`${key}\` | ${kinds.map((k) => cell(k.capabilities[key])).join(' | ')} |`),
+  ].join('\n');
+}
+
 const providerNamePattern = /^[a-z0-9][a-z0-9-]{0,31}$/;
 
 /** `webhookSecret` → `WEBHOOK_SECRET`. */
