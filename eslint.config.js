@@ -21,7 +21,7 @@ const bannedInWorkflows = [
  * the typed client, and last the development stack, its kit, the bench, the chaos run, the
  * scripts, the examples and the tests, which nothing in production imports.
  */
-const layers = ['domain', 'shared', 'provider', 'lib', 'db', 'sandbox', 'activities', 'workflows', 'worker', 'api', 'client', 'devstack', 'testkit', 'bench', 'chaos', 'scripts', 'examples', 'test'];
+const layers = ['domain', 'shared', 'provider', 'lib', 'db', 'sandbox', 'doubles', 'activities', 'workflows', 'worker', 'api', 'client', 'devstack', 'testkit', 'bench', 'chaos', 'scripts', 'examples', 'test'];
 
 /** The pattern that keeps `folder` under the layers above it (a relative import that climbs out of it and into one of them). */
 function layerPattern(folder) {

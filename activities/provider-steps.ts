@@ -7,7 +7,7 @@ import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
 import { killPoint } from '../lib/kill-points';
-import { isProviderRegistry, providerRegistry, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
+import { capabilitiesOf, isProviderRegistry, providerRegistry, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
 import { ProviderRejectedError, ProviderUnavailableError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../provider/types';
 
 /**
@@ -41,9 +41,15 @@ export async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>,
   }
 }
 
-/** After a timeout or unknown outcome, the next attempt asks the provider before acting again. */
+/** After a timeout or unknown outcome, the next attempt asks the provider before acting again.
+ * A kind that replays (unknownOutcome `replay`) has no lookup: the same request is sent again.
+ */
 export function isRetryAttempt(): boolean {
   return Context.current().info.attempt > 1;
+}
+
+function looksUpFirst(provider: PaymentProvider): boolean {
+  return isRetryAttempt() && capabilitiesOf(provider).unknownOutcome !== 'replay';
 }
 
 export interface ChargeInput {
@@ -190,6 +196,11 @@ export function createProviderSteps(
       // A retry, or attempt 1 recorded by an earlier try (a worker that died mid-charge, a local
       // try whose answer was lost): the PSP may hold a charge under this key, so ask it first.
       const retry = context.info.attempt > 1 || triedBefore;
+      // A kind that resolves a lost answer by replaying the request under its key has no lookup:
+      // the create is sent again and answers what the first one did. Only a lookup that reads
+      // what the create wrote proves, by finding none, that nothing was charged (§3.8).
+      const { unknownOutcome } = capabilitiesOf(provider);
+      const lookFirst = retry && unknownOutcome !== 'replay';
       const where = { payment_id: input.paymentId, provider: name, attempt: input.attempt, activity_attempt: context.info.attempt, local: context.info.isLocal };
       // Whether nothing can have been charged under this key so far: true on the first try;
       // on a retry, only once the lookup has answered that nothing is there.
@@ -206,13 +217,13 @@ export function createProviderSteps(
       };
       try {
         const answered = await providerCall<ChargeAttemptResult>(async (signal) => {
-          if (retry) {
+          if (lookFirst) {
             const existing = await findCharge(provider, input.paymentId, signal, input.attempt);
             log.info('charge looked up before retrying', { ...where, found: existing?.id ?? null });
             if (existing) return { kind: 'charge', charge: existing, ...(plan ? { plan } : {}) };
             nothingSoFar = true;
             noneFound += 1;
-            if (canFailOver && noneFound >= LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED) {
+            if (canFailOver && unknownOutcome === 'lookup' && noneFound >= LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED) {
               return notCharged('not_charged', 'outcome_unknown_none_found', `after lost answers, ${noneFound} lookups by our key found no charge`);
             }
             if (!context.info.isLocal) context.heartbeat(details());
@@ -242,7 +253,7 @@ export function createProviderSteps(
     async captureCharge(input: ChargeStepInput & { amountMinor: number }): Promise<ProviderCharge> {
       const provider = at(input.provider);
       return providerCall(async (signal) => {
-        if (isRetryAttempt()) {
+        if (looksUpFirst(provider)) {
           const existing = await findCharge(provider, input.paymentId, signal, input.attempt);
           if (existing && existing.status === 'succeeded') return existing;
         }
@@ -257,7 +268,7 @@ export function createProviderSteps(
     async voidCharge(input: ChargeStepInput): Promise<ProviderCharge> {
       const provider = at(input.provider);
       return providerCall(async (signal) => {
-        if (isRetryAttempt()) {
+        if (looksUpFirst(provider)) {
           const existing = await findCharge(provider, input.paymentId, signal, input.attempt);
           if (existing && existing.status === 'canceled') return existing;
         }
@@ -278,7 +289,7 @@ export function createProviderSteps(
     async refundCharge(input: { subKey: string; chargeId: string; amountMinor: number; reference: string; provider?: string }): Promise<ProviderRefund> {
       const provider = at(input.provider);
       return providerCall(async (signal) => {
-        if (isRetryAttempt()) {
+        if (looksUpFirst(provider)) {
           const existing = await provider.findRefundByIdempotencyKey(input.subKey, { signal });
           if (existing) return existing;
         }

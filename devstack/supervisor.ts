@@ -38,6 +38,13 @@ const launcherSchema = z
     SANDBOX_PORT: port.default(4010),
     SANDBOX_B_PORT: port.default(4011),
     SANDBOX_HOST: z.string().min(1).default('127.0.0.1'),
+    /** Doubles of real PSPs to run beside the sandboxes: `adyen` runs the Adyen double (doubles/adyen/) as the PSP `adyen-test` on ADYEN_DOUBLE_PORT. */
+    PSP_DOUBLES: z
+      .string()
+      .default('')
+      .transform((list) => list.split(',').map((d) => d.trim()).filter(Boolean))
+      .pipe(z.array(z.enum(['adyen'], { error: 'PSP_DOUBLES knows only adyen' }))),
+    ADYEN_DOUBLE_PORT: port.default(4012),
     /** sandbox-b's own database (its schema is named `sandbox` too); default: `<database>_sandbox_b` on the same server, created when missing. */
     SANDBOX_B_DATABASE_URL: z.string().min(1).optional(),
     /** The API's port; 0 (any port) is not allowed here, the banner must name it. */
@@ -57,7 +64,7 @@ const launcherSchema = z
 /** The launcher's own variables (lib/config.ts has the ones the API and worker share); set in main(). */
 let launcherEnv: z.output<typeof launcherSchema>;
 
-const GRACE_MS: Record<string, number> = { api: 10_000, worker: 30_000, sandbox: 10_000, codec: 5_000, balancer: 5_000 };
+const GRACE_MS: Record<string, number> = { api: 10_000, worker: 30_000, sandbox: 10_000, adyen: 5_000, codec: 5_000, balancer: 5_000 };
 
 /**
  * Restarts: a child that dies is started again after 1 s, 2 s, 4 s … (at most 30 s); a child
@@ -165,6 +172,7 @@ async function main(): Promise<void> {
     ...(sdkMetrics ? [{ port: Number(sdkMetrics[2]), host: sdkMetrics[1]!, what: "the Temporal SDK's metrics (TEMPORAL_SDK_METRICS_ADDRESS)" }] : []),
     { port: launcherEnv.SANDBOX_PORT, host: launcherEnv.SANDBOX_HOST, what: 'the provider sandbox sandbox-a (SANDBOX_PORT)' },
     { port: launcherEnv.SANDBOX_B_PORT, host: launcherEnv.SANDBOX_HOST, what: 'the provider sandbox sandbox-b (SANDBOX_B_PORT)' },
+    ...(launcherEnv.PSP_DOUBLES.includes('adyen') ? [{ port: launcherEnv.ADYEN_DOUBLE_PORT, host: '127.0.0.1', what: 'the Adyen double adyen-test (ADYEN_DOUBLE_PORT)' }] : []),
     ...(config.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' ? [{ port: config.CODEC_PORT, host: '127.0.0.1', what: 'the codec server (CODEC_PORT)' }] : []),
     ...(externalTemporal
       ? []
@@ -232,7 +240,20 @@ async function main(): Promise<void> {
     { name: 'sandbox-a', port: launcherEnv.SANDBOX_PORT, databaseUrl, secret: process.env.PROVIDER_SANDBOX_A_WEBHOOK_SECRET ?? process.env.SANDBOX_WEBHOOK_SECRET ?? randomBytes(24).toString('hex') },
     { name: 'sandbox-b', port: launcherEnv.SANDBOX_B_PORT, databaseUrl: sandboxBDatabaseUrl, secret: process.env.PROVIDER_SANDBOX_B_WEBHOOK_SECRET ?? randomBytes(24).toString('hex') },
   ].map((sandbox) => ({ ...sandbox, url: `http://127.0.0.1:${sandbox.port}`, webhookUrl: `${apiUrl}/provider_webhooks/${sandbox.name}`, secretVariable: providerWebhookSecretVariable(sandbox.name) }));
-  const providers = process.env.PROVIDERS ?? sandboxes.map((sandbox) => `${sandbox.name}=sandbox:${sandbox.url}`).join(',');
+  // PSP_DOUBLES=adyen: the Adyen double as a third PSP, adyen-test, with the kind's settings shared by both sides.
+  const adyenDouble = launcherEnv.PSP_DOUBLES.includes('adyen')
+    ? {
+        name: 'adyen-test',
+        url: `http://127.0.0.1:${launcherEnv.ADYEN_DOUBLE_PORT}`,
+        env: {
+          ADYEN_API_KEY: process.env.ADYEN_API_KEY ?? `test_${randomBytes(12).toString('hex')}`,
+          ADYEN_MERCHANT_ACCOUNT: process.env.ADYEN_MERCHANT_ACCOUNT ?? 'OrchestratorTest',
+          ADYEN_HMAC_KEY: process.env.ADYEN_HMAC_KEY ?? randomBytes(32).toString('hex').toUpperCase(),
+        },
+      }
+    : null;
+  const providers =
+    process.env.PROVIDERS ?? [...sandboxes.map((sandbox) => `${sandbox.name}=sandbox:${sandbox.url}`), ...(adyenDouble ? [`${adyenDouble.name}=adyen:${adyenDouble.url}`] : [])].join(',');
   const common: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: databaseUrl,
@@ -240,6 +261,7 @@ async function main(): Promise<void> {
     PROVIDERS: providers,
     ...Object.fromEntries(sandboxes.map((sandbox) => [sandbox.secretVariable, sandbox.secret])),
     SANDBOX_WEBHOOK_SECRET: sandboxes[0]!.secret,
+    ...adyenDouble?.env,
     LOG_LEVEL: config.LOG_LEVEL,
     ADMIN_TOKEN: config.ADMIN_TOKEN,
     ...(payloadKeys ? { TEMPORAL_PAYLOAD_KEYS: payloadKeys.text } : {}),
@@ -260,6 +282,8 @@ async function main(): Promise<void> {
       SANDBOX_NETWORK_DATABASE_URL: process.env.SANDBOX_NETWORK_DATABASE_URL ?? databaseUrl,
     });
   }
+  // Its notifications wait for the webhook route's `[accepted]` batch answer (not built yet): kept, not sent.
+  if (adyenDouble) startService(adyenDouble.name, 'doubles/adyen/main.ts', { ...common, ADYEN_DOUBLE_PORT: String(launcherEnv.ADYEN_DOUBLE_PORT) });
   // Each worker beyond the first gets metrics ports of its own (the first keeps the configured ones).
   const workers: { pid: number; metricsPort: number }[] = [];
   for (let index = 1; index <= launcherEnv.WORKER_PROCESSES; index++) {
@@ -283,6 +307,7 @@ async function main(): Promise<void> {
   const [buildIds] = await Promise.all([
     Promise.all(workers.map((worker) => waitForWorker(temporal, config.TEMPORAL_NAMESPACE, config.TASK_QUEUE, worker.pid, deadline))),
     ...sandboxes.map((sandbox) => waitFor(`the provider sandbox ${sandbox.name} to answer /healthz`, deadline, async () => (await httpStatus(`${sandbox.url}/healthz`)) === 200)),
+    ...(adyenDouble ? [waitFor(`the Adyen double ${adyenDouble.name} to answer /healthz`, deadline, async () => (await httpStatus(`${adyenDouble.url}/healthz`)) === 200)] : []),
     waitFor('the API to answer /readyz with 200', deadline, async () => (await httpStatus(`${apiUrl}/readyz`)) === 200),
     ...(codecUrl ? [waitFor('the codec server to answer /healthz', deadline, async () => (await httpStatus(`${codecUrl}/healthz`)) === 200)] : []),
   ]);
@@ -328,6 +353,7 @@ async function main(): Promise<void> {
         (sandbox) =>
           `  PSP ${sandbox.name.padEnd(11)}${sandbox.url} (webhooks to ${sandbox.webhookUrl}; database ${sandbox.databaseUrl === databaseUrl ? 'the same, schema sandbox' : new URL(sandbox.databaseUrl).pathname.slice(1)})`,
       ),
+      ...(adyenDouble ? [`  PSP ${adyenDouble.name.padEnd(11)}${adyenDouble.url} (the Adyen double, PSP_DOUBLES=adyen; merchant account ${adyenDouble.env.ADYEN_MERCHANT_ACCOUNT}; notifications kept, not sent)`] : []),
       `  PROVIDERS      ${providers}${process.env.PROVIDERS ? ' (from PROVIDERS)' : ''}`,
       payloadKeys
         ? `  Codec server   ${codecUrl} (Temporal payloads encrypted with key ${payloadKeys.encryptingId}${payloadKeys.file ? `, kept in ${rel(payloadKeys.file)}` : ', from TEMPORAL_PAYLOAD_KEYS'}; the Web UI decodes through it)`
@@ -872,7 +898,7 @@ function shutdown(reason: string, code: number): Promise<never> {
     // Whatever step start-up was in finishes (or is cancelled) first, so that nothing it
     // starts afterwards is missed.
     await startup.catch(() => {});
-    for (const name of ['api', 'worker', 'sandbox', 'codec', 'balancer'] as const) {
+    for (const name of ['api', 'worker', 'sandbox', 'adyen', 'codec', 'balancer'] as const) {
       // Several workers stop together (each finishing its activities within the grace period).
       const group = state.services.filter((s) => s.name === name || s.name.startsWith(`${name}-`));
       await Promise.all([

@@ -13,13 +13,29 @@ export interface ProviderCapabilities {
    */
   balanceReport: boolean;
   /**
-   * How soon findChargeByIdempotencyKey and listChargesByReference see a charge just made:
-   * `immediate` (the lookup reads what the create wrote) or `eventual` (a search index that
-   * lags, as Stripe's: up to about a minute), where "none found" soon after a lost answer
-   * does not yet mean "none made". The failover rule's lookups finding none
-   * (activities/provider-steps.ts) prove that no charge was made only at an `immediate` kind.
+   * How a charge's unknown outcome (a lost answer) is resolved under our idempotency key:
+   * `lookup`: findChargeByIdempotencyKey reads what the create wrote, so "none found" proves
+   * that no charge was made; `lagging-lookup`: the lookup is a search index that lags (Stripe's:
+   * up to about a minute), so "none found" soon after a lost answer does not mean "none made";
+   * `replay`: there is no lookup, the same request sent again under its Idempotency-Key answers
+   * what the first one did (Adyen's). The charge step (activities/provider-steps.ts) looks up
+   * first or replays accordingly, and the failover rule moves a payment on after lost answers
+   * only at a `lookup` kind: only there can "none found" prove that no charge exists.
    */
-  chargeLookup: 'immediate' | 'eventual';
+  unknownOutcome: 'lookup' | 'lagging-lookup' | 'replay';
+  /**
+   * Whether a capture, cancel or refund is `final` in the PSP's answer, or `notified`: the
+   * answer only says the PSP received it, and a later notification confirms or refuses it
+   * (Adyen's CAPTURE, CANCELLATION, REFUND, CAPTURE_FAILED). A notified capture is never shown
+   * `succeeded` before its confirmation.
+   */
+  modifications: 'final' | 'notified';
+  /**
+   * How the PSP frames its webhooks and what it must be answered: `event`, one event per
+   * request, answered 2xx with our JSON; `batch`, several signed items per request, answered
+   * with the body `[accepted]` (api/routes/provider-webhooks.ts).
+   */
+  notifications: 'event' | 'batch';
   /**
    * Whether the adapter can save a card (setup_future_usage) and charge a saved one without the
    * customer (off_session), by its own token or by the card network's transaction id. false:

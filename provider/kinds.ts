@@ -4,3 +4,4 @@
  */
 export { sandbox } from './sandbox';
 export { stripe } from './stripe';
+export { adyen } from './adyen';

@@ -1,4 +1,4 @@
-import type { ProviderKind, ProviderWebhookVerifier } from './kind';
+import type { ProviderCapabilities, ProviderKind, ProviderWebhookVerifier } from './kind';
 import * as kinds from './kinds';
 import type { PaymentProvider } from './types';
 
@@ -44,6 +44,29 @@ export function providerKind(kind: string): ProviderKind {
   const found = kindsByName.get(kind);
   if (!found) throw new Error(`unknown kind "${kind}" (known kinds: ${knownProviderKinds.join(', ')})`);
   return found;
+}
+
+/** What a client without a kind (a test's fake) is taken to be: a PSP whose lookup proves, whose modifications are final. */
+const kindlessCapabilities: ProviderCapabilities = { balanceReport: false, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: false };
+
+/** The capabilities of a client's kind: what the steps read, never the kind's name. */
+export function capabilitiesOf(provider: PaymentProvider): ProviderCapabilities {
+  return provider.kind === undefined ? kindlessCapabilities : providerKind(provider.kind).capabilities;
+}
+
+/**
+ * The capability × kind table of docs/ARCHITECTURE.md, generated from the descriptors (a test
+ * holds the page to it): one row per capability, one column per kind.
+ */
+export function capabilityTable(): string {
+  const kinds = knownProviderKinds.map(providerKind);
+  const keys = Object.keys(kinds[0]!.capabilities) as (keyof ProviderCapabilities)[];
+  const cell = (value: unknown) => (typeof value === 'boolean' ? (value ? 'yes' : 'no') : `\`${String(value)}\``);
+  return [
+    `| capability | ${kinds.map((k) => `\`${k.kind}\``).join(' | ')} |`,
+    `|---|${kinds.map(() => '---|').join('')}`,
+    ...keys.sort().map((key) => `| \`${key}\` | ${kinds.map((k) => cell(k.capabilities[key])).join(' | ')} |`),
+  ].join('\n');
 }
 
 const providerNamePattern = /^[a-z0-9][a-z0-9-]{0,31}$/;

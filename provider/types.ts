@@ -56,6 +56,8 @@ export interface CaptureChargeRequest {
   chargeId: string;
   /** Omitted: capture the whole authorized amount. */
   amountMinor?: number;
+  /** The charge's currency: a PSP whose modification names its amount in full (Adyen) needs it. */
+  currency?: string;
 }
 
 export interface VoidChargeRequest {
@@ -67,6 +69,8 @@ export interface CreateRefundRequest {
   idempotencyKey: string;
   chargeId: string;
   amountMinor: number;
+  /** The charge's currency: a PSP whose modification names its amount in full (Adyen) needs it. */
+  currency?: string;
   /** Our refund id. */
   reference: string;
 }
@@ -110,6 +114,12 @@ export interface DisputeProvider {
 }
 
 export interface PaymentProvider {
+  /**
+   * The kind whose client this is (provider/kinds.ts): the steps read its capabilities
+   * (provider/registry.ts capabilitiesOf). Absent (a test's own fake): a `lookup` kind whose
+   * modifications are final.
+   */
+  readonly kind?: string;
   /** The PSP's disputes, where the kind supports them. */
   readonly disputes?: DisputeProvider;
   /** A decline is a normal result (status 'declined'), not an error. */

@@ -54,6 +54,7 @@ function chargedMethod(request: CreateChargeRequest): Record<string, unknown> {
 
 /** The orchestrator's client for the provider sandbox (sandbox/). */
 export class SandboxProvider implements PaymentProvider {
+  readonly kind = 'sandbox';
   private readonly baseUrl: URL;
   private readonly prefix: string;
   private readonly timeoutMs: number;

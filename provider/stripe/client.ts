@@ -46,6 +46,7 @@ const refundLookupWindowSeconds = 48 * 3600;
  * the `idempotencyKey` request option of every mutating call.
  */
 export class StripeProvider implements PaymentProvider {
+  readonly kind = 'stripe';
   private readonly stripe: Stripe;
   private readonly webhookSecret: string | null;
   private readonly webhookToleranceSeconds: number | undefined;

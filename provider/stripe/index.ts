@@ -17,7 +17,7 @@ export const stripe = defineProviderKind({
     webhookSecret: z.string().min(1).nullable(),
   }),
   // Search, by which it finds a PaymentIntent by our key, is eventually consistent (./client.ts).
-  capabilities: { balanceReport: true, chargeLookup: 'eventual', savedMethods: false },
+  capabilities: { balanceReport: true, unknownOutcome: 'lagging-lookup', modifications: 'final', notifications: 'event', savedMethods: false },
   async createClient(settings, { timeoutMs }) {
     const { StripeProvider } = await import('./client');
     const url = new URL(settings.url);

@@ -10,12 +10,12 @@ import { cleanUpLaunches, launchStart, runEntryToExit } from '../helpers/launch'
 afterEach(cleanUpLaunches, 120_000);
 
 const unknownKind = {
-  env: { PROVIDERS: 'sandbox-a=sandbox:http://127.0.0.1:4010,adyen=adyen:http://127.0.0.1:9' },
-  message: 'invalid configuration: PROVIDERS: provider "adyen": unknown kind "adyen" (known kinds: sandbox, stripe)',
+  env: { PROVIDERS: 'sandbox-a=sandbox:http://127.0.0.1:4010,worldpay=worldpay:http://127.0.0.1:9' },
+  message: 'invalid configuration: PROVIDERS: provider "worldpay": unknown kind "worldpay" (known kinds: adyen, sandbox, stripe)',
 };
 const missingKind = {
   env: { PROVIDERS: 'adyen=http://127.0.0.1:9' },
-  message: 'invalid configuration: PROVIDERS: provider "adyen": no kind given; write adyen=<kind>:<url> (known kinds: sandbox, stripe)',
+  message: 'invalid configuration: PROVIDERS: provider "adyen": no kind given; write adyen=<kind>:<url> (known kinds: adyen, sandbox, stripe)',
 };
 
 describe('a PSP of an unknown or missing kind stops the process at start', () => {

@@ -39,15 +39,15 @@ describe('PROVIDERS', () => {
     expect(configuredProviderNames(config)).toEqual(['sandbox-a', 'sandbox-b', 'stripe-eu']);
     expect(reconciledProviderNames(config)).toEqual(['sandbox-a', 'sandbox-b', 'stripe-eu']);
     expect(providerWebhookSecretVariable('sandbox-b')).toBe('PROVIDER_SANDBOX_B_WEBHOOK_SECRET');
-    expect(kindSettingVariables().sort()).toEqual(['SANDBOX_WEBHOOK_SECRET', 'STRIPE_API_KEY', 'STRIPE_WEBHOOK_SECRET']);
+    expect(kindSettingVariables().sort()).toEqual(['ADYEN_API_KEY', 'ADYEN_HMAC_KEY', 'ADYEN_MERCHANT_ACCOUNT', 'SANDBOX_WEBHOOK_SECRET', 'STRIPE_API_KEY', 'STRIPE_WEBHOOK_SECRET']);
   });
 
   it('a kind this build does not list is refused, naming the PSP and the known kinds', () => {
-    expect(knownProviderKinds).toEqual(['sandbox', 'stripe']);
-    expect(() => loadConfig({ PROVIDERS: 'sandbox-a=sandbox:http://127.0.0.1:4010,adyen=adyen:https://checkout-test.adyen.com' })).toThrow(
-      'invalid configuration: PROVIDERS: provider "adyen": unknown kind "adyen" (known kinds: sandbox, stripe)',
+    expect(knownProviderKinds).toEqual(['adyen', 'sandbox', 'stripe']);
+    expect(() => loadConfig({ PROVIDERS: 'sandbox-a=sandbox:http://127.0.0.1:4010,worldpay=worldpay:https://try.access.worldpay.com' })).toThrow(
+      'invalid configuration: PROVIDERS: provider "worldpay": unknown kind "worldpay" (known kinds: adyen, sandbox, stripe)',
     );
-    expect(() => loadConfig({ PROVIDER: 'adyen' })).toThrow('invalid configuration: PROVIDER: provider "adyen": unknown kind "adyen" (known kinds: sandbox, stripe)');
+    expect(() => loadConfig({ PROVIDER: 'worldpay' })).toThrow('invalid configuration: PROVIDER: provider "worldpay": unknown kind "worldpay" (known kinds: adyen, sandbox, stripe)');
   });
 
   it('a PSP that names no kind is refused: no kind is guessed from its name or URL', () => {
@@ -55,7 +55,7 @@ describe('PROVIDERS', () => {
     for (const entry of ['adyen=https://checkout-test.adyen.com', 'stripe=https://api.stripe.com', 'sandbox-a=http://127.0.0.1:4010', 'sandbox-a=', 'sandbox-a=:http://127.0.0.1:4010']) {
       const name = entry.slice(0, entry.indexOf('='));
       expect(() => loadConfig({ PROVIDERS: entry, STRIPE_API_KEY: 'sk_test_1' }), entry).toThrow(
-        `invalid configuration: PROVIDERS: provider "${name}": no kind given; write ${name}=<kind>:<url> (known kinds: sandbox, stripe)`,
+        `invalid configuration: PROVIDERS: provider "${name}": no kind given; write ${name}=<kind>:<url> (known kinds: adyen, sandbox, stripe)`,
       );
     }
     // The single form: a URL without PROVIDER names no kind either.

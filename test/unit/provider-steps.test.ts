@@ -162,6 +162,18 @@ describe('chargeAttempt: "nothing was charged here" only when certain', () => {
     expect(await runAttempt(3, last.provider, { ...attemptInput, canFailOver: false }, { noneFound: 5 })).toMatchObject({ kind: 'charge' });
   });
 
+  it("only a kind whose lookup proves moves on after lost answers: a lagging lookup's none found charges here again, a replaying kind sends the request again", async () => {
+    const lagging = recordingProvider();
+    Object.assign(lagging.provider, { kind: 'stripe' });
+    expect(await runAttempt(3, lagging.provider, attemptInput, { noneFound: 1 })).toMatchObject({ kind: 'charge' });
+    expect(lagging.calls).toEqual([`find charge ${key}`, `create charge ${key}`]);
+    // A replaying kind (Adyen) has no lookup: the same request goes again under the same key, and it never moves on.
+    const replaying = recordingProvider();
+    Object.assign(replaying.provider, { kind: 'adyen' });
+    expect(await runAttempt(3, replaying.provider, attemptInput, { noneFound: 5 })).toMatchObject({ kind: 'charge' });
+    expect(replaying.calls).toEqual([`create charge ${key}`]);
+  });
+
   it('a lookup that finds the charge returns it; one that fails leaves the outcome unknown (no move)', async () => {
     const found = recordingProvider({ charge: charge('succeeded') });
     expect(await runAttempt(3, found.provider, attemptInput, { noneFound: 1 })).toMatchObject({ kind: 'charge', charge: { status: 'succeeded' } });

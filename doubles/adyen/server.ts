@@ -1,0 +1,221 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { hmacValidator as HmacValidator, Types } from '@adyen/api-library';
+import { refusalOf } from './models';
+
+type NotificationRequestItem = Types.notification.NotificationRequestItem;
+const { NotificationRequestItem } = Types.notification;
+
+/**
+ * What the double does to its answers (the sandbox's outage control, `POST /_sandbox/outage`):
+ * `unavailable` answers 503 and does nothing; `down` drops the connection and does nothing;
+ * `lose-answers` does what was asked, then drops the connection before answering (a lost answer).
+ */
+export type AdyenDoubleOutage = 'none' | 'unavailable' | 'down' | 'lose-answers';
+
+export interface AdyenDoubleOptions {
+  /** 0: any free port (loopback only). */
+  port?: number;
+  apiKey: string;
+  merchantAccount: string;
+  /** Hex HMAC key the notifications are signed with. */
+  hmacKey: string;
+  /** Where the notifications go (loopback); null: none are sent (they are still kept in `notifications`). */
+  webhookUrl: string | null;
+  /** How long a capture, cancel or refund is held `received` before its notification; default 50 ms. */
+  confirmAfterMs?: number;
+}
+
+interface HeldPayment {
+  pspReference: string;
+  merchantReference: string;
+  value: number;
+  currency: string;
+  holderName: string;
+  authorised: boolean;
+  capturedMinor: number;
+}
+
+export interface AdyenDouble {
+  url: string;
+  /** Every notification item sent (or, without a webhook URL, made), in order. */
+  readonly notifications: NotificationRequestItem[];
+  /** How many payments the double authorised or refused: a replay makes none. */
+  paymentsMade(): number;
+  close(): Promise<void>;
+}
+
+const API_VERSION = /^\/v\d+/;
+
+/**
+ * A faithful double of Adyen's Checkout API for tests and `npm start` (as stripe-mock is for
+ * Stripe): /payments, and a payment's /captures, /cancels and /refunds, each body checked
+ * against the official library's model of it (a field it does not carry, or a required one
+ * missing, is refused in Adyen's error shape), answered in Adyen's shapes, replayed by
+ * Idempotency-Key (the same key answers the first answer, and does nothing again). A capture,
+ * cancel or refund is answered `received`; its outcome comes later as a signed (HMAC) batch of
+ * notifications (CAPTURE, or CAPTURE_FAILED for the card held by `CAPTURE_FAILED`;
+ * CANCELLATION; REFUND), sent until answered `[accepted]`. Test cards: Adyen's, with the
+ * refusal asked for by the holder name (`DECLINED`, `NOT_ENOUGH_BALANCE`).
+ */
+export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<AdyenDouble> {
+  const payments = new Map<string, HeldPayment>();
+  const answered = new Map<string, { status: number; body: unknown }>();
+  const notifications: NotificationRequestItem[] = [];
+  const validator = new HmacValidator();
+  const timers = new Set<NodeJS.Timeout>();
+  let outage: AdyenDoubleOutage = 'none';
+  let made = 0;
+  let closed = false;
+  const confirmAfterMs = options.confirmAfterMs ?? 50;
+
+  const pspReference = () => randomBytes(8).toString('hex').toUpperCase();
+  const later = (ms: number, run: () => void) => {
+    const timer = setTimeout(() => (timers.delete(timer), run()), ms);
+    timers.add(timer);
+  };
+
+  /** Sends one batch, signed item by item, until it is answered `[accepted]` (or the double closes). */
+  const send = (items: NotificationRequestItem[], attempt = 1): void => {
+    if (closed) return;
+    for (const item of items) item.additionalData = { ...item.additionalData, hmacSignature: validator.calculateHmac(item, options.hmacKey) };
+    if (attempt === 1) notifications.push(...items);
+    if (!options.webhookUrl) return;
+    const body = JSON.stringify({ live: 'false', notificationItems: items.map((NotificationRequestItem) => ({ NotificationRequestItem })) });
+    fetch(options.webhookUrl, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body, signal: AbortSignal.timeout(5000) })
+      .then(async (response) => ((await response.text()).trim() === '[accepted]' && response.ok ? undefined : Promise.reject(new Error(`answered ${response.status}`))))
+      .catch(() => later(Math.min(500 * attempt, 5000), () => send(items, attempt + 1)));
+  };
+
+  const notify = (eventCode: string, payment: HeldPayment, fields: { pspReference: string; value: number; success: boolean; reason?: string; original?: boolean }) =>
+    send([
+      {
+        amount: { currency: payment.currency, value: fields.value },
+        eventCode: eventCode as Types.notification.NotificationRequestItem.EventCodeEnum,
+        eventDate: new Date().toISOString(),
+        merchantAccountCode: options.merchantAccount,
+        merchantReference: payment.merchantReference,
+        pspReference: fields.pspReference,
+        ...(fields.original === false ? {} : { originalReference: payment.pspReference }),
+        paymentMethod: 'visa',
+        reason: fields.reason ?? '',
+        success: fields.success ? NotificationRequestItem.SuccessEnum.True : NotificationRequestItem.SuccessEnum.False,
+      },
+    ]);
+
+  type Answer = { status: number; body: unknown };
+  const error = (status: number, errorCode: string, message: string, errorType = 'validation'): Answer => ({ status, body: { status, errorCode, message, errorType } });
+
+  const pay = (body: Types.checkout.PaymentRequest): Answer => {
+    const method = body.paymentMethod as Types.checkout.CardDetails;
+    const number = (method.encryptedCardNumber ?? method.number ?? '').replace(/^test_/, '');
+    if (!/^\d{12,19}$/.test(number)) return error(422, '101', 'Invalid card number');
+    made += 1;
+    const holderName = method.holderName ?? '';
+    const payment: HeldPayment = { pspReference: pspReference(), merchantReference: body.reference, value: body.amount.value, currency: body.amount.currency, holderName, authorised: false, capturedMinor: 0 };
+    payments.set(payment.pspReference, payment);
+    const common = { pspReference: payment.pspReference, merchantReference: body.reference, amount: body.amount };
+    const refusal = holderName === 'DECLINED' ? { code: '2', reason: 'Refused' } : holderName === 'NOT_ENOUGH_BALANCE' ? { code: '12', reason: 'Not enough balance' } : null;
+    if (refusal) {
+      notify('AUTHORISATION', payment, { pspReference: payment.pspReference, value: payment.value, success: false, reason: refusal.reason, original: false });
+      return { status: 200, body: { ...common, resultCode: 'Refused', refusalReason: refusal.reason, refusalReasonCode: refusal.code } };
+    }
+    payment.authorised = true;
+    if (body.additionalData?.manualCapture !== 'true') payment.capturedMinor = payment.value;
+    notify('AUTHORISATION', payment, { pspReference: payment.pspReference, value: payment.value, success: true, original: false });
+    return { status: 200, body: { ...common, resultCode: 'Authorised' } };
+  };
+
+  const modify = (kind: 'captures' | 'cancels' | 'refunds', payment: HeldPayment, body: { amount?: { value: number; currency: string }; reference?: string }): Answer => {
+    if (body.amount && body.amount.currency !== payment.currency) return error(422, '137', 'Invalid amount specified: currency does not match the payment');
+    const reference = pspReference();
+    const value = body.amount?.value ?? 0;
+    const answer = { merchantAccount: options.merchantAccount, paymentPspReference: payment.pspReference, pspReference: reference, status: 'received', ...(body.reference ? { reference: body.reference } : {}) };
+    if (kind === 'captures') {
+      if (!payment.authorised || value > payment.value - payment.capturedMinor) return error(422, '167', 'Original pspReference required for this operation');
+      later(confirmAfterMs, () => {
+        const fails = payment.holderName === 'CAPTURE_FAILED';
+        if (!fails) payment.capturedMinor += value;
+        notify(fails ? 'CAPTURE_FAILED' : 'CAPTURE', payment, { pspReference: reference, value, success: !fails, ...(fails ? { reason: 'Capture failed at the acquirer' } : {}) });
+      });
+      return { status: 201, body: { ...answer, amount: body.amount } };
+    }
+    if (kind === 'cancels') {
+      later(confirmAfterMs, () => {
+        const cancels = payment.authorised && payment.capturedMinor === 0;
+        if (cancels) payment.authorised = false;
+        notify('CANCELLATION', payment, { pspReference: reference, value: payment.value, success: cancels });
+      });
+      return { status: 201, body: answer };
+    }
+    later(confirmAfterMs, () => notify('REFUND', payment, { pspReference: reference, value, success: value <= payment.capturedMinor }));
+    return { status: 201, body: { ...answer, amount: body.amount } };
+  };
+
+  const handle = (method: string, path: string, headers: IncomingMessage['headers'], raw: string): Answer => {
+    if (headers['x-api-key'] !== options.apiKey) return error(401, '000', 'HTTP Status Response - Unauthorized', 'security');
+    if (method !== 'POST') return error(405, '905', `Method ${method} not allowed`);
+    let body: unknown;
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      return error(400, '702', 'Unable to parse the JSON request');
+    }
+    const route = path.replace(API_VERSION, '');
+    const modification = /^\/payments\/([^/]+)\/(captures|cancels|refunds)$/.exec(route);
+    const model = route === '/payments' ? 'PaymentRequest' : modification ? { captures: 'PaymentCaptureRequest', cancels: 'PaymentCancelRequest', refunds: 'PaymentRefundRequest' }[modification[2]!]! : null;
+    if (!model) return error(404, '000', `No such endpoint ${path}`);
+    const refusal = refusalOf(body, model);
+    if (refusal) return error(refusal.errorCode === '702' ? 400 : 422, refusal.errorCode, refusal.message);
+    if ((body as { merchantAccount: string }).merchantAccount !== options.merchantAccount) return error(403, '901', 'Invalid Merchant Account', 'security');
+    if (!modification) return pay(body as Types.checkout.PaymentRequest);
+    const payment = payments.get(modification[1]!);
+    if (!payment) return error(422, '167', 'Original pspReference required for this operation');
+    return modify(modification[2] as 'captures' | 'cancels' | 'refunds', payment, body as { amount?: { value: number; currency: string } });
+  };
+
+  const reply = (res: ServerResponse, answer: Answer) => {
+    res.writeHead(answer.status, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify(answer.body));
+  };
+
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      const path = new URL(req.url ?? '/', 'http://double').pathname;
+      if (path === '/_sandbox/outage' && req.method === 'POST') {
+        const mode = (JSON.parse(raw || '{}') as { mode?: AdyenDoubleOutage }).mode;
+        if (!mode || !['none', 'unavailable', 'down', 'lose-answers'].includes(mode)) return reply(res, error(400, '702', 'mode must be none, unavailable, down or lose-answers'));
+        outage = mode;
+        return reply(res, { status: 200, body: { mode } });
+      }
+      if (path === '/healthz') return reply(res, { status: 200, body: { ok: true } });
+      if (outage === 'unavailable') return reply(res, error(503, '000', 'Service unavailable (double outage)', 'internal'));
+      if (outage === 'down') return void req.socket.destroy();
+      // The same Idempotency-Key answers the first answer again and does nothing (Adyen's replay).
+      const key = req.headers['idempotency-key'];
+      const replayed = typeof key === 'string' ? answered.get(key) : undefined;
+      const answer = replayed ?? handle(req.method ?? 'GET', path, req.headers, raw);
+      if (typeof key === 'string' && !replayed && answer.status < 500) answered.set(key, answer);
+      if (outage === 'lose-answers') return void req.socket.destroy();
+      reply(res, answer);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    notifications,
+    paymentsMade: () => made,
+    async close() {
+      closed = true;
+      for (const timer of timers) clearTimeout(timer);
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+

@@ -1,0 +1,195 @@
+import { CheckoutAPI, Client, Config, Types } from '@adyen/api-library';
+import {
+  ProviderRejectedError,
+  ProviderUnavailableError,
+  type CallOptions,
+  type CaptureChargeRequest,
+  type CreateChargeRequest,
+  type CreateRefundRequest,
+  type PaymentProvider,
+  type ProviderBalanceTransaction,
+  type ProviderCharge,
+  type ProviderRefund,
+  type ProviderWebhookEvent,
+  type VoidChargeRequest,
+} from '../types';
+import { verifyAdyenWebhook } from './webhook';
+import { adyenPaymentMethod, chargeFromPayment } from './wire';
+
+/** Where the official library sends every Checkout call (its API_BASEPATH): our client sends it to the connection's URL instead. */
+const LIBRARY_CHECKOUT_BASE = 'https://checkout-test.adyen.com';
+
+export interface AdyenProviderConfig {
+  /** Adyen's Checkout API, or a double of it: the library's own host is replaced by this one. */
+  baseUrl: string;
+  apiKey: string;
+  merchantAccount: string;
+  /** The HMAC key of the webhook's notifications; null: they are refused. */
+  hmacKey: string | null;
+  /** Per HTTP call; past it the outcome is unknown (ProviderUnavailableError). */
+  timeoutMs: number;
+}
+
+/** Adyen's error body (`{ status, errorCode, message, errorType, pspReference }`). */
+interface AdyenErrorJson {
+  status?: number;
+  errorCode?: string;
+  message?: string;
+  errorType?: string;
+}
+
+/**
+ * The official library's HTTP seam (its ClientInterface, `new Client(config, httpClient)`):
+ * its own client speaks only https to Adyen's hosts, so the calls go through fetch to the
+ * connection's URL (a loopback double in tests), with our timeout and the caller's abort, and
+ * Adyen's answers become our errors: 5xx, 429 and a lost answer are unknown outcomes
+ * (retried, under the same Idempotency-Key, which Adyen replays), any other refusal is final.
+ */
+class FetchHttpClient {
+  constructor(private readonly baseUrl: string, private readonly timeoutMs: number) {}
+
+  async request(endpoint: string, json: string | Buffer, config: Config, _isApiKeyRequired: boolean, options: { idempotencyKey?: string; method?: string; signal?: AbortSignal | null } = {}): Promise<string> {
+    if (!endpoint.startsWith(LIBRARY_CHECKOUT_BASE)) throw new Error(`the Adyen library asked for ${endpoint}: only its Checkout API is configured`);
+    const url = `${this.baseUrl.replace(/\/$/, '')}${endpoint.slice(LIBRARY_CHECKOUT_BASE.length)}`;
+    const path = new URL(url).pathname;
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    const method = options.method ?? 'POST';
+    let response: Response;
+    let text: string;
+    try {
+      response = await fetch(url, {
+        method,
+        headers: {
+          'Content-Type': 'application/json',
+          'X-API-Key': config.apiKey ?? '',
+          ...(options.idempotencyKey ? { 'Idempotency-Key': options.idempotencyKey } : {}),
+        },
+        ...(method === 'GET' ? {} : { body: typeof json === 'string' ? json : new Uint8Array(json) }),
+        signal,
+      });
+      // Reading the body is still part of the exchange: a lost body is a lost answer.
+      text = await response.text();
+    } catch (error) {
+      const refused = !signal.aborted && (error as { cause?: NodeJS.ErrnoException })?.cause?.code === 'ECONNREFUSED';
+      const reason = timeout.aborted ? `no answer within ${this.timeoutMs} ms` : signal.aborted ? 'aborted by the caller' : refused ? 'connection refused (nothing was sent)' : 'network error';
+      throw new ProviderUnavailableError(`adyen ${method} ${path}: ${reason}`, undefined, { cause: error, notSent: refused });
+    }
+    if (response.ok) return text;
+    let error: AdyenErrorJson | undefined;
+    try {
+      error = JSON.parse(text) as AdyenErrorJson;
+    } catch {
+      error = undefined;
+    }
+    const message = `adyen ${method} ${path}: ${response.status} ${error?.message ?? text.slice(0, 200)}`;
+    if (response.status === 429 || response.status >= 500) throw new ProviderUnavailableError(message, response.status);
+    throw new ProviderRejectedError(message, response.status, error?.errorCode ?? 'unknown');
+  }
+}
+
+/**
+ * Adyen through its official Node library (Checkout API: payments, captures, cancels, refunds).
+ * Its modifications are asynchronous: a capture, cancel or refund is answered `received`, and
+ * only its notification (CAPTURE, CAPTURE_FAILED, CANCELLATION, REFUND) says what it came to
+ * (the kind's `modifications: 'notified'`). So a capture's answer is the charge still
+ * `requires_capture`, never `succeeded`; a refund's answer is not yet a refund that succeeded.
+ * There is no lookup by our key: a lost answer is resolved by sending the same request again
+ * under its Idempotency-Key (`unknownOutcome: 'replay'`).
+ */
+export class AdyenProvider implements PaymentProvider {
+  readonly kind = 'adyen';
+  private readonly checkout: CheckoutAPI;
+
+  constructor(private readonly config: AdyenProviderConfig) {
+    const client = new Client(new Config({ apiKey: config.apiKey, environment: 'TEST' as never }), new FetchHttpClient(config.baseUrl, config.timeoutMs));
+    this.checkout = new CheckoutAPI(client);
+  }
+
+  async createCharge(request: CreateChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
+    const paymentMethod = adyenPaymentMethod(request.paymentMethod);
+    if (!paymentMethod) throw new ProviderRejectedError(`adyen: no Adyen test card for payment method "${request.paymentMethod}"`, 400, 'invalid_payment_method');
+    const body: Types.checkout.PaymentRequest = {
+      merchantAccount: this.config.merchantAccount,
+      amount: { value: request.amountMinor, currency: request.currency.toUpperCase() },
+      reference: request.reference,
+      paymentMethod,
+      shopperInteraction: Types.checkout.PaymentRequest.ShopperInteractionEnum.Ecommerce,
+      // A manual capture is asked for per payment; otherwise the account's automatic capture applies.
+      ...(request.capture ? {} : { additionalData: { manualCapture: 'true' } }),
+      // Adyen's model requires it; a card without 3-D Secure never goes there.
+      returnUrl: request.returnUrl ?? '',
+    };
+    const payment = await this.checkout.PaymentsApi.payments(body, this.options(request.idempotencyKey, options));
+    return chargeFromPayment(payment, request);
+  }
+
+  /** Adyen has no lookup by our key: its kind replays the request instead (the steps never call this). */
+  findChargeByIdempotencyKey(): Promise<ProviderCharge | null> {
+    return Promise.reject(new Error('Adyen has no lookup by idempotency key: the same request is replayed under its key (unknownOutcome: replay)'));
+  }
+
+  listChargesByReference(): Promise<ProviderCharge[]> {
+    return Promise.reject(new Error('Adyen has no search by merchant reference: its settlement report reconciles it (not yet built)'));
+  }
+
+  /** The capture as Adyen received it: the charge stays `requires_capture` until its CAPTURE notification. */
+  async captureCharge(request: CaptureChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
+    if (request.amountMinor === undefined || !request.currency) throw new ProviderRejectedError('adyen: a capture names its amount and currency', 400, 'invalid_request');
+    const received = await this.checkout.ModificationsApi.captureAuthorisedPayment(
+      request.chargeId,
+      { merchantAccount: this.config.merchantAccount, amount: { value: request.amountMinor, currency: request.currency.toUpperCase() }, reference: request.idempotencyKey },
+      this.options(request.idempotencyKey, options),
+    );
+    return this.unconfirmed(request.chargeId, received.amount.value ?? request.amountMinor, received.amount.currency, 'requires_capture');
+  }
+
+  /** The cancel as Adyen received it: the charge stays `requires_capture` until its CANCELLATION notification. */
+  async voidCharge(request: VoidChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
+    await this.checkout.ModificationsApi.cancelAuthorisedPaymentByPspReference(
+      request.chargeId,
+      { merchantAccount: this.config.merchantAccount, reference: request.idempotencyKey },
+      this.options(request.idempotencyKey, options),
+    );
+    return this.unconfirmed(request.chargeId, 0, '', 'requires_capture');
+  }
+
+  /**
+   * The refund as Adyen received it. Our refund statuses are final ones, so the answer is
+   * `failed` only for a refusal; a received refund is answered as the REFUND notification will
+   * confirm it, and reported again by that notification (or REFUND_FAILED).
+   */
+  async createRefund(request: CreateRefundRequest, options?: CallOptions): Promise<ProviderRefund> {
+    if (!request.currency) throw new ProviderRejectedError('adyen: a refund names its currency', 400, 'invalid_request');
+    const received = await this.checkout.ModificationsApi.refundCapturedPayment(
+      request.chargeId,
+      { merchantAccount: this.config.merchantAccount, amount: { value: request.amountMinor, currency: request.currency.toUpperCase() }, reference: request.reference },
+      this.options(request.idempotencyKey, options),
+    );
+    return { id: received.pspReference, chargeId: request.chargeId, status: 'succeeded', amountMinor: received.amount.value ?? request.amountMinor, failureCode: null, failureMessage: null };
+  }
+
+  findRefundByIdempotencyKey(): Promise<ProviderRefund | null> {
+    return Promise.reject(new Error('Adyen has no lookup by idempotency key: the same request is replayed under its key (unknownOutcome: replay)'));
+  }
+
+  retrieveCharge(): Promise<ProviderCharge> {
+    return Promise.reject(new Error('Adyen has no payment retrieval: a payment is known by its answers and notifications'));
+  }
+
+  verifyWebhook(rawBody: string): ProviderWebhookEvent {
+    return verifyAdyenWebhook(rawBody, { hmacKey: this.config.hmacKey });
+  }
+
+  listBalanceTransactions(): Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }> {
+    return Promise.reject(new Error('Adyen reports money moved in its settlement details report (not yet built; the kind has no balanceReport)'));
+  }
+
+  private options(idempotencyKey: string, options?: CallOptions) {
+    return { idempotencyKey, ...(options?.signal ? { signal: options.signal } : {}) };
+  }
+
+  private unconfirmed(chargeId: string, amountMinor: number, currency: string, status: 'requires_capture'): ProviderCharge {
+    return { id: chargeId, status, amountMinor, amountCapturedMinor: 0, amountRefundedMinor: 0, currency: currency.toUpperCase(), declineCode: null, declineMessage: null, nextAction: null, reference: '' };
+  }
+}

@@ -1,0 +1,151 @@
+import { Types } from '@adyen/api-library';
+import type { ProviderCharge, ProviderRefund, ProviderWebhookEvent } from '../types';
+
+type PaymentRequest = Types.checkout.PaymentRequest;
+type PaymentResponse = Types.checkout.PaymentResponse;
+type NotificationRequestItem = Types.notification.NotificationRequestItem;
+
+/**
+ * Adyen's own test cards, by the names our test payment methods have at every kind
+ * (sandbox/payment-methods.ts). The card number goes in Adyen's unencrypted test form
+ * (`test_<number>`, accepted by Adyen's test environment in place of the encrypted field); a
+ * refusal is asked for by the holder name, as Adyen's test environment reads it.
+ * `CAPTURE_FAILED` is the Adyen double's own holder name: its capture of such a card is
+ * confirmed as failed (Adyen's test environment has no card for it).
+ */
+export const adyenTestCards: Readonly<Record<string, { number: string; holderName: string }>> = {
+  pm_card_visa: { number: '4111111111111111', holderName: 'Test Shopper' },
+  pm_card_mastercard: { number: '5555341244441115', holderName: 'Test Shopper' },
+  pm_card_declined: { number: '4111111111111111', holderName: 'DECLINED' },
+  pm_card_chargeDeclinedInsufficientFunds: { number: '4111111111111111', holderName: 'NOT_ENOUGH_BALANCE' },
+  pm_card_captureFailed: { number: '4111111111111111', holderName: 'CAPTURE_FAILED' },
+};
+
+/** Adyen's paymentMethod for one of our test payment methods; null for a name it has no card for. */
+export function adyenPaymentMethod(paymentMethod: string): PaymentRequest['paymentMethod'] | null {
+  const card = adyenTestCards[paymentMethod];
+  if (!card) return null;
+  return {
+    type: Types.checkout.CardDetails.TypeEnum.Scheme,
+    encryptedCardNumber: `test_${card.number}`,
+    encryptedExpiryMonth: 'test_03',
+    encryptedExpiryYear: 'test_2030',
+    encryptedSecurityCode: 'test_737',
+    holderName: card.holderName,
+  };
+}
+
+/** Adyen's refusal reason codes (resultCode `Refused`) in our decline codes; any other is `card_declined`. */
+const declineCodes: Readonly<Record<string, string>> = {
+  '5': 'card_declined', // Blocked card
+  '6': 'expired_card',
+  '7': 'incorrect_amount',
+  '12': 'insufficient_funds',
+  '14': 'fraudulent', // Acquirer fraud
+  '20': 'fraudulent', // FRAUD
+  '24': 'incorrect_cvc',
+};
+
+/** What our charge is, from Adyen's answer to /payments for it (`capture`: it was asked for at once). */
+export function chargeFromPayment(payment: PaymentResponse, request: { amountMinor: number; currency: string; reference: string; capture: boolean }): ProviderCharge {
+  const base = {
+    id: payment.pspReference ?? '',
+    amountMinor: payment.amount?.value ?? request.amountMinor,
+    amountCapturedMinor: 0,
+    amountRefundedMinor: 0,
+    currency: (payment.amount?.currency ?? request.currency).toUpperCase(),
+    declineCode: null,
+    declineMessage: null,
+    nextAction: null,
+    reference: payment.merchantReference ?? request.reference,
+  };
+  switch (String(payment.resultCode)) {
+    case 'Authorised':
+      return request.capture ? { ...base, status: 'succeeded', amountCapturedMinor: base.amountMinor } : { ...base, status: 'requires_capture' };
+    case 'Refused':
+    case 'Cancelled':
+      return {
+        ...base,
+        status: 'declined',
+        declineCode: declineCodes[payment.refusalReasonCode ?? ''] ?? 'card_declined',
+        declineMessage: payment.refusalReason ?? 'The card was refused.',
+      };
+    case 'Error':
+      // An error at Adyen's side of the processing, not about the card: another PSP may be asked (§3.8).
+      return { ...base, status: 'declined', declineCode: 'processing_error', declineMessage: payment.refusalReason ?? 'An error occurred while processing the card.' };
+    default:
+      // Pending, Received: the outcome comes by notification (AUTHORISATION).
+      return { ...base, status: 'processing' };
+  }
+}
+
+/**
+ * A captured or cancelled charge as its confirming notification says it is: CAPTURE success
+ * (the money was taken), CAPTURE_FAILED or CAPTURE refused (still only authorized: the
+ * capture did not take place), CANCELLATION success. The charge's amount is the notification's.
+ */
+export function chargeFromNotification(item: NotificationRequestItem): ProviderCharge | null {
+  const id = item.originalReference ?? item.pspReference;
+  const base = {
+    id,
+    amountMinor: item.amount.value ?? 0,
+    amountCapturedMinor: 0,
+    amountRefundedMinor: 0,
+    currency: (item.amount.currency ?? '').toUpperCase(),
+    declineCode: null,
+    declineMessage: null,
+    nextAction: null,
+    reference: item.merchantReference,
+  };
+  const success = item.success === 'true';
+  switch (String(item.eventCode)) {
+    case 'AUTHORISATION':
+      return success ? { ...base, id: item.pspReference, status: 'requires_capture' } : { ...base, id: item.pspReference, status: 'declined', declineCode: 'card_declined', declineMessage: item.reason ?? null };
+    case 'CAPTURE':
+      return success ? { ...base, status: 'succeeded', amountCapturedMinor: base.amountMinor, succeededAt: item.eventDate } : { ...base, status: 'requires_capture' };
+    case 'CAPTURE_FAILED':
+      return { ...base, status: 'requires_capture' };
+    case 'CANCELLATION':
+      return success ? { ...base, status: 'canceled' } : { ...base, status: 'requires_capture' };
+    default:
+      return null;
+  }
+}
+
+/** A refund as its REFUND (or REFUND_FAILED) notification settles it; null for any other event. */
+export function refundFromNotification(item: NotificationRequestItem): ProviderRefund | null {
+  const code = String(item.eventCode);
+  if (code !== 'REFUND' && code !== 'REFUND_FAILED') return null;
+  const succeeded = code === 'REFUND' && item.success === 'true';
+  return {
+    id: item.pspReference,
+    chargeId: item.originalReference ?? '',
+    status: succeeded ? 'succeeded' : 'failed',
+    amountMinor: item.amount.value ?? 0,
+    failureCode: succeeded ? null : 'refund_failed',
+    failureMessage: succeeded ? null : (item.reason ?? 'The refund failed.'),
+  };
+}
+
+/** Adyen's event codes in our event types; others pass through as `adyen.<CODE>`. */
+export function eventFromNotification(item: NotificationRequestItem): ProviderWebhookEvent {
+  const code = String(item.eventCode);
+  const charge = chargeFromNotification(item);
+  const refund = refundFromNotification(item);
+  const type = refund
+    ? `refund.${refund.status}`
+    : charge
+      ? code === 'CAPTURE_FAILED' || (code === 'CAPTURE' && item.success !== 'true')
+        ? 'charge.capture_failed'
+        : `charge.${charge.status}`
+      : `adyen.${code}`;
+  return {
+    // One notification is one event: its PSP reference with its code (a capture's CAPTURE and CAPTURE_FAILED share a reference).
+    id: `${item.pspReference}:${code}:${item.success}`,
+    type,
+    createdAt: new Date(item.eventDate),
+    charge,
+    refund,
+    dispute: null,
+  };
+}

@@ -1,0 +1,130 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startAdyenDouble, type AdyenDouble } from '../../doubles/adyen/server';
+import { AdyenProvider } from '../../provider/adyen/client';
+import { verifyAdyenNotifications } from '../../provider/adyen/webhook';
+import { ProviderRejectedError, ProviderUnavailableError, ProviderWebhookError, type ProviderWebhookEvent } from '../../provider/types';
+import { eventually } from '../helpers/eventually';
+
+/**
+ * The adyen kind's client (through the official library) against the Adyen double, both on
+ * loopback, with a webhook endpoint that validates each notification batch by the library's
+ * HMAC and answers `[accepted]`: what the kind's capabilities say (replay, notified
+ * modifications, batches) is what the PSP does.
+ */
+const hmacKey = '44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056';
+const merchantAccount = 'OrchestratorTest';
+const apiKey = 'test_api_key';
+let double: AdyenDouble;
+let provider: AdyenProvider;
+const received: ProviderWebhookEvent[] = [];
+const refused: string[] = [];
+let close: () => Promise<void>;
+
+beforeAll(async () => {
+  const endpoint = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      try {
+        received.push(...verifyAdyenNotifications(Buffer.concat(chunks).toString('utf8'), { hmacKey }));
+        res.writeHead(200, { 'Content-Type': 'text/plain' }).end('[accepted]');
+      } catch (error) {
+        refused.push((error as Error).message);
+        res.writeHead(400).end();
+      }
+    });
+  });
+  await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
+  const webhookUrl = `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/provider_webhooks/adyen-test`;
+  double = await startAdyenDouble({ apiKey, merchantAccount, hmacKey, webhookUrl });
+  provider = new AdyenProvider({ baseUrl: double.url, apiKey, merchantAccount, hmacKey, timeoutMs: 2000 });
+  close = async () => {
+    await double.close();
+    endpoint.closeAllConnections();
+    await new Promise((resolve) => endpoint.close(resolve));
+  };
+});
+afterAll(() => close());
+
+let n = 0;
+const charge = (paymentMethod: string, capture = true) => {
+  n += 1;
+  return provider.createCharge({ idempotencyKey: `pay_${n}:charge`, amountMinor: 1250, currency: 'eur', paymentMethod, capture, reference: `pay_${n}` });
+};
+const eventOf = (type: string, chargeId: string) => eventually(() => received.find((e) => e.type === type && (e.charge?.id ?? e.refund?.chargeId) === chargeId), 10_000, 50, `${type} of ${chargeId}`);
+
+describe('the adyen kind against its double', () => {
+  it('a card payment captured at once succeeds; its AUTHORISATION arrives signed, in a batch answered [accepted]', async () => {
+    const paid = await charge('pm_card_visa');
+    expect(paid).toMatchObject({ status: 'succeeded', amountMinor: 1250, amountCapturedMinor: 1250, currency: 'EUR' });
+    const event = await eventOf('charge.requires_capture', paid.id);
+    expect(event.charge).toMatchObject({ id: paid.id, reference: paid.reference });
+  });
+
+  it('a refusal is a decline with its reason as our code', async () => {
+    expect(await charge('pm_card_declined')).toMatchObject({ status: 'declined', declineCode: 'card_declined' });
+    expect(await charge('pm_card_chargeDeclinedInsufficientFunds')).toMatchObject({ status: 'declined', declineCode: 'insufficient_funds' });
+  });
+
+  it('a manual capture is answered received (still requires_capture, never succeeded) and confirmed by its CAPTURE notification', async () => {
+    const authorized = await charge('pm_card_visa', false);
+    expect(authorized.status).toBe('requires_capture');
+    const answer = await provider.captureCharge({ idempotencyKey: `${authorized.reference}:capture`, chargeId: authorized.id, amountMinor: 1250, currency: 'EUR' });
+    expect(answer).toMatchObject({ id: authorized.id, status: 'requires_capture', amountCapturedMinor: 0 });
+    const confirmed = await eventOf('charge.succeeded', authorized.id);
+    expect(confirmed.charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1250 });
+  });
+
+  it('a capture the acquirer refuses comes as CAPTURE_FAILED: the charge is still only authorized', async () => {
+    const authorized = await charge('pm_card_captureFailed', false);
+    await provider.captureCharge({ idempotencyKey: `${authorized.reference}:capture`, chargeId: authorized.id, amountMinor: 1250, currency: 'EUR' });
+    const failed = await eventOf('charge.capture_failed', authorized.id);
+    expect(failed.charge).toMatchObject({ status: 'requires_capture', amountCapturedMinor: 0 });
+    expect(received.some((e) => e.type === 'charge.succeeded' && e.charge?.id === authorized.id)).toBe(false);
+  });
+
+  it('a cancel and a refund are confirmed by CANCELLATION and REFUND', async () => {
+    const authorized = await charge('pm_card_visa', false);
+    await provider.voidCharge({ idempotencyKey: `${authorized.reference}:void`, chargeId: authorized.id });
+    expect((await eventOf('charge.canceled', authorized.id)).charge?.status).toBe('canceled');
+    const paid = await charge('pm_card_visa');
+    const refund = await provider.createRefund({ idempotencyKey: `${paid.reference}:refund:1`, chargeId: paid.id, amountMinor: 500, currency: 'EUR', reference: 'ref_1' });
+    const confirmed = await eventOf('refund.succeeded', paid.id);
+    expect(confirmed.refund).toMatchObject({ id: refund.id, amountMinor: 500, status: 'succeeded' });
+  });
+
+  it('a lost answer is resolved by the same request under its Idempotency-Key: the first answer again, one payment only', async () => {
+    const before = double.paymentsMade();
+    await fetch(`${double.url}/_sandbox/outage`, { method: 'POST', body: JSON.stringify({ mode: 'lose-answers' }) });
+    const request = { idempotencyKey: 'pay_lost:charge', amountMinor: 990, currency: 'EUR', paymentMethod: 'pm_card_visa', capture: true, reference: 'pay_lost' };
+    expect(await provider.createCharge(request).catch((e: unknown) => e)).toBeInstanceOf(ProviderUnavailableError);
+    await fetch(`${double.url}/_sandbox/outage`, { method: 'POST', body: JSON.stringify({ mode: 'none' }) });
+    const replayed = await provider.createCharge(request);
+    expect(await provider.createCharge(request)).toEqual(replayed);
+    expect(replayed.status).toBe('succeeded');
+    expect(double.paymentsMade()).toBe(before + 1);
+  });
+
+  it("refuses in Adyen's error shape what the library's models would not carry", async () => {
+    const post = (body: unknown) =>
+      fetch(`${double.url}/v72/payments`, { method: 'POST', headers: { 'X-API-Key': apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: await r.json() }));
+    const valid = { merchantAccount, amount: { value: 100, currency: 'EUR' }, reference: 'pay_x', returnUrl: '', paymentMethod: { type: 'scheme', encryptedCardNumber: 'test_4111111111111111' } };
+    expect(await post({ ...valid, offSession: true, customerId: 'cus_1' })).toEqual({ status: 400, body: expect.objectContaining({ status: 400, errorCode: '702', errorType: 'validation', message: expect.stringContaining('customerId') }) });
+    expect(await post({ ...valid, paymentMethod: { ...valid.paymentMethod, cardToken: 'x' } })).toMatchObject({ status: 400, body: { message: expect.stringContaining('paymentMethod.cardToken') } });
+    const { reference: _, ...noReference } = valid;
+    expect(await post(noReference)).toMatchObject({ status: 422, body: { errorCode: '100', message: "Required field 'reference' is not provided." } });
+    expect(await provider.createCharge({ idempotencyKey: 'k', amountMinor: 1, currency: 'EUR', paymentMethod: 'pm_unknown', capture: true, reference: 'p' }).catch((e: unknown) => e)).toBeInstanceOf(ProviderRejectedError);
+  });
+
+  it('a notification whose HMAC does not match is refused, and none of its batch is read', () => {
+    const item = double.notifications[0]!;
+    const forged = { ...item, amount: { ...item.amount, value: (item.amount.value ?? 0) + 1 } };
+    const batch = (items: unknown[]) => JSON.stringify({ live: 'false', notificationItems: items.map((NotificationRequestItem) => ({ NotificationRequestItem })) });
+    expect(verifyAdyenNotifications(batch([item]), { hmacKey })).toHaveLength(1);
+    expect(() => verifyAdyenNotifications(batch([item, forged]), { hmacKey })).toThrow(ProviderWebhookError);
+    expect(() => verifyAdyenNotifications(batch([item]), { hmacKey: null })).toThrow(ProviderWebhookError);
+    expect(refused).toEqual([]);
+  });
+});

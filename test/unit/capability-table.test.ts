@@ -1,0 +1,13 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { capabilityTable } from '../../provider/registry';
+
+describe('the capability × kind table', () => {
+  it('docs/ARCHITECTURE.md shows what the descriptors say, every kind and every capability', () => {
+    const page = readFileSync(path.join(import.meta.dirname, '..', '..', 'docs', 'ARCHITECTURE.md'), 'utf8');
+    const shown = /<!-- capability-table -->\n([\s\S]*?)\n<!-- \/capability-table -->/.exec(page)?.[1];
+    expect(shown, 'regenerate it with capabilityTable() (provider/registry.ts)').toBe(capabilityTable());
+    expect(capabilityTable()).toContain('| `unknownOutcome` | `replay` | `lookup` | `lagging-lookup` |');
+  });
+});
