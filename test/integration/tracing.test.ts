@@ -1,0 +1,174 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RoutePlanner } from '../../activities';
+import { ADMIN_TOKEN, apiClient, decidedPayment, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { startOtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver';
+import { flushTracing, startTracing, stopTracing } from '../../lib/tracing';
+
+/**
+ * One trace per payment (docs/tracing.md), received by an OTLP/HTTP receiver in this process
+ * from the real stack (Temporal dev server, PostgreSQL, worker, two sandbox PSPs): the API's
+ * server span, the workflow's run under it, each activity under the run, each PSP call and
+ * statement under its activity. And nothing secret in any span's attributes.
+ */
+
+const SERVER = 2;
+const CLIENT = 3;
+
+let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>;
+let stack: TestStack;
+let tenant: Tenant;
+let api: ReturnType<typeof apiClient>;
+const route: RoutePlanner = async () => ({ providers: ['sandbox', 'sandbox-b'], reason: 'test route: sandbox then sandbox-b' });
+
+beforeAll(async () => {
+  receiver = await startOtlpReceiver();
+  process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = receiver.endpoint;
+  expect(startTracing('tracing-test')).toBe(true);
+  stack = await startStack({ secondSandbox: {}, route });
+  tenant = await stack.createTenant('tracing');
+  api = apiClient(stack.apiUrl, tenant.apiKey);
+});
+afterAll(async () => {
+  await stack?.stop();
+  await stopTracing();
+  delete process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+  await receiver?.close();
+});
+
+const body = (payment_method = 'pm_card_visa') => ({
+  order_id: uniqueKey('ord'),
+  amount_minor: 1500,
+  currency: 'EUR',
+  payment_method,
+  capture_method: 'automatic',
+  return_url: 'http://127.0.0.1:9/return',
+});
+
+/** A payment's trace: the spans sharing the trace id of the server span that names the payment, once `complete` says all arrived. */
+async function traceOf(paymentId: string, complete: (trace: Trace) => boolean): Promise<Trace> {
+  return eventually(
+    async () => {
+      await flushTracing();
+      const server = receiver.spans.find((s) => s.kind === SERVER && s.attributes['payment.id'] === paymentId);
+      if (!server) return null;
+      const trace = new Trace(server, receiver.spans.filter((s) => s.traceId === server.traceId));
+      return complete(trace) ? trace : null;
+    },
+    20_000,
+    200,
+    `the trace of ${paymentId}`,
+  );
+}
+
+class Trace {
+  constructor(
+    readonly server: ReceivedSpan,
+    readonly spans: ReceivedSpan[],
+  ) {}
+  named(name: string): ReceivedSpan[] {
+    return this.spans.filter((s) => s.name === name);
+  }
+  one(name: string): ReceivedSpan {
+    const found = this.named(name);
+    expect(found, `spans named ${name}`).toHaveLength(1);
+    return found[0]!;
+  }
+  childrenOf(parent: ReceivedSpan): ReceivedSpan[] {
+    return this.spans.filter((s) => s.parentSpanId === parent.spanId);
+  }
+  /** Each execution of the activity, a child of the workflow's run (workflows/interceptors.ts: no scheduling span between). */
+  activity(run: ReceivedSpan, type: string): ReceivedSpan[] {
+    return this.childrenOf(run).filter((s) => s.name === `RunActivity:${type}`);
+  }
+}
+
+/** The tree every payment's trace has: server span → start → the run, with the workflow id. */
+function expectWorkflowUnderServer(trace: Trace): ReceivedSpan {
+  expect(trace.server.name).toBe('POST /v1/payments');
+  const start = trace.childrenOf(trace.server).find((s) => s.name.endsWith('Workflow:paymentWorkflow') || s.name.startsWith('UpdateWithStartWorkflow'));
+  expect(start, 'the client span starting the workflow, under the server span').toBeDefined();
+  const run = trace.one('RunWorkflow:paymentWorkflow');
+  expect(run.parentSpanId).toBe(start!.spanId);
+  expect(run.attributes.workflowId).toBe(start!.attributes.temporalWorkflowId);
+  expect(run.attributes.workflowType).toBe('paymentWorkflow');
+  return run;
+}
+
+const statementsUnder = (trace: Trace, parent: ReceivedSpan) => trace.childrenOf(parent).filter((s) => s.kind === CLIENT && s.attributes['db.system'] === 'postgresql');
+const pspCallsUnder = (trace: Trace, parent: ReceivedSpan) => trace.childrenOf(parent).filter((s) => s.kind === CLIENT && typeof s.attributes['psp.name'] === 'string');
+
+describe('one trace per payment', () => {
+  it('a card payment: server span → workflow → activities → the PSP call and the statements', async () => {
+    const created = await api.post('/v1/payments', body(), uniqueKey());
+    expect(created.status).toBe(201);
+    const id = created.json.id as string;
+    const trace = await traceOf(id, (t) => t.named('RunActivity:recordChargeOutcome').length > 0 && t.named('RunWorkflow:paymentWorkflow').length > 0);
+    const run = expectWorkflowUnderServer(trace);
+
+    const [charge] = trace.activity(run, 'chargeAttempt');
+    expect(charge, 'the charge attempt under the run').toBeDefined();
+    const calls = pspCallsUnder(trace, charge!);
+    expect(calls.map((s) => s.name)).toContain('psp sandbox createCharge');
+    expect(calls.find((s) => s.name === 'psp sandbox createCharge')!.attributes).toMatchObject({ 'psp.name': 'sandbox', 'psp.sub_key': `${id}:charge` });
+
+    const [record] = trace.activity(run, 'recordChargeOutcome');
+    expect(record, 'the record step under the run').toBeDefined();
+    expect(statementsUnder(trace, record!).map((s) => s.name)).toEqual(expect.arrayContaining(['UPDATE payments', 'INSERT outbox_events']));
+    // The API's own statements (the idempotency record) are under the server span.
+    expect(statementsUnder(trace, trace.server).some((s) => s.attributes['db.collection.name'] === 'idempotency_records')).toBe(true);
+  });
+
+  it('a failover from sandbox to sandbox-b: both PSP calls in the payment trace, each under its attempt', async () => {
+    await outage(stack.sandboxUrl, 'unavailable');
+    try {
+      const created = await api.post('/v1/payments', body(), uniqueKey());
+      const payment = await decidedPayment(api, created.json.id);
+      expect(payment).toMatchObject({ status: 'succeeded', provider: 'sandbox-b' });
+      const trace = await traceOf(payment.id, (t) => t.spans.some((s) => s.attributes['psp.name'] === 'sandbox-b') && t.named('RunActivity:recordChargeOutcome').length > 0);
+      const run = expectWorkflowUnderServer(trace);
+      const attempts = trace.activity(run, 'chargeAttempt');
+      const pspOf = (attempt: ReceivedSpan) => pspCallsUnder(trace, attempt).map((s) => s.attributes['psp.name']);
+      expect(attempts.some((a) => pspOf(a).includes('sandbox'))).toBe(true);
+      expect(attempts.some((a) => pspOf(a).includes('sandbox-b'))).toBe(true);
+    } finally {
+      await outage(stack.sandboxUrl, 'none');
+    }
+  });
+
+  it('a 3-D Secure payment decided by the PSP webhook: the decision is recorded in the payment trace; the webhook has its server span', async () => {
+    const created = await api.post('/v1/payments', body('pm_card_threeDSecureRequired'), uniqueKey());
+    expect(created.status).toBe(202);
+    const approved = await fetch(created.json.next_action.redirect_to_url.url, { method: 'POST', body: new URLSearchParams({ result: 'approve' }), redirect: 'manual' });
+    expect(approved.status).toBe(303);
+    const payment = await decidedPayment(api, created.json.id);
+    expect(payment.status).toBe('succeeded');
+    const trace = await traceOf(payment.id, (t) => t.named('RunActivity:recordSettlement').length > 0);
+    const run = expectWorkflowUnderServer(trace);
+    expect(trace.activity(run, 'recordSettlement').length).toBeGreaterThan(0);
+    await eventually(
+      async () => {
+        await flushTracing();
+        return receiver.spans.some((s) => s.kind === SERVER && s.attributes['http.route'] === '/provider_webhooks/:provider');
+      },
+      20_000,
+      200,
+      'the webhook server span',
+    );
+  });
+
+  it('no span attribute holds a card number, a payment method token, an API key or a secret', async () => {
+    await flushTracing();
+    expect(receiver.spans.length).toBeGreaterThan(20);
+    const secrets = [tenant.apiKey, ADMIN_TOKEN, 'pm_card_', 'Bearer '];
+    for (const span of receiver.spans) {
+      const text = JSON.stringify(span.attributes);
+      for (const secret of secrets) expect(text, `${span.name} holds ${secret}`).not.toContain(secret);
+      expect(text, `${span.name} holds a card number`).not.toMatch(/\b\d{13,19}\b/);
+    }
+  });
+});
+
+async function outage(url: string, mode: 'none' | 'unavailable') {
+  const response = await fetch(`${url}/_sandbox/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ mode }) });
+  expect(response.status).toBe(200);
+}
