@@ -1,6 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { Worker } from '@temporalio/worker';
+import { testDataConverter } from '../../testkit/payload-keys';
 import type { RoutePlanner } from '../../activities';
-import { ADMIN_TOKEN, apiClient, decidedPayment, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { ADMIN_TOKEN, apiClient, captureLogs, decidedPayment, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { startOtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver';
 import { flushTracing, startTracing, stopTracing } from '../../lib/tracing';
 
@@ -45,7 +48,9 @@ const body = (payment_method = 'pm_card_visa') => ({
 });
 
 /** A payment's trace: the spans sharing the trace id of the server span that names the payment, once `complete` says all arrived. */
-async function traceOf(paymentId: string, complete: (trace: Trace) => boolean): Promise<Trace> {
+async function traceOf(paymentId: string, until: (trace: Trace) => boolean): Promise<Trace> {
+  // The run's span is exported when the run ends, after its steps' spans.
+  const complete = (trace: Trace) => trace.named('RunWorkflow:paymentWorkflow').length > 0 && until(trace);
   return eventually(
     async () => {
       await flushTracing();
@@ -102,7 +107,7 @@ describe('one trace per payment', () => {
     const created = await api.post('/v1/payments', body(), uniqueKey());
     expect(created.status).toBe(201);
     const id = created.json.id as string;
-    const trace = await traceOf(id, (t) => t.named('RunActivity:recordChargeOutcome').length > 0 && t.named('RunWorkflow:paymentWorkflow').length > 0);
+    const trace = await traceOf(id, (t) => t.named('RunActivity:recordChargeOutcome').length > 0);
     const run = expectWorkflowUnderServer(trace);
 
     const [charge] = trace.activity(run, 'chargeAttempt');
@@ -154,6 +159,32 @@ describe('one trace per payment', () => {
       200,
       'the webhook server span',
     );
+  });
+
+  it('a run recorded with tracing on replays with tracing off (its headers carry the context; the workflow code is the same)', async () => {
+    const created = await api.post('/v1/payments', body(), uniqueKey());
+    const trace = await traceOf(created.json.id, () => true);
+    const workflowId = String(trace.one('RunWorkflow:paymentWorkflow').attributes.workflowId);
+    const history = await stack.temporal.workflow.getHandle(workflowId).fetchHistory();
+    // Recorded on: the start carries the trace context in its headers.
+    expect(Object.keys(history.events?.[0]?.workflowExecutionStartedEventAttributes?.header?.fields ?? {})).toContain('_tracer-data');
+    await Worker.runReplayHistory({ workflowBundle: { code: readFileSync(inject('workflowBundlePath'), 'utf8') }, dataConverter: testDataConverter, sinks: { exporter: { export: { fn: () => {} } } } }, history, workflowId);
+  });
+
+  it('log lines written inside the payment trace carry its trace id and the id of one of its spans, the request line of the API among them', async () => {
+    const logs = captureLogs();
+    try {
+      const created = await api.post('/v1/payments', body(), uniqueKey());
+      const trace = await traceOf(created.json.id, (t) => t.named('RunActivity:recordChargeOutcome').length > 0);
+      const spanIds = new Set(trace.spans.map((s) => s.spanId));
+      const traced = logs.lines().filter((line) => line.trace_id === trace.server.traceId);
+      expect(traced.length, 'log lines with the payment trace id').toBeGreaterThan(0);
+      expect(traced.filter((line) => !spanIds.has(String(line.span_id)))).toEqual([]);
+      // The API's request line is written inside its server span.
+      expect(traced.some((line) => line.span_id === trace.server.spanId)).toBe(true);
+    } finally {
+      logs.stop();
+    }
   });
 
   it('no span attribute holds a card number, a payment method token, an API key or a secret', async () => {
