@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import postgres from 'postgres';
-import { SpanKind, SpanStatusCode, tracer, tracingOn } from '../lib/tracing';
+import { insideSpan, SpanKind, SpanStatusCode, tracer, tracingOn } from '../lib/tracing';
 
 export type Sql = postgres.Sql<{}>;
 
@@ -110,10 +110,16 @@ export function statementName(text: string): { name: string; verb: string; table
   return { name: table ? `${verb} ${table}` : verb, verb, table };
 }
 
-/** Opens the statement's span when it is first awaited (a fragment inside another statement never is) and ends it with its answer. */
+/**
+ * Opens the statement's span when it is first awaited (a fragment inside another statement
+ * never is) and ends it with its answer; only inside a span of the product's (a request, an
+ * activity, a delivery): the background polls (the relay's claims, the listeners) would
+ * otherwise each be a trace of one statement.
+ */
 function spanWhenRun<Q extends object>(query: Q, text: string): Q {
   const { name, verb, table } = statementName(text);
   const started = () => {
+    if (!insideSpan()) return;
     const span = tracer().startSpan(name, {
       kind: SpanKind.CLIENT,
       attributes: { 'db.system': 'postgresql', 'db.operation.name': verb, ...(table ? { 'db.collection.name': table } : {}), 'db.query.summary': name },

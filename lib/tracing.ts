@@ -166,6 +166,11 @@ export function activeTraceIds(): { trace_id?: string; span_id?: string } {
   return traceFlags & 1 ? { trace_id: traceId, span_id: spanId } : {};
 }
 
+/** Whether code runs inside a span (a request's, an activity's, a delivery's). */
+export function insideSpan(): boolean {
+  return trace.getActiveSpan() !== undefined;
+}
+
 /** Sets attributes on the active span (a no-op without one). */
 export function annotateActiveSpan(attributes: Attributes): void {
   trace.getActiveSpan()?.setAttributes(attributes);

@@ -5,6 +5,7 @@ import { testDataConverter } from '../../testkit/payload-keys';
 import type { RoutePlanner } from '../../activities';
 import { ADMIN_TOKEN, apiClient, captureLogs, decidedPayment, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { startOtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver';
+import { startWebhookReceiver } from '../../testkit/webhook-receiver';
 import { flushTracing, startTracing, stopTracing } from '../../lib/tracing';
 
 /**
@@ -21,6 +22,7 @@ let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>;
 let stack: TestStack;
 let tenant: Tenant;
 let api: ReturnType<typeof apiClient>;
+let merchant: Awaited<ReturnType<typeof startWebhookReceiver>>;
 const route: RoutePlanner = async () => ({ providers: ['sandbox', 'sandbox-b'], reason: 'test route: sandbox then sandbox-b' });
 
 beforeAll(async () => {
@@ -30,9 +32,18 @@ beforeAll(async () => {
   stack = await startStack({ secondSandbox: {}, route });
   tenant = await stack.createTenant('tracing');
   api = apiClient(stack.apiUrl, tenant.apiKey);
+  // The tenant's events are delivered (the relay's span), to an endpoint in this process.
+  merchant = await startWebhookReceiver();
+  const endpoint = await fetch(`${stack.apiUrl}/admin/tenants/${tenant.id}`, {
+    method: 'PATCH',
+    headers: { authorization: `Bearer ${stack.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ webhook_url: merchant.url }),
+  });
+  expect(endpoint.status).toBe(200);
 });
 afterAll(async () => {
   await stack?.stop();
+  await merchant?.close();
   await stopTracing();
   delete process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
   await receiver?.close();
@@ -103,7 +114,7 @@ const statementsUnder = (trace: Trace, parent: ReceivedSpan) => trace.childrenOf
 const pspCallsUnder = (trace: Trace, parent: ReceivedSpan) => trace.childrenOf(parent).filter((s) => s.kind === CLIENT && typeof s.attributes['psp.name'] === 'string');
 
 describe('one trace per payment', () => {
-  it('a card payment: server span → workflow → activities → the PSP call and the statements', async () => {
+  it('a card payment: server span → workflow → activities → the PSP call and the statements; its event delivery found by the payment id', async () => {
     const created = await api.post('/v1/payments', body(), uniqueKey());
     expect(created.status).toBe(201);
     const id = created.json.id as string;
@@ -121,6 +132,21 @@ describe('one trace per payment', () => {
     expect(statementsUnder(trace, record!).map((s) => s.name)).toEqual(expect.arrayContaining(['UPDATE payments', 'INSERT outbox_events']));
     // The API's own statements (the idempotency record) are under the server span.
     expect(statementsUnder(trace, trace.server).some((s) => s.attributes['db.collection.name'] === 'idempotency_records')).toBe(true);
+
+    // The relay's handling of the payment's event is a trace of its own, found by the payment's id, its statements under it.
+    const delivery = await eventually(
+      async () => {
+        await flushTracing();
+        return receiver.spans.find((s) => s.name === 'outbox deliver payment.succeeded' && s.attributes['payment.id'] === id);
+      },
+      20_000,
+      200,
+      'the outbox delivery span',
+    );
+    expect(delivery.parentSpanId).toBe('');
+    // No statement of a background poll is a trace of its own: each is under a span of ours.
+    const roots = receiver.spans.filter((s) => s.parentSpanId === '' && s.attributes['db.system'] === 'postgresql');
+    expect(roots.map((s) => s.name)).toEqual([]);
   });
 
   it('a failover from sandbox to sandbox-b: both PSP calls in the payment trace, each under its attempt', async () => {
@@ -190,7 +216,7 @@ describe('one trace per payment', () => {
   it('no span attribute holds a card number, a payment method token, an API key or a secret', async () => {
     await flushTracing();
     expect(receiver.spans.length).toBeGreaterThan(20);
-    const secrets = [tenant.apiKey, ADMIN_TOKEN, 'pm_card_', 'Bearer '];
+    const secrets = [tenant.apiKey, tenant.webhookSecret, ADMIN_TOKEN, 'pm_card_', 'Bearer '];
     for (const span of receiver.spans) {
       const text = JSON.stringify(span.attributes);
       for (const secret of secrets) expect(text, `${span.name} holds ${secret}`).not.toContain(secret);
