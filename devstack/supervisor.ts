@@ -360,7 +360,7 @@ async function main(): Promise<void> {
         ? [`  Processes      ${launcherEnv.API_PROCESSES} API (one port, each enforcing 1/${launcherEnv.API_PROCESSES} of the rate limits), ${launcherEnv.WORKER_PROCESSES} worker`]
         : []),
       state.jaeger
-        ? `  Jaeger UI      ${state.jaeger.uiUrl} (one trace per payment: search tag payment.id=pay_…; log ${rel(path.join(dataDir, 'jaeger.log'))})`
+        ? `  Jaeger         ${state.jaeger.uiUrl} (one trace per payment: its query API, ${state.jaeger.uiUrl}/api/traces?service=payment-api&tags={"payment.id":"pay_…"}; docs/tracing.md; log ${rel(path.join(dataDir, 'jaeger.log'))})`
         : '  Tracing        (off: TRACING=on runs Jaeger and sends it every trace)',
       `  API metrics    ${apiUrl}/metrics (bearer: the admin token, or METRICS_TOKEN if set)`,
       `  DATABASE_URL   ${databaseShown}${state.postgres ? ` (embedded PostgreSQL; ${rel(path.join(dataDir, 'postgres'))})` : ''}`,
