@@ -7,6 +7,7 @@ import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
 import { killPoint } from '../lib/kill-points';
+import { inSpan, SpanKind, traceAttributes, tracingOn } from '../lib/tracing';
 import { capabilitiesOf, isProviderRegistry, providerRegistry, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
 import { ProviderRejectedError, ProviderUnavailableError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../provider/types';
 
@@ -39,6 +40,30 @@ export async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>,
   } finally {
     if (beat) clearInterval(beat);
   }
+}
+
+/** The provider calls that are one HTTP call each at the PSP: each gets its span. */
+const tracedCalls = new Set(['createCharge', 'findChargeByIdempotencyKey', 'listChargesByReference', 'captureCharge', 'voidCharge', 'createRefund', 'findRefundByIdempotencyKey', 'retrieveCharge', 'listBalanceTransactions']);
+
+/**
+ * The PSP `name` with a client span per call (docs/tracing.md): the PSP's name, the call and
+ * our sub-key, never the request's other fields (card data, tokens) nor the client's settings
+ * (API keys). The provider itself while tracing is off.
+ */
+export function tracedProvider(provider: PaymentProvider, name: string): PaymentProvider {
+  if (!tracingOn()) return provider;
+  return new Proxy(provider, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof property !== 'string' || !tracedCalls.has(property) || typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        const first = args[0];
+        const subKey = property.endsWith('ByIdempotencyKey') ? first : (first as { idempotencyKey?: unknown } | undefined)?.idempotencyKey;
+        const attributes = { [traceAttributes.provider]: name, 'psp.call': property, ...(typeof subKey === 'string' ? { [traceAttributes.providerSubKey]: subKey } : {}) };
+        return inSpan(`psp ${name} ${property}`, { kind: SpanKind.CLIENT, attributes }, () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args));
+      };
+    },
+  });
 }
 
 /** After a timeout or unknown outcome, the next attempt asks the provider before acting again.
@@ -146,7 +171,8 @@ export function createProviderSteps(
   /** The named PSP, or the default when none is named. A name no longer configured cannot be retried into existence. */
   const at = (name: string | undefined): PaymentProvider => {
     try {
-      return registry.get(name ?? registry.defaultName);
+      const chosen = name ?? registry.defaultName;
+      return tracedProvider(registry.get(chosen), chosen);
     } catch (error) {
       if (error instanceof UnknownProviderError) throw ApplicationFailure.nonRetryable(error.message, 'UnknownProvider');
       throw error;

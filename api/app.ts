@@ -9,7 +9,7 @@ import { apiErrorBody, errorStatus } from '../domain/errors';
 import { errorResponses } from './routes/openapi';
 import { ping } from '../db/connect';
 import type { ApiDeps, AppEnv } from './context';
-import { adminOnly, authenticate, errorHandler, jsonBody, requestContext, requireIdempotencyKey } from './middleware';
+import { adminOnly, authenticate, errorHandler, jsonBody, requestContext, requireIdempotencyKey, traceRequest } from './middleware';
 import { RETENTION_HEADER } from './idempotency';
 import { cidrBlockList } from '../lib/webhook-target';
 import { AuthFailureLimit, metricsAccess, securityHeaders, sharedFor, tenantRateLimit } from './edge';
@@ -68,7 +68,7 @@ const metricsRoute = createRoute({
 export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: invalidRequest });
   const authFailures = new AuthFailureLimit(deps.config.AUTH_FAILURES_PER_MINUTE ?? 30, cidrBlockList(deps.config.TRUSTED_PROXIES ?? '', 'TRUSTED_PROXIES'));
-  app.use('*', requestContext(deps), securityHeaders());
+  app.use('*', traceRequest(), requestContext(deps), securityHeaders());
   app.use('/metrics', metricsAccess(deps, authFailures));
   app.onError(errorHandler());
   app.notFound((c) => c.json(apiErrorBody('not_found', `No route for ${c.req.method} ${c.req.path}`), 404));

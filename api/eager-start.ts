@@ -26,6 +26,7 @@ import { NativeConnection, type Worker } from '@temporalio/worker';
 import type { Sql } from '../db/connect';
 import type { Config } from '../lib/config';
 import { paymentDataConverter } from '../lib/data-converter';
+import { tracingClientInterceptors } from '../lib/tracing';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
 import { temporalConnectionSettings } from '../lib/temporal-connection';
@@ -124,7 +125,7 @@ export class EagerStart {
       },
     );
     // The eager task is started by the start request itself: its WorkflowTaskStarted carries the client's identity.
-    this.starter = new Client({ connection, identity, namespace: config.TEMPORAL_NAMESPACE, dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS) });
+    this.starter = new Client({ connection, identity, namespace: config.TEMPORAL_NAMESPACE, dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS), interceptors: tracingClientInterceptors() });
     if (version) {
       await this.checkRouting(version);
       this.routingCheck = setInterval(() => void this.checkRouting(version), ROUTING_CHECK_MS).unref();

@@ -6,6 +6,7 @@ import { tenantOfActiveKey } from '../db/credentials';
 import { ApiError, apiErrorBody, errorStatus } from '../domain/errors';
 import { newId } from '../domain/ids';
 import { isTemporalUnavailable, temporalUnavailableReason } from '../lib/temporal';
+import { inServerSpan, resourceAttribute } from '../lib/tracing';
 import { isDatabaseUnavailable } from '../db/connect';
 import { sqlState } from '../db/sqlstate';
 import type { ApiDeps, AppEnv } from './context';
@@ -18,6 +19,21 @@ export const MAX_BODY_BYTES = 64 * 1024;
 /** 8 to 255 printable ASCII characters, no spaces (docs/CONTRACT.md §3.1). */
 const idempotencyKeyPattern = /^[\x21-\x7e]{8,255}$/;
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * Each request a server span (docs/tracing.md), named by its route template, with the
+ * resource it made or acted on (the payment's id, once known: the idempotency protocol's
+ * resource, or the path's). Its context is the active one while the request runs: the Temporal
+ * client carries it into the workflow, and log lines carry its ids. Nothing while tracing is off.
+ */
+export function traceRequest(): MiddlewareHandler<AppEnv> {
+  return async (c, next) =>
+    inServerSpan(c.req.method, c.req.raw.headers, next, () => {
+      const route = c.req.routePath && c.req.routePath !== '/*' ? c.req.routePath : 'unmatched';
+      const id = c.var.resourceId ?? (route.includes('{id}') || route.includes(':id') ? c.req.param('id') : undefined);
+      return { route, status: c.res.status, attributes: { request_id: c.var.requestId ?? '', ...(id ? resourceAttribute(id) : {}) } };
+    });
+}
 
 /**
  * A request id (the caller's X-Request-Id if sane, else a new one), echoed, attached to every

@@ -4,6 +4,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createSql } from '../db/connect';
 import { assertSafeToListen, loadConfig, type Config } from '../lib/config';
 import { createLogger, type Logger } from '../lib/logger';
+import { startTracing, stopTracing } from '../lib/tracing';
 import { listenerLimits, serveHttp } from '../lib/listener';
 import { createApiMetrics } from '../lib/metrics';
 import { paymentDataConverter } from '../lib/data-converter';
@@ -30,6 +31,8 @@ export interface ApiProcessExtras {
 export async function runApiProcess(extras: ApiProcessExtras = {}): Promise<void> {
   const config = loadConfig();
   assertSafeToListen(config);
+  // Before every client it traces: the database's, Temporal's (docs/tracing.md).
+  startTracing('payment-api');
   const logger = createLogger({ name: 'api', level: config.LOG_LEVEL });
   const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-api' });
   const temporal = await connectTemporal(temporalConnectionSettings(config), config.TEMPORAL_NAMESPACE, paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS));
@@ -107,6 +110,7 @@ function stopOnSignals(server: Server, config: Config, logger: Logger, closeReso
     await closed;
     clearTimeout(cap);
     await closeResources();
+    await stopTracing();
     process.exit(0);
   }
   process.once('SIGINT', () => void shutdown('SIGINT'));

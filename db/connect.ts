@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import postgres from 'postgres';
+import { insideSpan, SpanKind, SpanStatusCode, tracer, tracingOn } from '../lib/tracing';
 
 export type Sql = postgres.Sql<{}>;
 
@@ -84,13 +85,95 @@ export function createSql(url: string, options: SqlOptions = {}): Sql {
     assertDriverMended();
     driverChecked = true;
   }
-  return postgres(url, {
+  const sql = postgres(url, {
     max: options.max ?? 10,
     connect_timeout: options.connectTimeoutSeconds ?? 5,
     idle_timeout: 60,
     onnotice: () => {},
     types: { int8 } as never,
     connection: { application_name: options.applicationName ?? 'payment-orchestrator' },
+  });
+  // Tracing (docs/tracing.md): a span per statement; nothing in between while it is off.
+  return tracingOn() ? tracedSql(sql) : sql;
+}
+
+/**
+ * A statement's name for its span: its verb and the first table it names (`SELECT payments`,
+ * `INSERT outbox`). Read from the statement's text, which holds no values: postgres.js sends
+ * every interpolation as a parameter, and parameters never reach a span.
+ */
+export function statementName(text: string): { name: string; verb: string; table: string | null } {
+  const words = text.replace(/--[^\n]*/g, ' ').trim().split(/\s+/);
+  const verb = (words[0] ?? 'SQL').toUpperCase();
+  const at = words.findIndex((word, i) => i > 0 && /^(from|into|update|join)$/i.test(words[i - 1]!) && /^[a-z_][a-z0-9_.]*$/i.test(word));
+  const table = at > 0 ? words[at]!.toLowerCase() : null;
+  return { name: table ? `${verb} ${table}` : verb, verb, table };
+}
+
+/**
+ * Opens the statement's span when it is first awaited (a fragment inside another statement
+ * never is) and ends it with its answer; only inside a span of the product's (a request, an
+ * activity, a delivery): the background polls (the relay's claims, the listeners) would
+ * otherwise each be a trace of one statement.
+ */
+function spanWhenRun<Q extends object>(query: Q, text: string): Q {
+  const { name, verb, table } = statementName(text);
+  const started = () => {
+    if (!insideSpan()) return;
+    const span = tracer().startSpan(name, {
+      kind: SpanKind.CLIENT,
+      attributes: { 'db.system': 'postgresql', 'db.operation.name': verb, ...(table ? { 'db.collection.name': table } : {}), 'db.query.summary': name },
+    });
+    void Promise.prototype.then.call(
+      query,
+      () => span.end(),
+      (error: unknown) => {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: String((error as { code?: unknown })?.code ?? 'error') });
+        span.end();
+      },
+    );
+  };
+  let opened = false;
+  for (const method of ['then', 'catch', 'finally'] as const) {
+    const original = (query as Record<string, unknown>)[method] as (...args: unknown[]) => unknown;
+    Object.defineProperty(query, method, {
+      configurable: true,
+      value(this: Q, ...args: unknown[]) {
+        if (!opened) {
+          opened = true;
+          started();
+        }
+        return original.apply(this, args);
+      },
+    });
+  }
+  return query;
+}
+
+/**
+ * The client with a span per statement of ours: tagged templates and `unsafe`, in the client
+ * and in its transactions and savepoints (whose clients are wrapped alike).
+ */
+function tracedSql<T extends object>(sql: T): T {
+  return new Proxy(sql, {
+    apply(target, thisArg, args: unknown[]) {
+      const result = Reflect.apply(target as (...a: unknown[]) => unknown, thisArg, args) as object;
+      const strings = args[0];
+      return Array.isArray(strings) && 'raw' in strings ? spanWhenRun(result, strings.join('$')) : result;
+    },
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property);
+      if (typeof value !== 'function') return value;
+      const call = value as (...a: unknown[]) => unknown;
+      if (property === 'begin' || property === 'savepoint') {
+        return (...args: unknown[]) => {
+          const body = args.at(-1) as (tx: object) => unknown;
+          return call.apply(target, [...args.slice(0, -1), (tx: object) => body(tracedSql(tx))]);
+        };
+      }
+      if (property === 'unsafe') return (text: string, ...rest: unknown[]) => spanWhenRun(call.call(target, text, ...rest) as object, text);
+      return call.bind(target);
+    },
   });
 }
 

@@ -30,6 +30,7 @@ import { disputeTimesOf, restartDispute } from '../lib/dispute';
 import { LOOPBACK_CIDRS, webhookTargetPolicy } from '../lib/webhook-target';
 import { createPaymentWorker } from '../worker/worker';
 import { createLogger, type Logger } from '../lib/logger';
+import { tracingClientInterceptors } from '../lib/tracing';
 import type { TemporalConnectionSettings } from '../lib/temporal-connection';
 import { TemporalConnection } from '../lib/temporal';
 import { createApiMetrics, createWorkerMetrics, type ApiMetrics, type WorkerMetrics } from '../lib/metrics';
@@ -230,7 +231,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     // test has made Temporal unreachable.
     const connection = await TemporalConnection.connect({ ...options.temporalConnection, address: options.temporalAddress });
     closers.push(() => connection.close());
-    const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter });
+    const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter, interceptors: tracingClientInterceptors() });
     const retentionSeconds = options.api?.IDEMPOTENCY_RETENTION_SECONDS ?? 72 * 3600;
 
     const workerMetrics = createWorkerMetrics();

@@ -14,6 +14,7 @@ import { startTemporalCluster, type TemporalCluster } from './temporal-cluster';
 import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
 import { describeExit, spawnService, watchExit, type ExitInfo, type ManagedChild } from './children';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './embedded-postgres';
+import { ensureJaeger, startJaeger, type RunningJaeger } from './jaeger';
 import { complain, prefix, say } from './output';
 import { clearRampingVersion, deploymentRouting, describeVersion, openPinnedRuns, setCurrentVersion, setRampingVersion, waitUntilDrained, type WorkerVersion } from './worker-deployment';
 
@@ -60,6 +61,12 @@ const launcherSchema = z
     WORKER_PROCESSES: z.coerce.number().int().min(1).max(64).default(1),
     /** "true" lets the Web UI terminate, cancel, signal and reset runs, in dev and cluster mode alike (off: it has no login). */
     TEMPORAL_UI_WRITE_ACTIONS: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+    /** "on": Jaeger all-in-one (built into .tools/ on first use) receives every trace of the stack (docs/tracing.md). */
+    TRACING: z.enum(['on', 'off']).default('off'),
+    /** TRACING=on: Jaeger's UI, its OTLP/HTTP receiver and its query gRPC port, on loopback. */
+    JAEGER_UI_PORT: port.default(16686),
+    JAEGER_OTLP_PORT: port.default(4318),
+    JAEGER_QUERY_GRPC_PORT: port.default(16685),
   });
 /** The launcher's own variables (lib/config.ts has the ones the API and worker share); set in main(). */
 let launcherEnv: z.output<typeof launcherSchema>;
@@ -114,11 +121,12 @@ interface State {
   cluster: TemporalCluster | null;
   temporalExit: { exited: Promise<ExitInfo>; hasExited(): boolean } | null;
   postgres: EmbeddedPostgresHandle | null;
+  jaeger: RunningJaeger | null;
   services: Supervised[];
   /** Workers of a version a rolling upgrade moved away from, kept until its pinned runs closed. */
   draining: ManagedChild[];
 }
-const state: State = { stopping: false, temporal: null, cluster: null, temporalExit: null, postgres: null, services: [], draining: [] };
+const state: State = { stopping: false, temporal: null, cluster: null, temporalExit: null, postgres: null, jaeger: null, services: [], draining: [] };
 
 let startup: Promise<void> = Promise.resolve();
 let shuttingDown: Promise<never> | null = null;
@@ -181,6 +189,13 @@ async function main(): Promise<void> {
           { port: launcherEnv.TEMPORAL_UI_PORT, host: '127.0.0.1', what: 'the Temporal Web UI (TEMPORAL_UI_PORT)' },
         ]),
     ...(externalDatabase ? [] : [{ port: launcherEnv.EMBEDDED_PG_PORT, host: '127.0.0.1', what: 'the embedded PostgreSQL (EMBEDDED_PG_PORT)' }]),
+    ...(launcherEnv.TRACING === 'on'
+      ? [
+          { port: launcherEnv.JAEGER_UI_PORT, host: '127.0.0.1', what: "Jaeger's UI (JAEGER_UI_PORT)" },
+          { port: launcherEnv.JAEGER_OTLP_PORT, host: '127.0.0.1', what: "Jaeger's OTLP receiver (JAEGER_OTLP_PORT)" },
+          { port: launcherEnv.JAEGER_QUERY_GRPC_PORT, host: '127.0.0.1', what: "Jaeger's query gRPC (JAEGER_QUERY_GRPC_PORT)" },
+        ]
+      : []),
   ]);
 
   const payloadKeys = config.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' ? developmentPayloadKeys(dataDir) : null;
@@ -254,7 +269,16 @@ async function main(): Promise<void> {
     : null;
   const providers =
     process.env.PROVIDERS ?? [...sandboxes.map((sandbox) => `${sandbox.name}=sandbox:${sandbox.url}`), ...(adyenDouble ? [`${adyenDouble.name}=adyen:${adyenDouble.url}`] : [])].join(',');
+  // TRACING=on: Jaeger before the processes that export to it (unless an OTLP endpoint is given).
+  if (launcherEnv.TRACING === 'on') {
+    say(`starting Jaeger (UI on ${launcherEnv.JAEGER_UI_PORT}, OTLP/HTTP on ${launcherEnv.JAEGER_OTLP_PORT}; the first start builds it into .tools/)`);
+    ensureJaeger();
+    checkpoint();
+    state.jaeger = await startJaeger({ dataDir, uiPort: launcherEnv.JAEGER_UI_PORT, otlpPort: launcherEnv.JAEGER_OTLP_PORT, queryGrpcPort: launcherEnv.JAEGER_QUERY_GRPC_PORT });
+    checkpoint();
+  }
   const common: NodeJS.ProcessEnv = {
+    ...(state.jaeger && !process.env.OTEL_EXPORTER_OTLP_ENDPOINT ? { OTEL_EXPORTER_OTLP_ENDPOINT: state.jaeger.otlpEndpoint } : {}),
     ...process.env,
     DATABASE_URL: databaseUrl,
     TEMPORAL_ADDRESS: temporalAddress,
@@ -363,6 +387,9 @@ async function main(): Promise<void> {
       ...(launcherEnv.API_PROCESSES > 1 || launcherEnv.WORKER_PROCESSES > 1
         ? [`  Processes      ${launcherEnv.API_PROCESSES} API (one port, each enforcing 1/${launcherEnv.API_PROCESSES} of the rate limits), ${launcherEnv.WORKER_PROCESSES} worker`]
         : []),
+      state.jaeger
+        ? `  Jaeger         ${state.jaeger.uiUrl} (one trace per payment: its query API, ${state.jaeger.uiUrl}/api/traces?service=payment-api&tags={"payment.id":"pay_…"}; docs/tracing.md; log ${rel(path.join(dataDir, 'jaeger.log'))})`
+        : '  Tracing        (off: TRACING=on runs Jaeger and sends it every trace)',
       `  API metrics    ${apiUrl}/metrics (bearer: the admin token, or METRICS_TOKEN if set)`,
       `  DATABASE_URL   ${databaseShown}${state.postgres ? ` (embedded PostgreSQL; ${rel(path.join(dataDir, 'postgres'))})` : ''}`,
       `  ADMIN_TOKEN    ${config.ADMIN_TOKEN}`,
@@ -927,6 +954,10 @@ function shutdown(reason: string, code: number): Promise<never> {
       await state.postgres.stop();
       say('PostgreSQL stopped');
     }
+    if (state.jaeger) {
+      await state.jaeger.stop();
+      say('Jaeger stopped');
+    }
     say(code === 0 ? 'all stopped' : 'all stopped after a failure');
     process.exit(code);
   })();
@@ -942,5 +973,6 @@ function forceExit(reason: string): never {
   for (const node of state.cluster?.nodes ?? []) if (!node.hasExited()) node.process.kill('SIGKILL');
   state.cluster?.ui?.kill('SIGKILL');
   state.postgres?.kill();
+  state.jaeger?.process.kill('SIGKILL');
   process.exit(1);
 }

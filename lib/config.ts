@@ -227,6 +227,12 @@ const variables = z.object({
   WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().positive().optional(),
   WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().min(2).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  // OpenTelemetry's standard variables (lib/tracing.ts reads them; validated here so that a bad one refuses to start).
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.string().url().optional(),
+  OTEL_TRACES_SAMPLER: z.enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']).optional(),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).optional(),
   /** AES-256 keys of the Temporal payload codec, `id:base64key,…`: the first encrypts, all decrypt. */
   TEMPORAL_PAYLOAD_KEYS: z.string().optional(),
   /** `off` writes Temporal payloads in clear; production refuses to run without keys otherwise. */
@@ -321,6 +327,11 @@ const schema = variables.transform((env, ctx) => {
     WORKER_MAX_CONCURRENT_ACTIVITIES: env.WORKER_MAX_CONCURRENT_ACTIVITIES ?? null,
     WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: env.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS ?? null,
     METRICS_TOKEN: env.METRICS_TOKEN ?? null,
+    OTEL_EXPORTER_OTLP_ENDPOINT: env.OTEL_EXPORTER_OTLP_ENDPOINT ?? null,
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? null,
+    OTEL_TRACES_SAMPLER: env.OTEL_TRACES_SAMPLER ?? null,
+    OTEL_TRACES_SAMPLER_ARG: env.OTEL_TRACES_SAMPLER_ARG ?? null,
+    OTEL_SERVICE_NAME: env.OTEL_SERVICE_NAME ?? null,
     /** null: payloads are written in clear (no keys outside production, or encryption off). */
     TEMPORAL_PAYLOAD_KEYS: payloadKeys,
     CODEC_TOKEN: env.CODEC_TOKEN ?? null,

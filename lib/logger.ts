@@ -1,4 +1,5 @@
 import pino from 'pino';
+import { activeTraceIds } from './tracing';
 
 export type Logger = pino.Logger;
 
@@ -12,6 +13,8 @@ export function createLogger(options: { level?: string; name: string; destinatio
       name: options.name,
       level: options.level ?? 'info',
       base: { service: options.name },
+      // A line written inside a sampled span leads to its trace (lib/tracing.ts).
+      mixin: activeTraceIds,
       redact: {
         paths: [
           'authorization',

@@ -1,6 +1,7 @@
 import { Client, Connection, defaultGrpcRetryOptions, isGrpcServiceError, makeGrpcRetryInterceptor, type ConnectionOptions, type GrpcRetryOptions } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import type { TemporalConnectionSettings } from './temporal-connection';
+import { tracingClientInterceptors } from './tracing';
 
 /**
  * `settings`: address, TLS, API key (lib/temporal-connection.ts); `dataConverter`:
@@ -9,7 +10,7 @@ import type { TemporalConnectionSettings } from './temporal-connection';
 export async function connectTemporal(settings: TemporalConnectionSettings, namespace: string, dataConverter: DataConverter): Promise<Client> {
   // Lazy: the API starts (and reports not-ready) while Temporal is still coming up.
   const connection = TemporalConnection.lazy(settings);
-  return new Client({ connection, namespace, dataConverter });
+  return new Client({ connection, namespace, dataConverter, interceptors: tracingClientInterceptors() });
 }
 
 /**

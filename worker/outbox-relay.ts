@@ -1,5 +1,6 @@
 import { Webhook } from 'standardwebhooks';
 import type { Sql } from '../db/connect';
+import { inSpan, resourceAttribute, SpanKind, traceAttributes } from '../lib/tracing';
 import { claimDueEvents, deliveryBacklog, markEventSkipped, recordDeliveryAttempt, type ClaimedEvent } from '../db/outbox';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
@@ -110,7 +111,14 @@ export class OutboxRelay {
     // The lease outlasts one attempt, so a live relay never loses its claim mid-delivery.
     const leaseMs = this.options.timeoutMs + 30_000;
     const claimed = await claimDueEvents(this.sql, this.options.batchSize, leaseMs);
-    await Promise.all(claimed.map((event) => this.deliver(event)));
+    await Promise.all(
+      claimed.map((event) =>
+        // Each delivery a trace of its own, found by the event's and its object's id (docs/tracing.md).
+        inSpan(`outbox deliver ${event.payload.type}`, { kind: SpanKind.PRODUCER, attributes: { [traceAttributes.eventId]: event.id, 'event.type': event.payload.type, ...resourceAttribute(event.payload.data.object.id), 'webhook.attempt': event.attempts + 1 } }, () =>
+          this.deliver(event),
+        ),
+      ),
+    );
     return claimed.length;
   }
 

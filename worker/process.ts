@@ -17,6 +17,7 @@ import { createPaymentWorker, workerWorkflowBundle } from './worker';
 import { describeVersion, makeCurrentIfNone, workerBuildId, type WorkerVersion } from './versioning';
 import { describeTemporalConnection, temporalConnectionSettings, type TemporalConnectionSettings } from '../lib/temporal-connection';
 import { TemporalConnection } from '../lib/temporal';
+import { startTracing, stopTracing, tracingClientInterceptors } from '../lib/tracing';
 
 /** What a process may add to the product worker (the benchmark registers its floor workflow beside the product's). */
 export interface WorkerProcessExtras {
@@ -125,6 +126,8 @@ export async function createConfiguredWorker(options: {
  */
 export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promise<never> {
   const config = loadConfig();
+  // Before every client it traces: the database's, Temporal's, the worker's (docs/tracing.md).
+  startTracing('payment-worker');
   const logger = createLogger({ name: 'worker', level: config.LOG_LEVEL });
   installTemporalRuntime(logger, config.TEMPORAL_SDK_METRICS_ADDRESS);
   const sql = createSql(config.DATABASE_URL, { max: config.DATABASE_POOL_SIZE, applicationName: 'payment-worker' });
@@ -136,7 +139,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   // at shutdown ends the calls of jobs still retrying against an unreachable Temporal
   // (TemporalConnection).
   const clientConnection = await TemporalConnection.connect(temporal);
-  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS) });
+  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS), interceptors: tracingClientInterceptors() });
   const { worker, version, metrics } = await createConfiguredWorker({ config, logger, sql, connection, client, extras });
   const relay = new OutboxRelay(sql, logger, {
     retryBaseMs: config.WEBHOOK_RETRY_BASE_MS,
@@ -194,6 +197,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   await clientConnection.close();
   await connection.close();
   await sql.end({ timeout: 5 });
+  await stopTracing();
   process.exit(0);
 }
 

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { DataConverter } from '@temporalio/common';
 import { bundleWorkflowCode, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { failureConverterPath } from '../lib/data-converter';
+import { tracingActivityInterceptors, tracingWorkflowSinks } from '../lib/tracing';
 import { createActivities, type ActivityDeps } from '../activities';
 import { requestIdActivityInterceptor } from './interceptors';
 import { databaseRefusalInterceptor } from './database-refusals';
@@ -76,7 +77,12 @@ export async function createPaymentWorker(options: {
     activities: createActivities(options.deps),
     // A type without its own behaviour in workflows/versioning.ts would be pinned: every type has one there.
     ...(options.version ? { workerDeploymentOptions: { useWorkerVersioning: true, version: options.version, defaultVersioningBehavior: 'PINNED' } } : {}),
-    interceptors: { ...(workflowBundle ? {} : { workflowModules: workflowInterceptorModules }), activity: [requestIdActivityInterceptor, databaseRefusalInterceptor] },
+    // Tracing (lib/tracing.ts): the activity's span and log ids from its headers; the workflow isolate's spans through the sink.
+    interceptors: {
+      ...(workflowBundle ? {} : { workflowModules: workflowInterceptorModules }),
+      activity: [...tracingActivityInterceptors(), requestIdActivityInterceptor, databaseRefusalInterceptor],
+    },
+    sinks: tracingWorkflowSinks(),
     ...options.tuning,
   });
 }

@@ -6,9 +6,30 @@
  * header, never the activity's input. Also gives every activity its summary
  * (workflows/activities.ts). Headers are not part of what replay compares, so the recorded
  * histories still replay (the replay tests hold histories recorded before the summaries existed).
+ *
+ * And traces the run (docs/tracing.md): OpenTelemetry's workflow interceptors continue the
+ * trace whose context the client put into the start's, signal's or update's headers, open a span
+ * per activity scheduled and hand its context to the activity in a header, and add trace_id and
+ * span_id to workflow log lines. They are deterministic on replay (the SDK's flags gate every
+ * change of their yields), and their spans leave the isolate through the `exporter` sink, which
+ * is not called on replay; the worker registers it always, a no-op while tracing is off
+ * (lib/tracing.ts tracingWorkflowSinks).
  */
 import { defaultPayloadConverter } from '@temporalio/common';
-import { workflowInfo, type WorkflowInterceptorsFactory, type WorkflowOutboundCallsInterceptor } from '@temporalio/workflow';
+import { headersWithContext } from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
+import { OpenTelemetryInboundInterceptor, OpenTelemetryInternalsInterceptor, OpenTelemetryOutboundInterceptor } from '@temporalio/interceptors-opentelemetry/lib/workflow';
+import {
+  workflowInfo,
+  type ActivityInput,
+  type LocalActivityInput,
+  type Next,
+  type QueryInput,
+  type SignalInput,
+  type UpdateInput,
+  type WorkflowInboundCallsInterceptor,
+  type WorkflowInterceptorsFactory,
+  type WorkflowOutboundCallsInterceptor,
+} from '@temporalio/workflow';
 import { REQUEST_ID_HEADER } from '../shared/definitions';
 import { activitySummaries } from './activities';
 
@@ -47,4 +68,45 @@ const propagateRequestId: WorkflowOutboundCallsInterceptor = {
   },
 };
 
-export const interceptors: WorkflowInterceptorsFactory = () => ({ outbound: [propagateRequestId] });
+/*
+ * Only the run itself gets a span in the isolate. OpenTelemetry's interceptors also wrap each
+ * handler and each activity's scheduling in promises of their own, so a step's result or a
+ * handler's end reaches the workflow a few microtasks later than without them, and a coroutine
+ * can issue its commands after another one's instead of before: the dispute workflow (not
+ * pinned: its runs move to new code) recorded a report's and a command's steps in one order
+ * that the wrapped code replays in the other. So signals, updates and queries pass through
+ * untraced (the client's span of each stays in the caller's trace), and an activity gets the
+ * run's context in its headers synchronously, with no span of the scheduling between.
+ */
+
+/** The run's span, continued from the start's headers. */
+class RunTraced extends OpenTelemetryInboundInterceptor {
+  override handleSignal(input: SignalInput, next: Next<WorkflowInboundCallsInterceptor, 'handleSignal'>) {
+    return next(input);
+  }
+  override handleUpdate(input: UpdateInput, next: Next<WorkflowInboundCallsInterceptor, 'handleUpdate'>) {
+    return next(input);
+  }
+  override validateUpdate(input: UpdateInput, next: Next<WorkflowInboundCallsInterceptor, 'validateUpdate'>) {
+    next(input);
+  }
+  override handleQuery(input: QueryInput, next: Next<WorkflowInboundCallsInterceptor, 'handleQuery'>) {
+    return next(input);
+  }
+}
+
+/** The run's trace context handed to each activity (its RunActivity span is the run span's child); the trace ids in log lines. */
+class ContextToActivities extends OpenTelemetryOutboundInterceptor {
+  override scheduleActivity(input: ActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>) {
+    return next({ ...input, headers: headersWithContext(input.headers) });
+  }
+  override scheduleLocalActivity(input: LocalActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>) {
+    return next({ ...input, headers: headersWithContext(input.headers) });
+  }
+}
+
+export const interceptors: WorkflowInterceptorsFactory = () => ({
+  inbound: [new RunTraced()],
+  outbound: [propagateRequestId, new ContextToActivities()],
+  internals: [new OpenTelemetryInternalsInterceptor()],
+});

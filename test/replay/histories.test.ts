@@ -19,6 +19,7 @@ import { alteredWorkflows, type Alteration } from '../../testkit/altered-workflo
 import { TEST_PAYLOAD_KEYS, testDataConverter } from '../../testkit/payload-keys';
 import { leaks } from '../helpers/history-payloads';
 import { paymentDataConverter } from '../../lib/data-converter';
+import { startTracing, stopTracing, tracingWorkflowSinks } from '../../lib/tracing';
 import { generatePayloadKey, parsePayloadKeys } from '../../lib/payload-codec';
 
 /**
@@ -41,11 +42,11 @@ beforeAll(async () => {
 });
 
 /** Replays the listed histories in one replay worker; the failures, by file. */
-async function replay(workflowBundle: ReplayWorkerOptions['workflowBundle'], entries: HistoryEntry[], dataConverter = testDataConverter) {
+async function replay(workflowBundle: ReplayWorkerOptions['workflowBundle'], entries: HistoryEntry[], dataConverter = testDataConverter, sinks?: ReplayWorkerOptions['sinks']) {
   const histories = entries.map((entry) => ({ workflowId: entry.file, history: loadHistory(entry.file) }));
   const failures: { file: string; error: Error }[] = [];
   let replayed = 0;
-  for await (const result of Worker.runReplayHistories({ workflowBundle, replayName: 'histories-test', dataConverter }, histories)) {
+  for await (const result of Worker.runReplayHistories({ workflowBundle, replayName: 'histories-test', dataConverter, ...(sinks ? { sinks } : {}) }, histories)) {
     replayed++;
     if (result.error) failures.push({ file: result.workflowId, error: result.error });
   }
@@ -214,6 +215,18 @@ describe('every recorded history replays against the current workflow code', () 
     expect(failures.map((f) => `${f.file}: ${f.error.name}: ${f.error.message}`)).toEqual([]);
     expect(replayed).toBe(index.length);
     expect(replayed).toBeGreaterThanOrEqual(27);
+  });
+
+  it('replays all of them with tracing on (histories recorded with it off): the workflow side traces without a command of its own', async () => {
+    // Nothing listens there: replay exports nothing (the isolate's sink is not called on replay).
+    expect(startTracing('histories-test', { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:9/v1/traces' })).toBe(true);
+    try {
+      const { replayed, failures } = await replay(currentCode, index, testDataConverter, tracingWorkflowSinks());
+      expect(failures.map((f) => `${f.file}: ${f.error.name}: ${f.error.message}`)).toEqual([]);
+      expect(replayed).toBe(index.length);
+    } finally {
+      await stopTracing();
+    }
   });
 });
 

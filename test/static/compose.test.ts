@@ -167,7 +167,7 @@ const configKeys = [...configVariables];
 const sandboxKeys = schemaKeys('sandbox/main.ts');
 
 const oneShots = ['temporal-schema', 'temporal-setup', 'migrate'];
-const longRunning = ['postgres', 'temporal', 'temporal-ui', 'temporal-ui-guard', 'sandbox', 'sandbox-b', 'api', 'worker', 'codec-server'];
+const longRunning = ['postgres', 'temporal', 'temporal-ui', 'temporal-ui-guard', 'sandbox', 'sandbox-b', 'api', 'worker', 'codec-server', 'jaeger'];
 /** The two stand-in PSPs and the names PROVIDERS gives them. */
 const sandboxServices = { 'sandbox-a': 'sandbox', 'sandbox-b': 'sandbox-b' } as const;
 const orchestratorServices = ['migrate', 'api', 'worker'];
@@ -177,7 +177,7 @@ describe('docker-compose.yml: services', () => {
     expect(Object.keys(services).sort()).toEqual([...oneShots, ...longRunning].sort());
   });
 
-  it('publishes api 3000, temporal 7233, temporal-ui-guard 8233, sandbox 4010, sandbox-b 4011 and codec-server 8888, and nothing else', () => {
+  it('publishes api 3000, temporal 7233, temporal-ui-guard 8233, sandbox 4010, sandbox-b 4011, codec-server 8888 and jaeger 16686, and nothing else', () => {
     const expected: Record<string, { published: number; target: number }> = {
       api: { published: 3000, target: 3000 },
       temporal: { published: 7233, target: 7233 },
@@ -185,15 +185,24 @@ describe('docker-compose.yml: services', () => {
       sandbox: { published: 4010, target: 4010 },
       'sandbox-b': { published: 4011, target: 4011 },
       'codec-server': { published: 8888, target: 8888 },
+      jaeger: { published: 16686, target: 16686 },
     };
     for (const name of Object.keys(services)) {
       const ports = publishedPorts(name).map(({ published, target }) => ({ published, target }));
       expect(ports, name).toEqual(expected[name] ? [expected[name]] : []);
     }
     // The unauthenticated surfaces stay on the loopback interface.
-    for (const name of ['temporal', 'temporal-ui-guard', 'sandbox', 'sandbox-b', 'codec-server']) expect(publishedPorts(name)[0]!.hostIp, name).toBe('127.0.0.1');
+    for (const name of ['temporal', 'temporal-ui-guard', 'sandbox', 'sandbox-b', 'codec-server', 'jaeger']) expect(publishedPorts(name)[0]!.hostIp, name).toBe('127.0.0.1');
     // The codec server admits the UI's origin, as the browser sees it, and no other.
     expect(envOf('codec-server').CODEC_CORS_ORIGINS).toBe(envOf('temporal-ui').TEMPORAL_CORS_ORIGINS);
+  });
+
+  it('Jaeger is opt-in (profile tracing) and what it is sent the product names: the app environment passes the OTLP endpoint through, empty (tracing off) by default', () => {
+    expect(raw.services.jaeger!).toMatchObject({ profiles: ['tracing'], image: 'jaegertracing/jaeger:1.75.0' });
+    for (const name of ['api', 'worker']) {
+      expect(declaredEnv(name), name).toEqual(expect.arrayContaining(['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_TRACES_SAMPLER', 'OTEL_TRACES_SAMPLER_ARG']));
+      expect(envOf(name).OTEL_EXPORTER_OTLP_ENDPOINT, name).toBeUndefined();
+    }
   });
 
   it('the codec server is secure by default: opt-in profile, no token default (it refuses to start without one), /encode off, loopback only', () => {
