@@ -20,6 +20,7 @@ import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { loadConfig } from '../lib/config';
 import { paymentDataConverter } from '../lib/data-converter';
+import { tracingWorkflowSinks } from '../lib/tracing';
 import { temporalConnectionSettings } from '../lib/temporal-connection';
 import { describeHistory, encryptionKeyIds, failureConverterPath, workflowInterceptorModules, workflowsPath as localWorkflowsPath } from '../devstack/histories';
 
@@ -90,7 +91,7 @@ async function main(): Promise<number> {
   const subject = `workflow ${workflowId} (${workflowType}, ${events} events)`;
   const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules, failureConverterPath, logger: new DefaultLogger('WARN') });
   try {
-    await Worker.runReplayHistory({ workflowBundle: { code }, replayName: 'replay-script', dataConverter: paymentDataConverter(keys) }, history, workflowId);
+    await Worker.runReplayHistory({ workflowBundle: { code }, replayName: 'replay-script', dataConverter: paymentDataConverter(keys), sinks: tracingWorkflowSinks() }, history, workflowId);
   } catch (error) {
     const name = error instanceof Error ? error.name : 'Error';
     const message = error instanceof Error ? error.message : String(error);

@@ -16,7 +16,7 @@
  * (lib/tracing.ts tracingWorkflowSinks).
  */
 import { defaultPayloadConverter } from '@temporalio/common';
-import { headersWithContext } from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
+import { headersWithContext, TRACE_HEADER } from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
 import { OpenTelemetryInboundInterceptor, OpenTelemetryInternalsInterceptor, OpenTelemetryOutboundInterceptor } from '@temporalio/interceptors-opentelemetry/lib/workflow';
 import {
   workflowInfo,
@@ -26,6 +26,7 @@ import {
   type QueryInput,
   type SignalInput,
   type UpdateInput,
+  type WorkflowExecuteInput,
   type WorkflowInboundCallsInterceptor,
   type WorkflowInterceptorsFactory,
   type WorkflowOutboundCallsInterceptor,
@@ -79,8 +80,20 @@ const propagateRequestId: WorkflowOutboundCallsInterceptor = {
  * run's context in its headers synchronously, with no span of the scheduling between.
  */
 
-/** The run's span, continued from the start's headers. */
+/**
+ * Whether this run is traced: its start carried a trace context (the client traced it). A run
+ * started untraced (tracing off) opens no span and puts no trace header on its activities, so
+ * its history is what it would be without these interceptors. Per run, as servedRequestId.
+ */
+let traced = false;
+
+/** The run's span, continued from the start's headers; none when the start carried no context. */
 class RunTraced extends OpenTelemetryInboundInterceptor {
+  override execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>) {
+    if (input.headers[TRACE_HEADER] === undefined) return next(input);
+    traced = true;
+    return super.execute(input, next);
+  }
   override handleSignal(input: SignalInput, next: Next<WorkflowInboundCallsInterceptor, 'handleSignal'>) {
     return next(input);
   }
@@ -98,10 +111,10 @@ class RunTraced extends OpenTelemetryInboundInterceptor {
 /** The run's trace context handed to each activity (its RunActivity span is the run span's child); the trace ids in log lines. */
 class ContextToActivities extends OpenTelemetryOutboundInterceptor {
   override scheduleActivity(input: ActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>) {
-    return next({ ...input, headers: headersWithContext(input.headers) });
+    return next(traced ? { ...input, headers: headersWithContext(input.headers) } : input);
   }
   override scheduleLocalActivity(input: LocalActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>) {
-    return next({ ...input, headers: headersWithContext(input.headers) });
+    return next(traced ? { ...input, headers: headersWithContext(input.headers) } : input);
   }
 }
 

@@ -20,7 +20,7 @@ beforeAll(async () => {
   tenant = await stack.createTenant('recovery');
   api = apiClient(stack.apiUrl, tenant.apiKey);
 });
-afterEach(async () => expectLedgerConsistent(stack.sql));
+afterEach(async () => expectLedgerConsistent(stack.sql, tenant.id));
 afterAll(async () => stack?.stop());
 
 async function outage(mode: 'none' | 'unavailable') {
