@@ -1,4 +1,4 @@
-import { Types } from '@adyen/api-library';
+import { adyen } from '../../provider/adyen/library';
 
 /** A field of a request that the official library's model does not carry, or one it requires and is missing. */
 export interface ModelRefusal {
@@ -20,7 +20,7 @@ const required: Readonly<Record<string, readonly string[]>> = {
 type ModelClass = { getAttributeTypeMap(): { name: string; baseName: string; type: string }[] };
 
 function modelClass(name: string): ModelClass | null {
-  const found = (Types.checkout as unknown as Record<string, unknown>)[name];
+  const found = (adyen.Types.checkout as unknown as Record<string, unknown>)[name];
   return typeof found === 'function' && typeof (found as Partial<ModelClass>).getAttributeTypeMap === 'function' ? (found as unknown as ModelClass) : null;
 }
 

@@ -1,11 +1,12 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { hmacValidator as HmacValidator, Types } from '@adyen/api-library';
+import type { Types } from '@adyen/api-library';
+import { adyen } from '../../provider/adyen/library';
 import { refusalOf } from './models';
 
 type NotificationRequestItem = Types.notification.NotificationRequestItem;
-const { NotificationRequestItem } = Types.notification;
+const { NotificationRequestItem } = adyen.Types.notification;
 
 /**
  * What the double does to its answers (the sandbox's outage control, `POST /_sandbox/outage`):
@@ -63,7 +64,7 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
   const payments = new Map<string, HeldPayment>();
   const answered = new Map<string, { status: number; body: unknown }>();
   const notifications: NotificationRequestItem[] = [];
-  const validator = new HmacValidator();
+  const validator = new adyen.hmacValidator();
   const timers = new Set<NodeJS.Timeout>();
   let outage: AdyenDoubleOutage = 'none';
   let made = 0;

@@ -1,4 +1,5 @@
-import { CheckoutAPI, Client, Config, Types } from '@adyen/api-library';
+import type { CheckoutAPI, Config, Types } from '@adyen/api-library';
+import { adyen } from './library';
 import {
   ProviderRejectedError,
   ProviderUnavailableError,
@@ -102,8 +103,8 @@ export class AdyenProvider implements PaymentProvider {
   private readonly checkout: CheckoutAPI;
 
   constructor(private readonly config: AdyenProviderConfig) {
-    const client = new Client(new Config({ apiKey: config.apiKey, environment: 'TEST' as never }), new FetchHttpClient(config.baseUrl, config.timeoutMs));
-    this.checkout = new CheckoutAPI(client);
+    const client = new adyen.Client(new adyen.Config({ apiKey: config.apiKey, environment: 'TEST' as never }), new FetchHttpClient(config.baseUrl, config.timeoutMs));
+    this.checkout = new adyen.CheckoutAPI(client);
   }
 
   async createCharge(request: CreateChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
@@ -114,7 +115,7 @@ export class AdyenProvider implements PaymentProvider {
       amount: { value: request.amountMinor, currency: request.currency.toUpperCase() },
       reference: request.reference,
       paymentMethod,
-      shopperInteraction: Types.checkout.PaymentRequest.ShopperInteractionEnum.Ecommerce,
+      shopperInteraction: adyen.Types.checkout.PaymentRequest.ShopperInteractionEnum.Ecommerce,
       // A manual capture is asked for per payment; otherwise the account's automatic capture applies.
       ...(request.capture ? {} : { additionalData: { manualCapture: 'true' } }),
       // Adyen's model requires it; a card without 3-D Secure never goes there.

@@ -1,4 +1,5 @@
-import { hmacValidator as HmacValidator, Types } from '@adyen/api-library';
+import type { Types } from '@adyen/api-library';
+import { adyen } from './library';
 import { ProviderWebhookError, type ProviderWebhookEvent } from '../types';
 import { eventFromNotification } from './wire';
 
@@ -22,7 +23,7 @@ export function verifyAdyenNotifications(rawBody: string, options: { hmacKey: st
   }
   const items = (body as { notificationItems?: unknown }).notificationItems;
   if (!Array.isArray(items) || items.length === 0) throw new ProviderWebhookError('the notification has no notificationItems');
-  const validator = new HmacValidator();
+  const validator = new adyen.hmacValidator();
   return items.map((wrapped, index) => {
     const item = (wrapped as { NotificationRequestItem?: NotificationRequestItem } | null)?.NotificationRequestItem;
     if (!item || typeof item !== 'object' || typeof item.pspReference !== 'string' || typeof item.eventCode !== 'string' || typeof item.amount !== 'object') {

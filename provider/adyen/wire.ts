@@ -1,4 +1,5 @@
-import { Types } from '@adyen/api-library';
+import type { Types } from '@adyen/api-library';
+import { adyen } from './library';
 import type { ProviderCharge, ProviderRefund, ProviderWebhookEvent } from '../types';
 
 type PaymentRequest = Types.checkout.PaymentRequest;
@@ -26,7 +27,7 @@ export function adyenPaymentMethod(paymentMethod: string): PaymentRequest['payme
   const card = adyenTestCards[paymentMethod];
   if (!card) return null;
   return {
-    type: Types.checkout.CardDetails.TypeEnum.Scheme,
+    type: adyen.Types.checkout.CardDetails.TypeEnum.Scheme,
     encryptedCardNumber: `test_${card.number}`,
     encryptedExpiryMonth: 'test_03',
     encryptedExpiryYear: 'test_2030',
