@@ -15,8 +15,8 @@ fi
 if [ -x "$target" ]; then echo "stripe-mock: $target already installed"; exit 0; fi
 if command -v stripe-mock >/dev/null 2>&1; then echo "stripe-mock: using $(command -v stripe-mock) from PATH"; exit 0; fi
 
-gobin=""
-if command -v go >/dev/null 2>&1; then gobin="$(command -v go)"; elif [ -x /usr/local/go/bin/go ]; then gobin=/usr/local/go/bin/go; fi
+# shellcheck source=scripts/go-tools.sh
+. "$root/scripts/go-tools.sh"
 if [ -z "$gobin" ]; then echo "stripe-mock: needs a Go toolchain (or STRIPE_MOCK_PATH)" >&2; exit 1; fi
 mkdir -p "$bin_dir"
 echo "stripe-mock: building $VERSION with $("$gobin" version)"

@@ -21,24 +21,15 @@ bin_dir="$tools/bin"
 schema_dir="$tools/temporal-schema"
 stamp="$tools/temporal-cluster.version"
 
-gobin=""
-if command -v go >/dev/null 2>&1; then gobin="$(command -v go)"; elif [ -x /usr/local/go/bin/go ]; then gobin=/usr/local/go/bin/go; fi
-
+# shellcheck source=scripts/go-tools.sh
+. "$root/scripts/go-tools.sh"
 want="server $SERVER_VERSION ui $UI_VERSION"
 present() {
   [ -x "$bin_dir/temporal-server" ] && [ -x "$bin_dir/temporal-sql-tool" ] && [ -x "$bin_dir/temporal-ui-server" ] \
     && [ -d "$schema_dir/temporal/versioned" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]
 }
-if present; then echo "temporal cluster: binaries present in $bin_dir ($want)"; exit 0; fi
-mkdir -p "$tools"
-if command -v flock >/dev/null 2>&1; then
-  exec 9>"$tools/temporal-cluster.lock"
-  if ! flock -n 9; then echo "temporal cluster: another process is building the binaries; waiting for it"; flock 9; fi
-  if present; then echo "temporal cluster: binaries present in $bin_dir ($want), built meanwhile"; exit 0; fi
-fi
-[ -n "$gobin" ] || { echo "temporal cluster: Go is required to build the Temporal server (https://go.dev/dl/)" >&2; exit 1; }
+build_once "temporal cluster" "$tools/temporal-cluster.lock" "$want"
 
-mkdir -p "$bin_dir"
 # Both main packages are named `server`: each is built into a folder of its own, then renamed.
 build() { # build PACKAGE@VERSION TARGET STEP EXPECTED-TIME
   local out; out="$(mktemp -d)"
@@ -54,10 +45,10 @@ build "go.temporal.io/server/cmd/server@v$SERVER_VERSION" temporal-server 1/3 "t
 build "go.temporal.io/server/cmd/tools/sql@v$SERVER_VERSION" temporal-sql-tool 2/3 "reuses most of the server's packages, about a minute cold"
 build "github.com/temporalio/ui-server/v2/cmd/server@v$UI_VERSION" temporal-ui-server 3/3 "about a minute cold"
 
-module_dir="$(GOFLAGS=-mod=mod "$gobin" mod download -json "go.temporal.io/server@v$SERVER_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-[ -d "$module_dir/schema/postgresql/v12" ] || { echo "temporal cluster: schema not found in $module_dir" >&2; exit 1; }
+module="$(module_dir "go.temporal.io/server@v$SERVER_VERSION")"
+[ -d "$module/schema/postgresql/v12" ] || { echo "temporal cluster: schema not found in $module" >&2; exit 1; }
 rm -rf "$schema_dir.tmp" && mkdir -p "$schema_dir.tmp"
-cp -R "$module_dir/schema/postgresql/v12/." "$schema_dir.tmp/"
+cp -R "$module/schema/postgresql/v12/." "$schema_dir.tmp/"
 chmod -R u+w "$schema_dir.tmp"
 rm -rf "$schema_dir" && mv "$schema_dir.tmp" "$schema_dir"
 echo "$want" > "$stamp"
