@@ -14,7 +14,7 @@ import {
   type ProviderWebhookEvent,
   type VoidChargeRequest,
 } from '../types';
-import { verifyAdyenWebhook } from './webhook';
+import { verifyAdyenNotificationBatch, verifyAdyenWebhook } from './webhook';
 import { adyenPaymentMethod, chargeFromPayment } from './wire';
 
 /** Where the official library sends every Checkout call (its API_BASEPATH): our client sends it to the connection's URL instead. */
@@ -180,6 +180,10 @@ export class AdyenProvider implements PaymentProvider {
 
   verifyWebhook(rawBody: string): ProviderWebhookEvent {
     return verifyAdyenWebhook(rawBody, { hmacKey: this.config.hmacKey });
+  }
+
+  verifyWebhookBatch(rawBody: string): { event: ProviderWebhookEvent; payload: unknown }[] {
+    return verifyAdyenNotificationBatch(rawBody, { hmacKey: this.config.hmacKey });
   }
 
   listBalanceTransactions(): Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }> {
