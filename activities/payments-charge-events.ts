@@ -41,7 +41,8 @@ export function createChargeEventSteps(deps: { sql: Sql; providers: ProviderRegi
       let charge: ProviderCharge;
       if (input.charge && capabilitiesOf(provider).modifications === 'notified') {
         // The PSP's signed notification is its word on the charge: there is nothing to retrieve.
-        charge = input.charge;
+        // A capture's names what it captured (part of the authorization, perhaps), not what was authorized.
+        charge = input.charge.status === 'succeeded' ? { ...input.charge, amountMinor: payment.amount_minor } : input.charge;
       } else {
         try {
           charge = await providerCall((signal) => provider.retrieveCharge(input.chargeId, { signal }));

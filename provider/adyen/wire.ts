@@ -84,7 +84,7 @@ export function chargeFromPayment(payment: PaymentResponse, request: { amountMin
 /**
  * A captured or cancelled charge as its confirming notification says it is: CAPTURE success
  * (the money was taken), CAPTURE_FAILED or CAPTURE refused (still only authorized: the
- * capture did not take place), CANCELLATION success. The charge's amount is the notification's.
+ * capture did not take place; decline code `capture_failed`), CANCELLATION success. The charge's amount is the notification's.
  */
 export function chargeFromNotification(item: NotificationRequestItem): ProviderCharge | null {
   const id = item.originalReference ?? item.pspReference;
@@ -100,13 +100,15 @@ export function chargeFromNotification(item: NotificationRequestItem): ProviderC
     reference: item.merchantReference,
   };
   const success = item.success === 'true';
+  // Still only authorized: the capture did not take place, and the decline code says so.
+  const captureFailed: ProviderCharge = { ...base, status: 'requires_capture', declineCode: 'capture_failed', declineMessage: item.reason || 'The capture failed.' };
   switch (String(item.eventCode)) {
     case 'AUTHORISATION':
       return success ? { ...base, id: item.pspReference, status: 'requires_capture' } : { ...base, id: item.pspReference, status: 'declined', declineCode: 'card_declined', declineMessage: item.reason ?? null };
     case 'CAPTURE':
-      return success ? { ...base, status: 'succeeded', amountCapturedMinor: base.amountMinor, succeededAt: item.eventDate } : { ...base, status: 'requires_capture' };
+      return success ? { ...base, status: 'succeeded', amountCapturedMinor: base.amountMinor, succeededAt: item.eventDate } : captureFailed;
     case 'CAPTURE_FAILED':
-      return { ...base, status: 'requires_capture' };
+      return captureFailed;
     case 'CANCELLATION':
       return success ? { ...base, status: 'canceled' } : { ...base, status: 'requires_capture' };
     default:

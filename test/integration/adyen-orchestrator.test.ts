@@ -27,13 +27,15 @@ const route: RoutePlanner = async (request) => {
   const providers = routes.get(request.tenantId) ?? ['adyen-test'];
   return { providers, reason: `test route: ${providers.join(' then ')}` };
 };
+/** Short, so that a capture whose confirmation never comes ends within the test. */
+const WINDOW_SECONDS = 20;
 const client = (url: string) => new AdyenProvider({ baseUrl: url, apiKey, merchantAccount, hmacKey, timeoutMs: 1500 });
 
 beforeAll(async () => {
   double = await startAdyenDouble({ apiKey, merchantAccount, hmacKey, webhookUrl: null });
   // A second double, closed before its test: nobody listens at its address any more.
   gone = await startAdyenDouble({ apiKey, merchantAccount, hmacKey, webhookUrl: null });
-  stack = await startStack({ route, extraProviders: { 'adyen-test': client(double.url), 'adyen-gone': client(gone.url) }, api: { IDEMPOTENCY_WAIT_MS: 3000 } });
+  stack = await startStack({ route, extraProviders: { 'adyen-test': client(double.url), 'adyen-gone': client(gone.url) }, api: { IDEMPOTENCY_WAIT_MS: 3000, AUTHORIZATION_WINDOW_SECONDS: WINDOW_SECONDS } });
   tenant = await stack.createTenant('adyen');
   failoverTenant = await stack.createTenant('adyen-failover');
   routes.set(failoverTenant.id, ['adyen-gone', 'sandbox']);
@@ -122,8 +124,8 @@ type Kept = { id: string; type: string; state: string; attempts: number };
 const keptOf = async (charge: string): Promise<Kept[]> => (await control(`/events?charge=${charge}`)).json.data;
 const storedOf = (charge: string) =>
   stack.sql<{ event_id: string; type: string }[]>`SELECT event_id, type FROM provider_events WHERE provider = 'adyen-test' AND charge_id = ${charge} ORDER BY event_id`;
-const manualPayment = async () => {
-  const created = await api.post('/v1/payments', body('pm_card_visa', { capture_method: 'manual' }), uniqueKey('pay'));
+const manualPayment = async (paymentMethod = 'pm_card_visa') => {
+  const created = await api.post('/v1/payments', body(paymentMethod, { capture_method: 'manual' }), uniqueKey('pay'));
   expect(created.status, created.text).toBe(201);
   expect(created.json).toMatchObject({ status: 'requires_capture', provider: 'adyen-test' });
   return created.json as { id: string; provider_charge_id: string };
@@ -221,4 +223,59 @@ describe('Adyen notifications reach the product: signed batches to /provider_web
       expect(await storedWith(references)).toEqual([]);
     });
   });
+});
+
+describe('a capture at a kind whose modifications are notified waits for the PSP’s CAPTURE notification', () => {
+  afterEach(async () => {
+    expect((await control('/webhook_faults', {})).status).toBe(200);
+  });
+  const capture = (id: string, key: string) => api.post(`/v1/payments/${id}/capture`, {}, key);
+  const notified = (charge: string, type: string) => eventually(async () => (await keptOf(charge)).find((k) => k.type === type), 20_000, 100, `${type} of ${charge}`);
+
+  it('while its CAPTURE is not delivered the capture is answered 202 and the payment stays requires_capture; delivered, the payment succeeds and the capture replays 200', async () => {
+    const payment = await manualPayment();
+    await control('/webhook_faults', { loss: 1 });
+    const key = uniqueKey('capture');
+    const waiting = await capture(payment.id, key);
+    expect(waiting.status, waiting.text).toBe(202);
+    expect(waiting.json).toMatchObject({ id: payment.id, status: 'requires_capture', amount_captured_minor: 0 });
+    const captureNotification = await notified(payment.provider_charge_id, 'CAPTURE');
+    expect(captureNotification.state).toBe('lost');
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'requires_capture', amount_captured_minor: 0 });
+    await control('/webhook_faults', {});
+    expect((await control(`/events/${encodeURIComponent(captureNotification.id)}/redeliver`, {})).status).toBe(200);
+    await eventually(async () => (await api.get(`/v1/payments/${payment.id}`)).json.status === 'succeeded', 20_000);
+    const replay = await capture(payment.id, key);
+    expect(replay.status, replay.text).toBe(200);
+    expect(replay.json).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500 });
+  });
+
+  it('a capture of part of the authorization is confirmed by a CAPTURE of that part: succeeded with that amount captured', async () => {
+    const payment = await manualPayment();
+    const answer = await api.post(`/v1/payments/${payment.id}/capture`, { amount_minor: 1000 }, uniqueKey('capture'));
+    expect([200, 202], answer.text).toContain(answer.status);
+    const captured = await eventually(async () => {
+      const { json } = await api.get(`/v1/payments/${payment.id}`);
+      return json.status === 'requires_capture' ? undefined : json;
+    }, 20_000);
+    expect(captured).toMatchObject({ status: 'succeeded', amount_captured_minor: 1000 });
+  });
+
+  it.each([
+    { outcome: 'CAPTURE_FAILED', method: 'pm_card_captureFailed', faults: {}, code: 'capture_failed' },
+    { outcome: 'no confirmation within the authorization window', method: 'pm_card_visa', faults: { loss: 1 }, code: 'capture_unconfirmed' },
+  ])('$outcome: never succeeded; the authorization is voided and the payment fails with $code', async ({ method, faults, code }) => {
+    const payment = await manualPayment(method);
+    await control('/webhook_faults', faults);
+    const answer = await capture(payment.id, uniqueKey('capture'));
+    if (answer.status === 202) expect(answer.json).toMatchObject({ status: 'requires_capture', amount_captured_minor: 0 });
+    else expect(answer.json.error).toMatchObject({ type: 'payment_failed', payment: { status: 'failed', failure: { code } } });
+    const ended = await eventually(async () => {
+      const { json } = await api.get(`/v1/payments/${payment.id}`);
+      return json.status === 'requires_capture' ? undefined : json;
+    }, (WINDOW_SECONDS + 30) * 1000);
+    expect(ended).toMatchObject({ status: 'failed', amount_captured_minor: 0, failure: { code } });
+    // The void was asked for: its CANCELLATION was made.
+    await notified(payment.provider_charge_id, 'CANCELLATION');
+  }, (WINDOW_SECONDS + 60) * 1000);
 });
