@@ -174,8 +174,13 @@ export class AdyenProvider implements PaymentProvider {
     return Promise.reject(new Error('Adyen has no lookup by idempotency key: the same request is replayed under its key (unknownOutcome: replay)'));
   }
 
+  /**
+   * Adyen has no payment retrieval: a payment is known by its answers and its signed
+   * notifications (which the charge event step acts on at this kind). Refused for good, so a
+   * step that would ask ends rather than retrying a call that cannot succeed.
+   */
   retrieveCharge(): Promise<ProviderCharge> {
-    return Promise.reject(new Error('Adyen has no payment retrieval: a payment is known by its answers and notifications'));
+    return Promise.reject(new ProviderRejectedError('adyen: Adyen has no payment retrieval; a payment is known by its answers and notifications', 405, 'retrieval_unsupported'));
   }
 
   verifyWebhook(rawBody: string): ProviderWebhookEvent {
