@@ -6,7 +6,7 @@ import { markForwarded } from '../db/provider-events';
 import { chargeDisagreements, chargeHoldsMoney, keepsNoMoney, recordsCharge, type PaymentStatus } from '../domain/payments';
 import { lateChargeWorkflowId } from '../domain/ids';
 import { startLateChargeWorkflow } from '../lib/late-charge';
-import { UnknownProviderError, type ProviderRegistry } from '../provider/registry';
+import { capabilitiesOf, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
 import type { ProviderCharge } from '../provider/types';
 import { FailureType } from '../shared/definitions';
 import { chargeReportSignal, type ChargeEventInput, type ChargeEventResult } from '../shared/payments';
@@ -16,8 +16,9 @@ import { providerCall } from './provider-steps';
 /**
  * What a PSP's charge event does to its payment, decided in one place (chargeEventWorkflow,
  * workflows/payments-charge-events.ts; the webhook route only verifies, stores and hands over).
- * The event is a hint, never a figure: the charge is retrieved from the PSP that holds it and
- * checked against the payment (domain/payments.ts chargeDisagreements). A charge that agrees is
+ * The event is a hint, never a figure: the charge is retrieved from the PSP that holds it (at a
+ * kind whose modifications are `notified`, which has no retrieval, the signed notification's
+ * charge is the PSP's word) and checked against the payment (domain/payments.ts chargeDisagreements). A charge that agrees is
  * passed to the payment's run as a report, the way its own polls report (unless the run recorded
  * this very charge already, or has closed); one that disagrees, or that the PSP does not hold, is
  * held for an operator (the waiting payment flagged `needs_operator`, nothing passed on, nothing
@@ -36,12 +37,19 @@ export function createChargeEventSteps(deps: { sql: Sql; providers: ProviderRegi
       const { sql } = deps;
       const payment = await paymentIntentFigures(sql, input.paymentId);
       if (!payment) throw ApplicationFailure.nonRetryable(`no payment ${input.paymentId} for the charge event ${input.eventId}`, 'PaymentMissing');
+      const provider = providerNamed(deps.providers, input.provider);
       let charge: ProviderCharge;
-      try {
-        charge = await providerCall((signal) => providerNamed(deps.providers, input.provider).retrieveCharge(input.chargeId, { signal }));
-      } catch (error) {
-        if (!(error instanceof ApplicationFailure && error.type === FailureType.ProviderRejected)) throw error;
-        return holdForOperator(sql, input, `the PSP does not hold charge ${input.chargeId} (${String(error.details?.[0] ?? 'refused')})`);
+      if (input.charge && capabilitiesOf(provider).modifications === 'notified') {
+        // The PSP's signed notification is its word on the charge: there is nothing to retrieve.
+        // A capture's names what it captured (part of the authorization, perhaps), not what was authorized.
+        charge = input.charge.status === 'succeeded' ? { ...input.charge, amountMinor: payment.amount_minor } : input.charge;
+      } else {
+        try {
+          charge = await providerCall((signal) => provider.retrieveCharge(input.chargeId, { signal }));
+        } catch (error) {
+          if (!(error instanceof ApplicationFailure && error.type === FailureType.ProviderRejected)) throw error;
+          return holdForOperator(sql, input, `the PSP does not hold charge ${input.chargeId} (${String(error.details?.[0] ?? 'refused')})`);
+        }
       }
       const differences = chargeDisagreements({ amountMinor: payment.amount_minor, currency: payment.currency, captureMethod: payment.capture_method }, input.chargeId, charge);
       if (differences.length > 0) return holdForOperator(sql, input, `the PSP's charge ${input.chargeId} disagrees with the payment: ${differences.join('; ')}`);

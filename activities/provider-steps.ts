@@ -276,7 +276,7 @@ export function createProviderSteps(
     },
 
     /** Captures an authorization (all of it, or amountMinor of it) once. */
-    async captureCharge(input: ChargeStepInput & { amountMinor: number }): Promise<ProviderCharge> {
+    async captureCharge(input: ChargeStepInput & { amountMinor: number; currency?: string }): Promise<ProviderCharge> {
       const provider = at(input.provider);
       return providerCall(async (signal) => {
         if (looksUpFirst(provider)) {
@@ -284,7 +284,7 @@ export function createProviderSteps(
           if (existing && existing.status === 'succeeded') return existing;
         }
         return provider.captureCharge(
-          { idempotencyKey: providerSubKey.capture(input.paymentId), chargeId: input.chargeId, amountMinor: input.amountMinor },
+          { idempotencyKey: providerSubKey.capture(input.paymentId), chargeId: input.chargeId, amountMinor: input.amountMinor, ...(input.currency ? { currency: input.currency } : {}) },
           { signal },
         );
       });

@@ -18,6 +18,14 @@ export interface ProviderWebhookReceiver {
   /** The provider's configured name, as in the path (PROVIDERS; `sandbox` or `stripe` with PROVIDER). */
   name: string;
   verify(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
+  /** How the PSP's kind frames its webhooks (capabilities.notifications); absent: `event`. */
+  notifications?: 'event' | 'batch';
+  /**
+   * A PSP whose kind frames its notifications in batches (capabilities.notifications `batch`):
+   * every item verified and read, each with the item as sent (what is stored); the batch is
+   * answered `[accepted]`. Absent: one event per request, answered with our JSON.
+   */
+  verifyBatch?: (rawBody: string, headers: Record<string, string | undefined>, now?: Date) => { event: ProviderWebhookEvent; payload: unknown }[];
   /** The charge as this PSP holds it now (its client's retrieveCharge): what a webhook's report is checked against. */
   retrieveCharge(chargeId: string): Promise<ProviderCharge>;
   /** The dispute as this PSP holds it now; absent for a kind without disputes (its dispute events are ignored). */

@@ -16,7 +16,7 @@ import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
 import { ensureSiblingDatabase } from '../db/migrate';
 import { SandboxProvider } from '../provider/sandbox/client';
-import { providerRegistry } from '../provider/registry';
+import { capabilitiesOf, providerRegistry } from '../provider/registry';
 import type { RoutePlanner } from '../activities';
 import type { PaymentProvider } from '../provider/types';
 import { startSandbox, type RunningSandbox, type StartSandboxOptions } from '../sandbox/server';
@@ -302,9 +302,11 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const apiMetrics = createApiMetrics();
     // The API verifies the sandbox's webhooks with the worker's client (it holds the shared secret).
     // Every PSP of the worker's registry (extraProviders too: e.g. Stripe against stripe-mock) gets its inbound route.
-    const providerWebhooks = Object.entries({ ...clients, ...options.extraProviders }).map(([name, client]) => ({
+    const providerWebhooks = Object.entries<PaymentProvider>({ ...clients, ...options.extraProviders }).map(([name, client]) => ({
       name,
       verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => client.verifyWebhook(raw, headers, now),
+      notifications: capabilitiesOf(client).notifications,
+      ...(client.verifyWebhookBatch ? { verifyBatch: client.verifyWebhookBatch.bind(client) } : {}),
       retrieveCharge: (chargeId: string) => client.retrieveCharge(chargeId),
       ...(client.disputes ? { retrieveDispute: client.disputes.retrieveDispute.bind(client.disputes) } : {}),
     }));

@@ -306,8 +306,14 @@ async function main(): Promise<void> {
       SANDBOX_NETWORK_DATABASE_URL: process.env.SANDBOX_NETWORK_DATABASE_URL ?? databaseUrl,
     });
   }
-  // Its notifications wait for the webhook route's `[accepted]` batch answer (not built yet): kept, not sent.
-  if (adyenDouble) startService(adyenDouble.name, 'doubles/adyen/main.ts', { ...common, ADYEN_DOUBLE_PORT: String(launcherEnv.ADYEN_DOUBLE_PORT) });
+  // Its signed notification batches go to the API's inbound route, retried until answered `[accepted]`.
+  if (adyenDouble) {
+    startService(adyenDouble.name, 'doubles/adyen/main.ts', {
+      ...common,
+      ADYEN_DOUBLE_PORT: String(launcherEnv.ADYEN_DOUBLE_PORT),
+      ADYEN_DOUBLE_WEBHOOK_URL: `${apiUrl}/provider_webhooks/${adyenDouble.name}`,
+    });
+  }
   // Each worker beyond the first gets metrics ports of its own (the first keeps the configured ones).
   const workers: { pid: number; metricsPort: number }[] = [];
   for (let index = 1; index <= launcherEnv.WORKER_PROCESSES; index++) {
@@ -377,7 +383,7 @@ async function main(): Promise<void> {
         (sandbox) =>
           `  PSP ${sandbox.name.padEnd(11)}${sandbox.url} (webhooks to ${sandbox.webhookUrl}; database ${sandbox.databaseUrl === databaseUrl ? 'the same, schema sandbox' : new URL(sandbox.databaseUrl).pathname.slice(1)})`,
       ),
-      ...(adyenDouble ? [`  PSP ${adyenDouble.name.padEnd(11)}${adyenDouble.url} (the Adyen double, PSP_DOUBLES=adyen; merchant account ${adyenDouble.env.ADYEN_MERCHANT_ACCOUNT}; notifications kept, not sent)`] : []),
+      ...(adyenDouble ? [`  PSP ${adyenDouble.name.padEnd(11)}${adyenDouble.url} (the Adyen double, PSP_DOUBLES=adyen; merchant account ${adyenDouble.env.ADYEN_MERCHANT_ACCOUNT}; notifications to /provider_webhooks/${adyenDouble.name})`] : []),
       `  PROVIDERS      ${providers}${process.env.PROVIDERS ? ' (from PROVIDERS)' : ''}`,
       payloadKeys
         ? `  Codec server   ${codecUrl} (Temporal payloads encrypted with key ${payloadKeys.encryptingId}${payloadKeys.file ? `, kept in ${rel(payloadKeys.file)}` : ', from TEMPORAL_PAYLOAD_KEYS'}; the Web UI decodes through it)`

@@ -344,8 +344,14 @@ export function chargeDisagreements(
 
 /**
  * The payment has recorded this charge exactly as reported: its id, the status it implies and
- * what was captured. Such a report tells the payment's run nothing it does not know.
+ * what was captured (and it is no report of a failed capture). Such a report tells the payment's
+ * run nothing it does not know.
  */
-export function recordsCharge(payment: { chargeId: string | null; status: PaymentStatus; amountCapturedMinor: number }, charge: Pick<ChargeFigures, 'id' | 'status' | 'amountCapturedMinor'>): boolean {
-  return payment.chargeId === charge.id && payment.status === statusForCharge(charge.status) && payment.amountCapturedMinor === charge.amountCapturedMinor;
+export function recordsCharge(
+  payment: { chargeId: string | null; status: PaymentStatus; amountCapturedMinor: number },
+  charge: Pick<ChargeFigures, 'id' | 'status' | 'amountCapturedMinor'> & { declineCode?: string | null },
+): boolean {
+  // An authorization whose capture failed (a decline code on it) is news to a run waiting for that capture.
+  const captureFailed = charge.status === 'requires_capture' && (charge.declineCode ?? null) !== null;
+  return !captureFailed && payment.chargeId === charge.id && payment.status === statusForCharge(charge.status) && payment.amountCapturedMinor === charge.amountCapturedMinor;
 }

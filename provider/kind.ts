@@ -47,6 +47,12 @@ export interface ProviderCapabilities {
 /** Checks a PSP's webhook on its raw body (headers by any case); throws ProviderWebhookError for a bad, missing or stale signature, or a body that is not an event. */
 export type ProviderWebhookVerifier = (rawBody: string, headers: Record<string, string | undefined>, now?: Date) => ProviderWebhookEvent;
 
+/**
+ * A `batch` kind's webhook check: every item of the batch verified and read, each with the item
+ * as the PSP sent it (what is stored); throws as ProviderWebhookVerifier does, for the whole batch.
+ */
+export type ProviderWebhookBatchVerifier = (rawBody: string, headers: Record<string, string | undefined>, now?: Date) => { event: ProviderWebhookEvent; payload: unknown }[];
+
 /** What every connection's client gets besides its kind's settings. */
 export interface ProviderClientOptions {
   /** The connection's configured name (PROVIDERS). */
@@ -79,6 +85,8 @@ export interface ProviderKind<Schema extends ProviderSettingsSchema = ProviderSe
   createClient(settings: z.output<Schema>, options: ProviderClientOptions): Promise<PaymentProvider>;
   /** The connection's webhook verification (the API verifies without a client). */
   createWebhookVerifier(settings: z.output<Schema>): Promise<ProviderWebhookVerifier>;
+  /** The connection's batch verification: required of a kind whose `notifications` are `batch`. */
+  createBatchVerifier?(settings: z.output<Schema>): Promise<ProviderWebhookBatchVerifier>;
 }
 
 /** A kind with its settings' type checked against its factories. */

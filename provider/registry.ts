@@ -1,4 +1,4 @@
-import type { ProviderCapabilities, ProviderKind, ProviderWebhookVerifier } from './kind';
+import type { ProviderCapabilities, ProviderKind, ProviderWebhookBatchVerifier, ProviderWebhookVerifier } from './kind';
 import * as kinds from './kinds';
 import type { PaymentProvider } from './types';
 
@@ -188,6 +188,17 @@ export function createProviderClient(connection: ProviderConnection, config: { r
 /** One connection's webhook verification, made by its kind (no client needed). */
 export function createProviderWebhookVerifier(connection: ProviderConnection): Promise<ProviderWebhookVerifier> {
   return providerKind(connection.kind).createWebhookVerifier(connection.settings);
+}
+
+/**
+ * One connection's batch verification where its kind frames notifications in batches
+ * (capabilities.notifications `batch`); null for a kind that sends one event per request.
+ */
+export async function createProviderWebhookBatchVerifier(connection: ProviderConnection): Promise<ProviderWebhookBatchVerifier | null> {
+  const kind = providerKind(connection.kind);
+  if (kind.capabilities.notifications !== 'batch') return null;
+  if (!kind.createBatchVerifier) throw new Error(`the ${kind.kind} kind's notifications come in batches but it has no batch verification (createBatchVerifier)`);
+  return kind.createBatchVerifier(connection.settings);
 }
 
 /** The registry of the configured PSPs (lib/config.ts PROVIDERS), one client each. */

@@ -140,6 +140,11 @@ export interface PaymentProvider {
    * bad, missing or stale signature, or a body that is not an event.
    */
   verifyWebhook(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
+  /**
+   * A kind whose notifications come in batches (capabilities.notifications `batch`): every item
+   * verified and read, each with the item as sent; throws as verifyWebhook does, for the whole batch.
+   */
+  verifyWebhookBatch?(rawBody: string, headers: Record<string, string | undefined>, now?: Date): { event: ProviderWebhookEvent; payload: unknown }[];
   /** One page of the PSP's balance transactions created in [from, to). */
   listBalanceTransactions(
     query: { from: Date; to: Date; startingAfter?: string; limit?: number },

@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { z } from 'zod';
 import type { SandboxDeps, WebhookFaults } from './deps';
 
 /** The Sandbox-Signature value for a body (the orchestrator's client verifies it with its own code). */
@@ -67,6 +68,19 @@ export function parseWebhookFaults(text: string, base: WebhookFaults): WebhookFa
   }
   return faults;
 }
+
+const probability = z.number().min(0).max(1);
+/** The body of POST /_sandbox/webhook_faults (the Adyen double takes the same). */
+export const webhookFaultsBody = z.strictObject({
+  duplicate: probability.default(0),
+  reorder: probability.default(0),
+  delay_ms: z.number().int().min(0).max(3_600_000).default(0),
+  loss: probability.default(0),
+  reorder_hold_ms: z.number().int().min(0).max(3_600_000).default(3000),
+});
+
+/** The faults a POST /_sandbox/webhook_faults body sets. */
+export const webhookFaultsOf = (f: z.output<typeof webhookFaultsBody>): WebhookFaults => ({ duplicate: f.duplicate, reorder: f.reorder, delayMs: f.delay_ms, loss: f.loss, reorderHoldMs: f.reorder_hold_ms });
 
 export const faultsJson = (f: WebhookFaults) => ({
   duplicate: f.duplicate,

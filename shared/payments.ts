@@ -198,6 +198,13 @@ export interface ChargeEventInput {
   paymentId: string;
   chargeId: string;
   reported: { status: ChargeState; amountCapturedMinor: number };
+  /**
+   * The event's own charge, handed over with it: at a kind whose modifications are `notified`
+   * (Adyen's) the signed notification is the PSP's word on its charge (it has no retrieval), so
+   * the step acts on it; elsewhere the step retrieves the charge. Absent in events handed over
+   * before it was added.
+   */
+  charge?: ProviderCharge;
 }
 
 /**

@@ -539,6 +539,7 @@ class PaymentRun {
     const { input } = this;
     this.listenForCommands();
     this.accepting = true;
+    const windowEnd = Date.now() + input.authorizationWindowMs; // workflow time: deterministic on replay
     const decided = await waitForOutcome(() => this.command, input.authorizationWindowMs);
     this.accepting = false; // from here on validators refuse, so no update can wait forever
     if (decided === undefined || decided.kind === 'cancel') {
@@ -548,15 +549,33 @@ class PaymentRun {
       if (decided) this.commandResponse = answer!;
       this.setStatus('canceled');
     } else {
-      await this.capture(chargeId, decided.request);
+      await this.capture(chargeId, decided.request, windowEnd);
     }
     // Let the update that carried the command return its response before the run closes.
     await condition(allHandlersFinished);
   }
 
-  private async capture(chargeId: string, request: CaptureRequest): Promise<void> {
+  /**
+   * Captures the charge. A PSP whose captures are confirmed by notification (modifications
+   * `notified`) answers the capture with the charge still `requires_capture`: the payment is not
+   * shown `succeeded` until the PSP's report of the capture comes (its CAPTURE notification, a
+   * `chargeReport`), within what is left of the authorization window. A report that the capture
+   * failed (still `requires_capture`, with a decline code), or none by the window's end, voids
+   * the authorization and fails the payment (`capture_failed`, `capture_unconfirmed`).
+   */
+  private async capture(chargeId: string, request: CaptureRequest, windowEnd: number): Promise<void> {
     const { input } = this;
-    const captured = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor: request.amountMinor ?? input.amountMinor, ...this.chargingAttempt });
+    const before = new Set(this.reports);
+    const answered = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor: request.amountMinor ?? input.amountMinor, currency: input.currency, ...this.chargingAttempt });
+    const captured = answered.status === 'requires_capture' ? await waitForOutcome(() => this.captureReport(chargeId, before), Math.max(0, windowEnd - Date.now())) : answered;
+    if (captured?.status !== 'succeeded') {
+      const failure: Failure = captured
+        ? { code: 'capture_failed', message: `The PSP refused the capture: ${captured.declineMessage ?? 'the capture failed'}.` }
+        : { code: 'capture_unconfirmed', message: 'The PSP did not confirm the capture within the authorization window.' };
+      log.warn('capture not confirmed by the PSP; voiding', { payment_id: input.paymentId, code: failure.code });
+      this.commandResponse = (await this.compensate(failure, request.idempotency)).response;
+      return;
+    }
     this.showCharge(captured);
     // Once captured, giving the money back means a refund, no longer a void.
     this.compensations.replace(`refunded ${captured.amountCapturedMinor} ${input.currency} of charge ${chargeId}`, () => this.giveBack(chargeId, captured.amountCapturedMinor));
@@ -653,6 +672,14 @@ class PaymentRun {
     if (!isChargeState(charge.status)) return;
     if (this.reports.length >= MAX_KEPT_REPORTS) this.reports.shift();
     this.reports.push(charge);
+  }
+
+  /**
+   * The PSP's report of a capture asked for (one that came after `before`): the charge
+   * `succeeded`, or still `requires_capture` with a decline code (the capture failed).
+   */
+  private captureReport(chargeId: string, before: ReadonlySet<ProviderCharge>): ProviderCharge | undefined {
+    return this.reports.find((r) => !before.has(r) && r.id === chargeId && (r.status === 'succeeded' || (r.status === 'requires_capture' && r.declineCode !== null)));
   }
 
   /**

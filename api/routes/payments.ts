@@ -80,7 +80,11 @@ export const capturePayment = createRoute({
   path: '/v1/payments/{id}/capture',
   tags: ['Payments'],
   summary: 'Capture a manual-capture payment (idempotent)',
-  description: `Captures all of the authorization, or \`amount_minor\` of it. 409 unless the payment is ${statusesAccepting('capture').map((s) => `\`${s}\``).join(' or ')}. ${notReadyYet}`,
+  description:
+    `Captures all of the authorization, or \`amount_minor\` of it. 409 unless the payment is ${statusesAccepting('capture').map((s) => `\`${s}\``).join(' or ')}. ${notReadyYet} ` +
+    'At a PSP whose captures are confirmed by notification (Adyen’s CAPTURE), the payment stays `requires_capture` until it comes (202 while it has not; ' +
+    'retry with the same key); a capture the PSP refuses (CAPTURE_FAILED) or never confirms within the authorization window voids the authorization ' +
+    'and is 402 `payment_failed` (`failure.code` `capture_failed` or `capture_unconfirmed`).',
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CapturePaymentBody), required: false } },
   responses: {

@@ -7,7 +7,7 @@ import { ApiError } from '../../domain/errors';
 import { chargeHoldsMoney, recordsCharge } from '../../domain/payments';
 import { isTemporalUnavailable } from '../../lib/temporal';
 import { ProviderEventUnreadableError, ProviderRejectedError, ProviderWebhookError, type ProviderWebhookEvent, type UnreadableField } from '../../provider/types';
-import { createProviderClient, createProviderWebhookVerifier } from '../../provider/registry';
+import { createProviderClient, createProviderWebhookBatchVerifier, createProviderWebhookVerifier } from '../../provider/registry';
 import type { Config } from '../../lib/config';
 import type { Logger } from '../../lib/logger';
 import type { ChargeEventResult } from '../../shared/payments';
@@ -28,11 +28,14 @@ export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS' | 'PRO
   return Promise.all(
     config.PROVIDERS.map(async (connection) => {
       const verify = await createProviderWebhookVerifier(connection);
+      const verifyBatch = await createProviderWebhookBatchVerifier(connection);
       const client = await createProviderClient(connection, config);
       const disputes = client.disputes;
       return {
         name: connection.name,
         verify,
+        notifications: verifyBatch ? ('batch' as const) : ('event' as const),
+        ...(verifyBatch ? { verifyBatch } : {}),
         retrieveCharge: (chargeId: string) => client.retrieveCharge(chargeId),
         ...(disputes ? { retrieveDispute: (disputeId: string) => disputes.retrieveDispute(disputeId) } : {}),
       };
@@ -73,6 +76,10 @@ const receiveWebhook = createRoute({
     'not be asked at once: the workflow asks until it answers); 503 only when Temporal cannot take the event (it is kept, and the PSP’s retry hands it over). ' +
     'A charge whose amount, currency or id disagrees with the payment changes nothing: the payment is flagged `needs_operator`. ' +
     'A redelivery is acknowledged and changes nothing. ' +
+    'A PSP whose notifications come in batches (Adyen’s `{live, notificationItems: [{NotificationRequestItem}]}`, each item signed with its own ' +
+    'HMAC in `additionalData.hmacSignature`) has every item read and verified before any is stored: one bad signature (400 `webhook_signature_invalid`) ' +
+    'or one unreadable item (400 `invalid_request`, the paths in `issues`) refuses the whole batch and stores nothing; an accepted batch stores ' +
+    'and hands over each item as one event (a duplicate changes nothing) and is answered with the body `[accepted]`. ' +
     'No event moves a payment out of a final status. An event reporting money (a success, an authorization) for a payment that ended ' +
     'without money (`expired`, `canceled`, `declined`, `failed`) starts the late-charge workflow, once per charge, which gives the money ' +
     'back at the PSP and records it on the payment (`failure.code` `late_success_refunded`, event `payment.late_success_refunded`). ' +
@@ -81,7 +88,10 @@ const receiveWebhook = createRoute({
   security: [],
   request: { params: z.object({ provider: z.string().max(32).openapi({ param: { name: 'provider', in: 'path' }, example: 'sandbox' }) }) },
   responses: {
-    200: { description: 'Acknowledged (new or duplicate).', content: jsonContent(Received) },
+    200: {
+      description: 'Acknowledged (new or duplicate). A PSP whose notifications come in batches (Adyen’s) is answered with the body `[accepted]`.',
+      content: { ...jsonContent(Received), 'text/plain': { schema: z.literal('[accepted]') } },
+    },
     ...errorResponses(['webhook_signature_invalid', 'invalid_request', 'not_found', 'payload_too_large', 'service_unavailable', 'temporal_unavailable']),
   },
 });
@@ -109,36 +119,65 @@ export function providerWebhookRoutes(deps: ApiDeps) {
     if (!receiver) throw new ApiError('not_found', `No webhooks are received for provider ${provider}`);
     // Verified on the exact bytes received, before anything is parsed or stored.
     const raw = await c.req.text();
-    const event = verifiedEvent(receiver, raw, Object.fromEntries(c.req.raw.headers.entries()));
+    const headers = Object.fromEntries(c.req.raw.headers.entries());
+    if (receiver.notifications === 'batch') {
+      await receiveBatch(deps, receiver, provider, raw, headers, c.var.logger);
+      return c.text('[accepted]', 200);
+    }
+    const event = verified(() => receiver.verify(raw, headers));
     const payload = JSON.parse(raw) as unknown;
     refuseUnstorableEvent(event, payload);
-    if (event.dispute && receiver.retrieveDispute) {
-      const duplicate = !(await storeDisputeEvent(deps, provider, event, payload));
-      await forwardDispute(deps, receiver, provider, event, c.var.logger);
-      return c.json({ received: true as const, event_id: event.id, duplicate, disposition: 'dispute' as const }, 200);
-    }
-    const outcome = await receiveProviderEvent(deps.sql, {
-      provider,
-      eventId: event.id,
-      type: event.type,
-      createdAt: event.createdAt,
-      chargeId: event.charge?.id ?? null,
-      chargeStatus: event.charge?.status ?? null,
-      reference: event.charge?.reference ?? null,
-      payload,
-    });
-    const log = c.var.logger.child({ provider, event_id: event.id, event_type: event.type, payment_id: outcome.row.payment_id });
-    const disposition = await handOver(deps, event, outcome, provider, log);
-    if (outcome.row.disposition === 'unknown_charge' && outcome.inserted) log.warn('provider webhook for an unknown charge; kept for an operator');
-    return c.json({ received: true as const, event_id: event.id, duplicate: !outcome.inserted, disposition }, 200);
+    return c.json(await receiveEvent(deps, receiver, provider, event, payload, c.var.logger), 200);
   });
   return app;
 }
 
-/** The PSP's event, verified on the raw body: 400 for a bad signature, or for a signed event whose fields cannot be read. */
-function verifiedEvent(receiver: ProviderWebhookReceiver, raw: string, headers: Record<string, string>): ProviderWebhookEvent {
+/**
+ * One event: stored once (by provider and event id) with the payment it concerns, then handed
+ * over (a charge's) or reported to its dispute's workflow. A duplicate changes nothing.
+ */
+async function receiveEvent(deps: ApiDeps, receiver: ProviderWebhookReceiver, provider: string, event: ProviderWebhookEvent, payload: unknown, logger: Logger): Promise<z.output<typeof Received>> {
+  if (event.dispute && receiver.retrieveDispute) {
+    const duplicate = !(await storeDisputeEvent(deps, provider, event, payload));
+    await forwardDispute(deps, receiver, provider, event, logger);
+    return { received: true as const, event_id: event.id, duplicate, disposition: 'dispute' as const };
+  }
+  const outcome = await receiveProviderEvent(deps.sql, {
+    provider,
+    eventId: event.id,
+    type: event.type,
+    createdAt: event.createdAt,
+    chargeId: event.charge?.id ?? null,
+    chargeStatus: event.charge?.status ?? null,
+    reference: event.charge?.reference ?? null,
+    payload,
+  });
+  const log = logger.child({ provider, event_id: event.id, event_type: event.type, payment_id: outcome.row.payment_id });
+  const disposition = await handOver(deps, event, outcome, provider, log);
+  if (outcome.row.disposition === 'unknown_charge' && outcome.inserted) log.warn('provider webhook for an unknown charge; kept for an operator');
+  return { received: true as const, event_id: event.id, duplicate: !outcome.inserted, disposition };
+}
+
+/**
+ * A batch of notifications (a kind whose capabilities.notifications is `batch`): every item is
+ * verified and read, and checked storable, before any is stored, so one bad signature or one
+ * unreadable item refuses the whole batch (400, nothing stored; the PSP sends it again). Then each
+ * item is received as one event (stored once by its id; a duplicate changes nothing), in order.
+ */
+async function receiveBatch(deps: ApiDeps, receiver: ProviderWebhookReceiver, provider: string, raw: string, headers: Record<string, string>, logger: Logger): Promise<void> {
+  if (!receiver.verifyBatch) throw new Error(`provider ${provider}: its kind's notifications come in batches, but no batch verification is configured`);
+  const items = verified(() => receiver.verifyBatch!(raw, headers));
+  items.forEach(({ event, payload }, index) => refuseUnstorableEvent(event, payload, `notificationItems.${index}.NotificationRequestItem.`));
+  for (const { event, payload } of items) {
+    const received = await receiveEvent(deps, receiver, provider, event, payload, logger);
+    logger.debug({ provider, event_id: event.id, duplicate: received.duplicate, disposition: received.disposition }, 'provider notification received');
+  }
+}
+
+/** The PSP's event(s), verified on the raw body: 400 for a bad signature, or for a signed event whose fields cannot be read. */
+function verified<T>(verify: () => T): T {
   try {
-    return receiver.verify(raw, headers);
+    return verify();
   } catch (error) {
     if (error instanceof ProviderEventUnreadableError) throw invalidEvent(error.issues);
     if (error instanceof ProviderWebhookError) throw new ApiError('webhook_signature_invalid', error.message);
@@ -166,7 +205,7 @@ async function handOver(deps: ApiDeps, event: ProviderWebhookEvent, outcome: Rec
     await markForwarded(deps.sql, provider, event.id);
     return 'forward';
   }
-  const input = { provider, eventId: event.id, paymentId, chargeId: charge.id, reported: { status: charge.status, amountCapturedMinor: charge.amountCapturedMinor } };
+  const input = { provider, eventId: event.id, paymentId, chargeId: charge.id, reported: { status: charge.status, amountCapturedMinor: charge.amountCapturedMinor }, charge };
   let decision: ChargeEventResult | null;
   try {
     const handle = await withinTemporalDeadline(deps, () => handOverChargeEvent(deps.temporal, deps.config.TASK_QUEUE, input));
@@ -223,15 +262,15 @@ async function forwardDispute(deps: ApiDeps, receiver: ProviderWebhookReceiver, 
  * cannot store it: a `created` outside the dates timestamptz holds (or not a date at all), or
  * U+0000 or a lone surrogate in any string of the body (the id, the type, the charge's fields).
  */
-function refuseUnstorableEvent(event: ProviderWebhookEvent, payload: unknown): void {
+function refuseUnstorableEvent(event: ProviderWebhookEvent, payload: unknown, at = ''): void {
   const issues: UnreadableField[] = [];
   const created = event.createdAt.getTime();
   const year = Number.isFinite(created) ? event.createdAt.getUTCFullYear() : NaN;
   if (!(year >= 1 && year <= 9999)) {
-    issues.push({ path: 'created', code: 'custom', message: 'must be a time between 0001-01-01 and 9999-12-31 (UTC), the dates PostgreSQL stores' });
+    issues.push({ path: `${at}created`, code: 'custom', message: 'must be a time between 0001-01-01 and 9999-12-31 (UTC), the dates PostgreSQL stores' });
   }
   const unstorable = unstorablePath(payload);
-  if (unstorable !== null) issues.push({ path: unstorable, code: 'custom', message: storable });
+  if (unstorable !== null) issues.push({ path: `${at}${unstorable}`, code: 'custom', message: storable });
   if (issues.length) throw invalidEvent(issues);
 }
 

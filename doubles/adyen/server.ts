@@ -3,7 +3,10 @@ import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import type { Types } from '@adyen/api-library';
 import { adyen } from '../../provider/adyen/library';
+import { eventFromNotification } from '../../provider/adyen/wire';
+import { faultsJson, webhookFaultsBody, webhookFaultsOf } from '../../sandbox/webhooks';
 import { refusalOf } from './models';
+import { NotificationOutbox, paymentOf } from './notifications';
 
 type NotificationRequestItem = Types.notification.NotificationRequestItem;
 const { NotificationRequestItem } = adyen.Types.notification;
@@ -22,7 +25,7 @@ export interface AdyenDoubleOptions {
   merchantAccount: string;
   /** Hex HMAC key the notifications are signed with. */
   hmacKey: string;
-  /** Where the notifications go (loopback); null: none are sent (they are still kept in `notifications`). */
+  /** Where the notifications go (loopback only); null: none are sent (they are still kept in `notifications`). */
   webhookUrl: string | null;
   /** How long a capture, cancel or refund is held `received` before its notification; default 50 ms. */
   confirmAfterMs?: number;
@@ -40,8 +43,10 @@ interface HeldPayment {
 
 export interface AdyenDouble {
   url: string;
-  /** Every notification item sent (or, without a webhook URL, made), in order. */
-  readonly notifications: NotificationRequestItem[];
+  /** Every notification item made (sent, lost to a fault, or kept without a webhook URL), in order. */
+  readonly notifications: readonly NotificationRequestItem[];
+  /** Sends the notifications to this URL from now on (loopback only; e.g. an API started after the double). */
+  setWebhookUrl(url: string | null): void;
   /** How many payments the double authorised or refused: a replay makes none. */
   paymentsMade(): number;
   close(): Promise<void>;
@@ -57,18 +62,18 @@ const API_VERSION = /^\/v\d+/;
  * Idempotency-Key (the same key answers the first answer, and does nothing again). A capture,
  * cancel or refund is answered `received`; its outcome comes later as a signed (HMAC) batch of
  * notifications (CAPTURE, or CAPTURE_FAILED for the card held by `CAPTURE_FAILED`;
- * CANCELLATION; REFUND), sent until answered `[accepted]`. Test cards: Adyen's, with the
+ * CANCELLATION; REFUND), sent to the webhook URL until answered `[accepted]`, with the sandbox's
+ * webhook faults and control calls (./notifications.ts; `/_sandbox/webhook_faults`,
+ * `/_sandbox/events?charge=`, `/_sandbox/events/{id}/redeliver`, `/_sandbox/outage`). Test cards: Adyen's, with the
  * refusal asked for by the holder name (`DECLINED`, `NOT_ENOUGH_BALANCE`).
  */
 export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<AdyenDouble> {
   const payments = new Map<string, HeldPayment>();
   const answered = new Map<string, { status: number; body: unknown }>();
-  const notifications: NotificationRequestItem[] = [];
-  const validator = new adyen.hmacValidator();
+  const outbox = new NotificationOutbox({ hmacKey: options.hmacKey, webhookUrl: options.webhookUrl });
   const timers = new Set<NodeJS.Timeout>();
   let outage: AdyenDoubleOutage = 'none';
   let made = 0;
-  let closed = false;
   const confirmAfterMs = options.confirmAfterMs ?? 50;
 
   const pspReference = () => randomBytes(8).toString('hex').toUpperCase();
@@ -77,21 +82,8 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
     timers.add(timer);
   };
 
-  /** Sends one batch, signed item by item, until it is answered `[accepted]` (or the double closes). */
-  const send = (items: NotificationRequestItem[], attempt = 1): void => {
-    if (closed) return;
-    for (const item of items) item.additionalData = { ...item.additionalData, hmacSignature: validator.calculateHmac(item, options.hmacKey) };
-    if (attempt === 1) notifications.push(...items);
-    if (!options.webhookUrl) return;
-    const body = JSON.stringify({ live: 'false', notificationItems: items.map((NotificationRequestItem) => ({ NotificationRequestItem })) });
-    fetch(options.webhookUrl, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body, signal: AbortSignal.timeout(5000) })
-      .then(async (response) => ((await response.text()).trim() === '[accepted]' && response.ok ? undefined : Promise.reject(new Error(`answered ${response.status}`))))
-      .catch(() => later(Math.min(500 * attempt, 5000), () => send(items, attempt + 1)));
-  };
-
   const notify = (eventCode: string, payment: HeldPayment, fields: { pspReference: string; value: number; success: boolean; reason?: string; original?: boolean }) =>
-    send([
-      {
+    outbox.add({
         amount: { currency: payment.currency, value: fields.value },
         eventCode: eventCode as Types.notification.NotificationRequestItem.EventCodeEnum,
         eventDate: new Date().toISOString(),
@@ -102,8 +94,7 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
         paymentMethod: 'visa',
         reason: fields.reason ?? '',
         success: fields.success ? NotificationRequestItem.SuccessEnum.True : NotificationRequestItem.SuccessEnum.False,
-      },
-    ]);
+    });
 
   type Answer = { status: number; body: unknown };
   const error = (status: number, errorCode: string, message: string, errorType = 'validation'): Answer => ({ status, body: { status, errorCode, message, errorType } });
@@ -176,6 +167,38 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
     return modify(modification[2] as 'captures' | 'cancels' | 'refunds', payment, body as { amount?: { value: number; currency: string } });
   };
 
+  /** The sandbox's control calls, in the same shapes: webhook faults, a payment's notifications, their redelivery. */
+  const control = (method: string, path: string, query: URLSearchParams, raw: string): Answer => {
+    if (path === '/_sandbox/webhook_faults' && method === 'GET') return { status: 200, body: faultsJson(outbox.faults) };
+    if (path === '/_sandbox/webhook_faults' && method === 'POST') {
+      let parsed;
+      try {
+        parsed = webhookFaultsBody.safeParse(JSON.parse(raw || '{}'));
+      } catch {
+        return error(400, '702', 'Unable to parse the JSON request');
+      }
+      if (!parsed.success) return error(400, '702', parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+      outbox.faults = webhookFaultsOf(parsed.data);
+      return { status: 200, body: faultsJson(outbox.faults) };
+    }
+    if (path === '/_sandbox/events' && method === 'GET') {
+      const charge = query.get('charge');
+      if (!charge) return error(400, '702', 'charge is required');
+      const data = outbox.kept
+        .filter((k) => paymentOf(k.item) === charge)
+        .map((k) => ({ id: eventFromNotification(k.item).id, type: String(k.item.eventCode), state: k.state, attempts: k.attempts, object: k.item }));
+      return { status: 200, body: { object: 'list', data } };
+    }
+    const redeliver = /^\/_sandbox\/events\/([^/]+)\/redeliver$/.exec(path);
+    if (redeliver && method === 'POST') {
+      const id = decodeURIComponent(redeliver[1]!).split(':')[0]!;
+      if (!outbox.webhookUrl) return error(400, '702', 'no webhook URL is configured: nothing can be delivered');
+      const sent = outbox.redeliver(id);
+      return sent === 0 ? error(404, '000', `No notification ${id}`) : { status: 200, body: { id, redelivered: sent } };
+    }
+    return error(404, '000', `No such control ${method} ${path}`);
+  };
+
   const reply = (res: ServerResponse, answer: Answer) => {
     res.writeHead(answer.status, { 'Content-Type': 'application/json' });
     res.end(JSON.stringify(answer.body));
@@ -193,6 +216,7 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
         outage = mode;
         return reply(res, { status: 200, body: { mode } });
       }
+      if (path.startsWith('/_sandbox/')) return reply(res, control(req.method ?? 'GET', path, new URL(req.url ?? '/', 'http://double').searchParams, raw));
       if (path === '/healthz') return reply(res, { status: 200, body: { ok: true } });
       if (outage === 'unavailable') return reply(res, error(503, '000', 'Service unavailable (double outage)', 'internal'));
       if (outage === 'down') return void req.socket.destroy();
@@ -209,10 +233,15 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
-    notifications,
+    get notifications() {
+      return outbox.kept.map((k) => k.item);
+    },
+    setWebhookUrl: (url) => {
+      outbox.webhookUrl = url;
+    },
     paymentsMade: () => made,
     async close() {
-      closed = true;
+      outbox.close();
       for (const timer of timers) clearTimeout(timer);
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -14,7 +14,7 @@ import {
   type ProviderWebhookEvent,
   type VoidChargeRequest,
 } from '../types';
-import { verifyAdyenWebhook } from './webhook';
+import { verifyAdyenNotificationBatch, verifyAdyenWebhook } from './webhook';
 import { adyenPaymentMethod, chargeFromPayment } from './wire';
 
 /** Where the official library sends every Checkout call (its API_BASEPATH): our client sends it to the connection's URL instead. */
@@ -174,12 +174,21 @@ export class AdyenProvider implements PaymentProvider {
     return Promise.reject(new Error('Adyen has no lookup by idempotency key: the same request is replayed under its key (unknownOutcome: replay)'));
   }
 
+  /**
+   * Adyen has no payment retrieval: a payment is known by its answers and its signed
+   * notifications (which the charge event step acts on at this kind). Refused for good, so a
+   * step that would ask ends rather than retrying a call that cannot succeed.
+   */
   retrieveCharge(): Promise<ProviderCharge> {
-    return Promise.reject(new Error('Adyen has no payment retrieval: a payment is known by its answers and notifications'));
+    return Promise.reject(new ProviderRejectedError('adyen: Adyen has no payment retrieval; a payment is known by its answers and notifications', 405, 'retrieval_unsupported'));
   }
 
   verifyWebhook(rawBody: string): ProviderWebhookEvent {
     return verifyAdyenWebhook(rawBody, { hmacKey: this.config.hmacKey });
+  }
+
+  verifyWebhookBatch(rawBody: string): { event: ProviderWebhookEvent; payload: unknown }[] {
+    return verifyAdyenNotificationBatch(rawBody, { hmacKey: this.config.hmacKey });
   }
 
   listBalanceTransactions(): Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }> {

@@ -31,4 +31,8 @@ export const adyen = defineProviderKind({
     const { verifyAdyenWebhook } = await import('./webhook');
     return (rawBody) => verifyAdyenWebhook(rawBody, { hmacKey: settings.hmacKey });
   },
+  async createBatchVerifier(settings) {
+    const { verifyAdyenNotificationBatch } = await import('./webhook');
+    return (rawBody) => verifyAdyenNotificationBatch(rawBody, { hmacKey: settings.hmacKey });
+  },
 });

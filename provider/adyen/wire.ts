@@ -1,6 +1,7 @@
 import type { Types } from '@adyen/api-library';
+import { z } from 'zod';
 import { adyen } from './library';
-import type { ProviderCharge, ProviderRefund, ProviderWebhookEvent } from '../types';
+import { ProviderEventUnreadableError, readWire, type ProviderCharge, type ProviderRefund, type ProviderWebhookEvent } from '../types';
 
 type PaymentRequest = Types.checkout.PaymentRequest;
 type PaymentResponse = Types.checkout.PaymentResponse;
@@ -83,7 +84,7 @@ export function chargeFromPayment(payment: PaymentResponse, request: { amountMin
 /**
  * A captured or cancelled charge as its confirming notification says it is: CAPTURE success
  * (the money was taken), CAPTURE_FAILED or CAPTURE refused (still only authorized: the
- * capture did not take place), CANCELLATION success. The charge's amount is the notification's.
+ * capture did not take place; decline code `capture_failed`), CANCELLATION success. The charge's amount is the notification's.
  */
 export function chargeFromNotification(item: NotificationRequestItem): ProviderCharge | null {
   const id = item.originalReference ?? item.pspReference;
@@ -99,13 +100,15 @@ export function chargeFromNotification(item: NotificationRequestItem): ProviderC
     reference: item.merchantReference,
   };
   const success = item.success === 'true';
+  // Still only authorized: the capture did not take place, and the decline code says so.
+  const captureFailed: ProviderCharge = { ...base, status: 'requires_capture', declineCode: 'capture_failed', declineMessage: item.reason || 'The capture failed.' };
   switch (String(item.eventCode)) {
     case 'AUTHORISATION':
       return success ? { ...base, id: item.pspReference, status: 'requires_capture' } : { ...base, id: item.pspReference, status: 'declined', declineCode: 'card_declined', declineMessage: item.reason ?? null };
     case 'CAPTURE':
-      return success ? { ...base, status: 'succeeded', amountCapturedMinor: base.amountMinor, succeededAt: item.eventDate } : { ...base, status: 'requires_capture' };
+      return success ? { ...base, status: 'succeeded', amountCapturedMinor: base.amountMinor, succeededAt: item.eventDate } : captureFailed;
     case 'CAPTURE_FAILED':
-      return { ...base, status: 'requires_capture' };
+      return captureFailed;
     case 'CANCELLATION':
       return success ? { ...base, status: 'canceled' } : { ...base, status: 'requires_capture' };
     default:
@@ -126,6 +129,62 @@ export function refundFromNotification(item: NotificationRequestItem): ProviderR
     failureCode: succeeded ? null : 'refund_failed',
     failureMessage: succeeded ? null : (item.reason ?? 'The refund failed.'),
   };
+}
+
+/** A time PostgreSQL's timestamptz holds (years 1 to 9999), as Adyen writes its eventDate (ISO 8601). */
+const eventDate = z.string().refine((text) => {
+  const time = Date.parse(text);
+  if (!Number.isFinite(time)) return false;
+  const year = new Date(time).getUTCFullYear();
+  return year >= 1 && year <= 9999;
+}, 'must be an ISO 8601 time between 0001-01-01 and 9999-12-31 (UTC)');
+
+/**
+ * The fields of Adyen's NotificationRequestItem (the official library's model) that we read or
+ * that its HMAC signs, each of the type the model says: what a notification must carry before its
+ * signature is checked and it is mapped. Fields it does not name pass through unread.
+ */
+export const notificationItemSchema = z.looseObject({
+  additionalData: z.record(z.string(), z.unknown()).optional(),
+  amount: z.looseObject({ value: z.int().nonnegative(), currency: z.string().regex(/^[A-Za-z]{3}$/, 'must be an ISO 4217 code') }),
+  pspReference: z.string().min(1),
+  originalReference: z.string().min(1).optional(),
+  eventCode: z.string().min(1),
+  eventDate,
+  merchantAccountCode: z.string(),
+  merchantReference: z.string(),
+  paymentMethod: z.string().optional(),
+  reason: z.string().optional(),
+  success: z.enum(['true', 'false']),
+});
+
+/** Adyen's standard notification: a batch of items, each wrapped as `{ NotificationRequestItem }`. */
+export const notificationBatchSchema = z.looseObject({
+  live: z.enum(['true', 'false']).optional(),
+  notificationItems: z.array(z.looseObject({ NotificationRequestItem: z.looseObject({}) })).min(1, 'must hold at least one item'),
+});
+
+/** Where an item sits in the batch, as the issues name it (`notificationItems.0.NotificationRequestItem`). */
+export const notificationItemPath = (index: number) => ['notificationItems', index, 'NotificationRequestItem'] as const;
+
+/**
+ * The batch's items, each checked by the wire schema: throws ProviderEventUnreadableError naming
+ * every field (of every item) that is missing, null or of another type.
+ */
+export function readNotificationBatch(body: unknown): NotificationRequestItem[] {
+  const batch = readWire(notificationBatchSchema, body);
+  const issues: ProviderEventUnreadableError[] = [];
+  const items = batch.notificationItems.map((wrapped, index) => {
+    try {
+      return readWire(notificationItemSchema, wrapped.NotificationRequestItem, notificationItemPath(index)) as unknown as NotificationRequestItem;
+    } catch (error) {
+      if (!(error instanceof ProviderEventUnreadableError)) throw error;
+      issues.push(error);
+      return null;
+    }
+  });
+  if (issues.length > 0) throw new ProviderEventUnreadableError(issues.flatMap((e) => e.issues));
+  return items as NotificationRequestItem[];
 }
 
 /** Adyen's event codes in our event types; others pass through as `adyen.<CODE>`. */

@@ -6,7 +6,7 @@ import { chargeChanged, chargeEvent, chargeFeeMinor, recordRefundTransaction, re
 import { openDispute } from '../disputes';
 import { chargeJson, disputeJson, newChargeId, newRefundId, refundJson, type ChargeRow, type RefundRow } from '../objects';
 import { amountMinor } from './charges';
-import { faultsJson, type WebhookDelivery } from '../webhooks';
+import { faultsJson, webhookFaultsBody, webhookFaultsOf, type WebhookDelivery } from '../webhooks';
 import type { OutageMode, SandboxDeps } from '../deps';
 
 /**
@@ -16,15 +16,6 @@ import type { OutageMode, SandboxDeps } from '../deps';
  */
 
 const outageBody = z.strictObject({ mode: z.enum(['none', 'unavailable', 'down', 'timeout', 'declining']) });
-
-const probability = z.number().min(0).max(1);
-const faultsBody = z.strictObject({
-  duplicate: probability.default(0),
-  reorder: probability.default(0),
-  delay_ms: z.number().int().min(0).max(3_600_000).default(0),
-  loss: probability.default(0),
-  reorder_hold_ms: z.number().int().min(0).max(3_600_000).default(3000),
-});
 
 const eventsQuery = z.strictObject({ charge: z.string().min(1).max(255) });
 
@@ -58,8 +49,7 @@ export function adminRoutes(deps: SandboxDeps, delivery: WebhookDelivery) {
 
     .get('/webhook_faults', (c) => c.json(faultsJson(runtime.faults)))
     .post('/webhook_faults', async (c) => {
-      const f = await parseJsonBody(c, faultsBody);
-      runtime.faults = { duplicate: f.duplicate, reorder: f.reorder, delayMs: f.delay_ms, loss: f.loss, reorderHoldMs: f.reorder_hold_ms };
+      runtime.faults = webhookFaultsOf(await parseJsonBody(c, webhookFaultsBody));
       return c.json(faultsJson(runtime.faults));
     })
 

@@ -1,16 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RoutePlanner } from '../../activities';
 import { startAdyenDouble, type AdyenDouble } from '../../doubles/adyen/server';
 import { AdyenProvider } from '../../provider/adyen/client';
+import { adyen } from '../../provider/adyen/library';
 import { apiClient, decidedPayment, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
  * The adyen kind end to end through the orchestrator: the API, the payment workflow on a real
  * worker (real Temporal and PostgreSQL) whose registry has `adyen-test` (the client through the
- * official library, against the Adyen double on loopback) beside the stack's sandbox. Its
- * notifications are not wired to the API here: the route's `[accepted]` batch answer is not
- * built yet, so these are the charge's own answers, and the failover rule as the kind's
- * capability `unknownOutcome: 'replay'` makes it.
+ * official library, against the Adyen double on loopback) beside the stack's sandbox. The
+ * double sends its signed notification batches to the API's /provider_webhooks/adyen-test,
+ * which answers `[accepted]` (the kind's `notifications: 'batch'`), under the sandbox's webhook
+ * faults; and the failover rule as the kind's capability `unknownOutcome: 'replay'` makes it.
  */
 const hmacKey = '44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056';
 const merchantAccount = 'OrchestratorTest';
@@ -26,23 +27,28 @@ const route: RoutePlanner = async (request) => {
   const providers = routes.get(request.tenantId) ?? ['adyen-test'];
   return { providers, reason: `test route: ${providers.join(' then ')}` };
 };
+/** Short, so that a capture whose confirmation never comes ends within the test. */
+const WINDOW_SECONDS = 20;
 const client = (url: string) => new AdyenProvider({ baseUrl: url, apiKey, merchantAccount, hmacKey, timeoutMs: 1500 });
 
 beforeAll(async () => {
   double = await startAdyenDouble({ apiKey, merchantAccount, hmacKey, webhookUrl: null });
   // A second double, closed before its test: nobody listens at its address any more.
   gone = await startAdyenDouble({ apiKey, merchantAccount, hmacKey, webhookUrl: null });
-  stack = await startStack({ route, extraProviders: { 'adyen-test': client(double.url), 'adyen-gone': client(gone.url) }, api: { IDEMPOTENCY_WAIT_MS: 3000 } });
+  stack = await startStack({ route, extraProviders: { 'adyen-test': client(double.url), 'adyen-gone': client(gone.url) }, api: { IDEMPOTENCY_WAIT_MS: 3000, AUTHORIZATION_WINDOW_SECONDS: WINDOW_SECONDS } });
   tenant = await stack.createTenant('adyen');
   failoverTenant = await stack.createTenant('adyen-failover');
   routes.set(failoverTenant.id, ['adyen-gone', 'sandbox']);
   api = apiClient(stack.apiUrl, tenant.apiKey);
+  double.setWebhookUrl(`${stack.apiUrl}/provider_webhooks/adyen-test`);
 }, 300_000);
 afterAll(async () => {
   await stack?.stop();
   await double?.close();
 });
 
+const control = (path: string, body?: unknown) =>
+  fetch(`${double.url}/_sandbox${path}`, body === undefined ? {} : { method: 'POST', body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, json: (await r.json()) as any }));
 const outage = (mode: string) => fetch(`${double.url}/_sandbox/outage`, { method: 'POST', body: JSON.stringify({ mode }) }).then((r) => expect(r.status).toBe(200));
 const body = (payment_method = 'pm_card_visa', extra: Record<string, unknown> = {}) => ({ order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', payment_method, ...extra });
 
@@ -112,4 +118,164 @@ describe('Adyen through the orchestrator (the Adyen double)', () => {
     expect(await stack.provider.listChargesByReference(created.json.id)).toHaveLength(1);
     expect(gone.paymentsMade()).toBe(0);
   });
+});
+
+type Kept = { id: string; type: string; state: string; attempts: number };
+const keptOf = async (charge: string): Promise<Kept[]> => (await control(`/events?charge=${charge}`)).json.data;
+const storedOf = (charge: string) =>
+  stack.sql<{ event_id: string; type: string }[]>`SELECT event_id, type FROM provider_events WHERE provider = 'adyen-test' AND charge_id = ${charge} ORDER BY event_id`;
+const manualPayment = async (paymentMethod = 'pm_card_visa') => {
+  const created = await api.post('/v1/payments', body(paymentMethod, { capture_method: 'manual' }), uniqueKey('pay'));
+  expect(created.status, created.text).toBe(201);
+  expect(created.json).toMatchObject({ status: 'requires_capture', provider: 'adyen-test' });
+  return created.json as { id: string; provider_charge_id: string };
+};
+
+describe('Adyen notifications reach the product: signed batches to /provider_webhooks/adyen-test, answered [accepted]', () => {
+  afterEach(async () => {
+    expect((await control('/webhook_faults', {})).status).toBe(200);
+  });
+
+  it.each([
+    { fault: 'no fault', faults: {} },
+    { fault: 'every notification sent twice', faults: { duplicate: 1 } },
+    { fault: 'every notification delayed', faults: { delay_ms: 300 } },
+    { fault: 'every notification held back (reordered)', faults: { reorder: 1, reorder_hold_ms: 300 } },
+  ])('$fault: the payment’s AUTHORISATION is delivered, stored once by its id, and changes nothing it recorded', async ({ faults }) => {
+    expect((await control('/webhook_faults', faults)).json).toMatchObject(faults);
+    const payment = await manualPayment();
+    const charge = payment.provider_charge_id;
+    const kept = await eventually(async () => {
+      const list = await keptOf(charge);
+      return list.length > 0 && list.every((k) => k.state === 'delivered') ? list : undefined;
+    }, 20_000);
+    expect(kept.map((k) => k.type)).toEqual(['AUTHORISATION']);
+    // Every delivery was answered [accepted]; a duplicate is the same row.
+    await eventually(async () => (await storedOf(charge)).length === 1);
+    expect(await storedOf(charge)).toEqual([{ event_id: kept[0]!.id, type: 'charge.requires_capture' }]);
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'requires_capture', amount_captured_minor: 0 });
+  });
+
+  it('a lost notification is never delivered until it is redelivered; then it is stored once', async () => {
+    await control('/webhook_faults', { loss: 1 });
+    const payment = await manualPayment();
+    const charge = payment.provider_charge_id;
+    const [lost] = await eventually(async () => {
+      const list = await keptOf(charge);
+      return list.length === 1 ? list : undefined;
+    });
+    expect(lost).toMatchObject({ type: 'AUTHORISATION', state: 'lost', attempts: 0 });
+    expect(await storedOf(charge)).toEqual([]);
+    expect((await control(`/events/${encodeURIComponent(lost!.id)}/redeliver`, {})).status).toBe(200);
+    await eventually(async () => (await keptOf(charge))[0]!.state === 'delivered');
+    expect(await storedOf(charge)).toEqual([{ event_id: lost!.id, type: 'charge.requires_capture' }]);
+  });
+
+  describe('a batch posted to the route', () => {
+    const validator = new adyen.hmacValidator();
+    const item = (pspReference: string, fields: Record<string, unknown> = {}) => ({
+      amount: { currency: 'EUR', value: 1200 },
+      eventCode: 'REPORT_AVAILABLE',
+      eventDate: new Date().toISOString(),
+      merchantAccountCode: merchantAccount,
+      merchantReference: 'report',
+      pspReference,
+      reason: '',
+      success: 'true',
+      ...fields,
+    });
+    const signed = (fields: ReturnType<typeof item>, key = hmacKey) => ({ ...fields, additionalData: { hmacSignature: validator.calculateHmac(fields as never, key) } });
+    const post = (items: unknown[]) =>
+      fetch(`${stack.apiUrl}/provider_webhooks/adyen-test`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ live: 'false', notificationItems: items.map((NotificationRequestItem) => ({ NotificationRequestItem })) }),
+      }).then(async (r) => ({ status: r.status, text: await r.text() }));
+    const storedWith = (references: string[]) =>
+      stack.sql<{ event_id: string }[]>`SELECT event_id FROM provider_events WHERE provider = 'adyen-test' AND split_part(event_id, ':', 1) IN ${stack.sql(references)} ORDER BY event_id`;
+
+    it('every item signed and readable: answered [accepted], each item stored once, and once again for a redelivery of the batch', async () => {
+      const references = [uniqueKey('A'), uniqueKey('B')];
+      const batch = references.map((r) => signed(item(r)));
+      for (let delivery = 0; delivery < 2; delivery++) {
+        const answer = await post(batch);
+        expect(answer, answer.text).toEqual({ status: 200, text: '[accepted]' });
+      }
+      expect((await storedWith(references)).map((r) => r.event_id)).toEqual(references.map((r) => `${r}:REPORT_AVAILABLE:true`).sort());
+    });
+
+    it.each([
+      { what: 'one item signed with another key', second: (r: string) => signed(item(r), 'AB'.repeat(32)), code: 'webhook_signature_invalid', issues: undefined },
+      { what: 'one item without a signature', second: (r: string) => item(r), code: 'webhook_signature_invalid', issues: undefined },
+      {
+        what: 'one signed item whose amount is a string and eventDate no time',
+        second: (r: string) => signed(item(r, { amount: { currency: 'EUR', value: '1200' }, eventDate: 'soon' }) as never),
+        code: 'invalid_request',
+        issues: ['notificationItems.1.NotificationRequestItem.amount.value', 'notificationItems.1.NotificationRequestItem.eventDate'],
+      },
+    ])('$what: 400 $code, and nothing of the batch is stored', async ({ second, code, issues }) => {
+      const references = [uniqueKey('A'), uniqueKey('B')];
+      const answer = await post([signed(item(references[0]!)), second(references[1]!)]);
+      expect(answer.status, answer.text).toBe(400);
+      const error = (JSON.parse(answer.text) as { error: { type: string; issues?: { path: string }[] } }).error;
+      expect(error.type).toBe(code);
+      expect(error.issues?.map((i) => i.path)).toEqual(issues);
+      expect(await storedWith(references)).toEqual([]);
+    });
+  });
+});
+
+describe('a capture at a kind whose modifications are notified waits for the PSP’s CAPTURE notification', () => {
+  afterEach(async () => {
+    expect((await control('/webhook_faults', {})).status).toBe(200);
+  });
+  const capture = (id: string, key: string) => api.post(`/v1/payments/${id}/capture`, {}, key);
+  const notified = (charge: string, type: string) => eventually(async () => (await keptOf(charge)).find((k) => k.type === type), 20_000, 100, `${type} of ${charge}`);
+
+  it('while its CAPTURE is not delivered the capture is answered 202 and the payment stays requires_capture; delivered, the payment succeeds and the capture replays 200', async () => {
+    const payment = await manualPayment();
+    await control('/webhook_faults', { loss: 1 });
+    const key = uniqueKey('capture');
+    const waiting = await capture(payment.id, key);
+    expect(waiting.status, waiting.text).toBe(202);
+    expect(waiting.json).toMatchObject({ id: payment.id, status: 'requires_capture', amount_captured_minor: 0 });
+    const captureNotification = await notified(payment.provider_charge_id, 'CAPTURE');
+    expect(captureNotification.state).toBe('lost');
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'requires_capture', amount_captured_minor: 0 });
+    await control('/webhook_faults', {});
+    expect((await control(`/events/${encodeURIComponent(captureNotification.id)}/redeliver`, {})).status).toBe(200);
+    await eventually(async () => (await api.get(`/v1/payments/${payment.id}`)).json.status === 'succeeded', 20_000);
+    const replay = await capture(payment.id, key);
+    expect(replay.status, replay.text).toBe(200);
+    expect(replay.json).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500 });
+  });
+
+  it('a capture of part of the authorization is confirmed by a CAPTURE of that part: succeeded with that amount captured', async () => {
+    const payment = await manualPayment();
+    const answer = await api.post(`/v1/payments/${payment.id}/capture`, { amount_minor: 1000 }, uniqueKey('capture'));
+    expect([200, 202], answer.text).toContain(answer.status);
+    const captured = await eventually(async () => {
+      const { json } = await api.get(`/v1/payments/${payment.id}`);
+      return json.status === 'requires_capture' ? undefined : json;
+    }, 20_000);
+    expect(captured).toMatchObject({ status: 'succeeded', amount_captured_minor: 1000 });
+  });
+
+  it.each([
+    { outcome: 'CAPTURE_FAILED', method: 'pm_card_captureFailed', faults: {}, code: 'capture_failed' },
+    { outcome: 'no confirmation within the authorization window', method: 'pm_card_visa', faults: { loss: 1 }, code: 'capture_unconfirmed' },
+  ])('$outcome: never succeeded; the authorization is voided and the payment fails with $code', async ({ method, faults, code }) => {
+    const payment = await manualPayment(method);
+    await control('/webhook_faults', faults);
+    const answer = await capture(payment.id, uniqueKey('capture'));
+    if (answer.status === 202) expect(answer.json).toMatchObject({ status: 'requires_capture', amount_captured_minor: 0 });
+    else expect(answer.json.error).toMatchObject({ type: 'payment_failed', payment: { status: 'failed', failure: { code } } });
+    const ended = await eventually(async () => {
+      const { json } = await api.get(`/v1/payments/${payment.id}`);
+      return json.status === 'requires_capture' ? undefined : json;
+    }, (WINDOW_SECONDS + 30) * 1000);
+    expect(ended).toMatchObject({ status: 'failed', amount_captured_minor: 0, failure: { code } });
+    // The void was asked for: its CANCELLATION was made.
+    await notified(payment.provider_charge_id, 'CANCELLATION');
+  }, (WINDOW_SECONDS + 60) * 1000);
 });

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig, providerWebhookSecretVariable } from '../../lib/config';
 import * as kinds from '../../provider/kinds';
-import { configuredProviderNames, createProviderRegistry, createProviderWebhookVerifier, kindSettingVariables, knownProviderKinds, providerRegistry, reconciledProviderNames, UnknownProviderError } from '../../provider/registry';
+import { configuredProviderNames, createProviderRegistry, createProviderWebhookBatchVerifier, createProviderWebhookVerifier, kindSettingVariables, knownProviderKinds, providerRegistry, reconciledProviderNames, UnknownProviderError } from '../../provider/registry';
 import { SandboxProvider } from '../../provider/sandbox/client';
+import { adyen } from '../../provider/adyen/library';
 import { signSandboxWebhook } from '../../provider/sandbox/webhook';
 import { StripeProvider } from '../../provider/stripe/client';
 import { ProviderWebhookError, type PaymentProvider } from '../../provider/types';
@@ -103,6 +104,22 @@ describe('the kinds (provider/kinds.ts)', () => {
     // b has no secret: every webhook of b is refused.
     const verifyB = await createProviderWebhookVerifier(b!);
     expect(() => verifyB(body, headers)).toThrow(ProviderWebhookError);
+  });
+
+  it('a kind whose notifications come in batches gets a batch verifier with its own HMAC key (by its capability); one event per request gets none', async () => {
+    const hmacKey = 'AB'.repeat(32);
+    const [sandbox, adyenTest] = loadConfig({
+      PROVIDERS: 'sandbox=sandbox:http://127.0.0.1:4010,adyen-test=adyen:http://127.0.0.1:4012',
+      ADYEN_API_KEY: 'test_key',
+      ADYEN_MERCHANT_ACCOUNT: 'OrchestratorTest',
+      PROVIDER_ADYEN_TEST_HMAC_KEY: hmacKey,
+    }).PROVIDERS;
+    expect(await createProviderWebhookBatchVerifier(sandbox!)).toBeNull();
+    const verify = (await createProviderWebhookBatchVerifier(adyenTest!))!;
+    const item = { amount: { currency: 'EUR', value: 100 }, eventCode: 'REPORT_AVAILABLE', eventDate: new Date().toISOString(), merchantAccountCode: 'OrchestratorTest', merchantReference: 'r', pspReference: 'PSP1', success: 'true' };
+    const batch = (key: string) => JSON.stringify({ live: 'false', notificationItems: [{ NotificationRequestItem: { ...item, additionalData: { hmacSignature: new adyen.hmacValidator().calculateHmac(item as never, key) } } }] });
+    expect(verify(batch(hmacKey), {}).map((n) => n.event.id)).toEqual(['PSP1:REPORT_AVAILABLE:true']);
+    expect(() => verify(batch('CD'.repeat(32)), {})).toThrow(ProviderWebhookError);
   });
 
   it('a registry over clients already made: the first, or the named one, is the default', () => {

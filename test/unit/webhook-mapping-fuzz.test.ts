@@ -4,6 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { disputeStages, disputeStatuses } from '../../domain/disputes';
 import { chargeStates } from '../../domain/payments';
+import { adyen } from '../../provider/adyen/library';
+import { verifyAdyenWebhook } from '../../provider/adyen/webhook';
 import { signSandboxWebhook, verifySandboxWebhook } from '../../provider/sandbox/webhook';
 import { verifyStripeWebhook } from '../../provider/stripe/webhook';
 import { ProviderEventUnreadableError, type ProviderWebhookEvent } from '../../provider/types';
@@ -65,6 +67,52 @@ const stripeEvents: Record<string, Event> = {
   'customer.created': event('customer.created', { id: 'cus_1', object: 'customer' }),
 };
 
+/** Adyen's notifications: a batch of one signed item, per event code the kind reads (and one it passes through). */
+const adyenItem = {
+  additionalData: { authCode: '012345' },
+  amount: { currency: 'EUR', value: 2500 },
+  eventCode: 'CAPTURE',
+  eventDate: iso,
+  merchantAccountCode: 'OrchestratorTest',
+  merchantReference: 'pay_1',
+  originalReference: 'A1B2C3D4E5F60789',
+  paymentMethod: 'visa',
+  pspReference: '0123456789ABCDEF',
+  reason: '',
+  success: 'true',
+};
+const adyenBatch = (fields: Record<string, Json>): Event => ({ live: 'false', notificationItems: [{ NotificationRequestItem: { ...adyenItem, ...fields } }] });
+const adyenEvents: Record<string, Event> = {
+  'AUTHORISATION': adyenBatch({ eventCode: 'AUTHORISATION', originalReference: null, pspReference: 'A1B2C3D4E5F60789' }),
+  'CAPTURE': adyenBatch({}),
+  'CAPTURE_FAILED': adyenBatch({ eventCode: 'CAPTURE_FAILED', success: 'false', reason: 'Capture failed' }),
+  'CANCELLATION': adyenBatch({ eventCode: 'CANCELLATION' }),
+  'REFUND': adyenBatch({ eventCode: 'REFUND', amount: { currency: 'EUR', value: 100 } }),
+  'REFUND_FAILED': adyenBatch({ eventCode: 'REFUND_FAILED', success: 'false' }),
+  'REPORT_AVAILABLE': adyenBatch({ eventCode: 'REPORT_AVAILABLE', originalReference: null }),
+};
+for (const batch of Object.values(adyenEvents)) {
+  const item = (batch.notificationItems as { NotificationRequestItem: Record<string, Json> }[])[0]!.NotificationRequestItem;
+  if (item.originalReference === null) delete item.originalReference;
+}
+const adyenHmacKey = '44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056';
+const adyenValidator = new adyen.hmacValidator();
+/** Signs every item of a (mutated) batch as Adyen would, where it still has the shape a signature needs. */
+function signAdyenBatch(raw: string): string {
+  const body = JSON.parse(raw) as { notificationItems?: unknown };
+  for (const wrapped of Array.isArray(body?.notificationItems) ? body.notificationItems : []) {
+    const item = (wrapped as { NotificationRequestItem?: any } | null)?.NotificationRequestItem;
+    if (item === null || typeof item !== 'object' || Array.isArray(item)) continue;
+    if (item.additionalData !== undefined && (item.additionalData === null || typeof item.additionalData !== 'object' || Array.isArray(item.additionalData))) continue;
+    try {
+      item.additionalData = { ...item.additionalData, hmacSignature: adyenValidator.calculateHmac(item, adyenHmacKey) };
+    } catch {
+      // Fields a signature cannot be made over (no amount): the wire schema refuses the item first.
+    }
+  }
+  return JSON.stringify(body);
+}
+
 const stripeSigner = new Stripe('sk_test_fake');
 const kinds = {
   sandbox: {
@@ -75,6 +123,10 @@ const kinds = {
     events: stripeEvents,
     verify: (raw: string) =>
       verifyStripeWebhook(raw, { 'stripe-signature': stripeSigner.webhooks.generateTestHeaderString({ payload: raw, secret: 'whsec_fuzz', timestamp: now }) }, { secret: 'whsec_fuzz' }, at),
+  },
+  adyen: {
+    events: adyenEvents,
+    verify: (raw: string) => verifyAdyenWebhook(signAdyenBatch(raw), { hmacKey: adyenHmacKey }),
   },
 };
 
@@ -213,5 +265,16 @@ describe('the reported cases name the field', () => {
     expect((noCurrency as ProviderEventUnreadableError).issues.map((i) => i.path)).toEqual(['data.object.currency']);
     const noCreated = mapped(kinds.stripe.verify, mutate(intent, [{ path: ['data', 'object', 'latest_charge', 'created'], change: { kind: 'drop' } }]));
     expect((noCreated as ProviderEventUnreadableError).issues.map((i) => i.path)).toEqual(['data.object.latest_charge.created']);
+  });
+  const item = ['notificationItems', '0', 'NotificationRequestItem'];
+  it.each([
+    { change: 'without amount.currency', path: [...item, 'amount', 'currency'], mutation: { kind: 'drop' as const } },
+    { change: 'with amount.value a string', path: [...item, 'amount', 'value'], mutation: { kind: 'set' as const, value: '2500' } },
+    { change: 'with success a boolean', path: [...item, 'success'], mutation: { kind: 'set' as const, value: true } },
+    { change: 'with eventDate not a time', path: [...item, 'eventDate'], mutation: { kind: 'set' as const, value: 'yesterday' } },
+  ])('an Adyen item $change: unreadable at its path in the batch', ({ path, mutation }) => {
+    const result = mapped(kinds.adyen.verify, mutate(adyenEvents.CAPTURE!, [{ path, change: mutation }]));
+    expect(result).toBeInstanceOf(ProviderEventUnreadableError);
+    expect((result as ProviderEventUnreadableError).issues.map((i) => i.path)).toEqual([path.join('.')]);
   });
 });

@@ -5,7 +5,8 @@ import { providerSubKey } from '../../shared/keys';
 import { eventually } from '../helpers/eventually';
 import type { paymentWorkflow } from '../../workflows';
 import { FailureType } from '../../shared/definitions';
-import { cancelUpdate, captureUpdate, paymentStatusQuery, type CaptureRequest } from '../../shared/payments';
+import { cancelUpdate, captureUpdate, chargeReportSignal, paymentStatusQuery, type CaptureRequest } from '../../shared/payments';
+import type { ProviderCharge } from '../../provider/types';
 import {
   bodyOf,
   charge,
@@ -288,7 +289,7 @@ describe('manual capture', () => {
     const answer = await run.handle.executeUpdate(captureUpdate, { args: [capture(2500)] });
     const final = await run.handle.result();
 
-    expect(run.inputsOf('captureCharge')).toEqual([{ paymentId: input.paymentId, chargeId: chargeIdOf(input.paymentId), amountMinor: 2500, provider: 'sandbox', attempt: 1 }]);
+    expect(run.inputsOf('captureCharge')).toEqual([{ paymentId: input.paymentId, chargeId: chargeIdOf(input.paymentId), amountMinor: 2500, currency: input.currency, provider: 'sandbox', attempt: 1 }]);
     expect(bodyOf(answer)).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500 });
     expect(bodyOf(final).status).toBe('requires_capture');
     expect(run.steps()).not.toContain('voidCharge');
@@ -547,5 +548,44 @@ describe('routing and failover', () => {
       ['psp-b', 'rejected', null],
     ]);
     expect(bodyOf(final).status).toBe('failed');
+  });
+});
+
+describe('a capture the PSP confirms by notification (modifications `notified`): its answer is the charge still requires_capture', () => {
+  const unconfirmed: Fakes = { captureCharge: async ({ paymentId }) => charge(paymentId, { status: 'requires_capture' }) };
+  const report = (run: { handle: WorkflowHandle<typeof paymentWorkflow> }, reported: ProviderCharge) =>
+    run.handle.signal(chargeReportSignal, { source: 'webhook', eventId: `evt_${reported.status}_${reported.declineCode}`, charge: reported });
+
+  it.each([
+    { notification: 'CAPTURE', reported: { status: 'succeeded' as const, amountCapturedMinor: 4200 }, status: 'succeeded', voided: false, code: undefined },
+    { notification: 'CAPTURE_FAILED', reported: { status: 'requires_capture' as const, declineCode: 'capture_failed', declineMessage: 'refused by the acquirer' }, status: 'failed', voided: true, code: 'capture_failed' },
+  ])('$notification: not $status before it comes (an authorization report changes nothing), $status once it does', async ({ reported, status, voided, code }) => {
+    const input = manual();
+    const run = await bench.startPayment(input, unconfirmed);
+    await awaitingCapture(run);
+    const answer = run.handle.executeUpdate(captureUpdate, { args: [capture(null)] });
+    await eventually(() => run.inputsOf('captureCharge').length === 1);
+    // The authorization's own report (requires_capture, no decline) confirms nothing.
+    await report(run, charge(input.paymentId, { status: 'requires_capture' }));
+    expect(await run.handle.query(paymentStatusQuery)).toBe('requires_capture');
+    expect(run.steps()).not.toContain('recordCapture');
+    await report(run, charge(input.paymentId, reported));
+    const body = bodyOf(await answer);
+    expect(await run.handle.query(paymentStatusQuery)).toBe(status);
+    expect(run.steps().includes('voidCharge')).toBe(voided);
+    expect(run.steps().includes('recordCapture')).toBe(!voided);
+    if (code) expect(run.inputsOf('recordPaymentFailure')[0]!.failure.code).toBe(code);
+    else expect(body).toMatchObject({ status: 'succeeded', amount_captured_minor: 4200 });
+  });
+
+  it('no confirmation by the authorization window’s end: voided, failed capture_unconfirmed, never succeeded', async () => {
+    const input = paymentInput({ captureMethod: 'manual', authorizationWindowMs: 1500 });
+    const run = await bench.startPayment(input, unconfirmed);
+    await awaitingCapture(run);
+    await run.handle.executeUpdate(captureUpdate, { args: [capture(null)] });
+    expect(run.steps()).toContain('voidCharge');
+    expect(run.steps()).not.toContain('recordCapture');
+    expect(run.inputsOf('recordPaymentFailure')[0]!.failure.code).toBe('capture_unconfirmed');
+    expect(await run.handle.query(paymentStatusQuery)).toBe('failed');
   });
 });
