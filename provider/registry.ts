@@ -46,12 +46,21 @@ export function providerKind(kind: string): ProviderKind {
   return found;
 }
 
-/** What a client without a kind (a test's fake) is taken to be: a PSP whose lookup proves, whose modifications are final. */
-const kindlessCapabilities: ProviderCapabilities = { balanceReport: false, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: false };
+/** What a client without a kind (a test's fake) is taken to be: a PSP whose lookup proves, whose modifications are final, that charges any saved card it is given. */
+const kindlessCapabilities: ProviderCapabilities = { balanceReport: false, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: true };
 
 /** The capabilities of a client's kind: what the steps read, never the kind's name. */
 export function capabilitiesOf(provider: PaymentProvider): ProviderCapabilities {
   return provider.kind === undefined ? kindlessCapabilities : providerKind(provider.kind).capabilities;
+}
+
+/**
+ * Whether a PSP of these capabilities can charge a saved card: by its own token where it saved
+ * the card (`ownToken`: the saved method holds a token of this connection), else by the card
+ * network's transaction id where its kind takes one from another processor.
+ */
+export function chargesSavedCard(capabilities: ProviderCapabilities, ownToken: boolean): boolean {
+  return (capabilities.savedMethods && ownToken) || capabilities.networkTransactionIds;
 }
 
 /**

@@ -14,7 +14,7 @@ import {
   type VoidChargeRequest,
 } from '../types';
 import { verifyStripeWebhook } from './webhook';
-import { toBalanceTransaction, toCharge, toRefund } from './wire';
+import { parseSavedCardToken, toBalanceTransaction, toCharge, toRefund } from './wire';
 
 export interface StripeProviderConfig {
   apiKey: string;
@@ -65,18 +65,21 @@ export class StripeProvider implements PaymentProvider {
   }
 
   async createCharge(request: CreateChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
-    // The adapter does not map saved methods (its kind says savedMethods: false, and the API
-    // refuses such payments first); a request that still gets here is refused, nothing charged.
-    if (request.savedMethod || request.offSession || request.setupFutureUsage) {
-      throw new ProviderRejectedError('this Stripe adapter does not save cards or charge saved ones', 400, 'saved_methods_unsupported');
+    // Stripe's API takes no network transaction id of another processor (its kind says
+    // networkTransactionIds: false, and routing sends such a card elsewhere): refused, nothing charged.
+    if (request.savedMethod && request.savedMethod.token === null) {
+      throw new ProviderRejectedError('Stripe cannot charge a card saved at another PSP by its network transaction id', 400, 'network_transaction_id_unsupported');
     }
     try {
+      const method = await this.chargedMethod(request, options);
       const intent = await this.send(options, () =>
         this.stripe.paymentIntents.create(
           {
             amount: request.amountMinor,
             currency: request.currency.toLowerCase(),
-            payment_method: request.paymentMethod,
+            ...method,
+            // The customer is not there: Stripe declines with authentication_required rather than ask.
+            ...(request.offSession ? { off_session: true } : {}),
             confirm: true,
             capture_method: request.capture ? 'automatic' : 'manual',
             // With a return_url the customer can be sent to authenticate (3-D Secure, bank
@@ -102,6 +105,26 @@ export class StripeProvider implements PaymentProvider {
       }
       throw toProviderError(error, 'create PaymentIntent');
     }
+  }
+
+  /**
+   * What the PaymentIntent charges: a saved card by its Customer and PaymentMethod (our token,
+   * ./wire.ts savedCardToken); a card to save with a Customer of its own, made first under a key
+   * derived from the charge's (a repeated call finds the same Customer), to which Stripe attaches
+   * the PaymentMethod once confirmed (setup_future_usage); else the payment method alone.
+   */
+  private async chargedMethod(request: CreateChargeRequest, options: CallOptions | undefined): Promise<Pick<Stripe.PaymentIntentCreateParams, 'customer' | 'payment_method' | 'setup_future_usage'>> {
+    const token = request.savedMethod?.token;
+    if (token) {
+      const saved = parseSavedCardToken(token);
+      if (!saved) throw new ProviderRejectedError(`"${token}" is not a card saved at Stripe (cus_…/pm_…)`, 400, 'invalid_saved_card_token');
+      return { customer: saved.customer, payment_method: saved.paymentMethod };
+    }
+    if (request.setupFutureUsage !== 'off_session') return { payment_method: request.paymentMethod };
+    const customer = await this.send(options, () =>
+      this.stripe.customers.create({ metadata: { reference: request.reference } }, { idempotencyKey: `${request.idempotencyKey}:customer` }),
+    );
+    return { customer: customer.id, payment_method: request.paymentMethod, setup_future_usage: 'off_session' };
   }
 
   /**

@@ -17,7 +17,9 @@ export const stripe = defineProviderKind({
     webhookSecret: z.string().min(1).nullable(),
   }),
   // Search, by which it finds a PaymentIntent by our key, is eventually consistent (./client.ts).
-  capabilities: { balanceReport: true, unknownOutcome: 'lagging-lookup', modifications: 'final', notifications: 'event', savedMethods: false },
+  // It saves cards as its own Customer and PaymentMethod, but its API takes no network
+  // transaction id of another processor for a merchant-initiated charge.
+  capabilities: { balanceReport: true, unknownOutcome: 'lagging-lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: false },
   async createClient(settings, { timeoutMs }) {
     const { StripeProvider } = await import('./client');
     const url = new URL(settings.url);

@@ -9,6 +9,39 @@ import { ProviderUnavailableError, readWire, type ProviderBalanceTransaction, ty
  * the webhook verification (./webhook.ts) the events the Stripe library has verified.
  */
 
+/**
+ * A card saved at Stripe, as our saved method's token for the connection: its Customer and the
+ * PaymentMethod attached to it (`cus_…/pm_…`), both of which an off-session PaymentIntent names.
+ */
+export const savedCardToken = (customer: string, paymentMethod: string) => `${customer}/${paymentMethod}`;
+
+/** The Customer and PaymentMethod of a token savedCardToken made; null for anything else. */
+export function parseSavedCardToken(token: string): { customer: string; paymentMethod: string } | null {
+  const match = /^(cus_[A-Za-z0-9_]+)\/(pm_[A-Za-z0-9_]+)$/.exec(token);
+  return match ? { customer: match[1]!, paymentMethod: match[2]! } : null;
+}
+
+const idOf = (value: string | { id: string } | null | undefined) => (typeof value === 'string' ? value : (value?.id ?? null));
+
+/**
+ * The card as Stripe can charge it again, once it authorized the charge: the card network's
+ * transaction id and the card (the latest Charge's payment_method_details.card), and our token
+ * when the PaymentIntent saved the card to its Customer (setup_future_usage). null when Stripe
+ * reports no network transaction id (the card is then not saved: nothing could charge it by one).
+ */
+function savedCardOf(intent: Stripe.PaymentIntent, latestCharge: Stripe.Charge | null): ProviderCharge['savedCard'] {
+  const card = latestCharge?.payment_method_details?.card;
+  if (!card?.network_transaction_id || !card.brand || !card.last4 || !card.exp_month || !card.exp_year) return null;
+  const customer = idOf(intent.customer);
+  const paymentMethod = idOf(intent.payment_method);
+  const saved = intent.setup_future_usage === 'off_session' && customer !== null && paymentMethod !== null;
+  return {
+    token: saved ? savedCardToken(customer, paymentMethod) : null,
+    networkTransactionId: card.network_transaction_id,
+    card: { brand: card.brand, last4: card.last4, expMonth: card.exp_month, expYear: card.exp_year },
+  };
+}
+
 export function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors.StripeCardError): ProviderCharge {
   const latestCharge = typeof intent.latest_charge === 'object' ? intent.latest_charge : null;
   // A card's Charge is created when the card is authorized (after any 3-D Secure) and, captured
@@ -27,11 +60,12 @@ export function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors
     nextAction: null,
     reference: intent.metadata?.['reference'] ?? '',
   };
+  const savedCard = savedCardOf(intent, latestCharge);
   switch (intent.status) {
     case 'succeeded':
-      return { ...base, status: 'succeeded' };
+      return { ...base, status: 'succeeded', ...(savedCard ? { savedCard } : {}) };
     case 'requires_capture':
-      return { ...base, status: 'requires_capture' };
+      return { ...base, status: 'requires_capture', ...(savedCard ? { savedCard } : {}) };
     case 'canceled':
       return { ...base, status: 'canceled' };
     case 'processing':
@@ -152,7 +186,20 @@ const latestChargeSchema = z
     amount_refunded: minor.optional(),
     status: z.string().nullish(),
     created: unixSeconds.optional(),
-    payment_method_details: z.looseObject({ type: z.string().nullish() }).nullish(),
+    payment_method_details: z
+      .looseObject({
+        type: z.string().nullish(),
+        card: z
+          .looseObject({
+            brand: z.string().nullish(),
+            last4: z.string().nullish(),
+            exp_month: z.int().min(1).max(12).nullish(),
+            exp_year: z.int().nullish(),
+            network_transaction_id: z.string().nullish(),
+          })
+          .nullish(),
+      })
+      .nullish(),
   })
   .refine((c) => c.created !== undefined || c.payment_method_details?.type !== 'card' || c.status === 'failed', {
     message: 'a card charge that did not fail says when it was created',
@@ -168,6 +215,9 @@ const paymentIntentSchema = z.looseObject({
   capture_method: z.string().nullish(),
   metadata: z.looseObject({ reference: z.string().optional() }).nullish(),
   latest_charge: z.union([z.string(), latestChargeSchema]).nullish(),
+  customer: z.union([z.string(), z.looseObject({ id: z.string() })]).nullish(),
+  payment_method: z.union([z.string(), z.looseObject({ id: z.string() })]).nullish(),
+  setup_future_usage: z.string().nullish(),
   last_payment_error: z.looseObject({ decline_code: z.string().nullish(), code: z.string().nullish(), message: z.string().nullish() }).nullish(),
   next_action: z
     .looseObject({ type: z.string(), redirect_to_url: z.looseObject({ url: z.string().nullish(), return_url: z.string().nullish() }).nullish() })

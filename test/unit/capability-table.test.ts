@@ -9,5 +9,6 @@ describe('the capability × kind table', () => {
     const shown = /<!-- capability-table -->\n([\s\S]*?)\n<!-- \/capability-table -->/.exec(page)?.[1];
     expect(shown, 'regenerate it with capabilityTable() (provider/registry.ts)').toBe(capabilityTable());
     expect(capabilityTable()).toContain('| `unknownOutcome` | `replay` | `lookup` | `lagging-lookup` |');
+    expect(capabilityTable()).toContain('| `networkTransactionIds` | no | yes | no |');
   });
 });

@@ -184,6 +184,36 @@ describe('payments that wait and the report: requests Stripe accepts', () => {
   });
 });
 
+describe('saved cards: requests Stripe accepts', () => {
+  const saving = { amountMinor: 2500, currency: 'EUR', paymentMethod: 'pm_card_visa', capture: true, reference: 'pay_save', idempotencyKey: 'charge-save' } as const;
+
+  it('a charge that saves the card makes a Customer under a key of its own, then confirms the PaymentIntent with it and setup_future_usage', async () => {
+    await provider().createCharge({ ...saving, setupFutureUsage: 'off_session' }).catch(() => undefined); // the fixture's status is not what this is about
+    expect(exchanges.map((e) => `${e.method} ${e.path} ${e.status}`)).toEqual(['POST /v1/customers 200', 'POST /v1/payment_intents 200']);
+    const [customer, intent] = exchanges as [Exchange, Exchange];
+    expect(customer.headers['idempotency-key']).toBe('charge-save:customer');
+    expect(customer.form.get('metadata[reference]')).toBe('pay_save');
+    expect(intent.headers['idempotency-key']).toBe('charge-save');
+    expect(intent.form.get('customer')).toMatch(/^cus_/);
+    expect(intent.form.get('payment_method')).toBe('pm_card_visa');
+    expect(intent.form.get('setup_future_usage')).toBe('off_session');
+    expect(intent.form.has('off_session')).toBe(false);
+  });
+
+  it('an off-session charge of a card saved at Stripe names its Customer and PaymentMethod with off_session and confirm', async () => {
+    const card = { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 };
+    await provider()
+      .createCharge({ ...saving, idempotencyKey: 'charge-mit', offSession: true, savedMethod: { token: 'cus_123/pm_456', networkTransactionId: 'ntid_1', card } })
+      .catch(() => undefined);
+    const exchange = accepted('POST', '/v1/payment_intents');
+    expect(exchange.form.get('customer')).toBe('cus_123');
+    expect(exchange.form.get('payment_method')).toBe('pm_456');
+    expect(exchange.form.get('off_session')).toBe('true');
+    expect(exchange.form.get('confirm')).toBe('true');
+    expect(exchange.form.has('setup_future_usage')).toBe(false);
+  });
+});
+
 describe("Stripe's refusals map to our errors", () => {
   it('a request Stripe refuses at validation is a rejection (nothing happened), not an unknown outcome', async () => {
     const error = await provider()

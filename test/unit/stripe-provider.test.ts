@@ -218,6 +218,55 @@ describe('every mutating call carries our idempotency key', () => {
   });
 });
 
+describe('saved cards', () => {
+  const card = { brand: 'visa', last4: '4242', exp_month: 12, exp_year: 2034, network_transaction_id: '123456789012345' };
+  const authorized = (overrides: Record<string, unknown> = {}) =>
+    paymentIntent({
+      customer: 'cus_9',
+      payment_method: 'pm_9',
+      setup_future_usage: 'off_session',
+      latest_charge: { id: 'ch_9', object: 'charge', amount_refunded: 0, created: 1_767_225_600, status: 'succeeded', payment_method_details: { type: 'card', card } },
+      ...overrides,
+    });
+
+  it('a charge that saved the card answers it as our token (its Customer and PaymentMethod), the network transaction id and the card', async () => {
+    answer = (request) => (request.path === '/v1/customers' ? { status: 200, body: { id: 'cus_9', object: 'customer' } } : { status: 200, body: authorized() });
+    const charge = await provider().createCharge({ ...chargeRequest, setupFutureUsage: 'off_session' });
+    expect(recorded.map((r) => r.path)).toEqual(['/v1/customers', '/v1/payment_intents']);
+    expect(recorded[1]!.form.get('customer')).toBe('cus_9');
+    expect(charge.savedCard).toEqual({ token: 'cus_9/pm_9', networkTransactionId: '123456789012345', card: { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 } });
+  });
+
+  it('a charge that did not save the card has the network transaction id but no token; without one Stripe reported, nothing is saved', async () => {
+    answer = () => ({ status: 200, body: authorized({ setup_future_usage: null }) });
+    expect((await provider().createCharge(chargeRequest)).savedCard).toMatchObject({ token: null, networkTransactionId: '123456789012345' });
+    answer = () => ({ status: 200, body: authorized({ latest_charge: { id: 'ch_9', object: 'charge', amount_refunded: 0, created: 1, status: 'succeeded', payment_method_details: { type: 'card', card: { ...card, network_transaction_id: null } } } }) });
+    expect((await provider().createCharge(chargeRequest)).savedCard).toBeUndefined();
+  });
+
+  it('a card saved elsewhere (no token here, only a network transaction id) is refused before anything is sent, as is a token Stripe did not make', async () => {
+    const cardDetails = { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 };
+    const byNetworkId = await rejection(provider().createCharge({ ...chargeRequest, offSession: true, savedMethod: { token: null, networkTransactionId: 'ntid', card: cardDetails } }));
+    expect(byNetworkId).toBeInstanceOf(ProviderRejectedError);
+    expect(byNetworkId).toMatchObject({ code: 'network_transaction_id_unsupported' });
+    const foreign = await rejection(provider().createCharge({ ...chargeRequest, offSession: true, savedMethod: { token: 'card_sandbox_1', networkTransactionId: 'ntid', card: cardDetails } }));
+    expect(foreign).toMatchObject({ code: 'invalid_saved_card_token' });
+    expect(recorded).toEqual([]);
+  });
+
+  it('an off-session charge the issuer wants authenticated is declined authentication_required', async () => {
+    answer = () => ({
+      status: 402,
+      body: { error: { type: 'card_error', code: 'authentication_required', decline_code: 'authentication_required', message: 'This payment requires authentication.', payment_intent: authorized({ status: 'requires_payment_method', amount_received: 0, last_payment_error: { code: 'authentication_required', decline_code: 'authentication_required', message: 'This payment requires authentication.' } }) } },
+    });
+    const cardDetails = { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 };
+    const charge = await provider().createCharge({ ...chargeRequest, offSession: true, savedMethod: { token: 'cus_9/pm_9', networkTransactionId: 'ntid', card: cardDetails } });
+    expect(recorded[0]!.form.get('off_session')).toBe('true');
+    expect(charge).toMatchObject({ status: 'declined', declineCode: 'authentication_required' });
+    expect(charge.savedCard).toBeUndefined();
+  });
+});
+
 describe('lookups by idempotency key', () => {
   it('findChargeByIdempotencyKey searches PaymentIntents by the metadata key', async () => {
     answer = () => ({
