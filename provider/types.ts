@@ -154,7 +154,8 @@ export interface ProviderWebhookEvent {
   /**
    * 'charge.requires_action' | 'charge.processing' | 'charge.succeeded' | 'charge.requires_capture' |
    * 'charge.declined' | 'charge.canceled' | 'charge.refunded' | 'refund.succeeded' | 'refund.failed';
-   * other PSP events pass through under their own names (e.g. 'stripe.customer.created').
+   * 'charge.dispute.*' (with the dispute); other PSP events pass through under their own names
+   * (e.g. 'stripe.customer.created').
    */
   type: string;
   createdAt: Date;

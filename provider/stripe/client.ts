@@ -8,13 +8,14 @@ import {
   type CaptureChargeRequest,
   type CreateChargeRequest,
   type CreateRefundRequest,
+  type DisputeProvider,
   type PaymentProvider,
   type ProviderCharge,
   type ProviderRefund,
   type VoidChargeRequest,
 } from '../types';
 import { verifyStripeWebhook } from './webhook';
-import { parseSavedCardToken, toBalanceTransaction, toCharge, toRefund } from './wire';
+import { evidenceOf, parseSavedCardToken, toBalanceTransaction, toCharge, toDispute, toRefund } from './wire';
 
 export interface StripeProviderConfig {
   apiKey: string;
@@ -246,16 +247,71 @@ export class StripeProvider implements PaymentProvider {
     }
   }
 
+  /**
+   * Stripe's Disputes API. Each dispute is read with its PaymentIntent expanded (our reference);
+   * evidence is staged or submitted by updating the dispute (`submit`); conceding is closing it. A dispute no longer open is refused by Stripe
+   * (400: ProviderRejectedError).
+   */
+  readonly disputes: DisputeProvider = {
+    retrieveDispute: async (disputeId, options) => toDispute(await this.dispute(disputeId, options), new Date()),
+    retrieveEvidence: async (disputeId, options) => evidenceOf(await this.dispute(disputeId, options)),
+    /** Newest first, as Stripe lists them (reconciliation reads every page and filters by creation). */
+    listDisputes: async (query, options) => {
+      try {
+        const page = await this.send(options, () =>
+          this.stripe.disputes.list({ limit: query.limit ?? 100, ...(query.startingAfter !== undefined ? { starting_after: query.startingAfter } : {}), expand: ['data.payment_intent'] }),
+        );
+        return { data: page.data.map((dispute) => toDispute(dispute, new Date())), hasMore: page.has_more };
+      } catch (error) {
+        throw toProviderError(error, 'list Disputes');
+      }
+    },
+    updateDispute: async (request, options) => {
+      try {
+        const dispute = await this.send(options, () =>
+          this.stripe.disputes.update(
+            request.disputeId,
+            {
+              evidence: request.evidence,
+              submit: request.submit,
+              expand: ['payment_intent'],
+            },
+            { idempotencyKey: request.idempotencyKey },
+          ),
+        );
+        return toDispute(dispute, new Date());
+      } catch (error) {
+        throw toProviderError(error, 'update Dispute');
+      }
+    },
+    closeDispute: async (request, options) => {
+      try {
+        return toDispute(await this.send(options, () => this.stripe.disputes.close(request.disputeId, { expand: ['payment_intent'] }, { idempotencyKey: request.idempotencyKey })), new Date());
+      } catch (error) {
+        throw toProviderError(error, 'close Dispute');
+      }
+    },
+  };
+
+  private async dispute(disputeId: string, options: CallOptions | undefined): Promise<Stripe.Dispute> {
+    try {
+      return await this.send(options, () => this.stripe.disputes.retrieve(disputeId, { expand: ['payment_intent'] }));
+    } catch (error) {
+      throw toProviderError(error, 'retrieve Dispute');
+    }
+  }
+
   /** Stripe's webhook, verified on its raw body (provider/stripe/webhook.ts). */
   verifyWebhook(rawBody: string, headers: Record<string, string | undefined>, now: Date = new Date()): ProviderWebhookEvent {
     return verifyStripeWebhook(rawBody, headers, { secret: this.webhookSecret, toleranceSeconds: this.webhookToleranceSeconds }, now);
   }
 
   /**
-   * Balance transactions of type charge/payment and refund/payment_refund created in [from, to),
-   * newest first as Stripe lists them. The source is expanded so each line carries the
-   * PaymentIntent (our charge id) and our reference from the metadata createCharge and
-   * createRefund set. Other types (payouts, fees, adjustments) are skipped: they are not
+   * Balance transactions of type charge/payment and refund/payment_refund, and the adjustments
+   * of disputes (a withdrawal, with the dispute fee, and a reinstatement), created in
+   * [from, to), newest first as Stripe lists them. The source is expanded so each line carries
+   * the PaymentIntent (our charge id) and our reference from the metadata createCharge and
+   * createRefund set. Other types (payouts, fees, other adjustments) are skipped: they are not
    * payments; hasMore still pages over them.
    */
   async listBalanceTransactions(

@@ -1,7 +1,7 @@
 import Stripe from 'stripe';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { lateChargeWorkflowId } from '../../domain/ids';
+import { disputeWorkflowId, lateChargeWorkflowId } from '../../domain/ids';
 import { StripeProvider } from '../../provider/stripe/client';
 import { startStripeMock } from '../helpers/stripe-mock';
 import { apiClient, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
@@ -93,5 +93,20 @@ describe('Stripe through the orchestrator (stripe-mock)', () => {
     const late = stack.temporal.workflow.getHandle(lateChargeWorkflowId('stripe', payment.provider_charge_id));
     await expect(late.describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
     expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'declined', failure: { code: expect.not.stringMatching(/late_/) } });
+  });
+
+  it("Stripe's dispute events: verified, stored once under their own names, the dispute re-read from Stripe and handed to its dispute workflow", async () => {
+    const dispute = { id: 'dp_from_event', object: 'dispute', amount: 4100, currency: 'eur', reason: 'fraudulent', status: 'needs_response', created: Math.floor(Date.now() / 1000), charge: 'ch_1', payment_intent: 'pi_1', evidence_details: { due_by: null, submission_count: 0 }, balance_transactions: [] };
+    const { payload, signature } = stripeEvent('charge.dispute.created', dispute);
+    const first = await postWebhook(payload, { 'stripe-signature': signature });
+    expect(first.status).toBe(200);
+    expect(await first.json()).toMatchObject({ received: true, duplicate: false, disposition: 'dispute' });
+    const again = await postWebhook(payload, { 'stripe-signature': signature });
+    expect(await again.json()).toMatchObject({ duplicate: true, disposition: 'dispute' });
+    const eventId = (JSON.parse(payload) as { id: string }).id;
+    expect(await stack.sql`SELECT type FROM provider_events WHERE provider = 'stripe' AND event_id = ${eventId}`).toEqual([{ type: 'charge.dispute.created' }]);
+    // The dispute as stripe-mock holds it (its fixture, for no payment here) went to its run.
+    const run = stack.temporal.workflow.getHandle(disputeWorkflowId('stripe', 'dp_from_event'));
+    expect((await run.describe()).type).toBe('disputeWorkflow');
   });
 });

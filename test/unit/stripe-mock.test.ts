@@ -214,6 +214,29 @@ describe('saved cards: requests Stripe accepts', () => {
   });
 });
 
+describe('disputes: requests Stripe accepts', () => {
+  it('retrieves and lists disputes with their PaymentIntents expanded, and maps its fixture', async () => {
+    const got = await provider().disputes.retrieveDispute('dp_123');
+    expect(accepted('GET', '/v1/disputes/dp_123').query.get('expand[0]')).toBe('payment_intent');
+    expect(got).toMatchObject({ id: expect.any(String), currency: expect.stringMatching(/^[A-Z]{3}$/), stage: expect.any(String), status: expect.any(String) });
+    exchanges = [];
+    const page = await provider().disputes.listDisputes({ limit: 10, startingAfter: 'dp_0' });
+    expect(accepted('GET', '/v1/disputes').query.get('starting_after')).toBe('dp_0');
+    expect(typeof page.hasMore).toBe('boolean');
+  });
+
+  it('submits evidence and closes a dispute, each under its own key', async () => {
+    await provider().disputes.updateDispute({ idempotencyKey: 'evidence-key', disputeId: 'dp_123', evidence: { uncategorized_text: 'shipped, tracking 1Z' }, submit: true });
+    const update = accepted('POST', '/v1/disputes/dp_123');
+    expect(update.headers['idempotency-key']).toBe('evidence-key');
+    expect(update.form.get('evidence[uncategorized_text]')).toBe('shipped, tracking 1Z');
+    expect(update.form.get('submit')).toBe('true');
+    exchanges = [];
+    await provider().disputes.closeDispute({ idempotencyKey: 'close-key', disputeId: 'dp_123' });
+    expect(accepted('POST', '/v1/disputes/dp_123/close').headers['idempotency-key']).toBe('close-key');
+  });
+});
+
 describe("Stripe's refusals map to our errors", () => {
   it('a request Stripe refuses at validation is a rejection (nothing happened), not an unknown outcome', async () => {
     const error = await provider()
