@@ -82,6 +82,13 @@ export interface ProviderKind<Schema extends ProviderSettingsSchema = ProviderSe
   settings: Schema;
   capabilities: ProviderCapabilities;
   /**
+   * Our test payment methods (the sandbox's names: `pm_card_visa`, `pm_card_declined`, …) as this
+   * kind's own test instruments, for the ones it has: the charge step sends the kind's token in
+   * their place, so one flow runs against every kind. Absent: the names are the kind's own (the
+   * sandbox), or its client reads them itself (Adyen's test cards, provider/adyen/wire.ts).
+   */
+  testPaymentMethods?: Readonly<Record<string, string>>;
+  /**
    * The connection's client. Asynchronous so that the kind's client code (and its SDK) is
    * imported only by a process that connects to such a PSP: every process reads PROVIDERS.
    */
