@@ -1,10 +1,8 @@
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { StripeProvider } from '../../provider/stripe/client';
 import { ProviderRejectedError, ProviderUnavailableError } from '../../provider/types';
 import { freePort } from '../../devstack/ports';
-import { startStripeMock } from '../helpers/stripe-mock';
+import { startRecordingHop, startStripeMock, type StripeExchange } from '../helpers/stripe-mock';
 
 /**
  * StripeProvider against stripe-mock, Stripe's own mock server, which validates every
@@ -15,44 +13,22 @@ import { startStripeMock } from '../helpers/stripe-mock';
  * with the scripted fake in stripe-provider.test.ts.
  */
 
-interface Exchange {
-  method: string;
-  path: string;
-  query: URLSearchParams;
-  headers: IncomingHttpHeaders;
-  form: URLSearchParams;
-  status: number;
-  responseHeaders: Headers;
-}
+type Exchange = StripeExchange;
 
 let mock: Awaited<ReturnType<typeof startStripeMock>>;
-let recorder: Server;
+let recorder: Awaited<ReturnType<typeof startRecordingHop>>;
 let recorderPort: number;
 let exchanges: Exchange[] = [];
 
 beforeAll(async () => {
   mock = await startStripeMock();
   // A recording hop in front of stripe-mock: what went over the wire, and how stripe-mock judged it.
-  recorder = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', async () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      const url = new URL(req.url ?? '/', 'http://stripe');
-      const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name))) as Record<string, string>;
-      const answer = await fetch(`http://127.0.0.1:${mock.port}${req.url}`, { method: req.method, headers, body: body || undefined });
-      const text = await answer.text();
-      exchanges.push({ method: req.method ?? '', path: url.pathname, query: url.searchParams, headers: req.headers, form: new URLSearchParams(body), status: answer.status, responseHeaders: answer.headers });
-      res.writeHead(answer.status, { 'content-type': 'application/json', 'request-id': answer.headers.get('request-id') ?? 'req_mock' });
-      res.end(text);
-    });
-  });
-  await new Promise<void>((resolve) => recorder.listen(0, '127.0.0.1', resolve));
-  recorderPort = (recorder.address() as AddressInfo).port;
+  recorder = await startRecordingHop(mock.port, (exchange) => exchanges.push(exchange));
+  recorderPort = recorder.port;
 }, 300_000);
 
 afterAll(async () => {
-  await new Promise<void>((resolve) => (recorder ? recorder.close(() => resolve()) : resolve()));
+  await recorder?.close();
   await mock?.stop();
 });
 
