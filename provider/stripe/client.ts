@@ -255,11 +255,16 @@ export class StripeProvider implements PaymentProvider {
   readonly disputes: DisputeProvider = {
     retrieveDispute: async (disputeId, options) => toDispute(await this.dispute(disputeId, options), new Date()),
     retrieveEvidence: async (disputeId, options) => evidenceOf(await this.dispute(disputeId, options)),
-    /** Newest first, as Stripe lists them (reconciliation reads every page and filters by creation). */
+    /** Newest first, as Stripe lists them; only those created in the window when one is given. */
     listDisputes: async (query, options) => {
       try {
         const page = await this.send(options, () =>
-          this.stripe.disputes.list({ limit: query.limit ?? 100, ...(query.startingAfter !== undefined ? { starting_after: query.startingAfter } : {}), expand: ['data.payment_intent'] }),
+          this.stripe.disputes.list({
+            limit: query.limit ?? 100,
+            ...(query.startingAfter !== undefined ? { starting_after: query.startingAfter } : {}),
+            ...(query.created ? { created: { gte: Math.floor(query.created.from.getTime() / 1000), lt: Math.ceil(query.created.to.getTime() / 1000) } } : {}),
+            expand: ['data.payment_intent'],
+          }),
         );
         return { data: page.data.map((dispute) => toDispute(dispute, new Date())), hasMore: page.has_more };
       } catch (error) {

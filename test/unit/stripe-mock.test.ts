@@ -196,8 +196,10 @@ describe('disputes: requests Stripe accepts', () => {
     expect(accepted('GET', '/v1/disputes/dp_123').query.get('expand[0]')).toBe('payment_intent');
     expect(got).toMatchObject({ id: expect.any(String), currency: expect.stringMatching(/^[A-Z]{3}$/), stage: expect.any(String), status: expect.any(String) });
     exchanges = [];
-    const page = await provider().disputes.listDisputes({ limit: 10, startingAfter: 'dp_0' });
-    expect(accepted('GET', '/v1/disputes').query.get('starting_after')).toBe('dp_0');
+    const page = await provider().disputes.listDisputes({ limit: 10, startingAfter: 'dp_0', created: { from: new Date('2026-01-01T00:00:00Z'), to: new Date('2026-01-02T00:00:00Z') } });
+    const listed = accepted('GET', '/v1/disputes');
+    expect(listed.query.get('starting_after')).toBe('dp_0');
+    expect(listed.query.get('created[gte]')).toBe(String(Date.parse('2026-01-01T00:00:00Z') / 1000));
     expect(typeof page.hasMore).toBe('boolean');
   });
 

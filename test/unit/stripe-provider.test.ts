@@ -610,10 +610,12 @@ describe('disputes', () => {
     expect(await rejection(provider().disputes.updateDispute({ idempotencyKey: 'key_ev_2', disputeId: 'dp_1', evidence: {}, submit: true }))).toBeInstanceOf(ProviderRejectedError);
   });
 
-  it('lists disputes a page at a time with their PaymentIntents expanded', async () => {
+  it('lists disputes a page at a time, of a creation window, with their PaymentIntents expanded', async () => {
     answer = () => ({ status: 200, body: { object: 'list', url: '/v1/disputes', has_more: true, data: [dispute(), dispute({ id: 'dp_2', payment_intent: 'pi_9' })] } });
-    const page = await provider().disputes.listDisputes({ limit: 2, startingAfter: 'dp_0' });
+    const page = await provider().disputes.listDisputes({ limit: 2, startingAfter: 'dp_0', created: { from: new Date('2026-01-01T00:00:00Z'), to: new Date('2026-01-01T01:00:00Z') } });
     expect(recorded[0]!.query.get('starting_after')).toBe('dp_0');
+    expect(recorded[0]!.query.get('created[gte]')).toBe(String(created));
+    expect(recorded[0]!.query.get('created[lt]')).toBe(String(created + 3_600));
     expect(recorded[0]!.query.get('limit')).toBe('2');
     expect(page).toMatchObject({ hasMore: true, data: [{ id: 'dp_1', chargeId: 'pi_123', reference: 'pay_1' }, { id: 'dp_2', chargeId: 'pi_9', reference: null }] });
   });
