@@ -8,7 +8,7 @@ import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
 import { killPoint } from '../lib/kill-points';
 import { inSpan, SpanKind, traceAttributes, tracingOn } from '../lib/tracing';
-import { capabilitiesOf, isProviderRegistry, providerRegistry, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
+import { capabilitiesOf, testPaymentMethodAt, isProviderRegistry, providerRegistry, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
 import { ProviderRejectedError, ProviderUnavailableError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../provider/types';
 
 /**
@@ -187,7 +187,7 @@ export function createProviderSteps(
         idempotencyKey: providerSubKey.charge(input.paymentId, attempt),
         amountMinor: input.amountMinor,
         currency: input.currency,
-        paymentMethod: input.paymentMethod,
+        paymentMethod: testPaymentMethodAt(provider, input.paymentMethod),
         capture: input.capture,
         reference: input.paymentId,
         description: input.description,

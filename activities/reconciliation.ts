@@ -398,7 +398,8 @@ export class Reconciliation {
 
   /**
    * The PSP's disputes opened in the window (and its margin) that no dispute row of ours records:
-   * their webhooks were lost. The PSP's list is read page by page, oldest first.
+   * their webhooks were lost. The PSP's list is read page by page (only that window's, where the
+   * PSP can filter by creation).
    */
   private async unseenDisputes(disputes: DisputeProvider, providerName: string, window: { from: Date; to: Date }, heartbeat: (details: unknown) => void): Promise<ProviderDispute[]> {
     const from = window.from.getTime() - REPORT_MARGIN_MS;
@@ -406,7 +407,7 @@ export class Reconciliation {
     const inWindow: ProviderDispute[] = [];
     let startingAfter: string | undefined;
     for (;;) {
-      const page = await disputes.listDisputes({ limit: PAGE_SIZE, ...(startingAfter !== undefined ? { startingAfter } : {}) });
+      const page = await disputes.listDisputes({ limit: PAGE_SIZE, created: { from: new Date(from), to: new Date(to) }, ...(startingAfter !== undefined ? { startingAfter } : {}) });
       inWindow.push(...page.data.filter((d) => Date.parse(d.createdAt) >= from && Date.parse(d.createdAt) < to));
       heartbeat({ disputes: inWindow.length });
       if (!page.hasMore || page.data.length === 0) break;

@@ -6,7 +6,7 @@ import type { RouteRequest } from '../shared/routing';
 import type { PaymentWorkflowInput } from '../shared/payments';
 import { beginAttempt, beginFirstAttempt, finishAttempt } from '../db/payments-attempts';
 import { DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES, type AttemptOutcome, type RoutePlan } from '../domain/payments-attempts';
-import type { ProviderRegistry } from '../provider/registry';
+import { capabilitiesOf, chargesSavedCard, type ProviderRegistry } from '../provider/registry';
 import { step, workflowId } from './record-step';
 import { findTenantRouting } from '../db/tenants';
 import { orderWithHealth, routeCandidates, Routing, type ProviderHealthView } from '../domain/routing';
@@ -53,12 +53,18 @@ function routePlanning({ sql, providers, health, route }: RouteDeps): (request: 
   const planner = route ?? planRouteFor;
   return async (request) => {
     const planned = await planner(request, { sql, providers, ...(health ? { health } : {}) });
-    const known = [...new Set(planned.providers)].filter((name) => providers.has(name));
+    const configured = [...new Set(planned.providers)].filter((name) => providers.has(name));
     const dropped = planned.providers.filter((name) => !providers.has(name));
     if (dropped.length) log.warn('route names providers not configured here; dropped', { payment_id: request.paymentId, dropped });
+    // A saved card goes only where it can be charged: its own token there, or a kind that takes
+    // the network transaction id (the API refused the payment when no PSP of its route could).
+    const saved = request.intent.savedMethod;
+    const unable = saved ? configured.filter((name) => !chargesSavedCard(capabilitiesOf(providers.get(name)), Object.hasOwn(saved.tokens, name))) : [];
+    const known = configured.filter((name) => !unable.includes(name));
+    const reason = unable.length ? `${planned.reason} (${unable.join(', ')} skipped: cannot charge this saved card)` : planned.reason;
     return {
       providers: known.length ? known : [providers.defaultName],
-      reason: known.length ? planned.reason : `${planned.reason}; no configured provider named, default used`,
+      reason: known.length ? reason : `${reason}; no configured provider named, default used`,
       retryableDeclineCodes: planned.retryableDeclineCodes ?? [...DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES],
     };
   };

@@ -37,11 +37,20 @@ export interface ProviderCapabilities {
    */
   notifications: 'event' | 'batch';
   /**
-   * Whether the adapter can save a card (setup_future_usage) and charge a saved one without the
-   * customer (off_session), by its own token or by the card network's transaction id. false:
-   * the API refuses such a payment for a tenant whose route reaches a PSP of this kind.
+   * Whether the adapter can save a card (setup_future_usage) and charge the card it saved, by
+   * its own token, without the customer (off_session). false: the API refuses
+   * setup_future_usage for a tenant whose route reaches a PSP of this kind, and routing never
+   * sends a saved card there unless it takes network transaction ids.
    */
   savedMethods: boolean;
+  /**
+   * Whether the adapter can charge a card saved at another PSP, as a merchant-initiated
+   * transaction naming the card network's transaction id of the card's first payment (and the
+   * card's details). false (Stripe's API takes no such id): a saved card goes only to a PSP of
+   * this kind that holds its own token for it; routing (activities/routing.ts) drops the others
+   * from the payment's route, and the API refuses the payment when none is left.
+   */
+  networkTransactionIds: boolean;
 }
 
 /** Checks a PSP's webhook on its raw body (headers by any case); throws ProviderWebhookError for a bad, missing or stale signature, or a body that is not an event. */
@@ -78,6 +87,13 @@ export interface ProviderKind<Schema extends ProviderSettingsSchema = ProviderSe
    */
   settings: Schema;
   capabilities: ProviderCapabilities;
+  /**
+   * Our test payment methods (the sandbox's names: `pm_card_visa`, `pm_card_declined`, …) as this
+   * kind's own test instruments, for the ones it has: the charge step sends the kind's token in
+   * their place, so one flow runs against every kind. Absent: the names are the kind's own (the
+   * sandbox), or its client reads them itself (Adyen's test cards, provider/adyen/wire.ts).
+   */
+  testPaymentMethods?: Readonly<Record<string, string>>;
   /**
    * The connection's client. Asynchronous so that the kind's client code (and its SDK) is
    * imported only by a process that connects to such a PSP: every process reads PROVIDERS.

@@ -46,12 +46,45 @@ export function providerKind(kind: string): ProviderKind {
   return found;
 }
 
-/** What a client without a kind (a test's fake) is taken to be: a PSP whose lookup proves, whose modifications are final. */
-const kindlessCapabilities: ProviderCapabilities = { balanceReport: false, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: false };
+/** What a client without a kind (a test's fake) is taken to be: a PSP whose lookup proves, whose modifications are final, that charges any saved card it is given. */
+const kindlessCapabilities: ProviderCapabilities = { balanceReport: false, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: true };
 
 /** The capabilities of a client's kind: what the steps read, never the kind's name. */
 export function capabilitiesOf(provider: PaymentProvider): ProviderCapabilities {
   return provider.kind === undefined ? kindlessCapabilities : providerKind(provider.kind).capabilities;
+}
+
+/**
+ * The payment method a charge at this client sends: the kind's own test instrument for one of
+ * our test payment methods (its descriptor's testPaymentMethods), else the method as given.
+ */
+export function testPaymentMethodAt(provider: PaymentProvider, paymentMethod: string): string {
+  const table = provider.kind === undefined ? undefined : providerKind(provider.kind).testPaymentMethods;
+  return table && Object.hasOwn(table, paymentMethod) ? table[paymentMethod]! : paymentMethod;
+}
+
+/**
+ * The test payment method × kind table of docs/CONTRACT.md §2.1, generated from the descriptors
+ * (test/unit/capability-table.test.ts holds the page to it): for each kind with a table, what
+ * it is sent for each of our names it maps (— for one it has no instrument for).
+ */
+export function testPaymentMethodTable(): string {
+  const kinds = knownProviderKinds.map(providerKind).filter((k) => k.testPaymentMethods !== undefined);
+  const names = [...new Set(kinds.flatMap((k) => Object.keys(k.testPaymentMethods!)))].sort();
+  return [
+    `| our test payment method | ${kinds.map((k) => `\`${k.kind}\``).join(' | ')} |`,
+    `|---|${kinds.map(() => '---|').join('')}`,
+    ...names.map((name) => `| \`${name}\` | ${kinds.map((k) => (Object.hasOwn(k.testPaymentMethods!, name) ? `\`${k.testPaymentMethods![name]}\`` : '—')).join(' | ')} |`),
+  ].join('\n');
+}
+
+/**
+ * Whether a PSP of these capabilities can charge a saved card: by its own token where it saved
+ * the card (`ownToken`: the saved method holds a token of this connection), else by the card
+ * network's transaction id where its kind takes one from another processor.
+ */
+export function chargesSavedCard(capabilities: ProviderCapabilities, ownToken: boolean): boolean {
+  return (capabilities.savedMethods && ownToken) || capabilities.networkTransactionIds;
 }
 
 /**

@@ -103,8 +103,12 @@ export interface CloseDisputeRequest {
  */
 export interface DisputeProvider {
   retrieveDispute(disputeId: string, options?: CallOptions): Promise<ProviderDispute>;
-  /** One page of the PSP's disputes, oldest first. */
-  listDisputes(query: { startingAfter?: string; limit?: number }, options?: CallOptions): Promise<{ data: ProviderDispute[]; hasMore: boolean }>;
+  /**
+   * One page of the PSP's disputes (the sandbox's oldest first, Stripe's newest first).
+   * `created`: a PSP that can filter by creation lists only those created in [from, to); one
+   * that cannot lists them all (the caller filters).
+   */
+  listDisputes(query: { startingAfter?: string; limit?: number; created?: { from: Date; to: Date } }, options?: CallOptions): Promise<{ data: ProviderDispute[]; hasMore: boolean }>;
   /** The evidence the PSP holds for the dispute (staged or submitted), by field. */
   retrieveEvidence(disputeId: string, options?: CallOptions): Promise<Record<string, string>>;
   /** Stages evidence, or submits it; a dispute no longer open is a ProviderRejectedError. */
@@ -159,7 +163,8 @@ export interface ProviderWebhookEvent {
   /**
    * 'charge.requires_action' | 'charge.processing' | 'charge.succeeded' | 'charge.requires_capture' |
    * 'charge.declined' | 'charge.canceled' | 'charge.refunded' | 'refund.succeeded' | 'refund.failed';
-   * other PSP events pass through under their own names (e.g. 'stripe.customer.created').
+   * 'charge.dispute.*' (with the dispute); other PSP events pass through under their own names
+   * (e.g. 'stripe.customer.created').
    */
   type: string;
   createdAt: Date;

@@ -6,7 +6,7 @@ import { ApiError } from '../../domain/errors';
 import { looksLikeId } from '../../domain/ids';
 import { paymentMethodResource } from '../../domain/resources';
 import { routeCandidates, Routing } from '../../domain/routing';
-import { providerKind } from '../../provider/registry';
+import { chargesSavedCard, providerKind } from '../../provider/registry';
 import type { SavedMethodCharge } from '../../shared/customers';
 import type { ApiDeps, AppEnv } from '../context';
 import { runTransactional } from '../idempotency';
@@ -41,8 +41,8 @@ const refuse = (path: string, message: string) => new ApiError('invalid_request'
  * Checks what a POST /v1/payments asks of customers and saved methods, before anything is
  * claimed or charged: the customer is the tenant's; a saved payment method (our `pm_…` id) is
  * the tenant's, attached, and that customer's; off_session charges only such a method; and
- * every PSP the tenant's route may reach can save or charge saved cards (its kind's
- * `savedMethods`). Any of these refused: 400 naming the field, nothing runs.
+ * the tenant's route can save the card (every PSP it may reach, its kind's `savedMethods`) or
+ * charge the saved one (at least one PSP: refuseUnlessRouteSavesCards). Any of these refused: 400 naming the field, nothing runs.
  */
 export async function paymentMethodUse(deps: ApiDeps, tenantId: string, body: CreatePaymentBody): Promise<PaymentMethodUse> {
   let customerId: string | null = null;
@@ -68,20 +68,31 @@ export async function paymentMethodUse(deps: ApiDeps, tenantId: string, body: Cr
   } else if (body.off_session === true) {
     throw refuse('payment_method', 'off_session charges a saved payment method of the customer (pm_…)');
   }
-  if (savedMethod || body.setup_future_usage !== undefined) await refuseUnlessRouteSavesCards(deps, tenantId, body);
+  if (savedMethod || body.setup_future_usage !== undefined) await refuseUnlessRouteSavesCards(deps, tenantId, body, savedMethod);
   return { customerId, savedMethod };
 }
 
-/** 400 when a PSP the tenant's route may reach is of a kind that cannot save or charge saved cards (e.g. the Stripe adapter). */
-async function refuseUnlessRouteSavesCards(deps: ApiDeps, tenantId: string, body: CreatePaymentBody): Promise<void> {
+/**
+ * 400 when the tenant's route cannot take the payment: setup_future_usage where a PSP it may
+ * reach is of a kind that cannot save cards (`savedMethods`); a saved method where no PSP it may
+ * reach can charge it (its own token there, or a kind that takes network transaction ids:
+ * routing then skips the PSPs that cannot, activities/routing.ts).
+ */
+async function refuseUnlessRouteSavesCards(deps: ApiDeps, tenantId: string, body: CreatePaymentBody, saved: SavedMethodCharge | null): Promise<void> {
   const connections = deps.config.PROVIDERS ?? [];
   if (connections.length === 0) return;
   const stored = await findTenantRouting(deps.sql, tenantId);
   const parsed = stored === null ? null : Routing.safeParse(stored);
   const route = routeCandidates(parsed?.success ? parsed.data : null, { paymentId: '', currency: body.currency, amountMinor: body.amount_minor, paymentMethod: body.payment_method }, connections.map((c) => c.name));
-  const unable = connections.filter((c) => route.providers.includes(c.name) && !providerKind(c.kind).capabilities.savedMethods).map((c) => `${c.name} (${c.kind})`);
-  if (unable.length) {
-    throw refuse(body.setup_future_usage !== undefined ? 'setup_future_usage' : 'payment_method', `saved payment methods are not supported by the PSPs on this tenant's route: ${unable.join(', ')}`);
+  const reached = connections.filter((c) => route.providers.includes(c.name));
+  const named = (list: typeof connections) => list.map((c) => `${c.name} (${c.kind})`).join(', ');
+  if (saved === null) {
+    const unable = reached.filter((c) => !providerKind(c.kind).capabilities.savedMethods);
+    if (unable.length) throw refuse('setup_future_usage', `saving cards is not supported by the PSPs on this tenant's route: ${named(unable)}`);
+    return;
+  }
+  if (!reached.some((c) => chargesSavedCard(providerKind(c.kind).capabilities, Object.hasOwn(saved.tokens, c.name)))) {
+    throw refuse('payment_method', `no PSP on this tenant's route can charge payment method ${saved.id}: ${named(reached)} hold no token of it and take no network transaction id of another processor`);
   }
 }
 

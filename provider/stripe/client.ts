@@ -8,13 +8,14 @@ import {
   type CaptureChargeRequest,
   type CreateChargeRequest,
   type CreateRefundRequest,
+  type DisputeProvider,
   type PaymentProvider,
   type ProviderCharge,
   type ProviderRefund,
   type VoidChargeRequest,
 } from '../types';
 import { verifyStripeWebhook } from './webhook';
-import { toBalanceTransaction, toCharge, toRefund } from './wire';
+import { evidenceOf, parseSavedCardToken, toBalanceTransaction, toCharge, toDispute, toRefund } from './wire';
 
 export interface StripeProviderConfig {
   apiKey: string;
@@ -65,18 +66,21 @@ export class StripeProvider implements PaymentProvider {
   }
 
   async createCharge(request: CreateChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
-    // The adapter does not map saved methods (its kind says savedMethods: false, and the API
-    // refuses such payments first); a request that still gets here is refused, nothing charged.
-    if (request.savedMethod || request.offSession || request.setupFutureUsage) {
-      throw new ProviderRejectedError('this Stripe adapter does not save cards or charge saved ones', 400, 'saved_methods_unsupported');
+    // Stripe's API takes no network transaction id of another processor (its kind says
+    // networkTransactionIds: false, and routing sends such a card elsewhere): refused, nothing charged.
+    if (request.savedMethod && request.savedMethod.token === null) {
+      throw new ProviderRejectedError('Stripe cannot charge a card saved at another PSP by its network transaction id', 400, 'network_transaction_id_unsupported');
     }
     try {
+      const method = await this.chargedMethod(request, options);
       const intent = await this.send(options, () =>
         this.stripe.paymentIntents.create(
           {
             amount: request.amountMinor,
             currency: request.currency.toLowerCase(),
-            payment_method: request.paymentMethod,
+            ...method,
+            // The customer is not there: Stripe declines with authentication_required rather than ask.
+            ...(request.offSession ? { off_session: true } : {}),
             confirm: true,
             capture_method: request.capture ? 'automatic' : 'manual',
             // With a return_url the customer can be sent to authenticate (3-D Secure, bank
@@ -102,6 +106,26 @@ export class StripeProvider implements PaymentProvider {
       }
       throw toProviderError(error, 'create PaymentIntent');
     }
+  }
+
+  /**
+   * What the PaymentIntent charges: a saved card by its Customer and PaymentMethod (our token,
+   * ./wire.ts savedCardToken); a card to save with a Customer of its own, made first under a key
+   * derived from the charge's (a repeated call finds the same Customer), to which Stripe attaches
+   * the PaymentMethod once confirmed (setup_future_usage); else the payment method alone.
+   */
+  private async chargedMethod(request: CreateChargeRequest, options: CallOptions | undefined): Promise<Pick<Stripe.PaymentIntentCreateParams, 'customer' | 'payment_method' | 'setup_future_usage'>> {
+    const token = request.savedMethod?.token;
+    if (token) {
+      const saved = parseSavedCardToken(token);
+      if (!saved) throw new ProviderRejectedError(`"${token}" is not a card saved at Stripe (cus_…/pm_…)`, 400, 'invalid_saved_card_token');
+      return { customer: saved.customer, payment_method: saved.paymentMethod };
+    }
+    if (request.setupFutureUsage !== 'off_session') return { payment_method: request.paymentMethod };
+    const customer = await this.send(options, () =>
+      this.stripe.customers.create({ metadata: { reference: request.reference } }, { idempotencyKey: `${request.idempotencyKey}:customer` }),
+    );
+    return { customer: customer.id, payment_method: request.paymentMethod, setup_future_usage: 'off_session' };
   }
 
   /**
@@ -223,16 +247,76 @@ export class StripeProvider implements PaymentProvider {
     }
   }
 
+  /**
+   * Stripe's Disputes API. Each dispute is read with its PaymentIntent expanded (our reference);
+   * evidence is staged or submitted by updating the dispute (`submit`); conceding is closing it. A dispute no longer open is refused by Stripe
+   * (400: ProviderRejectedError).
+   */
+  readonly disputes: DisputeProvider = {
+    retrieveDispute: async (disputeId, options) => toDispute(await this.dispute(disputeId, options), new Date()),
+    retrieveEvidence: async (disputeId, options) => evidenceOf(await this.dispute(disputeId, options)),
+    /** Newest first, as Stripe lists them; only those created in the window when one is given. */
+    listDisputes: async (query, options) => {
+      try {
+        const page = await this.send(options, () =>
+          this.stripe.disputes.list({
+            limit: query.limit ?? 100,
+            ...(query.startingAfter !== undefined ? { starting_after: query.startingAfter } : {}),
+            ...(query.created ? { created: { gte: Math.floor(query.created.from.getTime() / 1000), lt: Math.ceil(query.created.to.getTime() / 1000) } } : {}),
+            expand: ['data.payment_intent'],
+          }),
+        );
+        return { data: page.data.map((dispute) => toDispute(dispute, new Date())), hasMore: page.has_more };
+      } catch (error) {
+        throw toProviderError(error, 'list Disputes');
+      }
+    },
+    updateDispute: async (request, options) => {
+      try {
+        const dispute = await this.send(options, () =>
+          this.stripe.disputes.update(
+            request.disputeId,
+            {
+              evidence: request.evidence,
+              submit: request.submit,
+              expand: ['payment_intent'],
+            },
+            { idempotencyKey: request.idempotencyKey },
+          ),
+        );
+        return toDispute(dispute, new Date());
+      } catch (error) {
+        throw toProviderError(error, 'update Dispute');
+      }
+    },
+    closeDispute: async (request, options) => {
+      try {
+        return toDispute(await this.send(options, () => this.stripe.disputes.close(request.disputeId, { expand: ['payment_intent'] }, { idempotencyKey: request.idempotencyKey })), new Date());
+      } catch (error) {
+        throw toProviderError(error, 'close Dispute');
+      }
+    },
+  };
+
+  private async dispute(disputeId: string, options: CallOptions | undefined): Promise<Stripe.Dispute> {
+    try {
+      return await this.send(options, () => this.stripe.disputes.retrieve(disputeId, { expand: ['payment_intent'] }));
+    } catch (error) {
+      throw toProviderError(error, 'retrieve Dispute');
+    }
+  }
+
   /** Stripe's webhook, verified on its raw body (provider/stripe/webhook.ts). */
   verifyWebhook(rawBody: string, headers: Record<string, string | undefined>, now: Date = new Date()): ProviderWebhookEvent {
     return verifyStripeWebhook(rawBody, headers, { secret: this.webhookSecret, toleranceSeconds: this.webhookToleranceSeconds }, now);
   }
 
   /**
-   * Balance transactions of type charge/payment and refund/payment_refund created in [from, to),
-   * newest first as Stripe lists them. The source is expanded so each line carries the
-   * PaymentIntent (our charge id) and our reference from the metadata createCharge and
-   * createRefund set. Other types (payouts, fees, adjustments) are skipped: they are not
+   * Balance transactions of type charge/payment and refund/payment_refund, and the adjustments
+   * of disputes (a withdrawal, with the dispute fee, and a reinstatement), created in
+   * [from, to), newest first as Stripe lists them. The source is expanded so each line carries
+   * the PaymentIntent (our charge id) and our reference from the metadata createCharge and
+   * createRefund set. Other types (payouts, fees, other adjustments) are skipped: they are not
    * payments; hasMore still pages over them.
    */
   async listBalanceTransactions(

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineProviderKind, httpUrl } from '../kind';
+import { stripeTestPaymentMethods } from './test-payment-methods';
 
 /**
  * Stripe: a charge is a PaymentIntent. Its client: ./client.ts; its wire mapping (the SDK's
@@ -17,7 +18,10 @@ export const stripe = defineProviderKind({
     webhookSecret: z.string().min(1).nullable(),
   }),
   // Search, by which it finds a PaymentIntent by our key, is eventually consistent (./client.ts).
-  capabilities: { balanceReport: true, unknownOutcome: 'lagging-lookup', modifications: 'final', notifications: 'event', savedMethods: false },
+  // It saves cards as its own Customer and PaymentMethod, but its API takes no network
+  // transaction id of another processor for a merchant-initiated charge.
+  capabilities: { balanceReport: true, unknownOutcome: 'lagging-lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: false },
+  testPaymentMethods: stripeTestPaymentMethods,
   async createClient(settings, { timeoutMs }) {
     const { StripeProvider } = await import('./client');
     const url = new URL(settings.url);

@@ -1,13 +1,46 @@
 import type Stripe from 'stripe';
 import { z } from 'zod';
-import { ProviderUnavailableError, readWire, type ProviderBalanceTransaction, type ProviderCharge, type ProviderRefund, type ProviderWebhookEvent } from '../types';
+import { ProviderUnavailableError, readWire, type ProviderBalanceTransaction, type ProviderCharge, type ProviderDispute, type ProviderRefund, type ProviderWebhookEvent } from '../types';
 
 /**
  * Stripe's objects in the orchestrator's terms: a PaymentIntent is our charge (ProviderCharge),
- * a Refund our refund, a BalanceTransaction of a payment or a refund our balance line, and
+ * a Refund our refund, a Dispute our dispute, a BalanceTransaction of a payment or a refund our balance line, and
  * an Event our ProviderWebhookEvent. The client (./client.ts) reads its answers through it,
  * the webhook verification (./webhook.ts) the events the Stripe library has verified.
  */
+
+/**
+ * A card saved at Stripe, as our saved method's token for the connection: its Customer and the
+ * PaymentMethod attached to it (`cus_…/pm_…`), both of which an off-session PaymentIntent names.
+ */
+export const savedCardToken = (customer: string, paymentMethod: string) => `${customer}/${paymentMethod}`;
+
+/** The Customer and PaymentMethod of a token savedCardToken made; null for anything else. */
+export function parseSavedCardToken(token: string): { customer: string; paymentMethod: string } | null {
+  const match = /^(cus_[A-Za-z0-9_]+)\/(pm_[A-Za-z0-9_]+)$/.exec(token);
+  return match ? { customer: match[1]!, paymentMethod: match[2]! } : null;
+}
+
+const idOf = (value: string | { id: string } | null | undefined) => (typeof value === 'string' ? value : (value?.id ?? null));
+
+/**
+ * The card as Stripe can charge it again, once it authorized the charge: the card network's
+ * transaction id and the card (the latest Charge's payment_method_details.card), and our token
+ * when the PaymentIntent saved the card to its Customer (setup_future_usage). null when Stripe
+ * reports no network transaction id (the card is then not saved: nothing could charge it by one).
+ */
+function savedCardOf(intent: Stripe.PaymentIntent, latestCharge: Stripe.Charge | null): ProviderCharge['savedCard'] {
+  const card = latestCharge?.payment_method_details?.card;
+  if (!card?.network_transaction_id || !card.brand || !card.last4 || !card.exp_month || !card.exp_year) return null;
+  const customer = idOf(intent.customer);
+  const paymentMethod = idOf(intent.payment_method);
+  const saved = intent.setup_future_usage === 'off_session' && customer !== null && paymentMethod !== null;
+  return {
+    token: saved ? savedCardToken(customer, paymentMethod) : null,
+    networkTransactionId: card.network_transaction_id,
+    card: { brand: card.brand, last4: card.last4, expMonth: card.exp_month, expYear: card.exp_year },
+  };
+}
 
 export function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors.StripeCardError): ProviderCharge {
   const latestCharge = typeof intent.latest_charge === 'object' ? intent.latest_charge : null;
@@ -27,11 +60,12 @@ export function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors
     nextAction: null,
     reference: intent.metadata?.['reference'] ?? '',
   };
+  const savedCard = savedCardOf(intent, latestCharge);
   switch (intent.status) {
     case 'succeeded':
-      return { ...base, status: 'succeeded' };
+      return { ...base, status: 'succeeded', ...(savedCard ? { savedCard } : {}) };
     case 'requires_capture':
-      return { ...base, status: 'requires_capture' };
+      return { ...base, status: 'requires_capture', ...(savedCard ? { savedCard } : {}) };
     case 'canceled':
       return { ...base, status: 'canceled' };
     case 'processing':
@@ -71,8 +105,24 @@ export function toCharge(intent: Stripe.PaymentIntent, cardError?: Stripe.errors
   }
 }
 
+/**
+ * A balance transaction's type as ours: charges and refunds by their type; a dispute's
+ * withdrawal and reinstatement are `adjustment`s whose source is the Dispute, told apart by
+ * their reporting category (else by the sign of the amount). Anything else is no line of ours.
+ */
+function lineType(txn: Stripe.BalanceTransaction): ProviderBalanceTransaction['type'] | null {
+  if (txn.type === 'charge' || txn.type === 'payment') return 'charge';
+  if (txn.type === 'refund' || txn.type === 'payment_refund') return 'refund';
+  const source = txn.source as { object?: string } | string | null;
+  const ofDispute = typeof source === 'object' && source !== null ? source.object === 'dispute' : typeof source === 'string' && /^(dp|du)_/.test(source);
+  if (txn.type !== 'adjustment' || !ofDispute) return null;
+  if (txn.reporting_category === 'dispute_reversal') return 'dispute_reversal';
+  if (txn.reporting_category === 'dispute') return 'dispute';
+  return txn.amount < 0 ? 'dispute' : 'dispute_reversal';
+}
+
 export function toBalanceTransaction(txn: Stripe.BalanceTransaction): ProviderBalanceTransaction | null {
-  const type = txn.type === 'charge' || txn.type === 'payment' ? 'charge' : txn.type === 'refund' || txn.type === 'payment_refund' ? 'refund' : null;
+  const type = lineType(txn);
   if (type === null) return null;
   const source = txn.source;
   const sourceId = typeof source === 'string' ? source : (source?.id ?? '');
@@ -127,6 +177,59 @@ export function toRefund(refund: Stripe.Refund): ProviderRefund {
   }
 }
 
+/** Stripe's dispute statuses as our stage and status: `warning_*` is an inquiry (no money moved yet). */
+const disputeStandings: Readonly<Record<string, Pick<ProviderDispute, 'stage' | 'status'>>> = {
+  warning_needs_response: { stage: 'inquiry', status: 'needs_response' },
+  warning_under_review: { stage: 'inquiry', status: 'under_review' },
+  // An inquiry closed without becoming a chargeback: nothing was lost.
+  warning_closed: { stage: 'inquiry', status: 'won' },
+  needs_response: { stage: 'chargeback', status: 'needs_response' },
+  under_review: { stage: 'chargeback', status: 'under_review' },
+  won: { stage: 'chargeback', status: 'won' },
+  lost: { stage: 'chargeback', status: 'lost' },
+  // Stopped before it became a dispute (e.g. by a prevention network): nothing was lost.
+  prevented: { stage: 'inquiry', status: 'won' },
+};
+
+const isoOf = (unixSeconds: number) => new Date(unixSeconds * 1000).toISOString();
+
+/**
+ * A Stripe Dispute as ours. The charge is its PaymentIntent (our charge id), the reference our
+ * payment id from the PaymentIntent's metadata when it is expanded (null otherwise: the charge
+ * id finds the payment). The evidence deadline is evidence_details.due_by (none: its creation).
+ * Stripe says how often evidence was submitted, not when: a submitted dispute's submission time
+ * is `observedAt`, when this answer or event was made (the first one recorded is kept,
+ * db/disputes.ts). The fee is what the
+ * withdrawal took (its balance transactions' positive fees). A status this mapping does not know
+ * is an unknown outcome (ProviderUnavailableError): nothing acts on a guess.
+ */
+export function toDispute(dispute: Stripe.Dispute, observedAt: Date): ProviderDispute {
+  const standing = disputeStandings[dispute.status];
+  if (!standing) throw new ProviderUnavailableError(`Dispute ${dispute.id} is ${dispute.status}; not a status this adapter knows`);
+  const intent = dispute.payment_intent;
+  const chargeId = (typeof intent === 'string' ? intent : intent?.id) ?? (typeof dispute.charge === 'string' ? dispute.charge : dispute.charge.id);
+  const details = dispute.evidence_details;
+  const submittedAt = details && details.submission_count > 0 ? (Number.isFinite(observedAt.getTime()) ? observedAt : new Date(dispute.created * 1000)).toISOString() : null;
+  return {
+    id: dispute.id,
+    chargeId,
+    reference: typeof intent === 'object' && intent !== null ? (intent.metadata?.['reference'] ?? null) : null,
+    amountMinor: dispute.amount,
+    currency: dispute.currency.toUpperCase(),
+    reason: dispute.reason,
+    ...standing,
+    evidenceDueBy: isoOf(details?.due_by ?? dispute.created),
+    evidenceSubmittedAt: submittedAt,
+    createdAt: isoOf(dispute.created),
+    feeMinor: standing.stage === 'chargeback' ? (dispute.balance_transactions ?? []).reduce((sum, txn) => sum + Math.max(0, txn.fee), 0) : 0,
+  };
+}
+
+/** The evidence Stripe holds for a dispute: its text fields that are set (file fields are ids, kept as they are). */
+export function evidenceOf(dispute: Stripe.Dispute): Record<string, string> {
+  return Object.fromEntries(Object.entries(dispute.evidence ?? {}).filter((entry): entry is [string, string] => typeof entry[1] === 'string' && entry[1] !== ''));
+}
+
 /** Stripe's event types in ours; the charge is the PaymentIntent, as everywhere in this adapter. */
 const paymentIntentEvents: Record<string, string> = {
   'payment_intent.requires_action': 'charge.requires_action',
@@ -152,7 +255,20 @@ const latestChargeSchema = z
     amount_refunded: minor.optional(),
     status: z.string().nullish(),
     created: unixSeconds.optional(),
-    payment_method_details: z.looseObject({ type: z.string().nullish() }).nullish(),
+    payment_method_details: z
+      .looseObject({
+        type: z.string().nullish(),
+        card: z
+          .looseObject({
+            brand: z.string().nullish(),
+            last4: z.string().nullish(),
+            exp_month: z.int().min(1).max(12).nullish(),
+            exp_year: z.int().nullish(),
+            network_transaction_id: z.string().nullish(),
+          })
+          .nullish(),
+      })
+      .nullish(),
   })
   .refine((c) => c.created !== undefined || c.payment_method_details?.type !== 'card' || c.status === 'failed', {
     message: 'a card charge that did not fail says when it was created',
@@ -168,6 +284,9 @@ const paymentIntentSchema = z.looseObject({
   capture_method: z.string().nullish(),
   metadata: z.looseObject({ reference: z.string().optional() }).nullish(),
   latest_charge: z.union([z.string(), latestChargeSchema]).nullish(),
+  customer: z.union([z.string(), z.looseObject({ id: z.string() })]).nullish(),
+  payment_method: z.union([z.string(), z.looseObject({ id: z.string() })]).nullish(),
+  setup_future_usage: z.string().nullish(),
   last_payment_error: z.looseObject({ decline_code: z.string().nullish(), code: z.string().nullish(), message: z.string().nullish() }).nullish(),
   next_action: z
     .looseObject({ type: z.string(), redirect_to_url: z.looseObject({ url: z.string().nullish(), return_url: z.string().nullish() }).nullish() })
@@ -182,6 +301,21 @@ const refundSchema = z.looseObject({
   failure_reason: z.string().nullish(),
 });
 
+const idOrObject = z.union([z.string().min(1), z.looseObject({ id: z.string().min(1) })]);
+
+const disputeSchema = z.looseObject({
+  id: z.string().min(1),
+  amount: minor,
+  currency: z.string().regex(/^[A-Za-z]{3}$/, 'must be an ISO 4217 code'),
+  reason: z.string(),
+  status: z.string(),
+  created: unixSeconds,
+  charge: idOrObject,
+  payment_intent: z.union([z.string().min(1), z.looseObject({ id: z.string().min(1), metadata: z.looseObject({ reference: z.string().optional() }).nullish() })]).nullish(),
+  evidence_details: z.looseObject({ due_by: unixSeconds.nullish(), submission_count: z.int().nonnegative() }).nullish(),
+  balance_transactions: z.array(z.looseObject({ fee: z.int().min(-1e12).max(1e12) })).nullish(),
+});
+
 /** The event as the Stripe library returns it once verified (the body parsed, nothing checked). */
 const eventSchema = z.object({
   id: z.string().min(1),
@@ -193,11 +327,15 @@ const eventSchema = z.object({
 
 export function toWebhookEvent(body: unknown): ProviderWebhookEvent {
   const event = readWire(eventSchema, body);
-  // Stripe's disputes are not read by this kind (no dispute capability): its `charge.dispute.*`
-  // events pass through as `stripe.charge.dispute.*`, with no dispute.
   const base = { id: event.id, createdAt: new Date(event.created * 1000), charge: null, refund: null, dispute: null };
   const object = event.data.object;
   const at = ['data', 'object'];
+  // `charge.dispute.created|updated|closed|funds_withdrawn|funds_reinstated` carry the Dispute:
+  // under the same names as the sandbox's, the dispute the inbound route re-reads from Stripe.
+  if (object.object === 'dispute' && event.type.startsWith('charge.dispute.')) {
+    const dispute = readWire(disputeSchema, object, at) as unknown as Stripe.Dispute;
+    if (disputeStandings[dispute.status]) return { ...base, type: event.type, dispute: toDispute(dispute, base.createdAt) };
+  }
   if (object.object === 'payment_intent') {
     const intent = readWire(paymentIntentSchema, object, at) as unknown as Stripe.PaymentIntent;
     let charge: ProviderCharge;

@@ -1,4 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { freePort } from '../../devstack/ports';
@@ -58,4 +60,35 @@ export async function startStripeMock(): Promise<{ port: number; stop(): Promise
         child.kill('SIGTERM');
       }),
   };
+}
+
+/** One request that went through the recording hop, and how stripe-mock judged it. */
+export interface StripeExchange {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  headers: IncomingHttpHeaders;
+  form: URLSearchParams;
+  status: number;
+  responseHeaders: Headers;
+}
+
+/** A recording hop on loopback in front of stripe-mock: each exchange is handed to `record` as it completes. */
+export async function startRecordingHop(stripeMockPort: number, record: (exchange: StripeExchange) => void): Promise<{ port: number; close(): Promise<void> }> {
+  const hop = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', async () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const url = new URL(req.url ?? '/', 'http://stripe');
+      const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name))) as Record<string, string>;
+      const answer = await fetch(`http://127.0.0.1:${stripeMockPort}${req.url}`, { method: req.method, headers, body: body || undefined });
+      const text = await answer.text();
+      record({ method: req.method ?? '', path: url.pathname, query: url.searchParams, headers: req.headers, form: new URLSearchParams(body), status: answer.status, responseHeaders: answer.headers });
+      res.writeHead(answer.status, { 'content-type': 'application/json', 'request-id': answer.headers.get('request-id') ?? 'req_mock' });
+      res.end(text);
+    });
+  });
+  await new Promise<void>((resolve) => hop.listen(0, '127.0.0.1', resolve));
+  return { port: (hop.address() as AddressInfo).port, close: () => new Promise<void>((resolve) => hop.close(() => resolve())) };
 }

@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RoutePlanner } from '../../activities';
+import { StripeProvider } from '../../provider/stripe/client';
 import { apiClient, captureLogs, eventually, decidedPayment, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { expectLedgerConsistent } from '../helpers/effects';
 
@@ -15,10 +16,17 @@ let tenant: Tenant;
 let other: Tenant;
 let api: ReturnType<typeof apiClient>;
 let otherApi: ReturnType<typeof apiClient>;
-const route: RoutePlanner = async () => ({ providers: ['sandbox', 'sandbox-b'], reason: 'test route: sandbox then sandbox-b' });
+/** Payments of this amount are routed to `stripe` first, a kind that takes no network transaction id. */
+const STRIPE_FIRST_AMOUNT = 7777;
+const route: RoutePlanner = async (request) =>
+  request.amountMinor === STRIPE_FIRST_AMOUNT
+    ? { providers: ['stripe', 'sandbox-b'], reason: 'test route: stripe then sandbox-b' }
+    : { providers: ['sandbox', 'sandbox-b'], reason: 'test route: sandbox then sandbox-b' };
 
 beforeAll(async () => {
-  stack = await startStack({ secondSandbox: {}, route, api: { IDEMPOTENCY_WAIT_MS: 3000 } });
+  // Stripe at an address nobody listens on: a payment that reached it could not succeed there.
+  const stripe = new StripeProvider({ apiKey: 'sk_test_unreachable', host: '127.0.0.1', port: 9, protocol: 'http', timeoutMs: 2_000 });
+  stack = await startStack({ secondSandbox: {}, route, extraProviders: { stripe }, api: { IDEMPOTENCY_WAIT_MS: 3000 } });
   tenant = await stack.createTenant('saved-methods');
   other = await stack.createTenant('saved-methods-other');
   api = apiClient(stack.apiUrl, tenant.apiKey);
@@ -224,23 +232,43 @@ describe('refusals: 4xx, and nothing is charged', () => {
   });
 });
 
-describe('a route that reaches a PSP kind without saved methods', () => {
-  it('is refused at validation (400 naming the PSP); a tenant routed around it is not', async () => {
+describe('a route whose PSPs cannot all charge the saved card', () => {
+  it('routing skips a PSP that holds no token of the card and takes no network transaction id: the next one charges it by the network transaction id', async () => {
+    const customer = await newCustomer();
+    const method = await savedCard(customer);
+    const paid = await api.post('/v1/payments', payment({ amount_minor: STRIPE_FIRST_AMOUNT, payment_method: method.id, customer, off_session: true }), uniqueKey('pay'));
+    expect(paid.status, paid.text).toBe(201);
+    expect(paid.json).toMatchObject({ status: 'succeeded', provider: 'sandbox-b' });
+    const got = await api.get(`/v1/payments/${paid.json.id}`);
+    expect(got.json.attempts).toMatchObject([{ attempt: 1, provider: 'sandbox-b', outcome: 'succeeded' }]);
+    expect((await chargesAt(paid.json.id)).b).toMatchObject([{ status: 'succeeded' }]);
+  });
+
+  it('the API refuses a saved card no PSP of the route can charge (400 naming them); a card saved there, or a route with a PSP that can, is taken', async () => {
     const sandbox = { name: 'sandbox', kind: 'sandbox', settings: { url: stack.sandboxUrl } };
     const stripe = { name: 'stripe-eu', kind: 'stripe', settings: { url: 'http://127.0.0.1:9' } };
     const withStripe = await stack.startApi({ PROVIDERS: [sandbox, stripe] });
     try {
-      const client = apiClient(withStripe.url, tenant.apiKey);
-      const customer = await newCustomer(client);
-      const refused = await client.post('/v1/payments', payment({ payment_method: 'pm_card_visa', customer, setup_future_usage: 'off_session' }), uniqueKey('pay'));
+      const customer = await newCustomer();
+      const method = await savedCard(customer);
+      const stripeOnly = await stack.createTenant('saved-methods-stripe-only');
+      await stack.sql`UPDATE tenants SET routing = ${stack.sql.json({ fallback: ['stripe-eu'] })} WHERE id = ${stripeOnly.id}`;
+      // The card is the tenant's own: move it to the Stripe-only tenant, as saved at `sandbox`.
+      await stack.sql`UPDATE customers SET tenant_id = ${stripeOnly.id} WHERE id = ${customer}`;
+      await stack.sql`UPDATE payment_methods SET tenant_id = ${stripeOnly.id} WHERE id = ${method.id}`;
+      const client = apiClient(withStripe.url, stripeOnly.apiKey);
+      const refused = await client.post('/v1/payments', payment({ payment_method: method.id, customer, off_session: true }), uniqueKey('pay'));
       expect(refused.status, refused.text).toBe(400);
-      expect(refused.json.error).toMatchObject({ type: 'invalid_request', issues: [{ path: 'setup_future_usage', message: expect.stringContaining('stripe-eu (stripe)') }] });
+      expect(refused.json.error).toMatchObject({ type: 'invalid_request', issues: [{ path: 'payment_method', message: expect.stringContaining('stripe-eu (stripe)') }] });
 
-      const routed = await stack.createTenant('saved-methods-routed');
-      await stack.sql`UPDATE tenants SET routing = ${stack.sql.json({ fallback: ['sandbox'] })} WHERE id = ${routed.id}`;
-      const routedClient = apiClient(withStripe.url, routed.apiKey);
-      const allowed = await routedClient.post('/v1/payments', payment({ payment_method: 'pm_card_visa', customer: await newCustomer(routedClient), setup_future_usage: 'off_session' }), uniqueKey('pay'));
-      expect(allowed.status, allowed.text).toBe(201);
+      // A token of stripe-eu (the card saved there too): taken (this stack's worker routes it to its sandboxes).
+      await stack.sql`UPDATE payment_methods SET provider_tokens = provider_tokens || ${stack.sql.json({ 'stripe-eu': 'cus_1/pm_1' })} WHERE id = ${method.id}`;
+      const taken = await client.post('/v1/payments', payment({ payment_method: method.id, customer, off_session: true }), uniqueKey('pay'));
+      expect(taken.status, taken.text).toBe(201);
+
+      // The default route reaches `sandbox` too, and Stripe saves cards: setup_future_usage is taken.
+      const saving = await apiClient(withStripe.url, tenant.apiKey).post('/v1/payments', payment({ payment_method: 'pm_card_visa', customer: await newCustomer(), setup_future_usage: 'off_session' }), uniqueKey('pay'));
+      expect(saving.status, saving.text).toBe(201);
     } finally {
       await withStripe.close();
     }

@@ -1,9 +1,11 @@
 import Stripe from 'stripe';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { lateChargeWorkflowId } from '../../domain/ids';
+import { disputeWorkflowId, lateChargeWorkflowId } from '../../domain/ids';
 import { StripeProvider } from '../../provider/stripe/client';
-import { startStripeMock } from '../helpers/stripe-mock';
+import { startRecordingHop, startStripeMock, type StripeExchange } from '../helpers/stripe-mock';
+import { saveCard } from '../../db/customers-payment-methods';
+import { newId } from '../../domain/ids';
 import { apiClient, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
@@ -17,11 +19,17 @@ import { apiClient, startStack, uniqueKey, type TestStack, type Tenant } from '.
  * payment is declined; what this proves is the wiring and the mapping (the request Stripe accepts,
  * its answer recorded as a decline with the PaymentIntent as the charge, the webhook verified and
  * stored once, a final status kept, a reported "success" checked at the PSP before anything is applied or given back).
+ * A recording hop in front of stripe-mock shows what the worker asked of Stripe through the whole
+ * stack: our test payment methods as Stripe's, a saving charge's Customer and setup_future_usage,
+ * an off-session charge of a card saved there; dispute events go to their dispute workflow.
  * The adapter's other outcomes are tested against a scripted Stripe in test/unit/stripe-provider.test.ts.
  */
 
 const WEBHOOK_SECRET = 'whsec_test_orchestrator_0123456789';
 let mock: Awaited<ReturnType<typeof startStripeMock>>;
+let hop: Awaited<ReturnType<typeof startRecordingHop>>;
+/** What the worker's Stripe client sent, through a recording hop in front of stripe-mock. */
+let exchanges: StripeExchange[] = [];
 let stack: TestStack;
 let tenant: Tenant;
 let api: ReturnType<typeof apiClient>;
@@ -29,7 +37,8 @@ const stripe = new Stripe('sk_test_123');
 
 beforeAll(async () => {
   mock = await startStripeMock();
-  const client = new StripeProvider({ apiKey: 'sk_test_123', host: '127.0.0.1', port: mock.port, protocol: 'http', timeoutMs: 5_000, webhookSecret: WEBHOOK_SECRET });
+  hop = await startRecordingHop(mock.port, (exchange) => exchanges.push(exchange));
+  const client = new StripeProvider({ apiKey: 'sk_test_123', host: '127.0.0.1', port: hop.port, protocol: 'http', timeoutMs: 5_000, webhookSecret: WEBHOOK_SECRET });
   // Stripe beside the stack's sandbox in the worker's registry, every payment routed to it.
   stack = await startStack({ extraProviders: { stripe: client }, route: async () => ({ providers: ['stripe'], reason: 'test route: stripe (stripe-mock)' }) });
   tenant = await stack.createTenant('stripe-e2e');
@@ -37,6 +46,7 @@ beforeAll(async () => {
 }, 300_000);
 afterAll(async () => {
   await stack?.stop();
+  await hop?.close();
   await mock?.stop();
 });
 
@@ -94,4 +104,56 @@ describe('Stripe through the orchestrator (stripe-mock)', () => {
     await expect(late.describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
     expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'declined', failure: { code: expect.not.stringMatching(/late_/) } });
   });
+
+  it("Stripe's dispute events: verified, stored once under their own names, the dispute re-read from Stripe and handed to its dispute workflow", async () => {
+    const dispute = { id: 'dp_from_event', object: 'dispute', amount: 4100, currency: 'eur', reason: 'fraudulent', status: 'needs_response', created: Math.floor(Date.now() / 1000), charge: 'ch_1', payment_intent: 'pi_1', evidence_details: { due_by: null, submission_count: 0 }, balance_transactions: [] };
+    const { payload, signature } = stripeEvent('charge.dispute.created', dispute);
+    const first = await postWebhook(payload, { 'stripe-signature': signature });
+    expect(first.status).toBe(200);
+    expect(await first.json()).toMatchObject({ received: true, duplicate: false, disposition: 'dispute' });
+    const again = await postWebhook(payload, { 'stripe-signature': signature });
+    expect(await again.json()).toMatchObject({ duplicate: true, disposition: 'dispute' });
+    const eventId = (JSON.parse(payload) as { id: string }).id;
+    expect(await stack.sql`SELECT type FROM provider_events WHERE provider = 'stripe' AND event_id = ${eventId}`).toEqual([{ type: 'charge.dispute.created' }]);
+    // The dispute as stripe-mock holds it (its fixture, for no payment here) went to its run.
+    const run = stack.temporal.workflow.getHandle(disputeWorkflowId('stripe', 'dp_from_event'));
+    expect((await run.describe()).type).toBe('disputeWorkflow');
+  });
+
+  /** The PaymentIntents the worker created for a payment (its reference in their metadata). */
+  const intentsFor = (paymentId: string) => exchanges.filter((e) => e.method === 'POST' && e.path === '/v1/payment_intents' && e.form.get('metadata[reference]') === paymentId);
+
+  it("our test payment methods reach Stripe as its own test PaymentMethods; a merchant's own token as given", async () => {
+    const declined = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 1500, currency: 'EUR', payment_method: 'pm_card_declined' }, uniqueKey());
+    expect(declined.status, declined.text).toBe(402);
+    expect(intentsFor(declined.json.error.payment.id).map((e) => e.form.get('payment_method'))).toEqual(['pm_card_chargeDeclined']);
+    const own = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 1500, currency: 'EUR', payment_method: 'pm_1QmerchantsOwn' }, uniqueKey());
+    expect(intentsFor(own.json.error.payment.id).map((e) => e.form.get('payment_method'))).toEqual(['pm_1QmerchantsOwn']);
+  });
+
+  it('saved cards at Stripe: the saving charge makes a Customer and confirms with it and setup_future_usage; an off-session charge of a card saved there names its Customer and PaymentMethod', async () => {
+    const customer = (await api.post('/v1/customers', { email: 'jane@example.com' }, uniqueKey('cus'))).json.id as string;
+    const saving = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2000, currency: 'EUR', payment_method: 'pm_card_visa', customer, setup_future_usage: 'off_session' }, uniqueKey());
+    // stripe-mock's fixture declines it (so nothing is saved): what Stripe was asked is the point.
+    expect(saving.status, saving.text).toBe(402);
+    const paymentId = saving.json.error.payment.id as string;
+    const [intent] = intentsFor(paymentId);
+    expect(intent!.form.get('setup_future_usage')).toBe('off_session');
+    expect(intent!.form.get('customer')).toMatch(/^cus_/);
+    const made = exchanges.filter((e) => e.path === '/v1/customers' && e.form.get('metadata[reference]') === paymentId);
+    expect(made.map((e) => [e.status, e.headers['idempotency-key']])).toEqual([[200, `${intent!.headers['idempotency-key']}:customer`]]);
+
+    // A card saved at this connection (as a successful saving charge at Stripe records it).
+    const method = await saveCard(stack.sql, {
+      id: newId('pm'), tenantId: tenant.id, customerId: customer, card: { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 },
+      networkTransactionId: '123456789012345', provider: 'stripe', token: 'cus_saved1/pm_saved1', sourcePaymentId: paymentId,
+    });
+    const offSession = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2000, currency: 'EUR', payment_method: method!.id, customer, off_session: true }, uniqueKey());
+    expect(offSession.status, offSession.text).toBe(402);
+    const [charged] = intentsFor(offSession.json.error.payment.id);
+    expect([charged!.form.get('customer'), charged!.form.get('payment_method'), charged!.form.get('off_session'), charged!.form.get('confirm')]).toEqual(['cus_saved1', 'pm_saved1', 'true', 'true']);
+    // A request Stripe's definition accepts (stripe-mock answers its fixture, recorded as a decline).
+    expect(charged!.status).toBe(200);
+  });
 });
+

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { ApplicationFailure } from '@temporalio/common';
 import { createProviderSteps } from '../../activities/provider-steps';
-import { providerRegistry } from '../../provider/registry';
+import { knownProviderKinds, providerKind, providerRegistry } from '../../provider/registry';
 import { databaseRefusalInterceptor } from '../../worker/database-refusals';
 import { FailureType } from '../../shared/definitions';
 import { providerSubKey } from '../../shared/keys';
@@ -237,5 +237,44 @@ describe('chargeAttempt deciding its route (attempt 1)', () => {
     const refused = await new MockActivityEnvironment().run(steps.chargeAttempt, routeInput).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(ApplicationFailure);
     expect((refused as ApplicationFailure).nonRetryable).toBe(true);
+  });
+});
+
+describe('test payment methods: the charge step sends each kind its own test instrument', () => {
+  /** A PSP of this kind (none: a kindless fake) that records the payment method each charge is sent. */
+  function sentTo(kind: string | undefined) {
+    const sent: string[] = [];
+    const provider = {
+      ...(kind !== undefined ? { kind } : {}),
+      createCharge: async (request: { paymentMethod: string }) => (sent.push(request.paymentMethod), charge('succeeded')),
+    } as unknown as PaymentProvider;
+    return { provider, sent };
+  }
+  const kindsWithTables = knownProviderKinds.filter((kind) => providerKind(kind).testPaymentMethods !== undefined);
+
+  it('some kind has a table (stripe)', () => {
+    expect(kindsWithTables).toContain('stripe');
+  });
+
+  for (const kind of kindsWithTables) {
+    it(`${kind}: each of our names goes as the kind's own; another method (a merchant's own token) as given`, async () => {
+      const table = providerKind(kind).testPaymentMethods!;
+      for (const [ours, theirs] of Object.entries(table)) {
+        const { provider, sent } = sentTo(kind);
+        await run(1, createProviderSteps(provider).chargeAttempt, { ...attemptAtOnlyPsp, paymentMethod: ours });
+        expect(sent).toEqual([theirs]);
+      }
+      const { provider, sent } = sentTo(kind);
+      await run(1, createProviderSteps(provider).chargeAttempt, { ...attemptAtOnlyPsp, paymentMethod: 'pm_1QmerchantsOwnToken' });
+      expect(sent).toEqual(['pm_1QmerchantsOwnToken']);
+    });
+  }
+
+  it('a kind without a table (the sandbox) and a kindless fake are sent our names as they are', async () => {
+    for (const kind of ['sandbox', undefined]) {
+      const { provider, sent } = sentTo(kind);
+      await run(1, createProviderSteps(provider).chargeAttempt, { ...attemptAtOnlyPsp, paymentMethod: 'pm_card_declined' });
+      expect(sent).toEqual(['pm_card_declined']);
+    }
   });
 });

@@ -1,10 +1,8 @@
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { StripeProvider } from '../../provider/stripe/client';
 import { ProviderRejectedError, ProviderUnavailableError } from '../../provider/types';
 import { freePort } from '../../devstack/ports';
-import { startStripeMock } from '../helpers/stripe-mock';
+import { startRecordingHop, startStripeMock, type StripeExchange } from '../helpers/stripe-mock';
 
 /**
  * StripeProvider against stripe-mock, Stripe's own mock server, which validates every
@@ -15,44 +13,22 @@ import { startStripeMock } from '../helpers/stripe-mock';
  * with the scripted fake in stripe-provider.test.ts.
  */
 
-interface Exchange {
-  method: string;
-  path: string;
-  query: URLSearchParams;
-  headers: IncomingHttpHeaders;
-  form: URLSearchParams;
-  status: number;
-  responseHeaders: Headers;
-}
+type Exchange = StripeExchange;
 
 let mock: Awaited<ReturnType<typeof startStripeMock>>;
-let recorder: Server;
+let recorder: Awaited<ReturnType<typeof startRecordingHop>>;
 let recorderPort: number;
 let exchanges: Exchange[] = [];
 
 beforeAll(async () => {
   mock = await startStripeMock();
   // A recording hop in front of stripe-mock: what went over the wire, and how stripe-mock judged it.
-  recorder = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', async () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      const url = new URL(req.url ?? '/', 'http://stripe');
-      const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name))) as Record<string, string>;
-      const answer = await fetch(`http://127.0.0.1:${mock.port}${req.url}`, { method: req.method, headers, body: body || undefined });
-      const text = await answer.text();
-      exchanges.push({ method: req.method ?? '', path: url.pathname, query: url.searchParams, headers: req.headers, form: new URLSearchParams(body), status: answer.status, responseHeaders: answer.headers });
-      res.writeHead(answer.status, { 'content-type': 'application/json', 'request-id': answer.headers.get('request-id') ?? 'req_mock' });
-      res.end(text);
-    });
-  });
-  await new Promise<void>((resolve) => recorder.listen(0, '127.0.0.1', resolve));
-  recorderPort = (recorder.address() as AddressInfo).port;
+  recorder = await startRecordingHop(mock.port, (exchange) => exchanges.push(exchange));
+  recorderPort = recorder.port;
 }, 300_000);
 
 afterAll(async () => {
-  await new Promise<void>((resolve) => (recorder ? recorder.close(() => resolve()) : resolve()));
+  await recorder?.close();
   await mock?.stop();
 });
 
@@ -181,6 +157,61 @@ describe('payments that wait and the report: requests Stripe accepts', () => {
     expect(exchange.query.getAll('expand[]').length + exchange.query.getAll('expand[0]').length).toBeGreaterThan(0);
     expect(typeof page.hasMore).toBe('boolean');
     for (const line of page.data) expect(['charge', 'refund']).toContain(line.type);
+  });
+});
+
+describe('saved cards: requests Stripe accepts', () => {
+  const saving = { amountMinor: 2500, currency: 'EUR', paymentMethod: 'pm_card_visa', capture: true, reference: 'pay_save', idempotencyKey: 'charge-save' } as const;
+
+  it('a charge that saves the card makes a Customer under a key of its own, then confirms the PaymentIntent with it and setup_future_usage', async () => {
+    await provider().createCharge({ ...saving, setupFutureUsage: 'off_session' }).catch(() => undefined); // the fixture's status is not what this is about
+    expect(exchanges.map((e) => `${e.method} ${e.path} ${e.status}`)).toEqual(['POST /v1/customers 200', 'POST /v1/payment_intents 200']);
+    const [customer, intent] = exchanges as [Exchange, Exchange];
+    expect(customer.headers['idempotency-key']).toBe('charge-save:customer');
+    expect(customer.form.get('metadata[reference]')).toBe('pay_save');
+    expect(intent.headers['idempotency-key']).toBe('charge-save');
+    expect(intent.form.get('customer')).toMatch(/^cus_/);
+    expect(intent.form.get('payment_method')).toBe('pm_card_visa');
+    expect(intent.form.get('setup_future_usage')).toBe('off_session');
+    expect(intent.form.has('off_session')).toBe(false);
+  });
+
+  it('an off-session charge of a card saved at Stripe names its Customer and PaymentMethod with off_session and confirm', async () => {
+    const card = { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 };
+    await provider()
+      .createCharge({ ...saving, idempotencyKey: 'charge-mit', offSession: true, savedMethod: { token: 'cus_123/pm_456', networkTransactionId: 'ntid_1', card } })
+      .catch(() => undefined);
+    const exchange = accepted('POST', '/v1/payment_intents');
+    expect(exchange.form.get('customer')).toBe('cus_123');
+    expect(exchange.form.get('payment_method')).toBe('pm_456');
+    expect(exchange.form.get('off_session')).toBe('true');
+    expect(exchange.form.get('confirm')).toBe('true');
+    expect(exchange.form.has('setup_future_usage')).toBe(false);
+  });
+});
+
+describe('disputes: requests Stripe accepts', () => {
+  it('retrieves and lists disputes with their PaymentIntents expanded, and maps its fixture', async () => {
+    const got = await provider().disputes.retrieveDispute('dp_123');
+    expect(accepted('GET', '/v1/disputes/dp_123').query.get('expand[0]')).toBe('payment_intent');
+    expect(got).toMatchObject({ id: expect.any(String), currency: expect.stringMatching(/^[A-Z]{3}$/), stage: expect.any(String), status: expect.any(String) });
+    exchanges = [];
+    const page = await provider().disputes.listDisputes({ limit: 10, startingAfter: 'dp_0', created: { from: new Date('2026-01-01T00:00:00Z'), to: new Date('2026-01-02T00:00:00Z') } });
+    const listed = accepted('GET', '/v1/disputes');
+    expect(listed.query.get('starting_after')).toBe('dp_0');
+    expect(listed.query.get('created[gte]')).toBe(String(Date.parse('2026-01-01T00:00:00Z') / 1000));
+    expect(typeof page.hasMore).toBe('boolean');
+  });
+
+  it('submits evidence and closes a dispute, each under its own key', async () => {
+    await provider().disputes.updateDispute({ idempotencyKey: 'evidence-key', disputeId: 'dp_123', evidence: { uncategorized_text: 'shipped, tracking 1Z' }, submit: true });
+    const update = accepted('POST', '/v1/disputes/dp_123');
+    expect(update.headers['idempotency-key']).toBe('evidence-key');
+    expect(update.form.get('evidence[uncategorized_text]')).toBe('shipped, tracking 1Z');
+    expect(update.form.get('submit')).toBe('true');
+    exchanges = [];
+    await provider().disputes.closeDispute({ idempotencyKey: 'close-key', disputeId: 'dp_123' });
+    expect(accepted('POST', '/v1/disputes/dp_123/close').headers['idempotency-key']).toBe('close-key');
   });
 });
 

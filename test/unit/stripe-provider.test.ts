@@ -218,6 +218,55 @@ describe('every mutating call carries our idempotency key', () => {
   });
 });
 
+describe('saved cards', () => {
+  const card = { brand: 'visa', last4: '4242', exp_month: 12, exp_year: 2034, network_transaction_id: '123456789012345' };
+  const authorized = (overrides: Record<string, unknown> = {}) =>
+    paymentIntent({
+      customer: 'cus_9',
+      payment_method: 'pm_9',
+      setup_future_usage: 'off_session',
+      latest_charge: { id: 'ch_9', object: 'charge', amount_refunded: 0, created: 1_767_225_600, status: 'succeeded', payment_method_details: { type: 'card', card } },
+      ...overrides,
+    });
+
+  it('a charge that saved the card answers it as our token (its Customer and PaymentMethod), the network transaction id and the card', async () => {
+    answer = (request) => (request.path === '/v1/customers' ? { status: 200, body: { id: 'cus_9', object: 'customer' } } : { status: 200, body: authorized() });
+    const charge = await provider().createCharge({ ...chargeRequest, setupFutureUsage: 'off_session' });
+    expect(recorded.map((r) => r.path)).toEqual(['/v1/customers', '/v1/payment_intents']);
+    expect(recorded[1]!.form.get('customer')).toBe('cus_9');
+    expect(charge.savedCard).toEqual({ token: 'cus_9/pm_9', networkTransactionId: '123456789012345', card: { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 } });
+  });
+
+  it('a charge that did not save the card has the network transaction id but no token; without one Stripe reported, nothing is saved', async () => {
+    answer = () => ({ status: 200, body: authorized({ setup_future_usage: null }) });
+    expect((await provider().createCharge(chargeRequest)).savedCard).toMatchObject({ token: null, networkTransactionId: '123456789012345' });
+    answer = () => ({ status: 200, body: authorized({ latest_charge: { id: 'ch_9', object: 'charge', amount_refunded: 0, created: 1, status: 'succeeded', payment_method_details: { type: 'card', card: { ...card, network_transaction_id: null } } } }) });
+    expect((await provider().createCharge(chargeRequest)).savedCard).toBeUndefined();
+  });
+
+  it('a card saved elsewhere (no token here, only a network transaction id) is refused before anything is sent, as is a token Stripe did not make', async () => {
+    const cardDetails = { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 };
+    const byNetworkId = await rejection(provider().createCharge({ ...chargeRequest, offSession: true, savedMethod: { token: null, networkTransactionId: 'ntid', card: cardDetails } }));
+    expect(byNetworkId).toBeInstanceOf(ProviderRejectedError);
+    expect(byNetworkId).toMatchObject({ code: 'network_transaction_id_unsupported' });
+    const foreign = await rejection(provider().createCharge({ ...chargeRequest, offSession: true, savedMethod: { token: 'card_sandbox_1', networkTransactionId: 'ntid', card: cardDetails } }));
+    expect(foreign).toMatchObject({ code: 'invalid_saved_card_token' });
+    expect(recorded).toEqual([]);
+  });
+
+  it('an off-session charge the issuer wants authenticated is declined authentication_required', async () => {
+    answer = () => ({
+      status: 402,
+      body: { error: { type: 'card_error', code: 'authentication_required', decline_code: 'authentication_required', message: 'This payment requires authentication.', payment_intent: authorized({ status: 'requires_payment_method', amount_received: 0, last_payment_error: { code: 'authentication_required', decline_code: 'authentication_required', message: 'This payment requires authentication.' } }) } },
+    });
+    const cardDetails = { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 };
+    const charge = await provider().createCharge({ ...chargeRequest, offSession: true, savedMethod: { token: 'cus_9/pm_9', networkTransactionId: 'ntid', card: cardDetails } });
+    expect(recorded[0]!.form.get('off_session')).toBe('true');
+    expect(charge).toMatchObject({ status: 'declined', declineCode: 'authentication_required' });
+    expect(charge.savedCard).toBeUndefined();
+  });
+});
+
 describe('lookups by idempotency key', () => {
   it('findChargeByIdempotencyKey searches PaymentIntents by the metadata key', async () => {
     answer = () => ({
@@ -492,6 +541,102 @@ describe('balance transactions', () => {
     expect(page.data).toEqual([
       { id: 'txn_1', type: 'charge', source: 'ch_1', chargeId: 'pi_123', reference: 'pay_1', amountMinor: 2500, feeMinor: 60, currency: 'EUR', status: 'pending', createdAt: new Date(1_700_000_000_000) },
       { id: 'txn_2', type: 'refund', source: 're_1', chargeId: 'pi_123', reference: 'refund_1', amountMinor: -1000, feeMinor: 0, currency: 'EUR', status: 'available', createdAt: new Date(1_700_000_100_000) },
+    ]);
+  });
+});
+
+describe('disputes', () => {
+  const created = 1_767_225_600; // 2026-01-01T00:00:00Z
+  const dispute = (overrides: Record<string, unknown> = {}) => ({
+    id: 'dp_1', object: 'dispute', amount: 2_500, currency: 'eur', reason: 'fraudulent', status: 'needs_response', created, charge: 'ch_1',
+    payment_intent: { id: 'pi_123', object: 'payment_intent', metadata: { reference: 'pay_1' } },
+    evidence: { uncategorized_text: null, refund_policy: 'https://shop.example/refunds', receipt: null },
+    evidence_details: { due_by: created + 7 * 86_400, has_evidence: false, past_due: false, submission_count: 0 },
+    balance_transactions: [{ id: 'txn_9', object: 'balance_transaction', amount: -2_500, fee: 1_500 }],
+    metadata: {},
+    ...overrides,
+  });
+
+  it('retrieves a dispute with its PaymentIntent expanded: our charge id and reference, the stage and status, the deadline and the withdrawal\'s fee', async () => {
+    answer = () => ({ status: 200, body: dispute() });
+    const got = await provider().disputes.retrieveDispute('dp_1');
+    expect(recorded[0]!.path).toBe('/v1/disputes/dp_1');
+    expect(recorded[0]!.query.get('expand[0]')).toBe('payment_intent');
+    expect(got).toEqual({
+      id: 'dp_1', chargeId: 'pi_123', reference: 'pay_1', amountMinor: 2_500, currency: 'EUR', reason: 'fraudulent', stage: 'chargeback', status: 'needs_response',
+      evidenceDueBy: '2026-01-08T00:00:00.000Z', evidenceSubmittedAt: null, createdAt: '2026-01-01T00:00:00.000Z', feeMinor: 1_500,
+    });
+    expect(await provider().disputes.retrieveEvidence('dp_1')).toEqual({ refund_policy: 'https://shop.example/refunds' });
+  });
+
+  it("Stripe's statuses as our stages and statuses; a status it does not know is an unknown outcome", async () => {
+    const cases: [string, string, string][] = [
+      ['warning_needs_response', 'inquiry', 'needs_response'],
+      ['warning_under_review', 'inquiry', 'under_review'],
+      ['warning_closed', 'inquiry', 'won'],
+      ['under_review', 'chargeback', 'under_review'],
+      ['won', 'chargeback', 'won'],
+      ['lost', 'chargeback', 'lost'],
+    ];
+    for (const [status, stage, ours] of cases) {
+      answer = () => ({ status: 200, body: dispute({ status }) });
+      expect(await provider().disputes.retrieveDispute('dp_1')).toMatchObject({ stage, status: ours, feeMinor: stage === 'inquiry' ? 0 : 1_500 });
+    }
+    answer = () => ({ status: 200, body: dispute({ status: 'something_new' }) });
+    expect(await rejection(provider().disputes.retrieveDispute('dp_1'))).toBeInstanceOf(ProviderUnavailableError);
+  });
+
+  it('evidence is staged or submitted by updating the dispute under our key; a submitted one says so; conceding closes it', async () => {
+    answer = (request) =>
+      request.path.endsWith('/close')
+        ? { status: 200, body: dispute({ status: 'lost' }) }
+        : { status: 200, body: dispute({ status: 'under_review', evidence_details: { due_by: null, has_evidence: true, past_due: false, submission_count: 1 } }) };
+    const before = Date.now();
+    const submitted = await provider().disputes.updateDispute({ idempotencyKey: 'key_ev_1', disputeId: 'dp_1', evidence: { uncategorized_text: 'delivered' }, submit: true });
+    expect(recorded[0]!.path).toBe('/v1/disputes/dp_1');
+    expect(recorded[0]!.headers['idempotency-key']).toBe('key_ev_1');
+    expect(recorded[0]!.form.get('evidence[uncategorized_text]')).toBe('delivered');
+    expect(recorded[0]!.form.get('submit')).toBe('true');
+    expect(submitted).toMatchObject({ status: 'under_review', evidenceDueBy: '2026-01-01T00:00:00.000Z' });
+    expect(Date.parse(submitted.evidenceSubmittedAt!)).toBeGreaterThanOrEqual(before - 1_000);
+    const closed = await provider().disputes.closeDispute({ idempotencyKey: 'key_close_1', disputeId: 'dp_1' });
+    expect(recorded[1]!.path).toBe('/v1/disputes/dp_1/close');
+    expect(recorded[1]!.headers['idempotency-key']).toBe('key_close_1');
+    expect(closed).toMatchObject({ status: 'lost' });
+  });
+
+  it('a dispute no longer open refuses evidence: a rejection, nothing changed', async () => {
+    answer = () => ({ status: 400, body: { error: { type: 'invalid_request_error', code: 'resource_missing', message: 'This dispute is already closed' } } });
+    expect(await rejection(provider().disputes.updateDispute({ idempotencyKey: 'key_ev_2', disputeId: 'dp_1', evidence: {}, submit: true }))).toBeInstanceOf(ProviderRejectedError);
+  });
+
+  it('lists disputes a page at a time, of a creation window, with their PaymentIntents expanded', async () => {
+    answer = () => ({ status: 200, body: { object: 'list', url: '/v1/disputes', has_more: true, data: [dispute(), dispute({ id: 'dp_2', payment_intent: 'pi_9' })] } });
+    const page = await provider().disputes.listDisputes({ limit: 2, startingAfter: 'dp_0', created: { from: new Date('2026-01-01T00:00:00Z'), to: new Date('2026-01-01T01:00:00Z') } });
+    expect(recorded[0]!.query.get('starting_after')).toBe('dp_0');
+    expect(recorded[0]!.query.get('created[gte]')).toBe(String(created));
+    expect(recorded[0]!.query.get('created[lt]')).toBe(String(created + 3_600));
+    expect(recorded[0]!.query.get('limit')).toBe('2');
+    expect(page).toMatchObject({ hasMore: true, data: [{ id: 'dp_1', chargeId: 'pi_123', reference: 'pay_1' }, { id: 'dp_2', chargeId: 'pi_9', reference: null }] });
+  });
+
+  it("a dispute's withdrawal and reinstatement in the balance report are dispute lines of its PaymentIntent", async () => {
+    const source = { id: 'dp_1', object: 'dispute', payment_intent: { id: 'pi_123', object: 'payment_intent', metadata: { reference: 'pay_1' } } };
+    answer = () => ({
+      status: 200,
+      body: {
+        object: 'list', has_more: false, url: '/v1/balance_transactions',
+        data: [
+          { id: 'txn_4', object: 'balance_transaction', type: 'adjustment', reporting_category: 'dispute', amount: -2_500, fee: 1_500, currency: 'eur', status: 'available', created: 1_700_000_000, source },
+          { id: 'txn_5', object: 'balance_transaction', type: 'adjustment', reporting_category: 'dispute_reversal', amount: 2_500, fee: 0, currency: 'eur', status: 'pending', created: 1_700_000_100, source },
+          { id: 'txn_6', object: 'balance_transaction', type: 'adjustment', reporting_category: 'other_adjustment', amount: -10, fee: 0, currency: 'eur', status: 'available', created: 1_700_000_200, source: 'adj_1' },
+        ],
+      },
+    });
+    const page = await provider().listBalanceTransactions({ from: new Date('2023-11-14T00:00:00Z'), to: new Date('2023-11-15T00:00:00Z') });
+    expect(page.data).toEqual([
+      { id: 'txn_4', type: 'dispute', source: 'dp_1', chargeId: 'pi_123', reference: 'pay_1', amountMinor: -2_500, feeMinor: 1_500, currency: 'EUR', status: 'available', createdAt: new Date(1_700_000_000_000) },
+      { id: 'txn_5', type: 'dispute_reversal', source: 'dp_1', chargeId: 'pi_123', reference: 'pay_1', amountMinor: 2_500, feeMinor: 0, currency: 'EUR', status: 'pending', createdAt: new Date(1_700_000_100_000) },
     ]);
   });
 });

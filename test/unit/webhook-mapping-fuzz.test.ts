@@ -51,6 +51,11 @@ const stripeIntent = {
   last_payment_error: null, next_action: null, metadata: { reference: 'pay_1' },
   latest_charge: { id: 'ch_1', object: 'charge', amount_refunded: 0, status: 'succeeded', created: now, payment_method_details: { type: 'card' } },
 };
+const stripeDispute = {
+  id: 'dp_1', object: 'dispute', amount: 2500, currency: 'eur', reason: 'fraudulent', status: 'needs_response', created: now, charge: 'ch_1', payment_intent: 'pi_1',
+  evidence: { uncategorized_text: null, refund_policy: null }, evidence_details: { due_by: now + 86_400, has_evidence: false, past_due: false, submission_count: 0 },
+  balance_transactions: [{ id: 'txn_1', object: 'balance_transaction', amount: -2500, fee: 1500 }], metadata: {},
+};
 const stripeEvents: Record<string, Event> = {
   'payment_intent.succeeded': event('payment_intent.succeeded', stripeIntent),
   'payment_intent.requires_action': event('payment_intent.requires_action', {
@@ -65,6 +70,15 @@ const stripeEvents: Record<string, Event> = {
   'refund.created': event('refund.created', { id: 're_1', object: 'refund', amount: 100, payment_intent: 'pi_1', status: 'succeeded', failure_reason: null }),
   'charge.refunded': event('charge.refunded', { id: 'ch_1', object: 'charge', amount_refunded: 100 }),
   'customer.created': event('customer.created', { id: 'cus_1', object: 'customer' }),
+  'payment_intent.succeeded (a saved card)': event('payment_intent.succeeded', {
+    ...stripeIntent, customer: 'cus_1', payment_method: { id: 'pm_1', object: 'payment_method' }, setup_future_usage: 'off_session',
+    latest_charge: { ...stripeIntent.latest_charge, payment_method_details: { type: 'card', card: { brand: 'visa', last4: '4242', exp_month: 12, exp_year: 2030, network_transaction_id: 'ntid_1' } } },
+  }),
+  'charge.dispute.created': event('charge.dispute.created', stripeDispute),
+  'charge.dispute.closed': event('charge.dispute.closed', {
+    ...stripeDispute, status: 'won', evidence_details: { due_by: null, has_evidence: true, past_due: false, submission_count: 1 },
+    payment_intent: { id: 'pi_1', object: 'payment_intent', metadata: { reference: 'pay_1' } }, charge: { id: 'ch_1', object: 'charge' },
+  }),
 };
 
 /** Adyen's notifications: a batch of one signed item, per event code the kind reads (and one it passes through). */
@@ -259,6 +273,19 @@ describe('the reported cases name the field', () => {
       expect((result as ProviderEventUnreadableError).issues.map((i) => i.path)).toEqual([`data.object.${field}`]);
     });
   }
+  it('a Stripe dispute: its charge is its PaymentIntent, its stage and status from Stripe\'s status, the fee its withdrawal\'s; without currency or status: unreadable at their paths', () => {
+    const created = mapped(kinds.stripe.verify, stripeEvents['charge.dispute.created']!) as ProviderWebhookEvent;
+    expect(created).toMatchObject({ type: 'charge.dispute.created', dispute: { id: 'dp_1', chargeId: 'pi_1', reference: null, stage: 'chargeback', status: 'needs_response', feeMinor: 1500, currency: 'EUR', evidenceSubmittedAt: null } });
+    const closed = mapped(kinds.stripe.verify, stripeEvents['charge.dispute.closed']!) as ProviderWebhookEvent;
+    expect(closed.dispute).toMatchObject({ chargeId: 'pi_1', reference: 'pay_1', status: 'won', evidenceSubmittedAt: iso });
+    const inquiry = mapped(kinds.stripe.verify, mutate(stripeEvents['charge.dispute.created']!, [{ path: ['data', 'object', 'status'], change: { kind: 'set', value: 'warning_needs_response' } }])) as ProviderWebhookEvent;
+    expect(inquiry.dispute).toMatchObject({ stage: 'inquiry', status: 'needs_response', feeMinor: 0 });
+    for (const field of ['currency', 'status']) {
+      const result = mapped(kinds.stripe.verify, mutate(stripeEvents['charge.dispute.created']!, [{ path: ['data', 'object', field], change: { kind: 'drop' } }]));
+      expect((result as ProviderEventUnreadableError).issues.map((i) => i.path)).toEqual([`data.object.${field}`]);
+    }
+  });
+
   it('a Stripe PaymentIntent without currency, and one whose card charge has no creation time: unreadable at their paths', () => {
     const intent = stripeEvents['payment_intent.succeeded']!;
     const noCurrency = mapped(kinds.stripe.verify, mutate(intent, [{ path: ['data', 'object', 'currency'], change: { kind: 'drop' } }]));
