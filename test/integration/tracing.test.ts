@@ -4,7 +4,7 @@ import { Worker } from '@temporalio/worker';
 import { testDataConverter } from '../../testkit/payload-keys';
 import type { RoutePlanner } from '../../activities';
 import { ADMIN_TOKEN, apiClient, captureLogs, decidedPayment, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
-import { startOtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver';
+import { expectNoSecretsInSpans, startOtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver';
 import { startWebhookReceiver } from '../../testkit/webhook-receiver';
 import { flushTracing, startTracing, stopTracing } from '../../lib/tracing';
 
@@ -128,9 +128,10 @@ describe('one trace per payment', () => {
     expect(calls.map((s) => s.name)).toContain('psp sandbox createCharge');
     expect(calls.find((s) => s.name === 'psp sandbox createCharge')!.attributes).toMatchObject({ 'psp.name': 'sandbox', 'psp.sub_key': `${id}:charge` });
 
-    const [record] = trace.activity(run, 'recordChargeOutcome');
-    expect(record, 'the record step under the run').toBeDefined();
-    expect(statementsUnder(trace, record!).map((s) => s.name)).toEqual(expect.arrayContaining(['UPDATE payments', 'INSERT outbox_events']));
+    // One span per execution of the record step (a busy machine may time one out and retry it).
+    const records = trace.activity(run, 'recordChargeOutcome');
+    expect(records.length, 'the record step under the run').toBeGreaterThan(0);
+    expect(records.flatMap((record) => statementsUnder(trace, record)).map((s) => s.name)).toEqual(expect.arrayContaining(['UPDATE payments', 'INSERT outbox_events']));
     // The API's own statements (the idempotency record) are under the server span.
     expect(statementsUnder(trace, trace.server).some((s) => s.attributes['db.collection.name'] === 'idempotency_records')).toBe(true);
 
@@ -145,7 +146,7 @@ describe('one trace per payment', () => {
       'the outbox delivery span',
     );
     expect(delivery.traceId).toBe(trace.server.traceId);
-    expect(delivery.parentSpanId).toBe(record!.spanId);
+    expect(records.map((record) => record.spanId)).toContain(delivery.parentSpanId);
     await eventually(
       async () => {
         await flushTracing();
@@ -245,12 +246,7 @@ describe('one trace per payment', () => {
   it('no span attribute holds a card number, a payment method token, an API key or a secret', async () => {
     await flushTracing();
     expect(receiver.spans.length).toBeGreaterThan(20);
-    const secrets = [tenant.apiKey, tenant.webhookSecret, ADMIN_TOKEN, 'pm_card_', 'Bearer '];
-    for (const span of receiver.spans) {
-      const text = JSON.stringify(span.attributes);
-      for (const secret of secrets) expect(text, `${span.name} holds ${secret}`).not.toContain(secret);
-      expect(text, `${span.name} holds a card number`).not.toMatch(/\b\d{13,19}\b/);
-    }
+    expectNoSecretsInSpans(receiver.spans, [tenant.apiKey, tenant.webhookSecret, ADMIN_TOKEN]);
   });
 });
 
