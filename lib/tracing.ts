@@ -166,9 +166,12 @@ export function activeTraceIds(): { trace_id?: string; span_id?: string } {
   return traceFlags & 1 ? { trace_id: traceId, span_id: spanId } : {};
 }
 
-/** Whether code runs inside a span (a request's, an activity's, a delivery's). */
-export function insideSpan(): boolean {
-  return trace.getActiveSpan() !== undefined;
+/**
+ * Whether code runs inside a sampled span of this process (a request's, an activity's, a
+ * delivery's): only there is a child span recorded (the samplers are parent-based).
+ */
+export function insideRecordingSpan(): boolean {
+  return trace.getActiveSpan()?.isRecording() === true;
 }
 
 /** Sets attributes on the active span (a no-op without one). */
