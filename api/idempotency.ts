@@ -9,6 +9,7 @@ import { requestFingerprint } from '../domain/fingerprint';
 import { sha256Hex } from '../domain/ids';
 import { isTemporalUnavailable, temporalUnavailableReason } from '../lib/temporal';
 import { killPoint } from '../lib/kill-points';
+import { linkActiveSpan } from '../lib/tracing';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
 import type * as workflows from '../workflows';
 import type { ApiDeps, AppEnv, EarlyLookup } from './context';
@@ -126,6 +127,7 @@ export function replayFirst<R extends RouteConfig>(deps: ApiDeps, route: R): Mid
     const stored = record && record.request_hash === requestHash ? storedResponse(record) : null;
     if (!stored) return next();
     c.set('resourceId', record!.resource_id);
+    linkActiveSpan(record!.traceparent);
     outcomeOf(c, deps, operation)('replayed');
     return recordedResponse(c, route, recorded(stored, true));
   };
@@ -152,6 +154,8 @@ async function runProtocol(
   }
   const { record, claimedHere } = claim;
   c.set('resourceId', record.resource_id);
+  // A duplicate (it attaches to the run, or is answered from the record) links to the trace of the request that claimed the key.
+  if (!claimedHere) linkActiveSpan(record.traceparent);
   if (record.fingerprint !== scope.fingerprint) {
     outcome('mismatch');
     throw new ApiError(...KEY_REUSED);

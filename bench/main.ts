@@ -23,7 +23,9 @@
  *   BENCH_TEMPORAL_DYNAMIC_CONFIG  JSON of extra dev-server dynamic config, e.g. the stock values
  *                             '{"history.transferProcessorMaxPollRPS":20}' for a before/after
  *   BENCH_SKIP                e.g. "storm,scale": phases to leave out (quick iterations), of
- *                             payments (empty/floor/payments), routing, engines, replay, storm, scale
+ *                             payments (empty/floor/payments), tracing, routing, engines, replay, storm, scale
+ *   BENCH_TRACING_CONCURRENCY the tracing phase's client counts (default "8,64"); it writes
+ *                             tracing.{md,json} (bench/tracing.ts)
  *   BENCH_ENGINES             1: run the engines phase in dev mode too (it is on by default only with
  *                             TEMPORAL_MODE=cluster): the cluster and the dev server side by side
  *   BENCH_ENGINES_VARIANT     JSON: more lanes in the engines phase, clusters with other settings,
@@ -49,6 +51,7 @@ import { PgActivityProbe, pgSettings, type RoundActivity } from './pgactivity';
 import { historyCounts, hotStatementBuffers, Scenarios, seedHistory, vacuumLane, type StormKeyResult } from './scenarios';
 import { startBenchStack } from './stack';
 import { StatementSampler, type StatementProfile } from './statements';
+import { runTracingPhase, writeTracingReport, type TracingResult } from './tracing';
 
 const env = process.env;
 const settings = {
@@ -64,6 +67,8 @@ const settings = {
   windowMs: Number(env.BENCH_WINDOW_MS ?? 4000),
   rounds: Number(env.BENCH_ROUNDS ?? 2),
   concurrencies: (env.BENCH_CONCURRENCY ?? '1,8,64').split(',').map(Number),
+  /** Tracing phase: new payments with tracing off, at 10 % and at 100 %, side by side, at these client counts. */
+  tracingConcurrencies: (env.BENCH_TRACING_CONCURRENCY ?? '8,64').split(',').filter(Boolean).map(Number),
   replayConcurrency: 64,
   stormKeys: 30,
   stormCopies: 50,
@@ -240,6 +245,22 @@ try {
   if (!settings.skip.has('payments')) {
     statements = sampler.profile(statementsBefore.snapshot, await sampler.snapshot(), (await madePayments()) - statementsBefore.payments);
     progress.say(statements.unavailable ? `statement profile: ${statements.unavailable}` : `statement profile: ${JSON.stringify(statements.total)} per payment over ${statements.payments} payments`);
+  }
+
+  // 2a: tracing: new payments with tracing off, at 10 % and at 100 %, on three lanes side by side (bench/tracing.ts).
+  let tracing: TracingResult | undefined;
+  if (!settings.skip.has('tracing') && settings.tracingConcurrencies.length) {
+    tracing = await runTracingPhase({
+      stack,
+      createTenant,
+      interleaved: (parts, rounds, timing, options) => interleaved(parts, rounds, timing, options),
+      warmUp: (label, operation, meter) => measure(label, 32, operation, { warmupMs: 1000, windowMs: 3000 }, meter),
+      concurrencies: settings.tracingConcurrencies,
+      rounds: (c) => (c >= 64 ? settings.rounds : settings.rounds + 1),
+      timing: workflowTiming,
+      pgDatabases,
+      say: (line) => progress.say(line),
+    });
   }
 
   // 2b: routing: single-PSP vs routed payments side by side, then the failover timeline.
@@ -437,6 +458,15 @@ try {
     effects,
   };
   const files = writeReport(results, settings.outDir);
+  if (tracing) {
+    const command = `${Object.entries(env)
+      .filter(([name]) => name.startsWith('BENCH_') || name === 'TEMPORAL_MODE')
+      .map(([name, value]) => `${name}=${value}`)
+      .join(' ')} npm run bench`.trim();
+    const dirty = execSync('git status --porcelain --untracked-files=no', { encoding: 'utf8' }).trim() !== '';
+    const commit = `${execSync('git rev-parse --short HEAD', { encoding: 'utf8' }).trim()}${dirty ? ' with uncommitted changes' : ''}`;
+    files.push(...writeTracingReport(tracing, settings.outDir, { startedAt: results.startedAt, commit, machine: `${machine.cpus}× ${machine.cpuModel}`, command, otherCores }));
+  }
   progress.say(`done in ${results.durationSeconds} s; wrote ${files.join(', ')}`);
 } finally {
   for (const close of closers) close();

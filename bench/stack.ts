@@ -109,8 +109,12 @@ export interface BenchStack extends BenchLane {
   /** Every child process running (the sandboxes and each lane's API and worker; a restarted sandbox replaces its entry). */
   children: BenchChild[];
   workDir: string;
-  /** Starts another lane (fresh database, API, worker), on the stack's Temporal or the one at `temporalAddress`, and waits until it answers. */
-  addLane(name: string, temporalAddress?: string): Promise<BenchLane>;
+  /**
+   * Starts another lane (fresh database, API, worker), on the stack's Temporal or the one at
+   * `temporalAddress`, its processes with `env` added (the tracing phase's OTEL_* variables), and
+   * waits until it answers.
+   */
+  addLane(name: string, temporalAddress?: string, env?: NodeJS.ProcessEnv): Promise<BenchLane>;
   /** Runs `close` at stop(), before whatever was set up until now (a lane's own Temporal server). */
   defer(close: () => Promise<unknown>): void;
   stop(): Promise<void>;
@@ -292,11 +296,11 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     const temporal = new Client({ connection, dataConverter: paymentDataConverter(payloadKeys ? parsePayloadKeys(payloadKeys) : null) });
 
     /** Worker and API of one lane (the base lane's are named plainly: worker, api). */
-    const startLane = async (name: string, database: Awaited<ReturnType<typeof createDatabase>>, temporalAddress = temporalServer.address): Promise<BenchLane> => {
+    const startLane = async (name: string, database: Awaited<ReturnType<typeof createDatabase>>, temporalAddress = temporalServer.address, env: NodeJS.ProcessEnv = {}): Promise<BenchLane> => {
       const suffix = name === 'base' ? '' : `-${name}`;
       const [apiPort, metricsPort, sdkMetricsPort] = await Promise.all([freePort(), freePort(), freePort()]);
       const taskQueue = `bench-${name}-${randomBytes(3).toString('hex')}`;
-      const laneEnv = { ...common, TEMPORAL_ADDRESS: temporalAddress, DATABASE_URL: database.databaseUrl, TASK_QUEUE: taskQueue };
+      const laneEnv = { ...common, ...env, TEMPORAL_ADDRESS: temporalAddress, DATABASE_URL: database.databaseUrl, TASK_QUEUE: taskQueue };
       const laneConnection = temporalAddress === temporalServer.address ? connection : await Connection.connect({ address: temporalAddress });
       if (laneConnection !== connection) closers.push(() => laneConnection.close());
       const worker = spawnChild(`worker${suffix}`, 'bench/worker.ts', {
@@ -350,7 +354,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       temporalBinary: temporalServer.binary,
       children,
       workDir,
-      addLane: async (name, temporalAddress) => startLane(name, await createDatabase(name), temporalAddress),
+      addLane: async (name, temporalAddress, env) => startLane(name, await createDatabase(name), temporalAddress, env),
       defer: (close) => closers.push(close),
       stop,
     };

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import postgres from 'postgres';
-import { insideSpan, SpanKind, SpanStatusCode, tracer, tracingOn } from '../lib/tracing';
+import { insideRecordingSpan, SpanKind, SpanStatusCode, tracer, tracingOn } from '../lib/tracing';
 
 export type Sql = postgres.Sql<{}>;
 
@@ -110,16 +110,23 @@ export function statementName(text: string): { name: string; verb: string; table
   return { name: table ? `${verb} ${table}` : verb, verb, table };
 }
 
+/** A tagged template's statement name, read once per call site (its strings array is the same object each time). */
+const namesOfTemplates = new WeakMap<readonly string[], ReturnType<typeof statementName>>();
+function templateName(strings: readonly string[]): ReturnType<typeof statementName> {
+  let named = namesOfTemplates.get(strings);
+  if (!named) namesOfTemplates.set(strings, (named = statementName(strings.join('$'))));
+  return named;
+}
+
 /**
  * Opens the statement's span when it is first awaited (a fragment inside another statement
- * never is) and ends it with its answer; only inside a span of the product's (a request, an
- * activity, a delivery): the background polls (the relay's claims, the listeners) would
- * otherwise each be a trace of one statement.
+ * never is) and ends it with its answer. Only a statement made inside a sampled span of the
+ * product's (a request, an activity, a delivery) is wrapped at all: the background polls (the
+ * relay's claims, the listeners) would otherwise each be a trace of one statement, and a
+ * statement of a trace the sampler dropped costs nothing more than with tracing off.
  */
-function spanWhenRun<Q extends object>(query: Q, text: string): Q {
-  const { name, verb, table } = statementName(text);
+function spanWhenRun<Q extends object>(query: Q, { name, verb, table }: ReturnType<typeof statementName>): Q {
   const started = () => {
-    if (!insideSpan()) return;
     const span = tracer().startSpan(name, {
       kind: SpanKind.CLIENT,
       attributes: { 'db.system': 'postgresql', 'db.operation.name': verb, ...(table ? { 'db.collection.name': table } : {}), 'db.query.summary': name },
@@ -159,7 +166,7 @@ function tracedSql<T extends object>(sql: T): T {
     apply(target, thisArg, args: unknown[]) {
       const result = Reflect.apply(target as (...a: unknown[]) => unknown, thisArg, args) as object;
       const strings = args[0];
-      return Array.isArray(strings) && 'raw' in strings ? spanWhenRun(result, strings.join('$')) : result;
+      return Array.isArray(strings) && 'raw' in strings && insideRecordingSpan() ? spanWhenRun(result, templateName(strings)) : result;
     },
     get(target, property) {
       const value: unknown = Reflect.get(target, property);
@@ -171,7 +178,12 @@ function tracedSql<T extends object>(sql: T): T {
           return call.apply(target, [...args.slice(0, -1), (tx: object) => body(tracedSql(tx))]);
         };
       }
-      if (property === 'unsafe') return (text: string, ...rest: unknown[]) => spanWhenRun(call.call(target, text, ...rest) as object, text);
+      if (property === 'unsafe') {
+        return (text: string, ...rest: unknown[]) => {
+          const query = call.call(target, text, ...rest) as object;
+          return insideRecordingSpan() ? spanWhenRun(query, statementName(text)) : query;
+        };
+      }
       return call.bind(target);
     },
   });

@@ -1,4 +1,5 @@
 import type { Db } from './connect';
+import { activeTraceparent } from '../lib/tracing';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
 
 export interface IdempotencyRecord {
@@ -16,6 +17,8 @@ export interface IdempotencyRecord {
   response_location: string | null;
   created_at: Date;
   expires_at: Date;
+  /** The claiming request's span (db/migrations/021): a duplicate's span links to it. Null: claimed untraced or unsampled. */
+  traceparent: string | null;
 }
 
 export function storedResponse(record: IdempotencyRecord): FinalResponse | null {
@@ -59,10 +62,10 @@ export async function claimRecord(
 ): Promise<IdempotencyRecord | null> {
   const [record] = await db<IdempotencyRecord[]>`
     INSERT INTO idempotency_records
-      (tenant_id, operation, idempotency_key, fingerprint, request_hash, state, workflow_id, resource_id, expires_at)
+      (tenant_id, operation, idempotency_key, fingerprint, request_hash, state, workflow_id, resource_id, expires_at, traceparent)
     VALUES
       (${scope.tenantId}, ${scope.operation}, ${scope.key}, ${scope.fingerprint}, ${requestHash}, 'running',
-       ${target.workflowId}, ${target.resourceId}, ${claimExpiry(db, scope.retentionSeconds)})
+       ${target.workflowId}, ${target.resourceId}, ${claimExpiry(db, scope.retentionSeconds)}, ${activeTraceparent()})
     ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
     RETURNING *`;
   return record ?? null;

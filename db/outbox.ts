@@ -1,5 +1,6 @@
 import { constantLiterals, type Db, type Sql } from './connect';
 import { newId } from '../domain/ids';
+import { activeTraceparent } from '../lib/tracing';
 import type { DisputeResource, PaymentMethodResource, PaymentResource, RefundResource } from '../domain/resources';
 import type { DeliveryStatus, EventType } from '../shared/events';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
@@ -35,14 +36,15 @@ export interface OutboxEventRow {
  * sees; db.json() would send jsonb, which reorders), the one that records the fact itself.
  * Once per business event: a replayed activity finds (tenant, event_key) taken and adds nothing.
  * A tenant without a webhook endpoint gets the event `skipped` at once (listed, never claimed by
- * the relay); one with an endpoint gets it `pending`.
+ * the relay); one with an endpoint gets it `pending`. With tracing on, the event keeps the
+ * writing span's traceparent (db/migrations/021): its delivery continues that trace.
  */
 export async function insertEvent(db: Db, event: { tenantId: string; type: EventType; eventKey: string; object: EventPayload['data']['object'] }): Promise<void> {
   const id = newId('evt');
   const payload: EventPayload = { id, object: 'event', type: event.type, created_at: new Date().toISOString(), data: { object: event.object } };
   await db`
-    INSERT INTO outbox_events (id, tenant_id, type, event_key, payload, delivery_state)
-    SELECT ${id}, t.id, ${event.type}, ${event.eventKey}, ${payload as never}, CASE WHEN t.webhook_url IS NULL THEN 'skipped' ELSE 'pending' END
+    INSERT INTO outbox_events (id, tenant_id, type, event_key, payload, delivery_state, traceparent)
+    SELECT ${id}, t.id, ${event.type}, ${event.eventKey}, ${payload as never}, CASE WHEN t.webhook_url IS NULL THEN 'skipped' ELSE 'pending' END, ${activeTraceparent()}
     FROM tenants t WHERE t.id = ${event.tenantId}
     ON CONFLICT (tenant_id, event_key) DO NOTHING`;
 }
@@ -61,6 +63,8 @@ export interface ClaimedEvent {
   webhook_secret: string;
   /** The secret before the last rotation, while its overlap lasts (db/credentials.ts). */
   previous_webhook_secret: string | null;
+  /** The span that wrote the event (insertEvent), whose trace its delivery continues; null: none. */
+  traceparent: string | null;
 }
 
 /** How many events wait for delivery, and how long the oldest has waited (seconds). */
@@ -87,7 +91,7 @@ export async function claimDueEvents(db: Db, batchSize: number, leaseMs: number)
       LIMIT ${batchSize}
       FOR UPDATE SKIP LOCKED
     )
-    RETURNING e.id, e.tenant_id, e.payload, e.attempts, e.resend_round_first_attempt, e.resend_requests, t.webhook_url, t.webhook_secret,
+    RETURNING e.id, e.tenant_id, e.payload, e.attempts, e.resend_round_first_attempt, e.resend_requests, e.traceparent, t.webhook_url, t.webhook_secret,
       CASE WHEN t.previous_webhook_secret_expires_at > now() THEN t.previous_webhook_secret END AS previous_webhook_secret`;
 }
 

@@ -1,5 +1,6 @@
 import type postgres from 'postgres';
 import type { Db } from './connect';
+import { activeTraceparent } from '../lib/tracing';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import type { PaymentRow } from '../domain/resources';
 import type { ScopedKey } from '../shared/definitions';
@@ -23,11 +24,11 @@ function insertIntent(db: Db, input: PaymentWorkflowInput, workflowId: string, f
   return db`
     INSERT INTO payments
       (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method,
-       description, metadata, workflow_id, return_url, customer_id, setup_future_usage, off_session)
+       description, metadata, workflow_id, return_url, customer_id, setup_future_usage, off_session, traceparent)
     SELECT ${input.paymentId}, ${input.tenantId}, ${input.orderId}, ${input.amountMinor}, ${input.currency},
       'processing', ${input.captureMethod}, ${input.paymentMethod}, ${input.description},
       ${db.json(input.metadata)}, ${workflowId}, ${input.returnUrl ?? null}, ${input.customerId ?? null},
-      ${input.setupFutureUsage ?? null}, ${input.offSession === true}
+      ${input.setupFutureUsage ?? null}, ${input.offSession === true}, ${activeTraceparent()}
     ${from}
     ON CONFLICT ${conflict} DO NOTHING`;
 }
@@ -48,10 +49,10 @@ export async function claimPaymentIntent(
   const [row] = await db<(IdempotencyRecord & { intent: boolean })[]>`
     WITH claim AS (
       INSERT INTO idempotency_records
-        (tenant_id, operation, idempotency_key, fingerprint, request_hash, state, workflow_id, resource_id, expires_at)
+        (tenant_id, operation, idempotency_key, fingerprint, request_hash, state, workflow_id, resource_id, expires_at, traceparent)
       VALUES
         (${scope.tenantId}, ${scope.operation}, ${scope.key}, ${scope.fingerprint}, ${claim.requestHash ?? null}, 'running',
-         ${workflowId}, ${input.paymentId}, ${claimExpiry(db, scope.retentionSeconds)})
+         ${workflowId}, ${input.paymentId}, ${claimExpiry(db, scope.retentionSeconds)}, ${activeTraceparent()})
       ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
       RETURNING *
     ), intent AS (
@@ -132,6 +133,12 @@ export async function paymentIntentFigures(db: Db, paymentId: string): Promise<P
   const [row] = await db<PaymentFigures[]>`
     SELECT amount_minor, currency, capture_method, status, provider_charge_id, amount_captured_minor FROM payments WHERE id = ${paymentId}`;
   return row ?? null;
+}
+
+/** The traceparent of the span that wrote the payment's intent (db/migrations/021; null: written untraced or unsampled). */
+export async function paymentTraceparent(db: Db, paymentId: string): Promise<string | null> {
+  const [row] = await db<{ traceparent: string | null }[]>`SELECT traceparent FROM payments WHERE id = ${paymentId}`;
+  return row?.traceparent ?? null;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { context, propagation, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span } from '@opentelemetry/api';
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -166,9 +166,12 @@ export function activeTraceIds(): { trace_id?: string; span_id?: string } {
   return traceFlags & 1 ? { trace_id: traceId, span_id: spanId } : {};
 }
 
-/** Whether code runs inside a span (a request's, an activity's, a delivery's). */
-export function insideSpan(): boolean {
-  return trace.getActiveSpan() !== undefined;
+/**
+ * Whether code runs inside a sampled span of this process (a request's, an activity's, a
+ * delivery's): only there is a child span recorded (the samplers are parent-based).
+ */
+export function insideRecordingSpan(): boolean {
+  return trace.getActiveSpan()?.isRecording() === true;
 }
 
 /** Sets attributes on the active span (a no-op without one). */
@@ -190,6 +193,22 @@ export function linkTo(traceparent: string | null | undefined): Link[] {
   if (!traceparent) return [];
   const spanContext = trace.getSpanContext(propagation.extract(context.active(), { traceparent }));
   return spanContext ? [{ context: spanContext }] : [];
+}
+
+/**
+ * Links the active span to the span a stored traceparent names (a webhook's or a duplicate
+ * request's server span to the payment's trace). A no-op without one, or with tracing off.
+ */
+export function linkActiveSpan(traceparent: string | null | undefined): void {
+  const span = trace.getActiveSpan();
+  if (span) for (const link of linkTo(traceparent)) span.addLink(link);
+}
+
+/** The context of the span a stored traceparent names, to continue its trace (an event's delivery); undefined without one. */
+export function contextOf(traceparent: string | null | undefined): Context | undefined {
+  if (!active || !traceparent) return undefined;
+  const parent = propagation.extract(ROOT_CONTEXT, { traceparent });
+  return trace.getSpanContext(parent) ? parent : undefined;
 }
 
 /**
@@ -216,7 +235,7 @@ export async function inSpan<T>(
   });
 }
 
-export { SpanKind, SpanStatusCode };
+export { ROOT_CONTEXT, SpanKind, SpanStatusCode };
 
 /** The attribute that names a resource of ours by its id's prefix (domain/ids.ts), if it is one an operator looks a trace up by. */
 export function resourceAttribute(id: string): Attributes {

@@ -1,6 +1,6 @@
 import { Webhook } from 'standardwebhooks';
 import type { Sql } from '../db/connect';
-import { inSpan, resourceAttribute, SpanKind, traceAttributes } from '../lib/tracing';
+import { contextOf, inSpan, resourceAttribute, ROOT_CONTEXT, SpanKind, traceAttributes } from '../lib/tracing';
 import { claimDueEvents, deliveryBacklog, markEventSkipped, recordDeliveryAttempt, type ClaimedEvent } from '../db/outbox';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
@@ -113,9 +113,15 @@ export class OutboxRelay {
     const claimed = await claimDueEvents(this.sql, this.options.batchSize, leaseMs);
     await Promise.all(
       claimed.map((event) =>
-        // Each delivery a trace of its own, found by the event's and its object's id (docs/tracing.md).
-        inSpan(`outbox deliver ${event.payload.type}`, { kind: SpanKind.PRODUCER, attributes: { [traceAttributes.eventId]: event.id, 'event.type': event.payload.type, ...resourceAttribute(event.payload.data.object.id), 'webhook.attempt': event.attempts + 1 } }, () =>
-          this.deliver(event),
+        // Each delivery a span in the trace of the span that wrote the event (the payment's), or a trace of its own when the event has none (docs/tracing.md).
+        inSpan(
+          `outbox deliver ${event.payload.type}`,
+          {
+            kind: SpanKind.PRODUCER,
+            attributes: { [traceAttributes.eventId]: event.id, 'event.type': event.payload.type, ...resourceAttribute(event.payload.data.object.id), 'webhook.attempt': event.attempts + 1 },
+            parent: contextOf(event.traceparent) ?? ROOT_CONTEXT,
+          },
+          () => this.deliver(event),
         ),
       ),
     );

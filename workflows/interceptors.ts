@@ -16,8 +16,8 @@
  * (lib/tracing.ts tracingWorkflowSinks).
  */
 import { defaultPayloadConverter } from '@temporalio/common';
-import { headersWithContext, TRACE_HEADER } from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
-import { OpenTelemetryInboundInterceptor, OpenTelemetryInternalsInterceptor, OpenTelemetryOutboundInterceptor } from '@temporalio/interceptors-opentelemetry/lib/workflow';
+import { headersWithContext, TRACE_HEADER } from '@temporalio/interceptors-opentelemetry/lib/instrumentation.js';
+import { OpenTelemetryInboundInterceptor, OpenTelemetryInternalsInterceptor, OpenTelemetryOutboundInterceptor } from '@temporalio/interceptors-opentelemetry/lib/workflow/index.js';
 import {
   workflowInfo,
   type ActivityInput,

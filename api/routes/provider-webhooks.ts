@@ -2,7 +2,8 @@ import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import { isGrpcDeadlineError, WorkflowFailedError } from '@temporalio/client';
 import { bodyLimit } from 'hono/body-limit';
 import { markForwarded, receiveProviderEvent, type ReceivedOutcome } from '../../db/provider-events';
-import { paymentIntentFigures } from '../../db/payments';
+import { paymentIntentFigures, paymentTraceparent } from '../../db/payments';
+import { annotateActiveSpan, linkActiveSpan, resourceAttribute, tracingOn } from '../../lib/tracing';
 import { ApiError } from '../../domain/errors';
 import { chargeHoldsMoney, recordsCharge } from '../../domain/payments';
 import { isTemporalUnavailable } from '../../lib/temporal';
@@ -152,6 +153,11 @@ async function receiveEvent(deps: ApiDeps, receiver: ProviderWebhookReceiver, pr
     reference: event.charge?.reference ?? null,
     payload,
   });
+  // The webhook's span links to the trace of the payment it concerns (docs/tracing.md); one read, only while tracing is on.
+  if (tracingOn() && outcome.row.payment_id) {
+    annotateActiveSpan(resourceAttribute(outcome.row.payment_id));
+    linkActiveSpan(await paymentTraceparent(deps.sql, outcome.row.payment_id));
+  }
   const log = logger.child({ provider, event_id: event.id, event_type: event.type, payment_id: outcome.row.payment_id });
   const disposition = await handOver(deps, event, outcome, provider, log);
   if (outcome.row.disposition === 'unknown_charge' && outcome.inserted) log.warn('provider webhook for an unknown charge; kept for an operator');

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { expect } from 'vitest';
 
 /** One span as the OTLP/HTTP JSON exporter sends it, with its attributes flattened. */
 export interface ReceivedSpan {
@@ -69,4 +70,16 @@ export async function startOtlpReceiver(): Promise<{ endpoint: string; spans: Re
     spans,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/**
+ * No span's attributes hold any of `secrets` (API keys, webhook secrets, the admin token,
+ * payment method tokens, `Bearer ` headers) or anything shaped like a card number.
+ */
+export function expectNoSecretsInSpans(spans: ReceivedSpan[], secrets: string[]): void {
+  for (const span of spans) {
+    const text = JSON.stringify(span.attributes);
+    for (const secret of [...secrets, 'pm_card_', 'Bearer ']) expect(text, `${span.name} holds ${secret}`).not.toContain(secret);
+    expect(text, `${span.name} holds a card number`).not.toMatch(/\b\d{13,19}\b/);
+  }
 }

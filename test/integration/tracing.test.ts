@@ -4,7 +4,7 @@ import { Worker } from '@temporalio/worker';
 import { testDataConverter } from '../../testkit/payload-keys';
 import type { RoutePlanner } from '../../activities';
 import { ADMIN_TOKEN, apiClient, captureLogs, decidedPayment, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
-import { startOtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver';
+import { expectNoSecretsInSpans, startOtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver';
 import { startWebhookReceiver } from '../../testkit/webhook-receiver';
 import { flushTracing, startTracing, stopTracing } from '../../lib/tracing';
 
@@ -65,7 +65,8 @@ async function traceOf(paymentId: string, until: (trace: Trace) => boolean): Pro
   return eventually(
     async () => {
       await flushTracing();
-      const server = receiver.spans.find((s) => s.kind === SERVER && s.attributes['payment.id'] === paymentId);
+      // The request that created it: a duplicate's or a webhook's span names the payment too, and links to this one.
+      const server = receiver.spans.find((s) => s.kind === SERVER && s.name === 'POST /v1/payments' && s.attributes['payment.id'] === paymentId && s.links.length === 0);
       if (!server) return null;
       const trace = new Trace(server, receiver.spans.filter((s) => s.traceId === server.traceId));
       return complete(trace) ? trace : null;
@@ -114,7 +115,7 @@ const statementsUnder = (trace: Trace, parent: ReceivedSpan) => trace.childrenOf
 const pspCallsUnder = (trace: Trace, parent: ReceivedSpan) => trace.childrenOf(parent).filter((s) => s.kind === CLIENT && typeof s.attributes['psp.name'] === 'string');
 
 describe('one trace per payment', () => {
-  it('a card payment: server span → workflow → activities → the PSP call and the statements; its event delivery found by the payment id', async () => {
+  it('a card payment: server span → workflow → activities → the PSP call and the statements; the delivery of its event in the same trace, under the step that wrote it', async () => {
     const created = await api.post('/v1/payments', body(), uniqueKey());
     expect(created.status).toBe(201);
     const id = created.json.id as string;
@@ -127,13 +128,14 @@ describe('one trace per payment', () => {
     expect(calls.map((s) => s.name)).toContain('psp sandbox createCharge');
     expect(calls.find((s) => s.name === 'psp sandbox createCharge')!.attributes).toMatchObject({ 'psp.name': 'sandbox', 'psp.sub_key': `${id}:charge` });
 
-    const [record] = trace.activity(run, 'recordChargeOutcome');
-    expect(record, 'the record step under the run').toBeDefined();
-    expect(statementsUnder(trace, record!).map((s) => s.name)).toEqual(expect.arrayContaining(['UPDATE payments', 'INSERT outbox_events']));
+    // One span per execution of the record step (a busy machine may time one out and retry it).
+    const records = trace.activity(run, 'recordChargeOutcome');
+    expect(records.length, 'the record step under the run').toBeGreaterThan(0);
+    expect(records.flatMap((record) => statementsUnder(trace, record)).map((s) => s.name)).toEqual(expect.arrayContaining(['UPDATE payments', 'INSERT outbox_events']));
     // The API's own statements (the idempotency record) are under the server span.
     expect(statementsUnder(trace, trace.server).some((s) => s.attributes['db.collection.name'] === 'idempotency_records')).toBe(true);
 
-    // The relay's handling of the payment's event is a trace of its own, found by the payment's id, its statements under it.
+    // The relay's delivery of the payment's event is in the payment's trace, under the step that wrote the event, its statements under it.
     const delivery = await eventually(
       async () => {
         await flushTracing();
@@ -143,7 +145,17 @@ describe('one trace per payment', () => {
       200,
       'the outbox delivery span',
     );
-    expect(delivery.parentSpanId).toBe('');
+    expect(delivery.traceId).toBe(trace.server.traceId);
+    expect(records.map((record) => record.spanId)).toContain(delivery.parentSpanId);
+    await eventually(
+      async () => {
+        await flushTracing();
+        return receiver.spans.some((s) => s.parentSpanId === delivery.spanId && s.name === 'UPDATE outbox_events');
+      },
+      20_000,
+      200,
+      'the delivery\'s statements under it',
+    );
     // No statement of a background poll is a trace of its own: each is under a span of ours.
     const roots = receiver.spans.filter((s) => s.parentSpanId === '' && s.attributes['db.system'] === 'postgresql');
     expect(roots.map((s) => s.name)).toEqual([]);
@@ -166,9 +178,14 @@ describe('one trace per payment', () => {
     }
   });
 
-  it('a 3-D Secure payment decided by the PSP webhook: the decision is recorded in the payment trace; the webhook has its server span', async () => {
-    const created = await api.post('/v1/payments', body('pm_card_threeDSecureRequired'), uniqueKey());
+  it('a 3-D Secure payment decided by the PSP webhook: the decision is recorded in the payment trace; the webhook\'s span and a duplicate request\'s link to it', async () => {
+    const request = body('pm_card_threeDSecureRequired');
+    const key = uniqueKey();
+    const created = await api.post('/v1/payments', request, key);
     expect(created.status).toBe(202);
+    // The client's retry while the run waits for the customer: it attaches to the run, its span linked to the creating request's.
+    const duplicate = await api.post('/v1/payments', request, key);
+    expect(duplicate.json.id).toBe(created.json.id);
     const approved = await fetch(created.json.next_action.redirect_to_url.url, { method: 'POST', body: new URLSearchParams({ result: 'approve' }), redirect: 'manual' });
     expect(approved.status).toBe(303);
     const payment = await decidedPayment(api, created.json.id);
@@ -176,15 +193,28 @@ describe('one trace per payment', () => {
     const trace = await traceOf(payment.id, (t) => t.named('RunActivity:recordSettlement').length > 0);
     const run = expectWorkflowUnderServer(trace);
     expect(trace.activity(run, 'recordSettlement').length).toBeGreaterThan(0);
-    await eventually(
-      async () => {
-        await flushTracing();
-        return receiver.spans.some((s) => s.kind === SERVER && s.attributes['http.route'] === '/provider_webhooks/:provider');
-      },
-      20_000,
-      200,
-      'the webhook server span',
-    );
+    const linkedServerSpans = (route: string) =>
+      eventually(
+        async () => {
+          await flushTracing();
+          const found = receiver.spans.filter((s) => s.kind === SERVER && s.attributes['http.route'] === route && s.attributes['payment.id'] === payment.id);
+          return found.length > 0 ? found : null;
+        },
+        20_000,
+        200,
+        `the ${route} server spans of ${payment.id}`,
+      );
+    const toPaymentTrace = { traceId: trace.server.traceId, spanId: trace.server.spanId };
+    // The webhook is a trace of its own (the PSP's request), linked to the span that created the payment.
+    for (const webhook of await linkedServerSpans('/provider_webhooks/:provider')) {
+      expect(webhook.traceId).not.toBe(trace.server.traceId);
+      expect(webhook.links).toEqual([toPaymentTrace]);
+    }
+    // The duplicate: its own trace, linked to the creating request's span.
+    const duplicates = (await linkedServerSpans('/v1/payments')).filter((s) => s.spanId !== trace.server.spanId);
+    expect(duplicates).toHaveLength(1);
+    expect(duplicates[0]!.traceId).not.toBe(trace.server.traceId);
+    expect(duplicates[0]!.links).toEqual([toPaymentTrace]);
   });
 
   it('a run recorded with tracing on replays with tracing off (its headers carry the context; the workflow code is the same)', async () => {
@@ -216,12 +246,7 @@ describe('one trace per payment', () => {
   it('no span attribute holds a card number, a payment method token, an API key or a secret', async () => {
     await flushTracing();
     expect(receiver.spans.length).toBeGreaterThan(20);
-    const secrets = [tenant.apiKey, tenant.webhookSecret, ADMIN_TOKEN, 'pm_card_', 'Bearer '];
-    for (const span of receiver.spans) {
-      const text = JSON.stringify(span.attributes);
-      for (const secret of secrets) expect(text, `${span.name} holds ${secret}`).not.toContain(secret);
-      expect(text, `${span.name} holds a card number`).not.toMatch(/\b\d{13,19}\b/);
-    }
+    expectNoSecretsInSpans(receiver.spans, [tenant.apiKey, tenant.webhookSecret, ADMIN_TOKEN]);
   });
 });
 
