@@ -131,7 +131,8 @@ describe('dispute workflow', () => {
         expect(answer).toEqual({ status: 200, body: '{}', location: null });
       }
     }
-    await eventually(async () => (runsOf.get(id)?.size ?? 0) >= 3, 20_000, 50, 'the run continued as new');
+    // Generous: forty signals and four updates, each a workflow task, on two busy cores.
+    await eventually(async () => (runsOf.get(id)?.size ?? 0) >= 3, 60_000, 50, 'the run continued as new');
 
     // Every run's history stays near its bound, whatever arrived.
     const runIds = [...runsOf.get(id)!];
