@@ -58,23 +58,22 @@ export async function currencyOfRefundReference(db: Db, reference: string): Prom
 }
 
 /**
- * The pending refund a PSP's report settles, of a payment at this provider whose charge is the
- * one reported: the refund whose id is the report's reference, else (a PSP that names the
- * payment's reference instead) the oldest pending refund of that payment for the reported amount;
- * null for any other.
+ * The pending refunds a PSP's report may settle, of a payment at this provider whose charge is
+ * the one reported: the refund whose id is the report's reference, or (a PSP that names the
+ * payment's reference instead) each pending refund of that payment for the reported amount.
+ * Each one's run takes only the report of the refund the PSP answered it (by the PSP's id).
  */
-export async function pendingRefundReported(
+export async function pendingRefundsReported(
   db: Db,
   report: { provider: string; reference: string; chargeId: string; amountMinor: number },
-): Promise<{ id: string; workflow_id: string } | null> {
-  const [refund] = await db<{ id: string; workflow_id: string }[]>`
+): Promise<{ id: string; workflow_id: string }[]> {
+  return db<{ id: string; workflow_id: string }[]>`
     SELECT r.id, r.workflow_id FROM refunds r JOIN payments p ON p.id = r.payment_id
     WHERE r.status = 'pending'
       AND (r.id = ${report.reference} OR (r.payment_id = ${report.reference} AND r.amount_minor = ${report.amountMinor}))
       AND p.provider_charge_id = ${report.chargeId} AND (p.provider IS NULL OR p.provider = ${report.provider})
-    ORDER BY r.id = ${report.reference} DESC, r.created_at, r.id
-    LIMIT 1`;
-  return refund ?? null;
+    ORDER BY r.created_at, r.id
+    LIMIT 20`;
 }
 
 /** Finishes a pending refund (succeeded or failed); null if it was finished before (a replayed activity). */

@@ -6,6 +6,9 @@ import { providerSubKey } from '../shared/keys';
 import { providerSteps, records } from './activities';
 import { failureOfType } from './saga';
 
+/** Settlements kept while one is awaited: a PSP sends one per refund, so this bounds only a misbehaving sender. */
+const MAX_KEPT_REPORTS = 50;
+
 /**
  * One refund of a captured payment, under its own scoped idempotency key.
  * 1. Reserve the amount under the payment's row lock (or refuse: 409, recorded).
@@ -18,10 +21,11 @@ import { failureOfType } from './saga';
  *    no report settles within the window stays pending, its amount still reserved, for an operator.
  */
 export async function refundWorkflow(input: RefundWorkflowInput): Promise<FinalResponse> {
-  let report: RefundReport | undefined;
-  // Only a settled refund counts: the PSP's word that it succeeded or failed.
+  // The PSP's settlements passed to this run (it may be passed another pending refund's of the
+  // same payment and amount): only the one of the refund the PSP answered counts, the first.
+  const reports: RefundReport[] = [];
   setHandler(refundReportSignal, (reported) => {
-    if (reported.status !== 'pending') report ??= reported;
+    if (reported.status !== 'pending' && reports.length < MAX_KEPT_REPORTS) reports.push(reported);
   });
   const begun = await records.beginRefund(input);
   if (begun.kind === 'rejected') return begun.response;
@@ -43,10 +47,11 @@ export async function refundWorkflow(input: RefundWorkflowInput): Promise<FinalR
     refund = { id: '', chargeId: begun.chargeId, status: 'failed', amountMinor: input.amountMinor, failureCode: 'provider_rejected', failureMessage: refused.message };
   }
   if (refund.status === 'pending') {
+    const received = refund;
+    const ours = () => reports.find((r) => r.id === received.id);
     const windowMs = (input.confirmationWindowSeconds ?? REFUND_CONFIRMATION_WINDOW_SECONDS) * 1000;
-    if (!(await condition(() => report !== undefined, windowMs))) return records.recordRefundUnconfirmed({ request: input, refund });
-    // The PSP's own refund id is the answer's (the report names the same refund).
-    refund = { ...report!, id: refund.id || report!.id, chargeId: begun.chargeId };
+    if (!(await condition(() => ours() !== undefined, windowMs))) return records.recordRefundUnconfirmed({ request: input, refund });
+    refund = { ...ours()!, chargeId: begun.chargeId };
   }
   return records.recordRefundOutcome({ request: input, refund });
 }

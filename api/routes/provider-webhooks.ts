@@ -7,7 +7,7 @@ import { ApiError } from '../../domain/errors';
 import { chargeHoldsMoney, recordsCharge } from '../../domain/payments';
 import { isTemporalUnavailable } from '../../lib/temporal';
 import { ProviderEventUnreadableError, ProviderRejectedError, ProviderWebhookError, type ProviderRefund, type ProviderWebhookEvent, type UnreadableField } from '../../provider/types';
-import { pendingRefundReported } from '../../db/refunds';
+import { pendingRefundsReported } from '../../db/refunds';
 import { refundReportSignal } from '../../shared/refunds';
 import { createProviderClient, createProviderWebhookBatchVerifier, createProviderWebhookVerifier } from '../../provider/registry';
 import type { Config } from '../../lib/config';
@@ -230,30 +230,34 @@ async function handOver(deps: ApiDeps, event: ProviderWebhookEvent, outcome: Rec
 }
 
 /**
- * A PSP's settlement of a refund (Adyen's REFUND, REFUND_FAILED) goes to the run of our pending
- * refund it names (db/refunds.ts pendingRefundReported: by our refund id, or by the payment's
- * reference and the amount, of a payment at this PSP with that charge),
- * on every delivery (the run takes the first). `forward` when passed on; `ignored` when no
- * pending refund of ours is named (a refund already settled, a compensation's, or another's), or
- * its run has ended (a refund left pending for an operator). 503 when Temporal cannot be reached.
+ * A PSP's settlement of a refund (Adyen's REFUND, REFUND_FAILED) goes to the runs of the pending
+ * refunds it may name (db/refunds.ts pendingRefundsReported: by our refund id, or by the
+ * payment's reference and the amount, of a payment at this PSP with that charge), on every
+ * delivery; each run takes only the first settlement of the refund the PSP answered it.
+ * `forward` when passed on; `ignored` when no pending refund of ours is named (a refund already
+ * settled, a compensation's, or another's), or their runs have ended (a refund left pending for
+ * an operator). 503 when Temporal cannot be reached.
  */
 async function reportRefund(deps: ApiDeps, provider: string, refund: ProviderRefund, log: Logger): Promise<'forward' | 'ignored'> {
   if (refund.status === 'pending' || !refund.reference) return 'ignored';
-  const pending = await pendingRefundReported(deps.sql, { provider, reference: refund.reference, chargeId: refund.chargeId, amountMinor: refund.amountMinor });
-  if (!pending) return 'ignored';
-  try {
-    await withinTemporalDeadline(deps, () => deps.temporal.workflow.getHandle(pending.workflow_id).signal(refundReportSignal, refund));
-  } catch (error) {
-    if (error instanceof WorkflowNotFoundError) {
-      log.warn({ refund_id: pending.id }, 'provider webhook settles a refund whose run has ended; left for an operator');
-      return 'ignored';
+  const pending = await pendingRefundsReported(deps.sql, { provider, reference: refund.reference, chargeId: refund.chargeId, amountMinor: refund.amountMinor });
+  let passed = false;
+  for (const run of pending) {
+    try {
+      await withinTemporalDeadline(deps, () => deps.temporal.workflow.getHandle(run.workflow_id).signal(refundReportSignal, refund));
+      passed = true;
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) {
+        log.warn({ refund_id: run.id }, 'provider webhook for a pending refund whose run has ended; left for an operator');
+        continue;
+      }
+      if (isTemporalUnavailable(error)) {
+        throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
+      }
+      throw error;
     }
-    if (isTemporalUnavailable(error)) {
-      throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
-    }
-    throw error;
   }
-  return 'forward';
+  return passed ? 'forward' : 'ignored';
 }
 
 /** Stores a dispute event once (by provider and event id); false when it was stored before. */

@@ -323,6 +323,29 @@ describe('a refund at a kind whose modifications are notified waits for the PSPâ
     expect(replay.json).toMatchObject({ id: waiting.json.id, status: 'succeeded' });
   });
 
+  it('two pending refunds of one payment for the same amount are each settled by their own REFUND (the notification names the payment, not the refund)', async () => {
+    const payment = await paid();
+    await control('/webhook_faults', { loss: 1 });
+    const first = await refund(payment.id, 1000);
+    const second = await refund(payment.id, 1000);
+    expect([first.status, second.status], first.text + second.text).toEqual([202, 202]);
+    const refunds = await eventually(async () => {
+      const kept = (await keptOf(payment.provider_charge_id)).filter((k) => k.type === 'REFUND');
+      return kept.length === 2 ? kept : undefined;
+    }, 20_000);
+    // Kept in the order the refunds were asked: each one's PSP reference leads its notification's id.
+    const pspIds = refunds.map((kept) => kept.id.split(':')[0]);
+    await control('/webhook_faults', {});
+    // The second refund's notification first: it settles the second, not the older one.
+    for (const kept of [...refunds].reverse()) expect((await control(`/events/${encodeURIComponent(kept.id)}/redeliver`, {})).status).toBe(200);
+    expect(await settled(first.json.id)).toMatchObject({ status: 'succeeded' });
+    expect(await settled(second.json.id)).toMatchObject({ status: 'succeeded' });
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ amount_refunded_minor: 2000 });
+    expect((await posted(first.json.id)) + (await posted(second.json.id))).toBe(2);
+    const recorded = await stack.sql<{ id: string; provider_refund_id: string }[]>`SELECT id, provider_refund_id FROM refunds WHERE payment_id = ${payment.id}`;
+    expect(Object.fromEntries(recorded.map((r) => [r.id, r.provider_refund_id]))).toEqual({ [first.json.id]: pspIds[0], [second.json.id]: pspIds[1] });
+  });
+
   it('REFUND_FAILED: the refund fails with its reason, its reservation is given back and nothing is posted', async () => {
     const payment = await paid('pm_card_refundFailed');
     const answer = await refund(payment.id, 2500);

@@ -91,8 +91,9 @@ describe('refund workflow at a PSP that confirms refunds by notification (answer
     const input = refundInput({ amountMinor: 700 });
     const run = await bench.startRefund(input, pendingAtPsp);
     await eventually(() => run.steps().includes('refundCharge'));
-    // A report that only says "received" settles nothing.
+    // A report that only says "received" settles nothing, nor does another refund's settlement (another PSP id).
     await run.handle.signal(refundReportSignal, received(chargeIdOf(input.paymentId), 700));
+    await run.handle.signal(refundReportSignal, { ...received(chargeIdOf(input.paymentId), 700), status: 'failed', id: 'psp_refund_other', failureCode: 'refund_failed', failureMessage: 'not ours' });
     await run.handle.signal(refundReportSignal, { ...received(chargeIdOf(input.paymentId), 700), status: 'succeeded', id: 'psp_refund_1' });
     const final = await run.handle.result();
 
