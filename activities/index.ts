@@ -12,6 +12,7 @@ import { createLateChargeSteps, type LateChargeSteps } from './payments-late-cha
 import { createChargeEventSteps, type ChargeEventSteps } from './payments-charge-events';
 import { createPaymentSteps, type PaymentSteps } from './payments';
 import { createProviderSteps } from './provider-steps';
+import { currencyOfRefundReference } from '../db/refunds';
 import { createRecoverySteps, type RecoverySteps } from './recovery';
 import { createRefundSteps, type RefundSteps } from './refunds';
 import { createFirstAttemptPlanner, createRouteSteps, type RoutePlanner, type RouteSteps } from './routing';
@@ -62,7 +63,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createDisputeProviderSteps(deps.providers, deps.sql),
     ...createChargeEventSteps({ sql: deps.sql, providers: deps.providers, ...(deps.temporal ? { temporal: deps.temporal } : {}) }),
     ...createRouteSteps(routeDeps),
-    ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps)),
+    ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps), (reference) => currencyOfRefundReference(deps.sql, reference)),
     ...jobs,
   };
 }

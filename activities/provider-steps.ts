@@ -166,6 +166,12 @@ export function createProviderSteps(
   health?: ProviderHealthRecorder,
   /** Decides a route in attempt 1 (inputs with `route`; activities/routing.ts createFirstAttemptPlanner). */
   planFirstAttempt?: (request: RouteRequest) => Promise<FirstAttempt>,
+  /**
+   * The currency of a refund's money by its reference (db/refunds.ts currencyOfRefundReference):
+   * a PSP whose refund names its amount in full (Adyen) needs it, and the refund steps recorded
+   * in workflow histories do not carry it.
+   */
+  currencyOfRefund?: (reference: string) => Promise<string | null>,
 ) {
   const registry = isProviderRegistry(providers) ? providers : providerRegistry({ sandbox: providers });
   /** The named PSP, or the default when none is named. A name no longer configured cannot be retried into existence. */
@@ -311,16 +317,20 @@ export function createProviderSteps(
       return providerCall((signal) => provider.retrieveCharge(input.chargeId, { signal }));
     },
 
-    /** Refunds part or all of a captured charge once, under the given sub-key, at the PSP holding the charge. */
+    /**
+     * Refunds part or all of a captured charge once, under the given sub-key, at the PSP holding
+     * the charge, in the currency of the refund (or payment) its reference names.
+     */
     async refundCharge(input: { subKey: string; chargeId: string; amountMinor: number; reference: string; provider?: string }): Promise<ProviderRefund> {
       const provider = at(input.provider);
+      const currency = currencyOfRefund ? await currencyOfRefund(input.reference) : null;
       return providerCall(async (signal) => {
         if (looksUpFirst(provider)) {
           const existing = await provider.findRefundByIdempotencyKey(input.subKey, { signal });
           if (existing) return existing;
         }
         return provider.createRefund(
-          { idempotencyKey: input.subKey, chargeId: input.chargeId, amountMinor: input.amountMinor, reference: input.reference },
+          { idempotencyKey: input.subKey, chargeId: input.chargeId, amountMinor: input.amountMinor, reference: input.reference, ...(currency ? { currency } : {}) },
           { signal },
         );
       });

@@ -1,3 +1,4 @@
+import { log } from '@temporalio/activity';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { Sql } from '../db/connect';
 import { amountTakenByChargebacks } from '../db/disputes';
@@ -68,6 +69,23 @@ export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: 
       });
     },
 
+    /**
+     * A refund the PSP received but never settled within the confirmation window: it stays
+     * `pending`, its amount reserved and nothing posted to the ledger (the money may have moved),
+     * and the request's answer is the pending refund (202) for an operator to settle.
+     */
+    async recordRefundUnconfirmed(input: { request: RefundWorkflowInput; refund: ProviderRefund }): Promise<FinalResponse> {
+      const { request } = input;
+      return step(sql, async (tx) => {
+        const owner = { workflowId: workflowId(), resourceId: request.refundId };
+        const refund = await findRefund(tx, request.refundId);
+        if (!refund) throw new Error(`refund ${request.refundId} not found`);
+        log.warn('refund unconfirmed by the PSP within its window; left pending for an operator', { refund_id: refund.id, provider_refund_id: input.refund.id });
+        const response: FinalResponse = { status: 202, body: JSON.stringify(refundResource(refund)), location: refundLocation(refund.id) };
+        return recorded('refund', refund.id, refund.status, await completeRecord(tx, request.idempotency, owner, response));
+      });
+    },
+
     /** Records the provider's answer to a refund: ledger reversal and event, or release of the reservation. */
     async recordRefundOutcome(input: { request: RefundWorkflowInput; refund: ProviderRefund }): Promise<FinalResponse> {
       const { request, refund: provided } = input;
@@ -78,6 +96,7 @@ export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: 
         // their interleaving (without it, two last refunds finishing at once each saw the
         // other's as pending, and the payment stayed succeeded though refunded in full).
         await lockPayment(tx, request.paymentId);
+        if (provided.status === 'pending') throw new Error(`refund ${request.refundId}: a pending refund has no outcome to record`);
         const finished =
           provided.status === 'succeeded'
             ? await finishRefund(tx, request.refundId, { status: 'succeeded', providerRefundId: provided.id })

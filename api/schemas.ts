@@ -443,7 +443,12 @@ export const Refund = z
     payment_id: z.string(),
     amount_minor: z.number().int(),
     currency: z.string(),
-    status: z.enum(refundStatuses),
+    status: z.enum(refundStatuses).openapi({
+      description:
+        '`pending` until the PSP settles it (its amount reserved on the payment, nothing posted to the ledger): at a PSP whose refunds are confirmed by ' +
+        'notification (Adyen) until its REFUND notification, for up to seven days, and left `pending` for an operator if none comes; ' +
+        '`succeeded` (the ledger reversal posted) or `failed` (the reservation given back) as the PSP said.',
+    }),
     reason: z.string().nullable(),
     failure: Failure,
     workflow_id: z.string(),

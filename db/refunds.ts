@@ -43,6 +43,39 @@ export async function findRefund(db: Db, refundId: string): Promise<RefundRow | 
   return refund ?? null;
 }
 
+/**
+ * The currency of the money a refund under `reference` gives back: our refund's (a refund's
+ * reference at the PSP is its id), else the payment's (a compensation's or a late charge's
+ * reference is the payment's id); null when neither exists.
+ */
+export async function currencyOfRefundReference(db: Db, reference: string): Promise<string | null> {
+  const [row] = await db<{ currency: string }[]>`
+    SELECT currency FROM refunds WHERE id = ${reference}
+    UNION ALL
+    SELECT currency FROM payments WHERE id = ${reference}
+    LIMIT 1`;
+  return row?.currency ?? null;
+}
+
+/**
+ * The pending refunds a PSP's report may settle, of a payment at this provider whose charge is
+ * the one reported: the refund whose id is the report's reference, or (a PSP that names the
+ * payment's reference instead) each pending refund of that payment for the reported amount.
+ * Each one's run takes only the report of the refund the PSP answered it (by the PSP's id).
+ */
+export async function pendingRefundsReported(
+  db: Db,
+  report: { provider: string; reference: string; chargeId: string; amountMinor: number },
+): Promise<{ id: string; workflow_id: string }[]> {
+  return db<{ id: string; workflow_id: string }[]>`
+    SELECT r.id, r.workflow_id FROM refunds r JOIN payments p ON p.id = r.payment_id
+    WHERE r.status = 'pending'
+      AND (r.id = ${report.reference} OR (r.payment_id = ${report.reference} AND r.amount_minor = ${report.amountMinor}))
+      AND p.provider_charge_id = ${report.chargeId} AND (p.provider IS NULL OR p.provider = ${report.provider})
+    ORDER BY r.created_at, r.id
+    LIMIT 20`;
+}
+
 /** Finishes a pending refund (succeeded or failed); null if it was finished before (a replayed activity). */
 export async function finishRefund(
   db: Db,

@@ -26,8 +26,8 @@ export interface ProviderCapabilities {
   /**
    * Whether a capture, cancel or refund is `final` in the PSP's answer, or `notified`: the
    * answer only says the PSP received it, and a later notification confirms or refuses it
-   * (Adyen's CAPTURE, CANCELLATION, REFUND, CAPTURE_FAILED). A notified capture is never shown
-   * `succeeded` before its confirmation.
+   * (Adyen's CAPTURE, CANCELLATION, REFUND, CAPTURE_FAILED, REFUND_FAILED). A notified capture
+   * or refund is never shown `succeeded` before its confirmation (a refund's answer is `pending`).
    */
   modifications: 'final' | 'notified';
   /**

@@ -17,7 +17,11 @@ export type { ProviderCharge, ProviderDispute, ProviderNextAction };
 /** The charge's status at the PSP: the lifecycle table's charge states (domain/payments.ts). */
 export type ProviderChargeStatus = ChargeState;
 
-export type ProviderRefundStatus = 'succeeded' | 'failed';
+/**
+ * `pending`: received, not yet settled: only a kind whose modifications are `notified` answers
+ * it, and its REFUND (or REFUND_FAILED) notification later says `succeeded` or `failed`.
+ */
+export type ProviderRefundStatus = 'succeeded' | 'failed' | 'pending';
 
 export interface ProviderRefund {
   id: string;
@@ -26,6 +30,8 @@ export interface ProviderRefund {
   amountMinor: number;
   failureCode: string | null;
   failureMessage: string | null;
+  /** The reference the refund was asked under (our refund id, or the payment id for a compensation), when the PSP's report names it. */
+  reference?: string;
 }
 
 export interface CreateChargeRequest {

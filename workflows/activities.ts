@@ -134,6 +134,7 @@ export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps |
   recordPaymentFailure: 'record failure + outbox',
   beginRefund: 'reserve refund under payment lock',
   recordRefundOutcome: 'record refund outcome + ledger + outbox',
+  recordRefundUnconfirmed: 'record 202: refund left pending, unconfirmed by the PSP',
   lateChargeStanding: 'read whether a late charge is ours to give back',
   recordLateCharge: 'record late charge given back + outbox',
   reconcileProviderWindow: "compare the PSP's report with payments, refunds, ledger",

@@ -1,18 +1,32 @@
+import { condition, setHandler } from '@temporalio/workflow';
 import type { ProviderRefund } from '../provider/types';
 import { FailureType, type FinalResponse } from '../shared/definitions';
-import type { RefundWorkflowInput } from '../shared/refunds';
+import { REFUND_CONFIRMATION_WINDOW_SECONDS, refundReportSignal, type RefundReport, type RefundWorkflowInput } from '../shared/refunds';
 import { providerSubKey } from '../shared/keys';
 import { providerSteps, records } from './activities';
 import { failureOfType } from './saga';
+
+/** Settlements kept while one is awaited: a PSP sends one per refund, so this bounds only a misbehaving sender. */
+const MAX_KEPT_REPORTS = 50;
 
 /**
  * One refund of a captured payment, under its own scoped idempotency key.
  * 1. Reserve the amount under the payment's row lock (or refuse: 409, recorded).
  * 2. Refund at the provider holding the charge (payments.provider), under the refund's sub-key (lookup first on retries).
- * 3. Record the outcome: reversing ledger transaction and refund.succeeded, or release of
- *    the reservation and refund.failed; and the first final response.
+ * 3. A PSP whose refunds are confirmed by notification answers `pending`: wait for its report
+ *    (the refundReport signal of its REFUND or REFUND_FAILED) within the confirmation window.
+ *    Meanwhile the refund is `pending`, its amount reserved, nothing posted to the ledger.
+ * 4. Record the outcome: reversing ledger transaction and refund.succeeded, or release of
+ *    the reservation and refund.failed; and the first final response. A pending refund that
+ *    no report settles within the window stays pending, its amount still reserved, for an operator.
  */
 export async function refundWorkflow(input: RefundWorkflowInput): Promise<FinalResponse> {
+  // The PSP's settlements passed to this run (it may be passed another pending refund's of the
+  // same payment and amount): only the one of the refund the PSP answered counts, the first.
+  const reports: RefundReport[] = [];
+  setHandler(refundReportSignal, (reported) => {
+    if (reported.status !== 'pending' && reports.length < MAX_KEPT_REPORTS) reports.push(reported);
+  });
   const begun = await records.beginRefund(input);
   if (begun.kind === 'rejected') return begun.response;
 
@@ -31,6 +45,13 @@ export async function refundWorkflow(input: RefundWorkflowInput): Promise<FinalR
     if (!refused) throw error;
     // The provider refused the request itself: no refund exists under our key.
     refund = { id: '', chargeId: begun.chargeId, status: 'failed', amountMinor: input.amountMinor, failureCode: 'provider_rejected', failureMessage: refused.message };
+  }
+  if (refund.status === 'pending') {
+    const received = refund;
+    const ours = () => reports.find((r) => r.id === received.id);
+    const windowMs = (input.confirmationWindowSeconds ?? REFUND_CONFIRMATION_WINDOW_SECONDS) * 1000;
+    if (!(await condition(() => ours() !== undefined, windowMs))) return records.recordRefundUnconfirmed({ request: input, refund });
+    refund = { ...ours()!, chargeId: begun.chargeId };
   }
   return records.recordRefundOutcome({ request: input, refund });
 }

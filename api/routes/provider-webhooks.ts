@@ -1,5 +1,5 @@
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
-import { isGrpcDeadlineError, WorkflowFailedError } from '@temporalio/client';
+import { isGrpcDeadlineError, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { bodyLimit } from 'hono/body-limit';
 import { markForwarded, receiveProviderEvent, type ReceivedOutcome } from '../../db/provider-events';
 import { paymentIntentFigures, paymentTraceparent } from '../../db/payments';
@@ -7,7 +7,9 @@ import { annotateActiveSpan, linkActiveSpan, resourceAttribute, tracingOn } from
 import { ApiError } from '../../domain/errors';
 import { chargeHoldsMoney, recordsCharge } from '../../domain/payments';
 import { isTemporalUnavailable } from '../../lib/temporal';
-import { ProviderEventUnreadableError, ProviderRejectedError, ProviderWebhookError, type ProviderWebhookEvent, type UnreadableField } from '../../provider/types';
+import { ProviderEventUnreadableError, ProviderRejectedError, ProviderWebhookError, type ProviderRefund, type ProviderWebhookEvent, type UnreadableField } from '../../provider/types';
+import { pendingRefundsReported } from '../../db/refunds';
+import { refundReportSignal } from '../../shared/refunds';
 import { createProviderClient, createProviderWebhookBatchVerifier, createProviderWebhookVerifier } from '../../provider/registry';
 import type { Config } from '../../lib/config';
 import type { Logger } from '../../lib/logger';
@@ -56,7 +58,8 @@ const Received = z
         '`held_for_operator`: the PSP’s charge disagrees with the payment (amount, currency, charge id) or the PSP does not have it: nothing was passed on ' +
         'and the payment is flagged `failure.code` `needs_operator`; `handed_over`: the event’s workflow had not decided within the wait ' +
         '(the PSP could not be asked at once): it decides as above once the PSP answers; ' +
-        '`dispute`: the dispute as the PSP holds it was passed to its dispute workflow.',
+        '`dispute`: the dispute as the PSP holds it was passed to its dispute workflow. ' +
+        'A refund’s settlement (Adyen’s REFUND, REFUND_FAILED) is `forward` when passed to the run of the pending refund it names, else `ignored`.',
     }),
   })
   .openapi('ProviderWebhookReceived');
@@ -84,6 +87,8 @@ const receiveWebhook = createRoute({
     'No event moves a payment out of a final status. An event reporting money (a success, an authorization) for a payment that ended ' +
     'without money (`expired`, `canceled`, `declined`, `failed`) starts the late-charge workflow, once per charge, which gives the money ' +
     'back at the PSP and records it on the payment (`failure.code` `late_success_refunded`, event `payment.late_success_refunded`). ' +
+    'A refund’s settlement (Adyen’s REFUND, REFUND_FAILED) is passed to the run of the pending refund it names (our refund id, or the payment’s reference ' +
+    'and the amount, at that PSP and charge), which records it `succeeded` or `failed`; 503 when Temporal cannot be reached. ' +
     'A dispute event (a PSP kind with disputes) is a hint too: the dispute is retrieved from the PSP and reported to its dispute workflow ' +
     '(signal-with-start under an id derived from the PSP and its dispute id, so duplicates join one run; 503 when the PSP or Temporal cannot be reached).',
   security: [],
@@ -159,6 +164,7 @@ async function receiveEvent(deps: ApiDeps, receiver: ProviderWebhookReceiver, pr
     linkActiveSpan(await paymentTraceparent(deps.sql, outcome.row.payment_id));
   }
   const log = logger.child({ provider, event_id: event.id, event_type: event.type, payment_id: outcome.row.payment_id });
+  if (event.refund) return { received: true as const, event_id: event.id, duplicate: !outcome.inserted, disposition: await reportRefund(deps, provider, event.refund, log) };
   const disposition = await handOver(deps, event, outcome, provider, log);
   if (outcome.row.disposition === 'unknown_charge' && outcome.inserted) log.warn('provider webhook for an unknown charge; kept for an operator');
   return { received: true as const, event_id: event.id, duplicate: !outcome.inserted, disposition };
@@ -227,6 +233,37 @@ async function handOver(deps: ApiDeps, event: ProviderWebhookEvent, outcome: Rec
   }
   if (decision === null) log.info('provider webhook handed over; its workflow decides once the PSP answers');
   return decision?.disposition ?? 'handed_over';
+}
+
+/**
+ * A PSP's settlement of a refund (Adyen's REFUND, REFUND_FAILED) goes to the runs of the pending
+ * refunds it may name (db/refunds.ts pendingRefundsReported: by our refund id, or by the
+ * payment's reference and the amount, of a payment at this PSP with that charge), on every
+ * delivery; each run takes only the first settlement of the refund the PSP answered it.
+ * `forward` when passed on; `ignored` when no pending refund of ours is named (a refund already
+ * settled, a compensation's, or another's), or their runs have ended (a refund left pending for
+ * an operator). 503 when Temporal cannot be reached.
+ */
+async function reportRefund(deps: ApiDeps, provider: string, refund: ProviderRefund, log: Logger): Promise<'forward' | 'ignored'> {
+  if (refund.status === 'pending' || !refund.reference) return 'ignored';
+  const pending = await pendingRefundsReported(deps.sql, { provider, reference: refund.reference, chargeId: refund.chargeId, amountMinor: refund.amountMinor });
+  let passed = false;
+  for (const run of pending) {
+    try {
+      await withinTemporalDeadline(deps, () => deps.temporal.workflow.getHandle(run.workflow_id).signal(refundReportSignal, refund));
+      passed = true;
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) {
+        log.warn({ refund_id: run.id }, 'provider webhook for a pending refund whose run has ended; left for an operator');
+        continue;
+      }
+      if (isTemporalUnavailable(error)) {
+        throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
+      }
+      throw error;
+    }
+  }
+  return passed ? 'forward' : 'ignored';
 }
 
 /** Stores a dispute event once (by provider and event id); false when it was stored before. */

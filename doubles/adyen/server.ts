@@ -39,6 +39,7 @@ interface HeldPayment {
   holderName: string;
   authorised: boolean;
   capturedMinor: number;
+  refundedMinor: number;
 }
 
 export interface AdyenDouble {
@@ -105,7 +106,7 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
     if (!/^\d{12,19}$/.test(number)) return error(422, '101', 'Invalid card number');
     made += 1;
     const holderName = method.holderName ?? '';
-    const payment: HeldPayment = { pspReference: pspReference(), merchantReference: body.reference, value: body.amount.value, currency: body.amount.currency, holderName, authorised: false, capturedMinor: 0 };
+    const payment: HeldPayment = { pspReference: pspReference(), merchantReference: body.reference, value: body.amount.value, currency: body.amount.currency, holderName, authorised: false, capturedMinor: 0, refundedMinor: 0 };
     payments.set(payment.pspReference, payment);
     const common = { pspReference: payment.pspReference, merchantReference: body.reference, amount: body.amount };
     const refusal = holderName === 'DECLINED' ? { code: '2', reason: 'Refused' } : holderName === 'NOT_ENOUGH_BALANCE' ? { code: '12', reason: 'Not enough balance' } : null;
@@ -141,7 +142,13 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
       });
       return { status: 201, body: answer };
     }
-    later(confirmAfterMs, () => notify('REFUND', payment, { pspReference: reference, value, success: value <= payment.capturedMinor }));
+    later(confirmAfterMs, () => {
+      // A card whose holder name is REFUND_FAILED has its refunds refused after they were received.
+      if (payment.holderName === 'REFUND_FAILED') return notify('REFUND_FAILED', payment, { pspReference: reference, value, success: false, reason: 'Refund refused by the acquirer' });
+      const refunds = value <= payment.capturedMinor - payment.refundedMinor;
+      if (refunds) payment.refundedMinor += value;
+      notify('REFUND', payment, { pspReference: reference, value, success: refunds });
+    });
     return { status: 201, body: { ...answer, amount: body.amount } };
   };
 

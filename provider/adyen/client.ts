@@ -94,7 +94,7 @@ class FetchHttpClient {
  * Its modifications are asynchronous: a capture, cancel or refund is answered `received`, and
  * only its notification (CAPTURE, CAPTURE_FAILED, CANCELLATION, REFUND) says what it came to
  * (the kind's `modifications: 'notified'`). So a capture's answer is the charge still
- * `requires_capture`, never `succeeded`; a refund's answer is not yet a refund that succeeded.
+ * `requires_capture`, never `succeeded`; a refund's answer is `pending`, never `succeeded`.
  * There is no lookup by our key: a lost answer is resolved by sending the same request again
  * under its Idempotency-Key (`unknownOutcome: 'replay'`).
  */
@@ -156,9 +156,9 @@ export class AdyenProvider implements PaymentProvider {
   }
 
   /**
-   * The refund as Adyen received it. Our refund statuses are final ones, so the answer is
-   * `failed` only for a refusal; a received refund is answered as the REFUND notification will
-   * confirm it, and reported again by that notification (or REFUND_FAILED).
+   * The refund as Adyen received it: `pending` until its REFUND notification says `succeeded`
+   * (or REFUND with success false, or REFUND_FAILED, says `failed`). A refusal of the request
+   * itself is a ProviderRejectedError.
    */
   async createRefund(request: CreateRefundRequest, options?: CallOptions): Promise<ProviderRefund> {
     if (!request.currency) throw new ProviderRejectedError('adyen: a refund names its currency', 400, 'invalid_request');
@@ -167,7 +167,7 @@ export class AdyenProvider implements PaymentProvider {
       { merchantAccount: this.config.merchantAccount, amount: { value: request.amountMinor, currency: request.currency.toUpperCase() }, reference: request.reference },
       this.options(request.idempotencyKey, options),
     );
-    return { id: received.pspReference, chargeId: request.chargeId, status: 'succeeded', amountMinor: received.amount.value ?? request.amountMinor, failureCode: null, failureMessage: null };
+    return { id: received.pspReference, chargeId: request.chargeId, status: 'pending', amountMinor: received.amount.value ?? request.amountMinor, failureCode: null, failureMessage: null, reference: request.reference };
   }
 
   findRefundByIdempotencyKey(): Promise<ProviderRefund | null> {

@@ -12,8 +12,8 @@ type NotificationRequestItem = Types.notification.NotificationRequestItem;
  * (sandbox/payment-methods.ts). The card number goes in Adyen's unencrypted test form
  * (`test_<number>`, accepted by Adyen's test environment in place of the encrypted field); a
  * refusal is asked for by the holder name, as Adyen's test environment reads it.
- * `CAPTURE_FAILED` is the Adyen double's own holder name: its capture of such a card is
- * confirmed as failed (Adyen's test environment has no card for it).
+ * `CAPTURE_FAILED` and `REFUND_FAILED` are the Adyen double's own holder names: its capture (or
+ * refund) of such a card is confirmed as failed (Adyen's test environment has no card for it).
  */
 export const adyenTestCards: Readonly<Record<string, { number: string; holderName: string }>> = {
   pm_card_visa: { number: '4111111111111111', holderName: 'Test Shopper' },
@@ -21,6 +21,7 @@ export const adyenTestCards: Readonly<Record<string, { number: string; holderNam
   pm_card_declined: { number: '4111111111111111', holderName: 'DECLINED' },
   pm_card_chargeDeclinedInsufficientFunds: { number: '4111111111111111', holderName: 'NOT_ENOUGH_BALANCE' },
   pm_card_captureFailed: { number: '4111111111111111', holderName: 'CAPTURE_FAILED' },
+  pm_card_refundFailed: { number: '4111111111111111', holderName: 'REFUND_FAILED' },
 };
 
 /** Adyen's paymentMethod for one of our test payment methods; null for a name it has no card for. */
@@ -127,7 +128,9 @@ export function refundFromNotification(item: NotificationRequestItem): ProviderR
     status: succeeded ? 'succeeded' : 'failed',
     amountMinor: item.amount.value ?? 0,
     failureCode: succeeded ? null : 'refund_failed',
-    failureMessage: succeeded ? null : (item.reason ?? 'The refund failed.'),
+    failureMessage: succeeded ? null : (item.reason || 'The refund failed.'),
+    // The reference the refund was asked under: our refund id (or the payment id of a compensation).
+    reference: item.merchantReference,
   };
 }
 

@@ -84,6 +84,9 @@ const happy: Steps = {
   async recordRefundOutcome({ request, refund }) {
     return response(201, { id: request.refundId, status: refund.status, failure_code: refund.failureCode });
   },
+  async recordRefundUnconfirmed({ request }) {
+    return response(202, { id: request.refundId, status: 'pending' });
+  },
   async lateChargeStanding() {
     return { decision: 'act', status: 'expired', reason: 'the payment is expired' };
   },

@@ -279,3 +279,81 @@ describe('a capture at a kind whose modifications are notified waits for the PSP
     await notified(payment.provider_charge_id, 'CANCELLATION');
   }, (WINDOW_SECONDS + 60) * 1000);
 });
+
+describe('a refund at a kind whose modifications are notified waits for the PSP’s REFUND notification', () => {
+  afterEach(async () => {
+    expect((await control('/webhook_faults', {})).status).toBe(200);
+  });
+  const paid = async (paymentMethod = 'pm_card_visa') => {
+    const created = await api.post('/v1/payments', body(paymentMethod), uniqueKey('pay'));
+    expect(created.status, created.text).toBe(201);
+    return created.json as { id: string; provider_charge_id: string };
+  };
+  const refund = (paymentId: string, amountMinor: number, key = uniqueKey('refund')) => api.post(`/v1/payments/${paymentId}/refunds`, { amount_minor: amountMinor }, key);
+  const posted = async (refundId: string) => (await stack.sql<{ event_key: string }[]>`SELECT event_key FROM ledger_transactions WHERE refund_id = ${refundId}`).length;
+  const settled = (refundId: string) =>
+    eventually(async () => {
+      const { json } = await api.get(`/v1/refunds/${refundId}`);
+      return json.status === 'pending' ? undefined : json;
+    }, 20_000);
+
+  it('while its REFUND is not delivered the refund is pending (202), its amount reserved and nothing posted; delivered, it succeeds, is posted once, and the key replays 201', async () => {
+    const payment = await paid();
+    await control('/webhook_faults', { loss: 1 });
+    const key = uniqueKey('refund');
+    const waiting = await refund(payment.id, 1000, key);
+    expect(waiting.status, waiting.text).toBe(202);
+    expect(waiting.json).toMatchObject({ payment_id: payment.id, status: 'pending', amount_minor: 1000, currency: 'EUR' });
+    const refundNotification = await eventually(async () => (await keptOf(payment.provider_charge_id)).find((k) => k.type === 'REFUND'), 20_000, 100, 'REFUND');
+    expect(refundNotification.state).toBe('lost');
+    // The PSP has not said the money went back: still pending, reserved, and not in the ledger.
+    expect((await api.get(`/v1/refunds/${waiting.json.id}`)).json.status).toBe('pending');
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'succeeded', amount_refunded_minor: 1000 });
+    expect(await posted(waiting.json.id)).toBe(0);
+    const beyond = await refund(payment.id, 2000);
+    expect(beyond.status, beyond.text).toBe(409);
+    expect(beyond.json.error).toMatchObject({ type: 'refund_exceeds_captured', amount_refundable_minor: 1500 });
+
+    await control('/webhook_faults', {});
+    expect((await control(`/events/${encodeURIComponent(refundNotification.id)}/redeliver`, {})).status).toBe(200);
+    expect(await settled(waiting.json.id)).toMatchObject({ status: 'succeeded', amount_minor: 1000 });
+    expect(await posted(waiting.json.id)).toBe(1);
+    const replay = await refund(payment.id, 1000, key);
+    expect(replay.status, replay.text).toBe(201);
+    expect(replay.json).toMatchObject({ id: waiting.json.id, status: 'succeeded' });
+  });
+
+  it('two pending refunds of one payment for the same amount are each settled by their own REFUND (the notification names the payment, not the refund)', async () => {
+    const payment = await paid();
+    await control('/webhook_faults', { loss: 1 });
+    const first = await refund(payment.id, 1000);
+    const second = await refund(payment.id, 1000);
+    expect([first.status, second.status], first.text + second.text).toEqual([202, 202]);
+    const refunds = await eventually(async () => {
+      const kept = (await keptOf(payment.provider_charge_id)).filter((k) => k.type === 'REFUND');
+      return kept.length === 2 ? kept : undefined;
+    }, 20_000);
+    // Kept in the order the refunds were asked: each one's PSP reference leads its notification's id.
+    const pspIds = refunds.map((kept) => kept.id.split(':')[0]);
+    await control('/webhook_faults', {});
+    // The second refund's notification first: it settles the second, not the older one.
+    for (const kept of [...refunds].reverse()) expect((await control(`/events/${encodeURIComponent(kept.id)}/redeliver`, {})).status).toBe(200);
+    expect(await settled(first.json.id)).toMatchObject({ status: 'succeeded' });
+    expect(await settled(second.json.id)).toMatchObject({ status: 'succeeded' });
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ amount_refunded_minor: 2000 });
+    expect((await posted(first.json.id)) + (await posted(second.json.id))).toBe(2);
+    const recorded = await stack.sql<{ id: string; provider_refund_id: string }[]>`SELECT id, provider_refund_id FROM refunds WHERE payment_id = ${payment.id}`;
+    expect(Object.fromEntries(recorded.map((r) => [r.id, r.provider_refund_id]))).toEqual({ [first.json.id]: pspIds[0], [second.json.id]: pspIds[1] });
+  });
+
+  it('REFUND_FAILED: the refund fails with its reason, its reservation is given back and nothing is posted', async () => {
+    const payment = await paid('pm_card_refundFailed');
+    const answer = await refund(payment.id, 2500);
+    if (answer.status === 202) expect(answer.json).toMatchObject({ status: 'pending' });
+    else expect(answer.json.error).toMatchObject({ type: 'refund_failed', refund: { status: 'failed' } });
+    const refundId = answer.status === 202 ? answer.json.id : answer.json.error.refund.id;
+    expect(await settled(refundId)).toMatchObject({ status: 'failed', failure: { code: 'refund_failed', message: 'Refund refused by the acquirer' } });
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'succeeded', amount_refunded_minor: 0 });
+    expect(await posted(refundId)).toBe(0);
+  });
+});

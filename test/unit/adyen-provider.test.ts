@@ -91,6 +91,8 @@ describe('the adyen kind against its double', () => {
     expect((await eventOf('charge.canceled', authorized.id)).charge?.status).toBe('canceled');
     const paid = await charge('pm_card_visa');
     const refund = await provider.createRefund({ idempotencyKey: `${paid.reference}:refund:1`, chargeId: paid.id, amountMinor: 500, currency: 'EUR', reference: 'ref_1' });
+    // Received, not yet refunded: only the REFUND notification settles it.
+    expect(refund).toMatchObject({ status: 'pending', amountMinor: 500, reference: 'ref_1' });
     const confirmed = await eventOf('refund.succeeded', paid.id);
     expect(confirmed.refund).toMatchObject({ id: refund.id, amountMinor: 500, status: 'succeeded' });
   });

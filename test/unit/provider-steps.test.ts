@@ -34,7 +34,7 @@ function recordingProvider(held: { charge?: ProviderCharge; refund?: ProviderRef
     createCharge: (request: { idempotencyKey: string }) => answer(`create charge ${request.idempotencyKey}`, charge('succeeded')),
     captureCharge: (request: { idempotencyKey: string }) => answer(`capture ${request.idempotencyKey}`, charge('succeeded')),
     voidCharge: (request: { idempotencyKey: string }) => answer(`void ${request.idempotencyKey}`, charge('canceled')),
-    createRefund: (request: { idempotencyKey: string }) => answer(`refund ${request.idempotencyKey}`, refund),
+    createRefund: (request: { idempotencyKey: string; currency?: string }) => answer(`refund ${request.idempotencyKey}${request.currency ? ` ${request.currency}` : ''}`, refund),
   } as unknown as PaymentProvider;
   return { provider, calls };
 }
@@ -90,6 +90,16 @@ describe('capture, void and refund retries act only if the lookup says it is not
     const { provider, calls } = recordingProvider({ refund });
     expect(await run(2, createProviderSteps(provider).refundCharge, { subKey, chargeId: 'ch_1', amountMinor: 400, reference: paymentId })).toEqual(refund);
     expect(calls).toEqual([`find refund ${subKey}`]);
+  });
+
+  it('refund: names the currency of the refund (or payment) its reference is, as a PSP whose refunds name their amount in full needs', async () => {
+    const subKey = providerSubKey.refund('re_1');
+    const { provider, calls } = recordingProvider({ refund });
+    const asked: string[] = [];
+    const steps = createProviderSteps(provider, undefined, undefined, async (reference) => (asked.push(reference), reference === 're_1' ? 'JPY' : null));
+    await run(1, steps.refundCharge, { subKey, chargeId: 'ch_1', amountMinor: 400, reference: 're_1' });
+    expect(asked).toEqual(['re_1']);
+    expect(calls).toEqual([`refund ${subKey} JPY`]);
   });
 });
 

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { providerSubKey } from '../../shared/keys';
+import { refundReportSignal, type RefundReport } from '../../shared/refunds';
+import { eventually } from '../helpers/eventually';
 import { bodyOf, chargeIdOf, failedRefund, providerRefuses, refundInput, response, startWorkflowBench, type WorkflowBench } from '../helpers/workflow-worker';
 
 /**
@@ -78,5 +80,44 @@ describe('refund workflow', () => {
     expect(run.calls.filter((call) => call.step === 'refundCharge').map((call) => call.attempt)).toEqual([1, 2]);
     expect(run.inputsOf('recordRefundOutcome')).toHaveLength(1);
     expect(bodyOf(final).status).toBe('succeeded');
+  });
+});
+
+describe('refund workflow at a PSP that confirms refunds by notification (answered pending)', () => {
+  const received = (chargeId: string, amountMinor: number): RefundReport => ({ id: 'psp_refund_1', chargeId, status: 'pending', amountMinor, failureCode: null, failureMessage: null });
+  const pendingAtPsp = { refundCharge: async ({ chargeId, amountMinor }: { chargeId: string; amountMinor: number }) => received(chargeId, amountMinor) };
+
+  it('records nothing until the REFUND report, then records it succeeded (rules out a refund shown succeeded before the PSP confirms it)', async () => {
+    const input = refundInput({ amountMinor: 700 });
+    const run = await bench.startRefund(input, pendingAtPsp);
+    await eventually(() => run.steps().includes('refundCharge'));
+    // A report that only says "received" settles nothing, nor does another refund's settlement (another PSP id).
+    await run.handle.signal(refundReportSignal, received(chargeIdOf(input.paymentId), 700));
+    await run.handle.signal(refundReportSignal, { ...received(chargeIdOf(input.paymentId), 700), status: 'failed', id: 'psp_refund_other', failureCode: 'refund_failed', failureMessage: 'not ours' });
+    await run.handle.signal(refundReportSignal, { ...received(chargeIdOf(input.paymentId), 700), status: 'succeeded', id: 'psp_refund_1' });
+    const final = await run.handle.result();
+
+    expect(run.steps()).toEqual(['beginRefund', 'refundCharge', 'recordRefundOutcome']);
+    expect(run.inputsOf('recordRefundOutcome')[0]!.refund).toMatchObject({ id: 'psp_refund_1', status: 'succeeded', chargeId: chargeIdOf(input.paymentId) });
+    expect(bodyOf(final).status).toBe('succeeded');
+  });
+
+  it('a REFUND_FAILED report records the refund failed with its reason (rules out keeping a reservation the PSP refused)', async () => {
+    const input = refundInput();
+    const run = await bench.startRefund(input, pendingAtPsp);
+    await eventually(() => run.steps().includes('refundCharge'));
+    await run.handle.signal(refundReportSignal, { ...received(chargeIdOf(input.paymentId), input.amountMinor), status: 'failed', failureCode: 'refund_failed', failureMessage: 'Insufficient balance' });
+    await run.handle.result();
+
+    expect(run.inputsOf('recordRefundOutcome')[0]!.refund).toMatchObject({ status: 'failed', failureCode: 'refund_failed', failureMessage: 'Insufficient balance' });
+  });
+
+  it('no report within the confirmation window: the refund is left pending for an operator, never recorded as an outcome', async () => {
+    const input = refundInput({ confirmationWindowSeconds: 2 });
+    const run = await bench.startRefund(input, pendingAtPsp);
+    const final = await run.handle.result();
+
+    expect(run.steps()).toEqual(['beginRefund', 'refundCharge', 'recordRefundUnconfirmed']);
+    expect(final.status).toBe(202);
   });
 });
