@@ -158,7 +158,9 @@ export const CreatePaymentBody = z
       .openapi({
         description:
           'Revenue recovery (with `off_session`): a soft decline (insufficient funds, try again later…) is retried within the card networks\' rules until paid or the window ends; ' +
-          'the answer is 202 `recovering` with the `recovery` object. A hard decline (lost or stolen card, do not try again) answers 402 at once. docs/recovery.md.',
+          'the answer is 202 `recovering` with the `recovery` object. A hard decline (lost or stolen card, do not try again) answers 402 at once. ' +
+          "Every attempt counts in the card's budget (10 in 24 hours, 15 in 30 days, or the tenant's lower limits), the first included: a card whose budget is full is not charged (402 `payment_failed`, `card_attempt_limit`). " +
+          'Absent: the tenant\'s default window, if it set one. docs/recovery.md.',
       }),
   })
   .refine((body) => body.setup_future_usage === undefined || body.customer !== undefined, { message: 'setup_future_usage needs a customer to save the card for', path: ['customer'] })

@@ -233,8 +233,30 @@ describe("a tenant's recovery settings (PATCH /admin/tenants/{id} recovery)", ()
     expect(declined.status).toBe('declined');
     const [reserved] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM card_attempts WHERE payment_method_id = ${method}`;
     expect(reserved!.count).toBe(3);
-    // The first attempt and the three retries the budget held.
-    expect(declined.recovery.attempts).toBe(4);
+    // The first attempt (reserved too) and the two retries the budget held.
+    expect(declined.recovery.attempts).toBe(3);
+    expect(await excessiveRetryFees()).toBe(0);
+  });
+
+  it('concurrent payments of one card cannot overrun its budget: the first attempts reserve too, the ones past it fail with nothing charged', async () => {
+    const set = await admin('PATCH', { recovery: { window_days: 60, per_day: 3, per_30_days: null } });
+    expect(set.status, set.text).toBe(200);
+    const { customer, method } = await customerWithCard('pm_card_alwaysInsufficientFunds', client);
+    const answers = await Promise.all(Array.from({ length: 6 }, () => client.post('/v1/payments', payment({ payment_method: method, customer, off_session: true }), uniqueKey('pay'))));
+    const recovering = answers.filter((a) => a.status === 202);
+    const refused = answers.filter((a) => a.status !== 202);
+    expect(recovering.map((a) => a.json.status)).toEqual(['recovering', 'recovering', 'recovering']);
+    expect(refused).toHaveLength(3);
+    for (const answer of refused) {
+      expect(answer.status, answer.text).toBe(402);
+      expect(answer.json.error.payment).toMatchObject({ status: 'failed', failure: { code: 'card_attempt_limit' } });
+    }
+    for (const answer of recovering) expect((await client.post(`/v1/payments/${answer.json.id}/cancel`, {}, uniqueKey('cancel'))).status).toBe(200);
+    const ids = answers.map((a) => (a.json.id ?? a.json.error.payment.id) as string);
+    const [charged] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM sandbox.charges WHERE reference IN ${stack.sql(ids)}`;
+    expect(charged!.count).toBe(3);
+    const [reserved] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM card_attempts WHERE payment_method_id = ${method}`;
+    expect(reserved!.count).toBe(3);
     expect(await excessiveRetryFees()).toBe(0);
   });
 });
