@@ -152,10 +152,21 @@ describe('a soft decline of an off-session payment is recovered within the rules
     expect(json.attempts).toHaveLength(1);
   });
 
-  it('bad input is refused with 400: recovery without off_session, a window outside 1–60 days, an unknown field', async () => {
+  it('bad input is refused with 400 and charges nothing: recovery on-session, with manual capture, a window outside 1–60 days, an unknown field', async () => {
     const { customer, method } = await customerWithCard('pm_card_visa');
+    for (const [body, reason] of [
+      [payment({ payment_method: 'pm_card_visa', recovery: { window_days: 14 } }), /needs off_session: true/],
+      [payment({ payment_method: method, customer, recovery: { window_days: 14 } }), /needs off_session: true/],
+      [payment({ payment_method: method, customer, off_session: false, recovery: { window_days: 14 } }), /needs off_session: true/],
+      [payment({ payment_method: method, customer, off_session: true, capture_method: 'manual', recovery: { window_days: 14 } }), /needs capture_method automatic/],
+    ] as const) {
+      const refused = await api.post('/v1/payments', body, uniqueKey('pay'));
+      expect(refused.status, refused.text).toBe(400);
+      expect(refused.text).toMatch(reason);
+      const [row] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM payments WHERE tenant_id = ${tenant.id} AND order_id = ${body.order_id}`;
+      expect(row!.count).toBe(0);
+    }
     for (const body of [
-      payment({ payment_method: 'pm_card_visa', recovery: { window_days: 14 } }),
       payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 61 } }),
       payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 0 } }),
       payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 14, retries: 3 } }),
