@@ -230,8 +230,11 @@ class PaymentRun {
       const provider = plan.providers[attempt - 1]!;
       const next = plan.providers[attempt];
       this.chargingAttempt = { provider, attempt };
+      // A recovering payment's decline is never tried at once at the next PSP: that would be a
+      // retry outside the recovery's rules (an advice wait, the card's budget); recover() retries it.
       const movesOn =
-        result.kind === 'not_charged' || (result.charge.status === 'declined' && result.charge.declineCode !== null && (plan.retryableDeclineCodes ?? []).includes(result.charge.declineCode));
+        result.kind === 'not_charged' ||
+        (!input.recovery && result.charge.status === 'declined' && result.charge.declineCode !== null && (plan.retryableDeclineCodes ?? []).includes(result.charge.declineCode));
       if (movesOn && next !== undefined) {
         await this.moveOn(plan, attempts, attempt, result, next);
         continue;

@@ -74,6 +74,22 @@ describe('a recovering payment’s run', () => {
     expect(run.inputsOf('recordPaymentFailure')[0]).toMatchObject({ failure: { code: 'card_attempt_limit' } });
   });
 
+  it('a soft decline the route would move on with (try_again_later, advice 24) is not tried at once at the next PSP: the recovery retries it after the advice wait', async () => {
+    const input = recovering();
+    const run = await bench.startPayment(input, {
+      plan: async () => ({ providers: ['psp-a', 'psp-b'], reason: 'test: a then b', retryableDeclineCodes: ['try_again_later'] }),
+      chargeAttempt: async (step: ResolvedAttempt) =>
+        step.attempt === 1
+          ? { kind: 'charge', charge: charge(step.paymentId, { id: `${chargeIdOf(step.paymentId)}_1`, status: 'declined', declineCode: 'try_again_later', declineSignal: { networkCode: '05', category: null, adviceCode: '24' } }) }
+          : paid(step.paymentId, step.attempt),
+    });
+    await run.handle.result();
+    expect(run.inputsOf('recordAttempt')).toEqual([]);
+    expect(run.inputsOf('chargeAttempt').map((a) => a.attempt)).toEqual([1, 2]);
+    expect(run.inputsOf('recordRecovering')).toHaveLength(1);
+    expect(run.inputsOf('recordRecoveryEnd')[0]).toMatchObject({ charge: { status: 'succeeded' }, attempt: { attempt: 2 }, recovery: { attempts: 2 } });
+  });
+
   it('a hard decline on a retry stops the recovery: declined with stopped_because hard_decline, no attempt after it', async () => {
     const input = recovering();
     const run = await bench.startPayment(input, psp((id, attempt) => (attempt === 1 ? declined(id, 1) : declined(id, attempt, 'stolen_card'))));
