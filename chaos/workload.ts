@@ -49,7 +49,8 @@ const methodWeights = {
 /**
  * Recovering payments (docs/recovery.md): a story saves one of these cards for a customer of its
  * own (never charged by another story: its declines count at the card network), then charges it
- * off-session with `recovery`. About one story in ten.
+ * off-session with `recovery`. Each client's first story, with `pm_card_recoverAfter2` (so every
+ * run has recovering payments for the census), then about one story in ten.
  */
 const RECOVERY_STORY_CHANCE = 0.1;
 const recoveryCardWeights = { pm_card_recoverAfter2: 4, pm_card_alwaysInsufficientFunds: 2, pm_card_mastercard_adviceRetryLater: 2, pm_card_stolen: 1 };
@@ -93,6 +94,8 @@ export class Workload {
   readonly disputeActions: Record<string, number> = {};
   /** The recovering payments' first answers, by card and HTTP status (e.g. `pm_card_recoverAfter2 202`). */
   readonly recoveryStories: Record<string, number> = {};
+  /** Stories begun by this client. */
+  private stories = 0;
   /** The client's one customer (made at its first card saving), and the cards saved for it. */
   private customer: string | null = null;
   private readonly savedMethods: string[] = [];
@@ -184,9 +187,9 @@ export class Workload {
    * charged off-session with a recovery window of 1 to 3 days (8.6 to 26 s at the run's scale).
    * Sometimes the merchant cancels it while it recovers.
    */
-  private async recoveryStory(): Promise<void> {
+  private async recoveryStory(first: boolean): Promise<void> {
     const { rng } = this.options;
-    const card = rng.weighted(recoveryCardWeights);
+    const card = first ? 'pm_card_recoverAfter2' : rng.weighted(recoveryCardWeights);
     const created = await this.send(this.operation('customer', '/v1/customers', { email: `${this.key('r')}@example.com` }, 1));
     const customer = created ? ((JSON.parse(created) as { id?: string }).id ?? null) : null;
     if (!customer) return;
@@ -219,7 +222,8 @@ export class Workload {
   /** A payment and, depending on how it ended, what a merchant does next. */
   private async oneStory(): Promise<void> {
     const { rng } = this.options;
-    if (rng.chance(RECOVERY_STORY_CHANCE)) return this.recoveryStory();
+    const first = this.stories++ === 0;
+    if (first || rng.chance(RECOVERY_STORY_CHANCE)) return this.recoveryStory(first);
     const method = rng.weighted(methodWeights);
     const manual = rng.chance(0.3);
     const amount = rng.int(100, 50_000);
