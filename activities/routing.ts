@@ -1,6 +1,6 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
 import { ensureIntent, orderHolder, OrderTakenError } from '../db/payments';
-import type { Sql } from '../db/connect';
+import type { Db, Sql } from '../db/connect';
 import { FailureType } from '../shared/definitions';
 import type { RouteRequest } from '../shared/routing';
 import type { PaymentWorkflowInput } from '../shared/payments';
@@ -83,14 +83,24 @@ function keepingFirst(plan: RoutePlan, first: string): RoutePlan {
  * charged. A holder gone again meanwhile is retried (the intent may now be persisted).
  */
 async function persistIntentAndBegin(deps: RouteDeps, intent: PaymentWorkflowInput, provider: string): Promise<{ provider: string; earlier: boolean } | null> {
+  return withIntent(deps.sql, intent, (tx) => beginFirstAttempt(tx, intent.paymentId, provider));
+}
+
+/**
+ * Runs `then` in one transaction after persisting the payment's intent again if it is missing
+ * (ensureIntent). The order guard refusing the intent is OrderTaken, for good (the run answers
+ * 409); a holder gone again meanwhile is retried. The first charge attempt uses it, and so does
+ * a recovering payment's first reservation in its card's budget (activities/recovery.ts).
+ */
+export async function withIntent<T>(sql: Sql, intent: PaymentWorkflowInput, then: (tx: Db) => Promise<T>): Promise<T> {
   try {
-    return await deps.sql.begin(async (tx) => {
+    return (await sql.begin(async (tx) => {
       await ensureIntent(tx, intent, workflowId());
-      return beginFirstAttempt(tx, intent.paymentId, provider);
-    });
+      return then(tx);
+    })) as T;
   } catch (error) {
     if (!(error instanceof OrderTakenError)) throw error;
-    const holder = await orderHolder(deps.sql, intent.tenantId, intent.orderId);
+    const holder = await orderHolder(sql, intent.tenantId, intent.orderId);
     if (holder === null) throw new Error(`${error.message}; its holder let it go meanwhile: asking again`);
     throw ApplicationFailure.create({ type: FailureType.OrderTaken, message: error.message, nonRetryable: true, details: [holder.id] });
   }

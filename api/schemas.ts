@@ -1,5 +1,5 @@
 import { attemptOutcomes } from '../domain/payments-attempts';
-import { RECOVERY_WINDOW_DAYS } from '../domain/recovery';
+import { NETWORK_CARD_LIMITS, RECOVERY_WINDOW_DAYS, SCHEDULE_LIMITS } from '../domain/recovery';
 import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from '../domain/money';
 import { errorStatus } from '../domain/errors';
@@ -158,7 +158,9 @@ export const CreatePaymentBody = z
       .openapi({
         description:
           'Revenue recovery (with `off_session`): a soft decline (insufficient funds, try again later…) is retried within the card networks\' rules until paid or the window ends; ' +
-          'the answer is 202 `recovering` with the `recovery` object. A hard decline (lost or stolen card, do not try again) answers 402 at once. docs/recovery.md.',
+          'the answer is 202 `recovering` with the `recovery` object. A hard decline (lost or stolen card, do not try again) answers 402 at once. ' +
+          "Every attempt counts in the card's budget (10 in 24 hours, 15 in 30 days, or the tenant's lower limits), the first included: a card whose budget is full is not charged (402 `payment_failed`, `card_attempt_limit`). " +
+          'Absent: the tenant\'s default window, if it set one. docs/recovery.md.',
       }),
   })
   .refine((body) => body.setup_future_usage === undefined || body.customer !== undefined, { message: 'setup_future_usage needs a customer to save the card for', path: ['customer'] })
@@ -221,6 +223,8 @@ export const CreateTenantBody = z
   .openapi('CreateTenantRequest');
 
 const perSecond = z.number().int().min(1).max(1_000_000).nullable();
+/** A tenant's recovery limit: a positive integer (its ceiling, the networks', is checked by tenantLimitsRefusal); null: the ceiling. */
+const tenantLimit = z.number().int().min(1).nullable().optional();
 
 /** A tenant's routing across the deployment's PSPs (domain/routing.ts; docs/CONTRACT.md "Routing"). */
 export const TenantRouting = routingSchemas(z).Routing.openapi('Routing', {
@@ -262,6 +266,20 @@ export const UpdateTenantBody = z
       .optional()
       .openapi({ description: 'Per-tenant rate limits, per API process (docs/security.md).', example: { read_per_second: 100, write_per_second: 25 } }),
     routing: TenantRouting.nullable().optional().openapi({ description: "The tenant's routing across the configured PSPs (replaced whole); null clears it (the first configured PSP first)." }),
+    recovery: z
+      .strictObject({
+        window_days: z.number().int().min(RECOVERY_WINDOW_DAYS.min).max(RECOVERY_WINDOW_DAYS.max).nullable().optional().openapi({
+          description: 'The recovery window an off-session, automatic-capture payment gets when its request omits `recovery`; null: none (no recovery unless asked).',
+        }),
+        per_day: tenantLimit.openapi({ description: `Attempts per card in 24 hours, at most ${NETWORK_CARD_LIMITS.perDay} (the networks'); null: ${NETWORK_CARD_LIMITS.perDay}.` }),
+        per_30_days: tenantLimit.openapi({ description: `Attempts per card in 30 days, at most ${NETWORK_CARD_LIMITS.perMonth}; null: ${NETWORK_CARD_LIMITS.perMonth}.` }),
+        max_retries: tenantLimit.openapi({ description: `Retries of one payment, at most ${SCHEDULE_LIMITS.maxRetries} (the schedule's); null: ${SCHEDULE_LIMITS.maxRetries}.` }),
+      })
+      .optional()
+      .openapi({
+        description: "The tenant's revenue recovery settings (docs/recovery.md): only the fields sent change. A limit above the networks' is 400 and nothing changes.",
+        example: { window_days: 14, per_day: 5, per_30_days: 10 },
+      }),
   })
   .openapi('UpdateTenantRequest');
 
@@ -586,6 +604,14 @@ export const Tenant = z
       .object({ read_per_second: z.number().int(), write_per_second: z.number().int() })
       .openapi({ description: 'The limits in force (the tenant’s own, or the defaults).' }),
     routing: TenantRouting.nullable().openapi({ description: "The tenant's routing; null: none (the first configured PSP first)." }),
+    recovery: z
+      .object({
+        window_days: z.number().int().nullable().openapi({ description: 'The default recovery window; null: none.' }),
+        per_day: z.number().int(),
+        per_30_days: z.number().int(),
+        max_retries: z.number().int(),
+      })
+      .openapi({ description: 'Revenue recovery: the default window and the limits in force (the tenant’s own, or the networks’).' }),
     created_at: z.string(),
     updated_at: z.string(),
   })

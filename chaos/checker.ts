@@ -90,6 +90,8 @@ interface PaymentRow {
   /** A saved card charged without its customer; setup_future_usage: the payment saved its card. */
   off_session: boolean;
   setup_future_usage: string | null;
+  /** A recovering payment's recovery (docs/recovery.md; the API's `recovery` object); null or absent: none. */
+  recovery?: { attempts: number; window_ends_at: string; next_attempt_at: string | null; stopped_because: string | null } | null;
 }
 /** One row of payment_attempts. */
 export interface AttemptRow {
@@ -137,9 +139,14 @@ const debitMethods = new Set(['pm_sepa_debit', 'pm_sepa_debit_fails']);
  * first answer's URL to act); a debit announced `processing` unless the bank had settled it by
  * the time the charge's answer was recorded (a lost answer, looked up after the debit settled).
  */
-function expectedEvents(payment: PaymentRow): { required: string[]; optional: string[] } {
+function expectedEvents(payment: PaymentRow): { required: string[]; optional: string[]; upTo?: Record<string, number> } {
   const manual = payment.capture_method === 'manual';
   const waited = threeDSecureMethods.has(payment.payment_method) ? ['payment.requires_action'] : [];
+  // A recovering payment announces each failed retry that it retried again: fewer than its attempts.
+  if (payment.recovery) {
+    const expected = expectedEvents({ ...payment, recovery: null });
+    return { ...expected, optional: [...expected.optional, 'payment.recovery_attempt_failed'], upTo: { 'payment.recovery_attempt_failed': Math.max(1, payment.recovery.attempts - 1) } };
+  }
   const optional = debitMethods.has(payment.payment_method) ? ['payment.processing'] : [];
   const of = (...types: string[]) => ({ required: [...waited, ...types], optional });
   switch (payment.status) {
@@ -190,7 +197,7 @@ const countBy = <T>(items: T[], key: (item: T) => string): Map<string, T[]> => {
 export interface PspCensusInput {
   /** The PSPs' names in PROVIDERS order: a payment that records none is at the first. */
   psps: readonly string[];
-  payments: Pick<PaymentRow, 'id' | 'status' | 'currency' | 'payment_method' | 'provider' | 'provider_charge_id'>[];
+  payments: Pick<PaymentRow, 'id' | 'status' | 'currency' | 'payment_method' | 'provider' | 'provider_charge_id' | 'recovery'>[];
   attempts: AttemptRow[];
   /** Every charge at every PSP, not only those of known payments. */
   charges: PspCharge[];
@@ -260,6 +267,12 @@ export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into:
       const next = attempts[index + 1];
       if (!next) return;
       const left = charged.filter((c) => c.provider === attempt.provider && c.idempotency_key === providerSubKey.charge(payment.id, attempt.attempt));
+      if (payment.recovery && attempt.outcome === 'declined' && next.provider === attempt.provider) {
+        // A recovering payment's retry at the PSP of the last decline: that attempt's charge is a decline.
+        verdict('recovery retried only after a decline', left.every((c) => c.status === 'declined'), () =>
+          `${subject}: attempt ${attempt.attempt} at ${attempt.provider} was retried, but left ${left.map(describe).join('; ')}`, own);
+        return;
+      }
       const ok =
         movedOnOutcomes.has(attempt.outcome) &&
         next.provider !== attempt.provider &&
@@ -326,6 +339,20 @@ export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into:
  * currency; nothing stuck; no workflow running without a reason) and every key's replay,
  * byte for byte.
  */
+/**
+ * A recovering payment (docs/recovery.md), beside the checks every payment gets: at most one
+ * succeeded charge over both PSPs, and final once its window has ended (the run's wait for
+ * quiet outlasts every window: 1 to 3 days at RECOVERY_TIME_SCALE, chaos/environment.ts).
+ */
+export function checkRecovery(payment: Pick<PaymentRow, 'id' | 'status' | 'recovery'>, charged: readonly Pick<PspCharge, 'status' | 'provider' | 'id'>[], verdict: VerdictFn, into?: string[]): void {
+  const recovery = payment.recovery!;
+  const subject = `recovering payment ${payment.id} (${payment.status}, ${recovery.attempts} attempts, stopped ${recovery.stopped_because ?? '-'})`;
+  const succeeded = charged.filter((c) => c.status === 'succeeded');
+  verdict('at most one successful charge per recovering payment', succeeded.length <= 1, () => `${subject}: ${succeeded.map((c) => `${c.provider} ${c.id}`).join(', ')}`, into);
+  const windowEndsAt = Date.parse(recovery.window_ends_at);
+  verdict('recovering payment final by the end of its window', payment.status !== 'recovering' || Date.now() < windowEndsAt, () => `${subject} still recovering after its window ended at ${recovery.window_ends_at}`, into);
+}
+
 /** A PSP's `excessive_retry` line: the card network's fee for a retry of the charge `source` that broke a scheme rule. */
 export interface ExcessiveRetryFee {
   provider: string;
@@ -348,7 +375,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
 
   const payments = await sql<PaymentRow[]>`
     SELECT id, status, amount_minor::int, amount_captured_minor::int, amount_refunded_minor::int, currency, capture_method,
-           payment_method, provider_charge_id, provider, workflow_id, off_session, setup_future_usage
+           payment_method, provider_charge_id, provider, workflow_id, off_session, setup_future_usage, recovery
     FROM payments WHERE tenant_id IN ${sql(input.tenantIds)} ORDER BY created_at, id`;
   const attempts = await sql<AttemptRow[]>`
     SELECT a.payment_id, a.attempt, a.provider, a.provider_charge_id, a.outcome, a.error_code
@@ -394,11 +421,11 @@ export async function check(input: CheckInput): Promise<Verdict> {
   const paymentIds = new Set(payments.map((p) => p.id));
   const refundIds = new Set(refunds.map((r) => r.id));
 
-  const eventCensus = (objectId: string, into: string[], subject: string, expected: string[], optional: string[] = []) => {
+  const eventCensus = (objectId: string, into: string[], subject: string, expected: string[], optional: string[] = [], upTo: Record<string, number> = {}) => {
     const own = eventsByObject.get(objectId) ?? [];
     const byType: Record<string, number> = {};
     for (const e of own) byType[e.type] = (byType[e.type] ?? 0) + 1;
-    const extra = Object.entries(byType).filter(([type, n]) => n > 1 || !(expected.includes(type) || optional.includes(type)));
+    const extra = Object.entries(byType).filter(([type, n]) => n > (upTo[type] ?? 1) || !(expected.includes(type) || optional.includes(type)));
     const missing = expected.filter((type) => !byType[type]);
     verdict('events exactly once', extra.length === 0 && missing.length === 0, () =>
       `${subject}: events ${JSON.stringify(byType)}, expected ${expected.join(', ') || 'none'}${optional.length ? ` (may also have ${optional.join(', ')})` : ''}`, into);
@@ -421,7 +448,9 @@ export async function check(input: CheckInput): Promise<Verdict> {
     // What the PSP still holds for the payment: captured and not refunded (an open authorization counts as held too).
     const keptAtProvider = charge ? charge.amount_captured_minor - charge.amount_refunded_minor : 0;
     if (charge && !waiting) {
-      const statusOk = (chargeStatusFor[payment.status] ?? []).includes(charge.status);
+      // A recovering payment canceled between two attempts: its charge is the last decline.
+      const canceledRecovery = payment.recovery != null && payment.status === 'canceled' && charge.status === 'declined';
+      const statusOk = (chargeStatusFor[payment.status] ?? []).includes(charge.status) || canceledRecovery;
       // A payment that ended without money: nothing captured here and nothing kept at the PSP
       // (a failed payment's or a late success's money given back in full).
       const capturedOk = moneyless.has(payment.status)
@@ -451,7 +480,8 @@ export async function check(input: CheckInput): Promise<Verdict> {
     const capturedState = payment.status === 'succeeded' || payment.status === 'refunded';
     verdict('ledger posting exactly once', captureTransactions === (capturedState ? 1 : 0), () => `${subject} (${payment.status}) has ${captureTransactions} capture transactions`, own);
     const expected = expectedEvents(payment);
-    const { byType, deliveries } = eventCensus(payment.id, own, subject, expected.required, expected.optional);
+    const { byType, deliveries } = eventCensus(payment.id, own, subject, expected.required, expected.optional, expected.upTo);
+    if (payment.recovery) checkRecovery(payment, charged, verdict, own);
 
     const refundCensus: RefundCensus[] = [];
     const paymentRefunds = refundsByPayment.get(payment.id) ?? [];

@@ -81,6 +81,13 @@ export const DISPUTE_TIMES = {
 } as const;
 
 /**
+ * Revenue recovery at the chaos run's pace (docs/recovery.md): an hour is 0.36 s, a day 8.6 s,
+ * so a recovering payment's window of 1 to 3 days (chaos/workload.ts) ends within the run's
+ * wait for quiet; the card network's windows and advice waits on the same scale.
+ */
+export const RECOVERY_TIME_SCALE = 0.0001;
+
+/**
  * The product as separate processes, each of which the nemesis can take away: a private
  * embedded PostgreSQL (never the machine's shared server), a private file-backed Temporal
  * dev server (or, with `temporal: 'cluster'`, the production server as two nodes on a
@@ -184,6 +191,8 @@ export async function startEnvironment(options: EnvironmentOptions) {
             SANDBOX_DISPUTE_AFTER_MS: String(DISPUTE_TIMES.openAfterMs),
             SANDBOX_DISPUTE_DECISION_MS: String(DISPUTE_TIMES.decisionMs),
             SANDBOX_DISPUTE_EVIDENCE_SECONDS: String(DISPUTE_TIMES.evidenceSeconds),
+            // The card network's windows and advice waits on the recovering payments' time scale.
+            SANDBOX_NETWORK_TIME_SCALE: String(RECOVERY_TIME_SCALE),
           },
           readyUrl: `${url}/healthz`,
           logsDir: options.logsDir,
@@ -260,6 +269,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
               ASYNC_SETTLEMENT_WINDOW_SECONDS: String(WAITS.settlementWindowSeconds),
               PROVIDER_POLL_FIRST_MS: String(WAITS.pollFirstMs),
               PROVIDER_POLL_MAX_MS: String(WAITS.pollMaxMs),
+              RECOVERY_TIME_SCALE: String(RECOVERY_TIME_SCALE),
             },
             readyUrl: `http://127.0.0.1:${port}/healthz`,
             logsDir: options.logsDir,

@@ -67,13 +67,14 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * What the database still has open: payments waiting for the PSP or the customer (processing,
- * requires_action: each ends by its window at the latest), refunds pending, disputes not
+ * requires_action: each ends by its window at the latest) or recovering (ends by its recovery
+ * window at the latest), refunds pending, disputes not
  * closed (each ends by its evidence deadline at the latest), keys running, events undelivered
  * (-1: unreachable).
  */
 export async function openInDatabase(sql: ChaosEnvironment['sql']): Promise<number> {
   const [open] = await sql<{ n: number }[]>`
-    SELECT (SELECT count(*) FROM payments WHERE status IN ('processing', 'requires_action'))
+    SELECT (SELECT count(*) FROM payments WHERE status IN ('processing', 'requires_action', 'recovering'))
          + (SELECT count(*) FROM refunds WHERE status = 'pending')
          + (SELECT count(*) FROM disputes WHERE status IN ('needs_response', 'under_review'))
          + (SELECT count(*) FROM idempotency_records WHERE state = 'running')
@@ -243,6 +244,8 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
     for (const w of workloads) for (const [action, n] of Object.entries(w.customerActions)) customerActions[action] = (customerActions[action] ?? 0) + n;
     const disputeActions: Record<string, number> = {};
     for (const w of workloads) for (const [action, n] of Object.entries(w.disputeActions)) disputeActions[action] = (disputeActions[action] ?? 0) + n;
+    const recoveryStories: Record<string, number> = {};
+    for (const w of workloads) for (const [outcome, n] of Object.entries(w.recoveryStories)) recoveryStories[outcome] = (recoveryStories[outcome] ?? 0) + n;
 
     const quietDeadline = loadEnded + (options.quietMs ?? 300_000);
     const { waitedForWorkflowsMs } = await waitUntilQuiet(env, quietDeadline);
@@ -304,6 +307,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
         'without a final answer during the load': operations.filter((op) => op.finalStatus === null).length,
         ...Object.fromEntries(Object.entries(customerActions).map(([action, n]) => [`3-D Secure customer: ${action}`, n])),
         ...Object.fromEntries(Object.entries(disputeActions).map(([action, n]) => [`dispute answered: ${action}`, n])),
+        ...Object.fromEntries(Object.entries(recoveryStories).map(([outcome, n]) => [`recovery story: ${outcome}`, n])),
         'PSP webhooks received and stored (once per event)': pspEvents!.n,
         'disputes found by the reconciliation after the run (their webhooks lost)': reconciliation?.disputesFound ?? -1,
       },

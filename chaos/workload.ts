@@ -46,6 +46,14 @@ const methodWeights = {
   pm_card_createDispute: 2,
   pm_card_createDisputeInquiry: 1,
 };
+/**
+ * Recovering payments (docs/recovery.md): a story saves one of these cards for a customer of its
+ * own (never charged by another story: its declines count at the card network), then charges it
+ * off-session with `recovery`. Each client's first story, with `pm_card_recoverAfter2` (so every
+ * run has recovering payments for the census), then about one story in ten.
+ */
+const RECOVERY_STORY_CHANCE = 0.1;
+const recoveryCardWeights = { pm_card_recoverAfter2: 4, pm_card_alwaysInsufficientFunds: 2, pm_card_mastercard_adviceRetryLater: 2, pm_card_stolen: 1 };
 /** The payment methods that wait for the customer (requires_action) or the bank (processing). */
 export const waitingMethods = new Set(['pm_card_threeDSecureRequired', 'pm_card_threeDSecureRequired_declined', 'pm_sepa_debit', 'pm_sepa_debit_fails']);
 /** The payment methods whose captured charge the card network disputes (the sandbox opens it after SANDBOX_DISPUTE_AFTER_MS). */
@@ -84,6 +92,10 @@ export class Workload {
   readonly customerActions: Record<string, number> = {};
   /** What the client did about its payments' disputes (an answer, none, or the dispute not seen in time). */
   readonly disputeActions: Record<string, number> = {};
+  /** The recovering payments' first answers, by card and HTTP status (e.g. `pm_card_recoverAfter2 202`). */
+  readonly recoveryStories: Record<string, number> = {};
+  /** Stories begun by this client. */
+  private stories = 0;
   /** The client's one customer (made at its first card saving), and the cards saved for it. */
   private customer: string | null = null;
   private readonly savedMethods: string[] = [];
@@ -170,9 +182,48 @@ export class Workload {
     };
   }
 
+  /**
+   * A recovering payment: a customer of its own saves a recovery card on-session, then the card is
+   * charged off-session with a recovery window of 1 to 3 days (8.6 to 26 s at the run's scale).
+   * Sometimes the merchant cancels it while it recovers.
+   */
+  private async recoveryStory(first: boolean): Promise<void> {
+    const { rng } = this.options;
+    const card = first ? 'pm_card_recoverAfter2' : rng.weighted(recoveryCardWeights);
+    const created = await this.send(this.operation('customer', '/v1/customers', { email: `${this.key('r')}@example.com` }, 1));
+    const customer = created ? ((JSON.parse(created) as { id?: string }).id ?? null) : null;
+    if (!customer) return;
+    const saving = this.operation('payment', '/v1/payments', { order_id: this.key('ord'), amount_minor: 1_000, currency: 'EUR', payment_method: card, customer, setup_future_usage: 'off_session' }, 1);
+    const saved = await this.send(saving);
+    const savedPayment = saved ? (JSON.parse(saved) as { id?: string; status?: string }) : null;
+    if (savedPayment?.id) (saving.paymentId = savedPayment.id), this.paymentIds.add(savedPayment.id);
+    if (savedPayment?.status !== 'succeeded') return;
+    let method: string | null = null;
+    for (let tries = 0; tries < 10 && !method && !this.options.shouldStop(); tries++) {
+      method = (await this.read<{ data: { id: string }[] }>(`/v1/customers/${customer}/payment_methods`))?.data[0]?.id ?? null;
+      if (!method) await new Promise((r) => setTimeout(r, 500));
+    }
+    if (!method) return;
+    const body = { order_id: this.key('ord'), amount_minor: rng.int(100, 50_000), currency: rng.pick(currencies), payment_method: method, customer, off_session: true, recovery: { window_days: rng.int(1, 3) } };
+    const paying = this.operation('payment', '/v1/payments', body, rng.chance(0.2) ? 2 : 1);
+    const answer = await this.send(paying);
+    const payment = answer ? (JSON.parse(answer) as { id?: string; status?: string; error?: { payment?: { id: string } } }) : null;
+    const id = payment?.id ?? payment?.error?.payment?.id ?? null;
+    paying.paymentId = id;
+    if (id) this.paymentIds.add(id);
+    const outcome = `${card} ${paying.finalStatus ?? 'no answer'}`;
+    this.recoveryStories[outcome] = (this.recoveryStories[outcome] ?? 0) + 1;
+    if (id && payment?.status === 'recovering' && rng.chance(0.15)) {
+      await new Promise((r) => setTimeout(r, rng.int(500, 6000)));
+      await this.send(this.operation('cancel', `/v1/payments/${id}/cancel`, {}, 1, id));
+    }
+  }
+
   /** A payment and, depending on how it ended, what a merchant does next. */
   private async oneStory(): Promise<void> {
     const { rng } = this.options;
+    const first = this.stories++ === 0;
+    if (first || rng.chance(RECOVERY_STORY_CHANCE)) return this.recoveryStory(first);
     const method = rng.weighted(methodWeights);
     const manual = rng.chance(0.3);
     const amount = rng.int(100, 50_000);

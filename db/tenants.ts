@@ -15,7 +15,23 @@ export interface TenantRow {
   rate_limit_write_per_second?: number | null;
   /** The tenant's routing (domain/routing.ts), as validated when it was set; null or absent: none. */
   routing?: unknown;
+  /** The tenant's recovery settings (docs/recovery.md "Tenant settings"); null or absent: the defaults. */
+  recovery_window_days?: number | null;
+  recovery_per_day?: number | null;
+  recovery_per_30_days?: number | null;
+  recovery_max_retries?: number | null;
 }
+
+/** A tenant's recovery settings as PATCH /admin/tenants/{id} sets them; null clears one, absent leaves it. */
+export interface TenantRecoverySettings {
+  window_days?: number | null;
+  per_day?: number | null;
+  per_30_days?: number | null;
+  max_retries?: number | null;
+}
+
+/** The columns the admin API reads back. */
+const adminColumns = 'id, name, api_key_prefix, webhook_secret, webhook_url, created_at, updated_at, rate_limit_read_per_second, rate_limit_write_per_second, routing, recovery_window_days, recovery_per_day, recovery_per_30_days, recovery_max_retries';
 
 /** API keys are 256 random bits behind a recognisable prefix; only their SHA-256 is stored. */
 export function hashApiKey(apiKey: string): Buffer {
@@ -49,11 +65,15 @@ export async function updateTenant(
     rateLimits?: { read_per_second?: number | null; write_per_second?: number | null };
     /** A validated routing (domain/routing.ts), or null to clear it. */
     routing?: object | null;
+    /** Checked against the networks' limits (domain/recovery.ts tenantLimitsRefusal). */
+    recovery?: TenantRecoverySettings;
   },
 ): Promise<TenantRow | null> {
   const read = patch.rateLimits?.read_per_second;
   const write = patch.rateLimits?.write_per_second;
   const routing = patch.routing === undefined ? db`routing` : patch.routing === null ? null : db.json(patch.routing as Parameters<typeof db.json>[0]);
+  const recovery = patch.recovery ?? {};
+  const keep = (value: number | null | undefined, column: string) => (value === undefined ? db(column) : value);
   const [tenant] = await db<TenantRow[]>`
     UPDATE tenants SET
       webhook_url = ${patch.webhookUrl === undefined ? db`webhook_url` : patch.webhookUrl},
@@ -61,16 +81,20 @@ export async function updateTenant(
       rate_limit_read_per_second = ${read === undefined ? db`rate_limit_read_per_second` : read},
       rate_limit_write_per_second = ${write === undefined ? db`rate_limit_write_per_second` : write},
       routing = ${routing},
+      recovery_window_days = ${keep(recovery.window_days, 'recovery_window_days')},
+      recovery_per_day = ${keep(recovery.per_day, 'recovery_per_day')},
+      recovery_per_30_days = ${keep(recovery.per_30_days, 'recovery_per_30_days')},
+      recovery_max_retries = ${keep(recovery.max_retries, 'recovery_max_retries')},
       updated_at = now()
     WHERE id = ${id}
-    RETURNING id, name, api_key_prefix, webhook_secret, webhook_url, created_at, updated_at, rate_limit_read_per_second, rate_limit_write_per_second, routing`;
+    RETURNING ${db.unsafe(adminColumns)}`;
   return tenant ?? null;
 }
 
 /** One tenant as the admin API shows it (rate limits and routing included). */
 export async function findTenant(db: Db, id: string): Promise<TenantRow | null> {
   const [tenant] = await db<TenantRow[]>`
-    SELECT id, name, api_key_prefix, webhook_secret, webhook_url, created_at, updated_at, rate_limit_read_per_second, rate_limit_write_per_second, routing
+    SELECT ${db.unsafe(adminColumns)}
     FROM tenants WHERE id = ${id}`;
   return tenant ?? null;
 }
@@ -79,6 +103,14 @@ export async function findTenant(db: Db, id: string): Promise<TenantRow | null> 
 export async function findTenantRouting(db: Db, id: string): Promise<unknown> {
   const [row] = await db<{ routing: unknown }[]>`SELECT routing FROM tenants WHERE id = ${id}`;
   return row?.routing ?? null;
+}
+
+/** A tenant's recovery settings, read by POST /v1/payments for each off-session payment (a change applies to the next one at once). */
+export async function findTenantRecovery(db: Db, id: string): Promise<Required<TenantRecoverySettings>> {
+  const [row] = await db<Required<TenantRecoverySettings>[]>`
+    SELECT recovery_window_days AS window_days, recovery_per_day AS per_day, recovery_per_30_days AS per_30_days, recovery_max_retries AS max_retries
+    FROM tenants WHERE id = ${id}`;
+  return row ?? { window_days: null, per_day: null, per_30_days: null, max_retries: null };
 }
 
 export async function tenantExists(db: Db, id: string): Promise<boolean> {

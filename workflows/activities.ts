@@ -129,7 +129,7 @@ export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps |
   recordRecovering: 'record 202 recovering: the first attempt declined softly',
   recordRecoveryAttempt: 'record a failed recovery retry + outbox',
   recordRecoveryEnd: "record the recovery's end + ledger + outbox",
-  reserveCardAttempt: "reserve the retry in the card's budget",
+  reserveCardAttempt: "reserve the attempt in the card's budget",
   refundCharge: 'refund at provider',
   recordPaymentFailure: 'record failure + outbox',
   beginRefund: 'reserve refund under payment lock',

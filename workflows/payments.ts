@@ -175,6 +175,8 @@ class PaymentRun {
    * outbox event and the operation's first answer (202 when the outcome must be waited for).
    */
   private async authorize(): Promise<PhaseResult> {
+    const budgetFull = this.input.recovery ? await this.reserveFirstAttempt() : null;
+    if (budgetFull) return budgetFull;
     const charged = await this.chargeAlongTheRoute();
     if (charged.kind === 'final') return charged;
     const charge = charged.charge;
@@ -228,8 +230,11 @@ class PaymentRun {
       const provider = plan.providers[attempt - 1]!;
       const next = plan.providers[attempt];
       this.chargingAttempt = { provider, attempt };
+      // A recovering payment's decline is never tried at once at the next PSP: that would be a
+      // retry outside the recovery's rules (an advice wait, the card's budget); recover() retries it.
       const movesOn =
-        result.kind === 'not_charged' || (result.charge.status === 'declined' && result.charge.declineCode !== null && (plan.retryableDeclineCodes ?? []).includes(result.charge.declineCode));
+        result.kind === 'not_charged' ||
+        (!input.recovery && result.charge.status === 'declined' && result.charge.declineCode !== null && (plan.retryableDeclineCodes ?? []).includes(result.charge.declineCode));
       if (movesOn && next !== undefined) {
         await this.moveOn(plan, attempts, attempt, result, next);
         continue;
@@ -320,6 +325,29 @@ class PaymentRun {
   }
 
   // ── Phase 1b: recover a soft decline (docs/recovery.md) ─────────────────────────────────
+
+  /**
+   * A recovering payment's first attempt is reserved in its card's budget before any charge, as
+   * every retry is: concurrent payments of one card cannot overrun it together. A full budget
+   * fails the payment with nothing charged (`card_attempt_limit`); null: reserved, charge on.
+   */
+  private async reserveFirstAttempt(): Promise<PhaseResult | null> {
+    const recovery = this.input.recovery!;
+    let reservation: { reserved: boolean; atMs: number };
+    try {
+      reservation = await records.reserveCardAttempt({ paymentMethodId: recovery.paymentMethodId, paymentId: this.input.paymentId, attempt: 1, limits: recovery.policy, intent: this.input });
+    } catch (error) {
+      const taken = failureOfType(error, FailureType.OrderTaken);
+      if (taken) return this.orderTaken(String(taken.details?.[0] ?? ''));
+      throw error;
+    }
+    if (reservation.reserved) return null;
+    const { perDay, perMonth } = recovery.policy;
+    const message = `The card has had its ${perDay} attempts in 24 hours or ${perMonth} in 30 days (the card networks' limits, or the tenant's): no charge was made. Its next attempt is possible from ${new Date(reservation.atMs).toISOString()}.`;
+    const response = await records.recordPaymentFailure({ paymentId: this.input.paymentId, failure: { code: 'card_attempt_limit', message }, idempotency: this.input.idempotency });
+    this.setStatus('failed');
+    return { kind: 'final', response };
+  }
 
   /** A payment that asked for recovery, declined by its first attempt with a decline the rules let it retry. */
   private recovers(charge: ProviderCharge): boolean {

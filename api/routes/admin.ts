@@ -1,6 +1,7 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import { createTenant, findTenant, tenantExists, updateTenant, type TenantRow } from '../../db/tenants';
 import { ApiError } from '../../domain/errors';
+import { NETWORK_CARD_LIMITS, SCHEDULE_LIMITS, tenantLimitsRefusal } from '../../domain/recovery';
 import { describeRefusals, unknownProviders, type Routing } from '../../domain/routing';
 import { checkWebhookUrl, webhookTargetPolicy } from '../../lib/webhook-target';
 import { insertApiKey } from '../../db/credentials';
@@ -24,9 +25,9 @@ const updateTenantRoute = createRoute({
   method: 'patch',
   path: '/admin/tenants/{id}',
   tags: ['Admin'],
-  summary: "Set a tenant's webhook URL, name, rate limits or routing (admin token)",
+  summary: "Set a tenant's webhook URL, name, rate limits, routing or recovery settings (admin token)",
   security: [{ adminToken: [] }],
-  description: 'Only the fields sent change. A refused routing (a provider not configured, duplicates, all weights 0, an empty range, …) is 400 with the reason, and nothing changes.',
+  description: 'Only the fields sent change. A refused routing (a provider not configured, duplicates, all weights 0, an empty range, …) or a recovery limit above the card networks\' is 400 with the reason, and nothing changes.',
   request: { params: IdParam('tenant', 'ten_01jd6w8b3m4x0c2q7yk5h9t1ve'), body: { content: jsonContent(UpdateTenantBody), required: true } },
   responses: { 200: { description: 'The tenant.', content: jsonContent(Tenant) }, ...errorResponses(['invalid_request', 'unauthorized', 'not_found', 'unsupported_media_type', 'payload_too_large']) },
 });
@@ -35,7 +36,7 @@ const getTenantRoute = createRoute({
   method: 'get',
   path: '/admin/tenants/{id}',
   tags: ['Admin'],
-  summary: 'A tenant, with its rate limits and routing (admin token)',
+  summary: 'A tenant, with its rate limits, routing and recovery settings (admin token)',
   security: [{ adminToken: [] }],
   request: { params: IdParam('tenant', 'ten_01jd6w8b3m4x0c2q7yk5h9t1ve') },
   responses: { 200: { description: 'The tenant.', content: jsonContent(Tenant) }, ...errorResponses(['unauthorized', 'not_found']) },
@@ -62,6 +63,12 @@ function tenantResource(row: TenantRow, deps: ApiDeps) {
     },
     // Validated when it was set (PATCH); stored as given.
     routing: (row.routing ?? null) as Routing | null,
+    recovery: {
+      window_days: row.recovery_window_days ?? null,
+      per_day: row.recovery_per_day ?? NETWORK_CARD_LIMITS.perDay,
+      per_30_days: row.recovery_per_30_days ?? NETWORK_CARD_LIMITS.perMonth,
+      max_retries: row.recovery_max_retries ?? SCHEDULE_LIMITS.maxRetries,
+    },
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };
@@ -101,6 +108,11 @@ export function adminRoutes(deps: ApiDeps) {
         });
       }
     }
+    if (body.recovery) {
+      const { per_day, per_30_days, max_retries } = body.recovery;
+      const refusal = tenantLimitsRefusal({ perDay: per_day ?? undefined, perMonth: per_30_days ?? undefined, maxRetries: max_retries ?? undefined });
+      if (refusal) throw new ApiError('invalid_request', `recovery refused: ${refusal} (the card networks' limits; a tenant may set lower, never higher).`);
+    }
     // An unknown tenant is 404 before its URL is looked up in DNS.
     if (!(await tenantExists(deps.sql, id))) throw new ApiError('not_found', `No such tenant: ${id}`);
     if (typeof body.webhook_url === 'string') {
@@ -109,7 +121,7 @@ export function adminRoutes(deps: ApiDeps) {
         throw new ApiError('invalid_request', `webhook_url ${verdict.reason}.`, { issues: [{ path: 'webhook_url', code: 'forbidden_target', message: verdict.reason }] });
       }
     }
-    const tenant = await updateTenant(deps.sql, c.req.valid('param').id, { webhookUrl: body.webhook_url, name: body.name, rateLimits: body.rate_limits, routing: body.routing });
+    const tenant = await updateTenant(deps.sql, c.req.valid('param').id, { webhookUrl: body.webhook_url, name: body.name, rateLimits: body.rate_limits, routing: body.routing, recovery: body.recovery });
     if (!tenant) throw new ApiError('not_found', `No such tenant: ${c.req.valid('param').id}`);
     return c.json(tenantResource(tenant, deps), 200);
   });

@@ -1,4 +1,5 @@
 import { attemptResource } from '../../db/payments-attempts';
+import { findTenantRecovery, type TenantRecoverySettings } from '../../db/tenants';
 import { recoveryPolicy, recoveryWindowMs, scaled } from '../../domain/recovery';
 import { formatAmount } from '../../domain/money';
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
@@ -112,8 +113,10 @@ export const cancelPayment = createRoute({
 /** The payment workflow's input for a validated request body. */
 export function paymentWorkflowInput(
   body: CreatePaymentBody,
-  run: { paymentId: string; tenantId: string; scope: ScopedKey; requestId: string; windows: PaymentWindows; use?: PaymentMethodUse },
+  run: { paymentId: string; tenantId: string; scope: ScopedKey; requestId: string; windows: PaymentWindows; use?: PaymentMethodUse; tenantRecovery?: TenantRecoverySettings },
 ): PaymentWorkflowInput {
+  // The request's window, else the tenant's default (an off-session, automatic-capture payment only).
+  const windowDays = body.recovery?.window_days ?? (body.off_session === true && body.capture_method !== 'manual' ? run.tenantRecovery?.window_days : null);
   // Each window from its configuration key, or the lifecycle table's default when a caller leaves it out.
   const windowMs = (deadline: PaymentDeadline) => (run.windows[paymentWindows[deadline].configKey] ?? paymentWindows[deadline].defaultSeconds) * 1000;
   return {
@@ -142,15 +145,16 @@ export function paymentWorkflowInput(
     ...(run.use?.customerId ? { customerId: run.use.customerId } : {}),
     ...(body.setup_future_usage ? { setupFutureUsage: body.setup_future_usage } : {}),
     ...(run.use?.savedMethod ? { savedMethod: run.use.savedMethod, offSession: body.off_session === true } : {}),
-    ...(body.recovery && run.use?.savedMethod ? { recovery: recoveryInput(body.recovery.window_days, run.use.savedMethod.id, run.windows) } : {}),
+    ...(windowDays && run.use?.savedMethod ? { recovery: recoveryInput(windowDays, run.use.savedMethod.id, run.windows, run.tenantRecovery ?? {}) } : {}),
   };
 }
 
-/** A recovering payment's policy and window, scaled (RECOVERY_TIME_SCALE) and capped (RECOVERY_MAX_WINDOW_SECONDS). */
-function recoveryInput(windowDays: number, paymentMethodId: string, windows: PaymentWindows): NonNullable<PaymentWorkflowInput['recovery']> {
+/** A recovering payment's policy (under the tenant's limits) and window, scaled (RECOVERY_TIME_SCALE) and capped (RECOVERY_MAX_WINDOW_SECONDS). */
+function recoveryInput(windowDays: number, paymentMethodId: string, windows: PaymentWindows, tenant: TenantRecoverySettings): NonNullable<PaymentWorkflowInput['recovery']> {
   const scale = windows.RECOVERY_TIME_SCALE ?? 1;
   const maxMs = scaled((windows.RECOVERY_MAX_WINDOW_SECONDS ?? paymentWindows.recovery.defaultSeconds) * 1000, scale);
-  return { windowMs: Math.min(recoveryWindowMs(windowDays, scale), maxMs), policy: recoveryPolicy(scale), paymentMethodId };
+  const limits = { perDay: tenant.per_day ?? undefined, perMonth: tenant.per_30_days ?? undefined, maxRetries: tenant.max_retries ?? undefined };
+  return { windowMs: Math.min(recoveryWindowMs(windowDays, scale), maxMs), policy: recoveryPolicy(scale, limits), paymentMethodId };
 }
 
 /** The configured windows a payment's waits run under (lib/config.ts). */
@@ -169,9 +173,9 @@ const refusals: Record<string, ApiErrorType> = {
  * with the payment's intent (or refused by the order guard), the run started or joined, and the
  * payment as it stands for a 202.
  */
-function createPaymentOperation(deps: ApiDeps, c: Context<AppEnv>, body: CreatePaymentBody, use: PaymentMethodUse): IdempotentOperation<typeof createPayment> {
+function createPaymentOperation(deps: ApiDeps, c: Context<AppEnv>, body: CreatePaymentBody, use: PaymentMethodUse, tenantRecovery?: TenantRecoverySettings): IdempotentOperation<typeof createPayment> {
   const tenantId = c.var.tenant.id;
-  const inputFor = (paymentId: string, scope: ScopedKey) => paymentWorkflowInput(body, { paymentId, tenantId, scope, requestId: c.var.requestId, windows: deps.config, use });
+  const inputFor = (paymentId: string, scope: ScopedKey) => paymentWorkflowInput(body, { paymentId, tenantId, scope, requestId: c.var.requestId, windows: deps.config, use, tenantRecovery });
   // Whether this request's claim persisted the intent: only then is the claim kept when the
   // start fails as unreachable. The run's first charge attempt persists the intent itself if
   // it finds it missing (a retry that finds the claim cannot know); a second insert finds the first.
@@ -267,7 +271,9 @@ export function paymentRoutes(deps: ApiDeps) {
     }
     // A customer or saved method that is not the tenant's, or not usable: 400 before anything is claimed.
     const use = await paymentMethodUse(deps, c.var.tenant.id, body);
-    return recordedReply(c, createPayment, await runIdempotent(c, deps, createPayment, createPaymentOperation(deps, c, body, use)));
+    // The tenant's recovery settings (a default window, lower limits), read now: a change applies to the next payment.
+    const tenantRecovery = use.savedMethod && body.off_session === true ? await findTenantRecovery(deps.sql, c.var.tenant.id) : undefined;
+    return recordedReply(c, createPayment, await runIdempotent(c, deps, createPayment, createPaymentOperation(deps, c, body, use, tenantRecovery)));
   });
 
   app.openapi(getPaymentRoute, async (c) => {

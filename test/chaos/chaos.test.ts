@@ -82,6 +82,9 @@ describe('chaos', () => {
       expect(summary.operations['PSP webhooks received and stored (once per event)'] ?? 0, replay).toBeGreaterThan(0);
       // Disputed payments were among them (about one in eight), every dispute closed within the wait for quiet.
       expect(summary.disputes.disputedPayments, `${replay}: ${JSON.stringify(summary.disputes)}`).toBeGreaterThan(0);
+      // Recovering payments were among them (off-session with recovery), each checked by the census.
+      expect(summary.checks['at most one successful charge per recovering payment']?.passed ?? 0, `${replay}: no recovering payment`).toBeGreaterThan(0);
+      expect(summary.checks['recovering payment final by the end of its window']?.passed ?? 0, replay).toBeGreaterThan(0);
     },
     15 * 60_000,
   );

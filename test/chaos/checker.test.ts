@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkAcrossPsps, checkNoExcessiveRetries, createTally, type PaymentCensus, type PspCensusInput, type PspCharge } from '../../chaos/checker';
+import { checkAcrossPsps, checkNoExcessiveRetries, checkRecovery, createTally, type PaymentCensus, type PspCensusInput, type PspCharge } from '../../chaos/checker';
 import { checkDisputes, checkLedgerBalance, type DisputeCensusInput, type LedgerBalanceInput, type LedgerTransactionRecord } from '../../chaos/dispute-checks';
 import { disputeFigures, savedCardFigures } from '../../chaos/run';
 import { captureLines, disputeLossLines, disputeReinstatementLines, disputeWithdrawalLines, type LedgerLine } from '../../db/ledger';
@@ -397,5 +397,44 @@ describe('the census of the card network’s fees', () => {
     checkNoExcessiveRetries([{ provider: 'sandbox-b', source: 'ch_1', reference: 'pay_1' }, { provider: 'sandbox-a', source: 'ch_2', reference: null }], charged.verdict, (id) => (id === 'pay_1' ? own : undefined));
     expect(charged.checks['no excessive_retry fee']).toEqual({ passed: 0, failed: 2 });
     expect(own).toEqual(['no excessive_retry fee: sandbox-b charged an excessive retry for charge ch_1 (payment pay_1)']);
+  });
+});
+
+describe('the census of recovering payments', () => {
+  const recovery = { attempts: 3, window_ends_at: new Date(Date.now() - 1000).toISOString(), next_attempt_at: null, stopped_because: null };
+  /** pay_r: declined twice at A (retried there), then paid at A by its third attempt. */
+  function recovered(): PspCensusInput {
+    return {
+      psps: ['sandbox-a', 'sandbox-b'],
+      payments: [{ id: 'pay_r', status: 'succeeded', currency: 'EUR', payment_method: 'pm_1', provider: 'sandbox-a', provider_charge_id: 'ch_r3', recovery }],
+      attempts: [1, 2, 3].map((attempt) => ({ payment_id: 'pay_r', attempt, provider: 'sandbox-a', provider_charge_id: `ch_r${attempt}`, outcome: attempt < 3 ? 'declined' : 'succeeded', error_code: attempt < 3 ? 'insufficient_funds' : null })),
+      charges: [1, 2, 3].map((attempt) => charge('sandbox-a', `ch_r${attempt}`, 'pay_r', attempt === 1 ? 'pay_r:charge' : `pay_r:charge:${attempt}`, attempt < 3 ? 'declined' : 'succeeded', attempt < 3 ? 0 : 1000)),
+      providerRefunds: [],
+      refundIds: new Set(),
+      ledger: [{ provider: 'sandbox-a', currency: 'EUR', net: 1000 }],
+    };
+  }
+
+  it('retries at the PSP of the last decline pass the census; a retry whose charge was not a decline is reported', () => {
+    const clean = run(recovered());
+    expect(Object.entries(clean.checks).filter(([, c]) => c.failed > 0)).toEqual([]);
+    expect(clean.checks['recovery retried only after a decline']).toEqual({ passed: 2, failed: 0 });
+    const input = recovered();
+    input.charges[1]!.status = 'succeeded';
+    expect(failed(input)).toContain('recovery retried only after a decline');
+  });
+
+  it('two successful charges of one recovering payment, or one still recovering after its window, are reported', () => {
+    const tally = createTally();
+    const paid = { provider: 'sandbox-a', id: 'ch_1', status: 'succeeded' };
+    checkRecovery({ id: 'pay_r', status: 'succeeded', recovery }, [paid], tally.verdict);
+    checkRecovery({ id: 'pay_s', status: 'recovering', recovery: { ...recovery, window_ends_at: new Date(Date.now() + 60_000).toISOString() } }, [], tally.verdict);
+    expect(tally.checks['at most one successful charge per recovering payment']).toEqual({ passed: 2, failed: 0 });
+    expect(tally.checks['recovering payment final by the end of its window']).toEqual({ passed: 2, failed: 0 });
+    const broken = createTally();
+    checkRecovery({ id: 'pay_r', status: 'succeeded', recovery }, [paid, { provider: 'sandbox-b', id: 'ch_2', status: 'succeeded' }], broken.verdict);
+    checkRecovery({ id: 'pay_t', status: 'recovering', recovery }, [], broken.verdict);
+    expect(broken.checks['at most one successful charge per recovering payment']).toEqual({ passed: 1, failed: 1 });
+    expect(broken.checks['recovering payment final by the end of its window']).toEqual({ passed: 1, failed: 1 });
   });
 });

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../db/connect';
-import { reserveCardAttempt, type CardBudgetLimits } from '../../db/recovery';
+import { reserveCardAttempt, reserveCardAttemptIn, type CardBudgetLimits } from '../../db/recovery';
 import { recoveryPolicy } from '../../domain/recovery';
 import { fileDatabaseUrl, insertTenant } from '../helpers/database';
 
@@ -50,10 +50,16 @@ async function reservedOf(card: string): Promise<number> {
 const limits = (tenant: Parameters<typeof recoveryPolicy>[1] = {}): CardBudgetLimits => recoveryPolicy(1, tenant);
 
 describe('a card’s budget is one place concurrent payments cannot overrun', () => {
-  it('30 payments of one card racing for an attempt: exactly 10 reserved in 24 hours, the rest told when a slot frees', async () => {
+  it('30 payments of one card racing for an attempt (15 first attempts, in the transaction that persists the intent, and 15 retries): exactly 10 reserved in 24 hours, the rest told when a slot frees', async () => {
     const card = await savedCard();
     const payments = await Promise.all(Array.from({ length: 30 }, () => payment()));
-    const answers = await Promise.all(payments.map((paymentId) => reserveCardAttempt(sql, { paymentMethodId: card, paymentId, attempt: 2, limits: limits() })));
+    const answers = await Promise.all(
+      payments.map((paymentId, i) =>
+        i % 2 === 0
+          ? sql.begin((tx) => reserveCardAttemptIn(tx, { paymentMethodId: card, paymentId, attempt: 1, limits: limits() }))
+          : reserveCardAttempt(sql, { paymentMethodId: card, paymentId, attempt: 2, limits: limits() }),
+      ),
+    );
     const reserved = answers.filter((a) => a.reserved);
     expect(reserved).toHaveLength(10);
     expect(await reservedOf(card)).toBe(10);

@@ -31,7 +31,8 @@ async function outage(mode: 'none' | 'unavailable') {
 const payment = (extra: Record<string, unknown>) => ({ order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', ...extra });
 
 /** A customer with the card saved (on-session, where every recovery card is approved); answers the method's id. */
-async function customerWithCard(card: string): Promise<{ customer: string; method: string }> {
+async function customerWithCard(card: string, client = api): Promise<{ customer: string; method: string }> {
+  const api = client;
   const created = await api.post('/v1/customers', { email: 'jane@example.com' }, uniqueKey('cus'));
   expect(created.status).toBe(201);
   const customer = created.json.id as string;
@@ -151,10 +152,21 @@ describe('a soft decline of an off-session payment is recovered within the rules
     expect(json.attempts).toHaveLength(1);
   });
 
-  it('bad input is refused with 400: recovery without off_session, a window outside 1–60 days, an unknown field', async () => {
+  it('bad input is refused with 400 and charges nothing: recovery on-session, with manual capture, a window outside 1–60 days, an unknown field', async () => {
     const { customer, method } = await customerWithCard('pm_card_visa');
+    for (const [body, reason] of [
+      [payment({ payment_method: 'pm_card_visa', recovery: { window_days: 14 } }), /needs off_session: true/],
+      [payment({ payment_method: method, customer, recovery: { window_days: 14 } }), /needs off_session: true/],
+      [payment({ payment_method: method, customer, off_session: false, recovery: { window_days: 14 } }), /needs off_session: true/],
+      [payment({ payment_method: method, customer, off_session: true, capture_method: 'manual', recovery: { window_days: 14 } }), /needs capture_method automatic/],
+    ] as const) {
+      const refused = await api.post('/v1/payments', body, uniqueKey('pay'));
+      expect(refused.status, refused.text).toBe(400);
+      expect(refused.text).toMatch(reason);
+      const [row] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM payments WHERE tenant_id = ${tenant.id} AND order_id = ${body.order_id}`;
+      expect(row!.count).toBe(0);
+    }
     for (const body of [
-      payment({ payment_method: 'pm_card_visa', recovery: { window_days: 14 } }),
       payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 61 } }),
       payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 0 } }),
       payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 14, retries: 3 } }),
@@ -163,5 +175,99 @@ describe('a soft decline of an off-session payment is recovered within the rules
       expect(refused.status, refused.text).toBe(400);
       expect(refused.text).toMatch(/recovery/);
     }
+  });
+});
+
+describe("a tenant's recovery settings (PATCH /admin/tenants/{id} recovery)", () => {
+  let settled: Tenant;
+  let client: ReturnType<typeof apiClient>;
+  beforeAll(async () => {
+    settled = await stack.createTenant('recovery-settings');
+    client = apiClient(stack.apiUrl, settled.apiKey);
+  });
+  afterEach(async () => expectLedgerConsistent(stack.sql, settled.id));
+
+  async function admin(method: 'GET' | 'PATCH', body?: unknown) {
+    const response = await fetch(`${stack.apiUrl}/admin/tenants/${settled.id}`, {
+      method,
+      headers: { authorization: `Bearer ${stack.adminToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, text, json: JSON.parse(text) as any };
+  }
+  const endedAt = (id: string) =>
+    eventually(async () => {
+      const { json } = await client.get(`/v1/payments/${id}`);
+      return ['recovering', 'processing', 'requires_action'].includes(json.status) ? null : json;
+    }, 60_000, 200, `payment ${id} ended`);
+
+  it("a limit above the networks' is 400 and changes nothing", async () => {
+    const before = await admin('GET');
+    expect(before.json.recovery).toEqual({ window_days: null, per_day: 10, per_30_days: 15, max_retries: 8 });
+    for (const recovery of [{ per_day: 11 }, { per_30_days: 16, window_days: 3 }, { max_retries: 9 }, { per_day: 0 }, { window_days: 61 }, { per_day: 2.5 }]) {
+      const refused = await admin('PATCH', { recovery });
+      expect(refused.status, refused.text).toBe(400);
+      expect(refused.text).toMatch(/per_day|per_30_days|max_retries|window_days/);
+    }
+    expect((await admin('GET')).json).toEqual(before.json);
+    const [row] = await stack.sql`SELECT recovery_window_days, recovery_per_day, recovery_per_30_days, recovery_max_retries FROM tenants WHERE id = ${settled.id}`;
+    expect(row).toEqual({ recovery_window_days: null, recovery_per_day: null, recovery_per_30_days: null, recovery_max_retries: null });
+  });
+
+  it('the default window applies to an off-session payment that omits recovery (not to an on-session one)', async () => {
+    const set = await admin('PATCH', { recovery: { window_days: 2 } });
+    expect(set.status, set.text).toBe(200);
+    expect(set.json.recovery).toEqual({ window_days: 2, per_day: 10, per_30_days: 15, max_retries: 8 });
+    const { customer, method } = await customerWithCard('pm_card_recoverAfter2', client);
+    const created = await client.post('/v1/payments', payment({ payment_method: method, customer, off_session: true }), uniqueKey('pay'));
+    expect(created.status, created.text).toBe(202);
+    expect(created.json).toMatchObject({ status: 'recovering', recovery: { attempts: 1 } });
+    const paid = await endedAt(created.json.id);
+    expect(paid).toMatchObject({ status: 'succeeded', recovery: { attempts: 3, stopped_because: null } });
+    // On-session, the card is approved at once: no recovery object.
+    const onSession = await client.post('/v1/payments', payment({ payment_method: 'pm_card_visa' }), uniqueKey('pay'));
+    expect(onSession.status, onSession.text).toBe(201);
+    expect(onSession.json.recovery).toBeUndefined();
+  });
+
+  it("a lower per-card limit stops the retries at that count: retry_limit, and no more attempts of the card", async () => {
+    const set = await admin('PATCH', { recovery: { window_days: 60, per_30_days: 3 } });
+    expect(set.status, set.text).toBe(200);
+    expect(set.json.recovery).toMatchObject({ window_days: 60, per_day: 10, per_30_days: 3 });
+    const { customer, method } = await customerWithCard('pm_card_alwaysInsufficientFunds', client);
+    const created = await client.post('/v1/payments', payment({ payment_method: method, customer, off_session: true }), uniqueKey('pay'));
+    expect(created.status, created.text).toBe(202);
+    const declined = await endedAt(created.json.id);
+    // The budget frees its next slot 30 days after its oldest attempt: within the 60-day window, past the schedule's 14 days.
+    expect(declined.recovery, JSON.stringify(declined.recovery)).toMatchObject({ stopped_because: 'retry_limit', next_attempt_at: null });
+    expect(declined.status).toBe('declined');
+    const [reserved] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM card_attempts WHERE payment_method_id = ${method}`;
+    expect(reserved!.count).toBe(3);
+    // The first attempt (reserved too) and the two retries the budget held.
+    expect(declined.recovery.attempts).toBe(3);
+    expect(await excessiveRetryFees()).toBe(0);
+  });
+
+  it('concurrent payments of one card cannot overrun its budget: the first attempts reserve too, the ones past it fail with nothing charged', async () => {
+    const set = await admin('PATCH', { recovery: { window_days: 60, per_day: 3, per_30_days: null } });
+    expect(set.status, set.text).toBe(200);
+    const { customer, method } = await customerWithCard('pm_card_alwaysInsufficientFunds', client);
+    const answers = await Promise.all(Array.from({ length: 6 }, () => client.post('/v1/payments', payment({ payment_method: method, customer, off_session: true }), uniqueKey('pay'))));
+    const recovering = answers.filter((a) => a.status === 202);
+    const refused = answers.filter((a) => a.status !== 202);
+    expect(recovering.map((a) => a.json.status)).toEqual(['recovering', 'recovering', 'recovering']);
+    expect(refused).toHaveLength(3);
+    for (const answer of refused) {
+      expect(answer.status, answer.text).toBe(402);
+      expect(answer.json.error.payment).toMatchObject({ status: 'failed', failure: { code: 'card_attempt_limit' } });
+    }
+    for (const answer of recovering) expect((await client.post(`/v1/payments/${answer.json.id}/cancel`, {}, uniqueKey('cancel'))).status).toBe(200);
+    const ids = answers.map((a) => (a.json.id ?? a.json.error.payment.id) as string);
+    const [charged] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM sandbox.charges WHERE reference IN ${stack.sql(ids)}`;
+    expect(charged!.count).toBe(3);
+    const [reserved] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM card_attempts WHERE payment_method_id = ${method}`;
+    expect(reserved!.count).toBe(3);
+    expect(await excessiveRetryFees()).toBe(0);
   });
 });

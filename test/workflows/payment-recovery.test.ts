@@ -42,7 +42,8 @@ describe('a recovering payment’s run', () => {
       ...psp((id, attempt) => (attempt === 1 ? declined(id, 1) : paid(id, attempt))),
       reserveCardAttempt: async () => {
         reservations++;
-        if (reservations === 1) {
+        // The first attempt's reservation (before any charge) finds room; the first retry's does not.
+        if (reservations === 2) {
           freeAt = Date.now() + 1500;
           return { reserved: false, atMs: freeAt };
         }
@@ -51,12 +52,42 @@ describe('a recovering payment’s run', () => {
     });
     const final = await run.handle.result();
     expect(bodyOf(final)).toEqual({ id: input.paymentId, status: 'recovering' });
-    expect(run.steps().filter((s) => s === 'reserveCardAttempt' || s === 'chargeAttempt')).toEqual(['chargeAttempt', 'reserveCardAttempt', 'reserveCardAttempt', 'chargeAttempt']);
-    const second = run.calls.filter((c) => c.step === 'reserveCardAttempt')[1]!;
-    expect(second.input).toMatchObject({ attempt: 2, paymentMethodId: 'pm_unit' });
+    expect(run.steps().filter((s) => s === 'reserveCardAttempt' || s === 'chargeAttempt')).toEqual(['reserveCardAttempt', 'chargeAttempt', 'reserveCardAttempt', 'reserveCardAttempt', 'chargeAttempt']);
+    const [firstReservation, , second] = run.calls.filter((c) => c.step === 'reserveCardAttempt');
+    expect(firstReservation!.input).toMatchObject({ attempt: 1, paymentMethodId: 'pm_unit', intent: { paymentId: input.paymentId } });
+    expect(second!.input).toMatchObject({ attempt: 2, paymentMethodId: 'pm_unit' });
     const ended = run.inputsOf('recordRecoveryEnd');
     expect(ended).toHaveLength(1);
     expect(ended[0]).toMatchObject({ charge: { status: 'succeeded' }, attempt: { attempt: 2 }, recovery: { attempts: 2, next_attempt_at: null } });
+  });
+
+  it("a full card budget at the first attempt fails the payment with nothing charged: card_attempt_limit, no charge attempt", async () => {
+    const input = recovering();
+    const run = await bench.startPayment(input, {
+      ...psp((id, attempt) => paid(id, attempt)),
+      reserveCardAttempt: async () => ({ reserved: false, atMs: Date.now() + 60_000 }),
+    });
+    const final = await run.handle.result();
+    expect(bodyOf(final)).toMatchObject({ id: input.paymentId, status: 'failed', failure: { code: 'card_attempt_limit' } });
+    expect(run.inputsOf('chargeAttempt')).toEqual([]);
+    expect(run.inputsOf('reserveCardAttempt').map((r) => r.attempt)).toEqual([1]);
+    expect(run.inputsOf('recordPaymentFailure')[0]).toMatchObject({ failure: { code: 'card_attempt_limit' } });
+  });
+
+  it('a soft decline the route would move on with (try_again_later, advice 24) is not tried at once at the next PSP: the recovery retries it after the advice wait', async () => {
+    const input = recovering();
+    const run = await bench.startPayment(input, {
+      plan: async () => ({ providers: ['psp-a', 'psp-b'], reason: 'test: a then b', retryableDeclineCodes: ['try_again_later'] }),
+      chargeAttempt: async (step: ResolvedAttempt) =>
+        step.attempt === 1
+          ? { kind: 'charge', charge: charge(step.paymentId, { id: `${chargeIdOf(step.paymentId)}_1`, status: 'declined', declineCode: 'try_again_later', declineSignal: { networkCode: '05', category: null, adviceCode: '24' } }) }
+          : paid(step.paymentId, step.attempt),
+    });
+    await run.handle.result();
+    expect(run.inputsOf('recordAttempt')).toEqual([]);
+    expect(run.inputsOf('chargeAttempt').map((a) => a.attempt)).toEqual([1, 2]);
+    expect(run.inputsOf('recordRecovering')).toHaveLength(1);
+    expect(run.inputsOf('recordRecoveryEnd')[0]).toMatchObject({ charge: { status: 'succeeded' }, attempt: { attempt: 2 }, recovery: { attempts: 2 } });
   });
 
   it('a hard decline on a retry stops the recovery: declined with stopped_because hard_decline, no attempt after it', async () => {
@@ -83,7 +114,7 @@ describe('a recovering payment’s run', () => {
       await second.stop();
     }
     expect(run.inputsOf('chargeAttempt').map((a) => a.attempt)).toEqual([1, 2, 3]);
-    expect(run.inputsOf('reserveCardAttempt').map((r) => r.attempt)).toEqual([2, 3]);
+    expect(run.inputsOf('reserveCardAttempt').map((r) => r.attempt)).toEqual([1, 2, 3]);
     expect(run.inputsOf('recordRecoveryAttempt').map((r) => r.attempt)).toEqual([2]);
     expect(run.inputsOf('recordRecoveryEnd')[0]).toMatchObject({ charge: { status: 'succeeded' }, recovery: { attempts: 3 } });
   });
