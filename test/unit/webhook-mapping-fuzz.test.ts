@@ -170,7 +170,7 @@ const wellFormed = z.strictObject({
         .nullish(),
     })
     .nullable(),
-  refund: z.strictObject({ id: text, chargeId: text, status: z.enum(['succeeded', 'failed']), amountMinor: minor, failureCode: text.nullable(), failureMessage: text.nullable() }).nullable(),
+  refund: z.strictObject({ id: text, chargeId: text, status: z.enum(['succeeded', 'failed']), amountMinor: minor, failureCode: text.nullable(), failureMessage: text.nullable(), reference: text.optional() }).nullable(),
   dispute: z
     .strictObject({
       id: text, chargeId: text, reference: text.nullable(), amountMinor: minor, currency: text, reason: text, stage: z.enum(disputeStages), status: z.enum(disputeStatuses),
