@@ -160,6 +160,66 @@ const failedOver = (more: (facts: ReturnType<typeof describeHistory>) => string 
       ? `expected a regular charge attempt at the next PSP, got ${facts.activities.join(', ') || 'no activity'}`
       : more(facts);
 
+/**
+ * Revenue recovery (docs/recovery.md) at a small time scale, for the API's policy and the sandboxes'
+ * card network alike: an hour is 0.36 s, the schedule's first retry (12 hours) 4.3 s after the decline.
+ */
+const RECOVERY_SCALE = 0.0001;
+
+/** An API whose recovering payments run at RECOVERY_SCALE, for the tenant of `ctx`. */
+async function recoveryApi(ctx: Context): Promise<ReturnType<typeof apiClient>> {
+  const scaled = await ctx.stack.startApi({ RECOVERY_TIME_SCALE: RECOVERY_SCALE, IDEMPOTENCY_WAIT_MS: 3000 });
+  return apiClient(scaled.url, ctx.tenant.apiKey);
+}
+
+/** A customer with `card` saved by an on-session payment (where every recovery card is approved); answers the saved method's id. */
+async function customerWithCard(api: ReturnType<typeof apiClient>, card: string): Promise<{ customer: string; method: string }> {
+  const created = await api.post('/v1/customers', { email: 'jane@example.com' }, key('cus'));
+  expectStatus(created, 201, 'customer');
+  const customer = created.json.id as string;
+  expectStatus(await api.post('/v1/payments', { ...automatic(card), customer, setup_future_usage: 'off_session' }, key('pay')), 201, 'payment saving the card');
+  const listed = await untilStatus(() => api.get(`/v1/customers/${customer}/payment_methods`), 200, (r) => r.json.data.length > 0);
+  const method = listed.json.data?.[0]?.id as string | undefined;
+  if (!method) throw new Error(`customer ${customer}: no saved payment method within 20 s (${listed.text})`);
+  return { customer, method };
+}
+
+/** An off-session payment of the saved `card` with recovery over `windowDays` days. */
+async function recoveringPayment(api: ReturnType<typeof apiClient>, card: string, windowDays: number): Promise<ApiResponse> {
+  const { customer, method } = await customerWithCard(api, card);
+  return api.post('/v1/payments', { ...automatic(method), customer, off_session: true, recovery: { window_days: windowDays } }, key('recovery'));
+}
+
+/** The payment's final state once it has left `recovering`, within 60 s. */
+async function afterRecovery(api: ReturnType<typeof apiClient>, id: string): Promise<ApiResponse> {
+  for (const until = Date.now() + 60_000; Date.now() < until; await new Promise((resolve) => setTimeout(resolve, 250))) {
+    const response = await api.get(`/v1/payments/${id}`);
+    if (response.status === 200 && response.json.status !== 'recovering') return response;
+  }
+  throw new Error(`payment ${id}: still recovering after 60 s`);
+}
+
+/** A recovery's history: attempt 1 local, then `retries` retries, each a regular chargeAttempt (the recovery's records are local activities). */
+const retriedCharges = (retries: number) => (facts: ReturnType<typeof describeHistory>) => {
+  const charges = facts.activities.filter((a) => a === 'chargeAttempt').length;
+  return charges === retries ? null : `expected ${retries} retried charge(s) (regular chargeAttempt), got ${charges}: ${facts.activities.join(', ') || 'no activity'}`;
+};
+
+/** A recovering payment (202) of the saved `card`, followed until it leaves `recovering`, whose end must be `expected` after `retries` retries. */
+function recoveryToItsEnd(spec: { name: string; card: string; windowDays: number; expected: (payment: any) => boolean; retries: number; shows: string }): Scenario {
+  return {
+    name: spec.name,
+    async run(ctx) {
+      const api = await recoveryApi(ctx);
+      const created = await recoveringPayment(api, spec.card, spec.windowDays);
+      expectStatus(created, 202, 'recovering payment');
+      const ended = await afterRecovery(api, created.json.id);
+      if (!spec.expected(ended.json)) throw new Error(`${spec.name}: unexpected end of the recovery: ${ended.text}`);
+      return [{ name: spec.name, workflowId: created.json.workflow_id, shows: spec.shows, check: retriedCharges(spec.retries) }];
+    },
+  };
+}
+
 const scenarios: Scenario[] = [
   {
     name: 'success',
@@ -471,6 +531,53 @@ const scenarios: Scenario[] = [
       }];
     },
   },
+  recoveryToItsEnd({
+    name: 'recovery-succeeded',
+    card: 'pm_card_recoverAfter2',
+    windowDays: 14,
+    expected: (p) => p.status === 'succeeded' && p.recovery?.attempts === 3,
+    retries: 2,
+    shows: 'Revenue recovery (time scale 0.0001): an off-session payment of a saved card (pm_card_recoverAfter2) soft-declined insufficient_funds, 202 recovering; two timers on the schedule, each retry reserved in the card\'s budget and charged under its own sub-key; the first retry declined (recordRecoveryAttempt), the second paid (recordRecoveryEnd); the records are local activities, the retries regular chargeAttempt: succeeded after 3 attempts.',
+  }),
+  {
+    name: 'recovery-hard-decline',
+    async run(ctx) {
+      const api = await recoveryApi(ctx);
+      const created = await recoveringPayment(api, 'pm_card_stolen', 14);
+      expectStatus(created, 402, 'hard-declined payment with recovery');
+      if (created.json.error.payment.recovery !== undefined) throw new Error(`expected no recovery after a hard decline, got ${created.text}`);
+      return [{
+        name: 'recovery-hard-decline',
+        workflowId: created.json.error.payment.workflow_id,
+        shows: 'Revenue recovery asked for, but the first attempt (its reservation in the card\'s budget first) meets a hard decline (pm_card_stolen: stolen_card, Visa category 1): never retried, declined at once, 402 card_declined, no recovering status.',
+        check: retriedCharges(0),
+      }];
+    },
+  },
+  recoveryToItsEnd({
+    name: 'recovery-window-elapsed',
+    card: 'pm_card_alwaysInsufficientFunds',
+    windowDays: 1,
+    expected: (p) => p.status === 'declined' && p.recovery?.stopped_because === 'window_elapsed',
+    retries: 1,
+    shows: 'Revenue recovery that stops (time scale 0.0001): pm_card_alwaysInsufficientFunds with a 1-day window; the 12-hour retry is declined too, the next one on the schedule falls outside the window: declined with stopped_because window_elapsed (recordRecoveryEnd) after 2 attempts.',
+  }),
+  {
+    name: 'recovery-canceled',
+    async run(ctx) {
+      const api = await recoveryApi(ctx);
+      const created = await recoveringPayment(api, 'pm_card_alwaysInsufficientFunds', 30);
+      expectStatus(created, 202, 'recovering payment');
+      const canceled = await api.post(`/v1/payments/${created.json.id}/cancel`, {}, key('cancel'));
+      expectStatus(canceled, 200, 'cancel of a recovering payment');
+      return [{
+        name: 'recovery-canceled',
+        workflowId: created.json.workflow_id,
+        shows: 'A recovering payment canceled by the cancel update while it waits for its first retry: canceled, no attempt after the first.',
+        check: (facts) => (facts.updates.includes('cancel') ? retriedCharges(0)(facts) : 'expected an accepted cancel update'),
+      }];
+    },
+  },
 ];
 
 function codeVersion(label: string): CodeVersion {
@@ -540,6 +647,8 @@ async function main(): Promise<void> {
       // Two PSPs: only the failover scenarios' tenants are routed over both.
       secondSandbox: {},
       route,
+      // The card network's durations at the recovery scenarios' scale (only saved cards charged off-session meet them).
+      networkTimeScale: RECOVERY_SCALE,
     });
     try {
       for (const scenario of selected) {
