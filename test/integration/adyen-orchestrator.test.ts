@@ -381,3 +381,25 @@ describe('saved cards at adyen-test: stored on the first payment, charged off-se
     expect(double.paymentsMade()).toBe(before + 1);
   });
 });
+
+describe('a card saved elsewhere, routed to adyen-test first', () => {
+  it('routing skips adyen-test (no stored id of the card, and it takes no other processor\'s network transaction id): the PSP that saved it charges it, nothing reaches Adyen', async () => {
+    const elsewhere = await stack.createTenant('adyen-saved-elsewhere');
+    const client = apiClient(stack.apiUrl, elsewhere.apiKey);
+    routes.set(elsewhere.id, ['sandbox', 'adyen-test']);
+    const customer = await client.post('/v1/customers', { email: 'jane@example.com' }, uniqueKey('cus'));
+    const first = await client.post('/v1/payments', body('pm_card_visa', { customer: customer.json.id, setup_future_usage: 'off_session' }), uniqueKey('pay'));
+    expect(first.status, first.text).toBe(201);
+    expect(first.json).toMatchObject({ status: 'succeeded', provider: 'sandbox' });
+    const method = await eventually(async () => (await client.get(`/v1/customers/${customer.json.id}/payment_methods`)).json.data[0] ?? null);
+
+    routes.set(elsewhere.id, ['adyen-test', 'sandbox']);
+    const before = double.paymentsMade();
+    const later = await client.post('/v1/payments', body(method.id, { customer: customer.json.id, off_session: true }), uniqueKey('pay'));
+    expect(later.status, later.text).toBe(201);
+    expect(later.json).toMatchObject({ status: 'succeeded', provider: 'sandbox', payment_method: method.id });
+    const got = await client.get(`/v1/payments/${later.json.id}`);
+    expect(got.json.attempts).toMatchObject([{ attempt: 1, provider: 'sandbox', outcome: 'succeeded' }]);
+    expect(double.paymentsMade()).toBe(before);
+  });
+});
