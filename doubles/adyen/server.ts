@@ -42,6 +42,11 @@ interface HeldPayment {
   refundedMinor: number;
 }
 
+interface StoredCard {
+  number: string;
+  holderName: string;
+}
+
 export interface AdyenDouble {
   url: string;
   /** Every notification item made (sent, lost to a fault, or kept without a webhook URL), in order. */
@@ -66,10 +71,18 @@ const API_VERSION = /^\/v\d+/;
  * CANCELLATION; REFUND), sent to the webhook URL until answered `[accepted]`, with the sandbox's
  * webhook faults and control calls (./notifications.ts; `/_sandbox/webhook_faults`,
  * `/_sandbox/events?charge=`, `/_sandbox/events/{id}/redeliver`, `/_sandbox/outage`). Test cards: Adyen's, with the
- * refusal asked for by the holder name (`DECLINED`, `NOT_ENOUGH_BALANCE`).
+ * refusal asked for by the holder name (`DECLINED`, `NOT_ENOUGH_BALANCE`). An authorised card
+ * answers a network transaction id of the double's own (it shares no card network with the
+ * sandbox); a payment with `storePaymentMethod` (and its shopperReference and
+ * recurringProcessingModel) stores the card for that shopper and answers its stored id; a
+ * payment by `storedPaymentMethodId` charges the shopper's stored card, merchant-initiated only
+ * (`ContAuth`).
  */
 export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<AdyenDouble> {
   const payments = new Map<string, HeldPayment>();
+  /** The cards stored per shopperReference, by their stored payment method id. */
+  const stored = new Map<string, Map<string, StoredCard>>();
+  const networkTxReference = () => String(100_000_000_000_000 + (randomBytes(6).readUIntBE(0, 6) % 900_000_000_000_000));
   const answered = new Map<string, { status: number; body: unknown }>();
   const outbox = new NotificationOutbox({ hmacKey: options.hmacKey, webhookUrl: options.webhookUrl });
   const timers = new Set<NodeJS.Timeout>();
@@ -100,12 +113,44 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
   type Answer = { status: number; body: unknown };
   const error = (status: number, errorCode: string, message: string, errorType = 'validation'): Answer => ({ status, body: { status, errorCode, message, errorType } });
 
-  const pay = (body: Types.checkout.PaymentRequest): Answer => {
+  /** The card a payment names: a stored one by its id (charged without the shopper: ContAuth), or the card itself. */
+  const cardOf = (body: Types.checkout.PaymentRequest): { number: string; holderName: string } | Answer => {
     const method = body.paymentMethod as Types.checkout.CardDetails;
+    if (method.storedPaymentMethodId !== undefined) {
+      if (!body.shopperReference) return error(422, '130', 'Required field \'shopperReference\' is not provided.');
+      const card = stored.get(body.shopperReference)?.get(method.storedPaymentMethodId);
+      if (!card) return error(422, '800', 'Contract not found');
+      if (String(body.shopperInteraction) !== 'ContAuth' || !body.recurringProcessingModel) return error(422, '000', 'A stored card is charged merchant-initiated here: shopperInteraction ContAuth with a recurringProcessingModel');
+      return card;
+    }
     const number = (method.encryptedCardNumber ?? method.number ?? '').replace(/^test_/, '');
     if (!/^\d{12,19}$/.test(number)) return error(422, '101', 'Invalid card number');
+    if (body.storePaymentMethod && (!body.shopperReference || !body.recurringProcessingModel)) return error(422, '130', 'Storing a card needs a shopperReference and a recurringProcessingModel');
+    return { number, holderName: method.holderName ?? '' };
+  };
+
+  /**
+   * An authorised card's additionalData and paymentMethod as v72 answers them: the network
+   * transaction id, the card's summary and expiry, and, when asked to store it, the shopper and
+   * the stored payment method id.
+   */
+  const cardAnswer = (body: Types.checkout.PaymentRequest, card: StoredCard) => {
+    const additionalData: Record<string, string> = { networkTxReference: networkTxReference(), cardSummary: card.number.slice(-4), expiryDate: '3/2030' };
+    if (body.storePaymentMethod && body.shopperReference) {
+      const cards = stored.get(body.shopperReference) ?? new Map<string, StoredCard>();
+      const id = [...cards].find(([, kept]) => kept.number === card.number && kept.holderName === card.holderName)?.[0] ?? pspReference();
+      cards.set(id, card);
+      stored.set(body.shopperReference, cards);
+      Object.assign(additionalData, { 'tokenization.shopperReference': body.shopperReference, 'tokenization.storedPaymentMethodId': id, 'tokenization.store.operationType': 'created' });
+    }
+    return { additionalData, paymentMethod: { type: 'scheme', brand: card.number.startsWith('5') ? 'mc' : 'visa' } };
+  };
+
+  const pay = (body: Types.checkout.PaymentRequest): Answer => {
+    const card = cardOf(body);
+    if ('status' in card) return card;
     made += 1;
-    const holderName = method.holderName ?? '';
+    const holderName = card.holderName;
     const payment: HeldPayment = { pspReference: pspReference(), merchantReference: body.reference, value: body.amount.value, currency: body.amount.currency, holderName, authorised: false, capturedMinor: 0, refundedMinor: 0 };
     payments.set(payment.pspReference, payment);
     const common = { pspReference: payment.pspReference, merchantReference: body.reference, amount: body.amount };
@@ -117,7 +162,7 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
     payment.authorised = true;
     if (body.additionalData?.manualCapture !== 'true') payment.capturedMinor = payment.value;
     notify('AUTHORISATION', payment, { pspReference: payment.pspReference, value: payment.value, success: true, original: false });
-    return { status: 200, body: { ...common, resultCode: 'Authorised' } };
+    return { status: 200, body: { ...common, resultCode: 'Authorised', ...cardAnswer(body, card) } };
   };
 
   const modify = (kind: 'captures' | 'cancels' | 'refunds', payment: HeldPayment, body: { amount?: { value: number; currency: string }; reference?: string }): Answer => {

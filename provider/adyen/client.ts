@@ -15,7 +15,7 @@ import {
   type VoidChargeRequest,
 } from '../types';
 import { verifyAdyenNotificationBatch, verifyAdyenWebhook } from './webhook';
-import { adyenPaymentMethod, chargeFromPayment } from './wire';
+import { adyenPaymentMethod, chargeFromPayment, parseAdyenSavedCardToken } from './wire';
 
 /** Where the official library sends every Checkout call (its API_BASEPATH): our client sends it to the connection's URL instead. */
 const LIBRARY_CHECKOUT_BASE = 'https://checkout-test.adyen.com';
@@ -108,14 +108,11 @@ export class AdyenProvider implements PaymentProvider {
   }
 
   async createCharge(request: CreateChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
-    const paymentMethod = adyenPaymentMethod(request.paymentMethod);
-    if (!paymentMethod) throw new ProviderRejectedError(`adyen: no Adyen test card for payment method "${request.paymentMethod}"`, 400, 'invalid_payment_method');
     const body: Types.checkout.PaymentRequest = {
       merchantAccount: this.config.merchantAccount,
       amount: { value: request.amountMinor, currency: request.currency.toUpperCase() },
       reference: request.reference,
-      paymentMethod,
-      shopperInteraction: adyen.Types.checkout.PaymentRequest.ShopperInteractionEnum.Ecommerce,
+      ...this.chargedMethod(request),
       // A manual capture is asked for per payment; otherwise the account's automatic capture applies.
       ...(request.capture ? {} : { additionalData: { manualCapture: 'true' } }),
       // Adyen's model requires it; a card without 3-D Secure never goes there.
@@ -123,6 +120,42 @@ export class AdyenProvider implements PaymentProvider {
     };
     const payment = await this.checkout.PaymentsApi.payments(body, this.options(request.idempotencyKey, options));
     return chargeFromPayment(payment, request);
+  }
+
+  /**
+   * What the payment charges, and how: a saved card by its stored payment method id and shopper,
+   * merchant-initiated (`ContAuth`, unscheduled card on file); a card to store for later charges
+   * without the customer, stored for a shopper of its own (our payment id, so a replay stores it
+   * for the same one; `storePaymentMethod`, the customer present: `Ecommerce`, the first of an
+   * unscheduled card-on-file chain); else the test card alone. Adyen takes another processor's
+   * network transaction id only with the card's full number (its `networkTxReference` with
+   * card details), which we never hold: such a saved card is refused, nothing charged (the kind
+   * says networkTransactionIds: false, and routing sends it elsewhere).
+   */
+  private chargedMethod(request: CreateChargeRequest): Pick<Types.checkout.PaymentRequest, 'paymentMethod' | 'shopperInteraction' | 'shopperReference' | 'storePaymentMethod' | 'recurringProcessingModel'> {
+    const { ShopperInteractionEnum, RecurringProcessingModelEnum } = adyen.Types.checkout.PaymentRequest;
+    const saved = request.savedMethod;
+    if (saved) {
+      if (saved.token === null) throw new ProviderRejectedError('Adyen cannot charge a card saved at another PSP by its network transaction id without the card number', 400, 'network_transaction_id_unsupported');
+      const stored = parseAdyenSavedCardToken(saved.token);
+      if (!stored) throw new ProviderRejectedError(`"${saved.token}" is not a card stored at Adyen (shopperReference/storedPaymentMethodId)`, 400, 'invalid_saved_card_token');
+      return {
+        paymentMethod: { type: adyen.Types.checkout.CardDetails.TypeEnum.Scheme, storedPaymentMethodId: stored.storedPaymentMethodId },
+        shopperReference: stored.shopperReference,
+        shopperInteraction: ShopperInteractionEnum.ContAuth,
+        recurringProcessingModel: RecurringProcessingModelEnum.UnscheduledCardOnFile,
+      };
+    }
+    const paymentMethod = adyenPaymentMethod(request.paymentMethod);
+    if (!paymentMethod) throw new ProviderRejectedError(`adyen: no Adyen test card for payment method "${request.paymentMethod}"`, 400, 'invalid_payment_method');
+    if (request.setupFutureUsage !== 'off_session') return { paymentMethod, shopperInteraction: ShopperInteractionEnum.Ecommerce };
+    return {
+      paymentMethod,
+      shopperInteraction: ShopperInteractionEnum.Ecommerce,
+      shopperReference: request.reference,
+      storePaymentMethod: true,
+      recurringProcessingModel: RecurringProcessingModelEnum.UnscheduledCardOnFile,
+    };
   }
 
   /** Adyen has no lookup by our key: its kind replays the request instead (the steps never call this). */

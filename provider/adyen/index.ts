@@ -22,7 +22,9 @@ export const adyen = defineProviderKind({
   }),
   // No lookup by our key: a lost answer is resolved by the same request under its Idempotency-Key.
   // Captures, cancels and refunds are answered `received` and confirmed by notification, in batches.
-  capabilities: { balanceReport: false, unknownOutcome: 'replay', modifications: 'notified', notifications: 'batch', savedMethods: false, networkTransactionIds: false },
+  // Cards are stored per shopper (storePaymentMethod) and charged by their stored id (ContAuth);
+  // another processor's network transaction id needs the card's full number, which we never hold.
+  capabilities: { balanceReport: false, unknownOutcome: 'replay', modifications: 'notified', notifications: 'batch', savedMethods: true, networkTransactionIds: false },
   async createClient(settings, { timeoutMs }) {
     const { AdyenProvider } = await import('./client');
     return new AdyenProvider({ baseUrl: settings.url, apiKey: settings.apiKey, merchantAccount: settings.merchantAccount, hmacKey: settings.hmacKey, timeoutMs });

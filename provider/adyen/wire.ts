@@ -38,6 +38,43 @@ export function adyenPaymentMethod(paymentMethod: string): PaymentRequest['payme
   };
 }
 
+/**
+ * Our token of a card Adyen stored (storePaymentMethod): the shopper it is stored for and its
+ * stored payment method id, both of which Adyen's charge by the token names.
+ */
+export function adyenSavedCardToken(shopperReference: string, storedPaymentMethodId: string): string {
+  return `${shopperReference}/${storedPaymentMethodId}`;
+}
+
+/** The shopper and stored payment method id of our token; null for a token that is not Adyen's. */
+export function parseAdyenSavedCardToken(token: string): { shopperReference: string; storedPaymentMethodId: string } | null {
+  const match = /^([^/]+)\/([^/]+)$/.exec(token);
+  return match ? { shopperReference: match[1]!, storedPaymentMethodId: match[2]! } : null;
+}
+
+/**
+ * The card as Adyen can charge it again, from an authorised payment's additionalData (v72's
+ * keys, ResponseAdditionalDataCommon and ResponseAdditionalDataCard): the network transaction id
+ * (`networkTxReference`), the card (`paymentMethod.brand`, `cardSummary`, `expiryDate` as
+ * `3/2030`), and our token when Adyen stored it (`tokenization.shopperReference` and
+ * `tokenization.storedPaymentMethodId`). null when any of the card's fields is missing.
+ */
+export function savedCardOfPayment(payment: PaymentResponse): ProviderCharge['savedCard'] {
+  const data = payment.additionalData ?? {};
+  const networkTransactionId = data['networkTxReference'];
+  const brand = payment.paymentMethod?.brand;
+  const last4 = data['cardSummary'];
+  const expiry = /^(\d{1,2})\/(\d{4})$/.exec(data['expiryDate'] ?? '');
+  if (!networkTransactionId || !brand || !last4 || !expiry) return null;
+  const shopper = data['tokenization.shopperReference'];
+  const stored = data['tokenization.storedPaymentMethodId'];
+  return {
+    token: shopper && stored ? adyenSavedCardToken(shopper, stored) : null,
+    networkTransactionId,
+    card: { brand, last4, expMonth: Number(expiry[1]), expYear: Number(expiry[2]) },
+  };
+}
+
 /** Adyen's refusal reason codes (resultCode `Refused`) in our decline codes; any other is `card_declined`. */
 const declineCodes: Readonly<Record<string, string>> = {
   '5': 'card_declined', // Blocked card
@@ -63,8 +100,11 @@ export function chargeFromPayment(payment: PaymentResponse, request: { amountMin
     reference: payment.merchantReference ?? request.reference,
   };
   switch (String(payment.resultCode)) {
-    case 'Authorised':
-      return request.capture ? { ...base, status: 'succeeded', amountCapturedMinor: base.amountMinor } : { ...base, status: 'requires_capture' };
+    case 'Authorised': {
+      const savedCard = savedCardOfPayment(payment);
+      const authorised = savedCard ? { ...base, savedCard } : base;
+      return request.capture ? { ...authorised, status: 'succeeded', amountCapturedMinor: base.amountMinor } : { ...authorised, status: 'requires_capture' };
+    }
     case 'Refused':
     case 'Cancelled':
       return {

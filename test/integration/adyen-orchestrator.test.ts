@@ -357,3 +357,49 @@ describe('a refund at a kind whose modifications are notified waits for the PSPâ
     expect(await posted(refundId)).toBe(0);
   });
 });
+
+describe('saved cards at adyen-test: stored on the first payment, charged off-session by the stored id', () => {
+  it('a payment with setup_future_usage saves the card (token shopperReference/storedPaymentMethodId, the double\'s network transaction id); an off-session payment charges it at adyen-test, one payment more at the PSP', async () => {
+    const customer = await api.post('/v1/customers', { email: 'jane@example.com' }, uniqueKey('cus'));
+    expect(customer.status, customer.text).toBe(201);
+    const first = await api.post('/v1/payments', body('pm_card_mastercard', { customer: customer.json.id, setup_future_usage: 'off_session' }), uniqueKey('pay'));
+    expect(first.status, first.text).toBe(201);
+    expect(first.json).toMatchObject({ status: 'succeeded', provider: 'adyen-test' });
+    const method = await eventually(async () => (await api.get(`/v1/customers/${customer.json.id}/payment_methods`)).json.data[0] ?? null);
+    expect(method).toMatchObject({ customer: customer.json.id, card: { brand: 'mc', last4: '1115', exp_month: 3, exp_year: 2030 } });
+    const [stored] = await stack.sql<{ provider_tokens: Record<string, string>; network_transaction_id: string }[]>`
+      SELECT provider_tokens, network_transaction_id FROM payment_methods WHERE id = ${method.id}`;
+    // Stored for a shopper of its own: the first payment's id.
+    expect(stored!.provider_tokens).toEqual({ 'adyen-test': expect.stringMatching(new RegExp(`^${first.json.id}/[0-9A-F]{16}$`)) });
+    expect(stored!.network_transaction_id).toMatch(/^\d{15}$/);
+
+    const before = double.paymentsMade();
+    const later = await api.post('/v1/payments', body(method.id, { customer: customer.json.id, off_session: true }), uniqueKey('pay'));
+    expect(later.status, later.text).toBe(201);
+    expect(later.json).toMatchObject({ status: 'succeeded', provider: 'adyen-test', payment_method: method.id, amount_captured_minor: 2500 });
+    expect(later.json.provider_charge_id).not.toBe(first.json.provider_charge_id);
+    expect(double.paymentsMade()).toBe(before + 1);
+  });
+});
+
+describe('a card saved elsewhere, routed to adyen-test first', () => {
+  it('routing skips adyen-test (no stored id of the card, and it takes no other processor\'s network transaction id): the PSP that saved it charges it, nothing reaches Adyen', async () => {
+    const elsewhere = await stack.createTenant('adyen-saved-elsewhere');
+    const client = apiClient(stack.apiUrl, elsewhere.apiKey);
+    routes.set(elsewhere.id, ['sandbox', 'adyen-test']);
+    const customer = await client.post('/v1/customers', { email: 'jane@example.com' }, uniqueKey('cus'));
+    const first = await client.post('/v1/payments', body('pm_card_visa', { customer: customer.json.id, setup_future_usage: 'off_session' }), uniqueKey('pay'));
+    expect(first.status, first.text).toBe(201);
+    expect(first.json).toMatchObject({ status: 'succeeded', provider: 'sandbox' });
+    const method = await eventually(async () => (await client.get(`/v1/customers/${customer.json.id}/payment_methods`)).json.data[0] ?? null);
+
+    routes.set(elsewhere.id, ['adyen-test', 'sandbox']);
+    const before = double.paymentsMade();
+    const later = await client.post('/v1/payments', body(method.id, { customer: customer.json.id, off_session: true }), uniqueKey('pay'));
+    expect(later.status, later.text).toBe(201);
+    expect(later.json).toMatchObject({ status: 'succeeded', provider: 'sandbox', payment_method: method.id });
+    const got = await client.get(`/v1/payments/${later.json.id}`);
+    expect(got.json.attempts).toMatchObject([{ attempt: 1, provider: 'sandbox', outcome: 'succeeded' }]);
+    expect(double.paymentsMade()).toBe(before);
+  });
+});

@@ -130,3 +130,50 @@ describe('the adyen kind against its double', () => {
     expect(refused).toEqual([]);
   });
 });
+
+describe('saved cards at the adyen kind (storePaymentMethod, then ContAuth by the stored id)', () => {
+  const saveCard = (paymentMethod: string) => {
+    n += 1;
+    return provider.createCharge({ idempotencyKey: `pay_${n}:charge`, amountMinor: 900, currency: 'EUR', paymentMethod, capture: true, reference: `pay_${n}`, setupFutureUsage: 'off_session' });
+  };
+  const chargeSaved = (savedMethod: { token: string | null; networkTransactionId: string; card: { brand: string; last4: string; expMonth: number; expYear: number } }) => {
+    n += 1;
+    return provider.createCharge({ idempotencyKey: `pay_${n}:charge`, amountMinor: 700, currency: 'EUR', paymentMethod: 'pm_card_visa', capture: true, reference: `pay_${n}`, offSession: true, savedMethod });
+  };
+
+  it('a payment that stores the card answers our token (its shopper and stored id), the network transaction id and the card; the stored card is charged by that token, merchant-initiated', async () => {
+    const first = await saveCard('pm_card_mastercard');
+    expect(first.status).toBe('succeeded');
+    expect(first.savedCard).toMatchObject({ token: `${first.reference}/${first.savedCard!.token!.split('/')[1]}`, card: { brand: 'mc', last4: '1115', expMonth: 3, expYear: 2030 } });
+    expect(first.savedCard!.networkTransactionId).toMatch(/^\d{15}$/);
+    const again = await chargeSaved(first.savedCard!);
+    expect(again).toMatchObject({ status: 'succeeded', amountMinor: 700, amountCapturedMinor: 700 });
+    expect(again.id).not.toBe(first.id);
+    // A payment that does not store the card still reports the network transaction id, with no token.
+    const plain = await charge('pm_card_visa');
+    expect(plain.savedCard).toMatchObject({ token: null, card: { brand: 'visa', last4: '1111' } });
+  });
+
+  it('refused, nothing charged: another processor\'s network transaction id (no token), a token not of Adyen\'s shape, a stored id of another shopper', async () => {
+    const first = await saveCard('pm_card_visa');
+    const made = double.paymentsMade();
+    const card = first.savedCard!;
+    await expect(chargeSaved({ ...card, token: null })).rejects.toMatchObject({ code: 'network_transaction_id_unsupported' });
+    await expect(chargeSaved({ ...card, token: 'cus_1' })).rejects.toMatchObject({ code: 'invalid_saved_card_token' });
+    const [, storedId] = card.token!.split('/');
+    await expect(chargeSaved({ ...card, token: `someone_else/${storedId}` })).rejects.toBeInstanceOf(ProviderRejectedError);
+    expect(double.paymentsMade()).toBe(made);
+  });
+
+  it('the double refuses what the library\'s PaymentRequest does not carry, and a store or stored charge without its shopper', async () => {
+    const post = (body: Record<string, unknown>) =>
+      fetch(`${double.url}/v72/payments`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-API-Key': apiKey }, body: JSON.stringify({ merchantAccount, amount: { value: 100, currency: 'EUR' }, reference: 'raw', returnUrl: '', ...body }) }).then(async (r) => ({ status: r.status, body: (await r.json()) as { errorCode?: string; resultCode?: string } }));
+    const card = { type: 'scheme', encryptedCardNumber: 'test_4111111111111111', holderName: 'Test Shopper' };
+    expect(await post({ paymentMethod: card, storePaymentMethod: true, shopperReference: 'shopper_1', recurringProcessingModel: 'UnscheduledCardOnFile', shopperInteraction: 'Ecommerce' })).toMatchObject({ status: 200, body: { resultCode: 'Authorised' } });
+    // Not fields of PaymentRequest: Stripe's names are refused by Adyen's parser.
+    expect(await post({ paymentMethod: card, setup_future_usage: 'off_session' })).toMatchObject({ status: 400, body: { errorCode: '702' } });
+    expect(await post({ paymentMethod: { ...card, network_transaction_id: '123' } })).toMatchObject({ status: 400, body: { errorCode: '702' } });
+    expect(await post({ paymentMethod: card, storePaymentMethod: true })).toMatchObject({ status: 422 });
+    expect(await post({ paymentMethod: { type: 'scheme', storedPaymentMethodId: 'X' }, shopperInteraction: 'ContAuth', recurringProcessingModel: 'UnscheduledCardOnFile' })).toMatchObject({ status: 422 });
+  });
+});

@@ -10,6 +10,7 @@ describe('the capability × kind table', () => {
     expect(shown, 'regenerate it with capabilityTable() (provider/registry.ts)').toBe(capabilityTable());
     expect(capabilityTable()).toContain('| `unknownOutcome` | `replay` | `lookup` | `lagging-lookup` |');
     expect(capabilityTable()).toContain('| `networkTransactionIds` | no | yes | no |');
+    expect(capabilityTable()).toContain('| `savedMethods` | yes | yes | yes |');
   });
 
   it('docs/CONTRACT.md §2.1 shows each kind\'s test payment methods as its descriptor maps them', () => {
