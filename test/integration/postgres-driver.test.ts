@@ -45,14 +45,16 @@ function transactionWhoseBackendDies(databaseUrl: string): Promise<Outcome> {
     const sql = postgres(url, { max: 1, onnotice() {} });
     const killer = postgres(url, { max: 1 });
     let pid = null;
+    // Its outcome is taken at once: the close can reach this process before the killer's answer
+    // does, and a rejection with no handler yet would end the process by itself.
     const transaction = sql.begin(async (tx) => {
       const [row] = await tx\`SELECT pg_backend_pid() AS pid\`;
       pid = row.pid;
       await tx\`SELECT pg_sleep(5)\`;
-    });
+    }).then(() => 'committed', (error) => error.code);
     while (pid === null) await new Promise((resolve) => setTimeout(resolve, 20));
     await killer\`SELECT pg_terminate_backend(\${pid})\`;
-    console.log('transaction: ' + (await transaction.then(() => 'committed', (error) => error.code)));
+    console.log('transaction: ' + (await transaction));
     await new Promise((resolve) => setTimeout(resolve, 500));
     console.log('next query: ' + (await sql\`SELECT 1 AS one\`.then(([row]) => row.one, (error) => 'failed ' + error.code)));
     await sql.end();
