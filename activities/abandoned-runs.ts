@@ -5,6 +5,7 @@ import { answerAbandonedRun, endWaitOfClosedRun, operationKindOfOperation, opera
 import { providerSubKey } from '../shared/keys';
 import type { Logger } from '../lib/logger';
 import type { PaymentProvider } from '../provider/types';
+import { capabilitiesOf } from '../provider/registry';
 import { chargeStates, statusesAccepting } from '../domain/payments';
 
 /**
@@ -134,6 +135,10 @@ export class AbandonedRunSweeper {
     // At the PSP holding the payment (payments.provider; none recorded: the default).
     const provider = (payment.provider !== null && this.deps.providers?.[payment.provider]) || this.deps.provider;
     let charge;
+    if (!capabilitiesOf(provider).chargeSearch) {
+      logger.warn({ payment_id: payment.id }, 'the PSP has no search by our reference; the payment is flagged without it');
+      return { voided: false };
+    }
     try {
       const charges = await provider.listChargesByReference(payment.id);
       charge = charges.find((c) => c.id === payment.provider_charge_id) ?? charges[0] ?? null;
@@ -160,6 +165,11 @@ export class AbandonedRunSweeper {
     const providers = this.deps.providers ? Object.values(this.deps.providers) : [this.deps.provider];
     let unknown = false;
     for (const provider of providers) {
+      // A PSP without search by our reference cannot say: the payment is flagged.
+      if (!capabilitiesOf(provider).chargeSearch) {
+        unknown = true;
+        continue;
+      }
       try {
         const charges = await provider.listChargesByReference(paymentId);
         if (charges.some((charge) => charge.status === 'succeeded' || charge.status === 'requires_capture')) return true;

@@ -1,17 +1,17 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
 import type { Db, Sql } from '../db/connect';
-import { applyDisputeReport, findDispute, stageEvidence, storedEvidence, type AppliedDispute } from '../db/disputes';
+import { applyDisputeReport, findDispute, recordedProviderDispute, stageEvidence, storedEvidence, type AppliedDispute } from '../db/disputes';
 import { completeRecord } from '../db/idempotency-records';
 import { errorResponse, type FinalResponse } from '../domain/errors';
-import { disputeLossLines, disputeReinstatementLines, disputeWithdrawalLines, postTransaction, type LedgerAccounts } from '../db/ledger';
+import { disputeLossLines, disputeReinstatementLines, disputeWithdrawalLines, isPosted, postTransaction, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
-import { isDisputeClosed, type DisputeStage, type DisputeStatus } from '../domain/disputes';
+import { isDisputeClosed, withdrawsFunds, type DisputeStage, type DisputeStatus } from '../domain/disputes';
 import { disputeResource, type DisputeRow } from '../domain/resources';
-import { UnknownProviderError, type ProviderRegistry } from '../provider/registry';
+import { capabilitiesOf, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
 import type { DisputeProvider, ProviderDispute } from '../provider/types';
 import type { ScopedKey } from '../shared/definitions';
 import { refundSummary, type DisputeEventType, type DisputeReport, type DisputeStanding } from '../shared/disputes';
-import { businessEventKey } from '../shared/keys';
+import { businessEventKey, type DisputeMoneyFact } from '../shared/keys';
 import { isRetryAttempt, providerCall } from './provider-steps';
 import { step, workflowId } from './record-step';
 
@@ -43,13 +43,15 @@ const disputeEvent = (tx: Db, row: DisputeRow, type: DisputeEventType, detail = 
   insertEvent(tx, { tenantId: row.tenant_id, type, eventKey: businessEventKey.disputeEvent(row.id, type, detail), object: disputeResource(row) });
 
 /** Posts one of the dispute's money facts; true when it was posted now (not before). */
-function postDisputeMoney(tx: Db, accounts: LedgerAccounts, row: DisputeRow, fact: 'withdrawal' | 'reinstatement' | 'loss'): Promise<boolean> {
+function postDisputeMoney(tx: Db, accounts: LedgerAccounts, row: DisputeRow, fact: DisputeMoneyFact): Promise<boolean> {
   const lines =
     fact === 'withdrawal'
       ? disputeWithdrawalLines(row.currency, row.amount_minor, row.fee_minor)
-      : fact === 'reinstatement'
-        ? disputeReinstatementLines(row.currency, row.amount_minor)
-        : disputeLossLines(row.currency, row.amount_minor);
+      : fact === 'second_withdrawal'
+        ? disputeWithdrawalLines(row.currency, row.amount_minor, 0)
+        : fact === 'reinstatement'
+          ? disputeReinstatementLines(row.currency, row.amount_minor)
+          : disputeLossLines(row.currency, row.amount_minor);
   return postTransaction(
     tx,
     { tenantId: row.tenant_id, eventKey: businessEventKey.disputeMoney(row.id, fact), paymentId: row.payment_id, disputeId: row.id, description: `dispute ${row.id} ${fact}`, lines },
@@ -61,22 +63,27 @@ function postDisputeMoney(tx: Db, accounts: LedgerAccounts, row: DisputeRow, fac
  * Everything that follows from the dispute standing where it does now, each fact once: a
  * chargeback withdrew its funds (even when the report that says so is the one that also closes
  * it: a lost webhook skips no money), a won chargeback reinstated them, a lost one wrote the
- * claim off; and the events of each, the dispute's creation and its closing.
+ * claim off; a second round (pre-arbitration) lost after the chargeback was won withdrew the
+ * reinstated amount again before writing it off; and the events of each, the dispute's creation
+ * and its closing (again for a second round).
  */
 async function recordFacts(tx: Db, accounts: LedgerAccounts, applied: AppliedDispute): Promise<void> {
   const { row, before } = applied;
+  const round = row.stage === 'pre_arbitration' ? 'pre_arbitration' : '';
   if (before === null) await disputeEvent(tx, row, 'dispute.created');
-  if (row.stage === 'chargeback' && (await postDisputeMoney(tx, accounts, row, 'withdrawal'))) await disputeEvent(tx, row, 'dispute.funds_withdrawn');
+  if (withdrawsFunds(row.stage) && (await postDisputeMoney(tx, accounts, row, 'withdrawal'))) await disputeEvent(tx, row, 'dispute.funds_withdrawn');
   if (row.status === 'under_review') await disputeEvent(tx, row, 'dispute.updated', `${row.stage}:under_review`);
   if (!isDisputeClosed(row.status)) return;
-  if (row.stage === 'chargeback') {
+  if (withdrawsFunds(row.stage)) {
     if (row.status === 'won') {
       if (await postDisputeMoney(tx, accounts, row, 'reinstatement')) await disputeEvent(tx, row, 'dispute.funds_reinstated');
     } else {
+      const reinstated = round !== '' && (await isPosted(tx, row.tenant_id, businessEventKey.disputeMoney(row.id, 'reinstatement')));
+      if (reinstated && (await postDisputeMoney(tx, accounts, row, 'second_withdrawal'))) await disputeEvent(tx, row, 'dispute.funds_withdrawn', round);
       await postDisputeMoney(tx, accounts, row, 'loss');
     }
   }
-  await disputeEvent(tx, row, 'dispute.closed');
+  await disputeEvent(tx, row, 'dispute.closed', round);
 }
 
 /**
@@ -101,9 +108,17 @@ async function submittedWith(disputes: DisputeProvider, disputeId: string, evide
   return Object.entries(evidence).every(([field, value]) => held[field] === value) ? dispute : null;
 }
 
-export function createDisputeSteps(sql: Sql, accounts: LedgerAccounts) {
+/** Whether the named PSP's disputes are known only by their notifications (its kind's disputeSource); false for a name not configured. */
+const disputesNotifiedAt = (registry: ProviderRegistry | undefined, provider: string): boolean =>
+  registry?.has(provider) === true && capabilitiesOf(registry.get(provider)).disputeSource === 'notification';
+
+/** `registry`: the worker's PSPs, whose kinds say how a dispute's run learns where it stands (absent: every PSP is read). */
+export function createDisputeSteps(sql: Sql, accounts: LedgerAccounts, registry?: ProviderRegistry) {
   return {
-    /** Records the PSP's word on the run's dispute (forward only) and what follows from it. */
+    /**
+     * Records the PSP's word on the run's dispute (forward only) and what follows from it. The
+     * standing says when the PSP has no read of a dispute (`disputeSource`): the run then never asks it.
+     */
     async recordDisputeReport(input: { provider: string; report: DisputeReport }): Promise<DisputeStanding> {
       const { dispute } = input.report;
       const applied = await step(sql, async (tx) => {
@@ -113,7 +128,8 @@ export function createDisputeSteps(sql: Sql, accounts: LedgerAccounts) {
       });
       if (!applied) log.warn('dispute for a charge no payment here has; nothing recorded', { provider: input.provider, provider_dispute_id: dispute.id, charge_id: dispute.chargeId });
       else if (applied.before === null) log.info('dispute recorded', { dispute_id: applied.row.id, payment_id: applied.row.payment_id, stage: applied.row.stage, status: applied.row.status });
-      return standingOf(applied);
+      const standing = standingOf(applied);
+      return disputesNotifiedAt(registry, input.provider) ? { ...standing, disputeSource: 'notification' } : standing;
     },
 
     /**
@@ -189,18 +205,35 @@ export function createDisputeProviderSteps(registry: ProviderRegistry, sql: Sql)
     if (!disputes) throw ApplicationFailure.nonRetryable(`provider ${name} does not support disputes`, 'DisputesUnsupported');
     return disputes;
   };
+  /** The dispute as we recorded it, and its evidence so far: a PSP without a read of its disputes answers its commands with it, moved on. */
+  const recorded = async (provider: string, providerDisputeId: string) => {
+    const known = await recordedProviderDispute(sql, provider, providerDisputeId);
+    if (!known) throw ApplicationFailure.nonRetryable(`dispute ${providerDisputeId} at ${provider} is not recorded`, 'DisputeUnknown');
+    return known;
+  };
   return {
-    /** The dispute as the PSP holds it now. */
+    /**
+     * The dispute as the PSP holds it now. A PSP without a read of its disputes (disputeSource
+     * `notification`) is not asked: the dispute as its notifications left it, as we recorded it.
+     */
     async retrieveDispute(input: { provider: string; providerDisputeId: string }): Promise<ProviderDispute> {
-      return providerCall((signal) => disputesAt(input.provider).retrieveDispute(input.providerDisputeId, { signal }));
+      const disputes = disputesAt(input.provider);
+      if (disputesNotifiedAt(registry, input.provider)) return (await recorded(input.provider, input.providerDisputeId)).dispute;
+      return providerCall((signal) => disputes.retrieveDispute(input.providerDisputeId, { signal }));
     },
     /**
-     * Concedes the dispute under its sub-key. A retry looks first: a dispute already lost is
-     * what the concession asked for (the PSP may have forgotten the key of the attempt whose
-     * answer was lost, and would refuse the repeat as not open).
+     * Concedes the dispute under its sub-key. A retry looks first where the PSP can be read: a
+     * dispute already lost is what the concession asked for (the PSP may have forgotten the key
+     * of the attempt whose answer was lost, and would refuse the repeat as not open). Where it
+     * cannot (disputeSource `notification`), the retry is the same request, which the PSP replays
+     * under its key, and the answer is the dispute as recorded, closed.
      */
     async closeDispute(input: { provider: string; providerDisputeId: string; subKey: string }): Promise<ProviderDispute> {
       const disputes = disputesAt(input.provider);
+      if (disputesNotifiedAt(registry, input.provider)) {
+        const known = await recorded(input.provider, input.providerDisputeId);
+        return providerCall((signal) => disputes.closeDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId, recorded: known.dispute }, { signal }));
+      }
       if (isRetryAttempt()) {
         const now = await providerCall((signal) => disputes.retrieveDispute(input.providerDisputeId, { signal }));
         if (now.status === 'lost') return now;
@@ -220,6 +253,13 @@ export function createDisputeProviderSteps(registry: ProviderRegistry, sql: Sql)
     ): Promise<ProviderDispute> {
       const evidence = 'evidenceOf' in input ? await evidenceOf(sql, input.evidenceOf) : input.evidence;
       const disputes = disputesAt(input.provider);
+      if (disputesNotifiedAt(registry, input.provider)) {
+        // No read to look at: the same requests again, which the PSP replays under their keys.
+        // It holds what it was last sent (no merge of its own): the evidence staged so far goes with this one.
+        const known = await recorded(input.provider, input.providerDisputeId);
+        const all = { ...known.evidence, ...evidence };
+        return providerCall((signal) => disputes.updateDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId, evidence: all, submit: input.submit, recorded: known.dispute }, { signal }));
+      }
       if (input.submit && isRetryAttempt()) {
         const submitted = await providerCall((signal) => submittedWith(disputes, input.providerDisputeId, evidence, signal));
         if (submitted) return submitted;

@@ -35,6 +35,8 @@ export interface ActivityDeps {
   retentionSeconds?: number;
   /** The settings of dispute workflows the reconciliation starts (DISPUTE_REMINDER_SECONDS, DISPUTE_POLL_SECONDS). */
   disputeTimes?: DisputeTimes;
+  /** Our return route's URL for a payment (API_PUBLIC_URL): where a PSP whose challengeReturn is `orchestrator` sends the customer back. */
+  returnRoute?: (paymentId: string) => string;
 }
 
 /**
@@ -59,11 +61,11 @@ export function createActivities(deps: ActivityDeps) {
     ...createRecoverySteps(deps.sql),
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
     ...createLateChargeSteps(deps.sql, deps.metrics),
-    ...createDisputeSteps(deps.sql, accounts),
+    ...createDisputeSteps(deps.sql, accounts, deps.providers),
     ...createDisputeProviderSteps(deps.providers, deps.sql),
     ...createChargeEventSteps({ sql: deps.sql, providers: deps.providers, ...(deps.temporal ? { temporal: deps.temporal } : {}) }),
     ...createRouteSteps(routeDeps),
-    ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps), (reference) => currencyOfRefundReference(deps.sql, reference)),
+    ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps), (reference) => currencyOfRefundReference(deps.sql, reference), deps.returnRoute),
     ...jobs,
   };
 }

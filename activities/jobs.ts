@@ -4,7 +4,7 @@ import type { Sql } from '../db/connect';
 import { failRun } from '../db/reconciliation';
 import type { Logger } from '../lib/logger';
 import type { WorkerMetrics } from '../lib/metrics';
-import type { PaymentProvider, ProviderDispute } from '../provider/types';
+import { ProviderRejectedError, ProviderReportUnreadableError, type PaymentProvider, type ProviderDispute } from '../provider/types';
 import { JobFailureType } from '../shared/jobs';
 import type { ReconcileProviderInput, ReconciliationRunSummary } from '../shared/reconciliation';
 import type { LateChargeInput } from '../shared/payments';
@@ -51,6 +51,9 @@ export function createJobSteps(deps: JobDeps) {
         return await reconciliation.run(input, (details) => context.heartbeat(details), giveBack, startDispute);
       } catch (error) {
         if (error instanceof UnknownProviderError) throw ApplicationFailure.nonRetryable(error.message, JobFailureType.Misconfigured);
+        // A report that cannot be read, or a download the PSP refuses (credentials, role): the
+        // same read again cannot help, so the run fails now, for an operator.
+        if (error instanceof ProviderReportUnreadableError || error instanceof ProviderRejectedError) throw ApplicationFailure.nonRetryable(error.message, error.name);
         throw error;
       }
     },

@@ -9,7 +9,7 @@ import { startLateChargeWorkflow } from '../lib/late-charge';
 import { capabilitiesOf, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
 import type { ProviderCharge } from '../provider/types';
 import { FailureType } from '../shared/definitions';
-import { chargeReportSignal, type ChargeEventInput, type ChargeEventResult } from '../shared/payments';
+import { CANCEL_FAILED, chargeReportSignal, type ChargeEventInput, type ChargeEventResult } from '../shared/payments';
 import { JobFailureType } from '../shared/jobs';
 import { providerCall } from './provider-steps';
 
@@ -39,10 +39,10 @@ export function createChargeEventSteps(deps: { sql: Sql; providers: ProviderRegi
       if (!payment) throw ApplicationFailure.nonRetryable(`no payment ${input.paymentId} for the charge event ${input.eventId}`, 'PaymentMissing');
       const provider = providerNamed(deps.providers, input.provider);
       let charge: ProviderCharge;
-      if (input.charge && capabilitiesOf(provider).modifications === 'notified') {
+      const notified = input.charge !== undefined && input.charge !== null && capabilitiesOf(provider).modifications === 'notified';
+      if (input.charge && notified) {
         // The PSP's signed notification is its word on the charge: there is nothing to retrieve.
-        // A capture's names what it captured (part of the authorization, perhaps), not what was authorized.
-        charge = input.charge.status === 'succeeded' ? { ...input.charge, amountMinor: payment.amount_minor } : input.charge;
+        charge = notifiedCharge(input.charge, payment);
       } else {
         try {
           charge = await providerCall((signal) => provider.retrieveCharge(input.chargeId, { signal }));
@@ -63,13 +63,48 @@ export function createChargeEventSteps(deps: { sql: Sql; providers: ProviderRegi
       }
       const recorded = recordsCharge({ chargeId: payment.provider_charge_id, status: payment.status, amountCapturedMinor: payment.amount_captured_minor }, charge);
       await passOnToRun(sql, temporal, input, charge, recorded);
-      const lateCharge = chargeHoldsMoney(charge) && (await giveBackLateMoney(sql, temporal(), input));
+      // A notified cancel's outcome is awaited by the run that asked for it: the payment's (above), or its late charge's.
+      if (notified && isCancelOutcome(charge)) await passOnToLateChargeRun(temporal(), input, charge);
+      // A refused capture or cancel reports a modification a run asked for, not money that came late.
+      const lateCharge = chargeHoldsMoney(charge) && charge.declineCode === null && (await giveBackLateMoney(sql, temporal(), input, notified ? charge : undefined));
       return { disposition: 'forward', reason: null, lateCharge };
     },
   };
 }
 
 export type ChargeEventSteps = ReturnType<typeof createChargeEventSteps>;
+
+/**
+ * The charge as a notified kind's signed notification says it is. A capture's names what it
+ * captured (part of the authorization, perhaps), not what was authorized. An authorisation
+ * (`requires_capture` timestamped `authorizedAt`, no failed capture, no modification merely
+ * received) of an automatic-capture payment is its success: the PSP captures it itself and
+ * confirms nothing more (Adyen's automatic capture), e.g. a 3-D Secure payment decided by its
+ * AUTHORISATION.
+ */
+function notifiedCharge(reported: ProviderCharge, payment: { amount_minor: number; capture_method: string }): ProviderCharge {
+  if (reported.status === 'succeeded') return { ...reported, amountMinor: payment.amount_minor };
+  const authorisation = reported.status === 'requires_capture' && reported.declineCode === null && reported.received !== true && typeof reported.authorizedAt === 'string';
+  if (authorisation && payment.capture_method === 'automatic') return { ...reported, status: 'succeeded', amountCapturedMinor: reported.amountMinor, succeededAt: reported.authorizedAt ?? null };
+  return reported;
+}
+
+/** A void's outcome as the PSP reports it: canceled, or refused (still authorized, `cancel_failed`). */
+function isCancelOutcome(charge: ProviderCharge): boolean {
+  return charge.status === 'canceled' || (charge.status === 'requires_capture' && charge.declineCode === CANCEL_FAILED);
+}
+
+/**
+ * Passes a notified cancel's outcome to the late-charge run of the charge, if one runs: it voided
+ * the charge and waits for it. No such run (most often: the payment's own run voided it) is nothing.
+ */
+async function passOnToLateChargeRun(temporal: Client, input: ChargeEventInput, charge: ProviderCharge): Promise<void> {
+  try {
+    await temporal.workflow.getHandle(lateChargeWorkflowId(input.provider, input.chargeId)).signal(chargeReportSignal, { source: 'webhook', eventId: input.eventId, charge });
+  } catch (error) {
+    if (!(error instanceof WorkflowNotFoundError) && !/already completed/i.test(String((error as Error)?.message))) throw error;
+  }
+}
 
 /** The PSP client by its configured name; a name this worker has no client for fails the step for good. */
 function providerNamed(providers: ProviderRegistry, name: string) {
@@ -120,10 +155,12 @@ async function passOnToRun(sql: Sql, temporal: () => Client, input: ChargeEventI
  * waits for the payment to be final and gives nothing back if it succeeded. One workflow id per
  * charge, so every event of it starts it once. True when it runs for this charge.
  */
-async function giveBackLateMoney(sql: Sql, temporal: Client, input: ChargeEventInput): Promise<boolean> {
+async function giveBackLateMoney(sql: Sql, temporal: Client, input: ChargeEventInput, notifiedCharge: ProviderCharge | undefined): Promise<boolean> {
   const [payment] = await sql<{ status: PaymentStatus }[]>`SELECT status FROM payments WHERE id = ${input.paymentId}`;
   if (!payment || !(keepsNoMoney(payment.status) || payment.status === 'processing')) return false;
-  const started = await startLateChargeWorkflow(temporal, Context.current().info.taskQueue, { provider: input.provider, chargeId: input.chargeId, paymentId: input.paymentId, eventId: input.eventId });
+  // At a kind without retrieval the run acts on the signed notification's charge.
+  const lateCharge = { provider: input.provider, chargeId: input.chargeId, paymentId: input.paymentId, eventId: input.eventId, ...(notifiedCharge ? { charge: notifiedCharge } : {}) };
+  const started = await startLateChargeWorkflow(temporal, Context.current().info.taskQueue, lateCharge);
   if (started) log.info('late charge workflow started', { workflow_id: lateChargeWorkflowId(input.provider, input.chargeId), payment_status: payment.status });
   return true;
 }

@@ -1,7 +1,8 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { Db, Sql } from '../db/connect';
-import { lockPayment, transitionPayment, type PaymentChange } from '../db/payments';
+import { compensatedByRefund, lockPayment, transitionPayment, type PaymentChange } from '../db/payments';
+import { storedCompensationRefusal } from '../db/provider-events';
 import { eventOf, isOutcomePending } from '../domain/payments';
 import { completeRecord } from '../db/idempotency-records';
 import { captureLines, postTransaction, type LedgerAccounts } from '../db/ledger';
@@ -265,6 +266,8 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
     /**
      * A retry of a recovering payment failed (declined, or refused by the PSP): its attempt, where
      * the recovery stands now, and the event `payment.recovery_attempt_failed` (once per attempt).
+     * The payment is held where that retry went, as its charge (null: the retry made none there),
+     * so a recovery canceled or swept before its end names its latest charge, not its first.
      */
     async recordRecoveryAttempt(input: {
       paymentId: string;
@@ -278,7 +281,7 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
       await step(sql, async (tx) => {
         await finishAttempt(tx, input.paymentId, input.attempt, input.provider, { outcome: input.outcome, providerChargeId: input.providerChargeId, errorCode: input.errorCode });
         const [payment] = await tx<PaymentRow[]>`
-          UPDATE payments SET recovery = ${tx.json(input.recovery as never)}, updated_at = now()
+          UPDATE payments SET recovery = ${tx.json(input.recovery as never)}, provider = ${input.provider}, provider_charge_id = ${input.providerChargeId}, updated_at = now()
           WHERE id = ${input.paymentId} AND status = 'recovering' RETURNING *`;
         if (!payment) return;
         const type = 'payment.recovery_attempt_failed';
@@ -330,14 +333,21 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
       idempotency: ScopedKey;
     }): Promise<FinalResponse> {
       return step(sql, async (tx) => {
+        // The payment's row first: a refusal of its compensation's refund stored before this (Adyen's
+        // REFUND_FAILED, which the webhook route acts on only once the payment has failed) is read here.
+        const current = await lockPayment(tx, input.paymentId);
+        const refused = compensatedByRefund.includes(input.failure.code) && current.provider !== null && (await storedCompensationRefusal(tx, current.provider, input.paymentId));
+        const failure = refused
+          ? { code: 'compensation_failed', message: `${input.failure.message} Compensation FAILED, needs an operator: ${current.provider} then refused that refund; the customer's money may still be at the PSP.` }
+          : input.failure;
         const payment =
           (await transitionPayment(tx, input.paymentId, {
             status: 'failed',
             amountCapturedMinor: 0,
-            failure: input.failure,
-          })) ?? (await lockPayment(tx, input.paymentId));
+            failure,
+          })) ?? current;
         await paymentEvent(tx, payment, 'payment.failed');
-        const response = errorResponse('payment_failed', input.failure.message, { payment: paymentResource(payment) });
+        const response = errorResponse('payment_failed', failure.message, { payment: paymentResource(payment) });
         return recorded('payment', input.paymentId, 'failed', await completeRecord(tx, input.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, response));
       });
     },

@@ -3,6 +3,7 @@ import type { RoutePlan } from '../domain/payments-attempts';
 import type { FirstAttempt } from './routing';
 import type { SavedMethodCharge } from '../shared/customers';
 import type { RouteRequest } from '../shared/routing';
+import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
@@ -43,7 +44,7 @@ export async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>,
 }
 
 /** The provider calls that are one HTTP call each at the PSP: each gets its span. */
-const tracedCalls = new Set(['createCharge', 'findChargeByIdempotencyKey', 'listChargesByReference', 'captureCharge', 'voidCharge', 'createRefund', 'findRefundByIdempotencyKey', 'retrieveCharge', 'listBalanceTransactions']);
+const tracedCalls = new Set(['createCharge', 'findChargeByIdempotencyKey', 'listChargesByReference', 'captureCharge', 'voidCharge', 'createRefund', 'findRefundByIdempotencyKey', 'retrieveCharge', 'listBalanceTransactions', 'completeChallenge']);
 
 /**
  * The PSP `name` with a client span per call (docs/tracing.md): the PSP's name, the call and
@@ -172,6 +173,12 @@ export function createProviderSteps(
    * in workflow histories do not carry it.
    */
   currencyOfRefund?: (reference: string) => Promise<string | null>,
+  /**
+   * The URL of our return route for a payment (GET /return/{payment_id} under API_PUBLIC_URL):
+   * the returnUrl a charge at a kind whose challengeReturn is `orchestrator` sends, so the
+   * customer comes back to us before the merchant. Absent: the merchant's return_url.
+   */
+  returnRoute?: (paymentId: string) => string,
 ) {
   const registry = isProviderRegistry(providers) ? providers : providerRegistry({ sandbox: providers });
   /** The named PSP, or the default when none is named. A name no longer configured cannot be retried into existence. */
@@ -197,7 +204,7 @@ export function createProviderSteps(
         capture: input.capture,
         reference: input.paymentId,
         description: input.description,
-        returnUrl: input.returnUrl ?? null,
+        returnUrl: capabilitiesOf(provider).challengeReturn === 'orchestrator' && returnRoute ? returnRoute(input.paymentId) : (input.returnUrl ?? null),
         ...(input.offSession ? { offSession: true } : {}),
         ...(input.setupFutureUsage ? { setupFutureUsage: input.setupFutureUsage } : {}),
         ...(input.savedMethod ? { savedMethod: savedMethodAt(input.savedMethod, name) } : {}),
@@ -315,6 +322,24 @@ export function createProviderSteps(
     async retrieveCharge(input: ChargeStepInput): Promise<ProviderCharge> {
       const provider = at(input.provider);
       return providerCall((signal) => provider.retrieveCharge(input.chargeId, { signal }));
+    },
+
+    /**
+     * The customer is back from the challenge at a PSP whose challengeReturn is `orchestrator`:
+     * the PSP's details call with what the customer brought back answers the charge's outcome.
+     * One call per distinct result (its sub-key names the result's hash), replayed by the PSP
+     * under that key on a retry; a result the PSP refuses changes nothing.
+     */
+    async completeChallenge(input: ChargeStepInput & { redirectResult: string; amountMinor: number; currency: string; capture: boolean }): Promise<ProviderCharge> {
+      const provider = at(input.provider);
+      const complete = provider.completeChallenge?.bind(provider);
+      if (capabilitiesOf(provider).challengeReturn !== 'orchestrator' || !complete) {
+        throw ApplicationFailure.create({ type: FailureType.ProviderRejected, message: 'this PSP completes no challenge by a details call', nonRetryable: true, details: ['challenge_return_unsupported'] });
+      }
+      const idempotencyKey = providerSubKey.challengeReturn(input.paymentId, createHash('sha256').update(input.redirectResult).digest('hex'));
+      return providerCall((signal) =>
+        complete({ idempotencyKey, chargeId: input.chargeId, redirectResult: input.redirectResult, amountMinor: input.amountMinor, currency: input.currency, reference: input.paymentId, capture: input.capture }, { signal }),
+      );
     },
 
     /**

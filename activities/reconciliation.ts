@@ -23,6 +23,7 @@ import { keepsNoMoney } from '../domain/payments';
 import { paymentEventTypes, type LateChargeInput } from '../shared/payments';
 import type { ReconciliationRunSummary, TimeWindow } from '../shared/reconciliation';
 import { providerSubKey } from '../shared/keys';
+import { capabilitiesOf } from '../provider/registry';
 
 /**
  * How far beyond the window the PSP's report is read, on both sides. Our ledger books a
@@ -67,6 +68,7 @@ export interface OurSide {
 const disputeMoney = {
   dispute: { posted: (d: OurDispute) => d.ledger_withdrawal_minor, at: (d: OurDispute) => d.withdrawn_at },
   dispute_reversal: { posted: (d: OurDispute) => d.ledger_reinstatement_minor, at: (d: OurDispute) => d.reinstated_at },
+  dispute_second: { posted: (d: OurDispute) => d.ledger_second_withdrawal_minor, at: (d: OurDispute) => d.second_withdrawn_at },
 } as const;
 type DisputeLineType = keyof typeof disputeMoney;
 const isDisputeLine = (txn: ProviderBalanceTransaction): txn is ProviderBalanceTransaction & { type: DisputeLineType } => txn.type in disputeMoney;
@@ -122,6 +124,8 @@ const disputeFigures = (d: OurDispute): Figures => ({
   withdrawn_at: d.withdrawn_at?.toISOString() ?? null,
   ledger_reinstatement_minor: d.ledger_reinstatement_minor,
   reinstated_at: d.reinstated_at?.toISOString() ?? null,
+  ledger_second_withdrawal_minor: d.ledger_second_withdrawal_minor,
+  second_withdrawn_at: d.second_withdrawn_at?.toISOString() ?? null,
 });
 
 const liveChargeFigures = (c: ProviderCharge): Figures => ({
@@ -138,13 +142,14 @@ const liveChargeFigures = (c: ProviderCharge): Figures => ({
  * Compares one window of the PSP's balance transactions with our payments, refunds, disputes and
  * ledger, and returns every difference, at most one per (kind, subject). `transactions` are
  * the PSP's for the window and its margin; `chargesOf` looks a payment's charges up at the
- * PSP when the report has none of them (a last check before calling money missing).
+ * PSP when the report has none of them (a last check before calling money missing); null at a
+ * kind without chargeSearch: the report is the only word, and a capture it lacks is missing.
  */
 export async function compareWindow(
   window: { from: Date; to: Date },
   transactions: ProviderBalanceTransaction[],
   ours: OurSide,
-  chargesOf: (paymentId: string) => Promise<ProviderCharge[]>,
+  chargesOf: ((paymentId: string) => Promise<ProviderCharge[]>) | null,
   /**
    * Several PSPs: the one reconciled, and the default (where payments that record
    * none are). A payment held at another PSP is not expected here: a charge of it here is a
@@ -226,7 +231,7 @@ export async function compareWindow(
       if (!inWindow(reported.createdAt)) compareCapture(payment, { currency: reported.currency, amountMinor: reported.amountMinor, figures: chargeFigures(reported), chargeId: reported.chargeId });
       continue;
     }
-    const live = (await chargesOf(payment.id)).find((c) => c.id === payment.provider_charge_id);
+    const live = chargesOf === null ? undefined : (await chargesOf(payment.id)).find((c) => c.id === payment.provider_charge_id);
     if (!live) {
       add({ kind: 'missing_at_provider', subject: payment.id, paymentId: payment.id, refundId: null, providerReference: payment.provider_charge_id, ours: paymentFigures(payment), provider: null });
     } else if (live.status !== 'succeeded') {
@@ -350,7 +355,8 @@ export class Reconciliation {
     const transactions = await this.readReport(provider, window, heartbeat);
     const ours = await this.loadOurSide(identity.provider, window, transactions);
     const where = { provider: identity.provider, defaultProvider: this.deps.defaultProvider ?? Object.keys(this.deps.providers)[0]! };
-    const findings = await compareWindow(window, transactions, ours, (paymentId) => provider.listChargesByReference(paymentId), where);
+    const search = capabilitiesOf(provider).chargeSearch;
+    const findings = await compareWindow(window, transactions, ours, search ? (paymentId) => provider.listChargesByReference(paymentId) : null, where);
     this.countEffects(ours, transactions, window, where);
     await this.giveBackDuplicates(provider, identity.provider, where.defaultProvider, findings, ours);
 
@@ -384,7 +390,8 @@ export class Reconciliation {
       const started = await giveBackLateMoney({ provider: identity.provider, chargeId, paymentId: payment.id, eventId: `reconciliation:${run.id}` });
       logger.warn({ provider: identity.provider, run_id: run.id, payment_id: payment.id, charge_id: chargeId, started }, 'money kept at the PSP for a payment that ended without money: late charge workflow started');
     }
-    if (reportUnseenDispute && provider.disputes) {
+    // A PSP whose disputes are its notifications has no list of them: nothing to find there.
+    if (reportUnseenDispute && provider.disputes && capabilitiesOf(provider).disputeSource === 'retrieval') {
       for (const dispute of await this.unseenDisputes(provider.disputes, identity.provider, window, heartbeat)) {
         await reportUnseenDispute(dispute);
         logger.warn({ provider: identity.provider, run_id: run.id, provider_dispute_id: dispute.id, charge_id: dispute.chargeId }, 'a dispute the PSP reports that we never saw (its webhook was lost): dispute workflow started');
@@ -467,10 +474,14 @@ export class Reconciliation {
       if (!payment || (payment.provider ?? defaultProvider) === providerName) continue;
       const compensation: Figures[] = [];
       let charges: ProviderCharge[] = [];
-      try {
-        charges = await provider.listChargesByReference(payment.id);
-      } catch (error) {
-        compensation.push({ error: `the charges could not be listed: ${(error as Error).message}` });
+      if (!capabilitiesOf(provider).chargeSearch) {
+        compensation.push({ error: 'this PSP has no search by our reference: the duplicate is left to an operator' });
+      } else {
+        try {
+          charges = await provider.listChargesByReference(payment.id);
+        } catch (error) {
+          compensation.push({ error: `the charges could not be listed: ${(error as Error).message}` });
+        }
       }
       for (const charge of charges) {
         const key = providerSubKey.duplicate(payment.id, charge.id);

@@ -23,6 +23,7 @@ import { disputeRoutes } from './routes/disputes';
 import { customerRoutes } from './routes/customers';
 import { paymentMethodRoutes } from './routes/customers-payment-methods';
 import { providerWebhookRoutes } from './routes/provider-webhooks';
+import { paymentReturnRoutes } from './routes/payments-return';
 
 /** Request validation failures: 400 invalid_request with the zod issues. Nothing was executed. */
 const invalidRequest: NonNullable<OpenAPIHonoOptions<AppEnv>['defaultHook']> = (result, c) => {
@@ -96,6 +97,8 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
 
   // The PSP's webhooks: outside /v1 (a signature instead of an API key, the PSP's event id instead of an Idempotency-Key).
   app.route('/', providerWebhookRoutes(deps));
+  // The customer's return from a PSP's 3-D Secure challenge: outside /v1 (the customer's browser, no API key).
+  app.route('/', paymentReturnRoutes(deps));
 
   app.use('/admin/*', adminOnly(deps, authFailures), jsonBody());
   app.route('/', adminRoutes(deps));

@@ -18,6 +18,8 @@ export interface ProviderWebhookReceiver {
   /** The provider's configured name, as in the path (PROVIDERS; `sandbox` or `stripe` with PROVIDER). */
   name: string;
   verify(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
+  /** Where the PSP's kind sends a customer back from a challenge (capabilities.challengeReturn); absent: `merchant`. */
+  challengeReturn?: 'merchant' | 'orchestrator';
   /** How the PSP's kind frames its webhooks (capabilities.notifications); absent: `event`. */
   notifications?: 'event' | 'batch';
   /**
@@ -30,6 +32,11 @@ export interface ProviderWebhookReceiver {
   retrieveCharge(chargeId: string): Promise<ProviderCharge>;
   /** The dispute as this PSP holds it now; absent for a kind without disputes (its dispute events are ignored). */
   retrieveDispute?: (disputeId: string) => Promise<ProviderDispute>;
+  /**
+   * A kind with disputes whose disputeSource is `notification` (Adyen's: there is no read of a
+   * dispute): the verified notification's dispute is what is reported, not a retrieval.
+   */
+  disputesNotified?: true;
 }
 
 /** What a route's early replay check read (api/idempotency.ts replayFirst), handed to the protocol when it did not answer. */

@@ -435,7 +435,9 @@ export const Payment = z
     amount_refunded_minor: z.number().int().openapi({ description: 'Pending and succeeded refunds.' }),
     payment_method: z.string(),
     description: z.string().nullable(),
-    provider_charge_id: z.string().nullable(),
+    provider_charge_id: z.string().nullable().openapi({
+      description: 'The PSP’s id of the payment’s charge: its latest attempt’s (a recovering payment’s latest retry’s; null when that retry made none).',
+    }),
     provider: z.string().nullable().openapi({
       description: 'The configured PSP holding the payment’s charge (the one captures, cancels and refunds go to); null until the first attempt begins.',
       example: 'sandbox-a',
@@ -483,7 +485,11 @@ export const Dispute = z
     amount_minor: z.number().int(),
     currency: z.string(),
     reason: z.string().openapi({ description: 'The network’s reason, e.g. `fraudulent`.' }),
-    stage: z.enum(disputeStages).openapi({ description: '`inquiry`: a question from the issuer, no money moved; `chargeback`: the funds were withdrawn.' }),
+    stage: z.enum(disputeStages).openapi({
+      description:
+        '`inquiry`: a question from the issuer, no money moved; `chargeback`: the funds were withdrawn; `pre_arbitration`: the network\'s second round after a defended chargeback ' +
+        '(Adyen\'s SECOND_CHARGEBACK, PREARBITRATION_WON, PREARBITRATION_LOST), which may follow a chargeback closed `won` and take the funds again.',
+    }),
     status: z.enum(disputeStatuses).openapi({ description: 'Only moves forward: needs_response → under_review → won | lost (an inquiry may escalate to a chargeback).' }),
     evidence_due_by: z.string(),
     evidence_submitted_at: z.string().nullable(),

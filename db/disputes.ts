@@ -3,7 +3,7 @@ import type { Db } from './connect';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 import { lockPayment } from './payments';
 import { paymentOfCharge } from './provider-events';
-import { disputeMovesForward, type DisputeStage, type DisputeStatus } from '../domain/disputes';
+import { disputeMovesForward, withdrawsFunds, type DisputeStage, type DisputeStatus } from '../domain/disputes';
 import { newId, sha256Hex } from '../domain/ids';
 import type { DisputeRow, PaymentRow } from '../domain/resources';
 import type { ProviderDispute } from '../shared/disputes';
@@ -49,7 +49,7 @@ export async function applyDisputeReport(db: Db, input: { provider: string; disp
     UPDATE disputes
     SET stage = ${dispute.stage}, status = ${dispute.status}, evidence_due_by = ${dispute.evidenceDueBy},
         evidence_submitted_at = COALESCE(evidence_submitted_at, ${dispute.evidenceSubmittedAt}),
-        fee_minor = ${dispute.stage === 'chargeback' ? input.feeMinor : 0}, updated_at = now()
+        fee_minor = ${withdrawsFunds(dispute.stage) ? input.feeMinor : 0}, updated_at = now()
     WHERE id = ${current!.id}
     RETURNING *`;
   return { row: row!, before, payment };
@@ -137,14 +137,15 @@ export async function listDisputes(db: Db, tenantId: string, filter: { paymentId
 
 /**
  * What the card network holds or has taken of the payment's money: the amounts of its
- * chargebacks that withdrew funds and were not won back (waiting for a response, under review,
- * or lost). A refund may return at most what the network did not take, or the cardholder gets
- * the money twice; a won chargeback reinstates its amount, which counts as refundable again.
+ * chargebacks (first or second round) that withdrew funds and were not won back (waiting for a
+ * response, under review, or lost). A refund may return at most what the network did not take,
+ * or the cardholder gets the money twice; a won chargeback reinstates its amount, which counts
+ * as refundable again until a second round takes it.
  */
 export async function amountTakenByChargebacks(db: Db, paymentId: string): Promise<{ amountMinor: number; disputeIds: string[] }> {
   const rows = await db<{ id: string; amount_minor: number }[]>`
     SELECT id, amount_minor FROM disputes
-    WHERE payment_id = ${paymentId} AND stage = 'chargeback' AND status IN ('needs_response', 'under_review', 'lost')
+    WHERE payment_id = ${paymentId} AND stage IN ('chargeback', 'pre_arbitration') AND status IN ('needs_response', 'under_review', 'lost')
     ORDER BY id`;
   return { amountMinor: rows.reduce((sum, row) => sum + Number(row.amount_minor), 0), disputeIds: rows.map((row) => row.id) };
 }
@@ -175,4 +176,29 @@ export async function openDisputes(db: Db, minAgeSeconds: number, limit: number)
     WHERE status IN ('needs_response', 'under_review') AND updated_at < now() - make_interval(secs => ${minAgeSeconds})
     ORDER BY random()
     LIMIT ${limit}`;
+}
+
+/**
+ * The dispute as we recorded it, in the PSP's terms (ProviderDispute), with the evidence staged
+ * on it so far, or null: what stands in for the PSP's word at a PSP that has no read of a
+ * dispute (disputeSource `notification`).
+ */
+export async function recordedProviderDispute(db: Db, provider: string, providerDisputeId: string): Promise<{ dispute: ProviderDispute; evidence: Record<string, string> } | null> {
+  const [row] = await db<DisputeRow[]>`SELECT * FROM disputes WHERE provider = ${provider} AND provider_dispute_id = ${providerDisputeId}`;
+  if (!row) return null;
+  const dispute: ProviderDispute = {
+    id: row.provider_dispute_id,
+    chargeId: row.provider_charge_id,
+    reference: row.payment_id,
+    amountMinor: row.amount_minor,
+    currency: row.currency,
+    reason: row.reason,
+    stage: row.stage,
+    status: row.status,
+    evidenceDueBy: row.evidence_due_by.toISOString(),
+    evidenceSubmittedAt: row.evidence_submitted_at?.toISOString() ?? null,
+    createdAt: row.created_at.toISOString(),
+    feeMinor: row.fee_minor,
+  };
+  return { dispute, evidence: row.evidence };
 }

@@ -103,6 +103,12 @@ export class LedgerAccounts {
   }
 }
 
+/** Whether the tenant's ledger holds the transaction posted under this business event key. */
+export async function isPosted(db: Db, tenantId: string, eventKey: string): Promise<boolean> {
+  const [row] = await db`SELECT 1 FROM ledger_transactions WHERE tenant_id = ${tenantId} AND event_key = ${eventKey}`;
+  return row !== undefined;
+}
+
 /**
  * Posts a balanced transaction once per business event. Returns false when the event was
  * posted before (a replayed activity): the unique (tenant, event_key) makes it a no-op.

@@ -2,7 +2,9 @@ import type postgres from 'postgres';
 import type { Db } from './connect';
 import { activeTraceparent } from '../lib/tracing';
 import { keysetPage, toPage, type Page, type PageQuery } from './paging';
-import type { PaymentRow } from '../domain/resources';
+import { paymentResource, type PaymentRow } from '../domain/resources';
+import { insertEvent } from './outbox';
+import { businessEventKey } from '../shared/keys';
 import type { ScopedKey } from '../shared/definitions';
 import type { CaptureMethod, PaymentStatus, PaymentWorkflowInput } from '../shared/payments';
 import { claimExpiry, type IdempotencyRecord } from './idempotency-records';
@@ -153,6 +155,35 @@ export async function flagWaitingPaymentForOperator(db: Db, paymentId: string, m
   return flagged.length > 0;
 }
 
+/** The failures of a payment whose own run gave its captured charge back by a refund (a compensation). */
+export const compensatedByRefund: readonly string[] = ['ledger_rejected', 'capture_failed', 'capture_unconfirmed'];
+
+/**
+ * A payment whose own run refunded its charge (a compensation: failed `ledger_rejected`,
+ * `capture_failed` or `capture_unconfirmed`) and whose refund the PSP then refused by
+ * notification (Adyen's REFUND_FAILED, after the run counted the refund given back on its
+ * receipt): failed `compensation_failed`, `message` added to its failure's, as a compensation
+ * refused in its answer is, and the merchant told again (`payment.failed`, once). The payment is the refund's
+ * reference (the PSP's signed word), at that PSP, holding that charge or none (the ledger's
+ * refusal left the charge unrecorded), as db/provider-events.ts paymentOfCharge matches one.
+ * The payment as flagged; null when no such payment of ours, or it was flagged before. Run in a
+ * transaction.
+ */
+export async function flagCompensationRefused(db: Db, input: { provider: string; paymentId: string; chargeId: string; message: string }): Promise<PaymentRow | null> {
+  // Waits for a run recording the payment's failure (its step holds the row): the update then
+  // reads the failure it committed. That step reads the stored refusal after taking the row, so
+  // one of the two sees the other (activities/payments.ts recordPaymentFailure).
+  await db`SELECT 1 FROM payments WHERE id = ${input.paymentId} FOR UPDATE`;
+  const [row] = await db<PaymentRow[]>`
+    UPDATE payments SET failure_code = 'compensation_failed', failure_message = concat_ws(' ', failure_message, ${input.message}::text), updated_at = now()
+    WHERE id = ${input.paymentId} AND status = 'failed' AND failure_code = ANY(${[...compensatedByRefund]})
+      AND provider = ${input.provider} AND (provider_charge_id IS NULL OR provider_charge_id = ${input.chargeId})
+    RETURNING *`;
+  if (!row) return null;
+  await insertEvent(db, { tenantId: row.tenant_id, type: 'payment.failed', eventKey: businessEventKey.paymentEvent(row.id, 'payment.failed:compensation_failed'), object: paymentResource(row) });
+  return row;
+}
+
 export async function markRefundedIfFullyRefunded(db: Db, paymentId: string): Promise<void> {
   await db`
     UPDATE payments p SET status = 'refunded', updated_at = now()
@@ -216,4 +247,18 @@ export async function listPayments(db: Db, tenantId: string, query: PageQuery & 
       ${query.orderId !== undefined ? db`AND order_id = ${query.orderId}` : db``}
       ${keysetPage(db, 'id', query)}`;
   return toPage(rows, query);
+}
+
+/** What the return route (api/routes/payments-return.ts) reads of a payment: where it stands, its PSP, its run and where its customer goes next. */
+export interface PaymentReturnRow {
+  id: string;
+  status: PaymentStatus;
+  provider: string | null;
+  workflow_id: string;
+  return_url: string | null;
+}
+
+export async function paymentForReturn(db: Db, paymentId: string): Promise<PaymentReturnRow | null> {
+  const [row] = await db<PaymentReturnRow[]>`SELECT id, status, provider, workflow_id, return_url FROM payments WHERE id = ${paymentId}`;
+  return row ?? null;
 }

@@ -12,6 +12,7 @@ export interface ProviderEventRow {
   forwarded_at: Date | null;
   created_at: Date;
   received_at: Date;
+  refund_id: string | null;
 }
 
 export interface ReceivedEvent {
@@ -21,8 +22,10 @@ export interface ReceivedEvent {
   createdAt: Date;
   chargeId: string | null;
   chargeStatus: string | null;
-  /** Our payment id as the PSP stored it (the charge's reference), if the event is about a charge. */
+  /** Our payment id as the PSP stored it (the charge's reference), or the refund's reference (our refund id, or the payment id of a compensation's refund). */
   reference: string | null;
+  /** The PSP's refund id, if the event settles a refund (migration 022). */
+  refundId?: string | null;
   payload: unknown;
 }
 
@@ -43,12 +46,17 @@ export interface ReceivedOutcome {
  */
 export async function receiveProviderEvent(sql: Sql, event: ReceivedEvent): Promise<ReceivedOutcome> {
   return sql.begin(async (tx) => {
-    const payment = event.chargeId ? await paymentOfCharge(tx, event.provider, event.reference, event.chargeId) : null;
+    // A refund's settlement is stored under the payment its reference names, if it names one here (a compensation's refund).
+    const payment = event.chargeId
+      ? await paymentOfCharge(tx, event.provider, event.reference, event.chargeId)
+      : event.refundId && event.reference
+        ? ((await tx<{ id: string }[]>`SELECT id FROM payments WHERE id = ${event.reference} AND (provider IS NULL OR provider = ${event.provider})`)[0] ?? null)
+        : null;
     const disposition = !event.chargeId ? 'ignored' : payment ? 'forward' : 'unknown_charge';
     const [inserted] = await tx<ProviderEventRow[]>`
-      INSERT INTO provider_events (provider, event_id, type, charge_id, charge_status, payment_id, disposition, created_at, payload)
+      INSERT INTO provider_events (provider, event_id, type, charge_id, charge_status, payment_id, disposition, created_at, refund_id, payload)
       VALUES (${event.provider}, ${event.eventId}, ${event.type}, ${event.chargeId}, ${event.chargeStatus},
-              ${payment?.id ?? null}, ${disposition}, ${event.createdAt}, ${tx.json(event.payload as never)})
+              ${payment?.id ?? null}, ${disposition}, ${event.createdAt}, ${event.refundId ?? null}, ${tx.json(event.payload as never)})
       ON CONFLICT (provider, event_id) DO NOTHING
       RETURNING *`;
     const row = inserted ?? (await tx<ProviderEventRow[]>`SELECT * FROM provider_events WHERE provider = ${event.provider} AND event_id = ${event.eventId}`)[0]!;
@@ -82,7 +90,44 @@ export async function paymentOfCharge(db: Db, provider: string, reference: strin
   return recorded ?? null;
 }
 
+/** Whether the PSP's refusal of a refund of this payment's own (its compensation's: the refund's reference is the payment's) is stored. */
+export async function storedCompensationRefusal(db: Db, provider: string, paymentId: string): Promise<boolean> {
+  const [row] = await db`SELECT 1 FROM provider_events WHERE payment_id = ${paymentId} AND provider = ${provider} AND type = 'refund.failed' LIMIT 1`;
+  return row !== undefined;
+}
+
 /** Notes that the event reached the payment's workflow (or that its run had closed). */
 export async function markForwarded(sql: Sql, provider: string, eventId: string): Promise<void> {
   await sql`UPDATE provider_events SET forwarded_at = now() WHERE provider = ${provider} AND event_id = ${eventId} AND forwarded_at IS NULL`;
+}
+
+/**
+ * A PSP's stored report of a cancel of this charge (a kind whose cancels are notified: Adyen's
+ * CANCELLATION, stored as `charge.canceled` or `charge.cancel_failed`): `canceled` if any says
+ * so (a cancel that took place is final), else `cancel_failed`, else null. A charge is voided
+ * under one key (its payment's void sub-key), so the PSP makes one cancel of it, whichever run
+ * asks: this is that cancel's outcome even when it came before the run that reads it asked.
+ */
+export async function storedCancellation(db: Db, input: { provider: string; paymentId: string; chargeId: string }): Promise<{ status: 'canceled' | 'cancel_failed' } | null> {
+  const [row] = await db<{ type: string }[]>`
+    SELECT type FROM provider_events
+    WHERE payment_id = ${input.paymentId} AND provider = ${input.provider} AND charge_id = ${input.chargeId}
+      AND type IN ('charge.canceled', 'charge.cancel_failed')
+    ORDER BY type = 'charge.canceled' DESC, received_at LIMIT 1`;
+  if (!row) return null;
+  return { status: row.type === 'charge.canceled' ? 'canceled' : 'cancel_failed' };
+}
+
+/**
+ * A PSP's stored settlement of a refund by its id (Adyen's REFUND or REFUND_FAILED, stored as
+ * `refund.succeeded` or `refund.failed`; migration 022): a refund asked again under the key of
+ * one already settled is answered `pending` again, and its settlement is this.
+ */
+export async function storedRefundSettlement(db: Db, input: { provider: string; refundId: string }): Promise<{ status: 'succeeded' | 'failed' } | null> {
+  const [row] = await db<{ type: string }[]>`
+    SELECT type FROM provider_events
+    WHERE provider = ${input.provider} AND refund_id = ${input.refundId} AND type IN ('refund.succeeded', 'refund.failed')
+    ORDER BY type = 'refund.succeeded' DESC, received_at LIMIT 1`;
+  if (!row) return null;
+  return { status: row.type === 'refund.succeeded' ? 'succeeded' : 'failed' };
 }

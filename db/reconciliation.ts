@@ -4,6 +4,7 @@ import type { DisputeStage, DisputeStatus } from '../domain/disputes';
 import { newId } from '../domain/ids';
 import type { RefundStatus } from '../shared/refunds';
 import type { PaymentStatus } from '../shared/payments';
+import type { DisputeMoneyFact } from '../shared/keys';
 import type { DiscrepancyKind, ReconciliationRunStatus, TimeWindow } from '../shared/reconciliation';
 
 /** Our side of a payment, as reconciliation compares it with the PSP's report. */
@@ -60,6 +61,9 @@ export interface OurDispute {
   /** The reinstatement of a won chargeback: the amount. */
   ledger_reinstatement_minor: number | null;
   reinstated_at: Date | null;
+  /** The second round's withdrawal of what the reinstatement gave back: minus the amount. */
+  ledger_second_withdrawal_minor: number | null;
+  second_withdrawn_at: Date | null;
 }
 
 /** Figures of one side of a discrepancy, as shown by the API (`ours` / `provider`). */
@@ -165,7 +169,7 @@ export async function refundsBookedIn(db: Db, window: { from: Date; to: Date }):
 }
 
 /** The dispute `d`'s posting of `fact`: when, and what it moved in provider_receivable (no row: not posted). */
-const postedToReceivable = (db: Db, fact: 'withdrawal' | 'reinstatement') => db`
+const postedToReceivable = (db: Db, fact: Exclude<DisputeMoneyFact, 'loss'>) => db`
   SELECT t.created_at AS at, sum(e.amount_minor)::bigint AS moved
   FROM ledger_transactions t
   JOIN ledger_entries e ON e.transaction_id = t.id
@@ -181,10 +185,12 @@ const postedToReceivable = (db: Db, fact: 'withdrawal' | 'reinstatement') => db`
 export async function disputesForReconciliation(db: Db, provider: string, window: { from: Date; to: Date }, providerDisputeIds: readonly string[]): Promise<OurDispute[]> {
   return db<OurDispute[]>`
     SELECT d.id, d.payment_id, d.provider, d.provider_dispute_id, d.stage, d.status, d.amount_minor, d.fee_minor, d.currency,
-           w.moved AS ledger_withdrawal_minor, w.at AS withdrawn_at, r.moved AS ledger_reinstatement_minor, r.at AS reinstated_at
+           w.moved AS ledger_withdrawal_minor, w.at AS withdrawn_at, r.moved AS ledger_reinstatement_minor, r.at AS reinstated_at,
+           s.moved AS ledger_second_withdrawal_minor, s.at AS second_withdrawn_at
     FROM disputes d
     LEFT JOIN LATERAL (${postedToReceivable(db, 'withdrawal')}) w ON true
     LEFT JOIN LATERAL (${postedToReceivable(db, 'reinstatement')}) r ON true
+    LEFT JOIN LATERAL (${postedToReceivable(db, 'second_withdrawal')}) s ON true
     WHERE d.provider = ${provider}
       AND (d.provider_dispute_id = ANY (${providerDisputeIds as string[]}::text[])
            OR d.id IN (SELECT dispute_id FROM ledger_transactions

@@ -12,11 +12,13 @@ import { NativeConnection, type Worker, type WorkerOptions } from '@temporalio/w
 import { createApp } from '../api/app';
 import { listenerLimits, serveHttp } from '../lib/listener';
 import { CompletionWaiter } from '../api/completions';
+import { disputeReceiving } from '../api/routes/provider-webhooks';
 import type { ApiDeps } from '../api/context';
 import { createSql, type Sql } from '../db/connect';
 import { ensureSiblingDatabase } from '../db/migrate';
 import { SandboxProvider } from '../provider/sandbox/client';
 import { capabilitiesOf, providerRegistry } from '../provider/registry';
+import { challengeReturnUrl } from '../shared/payments';
 import type { RoutePlanner } from '../activities';
 import type { PaymentProvider } from '../provider/types';
 import { startSandbox, type RunningSandbox, type StartSandboxOptions } from '../sandbox/server';
@@ -234,6 +236,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const temporal = new Client({ connection, namespace, dataConverter: options.dataConverter, interceptors: tracingClientInterceptors() });
     const retentionSeconds = options.api?.IDEMPOTENCY_RETENTION_SECONDS ?? 72 * 3600;
 
+    // The API's address, once it listens (below): the return route a PSP's challenge comes back to.
+    let publicApiUrl = 'http://127.0.0.1:0';
     const workerMetrics = createWorkerMetrics();
     let worker: Worker | null = null;
     let stopWorker = async () => {};
@@ -244,7 +248,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         connection: workerConnection,
         namespace,
         taskQueue,
-        deps: { sql, providers, metrics: workerMetrics, logger, temporal, retentionSeconds, ...(options.route ? { route: options.route } : {}), ...(options.health ? { health: options.health } : {}) },
+        deps: { sql, providers, metrics: workerMetrics, logger, temporal, retentionSeconds, returnRoute: (paymentId: string) => challengeReturnUrl(publicApiUrl, paymentId), ...(options.route ? { route: options.route } : {}), ...(options.health ? { health: options.health } : {}) },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
@@ -306,9 +310,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       name,
       verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => client.verifyWebhook(raw, headers, now),
       notifications: capabilitiesOf(client).notifications,
+      challengeReturn: capabilitiesOf(client).challengeReturn,
       ...(client.verifyWebhookBatch ? { verifyBatch: client.verifyWebhookBatch.bind(client) } : {}),
       retrieveCharge: (chargeId: string) => client.retrieveCharge(chargeId),
-      ...(client.disputes ? { retrieveDispute: client.disputes.retrieveDispute.bind(client.disputes) } : {}),
+      ...disputeReceiving(client),
     }));
     const providerNames = options.providerNames ?? Object.keys(clients);
     const startApi = async (overrides: Partial<ApiConfig> = {}, client: Client = temporal): Promise<RunningApi> => {
@@ -332,6 +337,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       await new Promise((r) => server.close(r));
     });
     const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    publicApiUrl = apiUrl;
     // The sandbox's events go to the API's inbound PSP webhook route, signed with the shared secret.
     sandbox.setWebhook({ url: `${apiUrl}/provider_webhooks/sandbox`, secret: sandboxWebhookSecret });
     secondSandbox?.sandbox.setWebhook({ url: `${apiUrl}/provider_webhooks/${secondSandbox.name}`, secret: secondSandbox.webhookSecret });

@@ -264,6 +264,12 @@ async function main(): Promise<void> {
           ADYEN_API_KEY: process.env.ADYEN_API_KEY ?? `test_${randomBytes(12).toString('hex')}`,
           ADYEN_MERCHANT_ACCOUNT: process.env.ADYEN_MERCHANT_ACCOUNT ?? 'OrchestratorTest',
           ADYEN_HMAC_KEY: process.env.ADYEN_HMAC_KEY ?? randomBytes(32).toString('hex').toUpperCase(),
+          // The double serves Adyen's Disputes service under a path of its own URL (DISPUTES_PATH, doubles/adyen/disputes.ts).
+          PROVIDER_ADYEN_TEST_DISPUTES_URL: `http://127.0.0.1:${launcherEnv.ADYEN_DOUBLE_PORT}/ca/services/DisputeService`,
+          // Its settlement reports are on its own URL, to a report user of its own.
+          ADYEN_REPORT_URL: `http://127.0.0.1:${launcherEnv.ADYEN_DOUBLE_PORT}`,
+          ADYEN_REPORT_USERNAME: process.env.ADYEN_REPORT_USERNAME ?? 'report@Company.OrchestratorTest',
+          ADYEN_REPORT_PASSWORD: process.env.ADYEN_REPORT_PASSWORD ?? randomBytes(12).toString('hex'),
         },
       }
     : null;
@@ -307,6 +313,8 @@ async function main(): Promise<void> {
     });
   }
   // Its signed notification batches go to the API's inbound route, retried until answered `[accepted]`.
+  // It is on the sandboxes' card network: SANDBOX_NETWORK_KEY, when set, reaches it with the
+  // common environment as it reaches them, so sandbox-b charges a card saved at it by its id.
   if (adyenDouble) {
     startService(adyenDouble.name, 'doubles/adyen/main.ts', {
       ...common,

@@ -306,6 +306,17 @@ export function keepsNoMoney(status: PaymentStatus): boolean {
   return moneylessFinalStatuses.includes(status);
 }
 
+/**
+ * The failure codes of a payment whose own run gave its charge back, or asked to and recorded for
+ * an operator that the PSP refused or never confirmed it: a compensation (a ledger refusal, a
+ * capture refused or unconfirmed, a compensation that failed) or a cancel refused or unconfirmed.
+ * Money the PSP reports for such a charge afterwards is not late money: the run's refund or void
+ * was asked under the payment's own keys, so asking again is that request once more (at a kind
+ * whose modifications are notified, answered `received` again), and the failure already says
+ * what an operator must check.
+ */
+export const chargeGivenBackByItsRun: readonly string[] = ['ledger_rejected', 'capture_failed', 'capture_unconfirmed', 'compensation_failed', 'cancel_failed', 'cancel_unconfirmed'];
+
 /** A charge's figures as the PSP holds it, as far as the rules below read them. */
 export interface ChargeFigures {
   id: string;

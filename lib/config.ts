@@ -110,6 +110,12 @@ const variables = z.object({
    * must be given, at least 32 characters, and not the default.
    */
   ADMIN_TOKEN: z.string().min(16).optional(),
+  /**
+   * The API's address as customers' browsers reach it (scheme, host, port, optional path): a PSP
+   * whose challenge comes back to us (Adyen) is given `<API_PUBLIC_URL>/return/{payment_id}` as
+   * the payment's returnUrl. Unset: the loopback API, http://127.0.0.1:<PORT> (development).
+   */
+  API_PUBLIC_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
   /** The address the API and the worker's /metrics listen on: loopback unless set (0.0.0.0 in a container). */
   HOST: z.string().min(1).default('127.0.0.1'),
   /** Bearer token of the API's /metrics (the admin token also works); unset: only the admin token. */
@@ -315,6 +321,7 @@ const schema = variables.transform((env, ctx) => {
   return {
     ...env,
     ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN,
+    API_PUBLIC_URL: (env.API_PUBLIC_URL ?? `http://127.0.0.1:${env.PORT}`).replace(/\/+$/, ''),
     // Every key present (null: not set), so the parsed config lists every variable it reads.
     TEMPORAL_TLS_CERT: env.TEMPORAL_TLS_CERT ?? null,
     TEMPORAL_TLS_KEY: env.TEMPORAL_TLS_KEY ?? null,

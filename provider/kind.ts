@@ -13,6 +13,14 @@ export interface ProviderCapabilities {
    */
   balanceReport: boolean;
   /**
+   * listChargesByReference lists every charge made for our reference (our payment id), in its
+   * live state: reconciliation checks a capture its report lacks against it, gives back a
+   * duplicate charge found there, and the abandoned-run sweep asks it what a closed run left.
+   * false (Adyen: no search by merchant reference): none of them asks this kind, and what only
+   * the search could show is left to the report and an operator.
+   */
+  chargeSearch: boolean;
+  /**
    * How a charge's unknown outcome (a lost answer) is resolved under our idempotency key:
    * `lookup`: findChargeByIdempotencyKey reads what the create wrote, so "none found" proves
    * that no charge was made; `lagging-lookup`: the lookup is a search index that lags (Stripe's:
@@ -51,6 +59,28 @@ export interface ProviderCapabilities {
    * from the payment's route, and the API refuses the payment when none is left.
    */
   networkTransactionIds: boolean;
+  /**
+   * How the orchestrator knows where a dispute stands (a kind whose client has `disputes`):
+   * `retrieval`, the PSP's disputes can be read (retrieveDispute, listDisputes,
+   * retrieveEvidence): a webhook is a hint and the dispute is read from the PSP, the dispute's
+   * run looks at the PSP on its schedule and at the deadline, reconciliation lists the disputes
+   * it never saw, and a retried command looks before it repeats; `notification`, the PSP has no
+   * read of a dispute (Adyen's Disputes API only answers commands): its signed notification is
+   * the dispute, the run never asks the PSP (it waits for the next notification, the deadline's
+   * included), nothing lists its disputes, and a retried command is the same request replayed
+   * under its key (activities/disputes.ts, api/routes/provider-webhooks.ts).
+   */
+  disputeSource: 'retrieval' | 'notification';
+  /**
+   * Where the PSP sends the customer after a 3-D Secure challenge, and what decides it then:
+   * `merchant`, straight to the merchant's return_url, the PSP reporting the outcome itself
+   * (webhook, poll); `orchestrator`, to our return route (GET /return/{payment_id}, the returnUrl
+   * the charge step sends: ActivityDeps.returnRoute), whose details call
+   * (PaymentProvider.completeChallenge, with what the PSP sent the customer back with) completes
+   * the payment through its run before the customer goes on to the merchant's return_url
+   * (Adyen's /payments/details with `redirectResult`). The PSP's notification decides it too.
+   */
+  challengeReturn: 'merchant' | 'orchestrator';
 }
 
 /** Checks a PSP's webhook on its raw body (headers by any case); throws ProviderWebhookError for a bad, missing or stale signature, or a body that is not an event. */

@@ -47,7 +47,7 @@ export function providerKind(kind: string): ProviderKind {
 }
 
 /** What a client without a kind (a test's fake) is taken to be: a PSP whose lookup proves, whose modifications are final, that charges any saved card it is given. */
-const kindlessCapabilities: ProviderCapabilities = { balanceReport: false, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: true };
+const kindlessCapabilities: ProviderCapabilities = { balanceReport: false, chargeSearch: true, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: true, challengeReturn: 'merchant', disputeSource: 'retrieval' };
 
 /** The capabilities of a client's kind: what the steps read, never the kind's name. */
 export function capabilitiesOf(provider: PaymentProvider): ProviderCapabilities {

@@ -81,6 +81,22 @@ export interface CreateRefundRequest {
   reference: string;
 }
 
+/**
+ * The details call of a kind whose challengeReturn is `orchestrator`: what the PSP sent the
+ * customer back to our return route with, for the charge's outcome.
+ */
+export interface CompleteChallengeRequest {
+  idempotencyKey: string;
+  chargeId: string;
+  /** Adyen's `redirectResult`, as the customer brought it back. */
+  redirectResult: string;
+  /** The charge's figures as asked for, read where the PSP's answer leaves them out. */
+  amountMinor: number;
+  currency: string;
+  reference: string;
+  capture: boolean;
+}
+
 export interface CallOptions {
   /** Aborts the HTTP call; the outcome is then unknown (ProviderUnavailableError). */
   signal?: AbortSignal;
@@ -95,17 +111,23 @@ export interface UpdateDisputeRequest {
   evidence: DisputeEvidence;
   /** true: the evidence goes to the network for its decision (the dispute is then under review). */
   submit: boolean;
+  /** The dispute as we recorded it: what a PSP whose answer does not carry the dispute (disputeSource `notification`) answers, moved on. */
+  recorded?: ProviderDispute;
 }
 
 export interface CloseDisputeRequest {
   idempotencyKey: string;
   disputeId: string;
+  /** The dispute as we recorded it: what a PSP whose answer does not carry the dispute (disputeSource `notification`) answers, closed. */
+  recorded?: ProviderDispute;
 }
 
 /**
  * The dispute capability: a kind that implements it lets the orchestrator read, list, answer and
- * concede the PSP's disputes (ProviderCapabilities.disputes). Optional: a kind without it
- * receives no dispute events (they pass through as ignored).
+ * concede the PSP's disputes. Optional: a kind without it receives no dispute events (they pass
+ * through as ignored). A kind whose disputeSource is `notification` (provider/kind.ts) answers
+ * and concedes only: its retrieveDispute, listDisputes and retrieveEvidence refuse
+ * (ProviderRejectedError), and no step calls them.
  */
 export interface DisputeProvider {
   retrieveDispute(disputeId: string, options?: CallOptions): Promise<ProviderDispute>;
@@ -134,6 +156,12 @@ export interface PaymentProvider {
   readonly disputes?: DisputeProvider;
   /** A decline is a normal result (status 'declined'), not an error. */
   createCharge(request: CreateChargeRequest, options?: CallOptions): Promise<ProviderCharge>;
+  /**
+   * A kind whose challengeReturn is `orchestrator`: the charge as the PSP's details call decides
+   * it, from what the customer came back with. A result the PSP does not know is a
+   * ProviderRejectedError.
+   */
+  completeChallenge?(request: CompleteChallengeRequest, options?: CallOptions): Promise<ProviderCharge>;
   /** The charge made under this idempotency key, or null if the provider never committed one. */
   findChargeByIdempotencyKey(idempotencyKey: string, options?: CallOptions): Promise<ProviderCharge | null>;
   /** Every charge made for this reference (our payment id): reconciliation counts them. */
@@ -243,10 +271,11 @@ export interface ProviderBalanceTransaction {
   id: string;
   /**
    * A chargeback's withdrawal (negative amount, the dispute fee) is 'dispute'; its reinstatement
-   * 'dispute_reversal'; the card network's fee for a retry that broke a scheme rule (no amount, the
-   * fee; its source the charge) 'excessive_retry'.
+   * 'dispute_reversal'; the second round's withdrawal of what a reinstatement gave back (Adyen's
+   * SecondChargeback) 'dispute_second'; the card network's fee for a retry that broke a scheme
+   * rule (no amount, the fee; its source the charge) 'excessive_retry'.
    */
-  type: 'charge' | 'refund' | 'dispute' | 'dispute_reversal' | 'excessive_retry';
+  type: 'charge' | 'refund' | 'dispute' | 'dispute_reversal' | 'dispute_second' | 'excessive_retry';
   /** The charge id, the refund id or the dispute id. */
   source: string;
   /** For refunds, the refunded charge. */
@@ -289,4 +318,14 @@ export class ProviderRejectedError extends Error {
   constructor(message: string, readonly status: number, readonly code: string) {
     super(message);
   }
+}
+
+/**
+ * The PSP's report of money moved cannot be read: malformed (a CSV that breaks its grammar, a
+ * missing column, an amount, date or record type that is not the PSP's), or not the report
+ * asked for (another merchant account, another batch). Nothing of it is used: reading it again
+ * cannot help, so the reconciliation run fails at once, for an operator.
+ */
+export class ProviderReportUnreadableError extends Error {
+  override readonly name = 'ProviderReportUnreadableError';
 }

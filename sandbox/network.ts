@@ -7,7 +7,11 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
  * tell which card an id stands for, and refuse one the network never issued, as a real scheme
  * recognises its own transaction ids.
  *
- * Form: `ntx_<base64url of {"card","nonce"}>.<32 hex of the HMAC>`.
+ * A PSP on the network that is no sandbox (the Adyen double, doubles/adyen/network.ts) is given
+ * the same key and issues its ids the same way, for its own card number of the test card: the id
+ * then carries that number's last four digits, which a charge by the id must name.
+ *
+ * Form: `ntx_<base64url of {"card","nonce"[,"last4"]}>.<32 hex of the HMAC>`.
  */
 export const DEFAULT_NETWORK_KEY = 'sandbox-card-network-development-key';
 
@@ -15,9 +19,13 @@ function mac(key: string, payload: string): string {
   return createHmac('sha256', key).update(payload).digest('hex').slice(0, 32);
 }
 
-/** The network's id of a new authorization of `card` (a test payment method name). */
-export function issueNetworkTransactionId(key: string, card: string): string {
-  const payload = Buffer.from(JSON.stringify({ card, nonce: randomBytes(8).toString('hex') })).toString('base64url');
+/**
+ * The network's id of a new authorization of `card` (a test payment method name); `last4`: the
+ * last four digits of the number it was charged with, when that is not the sandbox's own test
+ * card's (payment-methods.ts testCard).
+ */
+export function issueNetworkTransactionId(key: string, card: string, last4?: string): string {
+  const payload = Buffer.from(JSON.stringify({ card, nonce: randomBytes(8).toString('hex'), ...(last4 === undefined ? {} : { last4 }) })).toString('base64url');
   return `ntx_${payload}.${mac(key, payload)}`;
 }
 
@@ -29,17 +37,19 @@ export function cardOfNetworkTransactionId(key: string, id: string): string | nu
 /**
  * The test card and the card account a network transaction id stands for (the account: the
  * nonce it was issued with, one per saved card, so two saved copies of one test card are two
- * accounts); null when the network never issued it.
+ * accounts), and the last four digits of the number it was issued for when the id carries them;
+ * null when the network never issued it.
  */
-export function networkCardOf(key: string, id: string): { card: string; account: string } | null {
+export function networkCardOf(key: string, id: string): { card: string; account: string; last4: string | null } | null {
   const match = /^ntx_([A-Za-z0-9_-]{1,400})\.([0-9a-f]{32})$/.exec(id);
   if (!match) return null;
   const [, payload, given] = match;
   const expected = mac(key, payload!);
   if (!timingSafeEqual(Buffer.from(expected), Buffer.from(given!))) return null;
   try {
-    const decoded = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8')) as { card?: unknown; nonce?: unknown };
-    return typeof decoded.card === 'string' && typeof decoded.nonce === 'string' ? { card: decoded.card, account: decoded.nonce } : null;
+    const decoded = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8')) as { card?: unknown; nonce?: unknown; last4?: unknown };
+    if (typeof decoded.card !== 'string' || typeof decoded.nonce !== 'string') return null;
+    return { card: decoded.card, account: decoded.nonce, last4: typeof decoded.last4 === 'string' ? decoded.last4 : null };
   } catch {
     return null;
   }

@@ -47,6 +47,10 @@ export const FailureType = {
   PaymentNotCancelable: 'PaymentNotCancelable',
   /** Update validator: capture amount above what was authorized. */
   CaptureExceedsAuthorized: 'CaptureExceedsAuthorized',
+  /** The return route's update: the payment does not wait for its customer's challenge (or another return is being completed). */
+  ChallengeNotOpen: 'ChallengeNotOpen',
+  /** The return route's update: the PSP refused the details call (a result it does not know); nothing changed. */
+  ChallengeReturnRefused: 'ChallengeReturnRefused',
   /**
    * The first charge attempt found the payment's intent missing (a start in doubt) and the order
    * guard refused it again: another payment holds the order (details[0]: its id). Nothing was charged.

@@ -81,6 +81,12 @@ export interface DisputeStanding {
    * before the field existed; those runs go by paymentRefundedInFull.
    */
   paymentRefund?: RefundBeforeDispute;
+  /**
+   * `notification`: the PSP has no read of a dispute (its kind's disputeSource): the run never
+   * asks it, neither on its schedule nor at the deadline, and waits for its notifications.
+   * Absent: the PSP is read.
+   */
+  disputeSource?: 'notification';
 }
 
 /** What a dispute's run carries into the run it continues as: its standing and what it has done. */

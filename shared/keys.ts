@@ -14,6 +14,8 @@ export const providerSubKey = {
   charge: (paymentId: string, attempt = 1) => (attempt <= 1 ? `${paymentId}:charge` : `${paymentId}:charge:${attempt}`),
   capture: (paymentId: string) => `${paymentId}:capture`,
   void: (paymentId: string) => `${paymentId}:void`,
+  /** The details call of a customer back from a challenge: one per distinct result the customer brought (its SHA-256, hex). */
+  challengeReturn: (paymentId: string, resultHash: string) => `${paymentId}:challenge-return:${resultHash.slice(0, 32)}`,
   /** The compensating refund when a captured payment cannot complete. */
   compensation: (paymentId: string) => `${paymentId}:compensation`,
   refund: (refundId: string) => `${refundId}:refund`,
@@ -31,13 +33,16 @@ export const providerSubKey = {
 };
 
 /** The business events that may each be recorded once, in the ledger and in the outbox. */
+/** The dispute money facts the ledger posts, each once per dispute (activities/disputes.ts). */
+export type DisputeMoneyFact = 'withdrawal' | 'reinstatement' | 'second_withdrawal' | 'loss';
+
 export const businessEventKey = {
   paymentCapture: (paymentId: string) => `payment:${paymentId}:capture`,
   paymentEvent: (paymentId: string, type: string) => `payment:${paymentId}:${type}`,
   refund: (refundId: string) => `refund:${refundId}`,
   refundEvent: (refundId: string, type: string) => `refund:${refundId}:${type}`,
-  /** A dispute's money: 'withdrawal', 'reinstatement', 'loss'. */
-  disputeMoney: (disputeId: string, fact: 'withdrawal' | 'reinstatement' | 'loss') => `dispute:${disputeId}:${fact}`,
+  /** A dispute's money: 'withdrawal', 'reinstatement', 'second_withdrawal' (a won chargeback taken again), 'loss'. */
+  disputeMoney: (disputeId: string, fact: DisputeMoneyFact) => `dispute:${disputeId}:${fact}`,
   /** A dispute's event; `detail` tells apart facts of one type (a reminder's hours, an update's status). */
   disputeEvent: (disputeId: string, type: string, detail = '') => `dispute:${disputeId}:${type}${detail ? `:${detail}` : ''}`,
   paymentMethodEvent: (paymentMethodId: string, type: string) => `payment_method:${paymentMethodId}:${type}`,

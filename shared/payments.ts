@@ -117,6 +117,12 @@ export interface ProviderCharge extends ChargeFigures {
    * them to decide whether and when a retry is allowed). Absent when the PSP says nothing.
    */
   declineSignal?: { networkCode: string; category: number | null; adviceCode: string | null } | null;
+  /**
+   * true: the answer to a capture or void that a PSP whose modifications are `notified` has only
+   * received (its status is the charge's before it); its notification says what it came to.
+   * Absent: the PSP's answer is final.
+   */
+  received?: boolean;
 }
 
 /**
@@ -138,6 +144,13 @@ export interface CaptureRequest {
   requestId: string;
 }
 
+/**
+ * The decline code of an authorization whose void the PSP refused (Adyen's CANCELLATION that is
+ * not a success): the charge is reported still `requires_capture` with it, and a payment whose
+ * cancel it answers fails with it as `failure.code`.
+ */
+export const CANCEL_FAILED = 'cancel_failed';
+
 /** Input of the cancel update: void an uncaptured authorization. */
 export interface CancelRequest {
   idempotency: ScopedKey;
@@ -155,11 +168,16 @@ export interface LateChargeInput {
   paymentId: string;
   /** The PSP event that reported it (for the record and the log). */
   eventId: string;
+  /**
+   * The charge as the PSP's signed notification reports it, at a kind that has no retrieval
+   * (modifications `notified`): the run acts on it instead of asking the PSP.
+   */
+  charge?: ProviderCharge;
 }
 
 /** What lateChargeWorkflow did, for the Web UI and the tests. */
 export interface LateChargeResult {
-  action: 'refunded' | 'voided' | 'refund_failed' | 'nothing';
+  action: 'refunded' | 'voided' | 'refund_failed' | 'void_failed' | 'nothing';
   reason: string;
   refundId: string | null;
 }
@@ -180,6 +198,32 @@ export const cancelUpdate = defineUpdate<FinalResponse, [CancelRequest]>('cancel
  * Update-With-Start when PAYMENT_ANSWER=update (docs/ARCHITECTURE.md).
  */
 export const firstAnswerUpdate = defineUpdate<FinalResponse>('firstAnswer');
+/**
+ * What the customer came back to our return route with after a 3-D Secure challenge at a PSP
+ * whose challengeReturn is `orchestrator` (Adyen's `redirectResult`), for the PSP's details call.
+ */
+export interface ChallengeReturn {
+  redirectResult: string;
+  requestId: string;
+}
+
+/** Our return route for a payment under the API's public URL (API_PUBLIC_URL): the returnUrl a PSP whose challengeReturn is `orchestrator` is given. */
+export function challengeReturnUrl(apiPublicUrl: string, paymentId: string): string {
+  return `${apiPublicUrl.replace(/\/+$/, '')}/return/${encodeURIComponent(paymentId)}`;
+}
+
+/** What the return route's update answers: the payment's status once the details call's answer was applied (or the run moved on). */
+export interface ChallengeReturnOutcome {
+  status: PaymentStatus;
+}
+
+/**
+ * The customer is back from the challenge (GET /return/{payment_id}): the run asks the PSP for the
+ * outcome with the details call, and applies it as it applies a webhook's report. Refused by its
+ * validator unless the payment waits for its customer's authentication and no other return is
+ * being completed.
+ */
+export const challengeReturnUpdate = defineUpdate<ChallengeReturnOutcome, [ChallengeReturn]>('challengeReturn');
 /** A PSP webhook about the payment's charge (sent by POST /provider_webhooks/{provider}); fire-and-forget. */
 export const chargeReportSignal = defineSignal<[ChargeReport]>('chargeReport');
 /** The payment's current status, as the workflow knows it. */

@@ -12,6 +12,7 @@ import { installTemporalRuntime, serveWorkerMetrics } from './observability';
 import { createWorkerMetrics, type WorkerMetrics } from '../lib/metrics';
 import { listenerLimits } from '../lib/listener';
 import { createActivities } from '../activities';
+import { challengeReturnUrl } from '../shared/payments';
 import { paymentDataConverter } from '../lib/data-converter';
 import { createPaymentWorker, workerWorkflowBundle } from './worker';
 import { describeVersion, makeCurrentIfNone, workerBuildId, type WorkerVersion } from './versioning';
@@ -85,6 +86,8 @@ export async function createConfiguredWorker(options: {
     temporal: options.client,
     retentionSeconds: config.IDEMPOTENCY_RETENTION_SECONDS,
     disputeTimes: { reminderSeconds: config.DISPUTE_REMINDER_SECONDS, pollSeconds: config.DISPUTE_POLL_SECONDS },
+    // Where a PSP whose challenge comes back to us sends the customer: the API's return route.
+    returnRoute: (paymentId: string) => challengeReturnUrl(config.API_PUBLIC_URL, paymentId),
   };
   // The bundle is loaded (or built) here rather than by the SDK: its hash is the default build id.
   // Webpack's report goes to debug; its warnings and errors stay visible.

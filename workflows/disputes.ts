@@ -1,4 +1,4 @@
-import { ActivityFailure, allHandlersFinished, ApplicationFailure, condition, continueAsNew, log, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, allHandlersFinished, ApplicationFailure, condition, continueAsNew, log, patched, setHandler, workflowInfo } from '@temporalio/workflow';
 import { FailureType, type FinalResponse } from '../shared/definitions';
 import { disputeAcceptUpdate, disputeEvidenceUpdate, disputeReportSignal, refundEvidence, type DisputeAcceptRequest, type DisputeCarried, type DisputeEvidenceRequest, type DisputeStanding, type ProviderDispute, type DisputeReport, type DisputeWorkflow, type DisputeWorkflowInput, type DisputeWorkflowResult } from '../shared/disputes';
 import { providerSubKey } from '../shared/keys';
@@ -20,8 +20,11 @@ import { failureOfType } from './saga';
  *   deadline, while the dispute needs a response (again for a chargeback an inquiry became);
  * - the deadline itself, when the PSP is asked (it decides an unanswered dispute);
  * - the next poll of the PSP (input.pollEveryMs): a lost webhook delays a decision by at most that.
- * The run ends when the dispute is closed (won or lost), or at once when no payment of ours has
- * the disputed charge. A run that ended otherwise (terminated, failed, timed out) is started
+ * A PSP that has no read of a dispute (the standing's disputeSource `notification`, Adyen's) is
+ * never asked: the run waits for its next notification (and its reminders), the deadline's included.
+ * The run ends when the dispute is closed (won or lost) and no report waits (one that came
+ * meanwhile is recorded first: a chargeback closed won may move on to its second round), or at
+ * once when no payment of ours has the disputed charge. A run that ended otherwise (terminated, failed, timed out) is started
  * again by the next report (signal-with-start) or merchant's command (api/routes/disputes.ts):
  * a new run without a report asks the PSP first.
  *
@@ -104,6 +107,9 @@ class DisputeRun {
         if (this.standing.disputeId === null || this.standing.closed) {
           // A command in flight (an accept that closed it) answers before the run ends.
           await condition(allHandlersFinished);
+          // A report that came meanwhile may move the closed dispute on (a second round after a
+          // chargeback won): it is recorded before the run ends, or it would be lost with it.
+          if (this.reports.length > 0 && patched('dispute-reports-after-close')) continue;
           return { disputeId: this.standing.disputeId, status: this.standing.status };
         }
       }
@@ -230,9 +236,15 @@ class DisputeRun {
         reminderTimes.push(dueAt - beforeMs);
       }
     }
-    const wakeAt = Math.min(this.nextPollAt, ...reminderTimes, waiting && dueAt > now ? dueAt : Infinity);
+    // A PSP without a read of its disputes is never asked: its notifications (the deadline's too) are the reports.
+    const asks = current.disputeSource !== 'notification';
+    const wakeAt = Math.min(asks ? this.nextPollAt : Infinity, ...reminderTimes, asks && waiting && dueAt > now ? dueAt : Infinity);
+    if (wakeAt === Infinity) {
+      await condition(() => this.reports.length > 0);
+      return;
+    }
     if (await condition(() => this.reports.length > 0, Math.max(wakeAt - Date.now(), 1))) return;
-    if (Date.now() >= this.nextPollAt || (waiting && Date.now() >= dueAt)) {
+    if (asks && (Date.now() >= this.nextPollAt || (waiting && Date.now() >= dueAt))) {
       this.nextPollAt = Date.now() + this.input.pollEveryMs;
       await this.look();
     }

@@ -5,7 +5,7 @@ import type { AttemptMemo, RoutePlan } from '../domain/payments-attempts';
 import type { ChargeAttemptInput, ChargeAttemptResult } from '../activities/provider-steps';
 import { afterBudgetFullAt, afterRetryDeclined, beginRecovery, classifyDecline, recoveryEnded, recoveryView, type DeclineSignal, type RecoveryProgress } from '../domain/recovery';
 import { FailureType, type FinalResponse, type ScopedKey } from '../shared/definitions';
-import { cancelUpdate, captureUpdate, chargeReportSignal, firstAnswerUpdate, WAIT_DEFAULTS, paymentStatusQuery, PaymentStatusKey, type CancelRequest, type CaptureRequest, type PaymentStatus, type PaymentWorkflowInput } from '../shared/payments';
+import { CANCEL_FAILED, cancelUpdate, captureUpdate, challengeReturnUpdate, chargeReportSignal, firstAnswerUpdate, type ChallengeReturn, type ChallengeReturnOutcome, WAIT_DEFAULTS, paymentStatusQuery, PaymentStatusKey, type CancelRequest, type CaptureRequest, type PaymentStatus, type PaymentWorkflowInput } from '../shared/payments';
 import { providerSubKey } from '../shared/keys';
 import { firstCharge, providerSteps, providerStepsWithin, records } from './activities';
 import { serveRequest } from './interceptors';
@@ -19,6 +19,12 @@ type PhaseResult = { kind: 'charge'; charge: ProviderCharge } | Final;
 type Final = { kind: 'final'; response: FinalResponse };
 /** A reason the payment failed or expired, recorded on it. */
 type Failure = { code: string; message: string };
+
+/**
+ * How long the details call of a customer back from a challenge is retried while the PSP does not
+ * answer: past it the return changes nothing (the PSP's notification, or the window's end, decides).
+ */
+const CHALLENGE_RETURN_WITHIN_MS = 60_000;
 
 /** Reports kept while waiting: a flood of webhooks cannot grow the run's state without bound. */
 const MAX_KEPT_REPORTS = 20;
@@ -122,6 +128,8 @@ class PaymentRun {
   /** The memo's view of the route: which PSP each attempt went to, and why it moved on. */
   private routeMemo: { provider?: string; attempts?: AttemptMemo[]; route?: string[]; route_reason?: string } = {};
   private readonly compensations = new Compensations();
+  /** When the authorization window ends (workflow time), once the wait for capture began: how long a void waits for its confirmation. */
+  private authorizationWindowEnd: number | undefined;
   /** The route the first attempt decided: where a retry of a recovering payment goes when a PSP took no money. */
   private routePlan: RoutePlan | undefined;
   /** What the PSP reported about the charge (webhooks, polls), oldest first; kept from the start. */
@@ -137,6 +145,10 @@ class PaymentRun {
    * the outcome is waited for), or the run's result when it ended before (firstAnswerUpdate).
    */
   private firstAnswer: FinalResponse | undefined;
+  /** The charge waiting at the PSP for its customer or bank (awaitPsp), while it waits. */
+  private waitingChargeId: string | undefined;
+  /** A customer's return from the challenge is being completed by the PSP's details call. */
+  private returning = false;
 
   constructor(private readonly input: PaymentWorkflowInput) {
     setHandler(paymentStatusQuery, () => this.status);
@@ -144,6 +156,7 @@ class PaymentRun {
       await condition(() => this.firstAnswer !== undefined);
       return this.firstAnswer!;
     });
+    setHandler(challengeReturnUpdate, (request) => this.completeChallenge(request), { validator: (_request) => this.refuseUnlessChallengeOpen() });
     setHandler(chargeReportSignal, (report) => {
       log.info('charge report', { payment_id: input.paymentId, source: report.source, event_id: report.eventId, charge_status: report.charge.status });
       this.noteReport(report.charge);
@@ -469,12 +482,14 @@ class PaymentRun {
     upsertMemo({ waiting_for: customer ? 'customer authentication (3-D Secure)' : 'the PSP to settle an asynchronous payment', waiting_until: new Date(deadline).toISOString() });
     this.listenForCommands();
     this.accepting = true;
+    this.waitingChargeId = waiting.id;
     const outcome = await waitForOutcome<PspOutcome>(
       () => this.command ?? this.decidedBy(waiting.id),
       windowMs,
       { firstMs: poll.firstMs, maxMs: poll.maxMs, run: async () => this.noteReport(await this.retrieve(waiting.id)) },
     );
     this.accepting = false;
+    this.waitingChargeId = undefined;
     upsertMemo({ waiting_for: null, waiting_until: null });
     if (outcome?.kind === 'decided') return this.recordWaitOutcome(outcome.charge);
     if (outcome?.kind === 'cancel') return this.cancelWhileWaiting(waiting.id, outcome.request);
@@ -484,7 +499,9 @@ class PaymentRun {
   /** The merchant gives up on the customer's challenge: void it at the PSP, unless the customer finished first. */
   private async cancelWhileWaiting(chargeId: string, request: CancelRequest): Promise<PhaseResult> {
     const voided = await this.voidOrLookUp(chargeId);
-    if (voided.status === 'canceled') {
+    // A void the PSP only received (its cancels are confirmed by notification) ends the challenge
+    // there: an authorization that slipped in before it is cancelled with it.
+    if (voided.status === 'canceled' || voided.received === true) {
       this.showCharge(voided);
       this.commandResponse = (await records.recordCancel({ paymentId: this.input.paymentId, request }))!;
       this.setStatus('canceled');
@@ -518,7 +535,8 @@ class PaymentRun {
     // Unanswered within the grace, a challenge is voided all the same (the void waits for the PSP);
     // a bank debit cannot be voided, so it expires and a later success is given back (late charge).
     if (customer && (last === null || last.status === 'requires_action')) last = await this.voidOrLookUp(waiting.id);
-    if (last === null) return this.expire(customer, waiting.id);
+    // A void the PSP only received (confirmed by its notification) ended the challenge there.
+    if (last === null || last.received === true) return this.expire(customer, waiting.id);
     this.showCharge(last);
     const movedAt = moneyMovedAt(last);
     if (last.status === 'declined' || (movedAt !== null && movedAt <= deadline)) return this.recordWaitOutcome(last);
@@ -568,14 +586,24 @@ class PaymentRun {
     this.listenForCommands();
     this.accepting = true;
     const windowEnd = Date.now() + input.authorizationWindowMs; // workflow time: deterministic on replay
+    this.authorizationWindowEnd = windowEnd;
     const decided = await waitForOutcome(() => this.command, input.authorizationWindowMs);
     this.accepting = false; // from here on validators refuse, so no update can wait forever
     if (decided === undefined || decided.kind === 'cancel') {
       if (decided === undefined) log.info('authorization window ended uncaptured; voiding', { payment_id: input.paymentId });
-      this.showCharge(await providerSteps.voidCharge({ paymentId: input.paymentId, chargeId, ...this.chargingAttempt }));
-      const answer = await records.recordCancel({ paymentId: input.paymentId, request: decided?.request ?? null });
-      if (decided) this.commandResponse = answer!;
-      this.setStatus('canceled');
+      const voided = await this.voidConfirmed(chargeId, windowEnd);
+      if ('failure' in voided) {
+        // Refused or unconfirmed: the authorization may still hold the customer's money at the PSP.
+        log.error('void not confirmed by the PSP; needs an operator', { payment_id: input.paymentId, code: voided.failure.code });
+        const failed = await records.recordPaymentFailure({ paymentId: input.paymentId, failure: voided.failure, idempotency: decided?.request.idempotency ?? input.idempotency });
+        this.setStatus('failed');
+        if (decided) this.commandResponse = failed;
+      } else {
+        this.showCharge(voided.charge);
+        const answer = await records.recordCancel({ paymentId: input.paymentId, request: decided?.request ?? null });
+        if (decided) this.commandResponse = answer!;
+        this.setStatus('canceled');
+      }
     } else {
       await this.capture(chargeId, decided.request, windowEnd);
     }
@@ -660,8 +688,39 @@ class PaymentRun {
       const amountMinor = charge.amountCapturedMinor;
       this.compensations.push(`refunded ${amountMinor} ${this.input.currency} of charge ${chargeId}`, () => this.giveBack(chargeId, amountMinor));
     } else if (charge.status === 'requires_capture') {
-      this.compensations.push(`voided authorization ${chargeId}`, () => providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.chargingAttempt }));
+      this.compensations.push(`voided authorization ${chargeId}`, async () => {
+        const voided = await this.voidConfirmed(chargeId, this.authorizationWindowEnd);
+        // Refused or unconfirmed by the PSP: a failed compensation, for an operator, never "Compensated".
+        if ('failure' in voided) throw ApplicationFailure.nonRetryable(voided.failure.message, voided.failure.code);
+        return voided.charge;
+      });
     }
+  }
+
+  /**
+   * Voids the authorization (the void's sub-key is the payment's: one void per payment, which
+   * the PSP answers once; a retry of the call replays that answer). A PSP whose cancels are
+   * confirmed by notification (modifications `notified`) answers with the charge unchanged,
+   * still `requires_capture`: the void is done only when the PSP's report of it comes (its
+   * CANCELLATION, a `chargeReport`): `canceled`, or still `requires_capture` with the decline
+   * code `cancel_failed` (refused). It is waited for until the authorization window ends, and at
+   * least the decision grace (PROVIDER_DECISION_GRACE_SECONDS): a void at or after the window's
+   * end waits that long. A refusal is `cancel_failed`, no report in time `cancel_unconfirmed`.
+   * A PSP whose void is final in its answer is not waited for (no command is added).
+   */
+  private async voidConfirmed(chargeId: string, windowEnd: number | undefined): Promise<{ charge: ProviderCharge } | { failure: Failure }> {
+    const before = new Set(this.reports);
+    const answered = await providerSteps.voidCharge({ paymentId: this.input.paymentId, chargeId, ...this.chargingAttempt });
+    if (answered.status !== 'requires_capture') return { charge: answered };
+    const graceMs = this.input.decisionGraceMs ?? WAIT_DEFAULTS.decisionGraceMs;
+    const waitMs = Math.max(graceMs, (windowEnd ?? 0) - Date.now());
+    const report = await waitForOutcome(() => this.cancelReport(chargeId, before), waitMs);
+    if (report?.status === 'canceled') return { charge: report };
+    return {
+      failure: report
+        ? { code: CANCEL_FAILED, message: `The PSP refused the cancel: ${report.declineMessage ?? 'the cancel failed'}. The authorization may still hold the customer's money at the PSP: an operator must check it.` }
+        : { code: 'cancel_unconfirmed', message: `The PSP did not confirm the cancel within ${Math.round(waitMs / 1000)} s. The authorization may still hold the customer's money at the PSP: an operator must check it.` },
+    };
   }
 
   /**
@@ -707,7 +766,14 @@ class PaymentRun {
    * `succeeded`, or still `requires_capture` with a decline code (the capture failed).
    */
   private captureReport(chargeId: string, before: ReadonlySet<ProviderCharge>): ProviderCharge | undefined {
-    return this.reports.find((r) => !before.has(r) && r.id === chargeId && (r.status === 'succeeded' || (r.status === 'requires_capture' && r.declineCode !== null)));
+    return this.reports.find(
+      (r) => !before.has(r) && r.id === chargeId && (r.status === 'succeeded' || (r.status === 'requires_capture' && r.declineCode !== null && r.declineCode !== CANCEL_FAILED)),
+    );
+  }
+
+  /** The PSP's report of a void asked for (one that came after `before`): the charge `canceled`, or still `requires_capture` with `cancel_failed` (refused). */
+  private cancelReport(chargeId: string, before: ReadonlySet<ProviderCharge>): ProviderCharge | undefined {
+    return this.reports.find((r) => !before.has(r) && r.id === chargeId && (r.status === 'canceled' || (r.status === 'requires_capture' && r.declineCode === CANCEL_FAILED)));
   }
 
   /**
@@ -722,6 +788,49 @@ class PaymentRun {
       return next !== null && !isOutcomePending(next);
     });
     return charge ? { kind: 'decided', charge } : undefined;
+  }
+
+  /** The return route's update is taken only while the payment waits for its customer's challenge, one return at a time. */
+  private refuseUnlessChallengeOpen(): void {
+    if (!this.accepting || this.returning || this.command || this.waitingChargeId === undefined || deadlineOf(this.status) !== 'authentication') {
+      throw ApplicationFailure.create({ type: FailureType.ChallengeNotOpen, message: `payment ${this.input.paymentId} is not waiting for its customer's challenge (${this.status})`, nonRetryable: true });
+    }
+  }
+
+  /**
+   * The customer is back from the challenge (the return route): the PSP's details call answers
+   * the charge, which is applied as a webhook's report is (the wait records it); the update
+   * answers once it was applied. A result the PSP refuses changes nothing (the update fails
+   * ChallengeReturnRefused, and another return may come); a PSP that does not answer within
+   * CHALLENGE_RETURN_WITHIN_MS leaves the decision to its notification or the window's end.
+   */
+  private async completeChallenge(request: ChallengeReturn): Promise<ChallengeReturnOutcome> {
+    this.returning = true;
+    serveRequest(request.requestId);
+    const { input } = this;
+    const chargeId = this.waitingChargeId!;
+    try {
+      const charge = await providerStepsWithin(CHALLENGE_RETURN_WITHIN_MS).completeChallenge({
+        paymentId: input.paymentId,
+        chargeId,
+        redirectResult: request.redirectResult,
+        amountMinor: input.amountMinor,
+        currency: input.currency,
+        capture: input.captureMethod === 'automatic',
+        ...this.chargingAttempt,
+      });
+      this.noteReport(charge);
+      // Answered once the wait has applied it: the status left the challenge, or the report decides nothing.
+      await condition(() => this.status !== 'requires_action' || this.decidedBy(chargeId) === undefined);
+    } catch (error) {
+      if (failureOfType(error, FailureType.ProviderRejected)) {
+        throw ApplicationFailure.create({ type: FailureType.ChallengeReturnRefused, message: `the PSP refused the details call of payment ${input.paymentId}; nothing changed`, nonRetryable: true });
+      }
+      log.warn('the details call got no answer; the notification or the window decides', { payment_id: input.paymentId, error: String(error) });
+    } finally {
+      this.returning = false;
+    }
+    return { status: this.status };
   }
 
   private retrieve(chargeId: string): Promise<ProviderCharge> {

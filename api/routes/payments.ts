@@ -100,13 +100,17 @@ export const cancelPayment = createRoute({
   path: '/v1/payments/{id}/cancel',
   tags: ['Payments'],
   summary: 'Cancel (void) a payment that waits for capture or for its customer (idempotent)',
-  description: `Voids the authorization, or the customer's pending 3-D Secure challenge. 409 unless the payment is ${statusesAccepting('cancel').map((s) => `\`${s}\``).join(' or ')}. ${notReadyYet}`,
+  description:
+    `Voids the authorization, or the customer's pending 3-D Secure challenge. 409 unless the payment is ${statusesAccepting('cancel').map((s) => `\`${s}\``).join(' or ')}. ${notReadyYet} ` +
+    'At a PSP whose cancels are confirmed by notification (Adyen’s CANCELLATION), the payment stays `requires_capture` until it comes (202 while it has not; ' +
+    'retry with the same key); a cancel the PSP refuses, or does not confirm by the authorization window’s end (and at least PROVIDER_DECISION_GRACE_SECONDS), ' +
+    'is 402 `payment_failed` (`failure.code` `cancel_failed` or `cancel_unconfirmed`: the authorization may still hold the money, for an operator).',
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CancelPaymentBody), required: false } },
   responses: {
     200: { description: 'Voided: the payment is `canceled`.', content: jsonContent(Payment), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Payment),
-    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_cancelable', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
+    ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_cancelable', 'payment_failed', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
   },
 });
 

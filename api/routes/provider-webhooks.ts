@@ -2,15 +2,16 @@ import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import { isGrpcDeadlineError, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { bodyLimit } from 'hono/body-limit';
 import { markForwarded, receiveProviderEvent, type ReceivedOutcome } from '../../db/provider-events';
-import { paymentIntentFigures, paymentTraceparent } from '../../db/payments';
+import { flagCompensationRefused, paymentIntentFigures, paymentTraceparent } from '../../db/payments';
+import { lateChargeWorkflowId } from '../../domain/ids';
 import { annotateActiveSpan, linkActiveSpan, resourceAttribute, tracingOn } from '../../lib/tracing';
 import { ApiError } from '../../domain/errors';
 import { chargeHoldsMoney, recordsCharge } from '../../domain/payments';
 import { isTemporalUnavailable } from '../../lib/temporal';
-import { ProviderEventUnreadableError, ProviderRejectedError, ProviderWebhookError, type ProviderRefund, type ProviderWebhookEvent, type UnreadableField } from '../../provider/types';
+import { ProviderEventUnreadableError, ProviderRejectedError, ProviderWebhookError, type PaymentProvider, type ProviderRefund, type ProviderWebhookEvent, type UnreadableField } from '../../provider/types';
 import { pendingRefundsReported } from '../../db/refunds';
 import { refundReportSignal } from '../../shared/refunds';
-import { createProviderClient, createProviderWebhookBatchVerifier, createProviderWebhookVerifier } from '../../provider/registry';
+import { capabilitiesOf, createProviderClient, createProviderWebhookBatchVerifier, createProviderWebhookVerifier, providerKind } from '../../provider/registry';
 import type { Config } from '../../lib/config';
 import type { Logger } from '../../lib/logger';
 import type { ChargeEventResult } from '../../shared/payments';
@@ -33,17 +34,29 @@ export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS' | 'PRO
       const verify = await createProviderWebhookVerifier(connection);
       const verifyBatch = await createProviderWebhookBatchVerifier(connection);
       const client = await createProviderClient(connection, config);
-      const disputes = client.disputes;
       return {
         name: connection.name,
         verify,
         notifications: verifyBatch ? ('batch' as const) : ('event' as const),
+        challengeReturn: providerKind(connection.kind).capabilities.challengeReturn,
         ...(verifyBatch ? { verifyBatch } : {}),
         retrieveCharge: (chargeId: string) => client.retrieveCharge(chargeId),
-        ...(disputes ? { retrieveDispute: (disputeId: string) => disputes.retrieveDispute(disputeId) } : {}),
+        ...disputeReceiving(client),
       };
     }),
   );
+}
+
+/**
+ * How a receiver learns the dispute of a dispute event, by its kind's disputeSource: read from
+ * the PSP (`retrieval`), or the verified notification's own (`notification`); nothing for a kind
+ * without disputes.
+ */
+export function disputeReceiving(client: PaymentProvider): Pick<ProviderWebhookReceiver, 'retrieveDispute' | 'disputesNotified'> {
+  const disputes = client.disputes;
+  if (!disputes) return {};
+  if (capabilitiesOf(client).disputeSource === 'notification') return { disputesNotified: true };
+  return { retrieveDispute: (disputeId: string) => disputes.retrieveDispute(disputeId) };
 }
 
 const Received = z
@@ -59,7 +72,9 @@ const Received = z
         'and the payment is flagged `failure.code` `needs_operator`; `handed_over`: the event’s workflow had not decided within the wait ' +
         '(the PSP could not be asked at once): it decides as above once the PSP answers; ' +
         '`dispute`: the dispute as the PSP holds it was passed to its dispute workflow. ' +
-        'A refund’s settlement (Adyen’s REFUND, REFUND_FAILED) is `forward` when passed to the run of the pending refund it names, else `ignored`.',
+        'A refund’s settlement (Adyen’s REFUND, REFUND_FAILED) is `forward` when passed to the run of the pending refund it names (or to the late-charge run ' +
+        'that refunded the charge); `held_for_operator` when it refuses the refund a payment’s own run made to give its charge back (a compensation, ' +
+        'counted given back when the PSP received it): the payment, `failed`, then has `failure.code` `compensation_failed` and `payment.failed` is sent again; else `ignored`.',
     }),
   })
   .openapi('ProviderWebhookReceived');
@@ -88,9 +103,12 @@ const receiveWebhook = createRoute({
     'without money (`expired`, `canceled`, `declined`, `failed`) starts the late-charge workflow, once per charge, which gives the money ' +
     'back at the PSP and records it on the payment (`failure.code` `late_success_refunded`, event `payment.late_success_refunded`). ' +
     'A refund’s settlement (Adyen’s REFUND, REFUND_FAILED) is passed to the run of the pending refund it names (our refund id, or the payment’s reference ' +
-    'and the amount, at that PSP and charge), which records it `succeeded` or `failed`; 503 when Temporal cannot be reached. ' +
+    'and the amount, at that PSP and charge), which records it `succeeded` or `failed`, or else to the late-charge run of its charge, which waits for it ' +
+    '(as for a void’s CANCELLATION, at a PSP without retrieval); 503 when Temporal cannot be reached. ' +
     'A dispute event (a PSP kind with disputes) is a hint too: the dispute is retrieved from the PSP and reported to its dispute workflow ' +
-    '(signal-with-start under an id derived from the PSP and its dispute id, so duplicates join one run; 503 when the PSP or Temporal cannot be reached).',
+    '(signal-with-start under an id derived from the PSP and its dispute id, so duplicates join one run; 503 when the PSP or Temporal cannot be reached). ' +
+    'A PSP with no read of a dispute (Adyen’s NOTIFICATION_OF_CHARGEBACK, CHARGEBACK, CHARGEBACK_REVERSED, SECOND_CHARGEBACK, …) reports the verified ' +
+    'notification’s dispute itself; one without `originalReference`, or with an unreadable `additionalData.defensePeriodEndsAt`, is 400 `invalid_request`.',
   security: [],
   request: { params: z.object({ provider: z.string().max(32).openapi({ param: { name: 'provider', in: 'path' }, example: 'sandbox' }) }) },
   responses: {
@@ -143,7 +161,7 @@ export function providerWebhookRoutes(deps: ApiDeps) {
  * over (a charge's) or reported to its dispute's workflow. A duplicate changes nothing.
  */
 async function receiveEvent(deps: ApiDeps, receiver: ProviderWebhookReceiver, provider: string, event: ProviderWebhookEvent, payload: unknown, logger: Logger): Promise<z.output<typeof Received>> {
-  if (event.dispute && receiver.retrieveDispute) {
+  if (event.dispute && (receiver.retrieveDispute || receiver.disputesNotified)) {
     const duplicate = !(await storeDisputeEvent(deps, provider, event, payload));
     await forwardDispute(deps, receiver, provider, event, logger);
     return { received: true as const, event_id: event.id, duplicate, disposition: 'dispute' as const };
@@ -155,7 +173,8 @@ async function receiveEvent(deps: ApiDeps, receiver: ProviderWebhookReceiver, pr
     createdAt: event.createdAt,
     chargeId: event.charge?.id ?? null,
     chargeStatus: event.charge?.status ?? null,
-    reference: event.charge?.reference ?? null,
+    reference: event.charge?.reference ?? event.refund?.reference ?? null,
+    refundId: event.refund?.id ?? null,
     payload,
   });
   // The webhook's span links to the trace of the payment it concerns (docs/tracing.md); one read, only while tracing is on.
@@ -240,11 +259,14 @@ async function handOver(deps: ApiDeps, event: ProviderWebhookEvent, outcome: Rec
  * refunds it may name (db/refunds.ts pendingRefundsReported: by our refund id, or by the
  * payment's reference and the amount, of a payment at this PSP with that charge), on every
  * delivery; each run takes only the first settlement of the refund the PSP answered it.
- * `forward` when passed on; `ignored` when no pending refund of ours is named (a refund already
- * settled, a compensation's, or another's), or their runs have ended (a refund left pending for
- * an operator). 503 when Temporal cannot be reached.
+ * `forward` when passed on; `held_for_operator` when the PSP refused the refund of a payment's
+ * own compensation (the payment then fails `compensation_failed`: the customer's money may still
+ * be at the PSP); `ignored` when no pending refund of ours is named (a refund already settled, a
+ * compensation's that succeeded, or another's), or their runs have ended (a refund left pending
+ * for an operator), and no late-charge run of the charge waits for it (it refunded late money at
+ * a PSP that confirms refunds by notification). 503 when Temporal cannot be reached.
  */
-async function reportRefund(deps: ApiDeps, provider: string, refund: ProviderRefund, log: Logger): Promise<'forward' | 'ignored'> {
+async function reportRefund(deps: ApiDeps, provider: string, refund: ProviderRefund, log: Logger): Promise<'forward' | 'ignored' | 'held_for_operator'> {
   if (refund.status === 'pending' || !refund.reference) return 'ignored';
   const pending = await pendingRefundsReported(deps.sql, { provider, reference: refund.reference, chargeId: refund.chargeId, amountMinor: refund.amountMinor });
   let passed = false;
@@ -263,7 +285,34 @@ async function reportRefund(deps: ApiDeps, provider: string, refund: ProviderRef
       throw error;
     }
   }
-  return passed ? 'forward' : 'ignored';
+  if (passed) return 'forward';
+  // The refund of a payment's own compensation (its reference the payment's), refused after its run counted it given back.
+  const { reference: paymentId, chargeId } = refund;
+  if (refund.status === 'failed' && chargeId && paymentId) {
+    const message =
+      `Compensation FAILED, needs an operator: ${provider} refused the refund ${refund.id} of charge ${chargeId} ` +
+      `(${refund.failureMessage ?? refund.failureCode ?? 'refused'}); the customer's money may still be at the PSP.`;
+    const flagged = await deps.sql.begin((tx) => flagCompensationRefused(tx, { provider, paymentId, chargeId, message }));
+    if (flagged) {
+      log.error({ payment_id: flagged.id, refund_id: refund.id }, 'the PSP refused the refund of a payment\'s compensation; flagged compensation_failed for an operator');
+      return 'held_for_operator';
+    }
+  }
+  // A compensation's refund of late money (no refund of ours): the late-charge run of its charge waits for it.
+  if (chargeId && (await signalIfRunning(deps, lateChargeWorkflowId(provider, chargeId), refund))) return 'forward';
+  return 'ignored';
+}
+
+/** Passes a refund's settlement to a run that may wait for it; false when no such run is open. */
+async function signalIfRunning(deps: ApiDeps, workflowId: string, refund: ProviderRefund): Promise<boolean> {
+  try {
+    await withinTemporalDeadline(deps, () => deps.temporal.workflow.getHandle(workflowId).signal(refundReportSignal, refund));
+    return true;
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError || /already completed/i.test(String((error as Error)?.message))) return false;
+    if (isTemporalUnavailable(error)) throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
+    throw error;
+  }
 }
 
 /** Stores a dispute event once (by provider and event id); false when it was stored before. */
@@ -275,12 +324,14 @@ async function storeDisputeEvent(deps: ApiDeps, provider: string, event: Provide
 /**
  * The dispute as the PSP holds it now (the event's figures are the sender's word) is reported to
  * its workflow, on every delivery (a duplicate too: the workflow applies it forward-only, and a
- * delivery whose report failed is retried by the PSP). 503 when the PSP or Temporal cannot be asked.
+ * delivery whose report failed is retried by the PSP). A PSP that has no read of a dispute
+ * (disputeSource `notification`) reports the verified notification's dispute itself. 503 when
+ * the PSP or Temporal cannot be asked.
  */
 async function forwardDispute(deps: ApiDeps, receiver: ProviderWebhookReceiver, provider: string, event: ProviderWebhookEvent, log: Logger): Promise<void> {
   let dispute;
   try {
-    dispute = await receiver.retrieveDispute!(event.dispute!.id);
+    dispute = receiver.disputesNotified ? event.dispute! : await receiver.retrieveDispute!(event.dispute!.id);
   } catch (error) {
     if (error instanceof ProviderRejectedError) {
       log.warn({ provider_dispute_id: event.dispute!.id, code: error.code }, 'a dispute event for a dispute the PSP does not hold; ignored');

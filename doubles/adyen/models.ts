@@ -13,14 +13,25 @@ const required: Readonly<Record<string, readonly string[]>> = {
   PaymentCaptureRequest: ['amount', 'merchantAccount'],
   PaymentCancelRequest: ['merchantAccount'],
   PaymentRefundRequest: ['amount', 'merchantAccount'],
+  PaymentDetailsRequest: ['details'],
   Amount: ['currency', 'value'],
   CardDetails: [],
+  // The Disputes service's (adyenDisputeModels).
+  AcceptDisputeRequest: ['disputePspReference', 'merchantAccountCode'],
+  DefendDisputeRequest: ['defenseReasonCode', 'disputePspReference', 'merchantAccountCode'],
+  DefenseReasonsRequest: ['disputePspReference', 'merchantAccountCode'],
+  DeleteDefenseDocumentRequest: ['defenseDocumentType', 'disputePspReference', 'merchantAccountCode'],
+  SupplyDefenseDocumentRequest: ['defenseDocuments', 'disputePspReference', 'merchantAccountCode'],
+  DefenseDocument: ['content', 'contentType', 'defenseDocumentTypeCode'],
 };
 
 type ModelClass = { getAttributeTypeMap(): { name: string; baseName: string; type: string }[] };
 
-function modelClass(name: string): ModelClass | null {
-  const found = (adyen.Types.checkout as unknown as Record<string, unknown>)[name];
+/** The library's models of one API: Checkout's (`adyen.Types.checkout`, the default) or the Disputes service's (adyenDisputeModels). */
+export type ModelNamespace = object;
+
+function modelClass(name: string, models: ModelNamespace): ModelClass | null {
+  const found = (models as Record<string, unknown>)[name];
   return typeof found === 'function' && typeof (found as Partial<ModelClass>).getAttributeTypeMap === 'function' ? (found as unknown as ModelClass) : null;
 }
 
@@ -30,9 +41,9 @@ function modelClass(name: string): ModelClass | null {
  * name; a card payment method through CardDetails), and the model's required fields present.
  * Returns the first refusal, or null.
  */
-export function refusalOf(body: unknown, model: string, at = ''): ModelRefusal | null {
+export function refusalOf(body: unknown, model: string, at = '', models: ModelNamespace = adyen.Types.checkout): ModelRefusal | null {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return { errorCode: '702', message: `Structure of ${model} is not an object${at ? ` at ${at}` : ''}` };
-  const clazz = modelClass(model);
+  const clazz = modelClass(model, models);
   if (!clazz) return null;
   const attributes = new Map(clazz.getAttributeTypeMap().map((a) => [a.baseName, a.type.replace(/ \| null$/, '')]));
   const unknown = Object.keys(body).filter((key) => !attributes.has(key));
@@ -42,11 +53,20 @@ export function refusalOf(body: unknown, model: string, at = ''): ModelRefusal |
     if (value === undefined || value === null) return { errorCode: '100', message: `Required field '${at}${field}' is not provided.` };
   }
   for (const [key, value] of Object.entries(body)) {
+    // A list of models (`Array<DefenseDocument>`): each item is checked as one.
+    const itemType = /^Array<(.+)>$/.exec(attributes.get(key)!)?.[1];
+    if (Array.isArray(value) && itemType && modelClass(itemType, models)) {
+      for (const [index, item] of value.entries()) {
+        const refusal = refusalOf(item, itemType, `${at}${key}[${index}].`, models);
+        if (refusal) return refusal;
+      }
+      continue;
+    }
     if (value === null || typeof value !== 'object' || Array.isArray(value)) continue;
     let type = attributes.get(key)!;
     // The payment method is a union the library resolves by its `type`: a card is CardDetails.
     if (type === 'PaymentRequestPaymentMethod') type = (value as { type?: unknown }).type === 'scheme' ? 'CardDetails' : type;
-    const refusal = refusalOf(value, type, `${at}${key}.`);
+    const refusal = refusalOf(value, type, `${at}${key}.`, models);
     if (refusal) return refusal;
   }
   return null;

@@ -5,8 +5,10 @@ import {
   ProviderUnavailableError,
   type CallOptions,
   type CaptureChargeRequest,
+  type CompleteChallengeRequest,
   type CreateChargeRequest,
   type CreateRefundRequest,
+  type DisputeProvider,
   type PaymentProvider,
   type ProviderBalanceTransaction,
   type ProviderCharge,
@@ -14,21 +16,33 @@ import {
   type ProviderWebhookEvent,
   type VoidChargeRequest,
 } from '../types';
+import { ADYEN_TEST_DISPUTES_URL, AdyenDisputes } from './disputes';
+import { SettlementReports } from './settlement';
 import { verifyAdyenNotificationBatch, verifyAdyenWebhook } from './webhook';
 import { adyenPaymentMethod, chargeFromPayment, parseAdyenSavedCardToken } from './wire';
 
 /** Where the official library sends every Checkout call (its API_BASEPATH): our client sends it to the connection's URL instead. */
 const LIBRARY_CHECKOUT_BASE = 'https://checkout-test.adyen.com';
+/** Where it sends the Disputes service's calls (its DisputesApi's API_BASEPATH, less the version): our client sends them to the connection's `disputesUrl`. */
+const LIBRARY_DISPUTES_BASE = 'https://ca-test.adyen.com/ca/services/DisputeService';
 
 export interface AdyenProviderConfig {
   /** Adyen's Checkout API, or a double of it: the library's own host is replaced by this one. */
   baseUrl: string;
+  /** Adyen's Disputes service (`…/ca/services/DisputeService`), or a double of it; absent: Adyen's test host. */
+  disputesUrl?: string;
   apiKey: string;
   merchantAccount: string;
   /** The HMAC key of the webhook's notifications; null: they are refused. */
   hmacKey: string | null;
   /** Per HTTP call; past it the outcome is unknown (ProviderUnavailableError). */
   timeoutMs: number;
+  /**
+   * Where the Settlement details reports are downloaded (the report host: Adyen's, or a double)
+   * and the report user's credentials (basic auth, else its API key). Absent: the balance
+   * report is refused (a client made only for payments).
+   */
+  report?: { url: string; username: string | null; password: string | null; apiKey: string | null };
 }
 
 /** Adyen's error body (`{ status, errorCode, message, errorType, pspReference }`). */
@@ -47,11 +61,20 @@ interface AdyenErrorJson {
  * (retried, under the same Idempotency-Key, which Adyen replays), any other refusal is final.
  */
 class FetchHttpClient {
-  constructor(private readonly baseUrl: string, private readonly timeoutMs: number) {}
+  /** The library's base of each service we call, and the connection's URL that replaces it. */
+  private readonly bases: [library: string, ours: string][];
+
+  constructor(bases: { checkout: string; disputes: string }, private readonly timeoutMs: number) {
+    this.bases = [
+      [LIBRARY_CHECKOUT_BASE, bases.checkout.replace(/\/$/, '')],
+      [LIBRARY_DISPUTES_BASE, bases.disputes.replace(/\/$/, '')],
+    ];
+  }
 
   async request(endpoint: string, json: string | Buffer, config: Config, _isApiKeyRequired: boolean, options: { idempotencyKey?: string; method?: string; signal?: AbortSignal | null } = {}): Promise<string> {
-    if (!endpoint.startsWith(LIBRARY_CHECKOUT_BASE)) throw new Error(`the Adyen library asked for ${endpoint}: only its Checkout API is configured`);
-    const url = `${this.baseUrl.replace(/\/$/, '')}${endpoint.slice(LIBRARY_CHECKOUT_BASE.length)}`;
+    const base = this.bases.find(([library]) => endpoint.startsWith(library));
+    if (!base) throw new Error(`the Adyen library asked for ${endpoint}: only its Checkout API and Disputes service are configured`);
+    const url = `${base[1]}${endpoint.slice(base[0].length)}`;
     const path = new URL(url).pathname;
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
@@ -100,11 +123,18 @@ class FetchHttpClient {
  */
 export class AdyenProvider implements PaymentProvider {
   readonly kind = 'adyen';
+  /** Its disputes through the Disputes service: answered and conceded, never read (the kind's disputeSource `notification`). */
+  readonly disputes: DisputeProvider;
   private readonly checkout: CheckoutAPI;
+  private readonly reports: SettlementReports | null;
 
   constructor(private readonly config: AdyenProviderConfig) {
-    const client = new adyen.Client(new adyen.Config({ apiKey: config.apiKey, environment: 'TEST' as never }), new FetchHttpClient(config.baseUrl, config.timeoutMs));
+    const http = new FetchHttpClient({ checkout: config.baseUrl, disputes: config.disputesUrl ?? ADYEN_TEST_DISPUTES_URL }, config.timeoutMs);
+    const client = new adyen.Client(new adyen.Config({ apiKey: config.apiKey, environment: 'TEST' as never }), http);
     this.checkout = new adyen.CheckoutAPI(client);
+    this.disputes = new AdyenDisputes(new adyen.DisputesAPI(client), config.merchantAccount);
+    // A report is one download of a whole batch: it gets a minute at least.
+    this.reports = config.report ? new SettlementReports({ ...config.report, merchantAccount: config.merchantAccount, timeoutMs: Math.max(config.timeoutMs, 60_000) }) : null;
   }
 
   async createCharge(request: CreateChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
@@ -115,11 +145,24 @@ export class AdyenProvider implements PaymentProvider {
       ...this.chargedMethod(request),
       // A manual capture is asked for per payment; otherwise the account's automatic capture applies.
       ...(request.capture ? {} : { additionalData: { manualCapture: 'true' } }),
+      // Where Adyen sends the shopper back from a 3-D Secure challenge, with `redirectResult`: our
+      // return route (the charge step sends it: the kind's challengeReturn is `orchestrator`).
       // Adyen's model requires it; a card without 3-D Secure never goes there.
       returnUrl: request.returnUrl ?? '',
     };
     const payment = await this.checkout.PaymentsApi.payments(body, this.options(request.idempotencyKey, options));
     return chargeFromPayment(payment, request);
+  }
+
+  /**
+   * The shopper is back from the challenge: /payments/details with the `redirectResult` Adyen
+   * appended to our returnUrl answers the payment's outcome (Authorised, Refused), under its
+   * Idempotency-Key like every call. A result Adyen does not know is its refusal (422).
+   */
+  async completeChallenge(request: CompleteChallengeRequest, options?: CallOptions): Promise<ProviderCharge> {
+    const details: Types.checkout.PaymentDetailsRequest = { details: { redirectResult: request.redirectResult } };
+    const answer = await this.checkout.PaymentsApi.paymentsDetails(details, this.options(request.idempotencyKey, options));
+    return chargeFromPayment(answer, request);
   }
 
   /**
@@ -163,8 +206,13 @@ export class AdyenProvider implements PaymentProvider {
     return Promise.reject(new Error('Adyen has no lookup by idempotency key: the same request is replayed under its key (unknownOutcome: replay)'));
   }
 
+  /**
+   * Adyen has no search of payments by merchant reference (nor a payment retrieval): a payment
+   * is known by its answers, its notifications and, once settled, its settlement report lines.
+   * The kind says `chargeSearch: false`, so no step asks; refused for good if one did.
+   */
   listChargesByReference(): Promise<ProviderCharge[]> {
-    return Promise.reject(new Error('Adyen has no search by merchant reference: its settlement report reconciles it (not yet built)'));
+    return Promise.reject(new ProviderRejectedError('adyen: Adyen has no search of payments by merchant reference (chargeSearch: false)', 405, 'search_unsupported'));
   }
 
   /** The capture as Adyen received it: the charge stays `requires_capture` until its CAPTURE notification. */
@@ -224,8 +272,14 @@ export class AdyenProvider implements PaymentProvider {
     return verifyAdyenNotificationBatch(rawBody, { hmacKey: this.config.hmacKey });
   }
 
-  listBalanceTransactions(): Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }> {
-    return Promise.reject(new Error('Adyen reports money moved in its settlement details report (not yet built; the kind has no balanceReport)'));
+  /**
+   * The money Adyen moved, from its Settlement details reports (./settlement.ts): the lines of
+   * the closed batches created in [from, to), a batch at a time. A line appears only once its
+   * batch has closed (Adyen closes payable batches by the account's payout frequency).
+   */
+  listBalanceTransactions(query: { from: Date; to: Date; startingAfter?: string; limit?: number }, options?: CallOptions): Promise<{ data: ProviderBalanceTransaction[]; hasMore: boolean }> {
+    if (!this.reports) return Promise.reject(new ProviderRejectedError('adyen: this client has no settlement report configured', 400, 'report_unconfigured'));
+    return this.reports.list(query, options);
   }
 
   private options(idempotencyKey: string, options?: CallOptions) {
@@ -233,6 +287,6 @@ export class AdyenProvider implements PaymentProvider {
   }
 
   private unconfirmed(chargeId: string, amountMinor: number, currency: string, status: 'requires_capture'): ProviderCharge {
-    return { id: chargeId, status, amountMinor, amountCapturedMinor: 0, amountRefundedMinor: 0, currency: currency.toUpperCase(), declineCode: null, declineMessage: null, nextAction: null, reference: '' };
+    return { id: chargeId, status, amountMinor, amountCapturedMinor: 0, amountRefundedMinor: 0, currency: currency.toUpperCase(), declineCode: null, declineMessage: null, nextAction: null, reference: '', received: true };
   }
 }

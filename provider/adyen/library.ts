@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type * as AdyenLibrary from '@adyen/api-library';
+import type * as AdyenDisputeModels from '@adyen/api-library/lib/src/typings/disputes/models';
 
 /**
  * The official Adyen library's values (its classes, its models' enums). The library is CommonJS
@@ -8,3 +9,9 @@ import type * as AdyenLibrary from '@adyen/api-library';
  * are imported as types where they are used.
  */
 export const adyen = createRequire(import.meta.url)('@adyen/api-library') as typeof AdyenLibrary;
+
+/**
+ * The Disputes API's models (its requests and answers), which the library's `Types` does not
+ * export: the Adyen double checks the Disputes API's requests with them (doubles/adyen/models.ts).
+ */
+export const adyenDisputeModels = createRequire(import.meta.url)('@adyen/api-library/lib/src/typings/disputes/models') as typeof AdyenDisputeModels;

@@ -1,10 +1,18 @@
 import type { Types } from '@adyen/api-library';
 import { z } from 'zod';
 import { adyen } from './library';
-import { ProviderEventUnreadableError, readWire, type ProviderCharge, type ProviderRefund, type ProviderWebhookEvent } from '../types';
+import type { DisputeStage, DisputeStatus } from '../../domain/disputes';
+import { CANCEL_FAILED } from '../../shared/payments';
+import { ProviderEventUnreadableError, readWire, type ProviderCharge, type ProviderDispute, type ProviderRefund, type ProviderWebhookEvent } from '../types';
 
 type PaymentRequest = Types.checkout.PaymentRequest;
 type PaymentResponse = Types.checkout.PaymentResponse;
+
+/** What /payments (PaymentResponse) and /payments/details (PaymentDetailsResponse) both answer, as far as our charge reads it. */
+export type AdyenPaymentAnswer = Pick<PaymentResponse, 'pspReference' | 'amount' | 'merchantReference' | 'refusalReason' | 'refusalReasonCode' | 'additionalData' | 'paymentMethod'> & {
+  resultCode?: unknown;
+  action?: { type?: unknown; url?: string } | null;
+};
 type NotificationRequestItem = Types.notification.NotificationRequestItem;
 
 /**
@@ -12,8 +20,13 @@ type NotificationRequestItem = Types.notification.NotificationRequestItem;
  * (sandbox/payment-methods.ts). The card number goes in Adyen's unencrypted test form
  * (`test_<number>`, accepted by Adyen's test environment in place of the encrypted field); a
  * refusal is asked for by the holder name, as Adyen's test environment reads it.
- * `CAPTURE_FAILED` and `REFUND_FAILED` are the Adyen double's own holder names: its capture (or
- * refund) of such a card is confirmed as failed (Adyen's test environment has no card for it).
+ * `CAPTURE_FAILED`, `REFUND_FAILED` and `CANCEL_FAILED` are the Adyen double's own holder names:
+ * its capture (refund, cancel) of such a card is confirmed as failed (Adyen's test environment has
+ * no card for it); `AUTHORISATION_PENDING` is answered `Received`, authorised later
+ * (doubles/adyen/pending.ts).
+ * `CHARGEBACK` is the double's own holder name too: its captured payment is disputed
+ * (NOTIFICATION_OF_CHARGEBACK, then CHARGEBACK; doubles/adyen/disputes.ts), as the sandbox's
+ * `pm_card_createDispute` is (Adyen's test environment opens disputes from its Customer Area).
  */
 export const adyenTestCards: Readonly<Record<string, { number: string; holderName: string }>> = {
   pm_card_visa: { number: '4111111111111111', holderName: 'Test Shopper' },
@@ -22,7 +35,17 @@ export const adyenTestCards: Readonly<Record<string, { number: string; holderNam
   pm_card_chargeDeclinedInsufficientFunds: { number: '4111111111111111', holderName: 'NOT_ENOUGH_BALANCE' },
   pm_card_captureFailed: { number: '4111111111111111', holderName: 'CAPTURE_FAILED' },
   pm_card_refundFailed: { number: '4111111111111111', holderName: 'REFUND_FAILED' },
+  pm_card_createDispute: { number: '4111111111111111', holderName: 'CHARGEBACK' },
+  // Adyen's 3-D Secure 2 test card: the shopper is redirected to the issuer's challenge. Refused
+  // after the shopper approved it when the holder name asks for a refusal.
+  pm_card_threeDSecureRequired: { number: '4917610000000000', holderName: 'Test Shopper' },
+  pm_card_threeDSecureRequired_declined: { number: '4917610000000000', holderName: 'DECLINED' },
+  pm_card_cancelFailed: { number: '4111111111111111', holderName: 'CANCEL_FAILED' },
+  pm_card_authorisationPending: { number: '4111111111111111', holderName: 'AUTHORISATION_PENDING' },
 };
+
+/** The card numbers of adyenTestCards whose on-session payments Adyen (and its double) redirect to a 3-D Secure challenge. */
+export const adyenThreeDSecureCards: readonly string[] = ['4917610000000000'];
 
 /** Adyen's paymentMethod for one of our test payment methods; null for a name it has no card for. */
 export function adyenPaymentMethod(paymentMethod: string): PaymentRequest['paymentMethod'] | null {
@@ -59,7 +82,7 @@ export function parseAdyenSavedCardToken(token: string): { shopperReference: str
  * `3/2030`), and our token when Adyen stored it (`tokenization.shopperReference` and
  * `tokenization.storedPaymentMethodId`). null when any of the card's fields is missing.
  */
-export function savedCardOfPayment(payment: PaymentResponse): ProviderCharge['savedCard'] {
+export function savedCardOfPayment(payment: Pick<AdyenPaymentAnswer, 'additionalData' | 'paymentMethod'>): ProviderCharge['savedCard'] {
   const data = payment.additionalData ?? {};
   const networkTransactionId = data['networkTxReference'];
   const brand = payment.paymentMethod?.brand;
@@ -83,11 +106,20 @@ const declineCodes: Readonly<Record<string, string>> = {
   '12': 'insufficient_funds',
   '14': 'fraudulent', // Acquirer fraud
   '20': 'fraudulent', // FRAUD
+  '11': 'authentication_failed', // 3D Not Authenticated: the shopper failed or refused the challenge
   '24': 'incorrect_cvc',
 };
 
-/** What our charge is, from Adyen's answer to /payments for it (`capture`: it was asked for at once). */
-export function chargeFromPayment(payment: PaymentResponse, request: { amountMinor: number; currency: string; reference: string; capture: boolean }): ProviderCharge {
+/**
+ * What our charge is, from Adyen's answer to /payments (or /payments/details) for it (`capture`: it
+ * was asked for at once). `RedirectShopper` is the customer's 3-D Secure challenge: the charge
+ * `requires_action`, its next action the redirect to Adyen's `action.url` (`returnUrl`: where
+ * Adyen sends the customer back, our return route).
+ */
+export function chargeFromPayment(
+  payment: AdyenPaymentAnswer,
+  request: { amountMinor: number; currency: string; reference: string; capture: boolean; returnUrl?: string | null },
+): ProviderCharge {
   const base = {
     id: payment.pspReference ?? '',
     amountMinor: payment.amount?.value ?? request.amountMinor,
@@ -113,6 +145,11 @@ export function chargeFromPayment(payment: PaymentResponse, request: { amountMin
         declineCode: declineCodes[payment.refusalReasonCode ?? ''] ?? 'card_declined',
         declineMessage: payment.refusalReason ?? 'The card was refused.',
       };
+    case 'RedirectShopper': {
+      const url = payment.action?.url;
+      if (String(payment.action?.type) !== 'redirect' || !url) return { ...base, status: 'processing' };
+      return { ...base, status: 'requires_action', nextAction: { type: 'redirect_to_url', url, returnUrl: request.returnUrl ?? null } };
+    }
     case 'Error':
       // An error at Adyen's side of the processing, not about the card: another PSP may be asked (§3.8).
       return { ...base, status: 'declined', declineCode: 'processing_error', declineMessage: payment.refusalReason ?? 'An error occurred while processing the card.' };
@@ -125,7 +162,10 @@ export function chargeFromPayment(payment: PaymentResponse, request: { amountMin
 /**
  * A captured or cancelled charge as its confirming notification says it is: CAPTURE success
  * (the money was taken), CAPTURE_FAILED or CAPTURE refused (still only authorized: the
- * capture did not take place; decline code `capture_failed`), CANCELLATION success. The charge's amount is the notification's.
+ * capture did not take place; decline code `capture_failed`), CANCELLATION success (`canceled`)
+ * or not (still authorized: decline code `cancel_failed`), AUTHORISATION (authorized:
+ * `requires_capture`; the charge events step reads it as `succeeded` for a payment with automatic
+ * capture, where Adyen captures without a CAPTURE notification). The charge's amount is the notification's.
  */
 export function chargeFromNotification(item: NotificationRequestItem): ProviderCharge | null {
   const id = item.originalReference ?? item.pspReference;
@@ -145,13 +185,16 @@ export function chargeFromNotification(item: NotificationRequestItem): ProviderC
   const captureFailed: ProviderCharge = { ...base, status: 'requires_capture', declineCode: 'capture_failed', declineMessage: item.reason || 'The capture failed.' };
   switch (String(item.eventCode)) {
     case 'AUTHORISATION':
-      return success ? { ...base, id: item.pspReference, status: 'requires_capture' } : { ...base, id: item.pspReference, status: 'declined', declineCode: 'card_declined', declineMessage: item.reason ?? null };
+      return success
+        ? { ...base, id: item.pspReference, status: 'requires_capture', authorizedAt: item.eventDate }
+        : { ...base, id: item.pspReference, status: 'declined', declineCode: /3D Not Authenticated/i.test(item.reason ?? '') ? 'authentication_failed' : 'card_declined', declineMessage: item.reason ?? null };
     case 'CAPTURE':
       return success ? { ...base, status: 'succeeded', amountCapturedMinor: base.amountMinor, succeededAt: item.eventDate } : captureFailed;
     case 'CAPTURE_FAILED':
       return captureFailed;
     case 'CANCELLATION':
-      return success ? { ...base, status: 'canceled' } : { ...base, status: 'requires_capture' };
+      // Refused: still authorized, and the decline code says the cancel did not take place.
+      return success ? { ...base, status: 'canceled' } : { ...base, status: 'requires_capture', declineCode: CANCEL_FAILED, declineMessage: item.reason || 'The cancel failed.' };
     default:
       return null;
   }
@@ -171,6 +214,65 @@ export function refundFromNotification(item: NotificationRequestItem): ProviderR
     failureMessage: succeeded ? null : (item.reason || 'The refund failed.'),
     // The reference the refund was asked under: our refund id (or the payment id of a compensation).
     reference: item.merchantReference,
+  };
+}
+
+/**
+ * Adyen's dispute event codes (its standard notifications; the dispute's own pspReference,
+ * shared by all of them, and the disputed payment's as originalReference): where each leaves the
+ * dispute, whether evidence was submitted by then, and our event type. NOTIFICATION_OF_CHARGEBACK
+ * and REQUEST_FOR_INFORMATION open it without moving money (our `inquiry`); CHARGEBACK debits
+ * it; CHARGEBACK_REVERSED gives it back (won, though Adyen says not for good: the issuer may
+ * take it to a second round); SECOND_CHARGEBACK (the issuer declined the defence: debited again)
+ * and PREARBITRATION_LOST close that second round lost, PREARBITRATION_WON won (our
+ * `pre_arbitration`, which moves a chargeback closed won); DISPUTE_DEFENSE_PERIOD_ENDED is an
+ * undefended (or accepted) dispute, lost. Any other (INFORMATION_SUPPLIED, ISSUER_COMMENTS,
+ * NOTIFICATION_OF_FRAUD, …) passes through as `adyen.<CODE>`. A dispute is moved only forward
+ * (domain/disputes.ts): a CHARGEBACK_REVERSED delivered after the second round changes nothing.
+ */
+const disputeCodes: Readonly<Record<string, { stage: DisputeStage; status: DisputeStatus; defended: boolean; type: string }>> = {
+  REQUEST_FOR_INFORMATION: { stage: 'inquiry', status: 'needs_response', defended: false, type: 'charge.dispute.created' },
+  NOTIFICATION_OF_CHARGEBACK: { stage: 'inquiry', status: 'needs_response', defended: false, type: 'charge.dispute.created' },
+  CHARGEBACK: { stage: 'chargeback', status: 'needs_response', defended: false, type: 'charge.dispute.funds_withdrawn' },
+  CHARGEBACK_REVERSED: { stage: 'chargeback', status: 'won', defended: true, type: 'charge.dispute.funds_reinstated' },
+  SECOND_CHARGEBACK: { stage: 'pre_arbitration', status: 'lost', defended: true, type: 'charge.dispute.closed' },
+  PREARBITRATION_WON: { stage: 'pre_arbitration', status: 'won', defended: true, type: 'charge.dispute.closed' },
+  PREARBITRATION_LOST: { stage: 'pre_arbitration', status: 'lost', defended: true, type: 'charge.dispute.closed' },
+  DISPUTE_DEFENSE_PERIOD_ENDED: { stage: 'chargeback', status: 'lost', defended: false, type: 'charge.dispute.closed' },
+};
+
+/** Adyen's dispute event codes that we map (the rest pass through). */
+export const adyenDisputeEventCodes: readonly string[] = Object.keys(disputeCodes);
+
+/**
+ * The dispute a dispute notification reports (null for any other event), as Adyen says it
+ * stands: Adyen has no read of a dispute, so the signed notification is the dispute (the
+ * kind's disputeSource `notification`). Its id is the dispute's pspReference, its charge the
+ * disputed payment (originalReference), its reference our payment id (merchantReference); the
+ * reason the scheme's code (additionalData.chargebackReasonCode), the deadline
+ * additionalData.defensePeriodEndsAt (else the event's time). Adyen books a chargeback's fee
+ * apart from the dispute (its settlement report): the fee here is 0.
+ */
+export function disputeFromNotification(item: NotificationRequestItem): ProviderDispute | null {
+  const standing = disputeCodes[String(item.eventCode)];
+  if (!standing) return null;
+  const data = (item.additionalData ?? {}) as Record<string, unknown>;
+  const eventTime = new Date(item.eventDate).toISOString();
+  const dueBy = typeof data['defensePeriodEndsAt'] === 'string' ? new Date(data['defensePeriodEndsAt']).toISOString() : eventTime;
+  const reason = typeof data['chargebackReasonCode'] === 'string' && data['chargebackReasonCode'] !== '' ? data['chargebackReasonCode'] : item.reason || 'unknown';
+  return {
+    id: item.pspReference,
+    chargeId: item.originalReference!,
+    reference: item.merchantReference || null,
+    amountMinor: item.amount.value ?? 0,
+    currency: (item.amount.currency ?? '').toUpperCase(),
+    reason,
+    stage: standing.stage,
+    status: standing.status,
+    evidenceDueBy: dueBy,
+    evidenceSubmittedAt: standing.defended ? eventTime : null,
+    createdAt: eventTime,
+    feeMinor: 0,
   };
 }
 
@@ -201,6 +303,19 @@ export const notificationItemSchema = z.looseObject({
   success: z.enum(['true', 'false']),
 });
 
+/**
+ * What a dispute notification must carry besides (disputeCodes): the disputed payment
+ * (originalReference), and, where given, a deadline PostgreSQL holds and a reason code.
+ */
+export const disputeNotificationSchema = z.looseObject({
+  originalReference: z.string({ error: 'is required: the disputed payment' }).min(1),
+  merchantReference: z.string().max(255),
+  reason: z.string().max(1000).optional(),
+  additionalData: z
+    .looseObject({ defensePeriodEndsAt: eventDate.optional(), chargebackReasonCode: z.string().max(255).optional() })
+    .optional(),
+});
+
 /** Adyen's standard notification: a batch of items, each wrapped as `{ NotificationRequestItem }`. */
 export const notificationBatchSchema = z.looseObject({
   live: z.enum(['true', 'false']).optional(),
@@ -219,7 +334,9 @@ export function readNotificationBatch(body: unknown): NotificationRequestItem[] 
   const issues: ProviderEventUnreadableError[] = [];
   const items = batch.notificationItems.map((wrapped, index) => {
     try {
-      return readWire(notificationItemSchema, wrapped.NotificationRequestItem, notificationItemPath(index)) as unknown as NotificationRequestItem;
+      const item = readWire(notificationItemSchema, wrapped.NotificationRequestItem, notificationItemPath(index)) as unknown as NotificationRequestItem;
+      if (disputeCodes[String(item.eventCode)]) readWire(disputeNotificationSchema, item, notificationItemPath(index));
+      return item;
     } catch (error) {
       if (!(error instanceof ProviderEventUnreadableError)) throw error;
       issues.push(error);
@@ -235,12 +352,17 @@ export function eventFromNotification(item: NotificationRequestItem): ProviderWe
   const code = String(item.eventCode);
   const charge = chargeFromNotification(item);
   const refund = refundFromNotification(item);
-  const type = refund
+  const dispute = disputeFromNotification(item);
+  const type = dispute
+    ? disputeCodes[code]!.type
+    : refund
     ? `refund.${refund.status}`
     : charge
       ? code === 'CAPTURE_FAILED' || (code === 'CAPTURE' && item.success !== 'true')
         ? 'charge.capture_failed'
-        : `charge.${charge.status}`
+        : code === 'CANCELLATION' && item.success !== 'true'
+          ? 'charge.cancel_failed'
+          : `charge.${charge.status}`
       : `adyen.${code}`;
   return {
     // One notification is one event: its PSP reference with its code (a capture's CAPTURE and CAPTURE_FAILED share a reference).
@@ -249,6 +371,6 @@ export function eventFromNotification(item: NotificationRequestItem): ProviderWe
     createdAt: new Date(item.eventDate),
     charge,
     refund,
-    dispute: null,
+    dispute,
   };
 }

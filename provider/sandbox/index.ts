@@ -17,7 +17,7 @@ export const sandbox = defineProviderKind({
     /** The secret the sandbox signs its webhooks with; null: its webhooks are refused. */
     webhookSecret: z.string().min(16, 'must be 16+ characters').nullable(),
   }),
-  capabilities: { balanceReport: true, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: true },
+  capabilities: { balanceReport: true, chargeSearch: true, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: true, challengeReturn: 'merchant', disputeSource: 'retrieval' },
   async createClient(settings, { timeoutMs }) {
     const { SandboxProvider } = await import('./client');
     return new SandboxProvider({ baseUrl: settings.url, timeoutMs, webhookSecret: settings.webhookSecret, webhookToleranceSeconds: WEBHOOK_TOLERANCE_SECONDS });

@@ -99,7 +99,7 @@ async function chargedCard(deps: SandboxDeps, params: CreateChargeParams): Promi
   if (params.network_transaction_id !== undefined) {
     const known = networkCardOf(deps.config.networkKey, params.network_transaction_id);
     if (known === null) throw invalidRequest('invalid_network_transaction_id', 'The card network does not know this network transaction id.');
-    if (testCard(known.card)?.last4 !== params.card?.last4) throw invalidRequest('card_mismatch', 'The card does not match the network transaction id.');
+    if ((known.last4 ?? testCard(known.card)?.last4) !== params.card?.last4) throw invalidRequest('card_mismatch', 'The card does not match the network transaction id.');
     return { testCard: known.card, savedCard: null, networkTransactionId: params.network_transaction_id, account: known.account };
   }
   const method = params.payment_method!;

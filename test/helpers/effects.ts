@@ -31,7 +31,7 @@ export async function effectsOf(sql: Sql, sandboxUrl: string, paymentId: string)
 /**
  * The ledger invariants, checked over the whole database: every transaction balances to zero
  * per currency, and each merchant's balance equals captured minus succeeded refunds minus what
- * chargebacks took (the fee, and the amount unless won; a dispute's row and its postings are
+ * chargebacks took (the fee, and the amount unless won, in the first round or the second; a dispute's row and its postings are
  * written in one transaction). `tenantId`: that tenant's ledger alone (a file whose database other
  * files of the same worker used before it, under `npm test`, where one of them may have broken
  * the ledger on purpose).
@@ -50,7 +50,7 @@ export async function expectLedgerConsistent(sql: Sql, tenantId?: string): Promi
       FROM payments p GROUP BY p.tenant_id, p.currency
     ), disputed AS (
       SELECT tenant_id, currency, sum(fee_minor + CASE WHEN status = 'won' THEN 0 ELSE amount_minor END)::bigint AS withdrawn
-      FROM disputes WHERE stage = 'chargeback' GROUP BY tenant_id, currency
+      FROM disputes WHERE stage IN ('chargeback', 'pre_arbitration') GROUP BY tenant_id, currency
     ), booked AS (
       SELECT a.tenant_id, a.currency, -coalesce(sum(e.amount_minor), 0)::bigint AS balance
       FROM ledger_accounts a LEFT JOIN ledger_entries e ON e.account_id = a.id

@@ -90,6 +90,12 @@ const happy: Steps = {
   async lateChargeStanding() {
     return { decision: 'act', status: 'expired', reason: 'the payment is expired' };
   },
+  async storedCancellation() {
+    return null;
+  },
+  async storedRefundSettlement() {
+    return null;
+  },
   async recordLateCharge() {},
   async recordAttempt() {},
   async recordRecovering({ payment }) {
@@ -122,6 +128,10 @@ const happy: Steps = {
   async retrieveCharge({ paymentId }) {
     // A happy PSP whose customer never finishes: the charge keeps waiting.
     return charge(paymentId, { status: 'requires_action' });
+  },
+  async completeChallenge({ paymentId }) {
+    // A happy PSP whose customer approved: the details call answers the charge authorized and captured.
+    return charge(paymentId, { status: 'succeeded' });
   },
   async refundCharge({ subKey, chargeId, amountMinor }) {
     return { id: `re_${subKey}`, chargeId, status: 'succeeded', amountMinor, failureCode: null, failureMessage: null };

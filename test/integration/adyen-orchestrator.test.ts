@@ -1,9 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RoutePlanner } from '../../activities';
-import { startAdyenDouble, type AdyenDouble } from '../../doubles/adyen/server';
-import { AdyenProvider } from '../../provider/adyen/client';
+import type { AdyenDouble } from '../../doubles/adyen/server';
 import { adyen } from '../../provider/adyen/library';
-import { apiClient, decidedPayment, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { adyenTestSettings, startAdyenStack, startTestAdyenDouble, testAdyenClient } from '../helpers/adyen';
+import { apiClient, decidedPayment, eventually, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
  * The adyen kind end to end through the orchestrator: the API, the payment workflow on a real
@@ -12,13 +12,16 @@ import { apiClient, decidedPayment, eventually, startStack, uniqueKey, type Test
  * double sends its signed notification batches to the API's /provider_webhooks/adyen-test,
  * which answers `[accepted]` (the kind's `notifications: 'batch'`), under the sandbox's webhook
  * faults; and the failover rule as the kind's capability `unknownOutcome: 'replay'` makes it.
+ * The flows every kind runs (a charge, a decline, a retried request, a capture held until its
+ * CAPTURE, a cancel, a refund pending until its REFUND, a saved card charged off-session, lost
+ * answers replayed) run at Adyen in test/integration/kinds/; here what only Adyen shows.
  */
-const hmacKey = '44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056';
-const merchantAccount = 'OrchestratorTest';
-const apiKey = 'test_api_key';
+const { merchantAccount } = adyenTestSettings;
+const hmacKey: string = adyenTestSettings.hmacKey;
 let double: AdyenDouble;
 let gone: AdyenDouble;
 let stack: TestStack;
+let stop: (() => Promise<void>) | undefined;
 let tenant: Tenant;
 let failoverTenant: Tenant;
 let api: ReturnType<typeof apiClient>;
@@ -29,23 +32,17 @@ const route: RoutePlanner = async (request) => {
 };
 /** Short, so that a capture whose confirmation never comes ends within the test. */
 const WINDOW_SECONDS = 20;
-const client = (url: string) => new AdyenProvider({ baseUrl: url, apiKey, merchantAccount, hmacKey, timeoutMs: 1500 });
 
 beforeAll(async () => {
-  double = await startAdyenDouble({ apiKey, merchantAccount, hmacKey, webhookUrl: null });
   // A second double, closed before its test: nobody listens at its address any more.
-  gone = await startAdyenDouble({ apiKey, merchantAccount, hmacKey, webhookUrl: null });
-  stack = await startStack({ route, extraProviders: { 'adyen-test': client(double.url), 'adyen-gone': client(gone.url) }, api: { IDEMPOTENCY_WAIT_MS: 3000, AUTHORIZATION_WINDOW_SECONDS: WINDOW_SECONDS } });
+  gone = await startTestAdyenDouble();
+  ({ double, stack, stop } = await startAdyenStack({ route, extraProviders: { 'adyen-gone': testAdyenClient(gone.url) }, api: { IDEMPOTENCY_WAIT_MS: 3000, AUTHORIZATION_WINDOW_SECONDS: WINDOW_SECONDS } }));
   tenant = await stack.createTenant('adyen');
   failoverTenant = await stack.createTenant('adyen-failover');
   routes.set(failoverTenant.id, ['adyen-gone', 'sandbox']);
   api = apiClient(stack.apiUrl, tenant.apiKey);
-  double.setWebhookUrl(`${stack.apiUrl}/provider_webhooks/adyen-test`);
 }, 300_000);
-afterAll(async () => {
-  await stack?.stop();
-  await double?.close();
-});
+afterAll(async () => stop?.());
 
 const control = (path: string, body?: unknown) =>
   fetch(`${double.url}/_sandbox${path}`, body === undefined ? {} : { method: 'POST', body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, json: (await r.json()) as any }));
@@ -53,34 +50,6 @@ const outage = (mode: string) => fetch(`${double.url}/_sandbox/outage`, { method
 const body = (payment_method = 'pm_card_visa', extra: Record<string, unknown> = {}) => ({ order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', payment_method, ...extra });
 
 describe('Adyen through the orchestrator (the Adyen double)', () => {
-  it('a card payment succeeds at adyen-test, its charge the PSP reference; one payment at the PSP', async () => {
-    const before = double.paymentsMade();
-    const created = await api.post('/v1/payments', body(), uniqueKey('pay'));
-    expect(created.status, created.text).toBe(201);
-    expect(created.json).toMatchObject({ status: 'succeeded', provider: 'adyen-test', amount_captured_minor: 2500 });
-    expect(created.json.provider_charge_id).toMatch(/^[0-9A-F]{16}$/);
-    expect(double.paymentsMade()).toBe(before + 1);
-  });
-
-  it('a refusal is the payment declined with its reason', async () => {
-    const created = await api.post('/v1/payments', body('pm_card_declined'), uniqueKey('pay'));
-    expect(created.status, created.text).toBe(402);
-    expect(created.json.error).toMatchObject({ type: 'card_declined', payment: { status: 'declined', provider: 'adyen-test' } });
-  });
-
-  it('lost answers are resolved by replaying the request under its key: the payment waits, then succeeds with one payment at the PSP', async () => {
-    const before = double.paymentsMade();
-    await outage('lose-answers');
-    const created = await api.post('/v1/payments', body(), uniqueKey('pay'));
-    expect(created.status, created.text).toBe(202);
-    // The first request was made and its answer lost; every retry replays it, and its answer is lost again.
-    await eventually(() => double.paymentsMade() === before + 1);
-    await outage('none');
-    const payment = await decidedPayment(api, created.json.id);
-    expect(payment).toMatchObject({ status: 'succeeded', provider: 'adyen-test' });
-    expect(double.paymentsMade()).toBe(before + 1);
-  });
-
   it('a kind that replays never fails over after lost answers: routed to adyen-test then sandbox, while the double is unavailable the payment keeps asking it, and no other PSP charges', async () => {
     const routed = await stack.createTenant('adyen-replay-route');
     routes.set(routed.id, ['adyen-test', 'sandbox']);
@@ -232,24 +201,6 @@ describe('a capture at a kind whose modifications are notified waits for the PSP
   const capture = (id: string, key: string) => api.post(`/v1/payments/${id}/capture`, {}, key);
   const notified = (charge: string, type: string) => eventually(async () => (await keptOf(charge)).find((k) => k.type === type), 20_000, 100, `${type} of ${charge}`);
 
-  it('while its CAPTURE is not delivered the capture is answered 202 and the payment stays requires_capture; delivered, the payment succeeds and the capture replays 200', async () => {
-    const payment = await manualPayment();
-    await control('/webhook_faults', { loss: 1 });
-    const key = uniqueKey('capture');
-    const waiting = await capture(payment.id, key);
-    expect(waiting.status, waiting.text).toBe(202);
-    expect(waiting.json).toMatchObject({ id: payment.id, status: 'requires_capture', amount_captured_minor: 0 });
-    const captureNotification = await notified(payment.provider_charge_id, 'CAPTURE');
-    expect(captureNotification.state).toBe('lost');
-    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'requires_capture', amount_captured_minor: 0 });
-    await control('/webhook_faults', {});
-    expect((await control(`/events/${encodeURIComponent(captureNotification.id)}/redeliver`, {})).status).toBe(200);
-    await eventually(async () => (await api.get(`/v1/payments/${payment.id}`)).json.status === 'succeeded', 20_000);
-    const replay = await capture(payment.id, key);
-    expect(replay.status, replay.text).toBe(200);
-    expect(replay.json).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500 });
-  });
-
   it('a capture of part of the authorization is confirmed by a CAPTURE of that part: succeeded with that amount captured', async () => {
     const payment = await manualPayment();
     const answer = await api.post(`/v1/payments/${payment.id}/capture`, { amount_minor: 1000 }, uniqueKey('capture'));
@@ -263,11 +214,15 @@ describe('a capture at a kind whose modifications are notified waits for the PSP
 
   it.each([
     { outcome: 'CAPTURE_FAILED', method: 'pm_card_captureFailed', faults: {}, code: 'capture_failed' },
-    { outcome: 'no confirmation within the authorization window', method: 'pm_card_visa', faults: { loss: 1 }, code: 'capture_unconfirmed' },
+    // The double did capture (only its CAPTURE was lost): the void is refused, so the payment is left to an operator, not "Compensated".
+    { outcome: 'no confirmation within the authorization window', method: 'pm_card_visa', faults: { loss: 1 }, code: 'compensation_failed' },
   ])('$outcome: never succeeded; the authorization is voided and the payment fails with $code', async ({ method, faults, code }) => {
     const payment = await manualPayment(method);
     await control('/webhook_faults', faults);
     const answer = await capture(payment.id, uniqueKey('capture'));
+    // Only the CAPTURE is lost: the void that follows is confirmed by its CANCELLATION (adyen-cancel.test.ts has it lost).
+    if (faults.loss) expect((await notified(payment.provider_charge_id, 'CAPTURE')).state).toBe('lost');
+    await control('/webhook_faults', {});
     if (answer.status === 202) expect(answer.json).toMatchObject({ status: 'requires_capture', amount_captured_minor: 0 });
     else expect(answer.json.error).toMatchObject({ type: 'payment_failed', payment: { status: 'failed', failure: { code } } });
     const ended = await eventually(async () => {
@@ -275,6 +230,7 @@ describe('a capture at a kind whose modifications are notified waits for the PSP
       return json.status === 'requires_capture' ? undefined : json;
     }, (WINDOW_SECONDS + 30) * 1000);
     expect(ended).toMatchObject({ status: 'failed', amount_captured_minor: 0, failure: { code } });
+    if (code === 'compensation_failed') expect(ended.failure.message).toMatch(/did not confirm the capture.*Compensation FAILED, needs an operator: voided authorization/);
     // The void was asked for: its CANCELLATION was made.
     await notified(payment.provider_charge_id, 'CANCELLATION');
   }, (WINDOW_SECONDS + 60) * 1000);
@@ -296,32 +252,6 @@ describe('a refund at a kind whose modifications are notified waits for the PSPâ
       const { json } = await api.get(`/v1/refunds/${refundId}`);
       return json.status === 'pending' ? undefined : json;
     }, 20_000);
-
-  it('while its REFUND is not delivered the refund is pending (202), its amount reserved and nothing posted; delivered, it succeeds, is posted once, and the key replays 201', async () => {
-    const payment = await paid();
-    await control('/webhook_faults', { loss: 1 });
-    const key = uniqueKey('refund');
-    const waiting = await refund(payment.id, 1000, key);
-    expect(waiting.status, waiting.text).toBe(202);
-    expect(waiting.json).toMatchObject({ payment_id: payment.id, status: 'pending', amount_minor: 1000, currency: 'EUR' });
-    const refundNotification = await eventually(async () => (await keptOf(payment.provider_charge_id)).find((k) => k.type === 'REFUND'), 20_000, 100, 'REFUND');
-    expect(refundNotification.state).toBe('lost');
-    // The PSP has not said the money went back: still pending, reserved, and not in the ledger.
-    expect((await api.get(`/v1/refunds/${waiting.json.id}`)).json.status).toBe('pending');
-    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'succeeded', amount_refunded_minor: 1000 });
-    expect(await posted(waiting.json.id)).toBe(0);
-    const beyond = await refund(payment.id, 2000);
-    expect(beyond.status, beyond.text).toBe(409);
-    expect(beyond.json.error).toMatchObject({ type: 'refund_exceeds_captured', amount_refundable_minor: 1500 });
-
-    await control('/webhook_faults', {});
-    expect((await control(`/events/${encodeURIComponent(refundNotification.id)}/redeliver`, {})).status).toBe(200);
-    expect(await settled(waiting.json.id)).toMatchObject({ status: 'succeeded', amount_minor: 1000 });
-    expect(await posted(waiting.json.id)).toBe(1);
-    const replay = await refund(payment.id, 1000, key);
-    expect(replay.status, replay.text).toBe(201);
-    expect(replay.json).toMatchObject({ id: waiting.json.id, status: 'succeeded' });
-  });
 
   it('two pending refunds of one payment for the same amount are each settled by their own REFUND (the notification names the payment, not the refund)', async () => {
     const payment = await paid();
@@ -358,8 +288,8 @@ describe('a refund at a kind whose modifications are notified waits for the PSPâ
   });
 });
 
-describe('saved cards at adyen-test: stored on the first payment, charged off-session by the stored id', () => {
-  it('a payment with setup_future_usage saves the card (token shopperReference/storedPaymentMethodId, the double\'s network transaction id); an off-session payment charges it at adyen-test, one payment more at the PSP', async () => {
+describe('saved cards at adyen-test (charged off-session by the stored id: test/integration/kinds/)', () => {
+  it('a payment with setup_future_usage stores the card for a shopper of our own: token shopperReference/storedPaymentMethodId, the card network\'s transaction id, the card as Adyen summarises it', async () => {
     const customer = await api.post('/v1/customers', { email: 'jane@example.com' }, uniqueKey('cus'));
     expect(customer.status, customer.text).toBe(201);
     const first = await api.post('/v1/payments', body('pm_card_mastercard', { customer: customer.json.id, setup_future_usage: 'off_session' }), uniqueKey('pay'));
@@ -371,14 +301,8 @@ describe('saved cards at adyen-test: stored on the first payment, charged off-se
       SELECT provider_tokens, network_transaction_id FROM payment_methods WHERE id = ${method.id}`;
     // Stored for a shopper of its own: the first payment's id.
     expect(stored!.provider_tokens).toEqual({ 'adyen-test': expect.stringMatching(new RegExp(`^${first.json.id}/[0-9A-F]{16}$`)) });
-    expect(stored!.network_transaction_id).toMatch(/^\d{15}$/);
-
-    const before = double.paymentsMade();
-    const later = await api.post('/v1/payments', body(method.id, { customer: customer.json.id, off_session: true }), uniqueKey('pay'));
-    expect(later.status, later.text).toBe(201);
-    expect(later.json).toMatchObject({ status: 'succeeded', provider: 'adyen-test', payment_method: method.id, amount_captured_minor: 2500 });
-    expect(later.json.provider_charge_id).not.toBe(first.json.provider_charge_id);
-    expect(double.paymentsMade()).toBe(before + 1);
+    // The sandboxes' card network's id (the double is on it): a sandbox could charge the card by it.
+    expect(stored!.network_transaction_id).toMatch(/^ntx_/);
   });
 });
 

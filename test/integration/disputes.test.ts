@@ -4,6 +4,7 @@ import { disputeWorkflowId } from '../../domain/ids';
 import type { DisputeRow } from '../../domain/resources';
 import { refundEvidence } from '../../shared/disputes';
 import type { ReconciliationResult } from '../../shared/reconciliation';
+import { disputeEventTypes, eurBalances } from '../helpers/disputes';
 import { expectLedgerConsistent } from '../helpers/effects';
 import { apiClient, eventually, isolatedApi, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
@@ -37,15 +38,8 @@ async function disputedPayment(tenant: Tenant, paymentMethod = 'pm_card_createDi
 const disputeOf = (paymentId: string) =>
   eventually(async () => (await stack.sql<DisputeRow[]>`SELECT * FROM disputes WHERE payment_id = ${paymentId}`)[0], 20_000, 50, 'the dispute recorded');
 
-const merchantBalance = async (tenant: Tenant) => {
-  const balance = await apiClient(stack.apiUrl, tenant.apiKey).get('/v1/balance');
-  const accounts = (balance.json as { accounts: { account: string; currency: string; balance_minor: number }[] }).accounts;
-  return Object.fromEntries(accounts.filter((a) => a.currency === 'EUR').map((a) => [a.account, a.balance_minor]));
-};
-
-const eventTypes = async (tenant: Tenant, disputeId: string) =>
-  (await stack.sql<{ type: string }[]>`
-    SELECT type FROM outbox_events WHERE tenant_id = ${tenant.id} AND payload->'data'->'object'->>'id' = ${disputeId} ORDER BY seq`).map((e) => e.type);
+const merchantBalance = (tenant: Tenant) => eurBalances(stack, tenant);
+const eventTypes = (tenant: Tenant, disputeId: string) => disputeEventTypes(stack, tenant, disputeId);
 
 /** The dispute's events once it has closed, its reminders aside. */
 async function closedDisputeEvents(tenant: Tenant, disputeId: string): Promise<string[]> {

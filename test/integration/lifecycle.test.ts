@@ -2,7 +2,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { chargesAtProvider, effectsOf, expectLedgerConsistent } from '../helpers/effects';
 
-/** The money movements after the charge (docs/CONTRACT.md §3, §5, §8), each under the idempotency contract. */
+/**
+ * The money movements after the charge (docs/CONTRACT.md §3, §5, §8), each under the idempotency
+ * contract. A capture, a cancel and refunds up to the capture, as every kind runs them, are in
+ * test/integration/kinds/; here what the sandbox shows beyond them.
+ */
 
 let stack: TestStack;
 let tenant: Tenant;
@@ -37,34 +41,7 @@ async function paid(amount = 1000, method = 'pm_card_visa') {
   return response.json as { id: string };
 }
 
-async function balanceOf(account: string, currency = 'EUR'): Promise<number> {
-  const { json } = await api.get('/v1/balance');
-  return json.accounts.find((a: { account: string; currency: string }) => a.account === account && a.currency === currency)?.balance_minor ?? 0;
-}
-
 describe('manual capture', () => {
-  it('authorizes, then captures once; the capture replays byte for byte', async () => {
-    const before = await balanceOf('merchant_balance');
-    const payment = await authorize();
-    expect(await balanceOf('merchant_balance')).toBe(before); // an authorization moves no money
-    const key = uniqueKey();
-    const captured = await api.post(`/v1/payments/${payment.id}/capture`, {}, key);
-    expect(captured.status).toBe(200);
-    expect(captured.json).toMatchObject({ id: payment.id, status: 'succeeded', amount_captured_minor: 1000 });
-    const replay = await api.post(`/v1/payments/${payment.id}/capture`, {}, key);
-    expect(replay.status).toBe(200);
-    expect(replay.text).toBe(captured.text);
-    expect(replay.headers.get('idempotent-replayed')).toBe('true');
-    expect(await balanceOf('merchant_balance')).toBe(before + 1000);
-    expect(await effectsOf(stack.sql, stack.sandboxUrl, payment.id)).toEqual({
-      charges: 1,
-      ledgerTransactions: 1,
-      events: { 'payment.requires_capture': 1, 'payment.succeeded': 1 },
-    });
-    const [charge] = await chargesAtProvider(stack.sandboxUrl, payment.id);
-    expect(charge).toMatchObject({ status: 'succeeded', amount_captured_minor: 1000 });
-  });
-
   it('captures part of an authorization, and refuses more than was authorized', async () => {
     const payment = await authorize(1000);
     const tooMuch = await api.post(`/v1/payments/${payment.id}/capture`, { amount_minor: 1001 }, uniqueKey());
@@ -105,23 +82,6 @@ describe('manual capture', () => {
   });
 });
 
-describe('cancel', () => {
-  it('voids the authorization; a later capture is refused with 409', async () => {
-    const payment = await authorize();
-    const key = uniqueKey();
-    const canceled = await api.post(`/v1/payments/${payment.id}/cancel`, undefined, key);
-    expect(canceled.status).toBe(200);
-    expect(canceled.json).toMatchObject({ status: 'canceled', failure: null });
-    expect((await api.post(`/v1/payments/${payment.id}/cancel`, undefined, key)).text).toBe(canceled.text);
-    const capture = await api.post(`/v1/payments/${payment.id}/capture`, {}, uniqueKey());
-    expect(capture.status).toBe(409);
-    expect(capture.json.error.type).toBe('payment_not_capturable');
-    const [charge] = await chargesAtProvider(stack.sandboxUrl, payment.id);
-    expect(charge!.status).toBe('canceled');
-    expect((await effectsOf(stack.sql, stack.sandboxUrl, payment.id)).events).toEqual({ 'payment.requires_capture': 1, 'payment.canceled': 1 });
-  });
-});
-
 describe('an authorization left uncaptured', () => {
   let short: TestStack;
   beforeAll(async () => {
@@ -147,30 +107,6 @@ describe('an authorization left uncaptured', () => {
 });
 
 describe('refunds', () => {
-  it('allows several partial refunds up to the captured amount, then refuses with 409', async () => {
-    const payment = await paid(1000);
-    const refunds = [];
-    for (const amount of [300, 300, 400]) {
-      const refund = await api.post(`/v1/payments/${payment.id}/refunds`, { amount_minor: amount, reason: 'requested_by_customer' }, uniqueKey());
-      expect(refund.status).toBe(201);
-      expect(refund.json).toMatchObject({ object: 'refund', payment_id: payment.id, amount_minor: amount, status: 'succeeded' });
-      expect(refund.headers.get('location')).toBe(`/v1/refunds/${refund.json.id}`);
-      refunds.push(refund.json);
-    }
-    const over = await api.post(`/v1/payments/${payment.id}/refunds`, { amount_minor: 1 }, uniqueKey());
-    expect(over.status).toBe(409);
-    expect(over.json.error.type).toBe('refund_exceeds_captured');
-    const after = await api.get(`/v1/payments/${payment.id}`);
-    expect(after.json).toMatchObject({ status: 'refunded', amount_refunded_minor: 1000 });
-    const list = await api.get(`/v1/payments/${payment.id}/refunds`);
-    expect(list.json.data.map((r: { id: string }) => r.id)).toEqual(refunds.map((r) => r.id).reverse());
-    expect((await api.get(`/v1/refunds/${refunds[0].id}`)).json).toEqual(refunds[0]);
-    const [charge] = await chargesAtProvider(stack.sandboxUrl, payment.id);
-    expect(charge!.amount_refunded_minor).toBe(1000);
-    const events = await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM outbox_events WHERE type = 'refund.succeeded' AND payload -> 'data' -> 'object' ->> 'payment_id' = ${payment.id}`;
-    expect(events[0]!.n).toBe(3);
-  });
-
   it('replays a refund under its key, and refuses the key with another amount', async () => {
     const payment = await paid(1000);
     const key = uniqueKey();

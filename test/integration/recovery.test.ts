@@ -152,6 +152,26 @@ describe('a soft decline of an off-session payment is recovered within the rules
     expect(json.attempts).toHaveLength(1);
   });
 
+  it('a recovering payment names its latest charge: after a declined retry it is that retry’s, and a cancel then keeps it', async () => {
+    const { customer, method } = await customerWithCard('pm_card_alwaysInsufficientFunds');
+    const created = await api.post('/v1/payments', payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 30 } }), uniqueKey('pay'));
+    expect(created.status, created.text).toBe(202);
+    const first = created.json.provider_charge_id as string;
+    expect(first).toEqual(expect.any(String));
+    const retried = await eventually(async () => {
+      const { json } = await api.get(`/v1/payments/${created.json.id}`);
+      return json.attempts.filter((a: { outcome: string }) => a.outcome === 'declined').length >= 2 ? json : null;
+    }, 60_000, 100, 'a declined retry');
+    const latest = retried.attempts.filter((a: { provider_charge_id: string | null }) => a.provider_charge_id !== null).at(-1);
+    expect(latest.provider_charge_id).not.toBe(first);
+    expect(retried).toMatchObject({ status: 'recovering', provider: latest.provider, provider_charge_id: latest.provider_charge_id });
+    const canceled = await api.post(`/v1/payments/${created.json.id}/cancel`, {}, uniqueKey('cancel'));
+    expect(canceled.status, canceled.text).toBe(200);
+    const { json } = await api.get(`/v1/payments/${created.json.id}`);
+    const last = json.attempts.filter((a: { provider_charge_id: string | null }) => a.provider_charge_id !== null).at(-1);
+    expect(json).toMatchObject({ status: 'canceled', provider: last.provider, provider_charge_id: last.provider_charge_id });
+  });
+
   it('bad input is refused with 400 and charges nothing: recovery on-session, with manual capture, a window outside 1–60 days, an unknown field', async () => {
     const { customer, method } = await customerWithCard('pm_card_visa');
     for (const [body, reason] of [

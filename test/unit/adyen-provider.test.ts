@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAdyenDouble, type AdyenDouble } from '../../doubles/adyen/server';
 import { AdyenProvider } from '../../provider/adyen/client';
 import { verifyAdyenNotifications } from '../../provider/adyen/webhook';
+import { DEFAULT_NETWORK_KEY, networkCardOf } from '../../sandbox/network';
 import { ProviderRejectedError, ProviderUnavailableError, ProviderWebhookError, type ProviderWebhookEvent } from '../../provider/types';
 import { eventually } from '../helpers/eventually';
 
@@ -53,6 +54,8 @@ const charge = (paymentMethod: string, capture = true) => {
   n += 1;
   return provider.createCharge({ idempotencyKey: `pay_${n}:charge`, amountMinor: 1250, currency: 'eur', paymentMethod, capture, reference: `pay_${n}` });
 };
+/** Until a new connection to the double is refused (a pooled one it closed is seen closed first). */
+const refusing = () => eventually(() => fetch(`${double.url}/healthz`).then(() => false, (e: { cause?: { code?: string } }) => e.cause?.code === 'ECONNREFUSED'), 5_000, 20, 'the double refusing connections');
 const eventOf = (type: string, chargeId: string) => eventually(() => received.find((e) => e.type === type && (e.charge?.id ?? e.refund?.chargeId) === chargeId), 10_000, 50, `${type} of ${chargeId}`);
 
 describe('the adyen kind against its double', () => {
@@ -109,6 +112,30 @@ describe('the adyen kind against its double', () => {
     expect(double.paymentsMade()).toBe(before + 1);
   });
 
+  it('down: connections are refused (nothing sent, the client knows it), until for_ms has passed or the handle ends it; a bad outage body is 400', async () => {
+    const control = (body: string) => fetch(`${double.url}/_sandbox/outage`, { method: 'POST', body }).then(async (r) => ({ status: r.status, body: (await r.json()) as { errorCode?: string; message?: string } }));
+    expect(await control('{')).toMatchObject({ status: 400, body: { errorCode: '702' } });
+    expect(await control(JSON.stringify({ mode: 'sideways' }))).toMatchObject({ status: 400, body: { message: expect.stringContaining('mode must be') } });
+    expect(await control(JSON.stringify({ mode: 'none', for_ms: 10 }))).toMatchObject({ status: 400, body: { message: 'for_ms is for mode down only' } });
+    const before = double.paymentsMade();
+    const request = (key: string) => ({ idempotencyKey: key, amountMinor: 990, currency: 'EUR', paymentMethod: 'pm_card_visa', capture: true, reference: key });
+    expect((await control(JSON.stringify({ mode: 'down', for_ms: 1500 }))).status).toBe(200);
+    await refusing();
+    const refusedCall = await provider.createCharge(request('pay_down_1:charge')).catch((e: unknown) => e);
+    expect(refusedCall).toBeInstanceOf(ProviderUnavailableError);
+    expect(refusedCall).toMatchObject({ notSent: true });
+    expect(double.paymentsMade()).toBe(before);
+    // Listening again once for_ms has passed.
+    const paid = await eventually(() => provider.createCharge(request('pay_down_2:charge')).catch(() => null), 10_000, 200, 'the double listening again');
+    expect(paid.status).toBe('succeeded');
+    await double.setOutage('down');
+    await refusing();
+    expect(await provider.createCharge(request('pay_down_3:charge')).catch((e: unknown) => e)).toMatchObject({ notSent: true });
+    await double.setOutage('none');
+    expect((await provider.createCharge(request('pay_down_3:charge'))).status).toBe('succeeded');
+    expect(double.paymentsMade()).toBe(before + 2);
+  });
+
   it("refuses in Adyen's error shape what the library's models would not carry", async () => {
     const post = (body: unknown) =>
       fetch(`${double.url}/v72/payments`, { method: 'POST', headers: { 'X-API-Key': apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: await r.json() }));
@@ -145,13 +172,27 @@ describe('saved cards at the adyen kind (storePaymentMethod, then ContAuth by th
     const first = await saveCard('pm_card_mastercard');
     expect(first.status).toBe('succeeded');
     expect(first.savedCard).toMatchObject({ token: `${first.reference}/${first.savedCard!.token!.split('/')[1]}`, card: { brand: 'mc', last4: '1115', expMonth: 3, expYear: 2030 } });
-    expect(first.savedCard!.networkTransactionId).toMatch(/^\d{15}$/);
+    // The card network's id (the sandboxes' network, its development key): the test card charged and Adyen's number's last4.
+    expect(networkCardOf(DEFAULT_NETWORK_KEY, first.savedCard!.networkTransactionId)).toMatchObject({ card: 'pm_card_mastercard', last4: '1115' });
     const again = await chargeSaved(first.savedCard!);
     expect(again).toMatchObject({ status: 'succeeded', amountMinor: 700, amountCapturedMinor: 700 });
     expect(again.id).not.toBe(first.id);
-    // A payment that does not store the card still reports the network transaction id, with no token.
+    // The stored card's charge names the id of the payment that stored it: one card account at the network.
+    expect(again.savedCard?.networkTransactionId).toBe(first.savedCard!.networkTransactionId);
+    // A payment that does not store the card still reports a network transaction id of its own, with no token.
     const plain = await charge('pm_card_visa');
     expect(plain.savedCard).toMatchObject({ token: null, card: { brand: 'visa', last4: '1111' } });
+    expect(networkCardOf(DEFAULT_NETWORK_KEY, plain.savedCard!.networkTransactionId)).toMatchObject({ card: 'pm_card_visa', last4: '1111' });
+    expect(networkCardOf(DEFAULT_NETWORK_KEY, plain.savedCard!.networkTransactionId)!.account).not.toBe(networkCardOf(DEFAULT_NETWORK_KEY, first.savedCard!.networkTransactionId)!.account);
+    // Under another key the double's ids are that network's: the development network does not know them.
+    const stranger = await startAdyenDouble({ apiKey, merchantAccount, hmacKey, webhookUrl: null, networkKey: 'another-card-network-key-0123' });
+    try {
+      const elsewhere = await new AdyenProvider({ baseUrl: stranger.url, apiKey, merchantAccount, hmacKey, timeoutMs: 2000 }).createCharge({ idempotencyKey: 'k_stranger', amountMinor: 100, currency: 'EUR', paymentMethod: 'pm_card_visa', capture: true, reference: 'p_stranger' });
+      expect(networkCardOf(DEFAULT_NETWORK_KEY, elsewhere.savedCard!.networkTransactionId)).toBeNull();
+      expect(networkCardOf('another-card-network-key-0123', elsewhere.savedCard!.networkTransactionId)).toMatchObject({ card: 'pm_card_visa' });
+    } finally {
+      await stranger.close();
+    }
   });
 
   it('refused, nothing charged: another processor\'s network transaction id (no token), a token not of Adyen\'s shape, a stored id of another shopper', async () => {

@@ -40,7 +40,19 @@ describe('PROVIDERS', () => {
     expect(configuredProviderNames(config)).toEqual(['sandbox-a', 'sandbox-b', 'stripe-eu']);
     expect(reconciledProviderNames(config)).toEqual(['sandbox-a', 'sandbox-b', 'stripe-eu']);
     expect(providerWebhookSecretVariable('sandbox-b')).toBe('PROVIDER_SANDBOX_B_WEBHOOK_SECRET');
-    expect(kindSettingVariables().sort()).toEqual(['ADYEN_API_KEY', 'ADYEN_HMAC_KEY', 'ADYEN_MERCHANT_ACCOUNT', 'SANDBOX_WEBHOOK_SECRET', 'STRIPE_API_KEY', 'STRIPE_WEBHOOK_SECRET']);
+    expect(kindSettingVariables().sort()).toEqual([
+      'ADYEN_API_KEY',
+      'ADYEN_DISPUTES_URL',
+      'ADYEN_HMAC_KEY',
+      'ADYEN_MERCHANT_ACCOUNT',
+      'ADYEN_REPORT_API_KEY',
+      'ADYEN_REPORT_PASSWORD',
+      'ADYEN_REPORT_URL',
+      'ADYEN_REPORT_USERNAME',
+      'SANDBOX_WEBHOOK_SECRET',
+      'STRIPE_API_KEY',
+      'STRIPE_WEBHOOK_SECRET',
+    ]);
   });
 
   it('a kind this build does not list is refused, naming the PSP and the known kinds', () => {
@@ -114,12 +126,34 @@ describe('the kinds (provider/kinds.ts)', () => {
       ADYEN_MERCHANT_ACCOUNT: 'OrchestratorTest',
       PROVIDER_ADYEN_TEST_HMAC_KEY: hmacKey,
     }).PROVIDERS;
+    expect(adyenTest!.settings.disputesUrl).toBe('https://ca-test.adyen.com/ca/services/DisputeService');
+    const [doubled] = loadConfig({ PROVIDERS: 'adyen-test=adyen:http://127.0.0.1:4012', ADYEN_API_KEY: 'k', ADYEN_MERCHANT_ACCOUNT: 'm', PROVIDER_ADYEN_TEST_DISPUTES_URL: 'http://127.0.0.1:4012/ca/services/DisputeService' }).PROVIDERS;
+    expect(doubled!.settings.disputesUrl).toBe('http://127.0.0.1:4012/ca/services/DisputeService');
     expect(await createProviderWebhookBatchVerifier(sandbox!)).toBeNull();
     const verify = (await createProviderWebhookBatchVerifier(adyenTest!))!;
     const item = { amount: { currency: 'EUR', value: 100 }, eventCode: 'REPORT_AVAILABLE', eventDate: new Date().toISOString(), merchantAccountCode: 'OrchestratorTest', merchantReference: 'r', pspReference: 'PSP1', success: 'true' };
     const batch = (key: string) => JSON.stringify({ live: 'false', notificationItems: [{ NotificationRequestItem: { ...item, additionalData: { hmacSignature: new adyen.hmacValidator().calculateHmac(item as never, key) } } }] });
     expect(verify(batch(hmacKey), {}).map((n) => n.event.id)).toEqual(['PSP1:REPORT_AVAILABLE:true']);
     expect(() => verify(batch('CD'.repeat(32)), {})).toThrow(ProviderWebhookError);
+  });
+
+  it('an adyen connection is reconciled from its settlement reports: Adyen’s test report host unless told, the report user from its own variables, else the kind’s', () => {
+    const config = loadConfig({
+      PROVIDERS: 'sandbox=sandbox:http://127.0.0.1:4010,adyen-eu=adyen,adyen-test=adyen:http://127.0.0.1:4012',
+      ADYEN_API_KEY: 'test_key',
+      ADYEN_MERCHANT_ACCOUNT: 'OrchestratorTest',
+      ADYEN_REPORT_USERNAME: 'report@Company.Shared',
+      ADYEN_REPORT_PASSWORD: 'shared-password',
+      PROVIDER_ADYEN_TEST_REPORT_URL: 'http://127.0.0.1:4012',
+      PROVIDER_ADYEN_TEST_REPORT_API_KEY: 'report-key',
+    });
+    expect(config.PROVIDERS.map((p) => p.settings)).toEqual([
+      expect.anything(),
+      expect.objectContaining({ reportUrl: 'https://ca-test.adyen.com', reportUsername: 'report@Company.Shared', reportPassword: 'shared-password', reportApiKey: null }),
+      expect.objectContaining({ reportUrl: 'http://127.0.0.1:4012', reportUsername: 'report@Company.Shared', reportApiKey: 'report-key' }),
+    ]);
+    expect(reconciledProviderNames(config)).toEqual(['sandbox', 'adyen-eu', 'adyen-test']);
+    expect(() => loadConfig({ PROVIDERS: 'adyen=adyen', ADYEN_API_KEY: 'k', ADYEN_MERCHANT_ACCOUNT: 'm', ADYEN_REPORT_URL: 'ftp://reports' })).toThrow(/reportUrl \(PROVIDER_ADYEN_REPORT_URL or ADYEN_REPORT_URL\) must be an http\(s\) URL/);
   });
 
   it('a registry over clients already made: the first, or the named one, is the default', () => {

@@ -78,6 +78,8 @@ function wonChargeback(p: { payment: OurPayment; txn: ProviderBalanceTransaction
     withdrawn_at: inside,
     ledger_reinstatement_minor: 1000,
     reinstated_at: inside,
+    ledger_second_withdrawal_minor: null,
+    second_withdrawn_at: null,
     ...over,
   };
   const line = { source: dp, chargeId: p.txn.chargeId, reference: p.payment.id };
@@ -117,6 +119,12 @@ describe('each kind of difference', () => {
     const findings = await compareWindow(window, [], side([p]), async (id) => ((looked = id), []));
     expect(looked).toBe(p.id);
     expect(findings).toMatchObject([{ kind: 'missing_at_provider', subject: p.id, paymentId: p.id, provider: null, ours: { amount_captured_minor: 1000, currency: 'EUR' } }]);
+  });
+
+  it('missing_at_provider at a PSP without search by our reference (Adyen): the report is the only word, nothing is looked up', async () => {
+    const p = payment({ provider_charge_id: 'ch_never' });
+    const agreeing = paid();
+    expect(await compareWindow(window, [agreeing.txn], side([p, agreeing.payment]), null)).toMatchObject([{ kind: 'missing_at_provider', subject: p.id, provider: null }]);
   });
 
   it('unknown_at_provider_side: a charge under no reference of ours, and a refund nobody here made', async () => {
@@ -179,6 +187,27 @@ describe('dispute money: the PSP’s dispute lines against our disputes and thei
     const q = paid();
     const lost = wonChargeback(q, { status: 'lost', ledger_reinstatement_minor: null, reinstated_at: null });
     expect(await compareWindow(window, [q.txn, lost.withdrawal], side([q.payment], [], undefined, [lost.dispute]), noLiveCharges)).toEqual([]);
+  });
+
+  it('a second round after a won chargeback (Adyen\'s SecondChargeback): its line matches our second withdrawal; a line we never posted is status_mismatch, a posting the PSP never made missing_at_provider', async () => {
+    const second = (p: ReturnType<typeof paid>, over: Partial<OurDispute> = {}) => {
+      const taken = wonChargeback(p, { stage: 'pre_arbitration', status: 'lost', ledger_second_withdrawal_minor: -1000, second_withdrawn_at: inside, ...over });
+      return { ...taken, again: chargeTxn({ type: 'dispute_second', source: taken.dispute.provider_dispute_id, chargeId: p.txn.chargeId, reference: p.payment.id, amountMinor: -1000, feeMinor: 0 }) };
+    };
+    const p = paid();
+    const agreeing = second(p);
+    const q = paid();
+    const unposted = second(q, { ledger_second_withdrawal_minor: null, second_withdrawn_at: null });
+    const r = paid();
+    const unmade = second(r);
+    const findings = await compareWindow(
+      window,
+      [p.txn, q.txn, r.txn, ...[agreeing, unposted, unmade].flatMap((d) => [d.withdrawal, d.reversal]), agreeing.again, unposted.again],
+      side([p.payment, q.payment, r.payment], [], undefined, [agreeing, unposted, unmade].map((d) => d.dispute)),
+      noLiveCharges,
+    );
+    expect(kinds(findings)).toEqual([`missing_at_provider ${unmade.dispute.id}`, `status_mismatch ${unposted.dispute.id}`]);
+    expect(findings.find((f) => f.subject === unposted.dispute.id)).toMatchObject({ provider: { type: 'dispute_second', amount_minor: -1000 }, ours: { ledger_second_withdrawal_minor: null } });
   });
 
   it('amount_mismatch: the PSP withdrew another amount or fee, or our posting moved another amount; subject our dispute, both sides’ figures', async () => {

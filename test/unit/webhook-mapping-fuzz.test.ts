@@ -6,6 +6,7 @@ import { disputeStages, disputeStatuses } from '../../domain/disputes';
 import { chargeStates } from '../../domain/payments';
 import { adyen } from '../../provider/adyen/library';
 import { verifyAdyenWebhook } from '../../provider/adyen/webhook';
+import { adyenDisputeEventCodes } from '../../provider/adyen/wire';
 import { signSandboxWebhook, verifySandboxWebhook } from '../../provider/sandbox/webhook';
 import { verifyStripeWebhook } from '../../provider/stripe/webhook';
 import { ProviderEventUnreadableError, type ProviderWebhookEvent } from '../../provider/types';
@@ -104,6 +105,13 @@ const adyenEvents: Record<string, Event> = {
   'REFUND': adyenBatch({ eventCode: 'REFUND', amount: { currency: 'EUR', value: 100 } }),
   'REFUND_FAILED': adyenBatch({ eventCode: 'REFUND_FAILED', success: 'false' }),
   'REPORT_AVAILABLE': adyenBatch({ eventCode: 'REPORT_AVAILABLE', originalReference: null }),
+  // Disputes: the dispute's own reference, the disputed payment's as originalReference, Adyen's additionalData.
+  ...Object.fromEntries(
+    adyenDisputeEventCodes.map((code) => [
+      code,
+      adyenBatch({ eventCode: code, pspReference: 'D15E0000A1B2C3D4', additionalData: { defensePeriodEndsAt: '2030-01-15T10:00:00+01:00', chargebackReasonCode: '10.4', disputeStatus: 'Undefended' } }),
+    ]),
+  ),
 };
 for (const batch of Object.values(adyenEvents)) {
   const item = (batch.notificationItems as { NotificationRequestItem: Record<string, Json> }[])[0]!.NotificationRequestItem;
@@ -197,7 +205,8 @@ function mutate(original: Event, mutations: Mutation[]): Event {
     if (parent === null || typeof parent !== 'object') continue;
     const last = path[path.length - 1]!;
     if (change.kind === 'drop') delete parent[last];
-    else parent[last] = change.value;
+    // A copy: a later mutation of the same combination may write into it, and fast-check hands out one object for a constant.
+    else parent[last] = structuredClone(change.value);
   }
   return copy;
 }
@@ -299,9 +308,29 @@ describe('the reported cases name the field', () => {
     { change: 'with amount.value a string', path: [...item, 'amount', 'value'], mutation: { kind: 'set' as const, value: '2500' } },
     { change: 'with success a boolean', path: [...item, 'success'], mutation: { kind: 'set' as const, value: true } },
     { change: 'with eventDate not a time', path: [...item, 'eventDate'], mutation: { kind: 'set' as const, value: 'yesterday' } },
-  ])('an Adyen item $change: unreadable at its path in the batch', ({ path, mutation }) => {
-    const result = mapped(kinds.adyen.verify, mutate(adyenEvents.CAPTURE!, [{ path, change: mutation }]));
+    { change: 'of a dispute without originalReference', path: [...item, 'originalReference'], mutation: { kind: 'drop' as const }, code: 'CHARGEBACK' },
+    { change: 'of a dispute whose defence period ends at no time', path: [...item, 'additionalData', 'defensePeriodEndsAt'], mutation: { kind: 'set' as const, value: 'soon' }, code: 'NOTIFICATION_OF_CHARGEBACK' },
+  ])('an Adyen item $change: unreadable at its path in the batch', ({ path, mutation, code }) => {
+    const result = mapped(kinds.adyen.verify, mutate(adyenEvents[code ?? 'CAPTURE']!, [{ path, change: mutation }]));
     expect(result).toBeInstanceOf(ProviderEventUnreadableError);
     expect((result as ProviderEventUnreadableError).issues.map((i) => i.path)).toEqual([path.join('.')]);
   });
+
+  it('Adyen\'s dispute notifications: the dispute its pspReference, the charge the disputed payment, stage and status by the event code, the deadline Adyen\'s', () => {
+    const standing = (code: string) => (mapped(kinds.adyen.verify, adyenEvents[code]!) as ProviderWebhookEvent).dispute;
+    expect(standing('NOTIFICATION_OF_CHARGEBACK')).toEqual({
+      id: 'D15E0000A1B2C3D4', chargeId: 'A1B2C3D4E5F60789', reference: 'pay_1', amountMinor: 2500, currency: 'EUR', reason: '10.4',
+      stage: 'inquiry', status: 'needs_response', evidenceDueBy: '2030-01-15T09:00:00.000Z', evidenceSubmittedAt: null, createdAt: new Date(iso).toISOString(), feeMinor: 0,
+    });
+    expect(standing('CHARGEBACK')).toMatchObject({ stage: 'chargeback', status: 'needs_response', evidenceSubmittedAt: null });
+    expect(standing('CHARGEBACK_REVERSED')).toMatchObject({ stage: 'chargeback', status: 'won', evidenceSubmittedAt: new Date(iso).toISOString() });
+    // The issuer's second round, which moves a chargeback closed won (domain/disputes.ts).
+    expect(standing('SECOND_CHARGEBACK')).toMatchObject({ stage: 'pre_arbitration', status: 'lost' });
+    expect(standing('DISPUTE_DEFENSE_PERIOD_ENDED')).toMatchObject({ stage: 'chargeback', status: 'lost', evidenceSubmittedAt: null });
+    expect((mapped(kinds.adyen.verify, adyenEvents.CHARGEBACK!) as ProviderWebhookEvent).type).toBe('charge.dispute.funds_withdrawn');
+    // Another dispute code passes through, unread.
+    const comments = mapped(kinds.adyen.verify, adyenBatch({ eventCode: 'ISSUER_COMMENTS' })) as ProviderWebhookEvent;
+    expect(comments).toMatchObject({ type: 'adyen.ISSUER_COMMENTS', dispute: null });
+  });
+
 });

@@ -79,6 +79,44 @@ describe('late charge workflow', () => {
     expect(run.steps()).toEqual(['lateChargeStanding', 'retrieveCharge', 'voidCharge', 'retrieveCharge', 'refundCharge', 'recordLateCharge']);
   });
 
+  describe('at a kind whose modifications are notified (the signed notification is the charge)', () => {
+    /** The run as the charge events step starts it there: the notification's charge in its input, no retrieval. */
+    function notifiedInput(fields: Parameters<typeof charge>[1]): LateChargeInput {
+      const input = { ...lateInput(), provider: 'adyen-test' };
+      return { ...input, charge: charge(input.paymentId, fields) };
+    }
+
+    it('an authorization whose stored CANCELLATION says the PSP canceled it (the payment’s own void, notified first) holds nothing: no void is asked', async () => {
+      const run = await bench.startLateCharge(notifiedInput({ status: 'requires_capture' }), {
+        storedCancellation: async () => ({ status: 'canceled' }),
+      });
+      expect(await run.handle.result()).toMatchObject({ action: 'nothing' });
+      expect(run.steps()).toEqual(['lateChargeStanding', 'storedCancellation']);
+    });
+
+    it('a void answered `received` again under the payment’s key is decided by the CANCELLATION stored before the run asked (here refused: needs an operator), with no signal', async () => {
+      let looks = 0;
+      const run = await bench.startLateCharge(notifiedInput({ status: 'requires_capture' }), {
+        voidCharge: async ({ paymentId }) => charge(paymentId, { status: 'requires_capture' }),
+        storedCancellation: async () => (++looks === 1 ? null : { status: 'cancel_failed' }),
+      });
+      expect(await run.handle.result()).toMatchObject({ action: 'void_failed' });
+      expect(run.steps()).toEqual(['lateChargeStanding', 'storedCancellation', 'voidCharge', 'storedCancellation', 'recordLateCharge']);
+      expect(run.inputsOf('recordLateCharge')[0]!.outcome).toEqual({ kind: 'void_failed', message: 'the PSP refused the void: the cancel failed' });
+    });
+
+    it('a refund answered `pending` again under the compensation key is decided by the REFUND stored before the run asked, with no signal', async () => {
+      const input = notifiedInput({ status: 'succeeded', amountCapturedMinor: 4200 });
+      const run = await bench.startLateCharge(input, {
+        refundCharge: async ({ subKey, chargeId, amountMinor }) => ({ id: `re_${subKey}`, chargeId, status: 'pending', amountMinor, failureCode: null, failureMessage: null }),
+        storedRefundSettlement: async () => ({ status: 'succeeded' }),
+      });
+      expect(await run.handle.result()).toMatchObject({ action: 'refunded' });
+      expect(run.steps()).toEqual(['lateChargeStanding', 'refundCharge', 'storedRefundSettlement', 'recordLateCharge']);
+      expect(run.inputsOf('storedRefundSettlement')[0]).toEqual({ provider: 'adyen-test', refundId: `re_${providerSubKey.compensation(input.paymentId)}` });
+    });
+  });
+
   it('waits while the payment still waits, then decides on where it ended (here: succeeded, nothing given back)', async () => {
     let looks = 0;
     const run = await bench.startLateCharge(lateInput(), {

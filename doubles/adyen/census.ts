@@ -1,0 +1,132 @@
+import { eventFromNotification } from '../../provider/adyen/wire';
+import type { KeptNotification } from './notifications';
+
+/** What the census reads of one payment the double holds (server.ts's HeldPayment). */
+export interface CensusPayment {
+  pspReference: string;
+  merchantReference: string;
+  value: number;
+  currency: string;
+  authorised: boolean;
+  capturedMinor: number;
+  refundedMinor: number;
+}
+
+/** A request the double acted on: its route, the Idempotency-Key it came with, and its first answer. */
+interface NotedRequest {
+  type: 'payment' | 'capture' | 'cancel' | 'refund';
+  idempotencyKey: string | null;
+  /** The payment's PSP reference (a payment's own; a modification's original). */
+  paymentPspReference: string;
+  /** The modification's own PSP reference (a payment's is its own). */
+  pspReference: string;
+  /** The merchant's reference the request named (a modification's `reference`). */
+  reference: string | null;
+  amount: { value: number; currency: string } | null;
+}
+
+/** One payment of the double's census as `GET /_sandbox/payments` answers it. */
+export interface AdyenCensusPayment {
+  pspReference: string;
+  merchantReference: string;
+  /** The Idempotency-Key the payment was made under (null: none was sent). */
+  idempotencyKey: string | null;
+  amount: { value: number; currency: string };
+  resultCode: 'Authorised' | 'Refused';
+  /** `refused`; `authorised`, still open; `captured`, some or all of it; `cancelled`, its authorisation cancelled. */
+  state: 'refused' | 'authorised' | 'captured' | 'cancelled';
+  capturedMinor: number;
+  refundedMinor: number;
+  /** Its captures, cancels and refunds: `received` until the notification that decides it, then `succeeded` or `failed`. */
+  modifications: {
+    type: 'capture' | 'cancel' | 'refund';
+    pspReference: string;
+    reference: string | null;
+    idempotencyKey: string | null;
+    amount: { value: number; currency: string } | null;
+    status: 'received' | 'succeeded' | 'failed';
+  }[];
+  /** Its notifications by the id our webhook route stores them under, and what became of each. */
+  notifications: { id: string; eventCode: string; pspReference: string; success: boolean; state: KeptNotification['state']; attempts: number }[];
+}
+
+const MODIFICATION = /^\/payments\/([^/]+)\/(captures|cancels|refunds)$/;
+const TYPE_OF = { captures: 'capture', cancels: 'cancel', refunds: 'refund' } as const;
+/** The notification that decides each modification (its outcome is the notification's `success`). */
+const DECIDED_BY: Record<NotedRequest['type'], readonly string[]> = {
+  payment: ['AUTHORISATION'],
+  capture: ['CAPTURE', 'CAPTURE_FAILED'],
+  cancel: ['CANCELLATION'],
+  refund: ['REFUND', 'REFUND_FAILED'],
+};
+
+/**
+ * The double's census, read-only (`GET /_sandbox/payments`, or `?reference=` for one merchant
+ * reference): every payment it made, with what it charged, captured, cancelled and refunded, each
+ * modification with the Idempotency-Key and reference it came with and what its notification
+ * said, and every notification with what became of it (delivered, pending, lost). A chaos run's
+ * checker reads it as it reads a sandbox's tables (chaos/checker.ts). server.ts notes each
+ * request it acted on (not a replay, not a refusal) and hands its control calls here first.
+ */
+export class AdyenCensus {
+  private readonly requests: NotedRequest[] = [];
+
+  constructor(private readonly state: { payments: ReadonlyMap<string, CensusPayment>; notifications: () => readonly KeptNotification[] }) {}
+
+  /** Notes a request the double answered for the first time (`route` without its version prefix). */
+  note(route: string, idempotencyKey: string | null, answer: { status: number; body: unknown }): void {
+    if (answer.status >= 300) return;
+    const body = answer.body as { pspReference?: string; paymentPspReference?: string; reference?: string; merchantReference?: string; amount?: { value: number; currency: string } };
+    if (!body.pspReference) return;
+    const modification = MODIFICATION.exec(route);
+    if (route !== '/payments' && !modification) return;
+    this.requests.push({
+      type: modification ? TYPE_OF[modification[2] as keyof typeof TYPE_OF] : 'payment',
+      idempotencyKey,
+      paymentPspReference: body.paymentPspReference ?? body.pspReference,
+      pspReference: body.pspReference,
+      reference: (modification ? body.reference : body.merchantReference) ?? null,
+      amount: body.amount ?? null,
+    });
+  }
+
+  /** `GET /_sandbox/payments[?reference=]`; null for any other path (not the census's). */
+  control(method: string, path: string, query: URLSearchParams): { status: number; body: unknown } | null {
+    if (path !== '/_sandbox/payments') return null;
+    if (method !== 'GET') return { status: 405, body: { status: 405, errorCode: '905', message: `Method ${method} not allowed`, errorType: 'validation' } };
+    const reference = query.get('reference');
+    const payments = [...this.state.payments.values()].filter((p) => reference === null || p.merchantReference === reference);
+    return { status: 200, body: { object: 'list', data: payments.map((p) => this.describe(p)) } };
+  }
+
+  private describe(payment: CensusPayment): AdyenCensusPayment {
+    const notifications = this.state.notifications().filter((k) => (k.item.originalReference ?? k.item.pspReference) === payment.pspReference);
+    /** What the notification deciding a request said: true, false, or null (none made yet). */
+    const outcome = (request: Pick<NotedRequest, 'type' | 'pspReference'>) => {
+      const decided = notifications.find((k) => k.item.pspReference === request.pspReference && DECIDED_BY[request.type].includes(String(k.item.eventCode)));
+      return decided ? String(decided.item.success) === 'true' : null;
+    };
+    const own = this.requests.filter((r) => r.paymentPspReference === payment.pspReference);
+    const created = own.find((r) => r.type === 'payment');
+    const authorised = outcome({ type: 'payment', pspReference: payment.pspReference });
+    return {
+      pspReference: payment.pspReference,
+      merchantReference: payment.merchantReference,
+      idempotencyKey: created?.idempotencyKey ?? null,
+      amount: { value: payment.value, currency: payment.currency },
+      resultCode: authorised === false ? 'Refused' : 'Authorised',
+      // refused, authorised (open), captured (some or all), or cancelled.
+      state: authorised === false ? 'refused' : !payment.authorised ? 'cancelled' : payment.capturedMinor > 0 ? 'captured' : 'authorised',
+      capturedMinor: payment.capturedMinor,
+      refundedMinor: payment.refundedMinor,
+      modifications: own
+        .filter((r) => r.type !== 'payment')
+        .map((r) => {
+          const success = outcome(r);
+          return { type: r.type as 'capture' | 'cancel' | 'refund', pspReference: r.pspReference, reference: r.reference, idempotencyKey: r.idempotencyKey, amount: r.amount, status: success === null ? ('received' as const) : success ? ('succeeded' as const) : ('failed' as const) };
+        }),
+      notifications: notifications.map((k) => ({ id: eventFromNotification(k.item).id, eventCode: String(k.item.eventCode), pspReference: k.item.pspReference, success: String(k.item.success) === 'true', state: k.state, attempts: k.attempts })),
+    };
+  }
+}
+

@@ -1,0 +1,179 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { AdyenDouble } from '../../doubles/adyen/server';
+import { REDIRECT_RESULT_MAX_LENGTH } from '../../api/routes/payments-return';
+import { apiClient, decidedPayment, eventually, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { startAdyenStack } from '../helpers/adyen';
+
+/**
+ * 3-D Secure at Adyen end to end, on the real stack (Temporal dev server, PostgreSQL, the worker)
+ * with the Adyen double as `adyen-test`: /payments answers RedirectShopper with the double's
+ * challenge page; the shopper's decision there sends them (303) to our return route with
+ * `redirectResult`; the route's update has the payment's run make the details call
+ * (/payments/details) and sends the shopper on (303) to the merchant's return_url. The
+ * AUTHORISATION notification decides the payment too, whichever comes first.
+ */
+const merchantReturn = 'https://shop.example/back?order=7';
+let double: AdyenDouble;
+let stack: TestStack;
+let tenant: Tenant;
+let api: ReturnType<typeof apiClient>;
+
+let stop: () => Promise<void>;
+
+beforeAll(async () => {
+  ({ double, stack, stop } = await startAdyenStack({
+    route: async () => ({ providers: ['adyen-test'], reason: 'test route: adyen-test' }),
+    api: { IDEMPOTENCY_WAIT_MS: 3000, AUTHENTICATION_WINDOW_SECONDS: 600 },
+  }));
+  tenant = await stack.createTenant('adyen-3ds');
+  api = apiClient(stack.apiUrl, tenant.apiKey);
+}, 300_000);
+afterAll(async () => stop?.());
+afterEach(async () => {
+  await faults({});
+});
+
+const faults = (body: Record<string, number>) =>
+  fetch(`${double.url}/_sandbox/webhook_faults`, { method: 'POST', body: JSON.stringify(body) }).then((r) => expect(r.status).toBe(200));
+const body = (payment_method = 'pm_card_threeDSecureRequired', extra: Record<string, unknown> = {}) => ({
+  order_id: uniqueKey('ord'),
+  amount_minor: 4200,
+  currency: 'EUR',
+  payment_method,
+  return_url: merchantReturn,
+  ...extra,
+});
+
+/** A 3-D Secure payment at adyen-test, waiting for its shopper: its id, charge and the challenge page's URL. */
+async function challenged(paymentMethod = 'pm_card_threeDSecureRequired', api_ = api) {
+  const created = await api_.post('/v1/payments', body(paymentMethod), uniqueKey('pay'));
+  expect(created.status, created.text).toBe(202);
+  expect(created.json).toMatchObject({ status: 'requires_action', provider: 'adyen-test' });
+  const url: string = created.json.next_action.redirect_to_url.url;
+  expect(url.startsWith(`${double.url}/challenge/`)).toBe(true);
+  return { id: created.json.id as string, chargeId: created.json.provider_charge_id as string, url };
+}
+
+/** The shopper's decision on the challenge page: the double sends them (303) to our return route with redirectResult. */
+async function decide(url: string, result: 'approve' | 'deny'): Promise<string> {
+  const response = await fetch(url, { method: 'POST', body: new URLSearchParams({ result }), redirect: 'manual' });
+  expect(response.status).toBe(303);
+  return response.headers.get('location')!;
+}
+
+/** The shopper's browser at our return route: where it is sent on. */
+async function comeBack(location: string): Promise<{ status: number; location: string | null; text: string }> {
+  const response = await fetch(location, { redirect: 'manual' });
+  return { status: response.status, location: response.headers.get('location'), text: await response.text() };
+}
+
+const onToMerchant = (id: string) => `https://shop.example/back?order=7&payment_id=${id}`;
+const eventsOf = async (id: string) =>
+  Object.fromEntries((await stack.sql<{ type: string; n: number }[]>`SELECT type, count(*)::int AS n FROM outbox_events WHERE event_key LIKE ${`payment:${id}:%`} GROUP BY type`).map((r) => [r.type, r.n]));
+
+describe('3-D Secure at Adyen: the challenge comes back to our return route', () => {
+  it('approved: the double redirects to our return route, whose details call succeeds the payment; the shopper goes on to the merchant', async () => {
+    const before = double.paymentsMade();
+    const payment = await challenged();
+    // The page shows Approve and Deny.
+    const page = await (await fetch(payment.url)).text();
+    expect(page).toContain('id="approve"');
+    expect(page).toContain('id="deny"');
+    const back = await decide(payment.url, 'approve');
+    expect(back.startsWith(`${stack.apiUrl}/return/${payment.id}?redirectResult=`)).toBe(true);
+    const onward = await comeBack(back);
+    expect(onward.status).toBe(303);
+    expect(onward.location).toBe(onToMerchant(payment.id));
+    expect(await decidedPayment(api, payment.id)).toMatchObject({ status: 'succeeded', amount_captured_minor: 4200, provider_charge_id: payment.chargeId });
+    expect(double.paymentsMade()).toBe(before + 1);
+    await eventually(async () => (await eventsOf(payment.id))['payment.succeeded'] === 1);
+  });
+
+  it('denied: the payment is declined authentication_failed, and the shopper goes on to the merchant', async () => {
+    const payment = await challenged();
+    const onward = await comeBack(await decide(payment.url, 'deny'));
+    expect(onward).toMatchObject({ status: 303, location: onToMerchant(payment.id) });
+    expect(await decidedPayment(api, payment.id)).toMatchObject({ status: 'declined', failure: { code: 'authentication_failed' }, amount_captured_minor: 0 });
+  });
+
+  it('notification lost: the details call alone decides it, once; the same return again changes nothing and makes no second call', async () => {
+    await faults({ loss: 1 });
+    const payment = await challenged();
+    const back = await decide(payment.url, 'approve');
+    const calls = double.detailsCalls();
+    const first = await comeBack(back);
+    expect(first).toMatchObject({ status: 303, location: onToMerchant(payment.id) });
+    // The update answered once the run had applied the details call's answer: decided now, by it alone.
+    expect((await api.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'succeeded' });
+    expect(double.detailsCalls()).toBe(calls + 1);
+    const again = await comeBack(back);
+    expect(again).toMatchObject({ status: 303, location: onToMerchant(payment.id) });
+    expect(double.detailsCalls()).toBe(calls + 1);
+    expect(await eventsOf(payment.id)).toMatchObject({ 'payment.succeeded': 1 });
+    // Nothing but the details call decided it: the AUTHORISATION was kept back.
+    const stored = await stack.sql`SELECT 1 FROM provider_events WHERE provider = 'adyen-test' AND charge_id = ${payment.chargeId}`;
+    expect(stored).toHaveLength(0);
+  });
+
+  it('the shopper never comes back (no details call): the AUTHORISATION decides it; a late return just sends them on', async () => {
+    const payment = await challenged();
+    const calls = double.detailsCalls();
+    const back = await decide(payment.url, 'approve');
+    expect(await decidedPayment(api, payment.id)).toMatchObject({ status: 'succeeded', amount_captured_minor: 4200 });
+    expect(double.detailsCalls()).toBe(calls);
+    const late = await comeBack(back);
+    expect(late).toMatchObject({ status: 303, location: onToMerchant(payment.id) });
+    expect(double.detailsCalls()).toBe(calls);
+    expect(await eventsOf(payment.id)).toMatchObject({ 'payment.succeeded': 1 });
+  });
+
+  it('abandoned: the authentication window ends, the challenge is cancelled at the PSP and the payment expires; a late Approve changes nothing', async () => {
+    const short = await stack.startApi({ AUTHENTICATION_WINDOW_SECONDS: 3, PROVIDER_POLL_FIRST_MS: 500 });
+    const client = apiClient(short.url, tenant.apiKey);
+    const payment = await challenged('pm_card_threeDSecureRequired', client);
+    expect(await decidedPayment(client, payment.id)).toMatchObject({ status: 'expired', failure: { code: 'authentication_expired' }, amount_captured_minor: 0 });
+    // The double received the cancel: its page says expired, and nothing can decide it.
+    await eventually(async () => (await fetch(payment.url)).status === 410);
+    const late = await fetch(payment.url, { method: 'POST', body: new URLSearchParams({ result: 'approve' }), redirect: 'manual' });
+    expect(late.status).toBe(410);
+    expect((await client.get(`/v1/payments/${payment.id}`)).json.status).toBe('expired');
+  });
+});
+
+describe('the return route refuses what it should, and changes nothing', () => {
+  it('an unknown payment is a 404 page; a malformed id too', async () => {
+    for (const path of ['/return/pay_01abcdefghjkmnpqrstvwxyz0?redirectResult=abc', '/return/..%2Fadmin?redirectResult=abc']) {
+      const response = await fetch(`${stack.apiUrl}${path}`, { redirect: 'manual' });
+      expect(response.status).toBe(404);
+      expect(response.headers.get('content-type')).toContain('text/html');
+    }
+  });
+
+  it('a hostile redirectResult (missing, too long, wrong characters) is 400 and the payment still waits; a result the PSP never issued is 400 too', async () => {
+    const payment = await challenged();
+    const calls = double.detailsCalls();
+    const hostile = ['', '?redirectResult=', `?redirectResult=${'A'.repeat(REDIRECT_RESULT_MAX_LENGTH + 1)}`, '?redirectResult=%3Cscript%3E', '?redirectResult=abc%00def', '?redirectResult=a&redirectResult=%22'];
+    for (const query of hostile) {
+      const response = await fetch(`${stack.apiUrl}/return/${payment.id}${query}`, { redirect: 'manual' });
+      expect(response.status, query.slice(0, 40)).toBe(400);
+      expect(response.headers.get('location')).toBeNull();
+    }
+    expect(double.detailsCalls()).toBe(calls);
+    // Well formed, but not one the PSP issued: its details call is refused, nothing changes.
+    const unknown = await fetch(`${stack.apiUrl}/return/${payment.id}?redirectResult=bm90LWlzc3VlZA`, { redirect: 'manual' });
+    expect(unknown.status).toBe(400);
+    expect((await api.get(`/v1/payments/${payment.id}`)).json.status).toBe('requires_action');
+    // The shopper's real return still completes it.
+    const onward = await comeBack(await decide(payment.url, 'approve'));
+    expect(onward).toMatchObject({ status: 303, location: onToMerchant(payment.id) });
+    expect(await decidedPayment(api, payment.id)).toMatchObject({ status: 'succeeded' });
+  });
+
+  it('a payment not waiting for its customer is sent on without effect; an address in the query is never where the customer goes', async () => {
+    const created = await api.post('/v1/payments', body('pm_card_visa'), uniqueKey('pay'));
+    expect(created.status, created.text).toBe(201);
+    const response = await fetch(`${stack.apiUrl}/return/${created.json.id}?redirectResult=abc&return_url=https%3A%2F%2Fevil.example`, { redirect: 'manual' });
+    expect(response.status).toBe(303);
+    expect(response.headers.get('location')).toBe(onToMerchant(created.json.id));
+  });
+});
