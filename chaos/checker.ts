@@ -4,6 +4,8 @@ import type { Sql } from '../db/connect';
 import { NEVER_RETRY_ELSEWHERE_DECLINE_CODES } from '../domain/routing';
 import { providerSubKey } from '../shared/keys';
 import { checkDisputes, checkLedgerBalance, type DisputeAnswer, type DisputeCensus, type DisputeCensusInput, type LedgerTransactionRecord, type PspDisputeMoney, type WorkflowRuns } from './dispute-checks';
+import { checkDoubleNotifications, holdingsOfDouble, readDoubleCensus, type StoredProviderEvent } from './psp-doubles';
+import type { ProviderRefundRow, PspCharge } from './psp-rows';
 import { createTally, type VerdictFn } from './tally';
 import type { Operation } from './workload';
 
@@ -62,8 +64,14 @@ export interface Verdict {
 
 export interface CheckInput {
   sql: Sql;
-  /** Each PSP's own database by the PSP's configured name, in PROVIDERS order (the first is the default). */
+  /** Each sandbox PSP's own database by the PSP's configured name, in PROVIDERS order (the first is the default). */
   pspSql: Record<string, Sql>;
+  /**
+   * PSP doubles without a database of ours to read (the Adyen double), by name: the base URL
+   * whose read-only census (`GET /_sandbox/payments`, doubles/adyen/census.ts) says what each
+   * charged, captured, cancelled and refunded, and what became of its notifications.
+   */
+  doubles?: Record<string, string>;
   temporal: Client;
   /** The run's tenants. */
   tenantIds: string[];
@@ -73,6 +81,8 @@ export interface CheckInput {
   replay: (op: Operation) => Promise<{ status: number; text: string } | null>;
   /** Reminders per stage of a waiting dispute (DISPUTE_REMINDER_SECONDS's length). */
   disputeReminders: number;
+  /** AUTHORIZATION_WINDOW_SECONDS of the run, in ms: no authorization may be left open longer. */
+  authorizationWindowMs?: number;
 }
 
 interface PaymentRow {
@@ -90,6 +100,7 @@ interface PaymentRow {
   /** A saved card charged without its customer; setup_future_usage: the payment saved its card. */
   off_session: boolean;
   setup_future_usage: string | null;
+  created_at: Date;
   /** A recovering payment's recovery (docs/recovery.md; the API's `recovery` object); null or absent: none. */
   recovery?: { attempts: number; window_ends_at: string; next_attempt_at: string | null; stopped_because: string | null } | null;
 }
@@ -109,26 +120,7 @@ interface RefundRow {
   status: string;
   provider_refund_id: string | null;
 }
-interface ChargeRow {
-  id: string;
-  status: string;
-  amount_captured_minor: number;
-  amount_refunded_minor: number;
-  currency: string;
-  reference: string;
-  idempotency_key: string;
-}
-/** A charge and the PSP that holds it. */
-export type PspCharge = ChargeRow & { provider: string };
-interface ProviderRefundRow {
-  provider: string;
-  id: string;
-  charge_id: string;
-  amount_minor: number;
-  status: string;
-  reference: string;
-  idempotency_key: string;
-}
+export type { PspCharge, ProviderRefundRow } from './psp-rows';
 
 const threeDSecureMethods = new Set(['pm_card_threeDSecureRequired', 'pm_card_threeDSecureRequired_declined']);
 const debitMethods = new Set(['pm_sepa_debit', 'pm_sepa_debit_fails']);
@@ -197,7 +189,14 @@ const countBy = <T>(items: T[], key: (item: T) => string): Map<string, T[]> => {
 export interface PspCensusInput {
   /** The PSPs' names in PROVIDERS order: a payment that records none is at the first. */
   psps: readonly string[];
-  payments: Pick<PaymentRow, 'id' | 'status' | 'currency' | 'payment_method' | 'provider' | 'provider_charge_id' | 'recovery'>[];
+  payments: (Pick<PaymentRow, 'id' | 'status' | 'currency' | 'payment_method' | 'provider' | 'provider_charge_id' | 'recovery' | 'amount_captured_minor' | 'amount_refunded_minor'> & {
+    /** When the payment was made: its authorization's window ends `authorizationWindowMs` after it at the latest. */
+    created_at?: Date | string;
+  })[];
+  /** AUTHORIZATION_WINDOW_SECONDS in ms: an authorization still open this long after its payment was made is unresolved past its window. */
+  authorizationWindowMs?: number;
+  /** The census's clock (default: now). */
+  now?: number;
   attempts: AttemptRow[];
   /** Every charge at every PSP, not only those of known payments. */
   charges: PspCharge[];
@@ -214,7 +213,7 @@ const heldStates = new Set(['succeeded', 'requires_capture']);
 const movedOnOutcomes = new Set(['declined', 'rejected', 'not_sent', 'not_charged']);
 
 /**
- * The census across both PSPs: for every payment, its charges at every PSP against
+ * The census across the PSPs (the sandboxes and the Adyen double alike): for every payment, its charges at every PSP against
  * its attempts, and for the whole system, every PSP's charges, refunds and balance against our
  * payments, refunds and ledger.
  * - A succeeded (or authorized) payment has exactly one charge holding money across all PSPs,
@@ -229,7 +228,12 @@ const movedOnOutcomes = new Set(['declined', 'rejected', 'not_sent', 'not_charge
  * - No orphan at any PSP; one charge and one refund per key per PSP; every refund at the PSP
  *   of the charge it refunds; the ledger's receivable per PSP and currency equal to what that
  *   PSP holds (captured less refunded, less chargebacks' amounts and fees, plus
- *   reinstatements), and so over both PSPs.
+ *   reinstatements), and so over all the PSPs.
+ * - Whatever a payment ended as, at most one charge that took the card's money (authorized or
+ *   captured) over all PSPs; captured less refunded summed over every PSP equal to what the
+ *   payment keeps (captured less refunded; nothing for a payment without money); every
+ *   authorization still open at a PSP is one its payment awaits (requires_capture, held there)
+ *   within its window.
  * `into(paymentId)` is where a payment's own findings go (its census record).
  */
 export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into: (paymentId: string) => string[] | undefined = () => undefined): void {
@@ -255,6 +259,22 @@ export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into:
     } else if (moneyless.has(payment.status)) {
       const withMoney = charged.filter((c) => kept(c) !== 0 || ['requires_capture', 'processing', 'requires_action'].includes(c.status));
       verdict('no money at any PSP for a payment without money', withMoney.length === 0, () => `${subject}: ${withMoney.map(describe).join('; ')}`, own);
+    }
+    // Whatever it ended as: never two charges that took the card's money (authorized or captured), at one PSP or over several.
+    const successful = charged.filter((c) => heldStates.has(c.status));
+    verdict('at most one successful charge over all PSPs', successful.length <= 1, () => `${subject}: ${successful.map(describe).join('; ')}`, own);
+    // What the PSPs keep for it (captured less refunded, summed over every PSP) is what our records say it keeps.
+    const keptOverall = charged.reduce((n, c) => n + kept(c), 0);
+    const keptHere = moneyless.has(payment.status) ? 0 : payment.amount_captured_minor - payment.amount_refunded_minor;
+    verdict('captured less refunded at the PSPs equals the payment', keptOverall === keptHere, () =>
+      `${subject} keeps ${keptHere} (captured ${payment.amount_captured_minor}, refunded ${payment.amount_refunded_minor}); the PSPs keep ${keptOverall}: ${all()}`, own);
+    // An authorization open at a PSP is one its payment still awaits (a manual capture within its window), and none other.
+    for (const open of charged.filter((c) => c.status === 'requires_capture')) {
+      const awaited = payment.status === 'requires_capture' && open.provider === at && open.id === payment.provider_charge_id;
+      const madeAt = payment.created_at === undefined ? null : new Date(payment.created_at).getTime();
+      const inWindow = madeAt === null || input.authorizationWindowMs === undefined || (input.now ?? Date.now()) < madeAt + input.authorizationWindowMs;
+      verdict('no authorization left unresolved past its window', awaited && inWindow, () =>
+        `${subject}: ${describe(open)} is still authorized ${awaited ? `after its window (${input.authorizationWindowMs} ms from ${new Date(madeAt!).toISOString()})` : 'for a payment that does not await it'}`, own);
     }
     for (const charge of charged) {
       const attempt = attempts.find((a) => a.provider === charge.provider && providerSubKey.charge(payment.id, a.attempt) === charge.idempotency_key);
@@ -371,11 +391,14 @@ export function checkNoExcessiveRetries(fees: readonly ExcessiveRetryFee[], verd
 export async function check(input: CheckInput): Promise<Verdict> {
   const { sql } = input;
   const { checks, findings, verdict } = createTally();
-  const psps = Object.keys(input.pspSql);
+  // The sandboxes' tables are read in SQL, the doubles' through their census call; the first sandbox is the default PSP.
+  const sandboxes = Object.keys(input.pspSql);
+  const doubles = Object.entries(input.doubles ?? {});
+  const psps = [...sandboxes, ...doubles.map(([name]) => name)];
 
   const payments = await sql<PaymentRow[]>`
     SELECT id, status, amount_minor::int, amount_captured_minor::int, amount_refunded_minor::int, currency, capture_method,
-           payment_method, provider_charge_id, provider, workflow_id, off_session, setup_future_usage, recovery
+           payment_method, provider_charge_id, provider, workflow_id, off_session, setup_future_usage, recovery, created_at
     FROM payments WHERE tenant_id IN ${sql(input.tenantIds)} ORDER BY created_at, id`;
   const attempts = await sql<AttemptRow[]>`
     SELECT a.payment_id, a.attempt, a.provider, a.provider_charge_id, a.outcome, a.error_code
@@ -399,13 +422,21 @@ export async function check(input: CheckInput): Promise<Verdict> {
   // Every charge and refund each PSP ever committed, not only those of known payments.
   const charges: PspCharge[] = [];
   const providerRefunds: ProviderRefundRow[] = [];
-  for (const provider of psps) {
+  for (const provider of sandboxes) {
     const psp = input.pspSql[provider]!;
     charges.push(...(await psp<PspCharge[]>`
       SELECT ${provider} AS provider, id, status, amount_captured_minor::int, amount_refunded_minor::int, currency, reference, idempotency_key
       FROM sandbox.charges ORDER BY created_at, id`));
     providerRefunds.push(...(await psp<ProviderRefundRow[]>`
       SELECT ${provider} AS provider, id, charge_id, amount_minor::int, status, reference, idempotency_key FROM sandbox.refunds ORDER BY created_at, id`));
+  }
+  const doubleCensus = new Map<string, Awaited<ReturnType<typeof readDoubleCensus>>>();
+  for (const [provider, url] of doubles) {
+    const census = await readDoubleCensus(url);
+    doubleCensus.set(provider, census);
+    const holdings = holdingsOfDouble(provider, census);
+    charges.push(...holdings.charges);
+    providerRefunds.push(...holdings.refunds);
   }
   const providerOf = (payment: PaymentRow) => payment.provider ?? (payment.provider_charge_id !== null ? psps[0]! : null);
 
@@ -442,7 +473,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
     // Every wait ends by its window at the latest (AUTHENTICATION_WINDOW_SECONDS, ASYNC_SETTLEMENT_WINDOW_SECONDS), all shorter than the wait for quiet.
     const waiting = payment.status === 'processing' || payment.status === 'requires_action';
     verdict('payment decided', !waiting, () => `${subject} (${payment.payment_method}) still ${payment.status} after the wait for quiet, beyond its window`, own);
-    // Its charges at both PSPs (how many, and why more than one, is checkAcrossPsps's census).
+    // Its charges at every PSP (how many, and why more than one, is checkAcrossPsps's census).
     const charged = chargesByReference.get(payment.id) ?? [];
     const charge = charged.find((c) => c.provider === providerOf(payment) && c.id === payment.provider_charge_id) ?? charged.at(-1);
     // What the PSP still holds for the payment: captured and not refunded (an open authorization counts as held too).
@@ -536,11 +567,16 @@ export async function check(input: CheckInput): Promise<Verdict> {
     });
   }
 
-  // Across both PSPs: every charge an attempt, one held charge per payment, no orphans, the ledger.
+  // Across the PSPs: every charge an attempt, one held charge per payment, no orphans, the ledger.
   const ownFindings = new Map(census.map((p) => [p.id, p.findings]));
   const allTransactions = await ledgerTransactions(sql, input.tenantIds);
-  const disputeInput = await readDisputeCensus(input, psps, events, allTransactions);
-  checkAcrossPsps({ psps, payments, attempts, charges, providerRefunds, refundIds, ledger, disputeMoney: disputeInput.pspMoney }, verdict, (id) => ownFindings.get(id));
+  const disputeInput = await readDisputeCensus(input, sandboxes, events, allTransactions);
+  checkAcrossPsps({ psps, payments, attempts, charges, providerRefunds, refundIds, ledger, disputeMoney: disputeInput.pspMoney, authorizationWindowMs: input.authorizationWindowMs }, verdict, (id) => ownFindings.get(id));
+  // Each double's notifications: delivered, stored once under their payment, and a refund's settling it as it said.
+  if (doubles.length > 0) {
+    const stored = await sql<StoredProviderEvent[]>`SELECT provider, event_id, payment_id FROM provider_events WHERE provider IN ${sql(doubles.map(([name]) => name))}`;
+    for (const [provider, census] of doubleCensus) checkDoubleNotifications({ provider, census, stored, refunds, paymentIds }, verdict, (id) => ownFindings.get(id));
+  }
   // Each dispute against its PSP, its workflow, its money and its events; then the ledger as a whole.
   const disputesByPayment = checkDisputes(disputeInput, verdict, (id) => ownFindings.get(id));
   for (const record of census) record.disputes = disputesByPayment.get(record.id) ?? [];
@@ -549,7 +585,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
     SELECT currency, sum(amount_minor)::text AS total FROM ledger_entries GROUP BY currency HAVING sum(amount_minor) <> 0`;
   verdict('ledger sums to zero per currency', unbalanced.length === 0, () => unbalanced.map((u) => `${u.currency} ${u.total}`).join(', '));
   const excessiveFees: ExcessiveRetryFee[] = [];
-  for (const provider of psps) {
+  for (const provider of sandboxes) {
     excessiveFees.push(...(await input.pspSql[provider]!<ExcessiveRetryFee[]>`
       SELECT ${provider} AS provider, source, reference FROM sandbox.balance_transactions WHERE type = 'excessive_retry' ORDER BY created_at, id`));
   }

@@ -4,8 +4,8 @@ import path from 'node:path';
 import { availableParallelism } from 'node:os';
 import { check, runningWorkflows, type PaymentCensus, type Verdict } from './checker';
 import type { reconciliationWorkflow } from '../workflows/reconciliation';
-import { DISPUTE_TIMES, PSPS, startEnvironment, type ChaosEnvironment } from './environment';
-import { describeSchedule, faultSchedule, killPointPlan, pspFaultKinds, type NemesisEvent, type TemporalMode } from './nemesis';
+import { ADYEN_TENANTS, DISPUTE_TIMES, PSPS, WAITS, startEnvironment, type ChaosEnvironment } from './environment';
+import { adyenFaultKinds, describeSchedule, faultSchedule, killPointPlan, pspFaultKinds, type NemesisEvent, type TemporalMode } from './nemesis';
 import { Prng } from './prng';
 import { Workload, type Operation } from './workload';
 
@@ -46,8 +46,12 @@ export interface ChaosSummary {
   faultsInjected: Record<string, number>;
   /** Of faultsInjected, the faults that struck sandbox-a (sandbox-b is never struck). */
   faultsOnSandboxA: Record<string, number>;
+  /** Of faultsInjected, the faults that struck the Adyen double, adyen-test. */
+  faultsOnAdyen: Record<string, number>;
+  /** The Adyen double's notifications its loss fault kept back, sent again by the run (as Adyen's retries would). */
+  adyenNotificationsRedelivered: number;
   faultsSkipped: Record<string, number>;
-  /** Where payments went across the two PSPs (payment_attempts). */
+  /** Where payments went across the PSPs (payment_attempts). */
   failover: FailoverFigures;
   /** Saved cards and the off-session payments that charged them. */
   savedCards: SavedCardFigures;
@@ -102,6 +106,22 @@ export async function openAtPsps(pspSql: ChaosEnvironment['pspSql']): Promise<nu
 }
 
 /**
+ * What the Adyen double still has open: notifications not yet delivered (pending, or lost and
+ * not yet sent again; the environment sends the lost ones again every few seconds). -1: unreadable.
+ */
+export async function openAtDouble(adyen: ChaosEnvironment['adyen'] | undefined): Promise<number> {
+  if (!adyen) return 0;
+  try {
+    const census = await adyen.census();
+    const open = census.flatMap((p) => p.notifications).filter((n) => n.state !== 'delivered').length;
+    if (open > 0) await adyen.redeliverLost();
+    return open;
+  } catch {
+    return -1;
+  }
+}
+
+/**
  * Waits until the system is quiet, or until `deadline`: nothing open in the database, and no
  * workflow running but those of payments awaiting capture. The database alone is not enough:
  * a worker killed right after a record step committed leaves the payment final in PostgreSQL
@@ -110,11 +130,11 @@ export async function openAtPsps(pspSql: ChaosEnvironment['pspSql']): Promise<nu
  * deadline and the checker names what is left. Returns how long the database was quiet
  * before the workflows were.
  */
-export async function waitUntilQuiet(env: Pick<ChaosEnvironment, 'sql' | 'pspSql' | 'temporal' | 'tenants'>, deadline: number): Promise<{ waitedForWorkflowsMs: number }> {
+export async function waitUntilQuiet(env: Pick<ChaosEnvironment, 'sql' | 'pspSql' | 'temporal' | 'tenants'> & Partial<Pick<ChaosEnvironment, 'adyen'>>, deadline: number): Promise<{ waitedForWorkflowsMs: number }> {
   let databaseQuietSince: number | null = null;
   for (;;) {
-    const [ours, psps] = [await openInDatabase(env.sql), await openAtPsps(env.pspSql)];
-    const open = ours < 0 || psps < 0 ? -1 : ours + psps;
+    const [ours, psps, double] = [await openInDatabase(env.sql), await openAtPsps(env.pspSql), await openAtDouble(env.adyen)];
+    const open = ours < 0 || psps < 0 || double < 0 ? -1 : ours + psps + double;
     if (open === 0) databaseQuietSince ??= Date.now();
     else databaseQuietSince = null;
     const running = open === 0 ? await runningWorkflows(env.sql, env.temporal, env.tenants.map((t) => t.id)).catch(() => null) : null;
@@ -183,8 +203,8 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
   const apiCount = 2;
   const loadMs = Math.round(options.minutes * 60_000);
   const temporalMode = options.temporal ?? 'dev';
-  // Every kind of fault of sandbox-a is struck at least once, however short the run.
-  const schedule = faultSchedule(rng.fork(1), { durationMs: loadMs, gapMs, apiCount, temporal: temporalMode, required: pspFaultKinds });
+  // Every kind of fault of sandbox-a and of the Adyen double is struck at least once, however short the run.
+  const schedule = faultSchedule(rng.fork(1), { durationMs: loadMs, gapMs, apiCount, temporal: temporalMode, required: [...pspFaultKinds, ...adyenFaultKinds] });
   log(`chaos: seed ${options.seed}, ${options.minutes} min, ${clients} clients, keys expire after ${keyTtlSeconds} s, Temporal ${temporalMode === 'cluster' ? 'cluster (two nodes)' : 'dev server'}`);
   log(`fault schedule (${schedule.length} events):\n${describeSchedule(schedule)}`);
 
@@ -201,7 +221,8 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
   try {
     log(`environment up in ${((Date.now() - started) / 1000).toFixed(0)} s; load starts`);
     const loadStarted = Date.now();
-    // One workload per tenant (the first routed a then b, the second split between them); the clients take turns.
+    // One workload per tenant (the first routed a then b, the second split between them, the third
+    // adyen-test then b, telling only the stories the Adyen double can do); the clients take turns.
     const workloads = env.tenants.map(
       (tenant, i) =>
         new Workload({
@@ -210,6 +231,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
           rng: rng.fork(3 + i),
           operationTimeoutMs: 120_000,
           shouldStop: () => Date.now() - loadStarted > loadMs,
+          adyen: ADYEN_TENANTS.has(tenant.name),
         }),
     );
     const paymentsSoFar = () => workloads.reduce((n, w) => n + w.paymentIds.size, 0);
@@ -237,6 +259,9 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
     await Promise.all(probes);
     await env.restore();
     await env.disarmWorker();
+    // The Adyen double loses no more notifications, and sends again those it lost: a capture or
+    // refund waiting for its notification is decided, and its client's story can end.
+    await env.adyen.settle();
     await clientsDone;
     const loadEnded = Date.now();
     const operations = workloads.flatMap((w) => w.operations);
@@ -285,7 +310,18 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
         SELECT resource_id FROM idempotency_records WHERE idempotency_key = ${op.key} AND operation = 'POST /v1/payments'`;
       op.paymentId = record?.resource_id ?? null;
     }
-    const verdict = await check({ sql: env.sql, pspSql: env.pspSql, temporal: env.temporal, tenantIds: env.tenants.map((t) => t.id), acks: env.merchant.acks, operations, replay, disputeReminders: DISPUTE_TIMES.reminderSeconds.length });
+    const verdict = await check({
+      sql: env.sql,
+      pspSql: env.pspSql,
+      doubles: { [env.adyen.name]: env.adyen.url },
+      temporal: env.temporal,
+      tenantIds: env.tenants.map((t) => t.id),
+      acks: env.merchant.acks,
+      operations,
+      replay,
+      disputeReminders: DISPUTE_TIMES.reminderSeconds.length,
+      authorizationWindowMs: WAITS.authorizationWindowSeconds * 1000,
+    });
 
     // The PSP's own webhooks the API stored (each once; duplicates and lost ones are the sandbox's faults).
     const [pspEvents] = await env.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM provider_events`;
@@ -316,6 +352,8 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
       paymentsByStatus: count(verdict.census.map((p) => p.status)),
       faultsInjected: { ...env.injected, 'worker killed at a kill point (or crashed)': env.supervisors.find((s) => s.name === 'worker')!.unplannedExits },
       faultsOnSandboxA: Object.fromEntries(pspFaultKinds.map((kind) => [kind, env.injected[kind] ?? 0])),
+      faultsOnAdyen: Object.fromEntries(adyenFaultKinds.map((kind) => [kind, env.injected[kind] ?? 0])),
+      adyenNotificationsRedelivered: env.adyen.redelivered(),
       faultsSkipped: env.skipped,
       failover: failoverFigures(verdict.census),
       savedCards: savedCardFigures(verdict.census),
@@ -444,11 +482,13 @@ export function renderSummary(s: ChaosSummary): string {
     '|---|---:|',
     ...rows(s.faultsInjected),
     '',
-    '**Two PSPs** (sandbox-a, then sandbox-b; the nemesis strikes sandbox-a only). Faults struck on sandbox-a:',
+    '**Three PSPs** (sandbox-a, then sandbox-b; adyen-test, the Adyen double, then sandbox-b; the nemesis strikes sandbox-a and adyen-test, never sandbox-b). Faults struck on sandbox-a:',
     '',
     '| fault on sandbox-a | count |',
     '|---|---:|',
     ...rows(s.faultsOnSandboxA),
+    '',
+    `Faults struck on adyen-test: ${Object.entries(s.faultsOnAdyen).map(([k, v]) => `${k} ${v}`).join(', ')}; its notifications lost and sent again by the run: ${s.adyenNotificationsRedelivered}.`,
     '',
     `Payments failed over from sandbox-a to sandbox-b: **${s.failover.failedOver}** (${Object.entries(s.failover.failedOverBecause).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}), ` +
       `${s.failover.failedOverAndHeldAtB} of them ending with money at sandbox-b; first tried at sandbox-b (the split's pick, or sandbox-a's circuit open): ${s.failover.firstTriedAtB}. ` +

@@ -1,18 +1,20 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../devstack/temporal-cli';
-import { describeSchedule, faultSchedule, pspFaultKinds } from '../../chaos/nemesis';
+import { adyenFaultKinds, describeSchedule, faultSchedule, pspFaultKinds } from '../../chaos/nemesis';
 import { Prng } from '../../chaos/prng';
 import { runChaos } from '../../chaos/run';
 
 /**
- * Two minutes of chaos (chaos/run.ts) with a random seed over two sandbox PSPs (the
- * tenant's payments go to sandbox-a and fail over to sandbox-b): mixed load (payments that wait
- * for a 3-D Secure customer or a SEPA debit among them, the PSPs' webhooks duplicated,
- * reordered, delayed and lost) while the nemesis kills processes, stops PostgreSQL, restarts
- * Temporal, disturbs the network, and kills, stalls, partitions and puts into outages
- * sandbox-a (never sandbox-b); then the checker, over both PSPs, must find nothing. On failure the seed is in the message: `npm run chaos -- --minutes 2
- * --seed S --clients 3 --gap 8-20` replays the same fault schedule (CHAOS_SEED=S here too).
+ * Two minutes of chaos (chaos/run.ts) with a random seed over three PSPs (two tenants' payments
+ * go to sandbox-a and fail over to sandbox-b; a third tenant's go to adyen-test, the Adyen
+ * double, then sandbox-b): mixed load (payments that wait for a 3-D Secure customer or a SEPA
+ * debit among them, the PSPs' webhooks and the double's notifications duplicated, reordered,
+ * delayed and lost) while the nemesis kills processes, stops PostgreSQL, restarts Temporal,
+ * disturbs the network, kills, stalls, partitions and puts into outages sandbox-a, and puts
+ * adyen-test into its outage modes (never sandbox-b); then the checker, over the three PSPs,
+ * must find nothing. On failure the seed is in the message: `npm run chaos -- --minutes 2
+ * --seed S --clients 4 --gap 8-20` replays the same fault schedule (CHAOS_SEED=S here too).
  */
 
 const seed = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -53,14 +55,15 @@ describe('chaos', () => {
       const { summary } = await runChaos({
         minutes: 2,
         seed,
-        clients: 3,
+        // Two clients for the tenant routed a then b, one for the split tenant, one for the Adyen tenant.
+        clients: 4,
         gapMs: [8_000, 20_000],
         resultsDir: path.join(projectRoot, 'test', 'artifacts', 'chaos-results'),
         logsDir: path.join(projectRoot, 'test', 'artifacts', 'chaos-logs'),
         quietMs: 240_000,
         log: () => {},
       });
-      const replay = `seed ${seed}: npm run chaos -- --minutes 2 --seed ${seed} --clients 3 --gap 8-20`;
+      const replay = `seed ${seed}: npm run chaos -- --minutes 2 --seed ${seed} --clients 4 --gap 8-20`;
       expect(summary.findings, replay).toEqual([]);
       // Every check the checker ran, one by one: none failed; and the checks that apply to any run did run.
       for (const [name, check] of Object.entries(summary.checks)) expect(check.failed, `${replay}: check ${name}`).toBe(0);
@@ -69,10 +72,18 @@ describe('chaos', () => {
       }
       // A run that scheduled a kind of fault and never struck with it proved nothing about it.
       const scheduled = new Set(summary.schedule.flatMap((event) => event.faults.map((fault) => fault.kind)));
-      expect(scheduled.size, replay).toBeGreaterThan(0);
+      // The schedule holds every fault kind of sandbox-a and of the Adyen double, whatever the seed drew.
+      expect([...scheduled], replay).toEqual(expect.arrayContaining([...pspFaultKinds, ...adyenFaultKinds]));
       for (const kind of scheduled) expect(summary.faultsInjected[kind] ?? 0, `${replay}: ${kind} was scheduled but never injected`).toBeGreaterThan(0);
       // Every kind of fault of sandbox-a was struck (the schedule holds each at least once), none of sandbox-b.
       for (const kind of pspFaultKinds) expect(summary.faultsOnSandboxA[kind] ?? 0, `${replay}: ${kind} never struck sandbox-a`).toBeGreaterThan(0);
+      // ... and every kind of fault of the Adyen double struck adyen-test.
+      for (const kind of adyenFaultKinds) expect(summary.faultsOnAdyen[kind] ?? 0, `${replay}: ${kind} never struck adyen-test`).toBeGreaterThan(0);
+      // The Adyen tenant's payments were held at adyen-test, and the census read the double's notifications and the checks over every PSP.
+      expect(summary.failover.heldAt['adyen-test'] ?? 0, `${replay}: ${JSON.stringify(summary.failover.heldAt)}`).toBeGreaterThan(0);
+      for (const name of ['at most one successful charge over all PSPs', 'captured less refunded at the PSPs equals the payment', 'PSP notification delivered and stored once']) {
+        expect(summary.checks[name]?.passed ?? 0, `${replay}: check ${name} never ran`).toBeGreaterThan(0);
+      }
       // Payments failed over: an attempt at sandbox-a that moved on, then one at sandbox-b.
       expect(summary.failover.failedOver, `${replay}: no payment failed over (${JSON.stringify(summary.failover)})`).toBeGreaterThan(0);
       expect(summary.failover.heldAt['sandbox-b'] ?? 0, replay).toBeGreaterThan(0);

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { checkAcrossPsps, checkNoExcessiveRetries, checkRecovery, createTally, type PaymentCensus, type PspCensusInput, type PspCharge } from '../../chaos/checker';
 import { checkDisputes, checkLedgerBalance, type DisputeCensusInput, type LedgerBalanceInput, type LedgerTransactionRecord } from '../../chaos/dispute-checks';
+import { checkDoubleNotifications, holdingsOfDouble } from '../../chaos/psp-doubles';
 import { disputeFigures, savedCardFigures } from '../../chaos/run';
+import type { AdyenCensusPayment } from '../../doubles/adyen/census';
 import { captureLines, disputeLossLines, disputeReinstatementLines, disputeWithdrawalLines, type LedgerLine } from '../../db/ledger';
 import { disputeWorkflowId } from '../../domain/ids';
 
@@ -31,10 +33,10 @@ function cleanCensus(): PspCensusInput {
   return {
     psps: ['sandbox-a', 'sandbox-b'],
     payments: [
-      { id: 'pay_a', status: 'succeeded', currency: 'EUR', payment_method: 'pm_card_visa', provider: 'sandbox-a', provider_charge_id: 'ch_a1' },
-      { id: 'pay_b', status: 'succeeded', currency: 'EUR', payment_method: 'pm_card_visa', provider: 'sandbox-b', provider_charge_id: 'ch_b1' },
-      { id: 'pay_c', status: 'succeeded', currency: 'EUR', payment_method: 'pm_card_visa', provider: 'sandbox-b', provider_charge_id: 'ch_b2' },
-      { id: 'pay_d', status: 'failed', currency: 'EUR', payment_method: 'pm_card_visa', provider: 'sandbox-b', provider_charge_id: 'ch_b3' },
+      { id: 'pay_a', status: 'succeeded', currency: 'EUR', payment_method: 'pm_card_visa', provider: 'sandbox-a', provider_charge_id: 'ch_a1', amount_captured_minor: 1000, amount_refunded_minor: 300 },
+      { id: 'pay_b', status: 'succeeded', currency: 'EUR', payment_method: 'pm_card_visa', provider: 'sandbox-b', provider_charge_id: 'ch_b1', amount_captured_minor: 2000, amount_refunded_minor: 0 },
+      { id: 'pay_c', status: 'succeeded', currency: 'EUR', payment_method: 'pm_card_visa', provider: 'sandbox-b', provider_charge_id: 'ch_b2', amount_captured_minor: 500, amount_refunded_minor: 0 },
+      { id: 'pay_d', status: 'failed', currency: 'EUR', payment_method: 'pm_card_visa', provider: 'sandbox-b', provider_charge_id: 'ch_b3', amount_captured_minor: 0, amount_refunded_minor: 0 },
     ],
     attempts: [
       { payment_id: 'pay_a', attempt: 1, provider: 'sandbox-a', provider_charge_id: 'ch_a1', outcome: 'succeeded', error_code: null },
@@ -88,14 +90,14 @@ describe('the census across two PSPs', () => {
     const { findings } = run(input);
     expect(findings.some((f) => f.startsWith('one succeeded charge per succeeded payment: payment pay_a') && f.includes('sandbox-b ch_b9 succeeded'))).toBe(true);
     expect(findings.some((f) => f.startsWith('every charge is an attempt of its payment: payment pay_a') && f.includes('ch_b9') && f.includes('is no attempt of it'))).toBe(true);
-    // ... and B now holds 1000 the ledger never heard of.
-    expect(failed(input)).toEqual(['every charge is an attempt of its payment', 'ledger equals each PSP', 'ledger equals the sum over the PSPs', 'one succeeded charge per succeeded payment']);
+    // ... and B now holds 1000 the ledger never heard of, and the PSPs keep 1000 more than the payment.
+    expect(failed(input)).toEqual(['at most one successful charge over all PSPs', 'captured less refunded at the PSPs equals the payment', 'every charge is an attempt of its payment', 'ledger equals each PSP', 'ledger equals the sum over the PSPs', 'one succeeded charge per succeeded payment']);
   });
 
   it('a charge at A under the key of an attempt that moved on as "nothing charged" is reported (the customer charged twice)', () => {
     const input = cleanCensus();
     input.charges.push(charge('sandbox-a', 'ch_a9', 'pay_b', 'pay_b:charge', 'succeeded', 2000));
-    expect(failed(input)).toEqual(['every charge is an attempt of its payment', 'ledger equals each PSP', 'ledger equals the sum over the PSPs', 'moved on only when nothing was charged', 'one succeeded charge per succeeded payment']);
+    expect(failed(input)).toEqual(['at most one successful charge over all PSPs', 'captured less refunded at the PSPs equals the payment', 'every charge is an attempt of its payment', 'ledger equals each PSP', 'ledger equals the sum over the PSPs', 'moved on only when nothing was charged', 'one succeeded charge per succeeded payment']);
   });
 
   it('a move to B after a decline about the card is reported', () => {
@@ -108,11 +110,17 @@ describe('the census across two PSPs', () => {
     const input = cleanCensus();
     input.charges.find((c) => c.id === 'ch_b3')!.amount_refunded_minor = 0;
     input.providerRefunds = input.providerRefunds.filter((r) => r.id !== 're_b1');
-    expect(failed(input)).toEqual(['ledger equals each PSP', 'ledger equals the sum over the PSPs', 'no money at any PSP for a payment without money']);
-    // A failed payment's stray authorization at A counts too.
+    expect(failed(input)).toEqual(['captured less refunded at the PSPs equals the payment', 'ledger equals each PSP', 'ledger equals the sum over the PSPs', 'no money at any PSP for a payment without money']);
+    // A failed payment's stray authorization at A counts too: a second charge that took the card's money, left open.
     const again = cleanCensus();
     again.charges.push(charge('sandbox-a', 'ch_a8', 'pay_d', 'pay_d:charge', 'requires_capture'));
-    expect(failed(again)).toEqual(['every charge is an attempt of its payment', 'moved on only when nothing was charged', 'no money at any PSP for a payment without money']);
+    expect(failed(again)).toEqual([
+      'at most one successful charge over all PSPs',
+      'every charge is an attempt of its payment',
+      'moved on only when nothing was charged',
+      'no authorization left unresolved past its window',
+      'no money at any PSP for a payment without money',
+    ]);
   });
 
   it('a payment held at a PSP other than its last attempt\'s is reported', () => {
@@ -406,7 +414,7 @@ describe('the census of recovering payments', () => {
   function recovered(): PspCensusInput {
     return {
       psps: ['sandbox-a', 'sandbox-b'],
-      payments: [{ id: 'pay_r', status: 'succeeded', currency: 'EUR', payment_method: 'pm_1', provider: 'sandbox-a', provider_charge_id: 'ch_r3', recovery }],
+      payments: [{ id: 'pay_r', status: 'succeeded', currency: 'EUR', payment_method: 'pm_1', provider: 'sandbox-a', provider_charge_id: 'ch_r3', recovery, amount_captured_minor: 1000, amount_refunded_minor: 0 }],
       attempts: [1, 2, 3].map((attempt) => ({ payment_id: 'pay_r', attempt, provider: 'sandbox-a', provider_charge_id: `ch_r${attempt}`, outcome: attempt < 3 ? 'declined' : 'succeeded', error_code: attempt < 3 ? 'insufficient_funds' : null })),
       charges: [1, 2, 3].map((attempt) => charge('sandbox-a', `ch_r${attempt}`, 'pay_r', attempt === 1 ? 'pay_r:charge' : `pay_r:charge:${attempt}`, attempt < 3 ? 'declined' : 'succeeded', attempt < 3 ? 0 : 1000)),
       providerRefunds: [],
@@ -436,5 +444,161 @@ describe('the census of recovering payments', () => {
     checkRecovery({ id: 'pay_t', status: 'recovering', recovery }, [], broken.verdict);
     expect(broken.checks['at most one successful charge per recovering payment']).toEqual({ passed: 1, failed: 1 });
     expect(broken.checks['recovering payment final by the end of its window']).toEqual({ passed: 1, failed: 1 });
+  });
+});
+
+/**
+ * The census over three PSPs: the Adyen double (adyen-test), read through its census call
+ * (doubles/adyen/census.ts) and put in the sandboxes' shapes (chaos/psp-doubles.ts), counted by
+ * the same checks as the sandboxes; and its notifications against what we stored and did.
+ */
+describe('the census with the Adyen double as a third PSP', () => {
+  const adyenPayment = (over: Partial<AdyenCensusPayment> = {}): AdyenCensusPayment => ({
+    pspReference: 'A1B2C3D4E5F60718',
+    merchantReference: 'pay_e',
+    idempotencyKey: 'pay_e:charge',
+    amount: { value: 1200, currency: 'EUR' },
+    resultCode: 'Authorised',
+    state: 'captured',
+    capturedMinor: 1200,
+    refundedMinor: 400,
+    modifications: [{ type: 'refund', pspReference: 'R000000000000001', reference: 'rf_e', idempotencyKey: 'rf_e:refund', amount: { value: 400, currency: 'EUR' }, status: 'succeeded' }],
+    notifications: [
+      { id: 'A1B2C3D4E5F60718:AUTHORISATION:true', eventCode: 'AUTHORISATION', pspReference: 'A1B2C3D4E5F60718', success: true, state: 'delivered', attempts: 1 },
+      { id: 'R000000000000001:REFUND:true', eventCode: 'REFUND', pspReference: 'R000000000000001', success: true, state: 'delivered', attempts: 2 },
+    ],
+    ...over,
+  });
+
+  /** The clean census of two PSPs, plus pay_e: paid at adyen-test (1200), 400 of it refunded there. */
+  function withAdyen(double: AdyenCensusPayment[] = [adyenPayment()]): PspCensusInput {
+    const input = cleanCensus();
+    const holdings = holdingsOfDouble('adyen-test', double);
+    input.psps = ['sandbox-a', 'sandbox-b', 'adyen-test'];
+    input.payments.push({ id: 'pay_e', status: 'succeeded', currency: 'EUR', payment_method: 'pm_card_visa', provider: 'adyen-test', provider_charge_id: 'A1B2C3D4E5F60718', amount_captured_minor: 1200, amount_refunded_minor: 400 });
+    input.attempts.push({ payment_id: 'pay_e', attempt: 1, provider: 'adyen-test', provider_charge_id: 'A1B2C3D4E5F60718', outcome: 'succeeded', error_code: null });
+    input.charges.push(...holdings.charges);
+    input.providerRefunds.push(...holdings.refunds);
+    input.refundIds = new Set([...input.refundIds, 'rf_e']);
+    input.ledger.push({ provider: 'adyen-test', currency: 'EUR', net: 800 });
+    return input;
+  }
+
+  it("the double's payments and refunds read as a sandbox's charges and refunds: refused is declined, an open authorisation requires_capture, cancelled canceled", () => {
+    const { charges, refunds } = holdingsOfDouble('adyen-test', [
+      adyenPayment(),
+      adyenPayment({ pspReference: 'P2', merchantReference: 'pay_f', idempotencyKey: 'pay_f:charge', state: 'refused', resultCode: 'Refused', capturedMinor: 0, refundedMinor: 0, modifications: [] }),
+      adyenPayment({ pspReference: 'P3', merchantReference: 'pay_g', idempotencyKey: null, state: 'authorised', capturedMinor: 0, refundedMinor: 0, modifications: [] }),
+      adyenPayment({ pspReference: 'P4', merchantReference: 'pay_h', state: 'cancelled', capturedMinor: 0, refundedMinor: 0, modifications: [{ type: 'refund', pspReference: 'R2', reference: 'rf_h', idempotencyKey: 'rf_h:refund', amount: { value: 5, currency: 'EUR' }, status: 'received' }] }),
+    ]);
+    expect(charges.map((c) => [c.id, c.status, c.amount_captured_minor, c.amount_refunded_minor, c.reference, c.idempotency_key])).toEqual([
+      ['A1B2C3D4E5F60718', 'succeeded', 1200, 400, 'pay_e', 'pay_e:charge'],
+      ['P2', 'declined', 0, 0, 'pay_f', 'pay_f:charge'],
+      ['P3', 'requires_capture', 0, 0, 'pay_g', ''],
+      ['P4', 'canceled', 0, 0, 'pay_h', 'pay_e:charge'],
+    ]);
+    expect(refunds).toEqual([
+      { provider: 'adyen-test', id: 'R000000000000001', charge_id: 'A1B2C3D4E5F60718', amount_minor: 400, status: 'succeeded', reference: 'rf_e', idempotency_key: 'rf_e:refund' },
+      { provider: 'adyen-test', id: 'R2', charge_id: 'P4', amount_minor: 5, status: 'pending', reference: 'rf_h', idempotency_key: 'rf_h:refund' },
+    ]);
+  });
+
+  it('a clean census over sandbox-a, sandbox-b and adyen-test passes every check, the new ones included', () => {
+    const { checks, findings } = run(withAdyen());
+    expect(findings).toEqual([]);
+    for (const name of ['at most one successful charge over all PSPs', 'captured less refunded at the PSPs equals the payment', 'one succeeded charge per succeeded payment', 'ledger equals each PSP', 'ledger equals the sum over the PSPs']) {
+      expect(checks[name]?.passed ?? 0, name).toBeGreaterThan(0);
+    }
+  });
+
+  it('a double charge spanning adyen-test and sandbox-b (a failover after a lost answer at Adyen that took money) is reported', () => {
+    const input = withAdyen();
+    // The bug: attempt 1 at adyen-test lost its answer, the payment moved on as if nothing was charged, and sandbox-b charged it again.
+    input.attempts = input.attempts.filter((a) => a.payment_id !== 'pay_e');
+    input.attempts.push(
+      { payment_id: 'pay_e', attempt: 1, provider: 'adyen-test', provider_charge_id: null, outcome: 'not_charged', error_code: 'outcome_unknown_none_found' },
+      { payment_id: 'pay_e', attempt: 2, provider: 'sandbox-b', provider_charge_id: 'ch_b5', outcome: 'succeeded', error_code: null },
+    );
+    input.payments.find((p) => p.id === 'pay_e')!.provider = 'sandbox-b';
+    input.payments.find((p) => p.id === 'pay_e')!.provider_charge_id = 'ch_b5';
+    input.payments.find((p) => p.id === 'pay_e')!.amount_refunded_minor = 0;
+    input.refundIds = new Set(['rf_1']);
+    input.providerRefunds = input.providerRefunds.filter((r) => r.provider !== 'adyen-test');
+    input.charges.find((c) => c.provider === 'adyen-test')!.amount_refunded_minor = 0;
+    input.charges.push(charge('sandbox-b', 'ch_b5', 'pay_e', 'pay_e:charge:2', 'succeeded', 1200));
+    input.ledger = [{ provider: 'sandbox-a', currency: 'EUR', net: 700 }, { provider: 'sandbox-b', currency: 'EUR', net: 2500 + 1200 }];
+    const { findings } = run(input);
+    expect(findings.some((f) => f.startsWith('at most one successful charge over all PSPs: payment pay_e') && f.includes('adyen-test A1B2C3D4E5F60718 succeeded') && f.includes('sandbox-b ch_b5 succeeded'))).toBe(true);
+    expect(findings.some((f) => f.startsWith('captured less refunded at the PSPs equals the payment: payment pay_e') && f.includes('keeps 1200') && f.includes('the PSPs keep 2400'))).toBe(true);
+    expect(failed(input)).toEqual([
+      'at most one successful charge over all PSPs',
+      'captured less refunded at the PSPs equals the payment',
+      'every charge is an attempt of its payment',
+      'ledger equals each PSP',
+      'ledger equals the sum over the PSPs',
+      'moved on only when nothing was charged',
+      'one succeeded charge per succeeded payment',
+    ]);
+  });
+
+  it('a capture the PSP took but the payment does not show, and a refund at Adyen the ledger never posted, are reported', () => {
+    const partial = withAdyen();
+    partial.payments.find((p) => p.id === 'pay_e')!.amount_captured_minor = 1000;
+    expect(failed(partial)).toEqual(['captured less refunded at the PSPs equals the payment']);
+    const unposted = withAdyen();
+    unposted.ledger = unposted.ledger.map((l) => (l.provider === 'adyen-test' ? { ...l, net: 1200 } : l));
+    expect(failed(unposted)).toEqual(['ledger equals each PSP', 'ledger equals the sum over the PSPs']);
+  });
+
+  it('an authorization left open at adyen-test for a canceled payment, or past its window, is reported', () => {
+    const canceled = withAdyen([adyenPayment({ state: 'authorised', capturedMinor: 0, refundedMinor: 0, modifications: [] })]);
+    const payment = canceled.payments.find((p) => p.id === 'pay_e')!;
+    Object.assign(payment, { status: 'canceled', amount_captured_minor: 0, amount_refunded_minor: 0 });
+    canceled.refundIds = new Set(['rf_1']);
+    canceled.ledger = canceled.ledger.filter((l) => l.provider !== 'adyen-test');
+    expect(failed(canceled)).toEqual(['no authorization left unresolved past its window', 'no money at any PSP for a payment without money']);
+
+    const awaited = withAdyen([adyenPayment({ state: 'authorised', capturedMinor: 0, refundedMinor: 0, modifications: [] })]);
+    Object.assign(awaited.payments.find((p) => p.id === 'pay_e')!, { status: 'requires_capture', amount_captured_minor: 0, amount_refunded_minor: 0, created_at: new Date('2026-01-01T00:00:00Z') });
+    awaited.refundIds = new Set(['rf_1']);
+    awaited.ledger = awaited.ledger.filter((l) => l.provider !== 'adyen-test');
+    awaited.authorizationWindowMs = 7 * 24 * 3600_000;
+    awaited.now = Date.parse('2026-01-07T00:00:00Z');
+    expect(failed(awaited)).toEqual([]);
+    awaited.now = Date.parse('2026-01-08T00:00:01Z');
+    expect(failed(awaited)).toEqual(['no authorization left unresolved past its window']);
+  });
+
+  describe("the double's notifications against what we stored and did", () => {
+    const stored = [
+      { provider: 'adyen-test', event_id: 'A1B2C3D4E5F60718:AUTHORISATION:true', payment_id: 'pay_e' },
+      { provider: 'adyen-test', event_id: 'R000000000000001:REFUND:true', payment_id: null },
+    ];
+    const refunds = [{ id: 'rf_e', provider_refund_id: 'R000000000000001', status: 'succeeded' }];
+    const check = (census: AdyenCensusPayment[], rows = stored, ours = refunds) => {
+      const tally = createTally();
+      const own: string[] = [];
+      checkDoubleNotifications({ provider: 'adyen-test', census, stored: rows, refunds: ours, paymentIds: new Set(['pay_e']) }, tally.verdict, (id) => (id === 'pay_e' ? own : undefined));
+      return { ...tally, own };
+    };
+
+    it('every notification delivered, stored once under its payment, and the REFUND settling our refund as it said: clean', () => {
+      const { checks, findings } = check([adyenPayment()]);
+      expect(findings).toEqual([]);
+      expect(checks).toEqual({ 'PSP notification delivered and stored once': { passed: 2, failed: 0 }, 'refund notification acted on': { passed: 1, failed: 0 } });
+    });
+
+    it('a notification still lost, one never stored, one stored under another payment, and a refund we failed though Adyen refunded it are each reported', () => {
+      const lost = adyenPayment();
+      lost.notifications[1] = { ...lost.notifications[1]!, state: 'lost', attempts: 0 };
+      expect(check([lost]).checks['PSP notification delivered and stored once']).toEqual({ passed: 1, failed: 1 });
+      expect(check([adyenPayment()], stored.slice(0, 1)).own).toEqual([
+        'PSP notification delivered and stored once: adyen-test REFUND R000000000000001:REFUND:true of payment pay_e (A1B2C3D4E5F60718) is delivered after 2 sends; stored: no',
+      ]);
+      expect(check([adyenPayment()], [{ ...stored[0]!, payment_id: 'pay_a' }, stored[1]!]).checks['PSP notification delivered and stored once']).toEqual({ passed: 1, failed: 1 });
+      const wrong = check([adyenPayment()], stored, [{ ...refunds[0]!, status: 'failed' }]);
+      expect(wrong.checks['refund notification acted on']).toEqual({ passed: 0, failed: 1 });
+      expect(wrong.own).toEqual(['refund notification acted on: adyen-test refund R000000000000001 of payment pay_e is succeeded at the PSP; our refund rf_e is failed']);
+    });
   });
 });
