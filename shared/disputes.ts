@@ -98,6 +98,8 @@ export interface DisputeCarried {
   refundEvidenceSent: boolean;
   /** The next scheduled look at the PSP (epoch ms). */
   nextPollAt: number;
+  /** Reports that arrived but were not recorded yet (a flood): the new run records them first. */
+  reports?: DisputeReport[];
 }
 
 export interface DisputeWorkflowResult {

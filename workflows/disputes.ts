@@ -30,9 +30,10 @@ import { failureOfType } from './saga';
  *
  * Its history stays bounded whatever arrives: the merchant's evidence is stored by the API and
  * its updates carry only the digest, and past input.continueAfterEvents events (or 4 MiB, or when
- * Temporal suggests it) the run continues as new at a quiet point (no report to record, no
- * handler running), carrying its standing, the reminders sent, whether the refund was sent as
- * evidence and the next poll time (input.continued).
+ * Temporal suggests it) the run continues as new when no handler runs, carrying its standing,
+ * the reminders sent, whether the refund was sent as evidence and the next poll time
+ * (input.continued): once no report waits, or, in a flood of reports, between two of them,
+ * carrying those still waiting.
  *
  * A payment refunded (in full or in part) before its dispute came is answered by the run itself:
  * the refund is submitted as evidence (once, under its sub-key) and the payment flagged for an
@@ -69,6 +70,7 @@ class DisputeRun {
     this.reminded = new Set(carried?.reminded ?? []);
     this.refundEvidenceSent = carried?.refundEvidenceSent ?? false;
     this.nextPollAt = carried?.nextPollAt ?? Date.now() + input.pollEveryMs; // workflow time: deterministic on replay
+    this.reports.push(...(carried?.reports ?? []));
     const { provider, providerDisputeId } = input;
     setHandler(disputeReportSignal, (report) => {
       if (report.dispute.id === providerDisputeId) this.reports.push(report);
@@ -112,6 +114,9 @@ class DisputeRun {
           if (this.reports.length > 0 && patched('dispute-reports-after-close')) continue;
           return { disputeId: this.standing.disputeId, status: this.standing.status };
         }
+        // A flood (reports arriving faster than they are recorded) bounds the history too: the
+        // reports still waiting go on in the new run, which records them first.
+        if (this.reports.length > 0 && this.historyIsLong() && patched('dispute-flood-continues')) await this.continueAsNewWhenQuiet(this.standing, 'carrying reports');
       }
       const current: DisputeStanding = this.standing!;
       if (refundedBefore(current) && current.status === 'needs_response' && !this.refundEvidenceSent) {
@@ -132,12 +137,21 @@ class DisputeRun {
     return info.continueAsNewSuggested || info.historyLength >= (this.input.continueAfterEvents ?? CONTINUE_AFTER_EVENTS) || info.historySize >= CONTINUE_AFTER_BYTES;
   }
 
-  /** Continues as new once no handler runs and no report waits (otherwise back to the loop, which records it first). */
-  private async continueAsNewWhenQuiet(current: DisputeStanding): Promise<void> {
+  /**
+   * Continues as new once no handler runs. A report waiting then sends the run back to the loop,
+   * which records it first; while reports flood in, they are carried to the new run instead.
+   */
+  private async continueAsNewWhenQuiet(current: DisputeStanding, waiting: 'carrying reports' | 'when none waits' = 'when none waits'): Promise<void> {
     await condition(allHandlersFinished);
-    if (this.reports.length > 0) return;
-    const continued: DisputeCarried = { standing: current, reminded: [...this.reminded], refundEvidenceSent: this.refundEvidenceSent, nextPollAt: this.nextPollAt };
-    log.info('the dispute run continues as new', { dispute_id: current.disputeId, history_length: workflowInfo().historyLength });
+    if (this.reports.length > 0 && waiting === 'when none waits') return;
+    const continued: DisputeCarried = {
+      standing: current,
+      reminded: [...this.reminded],
+      refundEvidenceSent: this.refundEvidenceSent,
+      nextPollAt: this.nextPollAt,
+      ...(this.reports.length > 0 ? { reports: [...this.reports] } : {}),
+    };
+    log.info('the dispute run continues as new', { dispute_id: current.disputeId, history_length: workflowInfo().historyLength, reports_carried: this.reports.length });
     await continueAsNew<DisputeWorkflow>({ ...this.input, continued });
   }
 
