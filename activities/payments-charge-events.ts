@@ -138,7 +138,7 @@ async function passOnToRun(sql: Sql, temporal: () => Client, input: ChargeEventI
   const [row] = await sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${input.paymentId}`;
   if (row && !recorded) {
     try {
-      await temporal().workflow.getHandle(row.workflow_id).signal(chargeReportSignal, { source: 'webhook', eventId: input.eventId, charge });
+      await temporal().workflow.getHandle(row.workflow_id).signal(chargeReportSignal, { source: 'webhook', eventId: input.eventId, charge, provider: input.provider });
     } catch (error) {
       if (!(error instanceof WorkflowNotFoundError) && !/already completed/i.test(String((error as Error)?.message))) throw error;
       log.info('provider webhook for a payment whose run has closed; nothing to apply', { payment_id: input.paymentId });

@@ -311,7 +311,7 @@ export function createProviderSteps(
           const existing = await findCharge(provider, input.paymentId, signal, input.attempt);
           if (existing && existing.status === 'canceled') return existing;
         }
-        return provider.voidCharge({ idempotencyKey: providerSubKey.void(input.paymentId), chargeId: input.chargeId }, { signal });
+        return provider.voidCharge({ idempotencyKey: providerSubKey.void(input.paymentId), chargeId: input.chargeId, reference: input.paymentId }, { signal });
       });
     },
 

@@ -436,7 +436,7 @@ export const Payment = z
     payment_method: z.string(),
     description: z.string().nullable(),
     provider_charge_id: z.string().nullable().openapi({
-      description: 'The PSP’s id of the payment’s charge: its latest attempt’s (a recovering payment’s latest retry’s; null when that retry made none).',
+      description: 'The PSP’s id of the payment’s charge: its latest attempt’s (a recovering payment’s latest retry’s; null when that retry made none, or while the PSP has not named the charge: Adyen names a payment waiting for its 3-D Secure redirect only once it is decided).',
     }),
     provider: z.string().nullable().openapi({
       description: 'The configured PSP holding the payment’s charge (the one captures, cancels and refunds go to); null until the first attempt begins.',

@@ -89,14 +89,16 @@ export async function finishAttempt(
   provider: string,
   result: { outcome: Exclude<AttemptOutcome, 'pending'>; providerChargeId: string | null; errorCode: string | null },
 ): Promise<void> {
+  // A charge the PSP has not named yet ('': a redirect Adyen answered without its pspReference) is stored without an id.
+  const chargeId = result.providerChargeId || null;
   const finished = await db`
-    UPDATE payment_attempts SET provider_charge_id = ${result.providerChargeId}, outcome = ${result.outcome},
+    UPDATE payment_attempts SET provider_charge_id = ${chargeId}, outcome = ${result.outcome},
       error_code = ${result.errorCode}, finished_at = now()
     WHERE payment_id = ${paymentId} AND attempt = ${attempt} AND outcome = 'pending'`;
   if (finished.count > 0) return;
   await db`
     INSERT INTO payment_attempts (payment_id, attempt, provider, provider_charge_id, outcome, error_code, started_at, finished_at)
-    SELECT ${paymentId}, ${attempt}, ${provider}, ${result.providerChargeId}, ${result.outcome}, ${result.errorCode}, now(), now()
+    SELECT ${paymentId}, ${attempt}, ${provider}, ${chargeId}, ${result.outcome}, ${result.errorCode}, now(), now()
     WHERE EXISTS (SELECT 1 FROM payments WHERE id = ${paymentId})
     ON CONFLICT (payment_id, attempt) DO UPDATE
       SET provider_charge_id = EXCLUDED.provider_charge_id, outcome = EXCLUDED.outcome,

@@ -228,7 +228,7 @@ export async function transitionPayment(db: Db, paymentId: string, change: Payme
     UPDATE payments SET
       status = ${change.status},
       next_action = ${change.nextAction ? db.json(change.nextAction as never) : null},
-      provider_charge_id = ${change.providerChargeId === undefined ? db`provider_charge_id` : change.providerChargeId},
+      provider_charge_id = ${change.providerChargeId === undefined ? db`provider_charge_id` : change.providerChargeId || null}, -- '': not named by the PSP yet
       provider = ${change.provider ?? db`provider`},
       amount_captured_minor = ${change.amountCapturedMinor ?? db`amount_captured_minor`},
       failure_code = ${change.failure === undefined ? db`failure_code` : (change.failure?.code ?? null)},

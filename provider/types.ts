@@ -68,7 +68,10 @@ export interface CaptureChargeRequest {
 
 export interface VoidChargeRequest {
   idempotencyKey: string;
+  /** '' for a charge the PSP has not named yet: a kind that names charges late cancels it by `reference`. */
   chargeId: string;
+  /** Our reference the charge was made under (the payment id). */
+  reference?: string;
 }
 
 export interface CreateRefundRequest {

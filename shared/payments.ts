@@ -134,6 +134,8 @@ export interface ChargeReport {
   /** The PSP's event id (webhooks), for the log and the memo. */
   eventId: string | null;
   charge: ProviderCharge;
+  /** The PSP that reported it (webhooks): a charge the PSP had not named is named only by its own reports. */
+  provider?: string;
 }
 
 

@@ -159,7 +159,7 @@ class PaymentRun {
     setHandler(challengeReturnUpdate, (request) => this.completeChallenge(request), { validator: (_request) => this.refuseUnlessChallengeOpen() });
     setHandler(chargeReportSignal, (report) => {
       log.info('charge report', { payment_id: input.paymentId, source: report.source, event_id: report.eventId, charge_status: report.charge.status });
-      this.noteReport(report.charge);
+      this.noteReport(report.charge, report.provider);
     });
   }
 
@@ -482,18 +482,20 @@ class PaymentRun {
     upsertMemo({ waiting_for: customer ? 'customer authentication (3-D Secure)' : 'the PSP to settle an asynchronous payment', waiting_until: new Date(deadline).toISOString() });
     this.listenForCommands();
     this.accepting = true;
+    // '' until the PSP names the charge (noteReport): what decides it is then matched by that name.
     this.waitingChargeId = waiting.id;
     const outcome = await waitForOutcome<PspOutcome>(
-      () => this.command ?? this.decidedBy(waiting.id),
+      () => this.command ?? this.decidedBy(this.waitingChargeId!),
       windowMs,
-      { firstMs: poll.firstMs, maxMs: poll.maxMs, run: async () => this.noteReport(await this.retrieve(waiting.id)) },
+      { firstMs: poll.firstMs, maxMs: poll.maxMs, run: async () => this.noteReport(await this.retrieve(this.waitingChargeId!)) },
     );
+    const chargeId = this.waitingChargeId;
     this.accepting = false;
     this.waitingChargeId = undefined;
     upsertMemo({ waiting_for: null, waiting_until: null });
     if (outcome?.kind === 'decided') return this.recordWaitOutcome(outcome.charge);
-    if (outcome?.kind === 'cancel') return this.cancelWhileWaiting(waiting.id, outcome.request);
-    return this.decideAtDeadline(waiting, deadline);
+    if (outcome?.kind === 'cancel') return this.cancelWhileWaiting(chargeId, outcome.request);
+    return this.decideAtDeadline({ ...waiting, id: chargeId }, deadline);
   }
 
   /** The merchant gives up on the customer's challenge: void it at the PSP, unless the customer finished first. */
@@ -754,9 +756,13 @@ class PaymentRun {
     upsertMemo({ route: plan.providers, route_reason: plan.reason, ...this.routeMemo });
   }
 
-  private noteReport(charge: ProviderCharge): void {
+  private noteReport(charge: ProviderCharge, provider = this.chargingAttempt.provider): void {
     // A charge state (the lifecycle table's); anything else (e.g. a refund's event) is not about the charge's outcome.
     if (!isChargeState(charge.status)) return;
+    // The charge waited on, not named by its PSP yet (Adyen's redirect answered without its
+    // pspReference), is named by that PSP's first report of a charge under our reference: no
+    // other charge of this payment is there (a route names each PSP once).
+    if (this.waitingChargeId === '' && charge.id !== '' && provider === this.chargingAttempt.provider && charge.reference === this.input.paymentId) this.waitingChargeId = charge.id;
     if (this.reports.length >= MAX_KEPT_REPORTS) this.reports.shift();
     this.reports.push(charge);
   }
@@ -783,7 +789,7 @@ class PaymentRun {
    */
   private decidedBy(chargeId: string): PspOutcome | undefined {
     const charge = this.reports.find((report) => {
-      if (report.id !== chargeId) return false;
+      if (report.id !== chargeId || chargeId === '') return false;
       const next = applyChargeReport(this.status, report.status);
       return next !== null && !isOutcomePending(next);
     });
@@ -821,7 +827,8 @@ class PaymentRun {
       });
       this.noteReport(charge);
       // Answered once the wait has applied it: the status left the challenge, or the report decides nothing.
-      await condition(() => this.status !== 'requires_action' || this.decidedBy(chargeId) === undefined);
+      const named = this.waitingChargeId ?? chargeId;
+      await condition(() => this.status !== 'requires_action' || this.decidedBy(named) === undefined);
     } catch (error) {
       if (failureOfType(error, FailureType.ProviderRejected)) {
         throw ApplicationFailure.create({ type: FailureType.ChallengeReturnRefused, message: `the PSP refused the details call of payment ${input.paymentId}; nothing changed`, nonRetryable: true });

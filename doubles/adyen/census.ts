@@ -56,7 +56,7 @@ const TYPE_OF = { captures: 'capture', cancels: 'cancel', refunds: 'refund' } as
 const DECIDED_BY: Record<NotedRequest['type'], readonly string[]> = {
   payment: ['AUTHORISATION'],
   capture: ['CAPTURE', 'CAPTURE_FAILED'],
-  cancel: ['CANCELLATION'],
+  cancel: ['CANCELLATION', 'TECHNICAL_CANCEL'],
   refund: ['REFUND', 'REFUND_FAILED'],
 };
 
@@ -76,16 +76,20 @@ export class AdyenCensus {
   /** Notes a request the double answered for the first time (`route` without its version prefix). */
   note(route: string, idempotencyKey: string | null, answer: { status: number; body: unknown }): void {
     if (answer.status >= 300) return;
-    const body = answer.body as { pspReference?: string; paymentPspReference?: string; reference?: string; merchantReference?: string; amount?: { value: number; currency: string } };
-    if (!body.pspReference) return;
+    const body = answer.body as { pspReference?: string; paymentPspReference?: string; paymentReference?: string; reference?: string; merchantReference?: string; amount?: { value: number; currency: string } };
     const modification = MODIFICATION.exec(route);
-    if (route !== '/payments' && !modification) return;
+    // A redirect answered without its pspReference, and a cancel by merchant reference (/cancels), name the payment by our reference: the latest payment under it.
+    const byReference = route === '/payments' ? body.merchantReference : route === '/cancels' ? body.paymentReference : undefined;
+    const named = byReference === undefined ? undefined : [...this.state.payments.values()].reverse().find((p) => p.merchantReference === byReference)?.pspReference;
+    const paymentPspReference = body.paymentPspReference ?? (route === '/payments' ? (body.pspReference ?? named) : named);
+    const pspReference = route === '/payments' ? paymentPspReference : body.pspReference;
+    if (!paymentPspReference || !pspReference || (route !== '/payments' && route !== '/cancels' && !modification)) return;
     this.requests.push({
-      type: modification ? TYPE_OF[modification[2] as keyof typeof TYPE_OF] : 'payment',
+      type: modification ? TYPE_OF[modification[2] as keyof typeof TYPE_OF] : route === '/cancels' ? 'cancel' : 'payment',
       idempotencyKey,
-      paymentPspReference: body.paymentPspReference ?? body.pspReference,
-      pspReference: body.pspReference,
-      reference: (modification ? body.reference : body.merchantReference) ?? null,
+      paymentPspReference,
+      pspReference,
+      reference: (route === '/payments' ? body.merchantReference : body.reference) ?? null,
       amount: body.amount ?? null,
     });
   }

@@ -12,6 +12,7 @@ const required: Readonly<Record<string, readonly string[]>> = {
   PaymentRequest: ['amount', 'merchantAccount', 'paymentMethod', 'reference', 'returnUrl'],
   PaymentCaptureRequest: ['amount', 'merchantAccount'],
   PaymentCancelRequest: ['merchantAccount'],
+  StandalonePaymentCancelRequest: ['merchantAccount', 'paymentReference'],
   PaymentRefundRequest: ['amount', 'merchantAccount'],
   PaymentDetailsRequest: ['details'],
   Amount: ['currency', 'value'],

@@ -224,7 +224,8 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
     if (adyenThreeDSecureCards.includes(card.number) && String(body.shopperInteraction ?? 'Ecommerce') === 'Ecommerce') {
       payment.challenged = { request: body, card, answer: null };
       const url = challenges.open(baseUrl, { pspReference: payment.pspReference, merchantReference: body.reference, value: payment.value, currency: payment.currency, returnUrl: body.returnUrl });
-      return { status: 200, body: { pspReference: payment.pspReference, merchantReference: body.reference, amount: body.amount, resultCode: 'RedirectShopper', action: { type: 'redirect', method: 'GET', url, paymentMethodType: 'scheme' } } };
+      // Without its pspReference, as Adyen documents it: the payment is named in the details answer and its AUTHORISATION.
+      return { status: 200, body: { merchantReference: body.reference, amount: body.amount, resultCode: 'RedirectShopper', action: { type: 'redirect', method: 'GET', url, paymentMethodType: 'scheme' } } };
     }
     return authorise(body, payment, card, null);
   };
@@ -273,6 +274,26 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
     return answer;
   };
 
+  /** A cancel's outcome, notified a while after it was received: a challenge still open is ended, so the shopper can no longer decide it. */
+  const cancelLater = (payment: HeldPayment, reference: string, eventCode: 'CANCELLATION' | 'TECHNICAL_CANCEL') =>
+    later(confirmAfterMs, () => {
+      const cancels = challenges.expire(payment.pspReference) || cancelable(payment);
+      if (cancels) payment.authorised = false;
+      notify(eventCode, payment, { pspReference: reference, value: payment.value, success: cancels, ...(cancels ? {} : { reason: cancelRefusal(payment) }) });
+    });
+
+  /**
+   * /cancels, a cancel by the payment's merchant reference (the latest payment under it): how a
+   * payment is cancelled before Adyen named it to the merchant. Confirmed by TECHNICAL_CANCEL.
+   */
+  const cancelByReference = (body: Types.checkout.StandalonePaymentCancelRequest): Answer => {
+    const payment = [...payments.values()].reverse().find((p) => p.merchantReference === body.paymentReference);
+    if (!payment) return error(422, '167', 'Original pspReference required for this operation');
+    const reference = pspReference();
+    cancelLater(payment, reference, 'TECHNICAL_CANCEL');
+    return { status: 201, body: { merchantAccount: options.merchantAccount, paymentReference: body.paymentReference, pspReference: reference, status: 'received', ...(body.reference ? { reference: body.reference } : {}) } };
+  };
+
   const modify = (kind: 'captures' | 'cancels' | 'refunds', payment: HeldPayment, body: { amount?: { value: number; currency: string }; reference?: string }): Answer => {
     if (body.amount && body.amount.currency !== payment.currency) return error(422, '137', 'Invalid amount specified: currency does not match the payment');
     const reference = pspReference();
@@ -292,12 +313,7 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
       return { status: 201, body: { ...answer, amount: body.amount } };
     }
     if (kind === 'cancels') {
-      later(confirmAfterMs, () => {
-        // A challenge still open is ended: the shopper can no longer decide it.
-        const cancels = challenges.expire(payment.pspReference) || cancelable(payment);
-        if (cancels) payment.authorised = false;
-        notify('CANCELLATION', payment, { pspReference: reference, value: payment.value, success: cancels, ...(cancels ? {} : { reason: cancelRefusal(payment) }) });
-      });
+      cancelLater(payment, reference, 'CANCELLATION');
       return { status: 201, body: answer };
     }
     later(confirmAfterMs, () => {
@@ -330,11 +346,12 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
       return completeDetails(body as Types.checkout.PaymentDetailsRequest);
     }
     const modification = /^\/payments\/([^/]+)\/(captures|cancels|refunds)$/.exec(route);
-    const model = route === '/payments' ? 'PaymentRequest' : modification ? { captures: 'PaymentCaptureRequest', cancels: 'PaymentCancelRequest', refunds: 'PaymentRefundRequest' }[modification[2]!]! : null;
+    const model = route === '/payments' ? 'PaymentRequest' : route === '/cancels' ? 'StandalonePaymentCancelRequest' : modification ? { captures: 'PaymentCaptureRequest', cancels: 'PaymentCancelRequest', refunds: 'PaymentRefundRequest' }[modification[2]!]! : null;
     if (!model) return error(404, '000', `No such endpoint ${path}`);
     const refusal = refusalOf(body, model);
     if (refusal) return error(refusal.errorCode === '702' ? 400 : 422, refusal.errorCode, refusal.message);
     if ((body as { merchantAccount: string }).merchantAccount !== options.merchantAccount) return error(403, '901', 'Invalid Merchant Account', 'security');
+    if (route === '/cancels') return cancelByReference(body as Types.checkout.StandalonePaymentCancelRequest);
     if (!modification) return pay(body as Types.checkout.PaymentRequest);
     const payment = payments.get(modification[1]!);
     if (!payment) return error(422, '167', 'Original pspReference required for this operation');

@@ -226,8 +226,20 @@ export class AdyenProvider implements PaymentProvider {
     return this.unconfirmed(request.chargeId, received.amount.value ?? request.amountMinor, received.amount.currency, 'requires_capture');
   }
 
-  /** The cancel as Adyen received it: the charge stays `requires_capture` until its CANCELLATION notification. */
+  /**
+   * The cancel as Adyen received it: the charge stays `requires_capture` until its CANCELLATION
+   * notification. A charge Adyen has not named yet (a redirect answered without its pspReference)
+   * is cancelled by our reference (/cancels), confirmed by TECHNICAL_CANCEL.
+   */
   async voidCharge(request: VoidChargeRequest, options?: CallOptions): Promise<ProviderCharge> {
+    if (request.chargeId === '') {
+      if (!request.reference) throw new ProviderRejectedError('adyen: a charge not named yet is cancelled by its reference, and none was given', 400, 'invalid_request');
+      await this.checkout.ModificationsApi.cancelAuthorisedPayment(
+        { merchantAccount: this.config.merchantAccount, paymentReference: request.reference, reference: request.idempotencyKey },
+        this.options(request.idempotencyKey, options),
+      );
+      return this.unconfirmed('', 0, '', 'requires_capture');
+    }
     await this.checkout.ModificationsApi.cancelAuthorisedPaymentByPspReference(
       request.chargeId,
       { merchantAccount: this.config.merchantAccount, reference: request.idempotencyKey },

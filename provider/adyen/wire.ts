@@ -114,7 +114,10 @@ const declineCodes: Readonly<Record<string, string>> = {
  * What our charge is, from Adyen's answer to /payments (or /payments/details) for it (`capture`: it
  * was asked for at once). `RedirectShopper` is the customer's 3-D Secure challenge: the charge
  * `requires_action`, its next action the redirect to Adyen's `action.url` (`returnUrl`: where
- * Adyen sends the customer back, our return route).
+ * Adyen sends the customer back, our return route). Adyen may answer a redirect without its
+ * pspReference (it names the payment in the /payments/details answer and the AUTHORISATION): the
+ * charge's id is then '' (not named yet), and the charge is known by its reference until a report
+ * names it (workflows/payments.ts).
  */
 export function chargeFromPayment(
   payment: AdyenPaymentAnswer,
@@ -162,7 +165,8 @@ export function chargeFromPayment(
 /**
  * A captured or cancelled charge as its confirming notification says it is: CAPTURE success
  * (the money was taken), CAPTURE_FAILED or CAPTURE refused (still only authorized: the
- * capture did not take place; decline code `capture_failed`), CANCELLATION success (`canceled`)
+ * capture did not take place; decline code `capture_failed`), CANCELLATION (or TECHNICAL_CANCEL,
+ * the answer to a cancel by our reference) success (`canceled`)
  * or not (still authorized: decline code `cancel_failed`), AUTHORISATION (authorized:
  * `requires_capture`; the charge events step reads it as `succeeded` for a payment with automatic
  * capture, where Adyen captures without a CAPTURE notification). The charge's amount is the notification's.
@@ -193,6 +197,8 @@ export function chargeFromNotification(item: NotificationRequestItem): ProviderC
     case 'CAPTURE_FAILED':
       return captureFailed;
     case 'CANCELLATION':
+    case 'TECHNICAL_CANCEL':
+      // TECHNICAL_CANCEL: a cancel asked by our reference (of a charge Adyen had not named to us yet).
       // Refused: still authorized, and the decline code says the cancel did not take place.
       return success ? { ...base, status: 'canceled' } : { ...base, status: 'requires_capture', declineCode: CANCEL_FAILED, declineMessage: item.reason || 'The cancel failed.' };
     default:
@@ -360,7 +366,7 @@ export function eventFromNotification(item: NotificationRequestItem): ProviderWe
     : charge
       ? code === 'CAPTURE_FAILED' || (code === 'CAPTURE' && item.success !== 'true')
         ? 'charge.capture_failed'
-        : code === 'CANCELLATION' && item.success !== 'true'
+        : (code === 'CANCELLATION' || code === 'TECHNICAL_CANCEL') && item.success !== 'true'
           ? 'charge.cancel_failed'
           : `charge.${charge.status}`
       : `adyen.${code}`;

@@ -156,7 +156,7 @@ export async function startKinds(): Promise<KindsStack> {
       },
       charges: async (paymentId) =>
         double.paymentsFor(paymentId).map((p) => {
-          const cancelled = double.notifications.some((n) => String(n.eventCode) === 'CANCELLATION' && n.originalReference === p.pspReference && String(n.success) === 'true');
+          const cancelled = double.notifications.some((n) => ['CANCELLATION', 'TECHNICAL_CANCEL'].includes(String(n.eventCode)) && n.originalReference === p.pspReference && String(n.success) === 'true');
           const challenging = p.challenged !== undefined && p.challenged.answer === null;
           const status: PspCharge['status'] = p.authorised ? (p.capturedMinor > 0 ? 'succeeded' : 'requires_capture') : cancelled ? 'canceled' : challenging ? 'requires_action' : 'declined';
           return { status, capturedMinor: p.capturedMinor, refundedMinor: p.refundedMinor };

@@ -51,7 +51,16 @@ async function challenged(paymentMethod = 'pm_card_threeDSecureRequired', api_ =
   expect(created.json).toMatchObject({ status: 'requires_action', provider: 'adyen-test' });
   const url: string = created.json.next_action.redirect_to_url.url;
   expect(url.startsWith(`${double.url}/challenge/`)).toBe(true);
-  return { id: created.json.id as string, chargeId: created.json.provider_charge_id as string, url };
+  // Adyen answers a redirect without its pspReference: the charge is not named yet.
+  expect(created.json.provider_charge_id).toBeNull();
+  return { id: created.json.id as string, url };
+}
+
+/** The double's pspReference of the payment made under our reference (its census). */
+async function pspReferenceOf(paymentId: string): Promise<string> {
+  const listed = (await (await fetch(`${double.url}/_sandbox/payments?reference=${paymentId}`)).json()) as { data: { pspReference: string }[] };
+  expect(listed.data).toHaveLength(1);
+  return listed.data[0]!.pspReference;
 }
 
 /** The shopper's decision on the challenge page: the double sends them (303) to our return route with redirectResult. */
@@ -84,7 +93,8 @@ describe('3-D Secure at Adyen: the challenge comes back to our return route', ()
     const onward = await comeBack(back);
     expect(onward.status).toBe(303);
     expect(onward.location).toBe(onToMerchant(payment.id));
-    expect(await decidedPayment(api, payment.id)).toMatchObject({ status: 'succeeded', amount_captured_minor: 4200, provider_charge_id: payment.chargeId });
+    // Named by the details answer: the charge's id is Adyen's pspReference.
+    expect(await decidedPayment(api, payment.id)).toMatchObject({ status: 'succeeded', amount_captured_minor: 4200, provider_charge_id: await pspReferenceOf(payment.id) });
     expect(double.paymentsMade()).toBe(before + 1);
     await eventually(async () => (await eventsOf(payment.id))['payment.succeeded'] === 1);
   });
@@ -111,7 +121,7 @@ describe('3-D Secure at Adyen: the challenge comes back to our return route', ()
     expect(double.detailsCalls()).toBe(calls + 1);
     expect(await eventsOf(payment.id)).toMatchObject({ 'payment.succeeded': 1 });
     // Nothing but the details call decided it: the AUTHORISATION was kept back.
-    const stored = await stack.sql`SELECT 1 FROM provider_events WHERE provider = 'adyen-test' AND charge_id = ${payment.chargeId}`;
+    const stored = await stack.sql`SELECT 1 FROM provider_events WHERE provider = 'adyen-test' AND charge_id = ${await pspReferenceOf(payment.id)}`;
     expect(stored).toHaveLength(0);
   });
 
@@ -119,7 +129,8 @@ describe('3-D Secure at Adyen: the challenge comes back to our return route', ()
     const payment = await challenged();
     const calls = double.detailsCalls();
     const back = await decide(payment.url, 'approve');
-    expect(await decidedPayment(api, payment.id)).toMatchObject({ status: 'succeeded', amount_captured_minor: 4200 });
+    // Named by the AUTHORISATION, which carries our reference.
+    expect(await decidedPayment(api, payment.id)).toMatchObject({ status: 'succeeded', amount_captured_minor: 4200, provider_charge_id: await pspReferenceOf(payment.id) });
     expect(double.detailsCalls()).toBe(calls);
     const late = await comeBack(back);
     expect(late).toMatchObject({ status: 303, location: onToMerchant(payment.id) });
@@ -137,6 +148,26 @@ describe('3-D Secure at Adyen: the challenge comes back to our return route', ()
     const late = await fetch(payment.url, { method: 'POST', body: new URLSearchParams({ result: 'approve' }), redirect: 'manual' });
     expect(late.status).toBe(410);
     expect((await client.get(`/v1/payments/${payment.id}`)).json.status).toBe('expired');
+    // Adyen had not named the charge: it was cancelled by our reference (/cancels), and TECHNICAL_CANCEL confirmed it.
+    type Census = { state: string; modifications: { type: string; status: string }[]; notifications: { eventCode: string; success: boolean }[] };
+    const census = async () => ((await (await fetch(`${double.url}/_sandbox/payments?reference=${payment.id}`)).json()) as { data: Census[] }).data;
+    await eventually(async () => (await census())[0]?.modifications.some((m) => m.status === 'succeeded') === true);
+    const [atAdyen] = await census();
+    expect(atAdyen).toMatchObject({ state: 'cancelled', modifications: [{ type: 'cancel', status: 'succeeded' }] });
+    expect(atAdyen!.notifications.map((n) => `${n.eventCode} ${n.success}`)).toEqual(['TECHNICAL_CANCEL true']);
+  });
+
+  it('the merchant cancels while the shopper is at the challenge: Adyen cancels it by our reference, the payment is canceled, and a late Approve changes nothing', async () => {
+    const payment = await challenged();
+    const canceled = await api.post(`/v1/payments/${payment.id}/cancel`, {}, uniqueKey('cancel'));
+    expect(canceled.status, canceled.text).toBeLessThan(300);
+    expect(await decidedPayment(api, payment.id)).toMatchObject({ status: 'canceled', amount_captured_minor: 0 });
+    await eventually(async () => (await fetch(payment.url)).status === 410);
+    const late = await fetch(payment.url, { method: 'POST', body: new URLSearchParams({ result: 'approve' }), redirect: 'manual' });
+    expect(late.status).toBe(410);
+    const listed = (await (await fetch(`${double.url}/_sandbox/payments?reference=${payment.id}`)).json()) as { data: { capturedMinor: number; modifications: { type: string }[] }[] };
+    expect(listed.data).toMatchObject([{ capturedMinor: 0, modifications: [{ type: 'cancel' }] }]);
+    expect((await api.get(`/v1/payments/${payment.id}`)).json.status).toBe('canceled');
   });
 });
 

@@ -100,6 +100,19 @@ describe('the adyen kind against its double', () => {
     expect(confirmed.refund).toMatchObject({ id: refund.id, amountMinor: 500, status: 'succeeded' });
   });
 
+  it('a 3-D Secure redirect is answered without its pspReference (a charge not named yet), and cancelled by our reference: TECHNICAL_CANCEL, read as a cancel', async () => {
+    n += 1;
+    const waiting = await provider.createCharge({ idempotencyKey: `pay_${n}:charge`, amountMinor: 1250, currency: 'EUR', paymentMethod: 'pm_card_threeDSecureRequired', capture: true, reference: `pay_${n}`, returnUrl: 'http://127.0.0.1:1/return' });
+    expect(waiting).toMatchObject({ id: '', status: 'requires_action', reference: `pay_${n}`, nextAction: { type: 'redirect_to_url' } });
+    // Without the reference a charge not named yet cannot be cancelled: refused, nothing sent.
+    expect(await provider.voidCharge({ idempotencyKey: `pay_${n}:void`, chargeId: '' }).catch((e: unknown) => e)).toBeInstanceOf(ProviderRejectedError);
+    expect(await provider.voidCharge({ idempotencyKey: `pay_${n}:void`, chargeId: '', reference: `pay_${n}` })).toMatchObject({ id: '', received: true });
+    const canceled = await eventually(() => received.find((e) => e.type === 'charge.canceled' && e.charge?.reference === `pay_${n}`), 10_000, 50, 'the TECHNICAL_CANCEL');
+    expect(canceled.id).toMatch(/:TECHNICAL_CANCEL:true$/);
+    // It names the payment: its pspReference is the charge's id from now on.
+    expect(canceled.charge!.id).toMatch(/^[0-9A-F]{16}$/);
+  });
+
   it('a lost answer is resolved by the same request under its Idempotency-Key: the first answer again, one payment only', async () => {
     const before = double.paymentsMade();
     await fetch(`${double.url}/_sandbox/outage`, { method: 'POST', body: JSON.stringify({ mode: 'lose-answers' }) });

@@ -125,6 +125,30 @@ describe('await customer (3-D Secure)', () => {
     outage.open();
   });
 
+  it('a challenge its PSP did not name (Adyen answers a redirect without its pspReference) is named by that PSP’s report under our reference; another PSP’s report under it names nothing (rules out a wait no report can decide, and a stale charge deciding it)', async () => {
+    const input = threeDS();
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId, { id: '' }) });
+    await waitsIn(run, 'requires_action');
+    // An earlier charge at another PSP, declined under the same reference: not the charge waited on.
+    await run.handle.signal(chargeReportSignal, { source: 'webhook', eventId: 'evt_elsewhere', charge: charge(input.paymentId, { id: 'ch_elsewhere', status: 'declined', declineCode: 'processing_error' }), provider: 'sandbox-b' });
+    // A report of the PSP under another reference names nothing either.
+    await run.handle.signal(chargeReportSignal, { source: 'webhook', eventId: 'evt_other', charge: charge('pay_other', { id: 'PSPOTHER', status: 'declined', declineCode: 'card_declined' }), provider: 'sandbox' });
+    expect(await run.handle.query(paymentStatusQuery)).toBe('requires_action');
+    await run.handle.signal(chargeReportSignal, { source: 'webhook', eventId: 'evt_named', charge: charge(input.paymentId, { id: 'PSPREF', status: 'succeeded', amountCapturedMinor: 4200 }), provider: 'sandbox' });
+    await run.handle.result();
+    expect(run.inputsOf('recordSettlement').map((i) => `${i.charge.id} ${i.charge.status}`)).toEqual(['PSPREF succeeded']);
+    expect(await run.handle.query(paymentStatusQuery)).toBe('succeeded');
+  });
+
+  it('an abandoned challenge its PSP never named is voided by our reference: the void names no charge (rules out a void of a charge id the PSP never gave)', async () => {
+    const input = threeDS({ authenticationWindowMs: 1500 });
+    const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId, { id: '' }) });
+    await run.handle.result();
+    expect(run.steps().slice(-2)).toEqual(['voidCharge', 'recordExpiry']);
+    expect(run.inputsOf('voidCharge').map((i) => i.chargeId)).toEqual(['']);
+    expect(await run.handle.query(paymentStatusQuery)).toBe('expired');
+  });
+
   it('expires an abandoned challenge when its window ends, voiding it at the PSP (rules out a payment that waits forever)', async () => {
     const input = threeDS({ authenticationWindowMs: 1500, statusPoll: { firstMs: 500, maxMs: 500 } });
     const run = await bench.startPayment(input, { chargeAnswer: async () => challenge(input.paymentId) });
