@@ -3,7 +3,7 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
 import { flagWaitingPaymentForOperator, paymentIntentFigures } from '../db/payments';
 import { markForwarded } from '../db/provider-events';
-import { chargeDisagreements, chargeHoldsMoney, keepsNoMoney, recordsCharge, type PaymentStatus } from '../domain/payments';
+import { chargeDisagreements, chargeHoldsMoney, isOutcomePending, keepsNoMoney, recordsCharge, type PaymentStatus } from '../domain/payments';
 import { lateChargeWorkflowId } from '../domain/ids';
 import { startLateChargeWorkflow } from '../lib/late-charge';
 import { capabilitiesOf, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
@@ -150,14 +150,16 @@ async function passOnToRun(sql: Sql, temporal: () => Client, input: ChargeEventI
 /**
  * Money the PSP holds for a payment that ended without money (expired, canceled, declined,
  * failed) is given back by lateChargeWorkflow: the payment's run has closed and would never see
- * it. Started for a payment still `processing` too: its run may have taken its last look at the
- * PSP just before the debit succeeded, then expire and close without this event; the workflow
- * waits for the payment to be final and gives nothing back if it succeeded. One workflow id per
+ * it. Started for a payment still waiting (`processing`, `requires_action`) too: its run may have
+ * left its wait (taken its last look at the PSP, or, at a PSP without retrieval, reached the
+ * window's end and cancelled) just before the debit succeeded or the customer's authentication
+ * came through, then expire and close without this event; the workflow waits for the payment to
+ * be final and gives nothing back if it succeeded. One workflow id per
  * charge, so every event of it starts it once. True when it runs for this charge.
  */
 async function giveBackLateMoney(sql: Sql, temporal: Client, input: ChargeEventInput, notifiedCharge: ProviderCharge | undefined): Promise<boolean> {
   const [payment] = await sql<{ status: PaymentStatus }[]>`SELECT status FROM payments WHERE id = ${input.paymentId}`;
-  if (!payment || !(keepsNoMoney(payment.status) || payment.status === 'processing')) return false;
+  if (!payment || !(keepsNoMoney(payment.status) || isOutcomePending(payment.status))) return false;
   // At a kind without retrieval the run acts on the signed notification's charge.
   const lateCharge = { provider: input.provider, chargeId: input.chargeId, paymentId: input.paymentId, eventId: input.eventId, ...(notifiedCharge ? { charge: notifiedCharge } : {}) };
   const started = await startLateChargeWorkflow(temporal, Context.current().info.taskQueue, lateCharge);

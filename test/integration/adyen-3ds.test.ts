@@ -3,6 +3,7 @@ import type { AdyenDouble } from '../../doubles/adyen/server';
 import { REDIRECT_RESULT_MAX_LENGTH } from '../../api/routes/payments-return';
 import { apiClient, decidedPayment, eventually, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 import { startAdyenStack } from '../helpers/adyen';
+import { lateChargeWorkflowId } from '../../domain/ids';
 
 /**
  * 3-D Secure at Adyen end to end, on the real stack (Temporal dev server, PostgreSQL, the worker)
@@ -155,6 +156,41 @@ describe('3-D Secure at Adyen: the challenge comes back to our return route', ()
     const [atAdyen] = await census();
     expect(atAdyen).toMatchObject({ state: 'cancelled', modifications: [{ type: 'cancel', status: 'succeeded' }] });
     expect(atAdyen!.notifications.map((n) => `${n.eventCode} ${n.success}`)).toEqual(['TECHNICAL_CANCEL true']);
+  });
+
+  it('approved as the window ends: the AUTHORISATION arrives while the run cancels at the deadline (no retrieval at Adyen to see it), the payment expires, and the money is given back once', async () => {
+    const short = await stack.startApi({ AUTHENTICATION_WINDOW_SECONDS: 3, PROVIDER_POLL_FIRST_MS: 500 });
+    const client = apiClient(short.url, tenant.apiKey);
+    await faults({ loss: 1 });
+    const payment = await challenged('pm_card_threeDSecureRequired', client);
+    // The shopper approves (the double captures at once) and never comes back; the AUTHORISATION is held back.
+    await decide(payment.url, 'approve');
+    const charge = await pspReferenceOf(payment.id);
+    // The double stops answering: the run's cancel at the window's end is retried while it waits.
+    const outage = (mode: string) => fetch(`${double.url}/_sandbox/outage`, { method: 'POST', body: JSON.stringify({ mode }) }).then((r) => expect(r.status).toBe(200));
+    await outage('unavailable');
+    const run = stack.temporal.workflow.getHandle((await client.get(`/v1/payments/${payment.id}`)).json.workflow_id as string);
+    await eventually(async () => ((await run.describe()).raw.pendingActivities ?? []).some((a) => a.activityType?.name === 'voidCharge' && (a.attempt ?? 0) > 1), 30_000, 200, 'the cancel at the deadline retried');
+    // Now the AUTHORISATION comes: the payment still waits in requires_action, its run past its wait.
+    const events = (await (await fetch(`${double.url}/_sandbox/events?charge=${charge}`)).json()) as { data: { id: string; type: string }[] };
+    const authorisation = events.data.find((e) => e.type === 'AUTHORISATION')!;
+    await faults({});
+    expect((await fetch(`${double.url}/_sandbox/events/${encodeURIComponent(authorisation.id)}/redeliver`, { method: 'POST' })).status).toBe(200);
+    await eventually(async () => (await stack.sql`SELECT 1 FROM provider_events WHERE provider = 'adyen-test' AND event_id = ${authorisation.id}`).length === 1, 20_000, 100, 'the AUTHORISATION stored');
+    expect((await client.get(`/v1/payments/${payment.id}`)).json.status).toBe('requires_action');
+    await outage('none');
+    expect(await decidedPayment(client, payment.id)).toMatchObject({ status: 'expired', amount_captured_minor: 0 });
+    // The late-charge run gave the money back: one refund of all of it at Adyen.
+    const ended = await eventually(async () => {
+      const description = await stack.temporal.workflow.getHandle(lateChargeWorkflowId('adyen-test', charge)).describe().catch(() => null);
+      return description && description.status.name !== 'RUNNING' ? description.status.name : null;
+    }, 60_000, 200, 'the late-charge run to end');
+    expect(ended).toBe('COMPLETED');
+    type Census = { capturedMinor: number; refundedMinor: number; modifications: { type: string; status: string }[] };
+    const [atAdyen] = ((await (await fetch(`${double.url}/_sandbox/payments?reference=${payment.id}`)).json()) as { data: Census[] }).data;
+    expect(atAdyen).toMatchObject({ capturedMinor: 4200, refundedMinor: 4200 });
+    expect(atAdyen!.modifications.filter((m) => m.type === 'refund')).toEqual([expect.objectContaining({ status: 'succeeded' })]);
+    expect((await client.get(`/v1/payments/${payment.id}`)).json).toMatchObject({ status: 'expired', failure: { code: 'late_success_refunded' } });
   });
 
   it('the merchant cancels while the shopper is at the challenge: Adyen cancels it by our reference, the payment is canceled, and a late Approve changes nothing', async () => {
