@@ -148,8 +148,9 @@ function expectedEvents(payment: PaymentRow): { required: string[]; optional: st
     case 'requires_capture':
       return of('payment.requires_capture');
     case 'canceled':
-      // Voided while authorized, or while the customer was still at the challenge.
-      return { ...of('payment.canceled'), optional: [...optional, 'payment.requires_capture'] };
+      // Voided while authorized, or while the customer was still at the challenge; at a PSP whose
+      // cancels are notified (Adyen) the customer may have finished first: that success is given back.
+      return { ...of('payment.canceled'), optional: [...optional, 'payment.requires_capture', 'payment.late_success_refunded'] };
     case 'declined':
       return of('payment.declined');
     case 'failed':
@@ -167,7 +168,8 @@ const chargeStatusFor: Record<string, string[]> = {
   succeeded: ['succeeded'],
   refunded: ['succeeded'],
   requires_capture: ['requires_capture'],
-  canceled: ['canceled'],
+  // Voided; or, at a PSP whose cancels are notified, a success that slipped in before the cancel, refunded in full.
+  canceled: ['canceled', 'succeeded'],
   declined: ['declined'],
   // Failed after the money moved: given back (voided, or refunded by compensation).
   failed: ['canceled', 'succeeded', 'declined'],
@@ -487,7 +489,9 @@ export async function check(input: CheckInput): Promise<Verdict> {
       const capturedOk = moneyless.has(payment.status)
         ? payment.amount_captured_minor === 0 && keptAtProvider === 0
         : payment.amount_captured_minor === charge.amount_captured_minor;
-      verdict('payment matches its charge', statusOk && capturedOk && charge.id === payment.provider_charge_id && charge.provider === providerOf(payment), () =>
+      // A charge its PSP never named to the run (Adyen's redirect, ended before it was decided) is recorded without an id, found by our reference.
+      const named = charge.id === payment.provider_charge_id || (payment.provider_charge_id === null && moneyless.has(payment.status));
+      verdict('payment matches its charge', statusOk && capturedOk && named && charge.provider === providerOf(payment), () =>
         `${subject} is ${payment.status} (captured ${payment.amount_captured_minor}, charge ${payment.provider_charge_id} at ${providerOf(payment)}); ${charge.provider} charge ${charge.id} is ${charge.status} (captured ${charge.amount_captured_minor}, refunded ${charge.amount_refunded_minor})`, own);
     }
     if (threeDSecureMethods.has(payment.payment_method) || debitMethods.has(payment.payment_method)) {

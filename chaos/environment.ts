@@ -302,7 +302,8 @@ export async function startEnvironment(options: EnvironmentOptions) {
           temporalAddress: common.TEMPORAL_ADDRESS,
           taskQueue: TASK_QUEUE,
           providerUrl: proxy.url,
-          env: { ...common, PROVIDERS: providersVia(proxy.url), PROVIDER_TIMEOUT_MS: '5000', LOG_LEVEL: 'warn', ...(killAt ? { CHAOS_KILL_AT: killAt } : {}) },
+          // API_PUBLIC_URL: where Adyen's challenge sends the customer back (our return route, on the first API).
+          env: { ...common, API_PUBLIC_URL: apiUrls[0]!, PROVIDERS: providersVia(proxy.url), PROVIDER_TIMEOUT_MS: '5000', LOG_LEVEL: 'warn', ...(killAt ? { CHAOS_KILL_AT: killAt } : {}) },
           logsDir: options.logsDir,
         },
         240_000,

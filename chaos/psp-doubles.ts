@@ -16,8 +16,8 @@ export async function readDoubleCensus(url: string): Promise<AdyenCensusPayment[
   return ((await response.json()) as { data: AdyenCensusPayment[] }).data;
 }
 
-/** The double's states as the sandbox's charge statuses: an open authorisation is `requires_capture`, a captured one `succeeded`. */
-const chargeStatus: Record<AdyenCensusPayment['state'], string> = { refused: 'declined', authorised: 'requires_capture', captured: 'succeeded', cancelled: 'canceled' };
+/** The double's states as the sandbox's charge statuses: an open challenge is `requires_action`, an open authorisation `requires_capture`, a captured one `succeeded`. */
+const chargeStatus: Record<AdyenCensusPayment['state'], string> = { refused: 'declined', challenged: 'requires_action', authorised: 'requires_capture', captured: 'succeeded', cancelled: 'canceled' };
 /** A modification `received` and not yet decided by its notification is `pending`, as a sandbox refund would be. */
 const refundStatus: Record<AdyenCensusPayment['modifications'][number]['status'], string> = { received: 'pending', succeeded: 'succeeded', failed: 'failed' };
 

@@ -50,12 +50,14 @@ const methodWeights = {
  * The stories of a tenant routed to the Adyen double first (adyen-test, then sandbox-b): card
  * payments the double has a test card for (Adyen's, provider/adyen/wire.ts) and the sandbox
  * too, approved or declined, with automatic or manual capture, then captures, cancels and
- * refunds as everywhere. Not told there: 3-D Secure and disputes (not built at the adyen kind
- * yet), bank debits (no such method at the double), saved cards and recovering payments (a card
- * saved at Adyen cannot fail over to sandbox-b by network transaction id: the double's ids are
- * its own).
+ * refunds as everywhere; and 3-D Secure, whose customer comes back through our return route
+ * (the details call) or not (the AUTHORISATION decides), as Adyen's redirect does. Not told
+ * there: disputes (the double disputes only a card of its own, which sandbox-b does not have),
+ * bank debits (no such method at the double), saved cards and recovering payments (a card saved
+ * at Adyen cannot fail over to sandbox-b by network transaction id: the double's ids are its
+ * own). The integration tests at adyen-test cover those.
  */
-const adyenMethodWeights = { pm_card_visa: 8, pm_card_declined: 1 };
+const adyenMethodWeights = { pm_card_visa: 8, pm_card_declined: 1, pm_card_threeDSecureRequired: 2, pm_card_threeDSecureRequired_declined: 1 };
 /**
  * Recovering payments (docs/recovery.md): a story saves one of these cards for a customer of its
  * own (never charged by another story: its declines count at the card network), then charges it
@@ -316,14 +318,38 @@ export class Workload {
     return null;
   }
 
-  /** Submits the challenge page's form as the customer's browser would, through sandbox restarts. */
+  /**
+   * Submits the challenge page's form as the customer's browser would, through sandbox restarts.
+   * A PSP that sends the customer back to us (Adyen: a 303 to our return route) is followed there
+   * most of the time, as a browser would; the rest never come back. Our route's own 303 (to the
+   * merchant's return_url) is not followed.
+   */
   private async challenge(url: string, result: 'approve' | 'deny'): Promise<void> {
     for (let attempt = 0; attempt < 30 && !this.options.shouldStop(); attempt++) {
       try {
-        const { status } = await completeChallenge(url, result);
+        const { status, location } = await completeChallenge(url, result);
+        if (status === 303 && location !== null && /\/return\/pay_[0-9a-z]+\?redirectResult=/.test(location) && this.options.rng.chance(0.8)) await this.comeBack(location);
         if (status < 500) return;
       } catch {
         // the sandbox is down for a moment: the customer clicks again
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+
+  /** The customer's browser at our return route (loopback only), through API restarts; where it is sent on is not followed. */
+  private async comeBack(location: string): Promise<void> {
+    if (!['127.0.0.1', 'localhost'].includes(new URL(location).hostname)) return;
+    for (let attempt = 0; attempt < 10 && !this.options.shouldStop(); attempt++) {
+      try {
+        const response = await fetch(location, { redirect: 'manual', signal: AbortSignal.timeout(15_000) });
+        await response.arrayBuffer();
+        if (response.status < 500) {
+          this.customerActions['came back'] = (this.customerActions['came back'] ?? 0) + 1;
+          return;
+        }
+      } catch {
+        // the API is restarting: the customer reloads
       }
       await new Promise((r) => setTimeout(r, 1000));
     }

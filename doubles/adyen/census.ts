@@ -10,6 +10,8 @@ export interface CensusPayment {
   authorised: boolean;
   capturedMinor: number;
   refundedMinor: number;
+  /** A 3-D Secure payment: its outcome once the shopper decided (null: not yet). */
+  challenged?: { answer: unknown };
 }
 
 /** A request the double acted on: its route, the Idempotency-Key it came with, and its first answer. */
@@ -32,9 +34,13 @@ export interface AdyenCensusPayment {
   /** The Idempotency-Key the payment was made under (null: none was sent). */
   idempotencyKey: string | null;
   amount: { value: number; currency: string };
-  resultCode: 'Authorised' | 'Refused';
-  /** `refused`; `authorised`, still open; `captured`, some or all of it; `cancelled`, its authorisation cancelled. */
-  state: 'refused' | 'authorised' | 'captured' | 'cancelled';
+  resultCode: 'Authorised' | 'Refused' | 'RedirectShopper';
+  /**
+   * `refused`; `challenged`, its 3-D Secure challenge still open (neither decided nor
+   * cancelled); `authorised`, still open; `captured`, some or all of it; `cancelled`, its
+   * authorisation (or challenge) cancelled.
+   */
+  state: 'refused' | 'challenged' | 'authorised' | 'captured' | 'cancelled';
   capturedMinor: number;
   refundedMinor: number;
   /** Its captures, cancels and refunds: `received` until the notification that decides it, then `succeeded` or `failed`. */
@@ -113,14 +119,14 @@ export class AdyenCensus {
     const own = this.requests.filter((r) => r.paymentPspReference === payment.pspReference);
     const created = own.find((r) => r.type === 'payment');
     const authorised = outcome({ type: 'payment', pspReference: payment.pspReference });
+    const challengeOpen = payment.challenged !== undefined && payment.challenged.answer === null && !own.some((r) => r.type === 'cancel' && outcome(r) === true);
     return {
       pspReference: payment.pspReference,
       merchantReference: payment.merchantReference,
       idempotencyKey: created?.idempotencyKey ?? null,
       amount: { value: payment.value, currency: payment.currency },
-      resultCode: authorised === false ? 'Refused' : 'Authorised',
-      // refused, authorised (open), captured (some or all), or cancelled.
-      state: authorised === false ? 'refused' : !payment.authorised ? 'cancelled' : payment.capturedMinor > 0 ? 'captured' : 'authorised',
+      resultCode: authorised === false ? 'Refused' : challengeOpen ? 'RedirectShopper' : 'Authorised',
+      state: authorised === false ? 'refused' : challengeOpen ? 'challenged' : !payment.authorised ? 'cancelled' : payment.capturedMinor > 0 ? 'captured' : 'authorised',
       capturedMinor: payment.capturedMinor,
       refundedMinor: payment.refundedMinor,
       modifications: own
