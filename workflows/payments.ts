@@ -159,7 +159,8 @@ class PaymentRun {
     setHandler(challengeReturnUpdate, (request) => this.completeChallenge(request), { validator: (_request) => this.refuseUnlessChallengeOpen() });
     setHandler(chargeReportSignal, (report) => {
       log.info('charge report', { payment_id: input.paymentId, source: report.source, event_id: report.eventId, charge_status: report.charge.status });
-      this.noteReport(report.charge, report.provider);
+      // A webhook's report names the PSP it came from; one that does not names no charge.
+      this.noteReport(report.charge, report.provider ?? null);
     });
   }
 
@@ -756,13 +757,14 @@ class PaymentRun {
     upsertMemo({ route: plan.providers, route_reason: plan.reason, ...this.routeMemo });
   }
 
-  private noteReport(charge: ProviderCharge, provider = this.chargingAttempt.provider): void {
+  /** `from`: the PSP that reported it (by default the one the run asked: a poll's, the details call's). */
+  private noteReport(charge: ProviderCharge, from: string | null = this.chargingAttempt.provider ?? null): void {
     // A charge state (the lifecycle table's); anything else (e.g. a refund's event) is not about the charge's outcome.
     if (!isChargeState(charge.status)) return;
     // The charge waited on, not named by its PSP yet (Adyen's redirect answered without its
     // pspReference), is named by that PSP's first report of a charge under our reference: no
     // other charge of this payment is there (a route names each PSP once).
-    if (this.waitingChargeId === '' && charge.id !== '' && provider === this.chargingAttempt.provider && charge.reference === this.input.paymentId) this.waitingChargeId = charge.id;
+    if (this.waitingChargeId === '' && charge.id !== '' && from !== null && from === this.chargingAttempt.provider && charge.reference === this.input.paymentId) this.waitingChargeId = charge.id;
     if (this.reports.length >= MAX_KEPT_REPORTS) this.reports.shift();
     this.reports.push(charge);
   }

@@ -133,6 +133,8 @@ describe('await customer (3-D Secure)', () => {
     await run.handle.signal(chargeReportSignal, { source: 'webhook', eventId: 'evt_elsewhere', charge: charge(input.paymentId, { id: 'ch_elsewhere', status: 'declined', declineCode: 'processing_error' }), provider: 'sandbox-b' });
     // A report of the PSP under another reference names nothing either.
     await run.handle.signal(chargeReportSignal, { source: 'webhook', eventId: 'evt_other', charge: charge('pay_other', { id: 'PSPOTHER', status: 'declined', declineCode: 'card_declined' }), provider: 'sandbox' });
+    // Nor a report that does not say which PSP it came from.
+    await webhook(run.handle, charge(input.paymentId, { id: 'PSPUNSAID', status: 'declined', declineCode: 'card_declined' }), 'evt_unsaid');
     expect(await run.handle.query(paymentStatusQuery)).toBe('requires_action');
     await run.handle.signal(chargeReportSignal, { source: 'webhook', eventId: 'evt_named', charge: charge(input.paymentId, { id: 'PSPREF', status: 'succeeded', amountCapturedMinor: 4200 }), provider: 'sandbox' });
     await run.handle.result();
