@@ -87,7 +87,8 @@ const receiveWebhook = createRoute({
   description:
     'Verified on the raw body with the provider’s secret (the sandbox’s `Sandbox-Signature`, Stripe’s `Stripe-Signature`); ' +
     'an unverified or stale request is 400 and changes nothing. A verified event that cannot be read (a field the provider’s kind reads ' +
-    'missing, null or of another type) or stored (a `created` outside the dates PostgreSQL holds, U+0000 or a lone surrogate in a string) ' +
+    'missing, null or of another type, or an identifier longer than the PSP’s documented length: Adyen’s `pspReference` and `originalReference` ' +
+    '16 characters, its `merchantReference` 80, every other id, reference or code 255, an event type or code 128) or stored (a `created` outside the dates PostgreSQL holds, U+0000 or a lone surrogate in a string) ' +
     'is 400 `invalid_request` with each field’s path in `issues`, and changes nothing. Each event is stored once (by provider and event id) with the ' +
     'payment it concerns, then handed to its own workflow (one per event, so every delivery lands on one decision), which decides: ' +
     'a verified event is a hint, not a figure, so the charge is retrieved from the PSP that holds it and that charge is passed to the ' +

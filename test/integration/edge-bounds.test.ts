@@ -1,0 +1,180 @@
+import { randomBytes } from 'node:crypto';
+import Stripe from 'stripe';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adyen } from '../../provider/adyen/library';
+import { StripeProvider } from '../../provider/stripe/client';
+import { signSandboxWebhook } from '../../provider/sandbox/webhook';
+import { adyenPspReference, adyenTestSettings, startTestAdyenDouble, testAdyenClient } from '../helpers/adyen';
+import { startStripeFake, type StripeFake } from '../helpers/stripe-fake';
+import type { AdyenDouble } from '../../doubles/adyen/server';
+import { startStack, uniqueKey, type TestStack } from '../helpers/stack';
+
+/**
+ * The edge's bounds, each reproduced through the running API: every identifier a PSP sends is
+ * bounded at the schema, for every kind (a signed item with a 3 000-character pspReference, or
+ * charge or event id, is 400 `invalid_request` with its path and stores nothing, never a 5xx).
+ */
+
+const STRIPE_WEBHOOK_SECRET = 'whsec_edge_bounds_0123456789';
+let stack: TestStack;
+let double: AdyenDouble;
+let stripeFake: StripeFake;
+
+beforeAll(async () => {
+  double = await startTestAdyenDouble();
+  stripeFake = await startStripeFake({ webhookSecret: STRIPE_WEBHOOK_SECRET });
+  const stripe = new StripeProvider({ apiKey: 'sk_test_bounds', host: stripeFake.host, port: stripeFake.port, protocol: 'http', timeoutMs: 1_500, webhookSecret: STRIPE_WEBHOOK_SECRET });
+  stack = await startStack({ extraProviders: { 'adyen-test': testAdyenClient(double.url), 'stripe-test': stripe } });
+}, 120_000);
+afterAll(async () => {
+  await stack?.stop();
+  await double?.close();
+  await stripeFake?.close();
+});
+
+/** Text of `length` characters that compresses badly (as a PSP's could): hex. */
+const long = (length: number) => randomBytes(Math.ceil(length / 2)).toString('hex').slice(0, length);
+const now = () => Math.floor(Date.now() / 1000);
+
+/** Each kind's signed delivery of a body, as its PSP signs it, to its route; `contentType` as sent. */
+interface Kind {
+  provider: string;
+  post(body: unknown, contentType?: string, options?: { badSignature?: boolean }): Promise<{ status: number; json: any }>;
+}
+
+const send = async (provider: string, raw: string, headers: Record<string, string>) => {
+  const answer = await fetch(`${stack.apiUrl}/provider_webhooks/${provider}`, { method: 'POST', headers, body: raw });
+  const text = await answer.text();
+  let json: any = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = text;
+  }
+  return { status: answer.status, json };
+};
+
+const stripeSigner = new Stripe('sk_test_bounds');
+const adyenValidator = new adyen.hmacValidator();
+
+const kinds: Record<string, Kind> = {
+  sandbox: {
+    provider: 'sandbox',
+    post: (body, contentType = 'application/json', options = {}) => {
+      const raw = JSON.stringify(body);
+      const signature = signSandboxWebhook(raw, options.badSignature ? 'not-the-secret-0123456789' : stack.sandboxWebhookSecret);
+      return send('sandbox', raw, { 'content-type': contentType, 'sandbox-signature': signature });
+    },
+  },
+  stripe: {
+    provider: 'stripe-test',
+    post: (body, contentType = 'application/json', options = {}) => {
+      const raw = JSON.stringify(body);
+      const signature = stripeSigner.webhooks.generateTestHeaderString({ payload: raw, secret: options.badSignature ? 'whsec_another' : STRIPE_WEBHOOK_SECRET });
+      return send('stripe-test', raw, { 'content-type': contentType, 'stripe-signature': signature });
+    },
+  },
+  adyen: {
+    provider: 'adyen-test',
+    post: (body, contentType = 'application/json', options = {}) => {
+      // Adyen signs each item (its fields, not the bytes): the test signs every item it sends.
+      const batch = body as { notificationItems: { NotificationRequestItem: Record<string, unknown> }[] };
+      const key = options.badSignature ? 'AB'.repeat(32) : adyenTestSettings.hmacKey;
+      for (const { NotificationRequestItem: item } of batch.notificationItems) {
+        item.additionalData = { hmacSignature: adyenValidator.calculateHmac(item as never, key) };
+      }
+      return send('adyen-test', JSON.stringify(body), { 'content-type': contentType });
+    },
+  },
+};
+
+/** A sandbox charge event (sandbox/objects.ts chargeJson's fields) for a charge no payment has. */
+const sandboxEvent = (eventId: string, chargeId: string) => ({
+  id: eventId,
+  type: 'charge.succeeded',
+  created: now(),
+  data: {
+    object: {
+      id: chargeId, object: 'charge', status: 'succeeded', amount_minor: 100, amount_captured_minor: 100, amount_refunded_minor: 0, currency: 'EUR',
+      reference: 'pay_none', failure_code: null, failure_message: null, next_action: null,
+    },
+  },
+});
+
+/** A Stripe event carrying a PaymentIntent that no payment has. */
+const stripeEvent = (eventId: string, intentId: string) => ({
+  id: eventId,
+  object: 'event',
+  type: 'payment_intent.succeeded',
+  created: now(),
+  data: { object: { id: intentId, object: 'payment_intent', amount: 100, amount_received: 100, currency: 'eur', status: 'succeeded', capture_method: 'automatic', metadata: { reference: 'pay_none' } } },
+});
+
+/** An Adyen batch of AUTHORISATION items (one per pspReference), for payments we do not have. */
+const adyenBatch = (pspReferences: string[]) => ({
+  live: 'false',
+  notificationItems: pspReferences.map((pspReference) => ({
+    NotificationRequestItem: {
+      amount: { currency: 'EUR', value: 100 },
+      eventCode: 'AUTHORISATION',
+      eventDate: new Date().toISOString(),
+      merchantAccountCode: adyenTestSettings.merchantAccount,
+      merchantReference: 'pay_none',
+      pspReference,
+      reason: '',
+      success: 'true',
+    } as Record<string, unknown>,
+  })),
+});
+
+/** The rows a provider stored whose event id or charge id is one of `ids` (or starts with it: Adyen's event ids are `<pspReference>:<code>:<success>`). */
+const storedWith = async (provider: string, ids: string[]) =>
+  stack.sql<{ event_id: string }[]>`
+    SELECT event_id FROM provider_events
+    WHERE provider = ${provider} AND (event_id IN ${stack.sql(ids)} OR charge_id IN ${stack.sql(ids)} OR split_part(event_id, ':', 1) IN ${stack.sql(ids)})`;
+
+const expectRefused = (answer: { status: number; json: any }, paths: string[]) => {
+  expect(answer.status, JSON.stringify(answer.json)).toBe(400);
+  expect(answer.json.error.type).toBe('invalid_request');
+  expect(answer.json.error.issues.map((i: { path: string }) => i.path)).toEqual(paths);
+};
+
+describe('an identifier longer than its PSP documents is 400 invalid_request naming it, and nothing is stored (every kind)', () => {
+  it('sandbox: a charge id of 3 000 characters, and an event id of 3 000', async () => {
+    const [eventId, chargeId] = [uniqueKey('evt'), long(3000)];
+    expectRefused(await kinds.sandbox!.post(sandboxEvent(eventId, chargeId)), ['data.object.id']);
+    const longEventId = long(3000);
+    expectRefused(await kinds.sandbox!.post(sandboxEvent(longEventId, uniqueKey('ch'))), ['id']);
+    expect(await storedWith('sandbox', [eventId, chargeId, longEventId])).toEqual([]);
+  });
+
+  it('stripe: a PaymentIntent id of 3 000 characters, and an event id of 3 000', async () => {
+    const [eventId, intentId] = [`evt_${long(24)}`, long(3000)];
+    expectRefused(await kinds.stripe!.post(stripeEvent(eventId, intentId)), ['data.object.id']);
+    const longEventId = long(3000);
+    expectRefused(await kinds.stripe!.post(stripeEvent(longEventId, `pi_${long(24)}`)), ['id']);
+    expect(await storedWith('stripe-test', [eventId, intentId, longEventId])).toEqual([]);
+  });
+
+  it('adyen: a batch whose second item has a pspReference of 3 000 characters (or 17) stores neither item', async () => {
+    for (const oversize of [long(3000), adyenPspReference() + 'X']) {
+      const first = adyenPspReference();
+      const answer = await kinds.adyen!.post(adyenBatch([first, oversize]));
+      expectRefused(answer, ['notificationItems.1.NotificationRequestItem.pspReference']);
+      expect(await storedWith('adyen-test', [first, oversize])).toEqual([]);
+    }
+  });
+
+  it('the same deliveries with identifiers of the documented lengths are stored (each kind: 200)', async () => {
+    const sandboxId = uniqueKey('evt');
+    expect((await kinds.sandbox!.post(sandboxEvent(sandboxId, `ch_${long(252)}`))).status).toBe(200);
+    const stripeId = `evt_${long(251)}`;
+    expect((await kinds.stripe!.post(stripeEvent(stripeId, `pi_${long(252)}`))).status).toBe(200);
+    const adyenId = adyenPspReference();
+    const adyenAnswer = await kinds.adyen!.post(adyenBatch([adyenId]));
+    expect(adyenAnswer, JSON.stringify(adyenAnswer.json)).toEqual({ status: 200, json: '[accepted]' });
+    expect(await storedWith('sandbox', [sandboxId])).toHaveLength(1);
+    expect(await storedWith('stripe-test', [stripeId])).toHaveLength(1);
+    expect(await storedWith('adyen-test', [adyenId])).toHaveLength(1);
+  });
+});
