@@ -12,7 +12,8 @@ import { startStack, uniqueKey, type TestStack } from '../helpers/stack';
 /**
  * The edge's bounds, each reproduced through the running API: every identifier a PSP sends is
  * bounded at the schema, for every kind (a signed item with a 3 000-character pspReference, or
- * charge or event id, is 400 `invalid_request` with its path and stores nothing, never a 5xx).
+ * charge or event id, is 400 `invalid_request` with its path and stores nothing, never a 5xx);
+ * the PSP webhook route takes JSON only (415 before the signature is checked, a charset passes).
  */
 
 const STRIPE_WEBHOOK_SECRET = 'whsec_edge_bounds_0123456789';
@@ -177,4 +178,29 @@ describe('an identifier longer than its PSP documents is 400 invalid_request nam
     expect(await storedWith('stripe-test', [stripeId])).toHaveLength(1);
     expect(await storedWith('adyen-test', [adyenId])).toHaveLength(1);
   });
+});
+
+describe('the PSP webhook route takes JSON only: 415 before the signature is checked (every kind)', () => {
+  const bodyOf: Record<string, (id: string) => unknown> = {
+    sandbox: (id) => sandboxEvent(id, uniqueKey('ch')),
+    stripe: (id) => stripeEvent(id, `pi_${long(24)}`),
+    adyen: (id) => adyenBatch([id]),
+  };
+  const idOf: Record<string, () => string> = { sandbox: () => uniqueKey('evt'), stripe: () => `evt_${long(24)}`, adyen: adyenPspReference };
+
+  for (const name of Object.keys(kinds)) {
+    it(`${name}: text/plain is 415 whether signed or not, nothing stored; application/json; charset=utf-8 is received`, async () => {
+      const kind = kinds[name]!;
+      const [signedId, forgedId, charsetId] = [idOf[name]!(), idOf[name]!(), idOf[name]!()];
+      for (const [id, badSignature] of [[signedId, false], [forgedId, true]] as const) {
+        const answer = await kind.post(bodyOf[name]!(id), 'text/plain', { badSignature });
+        expect(answer.status, JSON.stringify(answer.json)).toBe(415);
+        expect(answer.json.error.type).toBe('unsupported_media_type');
+      }
+      expect(await storedWith(kind.provider, [signedId, forgedId])).toEqual([]);
+      const received = await kind.post(bodyOf[name]!(charsetId), 'application/json; charset=utf-8');
+      expect(received.status, JSON.stringify(received.json)).toBe(200);
+      expect(await storedWith(kind.provider, [charsetId])).toHaveLength(1);
+    });
+  }
 });
