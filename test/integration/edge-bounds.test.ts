@@ -7,13 +7,14 @@ import { signSandboxWebhook } from '../../provider/sandbox/webhook';
 import { adyenPspReference, adyenTestSettings, startTestAdyenDouble, testAdyenClient } from '../helpers/adyen';
 import { startStripeFake, type StripeFake } from '../helpers/stripe-fake';
 import type { AdyenDouble } from '../../doubles/adyen/server';
-import { startStack, uniqueKey, type TestStack } from '../helpers/stack';
+import { ADMIN_TOKEN, apiClient, startStack, uniqueKey, type TestStack } from '../helpers/stack';
 
 /**
  * The edge's bounds, each reproduced through the running API: every identifier a PSP sends is
  * bounded at the schema, for every kind (a signed item with a 3 000-character pspReference, or
  * charge or event id, is 400 `invalid_request` with its path and stores nothing, never a 5xx);
- * the PSP webhook route takes JSON only (415 before the signature is checked, a charset passes).
+ * the PSP webhook route takes JSON only (415 before the signature is checked, a charset passes);
+ * a tenant's recovery limit above the networks' names its field in `issues`.
  */
 
 const STRIPE_WEBHOOK_SECRET = 'whsec_edge_bounds_0123456789';
@@ -203,4 +204,25 @@ describe('the PSP webhook route takes JSON only: 415 before the signature is che
       expect(await storedWith(kind.provider, [charsetId])).toHaveLength(1);
     });
   }
+});
+
+describe("a tenant's recovery limit above the networks' is 400 with the field's path in issues", () => {
+  it('each limit too high names recovery.<field>, and nothing changes', async () => {
+    const target = await stack.createTenant('recovery-limits');
+    const admin = apiClient(stack.apiUrl, ADMIN_TOKEN);
+    const before = (await admin.get(`/admin/tenants/${target.id}`)).json;
+    const cases: [Record<string, number>, string[]][] = [
+      [{ per_day: 11 }, ['recovery.per_day']],
+      [{ per_30_days: 16 }, ['recovery.per_30_days']],
+      [{ max_retries: 9 }, ['recovery.max_retries']],
+      [{ per_day: 11, max_retries: 9 }, ['recovery.per_day', 'recovery.max_retries']],
+    ];
+    for (const [recovery, paths] of cases) {
+      const refused = await admin.request('PATCH', `/admin/tenants/${target.id}`, { body: { recovery } });
+      expect(refused.status, refused.text).toBe(400);
+      expect(refused.json.error.type).toBe('invalid_request');
+      expect(refused.json.error.issues.map((i: { path: string }) => i.path)).toEqual(paths);
+    }
+    expect((await admin.get(`/admin/tenants/${target.id}`)).json).toEqual(before);
+  });
 });
