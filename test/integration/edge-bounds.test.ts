@@ -7,26 +7,29 @@ import { signSandboxWebhook } from '../../provider/sandbox/webhook';
 import { adyenPspReference, adyenTestSettings, startTestAdyenDouble, testAdyenClient } from '../helpers/adyen';
 import { startStripeFake, type StripeFake } from '../helpers/stripe-fake';
 import type { AdyenDouble } from '../../doubles/adyen/server';
-import { ADMIN_TOKEN, apiClient, startStack, uniqueKey, type TestStack } from '../helpers/stack';
+import { ADMIN_TOKEN, apiClient, decidedPayment, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 
 /**
  * The edge's bounds, each reproduced through the running API: every identifier a PSP sends is
  * bounded at the schema, for every kind (a signed item with a 3 000-character pspReference, or
  * charge or event id, is 400 `invalid_request` with its path and stores nothing, never a 5xx);
  * the PSP webhook route takes JSON only (415 before the signature is checked, a charset passes);
- * a tenant's recovery limit above the networks' names its field in `issues`.
+ * a tenant's recovery limit above the networks' names its field in `issues`; and the customer's
+ * return route, which has no API key, tells nothing of a payment but the merchant's return_url.
  */
 
 const STRIPE_WEBHOOK_SECRET = 'whsec_edge_bounds_0123456789';
 let stack: TestStack;
 let double: AdyenDouble;
 let stripeFake: StripeFake;
+let tenant: Tenant;
 
 beforeAll(async () => {
   double = await startTestAdyenDouble();
   stripeFake = await startStripeFake({ webhookSecret: STRIPE_WEBHOOK_SECRET });
   const stripe = new StripeProvider({ apiKey: 'sk_test_bounds', host: stripeFake.host, port: stripeFake.port, protocol: 'http', timeoutMs: 1_500, webhookSecret: STRIPE_WEBHOOK_SECRET });
   stack = await startStack({ extraProviders: { 'adyen-test': testAdyenClient(double.url), 'stripe-test': stripe } });
+  tenant = await stack.createTenant('edge-bounds');
 }, 120_000);
 afterAll(async () => {
   await stack?.stop();
@@ -224,5 +227,35 @@ describe("a tenant's recovery limit above the networks' is 400 with the field's 
       expect(refused.json.error.issues.map((i: { path: string }) => i.path)).toEqual(paths);
     }
     expect((await admin.get(`/admin/tenants/${target.id}`)).json).toEqual(before);
+  });
+});
+
+describe('GET /return/{payment_id} without a key tells nothing of the payment but its merchant’s return_url', () => {
+  const api = () => apiClient(stack.apiUrl, tenant.apiKey);
+  const returnOf = (id: string) => fetch(`${stack.apiUrl}/return/${id}?redirectResult=${encodeURIComponent('X3JlZGlyZWN0')}`, { redirect: 'manual' });
+  /** Everything the answer says: status line, headers and body, as text. */
+  const said = async (answer: Response) => `${answer.status} ${[...answer.headers.entries()].map(([k, v]) => `${k}: ${v}`).join('\n')}\n${await answer.text()}`;
+
+  it('a payment with a return_url: 303 to exactly that URL with payment_id added, and nothing else (no status, no amount)', async () => {
+    const returnUrl = 'https://shop.example/back?order=ord-7&lang=en';
+    const created = await api().post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 4321, currency: 'EUR', payment_method: 'pm_card_visa', return_url: returnUrl }, uniqueKey('pay'));
+    expect([201, 202], created.text).toContain(created.status);
+    const payment = await decidedPayment(api(), created.json.id);
+    const answer = await returnOf(payment.id);
+    expect(answer.status).toBe(303);
+    const location = new URL(answer.headers.get('location')!);
+    expect(location.origin + location.pathname).toBe('https://shop.example/back');
+    expect([...location.searchParams.entries()]).toEqual([['order', 'ord-7'], ['lang', 'en'], ['payment_id', payment.id]]);
+    const text = await said(answer);
+    for (const secret of [payment.status, '4321', '43.21', 'EUR', 'pm_card_visa', payment.provider_charge_id, payment.order_id]) expect(text).not.toContain(secret);
+  });
+
+  it('a payment without a return_url: a page that says nothing of it (no status, no amount)', async () => {
+    const created = await api().post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 1234, currency: 'EUR', payment_method: 'pm_card_visa' }, uniqueKey('pay'));
+    expect([201, 202], created.text).toContain(created.status);
+    const answer = await returnOf(created.json.id);
+    expect(answer.status).toBe(200);
+    const text = await said(answer);
+    for (const secret of [created.json.status, 'succeeded', '1234', '12.34', 'EUR', 'pm_card_visa', created.json.provider_charge_id, created.json.order_id]) expect(text).not.toContain(secret);
   });
 });
