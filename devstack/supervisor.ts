@@ -16,6 +16,7 @@ import { describeExit, spawnService, watchExit, type ExitInfo, type ManagedChild
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './embedded-postgres';
 import { ensureJaeger, startJaeger, type RunningJaeger } from './jaeger';
 import { complain, prefix, say } from './output';
+import { sandboxEnvironment } from './sandbox-environment';
 import { clearRampingVersion, deploymentRouting, describeVersion, openPinnedRuns, setCurrentVersion, setRampingVersion, waitUntilDrained, type WorkerVersion } from './worker-deployment';
 
 /**
@@ -301,16 +302,7 @@ async function main(): Promise<void> {
   };
   // Sandboxes first (the worker calls them), then the worker, then the API; they start together.
   for (const sandbox of sandboxes) {
-    startService(sandbox.name, 'sandbox/main.ts', {
-      ...common,
-      DATABASE_URL: sandbox.databaseUrl,
-      SANDBOX_PORT: String(sandbox.port),
-      SANDBOX_HOST: launcherEnv.SANDBOX_HOST,
-      SANDBOX_WEBHOOK_URL: sandbox.webhookUrl,
-      SANDBOX_WEBHOOK_SECRET: sandbox.secret,
-      // One card network for both: its count of a card's attempts lives in sandbox-a's database.
-      SANDBOX_NETWORK_DATABASE_URL: process.env.SANDBOX_NETWORK_DATABASE_URL ?? databaseUrl,
-    });
+    startService(sandbox.name, 'sandbox/main.ts', sandboxEnvironment(common, { ...sandbox, host: launcherEnv.SANDBOX_HOST }, process.env.SANDBOX_NETWORK_DATABASE_URL ?? databaseUrl));
   }
   // Its signed notification batches go to the API's inbound route, retried until answered `[accepted]`.
   // It is on the sandboxes' card network: SANDBOX_NETWORK_KEY, when set, reaches it with the
