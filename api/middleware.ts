@@ -124,6 +124,13 @@ function bearer(c: Context): string | null {
   return match ? match[1]! : null;
 }
 
+/** 415 unless the request says its body is JSON (`application/json`, with any parameters: `; charset=utf-8`). */
+export function requireJson(c: Context): void {
+  if (!/^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) {
+    throw new ApiError('unsupported_media_type', 'Send the body as JSON with "Content-Type: application/json".');
+  }
+}
+
 /**
  * JSON only, and not too much of it: 415 and 413 before anything is parsed.
  *
@@ -142,11 +149,6 @@ export function jsonBody(): MiddlewareHandler<AppEnv> {
       throw tooLarge();
     },
   });
-  const requireJson = (c: Context<AppEnv>) => {
-    if (!/^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) {
-      throw new ApiError('unsupported_media_type', 'Send the body as JSON with "Content-Type: application/json".');
-    }
-  };
   return async (c, next) => {
     if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
     const length = c.req.header('content-length');

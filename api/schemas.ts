@@ -223,8 +223,9 @@ export const CreateTenantBody = z
   .openapi('CreateTenantRequest');
 
 const perSecond = z.number().int().min(1).max(1_000_000).nullable();
-/** A tenant's recovery limit: a positive integer (its ceiling, the networks', is checked by tenantLimitsRefusal); null: the ceiling. */
-const tenantLimit = z.number().int().min(1).nullable().optional();
+/** A tenant's recovery limit: a positive integer up to its ceiling (the networks' or the schedule's: a tenant may lower it, never raise it); null: the ceiling. */
+const tenantLimit = (ceiling: number, what: string) =>
+  z.number().int().min(1).max(ceiling, `must be at most ${ceiling}, ${what}: a tenant may set lower, never higher`).nullable().optional();
 
 /** A tenant's routing across the deployment's PSPs (domain/routing.ts; docs/CONTRACT.md "Routing"). */
 export const TenantRouting = routingSchemas(z).Routing.openapi('Routing', {
@@ -271,13 +272,13 @@ export const UpdateTenantBody = z
         window_days: z.number().int().min(RECOVERY_WINDOW_DAYS.min).max(RECOVERY_WINDOW_DAYS.max).nullable().optional().openapi({
           description: 'The recovery window an off-session, automatic-capture payment gets when its request omits `recovery`; null: none (no recovery unless asked).',
         }),
-        per_day: tenantLimit.openapi({ description: `Attempts per card in 24 hours, at most ${NETWORK_CARD_LIMITS.perDay} (the networks'); null: ${NETWORK_CARD_LIMITS.perDay}.` }),
-        per_30_days: tenantLimit.openapi({ description: `Attempts per card in 30 days, at most ${NETWORK_CARD_LIMITS.perMonth}; null: ${NETWORK_CARD_LIMITS.perMonth}.` }),
-        max_retries: tenantLimit.openapi({ description: `Retries of one payment, at most ${SCHEDULE_LIMITS.maxRetries} (the schedule's); null: ${SCHEDULE_LIMITS.maxRetries}.` }),
+        per_day: tenantLimit(NETWORK_CARD_LIMITS.perDay, "the card networks' limit").openapi({ description: `Attempts per card in 24 hours, at most ${NETWORK_CARD_LIMITS.perDay} (the networks'); null: ${NETWORK_CARD_LIMITS.perDay}.` }),
+        per_30_days: tenantLimit(NETWORK_CARD_LIMITS.perMonth, "the card networks' limit").openapi({ description: `Attempts per card in 30 days, at most ${NETWORK_CARD_LIMITS.perMonth}; null: ${NETWORK_CARD_LIMITS.perMonth}.` }),
+        max_retries: tenantLimit(SCHEDULE_LIMITS.maxRetries, "the schedule's").openapi({ description: `Retries of one payment, at most ${SCHEDULE_LIMITS.maxRetries} (the schedule's); null: ${SCHEDULE_LIMITS.maxRetries}.` }),
       })
       .optional()
       .openapi({
-        description: "The tenant's revenue recovery settings (docs/recovery.md): only the fields sent change. A limit above the networks' is 400 and nothing changes.",
+        description: "The tenant's revenue recovery settings (docs/recovery.md): only the fields sent change. A limit above the networks' is 400 `invalid_request` naming the field in `issues` (`recovery.per_day`), and nothing changes.",
         example: { window_days: 14, per_day: 5, per_30_days: 10 },
       }),
   })

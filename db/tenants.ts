@@ -65,7 +65,7 @@ export async function updateTenant(
     rateLimits?: { read_per_second?: number | null; write_per_second?: number | null };
     /** A validated routing (domain/routing.ts), or null to clear it. */
     routing?: object | null;
-    /** Checked against the networks' limits (domain/recovery.ts tenantLimitsRefusal). */
+    /** Within the networks' limits (the API's schema: api/schemas.ts UpdateTenantBody). */
     recovery?: TenantRecoverySettings;
   },
 ): Promise<TenantRow | null> {

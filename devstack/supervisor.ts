@@ -16,6 +16,7 @@ import { describeExit, spawnService, watchExit, type ExitInfo, type ManagedChild
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './embedded-postgres';
 import { ensureJaeger, startJaeger, type RunningJaeger } from './jaeger';
 import { complain, prefix, say } from './output';
+import { networkTimeScale, sandboxEnvironment } from './sandbox-environment';
 import { clearRampingVersion, deploymentRouting, describeVersion, openPinnedRuns, setCurrentVersion, setRampingVersion, waitUntilDrained, type WorkerVersion } from './worker-deployment';
 
 /**
@@ -161,6 +162,7 @@ async function main(): Promise<void> {
   }
   launcherEnv = parsed.data;
   const config = loadConfig(); // the same parsing (and ADMIN_TOKEN default) as the API's
+  networkTimeScale(process.env, config); // one scale for recovery and the sandboxes' card network: refused now if two are asked
   const dataDir = launcherEnv.DATA_DIR ? path.resolve(launcherEnv.DATA_DIR) : path.join(projectRoot, '.data');
   mkdirSync(dataDir, { recursive: true });
   // TEMPORAL_ADDRESS alone (the default mode) still means "use that server", as before.
@@ -301,16 +303,7 @@ async function main(): Promise<void> {
   };
   // Sandboxes first (the worker calls them), then the worker, then the API; they start together.
   for (const sandbox of sandboxes) {
-    startService(sandbox.name, 'sandbox/main.ts', {
-      ...common,
-      DATABASE_URL: sandbox.databaseUrl,
-      SANDBOX_PORT: String(sandbox.port),
-      SANDBOX_HOST: launcherEnv.SANDBOX_HOST,
-      SANDBOX_WEBHOOK_URL: sandbox.webhookUrl,
-      SANDBOX_WEBHOOK_SECRET: sandbox.secret,
-      // One card network for both: its count of a card's attempts lives in sandbox-a's database.
-      SANDBOX_NETWORK_DATABASE_URL: process.env.SANDBOX_NETWORK_DATABASE_URL ?? databaseUrl,
-    });
+    startService(sandbox.name, 'sandbox/main.ts', sandboxEnvironment(common, { ...sandbox, host: launcherEnv.SANDBOX_HOST }, process.env.SANDBOX_NETWORK_DATABASE_URL ?? databaseUrl, config));
   }
   // Its signed notification batches go to the API's inbound route, retried until answered `[accepted]`.
   // It is on the sandboxes' card network: SANDBOX_NETWORK_KEY, when set, reaches it with the

@@ -81,7 +81,7 @@ export type RecoveryStop = 'hard_decline' | 'authentication_required' | 'window_
 /** What a decline allows: never again (and why), or again no sooner than `waitMs` after it. */
 export type DeclineClass = { kind: 'hard'; because: 'hard_decline' | 'authentication_required' } | { kind: 'soft'; waitMs: number };
 
-/** A tenant's own limits: each at most the network's (tenantLimitsRefusal says which is above it). */
+/** A tenant's own limits: each at most the network's (the API's schema refuses a higher one: api/schemas.ts UpdateTenantBody). */
 export interface TenantRecoveryLimits {
   perDay?: number;
   perMonth?: number;
@@ -102,18 +102,9 @@ export interface RecoveryPolicy {
   scale: number;
 }
 
-/** What a tenant asks above the network's limits, in words; null when every limit is within them. */
-export function tenantLimitsRefusal(limits: TenantRecoveryLimits): string | null {
-  const above: string[] = [];
-  if (limits.perDay !== undefined && !(Number.isInteger(limits.perDay) && limits.perDay >= 1 && limits.perDay <= NETWORK_CARD_LIMITS.perDay)) above.push(`per_day must be 1–${NETWORK_CARD_LIMITS.perDay}`);
-  if (limits.perMonth !== undefined && !(Number.isInteger(limits.perMonth) && limits.perMonth >= 1 && limits.perMonth <= NETWORK_CARD_LIMITS.perMonth)) above.push(`per_30_days must be 1–${NETWORK_CARD_LIMITS.perMonth}`);
-  if (limits.maxRetries !== undefined && !(Number.isInteger(limits.maxRetries) && limits.maxRetries >= 1 && limits.maxRetries <= SCHEDULE_LIMITS.maxRetries)) above.push(`max_retries must be 1–${SCHEDULE_LIMITS.maxRetries}`);
-  return above.length ? above.join('; ') : null;
-}
-
 /**
  * The policy for a time scale and a tenant's limits. A limit above the network's is clamped to
- * it (the API refuses it first: tenantLimitsRefusal), so no input can raise a limit.
+ * it (the API's schema refuses it first), so no input can raise a limit.
  */
 export function recoveryPolicy(scale: number, tenant: TenantRecoveryLimits = {}): RecoveryPolicy {
   if (!(scale > 0) || !Number.isFinite(scale)) throw new RangeError(`the recovery time scale must be a positive number, not ${scale}`);

@@ -1,7 +1,7 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
 import { createTenant, findTenant, tenantExists, updateTenant, type TenantRow } from '../../db/tenants';
 import { ApiError } from '../../domain/errors';
-import { NETWORK_CARD_LIMITS, SCHEDULE_LIMITS, tenantLimitsRefusal } from '../../domain/recovery';
+import { NETWORK_CARD_LIMITS, SCHEDULE_LIMITS } from '../../domain/recovery';
 import { describeRefusals, unknownProviders, type Routing } from '../../domain/routing';
 import { checkWebhookUrl, webhookTargetPolicy } from '../../lib/webhook-target';
 import { insertApiKey } from '../../db/credentials';
@@ -27,7 +27,7 @@ const updateTenantRoute = createRoute({
   tags: ['Admin'],
   summary: "Set a tenant's webhook URL, name, rate limits, routing or recovery settings (admin token)",
   security: [{ adminToken: [] }],
-  description: 'Only the fields sent change. A refused routing (a provider not configured, duplicates, all weights 0, an empty range, …) or a recovery limit above the card networks\' is 400 with the reason, and nothing changes.',
+  description: 'Only the fields sent change. A refused routing (a provider not configured, duplicates, all weights 0, an empty range, …) or a recovery limit above the card networks\' is 400 with the reason, the field\'s path in `issues`, and nothing changes.',
   request: { params: IdParam('tenant', 'ten_01jd6w8b3m4x0c2q7yk5h9t1ve'), body: { content: jsonContent(UpdateTenantBody), required: true } },
   responses: { 200: { description: 'The tenant.', content: jsonContent(Tenant) }, ...errorResponses(['invalid_request', 'unauthorized', 'not_found', 'unsupported_media_type', 'payload_too_large']) },
 });
@@ -107,11 +107,6 @@ export function adminRoutes(deps: ApiDeps) {
           issues: refusals.map((refusal) => ({ path: refusal.path, code: 'unknown_provider', message: refusal.reason })),
         });
       }
-    }
-    if (body.recovery) {
-      const { per_day, per_30_days, max_retries } = body.recovery;
-      const refusal = tenantLimitsRefusal({ perDay: per_day ?? undefined, perMonth: per_30_days ?? undefined, maxRetries: max_retries ?? undefined });
-      if (refusal) throw new ApiError('invalid_request', `recovery refused: ${refusal} (the card networks' limits; a tenant may set lower, never higher).`);
     }
     // An unknown tenant is 404 before its URL is looked up in DNS.
     if (!(await tenantExists(deps.sql, id))) throw new ApiError('not_found', `No such tenant: ${id}`);

@@ -65,7 +65,7 @@ const returnRoute = createRoute({
     }),
   },
   responses: {
-    200: { description: 'The payment has no `return_url`: a page saying where the payment stands.', content: { 'text/html': { schema: z.string() } } },
+    200: { description: 'The payment has no `return_url`: a page that says nothing of the payment (no key: no status, no amount).', content: { 'text/html': { schema: z.string() } } },
     303: { description: "On to the payment's `return_url` (Location), with `payment_id` added." },
     400: { description: 'No `redirectResult`, one too long or of other characters, or one the PSP does not know: nothing changed.', content: { 'text/html': { schema: z.string() } } },
     404: { description: 'No such payment.', content: { 'text/html': { schema: z.string() } } },
@@ -100,11 +100,11 @@ export function paymentReturnRoutes(deps: ApiDeps) {
   return app;
 }
 
-/** On to the merchant's return_url (303), or a page saying where the payment stands when it has none. */
+/** On to the merchant's return_url (303), or, when it has none, a page that says nothing of the payment (no key: no status, no amount). */
 function sendOn(c: Context<AppEnv>, payment: PaymentReturnRow) {
   const location = merchantReturnLocation(payment);
   if (location) return c.redirect(location, 303);
-  return c.html(page('Payment ' + payment.status.replace('_', ' '), `Payment ${payment.id} is ${payment.status}. You may close this page.`), 200);
+  return c.html(page('Back from your payment', 'You may close this page.'), 200);
 }
 
 /**

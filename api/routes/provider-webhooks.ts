@@ -19,7 +19,7 @@ import { handOverChargeEvent } from '../../lib/charge-events';
 import { disputeTimesOf, reportDispute } from '../../lib/dispute';
 import type { ApiDeps, AppEnv, ProviderWebhookReceiver } from '../context';
 import { withinTemporalDeadline } from '../idempotency';
-import { MAX_BODY_BYTES } from '../middleware';
+import { MAX_BODY_BYTES, requireJson } from '../middleware';
 import { storable, unstorablePath } from '../schemas';
 import { errorResponses, jsonContent } from './openapi';
 
@@ -85,9 +85,11 @@ const receiveWebhook = createRoute({
   tags: ['Provider webhooks'],
   summary: 'Receive a webhook from the PSP (no API key, no Idempotency-Key)',
   description:
+    'A body that is not `application/json` (parameters such as `; charset=utf-8` pass) is 415 before its signature is checked. ' +
     'Verified on the raw body with the provider’s secret (the sandbox’s `Sandbox-Signature`, Stripe’s `Stripe-Signature`); ' +
     'an unverified or stale request is 400 and changes nothing. A verified event that cannot be read (a field the provider’s kind reads ' +
-    'missing, null or of another type) or stored (a `created` outside the dates PostgreSQL holds, U+0000 or a lone surrogate in a string) ' +
+    'missing, null or of another type, or an identifier longer than the PSP’s documented length: Adyen’s `pspReference` and `originalReference` ' +
+    '16 characters, its `merchantReference` 80, every other id, reference or code 255, an event type or code 128) or stored (a `created` outside the dates PostgreSQL holds, U+0000 or a lone surrogate in a string) ' +
     'is 400 `invalid_request` with each field’s path in `issues`, and changes nothing. Each event is stored once (by provider and event id) with the ' +
     'payment it concerns, then handed to its own workflow (one per event, so every delivery lands on one decision), which decides: ' +
     'a verified event is a hint, not a figure, so the charge is retrieved from the PSP that holds it and that charge is passed to the ' +
@@ -116,7 +118,7 @@ const receiveWebhook = createRoute({
       description: 'Acknowledged (new or duplicate). A PSP whose notifications come in batches (Adyen’s) is answered with the body `[accepted]`.',
       content: { ...jsonContent(Received), 'text/plain': { schema: z.literal('[accepted]') } },
     },
-    ...errorResponses(['webhook_signature_invalid', 'invalid_request', 'not_found', 'payload_too_large', 'service_unavailable', 'temporal_unavailable']),
+    ...errorResponses(['webhook_signature_invalid', 'invalid_request', 'not_found', 'payload_too_large', 'unsupported_media_type', 'service_unavailable', 'temporal_unavailable']),
   },
 });
 
@@ -141,6 +143,9 @@ export function providerWebhookRoutes(deps: ApiDeps) {
     const receivers = deps.providerWebhooks === undefined ? [] : Array.isArray(deps.providerWebhooks) ? deps.providerWebhooks : [deps.providerWebhooks];
     const receiver = receivers.find((r) => r.name === provider);
     if (!receiver) throw new ApiError('not_found', `No webhooks are received for provider ${provider}`);
+    // Every kind's PSP sends JSON (the sandbox, Stripe and Adyen: `application/json`, maybe with a
+    // charset): any other body is refused 415 before its signature is checked.
+    requireJson(c);
     // Verified on the exact bytes received, before anything is parsed or stored.
     const raw = await c.req.text();
     const headers = Object.fromEntries(c.req.raw.headers.entries());

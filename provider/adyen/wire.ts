@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { adyen } from './library';
 import type { DisputeStage, DisputeStatus } from '../../domain/disputes';
 import { CANCEL_FAILED } from '../../shared/payments';
+import { pspId, pspText, PSP_EVENT_TYPE_MAX_LENGTH } from '../wire-identifiers';
 import { ProviderEventUnreadableError, readWire, type ProviderCharge, type ProviderDispute, type ProviderRefund, type ProviderWebhookEvent } from '../types';
 
 type PaymentRequest = Types.checkout.PaymentRequest;
@@ -293,18 +294,25 @@ const eventDate = z.string().refine((text) => {
 /**
  * The fields of Adyen's NotificationRequestItem (the official library's model) that we read or
  * that its HMAC signs, each of the type the model says: what a notification must carry before its
- * signature is checked and it is mapped. Fields it does not name pass through unread.
+ * signature is checked and it is mapped. Fields it does not name pass through unread. Its
+ * identifiers are bounded at the lengths Adyen documents (../wire-identifiers.ts): a
+ * pspReference (and an originalReference, another item's pspReference) is 16 characters, a
+ * merchant reference at most 80; the others at most 255, an event code 128.
  */
+const ADYEN_PSP_REFERENCE_LENGTH = 16;
+const ADYEN_MERCHANT_REFERENCE_MAX_LENGTH = 80;
+const pspReference = pspId(ADYEN_PSP_REFERENCE_LENGTH);
+
 export const notificationItemSchema = z.looseObject({
   additionalData: z.record(z.string(), z.unknown()).optional(),
   amount: z.looseObject({ value: z.int().nonnegative(), currency: z.string().regex(/^[A-Za-z]{3}$/, 'must be an ISO 4217 code') }),
-  pspReference: z.string().min(1),
-  originalReference: z.string().min(1).optional(),
-  eventCode: z.string().min(1),
+  pspReference,
+  originalReference: pspReference.optional(),
+  eventCode: pspId(PSP_EVENT_TYPE_MAX_LENGTH),
   eventDate,
-  merchantAccountCode: z.string(),
-  merchantReference: z.string(),
-  paymentMethod: z.string().optional(),
+  merchantAccountCode: pspText(),
+  merchantReference: pspText(ADYEN_MERCHANT_REFERENCE_MAX_LENGTH),
+  paymentMethod: pspText().optional(),
   reason: z.string().optional(),
   success: z.enum(['true', 'false']),
 });
@@ -315,10 +323,9 @@ export const notificationItemSchema = z.looseObject({
  */
 export const disputeNotificationSchema = z.looseObject({
   originalReference: z.string({ error: 'is required: the disputed payment' }).min(1),
-  merchantReference: z.string().max(255),
   reason: z.string().max(1000).optional(),
   additionalData: z
-    .looseObject({ defensePeriodEndsAt: eventDate.optional(), chargebackReasonCode: z.string().max(255).optional() })
+    .looseObject({ defensePeriodEndsAt: eventDate.optional(), chargebackReasonCode: pspText().optional() })
     .optional(),
 });
 

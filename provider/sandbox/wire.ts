@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { disputeStages, disputeStatuses } from '../../domain/disputes';
 import { chargeStates } from '../../domain/payments';
+import { pspId, pspText, PSP_EVENT_TYPE_MAX_LENGTH } from '../wire-identifiers';
 import { readWire, type ProviderBalanceTransaction, type ProviderCharge, type ProviderDispute, type ProviderRefund, type ProviderWebhookEvent } from '../types';
 
 /**
@@ -152,49 +153,50 @@ export const toBalanceTransaction = (t: BalanceTransactionJson): ProviderBalance
  * The fields of the sandbox's objects that the mapping reads, as zod schemas: a signed event
  * whose object lacks one, has it null where it may not be, or of another type is refused with
  * the field's path (ProviderEventUnreadableError) before anything is mapped. Other fields pass.
+ * Its ids, references and codes are bounded (../wire-identifiers.ts: at most 255 characters).
  */
 const minor = z.int().nonnegative();
 const time = z.string().refine((s) => Number.isFinite(Date.parse(s)), 'must be an ISO 8601 time');
 const currency = z.string().regex(/^[A-Za-z]{3}$/, 'must be an ISO 4217 code');
 
 const chargeSchema = z.object({
-  id: z.string().min(1),
+  id: pspId(),
   object: z.literal('charge'),
   status: z.enum(chargeStates),
   amount_minor: minor,
   amount_captured_minor: minor,
   amount_refunded_minor: minor,
   currency,
-  failure_code: z.string().nullable(),
+  failure_code: pspText().nullable(),
   failure_message: z.string().nullable(),
-  reference: z.string(),
+  reference: pspText(),
   next_action: z.object({ type: z.literal('redirect_to_url'), redirect_to_url: z.object({ url: z.string(), return_url: z.string().nullable() }) }).nullable(),
   succeeded_at: time.nullish(),
   authorized_at: time.nullish(),
   card: z.object({ brand: z.string(), last4: z.string(), exp_month: z.int(), exp_year: z.int() }).nullish(),
-  saved_card: z.string().nullish(),
-  network_transaction_id: z.string().nullish(),
-  outcome: z.object({ network_decline_code: z.string(), decline_category: z.int().nullable(), network_advice_code: z.string().nullable() }).nullish(),
+  saved_card: pspText().nullish(),
+  network_transaction_id: pspText().nullish(),
+  outcome: z.object({ network_decline_code: pspText(), decline_category: z.int().nullable(), network_advice_code: pspText().nullable() }).nullish(),
 }) satisfies z.ZodType<ChargeJson>;
 
 const refundSchema = z.object({
-  id: z.string().min(1),
+  id: pspId(),
   object: z.literal('refund'),
-  charge: z.string().min(1),
+  charge: pspId(),
   amount_minor: minor,
   status: z.enum(['succeeded', 'failed']),
-  failure_code: z.string().nullable(),
+  failure_code: pspText().nullable(),
   failure_message: z.string().nullable(),
 }) satisfies z.ZodType<RefundJson>;
 
 const disputeSchema = z.object({
-  id: z.string().min(1),
+  id: pspId(),
   object: z.literal('dispute'),
-  charge: z.string().min(1),
-  reference: z.string().nullable(),
+  charge: pspId(),
+  reference: pspText().nullable(),
   amount_minor: minor,
   currency,
-  reason: z.string(),
+  reason: pspText(),
   stage: z.enum(disputeStages),
   status: z.enum(disputeStatuses),
   evidence: z.record(z.string(), z.string()).optional(),
@@ -206,8 +208,8 @@ const disputeSchema = z.object({
 
 /** A webhook's body once its signature is verified (./webhook.ts): an event whose object is the charge, the refund, the dispute, or another object. */
 const eventSchema = z.object({
-  id: z.string().min(1),
-  type: z.string().min(1),
+  id: pspId(),
+  type: pspId(PSP_EVENT_TYPE_MAX_LENGTH),
   /** Unix seconds. */
   created: z.number(),
   data: z.object({ object: z.looseObject({ object: z.unknown() }) }),

@@ -1,5 +1,6 @@
 import type Stripe from 'stripe';
 import { z } from 'zod';
+import { pspId, pspText, PSP_EVENT_TYPE_MAX_LENGTH, PSP_IDENTIFIER_MAX_LENGTH } from '../wire-identifiers';
 import { ProviderUnavailableError, readWire, type ProviderBalanceTransaction, type ProviderCharge, type ProviderDispute, type ProviderRefund, type ProviderWebhookEvent } from '../types';
 
 /**
@@ -244,7 +245,10 @@ const paymentIntentEvents: Record<string, string> = {
  * The fields of Stripe's objects that toCharge and toRefund read, as zod schemas: a signed event
  * whose PaymentIntent or Refund lacks one, has it null where it may not be, or of another type is
  * refused with the field's path (ProviderEventUnreadableError) before anything is mapped. Other
- * fields pass, and statuses stay open strings (an unknown one passes the event through).
+ * fields pass, and statuses stay open strings (an unknown one passes the event through). Ids,
+ * references and codes are at most 255 characters (Stripe: "IDs can be up to 255 characters";
+ * ../wire-identifiers.ts), a Customer's and a PaymentMethod's half that each, as a saved card's
+ * token joins the two (savedCardToken).
  */
 const minor = z.int().nonnegative();
 /** Unix seconds a Date can hold as an ISO 8601 string (years 0001 to 9999). */
@@ -264,7 +268,7 @@ const latestChargeSchema = z
             last4: z.string().nullish(),
             exp_month: z.int().min(1).max(12).nullish(),
             exp_year: z.int().nullish(),
-            network_transaction_id: z.string().nullish(),
+            network_transaction_id: pspText().nullish(),
           })
           .nullish(),
       })
@@ -275,51 +279,55 @@ const latestChargeSchema = z
     path: ['created'],
   });
 
+/** A Customer's or a PaymentMethod's id, or the object naming it: half an id's bound (the saved card's token is both). */
+const halfId = pspId(Math.floor(PSP_IDENTIFIER_MAX_LENGTH / 2));
+const halfIdOrObject = z.union([halfId, z.looseObject({ id: halfId })]);
+
 const paymentIntentSchema = z.looseObject({
-  id: z.string().min(1),
+  id: pspId(),
   amount: minor,
   amount_received: minor,
   currency: z.string().regex(/^[A-Za-z]{3}$/, 'must be an ISO 4217 code'),
   status: z.string(),
   capture_method: z.string().nullish(),
-  metadata: z.looseObject({ reference: z.string().optional() }).nullish(),
-  latest_charge: z.union([z.string(), latestChargeSchema]).nullish(),
-  customer: z.union([z.string(), z.looseObject({ id: z.string() })]).nullish(),
-  payment_method: z.union([z.string(), z.looseObject({ id: z.string() })]).nullish(),
+  metadata: z.looseObject({ reference: pspText().optional() }).nullish(),
+  latest_charge: z.union([pspText(), latestChargeSchema]).nullish(),
+  customer: halfIdOrObject.nullish(),
+  payment_method: halfIdOrObject.nullish(),
   setup_future_usage: z.string().nullish(),
-  last_payment_error: z.looseObject({ decline_code: z.string().nullish(), code: z.string().nullish(), message: z.string().nullish() }).nullish(),
+  last_payment_error: z.looseObject({ decline_code: pspText().nullish(), code: pspText().nullish(), message: z.string().nullish() }).nullish(),
   next_action: z
     .looseObject({ type: z.string(), redirect_to_url: z.looseObject({ url: z.string().nullish(), return_url: z.string().nullish() }).nullish() })
     .nullish(),
 });
 
 const refundSchema = z.looseObject({
-  id: z.string().min(1),
+  id: pspId(),
   amount: minor,
   status: z.string().nullish(),
-  payment_intent: z.union([z.string(), z.looseObject({ id: z.string() })]).nullish(),
-  failure_reason: z.string().nullish(),
+  payment_intent: z.union([pspText(), z.looseObject({ id: pspText() })]).nullish(),
+  failure_reason: pspText().nullish(),
 });
 
-const idOrObject = z.union([z.string().min(1), z.looseObject({ id: z.string().min(1) })]);
+const idOrObject = z.union([pspId(), z.looseObject({ id: pspId() })]);
 
 const disputeSchema = z.looseObject({
-  id: z.string().min(1),
+  id: pspId(),
   amount: minor,
   currency: z.string().regex(/^[A-Za-z]{3}$/, 'must be an ISO 4217 code'),
-  reason: z.string(),
+  reason: pspText(),
   status: z.string(),
   created: unixSeconds,
   charge: idOrObject,
-  payment_intent: z.union([z.string().min(1), z.looseObject({ id: z.string().min(1), metadata: z.looseObject({ reference: z.string().optional() }).nullish() })]).nullish(),
+  payment_intent: z.union([pspId(), z.looseObject({ id: pspId(), metadata: z.looseObject({ reference: pspText().optional() }).nullish() })]).nullish(),
   evidence_details: z.looseObject({ due_by: unixSeconds.nullish(), submission_count: z.int().nonnegative() }).nullish(),
   balance_transactions: z.array(z.looseObject({ fee: z.int().min(-1e12).max(1e12) })).nullish(),
 });
 
 /** The event as the Stripe library returns it once verified (the body parsed, nothing checked). */
 const eventSchema = z.object({
-  id: z.string().min(1),
-  type: z.string().min(1),
+  id: pspId(),
+  type: pspId(PSP_EVENT_TYPE_MAX_LENGTH),
   /** Unix seconds. */
   created: z.number(),
   data: z.object({ object: z.looseObject({ object: z.unknown() }) }),

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { startAdyenDouble, type AdyenDouble } from '../../doubles/adyen/server';
 import { AdyenProvider } from '../../provider/adyen/client';
 import type { StackOptions } from '../../devstack/stack';
@@ -9,6 +10,9 @@ export const adyenTestSettings = {
   merchantAccount: 'OrchestratorTest',
   apiKey: 'test_api_key',
 } as const;
+
+/** A fresh pspReference as Adyen writes one: 16 characters (upper-case hex here, as the double's). */
+export const adyenPspReference = () => randomBytes(8).toString('hex').toUpperCase();
 
 /** An Adyen double on loopback, sending no notifications until its webhook URL is set. */
 export function startTestAdyenDouble(): Promise<AdyenDouble> {

@@ -8,6 +8,7 @@ import { adyen } from '../../provider/adyen/library';
 import { disputeEventTypes, eurBalances } from '../helpers/disputes';
 import { expectLedgerConsistent } from '../helpers/effects';
 import { apiClient, decidedPayment, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
+import { adyenPspReference } from '../helpers/adyen';
 
 /**
  * Disputes at Adyen on the real stack (Temporal dev server, PostgreSQL, a worker whose registry
@@ -302,8 +303,8 @@ describe('a hostile dispute notification at /provider_webhooks/adyen-test', () =
       eventDate: new Date().toISOString(),
       merchantAccountCode: merchantAccount,
       merchantReference: 'pay_forged',
-      pspReference: uniqueKey('D'),
-      originalReference: uniqueKey('P'),
+      pspReference: adyenPspReference(),
+      originalReference: adyenPspReference(),
       reason: '',
       success: 'true',
       ...fields,

@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RoutePlanner } from '../../activities';
 import type { AdyenDouble } from '../../doubles/adyen/server';
 import { adyen } from '../../provider/adyen/library';
-import { adyenTestSettings, startAdyenStack, startTestAdyenDouble, testAdyenClient } from '../helpers/adyen';
+import { adyenPspReference, adyenTestSettings, startAdyenStack, startTestAdyenDouble, testAdyenClient } from '../helpers/adyen';
 import { apiClient, decidedPayment, eventually, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
@@ -164,7 +164,7 @@ describe('Adyen notifications reach the product: signed batches to /provider_web
       stack.sql<{ event_id: string }[]>`SELECT event_id FROM provider_events WHERE provider = 'adyen-test' AND split_part(event_id, ':', 1) IN ${stack.sql(references)} ORDER BY event_id`;
 
     it('every item signed and readable: answered [accepted], each item stored once, and once again for a redelivery of the batch', async () => {
-      const references = [uniqueKey('A'), uniqueKey('B')];
+      const references = [adyenPspReference(), adyenPspReference()];
       const batch = references.map((r) => signed(item(r)));
       for (let delivery = 0; delivery < 2; delivery++) {
         const answer = await post(batch);
@@ -183,7 +183,7 @@ describe('Adyen notifications reach the product: signed batches to /provider_web
         issues: ['notificationItems.1.NotificationRequestItem.amount.value', 'notificationItems.1.NotificationRequestItem.eventDate'],
       },
     ])('$what: 400 $code, and nothing of the batch is stored', async ({ second, code, issues }) => {
-      const references = [uniqueKey('A'), uniqueKey('B')];
+      const references = [adyenPspReference(), adyenPspReference()];
       const answer = await post([signed(item(references[0]!)), second(references[1]!)]);
       expect(answer.status, answer.text).toBe(400);
       const error = (JSON.parse(answer.text) as { error: { type: string; issues?: { path: string }[] } }).error;

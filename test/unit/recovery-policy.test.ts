@@ -15,7 +15,6 @@ import {
   classifyDecline,
   recoveryPolicy,
   recoveryWindowMs,
-  tenantLimitsRefusal,
   type DeclineSignal,
   type RecoveryPolicy,
   type TenantRecoveryLimits,
@@ -43,10 +42,7 @@ describe('a decline is hard or soft by the scheme’s signal', () => {
 });
 
 describe('a tenant may lower the limits, never raise them', () => {
-  it('refuses a limit above the network’s and clamps one that slips through', () => {
-    expect(tenantLimitsRefusal({ perDay: 5, perMonth: 12, maxRetries: 4 })).toBeNull();
-    expect(tenantLimitsRefusal({ perDay: 11 })).toMatch(/per_day must be 1–10/);
-    expect(tenantLimitsRefusal({ perMonth: 16, maxRetries: 9 })).toMatch(/per_30_days must be 1–15; max_retries must be 1–8/);
+  it('clamps a limit above the network’s that slips past the API (which refuses it: test/integration/edge-bounds.test.ts)', () => {
     const policy = recoveryPolicy(1, { perDay: 99, perMonth: 99, maxRetries: 99 });
     expect([policy.perDay, policy.perMonth, policy.scheduleMs.length]).toEqual([NETWORK_CARD_LIMITS.perDay, NETWORK_CARD_LIMITS.perMonth, SCHEDULE_LIMITS.maxRetries]);
     expect(recoveryPolicy(1, { perDay: 3, maxRetries: 2 })).toMatchObject({ perDay: 3, perMonth: 15, scheduleMs: [12 * HOUR, 24 * HOUR] });
