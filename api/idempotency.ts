@@ -416,6 +416,8 @@ async function startWithUpdate<T extends WorkflowType>(
     // signal arrived while the run completed in it: UnhandledCommand), and the update with it.
     // The run goes on and records its outcome: the answer comes by the record's notification.
     if (updateLostWithItsTask(error)) return { kind: 'running' };
+    // The run exists and has taken all the updates it may for now (it continues as new): still running, 202.
+    if (runOutOfUpdates(error)) return { kind: 'running', outcome: () => Promise.resolve(null) };
     if (!(error instanceof WorkflowUpdateRPCTimeoutOrCancelledError) && !isGrpcDeadlineError(error)) throw error;
     await withinTemporalDeadline(deps, () => deps.temporal.workflow.getHandle(startOptions.workflowId).describe()).catch(() => {
       throw error;
@@ -426,6 +428,20 @@ async function startWithUpdate<T extends WorkflowType>(
 
 /** gRPC's FAILED_PRECONDITION. */
 const FAILED_PRECONDITION = 9;
+
+/**
+ * Temporal's refusal of an update to a run that has taken all the updates one run may take
+ * (the server's limit.workflowExecution.maxTotalUpdates, FAILED_PRECONDITION "limit on number
+ * of total updates has been reached"). Nothing ran. A payment's run continues as new well before
+ * it, so this is a moment at most: the command is answered 503 with Retry-After, never 500.
+ * (The limit on updates in flight at once is RESOURCE_EXHAUSTED: Temporal unavailable, 503 too.)
+ */
+export function runOutOfUpdates(error: unknown): boolean {
+  for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
+    if (isGrpcServiceError(current) && current.code === FAILED_PRECONDITION && /limit on number of total updates/i.test(`${current.details ?? ''} ${current.message}`)) return true;
+  }
+  return false;
+}
 
 /** An update the server dropped with the workflow task that carried it (its worker died or failed the task): nothing ran, it may be sent again. */
 export function updateLostWithItsTask(error: unknown): boolean {

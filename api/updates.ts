@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure, isGrpcDeadlineError, WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, type WorkflowUpdateHandle } from '@temporalio/client';
-import type { FinalResponse } from '../domain/errors';
+import { ApiError, type FinalResponse } from '../domain/errors';
 import type { ApiDeps } from './context';
-import { updateLostWithItsTask, type Dispatched } from './idempotency';
+import { runOutOfUpdates, updateLostWithItsTask, type Dispatched } from './idempotency';
 
 /**
  * Temporal's answers when an update meets a run that has closed or is closing: not found
@@ -16,6 +16,11 @@ function runClosedUnder(error: unknown): boolean {
     if (/already completed|aborted by closing workflow|workflow is closing/i.test(text)) return true;
   }
   return false;
+}
+
+/** A command Temporal refused because its run has no room for another update yet: 503, nothing recorded. */
+function noRoomForNow(): ApiError {
+  return new ApiError('service_unavailable', 'The run this command acts on takes no more commands for a moment; nothing was done. Retry with the same Idempotency-Key.', {}, { 'Retry-After': '1' });
 }
 
 /** The type ApplicationFailure.nonRetryable gives a failure created without one. */
@@ -63,6 +68,7 @@ export async function dispatchUpdate(deps: ApiDeps, start: () => Promise<Workflo
   } catch (error) {
     if (error instanceof WorkflowUpdateFailedError && !noHandlerYet(error)) return { kind: 'decided', response: answers.refused(error) };
     if (runClosedUnder(error)) return { kind: 'decided', response: await answers.closed() };
+    if (runOutOfUpdates(error)) throw noRoomForNow();
     if (!(error instanceof WorkflowUpdateFailedError) && !updateLostWithItsTask(error)) throw error;
     update = null;
   }
@@ -77,6 +83,7 @@ export async function dispatchUpdate(deps: ApiDeps, start: () => Promise<Workflo
           if (error instanceof WorkflowUpdateFailedError && !noHandlerYet(error)) return answers.refused(error);
           if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || isGrpcDeadlineError(error)) return null;
           if (runClosedUnder(error)) return answers.closed();
+          if (runOutOfUpdates(error)) throw noRoomForNow();
           if (!(error instanceof WorkflowUpdateFailedError) && !updateLostWithItsTask(error)) throw error;
           // No handler yet, or the update was lost with its workflow task: the same update again
           // after a pause, if the wait leaves room for one.

@@ -262,3 +262,17 @@ export async function paymentForReturn(db: Db, paymentId: string): Promise<Payme
   const [row] = await db<PaymentReturnRow[]>`SELECT id, status, provider, workflow_id, return_url FROM payments WHERE id = ${paymentId}`;
   return row ?? null;
 }
+
+/**
+ * Takes one of the payment's details calls for a customer's return from its challenge, if it has
+ * one left: one statement that adds one to the payment's count only while it is below `max`
+ * (migrations/024), so concurrent returns cannot take more than `max` between them. True: taken.
+ */
+export async function takeChallengeReturnCall(db: Db, paymentId: string, max: number): Promise<boolean> {
+  const taken = await db`
+    INSERT INTO challenge_return_calls (payment_id, calls) VALUES (${paymentId}, 1)
+    ON CONFLICT (payment_id) DO UPDATE SET calls = challenge_return_calls.calls + 1, last_at = now()
+      WHERE challenge_return_calls.calls < ${max}
+    RETURNING calls`;
+  return taken.length === 1;
+}

@@ -174,6 +174,13 @@ const variables = z.object({
    */
   PROVIDER_DECISION_GRACE_SECONDS: seconds(300),
   /**
+   * A payment's run continues as new during a wait once it has taken this many updates, or its
+   * history this many events (unset: PAYMENT_CONTINUE_AFTER in shared/payments.ts, well before
+   * Temporal's limits). Set lower only to see it happen (tests).
+   */
+  PAYMENT_CONTINUE_AFTER_UPDATES: z.coerce.number().int().positive().optional(),
+  PAYMENT_CONTINUE_AFTER_EVENTS: z.coerce.number().int().positive().optional(),
+  /**
    * Multiplies every duration of the revenue recovery policy (domain/recovery.ts: the retry
    * schedule, the advice waits, the card's 24-hour and 30-day windows, the recovery window).
    * 1 in production; tests use e.g. 0.000277, so an hour is a second.

@@ -5,6 +5,7 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import type { RecoveryPolicy } from '../domain/recovery';
+import type { AttemptMemo, RoutePlan } from '../domain/payments-attempts';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 // The statuses, capture methods and payment events come from the lifecycle table (domain/payments.ts).
 import { paymentWindows, type CaptureMethod, type ChargeFigures, type ChargeState, type PaymentStatus } from '../domain/payments';
@@ -68,6 +69,43 @@ export interface PaymentWorkflowInput {
    * reserved in the budget of the saved method `paymentMethodId`.
    */
   recovery?: { windowMs: number; policy: RecoveryPolicy; paymentMethodId: string } | null;
+  /**
+   * The run continues as new during a wait once it has taken this many updates (default
+   * PAYMENT_CONTINUE_AFTER.updates), or its history this many events (PAYMENT_CONTINUE_AFTER.events),
+   * or Temporal suggests it: well before the server's limits on a run, so a merchant's command
+   * always finds room (PAYMENT_CONTINUE_AFTER_UPDATES and _EVENTS set them lower, for tests).
+   */
+  continueAfterUpdates?: number;
+  continueAfterEvents?: number;
+  /** Where the run that continued as new left its wait: this run resumes it (workflows/payments.ts). */
+  continued?: PaymentCarried;
+}
+
+/** When a payment's run continues as new, unless its input says otherwise (Temporal's limits: 2 000 updates, 51 200 events or 50 MB of history). */
+export const PAYMENT_CONTINUE_AFTER = { updates: 1000, events: 10_000, bytes: 4 * 1024 * 1024 } as const;
+
+/**
+ * What a payment's run carries into the run it continues as, during a wait: where the payment
+ * stands, the wait and its deadline, and what the run knew. No command is ever carried: a
+ * command ends the wait it arrives in, so a run continues as new only with none pending and no
+ * handler running.
+ */
+export interface PaymentCarried {
+  /** The wait the new run resumes: the PSP's (the customer's challenge, the bank's debit) or the merchant's capture. */
+  wait: 'psp' | 'capture';
+  status: PaymentStatus;
+  /** The charge waited on (its id '' while the PSP has not named it); an authorization's void is the compensation it carries. */
+  charge: ProviderCharge;
+  /** When the wait's window ends (epoch ms, workflow time): the same deadline in every run. */
+  deadline: number;
+  /** The status poll's next interval (the PSP's wait). */
+  pollIntervalMs?: number;
+  firstAnswer: FinalResponse;
+  chargingAttempt: { provider?: string; attempt?: number };
+  routeMemo: { provider?: string; attempts?: AttemptMemo[]; route?: string[]; route_reason?: string };
+  routePlan?: RoutePlan;
+  /** What the PSP reported about the charge, oldest first (at most the run keeps). */
+  reports: ProviderCharge[];
 }
 
 /**

@@ -1,11 +1,11 @@
-import { ApplicationFailure, allHandlersFinished, condition, log, setHandler, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+import { ApplicationFailure, allHandlersFinished, condition, continueAsNew, log, setHandler, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { accepts, applyChargeReport, commandRefusal, deadlineOf, isChargeState, isOutcomePending, statusForCharge } from '../domain/payments';
 import type { ProviderCharge } from '../provider/types';
 import type { AttemptMemo, RoutePlan } from '../domain/payments-attempts';
 import type { ChargeAttemptInput, ChargeAttemptResult } from '../activities/provider-steps';
 import { afterBudgetFullAt, afterRetryDeclined, beginRecovery, classifyDecline, recoveryEnded, recoveryView, type DeclineSignal, type RecoveryProgress } from '../domain/recovery';
 import { FailureType, type FinalResponse, type ScopedKey } from '../shared/definitions';
-import { CANCEL_FAILED, cancelUpdate, captureUpdate, challengeReturnUpdate, chargeReportSignal, firstAnswerUpdate, type ChallengeReturn, type ChallengeReturnOutcome, WAIT_DEFAULTS, paymentStatusQuery, PaymentStatusKey, type CancelRequest, type CaptureRequest, type PaymentStatus, type PaymentWorkflowInput } from '../shared/payments';
+import { CANCEL_FAILED, cancelUpdate, captureUpdate, challengeReturnUpdate, chargeReportSignal, firstAnswerUpdate, type ChallengeReturn, type ChallengeReturnOutcome, PAYMENT_CONTINUE_AFTER, type PaymentCarried, WAIT_DEFAULTS, paymentStatusQuery, PaymentStatusKey, type CancelRequest, type CaptureRequest, type PaymentStatus, type PaymentWorkflowInput } from '../shared/payments';
 import { providerSubKey } from '../shared/keys';
 import { firstCharge, providerSteps, providerStepsWithin, records } from './activities';
 import { serveRequest } from './interceptors';
@@ -14,6 +14,8 @@ import { Compensations, failureOfType } from './saga';
 type Command = { kind: 'capture'; request: CaptureRequest } | { kind: 'cancel'; request: CancelRequest };
 /** How a wait for the PSP ends: a command (cancel), or the charge decided as the PSP reported it. */
 type PspOutcome = Command | { kind: 'decided'; charge: ProviderCharge };
+/** A wait ended because the run is to continue as new (its room for updates or history runs out). */
+type Continue = { kind: 'continue' };
 /** What a phase hands on: the charge, to the next phase; or the payment's final answer. */
 type PhaseResult = { kind: 'charge'; charge: ProviderCharge } | Final;
 type Final = { kind: 'final'; response: FinalResponse };
@@ -29,24 +31,29 @@ const CHALLENGE_RETURN_WITHIN_MS = 60_000;
 /** Reports kept while waiting: a flood of webhooks cannot grow the run's state without bound. */
 const MAX_KEPT_REPORTS = 20;
 
+/** The status poll of a wait: its next interval (doubling up to `maxMs`, kept here so a run that continues as new goes on with it), and the poll itself. */
+interface StatusPoll {
+  intervalMs: number;
+  maxMs: number;
+  run: () => Promise<void>;
+}
+
 /**
  * The one wait of every phase: until `outcome()` has a value (a merchant's command, or an
- * external report), or the window ends (undefined). With `poll`, the wait also asks the PSP
- * itself on a growing backoff (first after `firstMs`, doubling up to `maxMs`), so a lost
- * webhook delays nothing beyond the next poll; the poll feeds the same reports a webhook does.
+ * external report), or the window ends (undefined; at once when none is left). With `poll`, the
+ * wait also asks the PSP itself on a growing backoff (first after `intervalMs`, doubling up to
+ * `maxMs`), so a lost webhook delays nothing beyond the next poll; the poll feeds the same
+ * reports a webhook does.
  */
-async function waitForOutcome<T>(
-  outcome: () => T | undefined,
-  windowMs: number,
-  poll?: { firstMs: number; maxMs: number; run: () => Promise<void> },
-): Promise<T | undefined> {
+async function waitForOutcome<T>(outcome: () => T | undefined, windowMs: number, poll?: StatusPoll): Promise<T | undefined> {
   if (!poll) {
-    await condition(() => outcome() !== undefined, windowMs);
+    // condition() with a timeout of 0 would wait without one.
+    if (windowMs > 0) await condition(() => outcome() !== undefined, windowMs);
     return outcome();
   }
   const deadline = Date.now() + windowMs; // workflow time: deterministic on replay
-  let interval = poll.firstMs;
   for (;;) {
+    const interval = poll.intervalMs;
     const remaining = deadline - Date.now();
     if (remaining <= 0 || outcome() !== undefined) return outcome();
     if (await condition(() => outcome() !== undefined, Math.min(interval, remaining))) return outcome();
@@ -57,7 +64,7 @@ async function waitForOutcome<T>(
     // A poll the PSP refuses outright is logged, not fatal: the wait goes on until its deadline.
     const polled = poll.run().catch((error: unknown) => log.warn('status poll failed; waiting on', { error: String(error) }));
     await Promise.race([polled, condition(() => outcome() !== undefined)]);
-    interval = Math.min(interval * 2, poll.maxMs);
+    poll.intervalMs = Math.min(interval * 2, poll.maxMs);
   }
 }
 
@@ -149,10 +156,17 @@ class PaymentRun {
   private waitingChargeId: string | undefined;
   /** A customer's return from the challenge is being completed by the PSP's details call. */
   private returning = false;
+  /** The updates this run has taken (accepted): past input.continueAfterUpdates it continues as new at its next quiet moment in a wait. */
+  private updatesTaken = 0;
 
   constructor(private readonly input: PaymentWorkflowInput) {
+    // A run that continued another takes up its state before any handler is set: an update that
+    // Temporal handed on to this run is judged (validator) as soon as its handler is set, by the
+    // wait it resumes.
+    if (input.continued) this.restore(input.continued);
     setHandler(paymentStatusQuery, () => this.status);
     setHandler(firstAnswerUpdate, async () => {
+      this.updatesTaken++;
       await condition(() => this.firstAnswer !== undefined);
       return this.firstAnswer!;
     });
@@ -162,6 +176,7 @@ class PaymentRun {
       // A webhook's report names the PSP it came from; one that does not names no charge.
       this.noteReport(report.charge, report.provider ?? null);
     });
+    if (input.continued) this.listenForCommands();
   }
 
   answered(response: FinalResponse): void {
@@ -169,17 +184,74 @@ class PaymentRun {
   }
 
   async run(): Promise<FinalResponse> {
-    const authorized = await this.authorize();
-    if (authorized.kind === 'final') return authorized.response;
-    let charge = authorized.charge;
-    this.setStatus(statusForCharge(charge.status));
-    if (isOutcomePending(this.status)) {
-      const waited = await this.awaitPsp(charge);
+    // A run that continued another resumes its wait, to the same deadline.
+    const carried = this.input.continued;
+    let charge: ProviderCharge;
+    if (carried) {
+      charge = carried.charge;
+    } else {
+      const authorized = await this.authorize();
+      if (authorized.kind === 'final') return authorized.response;
+      charge = authorized.charge;
+      this.setStatus(statusForCharge(charge.status));
+    }
+    if (carried?.wait !== 'capture' && isOutcomePending(this.status)) {
+      const waited = await this.awaitPsp(charge, carried);
       if (waited.kind === 'final') return waited.response;
       charge = waited.charge;
     }
-    if (charge.status === 'requires_capture') await this.awaitCapture(charge.id);
+    if (charge.status === 'requires_capture') await this.awaitCapture(charge, carried?.wait === 'capture' ? carried.deadline : undefined);
     return this.firstAnswer!;
+  }
+
+  // ── Continue as new: a run never runs out of room for a merchant's command ──────────────
+
+  /**
+   * The run continues as new (within a wait, when no command is pending and no handler runs)
+   * once it has taken input.continueAfterUpdates updates, or its history has grown past
+   * input.continueAfterEvents events or PAYMENT_CONTINUE_AFTER.bytes, or Temporal suggests it:
+   * well before the server's limits (2 000 updates, 51 200 events or 50 MB), past which a
+   * merchant's capture or cancel could no longer reach it.
+   */
+  private continuing(): Continue | undefined {
+    const info = workflowInfo();
+    const full =
+      this.updatesTaken >= (this.input.continueAfterUpdates ?? PAYMENT_CONTINUE_AFTER.updates) ||
+      info.continueAsNewSuggested ||
+      info.historyLength >= (this.input.continueAfterEvents ?? PAYMENT_CONTINUE_AFTER.events) ||
+      info.historySize >= PAYMENT_CONTINUE_AFTER.bytes;
+    return full && allHandlersFinished() ? { kind: 'continue' } : undefined;
+  }
+
+  /** Continues as new, carrying the wait (its charge and deadline) and what the run knows; the memo and search attributes go with it. */
+  private async continueAsNew(wait: Pick<PaymentCarried, 'wait' | 'charge' | 'deadline' | 'pollIntervalMs'>): Promise<never> {
+    const continued: PaymentCarried = {
+      ...wait,
+      status: this.status,
+      firstAnswer: this.firstAnswer!,
+      chargingAttempt: this.chargingAttempt,
+      routeMemo: this.routeMemo,
+      ...(this.routePlan ? { routePlan: this.routePlan } : {}),
+      reports: [...this.reports],
+    };
+    const info = workflowInfo();
+    log.info('the payment run continues as new', { payment_id: this.input.paymentId, wait: wait.wait, history_length: info.historyLength, updates_taken: this.updatesTaken });
+    const { continued: _previous, ...input } = this.input;
+    return continueAsNew<typeof paymentWorkflow>({ ...input, continued });
+  }
+
+  /** The state a run that continued as new carried: the wait it resumes is open from the start. */
+  private restore(carried: PaymentCarried): void {
+    this.status = carried.status;
+    this.firstAnswer = carried.firstAnswer;
+    this.chargingAttempt = carried.chargingAttempt;
+    this.routeMemo = carried.routeMemo;
+    this.routePlan = carried.routePlan;
+    this.reports.push(...carried.reports);
+    // The compensation of an authorization (its void), as authorize or the wait's outcome pushed it.
+    this.pushCompensation(carried.charge);
+    this.accepting = true;
+    if (carried.wait === 'psp') this.waitingChargeId = carried.charge.id;
   }
 
   // ── Phase 1: authorize ───────────────────────────────────────────────────────────────
@@ -473,23 +545,21 @@ class PaymentRun {
    * PSP itself; whichever decides the charge first is recorded. A cancel voids the challenge;
    * the window's end is decided by the PSP's clock (decideAtDeadline).
    */
-  private async awaitPsp(waiting: ProviderCharge): Promise<PhaseResult> {
+  private async awaitPsp(waiting: ProviderCharge, resumed?: Pick<PaymentCarried, 'deadline' | 'pollIntervalMs'>): Promise<PhaseResult> {
     const { input } = this;
     const customer = deadlineOf(this.status) === 'authentication';
     const windowMs = customer ? (input.authenticationWindowMs ?? WAIT_DEFAULTS.authenticationWindowMs) : (input.settlementWindowMs ?? WAIT_DEFAULTS.settlementWindowMs);
-    const poll = input.statusPoll ?? WAIT_DEFAULTS.statusPoll;
-    const deadline = Date.now() + windowMs;
+    const pollConfig = input.statusPoll ?? WAIT_DEFAULTS.statusPoll;
+    const deadline = resumed?.deadline ?? Date.now() + windowMs;
     // The Web UI shows why the run waits and until when (Memo tab), next to the timer in its history.
     upsertMemo({ waiting_for: customer ? 'customer authentication (3-D Secure)' : 'the PSP to settle an asynchronous payment', waiting_until: new Date(deadline).toISOString() });
     this.listenForCommands();
     this.accepting = true;
     // '' until the PSP names the charge (noteReport): what decides it is then matched by that name.
     this.waitingChargeId = waiting.id;
-    const outcome = await waitForOutcome<PspOutcome>(
-      () => this.command ?? this.decidedBy(this.waitingChargeId!),
-      windowMs,
-      { firstMs: poll.firstMs, maxMs: poll.maxMs, run: async () => this.noteReport(await this.retrieve(this.waitingChargeId!)) },
-    );
+    const poll: StatusPoll = { intervalMs: resumed?.pollIntervalMs ?? pollConfig.firstMs, maxMs: pollConfig.maxMs, run: async () => this.noteReport(await this.retrieve(this.waitingChargeId!)) };
+    const outcome = await waitForOutcome<PspOutcome | Continue>(() => this.command ?? this.decidedBy(this.waitingChargeId!) ?? this.continuing(), deadline - Date.now(), poll);
+    if (outcome?.kind === 'continue') return this.continueAsNew({ wait: 'psp', charge: { ...waiting, id: this.waitingChargeId! }, deadline, pollIntervalMs: poll.intervalMs });
     const chargeId = this.waitingChargeId;
     this.accepting = false;
     this.waitingChargeId = undefined;
@@ -583,14 +653,17 @@ class PaymentRun {
 
   // ── Phase 3: wait for capture (manual capture) ──────────────────────────────────────────
 
-  /** A capture or cancel update, or a void when the authorization window ends. */
-  private async awaitCapture(chargeId: string): Promise<void> {
+  /** A capture or cancel update, or a void when the authorization window ends (`resumedWindowEnd`: a run that continued another resumes its window). */
+  private async awaitCapture(authorization: ProviderCharge, resumedWindowEnd?: number): Promise<void> {
     const { input } = this;
+    const chargeId = authorization.id;
     this.listenForCommands();
     this.accepting = true;
-    const windowEnd = Date.now() + input.authorizationWindowMs; // workflow time: deterministic on replay
+    const windowEnd = resumedWindowEnd ?? Date.now() + input.authorizationWindowMs; // workflow time: deterministic on replay
     this.authorizationWindowEnd = windowEnd;
-    const decided = await waitForOutcome(() => this.command, input.authorizationWindowMs);
+    const waited = await waitForOutcome<Command | Continue>(() => this.command ?? this.continuing(), windowEnd - Date.now());
+    if (waited?.kind === 'continue') return this.continueAsNew({ wait: 'capture', charge: authorization, deadline: windowEnd });
+    const decided = waited;
     this.accepting = false; // from here on validators refuse, so no update can wait forever
     if (decided === undefined || decided.kind === 'cancel') {
       if (decided === undefined) log.info('authorization window ended uncaptured; voiding', { payment_id: input.paymentId });
@@ -813,6 +886,7 @@ class PaymentRun {
    * CHALLENGE_RETURN_WITHIN_MS leaves the decision to its notification or the window's end.
    */
   private async completeChallenge(request: ChallengeReturn): Promise<ChallengeReturnOutcome> {
+    this.updatesTaken++;
     this.returning = true;
     serveRequest(request.requestId);
     const { input } = this;
@@ -881,6 +955,7 @@ class PaymentRun {
   }
 
   private async acceptCommand(next: Command): Promise<FinalResponse> {
+    this.updatesTaken++;
     if (this.command) {
       // The validator admits one command; this only guards against two in one activation.
       throw ApplicationFailure.create({ type: refusalType(next), message: `payment ${this.input.paymentId} already has a ${this.command.kind} in progress`, nonRetryable: true });

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import { ApplicationFailure, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Context } from 'hono';
-import { paymentForReturn, type PaymentReturnRow } from '../../db/payments';
+import { paymentForReturn, takeChallengeReturnCall, type PaymentReturnRow } from '../../db/payments';
 import { FailureType } from '../../shared/definitions';
 import { challengeReturnUpdate } from '../../shared/payments';
 import type { ApiDeps, AppEnv, ProviderWebhookReceiver } from '../context';
@@ -15,12 +15,33 @@ import type { ApiDeps, AppEnv, ProviderWebhookReceiver } from '../context';
  * `challengeReturn` update, whose details call at the PSP decides the charge), then sends the
  * customer on (303) to the merchant's `return_url` stored on the payment, with `payment_id`
  * added: never to an address from the request. Unauthenticated (the customer's browser), so it
- * changes nothing unless the payment waits for this customer's challenge at such a PSP.
+ * is bounded: a malformed result is refused before anything is asked; a return reaches the run
+ * only while the payment waits for its customer's challenge at such a PSP; and a payment gets at
+ * most CHALLENGE_RETURN_DETAILS_CALLS details calls, each taken in PostgreSQL before the update is
+ * sent (db/payments.ts takeChallengeReturnCall). Past them the customer is sent on without
+ * effect: the PSP's notification or the run's poll decides the payment.
  */
 
-/** Adyen's redirectResult: base64 (or base64url) text; longer or other characters are refused. */
+/**
+ * Adyen's redirectResult: base64 or base64url text, whose parts Adyen joins with `!` (its
+ * documented return is `redirectResult=X6XtfGC3%21Y…`), at most this long. Anything else is
+ * refused before the run or the PSP sees it.
+ */
 export const REDIRECT_RESULT_MAX_LENGTH = 8192;
-const redirectResultPattern = /^[A-Za-z0-9+/=_-]+$/;
+const redirectResultPattern = /^[A-Za-z0-9+/=_!-]+$/;
+/** The details calls one payment's returns may cause at its PSP: enough for a customer who comes back twice, and no flood. */
+export const CHALLENGE_RETURN_DETAILS_CALLS = 3;
+
+/**
+ * The redirectResult as the PSP issued it, or null when it cannot be one. A `+` the PSP left
+ * unescaped reads as a space in a query string: base64 has no spaces, so it is a `+` again.
+ */
+export function wellFormedRedirectResult(value: string | undefined): string | null {
+  if (value === undefined) return null;
+  const result = value.replaceAll(' ', '+');
+  if (result.length === 0 || result.length > REDIRECT_RESULT_MAX_LENGTH || !redirectResultPattern.test(result)) return null;
+  return result;
+}
 /** Our payment ids (domain/ids.ts newId): anything else is no payment of ours. */
 const paymentIdPattern = /^pay_[0-9a-z]{10,64}$/;
 
@@ -56,17 +77,20 @@ const returnRoute = createRoute({
     "run completes it with the PSP's details call (Adyen's `/payments/details` with `redirectResult`), then the customer is " +
     "sent (303) to the payment's `return_url` with `payment_id` added: always the one stored on the payment, never an address " +
     'from the request. A payment no longer waiting, or at a PSP that sends its customers to the merchant, is sent on without ' +
-    'effect; the same return again changes nothing more. Answers are HTML pages for the browser.',
+    'effect; the same return again changes nothing more. Bounded: a malformed `redirectResult` is refused before anything is ' +
+    `asked; a payment gets at most ${CHALLENGE_RETURN_DETAILS_CALLS} details calls from its returns, counted before the return ` +
+    "reaches its run; past them the customer is sent on without effect and the PSP's notification or the run's poll decides. " +
+    'Answers are HTML pages for the browser.',
   security: [],
   request: {
     params: z.object({ payment_id: z.string().openapi({ example: 'pay_01jd5k3x7m9q2r4t6v8w0y1z3a' }) }),
     query: z.object({
-      redirectResult: z.string().optional().openapi({ description: `What the PSP appended to its returnUrl (Adyen's \`redirectResult\`): base64 or base64url, at most ${REDIRECT_RESULT_MAX_LENGTH} characters.` }),
+      redirectResult: z.string().optional().openapi({ description: `What the PSP appended to its returnUrl (Adyen's \`redirectResult\`): base64 or base64url text (its parts joined by \`!\`), at most ${REDIRECT_RESULT_MAX_LENGTH} characters; a space is read as the \`+\` an unescaped query gave.` }),
     }),
   },
   responses: {
     200: { description: 'The payment has no `return_url`: a page that says nothing of the payment (no key: no status, no amount).', content: { 'text/html': { schema: z.string() } } },
-    303: { description: "On to the payment's `return_url` (Location), with `payment_id` added." },
+    303: { description: "On to the payment's `return_url` (Location), with `payment_id` added: after the return was applied, or without effect (the payment no longer waits, its PSP sends customers to the merchant, or its details calls are used up)." },
     400: { description: 'No `redirectResult`, one too long or of other characters, or one the PSP does not know: nothing changed.', content: { 'text/html': { schema: z.string() } } },
     404: { description: 'No such payment.', content: { 'text/html': { schema: z.string() } } },
   },
@@ -83,18 +107,21 @@ export function paymentReturnRoutes(deps: ApiDeps) {
 
   app.openapi(returnRoute, async (c) => {
     const id = c.req.valid('param').payment_id;
-    const { redirectResult } = c.req.valid('query');
     const notFound = () => c.html(page('No such payment', 'This return link is not valid.'), 404);
     if (!paymentIdPattern.test(id)) return notFound();
-    if (redirectResult === undefined || redirectResult.length === 0 || redirectResult.length > REDIRECT_RESULT_MAX_LENGTH || !redirectResultPattern.test(redirectResult)) {
+    const redirectResult = wellFormedRedirectResult(c.req.valid('query').redirectResult);
+    if (redirectResult === null) {
       return c.html(page('Bad request', `The return carries no valid redirectResult (base64, at most ${REDIRECT_RESULT_MAX_LENGTH} characters); nothing changed.`), 400);
     }
     const payment = await paymentForReturn(deps.sql, id);
     if (!payment) return notFound();
-    if (payment.status === 'requires_action' && comesBackHere(payment.provider)) {
-      const refused = await completeChallenge(deps, c, payment, redirectResult);
-      if (refused) return c.html(page('Bad request', 'The payment provider does not recognise this return; nothing changed.'), 400);
+    if (payment.status !== 'requires_action' || !comesBackHere(payment.provider)) return sendOn(c, payment);
+    if (!(await takeChallengeReturnCall(deps.sql, id, CHALLENGE_RETURN_DETAILS_CALLS))) {
+      c.get('logger').warn({ payment_id: id }, 'the payment has had all its details calls; the return is not applied (the PSP notification or the poll decides)');
+      return sendOn(c, payment);
     }
+    const refused = await completeChallenge(deps, c, payment, redirectResult);
+    if (refused) return c.html(page('Bad request', 'The payment provider does not recognise this return; nothing changed.'), 400);
     return sendOn(c, (await paymentForReturn(deps.sql, id)) ?? payment);
   });
   return app;

@@ -145,6 +145,8 @@ export function paymentWorkflowInput(
       maxMs: run.windows.PROVIDER_POLL_MAX_MS ?? WAIT_DEFAULTS.statusPoll.maxMs,
     },
     decisionGraceMs: (run.windows.PROVIDER_DECISION_GRACE_SECONDS ?? 300) * 1000,
+    ...(run.windows.PAYMENT_CONTINUE_AFTER_UPDATES ? { continueAfterUpdates: run.windows.PAYMENT_CONTINUE_AFTER_UPDATES } : {}),
+    ...(run.windows.PAYMENT_CONTINUE_AFTER_EVENTS ? { continueAfterEvents: run.windows.PAYMENT_CONTINUE_AFTER_EVENTS } : {}),
     // Customers and saved methods (set only when asked for: other payments' inputs stay as they were).
     ...(run.use?.customerId ? { customerId: run.use.customerId } : {}),
     ...(body.setup_future_usage ? { setupFutureUsage: body.setup_future_usage } : {}),
@@ -163,7 +165,7 @@ function recoveryInput(windowDays: number, paymentMethodId: string, windows: Pay
 
 /** The configured windows a payment's waits run under (lib/config.ts). */
 export type PaymentWindows = Pick<ApiDeps['config'], 'AUTHORIZATION_WINDOW_SECONDS'> &
-  Partial<Pick<Config, 'AUTHENTICATION_WINDOW_SECONDS' | 'ASYNC_SETTLEMENT_WINDOW_SECONDS' | 'PROVIDER_POLL_FIRST_MS' | 'PROVIDER_POLL_MAX_MS' | 'PROVIDER_DECISION_GRACE_SECONDS' | 'RECOVERY_MAX_WINDOW_SECONDS' | 'RECOVERY_TIME_SCALE'>>;
+  Partial<Pick<Config, 'AUTHENTICATION_WINDOW_SECONDS' | 'ASYNC_SETTLEMENT_WINDOW_SECONDS' | 'PROVIDER_POLL_FIRST_MS' | 'PROVIDER_POLL_MAX_MS' | 'PROVIDER_DECISION_GRACE_SECONDS' | 'RECOVERY_MAX_WINDOW_SECONDS' | 'RECOVERY_TIME_SCALE' | 'PAYMENT_CONTINUE_AFTER_UPDATES' | 'PAYMENT_CONTINUE_AFTER_EVENTS'>>;
 
 /** Where an update's rejection by the workflow becomes an HTTP outcome (recorded and replayed). */
 const refusals: Record<string, ApiErrorType> = {

@@ -86,7 +86,7 @@ export interface AdyenDouble {
   setOutage(mode: AdyenDoubleOutage): Promise<void>;
   /** The payments it holds for a merchant reference (our payment id), refused ones included: what it authorised, captured and refunded. */
   paymentsFor(merchantReference: string): readonly Readonly<HeldPayment>[];
-  /** How many /payments/details calls the double answered (a replay by Idempotency-Key makes none). */
+  /** How many /payments/details calls the double took, refused ones included (a replay by Idempotency-Key makes none). */
   detailsCalls(): number;
   /** Its settlement batches: every capture and refund it confirms is a line of the open one (./settlement.ts). */
   readonly settlement: SettlementBatches;
@@ -266,11 +266,11 @@ export async function startAdyenDouble(options: AdyenDoubleOptions): Promise<Ady
 
   /** /payments/details: the outcome of the challenge that issued this redirectResult; one the double never issued is refused. */
   const completeDetails = (body: Types.checkout.PaymentDetailsRequest): Answer => {
+    details += 1;
     const redirectResult = body.details.redirectResult;
     const challenge = redirectResult ? challenges.byRedirectResult(redirectResult) : undefined;
     const answer = challenge ? payments.get(challenge.pspReference)?.challenged?.answer : undefined;
     if (!answer) return error(422, '000', 'Invalid redirectResult: no payment waits for it');
-    details += 1;
     return answer;
   };
 

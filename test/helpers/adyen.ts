@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { startAdyenDouble, type AdyenDouble } from '../../doubles/adyen/server';
 import { AdyenProvider } from '../../provider/adyen/client';
 import type { StackOptions } from '../../devstack/stack';
-import { startStack, type TestStack } from './stack';
+import { apiClient, startStack, type TestStack } from './stack';
 
 /** The settings a test's Adyen double and its `adyen-test` client share. */
 export const adyenTestSettings = {
@@ -33,4 +33,11 @@ export async function startAdyenStack(options: Partial<StackOptions> = {}): Prom
   const stack = await startStack({ ...options, extraProviders: { ...options.extraProviders, 'adyen-test': testAdyenClient(double.url) } });
   double.setWebhookUrl(`${stack.apiUrl}/provider_webhooks/adyen-test`);
   return { double, stack, stop: async () => (await stack.stop(), await double.close()) };
+}
+
+/** The Adyen stack with every payment routed to `adyen-test`, and a tenant with its API client. */
+export async function startAdyenTenant(tenantName: string, api: StackOptions['api']) {
+  const started = await startAdyenStack({ route: async () => ({ providers: ['adyen-test'], reason: 'test route: adyen-test' }), api });
+  const tenant = await started.stack.createTenant(tenantName);
+  return { ...started, tenant, api: apiClient(started.stack.apiUrl, tenant.apiKey) };
 }
