@@ -50,7 +50,7 @@ export interface TenantCard {
   cardKey: string;
 }
 
-/** The card a saved method is a copy of (payment_methods.card_key, db/migrations/024_cards_per_tenant.sql). */
+/** The card a saved method is a copy of (payment_methods.card_key, db/migrations/025_cards_per_tenant.sql). */
 export async function cardOfMethod(db: Db, paymentMethodId: string): Promise<TenantCard> {
   const [method] = await db<{ tenant_id: string; card_key: string }[]>`SELECT tenant_id, card_key FROM payment_methods WHERE id = ${paymentMethodId}`;
   if (!method) throw new Error(`no saved payment method ${paymentMethodId}`);

@@ -9,15 +9,15 @@ import { reserveCardAttempt } from '../../db/recovery';
 import { recoveryPolicy } from '../../domain/recovery';
 
 /**
- * db/migrations/024_cards_per_tenant.sql on a database that holds budgets of the old shape (one
+ * db/migrations/025_cards_per_tenant.sql on a database that holds budgets of the old shape (one
  * per saved method, migration 018): a database migrated up to 023, rows written as the old code
- * wrote them, then 024 applied. Each reservation then counts against its card, and the copies of
+ * wrote them, then 025 applied. Each reservation then counts against its card, and the copies of
  * one card share one budget.
  */
 
 const adminUrl = inject('databaseUrl').replace(/\/[^/]*$/, '/postgres');
 const migrations = path.join(import.meta.dirname, '../../db/migrations');
-const NEW = '024_cards_per_tenant.sql';
+const NEW = '025_cards_per_tenant.sql';
 let admin: Sql;
 let sql: Sql;
 let name: string;
@@ -41,7 +41,7 @@ function migrationsDir(upTo?: string): string {
   return dir;
 }
 
-describe('024: the budgets kept per saved method become their card’s', () => {
+describe('025: the budgets kept per saved method become their card’s', () => {
   it('carries the old rows: each reservation keeps its copy and gets its card; copies of one card merge into one budget that counts them all', async () => {
     const before = migrationsDir(NEW);
     expect(await migrate(sql, () => {}, before)).not.toContain(NEW);
