@@ -12,7 +12,8 @@ import { businessEventKey } from '../shared/keys';
 import { errorResponse, orderAlreadyPaid } from '../domain/errors';
 import { paymentLocation, paymentResource, type PaymentRow } from '../domain/resources';
 import { newId } from '../domain/ids';
-import type { RecoveryView } from '../domain/recovery';
+import { declineOfCharge, isHardDecline, type OffSessionRefusal, type RecoveryView } from '../domain/recovery';
+import { clearHardDecline, noteHardDecline } from '../db/recovery';
 import { paymentMethodEvent, saveCard } from '../db/customers-payment-methods';
 import type { ProviderCharge } from '../provider/types';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
@@ -70,8 +71,34 @@ async function applyCharge(tx: Db, paymentId: string, charge: ProviderCharge, ac
   if (payment.status === 'succeeded') effects.push(postCapture(tx, payment, accounts));
   const event = eventOf(payment.status);
   if (event) effects.push(paymentEvent(tx, payment, event));
-  if (payment.status === 'succeeded' || payment.status === 'requires_capture') effects.push(saveCardFor(tx, payment, charge));
+  effects.push(noteCardAnswer(tx, payment, charge));
   return { payment, effects };
+}
+
+/**
+ * What the charge's answer says of a saved card (docs/recovery.md "A card the issuer called
+ * dead"): a hard decline of an off-session charge of a saved method holds its card from
+ * off-session charges (every copy of it); a payment with the card that succeeds on-session (with
+ * a saved method, or saving the card) lets it be charged off-session again. A payment that
+ * succeeded with setup_future_usage saves its card first.
+ */
+async function noteCardAnswer(tx: Db, payment: PaymentRow, charge: ProviderCharge): Promise<void> {
+  const paid = payment.status === 'succeeded' || payment.status === 'requires_capture';
+  const saved = paid ? await saveCardFor(tx, payment, charge) : null;
+  const method = saved ?? (await savedMethodOf(tx, payment));
+  if (method === null) return;
+  if (paid && !payment.off_session) return clearHardDecline(tx, method);
+  const declined = charge.status === 'declined' && (payment.status === 'declined' || payment.status === 'failed');
+  if (declined && payment.off_session && isHardDecline(declineOfCharge(charge))) {
+    await noteHardDecline(tx, method, { code: charge.declineCode ?? 'card_declined', message: charge.declineMessage ?? 'The card was declined.', paymentId: payment.id });
+  }
+}
+
+/** The saved method a payment charges (its payment_method is one of the tenant's saved methods), or null. */
+async function savedMethodOf(tx: Db, payment: PaymentRow): Promise<string | null> {
+  if (payment.customer_id === null) return null;
+  const [row] = await tx<{ id: string }[]>`SELECT id FROM payment_methods WHERE id = ${payment.payment_method} AND tenant_id = ${payment.tenant_id}`;
+  return row?.id ?? null;
 }
 
 /**
@@ -81,20 +108,22 @@ async function applyCharge(tx: Db, paymentId: string, charge: ProviderCharge, ac
  * payment's state; one method per payment (a repeated step saves nothing), with its
  * payment_method.attached event.
  */
-async function saveCardFor(tx: Db, payment: PaymentRow, charge: ProviderCharge): Promise<void> {
+async function saveCardFor(tx: Db, payment: PaymentRow, charge: ProviderCharge): Promise<string | null> {
   const saved = charge.savedCard;
-  if (payment.setup_future_usage !== 'off_session' || payment.customer_id === null || !saved || payment.provider === null) return;
+  if (payment.setup_future_usage !== 'off_session' || payment.customer_id === null || !saved || payment.provider === null) return null;
   const method = await saveCard(tx, {
     id: newId('pm'),
     tenantId: payment.tenant_id,
     customerId: payment.customer_id,
     card: saved.card,
+    fingerprint: saved.fingerprint ?? null,
     networkTransactionId: saved.networkTransactionId,
     provider: payment.provider,
     token: saved.token,
     sourcePaymentId: payment.id,
   });
   if (method) await paymentMethodEvent(tx, method, 'payment_method.attached');
+  return method?.id ?? (await tx<{ id: string }[]>`SELECT id FROM payment_methods WHERE source_payment_id = ${payment.id}`)[0]?.id ?? null;
 }
 
 /** The payment change a charge status means. */
@@ -327,6 +356,24 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
      * ledger refused it and the money was given back). Answers the operation that was
      * running with 402 payment_failed.
      */
+    /**
+     * Records how an off-session payment of a card held by a hard decline ended, with nothing
+     * charged (activities/routing.ts refuseHeldCard): `failed` or `declined` with the decline's
+     * code and what the merchant can do, its event, and the first answer (402
+     * `authentication_required` or `card_declined`, as that decline from the PSP would answer).
+     */
+    async recordOffSessionRefusal(input: { paymentId: string; refusal: OffSessionRefusal; idempotency: ScopedKey }): Promise<FinalResponse> {
+      const { refusal } = input;
+      return step(sql, async (tx) => {
+        const payment =
+          (await transitionPayment(tx, input.paymentId, { status: refusal.status, amountCapturedMinor: 0, failure: { code: refusal.code, message: refusal.message } })) ??
+          (await lockPayment(tx, input.paymentId));
+        await paymentEvent(tx, payment, refusal.status === 'failed' ? 'payment.failed' : 'payment.declined');
+        const response = chargeResponse(payment);
+        return recorded('payment', input.paymentId, refusal.status, await completeRecord(tx, input.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, response));
+      });
+    },
+
     async recordPaymentFailure(input: {
       paymentId: string;
       failure: { code: string; message: string };

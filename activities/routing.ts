@@ -10,6 +10,8 @@ import { capabilitiesOf, chargesSavedCard, type ProviderRegistry } from '../prov
 import { step, workflowId } from './record-step';
 import { findTenantRouting } from '../db/tenants';
 import { orderWithHealth, routeCandidates, Routing, type ProviderHealthView } from '../domain/routing';
+import { hardDeclineBeforeFirstAttempt } from '../db/recovery';
+import { offSessionRefusal } from '../domain/recovery';
 
 /** Attempt 1's route, and whether an earlier try of attempt 1 recorded it (and so may have charged). */
 export interface FirstAttempt {
@@ -119,6 +121,7 @@ export async function withIntent<T>(sql: Sql, intent: PaymentWorkflowInput, then
 export function createFirstAttemptPlanner(deps: RouteDeps): (request: RouteRequest) => Promise<FirstAttempt> {
   const plan = routePlanning(deps);
   return async (request) => {
+    await refuseHeldCard(deps.sql, request);
     const planned = await plan(request);
     const provider = planned.providers[0]!;
     const first = (await beginFirstAttempt(deps.sql, request.paymentId, provider)) ?? (await persistIntentAndBegin(deps, request.intent, provider));
@@ -128,6 +131,22 @@ export function createFirstAttemptPlanner(deps: RouteDeps): (request: RouteReque
     if (first.provider !== provider) deps.health?.release?.(provider);
     return { plan: keepingFirst(planned, first.provider), triedBefore: first.earlier };
   };
+}
+
+/**
+ * An off-session payment of a saved card whose last off-session charge got a hard decline
+ * (db/recovery.ts, docs/recovery.md) is not charged: the attempt fails for good with
+ * OffSessionRefused, before any attempt is recorded or any PSP asked, carrying how the payment
+ * ends (domain/recovery.ts offSessionRefusal: as that decline would end it). Once attempt 1 is
+ * recorded (a retried step), it is never refused: that try may have charged.
+ */
+async function refuseHeldCard(sql: Sql, request: RouteRequest): Promise<void> {
+  const { savedMethod, offSession } = request.intent;
+  if (!savedMethod || offSession !== true) return;
+  const held = await hardDeclineBeforeFirstAttempt(sql, savedMethod.id, request.paymentId);
+  if (held === null) return;
+  const refusal = offSessionRefusal(held);
+  throw ApplicationFailure.create({ type: FailureType.OffSessionRefused, message: refusal.message, nonRetryable: true, details: [refusal] });
 }
 
 /** The routing steps of the payment workflow (local activities, like the record steps): the attempts' records. */

@@ -518,6 +518,21 @@ export const PaymentMethod = z
       description: 'All that is kept of the card: no number, no PSP token or network transaction id is ever shown.',
     }),
     detached_at: z.string().nullable().openapi({ description: 'Set once detached: it can no longer be charged.' }),
+    off_session_unusable: z
+      .object({
+        decline_code: z.string().openapi({ description: 'The hard decline the card got off-session (`authentication_required`, `stolen_card`, `do_not_honor` with Mastercard advice 03…).', example: 'authentication_required' }),
+        action: z.enum(['authenticate_on_session', 'new_card']).openapi({
+          description: '`authenticate_on_session`: the issuer asks for the customer; charge the card with the customer present. `new_card`: the issuer will never approve it; ask the customer for another card.',
+        }),
+        message: z.string(),
+        since: z.string().openapi({ description: 'When the decline came.' }),
+        payment: z.string().nullable().openapi({ description: 'The payment whose charge got the decline.' }),
+      })
+      .nullable()
+      .openapi({
+        description:
+          "Set while the card is not charged off-session: its last off-session charge (of this method or another copy of the same card) got a hard decline. An off-session payment of it then ends at once with nothing charged, as that decline would (402: `authentication_required` fails it, any other declines it). Cleared when a payment with the card succeeds on-session. docs/recovery.md.",
+      }),
     created_at: z.string(),
   })
   .openapi('PaymentMethod');

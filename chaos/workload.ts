@@ -59,8 +59,9 @@ const methodWeights = {
  */
 const adyenMethodWeights = { pm_card_visa: 8, pm_card_declined: 1, pm_card_threeDSecureRequired: 2, pm_card_threeDSecureRequired_declined: 1 };
 /**
- * Recovering payments (docs/recovery.md): a story saves one of these cards for a customer of its
- * own (never charged by another story: its declines count at the card network), then charges it
+ * Recovering payments (docs/recovery.md): a story saves a card of its own that behaves as one of
+ * these (a variant, never charged by another story: its declines count at the card network and
+ * in its budget, both kept per card) for a customer of its own, then charges it
  * off-session with `recovery`. Each client's first story, with `pm_card_recoverAfter2` (so every
  * run has recovering payments for the census), then about one story in ten.
  */
@@ -208,7 +209,9 @@ export class Workload {
     const created = await this.send(this.operation('customer', '/v1/customers', { email: `${this.key('r')}@example.com` }, 1));
     const customer = created ? ((JSON.parse(created) as { id?: string }).id ?? null) : null;
     if (!customer) return;
-    const saving = this.operation('payment', '/v1/payments', { order_id: this.key('ord'), amount_minor: 1_000, currency: 'EUR', payment_method: card, customer, setup_future_usage: 'off_session' }, 1);
+    // A card of the story's own (a variant of the test card: docs/sandbox.md): its budget and the network's count are its alone.
+    const own = `${card}__${customer.replace(/[^A-Za-z0-9]/g, '').slice(-24)}`;
+    const saving = this.operation('payment', '/v1/payments', { order_id: this.key('ord'), amount_minor: 1_000, currency: 'EUR', payment_method: own, customer, setup_future_usage: 'off_session' }, 1);
     const saved = await this.send(saving);
     const savedPayment = saved ? (JSON.parse(saved) as { id?: string; status?: string }) : null;
     if (savedPayment?.id) (saving.paymentId = savedPayment.id), this.paymentIds.add(savedPayment.id);

@@ -5,7 +5,7 @@
  * - No retry after a hard decline: a Visa category 1 response code, a Mastercard Merchant
  *   Advice Code 03 or 21, or `authentication_required` (only the customer can answer it).
  * - A wait of at least what Mastercard's advice codes 24–30 ask.
- * - Per card (a saved method, across every PSP and every payment of it): at most 10 attempts in
+ * - Per card and tenant (every saved copy of the card, across every PSP and every payment of it): at most 10 attempts in
  *   24 hours and 15 in 30 days. A tenant may set lower limits, never higher.
  * - A schedule of at most 8 retries within 14 days of the first decline, spread: never two
  *   retries closer than the schedule's smallest gap.
@@ -286,4 +286,62 @@ export function recoveryView(progress: RecoveryProgress): RecoveryView {
     last_decline: { code: decline.code, network_decline_code: decline.networkCode ?? null, decline_category: decline.category ?? null, network_advice_code: decline.adviceCode ?? null },
     stopped_because: progress.stoppedBecause,
   };
+}
+
+// ── A saved card after a hard decline of an off-session charge ──────────────────────────
+
+/** A declined charge's decline as the rules read it: its code and the scheme's signal, when the PSP gave one. */
+export function declineOfCharge(charge: { declineCode: string | null; declineSignal?: { networkCode: string; category: number | null; adviceCode: string | null } | null }): DeclineSignal {
+  const signal = charge.declineSignal;
+  return { code: charge.declineCode ?? 'card_declined', networkCode: signal?.networkCode ?? null, category: signal?.category ?? null, adviceCode: signal?.adviceCode ?? null };
+}
+
+/** Whether a decline is hard (classifyDecline): the card is then not charged off-session again until it succeeds on-session. */
+export function isHardDecline(decline: DeclineSignal): boolean {
+  return classifyDecline(decline, 1).kind === 'hard';
+}
+
+/**
+ * Why a saved card is not charged off-session, and what the merchant can do: its last
+ * off-session charge got a hard decline. `authenticate_on_session`: the issuer asked for the
+ * customer (`authentication_required`); `new_card`: the issuer will never approve it.
+ */
+export interface OffSessionUnusable {
+  decline_code: string;
+  action: 'authenticate_on_session' | 'new_card';
+  message: string;
+  since: string;
+  payment: string | null;
+}
+
+/** The saved method's `off_session_unusable`, from its card's last hard decline (db/recovery.ts hardDeclineOf). */
+export function offSessionUnusable(decline: { code: string; at: Date; paymentId: string | null }): OffSessionUnusable {
+  const decided = classifyDecline({ code: decline.code }, 1);
+  const authenticate = decided.kind === 'hard' && decided.because === 'authentication_required';
+  const since = decline.at.toISOString();
+  return {
+    decline_code: decline.code,
+    action: authenticate ? 'authenticate_on_session' : 'new_card',
+    message: authenticate
+      ? `The card's issuer asked for the customer's authentication on ${since} (${decline.code}): the card is not charged off-session until the customer pays with it on-session. Bring the customer back to pay on-session.`
+      : `The card's issuer declined it for good on ${since} (${decline.code}): the card is not charged off-session again. Ask the customer for another card (a payment with this one on-session that succeeds makes it chargeable off-session again).`,
+    since,
+    payment: decline.paymentId,
+  };
+}
+
+/**
+ * How an off-session payment of a card held by a hard decline ends, with nothing charged: as
+ * that decline would end it (`authentication_required` is `failed`, any other hard decline
+ * `declined` with its code), and the message of `off_session_unusable`.
+ */
+export interface OffSessionRefusal {
+  status: 'failed' | 'declined';
+  code: string;
+  message: string;
+}
+
+export function offSessionRefusal(decline: { code: string; at: Date; paymentId: string | null }): OffSessionRefusal {
+  const unusable = offSessionUnusable(decline);
+  return { status: unusable.action === 'authenticate_on_session' ? 'failed' : 'declined', code: decline.code, message: `No charge was made. ${unusable.message}` };
 }

@@ -1,6 +1,6 @@
 import type { CaptureMethod, PaymentStatus, RefundStatus } from './payments';
 import type { DisputeStage, DisputeStatus } from './disputes';
-import type { RecoveryView } from './recovery';
+import { offSessionUnusable, type RecoveryView } from './recovery';
 
 /** A payments row as postgres.js returns it (money as exact integers, see db/connect.ts). */
 export interface PaymentRow {
@@ -49,7 +49,9 @@ export interface CustomerRow {
 
 /**
  * A payment_methods row: the card's brand, last4 and expiry, and what charging it again needs
- * (never shown: the card network's transaction id, each PSP's token).
+ * (never shown: the card network's transaction id, each PSP's token, the card's fingerprint
+ * and key); with its card's last hard decline of an off-session charge (tenant_cards, read
+ * with it by db/customers-payment-methods.ts), null when there is none.
  */
 export interface PaymentMethodRow {
   id: string;
@@ -64,6 +66,11 @@ export interface PaymentMethodRow {
   source_payment_id: string;
   detached_at: Date | null;
   created_at: Date;
+  card_fingerprint: string | null;
+  card_key: string;
+  hard_decline_code: string | null;
+  hard_declined_at: Date | null;
+  hard_decline_payment_id: string | null;
 }
 
 export interface RefundRow {
@@ -194,6 +201,8 @@ export function paymentMethodResource(row: PaymentMethodRow) {
     customer: row.customer_id,
     card: { brand: row.card_brand, last4: row.card_last4, exp_month: row.card_exp_month, exp_year: row.card_exp_year },
     detached_at: row.detached_at?.toISOString() ?? null,
+    off_session_unusable:
+      row.hard_decline_code !== null && row.hard_declined_at !== null ? offSessionUnusable({ code: row.hard_decline_code, at: row.hard_declined_at, paymentId: row.hard_decline_payment_id }) : null,
     created_at: row.created_at.toISOString(),
   };
 }

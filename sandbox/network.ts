@@ -1,4 +1,4 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * The simulated card network the sandboxes share, without a shared database: a network
@@ -35,10 +35,21 @@ export function cardOfNetworkTransactionId(key: string, id: string): string | nu
 }
 
 /**
+ * The card's fingerprint, as the network and the sandbox's charges know it (a charge's
+ * `card.fingerprint`, as Stripe's): one per card number, however often the card is saved or
+ * charged, at any sandbox. A test card (a test payment method name, a variant included:
+ * payment-methods.ts) is one card; one a PSP off the sandboxes charged with a number of its own
+ * (`last4`: the Adyen double's, doubles/adyen/network.ts) is another.
+ */
+export function cardFingerprint(card: string, last4: string | null = null): string {
+  return createHash('sha256').update(last4 === null ? `card:${card}` : `card:${card}:${last4}`).digest('hex').slice(0, 24);
+}
+
+/**
  * The test card and the card account a network transaction id stands for (the account: the
- * nonce it was issued with, one per saved card, so two saved copies of one test card are two
- * accounts), and the last four digits of the number it was issued for when the id carries them;
- * null when the network never issued it.
+ * card's fingerprint, so every saved copy of one card is one account the network counts the
+ * attempts of, as the card networks count per card), and the last four digits of the number it
+ * was issued for when the id carries them; null when the network never issued it.
  */
 export function networkCardOf(key: string, id: string): { card: string; account: string; last4: string | null } | null {
   const match = /^ntx_([A-Za-z0-9_-]{1,400})\.([0-9a-f]{32})$/.exec(id);
@@ -49,7 +60,8 @@ export function networkCardOf(key: string, id: string): { card: string; account:
   try {
     const decoded = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8')) as { card?: unknown; nonce?: unknown; last4?: unknown };
     if (typeof decoded.card !== 'string' || typeof decoded.nonce !== 'string') return null;
-    return { card: decoded.card, account: decoded.nonce, last4: typeof decoded.last4 === 'string' ? decoded.last4 : null };
+    const last4 = typeof decoded.last4 === 'string' ? decoded.last4 : null;
+    return { card: decoded.card, account: cardFingerprint(decoded.card, last4), last4 };
   } catch {
     return null;
   }

@@ -1,4 +1,5 @@
 import type { NetworkScript } from './network-attempts';
+import { cardFingerprint } from './network';
 
 /**
  * The deterministic test payment methods. Each names one behaviour of a real PSP that the
@@ -66,8 +67,22 @@ const behaviours: Record<string, PaymentMethodBehaviour> = {
 
 export const knownPaymentMethods = Object.keys(behaviours);
 
+/**
+ * The listed test payment method a name stands for: the name itself, or, for a variant
+ * `<listed>__<variant>` (letters and digits), the listed one. A variant behaves as the listed
+ * card but is another card (another number with the same last four digits): its own
+ * fingerprint, its own account at the card network. Tests and the chaos run use one where a
+ * story needs a card no other story charges.
+ */
+function listedOf(paymentMethod: string): string | null {
+  if (Object.hasOwn(behaviours, paymentMethod)) return paymentMethod;
+  const variant = /^(pm_[A-Za-z0-9_]+?)__[A-Za-z0-9]{1,40}$/.exec(paymentMethod);
+  return variant && Object.hasOwn(behaviours, variant[1]!) ? variant[1]! : null;
+}
+
 export function paymentMethodBehaviour(paymentMethod: string): PaymentMethodBehaviour | undefined {
-  return Object.hasOwn(behaviours, paymentMethod) ? behaviours[paymentMethod] : undefined;
+  const listed = listedOf(paymentMethod);
+  return listed === null ? undefined : behaviours[listed];
 }
 
 /** The card behind a test payment method, as a card network knows it; null for a method that is no card (a bank debit). */
@@ -76,6 +91,8 @@ export interface TestCard {
   last4: string;
   exp_month: number;
   exp_year: number;
+  /** One per card (network.ts cardFingerprint): the same for every charge of the card, at every sandbox. */
+  fingerprint: string;
 }
 
 /** The last four digits of each test card (Stripe's test numbers where it has one); a card not listed is a Visa 4242. */
@@ -93,9 +110,9 @@ const last4s: Record<string, string> = {
 };
 
 export function testCard(paymentMethod: string): TestCard | null {
-  const behaviour = paymentMethodBehaviour(paymentMethod);
-  if (!behaviour || behaviour.kind === 'async') return null;
-  return { brand: paymentMethod.startsWith('pm_card_mastercard') ? 'mastercard' : 'visa', last4: last4s[paymentMethod] ?? '4242', exp_month: 12, exp_year: 2034 };
+  const listed = listedOf(paymentMethod);
+  if (listed === null || behaviours[listed]!.kind === 'async') return null;
+  return { brand: listed.startsWith('pm_card_mastercard') ? 'mastercard' : 'visa', last4: last4s[listed] ?? '4242', exp_month: 12, exp_year: 2034, fingerprint: cardFingerprint(paymentMethod) };
 }
 
 /**

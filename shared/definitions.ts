@@ -56,6 +56,12 @@ export const FailureType = {
    * guard refused it again: another payment holds the order (details[0]: its id). Nothing was charged.
    */
   OrderTaken: 'OrderTaken',
+  /**
+   * The first charge attempt found the off-session payment's saved card held by a hard decline
+   * (docs/recovery.md): nothing was charged, nothing recorded at any PSP. details[0]: how the
+   * payment ends (OffSessionRefusal).
+   */
+  OffSessionRefused: 'OffSessionRefused',
   /** PostgreSQL refused a step's statement in a way no retry cures (db/sqlstate.ts); set by worker/database-refusals.ts. */
   DatabaseRefused: 'DatabaseRefused',
 } as const;

@@ -145,10 +145,11 @@ export interface ProviderCharge extends ChargeFigures {
   authorizedAt?: string | null;
   /**
    * Once the charge is authorized, the card as the PSP can charge it again: the token it saved
-   * the card as (null when it saved none) and the card network's transaction id. Absent when
-   * the PSP says nothing of the sort.
+   * the card as (null when it saved none) and the card network's transaction id; and the card's
+   * fingerprint where the PSP gives one (one per card number: the card's budget of attempts is
+   * kept by it, docs/recovery.md). Absent when the PSP says nothing of the sort.
    */
-  savedCard?: { token: string | null; networkTransactionId: string; card: CardDetails } | null;
+  savedCard?: { token: string | null; networkTransactionId: string; card: CardDetails; fingerprint?: string | null } | null;
   /**
    * A decline's signal from the card scheme, when the PSP passes it on: the scheme's response
    * code, Visa's decline category, Mastercard's Merchant Advice Code (domain/recovery.ts reads

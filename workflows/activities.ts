@@ -133,6 +133,7 @@ export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps |
   reserveCardAttempt: "reserve the attempt in the card's budget",
   refundCharge: 'refund at provider',
   recordPaymentFailure: 'record failure + outbox',
+  recordOffSessionRefusal: 'record 402: the saved card is held by a hard decline, nothing charged',
   beginRefund: 'reserve refund under payment lock',
   recordRefundOutcome: 'record refund outcome + ledger + outbox',
   recordRefundUnconfirmed: 'record 202: refund left pending, unconfirmed by the PSP',

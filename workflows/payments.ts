@@ -3,7 +3,7 @@ import { accepts, applyChargeReport, commandRefusal, deadlineOf, isChargeState, 
 import type { ProviderCharge } from '../provider/types';
 import type { AttemptMemo, RoutePlan } from '../domain/payments-attempts';
 import type { ChargeAttemptInput, ChargeAttemptResult } from '../activities/provider-steps';
-import { afterBudgetFullAt, afterRetryDeclined, beginRecovery, classifyDecline, recoveryEnded, recoveryView, type DeclineSignal, type RecoveryProgress } from '../domain/recovery';
+import { afterBudgetFullAt, afterRetryDeclined, beginRecovery, classifyDecline, declineOfCharge, recoveryEnded, recoveryView, type DeclineSignal, type OffSessionRefusal, type RecoveryProgress } from '../domain/recovery';
 import { FailureType, type FinalResponse, type ScopedKey } from '../shared/definitions';
 import { CANCEL_FAILED, cancelUpdate, captureUpdate, challengeReturnUpdate, chargeReportSignal, firstAnswerUpdate, type ChallengeReturn, type ChallengeReturnOutcome, PAYMENT_CONTINUE_AFTER, type PaymentCarried, WAIT_DEFAULTS, paymentStatusQuery, PaymentStatusKey, type CancelRequest, type CaptureRequest, type PaymentStatus, type PaymentWorkflowInput } from '../shared/payments';
 import { providerSubKey } from '../shared/keys';
@@ -91,12 +91,6 @@ function moneyMovedAt(charge: ProviderCharge): number | null {
   if (at === null || at === undefined) return null;
   const ms = Date.parse(at);
   return Number.isNaN(ms) ? null : ms;
-}
-
-/** A declined charge's decline as the recovery rules read it: its code and the scheme's signal, when the PSP gave one. */
-function declineSignalOf(charge: ProviderCharge): DeclineSignal {
-  const signal = charge.declineSignal;
-  return { code: charge.declineCode ?? 'card_declined', networkCode: signal?.networkCode ?? null, category: signal?.category ?? null, adviceCode: signal?.adviceCode ?? null };
 }
 
 function refusalType(command: Pick<Command, 'kind'>): string {
@@ -306,6 +300,8 @@ class PaymentRun {
       } catch (error) {
         const taken = failureOfType(error, FailureType.OrderTaken);
         if (taken) return this.orderTaken(String(taken.details?.[0] ?? ''));
+        const held = failureOfType(error, FailureType.OffSessionRefused);
+        if (held) return this.offSessionRefused(held.details?.[0] as OffSessionRefusal);
         const refused = failureOfType(error, FailureType.ProviderRejected);
         if (!refused || !plan) throw error;
         // The last PSP refused the request itself: nothing was charged anywhere.
@@ -366,7 +362,7 @@ class PaymentRun {
       try {
         return await firstCharge.chargeAttempt(input);
       } catch (error) {
-        if (failureOfType(error, FailureType.OrderTaken)) throw error;
+        if (failureOfType(error, FailureType.OrderTaken) || failureOfType(error, FailureType.OffSessionRefused)) throw error;
         log.warn('the first charge attempt did not answer in the workflow task; asking the PSP from the regular activity', { payment_id: input.paymentId, error: String(error) });
       }
     }
@@ -400,6 +396,13 @@ class PaymentRun {
     this.showAttempts(plan, attempts, null);
     const response = await records.recordPaymentFailure({ paymentId: this.input.paymentId, failure: { code: 'provider_rejected', message }, idempotency: this.input.idempotency });
     this.setStatus('failed');
+    return { kind: 'final', response };
+  }
+
+  /** The saved card is held by a hard decline (docs/recovery.md): the payment ends as that decline would, nothing charged. */
+  private async offSessionRefused(refusal: OffSessionRefusal): Promise<PhaseResult> {
+    const response = await records.recordOffSessionRefusal({ paymentId: this.input.paymentId, refusal, idempotency: this.input.idempotency });
+    this.setStatus(refusal.status);
     return { kind: 'final', response };
   }
 
@@ -438,7 +441,7 @@ class PaymentRun {
   /** A payment that asked for recovery, declined by its first attempt with a decline the rules let it retry. */
   private recovers(charge: ProviderCharge): boolean {
     const recovery = this.input.recovery;
-    return !!recovery && charge.status === 'declined' && classifyDecline(declineSignalOf(charge), recovery.policy.scale).kind === 'soft';
+    return !!recovery && charge.status === 'declined' && classifyDecline(declineOfCharge(charge), recovery.policy.scale).kind === 'soft';
   }
 
   /**
@@ -453,7 +456,7 @@ class PaymentRun {
     const { policy } = recovery;
     let provider = this.chargingAttempt.provider!;
     let attempt = this.chargingAttempt.attempt!;
-    let progress = beginRecovery(declineSignalOf(first), Date.now(), recovery.windowMs, policy);
+    let progress = beginRecovery(declineOfCharge(first), Date.now(), recovery.windowMs, policy);
     let last = first;
     this.showCharge(first);
     this.answered(await records.recordRecovering({ payment: this.input, charge: first, attempt: { attempt, provider }, recovery: recoveryView(progress) }));
@@ -479,7 +482,7 @@ class PaymentRun {
       const { result } = retried;
       this.chargingAttempt = { provider, attempt };
       if (result.kind === 'charge' && result.charge.status !== 'declined') return this.endRecovery(result.charge, { attempt, provider }, recoveryEnded(progress, true));
-      const decline: DeclineSignal = result.kind === 'charge' ? declineSignalOf(result.charge) : { code: result.errorCode };
+      const decline: DeclineSignal = result.kind === 'charge' ? declineOfCharge(result.charge) : { code: result.errorCode };
       progress = afterRetryDeclined(progress, decline, Date.now(), policy);
       if (result.kind === 'charge' && progress.nextAttemptAt === null) return this.endRecovery(result.charge, { attempt, provider }, progress);
       if (result.kind === 'charge') last = result.charge;

@@ -26,7 +26,7 @@ export interface ChargeJson {
   next_action: { type: 'redirect_to_url'; redirect_to_url: { url: string; return_url: string | null } } | null;
   succeeded_at?: string | null;
   authorized_at?: string | null;
-  card?: { brand: string; last4: string; exp_month: number; exp_year: number } | null;
+  card?: { brand: string; last4: string; exp_month: number; exp_year: number; fingerprint?: string | null } | null;
   saved_card?: string | null;
   network_transaction_id?: string | null;
   outcome?: { network_decline_code: string; decline_category: number | null; network_advice_code: string | null } | null;
@@ -107,6 +107,7 @@ export const toCharge = (c: ChargeJson): ProviderCharge => ({
           token: c.saved_card ?? null,
           networkTransactionId: c.network_transaction_id,
           card: { brand: c.card.brand, last4: c.card.last4, expMonth: c.card.exp_month, expYear: c.card.exp_year },
+          fingerprint: c.card.fingerprint ?? null,
         },
       }
     : {}),
@@ -173,7 +174,7 @@ const chargeSchema = z.object({
   next_action: z.object({ type: z.literal('redirect_to_url'), redirect_to_url: z.object({ url: z.string(), return_url: z.string().nullable() }) }).nullable(),
   succeeded_at: time.nullish(),
   authorized_at: time.nullish(),
-  card: z.object({ brand: z.string(), last4: z.string(), exp_month: z.int(), exp_year: z.int() }).nullish(),
+  card: z.object({ brand: z.string(), last4: z.string(), exp_month: z.int(), exp_year: z.int(), fingerprint: pspText().nullish() }).nullish(),
   saved_card: pspText().nullish(),
   network_transaction_id: pspText().nullish(),
   outcome: z.object({ network_decline_code: pspText(), decline_category: z.int().nullable(), network_advice_code: pspText().nullable() }).nullish(),

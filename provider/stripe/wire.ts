@@ -26,7 +26,7 @@ const idOf = (value: string | { id: string } | null | undefined) => (typeof valu
 
 /**
  * The card as Stripe can charge it again, once it authorized the charge: the card network's
- * transaction id and the card (the latest Charge's payment_method_details.card), and our token
+ * transaction id, the card and its fingerprint (the latest Charge's payment_method_details.card), and our token
  * when the PaymentIntent saved the card to its Customer (setup_future_usage). null when Stripe
  * reports no network transaction id (the card is then not saved: nothing could charge it by one).
  */
@@ -40,6 +40,7 @@ function savedCardOf(intent: Stripe.PaymentIntent, latestCharge: Stripe.Charge |
     token: saved ? savedCardToken(customer, paymentMethod) : null,
     networkTransactionId: card.network_transaction_id,
     card: { brand: card.brand, last4: card.last4, expMonth: card.exp_month, expYear: card.exp_year },
+    fingerprint: card.fingerprint || null,
   };
 }
 
@@ -269,6 +270,7 @@ const latestChargeSchema = z
             exp_month: z.int().min(1).max(12).nullish(),
             exp_year: z.int().nullish(),
             network_transaction_id: pspText().nullish(),
+            fingerprint: pspText().nullish(),
           })
           .nullish(),
       })

@@ -78,6 +78,9 @@ const happy: Steps = {
   async recordPaymentFailure({ paymentId, failure }) {
     return response(201, { id: paymentId, status: 'failed', failure });
   },
+  async recordOffSessionRefusal({ paymentId, refusal }) {
+    return response(402, { id: paymentId, status: refusal.status, failure: { code: refusal.code, message: refusal.message } });
+  },
   async beginRefund({ paymentId }) {
     return { kind: 'reserved', chargeId: chargeIdOf(paymentId), currency: 'EUR' };
   },

@@ -21,29 +21,44 @@ afterAll(async () => sql?.end());
 
 const id = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
 
-async function payment(): Promise<string> {
+async function payment(tenant = tenantId): Promise<string> {
   const paymentId = id('pay');
   await sql`
     INSERT INTO payments (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method, workflow_id)
-    VALUES (${paymentId}, ${tenantId}, ${`ord_${paymentId}`}, 1000, 'EUR', 'processing', 'automatic', 'pm_card_visa', ${`wf-${paymentId}`})`;
+    VALUES (${paymentId}, ${tenant}, ${`ord_${paymentId}`}, 1000, 'EUR', 'processing', 'automatic', 'pm_card_visa', ${`wf-${paymentId}`})`;
   return paymentId;
 }
 
-/** A saved card of a new customer. */
-async function savedCard(): Promise<string> {
+/** The card as its PSP told of it: a fingerprint (a card of its own unless given), or none (brand, last4 and expiry alone). */
+interface Card {
+  fingerprint: string | null;
+  brand: string;
+  last4: string;
+  expMonth: number;
+  expYear: number;
+}
+const newCard = (): Card => ({ fingerprint: id('fp'), brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 });
+
+/** A saved copy of the card (a new card unless given) for a new customer of the tenant (this file's unless given). */
+async function savedCard(card: Card = newCard(), tenant = tenantId): Promise<string> {
   const customerId = id('cus');
   const methodId = id('pm');
-  await sql`INSERT INTO customers (id, tenant_id) VALUES (${customerId}, ${tenantId})`;
+  await sql`INSERT INTO customers (id, tenant_id) VALUES (${customerId}, ${tenant})`;
   await sql`
-    INSERT INTO payment_methods (id, tenant_id, customer_id, card_brand, card_last4, card_exp_month, card_exp_year, network_transaction_id, provider_tokens, source_payment_id)
-    VALUES (${methodId}, ${tenantId}, ${customerId}, 'visa', '4242', 12, 2034, 'ntx_test', ${sql.json({})}, ${await payment()})`;
+    INSERT INTO payment_methods (id, tenant_id, customer_id, card_brand, card_last4, card_exp_month, card_exp_year, card_fingerprint, network_transaction_id, provider_tokens, source_payment_id)
+    VALUES (${methodId}, ${tenant}, ${customerId}, ${card.brand}, ${card.last4}, ${card.expMonth}, ${card.expYear}, ${card.fingerprint}, 'ntx_test', ${sql.json({})}, ${await payment(tenant)})`;
   return methodId;
 }
 
-/** The attempts reserved of a card. */
+/** The attempts reserved of a card (through this saved copy of it). */
 async function reservedOf(card: string): Promise<number> {
   const [row] = await sql<{ count: number }[]>`SELECT count(*)::int AS count FROM card_attempts WHERE payment_method_id = ${card}`;
   return row!.count;
+}
+
+/** One first attempt of a new payment of the saved copy: whether the card's budget took it. */
+async function reserveOne(method: string, perDay: number, tenant = tenantId): Promise<boolean> {
+  return (await reserveCardAttempt(sql, { paymentMethodId: method, paymentId: await payment(tenant), attempt: 1, limits: limits({ perDay }) })).reserved;
 }
 
 /** The real figures: a day and thirty days long, so nothing leaves the window during the test. */
@@ -90,5 +105,31 @@ describe('a card’s budget is one place concurrent payments cannot overrun', ()
     const payments = await Promise.all(Array.from({ length: 20 }, () => payment()));
     const answers = await Promise.all(payments.map((paymentId, i) => reserveCardAttempt(sql, { paymentMethodId: i % 2 ? one : two, paymentId, attempt: 1, limits: limits() })));
     expect(answers.filter((a) => a.reserved)).toHaveLength(20);
+  });
+
+  it('the same card saved twice by one tenant (the same fingerprint) has one budget: under per_day 2 the third attempt in the day is refused, whichever copy makes it', async () => {
+    const card = newCard();
+    const [one, two] = [await savedCard(card), await savedCard(card)];
+    expect(await reserveOne(one, 2)).toBe(true);
+    expect(await reserveOne(two, 2)).toBe(true);
+    expect(await reserveOne(one, 2)).toBe(false);
+    expect(await reserveOne(two, 2)).toBe(false);
+    expect((await reservedOf(one)) + (await reservedOf(two))).toBe(2);
+  });
+
+  it('without a fingerprint, brand, last four digits and expiry together name the card: two such copies share a budget, another expiry is another card', async () => {
+    const bare = { fingerprint: null, brand: 'visa', last4: '0341', expMonth: 7, expYear: 2031 };
+    const [one, two] = [await savedCard(bare), await savedCard({ ...bare, brand: 'VISA' })];
+    const other = await savedCard({ ...bare, expYear: 2032 });
+    expect(await reserveOne(one, 1)).toBe(true);
+    expect(await reserveOne(two, 1)).toBe(false);
+    expect(await reserveOne(other, 1)).toBe(true);
+  });
+
+  it('the budget is the tenant’s: another tenant’s copy of the same card counts apart', async () => {
+    const card = newCard();
+    const other = await insertTenant(sql, 'card-budget-other');
+    expect(await reserveOne(await savedCard(card), 1)).toBe(true);
+    expect(await reserveOne(await savedCard(card, other), 1, other)).toBe(true);
   });
 });

@@ -37,7 +37,7 @@ interface Charge {
   failure_code: string | null;
   saved_card: string | null;
   network_transaction_id: string | null;
-  card: { brand: string; last4: string; exp_month: number; exp_year: number };
+  card: { brand: string; last4: string; exp_month: number; exp_year: number; fingerprint: string };
   outcome: { network_decline_code: string; decline_category: number | null; network_advice_code: string | null } | null;
 }
 
@@ -63,7 +63,7 @@ async function saved(card: string): Promise<Charge> {
 const offSession = (at: 'a' | 'b', card: Charge, key?: string) =>
   at === 'a'
     ? charge(a, { payment_method: card.saved_card, off_session: true }, key)
-    : charge(b, { network_transaction_id: card.network_transaction_id, card: card.card, off_session: true }, key);
+    : charge(b, { network_transaction_id: card.network_transaction_id, card: { brand: card.card.brand, last4: card.card.last4, exp_month: card.card.exp_month, exp_year: card.card.exp_year }, off_session: true }, key);
 
 async function excessiveFees(sandbox: RunningSandbox, chargeIds: string[]): Promise<Array<{ source: string; fee_minor: number; amount_minor: number }>> {
   const from = new Date(Date.now() - 3_600_000).toISOString();
@@ -96,7 +96,8 @@ describe('the recovery cards answer from the network, the same at either sandbox
   });
 
   it('pm_card_stolen: hard (Visa 43, category 1); the retry at the other sandbox is charged excessive_retry, 50 minor units, in its report', async () => {
-    const card = await saved('pm_card_stolen');
+    // A variant: another card that behaves as pm_card_stolen (the test below saves pm_card_stolen itself).
+    const card = await saved('pm_card_stolen__retry');
     const first = await offSession('a', card);
     expect(first).toMatchObject({ status: 402, charge: { failure_code: 'stolen_card', outcome: { network_decline_code: '43', decline_category: 1 } } });
     const retry = await offSession('b', card);
@@ -142,5 +143,22 @@ describe('the recovery cards answer from the network, the same at either sandbox
     const [row] = await networkSql<{ excessive: string }[]>`
       SELECT excessive FROM sandbox.network_attempts WHERE excessive IS NOT NULL ORDER BY attempted_at DESC LIMIT 1`;
     expect(row!.excessive).toBe('daily_limit');
+  });
+});
+
+describe('the network counts per card, not per saved copy', () => {
+  it('one card saved twice (two tokens, one fingerprint) is one account: a charge of the second copy after the first copy’s hard decline is a retry, charged excessive_retry', async () => {
+    const [one, two] = [await saved('pm_card_stolen'), await saved('pm_card_stolen')];
+    expect(two.saved_card).not.toBe(one.saved_card);
+    expect(two.card.fingerprint).toBe(one.card.fingerprint);
+    expect((await saved('pm_card_stolen__another')).card.fingerprint).not.toBe(one.card.fingerprint);
+    const first = await offSession('a', one);
+    expect(first).toMatchObject({ status: 402, charge: { failure_code: 'stolen_card' } });
+    const copy = await offSession('a', two);
+    expect(copy.status).toBe(402);
+    expect(await excessiveFees(a, [copy.charge.id])).toEqual([{ source: copy.charge.id, fee_minor: 50, amount_minor: 0 }]);
+    // By the network transaction id at the other sandbox: the same account again.
+    const elsewhere = await offSession('b', two);
+    expect(await excessiveFees(b, [elsewhere.charge.id])).toHaveLength(1);
   });
 });

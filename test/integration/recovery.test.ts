@@ -30,13 +30,18 @@ async function outage(mode: 'none' | 'unavailable') {
 
 const payment = (extra: Record<string, unknown>) => ({ order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', ...extra });
 
-/** A customer with the card saved (on-session, where every recovery card is approved); answers the method's id. */
-async function customerWithCard(card: string, client = api): Promise<{ customer: string; method: string }> {
+/**
+ * A customer with a card of its own saved (on-session, where every recovery card is approved);
+ * answers the method's id. The card is a variant of the test card (docs/sandbox.md): the same
+ * behaviour, another card, so no other test's attempts count in its budget or at the network.
+ */
+async function customerWithCard(card: string, client = api, variant?: string): Promise<{ customer: string; method: string }> {
   const api = client;
   const created = await api.post('/v1/customers', { email: 'jane@example.com' }, uniqueKey('cus'));
   expect(created.status).toBe(201);
   const customer = created.json.id as string;
-  const paid = await api.post('/v1/payments', payment({ payment_method: card, customer, setup_future_usage: 'off_session' }), uniqueKey('pay'));
+  const own = `${card}__${variant ?? customer.replace(/[^A-Za-z0-9]/g, '').slice(-20)}`;
+  const paid = await api.post('/v1/payments', payment({ payment_method: own, customer, setup_future_usage: 'off_session' }), uniqueKey('pay'));
   expect(paid.status, paid.text).toBe(201);
   const method = await eventually(async () => {
     const listed = await api.get(`/v1/customers/${customer}/payment_methods`);
@@ -288,6 +293,27 @@ describe("a tenant's recovery settings (PATCH /admin/tenants/{id} recovery)", ()
     expect(charged!.count).toBe(3);
     const [reserved] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM card_attempts WHERE payment_method_id = ${method}`;
     expect(reserved!.count).toBe(3);
+    expect(await excessiveRetryFees()).toBe(0);
+  });
+
+  it('the same card saved twice (for two customers) has one budget: under per_day 2 the third payment in the day fails card_attempt_limit, nothing charged, whichever copy it charges', async () => {
+    const set = await admin('PATCH', { recovery: { window_days: 60, per_day: 2, per_30_days: null } });
+    expect(set.status, set.text).toBe(200);
+    const variant = `twice${Date.now().toString(36)}`;
+    const one = await customerWithCard('pm_card_alwaysInsufficientFunds', client, variant);
+    const two = await customerWithCard('pm_card_alwaysInsufficientFunds', client, variant);
+    expect(two.method).not.toBe(one.method);
+    const pay = (copy: { customer: string; method: string }) => client.post('/v1/payments', payment({ payment_method: copy.method, customer: copy.customer, off_session: true }), uniqueKey('pay'));
+    const first = await pay(one);
+    const second = await pay(two);
+    expect([first.status, second.status], `${first.text} ${second.text}`).toEqual([202, 202]);
+    const third = await pay(one);
+    expect(third.status, third.text).toBe(402);
+    expect(third.json.error.payment).toMatchObject({ status: 'failed', failure: { code: 'card_attempt_limit' } });
+    for (const recovering of [first, second]) expect((await client.post(`/v1/payments/${recovering.json.id}/cancel`, {}, uniqueKey('cancel'))).status).toBe(200);
+    const ids = [first.json.id as string, second.json.id as string, third.json.error.payment.id as string];
+    const [charged] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM sandbox.charges WHERE reference IN ${stack.sql(ids)}`;
+    expect(charged!.count).toBe(2);
     expect(await excessiveRetryFees()).toBe(0);
   });
 });

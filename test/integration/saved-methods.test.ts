@@ -110,6 +110,7 @@ describe('saving a card: a successful payment with customer and setup_future_usa
       customer,
       card: { brand: 'visa', last4: '4242', exp_month: 12, exp_year: 2034 },
       detached_at: null,
+      off_session_unusable: null,
       created_at: expect.any(String),
     });
     const stored = await storedMethod(method.id);
@@ -199,7 +200,7 @@ describe('charging a saved method off-session', () => {
     expect(a).toEqual([]);
     expect(b).toHaveLength(1);
     // B never saw the card before: it charged the network transaction id of the first payment.
-    expect(b[0]!.savedCard).toEqual({ token: null, networkTransactionId: stored.network_transaction_id, card: { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 } });
+    expect(b[0]!.savedCard).toEqual({ token: null, networkTransactionId: stored.network_transaction_id, card: { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 }, fingerprint: expect.any(String) });
     const [atB] = await stack.secondSandbox!.provider.listChargesByReference(paid.id);
     expect(atB!.status).toBe('succeeded');
   });
@@ -314,5 +315,64 @@ describe('the sandbox: saved cards and the shared card network', () => {
     expect(((await refusedId.json()) as { error: { code: string } }).error.code).toBe('invalid_network_transaction_id');
     const accepted = await charge(stack.secondSandbox!.url, { network_transaction_id: stored.network_transaction_id, card, off_session: true });
     expect(accepted.status).toBe(200);
+  });
+});
+
+describe('a card the issuer called dead is not charged off-session again (docs/recovery.md)', () => {
+  /** The saved method as the API lists it for its customer. */
+  const listed = async (customer: string, id: string) => (await api.get(`/v1/customers/${customer}/payment_methods`)).json.data.find((m: { id: string }) => m.id === id);
+  const offSession = (customer: string, method: string) => api.post('/v1/payments', payment({ payment_method: method, customer, off_session: true }), uniqueKey('pay'));
+  const excessiveFees = async () => (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM sandbox.balance_transactions WHERE type = 'excessive_retry'`)[0]!.n;
+
+  it('authentication_required: the next off-session payment of the card (either copy) fails 402 authentication_required at once, no PSP asked; the methods say why; an on-session success clears it', async () => {
+    // Two copies of one card (a variant of pm_card_authenticationRequired: a card no other test charges), saved before the decline.
+    const card = 'pm_card_authenticationRequired__held';
+    const customer = await newCustomer();
+    const method = await savedCard(customer, card);
+    const otherCustomer = await newCustomer();
+    const copy = await savedCard(otherCustomer, card);
+    const declined = await offSession(customer, method.id);
+    expect(declined.status, declined.text).toBe(402);
+    const declinedId = declined.json.error.payment.id as string;
+    expect((await chargesAt(declinedId)).a).toHaveLength(1);
+    for (const [owner, id] of [[customer, method.id], [otherCustomer, copy.id]] as const) {
+      expect((await listed(owner, id)).off_session_unusable).toMatchObject({ decline_code: 'authentication_required', action: 'authenticate_on_session', payment: declinedId, message: expect.stringContaining('on-session') });
+    }
+    const feesBefore = await excessiveFees();
+
+    for (const [owner, id] of [[customer, method.id], [otherCustomer, copy.id]] as const) {
+      const refused = await offSession(owner, id);
+      expect(refused.status, refused.text).toBe(402);
+      expect(refused.json.error).toMatchObject({ type: 'authentication_required', payment: { status: 'failed', amount_captured_minor: 0, failure: { code: 'authentication_required', message: expect.stringContaining('No charge was made') } } });
+      const refusedId = refused.json.error.payment.id as string;
+      expect(await chargesAt(refusedId)).toEqual({ a: [], b: [] });
+      expect((await api.get(`/v1/payments/${refusedId}`)).json).toMatchObject({ status: 'failed', provider_charge_id: null, attempts: [] });
+      expect(await eventCount('payment.failed', refusedId)).toBe(1);
+    }
+    expect(await excessiveFees()).toBe(feesBefore);
+
+    // The customer pays with the method on-session (the challenge answered): the card may be charged off-session again.
+    const onSession = await api.post('/v1/payments', payment({ payment_method: method.id, customer, return_url: returnUrl }), uniqueKey('pay'));
+    expect(onSession.json.status, onSession.text).toBe('requires_action');
+    expect((await approve(onSession.json.next_action.redirect_to_url.url)).status).toBe(303);
+    expect(await decidedPayment(api, onSession.json.id)).toMatchObject({ status: 'succeeded' });
+    expect((await listed(customer, method.id)).off_session_unusable).toBeNull();
+    expect((await listed(otherCustomer, copy.id)).off_session_unusable).toBeNull();
+  });
+
+  it('a category-1 decline (stolen_card): the next off-session payment is declined at once with its code, 402 card_declined, no PSP asked, no excessive_retry fee; the method asks for a new card', async () => {
+    const customer = await newCustomer();
+    const method = await savedCard(customer, 'pm_card_stolen__held');
+    const declined = await offSession(customer, method.id);
+    expect(declined.json.error, declined.text).toMatchObject({ type: 'card_declined', decline_code: 'stolen_card' });
+    expect((await listed(customer, method.id)).off_session_unusable).toMatchObject({ decline_code: 'stolen_card', action: 'new_card', message: expect.stringContaining('another card') });
+    const feesBefore = await excessiveFees();
+    const refused = await offSession(customer, method.id);
+    expect(refused.status, refused.text).toBe(402);
+    expect(refused.json.error).toMatchObject({ type: 'card_declined', decline_code: 'stolen_card', payment: { status: 'declined', failure: { code: 'stolen_card' } } });
+    const refusedId = refused.json.error.payment.id as string;
+    expect(await chargesAt(refusedId)).toEqual({ a: [], b: [] });
+    expect(await eventCount('payment.declined', refusedId)).toBe(1);
+    expect(await excessiveFees()).toBe(feesBefore);
   });
 });

@@ -145,7 +145,7 @@ describe('Stripe through the orchestrator (stripe-mock)', () => {
 
     // A card saved at this connection (as a successful saving charge at Stripe records it).
     const method = await saveCard(stack.sql, {
-      id: newId('pm'), tenantId: tenant.id, customerId: customer, card: { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 },
+      id: newId('pm'), tenantId: tenant.id, customerId: customer, card: { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 }, fingerprint: null,
       networkTransactionId: '123456789012345', provider: 'stripe', token: 'cus_saved1/pm_saved1', sourcePaymentId: paymentId,
     });
     const offSession = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2000, currency: 'EUR', payment_method: method!.id, customer, off_session: true }, uniqueKey());
