@@ -1,6 +1,6 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
 import type { Db, Sql } from '../db/connect';
-import { applyDisputeReport, findDispute, recordedProviderDispute, stageEvidence, storedEvidence, type AppliedDispute } from '../db/disputes';
+import { applyDisputeReport, findDispute, isHeld, recordedProviderDispute, stageEvidence, storedEvidence, type AppliedDispute } from '../db/disputes';
 import { completeRecord } from '../db/idempotency-records';
 import { errorResponse, type FinalResponse } from '../domain/errors';
 import { disputeLossLines, disputeReinstatementLines, disputeWithdrawalLines, isPosted, postTransaction, type LedgerAccounts } from '../db/ledger';
@@ -69,8 +69,11 @@ function postDisputeMoney(tx: Db, accounts: LedgerAccounts, row: DisputeRow, fac
  */
 async function recordFacts(tx: Db, accounts: LedgerAccounts, applied: AppliedDispute): Promise<void> {
   const { row, before } = applied;
+  // Held for an operator: recorded, and nothing posted or sent until it is released.
+  if (isHeld(row)) return;
   const round = row.stage === 'pre_arbitration' ? 'pre_arbitration' : '';
-  if (before === null) await disputeEvent(tx, row, 'dispute.created');
+  // Once per dispute (its event key): at its first report, or at the first after its release.
+  if (before === null || row.held_reason !== null) await disputeEvent(tx, row, 'dispute.created');
   if (withdrawsFunds(row.stage) && (await postDisputeMoney(tx, accounts, row, 'withdrawal'))) await disputeEvent(tx, row, 'dispute.funds_withdrawn');
   if (row.status === 'under_review') await disputeEvent(tx, row, 'dispute.updated', `${row.stage}:under_review`);
   if (!isDisputeClosed(row.status)) return;
@@ -127,6 +130,7 @@ export function createDisputeSteps(sql: Sql, accounts: LedgerAccounts, registry?
         return applied;
       });
       if (!applied) log.warn('dispute for a charge no payment here has; nothing recorded', { provider: input.provider, provider_dispute_id: dispute.id, charge_id: dispute.chargeId });
+      else if (isHeld(applied.row)) log.warn('dispute held for an operator; nothing posted', { dispute_id: applied.row.id, payment_id: applied.row.payment_id, reason: applied.row.held_reason });
       else if (applied.before === null) log.info('dispute recorded', { dispute_id: applied.row.id, payment_id: applied.row.payment_id, stage: applied.row.stage, status: applied.row.status });
       const standing = standingOf(applied);
       return disputesNotifiedAt(registry, input.provider) ? { ...standing, disputeSource: 'notification' } : standing;

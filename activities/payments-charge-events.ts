@@ -9,7 +9,8 @@ import { startLateChargeWorkflow } from '../lib/late-charge';
 import { capabilitiesOf, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
 import type { ProviderCharge } from '../provider/types';
 import { FailureType } from '../shared/definitions';
-import { CANCEL_FAILED, chargeReportSignal, type ChargeEventInput, type ChargeEventResult } from '../shared/payments';
+import { CANCEL_FAILED, captureAskedQuery, chargeReportSignal, type CaptureAsked, type ChargeEventInput, type ChargeEventResult } from '../shared/payments';
+import { providerSubKey } from '../shared/keys';
 import { JobFailureType } from '../shared/jobs';
 import { providerCall } from './provider-steps';
 
@@ -53,6 +54,11 @@ export function createChargeEventSteps(deps: { sql: Sql; providers: ProviderRegi
       }
       const differences = chargeDisagreements({ amountMinor: payment.amount_minor, currency: payment.currency, captureMethod: payment.capture_method }, input.chargeId, charge);
       if (differences.length > 0) return holdForOperator(sql, input, `the PSP's charge ${input.chargeId} disagrees with the payment: ${differences.join('; ')}`);
+      if (notified && payment.capture_method === 'manual' && isCaptureOutcome(charge)) {
+        const asked = await captureAskedOf(sql, temporal(), input.paymentId);
+        const disagrees = captureDisagreements(asked, charge, input.paymentId);
+        if (disagrees.length > 0) return holdForOperator(sql, input, `the PSP's report of a capture of charge ${input.chargeId} disagrees with the capture asked for: ${disagrees.join('; ')}`);
+      }
       if (charge.status !== input.reported.status || charge.amountCapturedMinor !== input.reported.amountCapturedMinor) {
         log.warn('provider webhook figures differ from the charge the PSP holds; the PSP’s charge is used', {
           event_status: input.reported.status,
@@ -87,6 +93,41 @@ function notifiedCharge(reported: ProviderCharge, payment: { amount_minor: numbe
   const authorisation = reported.status === 'requires_capture' && reported.declineCode === null && reported.received !== true && typeof reported.authorizedAt === 'string';
   if (authorisation && payment.capture_method === 'automatic') return { ...reported, status: 'succeeded', amountCapturedMinor: reported.amountMinor, succeededAt: reported.authorizedAt ?? null };
   return reported;
+}
+
+/** A capture's outcome as the PSP reports it: captured (`succeeded`), or refused (still authorized, a decline code other than `cancel_failed`). */
+function isCaptureOutcome(charge: ProviderCharge): boolean {
+  return charge.status === 'succeeded' || (charge.status === 'requires_capture' && charge.declineCode !== null && charge.declineCode !== CANCEL_FAILED);
+}
+
+/** The capture the payment's run asked its PSP for (null: none asked, or no run). */
+async function captureAskedOf(sql: Sql, temporal: Client, paymentId: string): Promise<CaptureAsked | null> {
+  const [row] = await sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${paymentId}`;
+  if (!row) return null;
+  try {
+    return await temporal.workflow.getHandle(row.workflow_id).query(captureAskedQuery);
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return null;
+    throw error;
+  }
+}
+
+/**
+ * How a PSP's report of a capture (at a kind whose captures are confirmed by notification)
+ * disagrees with the capture the run asked for: none asked, another charge, another amount
+ * (captured, or refused: the report names the capture's amount) or currency, or a reference
+ * that is neither the payment's nor the capture's (its sub-key, what the capture was sent under).
+ */
+function captureDisagreements(asked: CaptureAsked | null, charge: ProviderCharge, paymentId: string): string[] {
+  if (!asked) return ['no capture was asked for'];
+  const amount = charge.status === 'succeeded' ? charge.amountCapturedMinor : charge.amountMinor;
+  const references = [paymentId, providerSubKey.capture(paymentId)];
+  return [
+    charge.id !== asked.chargeId ? `charge ${charge.id}, not ${asked.chargeId}` : null,
+    amount !== asked.amountMinor ? `amount ${amount}, not ${asked.amountMinor}` : null,
+    charge.currency.toUpperCase() !== asked.currency.toUpperCase() ? `currency ${charge.currency}, not ${asked.currency}` : null,
+    charge.reference !== undefined && !references.includes(charge.reference) ? `reference ${charge.reference}, not ${paymentId}` : null,
+  ].filter((d): d is string => d !== null);
 }
 
 /** A void's outcome as the PSP reports it: canceled, or refused (still authorized, `cancel_failed`). */

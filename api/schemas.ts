@@ -494,6 +494,18 @@ export const Dispute = z
     status: z.enum(disputeStatuses).openapi({ description: 'Only moves forward: needs_response → under_review → won | lost (an inquiry may escalate to a chargeback).' }),
     evidence_due_by: z.string(),
     evidence_submitted_at: z.string().nullable(),
+    hold: z
+      .object({
+        reason: z.string(),
+        released_at: z.string().nullable(),
+      })
+      .nullable()
+      .openapi({
+        description:
+          'Set when the PSP\'s word on the dispute disagrees with the payment (another currency, a disputed total past the captured amount) or with the dispute as recorded ' +
+          '(another charge, amount or currency): the dispute is recorded and its payment flagged `needs_operator`, and nothing of it is posted to the ledger or sent as an event ' +
+          'while `released_at` is null. An operator releases it with `POST /admin/disputes/{id}/release`; it is then booked as the PSP reports it.',
+      }),
     created_at: z.string(),
     updated_at: z.string(),
   })

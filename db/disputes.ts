@@ -17,21 +17,71 @@ export interface AppliedDispute {
   payment: PaymentRow;
 }
 
+/** Whether the dispute is held for an operator: nothing of it is posted or sent until it is released. */
+export const isHeld = (row: Pick<DisputeRow, 'held_reason' | 'released_at'>): boolean => row.held_reason !== null && row.released_at === null;
+
+/**
+ * Why a new dispute of the payment is held for an operator, or null: its currency is not the
+ * payment's, or the payment's disputed total (every dispute of it not held, this one with them)
+ * would pass what was captured.
+ */
+async function newDisputeHold(db: Db, payment: PaymentRow, dispute: ProviderDispute): Promise<string | null> {
+  if (dispute.currency.toUpperCase() !== payment.currency) return `its currency ${dispute.currency} is not the payment's ${payment.currency}`;
+  const [disputed] = await db<{ total: number }[]>`
+    SELECT coalesce(sum(amount_minor), 0)::float8 AS total FROM disputes
+    WHERE payment_id = ${payment.id} AND (held_reason IS NULL OR released_at IS NOT NULL)`;
+  const total = Number(disputed!.total) + dispute.amountMinor;
+  if (total > Number(payment.amount_captured_minor)) {
+    return `the payment's disputed total would be ${total} ${payment.currency}, more than the ${payment.amount_captured_minor} captured`;
+  }
+  return null;
+}
+
+/** How a report of a recorded dispute disagrees with it (its next stages are that dispute's: its charge, amount and currency). */
+function reportDisagreements(row: DisputeRow, dispute: ProviderDispute): string[] {
+  return [
+    dispute.chargeId !== row.provider_charge_id ? `charge ${dispute.chargeId}, not ${row.provider_charge_id}` : null,
+    dispute.amountMinor !== Number(row.amount_minor) ? `amount ${dispute.amountMinor}, not ${row.amount_minor}` : null,
+    dispute.currency.toUpperCase() !== row.currency ? `currency ${dispute.currency}, not ${row.currency}` : null,
+  ].filter((d): d is string => d !== null);
+}
+
+/**
+ * Holds the dispute for an operator (the reason recorded on it, a release undone) and flags its
+ * payment `needs_operator`: nothing of the dispute is posted or sent until an operator releases it.
+ */
+async function holdDispute(db: Db, row: DisputeRow, reason: string): Promise<DisputeRow> {
+  const [held] = await db<DisputeRow[]>`
+    UPDATE disputes SET held_reason = ${reason}, released_at = NULL, updated_at = now() WHERE id = ${row.id} RETURNING *`;
+  await db`
+    UPDATE payments SET failure_code = 'needs_operator',
+      failure_message = ${`Dispute ${row.id} (${row.provider_dispute_id} at ${row.provider}) is held for an operator: ${reason}. Nothing of it was posted.`},
+      updated_at = now()
+    WHERE id = ${row.payment_id} AND failure_code IS DISTINCT FROM 'needs_operator'`;
+  return held!;
+}
+
 /**
  * Records the dispute as the PSP reports it, in the caller's transaction: inserted once per
  * (provider, PSP dispute id) under the payment whose charge it disputes, then moved only
- * forward (domain/disputes.ts): a stale or reordered report changes nothing. The payment's row
- * and the dispute's are locked for the rest of the transaction, in that order. null: no
- * payment of ours has that charge.
+ * forward (domain/disputes.ts): a stale or reordered report changes nothing. Every report is
+ * checked first (docs/CONTRACT.md §3.6.1, 12): a new dispute in another currency than the
+ * payment's, or past what the payment's disputes leave of its captured amount, is recorded held
+ * for an operator; a report of a recorded dispute naming another charge, amount or currency
+ * holds it and moves nothing. The payment's row and the dispute's are locked for the rest of
+ * the transaction, in that order. null: no payment of ours has that charge.
  */
 export async function applyDisputeReport(db: Db, input: { provider: string; dispute: ProviderDispute; feeMinor: number; workflowId: string }): Promise<AppliedDispute | null> {
   const { provider, dispute } = input;
-  const owner = await paymentOfCharge(db, provider, dispute.reference, dispute.chargeId);
+  // A recorded dispute's reports are that dispute's, whatever charge they name.
+  const [recorded] = await db<{ payment_id: string }[]>`SELECT payment_id FROM disputes WHERE provider = ${provider} AND provider_dispute_id = ${dispute.id}`;
+  const owner = recorded ? { id: recorded.payment_id } : await paymentOfCharge(db, provider, dispute.reference, dispute.chargeId);
   if (!owner) return null;
   // The payment first, then the dispute: a refund's decision (activities/refunds.ts
   // beginRefund) locks the payment too, so a refund and a dispute's recording take turns and
   // each sees the other's outcome (a refund before the chargeback is its evidence).
   const payment = await lockPayment(db, owner.id);
+  const hold = recorded ? null : await newDisputeHold(db, payment, dispute);
   const inserted = await db`
     INSERT INTO disputes (id, tenant_id, payment_id, provider, provider_dispute_id, provider_charge_id, amount_minor, currency,
                           reason, stage, status, fee_minor, evidence_due_by, evidence_submitted_at, workflow_id)
@@ -39,9 +89,17 @@ export async function applyDisputeReport(db: Db, input: { provider: string; disp
             ${dispute.currency}, ${dispute.reason}, 'inquiry', 'needs_response', 0, ${dispute.evidenceDueBy}, NULL, ${input.workflowId})
     ON CONFLICT (provider, provider_dispute_id) DO NOTHING
     RETURNING id`;
-  const [current] = await db<DisputeRow[]>`
+  let [current] = await db<DisputeRow[]>`
     SELECT * FROM disputes WHERE provider = ${provider} AND provider_dispute_id = ${dispute.id} FOR UPDATE`;
   const before = inserted.length > 0 ? null : { stage: current!.stage, status: current!.status };
+  if (hold) current = await holdDispute(db, current!, hold);
+  const disagreements = before === null ? [] : reportDisagreements(current!, dispute);
+  if (disagreements.length > 0) {
+    const reason = `a report of it disagrees with it: ${disagreements.join('; ')}`;
+    if (current!.held_reason !== reason) return { row: await holdDispute(db, current!, reason), before, payment };
+    if (isHeld(current!)) return { row: current!, before, payment };
+    // Released by an operator with this very disagreement: the reports go on as the PSP's word.
+  }
   const standing = before ?? { stage: 'inquiry' as const, status: 'needs_response' as const };
   const moves = before === null || disputeMovesForward(standing, dispute);
   if (!moves) return { row: current!, before, payment };
@@ -53,6 +111,19 @@ export async function applyDisputeReport(db: Db, input: { provider: string; disp
     WHERE id = ${current!.id}
     RETURNING *`;
   return { row: row!, before, payment };
+}
+
+/**
+ * An operator's release of a held dispute: from now on it is booked as the PSP reports it (its
+ * run posts and sends what its standing means at its next report). The dispute as released;
+ * null when the tenant has no such dispute, or it is not held.
+ */
+export async function releaseDispute(db: Db, disputeId: string): Promise<DisputeRow | null> {
+  const [row] = await db<DisputeRow[]>`
+    UPDATE disputes SET released_at = COALESCE(released_at, now()), updated_at = now()
+    WHERE id = ${disputeId} AND held_reason IS NOT NULL
+    RETURNING *`;
+  return row ?? null;
 }
 
 /** How much evidence one dispute takes (DISPUTE_EVIDENCE_MAX_REQUESTS, DISPUTE_EVIDENCE_MAX_BYTES). */

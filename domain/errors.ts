@@ -32,6 +32,7 @@ export const errorStatus = {
   payment_disputed: 409,
   /** Evidence or a concession for a dispute that no longer takes it: submitted, past its deadline, or closed. */
   dispute_not_open: 409,
+  dispute_not_held: 409,
   /** Evidence for a dispute that has taken all the evidence requests or bytes one dispute takes (DISPUTE_EVIDENCE_MAX_*). */
   dispute_evidence_limit: 409,
   capture_exceeds_authorized: 409,

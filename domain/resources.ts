@@ -156,6 +156,9 @@ export interface DisputeRow {
   evidence_due_by: Date;
   evidence_submitted_at: Date | null;
   workflow_id: string;
+  /** Why the dispute is held for an operator (null: it never was); nothing of it is posted or sent until released_at. */
+  held_reason: string | null;
+  released_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -174,6 +177,7 @@ export function disputeResource(row: DisputeRow) {
     status: row.status,
     evidence_due_by: row.evidence_due_by.toISOString(),
     evidence_submitted_at: row.evidence_submitted_at?.toISOString() ?? null,
+    hold: row.held_reason === null ? null : { reason: row.held_reason, released_at: row.released_at?.toISOString() ?? null },
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };

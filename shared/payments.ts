@@ -269,6 +269,17 @@ export const challengeReturnUpdate = defineUpdate<ChallengeReturnOutcome, [Chall
 export const chargeReportSignal = defineSignal<[ChargeReport]>('chargeReport');
 /** The payment's current status, as the workflow knows it. */
 export const paymentStatusQuery = defineQuery<PaymentStatus>('paymentStatus');
+/**
+ * The capture the run asked its PSP for (the charge, the amount and currency sent), null before
+ * it asked one: what a PSP's report of a capture (Adyen's CAPTURE) is compared with before it is
+ * passed on (activities/payments-charge-events.ts).
+ */
+export interface CaptureAsked {
+  chargeId: string;
+  amountMinor: number;
+  currency: string;
+}
+export const captureAskedQuery = defineQuery<CaptureAsked | null>('captureAsked');
 export const OrderIdKey = defineSearchAttributeKey('OrderId', SearchAttributeType.KEYWORD);
 export const PaymentStatusKey = defineSearchAttributeKey('PaymentStatus', SearchAttributeType.KEYWORD);
 

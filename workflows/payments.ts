@@ -5,7 +5,7 @@ import type { AttemptMemo, RoutePlan } from '../domain/payments-attempts';
 import type { ChargeAttemptInput, ChargeAttemptResult } from '../activities/provider-steps';
 import { afterBudgetFullAt, afterRetryDeclined, beginRecovery, classifyDecline, declineOfCharge, recoveryEnded, recoveryView, type DeclineSignal, type OffSessionRefusal, type RecoveryProgress } from '../domain/recovery';
 import { FailureType, type FinalResponse, type ScopedKey } from '../shared/definitions';
-import { CANCEL_FAILED, cancelUpdate, captureUpdate, challengeReturnUpdate, chargeReportSignal, firstAnswerUpdate, type ChallengeReturn, type ChallengeReturnOutcome, PAYMENT_CONTINUE_AFTER, type PaymentCarried, WAIT_DEFAULTS, paymentStatusQuery, PaymentStatusKey, type CancelRequest, type CaptureRequest, type PaymentStatus, type PaymentWorkflowInput } from '../shared/payments';
+import { CANCEL_FAILED, cancelUpdate, captureAskedQuery, captureUpdate, challengeReturnUpdate, type CaptureAsked, chargeReportSignal, firstAnswerUpdate, type ChallengeReturn, type ChallengeReturnOutcome, PAYMENT_CONTINUE_AFTER, type PaymentCarried, WAIT_DEFAULTS, paymentStatusQuery, PaymentStatusKey, type CancelRequest, type CaptureRequest, type PaymentStatus, type PaymentWorkflowInput } from '../shared/payments';
 import { providerSubKey } from '../shared/keys';
 import { firstCharge, providerSteps, providerStepsWithin, records } from './activities';
 import { serveRequest } from './interceptors';
@@ -152,6 +152,8 @@ class PaymentRun {
   private returning = false;
   /** The updates this run has taken (accepted): past input.continueAfterUpdates it continues as new at its next quiet moment in a wait. */
   private updatesTaken = 0;
+  /** The capture asked of the PSP (captureAskedQuery): what its report of the capture must agree with. */
+  private captureAsked: CaptureAsked | null = null;
 
   constructor(private readonly input: PaymentWorkflowInput) {
     // A run that continued another takes up its state before any handler is set: an update that
@@ -159,6 +161,7 @@ class PaymentRun {
     // wait it resumes.
     if (input.continued) this.restore(input.continued);
     setHandler(paymentStatusQuery, () => this.status);
+    setHandler(captureAskedQuery, () => this.captureAsked);
     setHandler(firstAnswerUpdate, async () => {
       this.updatesTaken++;
       await condition(() => this.firstAnswer !== undefined);
@@ -701,7 +704,8 @@ class PaymentRun {
   private async capture(chargeId: string, request: CaptureRequest, windowEnd: number): Promise<void> {
     const { input } = this;
     const before = new Set(this.reports);
-    const answered = await providerSteps.captureCharge({ paymentId: input.paymentId, chargeId, amountMinor: request.amountMinor ?? input.amountMinor, currency: input.currency, ...this.chargingAttempt });
+    this.captureAsked = { chargeId, amountMinor: request.amountMinor ?? input.amountMinor, currency: input.currency };
+    const answered = await providerSteps.captureCharge({ paymentId: input.paymentId, ...this.captureAsked, ...this.chargingAttempt });
     const captured = answered.status === 'requires_capture' ? await waitForOutcome(() => this.captureReport(chargeId, before), Math.max(0, windowEnd - Date.now())) : answered;
     if (captured?.status !== 'succeeded') {
       const failure: Failure = captured

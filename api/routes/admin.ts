@@ -1,5 +1,8 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
+import { findDispute, recordedProviderDispute, releaseDispute } from '../../db/disputes';
 import { createTenant, findTenant, tenantExists, updateTenant, type TenantRow } from '../../db/tenants';
+import { disputeResource } from '../../domain/resources';
+import { disputeTimesOf, reportDispute } from '../../lib/dispute';
 import { ApiError } from '../../domain/errors';
 import { NETWORK_CARD_LIMITS, SCHEDULE_LIMITS } from '../../domain/recovery';
 import { describeRefusals, unknownProviders, type Routing } from '../../domain/routing';
@@ -7,7 +10,8 @@ import { checkWebhookUrl, webhookTargetPolicy } from '../../lib/webhook-target';
 import { insertApiKey } from '../../db/credentials';
 import { defaultRateLimits } from '../edge';
 import type { ApiDeps, AppEnv } from '../context';
-import { CreatedTenant, CreateTenantBody, IdParam, Tenant, UpdateTenantBody } from '../schemas';
+import { withinTemporalDeadline } from '../idempotency';
+import { CreatedTenant, CreateTenantBody, Dispute, IdParam, Tenant, UpdateTenantBody } from '../schemas';
 import { errorResponses, jsonContent } from './openapi';
 
 const createTenantRoute = createRoute({
@@ -42,6 +46,20 @@ const getTenantRoute = createRoute({
   responses: { 200: { description: 'The tenant.', content: jsonContent(Tenant) }, ...errorResponses(['unauthorized', 'not_found']) },
 });
 
+const releaseDisputeRoute = createRoute({
+  method: 'post',
+  path: '/admin/disputes/{id}/release',
+  tags: ['Admin'],
+  summary: 'Release a dispute held for an operator: book it as the PSP reports it (admin token)',
+  security: [{ adminToken: [] }],
+  description:
+    'A dispute held for an operator (its `hold`: the PSP\'s word disagrees with the payment or with the dispute as recorded) is recorded and nothing of it is posted or sent. ' +
+    'Releasing it books it: its run posts and sends what its standing means, as for any dispute. An operator who finds the PSP did not take the money leaves it held. ' +
+    'A dispute released before is answered again (its run is told once more); one never held is 409 `dispute_not_held`.',
+  request: { params: IdParam('dispute', 'dsp_01jd6w8b3m4x0c2q7yk5h9t1ve') },
+  responses: { 200: { description: 'The dispute, released.', content: jsonContent(Dispute) }, ...errorResponses(['unauthorized', 'not_found', 'dispute_not_held', 'temporal_unavailable']) },
+});
+
 /**
  * The PSP names a routing may use: the deployment's configured providers (api/process.ts passes
  * configuredProviderNames(config)); an app built without them knows PROVIDER's one name.
@@ -72,6 +90,22 @@ function tenantResource(row: TenantRow, deps: ApiDeps) {
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };
+}
+
+/**
+ * An operator's release of a held dispute (docs/CONTRACT.md §3.6.1, 12): marked released, then
+ * reported to its run as recorded, which books it (a run that ended is started again).
+ */
+async function releaseHeldDispute(deps: ApiDeps, id: string, logger: AppEnv['Variables']['logger']) {
+  const row = await releaseDispute(deps.sql, id);
+  if (!row) {
+    if (!(await findDispute(deps.sql, id))) throw new ApiError('not_found', `No such dispute: ${id}`);
+    throw new ApiError('dispute_not_held', `dispute ${id} is not held for an operator`);
+  }
+  const recorded = (await recordedProviderDispute(deps.sql, row.provider, row.provider_dispute_id))!;
+  await withinTemporalDeadline(deps, () => reportDispute(deps.temporal, deps.config.TASK_QUEUE, row.provider, { source: 'poll', eventId: null, dispute: recorded.dispute }, disputeTimesOf(deps.config)));
+  logger.warn({ dispute_id: row.id, payment_id: row.payment_id, held_reason: row.held_reason }, 'dispute released by an operator');
+  return disputeResource(row);
 }
 
 export function adminRoutes(deps: ApiDeps) {
@@ -120,6 +154,8 @@ export function adminRoutes(deps: ApiDeps) {
     if (!tenant) throw new ApiError('not_found', `No such tenant: ${c.req.valid('param').id}`);
     return c.json(tenantResource(tenant, deps), 200);
   });
+
+  app.openapi(releaseDisputeRoute, async (c) => c.json(await releaseHeldDispute(deps, c.req.valid('param').id, c.var.logger), 200));
 
   return app;
 }

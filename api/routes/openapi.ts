@@ -80,6 +80,7 @@ const errorDescriptions: Record<ApiErrorType, string> = {
   payment_not_refundable: 'Only captured payments can be refunded.',
   payment_disputed: 'A chargeback took part or all of the money through the card network (waiting, under review or lost): a refund may return at most what it left (`amount_refundable_minor`).',
   dispute_not_open: 'The dispute takes no more evidence: it was submitted, its deadline passed, or it is closed (the message says which).',
+  dispute_not_held: 'The dispute is not held for an operator: there is nothing to release.',
   dispute_evidence_limit: 'The dispute has taken all the evidence one dispute takes (DISPUTE_EVIDENCE_MAX_REQUESTS requests, DISPUTE_EVIDENCE_MAX_BYTES bytes; the message says which). Nothing was stored or sent; the answer is recorded under the key.',
   capture_exceeds_authorized: 'The capture amount is above the authorized amount.',
   payload_too_large: 'The body is larger than 64 KiB.',

@@ -88,8 +88,8 @@ describe('a chargeback is a workflow started by the verified webhook, with the m
     // The API and the typed client show it, to this tenant only.
     const client = new PaymentsClient({ apiKey: tenant.apiKey, baseUrl: stack.apiUrl, baseDelayMs: 50 });
     const shown = await client.disputes.retrieve(opened.id);
-    expect(shown).toMatchObject({ id: opened.id, object: 'dispute', payment_id: payment.id, provider: 'sandbox', amount_minor: 10_000, currency: 'EUR', stage: 'chargeback', status: 'needs_response', evidence_submitted_at: null });
-    expect(Object.keys(shown)).toEqual(['id', 'object', 'payment_id', 'provider', 'amount_minor', 'currency', 'reason', 'stage', 'status', 'evidence_due_by', 'evidence_submitted_at', 'created_at', 'updated_at']);
+    expect(shown).toMatchObject({ id: opened.id, object: 'dispute', payment_id: payment.id, provider: 'sandbox', amount_minor: 10_000, currency: 'EUR', stage: 'chargeback', status: 'needs_response', evidence_submitted_at: null, hold: null });
+    expect(Object.keys(shown)).toEqual(['id', 'object', 'payment_id', 'provider', 'amount_minor', 'currency', 'reason', 'stage', 'status', 'evidence_due_by', 'evidence_submitted_at', 'hold', 'created_at', 'updated_at']);
     expect((await client.disputes.list({ payment_id: payment.id })).data.map((d) => d.id)).toEqual([opened.id]);
     expect((await client.disputes.list({ status: 'won' })).data).toEqual([]);
     const stranger = await stack.createTenant('disputes-stranger');
