@@ -53,6 +53,13 @@ import { startBenchStack } from './stack';
 import { StatementSampler, type StatementProfile } from './statements';
 import { runTracingPhase, writeTracingReport, type TracingResult } from './tracing';
 
+// `npm run bench -- routing-sim`: the routing simulation alone, no stack (bench/routing-sim/main.ts).
+if (process.argv[2] === 'routing-sim') {
+  const { runRoutingSimulation } = await import('./routing-sim/main');
+  await runRoutingSimulation(process.argv.slice(3));
+  process.exit(0);
+}
+
 const env = process.env;
 const settings = {
   adminUrl: env.BENCH_ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
