@@ -234,7 +234,7 @@ describe('saved cards', () => {
     const charge = await provider().createCharge({ ...chargeRequest, setupFutureUsage: 'off_session' });
     expect(recorded.map((r) => r.path)).toEqual(['/v1/customers', '/v1/payment_intents']);
     expect(recorded[1]!.form.get('customer')).toBe('cus_9');
-    expect(charge.savedCard).toEqual({ token: 'cus_9/pm_9', networkTransactionId: '123456789012345', card: { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 } });
+    expect(charge.savedCard).toEqual({ token: 'cus_9/pm_9', networkTransactionId: '123456789012345', card: { brand: 'visa', last4: '4242', expMonth: 12, expYear: 2034 }, fingerprint: null });
   });
 
   it('a charge that did not save the card has the network transaction id but no token; without one Stripe reported, nothing is saved', async () => {

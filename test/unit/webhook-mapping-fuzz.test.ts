@@ -174,7 +174,7 @@ const wellFormed = z.strictObject({
       succeededAt: text.nullish(),
       authorizedAt: text.nullish(),
       savedCard: z
-        .strictObject({ token: text.nullable(), networkTransactionId: text, card: z.strictObject({ brand: text, last4: text, expMonth: z.int(), expYear: z.int() }) })
+        .strictObject({ token: text.nullable(), networkTransactionId: text, card: z.strictObject({ brand: text, last4: text, expMonth: z.int(), expYear: z.int() }), fingerprint: text.nullish() })
         .nullish(),
     })
     .nullable(),
