@@ -52,3 +52,12 @@ export async function cardAttemptTimes(db: Db, paymentMethodId: string, since: n
     ORDER BY reserved_at`;
   return rows.map((row) => row.reserved_at.getTime());
 }
+
+/**
+ * Gives back a payment's reserved attempt that was never made (a stop came between its
+ * reservation and its charge: the window's end, a cancel), in the caller's transaction: the
+ * card's budget counts the attempts made. Safe to repeat.
+ */
+export async function releaseCardAttempt(tx: Db, paymentId: string, attempt: number): Promise<void> {
+  await tx`DELETE FROM card_attempts WHERE payment_id = ${paymentId} AND attempt = ${attempt}`;
+}
