@@ -8,6 +8,7 @@ import { completeRecord } from '../db/idempotency-records';
 import { captureLines, postTransaction, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
 import { finishAttempt } from '../db/payments-attempts';
+import { releaseCardAttempt } from '../db/recovery';
 import { businessEventKey } from '../shared/keys';
 import { errorResponse, orderAlreadyPaid } from '../domain/errors';
 import { paymentLocation, paymentResource, type PaymentRow } from '../domain/resources';
@@ -322,23 +323,43 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
      * A recovering payment's end as its last charge decides it: paid (ledger, event, as any
      * success), or declined (failed for authentication_required) with why the retries stopped.
      * `attempt`: the attempt that made the charge, finished here (null: finished already).
+     * `unusedReservation`: an attempt reserved in the card's budget that a stop kept from being
+     * made, given back. `refusedCancel`: a cancel the run took while the last attempt was under
+     * way, refused now that its outcome is known (409, stored under its key).
      */
-    async recordRecoveryEnd(input: { paymentId: string; charge: ProviderCharge; attempt: { attempt: number; provider: string } | null; recovery: RecoveryView }): Promise<PaymentStatus> {
+    async recordRecoveryEnd(input: {
+      paymentId: string;
+      charge: ProviderCharge;
+      attempt: { attempt: number; provider: string } | null;
+      recovery: RecoveryView;
+      unusedReservation?: number;
+      refusedCancel?: { idempotency: ScopedKey; message: string };
+    }): Promise<PaymentStatus> {
       return step(sql, async (tx) => {
+        if (input.unusedReservation !== undefined) await releaseCardAttempt(tx, input.paymentId, input.unusedReservation);
         if (input.attempt) {
           await finishAttempt(tx, input.paymentId, input.attempt.attempt, input.attempt.provider, { outcome: input.charge.status, providerChargeId: input.charge.id, errorCode: input.charge.declineCode });
         }
         await tx`UPDATE payments SET recovery = ${tx.json(input.recovery as never)} WHERE id = ${input.paymentId} AND status = 'recovering'`;
         const { payment, effects } = await applyCharge(tx, input.paymentId, input.charge, accounts, input.attempt?.provider);
         await Promise.all(effects);
+        if (input.refusedCancel) {
+          const refusal = errorResponse('payment_not_cancelable', input.refusedCancel.message);
+          await completeRecord(tx, input.refusedCancel.idempotency, { workflowId: workflowId(), resourceId: input.paymentId }, refusal);
+        }
         recorded('payment', input.paymentId, payment.status, chargeResponse(payment));
         return payment.status;
       });
     },
 
-    /** Records a voided authorization: canceled on request, or expired uncaptured. */
-    async recordCancel(input: { paymentId: string; request: CancelRequest | null }): Promise<FinalResponse | null> {
+    /**
+     * Records a voided authorization: canceled on request, or expired uncaptured; or a recovering
+     * payment canceled (`unusedReservation`: an attempt reserved that the cancel kept from being
+     * made, given back).
+     */
+    async recordCancel(input: { paymentId: string; request: CancelRequest | null; unusedReservation?: number }): Promise<FinalResponse | null> {
       return step(sql, async (tx) => {
+        if (input.unusedReservation !== undefined) await releaseCardAttempt(tx, input.paymentId, input.unusedReservation);
         const failure = input.request ? null : { code: 'authorization_expired', message: 'The authorization was not captured in time and was voided.' };
         const payment =
           (await transitionPayment(tx, input.paymentId, { status: 'canceled', failure })) ??

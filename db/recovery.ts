@@ -118,3 +118,12 @@ export async function hardDeclineBeforeFirstAttempt(db: Db, paymentMethodId: str
       AND NOT EXISTS (SELECT 1 FROM payment_attempts WHERE payment_id = ${paymentId} AND attempt = 1)`;
   return row ? { code: row.hard_decline_code, message: row.hard_decline_message ?? '', at: row.hard_declined_at, paymentId: row.hard_decline_payment_id } : null;
 }
+
+/**
+ * Gives back a payment's reserved attempt that was never made (a stop came between its
+ * reservation and its charge: the window's end, a cancel), in the caller's transaction: the
+ * card's budget counts the attempts made. Safe to repeat.
+ */
+export async function releaseCardAttempt(tx: Db, paymentId: string, attempt: number): Promise<void> {
+  await tx`DELETE FROM card_attempts WHERE payment_id = ${paymentId} AND attempt = ${attempt}`;
+}

@@ -267,6 +267,23 @@ export function afterBudgetFullAt(progress: RecoveryProgress, freeAt: number, po
   return next.kind === 'stop' ? { ...progress, nextAttemptAt: null, stoppedBecause: next.because } : { ...progress, nextAttemptAt: next.at };
 }
 
+/**
+ * The stop that holds at `now` for an attempt about to be made: the window has ended
+ * (`window_elapsed`), or the schedule's span is past (`retry_limit`); null when it may go. A
+ * retry's time is planned before its timer (nextRetry), but the attempt is made in a later
+ * workflow task: one whose timer fired while no worker was up runs after it, maybe past the
+ * window. So the task that makes the attempt asks this again, at its own workflow time.
+ */
+export function stopAt(progress: Pick<RecoveryState, 'windowEndsAt' | 'firstDeclineAt'>, now: number, policy: RecoveryPolicy): RecoveryStop | null {
+  const next = retryAt(now, progress, policy);
+  return next.kind === 'stop' ? next.because : null;
+}
+
+/** The recovery stopped before an attempt it had planned (stopAt): nothing more is planned. */
+export function stoppedBefore(progress: RecoveryProgress, because: RecoveryStop): RecoveryProgress {
+  return { ...progress, nextAttemptAt: null, stoppedBecause: because };
+}
+
 /** The payment succeeded (or was canceled): nothing more is planned. */
 export function recoveryEnded(progress: RecoveryProgress, attempted: boolean): RecoveryProgress {
   return { ...progress, attempts: progress.attempts + (attempted ? 1 : 0), retries: progress.retries + (attempted ? 1 : 0), nextAttemptAt: null };

@@ -3,7 +3,7 @@ import { accepts, applyChargeReport, commandRefusal, deadlineOf, isChargeState, 
 import type { ProviderCharge } from '../provider/types';
 import type { AttemptMemo, RoutePlan } from '../domain/payments-attempts';
 import type { ChargeAttemptInput, ChargeAttemptResult } from '../activities/provider-steps';
-import { afterBudgetFullAt, afterRetryDeclined, beginRecovery, classifyDecline, declineOfCharge, recoveryEnded, recoveryView, type DeclineSignal, type OffSessionRefusal, type RecoveryProgress } from '../domain/recovery';
+import { afterBudgetFullAt, afterRetryDeclined, beginRecovery, classifyDecline, declineOfCharge, recoveryEnded, recoveryView, stopAt, stoppedBefore, type DeclineSignal, type OffSessionRefusal, type RecoveryProgress, type RecoveryStop } from '../domain/recovery';
 import { FailureType, type FinalResponse, type ScopedKey } from '../shared/definitions';
 import { CANCEL_FAILED, cancelUpdate, captureAskedQuery, captureUpdate, challengeReturnUpdate, type CaptureAsked, chargeReportSignal, firstAnswerUpdate, type ChallengeReturn, type ChallengeReturnOutcome, PAYMENT_CONTINUE_AFTER, type PaymentCarried, WAIT_DEFAULTS, paymentStatusQuery, PaymentStatusKey, type CancelRequest, type CaptureRequest, type PaymentStatus, type PaymentWorkflowInput } from '../shared/payments';
 import { providerSubKey } from '../shared/keys';
@@ -453,6 +453,12 @@ class PaymentRun {
    * (one reservation per attempt, at the database) and the attempt itself, under its own sub-key
    * at the PSP of the first attempt. Every decision is the progress's, from workflow time and
    * the steps' answers, so a replay decides the same and a restart neither loses nor adds one.
+   *
+   * Every stop (the merchant's cancel, the window's end, the schedule's span) is checked again in
+   * the workflow task that makes the attempt, at its workflow time, not only when the timer was
+   * set: a timer that fired while no worker was up is acted on later, maybe after the window.
+   * A cancel is taken throughout, an attempt in flight included: that attempt's outcome decides
+   * it (a decline: canceled; money moved: the cancel is refused once that is recorded).
    */
   private async recover(first: ProviderCharge): Promise<PhaseResult> {
     const recovery = this.input.recovery!;
@@ -465,29 +471,40 @@ class PaymentRun {
     this.answered(await records.recordRecovering({ payment: this.input, charge: first, attempt: { attempt, provider }, recovery: recoveryView(progress) }));
     this.setStatus('recovering');
     this.listenForCommands();
+    this.accepting = true;
+    /** What stops the attempt about to be made, at this task's workflow time: a cancel, or a stop of the rules. */
+    const stopNow = (): CancelRequest | RecoveryStop | null => (this.command?.kind === 'cancel' ? this.command.request : stopAt(progress, Date.now(), policy));
     for (;;) {
-      if (progress.nextAttemptAt === null) return this.endRecovery(last, null, progress);
+      if (progress.nextAttemptAt === null) return this.command?.kind === 'cancel' ? this.cancelRecovery(this.command.request) : this.endRecovery(last, null, progress);
       upsertMemo({ waiting_for: 'the next recovery attempt', waiting_until: new Date(progress.nextAttemptAt).toISOString() });
-      this.accepting = true;
       const remaining = progress.nextAttemptAt - Date.now();
-      const command = remaining > 0 ? await waitForOutcome(() => this.command, remaining) : this.command;
-      this.accepting = false;
+      if (remaining > 0) await waitForOutcome(() => this.command, remaining);
       upsertMemo({ waiting_for: null, waiting_until: null });
-      if (command?.kind === 'cancel') return this.cancelRecovery(command.request);
+      const before = stopNow();
+      if (before !== null) return typeof before === 'string' ? this.endRecovery(last, null, stoppedBefore(progress, before)) : this.cancelRecovery(before);
       const reservation = await records.reserveCardAttempt({ paymentMethodId: recovery.paymentMethodId, paymentId: this.input.paymentId, attempt: attempt + 1, limits: policy });
       if (!reservation.reserved) {
         progress = afterBudgetFullAt(progress, reservation.atMs, policy);
         continue;
       }
+      // The reservation's step took its time (a worker may have died meanwhile): asked again in
+      // the task that makes the attempt. A stop here gives the unused reservation back.
+      const reserved = stopNow();
+      if (reserved !== null) {
+        return typeof reserved === 'string' ? this.endRecovery(last, null, stoppedBefore(progress, reserved), attempt + 1) : this.cancelRecovery(reserved, attempt + 1);
+      }
       attempt++;
-      const retried = await this.retryAlongTheRoute(provider, attempt);
+      const retried = await this.retryAlongTheRoute(provider, attempt, () => stopNow() !== null);
       ({ provider, attempt } = retried);
       const { result } = retried;
       this.chargingAttempt = { provider, attempt };
       if (result.kind === 'charge' && result.charge.status !== 'declined') return this.endRecovery(result.charge, { attempt, provider }, recoveryEnded(progress, true));
       const decline: DeclineSignal = result.kind === 'charge' ? declineOfCharge(result.charge) : { code: result.errorCode };
       progress = afterRetryDeclined(progress, decline, Date.now(), policy);
-      if (result.kind === 'charge' && progress.nextAttemptAt === null) return this.endRecovery(result.charge, { attempt, provider }, progress);
+      // A cancel taken while the attempt was under way: it took no money, so the payment is canceled.
+      const canceled = this.command?.kind === 'cancel' ? this.command.request : null;
+      if (canceled) progress = recoveryEnded(progress, false);
+      if (result.kind === 'charge' && progress.nextAttemptAt === null && !canceled) return this.endRecovery(result.charge, { attempt, provider }, progress);
       if (result.kind === 'charge') last = result.charge;
       await records.recordRecoveryAttempt({
         paymentId: this.input.paymentId,
@@ -498,16 +515,18 @@ class PaymentRun {
         errorCode: decline.code,
         recovery: recoveryView(progress),
       });
+      if (canceled) return this.cancelRecovery(canceled);
     }
   }
 
   /**
    * One retry, at the PSP of the last decline; when that PSP certainly took no money (down before
    * anything was sent, refused, or its lookup after lost answers found none), on along the
-   * tenant's route to the next PSP, by the card's network transaction id. While an attempt's
+   * tenant's route to the next PSP, by the card's network transaction id, unless `stopped()`
+   * (a cancel, the window's end) says no attempt may be made any more. While an attempt's
    * outcome is unknown its step keeps asking that PSP (§3.8): never two charges of one retry.
    */
-  private async retryAlongTheRoute(from: string, firstAttempt: number): Promise<{ provider: string; attempt: number; result: ChargeAttemptResult }> {
+  private async retryAlongTheRoute(from: string, firstAttempt: number, stopped: () => boolean): Promise<{ provider: string; attempt: number; result: ChargeAttemptResult }> {
     const route = this.routePlan?.providers ?? [from];
     const after = (provider: string) => route[route.indexOf(provider) + 1];
     let provider = from;
@@ -515,31 +534,52 @@ class PaymentRun {
     for (;;) {
       const next = after(provider);
       const result = await providerSteps.chargeAttempt({ ...this.chargeRequest(), attempt, provider, canFailOver: next !== undefined });
-      if (result.kind !== 'not_charged' || next === undefined) return { provider, attempt, result };
+      if (result.kind !== 'not_charged' || next === undefined || stopped()) return { provider, attempt, result };
       await records.recordAttempt({ paymentId: this.input.paymentId, attempt, provider, outcome: result.outcome, providerChargeId: null, errorCode: result.errorCode, next: { attempt: attempt + 1, provider: next } });
       provider = next;
       attempt++;
     }
   }
 
-  /** The recovery's end as `charge` decides it: paid (its ledger posting; given back if the ledger refuses), or declined for good. */
-  private async endRecovery(charge: ProviderCharge, attempt: { attempt: number; provider: string } | null, progress: RecoveryProgress): Promise<PhaseResult> {
+  /**
+   * The recovery's end as `charge` decides it: paid (its ledger posting; given back if the ledger
+   * refuses), or declined for good. `unused`: an attempt reserved in the card's budget that a stop
+   * then kept from being made, given back in the same transaction. A cancel taken while the last
+   * attempt was under way is refused once the outcome is recorded, with why (under its key).
+   */
+  private async endRecovery(charge: ProviderCharge, attempt: { attempt: number; provider: string } | null, progress: RecoveryProgress, unused?: number): Promise<PhaseResult> {
     this.showCharge(charge);
     this.pushCompensation(charge);
+    const taken = this.command?.kind === 'cancel' ? this.command.request : null;
+    const tooLate = (status: PaymentStatus) =>
+      status === 'succeeded'
+        ? `payment ${this.input.paymentId} is succeeded: the recovery attempt under way when the cancel came was paid, so there is nothing to cancel (a refund gives the money back)`
+        : `payment ${this.input.paymentId} is ${status}: its recovery ended before the cancel could stop it`;
+    let result: PhaseResult;
     try {
-      this.setStatus(await records.recordRecoveryEnd({ paymentId: this.input.paymentId, charge, attempt, recovery: recoveryView(progress) }));
+      const refusedCancel = taken ? { idempotency: taken.idempotency, message: tooLate(statusForCharge(charge.status)) } : undefined;
+      this.setStatus(await records.recordRecoveryEnd({ paymentId: this.input.paymentId, charge, attempt, recovery: recoveryView(progress), ...(unused !== undefined ? { unusedReservation: unused } : {}), ...(refusedCancel ? { refusedCancel } : {}) }));
+      result = { kind: 'final', response: this.firstAnswer! };
     } catch (error) {
       const refused = failureOfType(error, FailureType.LedgerRejected);
       if (!refused) throw error;
-      return this.compensate({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, this.input.idempotency);
+      result = await this.compensate({ code: 'ledger_rejected', message: `The ledger refused the payment: ${refused.message}.` }, this.input.idempotency);
     }
-    return { kind: 'final', response: this.firstAnswer! };
+    this.accepting = false;
+    // A cancel taken before (or while) the outcome was recorded is refused now, saying why.
+    if (this.command?.kind === 'cancel') {
+      this.commandRefused = ApplicationFailure.create({ type: FailureType.PaymentNotCancelable, message: tooLate(this.status), nonRetryable: true });
+      this.command = undefined;
+      await condition(allHandlersFinished);
+    }
+    return result;
   }
 
-  /** The merchant's cancel between two attempts: no attempt after it. */
-  private async cancelRecovery(request: CancelRequest): Promise<PhaseResult> {
-    this.commandResponse = (await records.recordCancel({ paymentId: this.input.paymentId, request }))!;
+  /** The merchant's cancel between two attempts, or during one that was declined: no attempt after it. `unused`: as endRecovery's. */
+  private async cancelRecovery(request: CancelRequest, unused?: number): Promise<PhaseResult> {
+    this.commandResponse = (await records.recordCancel({ paymentId: this.input.paymentId, request, ...(unused !== undefined ? { unusedReservation: unused } : {}) }))!;
     this.setStatus('canceled');
+    this.accepting = false;
     await condition(allHandlersFinished);
     return { kind: 'final', response: this.firstAnswer! };
   }

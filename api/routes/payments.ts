@@ -99,16 +99,18 @@ export const cancelPayment = createRoute({
   method: 'post',
   path: '/v1/payments/{id}/cancel',
   tags: ['Payments'],
-  summary: 'Cancel (void) a payment that waits for capture or for its customer (idempotent)',
+  summary: 'Cancel (void) a payment that waits for capture or for its customer, or stop a recovering one (idempotent)',
   description:
-    `Voids the authorization, or the customer's pending 3-D Secure challenge. 409 unless the payment is ${statusesAccepting('cancel').map((s) => `\`${s}\``).join(' or ')}. ${notReadyYet} ` +
+    `Voids the authorization, or the customer's pending 3-D Secure challenge, or stops a \`recovering\` payment's retries. 409 unless the payment is ${statusesAccepting('cancel').map((s) => `\`${s}\``).join(' or ')}. ${notReadyYet} ` +
+    'A cancel that meets a recovery retry in flight is taken and decided by that retry: declined, the payment is `canceled` (200); paid, it is `succeeded` and ' +
+    'only then is the cancel refused (409 `payment_not_cancelable`, saying so). Until then the answer is 202 with the payment as it stands, not stored. ' +
     'At a PSP whose cancels are confirmed by notification (Adyen’s CANCELLATION), the payment stays `requires_capture` until it comes (202 while it has not; ' +
     'retry with the same key); a cancel the PSP refuses, or does not confirm by the authorization window’s end (and at least PROVIDER_DECISION_GRACE_SECONDS), ' +
     'is 402 `payment_failed` (`failure.code` `cancel_failed` or `cancel_unconfirmed`: the authorization may still hold the money, for an operator).',
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CancelPaymentBody), required: false } },
   responses: {
-    200: { description: 'Voided: the payment is `canceled`.', content: jsonContent(Payment), headers: idempotentResponses.headers },
+    200: { description: 'Voided (or its recovery stopped): the payment is `canceled`.', content: jsonContent(Payment), headers: idempotentResponses.headers },
     ...idempotentResponses.pending(Payment),
     ...errorResponses(['invalid_request', 'idempotency_key_missing', 'idempotency_key_invalid', 'unauthorized', 'not_found', 'payment_not_cancelable', 'payment_failed', 'idempotency_key_reused', 'operation_failed', 'service_unavailable']),
   },

@@ -23,7 +23,7 @@ beforeAll(async () => {
 afterEach(async () => expectLedgerConsistent(stack.sql, tenant.id));
 afterAll(async () => stack?.stop());
 
-async function outage(mode: 'none' | 'unavailable') {
+async function outage(mode: 'none' | 'unavailable' | 'timeout') {
   const response = await fetch(`${stack.sandboxUrl}/_sandbox/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ mode }) });
   expect(response.status).toBe(200);
 }
@@ -200,6 +200,81 @@ describe('a soft decline of an off-session payment is recovered within the rules
       expect(refused.status, refused.text).toBe(400);
       expect(refused.text).toMatch(/recovery/);
     }
+  });
+});
+
+describe('a cancel that meets a recovery retry in flight is taken, and decided by that retry’s outcome', () => {
+  /**
+   * A recovering payment whose first retry is held in flight (the sandbox's `timeout` outage:
+   * the charge is made at the PSP, its answer never comes, lookups hang) when the cancel comes.
+   * Answers the cancel's key and its answers: while the retry is in flight, and after the end.
+   */
+  async function cancelWhileRetryInFlight(card: string) {
+    const { customer, method } = await customerWithCard(card);
+    const created = await api.post('/v1/payments', payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 30 } }), uniqueKey('pay'));
+    expect(created.status, created.text).toBe(202);
+    const id = created.json.id as string;
+    const cancelKey = uniqueKey('cancel');
+    await outage('timeout');
+    try {
+      // The first retry (12 hours: 4.3 s after the decline) is under way: its charge is at the PSP, unanswered.
+      await eventually(async () => ((await chargesOf(id)) === 2 ? true : null), 30_000, 50, 'the retry’s charge made at the PSP');
+      const taken = await api.post(`/v1/payments/${id}/cancel`, {}, cancelKey);
+      expect(taken.status, taken.text).toBe(202);
+      expect(taken.json).toMatchObject({ id, status: 'recovering' });
+      // Nothing stored under the key before the outcome is known: the same request is 202 again.
+      expect(await storedUnder(cancelKey)).toBeNull();
+      const again = await api.post(`/v1/payments/${id}/cancel`, {}, cancelKey);
+      expect(again.status, again.text).toBe(202);
+      expect(await storedUnder(cancelKey)).toBeNull();
+    } finally {
+      await outage('none');
+    }
+    // Decided by the retry's outcome, whether or not the client asks again.
+    const final = await eventually(async () => {
+      const { json } = await api.get(`/v1/payments/${id}`);
+      return json.status !== 'recovering' && (await storedUnder(cancelKey)) !== null ? json : null;
+    }, 90_000, 200, `payment ${id} decided`);
+    const replayed = await api.post(`/v1/payments/${id}/cancel`, {}, cancelKey);
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect(await chargesOf(id)).toBe(2);
+    return { id, final, replayed };
+  }
+
+  async function chargesOf(id: string): Promise<number> {
+    const [row] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM sandbox.charges WHERE reference = ${id}`;
+    return row!.count;
+  }
+
+  async function storedUnder(key: string): Promise<number | null> {
+    const [row] = await stack.sql<{ response_status: number | null }[]>`
+      SELECT response_status FROM idempotency_records WHERE tenant_id = ${tenant.id} AND idempotency_key = ${key}`;
+    return row?.response_status ?? null;
+  }
+
+  it('the retry is declined (pm_card_alwaysInsufficientFunds): the payment is canceled, the cancel’s answer 200 canceled, no attempt after it', async () => {
+    const { id, final, replayed } = await cancelWhileRetryInFlight('pm_card_alwaysInsufficientFunds');
+    expect(final).toMatchObject({ status: 'canceled' });
+    expect(final.attempts.map((a: { outcome: string }) => a.outcome)).toEqual(['declined', 'declined']);
+    expect(replayed.status, replayed.text).toBe(200);
+    expect(replayed.json).toMatchObject({ id, status: 'canceled' });
+    expect(await eventsOf(id, 'payment.canceled')).toBe(1);
+    expect(await eventsOf(id, 'payment.succeeded')).toBe(0);
+    // Every reservation made was an attempt made.
+    const [reserved] = await stack.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM card_attempts WHERE payment_id = ${id}`;
+    expect(reserved!.count).toBe(2);
+  });
+
+  it('the retry is paid (pm_card_mastercard_adviceRetryLater): the payment succeeds, and only then is the cancel refused, 409 saying so', async () => {
+    const { id, final, replayed } = await cancelWhileRetryInFlight('pm_card_mastercard_adviceRetryLater');
+    expect(final).toMatchObject({ status: 'succeeded', amount_captured_minor: 2500 });
+    expect(replayed.status, replayed.text).toBe(409);
+    expect(replayed.json.error).toMatchObject({
+      type: 'payment_not_cancelable',
+      message: `payment ${id} is succeeded: the recovery attempt under way when the cancel came was paid, so there is nothing to cancel (a refund gives the money back)`,
+    });
+    expect(await eventsOf(id, 'payment.succeeded')).toBe(1);
+    expect(await eventsOf(id, 'payment.canceled')).toBe(0);
   });
 });
 

@@ -15,6 +15,8 @@ import {
   classifyDecline,
   recoveryPolicy,
   recoveryWindowMs,
+  stopAt,
+  stoppedBefore,
   type DeclineSignal,
   type RecoveryPolicy,
   type TenantRecoveryLimits,
@@ -226,5 +228,18 @@ describe('one payment’s recovery as the API shows it', () => {
     expect(beginRecovery({ code: 'stolen_card' }, 0, 7 * 24 * HOUR, policy)).toMatchObject({ nextAttemptAt: null, stoppedBecause: 'hard_decline' });
     expect(beginRecovery({ code: 'authentication_required' }, 0, 7 * 24 * HOUR, policy)).toMatchObject({ stoppedBecause: 'authentication_required' });
     expect(beginRecovery({ code: 'insufficient_funds' }, 0, 6 * HOUR, policy)).toMatchObject({ stoppedBecause: 'window_elapsed' });
+  });
+
+  it('an attempt acted on late is stopped by the time it is made: at or after the window’s end, or past the 14 days', () => {
+    const policy = recoveryPolicy(1);
+    const progress = beginRecovery({ code: 'insufficient_funds' }, 0, 30 * 24 * HOUR, policy);
+    expect(stopAt(progress, 12 * HOUR, policy)).toBeNull();
+    // The schedule's span (14 days) ends before this 30-day window: an attempt after it is not made.
+    expect(stopAt(progress, 14 * 24 * HOUR, policy)).toBeNull();
+    expect(stopAt(progress, 14 * 24 * HOUR + 1, policy)).toBe('retry_limit');
+    const short = beginRecovery({ code: 'insufficient_funds' }, 0, 24 * HOUR, policy);
+    expect(stopAt(short, 24 * HOUR - 1, policy)).toBeNull();
+    expect(stopAt(short, 24 * HOUR, policy)).toBe('window_elapsed');
+    expect(recoveryView(stoppedBefore(short, 'window_elapsed'))).toMatchObject({ attempts: 1, next_attempt_at: null, stopped_because: 'window_elapsed' });
   });
 });
