@@ -92,7 +92,8 @@ describe('a worker SIGKILLed between two retries of a recovering payment', () =>
     // A worker that has run a payment already (the card's saving): its first workflow task of the
     // next one is quick, so the kill below comes well before the retry's time.
     current ??= await spawnWorker(`recovery-crash-${stack.taskQueue}-2`, environment);
-    const { customer, method } = await savedCard('pm_card_recoverAfter2');
+    // A card account of its own: the network counts attempts per card, and the test above used the listed one.
+    const { customer, method } = await savedCard('pm_card_recoverAfter2__window');
     // A 1-day window (8.6 s): the first retry at 12 hours (4.3 s) fits in it, the next would not.
     const answer = await api.post('/v1/payments', payment({ payment_method: method, customer, off_session: true, recovery: { window_days: 1 } }), uniqueKey('pay'));
     expect(answer.status, answer.text).toBe(202);
