@@ -168,14 +168,21 @@ const chargeStatusFor: Record<string, string[]> = {
   succeeded: ['succeeded'],
   refunded: ['succeeded'],
   requires_capture: ['requires_capture'],
-  // Voided; or, at a PSP whose cancels are notified, a success that slipped in before the cancel, refunded in full.
-  canceled: ['canceled', 'succeeded'],
+  // Voided; at a PSP whose cancels are notified, a success that slipped in before the cancel, refunded in
+  // full; or declined, taking no money: a recovering payment canceled between attempts (its charge is the
+  // last decline), or a challenge the issuer refused while the merchant's cancel was on its way.
+  canceled: ['canceled', 'succeeded', 'declined'],
   declined: ['declined'],
   // Failed after the money moved: given back (voided, or refunded by compensation).
   failed: ['canceled', 'succeeded', 'declined'],
   // The window ended: the challenge voided, or a late success refunded in full.
   expired: ['canceled', 'succeeded'],
 };
+
+/** Whether a PSP's charge in `chargeStatus` can stand behind a payment that ended `paymentStatus` (what each payment status allows: chargeStatusFor). */
+export function chargeAgrees(paymentStatus: string, chargeStatus: string): boolean {
+  return (chargeStatusFor[paymentStatus] ?? []).includes(chargeStatus);
+}
 
 /** The final statuses in which a payment keeps no money: the PSP must hold none for it either. */
 const moneyless = new Set(['declined', 'failed', 'canceled', 'expired']);
@@ -481,9 +488,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
     // What the PSP still holds for the payment: captured and not refunded (an open authorization counts as held too).
     const keptAtProvider = charge ? charge.amount_captured_minor - charge.amount_refunded_minor : 0;
     if (charge && !waiting) {
-      // A recovering payment canceled between two attempts: its charge is the last decline.
-      const canceledRecovery = payment.recovery != null && payment.status === 'canceled' && charge.status === 'declined';
-      const statusOk = (chargeStatusFor[payment.status] ?? []).includes(charge.status) || canceledRecovery;
+      const statusOk = chargeAgrees(payment.status, charge.status);
       // A payment that ended without money: nothing captured here and nothing kept at the PSP
       // (a failed payment's or a late success's money given back in full).
       const capturedOk = moneyless.has(payment.status)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkAcrossPsps, checkNoExcessiveRetries, checkRecovery, createTally, type PaymentCensus, type PspCensusInput, type PspCharge } from '../../chaos/checker';
+import { chargeAgrees, checkAcrossPsps, checkNoExcessiveRetries, checkRecovery, createTally, type PaymentCensus, type PspCensusInput, type PspCharge } from '../../chaos/checker';
 import { checkDisputes, checkLedgerBalance, type DisputeCensusInput, type LedgerBalanceInput, type LedgerTransactionRecord } from '../../chaos/dispute-checks';
 import { checkDoubleNotifications, holdingsOfDouble } from '../../chaos/psp-doubles';
 import { disputeFigures, savedCardFigures } from '../../chaos/run';
@@ -74,6 +74,20 @@ function run(input: PspCensusInput) {
 
 /** The names of the checks that failed. */
 const failed = (input: PspCensusInput) => Object.entries(run(input).checks).filter(([, c]) => c.failed > 0).map(([name]) => name).sort();
+
+describe('a payment and its charge at the PSP', () => {
+  it('a canceled payment stands on a voided charge, one refunded in full, or a decline (nothing taken); never on one still held', () => {
+    for (const charge of ['canceled', 'succeeded', 'declined']) expect(chargeAgrees('canceled', charge), charge).toBe(true);
+    for (const charge of ['requires_capture', 'requires_action']) expect(chargeAgrees('canceled', charge), charge).toBe(false);
+  });
+
+  it('a declined payment stands only on a decline, a succeeded one only on a success', () => {
+    expect(chargeAgrees('declined', 'declined')).toBe(true);
+    expect(chargeAgrees('declined', 'succeeded')).toBe(false);
+    expect(chargeAgrees('succeeded', 'declined')).toBe(false);
+    expect(chargeAgrees('processing', 'succeeded')).toBe(false);
+  });
+});
 
 describe('the census across two PSPs', () => {
   it('a clean census with failovers (nothing charged at A; a decline about A) and a compensation passes every check', () => {
