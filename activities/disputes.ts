@@ -5,6 +5,7 @@ import { completeRecord } from '../db/idempotency-records';
 import { errorResponse, type FinalResponse } from '../domain/errors';
 import { disputeLossLines, disputeReinstatementLines, disputeWithdrawalLines, isPosted, postTransaction, type LedgerAccounts } from '../db/ledger';
 import { insertEvent } from '../db/outbox';
+import { flagPaymentForOperator, paymentRefundFigures } from '../db/payments';
 import { isDisputeClosed, withdrawsFunds, type DisputeStage, type DisputeStatus } from '../domain/disputes';
 import { disputeResource, type DisputeRow } from '../domain/resources';
 import { capabilitiesOf, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
@@ -181,14 +182,9 @@ export function createDisputeSteps(sql: Sql, accounts: LedgerAccounts, registry?
       await step(sql, async (tx) => {
         const row = await findDispute(tx, input.disputeId);
         if (!row) return;
-        const [payment] = await tx<{ amount_refunded_minor: number; amount_captured_minor: number; currency: string }[]>`
-          SELECT amount_refunded_minor, amount_captured_minor, currency FROM payments WHERE id = ${row.payment_id}`;
+        const payment = await paymentRefundFigures(tx, row.payment_id);
         const refunded = refundSummary({ refundedMinor: payment!.amount_refunded_minor, capturedMinor: payment!.amount_captured_minor, currency: payment!.currency });
-        await tx`
-          UPDATE payments SET failure_code = 'needs_operator',
-            failure_message = ${`Dispute ${row.id} came after ${refunded}; the refund was submitted as evidence. An operator must follow it up with the PSP.`},
-            updated_at = now()
-          WHERE id = ${row.payment_id} AND failure_code IS DISTINCT FROM 'needs_operator'`;
+        await flagPaymentForOperator(tx, row.payment_id, `Dispute ${row.id} came after ${refunded}; the refund was submitted as evidence. An operator must follow it up with the PSP.`);
       });
     },
   };

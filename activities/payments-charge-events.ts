@@ -1,7 +1,7 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Sql } from '../db/connect';
-import { flagWaitingPaymentForOperator, paymentIntentFigures } from '../db/payments';
+import { flagWaitingPaymentForOperator, paymentIntentFigures, paymentStatus, paymentWorkflowId } from '../db/payments';
 import { markForwarded } from '../db/provider-events';
 import { chargeDisagreements, chargeHoldsMoney, isOutcomePending, keepsNoMoney, recordsCharge, type PaymentStatus } from '../domain/payments';
 import { lateChargeWorkflowId } from '../domain/ids';
@@ -102,10 +102,10 @@ function isCaptureOutcome(charge: ProviderCharge): boolean {
 
 /** The capture the payment's run asked its PSP for (null: none asked, or no run). */
 async function captureAskedOf(sql: Sql, temporal: Client, paymentId: string): Promise<CaptureAsked | null> {
-  const [row] = await sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${paymentId}`;
-  if (!row) return null;
+  const workflowId = await paymentWorkflowId(sql, paymentId);
+  if (!workflowId) return null;
   try {
-    return await temporal.workflow.getHandle(row.workflow_id).query(captureAskedQuery);
+    return await temporal.workflow.getHandle(workflowId).query(captureAskedQuery);
   } catch (error) {
     if (error instanceof WorkflowNotFoundError) return null;
     throw error;
@@ -176,10 +176,10 @@ async function holdForOperator(sql: Sql, input: ChargeEventInput, reason: string
  * final, and the event changes nothing. The event is then marked forwarded.
  */
 async function passOnToRun(sql: Sql, temporal: () => Client, input: ChargeEventInput, charge: ProviderCharge, recorded: boolean): Promise<void> {
-  const [row] = await sql<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${input.paymentId}`;
-  if (row && !recorded) {
+  const workflowId = await paymentWorkflowId(sql, input.paymentId);
+  if (workflowId && !recorded) {
     try {
-      await temporal().workflow.getHandle(row.workflow_id).signal(chargeReportSignal, { source: 'webhook', eventId: input.eventId, charge, provider: input.provider });
+      await temporal().workflow.getHandle(workflowId).signal(chargeReportSignal, { source: 'webhook', eventId: input.eventId, charge, provider: input.provider });
     } catch (error) {
       if (!(error instanceof WorkflowNotFoundError) && !/already completed/i.test(String((error as Error)?.message))) throw error;
       log.info('provider webhook for a payment whose run has closed; nothing to apply', { payment_id: input.paymentId });
@@ -199,11 +199,11 @@ async function passOnToRun(sql: Sql, temporal: () => Client, input: ChargeEventI
  * charge, so every event of it starts it once. True when it runs for this charge.
  */
 async function giveBackLateMoney(sql: Sql, temporal: Client, input: ChargeEventInput, notifiedCharge: ProviderCharge | undefined): Promise<boolean> {
-  const [payment] = await sql<{ status: PaymentStatus }[]>`SELECT status FROM payments WHERE id = ${input.paymentId}`;
-  if (!payment || !(keepsNoMoney(payment.status) || isOutcomePending(payment.status))) return false;
+  const status = await paymentStatus(sql, input.paymentId);
+  if (!status || !(keepsNoMoney(status) || isOutcomePending(status))) return false;
   // At a kind without retrieval the run acts on the signed notification's charge.
   const lateCharge = { provider: input.provider, chargeId: input.chargeId, paymentId: input.paymentId, eventId: input.eventId, ...(notifiedCharge ? { charge: notifiedCharge } : {}) };
   const started = await startLateChargeWorkflow(temporal, Context.current().info.taskQueue, lateCharge);
-  if (started) log.info('late charge workflow started', { workflow_id: lateChargeWorkflowId(input.provider, input.chargeId), payment_status: payment.status });
+  if (started) log.info('late charge workflow started', { workflow_id: lateChargeWorkflowId(input.provider, input.chargeId), payment_status: status });
   return true;
 }

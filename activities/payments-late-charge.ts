@@ -2,6 +2,7 @@ import { log } from '@temporalio/activity';
 import type { Sql } from '../db/connect';
 import { insertEvent } from '../db/outbox';
 import { storedCancellation, storedRefundSettlement } from '../db/provider-events';
+import { paymentChargeStanding, setFailureOfEnded } from '../db/payments';
 import { chargeGivenBackByItsRun, isOutcomePending, keepsNoMoney, moneylessFinalStatuses } from '../domain/payments';
 import { paymentResource, type PaymentRow } from '../domain/resources';
 import type { WorkerMetrics } from '../lib/metrics';
@@ -45,8 +46,7 @@ export function createLateChargeSteps(sql: Sql, metrics?: WorkerMetrics) {
   return {
     /** Whether the late money is ours to give back, read from the payment as it stands now. */
     async lateChargeStanding(input: { paymentId: string; chargeId: string; provider?: string }): Promise<LateChargeStanding> {
-      const [payment] = await sql<Pick<PaymentRow, 'status' | 'provider_charge_id' | 'provider' | 'failure_code'>[]>`
-        SELECT status, provider_charge_id, provider, failure_code FROM payments WHERE id = ${input.paymentId}`;
+      const payment = await paymentChargeStanding(sql, input.paymentId);
       if (!payment) return { decision: 'skip', status: null, reason: 'no such payment' };
       // A charge at another PSP than the payment's is a failover's duplicate: reconciliation's to give back.
       if (input.provider !== undefined && payment.provider !== null && payment.provider !== input.provider) {
@@ -106,10 +106,7 @@ export function createLateChargeSteps(sql: Sql, metrics?: WorkerMetrics) {
                   message: `The payment succeeded at the provider after it had ended and the refund of charge ${input.chargeId} failed: ${outcome.message}`,
                 };
       await step(sql, async (tx) => {
-        const [payment] = await tx<PaymentRow[]>`
-          UPDATE payments SET failure_code = ${failure.code}, failure_message = ${failure.message}, updated_at = now()
-          WHERE id = ${input.paymentId} AND status = ANY (${[...moneylessFinalStatuses]})
-          RETURNING *`;
+        const payment = await setFailureOfEnded(tx, input.paymentId, failure, moneylessFinalStatuses);
         if (!payment) return;
         if (outcome.kind === 'refunded') {
           const type = 'payment.late_success_refunded';

@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { Db, Sql } from '../db/connect';
-import { compensatedByRefund, lockPayment, transitionPayment, type PaymentChange } from '../db/payments';
+import { compensatedByRefund, lockPayment, nameProcessingCharge, noteRecoveryAttempt, setPaymentRecovery, transitionPayment, type PaymentChange } from '../db/payments';
 import { storedCompensationRefusal } from '../db/provider-events';
 import { eventOf, isOutcomePending } from '../domain/payments';
 import { completeRecord } from '../db/idempotency-records';
@@ -15,7 +15,7 @@ import { paymentLocation, paymentResource, type PaymentRow } from '../domain/res
 import { newId } from '../domain/ids';
 import { declineOfCharge, isHardDecline, type OffSessionRefusal, type RecoveryView } from '../domain/recovery';
 import { clearHardDecline, noteHardDecline } from '../db/recovery';
-import { paymentMethodEvent, saveCard } from '../db/customers-payment-methods';
+import { methodSavedFrom, paymentMethodEvent, saveCard, tenantMethodId } from '../db/customers-payment-methods';
 import type { ProviderCharge } from '../provider/types';
 import type { FinalResponse, ScopedKey } from '../shared/definitions';
 import type { CancelRequest, CaptureRequest, PaymentEventType, PaymentStatus, PaymentWorkflowInput } from '../shared/payments';
@@ -32,7 +32,7 @@ function paymentResponse(status: number, payment: PaymentRow): FinalResponse {
 
 /** Where a recovering payment's recovery stands (domain/recovery.ts recoveryView), shown by the payment resource. */
 async function setRecovery(tx: Db, paymentId: string, recovery: RecoveryView): Promise<void> {
-  await tx`UPDATE payments SET recovery = ${tx.json(recovery as never)} WHERE id = ${paymentId}`;
+  await setPaymentRecovery(tx, paymentId, recovery);
 }
 
 async function paymentEvent(tx: Db, payment: PaymentRow, type: PaymentEventType): Promise<void> {
@@ -65,7 +65,7 @@ async function applyCharge(tx: Db, paymentId: string, charge: ProviderCharge, ac
   const payment = moved ?? (await lockPayment(tx, paymentId));
   if (payment.status !== target.status) return { payment, effects: [] };
   if (target.status === 'processing' && payment.provider_charge_id === null) {
-    await tx`UPDATE payments SET provider_charge_id = ${charge.id}, updated_at = now() WHERE id = ${paymentId}`;
+    await nameProcessingCharge(tx, paymentId, charge.id);
     payment.provider_charge_id = charge.id;
   }
   const effects: Promise<unknown>[] = [];
@@ -98,8 +98,7 @@ async function noteCardAnswer(tx: Db, payment: PaymentRow, charge: ProviderCharg
 /** The saved method a payment charges (its payment_method is one of the tenant's saved methods), or null. */
 async function savedMethodOf(tx: Db, payment: PaymentRow): Promise<string | null> {
   if (payment.customer_id === null) return null;
-  const [row] = await tx<{ id: string }[]>`SELECT id FROM payment_methods WHERE id = ${payment.payment_method} AND tenant_id = ${payment.tenant_id}`;
-  return row?.id ?? null;
+  return tenantMethodId(tx, payment.tenant_id, payment.payment_method);
 }
 
 /**
@@ -124,7 +123,7 @@ async function saveCardFor(tx: Db, payment: PaymentRow, charge: ProviderCharge):
     sourcePaymentId: payment.id,
   });
   if (method) await paymentMethodEvent(tx, method, 'payment_method.attached');
-  return method?.id ?? (await tx<{ id: string }[]>`SELECT id FROM payment_methods WHERE source_payment_id = ${payment.id}`)[0]?.id ?? null;
+  return method?.id ?? (await methodSavedFrom(tx, payment.id));
 }
 
 /** The payment change a charge status means. */
@@ -310,9 +309,7 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
     }): Promise<void> {
       await step(sql, async (tx) => {
         await finishAttempt(tx, input.paymentId, input.attempt, input.provider, { outcome: input.outcome, providerChargeId: input.providerChargeId, errorCode: input.errorCode });
-        const [payment] = await tx<PaymentRow[]>`
-          UPDATE payments SET recovery = ${tx.json(input.recovery as never)}, provider = ${input.provider}, provider_charge_id = ${input.providerChargeId}, updated_at = now()
-          WHERE id = ${input.paymentId} AND status = 'recovering' RETURNING *`;
+        const payment = await noteRecoveryAttempt(tx, input);
         if (!payment) return;
         const type = 'payment.recovery_attempt_failed';
         await insertEvent(tx, { tenantId: payment.tenant_id, type, eventKey: businessEventKey.paymentEvent(payment.id, `${type}:${input.attempt}`), object: paymentResource(payment) });
@@ -340,7 +337,7 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
         if (input.attempt) {
           await finishAttempt(tx, input.paymentId, input.attempt.attempt, input.attempt.provider, { outcome: input.charge.status, providerChargeId: input.charge.id, errorCode: input.charge.declineCode });
         }
-        await tx`UPDATE payments SET recovery = ${tx.json(input.recovery as never)} WHERE id = ${input.paymentId} AND status = 'recovering'`;
+        await setPaymentRecovery(tx, input.paymentId, input.recovery, { whileRecovering: true });
         const { payment, effects } = await applyCharge(tx, input.paymentId, input.charge, accounts, input.attempt?.provider);
         await Promise.all(effects);
         if (input.refusedCancel) {

@@ -73,3 +73,15 @@ export async function detachPaymentMethod(db: Db, tenantId: string, id: string):
   const method = await getPaymentMethod(db, tenantId, id);
   return method ? { method, detached: moved !== undefined } : null;
 }
+
+/** The id of the tenant's saved method `id` (null: not one of the tenant's methods). */
+export async function tenantMethodId(db: Db, tenantId: string, id: string): Promise<string | null> {
+  const [row] = await db<{ id: string }[]>`SELECT id FROM payment_methods WHERE id = ${id} AND tenant_id = ${tenantId}`;
+  return row?.id ?? null;
+}
+
+/** The method saved from a payment (setup_future_usage), if any. */
+export async function methodSavedFrom(db: Db, paymentId: string): Promise<string | null> {
+  const [row] = await db<{ id: string }[]>`SELECT id FROM payment_methods WHERE source_payment_id = ${paymentId}`;
+  return row?.id ?? null;
+}

@@ -276,3 +276,59 @@ export async function takeChallengeReturnCall(db: Db, paymentId: string, max: nu
     RETURNING calls`;
   return taken.length === 1;
 }
+
+/** The workflow id of the payment's run (null: no such payment). */
+export async function paymentWorkflowId(db: Db, paymentId: string): Promise<string | null> {
+  const [row] = await db<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${paymentId}`;
+  return row?.workflow_id ?? null;
+}
+
+/** Where a payment's recovery stands (domain/recovery.ts recoveryView), as the payment resource shows it; `whileRecovering`: only a payment still `recovering`. */
+export async function setPaymentRecovery(db: Db, paymentId: string, recovery: unknown, options: { whileRecovering?: boolean } = {}): Promise<void> {
+  const json = db.json(recovery as never);
+  if (options.whileRecovering) await db`UPDATE payments SET recovery = ${json} WHERE id = ${paymentId} AND status = 'recovering'`;
+  else await db`UPDATE payments SET recovery = ${json} WHERE id = ${paymentId}`;
+}
+
+/** Names the charge of a payment persisted `processing` before its PSP named it. */
+export async function nameProcessingCharge(db: Db, paymentId: string, chargeId: string): Promise<void> {
+  await db`UPDATE payments SET provider_charge_id = ${chargeId}, updated_at = now() WHERE id = ${paymentId}`;
+}
+
+/** A recovering payment's declined attempt: its recovery, and the PSP and charge of that attempt. The payment; null when it no longer recovers. */
+export async function noteRecoveryAttempt(db: Db, input: { paymentId: string; recovery: unknown; provider: string; providerChargeId: string | null }): Promise<PaymentRow | null> {
+  const [payment] = await db<PaymentRow[]>`
+    UPDATE payments SET recovery = ${db.json(input.recovery as never)}, provider = ${input.provider}, provider_charge_id = ${input.providerChargeId}, updated_at = now()
+    WHERE id = ${input.paymentId} AND status = 'recovering' RETURNING *`;
+  return payment ?? null;
+}
+
+/** Sets the failure of a payment that ended in one of `statuses` (its status stays). The payment; null when it is in none of them. */
+export async function setFailureOfEnded(db: Db, paymentId: string, failure: { code: string; message: string }, statuses: readonly PaymentStatus[]): Promise<PaymentRow | null> {
+  const [payment] = await db<PaymentRow[]>`
+    UPDATE payments SET failure_code = ${failure.code}, failure_message = ${failure.message}, updated_at = now()
+    WHERE id = ${paymentId} AND status = ANY (${[...statuses]})
+    RETURNING *`;
+  return payment ?? null;
+}
+
+/** Flags a payment for an operator whatever its status (failure.code `needs_operator`; nothing else changes), once. */
+export async function flagPaymentForOperator(db: Db, paymentId: string, message: string): Promise<void> {
+  await db`
+    UPDATE payments SET failure_code = 'needs_operator', failure_message = ${message}, updated_at = now()
+    WHERE id = ${paymentId} AND failure_code IS DISTINCT FROM 'needs_operator'`;
+}
+
+/** What a payment captured and refunded, in its currency. */
+export async function paymentRefundFigures(db: Db, paymentId: string): Promise<{ amount_refunded_minor: number; amount_captured_minor: number; currency: string } | null> {
+  const [row] = await db<{ amount_refunded_minor: number; amount_captured_minor: number; currency: string }[]>`
+    SELECT amount_refunded_minor, amount_captured_minor, currency FROM payments WHERE id = ${paymentId}`;
+  return row ?? null;
+}
+
+/** Where a payment stands with its charge: status, PSP, the charge it names and its failure. */
+export async function paymentChargeStanding(db: Db, paymentId: string): Promise<Pick<PaymentRow, 'status' | 'provider_charge_id' | 'provider' | 'failure_code'> | null> {
+  const [row] = await db<Pick<PaymentRow, 'status' | 'provider_charge_id' | 'provider' | 'failure_code'>[]>`
+    SELECT status, provider_charge_id, provider, failure_code FROM payments WHERE id = ${paymentId}`;
+  return row ?? null;
+}
