@@ -216,14 +216,16 @@ describe('the product on a two-node Temporal cluster', () => {
           }
         })();
         for (const node of cluster.nodes) {
-          await new Promise((r) => setTimeout(r, 3000));
+          const sent = plans.length;
+          await eventually(() => plans.length >= Math.min(200, sent + 10), 60_000, 100, 'ten more payments sent before the node stops');
           const stoppedAt = Date.now();
           const info = await node.stop('SIGTERM');
           tally.sample(`${node.name} stop (ms, ${info.signal ?? `exit ${info.code}`})`, Date.now() - stoppedAt);
           await node.start();
         }
         const backAt = Date.now();
-        await new Promise((r) => setTimeout(r, 3000));
+        const sentWhenBack = plans.length;
+        await eventually(() => plans.length >= Math.min(200, sentWhenBack + 10), 60_000, 100, 'ten more payments sent after the restart');
         sending = false;
         await load;
         const ids = await Promise.all(answers);

@@ -13,6 +13,7 @@ import { tenantWithMerchant } from '../helpers/faults/merchant';
 import { paymentRequest, type Api } from '../helpers/faults/payments';
 import { runTrials, ScenarioTally } from '../helpers/faults/results';
 import { expectCleanScenario, retryAndTally } from '../helpers/faults/verify';
+import { holdFor } from '../helpers/eventually';
 
 /**
  * The PostgreSQL under a two-node cluster (and under the app, as in docker-compose.yml: one
@@ -65,7 +66,7 @@ describe('Temporal cluster: its PostgreSQL restarted mid-flight', () => {
         await pg.stop();
         let startedAt: number;
         try {
-          await new Promise((r) => setTimeout(r, 3000));
+          await holdFor(3000, 'PostgreSQL stays down for a set time');
         } finally {
           startedAt = Date.now();
           await pg.start();

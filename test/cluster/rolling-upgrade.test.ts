@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createSql } from '../../db/connect';
 import { projectRoot } from '../../devstack/temporal-cli';
 import { adminUrl, bannerPids, cleanUpLaunches, databasesToDrop, descendants, expectCleanExit, isAlive, launchStart, waitForBanner } from '../helpers/launch';
+import { eventually, holdFor } from '../helpers/eventually';
 
 /**
  * `npm run rolling-upgrade` against a running `npm start` (two workers, two API processes)
@@ -40,7 +41,7 @@ async function payUntilFinal(apiUrl: string, apiKey: string, method: string): Pr
     seen.push(status);
     // 429 too: a client retries after Retry-After (a 429 is never a key's outcome).
     if ((status !== 202 && status !== 503 && status !== 429 && status !== 0) || Date.now() > deadline) return { final: status, seen };
-    await new Promise((r) => setTimeout(r, 1000));
+    await holdFor(1000, 'the client’s pause before it retries');
   }
 }
 
@@ -73,13 +74,14 @@ describe('npm run rolling-upgrade', () => {
       }
     })();
 
-    await new Promise((r) => setTimeout(r, 2000));
+    await eventually(() => payments.length >= 3, 30_000, 100, 'load before the upgrade');
     const upgrade = spawn('npm', ['run', 'rolling-upgrade'], { cwd: projectRoot, env: { ...process.env, DATA_DIR: launch.dataDir }, stdio: ['ignore', 'pipe', 'pipe'] });
     let upgradeOutput = '';
     upgrade.stdout.on('data', (chunk: Buffer) => (upgradeOutput += chunk.toString()));
     upgrade.stderr.on('data', (chunk: Buffer) => (upgradeOutput += chunk.toString()));
     const code = await new Promise<number | null>((resolve) => upgrade.once('exit', resolve));
-    await new Promise((r) => setTimeout(r, 2000));
+    const sentByUpgradeEnd = payments.length;
+    await eventually(() => payments.length >= sentByUpgradeEnd + 3, 30_000, 100, 'load after the upgrade');
     loading = false;
     await load;
     expect(code, `${upgradeOutput}\n${launch.output().slice(-3000)}`).toBe(0);

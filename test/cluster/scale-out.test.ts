@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { adminUrl, bannerPids, cleanUpLaunches, databasesToDrop, descendants, expectCleanExit, launchStart, waitForBanner } from '../helpers/launch';
+import { holdFor } from '../helpers/eventually';
 
 /**
  * `npm start` with several API processes behind one port (API_PROCESSES, api/primary.ts) and
@@ -74,7 +75,7 @@ async function pay(apiUrl: string, apiKey: string): Promise<number> {
     });
     await response.text();
     if (response.status !== 202 && response.status !== 429) return response.status;
-    await new Promise((r) => setTimeout(r, 1100));
+    await holdFor(1100, 'the client’s pause before it retries');
   }
 }
 

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { adminUrl, bannerPids, cleanUpLaunches, databasesToDrop, descendants, expectCleanExit, expectStopOrder, isAlive, launchStart, waitForBanner, type Launch } from '../helpers/launch';
+import { eventually } from '../helpers/eventually';
 
 /**
  * The supervisor behind `npm start` (devstack/supervisor.ts) keeps the stack alive: a child
@@ -158,7 +159,9 @@ describe('the supervisor keeps the stack alive', () => {
         ['temporal-2', 'Temporal temporal-2'],
         ['balancer', 'balancer'],
       ] as const) {
-        await new Promise((r) => setTimeout(r, 2000)); // some load on the whole cluster first
+        // Some load on the whole cluster first: a few more payments sent since the last kill.
+        const sent = payments.length;
+        await eventually(() => payments.length >= sent + 6, 30_000, 100, 'six more payments sent');
         const fresh = await killAndAwaitRestart(launch, logged, pids[name]!, 240_000);
         expect(isAlive(fresh)).toBe(true);
         pids[name] = fresh;

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Client, Connection } from '@temporalio/client';
 import protos from '@temporalio/proto';
 import { projectRoot } from '../../devstack/temporal-cli';
-import { eventually } from '../helpers/eventually';
+import { eventually, holdFor } from '../helpers/eventually';
 import { deploymentRouting, versionDrainage } from '../../devstack/worker-deployment';
 import { adminUrl, bannerPids, cleanUpLaunches, databasesToDrop, descendants, expectCleanExit, isAlive, launchStart, waitForBanner, type Launch } from '../helpers/launch';
 
@@ -53,7 +53,7 @@ async function post(apiUrl: string, apiKey: string, pathname: string, body: unkn
     });
     const answer = { status: response.status, json: await response.json() };
     if ((answer.status !== 202 && answer.status !== 503) || Date.now() > deadline) return answer;
-    await new Promise((r) => setTimeout(r, 1000));
+    await holdFor(1000, 'the client’s pause before it retries');
   }
 }
 
@@ -132,7 +132,7 @@ describe('Worker Versioning: npm run rolling-upgrade to a new version', () => {
       expect(await deploymentRouting(connection, 'default', deploymentName)).toEqual({ current: v2BuildId, ramping: null, rampPercentage: 0 });
       expect(await drainageStatus(connection, deploymentName, v1BuildId)).toBe('draining');
       expect(isAlive(oldWorker)).toBe(true);
-      await new Promise((r) => setTimeout(r, 3000));
+      await holdFor(3000, 'the drain is shown to last while the pinned payment waits');
       expect(await upgradeStatus(launch, () => true, 1000)).toMatchObject({ status: 'running', phase: 'draining' });
 
       // A new payment runs on version 2.

@@ -4,6 +4,7 @@ import type { EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
 import { apiClient, eventually, isolatedApi, uniqueKey, type TestStack } from '../helpers/stack';
 import { CompletionWaiter } from '../../api/completions';
 import { effectsOf } from '../helpers/effects';
+import { holdFor } from '../helpers/eventually';
 import { freePort } from '../../devstack/ports';
 import { fileDatabaseUrl } from '../helpers/database';
 import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres';
@@ -106,7 +107,7 @@ describe('PostgreSQL stopped', () => {
     expect((await api.get(`/v1/payments/${paymentId}`)).status).toBe(503);
     expect((await fetch(`${stack.apiUrl}/readyz`)).status).toBe(503);
 
-    await new Promise((r) => setTimeout(r, 2000)); // the charge lands at the provider meanwhile
+    await holdFor(2000, 'the outage lasts while the payment is in flight');
     await pg.start();
 
     // Nothing lost: the in-flight payment completes, once, and its key answers with it.
@@ -143,7 +144,7 @@ describe('PostgreSQL stopped', () => {
       // postgres.js retries a dropped LISTEN connection for about ten seconds, then gives up
       // silently (measured: alive after 8 s down, dead after 11 s): take it away for 12 s.
       await pg.stop();
-      await new Promise((r) => setTimeout(r, 12_000));
+      await holdFor(12_000, 'longer than postgres.js retries a dropped LISTEN connection');
       await pg.start();
       await stack.sql`SELECT 1`; // the pool is back
       // Without its health check the subscription usually stays dead (only the 1 s poll would

@@ -15,6 +15,7 @@ import { paymentIdIn, paymentRequest, untilFinal, type Api, type PaymentRequest 
 import { runTrials, ScenarioTally } from '../helpers/faults/results';
 import { expectCleanScenario, retryAndTally } from '../helpers/faults/verify';
 import { fileDatabaseUrl } from '../helpers/database';
+import { holdFor } from '../helpers/eventually';
 
 /**
  * Scenario 4. The orchestrator's PostgreSQL (a private embedded server) is stopped while
@@ -127,7 +128,7 @@ describe('regression: completions still wake waiting requests after a PostgreSQL
       // postgres.js re-subscribes LISTEN once, right when the connection drops; the database
       // stays down longer than that.
       await pg.stop();
-      await new Promise((r) => setTimeout(r, 3000));
+      await holdFor(3000, 'the outage outlasts the driver’s one re-subscription');
       await pg.start();
 
       const scope = { tenantId: tenant.id, operation: 'POST /v1/payments', key: uniqueKey(), fingerprint: 'f'.repeat(64), retentionSeconds: 3600 };

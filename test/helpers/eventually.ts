@@ -17,3 +17,12 @@ export async function eventually<T>(
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
+
+/**
+ * The one way a test waits a fixed time, where the time itself is the point: a fault held for a
+ * set time, a state shown to last, a client's pause between its retries. `why` says which.
+ */
+export async function holdFor(ms: number, why: string): Promise<void> {
+  if (!why) throw new Error('holdFor: say why the time is the point');
+  await new Promise((resolve) => setTimeout(resolve, ms));
+}
