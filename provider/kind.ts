@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { PaymentMethodType } from '../domain/payment-methods';
 import type { PaymentProvider, ProviderWebhookEvent } from './types';
 
 /**
@@ -83,6 +84,28 @@ export interface ProviderCapabilities {
   challengeReturn: 'merchant' | 'orchestrator';
 }
 
+/**
+ * The payment methods a kind charges (provider/registry.ts supportsMethod reads it): a PSP whose
+ * kind does not support a payment's method is no candidate for it.
+ */
+export interface PaymentMethodSupport {
+  /** The types of payment method its adapter charges; a saved method of ours is a `card`. */
+  types: readonly PaymentMethodType[];
+  /**
+   * The test payment methods its PSP for tests has: `all` of ours (domain/payment-methods.ts
+   * TEST_PAYMENT_METHODS: the sandbox, whose names they are), or these names (ours it has an
+   * instrument for, and its own). Any other name of a test method's shape is unsupported.
+   */
+  testMethods: 'all' | readonly string[];
+  /**
+   * Whether a payment method that is neither a test method nor a saved method of ours (a token
+   * the merchant got from the PSP, such as Stripe's `pm_1Q…`) goes to it as given. false: its
+   * adapter charges nothing else (the sandbox takes its names and tokens it saved; Adyen's
+   * client, its test cards and the cards it stored).
+   */
+  pspTokens: boolean;
+}
+
 /** Checks a PSP's webhook on its raw body (headers by any case); throws ProviderWebhookError for a bad, missing or stale signature, or a body that is not an event. */
 export type ProviderWebhookVerifier = (rawBody: string, headers: Record<string, string | undefined>, now?: Date) => ProviderWebhookEvent;
 
@@ -117,6 +140,8 @@ export interface ProviderKind<Schema extends ProviderSettingsSchema = ProviderSe
    */
   settings: Schema;
   capabilities: ProviderCapabilities;
+  /** The payment methods it charges. */
+  paymentMethods: PaymentMethodSupport;
   /**
    * Our test payment methods (the sandbox's names: `pm_card_visa`, `pm_card_declined`, …) as this
    * kind's own test instruments, for the ones it has: the charge step sends the kind's token in

@@ -1,4 +1,5 @@
-import type { ProviderCapabilities, ProviderKind, ProviderWebhookBatchVerifier, ProviderWebhookVerifier } from './kind';
+import { hasTestPaymentMethodShape, paymentMethodFacts, type PaymentMethodRef } from '../domain/payment-methods';
+import type { PaymentMethodSupport, ProviderCapabilities, ProviderKind, ProviderWebhookBatchVerifier, ProviderWebhookVerifier } from './kind';
 import * as kinds from './kinds';
 import type { PaymentProvider } from './types';
 
@@ -52,6 +53,31 @@ const kindlessCapabilities: ProviderCapabilities = { balanceReport: false, charg
 /** The capabilities of a client's kind: what the steps read, never the kind's name. */
 export function capabilitiesOf(provider: PaymentProvider): ProviderCapabilities {
   return provider.kind === undefined ? kindlessCapabilities : providerKind(provider.kind).capabilities;
+}
+
+/**
+ * Whether a PSP of this kind (its name, or its descriptor) can charge the payment's method, by
+ * its declaration (ProviderKind.paymentMethods):
+ * - a saved method of ours is a card: supported where the kind charges cards (whether this PSP
+ *   can charge that saved card, by its token or the network's id, is chargesSavedCard's question);
+ * - a test payment method is supported where the kind has it (`all`: every one of ours,
+ *   TEST_PAYMENT_METHODS, variants included; a list: those names exactly), and only where its
+ *   type is one the kind charges;
+ * - any other name of a test method's shape (`pm_card_…`, `pm_sepa_…`) is an unknown test
+ *   method: unsupported;
+ * - anything else is a token of some PSP: supported where the kind takes tokens as given.
+ * Pure: a declaration read, no I/O.
+ */
+export function supportsMethod(kind: string | Pick<ProviderKind, 'paymentMethods'>, method: string | PaymentMethodRef): boolean {
+  const support: PaymentMethodSupport = (typeof kind === 'string' ? providerKind(kind) : kind).paymentMethods;
+  const ref = typeof method === 'string' ? { paymentMethod: method } : method;
+  const facts = paymentMethodFacts(ref);
+  if (ref.savedCard) return support.types.includes('card');
+  // A variant (`pm_card_visa__ab12`) is the sandbox's reading of a name: a kind with a list of names has only those.
+  const hasIt = support.testMethods === 'all' ? facts.testMethod !== null : support.testMethods.includes(ref.paymentMethod);
+  if (hasIt) return facts.type === 'unknown' || support.types.includes(facts.type);
+  if (facts.testMethod !== null || hasTestPaymentMethodShape(ref.paymentMethod)) return false;
+  return support.pspTokens;
 }
 
 /**

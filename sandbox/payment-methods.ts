@@ -39,7 +39,9 @@ export type PaymentMethodBehaviour =
   | { kind: 'network'; script: NetworkScript };
 
 const behaviours: Record<string, PaymentMethodBehaviour> = {
+  // The plain cards: approved, unless the sandbox's approval rates say otherwise (approval-rates.ts).
   pm_card_visa: { kind: 'approve' },
+  pm_card_mastercard: { kind: 'approve' },
   pm_card_declined: { kind: 'decline', code: 'card_declined', message: 'Your card was declined.' },
   pm_card_insufficient_funds: {
     kind: 'decline',
@@ -97,6 +99,7 @@ export interface TestCard {
 
 /** The last four digits of each test card (Stripe's test numbers where it has one); a card not listed is a Visa 4242. */
 const last4s: Record<string, string> = {
+  pm_card_mastercard: '4444',
   pm_card_declined: '0002',
   pm_card_insufficient_funds: '9995',
   pm_card_threeDSecureRequired: '3220',

@@ -14,6 +14,13 @@ export interface WebhookFaultSettings {
   reorder_hold_ms?: number;
 }
 
+/** One rule of POST /_sandbox/approval_rates: the approval probability of a card network and currency (`*`: any). */
+export interface ApprovalRateSetting {
+  network: 'visa' | 'mastercard' | '*';
+  currency: string;
+  rate: number;
+}
+
 export type Discrepancy =
   | { kind: 'direct_charge'; reference: string; amount_minor: number; currency: string }
   | { kind: 'dashboard_refund'; charge_id: string; amount_minor: number }
@@ -45,5 +52,7 @@ export function sandboxControls(sandboxUrl: string) {
     events: (chargeId: string) => call(`/events?charge=${encodeURIComponent(chargeId)}`),
     redeliver: (eventId: string) => call(`/events/${encodeURIComponent(eventId)}/redeliver`, {}),
     discrepancy: (discrepancy: Discrepancy | Record<string, unknown>) => call('/discrepancies', discrepancy),
+    /** How its issuers answer the plain test cards: the rules replaced (`[]` clears them), or read back without an argument. */
+    approvalRates: (rates?: ApprovalRateSetting[]) => (rates === undefined ? call('/approval_rates') : call('/approval_rates', { rates })),
   };
 }

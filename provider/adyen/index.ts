@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { defineProviderKind, httpUrl } from '../kind';
 // Its module imports no SDK at run time (the library's types only).
 import { ADYEN_TEST_DISPUTES_URL } from './disputes';
+import { adyenTestCards } from './test-cards';
 
 /**
  * Adyen (Checkout API, through the official @adyen/api-library): a charge is a payment, known
@@ -37,6 +38,8 @@ export const adyen = defineProviderKind({
   // Cards are stored per shopper (storePaymentMethod) and charged by their stored id (ContAuth);
   // another processor's network transaction id needs the card's full number, which we never hold.
   // Its Disputes API answers commands only: a dispute is known by its signed notifications.
+  // Cards: Adyen's test cards by our names (and the double's own), and the cards it stored; no other method reaches its client.
+  paymentMethods: { types: ['card'], testMethods: Object.keys(adyenTestCards), pspTokens: false },
   capabilities: { balanceReport: true, chargeSearch: false, unknownOutcome: 'replay', modifications: 'notified', notifications: 'batch', savedMethods: true, networkTransactionIds: false, challengeReturn: 'orchestrator', disputeSource: 'notification' },
   async createClient(settings, { timeoutMs }) {
     const { AdyenProvider } = await import('./client');

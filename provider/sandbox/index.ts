@@ -17,6 +17,8 @@ export const sandbox = defineProviderKind({
     /** The secret the sandbox signs its webhooks with; null: its webhooks are refused. */
     webhookSecret: z.string().min(16, 'must be 16+ characters').nullable(),
   }),
+  // Its names are our test payment methods; a card it saved is charged by its own token (savedMethods).
+  paymentMethods: { types: ['card', 'sepa_debit'], testMethods: 'all', pspTokens: false },
   capabilities: { balanceReport: true, chargeSearch: true, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: true, challengeReturn: 'merchant', disputeSource: 'retrieval' },
   async createClient(settings, { timeoutMs }) {
     const { SandboxProvider } = await import('./client');

@@ -22,6 +22,8 @@ export const stripe = defineProviderKind({
   // transaction id of another processor for a merchant-initiated charge.
   capabilities: { balanceReport: true, chargeSearch: true, unknownOutcome: 'lagging-lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: false, challengeReturn: 'merchant', disputeSource: 'retrieval' },
   testPaymentMethods: stripeTestPaymentMethods,
+  // Cards (our names with a Stripe test card, a merchant's own PaymentMethod ids as given).
+  paymentMethods: { types: ['card'], testMethods: Object.keys(stripeTestPaymentMethods), pspTokens: true },
   async createClient(settings, { timeoutMs }) {
     const { StripeProvider } = await import('./client');
     const url = new URL(settings.url);

@@ -11,6 +11,7 @@
  */
 export const stripeTestPaymentMethods: Readonly<Record<string, string>> = {
   pm_card_visa: 'pm_card_visa',
+  pm_card_mastercard: 'pm_card_mastercard',
   pm_card_declined: 'pm_card_chargeDeclined',
   pm_card_insufficient_funds: 'pm_card_chargeDeclinedInsufficientFunds',
   pm_card_refund_fails: 'pm_card_refundFail',

@@ -4,6 +4,7 @@ import { invalidRequest, notFound } from '../errors';
 import { parseJsonBody, parseParams } from '../http';
 import { chargeChanged, chargeEvent, chargeFeeMinor, recordRefundTransaction, refundEvent } from '../effects';
 import { openDispute } from '../disputes';
+import { approvalRatesBody, readApprovalRates, replaceApprovalRates } from '../approval-rates';
 import { chargeJson, disputeJson, newChargeId, newRefundId, refundJson, type ChargeRow, type RefundRow } from '../objects';
 import { amountMinor } from './charges';
 import { faultsJson, webhookFaultsBody, webhookFaultsOf, type WebhookDelivery } from '../webhooks';
@@ -11,8 +12,8 @@ import type { OutageMode, SandboxDeps } from '../deps';
 
 /**
  * The sandbox's own controls, for tests and demos (never part of a real PSP's API): outages,
- * webhook faults and redelivery, the events it made, discrepancies made on purpose, and a
- * dispute opened on demand.
+ * how its issuers answer (approval rates), webhook faults and redelivery, the events it made,
+ * discrepancies made on purpose, and a dispute opened on demand.
  */
 
 const outageBody = z.strictObject({ mode: z.enum(['none', 'unavailable', 'down', 'timeout', 'declining']) });
@@ -45,6 +46,14 @@ export function adminRoutes(deps: SandboxDeps, delivery: WebhookDelivery) {
       const { mode } = await parseJsonBody(c, outageBody);
       runtime.outage = mode as OutageMode;
       return c.json({ mode: runtime.outage });
+    })
+
+    // This sandbox's approval rates (approval-rates.ts), kept under its own URL in the schema.
+    .get('/approval_rates', async (c) => c.json({ rates: await readApprovalRates(sql, runtime.publicUrl) }))
+    .post('/approval_rates', async (c) => {
+      const { rates } = await parseJsonBody(c, approvalRatesBody);
+      await replaceApprovalRates(sql, runtime.publicUrl, rates);
+      return c.json({ rates: await readApprovalRates(sql, runtime.publicUrl) });
     })
 
     .get('/webhook_faults', (c) => c.json(faultsJson(runtime.faults)))

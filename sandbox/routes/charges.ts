@@ -8,6 +8,7 @@ import { chargeJson, listJson, newBalanceTransactionId, newChargeId, newSavedCar
 import { offSessionBehaviour, paymentMethodBehaviour, testCard, type PaymentMethodBehaviour } from '../payment-methods';
 import { issueNetworkTransactionId, networkCardOf } from '../network';
 import { EXCESSIVE_RETRY_FEE_MINOR, networkAttempt, type NetworkAnswer } from '../network-attempts';
+import { issuerApproves, issuerDecline, readApprovalRates } from '../approval-rates';
 import type { SandboxDeps } from '../deps';
 
 /** Far below 2^53, so amounts stay exact as JS numbers (and as int8). */
@@ -130,6 +131,17 @@ async function askNetwork(deps: SandboxDeps, key: string, card: ChargedCard, beh
   });
 }
 
+/**
+ * A plain card's answer under the sandbox's approval rates (approval-rates.ts): approved, or
+ * declined `do_not_honor` by the draw of the charge's key. Every other behaviour is the card's own.
+ */
+async function issuerAnswer(deps: SandboxDeps, key: string, card: ChargedCard, currency: string, behaviour: PaymentMethodBehaviour): Promise<PaymentMethodBehaviour> {
+  const network = testCard(card.testCard)?.brand;
+  if (behaviour.kind !== 'approve' || network === undefined) return behaviour;
+  const rates = await readApprovalRates(deps.sql, deps.runtime.publicUrl);
+  return issuerApproves(rates, { network, currency, idempotencyKey: key }) ? behaviour : issuerDecline;
+}
+
 /** The behaviour the network's answer gives a charge: its decline, or an approval. */
 function networkBehaviour(behaviour: PaymentMethodBehaviour, answer: NetworkAnswer | null): PaymentMethodBehaviour {
   if (answer?.decline) return { kind: 'decline', code: answer.decline.code, message: answer.decline.message };
@@ -228,14 +240,15 @@ export function chargeRoutes(deps: SandboxDeps) {
       }
       // Outage `declining`: the processor fails every new charge, whatever the card, before it reaches the network.
       const declining = deps.runtime.outage === 'declining';
-      const network = params.off_session && !declining ? await askNetwork(deps, key, card, known) : null;
+      const issued = declining ? known : await issuerAnswer(deps, key, card, params.currency, known);
+      const network = params.off_session && !declining ? await askNetwork(deps, key, card, issued) : null;
       const behaviour: PaymentMethodBehaviour = declining
         ? { kind: 'decline', code: 'processing_error', message: 'An error occurred while processing the card (sandbox outage "declining").' }
         : params.off_session
-          ? networkBehaviour(known, network)
-          : known.kind === 'network'
+          ? networkBehaviour(issued, network)
+          : issued.kind === 'network'
             ? { kind: 'approve' }
-            : known;
+            : issued;
       const scope = { endpoint: 'POST /v1/charges', key, fingerprint: requestFingerprint(params), ttlSeconds: config.idempotencyKeyTtlSeconds };
 
       const stored = await runIdempotently(

@@ -61,6 +61,7 @@ type Dispute = {
 /** Our test PaymentMethods as Stripe's test mode treats them (the ones provider/stripe/test-payment-methods.ts sends). */
 const behaviours: Record<string, 'approve' | 'decline' | 'insufficient_funds' | 'challenge_on_session' | 'challenge_always' | 'dispute' | 'inquiry' | 'refund_fails'> = {
   pm_card_visa: 'approve',
+  pm_card_mastercard: 'approve',
   pm_card_chargeDeclined: 'decline',
   pm_card_chargeDeclinedInsufficientFunds: 'insufficient_funds',
   pm_card_authenticationRequiredOnSetup: 'challenge_on_session',
