@@ -3,8 +3,8 @@
 -- (or a saved card of one) is approved, per card network and currency, `*` for any. The rules are
 -- one sandbox's: `sandbox` is its own URL (as sandbox.network_attempts names an acquirer), so
 -- sandboxes sharing a database never read each other's. No row for a sandbox: every plain card
--- is approved, as before. Numbered 029 by the project's allocation of new migration numbers.
-CREATE TABLE sandbox.approval_rates (
+-- is approved, as before.
+CREATE TABLE IF NOT EXISTS sandbox.approval_rates (
   sandbox   text NOT NULL,
   network   text NOT NULL CHECK (network IN ('visa', 'mastercard', '*')),
   currency  text NOT NULL CHECK (currency ~ '^([A-Z]{3}|\*)$'),
