@@ -4,13 +4,22 @@ import path from 'node:path';
 import ts from 'typescript';
 import tseslint from 'typescript-eslint';
 
-/** What workflow code must never import: I/O, clocks and randomness live in activities. */
-const bannedInWorkflows = [
+/**
+ * What workflow code must never import: I/O, clocks and randomness live in activities. `up` is
+ * the way from the file's folder to the project's root ('../' in workflows/, '../../' in a folder
+ * of it such as workflows/payments/), so a file one folder down is held to the same rules.
+ */
+const bannedInWorkflowsAt = (up) => [
   { group: ['node:*', 'fs', 'fs/*', 'path', 'crypto', 'http', 'https', 'net', 'child_process', 'os', 'worker_threads'], message: 'Workflows are deterministic: no Node I/O. Do it in an activity.' },
   { group: ['postgres', 'hono', '@hono/*', 'pino', 'prom-client', 'standardwebhooks', 'stripe'], message: 'Workflows do no I/O: call an activity.' },
   { group: ['@temporalio/client', '@temporalio/worker', '@temporalio/activity'], message: 'Workflow code imports only @temporalio/workflow and @temporalio/common.', allowTypeImports: true },
-  { group: ['../activities', '../activities/*', '../db/*', '../api/*', '../worker/*', '../provider/sandbox', '../provider/sandbox/*', '../provider/stripe', '../provider/stripe/*', '../provider/registry', '../provider/kinds', '../lib/*', '../domain/*', '!../domain/payments', '!../domain/recovery'], message: 'Workflows import activities by type only (import type), and shared definitions from shared/.', allowTypeImports: true },
+  {
+    group: ['activities', 'activities/*', 'db/*', 'api/*', 'worker/*', 'provider/sandbox', 'provider/sandbox/*', 'provider/stripe', 'provider/stripe/*', 'provider/registry', 'provider/kinds', 'lib/*', 'domain/*', '!domain/payments', '!domain/recovery'].map((p) => (p.startsWith('!') ? `!${up}${p.slice(1)}` : `${up}${p}`)),
+    message: 'Workflows import activities by type only (import type), and shared definitions from shared/.',
+    allowTypeImports: true,
+  },
 ];
+const bannedInWorkflows = bannedInWorkflowsAt('../');
 
 /**
  * The house's layers, from the ground up. A folder imports from itself and from the folders
@@ -122,6 +131,11 @@ export default tseslint.config(
     files: [`${folder}/**/*.ts`],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: folder === 'workflows' || folder === 'shared' ? [layerPattern(folder), ...bannedInWorkflows] : [layerPattern(folder)] }] },
   })),
+  {
+    // A folder inside workflows/ (the payment run's phases): the same bans, one folder further down.
+    files: ['workflows/*/**/*.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [layerPattern('workflows'), ...bannedInWorkflowsAt('../../')] }] },
+  },
   {
     // domain/payments.ts is the lifecycle table workflows derive their guards from, domain/recovery.ts
     // the recovery policy the payment's run decides its retries by: both held to the same rules.

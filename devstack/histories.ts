@@ -25,7 +25,7 @@ export interface CodeVersion {
   commit: string;
   /** True if workflows/ or shared/ had uncommitted changes then (the hash below still pins them). */
   uncommittedChanges: boolean;
-  /** SHA-256 over the workflow code's sources (workflows/*.ts, shared/*.ts), see workflowSourceHash(). */
+  /** SHA-256 over the workflow code's sources (the .ts files in workflows/ and shared/, their folders included), see workflowSourceHash(). */
   workflowSourceSha256: string;
   /** Free text, e.g. "current workflow code". */
   label: string;
@@ -134,7 +134,8 @@ function patchIdOf(data: Uint8Array | null | undefined): string | null {
 export function workflowSourceHash(replaced: Record<string, string> = {}): string {
   const hash = createHash('sha256');
   for (const dir of ['workflows', 'shared']) {
-    for (const file of readdirSync(path.join(projectRoot, dir)).filter((f) => f.endsWith('.ts')).sort()) {
+    // Its folders too (workflows/payments/: the payment run's phases).
+    for (const file of readdirSync(path.join(projectRoot, dir), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts')).map((f) => f.split(path.sep).join('/')).sort()) {
       hash.update(`${dir}/${file}\0`);
       hash.update(replaced[`${dir}/${file}`] ?? readFileSync(path.join(projectRoot, dir, file)));
       hash.update('\0');

@@ -1,39 +1,44 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 /**
- * Deliberately altered copies of workflows/payments.ts, generated from the current source for
- * the replay tests (never deployed). Each alteration names the text it changes: if the real
- * workflow no longer contains it, generation fails loudly instead of testing nothing.
+ * Deliberately altered copies of the payment workflow (workflows/payments/, its phases),
+ * generated from the current source for the replay tests (never deployed). Each alteration
+ * names the file of workflows/payments/ and the text it changes: if the real workflow no longer
+ * contains it, generation fails loudly instead of testing nothing.
  */
 const alterations = {
   /** A fraud screen added before the charge: recorded histories must not replay. */
   'activity-added': [
     {
-      find: "import { Compensations, failureOfType } from './saga';",
-      replace: `import { Compensations, failureOfType } from './saga';
+      file: 'run.ts',
+      find: "import { records } from '../activities';",
+      replace: `import { records } from '../activities';
 import { proxyActivities } from '@temporalio/workflow';
 const screening = proxyActivities<{ screenForFraud(input: { paymentId: string; amountMinor: number }): Promise<void> }>({
   startToCloseTimeout: '10 seconds',
 });`,
     },
     {
-      find: '    const charged = await this.chargeAlongTheRoute();\n',
-      replace: '    // ALTERED: a new activity before the charge.\n    await screening.screenForFraud({ paymentId: this.input.paymentId, amountMinor: this.input.amountMinor });\n    const charged = await this.chargeAlongTheRoute();\n',
+      file: 'run.ts',
+      find: '  const charged = await chargeAlongTheRoute(run);\n',
+      replace: '  // ALTERED: a new activity before the charge.\n  await screening.screenForFraud({ paymentId: run.input.paymentId, amountMinor: run.input.amountMinor });\n  const charged = await chargeAlongTheRoute(run);\n',
     },
   ],
   /** The memo of the provider's charge no longer kept (one command fewer): recorded histories must not replay. */
   'memo-removed': [
     {
-      find: '    upsertMemo({ provider_charge_id: charge.id, charge_status: charge.status, ...this.routeMemo });\n',
-      replace: '    void charge; // ALTERED: the memo is no longer kept\n',
+      file: 'state.ts',
+      find: '  upsertMemo({ provider_charge_id: charge.id, charge_status: charge.status, ...run.routeMemo });\n',
+      replace: '  void charge; // ALTERED: the memo is no longer kept\n',
     },
   ],
   /** Attempt 1 run as the regular activity instead of the local one: recorded payment histories must not replay. */
   'first-charge-regular': [
     {
-      find: '        return await firstCharge.chargeAttempt(input);\n',
-      replace: '        return await providerSteps.chargeAttempt(input); // ALTERED: attempt 1 as a regular activity\n',
+      file: 'charge.ts',
+      find: '      return await firstCharge.chargeAttempt(input);\n',
+      replace: '      return await providerSteps.chargeAttempt(input); // ALTERED: attempt 1 as a regular activity\n',
     },
   ],
 } as const;
@@ -42,26 +47,32 @@ export type Alteration = keyof typeof alterations;
 
 /** Writes the altered workflows under test/artifacts and returns their bundle entry (index.ts). */
 export function alteredWorkflows(name: Alteration): string {
-  let source = readFileSync(path.join(path.resolve('.'), 'workflows', 'payments.ts'), 'utf8');
-  for (const { find, replace } of alterations[name]) {
-    if (!source.includes(find)) throw new Error(`alteration ${name}: workflows/payments.ts no longer contains ${JSON.stringify(find)}`);
-    source = source.replace(find, replace);
+  const phases = path.join(path.resolve('.'), 'workflows', 'payments');
+  const sources = new Map(readdirSync(phases).filter((file) => file.endsWith('.ts')).map((file) => [file, readFileSync(path.join(phases, file), 'utf8')]));
+  for (const { file, find, replace } of alterations[name]) {
+    const source = sources.get(file);
+    if (source === undefined || !source.includes(find)) throw new Error(`alteration ${name}: workflows/payments/${file} no longer contains ${JSON.stringify(find)}`);
+    sources.set(file, source.replace(find, replace));
   }
-  return writeAltered(name, source).indexPath;
+  return writeAltered(name, sources);
 }
 
-function writeAltered(name: string, alteredSource: string): { indexPath: string; paymentPath: string } {
+/** The altered copy of workflows/payments/ and its bundle entry, under test/artifacts; its relative imports point back at the real modules. */
+function writeAltered(name: string, sources: Map<string, string>): string {
   const root = path.resolve('.');
   const dir = path.join(root, 'test', 'artifacts', 'altered-workflows', name);
-  mkdirSync(dir, { recursive: true });
-  // The copy lives four folders down; its relative imports point back at the real modules.
-  const up = path.relative(dir, root).split(path.sep).join('/');
-  const source = alteredSource.replace(/from '\.\.\//g, `from '${up}/`).replace(/from '\.\/([\w-]+)'/g, `from '${up}/workflows/$1'`);
-  const paymentPath = path.join(dir, 'payment.ts');
-  writeFileSync(paymentPath, `// GENERATED by testkit/altered-workflows.ts (${name}); do not edit.\n${source}`);
+  const copy = path.join(dir, 'payments');
+  mkdirSync(copy, { recursive: true });
+  const up = path.relative(copy, root).split(path.sep).join('/');
+  for (const [file, source] of sources) {
+    // '../../x' is the project's x, '../x' the real workflows/x; './x' stays: the copied phases.
+    const pointed = source.replace(/from '\.\.\/\.\.\//g, `from '${up}/`).replace(/from '\.\.\/(?!\.)/g, `from '${up}/workflows/`);
+    writeFileSync(path.join(copy, file), `// GENERATED by testkit/altered-workflows.ts (${name}); do not edit.\n${pointed}`);
+  }
+  const upFromDir = path.relative(dir, root).split(path.sep).join('/');
   writeFileSync(
     path.join(dir, 'index.ts'),
-    `export { paymentWorkflow } from './payment';\nexport { refundWorkflow } from '${up}/workflows/refunds';\nexport { lateChargeWorkflow } from '${up}/workflows/payments-late-charge';\n`,
+    `export { paymentWorkflow } from './payments/run';\nexport { refundWorkflow } from '${upFromDir}/workflows/refunds';\nexport { lateChargeWorkflow } from '${upFromDir}/workflows/payments-late-charge';\n`,
   );
-  return { indexPath: path.join(dir, 'index.ts'), paymentPath };
+  return path.join(dir, 'index.ts');
 }

@@ -203,8 +203,10 @@ describe('the versioning rule (docs/versioning.md): a pinned workflow type carri
     expect(behaviours.find((b) => b.type === 'paymentWorkflow')).toMatchObject({ behaviour: 'PINNED', module: 'payments.ts' });
     // A module shared by the pinned types (saga.ts, activities.ts, …) is covered as well.
     const autoUpgrading = new Set(behaviours.filter((b) => b.behaviour === 'AUTO_UPGRADE').map((b) => b.module));
-    const pinnedCode = readdirSync('workflows').filter((f) => f.endsWith('.ts') && !autoUpgrading.has(f));
+    // The modules in folders of workflows/ too (workflows/payments/: the payment run's phases).
+    const pinnedCode = readdirSync('workflows', { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts') && !autoUpgrading.has(f));
     expect(pinnedCode).toContain('payments.ts');
+    expect(pinnedCode).toContain(path.join('payments', 'run.ts'));
     expect(pinnedCode.flatMap(patchCalls)).toEqual([]);
   });
 });
