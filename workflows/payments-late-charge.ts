@@ -1,5 +1,5 @@
 import { ApplicationFailure, condition, log, setHandler, sleep } from '@temporalio/workflow';
-import type { LateChargeOutcome } from '../activities';
+import type { LateChargeOutcome, LateChargeStanding } from '../activities';
 import type { ProviderCharge } from '../provider/types';
 import { FailureType } from '../shared/definitions';
 import { CANCEL_FAILED, chargeReportSignal, type LateChargeInput, type LateChargeResult, type LateChargeWorkflow } from '../shared/payments';
@@ -67,17 +67,40 @@ const STORED_LOOK_MAX_MS = 3_600_000;
  * 3. Record it on the payment (failure code and message; payment.late_success_refunded).
  */
 export const lateChargeWorkflow: LateChargeWorkflow = async function lateChargeWorkflow(input: LateChargeInput): Promise<LateChargeResult> {
-  const { paymentId, chargeId, provider } = input;
-  // The PSP's reports of a void this run asked for at a kind whose cancels are notified (CANCELLATION).
-  const reports: ProviderCharge[] = [];
+  const { paymentId, chargeId } = input;
+  const late = listenForReports(input);
+  const standing = await awaitStanding(input);
+  if (standing.decision !== 'act') {
+    log.info('late charge: nothing to give back', { payment_id: paymentId, charge_id: chargeId, reason: standing.reason });
+    return { action: 'nothing', reason: standing.reason, refundId: null };
+  }
+  return giveBackInRounds(late, standing);
+};
+
+/** One late charge's run: its input, and the PSP's reports of what it asked (signals). */
+interface LateCharge {
+  readonly input: LateChargeInput;
+  /** The PSP's reports of a void this run asked for at a kind whose cancels are notified (CANCELLATION). */
+  readonly reports: ProviderCharge[];
+  /** And of a refund it asked for (REFUND, REFUND_FAILED), passed on by the webhook route. */
+  readonly refundReports: RefundReport[];
+}
+
+/** The run's signals: the PSP's reports about this charge, kept up to MAX_REPORTS each. */
+function listenForReports(input: LateChargeInput): LateCharge {
+  const late: LateCharge = { input, reports: [], refundReports: [] };
   setHandler(chargeReportSignal, (report) => {
-    if (report.charge.id === chargeId && reports.length < MAX_REPORTS) reports.push(report.charge);
+    if (report.charge.id === input.chargeId && late.reports.length < MAX_REPORTS) late.reports.push(report.charge);
   });
-  // And of a refund it asked for (REFUND, REFUND_FAILED), passed on by the webhook route.
-  const refundReports: RefundReport[] = [];
   setHandler(refundReportSignal, (report) => {
-    if (report.chargeId === chargeId && refundReports.length < MAX_REPORTS) refundReports.push(report);
+    if (report.chargeId === input.chargeId && late.refundReports.length < MAX_REPORTS) late.refundReports.push(report);
   });
+  return late;
+}
+
+/** The payment's standing, looked at again while it still waits (at most MAX_LOOKS looks): act or skip. */
+async function awaitStanding(input: LateChargeInput): Promise<LateChargeStanding> {
+  const { paymentId, chargeId, provider } = input;
   let standing = await records.lateChargeStanding({ paymentId, chargeId, provider });
   for (let look = 1, waitMs = WAIT_FIRST_MS; standing.decision === 'wait' && look < MAX_LOOKS; look++, waitMs = Math.min(waitMs * 2, WAIT_MAX_MS)) {
     await sleep(waitMs);
@@ -87,17 +110,19 @@ export const lateChargeWorkflow: LateChargeWorkflow = async function lateChargeW
     // Failed, not completed: a later webhook or reconciliation run may start it again.
     throw ApplicationFailure.nonRetryable(`payment ${paymentId} still ${standing.status} after ${MAX_LOOKS} looks; nothing decided`, 'LateChargeUndecided');
   }
-  if (standing.decision !== 'act') {
-    log.info('late charge: nothing to give back', { payment_id: paymentId, charge_id: chargeId, reason: standing.reason });
-    return { action: 'nothing', reason: standing.reason, refundId: null };
-  }
+  return standing;
+}
 
+/** The charge looked at and its money given back, again (up to MAX_ROUNDS) when the PSP refused because the charge moved on; then recorded on the payment. */
+async function giveBackInRounds(late: LateCharge, standing: LateChargeStanding): Promise<LateChargeResult> {
+  const { input } = late;
+  const { paymentId, chargeId, provider } = input;
   for (let round = 1; ; round++) {
     // A kind without retrieval: the signed notification's charge is the PSP's word.
     const charge = input.charge ?? (await providerSteps.retrieveCharge({ paymentId, chargeId, provider }));
     let outcome: LateChargeOutcome | null;
     try {
-      outcome = await giveBack(charge);
+      outcome = await giveBack(late, charge);
     } catch (error) {
       // The PSP refused the void or refund because the charge moved on meanwhile: look again
       // (where the PSP can be asked). A refusal that persists ends the run failed (non-retryable), visible in the Web UI.
@@ -116,62 +141,73 @@ export const lateChargeWorkflow: LateChargeWorkflow = async function lateChargeW
       refundId: outcome.kind === 'refunded' ? outcome.refundId : null,
     };
   }
+}
 
-  /** The PSP's report of the void: canceled, or refused (still authorized, `cancel_failed`). */
-  function cancelReport(): ProviderCharge | undefined {
-    return reports.find((r) => r.status === 'canceled' || (r.status === 'requires_capture' && r.declineCode === CANCEL_FAILED));
-  }
+/** Gives the charge's money back, or null when it holds none (already refunded, declined, canceled). */
+async function giveBack(late: LateCharge, charge: ProviderCharge): Promise<LateChargeOutcome | null> {
+  if (charge.status === 'requires_capture') return voidAuthorization(late);
+  const kept = charge.amountCapturedMinor - charge.amountRefundedMinor;
+  if (charge.status !== 'succeeded' || kept <= 0) return null;
+  return refundKept(late, charge, kept);
+}
 
-  /** Gives the charge's money back, or null when it holds none (already refunded, declined, canceled). */
-  async function giveBack(charge: ProviderCharge): Promise<LateChargeOutcome | null> {
-    if (charge.status === 'requires_capture') {
-      const stored = () => records.storedCancellation({ provider, paymentId, chargeId });
-      // A notified authorization the PSP has canceled since (the payment's own void): nothing is held.
-      if (input.charge && (await stored())?.status === 'canceled') return null;
-      const answered = await providerSteps.voidCharge({ paymentId, chargeId, provider });
-      if (answered.status !== 'requires_capture') return { kind: 'voided' };
-      // Confirmed by notification (modifications `notified`): the PSP's CANCELLATION decides.
-      const signalled = () => {
-        const report = cancelReport();
-        return report && { status: report.status === 'canceled' ? ('canceled' as const) : ('cancel_failed' as const), message: report.declineMessage };
-      };
-      const storedReport = async () => {
-        const found = await stored();
-        return found && { ...found, message: null };
-      };
-      const report = await awaitReport(signalled, storedReport, VOID_CONFIRMATION_MS);
-      if (report?.status === 'canceled') return { kind: 'voided' };
-      const message = report
-        ? `the PSP refused the void: ${report.message ?? 'the cancel failed'}`
-        : `the PSP did not confirm the void within ${VOID_CONFIRMATION_MS / 60_000} min`;
-      log.error('late charge: the void was not confirmed; needs an operator', { payment_id: paymentId, charge_id: chargeId, message });
-      return { kind: 'void_failed', message };
+/** The PSP's report of the void: canceled, or refused (still authorized, `cancel_failed`). */
+function cancelReport(late: LateCharge): ProviderCharge | undefined {
+  return late.reports.find((r) => r.status === 'canceled' || (r.status === 'requires_capture' && r.declineCode === CANCEL_FAILED));
+}
+
+/** Voids the authorization, or null when the PSP has canceled it since (the payment's own void). */
+async function voidAuthorization(late: LateCharge): Promise<LateChargeOutcome | null> {
+  const { input } = late;
+  const { paymentId, chargeId, provider } = input;
+  const stored = () => records.storedCancellation({ provider, paymentId, chargeId });
+  // A notified authorization the PSP has canceled since (the payment's own void): nothing is held.
+  if (input.charge && (await stored())?.status === 'canceled') return null;
+  const answered = await providerSteps.voidCharge({ paymentId, chargeId, provider });
+  if (answered.status !== 'requires_capture') return { kind: 'voided' };
+  // Confirmed by notification (modifications `notified`): the PSP's CANCELLATION decides.
+  const signalled = () => {
+    const report = cancelReport(late);
+    return report && { status: report.status === 'canceled' ? ('canceled' as const) : ('cancel_failed' as const), message: report.declineMessage };
+  };
+  const storedReport = async () => {
+    const found = await stored();
+    return found && { ...found, message: null };
+  };
+  const report = await awaitReport(signalled, storedReport, VOID_CONFIRMATION_MS);
+  if (report?.status === 'canceled') return { kind: 'voided' };
+  const message = report
+    ? `the PSP refused the void: ${report.message ?? 'the cancel failed'}`
+    : `the PSP did not confirm the void within ${VOID_CONFIRMATION_MS / 60_000} min`;
+  log.error('late charge: the void was not confirmed; needs an operator', { payment_id: paymentId, charge_id: chargeId, message });
+  return { kind: 'void_failed', message };
+}
+
+/** Refunds the money the charge kept, under the payment's compensation sub-key. */
+async function refundKept(late: LateCharge, charge: ProviderCharge, kept: number): Promise<LateChargeOutcome> {
+  const { paymentId, chargeId, provider } = late.input;
+  let refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(paymentId), chargeId, amountMinor: kept, reference: paymentId, provider });
+  if (refund.status === 'pending') {
+    // Confirmed by notification (modifications `notified`): the PSP's REFUND (or REFUND_FAILED) decides.
+    const refundId = refund.id;
+    const settled = () => late.refundReports.find((r) => r.id === refundId && r.status !== 'pending');
+    const stored = async (): Promise<RefundReport | null> => {
+      const found = await records.storedRefundSettlement({ provider, refundId });
+      return found && { id: refundId, chargeId, status: found.status, amountMinor: kept, failureCode: found.status === 'failed' ? 'refund_failed' : null, failureMessage: null };
+    };
+    const report = await awaitReport(settled, stored, REFUND_CONFIRMATION_WINDOW_SECONDS * 1000);
+    if (!report) {
+      log.error('late charge: the refund was not confirmed; needs an operator', { payment_id: paymentId, charge_id: chargeId, refund_id: refund.id });
+      return { kind: 'refund_failed', message: `the PSP did not confirm refund ${refund.id} within ${REFUND_CONFIRMATION_WINDOW_SECONDS / 86_400} days` };
     }
-    const kept = charge.amountCapturedMinor - charge.amountRefundedMinor;
-    if (charge.status !== 'succeeded' || kept <= 0) return null;
-    let refund = await providerSteps.refundCharge({ subKey: providerSubKey.compensation(paymentId), chargeId, amountMinor: kept, reference: paymentId, provider });
-    if (refund.status === 'pending') {
-      // Confirmed by notification (modifications `notified`): the PSP's REFUND (or REFUND_FAILED) decides.
-      const refundId = refund.id;
-      const settled = () => refundReports.find((r) => r.id === refundId && r.status !== 'pending');
-      const stored = async (): Promise<RefundReport | null> => {
-        const found = await records.storedRefundSettlement({ provider, refundId });
-        return found && { id: refundId, chargeId, status: found.status, amountMinor: kept, failureCode: found.status === 'failed' ? 'refund_failed' : null, failureMessage: null };
-      };
-      const report = await awaitReport(settled, stored, REFUND_CONFIRMATION_WINDOW_SECONDS * 1000);
-      if (!report) {
-        log.error('late charge: the refund was not confirmed; needs an operator', { payment_id: paymentId, charge_id: chargeId, refund_id: refund.id });
-        return { kind: 'refund_failed', message: `the PSP did not confirm refund ${refund.id} within ${REFUND_CONFIRMATION_WINDOW_SECONDS / 86_400} days` };
-      }
-      refund = { ...refund, status: report.status, failureCode: report.failureCode, failureMessage: report.failureMessage };
-    }
-    if (refund.status === 'failed') {
-      log.error('late charge: the PSP refused its refund; needs an operator', { payment_id: paymentId, charge_id: chargeId, refund_id: refund.id });
-      return { kind: 'refund_failed', message: refund.failureMessage ?? refund.failureCode ?? 'no reason given' };
-    }
-    return { kind: 'refunded', refundId: refund.id, amountMinor: refund.amountMinor, currency: charge.currency };
+    refund = { ...refund, status: report.status, failureCode: report.failureCode, failureMessage: report.failureMessage };
   }
-};
+  if (refund.status === 'failed') {
+    log.error('late charge: the PSP refused its refund; needs an operator', { payment_id: paymentId, charge_id: chargeId, refund_id: refund.id });
+    return { kind: 'refund_failed', message: refund.failureMessage ?? refund.failureCode ?? 'no reason given' };
+  }
+  return { kind: 'refunded', refundId: refund.id, amountMinor: refund.amountMinor, currency: charge.currency };
+}
 
 /**
  * A notified modification's outcome: signalled to this run, or stored before it asked (read at
