@@ -97,7 +97,7 @@ export interface ChargeInput {
   savedMethod?: SavedMethodCharge | null;
 }
 
-/** One attempt of a payment along its route (workflows/payments.ts chargeAlongTheRoute). */
+/** One attempt of a payment along its route (workflows/payments/charge.ts chargeAlongTheRoute). */
 export type ChargeAttemptInput = ChargeInput & {
   /** 1, 2, …: attempt n charges under providerSubKey.charge(paymentId, n). */
   attempt: number;

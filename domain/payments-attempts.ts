@@ -2,7 +2,7 @@ import { chargeStates, type ChargeState } from './payments';
 
 /**
  * Charge attempts at the PSPs (docs/CONTRACT.md "Providers, routing and failover").
- * Pure values: the workflow (workflows/payments.ts) imports them too.
+ * Pure values: the workflow (workflows/payments/) imports them too.
  */
 
 /**

@@ -77,7 +77,7 @@ export interface PaymentWorkflowInput {
    */
   continueAfterUpdates?: number;
   continueAfterEvents?: number;
-  /** Where the run that continued as new left its wait: this run resumes it (workflows/payments.ts). */
+  /** Where the run that continued as new left its wait: this run resumes it (workflows/payments/run.ts). */
   continued?: PaymentCarried;
 }
 
@@ -139,7 +139,7 @@ export interface ProviderCharge extends ChargeFigures {
   /**
    * When the charge took the money and when it was authorized, by the PSP's own clock (ISO 8601);
    * null or absent when the PSP does not say. A wait's window is decided by these, not by when
-   * a webhook or poll brought the news (workflows/payments.ts decideAtDeadline).
+   * a webhook or poll brought the news (workflows/payments/wait.ts decideAtDeadline).
    */
   succeededAt?: string | null;
   authorizedAt?: string | null;

@@ -90,7 +90,7 @@ const declineCodes: Readonly<Record<string, string>> = {
  * Adyen sends the customer back, our return route). Adyen may answer a redirect without its
  * pspReference (it names the payment in the /payments/details answer and the AUTHORISATION): the
  * charge's id is then '' (not named yet), and the charge is known by its reference until a report
- * names it (workflows/payments.ts).
+ * names it (workflows/payments/state.ts noteReport).
  */
 export function chargeFromPayment(
   payment: AdyenPaymentAnswer,

@@ -82,7 +82,7 @@ describe('the Temporal Web UI finds a payment by its search attributes', () => {
       }
       await page.screenshot({ path: path.join(artifacts, 'temporal-ui-search-attributes.png') });
 
-      // The memo carries the provider's charge (workflows/payments.ts, PaymentRun.showCharge).
+      // The memo carries the provider's charge (workflows/payments/state.ts, showCharge).
       await page.getByRole('link', { name: 'Memo' }).or(page.getByRole('tab', { name: 'Memo' })).first().click();
       for (const pair of [`"provider_charge_id": "${payment.provider_charge_id}"`, '"charge_status": "succeeded"']) {
         await expect.poll(shown, { timeout: 15_000, message: `${pair} on the Memo tab` }).toContain(pair);

@@ -6,7 +6,7 @@ import { FailureType } from '../../shared/definitions';
 import { bodyOf, charge, chargeIdOf, gate, paymentInput, scopedKey, startWorkflowBench, type Fakes, type ResolvedAttempt, type WorkflowBench } from '../helpers/workflow-worker';
 
 /**
- * A recovering payment's run (workflows/payments.ts PaymentRun.recover, docs/recovery.md) with
+ * A recovering payment's run (workflows/payments/recovery.ts recover, docs/recovery.md) with
  * fake steps: the card's budget, a retry's hard decline, and a worker stopped between two
  * retries. An hour is 0.36 s: the schedule's first retry comes 4.3 s after the first decline.
  */
