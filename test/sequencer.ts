@@ -36,7 +36,7 @@ export const measuredSeconds: Record<string, number> = {
   'test/integration/idempotency.test.ts': 17,
   'test/replay/replay-script.test.ts': 15,
   'test/integration/edge.test.ts': 8,
-  'test/workflows/payment.test.ts': 8,
+  'test/workflows/payments.test.ts': 8,
   'test/integration/lifecycle.test.ts': 7,
 };
 
@@ -53,12 +53,12 @@ export const quickSuiteSeconds: Record<string, number> = {
   'test/integration/failover.test.ts': 29,
   'test/integration/idempotency.test.ts': 28,
   'test/replay/replay-script.test.ts': 24,
-  'test/workflows/payment.test.ts': 20,
+  'test/workflows/payments.test.ts': 20,
   'test/integration/waiting-payments.test.ts': 20,
   'test/integration/lifecycle.test.ts': 20,
   'test/integration/listeners.test.ts': 17,
   'test/browser/temporal-ui.test.ts': 16,
-  'test/workflows/payment-waits.test.ts': 15,
+  'test/workflows/payments-waits.test.ts': 15,
   'test/replay/histories.test.ts': 14,
   'test/integration/optional-bodies.test.ts': 14,
   'test/integration/fuzz.test.ts': 14,
