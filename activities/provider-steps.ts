@@ -80,6 +80,12 @@ function looksUpFirst(provider: PaymentProvider): boolean {
 
 export interface ChargeInput {
   paymentId: string;
+  /**
+   * A recovery retry's end (domain/recovery.ts attemptsEndAt, epoch ms): a step that would send
+   * the charge at or after it, by its own clock, sends nothing and answers `not_sent`
+   * (`recovery_window_elapsed`). Absent: no such end.
+   */
+  sendBefore?: number;
   amountMinor: number;
   currency: string;
   paymentMethod: string;
@@ -266,6 +272,10 @@ export function createProviderSteps(
               return notCharged('not_charged', 'outcome_unknown_none_found', `after lost answers, ${noneFound} lookups by our key found no charge`);
             }
             if (!context.info.isLocal) context.heartbeat(details());
+          }
+          // Nothing charged so far (a first try, or a lookup that found none): past a recovery's end, nothing is sent.
+          if (nothingSoFar && input.sendBefore !== undefined && Date.now() >= input.sendBefore) {
+            return notCharged('not_sent', 'recovery_window_elapsed', 'the recovery’s attempts had ended when this step ran; nothing was sent');
           }
           log.info('charging', { ...where, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
           return { kind: 'charge', charge: await createCharge(provider, name, input, input.attempt, signal), ...(plan ? { plan } : {}) };

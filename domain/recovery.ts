@@ -279,6 +279,15 @@ export function stopAt(progress: Pick<RecoveryState, 'windowEndsAt' | 'firstDecl
   return next.kind === 'stop' ? next.because : null;
 }
 
+/**
+ * The first instant at which stopAt stops every attempt: the window's end, or just past the
+ * schedule's span. The step that makes a retry is given it: an attempt whose step starts at or
+ * after it (its task scheduled in time, its worker gone before it ran) sends nothing.
+ */
+export function attemptsEndAt(progress: Pick<RecoveryState, 'windowEndsAt' | 'firstDeclineAt'>, policy: RecoveryPolicy): number {
+  return Math.min(progress.windowEndsAt, progress.firstDeclineAt + scheduleSpanMs(policy) + 1);
+}
+
 /** The recovery stopped before an attempt it had planned (stopAt): nothing more is planned. */
 export function stoppedBefore(progress: RecoveryProgress, because: RecoveryStop): RecoveryProgress {
   return { ...progress, nextAttemptAt: null, stoppedBecause: because };

@@ -66,6 +66,30 @@ describe('chargeAttempt at the only PSP: one charge under the attempt\'s sub-key
   });
 });
 
+describe('a recovery retry whose step runs at or after the recovery’s end (sendBefore) sends nothing', () => {
+  const past = () => Date.now() - 1;
+  it('attempt 1 of the step: not_sent recovery_window_elapsed, no call at the PSP', async () => {
+    const { provider, calls } = recordingProvider();
+    const answer = await run(1, createProviderSteps(provider).chargeAttempt, { ...attemptAtOnlyPsp, sendBefore: past() });
+    expect(answer).toMatchObject({ kind: 'not_charged', outcome: 'not_sent', errorCode: 'recovery_window_elapsed' });
+    expect(calls).toEqual([]);
+  });
+
+  it('a retry of the step looks first: a charge the earlier try made is the answer; none found, nothing is sent', async () => {
+    const held = recordingProvider({ charge: charge('succeeded') });
+    expect(await run(2, createProviderSteps(held.provider).chargeAttempt, { ...attemptAtOnlyPsp, sendBefore: past() })).toMatchObject({ kind: 'charge', charge: { status: 'succeeded' } });
+    const none = recordingProvider();
+    expect(await run(2, createProviderSteps(none.provider).chargeAttempt, { ...attemptAtOnlyPsp, sendBefore: past() })).toMatchObject({ kind: 'not_charged', outcome: 'not_sent' });
+    expect(none.calls).toEqual([`find charge ${providerSubKey.charge(paymentId, 1)}`]);
+  });
+
+  it('before the end, the step charges as any other', async () => {
+    const { provider, calls } = recordingProvider();
+    await run(1, createProviderSteps(provider).chargeAttempt, { ...attemptAtOnlyPsp, sendBefore: Date.now() + 60_000 });
+    expect(calls).toEqual([`create charge ${providerSubKey.charge(paymentId, 1)}`]);
+  });
+});
+
 describe('capture, void and refund retries act only if the lookup says it is not done', () => {
   it('capture: a succeeded charge is the answer; an authorization is captured under the capture sub-key', async () => {
     const done = recordingProvider({ charge: charge('succeeded') });

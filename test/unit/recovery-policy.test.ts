@@ -15,6 +15,7 @@ import {
   classifyDecline,
   recoveryPolicy,
   recoveryWindowMs,
+  attemptsEndAt,
   stopAt,
   stoppedBefore,
   type DeclineSignal,
@@ -241,5 +242,15 @@ describe('one payment’s recovery as the API shows it', () => {
     expect(stopAt(short, 24 * HOUR - 1, policy)).toBeNull();
     expect(stopAt(short, 24 * HOUR, policy)).toBe('window_elapsed');
     expect(recoveryView(stoppedBefore(short, 'window_elapsed'))).toMatchObject({ attempts: 1, next_attempt_at: null, stopped_because: 'window_elapsed' });
+  });
+
+  it('attemptsEndAt is the first instant stopAt stops: the window’s end, or just past the span, whichever is first', () => {
+    const policy = recoveryPolicy(1);
+    for (const windowMs of [24 * HOUR, 30 * 24 * HOUR]) {
+      const progress = beginRecovery({ code: 'insufficient_funds' }, 0, windowMs, policy);
+      const end = attemptsEndAt(progress, policy);
+      expect(stopAt(progress, end - 1, policy)).toBeNull();
+      expect(stopAt(progress, end, policy)).not.toBeNull();
+    }
   });
 });

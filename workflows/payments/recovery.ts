@@ -8,7 +8,7 @@ import { ApplicationFailure, allHandlersFinished, condition, upsertMemo } from '
 import { statusForCharge } from '../../domain/payments';
 import type { ProviderCharge } from '../../provider/types';
 import type { ChargeAttemptResult } from '../../activities/provider-steps';
-import { afterBudgetFullAt, afterRetryDeclined, beginRecovery, classifyDecline, declineOfCharge, recoveryEnded, recoveryView, stopAt, stoppedBefore, type DeclineSignal, type RecoveryProgress, type RecoveryStop } from '../../domain/recovery';
+import { afterBudgetFullAt, afterRetryDeclined, attemptsEndAt, beginRecovery, classifyDecline, declineOfCharge, recoveryEnded, recoveryView, stopAt, stoppedBefore, type DeclineSignal, type RecoveryProgress, type RecoveryStop } from '../../domain/recovery';
 import { FailureType } from '../../shared/definitions';
 import type { CancelRequest, PaymentStatus } from '../../shared/payments';
 import { providerSteps, records } from '../activities';
@@ -94,7 +94,7 @@ export async function recover(run: RunState, first: ProviderCharge): Promise<Pha
       return typeof reserved === 'string' ? endRecovery(run, last, null, stoppedBefore(progress, reserved), attempt + 1) : cancelRecovery(run, reserved, attempt + 1);
     }
     attempt++;
-    const retried = await retryAlongTheRoute(run, provider, attempt, () => stopNow() !== null);
+    const retried = await retryAlongTheRoute(run, provider, attempt, () => stopNow() !== null, attemptsEndAt(progress, policy));
     ({ provider, attempt } = retried);
     const { result } = retried;
     run.chargingAttempt = { provider, attempt };
@@ -126,14 +126,14 @@ export async function recover(run: RunState, first: ProviderCharge): Promise<Pha
  * (a cancel, the window's end) says no attempt may be made any more. While an attempt's
  * outcome is unknown its step keeps asking that PSP (§3.8): never two charges of one retry.
  */
-async function retryAlongTheRoute(run: RunState, from: string, firstAttempt: number, stopped: () => boolean): Promise<{ provider: string; attempt: number; result: ChargeAttemptResult }> {
+async function retryAlongTheRoute(run: RunState, from: string, firstAttempt: number, stopped: () => boolean, sendBefore: number): Promise<{ provider: string; attempt: number; result: ChargeAttemptResult }> {
   const route = run.routePlan?.providers ?? [from];
   const after = (provider: string) => route[route.indexOf(provider) + 1];
   let provider = from;
   let attempt = firstAttempt;
   for (;;) {
     const next = after(provider);
-    const result = await providerSteps.chargeAttempt({ ...chargeRequest(run), attempt, provider, canFailOver: next !== undefined });
+    const result = await providerSteps.chargeAttempt({ ...chargeRequest(run), attempt, provider, canFailOver: next !== undefined, sendBefore });
     if (result.kind !== 'not_charged' || next === undefined || stopped()) return { provider, attempt, result };
     await records.recordAttempt({ paymentId: run.input.paymentId, attempt, provider, outcome: result.outcome, providerChargeId: null, errorCode: result.errorCode, next: { attempt: attempt + 1, provider: next } });
     provider = next;
