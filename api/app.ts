@@ -16,6 +16,7 @@ import { credentialRoutes } from './routes/credentials';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
 import { operatorRoutes } from './routes/operators';
+import { consoleRoutes } from './console/routes';
 import { reconciliationRoutes } from './routes/reconciliation';
 import { eventRoutes } from './routes/events';
 import { paymentRoutes } from './routes/payments';
@@ -106,6 +107,9 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
   app.route('/', operatorRoutes(deps));
   app.route('/', reconciliationRoutes(deps));
   app.route('/', credentialRoutes(deps));
+
+  // The operator console: HTML pages with sessions of their own (api/console/, docs/console.md).
+  app.route('/', consoleRoutes(deps));
 
   documentApi(app, deps);
   return app;
