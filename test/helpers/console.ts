@@ -38,10 +38,14 @@ export interface Page {
 /** One browser's view of the console: its cookies, kept across requests; redirects are answers, not followed. */
 export class ConsoleClient {
   readonly cookies = new Map<string, string>();
-  constructor(readonly apiUrl: string) {}
+  /** `headers`: sent with every request (e.g. X-Forwarded-For, to come from another address behind a trusted proxy). */
+  constructor(
+    readonly apiUrl: string,
+    readonly headers: Record<string, string> = {},
+  ) {}
 
   async request(method: 'GET' | 'POST', path: string, form?: Record<string, string>): Promise<Page> {
-    const headers: Record<string, string> = {};
+    const headers: Record<string, string> = { ...this.headers };
     if (this.cookies.size > 0) headers.cookie = [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
     if (form) headers['content-type'] = 'application/x-www-form-urlencoded';
     const response = await fetch(`${this.apiUrl}${path}`, { method, headers, body: form ? new URLSearchParams(form).toString() : undefined, redirect: 'manual' });

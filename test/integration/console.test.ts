@@ -101,6 +101,31 @@ describe('sign-in and sessions', () => {
     }
   });
 
+  it('limits failed sign-ins per client address across accounts, and leaves other addresses alone', async () => {
+    const operator = await createOperator(stack.apiUrl, { role: 'viewer' });
+    // Behind a trusted proxy (loopback here), each X-Forwarded-For is another client address.
+    const proxied = await stack.startApi({ TRUSTED_PROXIES: '127.0.0.0/8' });
+    try {
+      const guesser = { 'x-forwarded-for': '203.0.113.7' };
+      for (let i = 0; i < SIGNIN_LIMITS.perAddress; i++) {
+        expect((await new ConsoleClient(proxied.url, guesser).signIn(`nobody-${i}-${uniqueKey('e')}@example.com`, 'some password')).status).toBe(401);
+      }
+      expect((await new ConsoleClient(proxied.url, guesser).signIn(operator.email, operator.password)).status).toBe(429);
+      expect((await new ConsoleClient(proxied.url, { 'x-forwarded-for': '198.51.100.9' }).signIn(operator.email, operator.password)).status).toBe(303);
+    } finally {
+      await proxied.close();
+    }
+  });
+
+  it('ends the session at sign-out: the same cookie no longer opens a page', async () => {
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'viewer' }));
+    const cookie = client.cookies.get('console_session')!;
+    expect((await client.post('/console/sign-out', { _csrf: await client.csrf() })).location).toBe('/console/sign-in');
+    const replay = new ConsoleClient(stack.apiUrl);
+    replay.cookies.set('console_session', cookie);
+    expect((await replay.get('/console/payments')).location).toBe('/console/sign-in');
+  });
+
   it('ends sessions when the operator is disabled or given a new password, after 30 idle minutes and after 12 hours', async () => {
     const operator = await createOperator(stack.apiUrl, { role: 'operator' });
     const signedOut = async (client: ConsoleClient) => (await client.get('/console/payments')).location === '/console/sign-in';
