@@ -16,6 +16,7 @@ export interface PaymentSearch extends PageQuery {
   customerId?: string;
   /** The customer's email, case-insensitive. */
   customerEmail?: string;
+  /** Attempted at this PSP (any of its attempts, failed over or not). */
   provider?: string;
   status?: string;
   /** Created at or after. */
@@ -38,7 +39,7 @@ function searchStatement(db: Db, search: PaymentSearch) {
       ${search.orderId !== undefined ? db`AND order_id = ${search.orderId}` : db``}
       ${search.customerId !== undefined ? db`AND customer_id = ${search.customerId}` : db``}
       ${search.customerEmail !== undefined ? db`AND customer_id IN (SELECT id FROM customers WHERE lower(email) = lower(${search.customerEmail}) AND email IS NOT NULL)` : db``}
-      ${search.provider !== undefined ? db`AND provider = ${search.provider}` : db``}
+      ${search.provider !== undefined ? db`AND id IN (SELECT payment_id FROM payment_attempts WHERE provider = ${search.provider})` : db``}
       ${search.status !== undefined ? db`AND status = ${search.status}` : db``}
       ${search.from !== undefined ? db`AND id >= ${paymentIdFloor(search.from)}` : db``}
       ${search.to !== undefined ? db`AND id < ${paymentIdFloor(search.to)}` : db``}

@@ -25,7 +25,7 @@ const SearchFields: FC<{ form: SearchForm; operator: ConsoleSignedIn }> = ({ for
     <Field name="payment_id" label="Payment id" form={form} placeholder="pay_…" />
     <Field name="order_id" label="Order id" form={form} />
     <Field name="customer" label="Customer (cus_ id or email)" form={form} />
-    <Field name="provider" label="PSP" form={form} />
+    <Field name="provider" label="PSP (attempted at)" form={form} />
     <label>
       Status
       <select name="status">

@@ -33,7 +33,12 @@ beforeAll(async () => {
            CASE WHEN status IN ('succeeded', 'refunded') THEN 1000 ELSE 0 END, CASE WHEN status = 'refunded' THEN 1000 ELSE 0 END
     FROM unnest(${ids}::text[]) WITH ORDINALITY AS t(id, n),
          LATERAL (SELECT CASE WHEN n % 1000 = 7 THEN 'refunded' ELSE (ARRAY['succeeded', 'succeeded', 'declined', 'failed', 'canceled'])[1 + n % 5] END AS status) s`;
+  // One attempt per payment, at the PSP it records.
+  await sql`
+    INSERT INTO payment_attempts (payment_id, attempt, provider, outcome, started_at, finished_at)
+    SELECT id, 1, provider, 'succeeded', now(), now() FROM payments`;
   await sql`ANALYZE payments`;
+  await sql`ANALYZE payment_attempts`;
   await sql`ANALYZE customers`;
 });
 afterAll(async () => {
@@ -58,7 +63,8 @@ describe('every filter of the console payment search is served by an index', () 
     ['order id', () => ({ ...page, orderId: 'order-1234' }), /payments_console_by_order/],
     ['customer id', () => ({ ...page, customerId: `cus_${'7'.padStart(26, '0')}` }), /payments_console_by_customer/],
     ['customer email', () => ({ ...page, customerEmail: 'Buyer7@example.com' }), /customers_by_email[\s\S]*payments_console_by_customer|payments_console_by_customer[\s\S]*customers_by_email/],
-    ['PSP', () => ({ ...page, provider: 'psp-rare' }), /payments_console_by_provider/],
+    ['PSP', () => ({ ...page, provider: 'psp-rare' }), /payment_attempts_by_provider/],
+    ['a common PSP', () => ({ ...page, provider: 'psp-1' }), /payment_attempts_by_provider/],
     ['status', () => ({ ...page, status: 'refunded' }), /payments_console_by_status/],
     // Both indexes begin with the tenant.
     ['tenant', () => ({ ...page, tenantId: tenants[4]! }), /payments_by_tenant|payments_by_order/],
@@ -73,6 +79,12 @@ describe('every filter of the console payment search is served by an index', () 
       expect(plan, plan).toMatch(index);
     });
   }
+
+  it('the PSP filter finds the payments attempted at that PSP, and only those', async () => {
+    const found = await searchPayments(sql, { limit: 100, provider: 'psp-rare' });
+    expect(found.rows).toHaveLength(ROWS / 1000);
+    expect(new Set(found.rows.map((row) => row.provider))).toEqual(new Set(['psp-rare']));
+  });
 
   it('the date range is a range of ids: a payment made in the range is found, one made before it is not', async () => {
     const inRange = await searchPayments(sql, { ...page, from: day(30), to: day(29) });
