@@ -68,9 +68,9 @@ function projectImports(file) {
 function resolveRelative(from, specifier) {
   if (!specifier.startsWith('.')) return null;
   const base = path.resolve(path.dirname(from), specifier);
-  for (const candidate of [base, `${base}.ts`, path.join(base, 'index.ts'), base.replace(/\.js$/, '.ts')]) {
+  for (const candidate of [base, `${base}.ts`, `${base}.tsx`, path.join(base, 'index.ts'), base.replace(/\.js$/, '.ts')]) {
     if (candidate.includes(`${path.sep}node_modules${path.sep}`)) return null;
-    if (/\.(ts|mts|cts)$/.test(candidate) && fs.existsSync(candidate) && fs.statSync(candidate).isFile()) return candidate;
+    if (/\.(ts|tsx|mts|cts)$/.test(candidate) && fs.existsSync(candidate) && fs.statSync(candidate).isFile()) return candidate;
   }
   return null;
 }
@@ -112,7 +112,7 @@ const noImportCycle = {
 export default tseslint.config(
   { ignores: ['node_modules/**', '.data/**', '.tools/**', 'dist/**', 'test/artifacts/**', 'bench/results/**'] },
   {
-    files: ['**/*.ts'],
+    files: ['**/*.ts', '**/*.tsx'],
     languageOptions: { parser: tseslint.parser, parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     plugins: { '@typescript-eslint': tseslint.plugin },
     rules: {
@@ -122,13 +122,13 @@ export default tseslint.config(
     },
   },
   {
-    files: ['**/*.ts'],
+    files: ['**/*.ts', '**/*.tsx'],
     plugins: { layers: { rules: { 'no-import-cycle': noImportCycle } } },
     rules: { 'layers/no-import-cycle': 'error' },
   },
   // Each folder's layer; workflow code (and what it imports: shared/, the lifecycle table) also stays deterministic.
   ...layers.map((folder) => ({
-    files: [`${folder}/**/*.ts`],
+    files: [`${folder}/**/*.ts`, `${folder}/**/*.tsx`],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: folder === 'workflows' || folder === 'shared' ? [layerPattern(folder), ...bannedInWorkflows] : [layerPattern(folder)] }] },
   })),
   {
@@ -159,12 +159,12 @@ export default tseslint.config(
   },
   {
     // Handlers are typed from their route definitions (api/typed-route.ts): a cast to never would switch that check off.
-    files: ['api/**/*.ts'],
+    files: ['api/**/*.ts', 'api/**/*.tsx'],
     rules: { 'no-restricted-syntax': ['error', { selector: 'TSAsExpression > TSNeverKeyword', message: 'No `as never` at the edge: type the handler from its route (AppRouteHandler, runIdempotent(c, deps, route, …)).' }] },
   },
   {
     // Routes are thin: a handler validates, hands the operation to the protocol or a step, and answers. What is longer is a named step of its own.
-    files: ['api/**/*.ts'],
+    files: ['api/**/*.ts', 'api/**/*.tsx'],
     rules: { 'max-lines-per-function': ['error', { max: 60 }] },
   },
 );

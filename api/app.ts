@@ -15,6 +15,8 @@ import { AuthFailureLimit, metricsAccess, securityHeaders, sharedFor, tenantRate
 import { credentialRoutes } from './routes/credentials';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
+import { operatorRoutes } from './routes/operators';
+import { consoleRoutes } from './console/routes';
 import { reconciliationRoutes } from './routes/reconciliation';
 import { eventRoutes } from './routes/events';
 import { paymentRoutes } from './routes/payments';
@@ -102,8 +104,12 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
 
   app.use('/admin/*', adminOnly(deps, authFailures), jsonBody());
   app.route('/', adminRoutes(deps));
+  app.route('/', operatorRoutes(deps));
   app.route('/', reconciliationRoutes(deps));
   app.route('/', credentialRoutes(deps));
+
+  // The operator console: HTML pages with sessions of their own (api/console/, docs/console.md).
+  app.route('/', consoleRoutes(deps));
 
   documentApi(app, deps);
   return app;

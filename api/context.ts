@@ -92,6 +92,8 @@ export interface ApiDeps {
         | 'PROVIDER'
         // The configured PSPs: the first is the default, where a payment that records no provider is charged.
         | 'PROVIDERS'
+        // The console's (api/console/): cookies are Secure when the API's public URL is https; links to the Temporal UI and traces.
+        | 'API_PUBLIC_URL' | 'TEMPORAL_NAMESPACE' | 'CONSOLE_TEMPORAL_UI_URL' | 'CONSOLE_TRACE_URL'
         | 'METRICS_TOKEN' | 'WEBHOOK_ALLOWED_CIDRS' | 'WEBHOOK_ALLOW_HTTP' | 'RATE_LIMIT_READ_PER_SECOND' | 'RATE_LIMIT_WRITE_PER_SECOND' | 'AUTH_FAILURES_PER_MINUTE' | 'TRUSTED_PROXIES'
         // The listener's (lib/listener.ts), for the servers the dev and test stacks make.
         | 'HTTP_REQUEST_TIMEOUT_MS' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_KEEP_ALIVE_TIMEOUT_MS' | 'HTTP_MAX_CONNECTIONS' | 'HTTP_ALLOWED_HOSTS'
@@ -113,6 +115,17 @@ export interface ApiDeps {
   providerWebhooks?: ProviderWebhookReceiver | readonly ProviderWebhookReceiver[];
 }
 
+/** The signed-in console operator of a /console request (api/console/session.ts). */
+export interface ConsoleSignedIn {
+  operatorId: string;
+  email: string;
+  role: 'viewer' | 'operator';
+  /** null: every tenant. */
+  tenantId: string | null;
+  csrfToken: string;
+  tokenHash: string;
+}
+
 export interface AppEnv {
   Variables: {
     requestId: string;
@@ -124,5 +137,7 @@ export interface AppEnv {
     resourceId?: string;
     /** What the route's early replay check read (api/idempotency.ts replayFirst), for the protocol. */
     earlyLookup?: EarlyLookup;
+    /** Under /console: who is signed in. */
+    consoleOperator?: ConsoleSignedIn;
   };
 }

@@ -733,3 +733,39 @@ export const Discrepancy = z
   .openapi('ReconciliationDiscrepancy');
 
 export const ReconciliationRunDetail = ReconciliationRun.extend({ discrepancies: z.array(Discrepancy) }).openapi('ReconciliationRunDetail');
+
+// The console's operators (docs/console.md): created and managed with the admin token.
+
+const operatorPassword = text()
+  .min(12, 'must be at least 12 characters')
+  .max(200)
+  .openapi({ description: 'At least 12 characters; stored as a scrypt hash, never returned.', example: 'correct horse battery staple' });
+
+export const CreateOperatorBody = z
+  .strictObject({
+    email: z
+      .email()
+      .max(254)
+      .transform((email) => email.toLowerCase())
+      .openapi({ example: 'ops@example.com', description: 'Signs in with it; unique, compared case-insensitively.' }),
+    role: z.enum(['viewer', 'operator']).openapi({ description: '`viewer` reads only; `operator` may also act (refund).' }),
+    tenant_id: text().max(64).nullable().optional().openapi({ description: 'Sees only this tenant; absent or null: every tenant (and the Temporal UI and trace links).' }),
+    password: operatorPassword,
+  })
+  .openapi('CreateOperatorRequest');
+
+export const OperatorPasswordBody = z.strictObject({ password: operatorPassword }).openapi('OperatorPasswordRequest');
+
+export const Operator = z
+  .object({
+    id: z.string(),
+    object: z.literal('operator'),
+    email: z.string(),
+    role: z.enum(['viewer', 'operator']),
+    tenant_id: z.string().nullable(),
+    disabled: z.boolean(),
+    password_changed_at: z.string(),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .openapi('Operator');

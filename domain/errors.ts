@@ -17,6 +17,8 @@ export const errorStatus = {
   /** An inbound PSP webhook whose signature is missing, wrong or stale, or whose body is not an event. */
   webhook_signature_invalid: 400,
   unauthorized: 401,
+  /** Signed in, but not allowed to do this: a console viewer's write, or a write without its form's CSRF token. */
+  forbidden: 403,
   card_declined: 402,
   payment_failed: 402,
   /** An off-session payment whose card asks the customer to authenticate: it failed; charge it with the customer present. */
@@ -33,6 +35,8 @@ export const errorStatus = {
   /** Evidence or a concession for a dispute that no longer takes it: submitted, past its deadline, or closed. */
   dispute_not_open: 409,
   dispute_not_held: 409,
+  /** An operator with this email already exists. */
+  operator_email_taken: 409,
   /** Evidence for a dispute that has taken all the evidence requests or bytes one dispute takes (DISPUTE_EVIDENCE_MAX_*). */
   dispute_evidence_limit: 409,
   capture_exceeds_authorized: 409,

@@ -7,7 +7,7 @@ const crockford = '0123456789abcdefghjkmnpqrstvwxyz';
  * lowercase Crockford base32. Ids sort by creation time, which gives list endpoints a
  * stable cursor order without a second column.
  */
-export function newId(prefix: 'ten' | 'pay' | 're' | 'evt' | 'ltx' | 'req' | 'key' | 'rcn' | 'dsc' | 'dsp' | 'cus' | 'pm', now = Date.now()): string {
+export function newId(prefix: 'ten' | 'pay' | 're' | 'evt' | 'ltx' | 'req' | 'key' | 'rcn' | 'dsc' | 'dsp' | 'cus' | 'pm' | 'opr' | 'act', now = Date.now()): string {
   let time = '';
   for (let t = now, i = 0; i < 10; i++, t = Math.floor(t / 32)) time = crockford[t % 32] + time;
   const random = randomBytes(10);

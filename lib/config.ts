@@ -116,6 +116,13 @@ const variables = z.object({
    * the payment's returnUrl. Unset: the loopback API, http://127.0.0.1:<PORT> (development).
    */
   API_PUBLIC_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
+  /**
+   * The operator console's links (docs/console.md), shown only to operators without a tenant: the
+   * Temporal Web UI's base URL (a payment links to `<url>/namespaces/<namespace>/workflows/<workflow id>`)
+   * and a trace viewer's (a payment links to `<url>/<trace id>`, e.g. Jaeger's `http://host:16686/trace`). Unset: no link.
+   */
+  CONSOLE_TEMPORAL_UI_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
+  CONSOLE_TRACE_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
   /** The address the API and the worker's /metrics listen on: loopback unless set (0.0.0.0 in a container). */
   HOST: z.string().min(1).default('127.0.0.1'),
   /** Bearer token of the API's /metrics (the admin token also works); unset: only the admin token. */
@@ -329,6 +336,8 @@ const schema = variables.transform((env, ctx) => {
     ...env,
     ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN,
     API_PUBLIC_URL: (env.API_PUBLIC_URL ?? `http://127.0.0.1:${env.PORT}`).replace(/\/+$/, ''),
+    CONSOLE_TEMPORAL_UI_URL: env.CONSOLE_TEMPORAL_UI_URL?.replace(/\/+$/, '') ?? null,
+    CONSOLE_TRACE_URL: env.CONSOLE_TRACE_URL?.replace(/\/+$/, '') ?? null,
     // Every key present (null: not set), so the parsed config lists every variable it reads.
     TEMPORAL_TLS_CERT: env.TEMPORAL_TLS_CERT ?? null,
     TEMPORAL_TLS_KEY: env.TEMPORAL_TLS_KEY ?? null,

@@ -58,9 +58,10 @@ const getRefundRoute = createRoute({
 /**
  * POST /v1/payments/{id}/refunds as one idempotent operation (api/idempotency.ts): the run
  * started or joined under the refund's key, and the refund as it stands for a 202. Whether the
- * payment can be refunded is the run's first step (activities/refunds.ts beginRefund).
+ * payment can be refunded is the run's first step (activities/refunds.ts beginRefund). The
+ * console's refund (api/console/refund.ts) runs this same operation.
  */
-function createRefundOperation(
+export function createRefundOperation(
   deps: ApiDeps,
   c: Context<AppEnv>,
   request: { id: string; payment: PaymentRow; body: z.output<typeof CreateRefundBody> },

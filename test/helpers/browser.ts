@@ -1,8 +1,9 @@
 /**
- * The one way browser tests get a browser: headless Chromium from the @sparticuz/chromium
- * npm package (its binary and the few shared libraries it needs travel brotli-compressed in
- * the package), driven by playwright-core. `npm install` is the whole set-up: no system
- * Chromium, no root, no download at test time.
+ * How browser tests get a browser, driven by playwright-core, never downloaded at test time:
+ * - launchBrowser: headless Chromium from the @sparticuz/chromium npm package (its binary and
+ *   the few shared libraries it needs travel brotli-compressed in the package); `npm install`
+ *   is the whole set-up, no system Chromium, no root.
+ * - launchSystemChromium: Debian's `chromium` package at /usr/bin/chromium (the console's test).
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -118,4 +119,19 @@ export async function launchBrowser(options: Pick<LaunchOptions, 'timeout'> = {}
     },
     ...options,
   });
+}
+
+/** Where Debian's `chromium` package puts the browser (`apt-get install -y chromium`; .ci/run installs it). */
+export const SYSTEM_CHROMIUM = '/usr/bin/chromium';
+
+/**
+ * Headless Chromium from the Debian packages, driven by playwright-core through its
+ * executablePath (the console's browser test, docs/console.md). Missing, it fails with how to
+ * install it: the test never skips, and nothing is downloaded at test time.
+ */
+export async function launchSystemChromium(options: Pick<LaunchOptions, 'timeout'> = {}): Promise<Browser> {
+  if (!existsSync(SYSTEM_CHROMIUM)) {
+    throw new Error(`${SYSTEM_CHROMIUM} is missing: install Debian's Chromium with "apt-get install -y chromium" (.ci/run does)`);
+  }
+  return chromium.launch({ executablePath: SYSTEM_CHROMIUM, headless: true, args, ...options });
 }

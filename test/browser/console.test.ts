@@ -1,0 +1,181 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchSystemChromium } from '../helpers/browser';
+import { createOperator, type TestOperator } from '../helpers/console';
+import { apiClient, eventually, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
+
+/**
+ * The operator console (docs/console.md) in a real browser: Debian's Chromium
+ * (/usr/bin/chromium) driven by playwright-core against the real stack. Sign in, search by
+ * order id, open a payment, refund with a double click (one refund), a viewer without buttons
+ * and refused by the server, a tenant operator's 404, keyboard only, and not one
+ * Content-Security-Policy violation on any page. A screenshot of a payment's page goes to
+ * test/artifacts/console-payment.png.
+ */
+
+const artifacts = path.resolve('test/artifacts');
+let stack: TestStack;
+let browser: Browser;
+let tenant: Tenant;
+let other: Tenant;
+/** What Chromium logged about the Content-Security-Policy, on every page of every context. */
+const cspViolations: string[] = [];
+
+beforeAll(async () => {
+  mkdirSync(artifacts, { recursive: true });
+  stack = await startStack({ api: { CONSOLE_TEMPORAL_UI_URL: 'http://127.0.0.1:8233' } });
+  [tenant, other] = await Promise.all([stack.createTenant('browser-console'), stack.createTenant('browser-console-other')]);
+  browser = await launchSystemChromium({ timeout: 120_000 });
+}, 180_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await stack?.stop();
+});
+
+async function pay(owner: Tenant, orderId = uniqueKey('ord')): Promise<{ id: string; order_id: string }> {
+  const paid = await apiClient(stack.apiUrl, owner.apiKey).post('/v1/payments', { order_id: orderId, amount_minor: 4200, currency: 'EUR', payment_method: 'pm_card_visa', description: '<b>gift</b>' }, uniqueKey());
+  expect(paid.status).toBe(201);
+  return paid.json;
+}
+
+async function newPage(): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  page.on('console', (message) => {
+    if (/Content[- ]Security[- ]Policy/i.test(message.text())) cspViolations.push(`${page.url()}: ${message.text()}`);
+  });
+  return { context, page };
+}
+
+async function signIn(operator: TestOperator): Promise<{ context: BrowserContext; page: Page }> {
+  const opened = await newPage();
+  await opened.page.goto(`${stack.apiUrl}/console`);
+  await opened.page.fill('input[name=email]', operator.email);
+  await opened.page.fill('input[name=password]', operator.password);
+  await Promise.all([opened.page.waitForURL('**/console/payments'), opened.page.click('button:has-text("Sign in")')]);
+  return opened;
+}
+
+describe('the operator console in Chromium', () => {
+  it('signs in, finds a payment by its order id, opens it, and refunds it once on a double click and a second tab', async () => {
+    const payment = await pay(tenant);
+    const { context, page } = await signIn(await createOperator(stack.apiUrl, { role: 'operator' }));
+    try {
+      await page.fill('input[name=order_id]', payment.order_id);
+      await Promise.all([page.waitForURL(/order_id=/), page.click('button:has-text("Search")')]);
+      await Promise.all([page.waitForURL(`**/console/payments/${payment.id}`), page.click(`a:has-text("${payment.id}")`)]);
+      expect(await page.textContent('h1')).toContain(payment.id);
+      expect(await page.textContent('body')).toContain('<b>gift</b>');
+      expect(await page.getAttribute('a:has-text("Temporal UI")', 'href')).toContain('/namespaces/default/workflows/');
+
+      await page.fill('input[name=amount]', '5.00');
+      await Promise.all([page.waitForURL('**/console/actions/*'), page.click('button:has-text("Review refund")')]);
+      // The same confirmation page open in a second tab, confirmed after the first.
+      const secondTab = await context.newPage();
+      await secondTab.goto(page.url());
+      const confirmations: string[] = [];
+      context.on('request', (request) => {
+        if (request.method() === 'POST' && request.url().endsWith('/confirm')) confirmations.push(request.url());
+      });
+      await page.dblclick('button:has-text("Refund 5.00 EUR")');
+      await page.waitForSelector('text=Refunded');
+      await secondTab.click('button:has-text("Refund 5.00 EUR")');
+      await secondTab.waitForSelector('text=Refunded');
+      await page.screenshot({ path: path.join(artifacts, 'console-refund.png'), fullPage: true });
+      const refunds = await eventually(async () => {
+        const rows = await stack.sql<{ amount_minor: number }[]>`SELECT amount_minor FROM refunds WHERE payment_id = ${payment.id}`;
+        return rows.length > 0 ? rows : null;
+      }, 10_000, 50, 'the refund');
+      expect(refunds.map((r) => Number(r.amount_minor))).toEqual([500]);
+      // At least the second tab's confirmation reached the server too: the one refund is the server's doing, not the browser's.
+      expect(confirmations.length).toBeGreaterThanOrEqual(2);
+      await page.goto(`${stack.apiUrl}/console/payments/${payment.id}`);
+      await page.screenshot({ path: path.join(artifacts, 'console-payment.png'), fullPage: true });
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('shows a viewer no action, and the server refuses a viewer\'s refund even with the page\'s CSRF token', async () => {
+    const payment = await pay(tenant);
+    const { context, page } = await signIn(await createOperator(stack.apiUrl, { role: 'viewer' }));
+    try {
+      await page.goto(`${stack.apiUrl}/console/payments/${payment.id}`);
+      expect(await page.locator('form[action$="/refunds"]').count()).toBe(0);
+      expect(await page.locator('button:has-text("Refund")').count()).toBe(0);
+      const csrf = await page.locator('input[name=_csrf]').first().getAttribute('value');
+      const refused = await context.request.post(`${stack.apiUrl}/console/payments/${payment.id}/refunds`, { form: { amount: '1.00', _csrf: csrf! }, maxRedirects: 0 });
+      expect(refused.status()).toBe(403);
+      expect(await stack.sql`SELECT 1 FROM refunds WHERE payment_id = ${payment.id}`).toHaveLength(0);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it("answers a tenant operator 404 for another tenant's payment, and shows it no Temporal link", async () => {
+    const mine = await pay(tenant);
+    const theirs = await pay(other);
+    const { context, page } = await signIn(await createOperator(stack.apiUrl, { role: 'operator', tenantId: tenant.id }));
+    try {
+      expect((await page.goto(`${stack.apiUrl}/console/payments/${theirs.id}`))!.status()).toBe(404);
+      expect((await page.goto(`${stack.apiUrl}/console/payments/${mine.id}`))!.status()).toBe(200);
+      expect(await page.locator('a:has-text("Temporal UI")').count()).toBe(0);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('signs in, searches and refunds with the keyboard alone (Tab and Enter), focus always visible', async () => {
+    const payment = await pay(tenant);
+    const operator = await createOperator(stack.apiUrl, { role: 'operator' });
+    const { context, page } = await newPage();
+    type Focus = { name: string; tag: string; outline: string };
+    // Evaluated in the page (a string: the project's types have no DOM).
+    const focused = () =>
+      page.evaluate<Focus>(`(() => {
+        const element = document.activeElement;
+        const style = element ? getComputedStyle(element) : null;
+        return { name: element?.getAttribute('name') ?? element?.textContent?.trim() ?? '', tag: element?.tagName ?? '', outline: style ? style.outlineStyle + ' ' + style.outlineWidth : '' };
+      })()`);
+    // The element wanted may have the focus already (the sign-in form's email field is autofocused).
+    const tabTo = async (wanted: (f: Focus) => boolean) => {
+      if (wanted(await focused())) return;
+      for (let i = 0; i < 40; i++) {
+        await page.keyboard.press('Tab');
+        const now = await focused();
+        expect(now.outline, `focus on ${now.tag} ${now.name} is visible`).not.toMatch(/^none/);
+        if (wanted(now)) return;
+      }
+      throw new Error('never reached the element with Tab');
+    };
+    try {
+      await page.goto(`${stack.apiUrl}/console/sign-in`);
+      await tabTo((f) => f.name === 'email');
+      await page.keyboard.type(operator.email);
+      await tabTo((f) => f.name === 'password');
+      await page.keyboard.type(operator.password);
+      await Promise.all([page.waitForURL('**/console/payments'), page.keyboard.press('Enter')]);
+      await tabTo((f) => f.name === 'order_id');
+      await page.keyboard.type(payment.order_id);
+      await Promise.all([page.waitForURL(/order_id=/), page.keyboard.press('Enter')]);
+      await tabTo((f) => f.tag === 'A' && f.name === payment.id);
+      await Promise.all([page.waitForURL(`**/console/payments/${payment.id}`), page.keyboard.press('Enter')]);
+      await tabTo((f) => f.name === 'amount');
+      await page.keyboard.type('1.00');
+      await Promise.all([page.waitForURL('**/console/actions/*'), page.keyboard.press('Enter')]);
+      await tabTo((f) => f.tag === 'BUTTON' && f.name === 'Refund 1.00 EUR');
+      await page.keyboard.press('Enter');
+      await page.waitForSelector('text=Refunded');
+      expect(await stack.sql`SELECT 1 FROM refunds WHERE payment_id = ${payment.id}`).toHaveLength(1);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('logged no Content-Security-Policy violation on any page', () => {
+    expect(cspViolations).toEqual([]);
+  });
+});
