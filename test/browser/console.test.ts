@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -170,6 +171,40 @@ describe('the operator console in Chromium', () => {
       await page.keyboard.press('Enter');
       await page.waitForSelector('text=Refunded');
       expect(await stack.sql`SELECT 1 FROM refunds WHERE payment_id = ${payment.id}`).toHaveLength(1);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('has no serious or critical accessibility violation (axe-core, injected in a context of its own that bypasses the CSP)', async () => {
+    const payment = await pay(tenant);
+    const operator = await createOperator(stack.apiUrl, { role: 'operator' });
+    // Its own context: axe is a script of ours injected into the page, which the console's CSP
+    // rightly refuses; bypassCSP lets it in here only, so the CSP test above still holds.
+    const context = await browser.newContext({ bypassCSP: true });
+    const page = await context.newPage();
+    const audit = async (where: string) => {
+      await page.addScriptTag({ path: createRequire(import.meta.url).resolve('axe-core/axe.min.js') });
+      const violations = await page.evaluate(async () => {
+        const result = await (globalThis as unknown as { axe: { run: () => Promise<{ violations: { id: string; impact: string | null; nodes: unknown[] }[] }> } }).axe.run();
+        return result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}, ${v.nodes.length} nodes)`);
+      });
+      return violations.map((v) => `${where}: ${v}`);
+    };
+    try {
+      const found: string[] = [];
+      await page.goto(`${stack.apiUrl}/console`);
+      found.push(...(await audit('sign-in')));
+      await page.fill('input[name=email]', operator.email);
+      await page.fill('input[name=password]', operator.password);
+      await Promise.all([page.waitForURL('**/console/payments'), page.click('button:has-text("Sign in")')]);
+      found.push(...(await audit('payments')));
+      await page.goto(`${stack.apiUrl}/console/payments/${payment.id}`);
+      found.push(...(await audit('a payment')));
+      await page.fill('input[name=amount]', '1.00');
+      await Promise.all([page.waitForURL('**/console/actions/*'), page.click('button:has-text("Review refund")')]);
+      found.push(...(await audit('refund confirmation')));
+      expect(found).toEqual([]);
     } finally {
       await context.close();
     }
