@@ -29,10 +29,18 @@ export function feeSchemas(zod: typeof z = z) {
     /** Charged on every attempt, approved or not (PSPs that charge attempts). */
     attempt: Fee.optional(),
   });
-  const currencyKey = zod.string().refine((code) => code === '*' || isCurrency(code), 'a currency key is an ISO 4217 code (upper case, e.g. "EUR") or "*"');
-  const ProviderFees = zod.record(currencyKey, CurrencyFees).refine((fees) => Object.keys(fees).length <= 200, 'at most 200 currencies per provider');
-  const providerKey = zod.string().min(1).max(64).regex(/^[\x21-\x7e]+$/, 'a provider name is printable ASCII without spaces (a name from PROVIDERS)');
-  const FeeSchedule = zod.record(providerKey, ProviderFees).refine((fees) => Object.keys(fees).length <= 16, 'at most 16 providers');
+  /** A record whose keys are checked one by one, each refusal at its key's path with its own reason. */
+  const keyed = <T extends z.ZodType>(value: T, max: number, what: string, check: (key: string) => string | null) =>
+    zod.record(zod.string(), value).superRefine((record, ctx) => {
+      const keys = Object.keys(record);
+      if (keys.length > max) ctx.addIssue({ code: 'custom', message: `at most ${max} ${what}` });
+      for (const key of keys) {
+        const reason = check(key);
+        if (reason) ctx.addIssue({ code: 'custom', path: [key], message: reason });
+      }
+    });
+  const ProviderFees = keyed(CurrencyFees, 200, 'currencies per provider', (code) => (code === '*' || isCurrency(code) ? null : 'a currency key is an ISO 4217 code (upper case, e.g. "EUR") or "*"'));
+  const FeeSchedule = keyed(ProviderFees, 16, 'providers', (name) => (/^[\x21-\x7e]{1,64}$/.test(name) ? null : 'a provider name is 1 to 64 printable ASCII characters without spaces (a name from PROVIDERS)'));
   return { Fee, CurrencyFees, ProviderFees, FeeSchedule };
 }
 

@@ -288,7 +288,8 @@ export function netValue(objective: NetObjective, provider: string): CandidateVa
  * once by the caller (a hash of the payment's id in the product, a seeded generator in the
  * simulation). `eliminated` (provider → why) are out of first place: they get no probability
  * and go last, unless every candidate is eliminated (then none is). With `objective` the choice
- * is by expected net instead of the approval rate.
+ * is by expected net instead of the approval rate. `probe` (a candidate whose elimination ended,
+ * whose probe this payment took: db/routing.ts takeProbe) goes first, with probability 1.
  */
 export function decideSuccessRate(input: {
   candidates: readonly string[];
@@ -298,6 +299,7 @@ export function decideSuccessRate(input: {
   settings?: SuccessRateSettings;
   eliminated?: Readonly<Record<string, string>>;
   objective?: NetObjective;
+  probe?: string;
 }): SuccessRateDecision {
   const settings = input.settings ?? SUCCESS_RATE_DEFAULTS;
   const { candidates, segment, objective } = input;
@@ -326,6 +328,9 @@ export function decideSuccessRate(input: {
       ...(eliminated.has(provider) ? { eliminated: input.eliminated![provider]! } : {}),
     };
   });
+  if (input.probe !== undefined && candidates.includes(input.probe)) {
+    for (const c of scored) c.selectionProbability = c.provider === input.probe ? 1 : 0;
+  }
   // The payment's uniform number picks by the probabilities (the last open one takes what rounding leaves).
   let cumulative = 0;
   const chosen = scored.find((c) => c.selectionProbability > 0 && (cumulative += c.selectionProbability) > input.uniform) ?? scored.filter((c) => c.selectionProbability > 0).at(-1)!;
@@ -339,6 +344,7 @@ export function decideSuccessRate(input: {
   const highest = objective ? 'expected net' : 'approval estimate';
   const left = scored.filter((c) => c.eliminated !== undefined).map((c) => `${c.provider} eliminated: ${c.eliminated}`);
   const reason =
+    (input.probe === chosen.provider ? `probing ${chosen.provider} after its elimination (${estimate}); ` : '') +
     (explored
       ? `explored ${chosen.provider} (probability ${chosen.selectionProbability.toFixed(3)}, ${estimate}); the highest ${highest} is ${best.provider}'s ${worth(best).toFixed(objective ? 0 : 3)}`
       : `${chosen.provider} has the highest ${highest} for ${segmentLevels(segment)[0]} (${estimate}; chosen with probability ${chosen.selectionProbability.toFixed(3)})`) +
