@@ -1,5 +1,5 @@
 import type { Db } from './connect';
-import { segmentLevels, SUCCESS_RATE_DEFAULTS, withOutcome, type OutcomeCounts, type OutcomeSettings, type RoutingSegment, type SegmentCounts } from '../domain/routing-success-rate';
+import { levelEstimate, segmentLevels, SUCCESS_RATE_DEFAULTS, withOutcome, type OutcomeCounts, type OutcomeSettings, type RoutingSegment, type SegmentCounts } from '../domain/routing-success-rate';
 
 /**
  * Success-rate routing's shared state in PostgreSQL (migration 028; docs/routing-and-waits.md):
@@ -254,6 +254,40 @@ export async function listOutcomes(db: Db, scope: string): Promise<OutcomeRow[]>
     errorsTotal: r.errors_total,
     updatedAt: r.updated_at,
   }));
+}
+
+/** One PSP at one segment level now: its counts, its estimate, its share of that level's recent outcomes. */
+export interface SegmentEstimate {
+  provider: string;
+  approvalEstimate: number;
+  /** Weighted (recency-faded) outcomes the estimate rests on. */
+  outcomes: number;
+  /** Its share of the level's weighted outcomes across PSPs (its share of the traffic lately). */
+  share: number;
+  approvals: number;
+  declines: number;
+  errors: number;
+}
+
+/** Every segment level of one scope with each PSP's estimate there (GET /admin/routing, /metrics). */
+export async function routingSnapshot(db: Db, scope: string): Promise<{ segment: string; providers: SegmentEstimate[] }[]> {
+  const bySegment = new Map<string, OutcomeRow[]>();
+  for (const row of await listOutcomes(db, scope)) bySegment.set(row.segment, [...(bySegment.get(row.segment) ?? []), row]);
+  return [...bySegment].map(([segment, rows]) => {
+    const total = rows.reduce((sum, r) => sum + r.approvals + r.declines, 0);
+    return {
+      segment,
+      providers: rows.map((r) => ({
+        provider: r.provider,
+        approvalEstimate: levelEstimate(r),
+        outcomes: r.approvals + r.declines,
+        share: total > 0 ? (r.approvals + r.declines) / total : 0,
+        approvals: r.approvalsTotal,
+        declines: r.declinesTotal,
+        errors: r.errorsTotal,
+      })),
+    };
+  });
 }
 
 /** Every PSP's shared health now. */

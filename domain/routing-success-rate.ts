@@ -145,6 +145,12 @@ export function posteriorOf(counts: Readonly<Record<string, OutcomeCounts>> | un
   return { alpha: prior.approvals + best.counts.approvals, beta: prior.declines + best.counts.declines, level: best.level, outcomes: best.counts.approvals + best.counts.declines };
 }
 
+/** The posterior mean of one level's own counts (what GET /admin/routing and /metrics show per segment level). */
+export function levelEstimate(counts: Pick<OutcomeCounts, 'approvals' | 'declines'>, settings: Pick<SuccessRateSettings, 'prior'> = SUCCESS_RATE_DEFAULTS): number {
+  const { prior } = settings;
+  return (prior.approvals + counts.approvals) / (prior.approvals + prior.declines + counts.approvals + counts.declines);
+}
+
 export function meanOf(posterior: Posterior): number {
   return posterior.alpha / (posterior.alpha + posterior.beta);
 }
