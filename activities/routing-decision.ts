@@ -35,18 +35,21 @@ async function tenantRouting(sql: Sql, tenantId: string): Promise<Routing | null
  * Which candidates are out of first place for this payment, and which one it probes: an open
  * PSP (its errors), one whose approvals fell at a level of the segment, and a half-open one
  * whose probe another payment holds are out; the first half-open one whose probe this payment
- * takes (db/routing.ts takeProbe) is its probe.
+ * takes (db/routing.ts takeProbe) is its probe, which it tries first. In a static order a
+ * half-open PSP behind one that is in takes no probe (the payment would not try it first).
  */
-async function standings(sql: Sql, candidates: readonly string[], estimates: Estimates, health: HealthSettings): Promise<{ eliminated: Record<string, string>; probe?: string }> {
+async function standings(sql: Sql, candidates: readonly string[], estimates: Estimates, health: HealthSettings, ordered: boolean): Promise<{ eliminated: Record<string, string>; probe?: string }> {
   const eliminated: Record<string, string> = {};
   let probe: string | undefined;
+  let anyIn = false;
   for (const provider of candidates) {
     const standing = estimates.health[provider];
     if (standing?.state === 'open') eliminated[provider] = `its errors (${standing.reason ?? 'shared health'})`;
     else if (standing?.state === 'half_open') {
-      if (probe === undefined && (await takeProbe(sql, provider, health))) probe = provider;
-      else eliminated[provider] = 'being probed by another payment';
+      if (probe === undefined && !(ordered && anyIn) && (await takeProbe(sql, provider, health))) probe = provider;
+      else eliminated[provider] = 'half-open: its probe is another payment\'s';
     } else if (estimates.fell[provider] !== undefined) eliminated[provider] = `its approvals fell at ${estimates.fell[provider]}`;
+    if (eliminated[provider] === undefined) anyIn = true;
   }
   return probe === undefined ? { eliminated } : { eliminated, probe };
 }
@@ -87,9 +90,10 @@ export function createRouteDecisionSteps(deps: RouteDecisionDeps) {
       const candidates = planned.providers;
       const tenantScope = routing?.scope === 'tenant' ? input.tenantId : null;
       const estimates = await readEstimates(deps.sql, { scope: tenantScope ?? '', providers: candidates, segment: input.segment, health });
-      const { eliminated, probe } = await standings(deps.sql, candidates, estimates, health);
+      const learnt = routing?.strategy === 'success_rate';
+      const { eliminated, probe } = await standings(deps.sql, candidates, estimates, health, !learnt);
       const codes = planned.retryableDeclineCodes ? { retryableDeclineCodes: planned.retryableDeclineCodes } : {};
-      if (routing?.strategy !== 'success_rate' || candidates.length === 0) {
+      if (!learnt || candidates.length === 0) {
         const decided = staticDecision(candidates, planned.reason, estimates, eliminated, input.segment);
         return { decision: decided.record, providers: decided.providers, tenantScope, ...codes };
       }

@@ -110,6 +110,22 @@ describe('decideRoute', () => {
     expect(meanwhile.decision.chosen).toBe(b);
   });
 
+  it('in a static order, a half-open PSP takes its probe only where the payment tries it first', async () => {
+    const [a, b] = psps('a', 'b');
+    const steps = createRouteDecisionSteps({ sql, providerNames: [a, b] });
+    for (const provider of [a, b]) for (let i = 0; i < 5; i++) await steps.recordRouteOutcome({ provider, segment: visaEur, outcome: 'error', firstAttempt: true, tenantScope: null });
+    await sql`UPDATE routing_health SET eliminated_until = now() - interval '1 second' WHERE provider IN (${a}, ${b})`;
+    // b behind a: a takes the probe and goes first; b, half-open without its probe, goes last.
+    const route = await steps.decideRoute(payment(await tenantWith({ fallback: [a, b] })));
+    expect(route.providers).toEqual([a, b]);
+    const probing = async () => (await sql<{ provider: string }[]>`SELECT provider FROM routing_health WHERE provider IN (${a}, ${b}) AND probe_until > now() ORDER BY provider`).map((r) => r.provider);
+    expect(await probing()).toEqual([a]);
+    // With a's probe held, the next payment of the order [b, a] probes b.
+    const next = await steps.decideRoute(payment(await tenantWith({ fallback: [b, a] })));
+    expect(next.providers).toEqual([b, a]);
+    expect(await probing()).toEqual([a, b]);
+  });
+
   it("with scope tenant, learns from the tenant's own outcomes", async () => {
     const [a, b] = psps('a', 'b');
     const steps = createRouteDecisionSteps({ sql, providerNames: [a, b] });
