@@ -131,10 +131,11 @@ export function createRouteDecisionSteps(deps: RouteDecisionDeps) {
     /**
      * Counts one attempt's outcome in the shared state (db/routing.ts recordOutcome): the
      * issuer's answer toward approvals and declines, the PSP's error toward its health; only a
-     * payment's first attempt at a PSP counts.
+     * payment's first attempt at a PSP counts. Committed without waiting for the WAL flush (a
+     * crash may lose the last few outcomes of a statistic; bench/results/routing-store.md).
      */
     async recordRouteOutcome(input: RouteOutcomeInput): Promise<RecordedOutcome> {
-      return recordOutcome(deps.sql, { ...input, health });
+      return recordOutcome(deps.sql, { ...input, health, asyncCommit: true });
     },
 
     /**

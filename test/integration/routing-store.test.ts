@@ -53,6 +53,22 @@ describe('routing store: the counts', () => {
     expect(rows.every((r) => r.approvalsTotal + r.declinesTotal === 300)).toBe(true);
   });
 
+  it("with asyncCommit, counts the same and leaves the session's synchronous commit as it was", async () => {
+    const provider = psp('async');
+    const one = createSql(await fileDatabaseUrl(), { max: 1 });
+    const setting = async () => (await one<{ synchronous_commit: string }[]>`SHOW synchronous_commit`)[0]!.synchronous_commit;
+    try {
+      await one`SET synchronous_commit = on`;
+      await recordOutcome(one, { provider, segment: visaEur, outcome: 'approved', firstAttempt: true, asyncCommit: true });
+      await recordOutcome(one, { provider, segment: visaEur, outcome: 'error', firstAttempt: true, asyncCommit: true });
+      expect(await setting()).toBe('on');
+      const rows = (await listOutcomes(one, POOLED_SCOPE)).filter((r) => r.provider === provider);
+      expect(rows.map((r) => [r.approvalsTotal, r.errorsTotal])).toEqual([[1, 1], [1, 1], [1, 1], [1, 1]]);
+    } finally {
+      await one.end();
+    }
+  });
+
   it('counts only first attempts, keeps one row per key, and a tenant scope apart from the pool', async () => {
     const provider = psp('scope');
     const tenant = `ten_${randomBytes(4).toString('hex')}`;
