@@ -16,6 +16,9 @@ import { currencyOfRefundReference } from '../db/refunds';
 import { createRecoverySteps, type RecoverySteps } from './recovery';
 import { createRefundSteps, type RefundSteps } from './refunds';
 import { createFirstAttemptPlanner, createRouteSteps, type RoutePlanner, type RouteSteps } from './routing';
+import { createRouteDecisionSteps, type RouteDecisionSteps } from './routing-decision';
+import type { FeeSchedule } from '../domain/routing-fees';
+import type { CallLimit } from '../db/routing';
 
 export interface ActivityDeps {
   sql: Sql;
@@ -25,6 +28,10 @@ export interface ActivityDeps {
   route?: RoutePlanner;
   /** The worker's circuit breaker per PSP (worker/provider-health.ts): fed by the charge step, read by the route's plan. */
   health?: ProviderHealthRecorder;
+  /** The deployment's fee schedule (PROVIDER_FEES) the net objective of decideRoute reads; absent: none. */
+  routingFees?: FeeSchedule | null;
+  /** Each PSP's calls per second across the fleet (PROVIDER_RATE_LIMITS), for takeProviderCall; absent: none. */
+  callLimits?: Readonly<Record<string, CallLimit>> | null;
   /** Optional: outcome counters (the worker process passes its registry). */
   metrics?: WorkerMetrics;
   /** The periodic jobs log their findings here (default: a silent logger). */
@@ -65,6 +72,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createDisputeProviderSteps(deps.providers, deps.sql),
     ...createChargeEventSteps({ sql: deps.sql, providers: deps.providers, ...(deps.temporal ? { temporal: deps.temporal } : {}) }),
     ...createRouteSteps(routeDeps),
+    ...createRouteDecisionSteps({ sql: deps.sql, providerNames: deps.providers.names, fees: deps.routingFees ?? null, callLimits: deps.callLimits ?? null }),
     ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps), (reference) => currencyOfRefundReference(deps.sql, reference), deps.returnRoute),
     ...jobs,
   };
@@ -76,5 +84,5 @@ export type { RoutePlanner };
 export type { BeginRefundResult } from './refunds';
 export type { LateChargeOutcome, LateChargeStanding } from './payments-late-charge';
 export type { ProviderSteps } from './provider-steps';
-export type { JobSteps, DisputeSteps, DisputeProviderSteps, ChargeEventSteps };
+export type { JobSteps, DisputeSteps, DisputeProviderSteps, ChargeEventSteps, RouteDecisionSteps };
 export type { DisputeStanding } from './disputes';

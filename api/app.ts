@@ -6,7 +6,9 @@ import { OpenAPIHono, createRoute, z } from '@hono/zod-openapi';
 import type { OpenAPIHonoOptions } from '@hono/zod-openapi';
 import { apiErrorBody, errorStatus } from '../domain/errors';
 import { errorResponses } from './routes/openapi';
-import { ping } from '../db/connect';
+import { ping, type Sql } from '../db/connect';
+import { listHealth, POOLED_SCOPE, routingSnapshot } from '../db/routing';
+import { routingMetricsText } from '../lib/metrics';
 import type { ApiDeps, AppEnv } from './context';
 import { adminOnly, authenticate, errorHandler, jsonBody, requestContext, requireIdempotencyKey, traceRequest } from './middleware';
 import { RETENTION_HEADER } from './idempotency';
@@ -58,13 +60,26 @@ const metricsRoute = createRoute({
   path: '/metrics',
   tags: ['Operations'],
   summary: 'Prometheus metrics of this API process (METRICS_TOKEN or the admin token)',
-  description: "HTTP latency by route and status, idempotency outcomes (new, replayed, mismatch, waited, pending, fail_closed), Node process metrics; with API_EAGER_START=on also the hosted payment worker's (circuit breakers, outcomes).",
+  description: "HTTP latency by route and status, idempotency outcomes (new, replayed, mismatch, waited, pending, fail_closed), Node process metrics, routing's shared counts per PSP and segment level (routing_outcomes_total, routing_traffic_share, routing_approval_estimate, routing_provider_health; pooled, from PostgreSQL); with API_EAGER_START=on also the hosted payment worker's (circuit breakers, outcomes).",
   security: [{ metricsToken: [] }],
   responses: {
     200: { description: 'Prometheus text exposition format.', content: { 'text/plain': { schema: z.string() } } },
     ...errorResponses(['unauthorized']),
   },
 });
+
+/**
+ * Routing's shared state per PSP and segment level (pooled: no tenant in the labels), read at
+ * each scrape; a database that does not answer leaves them out rather than failing the scrape.
+ */
+async function routingMetrics(sql: Sql): Promise<string> {
+  try {
+    const [segments, health] = await Promise.all([routingSnapshot(sql, POOLED_SCOPE), listHealth(sql)]);
+    return routingMetricsText({ segments, health });
+  } catch {
+    return '# routing metrics left out: the database did not answer\n';
+  }
+}
 
 /** The HTTP API, built from its dependencies. `api/process.ts` serves it; tests call it directly. */
 export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
@@ -85,7 +100,7 @@ export function createApp(deps: ApiDeps): OpenAPIHono<AppEnv> {
 
   app.openapi(metricsRoute, async (c) => {
     const more = deps.moreMetrics ? `\n${await deps.moreMetrics()}` : '';
-    return c.text(`${await deps.metrics.registry.metrics()}${more}`, 200, { 'Content-Type': deps.metrics.registry.contentType });
+    return c.text(`${await deps.metrics.registry.metrics()}${more}\n${await routingMetrics(deps.sql)}`, 200, { 'Content-Type': deps.metrics.registry.contentType });
   });
 
   app.use('/v1/*', authenticate(deps, authFailures), tenantRateLimit(deps), jsonBody(), requireIdempotencyKey(deps));

@@ -651,6 +651,39 @@ export const Tenant = z
   })
   .openapi('Tenant');
 
+export const RoutingEstimates = z
+  .object({
+    object: z.literal('routing_estimates'),
+    tenant: z.string().nullable().openapi({ description: 'The tenant asked about (`?tenant=`); null: the pool.' }),
+    scope: z.enum(['pooled', 'tenant']).openapi({ description: "Whose outcomes these are: every tenant's (pooled), or the tenant's own (its routing.scope is \"tenant\")." }),
+    strategy: z.enum(['static', 'success_rate']).nullable().openapi({ description: "The tenant's strategy; null without `?tenant=`." }),
+    segments: z.array(
+      z.object({
+        segment: z.string().openapi({ description: 'A segment level: network:currency:method type, `*` for any (e.g. `visa:EUR:card`, `visa:*:card`, `*:*:card`, `*:*:*`).', example: 'visa:EUR:card' }),
+        providers: z.array(
+          z.object({
+            provider: z.string(),
+            approval_estimate: z.number().openapi({ description: 'The posterior mean of its approval rate at this level now: Beta(1 + approvals, 1 + declines) over the recency-weighted counts.' }),
+            outcomes: z.number().openapi({ description: 'The recency-weighted outcomes the estimate rests on.' }),
+            share: z.number().openapi({ description: "Its share of this level's recency-weighted outcomes across PSPs." }),
+            approvals: z.number().int().openapi({ description: 'First attempts the issuer approved, counted since the start.' }),
+            declines: z.number().int(),
+            errors: z.number().int().openapi({ description: "The PSP's own errors (timeouts, 5xx, refused connections) at first attempts." }),
+          }),
+        ),
+      }),
+    ),
+    health: z.array(
+      z.object({
+        provider: z.string(),
+        state: z.enum(['closed', 'open', 'half_open']).openapi({ description: 'closed: in; open: out of first place for new payments (its errors); half_open: one payment at a time probes it.' }),
+        reason: z.string().nullable(),
+        eliminated_until: z.string().nullable(),
+      }),
+    ),
+  })
+  .openapi('RoutingEstimates');
+
 export const ApiKey = z
   .object({
     id: z.string(),

@@ -60,6 +60,13 @@ if (process.argv[2] === 'routing-sim') {
   process.exit(0);
 }
 
+// `npm run bench -- routing-store`: the routing store's live-path cost on the local PostgreSQL alone (bench/routing-store.ts).
+if (process.argv[2] === 'routing-store') {
+  const { runRoutingStoreBench } = await import('./routing-store');
+  await runRoutingStoreBench(process.argv.slice(3));
+  process.exit(0);
+}
+
 const env = process.env;
 const settings = {
   adminUrl: env.BENCH_ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',

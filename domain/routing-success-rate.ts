@@ -80,10 +80,13 @@ export const SUCCESS_RATE_DEFAULTS: SuccessRateSettings = {
   prior: { approvals: 1, declines: 1 },
 };
 
-/** The segment's levels, finest first: network/currency/method, network/*\/method, *\/*\/method, *\/*\/*. */
+/**
+ * The segment's levels, finest first, as the store keys them (db/routing.ts):
+ * `visa:EUR:card`, `visa:*:card`, `*:*:card`, `*:*:*`.
+ */
 export function segmentLevels(segment: RoutingSegment): string[] {
   const { network, currency, methodType } = segment;
-  return [`${network}/${currency}/${methodType}`, `${network}/*/${methodType}`, `*/*/${methodType}`, '*/*/*'];
+  return [`${network}:${currency}:${methodType}`, `${network}:*:${methodType}`, `*:*:${methodType}`, '*:*:*'];
 }
 
 /**
@@ -142,6 +145,12 @@ export function posteriorOf(counts: Readonly<Record<string, OutcomeCounts>> | un
   return { alpha: prior.approvals + best.counts.approvals, beta: prior.declines + best.counts.declines, level: best.level, outcomes: best.counts.approvals + best.counts.declines };
 }
 
+/** The posterior mean of one level's own counts (what GET /admin/routing and /metrics show per segment level). */
+export function levelEstimate(counts: Pick<OutcomeCounts, 'approvals' | 'declines'>, settings: Pick<SuccessRateSettings, 'prior'> = SUCCESS_RATE_DEFAULTS): number {
+  const { prior } = settings;
+  return (prior.approvals + counts.approvals) / (prior.approvals + prior.declines + counts.approvals + counts.declines);
+}
+
 export function meanOf(posterior: Posterior): number {
   return posterior.alpha / (posterior.alpha + posterior.beta);
 }
@@ -150,38 +159,63 @@ export function meanOf(posterior: Posterior): number {
 const GRID_POINTS = 128;
 
 /**
- * The probability that each posterior's draw is the highest: ∫ f_i(x) Π_{j≠i} F_j(x) dx,
- * integrated on a grid that spans every posterior's mass (mean ± 8 standard deviations); ties
- * within a grid cell are split evenly. Deterministic, and what Thompson sampling would choose
- * each with, without sampling it.
+ * What a candidate is worth as a function of its approval rate x: `scale * x - offset`. The
+ * approvals objective is x itself (scale 1, offset 0); the net objective is the amount less the
+ * fees charged on approval, times x, less the fees charged per attempt (domain/routing-fees.ts).
  */
-export function winProbabilities(posteriors: readonly Posterior[]): number[] {
+export interface CandidateValue {
+  scale: number;
+  offset: number;
+}
+
+const IDENTITY: CandidateValue = { scale: 1, offset: 0 };
+
+/** The smallest scale a value keeps: a candidate whose fees eat the whole amount is worth about -offset whatever x is. */
+const MIN_SCALE = 1e-9;
+
+/**
+ * The probability that each posterior's value (`values`, default the approval rate itself) is
+ * the highest: ∫ f_i(v) Π_{j≠i} F_j(v) dv, integrated on a grid that spans every posterior's mass
+ * (mean ± 8 standard deviations, within [0, 1] of the rate); ties within a grid cell are split
+ * evenly. Deterministic, and what Thompson sampling would choose each with, without sampling it.
+ */
+export function winProbabilities(posteriors: readonly Posterior[], values?: readonly CandidateValue[]): number[] {
   const n = posteriors.length;
   if (n === 1) return [1];
-  let lo = 1;
-  let hi = 0;
-  for (const p of posteriors) {
+  const valueOf = posteriors.map((_, i) => {
+    const value = values?.[i] ?? IDENTITY;
+    return { scale: Math.max(MIN_SCALE, value.scale), offset: value.offset };
+  });
+  let lo = Infinity;
+  let hi = -Infinity;
+  posteriors.forEach((p, i) => {
     const mean = meanOf(p);
     const sd = Math.sqrt((p.alpha * p.beta) / ((p.alpha + p.beta) ** 2 * (p.alpha + p.beta + 1)));
-    lo = Math.min(lo, mean - 8 * sd);
-    hi = Math.max(hi, mean + 8 * sd);
-  }
-  lo = Math.max(0, lo);
-  hi = Math.min(1, hi);
+    const { scale, offset } = valueOf[i]!;
+    lo = Math.min(lo, scale * Math.max(0, mean - 8 * sd) - offset);
+    hi = Math.max(hi, scale * Math.min(1, mean + 8 * sd) - offset);
+  });
   const step = (hi - lo) / GRID_POINTS;
-  // Each posterior's mass per cell (its density at the cell's middle, normalised over the grid),
-  // and its mass below each cell plus half its own (an even split of ties).
-  const grids = posteriors.map((p) => {
+  // Each posterior's mass per cell (its density at the cell's middle, normalised over the grid;
+  // a posterior narrower than a cell: all of it in its mean's cell), and its mass below each
+  // cell plus half its own (an even split of ties).
+  const grids = posteriors.map((p, i) => {
+    const { scale, offset } = valueOf[i]!;
     const mass = Array.from({ length: GRID_POINTS }, (_, k) => {
-      const x = lo + (k + 0.5) * step;
-      return (p.alpha - 1) * Math.log(x) + (p.beta - 1) * Math.log1p(-x);
+      const x = (lo + (k + 0.5) * step + offset) / scale;
+      return x > 0 && x < 1 ? (p.alpha - 1) * Math.log(x) + (p.beta - 1) * Math.log1p(-x) : -Infinity;
     });
     const max = Math.max(...mass);
-    let sum = 0;
-    mass.forEach((log, k) => {
-      mass[k] = Math.exp(log - max);
-      sum += mass[k];
-    });
+    if (max === -Infinity || step === 0) {
+      const cell = step === 0 ? 0 : Math.min(GRID_POINTS - 1, Math.max(0, Math.floor((scale * meanOf(p) - offset - lo) / step)));
+      mass.fill(0);
+      mass[cell] = 1;
+    } else {
+      mass.forEach((log, k) => {
+        mass[k] = Math.exp(log - max);
+      });
+    }
+    const sum = mass.reduce((a, b) => a + b, 0);
     let acc = 0;
     const below = mass.map((m) => {
       const share = m / sum;
@@ -209,11 +243,15 @@ export interface SuccessRateCandidate {
   provider: string;
   /** The posterior mean of its approval rate for the segment. */
   approvalEstimate: number;
-  /** The probability it was chosen with (all of them add up to 1). */
+  /** The probability it was chosen with (all of them add up to 1; 0 while it is eliminated). */
   selectionProbability: number;
   /** Where its estimate came from: the segment level, and the weighted outcomes there. */
   level: string;
   outcomes: number;
+  /** With the net objective: the approval estimate times the amount, less the expected fees (minor units). */
+  expectedNet?: number;
+  /** Why it is out of first place (shared health, a fall of its approvals), if it is. */
+  eliminated?: string;
 }
 
 export interface SuccessRateDecision {
@@ -221,43 +259,102 @@ export interface SuccessRateDecision {
   /** In the order the candidates were given. */
   candidates: SuccessRateCandidate[];
   chosen: string;
-  /** The chosen PSP is not the one with the highest estimate. */
+  /** The chosen PSP is not the one with the highest estimate (expected net with that objective). */
   explored: boolean;
-  /** The route: the chosen PSP first, then the others by their estimate, highest first. */
+  /** The route: the chosen PSP first, then the others by their estimate, highest first; eliminated ones last. */
   order: string[];
   reason: string;
 }
 
 /**
+ * The net objective (`routing.objective: "net"`): the payment's amount, and each candidate's
+ * fees for it in minor units (domain/routing-fees.ts feesFor): charged on approval, and per
+ * attempt. A candidate's expected net is p·(amount − approval fees) − attempt fees.
+ */
+export interface NetObjective {
+  amountMinor: number;
+  fees: Readonly<Record<string, { approval: number; attempt: number }>>;
+}
+
+/**
+ * A payment's worth at a PSP as a function of its approval rate p: `scale * p - offset`, the
+ * amount less the approval fees times p, less the attempt fees (always charged).
+ */
+export function netValueOf(amountMinor: number, fees: { approval: number; attempt: number }): CandidateValue {
+  return { scale: amountMinor - fees.approval, offset: fees.attempt };
+}
+
+/** The value of a candidate under the net objective (see NetObjective). */
+export function netValue(objective: NetObjective, provider: string): CandidateValue {
+  return netValueOf(objective.amountMinor, objective.fees[provider] ?? { approval: 0, attempt: 0 });
+}
+
+/**
  * Decides which candidate goes first. `uniform` is the payment's own number in [0, 1), drawn
  * once by the caller (a hash of the payment's id in the product, a seeded generator in the
- * simulation).
+ * simulation). `eliminated` (provider → why) are out of first place: they get no probability
+ * and go last, unless every candidate is eliminated (then none is). With `objective` the choice
+ * is by expected net instead of the approval rate. `probe` (a candidate whose elimination ended,
+ * whose probe this payment took: db/routing.ts takeProbe) goes first, with probability 1.
  */
-export function decideSuccessRate(input: { candidates: readonly string[]; segment: RoutingSegment; counts: SegmentCounts; uniform: number; settings?: SuccessRateSettings }): SuccessRateDecision {
+export function decideSuccessRate(input: {
+  candidates: readonly string[];
+  segment: RoutingSegment;
+  counts: SegmentCounts;
+  uniform: number;
+  settings?: SuccessRateSettings;
+  eliminated?: Readonly<Record<string, string>>;
+  objective?: NetObjective;
+  probe?: string;
+}): SuccessRateDecision {
   const settings = input.settings ?? SUCCESS_RATE_DEFAULTS;
-  const { candidates, segment } = input;
+  const { candidates, segment, objective } = input;
   if (candidates.length === 0) throw new RangeError('success-rate routing needs at least one candidate');
+  const out = candidates.filter((provider) => input.eliminated?.[provider] !== undefined);
+  const eliminated = out.length < candidates.length ? new Set(out) : new Set<string>();
   const posteriors = candidates.map((provider) => posteriorOf(input.counts[provider], segment, settings));
-  const wins = winProbabilities(posteriors);
-  const floor = settings.exploration / candidates.length;
-  const scored: SuccessRateCandidate[] = posteriors.map((posterior, i) => ({
-    provider: candidates[i]!,
-    approvalEstimate: meanOf(posterior),
-    selectionProbability: floor + (1 - settings.exploration) * wins[i]!,
-    level: posterior.level,
-    outcomes: posterior.outcomes,
-  }));
-  // The payment's uniform number picks by the probabilities (the last one takes what rounding leaves).
+  const values = candidates.map((provider) => (objective ? netValue(objective, provider) : IDENTITY));
+  const open = candidates.map((provider, i) => ({ provider, i })).filter(({ provider }) => !eliminated.has(provider));
+  const wins = winProbabilities(
+    open.map(({ i }) => posteriors[i]!),
+    open.map(({ i }) => values[i]!),
+  );
+  const floor = settings.exploration / open.length;
+  const scored: SuccessRateCandidate[] = posteriors.map((posterior, i) => {
+    const provider = candidates[i]!;
+    const at = open.findIndex((o) => o.i === i);
+    const approvalEstimate = meanOf(posterior);
+    return {
+      provider,
+      approvalEstimate,
+      selectionProbability: at === -1 ? 0 : floor + (1 - settings.exploration) * wins[at]!,
+      level: posterior.level,
+      outcomes: posterior.outcomes,
+      ...(objective ? { expectedNet: values[i]!.scale * approvalEstimate - values[i]!.offset } : {}),
+      ...(eliminated.has(provider) ? { eliminated: input.eliminated![provider]! } : {}),
+    };
+  });
+  if (input.probe !== undefined && candidates.includes(input.probe)) {
+    for (const c of scored) c.selectionProbability = c.provider === input.probe ? 1 : 0;
+  }
+  // The payment's uniform number picks by the probabilities (the last open one takes what rounding leaves).
   let cumulative = 0;
-  const chosen = scored.find((c) => (cumulative += c.selectionProbability) > input.uniform) ?? scored.at(-1)!;
-  const byEstimate = [...scored].sort((a, b) => b.approvalEstimate - a.approvalEstimate);
-  const best = byEstimate[0]!;
+  const chosen = scored.find((c) => c.selectionProbability > 0 && (cumulative += c.selectionProbability) > input.uniform) ?? scored.filter((c) => c.selectionProbability > 0).at(-1)!;
+  const worth = (c: SuccessRateCandidate) => c.expectedNet ?? c.approvalEstimate;
+  const byValue = [...scored].sort((a, b) => Number(eliminated.has(a.provider)) - Number(eliminated.has(b.provider)) || worth(b) - worth(a));
+  const best = byValue[0]!;
   const explored = chosen.provider !== best.provider;
-  const order = [chosen.provider, ...byEstimate.map((c) => c.provider).filter((p) => p !== chosen.provider)];
-  const estimate = `approval estimate ${chosen.approvalEstimate.toFixed(3)} over ${chosen.outcomes.toFixed(0)} weighted outcomes at ${chosen.level}`;
-  const reason = explored
-    ? `explored ${chosen.provider} (probability ${chosen.selectionProbability.toFixed(3)}, ${estimate}); the highest estimate is ${best.provider}'s ${best.approvalEstimate.toFixed(3)}`
-    : `${chosen.provider} has the highest approval estimate for ${segmentLevels(segment)[0]} (${estimate}; chosen with probability ${chosen.selectionProbability.toFixed(3)})`;
+  const order = [chosen.provider, ...byValue.map((c) => c.provider).filter((p) => p !== chosen.provider)];
+  const net = (c: SuccessRateCandidate) => (c.expectedNet === undefined ? '' : `, expected net ${c.expectedNet.toFixed(0)}`);
+  const estimate = `approval estimate ${chosen.approvalEstimate.toFixed(3)} over ${chosen.outcomes.toFixed(0)} weighted outcomes at ${chosen.level}${net(chosen)}`;
+  const highest = objective ? 'expected net' : 'approval estimate';
+  const left = scored.filter((c) => c.eliminated !== undefined).map((c) => `${c.provider} eliminated: ${c.eliminated}`);
+  const reason =
+    (input.probe === chosen.provider ? `probing ${chosen.provider} after its elimination (${estimate}); ` : '') +
+    (explored
+      ? `explored ${chosen.provider} (probability ${chosen.selectionProbability.toFixed(3)}, ${estimate}); the highest ${highest} is ${best.provider}'s ${worth(best).toFixed(objective ? 0 : 3)}`
+      : `${chosen.provider} has the highest ${highest} for ${segmentLevels(segment)[0]} (${estimate}; chosen with probability ${chosen.selectionProbability.toFixed(3)})`) +
+    (left.length ? `; ${left.join('; ')}` : '');
   return { strategy: 'success_rate', candidates: scored, chosen: chosen.provider, explored, order, reason };
 }
 

@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import { isCurrency, MAX_AMOUNT_MINOR } from './money';
 import { storable, unstorableText } from './text';
+import { feeSchemas } from './routing-fees';
 
 /**
  * A tenant's routing across the deployment's PSPs (docs/CONTRACT.md §3.7).
@@ -158,10 +159,30 @@ export function routingSchemas(zod: typeof z = z) {
         .max(ROUTING_LIMITS.declineCodes, `at most ${ROUTING_LIMITS.declineCodes} decline codes`)
         .superRefine((list, ctx) => withoutDuplicates(list, ctx, 'decline code'))
         .optional(),
+      /**
+       * How the candidates (a rule's list, else the split's pick and `fallback`, else every
+       * configured PSP) are ordered: `static` (default) as listed; `success_rate` by how the
+       * issuers answer at each PSP (domain/routing-success-rate.ts).
+       */
+      strategy: zod.enum(['static', 'success_rate']).optional(),
+      /** Whose outcomes success-rate routing learns from: every tenant's (`pooled`, default) or this tenant's own. */
+      scope: zod.enum(['pooled', 'tenant']).optional(),
+      /** What success-rate routing maximizes: the probability of approval (default), or the expected net after fees. */
+      objective: zod.enum(['approvals', 'net']).optional(),
+      /** The floor of exploration: this share of payments is spread evenly over the candidates (default 0.05). */
+      exploration: zod.number().min(0, 'exploration is not negative').max(0.5, 'exploration is at most 0.5').optional(),
+      /** Fees per PSP and currency, replacing the deployment's (PROVIDER_FEES) for the PSPs named (domain/routing-fees.ts). */
+      fees: feeSchemas(zod).FeeSchedule.optional(),
     })
     .superRefine((routing, ctx) => {
-      if (routing.fallback === undefined && routing.split === undefined && (routing.rules === undefined || routing.rules.length === 0) && routing.retryable_decline_codes === undefined) {
-        ctx.addIssue({ code: 'custom', message: 'routing needs fallback, split, rules or retryable_decline_codes (null clears a tenant\'s routing)' });
+      if (
+        routing.fallback === undefined &&
+        routing.split === undefined &&
+        (routing.rules === undefined || routing.rules.length === 0) &&
+        routing.retryable_decline_codes === undefined &&
+        routing.strategy === undefined
+      ) {
+        ctx.addIssue({ code: 'custom', message: 'routing needs fallback, split, rules, retryable_decline_codes or strategy (null clears a tenant\'s routing)' });
       }
     });
   return { RoutingCondition, RoutingRule, SplitEntry, Routing };
@@ -201,6 +222,7 @@ export function unknownProviders(routing: Routing, configured: readonly string[]
   routing.fallback?.forEach((name, index) => check(name, `routing.fallback.${index}`));
   routing.split?.forEach((entry, index) => check(entry.provider, `routing.split.${index}.provider`));
   routing.rules?.forEach((rule, r) => rule.fallback.forEach((name, index) => check(name, `routing.rules.${r}.fallback.${index}`)));
+  Object.keys(routing.fees ?? {}).forEach((name) => check(name, `routing.fees.${name}`));
   return refusals;
 }
 

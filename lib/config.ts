@@ -5,6 +5,7 @@ import { DISPUTE_DEFAULTS } from '../shared/disputes';
 import { parsePayloadKeys, type PayloadKey } from './payload-codec';
 import { knownProviderKinds, parseProvidersList, providerConnection, providerSettingVariable, type ProviderConnection } from '../provider/registry';
 import { cidrBlockList } from './webhook-target';
+import { FeeSchedule } from '../domain/routing-fees';
 
 /** The development admin token: printed in the README, so never accepted in production or off loopback. */
 export const DEV_ADMIN_TOKEN = 'dev-admin-token-change-me';
@@ -58,6 +59,27 @@ const DEV_CODEC_CORS_ORIGINS = 'http://127.0.0.1:8233,http://localhost:8233';
 export function codecCorsOrigins(config: Pick<Config, 'CODEC_CORS_ORIGINS'>): string[] {
   return config.CODEC_CORS_ORIGINS ?? DEV_CODEC_CORS_ORIGINS.split(',');
 }
+
+/** A variable holding JSON, parsed then validated by `schema`; a refusal names the JSON path. */
+function jsonVariable<T extends z.ZodType>(schema: T) {
+  return z
+    .string()
+    .transform((text, ctx): unknown => {
+      try {
+        return JSON.parse(text);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: `not JSON: ${(error as Error).message}` });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+}
+
+/** A PSP's calls per second across the fleet (db/routing.ts takeCall), and the most taken at once after a quiet spell (default: one second's worth). */
+const ProviderCallLimit = z.strictObject({
+  calls_per_second: z.number().positive('calls_per_second is positive').max(100_000),
+  burst: z.number().int('burst is a whole number of calls').positive('burst is positive').max(1_000_000).optional(),
+});
 
 const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 const milliseconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
@@ -222,6 +244,17 @@ const variables = z.object({
   PROVIDER: z.string().optional(),
   /** Without PROVIDERS: the one PSP's URL (unset: its kind's default). */
   PROVIDER_URL: z.string().optional(),
+  /**
+   * What each PSP charges, for `routing.objective: "net"` (domain/routing-fees.ts): JSON,
+   * `{"<provider>":{"<currency or *>":{"approval":{"bps":140,"fixed_minor":25},"attempt":{"bps":0,"fixed_minor":2}}}}`.
+   * A tenant's `routing.fees` replaces a PSP's entry for its payments. Unset: no fees.
+   */
+  PROVIDER_FEES: jsonVariable(FeeSchedule).optional(),
+  /**
+   * Each PSP's calls per second across every worker (db/routing.ts takeCall, a token bucket in
+   * PostgreSQL): JSON, `{"<provider>":{"calls_per_second":50,"burst":100}}`. A PSP not named: no limit.
+   */
+  PROVIDER_RATE_LIMITS: jsonVariable(z.record(z.string(), ProviderCallLimit)).optional(),
   /** One provider call; past it the outcome is unknown and the next attempt looks it up first. */
   PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
   /** Outbox relay: first retry delay, doubled per attempt up to the cap, for this many attempts. */
@@ -366,6 +399,10 @@ const schema = variables.transform((env, ctx) => {
     HTTP_ALLOWED_HOSTS: allowedHosts(env.HTTP_ALLOWED_HOSTS, env.HOST),
     PROVIDER: env.PROVIDER ?? null,
     PROVIDER_URL: env.PROVIDER_URL ?? null,
+    PROVIDER_FEES: env.PROVIDER_FEES ?? null,
+    PROVIDER_RATE_LIMITS: env.PROVIDER_RATE_LIMITS
+      ? Object.fromEntries(Object.entries(env.PROVIDER_RATE_LIMITS).map(([name, l]) => [name, { perSecond: l.calls_per_second, burst: l.burst ?? Math.max(1, Math.ceil(l.calls_per_second)) }]))
+      : null,
   };
 });
 
@@ -471,6 +508,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     providers = parseProviders(env, parsed);
   } catch (error) {
     throw new Error(`invalid configuration: ${(error as Error).message}`);
+  }
+  // Fees and limits name configured PSPs only.
+  const names = new Set(providers.map((p) => p.name));
+  for (const [variable, named] of [['PROVIDER_FEES', parsed.PROVIDER_FEES], ['PROVIDER_RATE_LIMITS', parsed.PROVIDER_RATE_LIMITS]] as const) {
+    const unknown = Object.keys(named ?? {}).filter((name) => !names.has(name));
+    if (unknown.length) throw new Error(`invalid configuration: ${variable}: unknown provider ${unknown.map((n) => `"${n}"`).join(', ')}: the configured providers are ${[...names].map((n) => `"${n}"`).join(', ')}`);
   }
   return { ...parsed, PROVIDERS: providers };
 }

@@ -127,3 +127,39 @@ export function createWorkerMetrics() {
   };
 }
 export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;
+
+/** A Prometheus label value, escaped. */
+function labelValue(value: string): string {
+  return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}
+
+/** What routing's metrics are rendered from: the pooled counts per segment level, and each PSP's shared health. */
+export interface RoutingMetricsInput {
+  segments: readonly { segment: string; providers: readonly { provider: string; approvalEstimate: number; share: number; approvals: number; declines: number; errors: number }[] }[];
+  health: readonly { provider: string; state: 'closed' | 'open' | 'half_open' }[];
+}
+
+/**
+ * Routing's shared state in the Prometheus text format, per PSP and segment level (pooled
+ * counts only: no tenant, no BIN in the labels), read from PostgreSQL at each scrape, so every
+ * API process shows the same figures (db/routing.ts routingSnapshot).
+ */
+export function routingMetricsText(input: RoutingMetricsInput): string {
+  const lines: string[] = [];
+  const family = (name: string, type: 'counter' | 'gauge', help: string, samples: string[]) => {
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, ...samples);
+  };
+  const each = (value: (p: RoutingMetricsInput['segments'][number]['providers'][number]) => number, extra = '') =>
+    input.segments.flatMap(({ segment, providers }) => providers.map((p) => `{provider="${labelValue(p.provider)}",segment="${labelValue(segment)}"${extra}} ${value(p)}`));
+  family('routing_outcomes_total', 'counter', "First attempts counted by routing per PSP and segment level: the issuer's approvals and declines, and the PSP's own errors.", [
+    ...each((p) => p.approvals, ',outcome="approved"').map((s) => `routing_outcomes_total${s}`),
+    ...each((p) => p.declines, ',outcome="declined"').map((s) => `routing_outcomes_total${s}`),
+    ...each((p) => p.errors, ',outcome="error"').map((s) => `routing_outcomes_total${s}`),
+  ]);
+  family('routing_traffic_share', 'gauge', "A PSP's share of the segment level's recent (recency-weighted) outcomes.", each((p) => p.share).map((s) => `routing_traffic_share${s}`));
+  family('routing_approval_estimate', 'gauge', "The posterior mean of a PSP's approval rate at the segment level now.", each((p) => p.approvalEstimate).map((s) => `routing_approval_estimate${s}`));
+  family('routing_provider_health', 'gauge', "Each PSP's shared health, as every worker reads it: 0 in, 1 half-open (probed), 2 out of first place.", input.health.map((h) => `routing_provider_health{provider="${labelValue(h.provider)}"} ${circuitValue[h.state]}`));
+  return `${lines.join('\n')}\n`;
+}
+
+const circuitValue = { closed: 0, half_open: 1, open: 2 } as const;

@@ -14,3 +14,66 @@ export interface RouteRequest {
    */
   intent: PaymentWorkflowInput;
 }
+
+/**
+ * A payment's segment as routing counts outcomes: card network (`unknown` where the method does
+ * not say), currency, payment method type. Its levels' keys are `visa:EUR:card`, `visa:*:card`,
+ * `*:*:card`, `*:*:*` (domain/routing-success-rate.ts segmentLevels).
+ */
+export interface RouteSegment {
+  network: string;
+  currency: string;
+  methodType: string;
+}
+
+/** What the decideRoute activity is given (activities/routing-decision.ts). */
+export interface DecideRouteInput {
+  paymentId: string;
+  tenantId: string;
+  amountMinor: number;
+  currency: string;
+  paymentMethod: string;
+  segment: RouteSegment;
+}
+
+/** One candidate as the decision records it: its approval estimate now (null: not read) and the probability it was chosen with. */
+export interface RouteCandidateRecord {
+  provider: string;
+  approval_estimate: number | null;
+  selection_probability: number;
+}
+
+/**
+ * The decision as the payment's history records it and `GET /v1/payments/{id}` shows it as
+ * `routing`: the probabilities add up to 1; `explored`, the chosen PSP is not the one the
+ * estimates rank first.
+ */
+export interface RouteDecisionRecord {
+  strategy: 'static' | 'success_rate';
+  candidates: RouteCandidateRecord[];
+  chosen: string;
+  explored: boolean;
+  reason: string;
+}
+
+/** What decideRoute answers: the record, the PSPs in the order to try them, and where its outcomes count. */
+export interface DecidedRoute {
+  decision: RouteDecisionRecord;
+  providers: string[];
+  /** The routing's decline codes that move a payment on (absent: the default list). */
+  retryableDeclineCodes?: string[];
+  /** The tenant's own scope when its routing.scope is "tenant", else null: pass it back to recordRouteOutcome. */
+  tenantScope: string | null;
+}
+
+/** What recordRouteOutcome is given: one attempt's outcome at one PSP. */
+export interface RouteOutcomeInput {
+  provider: string;
+  segment: RouteSegment;
+  /** The issuer's answer (approved, declined), or the PSP's own error (a timeout, a 5xx, a refused connection). */
+  outcome: 'approved' | 'declined' | 'error';
+  /** The payment's first attempt at this PSP: only those count. */
+  firstAttempt: boolean;
+  /** From decideRoute's answer. */
+  tenantScope: string | null;
+}

@@ -88,6 +88,9 @@ export async function createConfiguredWorker(options: {
     disputeTimes: { reminderSeconds: config.DISPUTE_REMINDER_SECONDS, pollSeconds: config.DISPUTE_POLL_SECONDS },
     // Where a PSP whose challenge comes back to us sends the customer: the API's return route.
     returnRoute: (paymentId: string) => challengeReturnUrl(config.API_PUBLIC_URL, paymentId),
+    // Routing's decision and the PSPs' calls across the fleet (activities/routing-decision.ts).
+    routingFees: config.PROVIDER_FEES,
+    callLimits: config.PROVIDER_RATE_LIMITS,
   };
   // The bundle is loaded (or built) here rather than by the SDK: its hash is the default build id.
   // Webpack's report goes to debug; its warnings and errors stay visible.

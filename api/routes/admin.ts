@@ -11,7 +11,10 @@ import { insertApiKey } from '../../db/credentials';
 import { defaultRateLimits } from '../edge';
 import type { ApiDeps, AppEnv } from '../context';
 import { withinTemporalDeadline } from '../idempotency';
-import { CreatedTenant, CreateTenantBody, Dispute, IdParam, Tenant, UpdateTenantBody } from '../schemas';
+import { CreatedTenant, CreateTenantBody, Dispute, IdParam, RoutingEstimates, Tenant, UpdateTenantBody } from '../schemas';
+import { z } from '@hono/zod-openapi';
+import { listHealth, POOLED_SCOPE, routingSnapshot } from '../../db/routing';
+import { Routing as RoutingSchema } from '../../domain/routing';
 import { errorResponses, jsonContent } from './openapi';
 
 const createTenantRoute = createRoute({
@@ -59,6 +62,43 @@ const releaseDisputeRoute = createRoute({
   request: { params: IdParam('dispute', 'dsp_01jd6w8b3m4x0c2q7yk5h9t1ve') },
   responses: { 200: { description: 'The dispute, released.', content: jsonContent(Dispute) }, ...errorResponses(['unauthorized', 'not_found', 'dispute_not_held', 'temporal_unavailable']) },
 });
+
+const routingEstimatesRoute = createRoute({
+  method: 'get',
+  path: '/admin/routing',
+  tags: ['Admin'],
+  summary: "Routing's estimates now, per segment level and PSP, and each PSP's shared health (admin token)",
+  security: [{ adminToken: [] }],
+  description:
+    'The counts success-rate routing decides from (docs/routing-and-waits.md): with `?tenant=`, the ones that tenant\'s payments are decided from (its own with `routing.scope: "tenant"`, else the pool); without, the pool.',
+  request: { query: z.object({ tenant: z.string().min(1).max(64).optional().openapi({ description: 'A tenant id.', example: 'ten_01jd6w8b3m4x0c2q7yk5h9t1ve' }) }) },
+  responses: { 200: { description: 'The estimates.', content: jsonContent(RoutingEstimates) }, ...errorResponses(['invalid_request', 'unauthorized', 'not_found']) },
+});
+
+/** The estimates GET /admin/routing shows: a tenant's scope, or the pool. */
+async function routingEstimates(deps: ApiDeps, tenantId: string | undefined) {
+  let scope = POOLED_SCOPE;
+  let strategy: 'static' | 'success_rate' | null = null;
+  if (tenantId !== undefined) {
+    const tenant = await findTenant(deps.sql, tenantId);
+    if (!tenant) throw new ApiError('not_found', `No such tenant: ${tenantId}`);
+    const routing = tenant.routing ? RoutingSchema.safeParse(tenant.routing) : null;
+    strategy = routing?.success ? (routing.data.strategy ?? 'static') : 'static';
+    if (routing?.success && routing.data.scope === 'tenant') scope = tenantId;
+  }
+  const [segments, health] = await Promise.all([routingSnapshot(deps.sql, scope), listHealth(deps.sql)]);
+  return {
+    object: 'routing_estimates' as const,
+    tenant: tenantId ?? null,
+    scope: scope === POOLED_SCOPE ? ('pooled' as const) : ('tenant' as const),
+    strategy,
+    segments: segments.map(({ segment, providers }) => ({
+      segment,
+      providers: providers.map((p) => ({ provider: p.provider, approval_estimate: p.approvalEstimate, outcomes: p.outcomes, share: p.share, approvals: p.approvals, declines: p.declines, errors: p.errors })),
+    })),
+    health: health.map((h) => ({ provider: h.provider, state: h.state, reason: h.reason, eliminated_until: h.eliminatedUntil?.toISOString() ?? null })),
+  };
+}
 
 /**
  * The PSP names a routing may use: the deployment's configured providers (api/process.ts passes
@@ -154,6 +194,8 @@ export function adminRoutes(deps: ApiDeps) {
     if (!tenant) throw new ApiError('not_found', `No such tenant: ${c.req.valid('param').id}`);
     return c.json(tenantResource(tenant, deps), 200);
   });
+
+  app.openapi(routingEstimatesRoute, async (c) => c.json(await routingEstimates(deps, c.req.valid('query').tenant), 200));
 
   app.openapi(releaseDisputeRoute, async (c) => c.json(await releaseHeldDispute(deps, c.req.valid('param').id, c.var.logger), 200));
 

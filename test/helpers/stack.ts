@@ -87,3 +87,14 @@ export async function spawnStackApi(stack: TestStack, options: { name: string; l
   });
   return { service, url: `http://127.0.0.1:${port}` };
 }
+
+/** One call to the stack's API with the admin token (or `token`): status, text and JSON body (null when not JSON). */
+export async function adminCall(stack: TestStack, method: string, path: string, body?: unknown, token = stack.adminToken) {
+  const response = await fetch(`${stack.apiUrl}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, text, json: (response.headers.get('content-type')?.includes('json') ? JSON.parse(text) : null) as any };
+}

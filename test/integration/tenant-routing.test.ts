@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Tenant, type TestStack } from '../helpers/stack';
+import { adminCall, startStack, type Tenant, type TestStack } from '../helpers/stack';
 
 /**
  * A tenant's routing (docs/CONTRACT.md "Routing"): set with PATCH /admin/tenants/{id},
@@ -25,15 +25,7 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => stack?.stop());
 
-async function admin(method: string, path: string, body?: unknown, token = stack.adminToken) {
-  const response = await fetch(`${stack.apiUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  return { status: response.status, text, json: JSON.parse(text) as any };
-}
+const admin = (method: string, path: string, body?: unknown, token = stack.adminToken) => adminCall(stack, method, path, body, token);
 
 const stored = async () => (await stack.sql<{ routing: unknown; name: string }[]>`SELECT routing, name FROM tenants WHERE id = ${tenant.id}`)[0]!;
 
@@ -75,7 +67,7 @@ describe('PATCH /admin/tenants/{id} with routing', () => {
     ['an empty list', { fallback: [] }, 'routing.fallback', /at least one provider/],
     ['an empty range', { rules: [{ when: { amount_minor: { gte: 5000, lt: 5000 } }, fallback: ['sandbox-b'] }] }, 'routing.rules.0.when.amount_minor', /gte \(5000\) must be below lt \(5000\)/],
     ['an unknown key', { fallback: ['sandbox-a'], priority: 1 }, 'routing', /Unrecognized key: "priority"/],
-    ['an empty configuration', {}, 'routing', /routing needs fallback, split, rules or retryable_decline_codes/],
+    ['an empty configuration', {}, 'routing', /routing needs fallback, split, rules, retryable_decline_codes or strategy/],
     ['a card decline made retryable elsewhere', { retryable_decline_codes: ['card_declined'] }, 'routing.retryable_decline_codes.0', /never retried at another PSP/],
     ['a list instead of an object', ['sandbox-a'], 'routing', /./],
   ];
@@ -110,7 +102,7 @@ describe('PATCH /admin/tenants/{id} with routing', () => {
     expect(doc.paths['/admin/tenants/{id}'].get).toBeDefined();
     expect(doc.components.schemas.Routing).toBeDefined();
     for (const schema of [doc.components.schemas.UpdateTenantRequest, doc.components.schemas.Tenant]) {
-      expect(Object.keys(schema.properties.routing.properties ?? doc.components.schemas.Routing.properties)).toEqual(['fallback', 'split', 'rules', 'retryable_decline_codes']);
+      expect(Object.keys(schema.properties.routing.properties ?? doc.components.schemas.Routing.properties)).toEqual(['fallback', 'split', 'rules', 'retryable_decline_codes', 'strategy', 'scope', 'objective', 'exploration', 'fees']);
     }
   });
 });

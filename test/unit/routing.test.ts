@@ -47,6 +47,20 @@ describe('routing configuration: accepted', () => {
     expect(valid({ retryable_decline_codes: ['processing_error', 'issuer_unavailable', 'acquirer_timeout'] })).toBeTruthy();
     expect(valid({ fallback: ['sandbox-a'], retryable_decline_codes: [] })).toBeTruthy(); // none: no decline moves on
   });
+
+  it('accepts success-rate routing with its scope, objective, exploration and fees, and the strategy alone', () => {
+    const routing = {
+      strategy: 'success_rate',
+      fallback: ['sandbox-a', 'sandbox-b'],
+      scope: 'tenant',
+      objective: 'net',
+      exploration: 0.05,
+      fees: { 'sandbox-a': { EUR: { approval: { bps: 140, fixed_minor: 25 } }, '*': { approval: { bps: 290, fixed_minor: 0 }, attempt: { bps: 0, fixed_minor: 2 } } } },
+    };
+    expect(valid(routing)).toEqual(routing);
+    expect(valid({ strategy: 'success_rate' })).toEqual({ strategy: 'success_rate' });
+    expect(valid({ strategy: 'static', fallback: ['sandbox-b'] })).toBeTruthy();
+  });
 });
 
 describe('routing configuration: refused, each with its reason', () => {
@@ -75,7 +89,17 @@ describe('routing configuration: refused, each with its reason', () => {
     ['an unknown key at the top', { fallback: ['sandbox-a'], weights: {} }, /routing: Unrecognized key: "weights"/],
     ['an unknown key in a condition', { rules: [{ when: { country: ['DE'] }, fallback: ['sandbox-b'] }] }, /routing\.rules\.0\.when: Unrecognized key: "country"/],
     ['an unknown key in a split entry', { split: [{ provider: 'sandbox-a', weight: 1, share: 2 }] }, /routing\.split\.0: Unrecognized key: "share"/],
-    ['an empty configuration', {}, /routing: routing needs fallback, split, rules or retryable_decline_codes \(null clears/],
+    ['an empty configuration', {}, /routing: routing needs fallback, split, rules, retryable_decline_codes or strategy \(null clears/],
+    ['an unknown strategy', { strategy: 'cheapest' }, /routing\.strategy: /],
+    ['an unknown scope', { strategy: 'success_rate', scope: 'global' }, /routing\.scope: /],
+    ['an unknown objective', { strategy: 'success_rate', objective: 'cost' }, /routing\.objective: /],
+    ['exploration above 0.5', { strategy: 'success_rate', exploration: 0.8 }, /routing\.exploration: exploration is at most 0\.5/],
+    ['negative exploration', { strategy: 'success_rate', exploration: -0.1 }, /routing\.exploration: exploration is not negative/],
+    ['fees of an unknown provider', { strategy: 'success_rate', fees: { stripe: { EUR: { approval: { bps: 100, fixed_minor: 0 } } } } }, /routing\.fees\.stripe: unknown provider "stripe"/],
+    ['fees in a lower-case currency', { strategy: 'success_rate', fees: { 'sandbox-a': { eur: { approval: { bps: 100, fixed_minor: 0 } } } } }, /routing\.fees\.sandbox-a\.eur: a currency key is an ISO 4217 code/],
+    ['negative basis points', { strategy: 'success_rate', fees: { 'sandbox-a': { EUR: { approval: { bps: -1, fixed_minor: 0 } } } } }, /routing\.fees\.sandbox-a\.EUR\.approval\.bps: bps is not negative/],
+    ['a fractional fixed fee', { strategy: 'success_rate', fees: { 'sandbox-a': { EUR: { attempt: { bps: 0, fixed_minor: 1.5 } } } } }, /routing\.fees\.sandbox-a\.EUR\.attempt\.fixed_minor: fixed_minor is an integer/],
+    ['an unknown key in a fee', { strategy: 'success_rate', fees: { 'sandbox-a': { EUR: { approval: { bps: 1, fixed_minor: 0, cap: 5 } } } } }, /routing\.fees\.sandbox-a\.EUR\.approval: Unrecognized key: "cap"/],
     ['a card decline made retryable elsewhere', { retryable_decline_codes: ['processing_error', 'card_declined'] }, /routing\.retryable_decline_codes\.1: is about the card or the customer: never retried at another PSP/],
     ['insufficient funds made retryable elsewhere', { retryable_decline_codes: ['insufficient_funds'] }, /routing\.retryable_decline_codes\.0: is about the card/],
     ['a duplicate decline code', { retryable_decline_codes: ['processing_error', 'processing_error'] }, /routing\.retryable_decline_codes\.1: decline code "processing_error" is listed twice/],
