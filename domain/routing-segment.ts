@@ -12,8 +12,8 @@ import { segmentLevels, type RoutingSegment } from './routing-success-rate';
  * - method type: `card`, `sepa_debit`, else `unknown`.
  *
  * Its levels, finest first, are where an estimate falls back to while a finer one has too few
- * outcomes: network + currency + type (`visa/EUR/card`), network + type (`visa/*\/card`), type
- * (`*\/*\/card`), then everything (`*\/*\/*`). The currency is given up first: an issuer's
+ * outcomes: network + currency + type (`visa:EUR:card`), network + type (`visa:*:card`), type
+ * (`*:*:card`), then everything (`*:*:*`). The currency is given up first: an issuer's
  * approvals depend on its network more than on the currency a merchant charges in.
  */
 export interface PaymentSegment {

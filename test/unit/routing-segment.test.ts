@@ -20,8 +20,8 @@ describe('a payment\'s segment', () => {
   });
 
   it('falls back from network + currency + type to network + type, to type, to everything', () => {
-    expect(paymentSegment({ paymentMethod: 'pm_card_visa', currency: 'EUR' }).levels).toEqual(['visa/EUR/card', 'visa/*/card', '*/*/card', '*/*/*']);
-    expect(paymentSegment({ paymentMethod: 'pm_sepa_debit', currency: 'EUR' }).levels).toEqual(['unknown/EUR/sepa_debit', 'unknown/*/sepa_debit', '*/*/sepa_debit', '*/*/*']);
+    expect(paymentSegment({ paymentMethod: 'pm_card_visa', currency: 'EUR' }).levels).toEqual(['visa:EUR:card', 'visa:*:card', '*:*:card', '*:*:*']);
+    expect(paymentSegment({ paymentMethod: 'pm_sepa_debit', currency: 'EUR' }).levels).toEqual(['unknown:EUR:sepa_debit', 'unknown:*:sepa_debit', '*:*:sepa_debit', '*:*:*']);
   });
 
   it('two payments of one card and currency share every level; another network shares only the coarse ones', () => {
@@ -29,6 +29,6 @@ describe('a payment\'s segment', () => {
     const b = paymentSegment({ paymentMethod: 'pm_01jd0000000000000000000000', savedCard: { brand: 'Visa' }, currency: 'EUR' }).levels;
     const c = paymentSegment({ paymentMethod: 'pm_card_mastercard', currency: 'EUR' }).levels;
     expect(b).toEqual(a);
-    expect(c.filter((level) => a.includes(level))).toEqual(['*/*/card', '*/*/*']);
+    expect(c.filter((level) => a.includes(level))).toEqual(['*:*:card', '*:*:*']);
   });
 });
