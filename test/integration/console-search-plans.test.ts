@@ -33,10 +33,10 @@ beforeAll(async () => {
            CASE WHEN status IN ('succeeded', 'refunded') THEN 1000 ELSE 0 END, CASE WHEN status = 'refunded' THEN 1000 ELSE 0 END
     FROM unnest(${ids}::text[]) WITH ORDINALITY AS t(id, n),
          LATERAL (SELECT CASE WHEN n % 1000 = 7 THEN 'refunded' ELSE (ARRAY['succeeded', 'succeeded', 'declined', 'failed', 'canceled'])[1 + n % 5] END AS status) s`;
-  // One attempt per payment, at the PSP it records.
+  // One attempt per payment of this file's tenants (the database may hold other files' payments), at the PSP it records.
   await sql`
     INSERT INTO payment_attempts (payment_id, attempt, provider, outcome, started_at, finished_at)
-    SELECT id, 1, provider, 'succeeded', now(), now() FROM payments`;
+    SELECT id, 1, provider, 'succeeded', now(), now() FROM payments WHERE tenant_id = ANY(${tenants}::text[])`;
   await sql`ANALYZE payments`;
   await sql`ANALYZE payment_attempts`;
   await sql`ANALYZE customers`;

@@ -19,7 +19,13 @@ afterAll(async () => stack?.stop());
 
 const call = (method: string, path: string, body?: unknown, token = stack.adminToken) => adminCall(stack, method, path, body, token);
 
-const segment = { network: 'visa', currency: 'EUR', methodType: 'card' };
+/**
+ * The pooled counts are the whole database's (other files share it under `npm test`): this file's
+ * outcomes go to a currency of its own, so its segment's counts and shares are its own.
+ */
+const currency = `Z${String.fromCharCode(65 + Math.floor(Math.random() * 26))}${String.fromCharCode(65 + Math.floor(Math.random() * 26))}`;
+const segment = { network: 'visa', currency, methodType: 'card' };
+const finestKey = `visa:${currency}:card`;
 
 describe('the tenant routing object', () => {
   const routing = {
@@ -71,8 +77,8 @@ describe('GET /admin/routing and /metrics', () => {
     expect(response.status, response.text).toBe(200);
     expect(response.json).toMatchObject({ object: 'routing_estimates', tenant: null, scope: 'pooled', strategy: null });
     const levels = (response.json.segments as { segment: string }[]).map((s) => s.segment);
-    expect(levels).toEqual(expect.arrayContaining(['visa:EUR:card', 'visa:*:card', '*:*:card', '*:*:*']));
-    const finest = response.json.segments.find((s: { segment: string }) => s.segment === 'visa:EUR:card');
+    expect(levels).toEqual(expect.arrayContaining([finestKey, 'visa:*:card', '*:*:card', '*:*:*']));
+    const finest = response.json.segments.find((s: { segment: string }) => s.segment === finestKey);
     const a = finest.providers.find((p: { provider: string }) => p.provider === 'sandbox-a');
     const b = finest.providers.find((p: { provider: string }) => p.provider === 'sandbox-b');
     expect(a).toMatchObject({ approvals: 9, declines: 1, errors: 0 });
@@ -91,7 +97,7 @@ describe('GET /admin/routing and /metrics', () => {
     const response = await call('GET', `/admin/routing?tenant=${tenant.id}`);
     expect(response.status, response.text).toBe(200);
     expect(response.json).toMatchObject({ tenant: tenant.id, scope: 'tenant', strategy: 'success_rate' });
-    const finest = response.json.segments.find((s: { segment: string }) => s.segment === 'visa:EUR:card');
+    const finest = response.json.segments.find((s: { segment: string }) => s.segment === finestKey);
     expect(finest.providers.map((p: { provider: string }) => p.provider)).toEqual(['sandbox-b']);
     expect((await call('GET', '/admin/routing?tenant=ten_01jd6w8b3m4x0c2q7yk5h9t1ve')).json).toMatchObject({ error: { type: 'not_found' } });
     expect((await call('GET', '/admin/routing', undefined, tenant.apiKey)).status).toBe(401);
@@ -100,9 +106,9 @@ describe('GET /admin/routing and /metrics', () => {
   it('puts approvals, declines, errors, share and estimate per PSP and segment level on /metrics, with no tenant', async () => {
     const response = await call('GET', '/metrics');
     expect(response.status).toBe(200);
-    expect(response.text).toContain('routing_outcomes_total{provider="sandbox-a",segment="visa:EUR:card",outcome="approved"} 9');
+    expect(response.text).toContain(`routing_outcomes_total{provider="sandbox-a",segment="${finestKey}",outcome="approved"} 9`);
     expect(response.text).toContain('routing_outcomes_total{provider="sandbox-b",segment="*:*:*",outcome="error"} 1');
-    expect(response.text).toMatch(/routing_traffic_share\{provider="sandbox-a",segment="visa:EUR:card"\} 0\.\d+/);
+    expect(response.text).toMatch(new RegExp(`routing_traffic_share\\{provider="sandbox-a",segment="${finestKey}"\\} 0\\.\\d+`));
     expect(response.text).toMatch(/routing_approval_estimate\{provider="sandbox-b",segment="visa:\*:card"\} 0\.\d+/);
     expect(response.text).toContain('routing_provider_health{provider="sandbox-a"} 0');
     expect(response.text).not.toContain(tenant.id);
