@@ -1,12 +1,8 @@
 import type { Client } from '@temporalio/client';
 import { disputeWorkflowId } from '../domain/ids';
-import { DISPUTE_DEFAULTS, disputeReportSignal, type DisputeReport, type DisputeWorkflow, type DisputeWorkflowInput } from '../shared/disputes';
+import { DISPUTE_DEFAULTS, disputeReportSignal, type DisputeReport, type DisputeTimes, type DisputeWorkflow, type DisputeWorkflowInput } from '../shared/disputes';
 
-/** The dispute workflow's settings (DISPUTE_REMINDER_SECONDS, DISPUTE_POLL_SECONDS), in seconds. */
-export interface DisputeTimes {
-  reminderSeconds: readonly number[];
-  pollSeconds: number;
-}
+export type { DisputeTimes };
 
 /** The dispute workflow's settings from a process's configuration (the defaults where it leaves them out). */
 export function disputeTimesOf(config: { DISPUTE_REMINDER_SECONDS?: readonly number[] | undefined; DISPUTE_POLL_SECONDS?: number | undefined }): DisputeTimes {
