@@ -17,7 +17,9 @@ import { signalIfOpen, temporalOf } from './workflow-signals';
 /**
  * What a PSP's charge event does to its payment, decided in one place (chargeEventWorkflow,
  * workflows/payments-charge-events.ts; the webhook route only verifies, stores and hands over).
- * The event is a hint, never a figure: the charge is retrieved from the PSP that holds it (at a
+ * An event whose own charge the payment already records as it is (most often the event of the
+ * outcome its run has just recorded) could change nothing: it is `forward` without asking the PSP.
+ * Otherwise the event is a hint, never a figure: the charge is retrieved from the PSP that holds it (at a
  * kind whose modifications are `notified`, which has no retrieval, the signed notification's
  * charge is the PSP's word) and checked against the payment (domain/payments.ts chargeDisagreements). A charge that agrees is
  * passed to the payment's run as a report, the way its own polls report (unless the run recorded
