@@ -15,7 +15,7 @@ export function disputeTimesOf(config: { DISPUTE_REMINDER_SECONDS?: readonly num
  * (a duplicate, a reordered event, the reconciliation run's find) is one more signal to it. A
  * report after the run closed (completed, or terminated, failed or timed out) starts a new run,
  * which records it forward-only (nothing moves a closed dispute) and ends, or goes on with a
- * dispute still open. Callers: the inbound PSP webhook route and reconciliation.
+ * dispute still open. Callers: a dispute event's step (activities/disputes-events.ts) and reconciliation.
  */
 export async function reportDispute(client: Client, taskQueue: string, provider: string, report: DisputeReport, times: DisputeTimes): Promise<string> {
   const input = disputeInput(provider, report.dispute.id, times);

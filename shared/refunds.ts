@@ -39,7 +39,7 @@ export interface RefundReport {
 
 /**
  * The PSP's settlement of a refund it answered `pending` (its REFUND or REFUND_FAILED
- * notification, sent by POST /provider_webhooks/{provider}); fire-and-forget.
+ * notification, sent by its refund event's step, activities/refunds-events.ts); fire-and-forget.
  */
 export const refundReportSignal = defineSignal<[RefundReport]>('refundReport');
 
