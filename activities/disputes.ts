@@ -112,8 +112,21 @@ async function submittedWith(disputes: DisputeProvider, disputeId: string, evide
   return Object.entries(evidence).every(([field, value]) => held[field] === value) ? dispute : null;
 }
 
+/** The disputes of the PSP by its configured name; a name this worker has no client for, or a kind without disputes, fails the step for good. */
+export function disputesAt(registry: ProviderRegistry, name: string): DisputeProvider {
+  let disputes: DisputeProvider | undefined;
+  try {
+    disputes = registry.get(name).disputes;
+  } catch (error) {
+    if (error instanceof UnknownProviderError) throw ApplicationFailure.nonRetryable(error.message, 'UnknownProvider');
+    throw error;
+  }
+  if (!disputes) throw ApplicationFailure.nonRetryable(`provider ${name} does not support disputes`, 'DisputesUnsupported');
+  return disputes;
+}
+
 /** Whether the named PSP's disputes are known only by their notifications (its kind's disputeSource); false for a name not configured. */
-const disputesNotifiedAt = (registry: ProviderRegistry | undefined, provider: string): boolean =>
+export const disputesNotifiedAt = (registry: ProviderRegistry | undefined, provider: string): boolean =>
   registry?.has(provider) === true && capabilitiesOf(registry.get(provider)).disputeSource === 'notification';
 
 /** `registry`: the worker's PSPs, whose kinds say how a dispute's run learns where it stands (absent: every PSP is read). */
@@ -194,17 +207,6 @@ export type DisputeSteps = ReturnType<typeof createDisputeSteps>;
 
 /** The dispute calls at the PSP that holds the charge (regular activities, heartbeating). */
 export function createDisputeProviderSteps(registry: ProviderRegistry, sql: Sql) {
-  const disputesAt = (name: string): DisputeProvider => {
-    let disputes: DisputeProvider | undefined;
-    try {
-      disputes = registry.get(name).disputes;
-    } catch (error) {
-      if (error instanceof UnknownProviderError) throw ApplicationFailure.nonRetryable(error.message, 'UnknownProvider');
-      throw error;
-    }
-    if (!disputes) throw ApplicationFailure.nonRetryable(`provider ${name} does not support disputes`, 'DisputesUnsupported');
-    return disputes;
-  };
   /** The dispute as we recorded it, and its evidence so far: a PSP without a read of its disputes answers its commands with it, moved on. */
   const recorded = async (provider: string, providerDisputeId: string) => {
     const known = await recordedProviderDispute(sql, provider, providerDisputeId);
@@ -217,7 +219,7 @@ export function createDisputeProviderSteps(registry: ProviderRegistry, sql: Sql)
      * `notification`) is not asked: the dispute as its notifications left it, as we recorded it.
      */
     async retrieveDispute(input: { provider: string; providerDisputeId: string }): Promise<ProviderDispute> {
-      const disputes = disputesAt(input.provider);
+      const disputes = disputesAt(registry, input.provider);
       if (disputesNotifiedAt(registry, input.provider)) return (await recorded(input.provider, input.providerDisputeId)).dispute;
       return providerCall((signal) => disputes.retrieveDispute(input.providerDisputeId, { signal }));
     },
@@ -229,7 +231,7 @@ export function createDisputeProviderSteps(registry: ProviderRegistry, sql: Sql)
      * under its key, and the answer is the dispute as recorded, closed.
      */
     async closeDispute(input: { provider: string; providerDisputeId: string; subKey: string }): Promise<ProviderDispute> {
-      const disputes = disputesAt(input.provider);
+      const disputes = disputesAt(registry, input.provider);
       if (disputesNotifiedAt(registry, input.provider)) {
         const known = await recorded(input.provider, input.providerDisputeId);
         return providerCall((signal) => disputes.closeDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId, recorded: known.dispute }, { signal }));
@@ -252,7 +254,7 @@ export function createDisputeProviderSteps(registry: ProviderRegistry, sql: Sql)
       input: { provider: string; providerDisputeId: string; subKey: string; submit: boolean } & ({ evidence: Record<string, string> } | { evidenceOf: { disputeId: string; digest: string } }),
     ): Promise<ProviderDispute> {
       const evidence = 'evidenceOf' in input ? await evidenceOf(sql, input.evidenceOf) : input.evidence;
-      const disputes = disputesAt(input.provider);
+      const disputes = disputesAt(registry, input.provider);
       if (disputesNotifiedAt(registry, input.provider)) {
         // No read to look at: the same requests again, which the PSP replays under their keys.
         // It holds what it was last sent (no merge of its own): the evidence staged so far goes with this one.

@@ -6,6 +6,7 @@ import type { DisputeTimes } from '../lib/dispute';
 import { createLogger, type Logger } from '../lib/logger';
 import type { ProviderHealthRecorder } from '../domain/routing';
 import { createDisputeProviderSteps, createDisputeSteps, type DisputeProviderSteps, type DisputeSteps } from './disputes';
+import { createDisputeEventSteps, type DisputeEventSteps } from './disputes-events';
 import { createJobSteps, type JobSteps } from './jobs';
 import { LedgerAccounts } from '../db/ledger';
 import { createLateChargeSteps, type LateChargeSteps } from './payments-late-charge';
@@ -15,6 +16,7 @@ import { createProviderSteps } from './provider-steps';
 import { currencyOfRefundReference } from '../db/refunds';
 import { createRecoverySteps, type RecoverySteps } from './recovery';
 import { createRefundSteps, type RefundSteps } from './refunds';
+import { createRefundEventSteps, type RefundEventSteps } from './refunds-events';
 import { createFirstAttemptPlanner, createRouteSteps, type RoutePlanner, type RouteSteps } from './routing';
 import { createRouteDecisionSteps, type RouteDecisionSteps } from './routing-decision';
 import type { FeeSchedule } from '../domain/routing-fees';
@@ -36,7 +38,7 @@ export interface ActivityDeps {
   metrics?: WorkerMetrics;
   /** The periodic jobs log their findings here (default: a silent logger). */
   logger?: Logger;
-  /** The abandoned-run sweep asks Temporal how runs ended, and a charge event signals its payment's run; without it those fail (non-retryable). */
+  /** The abandoned-run sweep asks Temporal how runs ended, and a PSP's event (a charge's, a refund's, a dispute's) signals the runs it concerns; without it those fail (non-retryable). */
   temporal?: Client;
   /** How long idempotency outcomes are kept (IDEMPOTENCY_RETENTION_SECONDS; default 72 h). */
   retentionSeconds?: number;
@@ -62,6 +64,7 @@ export function createActivities(deps: ActivityDeps) {
     retentionSeconds: deps.retentionSeconds ?? 72 * 3600,
     ...(deps.disputeTimes ? { disputeTimes: deps.disputeTimes } : {}),
   });
+  const temporal = deps.temporal ? { temporal: deps.temporal } : {};
   const routeDeps = { sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}), ...(deps.health ? { health: deps.health } : {}) };
   return {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
@@ -70,7 +73,9 @@ export function createActivities(deps: ActivityDeps) {
     ...createLateChargeSteps(deps.sql, deps.metrics),
     ...createDisputeSteps(deps.sql, accounts, deps.providers),
     ...createDisputeProviderSteps(deps.providers, deps.sql),
-    ...createChargeEventSteps({ sql: deps.sql, providers: deps.providers, ...(deps.temporal ? { temporal: deps.temporal } : {}) }),
+    ...createChargeEventSteps({ sql: deps.sql, providers: deps.providers, ...temporal }),
+    ...createRefundEventSteps({ sql: deps.sql, ...temporal }),
+    ...createDisputeEventSteps({ providers: deps.providers, ...temporal }),
     ...createRouteSteps(routeDeps),
     ...createRouteDecisionSteps({ sql: deps.sql, providerNames: deps.providers.names, fees: deps.routingFees ?? null, callLimits: deps.callLimits ?? null }),
     ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps), (reference) => currencyOfRefundReference(deps.sql, reference), deps.returnRoute),
@@ -84,5 +89,5 @@ export type { RoutePlanner };
 export type { BeginRefundResult } from './refunds';
 export type { LateChargeOutcome, LateChargeStanding } from './payments-late-charge';
 export type { ProviderSteps } from './provider-steps';
-export type { JobSteps, DisputeSteps, DisputeProviderSteps, ChargeEventSteps, RouteDecisionSteps };
+export type { JobSteps, DisputeSteps, DisputeProviderSteps, ChargeEventSteps, RouteDecisionSteps, RefundEventSteps, DisputeEventSteps };
 export type { DisputeStanding } from './disputes';

@@ -11,13 +11,15 @@ import type { ProviderCharge } from '../provider/types';
 import { FailureType } from '../shared/definitions';
 import { CANCEL_FAILED, captureAskedQuery, chargeReportSignal, type CaptureAsked, type ChargeEventInput, type ChargeEventResult } from '../shared/payments';
 import { providerSubKey } from '../shared/keys';
-import { JobFailureType } from '../shared/jobs';
 import { providerCall } from './provider-steps';
+import { signalIfOpen, temporalOf } from './workflow-signals';
 
 /**
  * What a PSP's charge event does to its payment, decided in one place (chargeEventWorkflow,
  * workflows/payments-charge-events.ts; the webhook route only verifies, stores and hands over).
- * The event is a hint, never a figure: the charge is retrieved from the PSP that holds it (at a
+ * An event whose own charge the payment already records as it is (most often the event of the
+ * outcome its run has just recorded) could change nothing: it is `forward` without asking the PSP.
+ * Otherwise the event is a hint, never a figure: the charge is retrieved from the PSP that holds it (at a
  * kind whose modifications are `notified`, which has no retrieval, the signed notification's
  * charge is the PSP's word) and checked against the payment (domain/payments.ts chargeDisagreements). A charge that agrees is
  * passed to the payment's run as a report, the way its own polls report (unless the run recorded
@@ -29,15 +31,20 @@ import { providerCall } from './provider-steps';
  * and each is idempotent (a report applied forward-only, a flag set once, a workflow id per charge).
  */
 export function createChargeEventSteps(deps: { sql: Sql; providers: ProviderRegistry; temporal?: Client }) {
-  const temporal = (): Client => {
-    if (!deps.temporal) throw ApplicationFailure.nonRetryable('charge events need a Temporal client in the worker', JobFailureType.Misconfigured);
-    return deps.temporal;
-  };
+  const temporal = (): Client => temporalOf(deps, 'charge events');
   return {
     async actOnChargeEvent(input: ChargeEventInput): Promise<ChargeEventResult> {
       const { sql } = deps;
       const payment = await paymentIntentFigures(sql, input.paymentId);
       if (!payment) throw ApplicationFailure.nonRetryable(`no payment ${input.paymentId} for the charge event ${input.eventId}`, 'PaymentMissing');
+      const figures = { chargeId: payment.provider_charge_id, status: payment.status, amountCapturedMinor: payment.amount_captured_minor };
+      if (input.charge && recordsCharge(figures, input.charge)) {
+        // Most often the PSP's event for the outcome the run has just recorded: acting on it would
+        // change nothing (a payment holding that charge so keeps its money), so the PSP is not asked.
+        log.debug('provider webhook: the payment already records this charge as reported; nothing to act on');
+        await markForwarded(sql, input.provider, input.eventId);
+        return { disposition: 'forward', reason: null, lateCharge: false };
+      }
       const provider = providerNamed(deps.providers, input.provider);
       let charge: ProviderCharge;
       const notified = input.charge !== undefined && input.charge !== null && capabilitiesOf(provider).modifications === 'notified';
@@ -67,7 +74,7 @@ export function createChargeEventSteps(deps: { sql: Sql; providers: ProviderRegi
           charge_captured_minor: charge.amountCapturedMinor,
         });
       }
-      const recorded = recordsCharge({ chargeId: payment.provider_charge_id, status: payment.status, amountCapturedMinor: payment.amount_captured_minor }, charge);
+      const recorded = recordsCharge(figures, charge);
       await passOnToRun(sql, temporal, input, charge, recorded);
       // A notified cancel's outcome is awaited by the run that asked for it: the payment's (above), or its late charge's.
       if (notified && isCancelOutcome(charge)) await passOnToLateChargeRun(temporal(), input, charge);
@@ -140,11 +147,7 @@ function isCancelOutcome(charge: ProviderCharge): boolean {
  * the charge and waits for it. No such run (most often: the payment's own run voided it) is nothing.
  */
 async function passOnToLateChargeRun(temporal: Client, input: ChargeEventInput, charge: ProviderCharge): Promise<void> {
-  try {
-    await temporal.workflow.getHandle(lateChargeWorkflowId(input.provider, input.chargeId)).signal(chargeReportSignal, { source: 'webhook', eventId: input.eventId, charge });
-  } catch (error) {
-    if (!(error instanceof WorkflowNotFoundError) && !/already completed/i.test(String((error as Error)?.message))) throw error;
-  }
+  await signalIfOpen(temporal, lateChargeWorkflowId(input.provider, input.chargeId), chargeReportSignal, { source: 'webhook', eventId: input.eventId, charge });
 }
 
 /** The PSP client by its configured name; a name this worker has no client for fails the step for good. */
@@ -177,13 +180,8 @@ async function holdForOperator(sql: Sql, input: ChargeEventInput, reason: string
  */
 async function passOnToRun(sql: Sql, temporal: () => Client, input: ChargeEventInput, charge: ProviderCharge, recorded: boolean): Promise<void> {
   const workflowId = await paymentWorkflowId(sql, input.paymentId);
-  if (workflowId && !recorded) {
-    try {
-      await temporal().workflow.getHandle(workflowId).signal(chargeReportSignal, { source: 'webhook', eventId: input.eventId, charge, provider: input.provider });
-    } catch (error) {
-      if (!(error instanceof WorkflowNotFoundError) && !/already completed/i.test(String((error as Error)?.message))) throw error;
-      log.info('provider webhook for a payment whose run has closed; nothing to apply', { payment_id: input.paymentId });
-    }
+  if (workflowId && !recorded && !(await signalIfOpen(temporal(), workflowId, chargeReportSignal, { source: 'webhook', eventId: input.eventId, charge, provider: input.provider }))) {
+    log.info('provider webhook for a payment whose run has closed; nothing to apply', { payment_id: input.paymentId });
   }
   await markForwarded(sql, input.provider, input.eventId);
 }

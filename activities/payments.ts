@@ -399,7 +399,7 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
     }): Promise<FinalResponse> {
       return step(sql, async (tx) => {
         // The payment's row first: a refusal of its compensation's refund stored before this (Adyen's
-        // REFUND_FAILED, which the webhook route acts on only once the payment has failed) is read here.
+        // REFUND_FAILED, which the refund event's step acts on only once the payment has failed) is read here.
         const current = await lockPayment(tx, input.paymentId);
         const refused = compensatedByRefund.includes(input.failure.code) && current.provider !== null && (await storedCompensationRefusal(tx, current.provider, input.paymentId));
         const failure = refused

@@ -5,7 +5,7 @@ import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import type { ApiMetrics, IdempotencyOutcome } from '../lib/metrics';
 import type { IdempotencyRecord } from '../db/idempotency-records';
-import type { ProviderCharge, ProviderDispute, ProviderWebhookEvent } from '../provider/types';
+import type { ProviderCharge, ProviderWebhookEvent } from '../provider/types';
 import type { CompletionWaiter } from './completions';
 
 /**
@@ -30,13 +30,12 @@ export interface ProviderWebhookReceiver {
   verifyBatch?: (rawBody: string, headers: Record<string, string | undefined>, now?: Date) => { event: ProviderWebhookEvent; payload: unknown }[];
   /** The charge as this PSP holds it now (its client's retrieveCharge): what a webhook's report is checked against. */
   retrieveCharge(chargeId: string): Promise<ProviderCharge>;
-  /** The dispute as this PSP holds it now; absent for a kind without disputes (its dispute events are ignored). */
-  retrieveDispute?: (disputeId: string) => Promise<ProviderDispute>;
   /**
-   * A kind with disputes whose disputeSource is `notification` (Adyen's: there is no read of a
-   * dispute): the verified notification's dispute is what is reported, not a retrieval.
+   * A kind with disputes: its dispute events are handed to the disputes area (disputeEventWorkflow),
+   * which reads the dispute from the PSP, or takes the notification's where the kind has no read
+   * of one. Absent: its dispute events are stored and ignored.
    */
-  disputesNotified?: true;
+  disputes?: true;
 }
 
 /** What a route's early replay check read (api/idempotency.ts replayFirst), handed to the protocol when it did not answer. */

@@ -29,20 +29,18 @@ export interface ReceivedEvent {
   payload: unknown;
 }
 
-/** Where the event goes: the payment's workflow, if the charge is ours. */
+/** The event as stored, and whether this delivery stored it. */
 export interface ReceivedOutcome {
   row: ProviderEventRow;
   /** false: this (provider, event id) was stored before: a redelivery. */
   inserted: boolean;
-  /** The payment's workflow, when the event is to be forwarded to it. */
-  workflowId: string | null;
 }
 
 /**
  * Stores a verified PSP event once, with what it means, in one transaction: the payment it
  * concerns (by our reference, or the charge id we recorded), or none (kept for an operator).
- * A redelivery finds the stored row and changes nothing; it is forwarded again only if the
- * first delivery never reached the workflow (forwarded_at still null).
+ * A redelivery finds the stored row and changes nothing (the webhook route hands it to the same
+ * workflow run as the first delivery).
  */
 export async function receiveProviderEvent(sql: Sql, event: ReceivedEvent): Promise<ReceivedOutcome> {
   return sql.begin(async (tx) => {
@@ -60,9 +58,7 @@ export async function receiveProviderEvent(sql: Sql, event: ReceivedEvent): Prom
       ON CONFLICT (provider, event_id) DO NOTHING
       RETURNING *`;
     const row = inserted ?? (await tx<ProviderEventRow[]>`SELECT * FROM provider_events WHERE provider = ${event.provider} AND event_id = ${event.eventId}`)[0]!;
-    const forward = row.disposition === 'forward' && row.forwarded_at === null;
-    const workflowId = forward && row.payment_id ? ((await tx<{ workflow_id: string }[]>`SELECT workflow_id FROM payments WHERE id = ${row.payment_id}`)[0]?.workflow_id ?? null) : null;
-    return { row, inserted: inserted !== undefined, workflowId };
+    return { row, inserted: inserted !== undefined };
   }) as Promise<ReceivedOutcome>;
 }
 

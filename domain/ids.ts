@@ -68,6 +68,20 @@ export function chargeEventWorkflowId(provider: string, eventId: string): string
 }
 
 /**
+ * The workflow that acts on one stored PSP report of a refund (workflows/refunds.ts
+ * refundEventWorkflow), and on one stored PSP dispute event (workflows/disputes-events.ts
+ * disputeEventWorkflow): one id per event, as for a charge's. Their prefix is no other
+ * workflow's (a provider's name may hold '-', so `dispute-event-…` could be a dispute's id).
+ */
+export function refundEventWorkflowId(provider: string, eventId: string): string {
+  return `event-refund-${provider}-${keyPart(eventId)}`;
+}
+
+export function disputeEventWorkflowId(provider: string, eventId: string): string {
+  return `event-dispute-${provider}-${keyPart(eventId)}`;
+}
+
+/**
  * The dispute workflow of one PSP dispute (workflows/disputes.ts): every webhook about it, and the
  * reconciliation run that finds it, signal-with-start this one id, so duplicates join one run.
  */

@@ -1,12 +1,8 @@
 import type { Client } from '@temporalio/client';
 import { disputeWorkflowId } from '../domain/ids';
-import { DISPUTE_DEFAULTS, disputeReportSignal, type DisputeReport, type DisputeWorkflow, type DisputeWorkflowInput } from '../shared/disputes';
+import { DISPUTE_DEFAULTS, disputeReportSignal, type DisputeReport, type DisputeTimes, type DisputeWorkflow, type DisputeWorkflowInput } from '../shared/disputes';
 
-/** The dispute workflow's settings (DISPUTE_REMINDER_SECONDS, DISPUTE_POLL_SECONDS), in seconds. */
-export interface DisputeTimes {
-  reminderSeconds: readonly number[];
-  pollSeconds: number;
-}
+export type { DisputeTimes };
 
 /** The dispute workflow's settings from a process's configuration (the defaults where it leaves them out). */
 export function disputeTimesOf(config: { DISPUTE_REMINDER_SECONDS?: readonly number[] | undefined; DISPUTE_POLL_SECONDS?: number | undefined }): DisputeTimes {
@@ -19,7 +15,7 @@ export function disputeTimesOf(config: { DISPUTE_REMINDER_SECONDS?: readonly num
  * (a duplicate, a reordered event, the reconciliation run's find) is one more signal to it. A
  * report after the run closed (completed, or terminated, failed or timed out) starts a new run,
  * which records it forward-only (nothing moves a closed dispute) and ends, or goes on with a
- * dispute still open. Callers: the inbound PSP webhook route and reconciliation.
+ * dispute still open. Callers: a dispute event's step (activities/disputes-events.ts) and reconciliation.
  */
 export async function reportDispute(client: Client, taskQueue: string, provider: string, report: DisputeReport, times: DisputeTimes): Promise<string> {
   const input = disputeInput(provider, report.dispute.id, times);

@@ -50,6 +50,33 @@ export interface DisputeReport {
   dispute: ProviderDispute;
 }
 
+/**
+ * Input of disputeEventWorkflow (workflows/disputes-events.ts): one PSP dispute event, as the
+ * webhook route stored it (provider_events), handed over under disputeEventWorkflowId(provider,
+ * event id). `dispute` is the event's (a hint, re-read from the PSP unless its kind has no read
+ * of a dispute); `times` the dispute workflow's settings of the API that received it
+ * (DISPUTE_REMINDER_SECONDS, DISPUTE_POLL_SECONDS).
+ */
+export interface DisputeEventInput {
+  provider: string;
+  eventId: string;
+  dispute: ProviderDispute;
+  times: DisputeTimes;
+}
+
+/** The dispute workflow's settings (DISPUTE_REMINDER_SECONDS, DISPUTE_POLL_SECONDS), in seconds. */
+export interface DisputeTimes {
+  reminderSeconds: readonly number[];
+  pollSeconds: number;
+}
+
+/** What the event did: `dispute` reported to its dispute's workflow; `ignored` the PSP holds no such dispute. */
+export interface DisputeEventResult {
+  disposition: 'dispute' | 'ignored';
+}
+
+export type DisputeEventWorkflow = (input: DisputeEventInput) => Promise<DisputeEventResult>;
+
 /** Input of disputeWorkflow (workflows/disputes.ts): one PSP dispute, under disputeWorkflowId(provider, dispute id). */
 export interface DisputeWorkflowInput {
   provider: string;

@@ -265,7 +265,7 @@ export interface ChallengeReturnOutcome {
  * being completed.
  */
 export const challengeReturnUpdate = defineUpdate<ChallengeReturnOutcome, [ChallengeReturn]>('challengeReturn');
-/** A PSP webhook about the payment's charge (sent by POST /provider_webhooks/{provider}); fire-and-forget. */
+/** A PSP webhook about the payment's charge (sent by its charge event's step, activities/payments-charge-events.ts); fire-and-forget. */
 export const chargeReportSignal = defineSignal<[ChargeReport]>('chargeReport');
 /** The payment's current status, as the workflow knows it. */
 export const paymentStatusQuery = defineQuery<PaymentStatus>('paymentStatus');

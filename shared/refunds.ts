@@ -39,6 +39,29 @@ export interface RefundReport {
 
 /**
  * The PSP's settlement of a refund it answered `pending` (its REFUND or REFUND_FAILED
- * notification, sent by POST /provider_webhooks/{provider}); fire-and-forget.
+ * notification, sent by its refund event's step, activities/refunds-events.ts); fire-and-forget.
  */
 export const refundReportSignal = defineSignal<[RefundReport]>('refundReport');
+
+/**
+ * Input of refundEventWorkflow (workflows/refunds.ts): one PSP report of a refund (Adyen's REFUND,
+ * REFUND_FAILED), as the webhook route stored it (provider_events), handed over for its decision
+ * under refundEventWorkflowId(provider, event id).
+ */
+export interface RefundEventInput {
+  provider: string;
+  eventId: string;
+  refund: RefundReport;
+}
+
+/**
+ * What the report did: `forward` passed to the run of the pending refund it names (or to the
+ * late-charge run of its charge, which waits for it); `held_for_operator` a refusal of a
+ * payment's compensation, the payment flagged `compensation_failed`; `ignored` nothing of ours
+ * waits for it.
+ */
+export interface RefundEventResult {
+  disposition: 'forward' | 'ignored' | 'held_for_operator';
+}
+
+export type RefundEventWorkflow = (input: RefundEventInput) => Promise<RefundEventResult>;

@@ -3,7 +3,7 @@
  * each step safe to repeat.
  */
 import { proxyActivities, proxyLocalActivities, type ActivityOptions } from '@temporalio/workflow';
-import type { ChargeEventSteps, DisputeProviderSteps, DisputeSteps, JobSteps, ProviderSteps, RecordSteps } from '../activities';
+import type { ChargeEventSteps, DisputeEventSteps, DisputeProviderSteps, DisputeSteps, JobSteps, ProviderSteps, RecordSteps, RefundEventSteps } from '../activities';
 import { FailureType } from '../shared/definitions';
 import { JobFailureType } from '../shared/jobs';
 
@@ -98,15 +98,21 @@ export const jobs = proxyActivities<JobSteps>({
 });
 
 /**
- * The decision on one PSP charge event (workflows/payments-charge-events.ts): the PSP asked, the
- * payment flagged, signalled or its late money handed on, each part safe to repeat. Retried
- * without limit, as every provider call: the event was acknowledged to the PSP, so nothing else
- * would act on it. The PSP call inside is bounded by PROVIDER_TIMEOUT_MS.
+ * The decision on one PSP event handed over by the webhook route: a charge's
+ * (workflows/payments-charge-events.ts: the PSP asked, the payment flagged, signalled or its late
+ * money handed on), a refund's report (workflows/refunds.ts refundEventWorkflow: the runs that
+ * wait for it signalled, or a compensation's refusal flagged), a dispute's
+ * (workflows/disputes-events.ts: the PSP asked, the dispute's run signalled), each part safe to
+ * repeat. Retried without limit, as every provider call: the event was acknowledged to the PSP,
+ * so nothing else would act on it. A PSP call inside is bounded by PROVIDER_TIMEOUT_MS.
  */
-export const chargeEvents = proxyActivities<ChargeEventSteps>({
+const providerEventOptions = {
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds' },
-});
+} satisfies ActivityOptions;
+export const chargeEvents = proxyActivities<ChargeEventSteps>(providerEventOptions);
+export const refundEvents = proxyActivities<RefundEventSteps>(providerEventOptions);
+export const disputeEvents = proxyActivities<DisputeEventSteps>(providerEventOptions);
 
 /**
  * What each step does, in an operator's words: Temporal's user metadata on each scheduled
@@ -114,7 +120,10 @@ export const chargeEvents = proxyActivities<ChargeEventSteps>({
  * codec server). Set by the workflow interceptor (workflows/interceptors.ts). Fixed text
  * only: never an amount, a card token or a merchant's metadata.
  */
-export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps | keyof JobSteps | keyof DisputeSteps | keyof DisputeProviderSteps | keyof ChargeEventSteps, string> = {
+export const activitySummaries: Record<
+  keyof ProviderSteps | keyof RecordSteps | keyof JobSteps | keyof DisputeSteps | keyof DisputeProviderSteps | keyof ChargeEventSteps | keyof RefundEventSteps | keyof DisputeEventSteps,
+  string
+> = {
   chargeAttempt: 'charge attempt at one PSP (attempt 1: decide the route)',
   recordOrderTaken: 'record 409: the order has another payment',
   recordAttempt: 'record attempt outcome (+ next attempt)',
@@ -154,4 +163,6 @@ export const activitySummaries: Record<keyof ProviderSteps | keyof RecordSteps |
   recordDisputeCommand: 'record dispute command + idempotency answer + outbox',
   recordDisputeRefusal: 'record 409: the dispute takes no more evidence',
   actOnChargeEvent: "check a PSP charge event's charge at the PSP and act on it",
+  actOnRefundEvent: "pass a PSP refund report to the runs that wait for it, or flag a compensation's refusal",
+  actOnDisputeEvent: "read a PSP dispute event's dispute at the PSP and report it to its run",
 };

@@ -7,8 +7,8 @@ import { failureOfType } from './saga';
 
 /**
  * One PSP dispute, from the network's first word to its decision (weeks). Started with
- * signal-with-start by the inbound webhook route (api/routes/provider-webhooks.ts) and by the
- * reconciliation run that finds a dispute whose webhook was lost, under
+ * signal-with-start by a dispute event's workflow (workflows/disputes-events.ts, to which the
+ * inbound webhook route hands each stored event) and by the reconciliation run that finds a dispute whose webhook was lost, under
  * disputeWorkflowId(provider, PSP dispute id): every delivery of every event of the dispute,
  * duplicates included, is one more `disputeReport` signal to this one run.
  *

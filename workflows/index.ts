@@ -6,5 +6,6 @@ export { reconciliationWorkflow } from './reconciliation';
 export { lateChargeWorkflow } from './payments-late-charge';
 export { chargeEventWorkflow } from './payments-charge-events';
 export { disputeWorkflow } from './disputes';
+export { disputeEventWorkflow, refundEventWorkflow } from './provider-events';
 // Each type's Worker Versioning behaviour (PINNED / AUTO_UPGRADE), set on the functions above.
 import './versioning';

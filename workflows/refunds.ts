@@ -1,9 +1,9 @@
 import { condition, setHandler } from '@temporalio/workflow';
 import type { ProviderRefund } from '../provider/types';
 import { FailureType, type FinalResponse } from '../shared/definitions';
-import { REFUND_CONFIRMATION_WINDOW_SECONDS, refundReportSignal, type RefundReport, type RefundWorkflowInput } from '../shared/refunds';
+import { REFUND_CONFIRMATION_WINDOW_SECONDS, refundReportSignal, type RefundEventInput, type RefundEventResult, type RefundReport, type RefundWorkflowInput } from '../shared/refunds';
 import { providerSubKey } from '../shared/keys';
-import { providerSteps, records } from './activities';
+import { providerSteps, records, refundEvents } from './activities';
 import { failureOfType } from './saga';
 
 /** Settlements kept while one is awaited: a PSP sends one per refund, so this bounds only a misbehaving sender. */
@@ -54,4 +54,16 @@ export async function refundWorkflow(input: RefundWorkflowInput): Promise<FinalR
     refund = { ...ours()!, chargeId: begun.chargeId };
   }
   return records.recordRefundOutcome({ request: input, refund });
+}
+
+/**
+ * One PSP report of a refund (Adyen's REFUND, REFUND_FAILED), handed over by the webhook route
+ * (api/routes/provider-webhooks.ts) once it verified and stored it, under
+ * refundEventWorkflowId(provider, event id): every delivery of the report lands on this one run.
+ * Its one step decides what the report does: passed to the refund run that waits for it (or the
+ * late-charge run of its charge), or a compensation's refusal held for an operator
+ * (activities/refunds-events.ts).
+ */
+export async function refundEventWorkflow(input: RefundEventInput): Promise<RefundEventResult> {
+  return refundEvents.actOnRefundEvent(input);
 }

@@ -19,6 +19,7 @@ import type { VersioningBehavior } from '@temporalio/common';
 import { setWorkflowOptions, workflowInfo } from '@temporalio/workflow';
 import { abandonedRunSweepWorkflow, retentionWorkflow } from './jobs';
 import { reconciliationWorkflow } from './reconciliation';
+import { disputeEventWorkflow, refundEventWorkflow } from './provider-events';
 import { disputeWorkflow } from './disputes';
 import { lateChargeWorkflow } from './payments-late-charge';
 import { chargeEventWorkflow } from './payments-charge-events';
@@ -45,6 +46,10 @@ setWorkflowOptions(onVersionedWorkers('PINNED'), refundWorkflow);
 setWorkflowOptions(onVersionedWorkers('PINNED'), lateChargeWorkflow);
 // A charge event is one step: the PSP asked, the payment acted on. Seconds, or as long as the PSP stays unreachable.
 setWorkflowOptions(onVersionedWorkers('PINNED'), chargeEventWorkflow);
+// A refund's or a dispute's PSP event is one step too: the runs it concerns signalled (a dispute's
+// after the PSP is asked). Seconds, or as long as the PSP stays unreachable.
+setWorkflowOptions(onVersionedWorkers('PINNED'), refundEventWorkflow);
+setWorkflowOptions(onVersionedWorkers('PINNED'), disputeEventWorkflow);
 // A dispute lives for weeks (the network's evidence window, then its decision), far longer than a
 // version should be kept running for it. It moves to the current version at its next task
 // (AUTO_UPGRADE): its history is one short loop of recorded reports, reminders and polls, each

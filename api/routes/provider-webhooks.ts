@@ -1,22 +1,18 @@
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
-import { isGrpcDeadlineError, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import { isGrpcDeadlineError, WorkflowFailedError } from '@temporalio/client';
 import { bodyLimit } from 'hono/body-limit';
-import { markForwarded, receiveProviderEvent, type ReceivedOutcome } from '../../db/provider-events';
-import { flagCompensationRefused, paymentIntentFigures, paymentTraceparent } from '../../db/payments';
-import { lateChargeWorkflowId } from '../../domain/ids';
+import { receiveProviderEvent } from '../../db/provider-events';
+import { paymentTraceparent } from '../../db/payments';
 import { annotateActiveSpan, linkActiveSpan, resourceAttribute, tracingOn } from '../../lib/tracing';
 import { ApiError } from '../../domain/errors';
-import { chargeHoldsMoney, recordsCharge } from '../../domain/payments';
 import { isTemporalUnavailable } from '../../lib/temporal';
-import { ProviderEventUnreadableError, ProviderRejectedError, ProviderWebhookError, type PaymentProvider, type ProviderRefund, type ProviderWebhookEvent, type UnreadableField } from '../../provider/types';
-import { pendingRefundsReported } from '../../db/refunds';
-import { refundReportSignal } from '../../shared/refunds';
-import { capabilitiesOf, createProviderClient, createProviderWebhookBatchVerifier, createProviderWebhookVerifier, providerKind } from '../../provider/registry';
+import { ProviderEventUnreadableError, ProviderWebhookError, type PaymentProvider, type ProviderWebhookEvent, type UnreadableField } from '../../provider/types';
+import { createProviderClient, createProviderWebhookBatchVerifier, createProviderWebhookVerifier, providerKind } from '../../provider/registry';
 import type { Config } from '../../lib/config';
 import type { Logger } from '../../lib/logger';
-import type { ChargeEventResult } from '../../shared/payments';
-import { handOverChargeEvent } from '../../lib/charge-events';
-import { disputeTimesOf, reportDispute } from '../../lib/dispute';
+import type { ProviderDispute } from '../../shared/disputes';
+import { handOverProviderEvent, type ProviderEventDecision, type ProviderEventHandOver } from '../../lib/provider-events';
+import { disputeTimesOf } from '../../lib/dispute';
 import type { ApiDeps, AppEnv, ProviderWebhookReceiver } from '../context';
 import { withinTemporalDeadline } from '../idempotency';
 import { MAX_BODY_BYTES, requireJson } from '../middleware';
@@ -47,16 +43,9 @@ export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS' | 'PRO
   );
 }
 
-/**
- * How a receiver learns the dispute of a dispute event, by its kind's disputeSource: read from
- * the PSP (`retrieval`), or the verified notification's own (`notification`); nothing for a kind
- * without disputes.
- */
-export function disputeReceiving(client: PaymentProvider): Pick<ProviderWebhookReceiver, 'retrieveDispute' | 'disputesNotified'> {
-  const disputes = client.disputes;
-  if (!disputes) return {};
-  if (capabilitiesOf(client).disputeSource === 'notification') return { disputesNotified: true };
-  return { retrieveDispute: (disputeId: string) => disputes.retrieveDispute(disputeId) };
+/** Whether the receiver hands its PSP's dispute events to the disputes area: a kind with disputes. */
+export function disputeReceiving(client: PaymentProvider): Pick<ProviderWebhookReceiver, 'disputes'> {
+  return client.disputes ? { disputes: true } : {};
 }
 
 const Received = z
@@ -66,15 +55,16 @@ const Received = z
     duplicate: z.boolean().openapi({ description: 'This event was received before; nothing changed.' }),
     disposition: z.enum(['forward', 'unknown_charge', 'ignored', 'held_for_operator', 'handed_over', 'dispute']).openapi({
       description:
-        '`forward`: the charge as the PSP holds it (retrieved from the PSP, never the event’s own figures) was passed to the payment; ' +
-        '`unknown_charge`: no payment here has that charge (kept for an operator); `ignored`: not about a charge’s outcome; ' +
-        '`held_for_operator`: the PSP’s charge disagrees with the payment (amount, currency, charge id) or the PSP does not have it: nothing was passed on ' +
-        'and the payment is flagged `failure.code` `needs_operator`; `handed_over`: the event’s workflow had not decided within the wait ' +
-        '(the PSP could not be asked at once): it decides as above once the PSP answers; ' +
-        '`dispute`: the dispute as the PSP holds it was passed to its dispute workflow. ' +
-        'A refund’s settlement (Adyen’s REFUND, REFUND_FAILED) is `forward` when passed to the run of the pending refund it names (or to the late-charge run ' +
-        'that refunded the charge); `held_for_operator` when it refuses the refund a payment’s own run made to give its charge back (a compensation, ' +
-        'counted given back when the PSP received it): the payment, `failed`, then has `failure.code` `compensation_failed` and `payment.failed` is sent again; else `ignored`.',
+        'The decision of the event’s workflow (one per event, of its area), when it came within IDEMPOTENCY_WAIT_MS. ' +
+        '`forward`: a charge event’s charge as the PSP holds it (retrieved from the PSP, never the event’s own figures) was passed to the payment, or the payment ' +
+        'already records it as reported; a refund’s settlement (Adyen’s REFUND, REFUND_FAILED) was passed to the run of the pending refund it names (or to the late-charge run ' +
+        'that refunded the charge). `held_for_operator`: the PSP’s charge disagrees with the payment (amount, currency, charge id) or the PSP does not have it: nothing was passed on ' +
+        'and the payment is flagged `failure.code` `needs_operator`; or a refund’s settlement refuses the refund a payment’s own run made to give its charge back (a compensation, ' +
+        'counted given back when the PSP received it): the payment, `failed`, then has `failure.code` `compensation_failed` and `payment.failed` is sent again. ' +
+        '`dispute`: the dispute as the PSP holds it was reported to its dispute workflow. ' +
+        '`ignored`: nothing of ours acts on it (not about a charge, refund or dispute of ours; a refund’s settlement no run waits for; a dispute the PSP does not hold). ' +
+        '`unknown_charge`: no payment here has that charge (kept for an operator; nothing handed over). ' +
+        '`handed_over`: the event’s workflow had not decided within the wait (the PSP could not be asked at once): it decides as above once the PSP answers.',
     }),
   })
   .openapi('ProviderWebhookReceived');
@@ -91,11 +81,12 @@ const receiveWebhook = createRoute({
     'missing, null or of another type, or an identifier longer than the PSP’s documented length: Adyen’s `pspReference` and `originalReference` ' +
     '16 characters, its `merchantReference` 80, every other id, reference or code 255, an event type or code 128) or stored (a `created` outside the dates PostgreSQL holds, U+0000 or a lone surrogate in a string) ' +
     'is 400 `invalid_request` with each field’s path in `issues`, and changes nothing. Each event is stored once (by provider and event id) with the ' +
-    'payment it concerns, then handed to its own workflow (one per event, so every delivery lands on one decision), which decides: ' +
-    'a verified event is a hint, not a figure, so the charge is retrieved from the PSP that holds it and that charge is passed to the ' +
-    'payment’s workflow. The answer carries the decision when it comes within IDEMPOTENCY_WAIT_MS, else `handed_over` (the PSP could ' +
-    'not be asked at once: the workflow asks until it answers); 503 only when Temporal cannot take the event (it is kept, and the PSP’s retry hands it over). ' +
-    'A charge whose amount, currency or id disagrees with the payment changes nothing: the payment is flagged `needs_operator`. ' +
+    'payment it concerns, then handed to the workflow of its area (one per event, so every delivery lands on one decision), which decides: ' +
+    'a charge’s of a payment of ours, a refund’s settlement, a dispute’s (a PSP kind with disputes). The route itself decides nothing. ' +
+    'The answer carries the decision when it comes within IDEMPOTENCY_WAIT_MS, else `handed_over` (the PSP could ' +
+    'not be asked at once: the workflow asks until it answers); 503 `temporal_unavailable` only when Temporal cannot take the event (it is kept, and the PSP’s retry hands it over). ' +
+    'A verified event is a hint, not a figure: the charge is retrieved from the PSP that holds it and that charge is passed to the ' +
+    'payment’s workflow; one whose amount, currency or id disagrees with the payment changes nothing: the payment is flagged `needs_operator`. ' +
     'A redelivery is acknowledged and changes nothing. ' +
     'A PSP whose notifications come in batches (Adyen’s `{live, notificationItems: [{NotificationRequestItem}]}`, each item signed with its own ' +
     'HMAC in `additionalData.hmacSignature`) has every item read and verified before any is stored: one bad signature (400 `webhook_signature_invalid`) ' +
@@ -104,11 +95,11 @@ const receiveWebhook = createRoute({
     'No event moves a payment out of a final status. An event reporting money (a success, an authorization) for a payment that ended ' +
     'without money (`expired`, `canceled`, `declined`, `failed`) starts the late-charge workflow, once per charge, which gives the money ' +
     'back at the PSP and records it on the payment (`failure.code` `late_success_refunded`, event `payment.late_success_refunded`). ' +
-    'A refund’s settlement (Adyen’s REFUND, REFUND_FAILED) is passed to the run of the pending refund it names (our refund id, or the payment’s reference ' +
+    'A refund’s settlement (Adyen’s REFUND, REFUND_FAILED) goes to the refunds area’s workflow, which passes it to the run of the pending refund it names (our refund id, or the payment’s reference ' +
     'and the amount, at that PSP and charge), which records it `succeeded` or `failed`, or else to the late-charge run of its charge, which waits for it ' +
-    '(as for a void’s CANCELLATION, at a PSP without retrieval); 503 when Temporal cannot be reached. ' +
-    'A dispute event (a PSP kind with disputes) is a hint too: the dispute is retrieved from the PSP and reported to its dispute workflow ' +
-    '(signal-with-start under an id derived from the PSP and its dispute id, so duplicates join one run; 503 when the PSP or Temporal cannot be reached). ' +
+    '(as for a void’s CANCELLATION, at a PSP without retrieval). ' +
+    'A dispute event (a PSP kind with disputes) is a hint too: the disputes area’s workflow retrieves the dispute from the PSP (retrying until it answers) and reports it to its dispute workflow ' +
+    '(signal-with-start under an id derived from the PSP and its dispute id, so duplicates join one run), which checks it before anything follows. ' +
     'A PSP with no read of a dispute (Adyen’s NOTIFICATION_OF_CHARGEBACK, CHARGEBACK, CHARGEBACK_REVERSED, SECOND_CHARGEBACK, …) reports the verified ' +
     'notification’s dispute itself; one without `originalReference`, or with an unreadable `additionalData.defensePeriodEndsAt`, is 400 `invalid_request`.',
   security: [],
@@ -162,24 +153,22 @@ export function providerWebhookRoutes(deps: ApiDeps) {
 }
 
 /**
- * One event: stored once (by provider and event id) with the payment it concerns, then handed
- * over (a charge's) or reported to its dispute's workflow. A duplicate changes nothing.
+ * One event: stored once (by provider and event id) with the payment it concerns, then handed to
+ * the workflow of its area, which decides: a charge's of a payment of ours, a refund's report, a
+ * dispute's (a kind with disputes). An event that concerns none of them (an unknown charge, a
+ * type the orchestrator does not act on) is answered as stored.
  */
 async function receiveEvent(deps: ApiDeps, receiver: ProviderWebhookReceiver, provider: string, event: ProviderWebhookEvent, payload: unknown, logger: Logger): Promise<z.output<typeof Received>> {
-  if (event.dispute && (receiver.retrieveDispute || receiver.disputesNotified)) {
-    const duplicate = !(await storeDisputeEvent(deps, provider, event, payload));
-    await forwardDispute(deps, receiver, provider, event, logger);
-    return { received: true as const, event_id: event.id, duplicate, disposition: 'dispute' as const };
-  }
+  const dispute = receiver.disputes && event.dispute ? event.dispute : null;
   const outcome = await receiveProviderEvent(deps.sql, {
     provider,
     eventId: event.id,
     type: event.type,
     createdAt: event.createdAt,
-    chargeId: event.charge?.id ?? null,
-    chargeStatus: event.charge?.status ?? null,
-    reference: event.charge?.reference ?? event.refund?.reference ?? null,
-    refundId: event.refund?.id ?? null,
+    chargeId: dispute ? null : (event.charge?.id ?? null),
+    chargeStatus: dispute ? null : (event.charge?.status ?? null),
+    reference: dispute ? null : (event.charge?.reference ?? event.refund?.reference ?? null),
+    refundId: dispute ? null : (event.refund?.id ?? null),
     payload,
   });
   // The webhook's span links to the trace of the payment it concerns (docs/tracing.md); one read, only while tracing is on.
@@ -188,10 +177,19 @@ async function receiveEvent(deps: ApiDeps, receiver: ProviderWebhookReceiver, pr
     linkActiveSpan(await paymentTraceparent(deps.sql, outcome.row.payment_id));
   }
   const log = logger.child({ provider, event_id: event.id, event_type: event.type, payment_id: outcome.row.payment_id });
-  if (event.refund) return { received: true as const, event_id: event.id, duplicate: !outcome.inserted, disposition: await reportRefund(deps, provider, event.refund, log) };
-  const disposition = await handOver(deps, event, outcome, provider, log);
+  const handOver = handOverOf(deps, provider, event, dispute, outcome.row.payment_id);
+  const disposition = handOver ? await handOverEvent(deps, handOver, log) : outcome.row.disposition;
   if (outcome.row.disposition === 'unknown_charge' && outcome.inserted) log.warn('provider webhook for an unknown charge; kept for an operator');
   return { received: true as const, event_id: event.id, duplicate: !outcome.inserted, disposition };
+}
+
+/** What the event hands over, to the workflow of which area; null when it concerns nothing of ours to act on. */
+function handOverOf(deps: ApiDeps, provider: string, event: ProviderWebhookEvent, dispute: ProviderDispute | null, paymentId: string | null): ProviderEventHandOver | null {
+  if (dispute) return { area: 'dispute', input: { provider, eventId: event.id, dispute, times: disputeTimesOf(deps.config) } };
+  if (event.refund) return { area: 'refund', input: { provider, eventId: event.id, refund: event.refund } };
+  const charge = event.charge;
+  if (paymentId === null || charge === null) return null;
+  return { area: 'charge', input: { provider, eventId: event.id, paymentId, chargeId: charge.id, reported: { status: charge.status, amountCapturedMinor: charge.amountCapturedMinor }, charge } };
 }
 
 /**
@@ -222,29 +220,16 @@ function verified<T>(verify: () => T): T {
 }
 
 /**
- * What a stored charge event does is decided by its workflow (chargeEventWorkflow,
- * activities/payments-charge-events.ts): the route hands it over when it concerns a payment's
- * charge that its run may still need, or that may hold money (a late charge). It answers with the
- * decision when it comes within IDEMPOTENCY_WAIT_MS, else `handed_over` (the workflow decides,
- * asking the PSP until it answers). 503 when Temporal cannot take it: the event is stored and the
- * PSP's retry hands it over.
+ * The one hand-over: the stored event to the workflow of its area (lib/provider-events.ts, one
+ * run per event), which decides. The answer carries the decision when it comes within
+ * IDEMPOTENCY_WAIT_MS, else `handed_over` (the PSP could not be asked at once: the workflow asks
+ * until it answers). 503 when Temporal cannot take it: the event is stored, and the PSP's retry
+ * hands it over.
  */
-async function handOver(deps: ApiDeps, event: ProviderWebhookEvent, outcome: ReceivedOutcome, provider: string, log: Logger): Promise<z.output<typeof Received>['disposition']> {
-  const paymentId = outcome.row.payment_id;
-  const charge = event.charge;
-  if (paymentId === null || charge === null || !(outcome.workflowId !== null || chargeHoldsMoney(charge))) return outcome.row.disposition;
-  const payment = await paymentIntentFigures(deps.sql, paymentId);
-  if (payment && recordsCharge({ chargeId: payment.provider_charge_id, status: payment.status, amountCapturedMinor: payment.amount_captured_minor }, charge)) {
-    // Most often the PSP's event for the outcome the run has just recorded: acting on it would
-    // change nothing (a payment holding that charge so keeps its money), so nothing is handed over.
-    log.debug('provider webhook: the payment already records this charge as reported; nothing to hand over');
-    await markForwarded(deps.sql, provider, event.id);
-    return 'forward';
-  }
-  const input = { provider, eventId: event.id, paymentId, chargeId: charge.id, reported: { status: charge.status, amountCapturedMinor: charge.amountCapturedMinor }, charge };
-  let decision: ChargeEventResult | null;
+async function handOverEvent(deps: ApiDeps, handOver: ProviderEventHandOver, log: Logger): Promise<z.output<typeof Received>['disposition']> {
+  let decision: ProviderEventDecision | null;
   try {
-    const handle = await withinTemporalDeadline(deps, () => handOverChargeEvent(deps.temporal, deps.config.TASK_QUEUE, input));
+    const handle = await withinTemporalDeadline(deps, () => handOverProviderEvent(deps.temporal, deps.config.TASK_QUEUE, handOver));
     decision = await deps.temporal.connection.withDeadline(Date.now() + deps.config.IDEMPOTENCY_WAIT_MS, () => handle.result()).catch((error: unknown) => {
       if (isGrpcDeadlineError(error) || error instanceof WorkflowFailedError) return null;
       throw error;
@@ -255,105 +240,8 @@ async function handOver(deps: ApiDeps, event: ProviderWebhookEvent, outcome: Rec
     }
     throw error;
   }
-  if (decision === null) log.info('provider webhook handed over; its workflow decides once the PSP answers');
+  if (decision === null) log.info({ area: handOver.area }, 'provider webhook handed over; its workflow decides once the PSP answers');
   return decision?.disposition ?? 'handed_over';
-}
-
-/**
- * A PSP's settlement of a refund (Adyen's REFUND, REFUND_FAILED) goes to the runs of the pending
- * refunds it may name (db/refunds.ts pendingRefundsReported: by our refund id, or by the
- * payment's reference and the amount, of a payment at this PSP with that charge), on every
- * delivery; each run takes only the first settlement of the refund the PSP answered it.
- * `forward` when passed on; `held_for_operator` when the PSP refused the refund of a payment's
- * own compensation (the payment then fails `compensation_failed`: the customer's money may still
- * be at the PSP); `ignored` when no pending refund of ours is named (a refund already settled, a
- * compensation's that succeeded, or another's), or their runs have ended (a refund left pending
- * for an operator), and no late-charge run of the charge waits for it (it refunded late money at
- * a PSP that confirms refunds by notification). 503 when Temporal cannot be reached.
- */
-async function reportRefund(deps: ApiDeps, provider: string, refund: ProviderRefund, log: Logger): Promise<'forward' | 'ignored' | 'held_for_operator'> {
-  if (refund.status === 'pending' || !refund.reference) return 'ignored';
-  const pending = await pendingRefundsReported(deps.sql, { provider, reference: refund.reference, chargeId: refund.chargeId, amountMinor: refund.amountMinor });
-  let passed = false;
-  for (const run of pending) {
-    try {
-      await withinTemporalDeadline(deps, () => deps.temporal.workflow.getHandle(run.workflow_id).signal(refundReportSignal, refund));
-      passed = true;
-    } catch (error) {
-      if (error instanceof WorkflowNotFoundError) {
-        log.warn({ refund_id: run.id }, 'provider webhook for a pending refund whose run has ended; left for an operator');
-        continue;
-      }
-      if (isTemporalUnavailable(error)) {
-        throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
-      }
-      throw error;
-    }
-  }
-  if (passed) return 'forward';
-  // The refund of a payment's own compensation (its reference the payment's), refused after its run counted it given back.
-  const { reference: paymentId, chargeId } = refund;
-  if (refund.status === 'failed' && chargeId && paymentId) {
-    const message =
-      `Compensation FAILED, needs an operator: ${provider} refused the refund ${refund.id} of charge ${chargeId} ` +
-      `(${refund.failureMessage ?? refund.failureCode ?? 'refused'}); the customer's money may still be at the PSP.`;
-    const flagged = await deps.sql.begin((tx) => flagCompensationRefused(tx, { provider, paymentId, chargeId, message }));
-    if (flagged) {
-      log.error({ payment_id: flagged.id, refund_id: refund.id }, 'the PSP refused the refund of a payment\'s compensation; flagged compensation_failed for an operator');
-      return 'held_for_operator';
-    }
-  }
-  // A compensation's refund of late money (no refund of ours): the late-charge run of its charge waits for it.
-  if (chargeId && (await signalIfRunning(deps, lateChargeWorkflowId(provider, chargeId), refund))) return 'forward';
-  return 'ignored';
-}
-
-/** Passes a refund's settlement to a run that may wait for it; false when no such run is open. */
-async function signalIfRunning(deps: ApiDeps, workflowId: string, refund: ProviderRefund): Promise<boolean> {
-  try {
-    await withinTemporalDeadline(deps, () => deps.temporal.workflow.getHandle(workflowId).signal(refundReportSignal, refund));
-    return true;
-  } catch (error) {
-    if (error instanceof WorkflowNotFoundError || /already completed/i.test(String((error as Error)?.message))) return false;
-    if (isTemporalUnavailable(error)) throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
-    throw error;
-  }
-}
-
-/** Stores a dispute event once (by provider and event id); false when it was stored before. */
-async function storeDisputeEvent(deps: ApiDeps, provider: string, event: ProviderWebhookEvent, payload: unknown): Promise<boolean> {
-  const outcome = await receiveProviderEvent(deps.sql, { provider, eventId: event.id, type: event.type, createdAt: event.createdAt, chargeId: null, chargeStatus: null, reference: null, payload });
-  return outcome.inserted;
-}
-
-/**
- * The dispute as the PSP holds it now (the event's figures are the sender's word) is reported to
- * its workflow, on every delivery (a duplicate too: the workflow applies it forward-only, and a
- * delivery whose report failed is retried by the PSP). A PSP that has no read of a dispute
- * (disputeSource `notification`) reports the verified notification's dispute itself. 503 when
- * the PSP or Temporal cannot be asked.
- */
-async function forwardDispute(deps: ApiDeps, receiver: ProviderWebhookReceiver, provider: string, event: ProviderWebhookEvent, log: Logger): Promise<void> {
-  let dispute;
-  try {
-    dispute = receiver.disputesNotified ? event.dispute! : await receiver.retrieveDispute!(event.dispute!.id);
-  } catch (error) {
-    if (error instanceof ProviderRejectedError) {
-      log.warn({ provider_dispute_id: event.dispute!.id, code: error.code }, 'a dispute event for a dispute the PSP does not hold; ignored');
-      return;
-    }
-    log.warn({ provider_dispute_id: event.dispute!.id, err: error }, 'the PSP could not be asked about the dispute of a webhook');
-    throw new ApiError('service_unavailable', 'The PSP could not be asked about the dispute; retry later.', {}, { 'Retry-After': '5' });
-  }
-  const times = disputeTimesOf(deps.config);
-  try {
-    await withinTemporalDeadline(deps, () => reportDispute(deps.temporal, deps.config.TASK_QUEUE, provider, { source: 'webhook', eventId: event.id, dispute }, times));
-  } catch (error) {
-    if (isTemporalUnavailable(error)) {
-      throw new ApiError('temporal_unavailable', 'The workflow engine is unreachable; the event is stored, retry later.', {}, { 'Retry-After': '5' });
-    }
-    throw error;
-  }
 }
 
 /**

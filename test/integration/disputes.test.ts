@@ -399,11 +399,20 @@ describe('a dispute whose run ended while the PSP had not closed it', () => {
     await submit(opened, 'winning_evidence');
     await eventually(async () => (await stack.sql<DisputeRow[]>`SELECT status FROM disputes WHERE id = ${opened.id}`)[0]!.status === 'won', 20_000, 50, 'won');
     expect(await handle.result()).toEqual({ disputeId: opened.id, status: 'won' });
+    // The decision's other webhooks may come after the run closed (each reaches it through its
+    // event's workflow): one that does starts a run that records it and ends (§3.6.1, 2). Once
+    // every one is delivered (each answered after its report reached the run), the run is closed.
+    await eventually(async () => (await stack.sql`SELECT 1 FROM sandbox.events WHERE charge_id = ${opened.provider_charge_id} AND state = 'pending'`).length === 0, 20_000, 50, 'the decision delivered');
+    const settled = await eventually(async () => {
+      const described = await handle.describe();
+      return described.status.name === 'COMPLETED' && described;
+    }, 20_000, 50, 'the run closed');
     // Closed by the PSP: a command now is refused as closed, and no run is started for it.
     const late = await api.post(`/v1/disputes/${opened.id}/evidence`, { evidence: { uncategorized_text: 'more' } }, uniqueKey());
     expect(late.status).toBe(409);
     expect(late.json.error).toMatchObject({ type: 'dispute_not_open' });
-    expect((await handle.describe()).status.name).toBe('COMPLETED');
+    const after = await handle.describe();
+    expect({ runId: after.runId, status: after.status.name }).toEqual({ runId: settled.runId, status: 'COMPLETED' });
   });
 });
 
