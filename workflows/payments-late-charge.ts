@@ -57,7 +57,7 @@ const STORED_LOOK_MAX_MS = 3_600_000;
  *    cancels are notified) is done when its CANCELLATION comes (passed here as a chargeReport by
  *    the charge event step), within VOID_CONFIRMATION_MS; refused or unconfirmed, the payment is
  *    flagged `needs_operator`. A refund answered `pending` is done when its REFUND comes (passed
- *    here by the webhook route), within REFUND_CONFIRMATION_WINDOW_SECONDS; REFUND_FAILED, or
+ *    here by the refund event's workflow), within REFUND_CONFIRMATION_WINDOW_SECONDS; REFUND_FAILED, or
  *    none by then, is `refund_failed`, flagged `needs_operator`. The void and the refund are
  *    asked under the payment's own keys, so one the payment's run made first is answered again
  *    `received`, its notification delivered before this run asked: the stored notifications are
@@ -82,7 +82,7 @@ interface LateCharge {
   readonly input: LateChargeInput;
   /** The PSP's reports of a void this run asked for at a kind whose cancels are notified (CANCELLATION). */
   readonly reports: ProviderCharge[];
-  /** And of a refund it asked for (REFUND, REFUND_FAILED), passed on by the webhook route. */
+  /** And of a refund it asked for (REFUND, REFUND_FAILED), passed on by the refund event's workflow (refundEventWorkflow). */
   readonly refundReports: RefundReport[];
 }
 
