@@ -70,7 +70,7 @@ export function createLateChargeSteps(sql: Sql, metrics?: WorkerMetrics) {
 
     /**
      * At a kind whose modifications are notified: the PSP's stored report of the charge's cancel
-     * (its CANCELLATION), or of a refund's settlement (REFUND, REFUND_FAILED), which may have come
+     * (its CANCELLATION), or of a refund's confirmation (REFUND, REFUND_FAILED), which may have come
      * before this run asked: the void and the refund of late money are asked under the payment's
      * own keys, and a key the payment's run used first is answered that modification again,
      * `received`, its notification delivered already.

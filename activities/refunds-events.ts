@@ -11,7 +11,7 @@ import { signalIfOpen, temporalOf } from './workflow-signals';
  * What a PSP's report of a refund (Adyen's REFUND, REFUND_FAILED) does, decided in one place
  * (refundEventWorkflow, workflows/refunds.ts; the webhook route only verifies, stores and hands
  * over). Each part is safe to repeat: a signal is taken only once by the run it reaches (the
- * first settlement of the refund the PSP answered it), the flag is set once.
+ * first confirmation of the refund the PSP answered it), the flag is set once.
  */
 export function createRefundEventSteps(deps: { sql: Sql; temporal?: Client }) {
   return {
@@ -23,7 +23,7 @@ export function createRefundEventSteps(deps: { sql: Sql; temporal?: Client }) {
      * given back when the PSP received it) fails that payment `compensation_failed`:
      * `held_for_operator`, the customer's money may still be at the PSP. Else the late-charge run
      * of the charge, if one waits for it (it refunded late money at a PSP that confirms refunds
-     * by notification): `forward`. Else `ignored`: a refund already settled, a compensation's that
+     * by notification): `forward`. Else `ignored`: a refund already confirmed, a compensation's that
      * succeeded, another's, or one whose run has ended (left pending for an operator).
      */
     async actOnRefundEvent(input: RefundEventInput): Promise<RefundEventResult> {

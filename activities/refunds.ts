@@ -70,9 +70,9 @@ export function createRefundSteps(sql: Sql, metrics?: WorkerMetrics, accounts?: 
     },
 
     /**
-     * A refund the PSP received but never settled within the confirmation window: it stays
+     * A refund the PSP received but never confirmed within the confirmation window: it stays
      * `pending`, its amount reserved and nothing posted to the ledger (the money may have moved),
-     * and the request's answer is the pending refund (202) for an operator to settle.
+     * and the request's answer is the pending refund (202) for an operator to resolve.
      */
     async recordRefundUnconfirmed(input: { request: RefundWorkflowInput; refund: ProviderRefund }): Promise<FinalResponse> {
       const { request } = input;

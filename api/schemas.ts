@@ -466,7 +466,7 @@ export const Refund = z
     currency: z.string(),
     status: z.enum(refundStatuses).openapi({
       description:
-        '`pending` until the PSP settles it (its amount reserved on the payment, nothing posted to the ledger): at a PSP whose refunds are confirmed by ' +
+        '`pending` until the PSP confirms it (its amount reserved on the payment, nothing posted to the ledger): at a PSP whose refunds are confirmed by ' +
         'notification (Adyen) until its REFUND notification, for up to seven days, and left `pending` for an operator if none comes; ' +
         '`succeeded` (the ledger reversal posted) or `failed` (the reservation given back) as the PSP said.',
     }),

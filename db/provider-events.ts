@@ -24,7 +24,7 @@ export interface ReceivedEvent {
   chargeStatus: string | null;
   /** Our payment id as the PSP stored it (the charge's reference), or the refund's reference (our refund id, or the payment id of a compensation's refund). */
   reference: string | null;
-  /** The PSP's refund id, if the event settles a refund (migration 022). */
+  /** The PSP's refund id, if the event confirms a refund (migration 022). */
   refundId?: string | null;
   payload: unknown;
 }
@@ -44,7 +44,7 @@ export interface ReceivedOutcome {
  */
 export async function receiveProviderEvent(sql: Sql, event: ReceivedEvent): Promise<ReceivedOutcome> {
   return sql.begin(async (tx) => {
-    // A refund's settlement is stored under the payment its reference names, if it names one here (a compensation's refund).
+    // A refund's confirmation is stored under the payment its reference names, if it names one here (a compensation's refund).
     const payment = event.chargeId
       ? await paymentOfCharge(tx, event.provider, event.reference, event.chargeId)
       : event.refundId && event.reference
@@ -115,7 +115,7 @@ export async function storedCancellation(db: Db, input: { provider: string; paym
 }
 
 /**
- * A PSP's stored settlement of a refund by its id (Adyen's REFUND or REFUND_FAILED, stored as
+ * A PSP's stored confirmation of a refund by its id (Adyen's REFUND or REFUND_FAILED, stored as
  * `refund.succeeded` or `refund.failed`; migration 022): a refund asked again under the key of
  * one already settled is answered `pending` again, and its settlement is this.
  */

@@ -18,7 +18,7 @@ export type { ProviderCharge, ProviderDispute, ProviderNextAction };
 export type ProviderChargeStatus = ChargeState;
 
 /**
- * `pending`: received, not yet settled: only a kind whose modifications are `notified` answers
+ * `pending`: received, not yet confirmed: only a kind whose modifications are `notified` answers
  * it, and its REFUND (or REFUND_FAILED) notification later says `succeeded` or `failed`.
  */
 export type ProviderRefundStatus = 'succeeded' | 'failed' | 'pending';

@@ -38,7 +38,7 @@ export interface RefundReport {
 }
 
 /**
- * The PSP's settlement of a refund it answered `pending` (its REFUND or REFUND_FAILED
+ * The PSP's confirmation of a refund it answered `pending` (its REFUND or REFUND_FAILED
  * notification, sent by its refund event's step, activities/refunds-events.ts); fire-and-forget.
  */
 export const refundReportSignal = defineSignal<[RefundReport]>('refundReport');

@@ -6,7 +6,7 @@ import { providerSubKey } from '../shared/keys';
 import { providerSteps, records, refundEvents } from './activities';
 import { failureOfType } from './saga';
 
-/** Settlements kept while one is awaited: a PSP sends one per refund, so this bounds only a misbehaving sender. */
+/** Confirmations kept while one is awaited: a PSP sends one per refund, so this bounds only a misbehaving sender. */
 const MAX_KEPT_REPORTS = 50;
 
 /**
@@ -18,10 +18,10 @@ const MAX_KEPT_REPORTS = 50;
  *    Meanwhile the refund is `pending`, its amount reserved, nothing posted to the ledger.
  * 4. Record the outcome: reversing ledger transaction and refund.succeeded, or release of
  *    the reservation and refund.failed; and the first final response. A pending refund that
- *    no report settles within the window stays pending, its amount still reserved, for an operator.
+ *    no report confirms it within the window stays pending, its amount still reserved, for an operator.
  */
 export async function refundWorkflow(input: RefundWorkflowInput): Promise<FinalResponse> {
-  // The PSP's settlements passed to this run (it may be passed another pending refund's of the
+  // The PSP's confirmations passed to this run (it may be passed another pending refund's of the
   // same payment and amount): only the one of the refund the PSP answered counts, the first.
   const reports: RefundReport[] = [];
   setHandler(refundReportSignal, (reported) => {

@@ -43,7 +43,7 @@ export const createPayment = createRoute({
     'or paid payment (no charge is made). 202 when the outcome must be waited for: `requires_action` (send the customer to ' +
     '`next_action.redirect_to_url.url`; they come back to your `return_url`) or `processing` (an asynchronous method such as a ' +
     'SEPA debit). That 202 is the key\'s recorded answer and replays byte for byte; `GET /v1/payments/{id}` shows where the ' +
-    'payment stands now, and the `payment.*` events tell you when it settles.',
+    'payment stands now, and the `payment.*` events tell you when its outcome is decided.',
   parameters: [idempotencyKeyParameter],
   request: { body: { content: jsonContent(CreatePaymentBody), required: true } },
   responses: {

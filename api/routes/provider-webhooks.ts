@@ -57,12 +57,12 @@ const Received = z
       description:
         'The decision of the event’s workflow (one per event, of its area), when it came within IDEMPOTENCY_WAIT_MS. ' +
         '`forward`: a charge event’s charge as the PSP holds it (retrieved from the PSP, never the event’s own figures) was passed to the payment, or the payment ' +
-        'already records it as reported; a refund’s settlement (Adyen’s REFUND, REFUND_FAILED) was passed to the run of the pending refund it names (or to the late-charge run ' +
+        'already records it as reported; a refund’s confirmation (Adyen’s REFUND, REFUND_FAILED) was passed to the run of the pending refund it names (or to the late-charge run ' +
         'that refunded the charge). `held_for_operator`: the PSP’s charge disagrees with the payment (amount, currency, charge id) or the PSP does not have it: nothing was passed on ' +
-        'and the payment is flagged `failure.code` `needs_operator`; or a refund’s settlement refuses the refund a payment’s own run made to give its charge back (a compensation, ' +
+        'and the payment is flagged `failure.code` `needs_operator`; or a refund’s confirmation refuses the refund a payment’s own run made to give its charge back (a compensation, ' +
         'counted given back when the PSP received it): the payment, `failed`, then has `failure.code` `compensation_failed` and `payment.failed` is sent again. ' +
         '`dispute`: the dispute as the PSP holds it was reported to its dispute workflow. ' +
-        '`ignored`: nothing of ours acts on it (not about a charge, refund or dispute of ours; a refund’s settlement no run waits for; a dispute the PSP does not hold). ' +
+        '`ignored`: nothing of ours acts on it (not about a charge, refund or dispute of ours; a refund’s confirmation no run waits for; a dispute the PSP does not hold). ' +
         '`unknown_charge`: no payment here has that charge (kept for an operator; nothing handed over). ' +
         '`handed_over`: the event’s workflow had not decided within the wait (the PSP could not be asked at once): it decides as above once the PSP answers.',
     }),
@@ -82,7 +82,7 @@ const receiveWebhook = createRoute({
     '16 characters, its `merchantReference` 80, every other id, reference or code 255, an event type or code 128) or stored (a `created` outside the dates PostgreSQL holds, U+0000 or a lone surrogate in a string) ' +
     'is 400 `invalid_request` with each field’s path in `issues`, and changes nothing. Each event is stored once (by provider and event id) with the ' +
     'payment it concerns, then handed to the workflow of its area (one per event, so every delivery lands on one decision), which decides: ' +
-    'a charge’s of a payment of ours, a refund’s settlement, a dispute’s (a PSP kind with disputes). The route itself decides nothing. ' +
+    'a charge’s of a payment of ours, a refund’s confirmation, a dispute’s (a PSP kind with disputes). The route itself decides nothing. ' +
     'The answer carries the decision when it comes within IDEMPOTENCY_WAIT_MS, else `handed_over` (the PSP could ' +
     'not be asked at once: the workflow asks until it answers); 503 `temporal_unavailable` only when Temporal cannot take the event (it is kept, and the PSP’s retry hands it over). ' +
     'A verified event is a hint, not a figure: the charge is retrieved from the PSP that holds it and that charge is passed to the ' +
@@ -95,7 +95,7 @@ const receiveWebhook = createRoute({
     'No event moves a payment out of a final status. An event reporting money (a success, an authorization) for a payment that ended ' +
     'without money (`expired`, `canceled`, `declined`, `failed`) starts the late-charge workflow, once per charge, which gives the money ' +
     'back at the PSP and records it on the payment (`failure.code` `late_success_refunded`, event `payment.late_success_refunded`). ' +
-    'A refund’s settlement (Adyen’s REFUND, REFUND_FAILED) goes to the refunds area’s workflow, which passes it to the run of the pending refund it names (our refund id, or the payment’s reference ' +
+    'A refund’s confirmation (Adyen’s REFUND, REFUND_FAILED) goes to the refunds area’s workflow, which passes it to the run of the pending refund it names (our refund id, or the payment’s reference ' +
     'and the amount, at that PSP and charge), which records it `succeeded` or `failed`, or else to the late-charge run of its charge, which waits for it ' +
     '(as for a void’s CANCELLATION, at a PSP without retrieval). ' +
     'A dispute event (a PSP kind with disputes) is a hint too: the disputes area’s workflow retrieves the dispute from the PSP (retrying until it answers) and reports it to its dispute workflow ' +
