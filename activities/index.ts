@@ -65,7 +65,8 @@ export function createActivities(deps: ActivityDeps) {
     ...(deps.disputeTimes ? { disputeTimes: deps.disputeTimes } : {}),
   });
   const temporal = deps.temporal ? { temporal: deps.temporal } : {};
-  const routeDeps = { sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}), ...(deps.health ? { health: deps.health } : {}) };
+  const decisions = createRouteDecisionSteps({ sql: deps.sql, providerNames: deps.providers.names, fees: deps.routingFees ?? null, callLimits: deps.callLimits ?? null });
+  const routeDeps = { sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}), ...(deps.health ? { health: deps.health } : {}), decide: decisions.decideRoute };
   return {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
     ...createRecoverySteps(deps.sql),
@@ -77,8 +78,8 @@ export function createActivities(deps: ActivityDeps) {
     ...createRefundEventSteps({ sql: deps.sql, ...temporal }),
     ...createDisputeEventSteps({ providers: deps.providers, ...temporal }),
     ...createRouteSteps(routeDeps),
-    ...createRouteDecisionSteps({ sql: deps.sql, providerNames: deps.providers.names, fees: deps.routingFees ?? null, callLimits: deps.callLimits ?? null }),
-    ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps), (reference) => currencyOfRefundReference(deps.sql, reference), deps.returnRoute),
+    ...decisions,
+    ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps), (reference) => currencyOfRefundReference(deps.sql, reference), deps.returnRoute, decisions.recordRouteOutcome),
     ...jobs,
   };
 }

@@ -2,7 +2,8 @@ import type { ProviderHealthRecorder } from '../domain/routing';
 import type { RoutePlan } from '../domain/payments-attempts';
 import type { FirstAttempt } from './routing';
 import type { SavedMethodCharge } from '../shared/customers';
-import type { RouteRequest } from '../shared/routing';
+import type { RouteOutcomeInput, RouteRequest } from '../shared/routing';
+import { paymentSegment } from '../domain/routing-segment';
 import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
@@ -185,6 +186,12 @@ export function createProviderSteps(
    * customer comes back to us before the merchant. Absent: the merchant's return_url.
    */
   returnRoute?: (paymentId: string) => string,
+  /**
+   * Counts a payment's first attempt at its first PSP in routing's shared state
+   * (activities/routing-decision.ts recordRouteOutcome): the issuer's answer, or the PSP's error.
+   * Not awaited: a statistic never holds up or fails a charge.
+   */
+  routeOutcome?: (input: RouteOutcomeInput) => Promise<unknown>,
 ) {
   const registry = isProviderRegistry(providers) ? providers : providerRegistry({ sandbox: providers });
   /** The named PSP, or the default when none is named. A name no longer configured cannot be retried into existence. */
@@ -256,6 +263,15 @@ export function createProviderSteps(
       // activity while its outcome is unknown (the memo learns them only from its answer).
       const details = () => ({ provider: name, attempt: input.attempt, noneFound });
       if (retry && !context.info.isLocal) context.heartbeat(details());
+      // Only a payment's first attempt, on the step's first try, counts toward routing's estimates.
+      const counts = routeOutcome !== undefined && input.attempt === 1 && context.info.attempt === 1 && !triedBefore;
+      const count = (outcome: RouteOutcomeInput['outcome']) => {
+        if (!counts) return;
+        const { segment } = paymentSegment({ paymentMethod: input.paymentMethod, currency: input.currency, ...(input.savedMethod ? { savedCard: { brand: input.savedMethod.card.brand } } : {}) });
+        void routeOutcome({ provider: name, segment, outcome, firstAttempt: true, tenantScope: plan?.tenantScope ?? null }).catch((error: unknown) =>
+          log.warn('routing outcome not counted', { ...where, error: String((error as Error)?.message ?? error) }),
+        );
+      };
       const notCharged = (outcome: 'rejected' | 'not_sent' | 'not_charged', errorCode: string, message: string): ChargeAttemptResult => {
         log.warn('nothing was charged at this provider; the payment may move on', { ...where, outcome, error_code: errorCode });
         return { kind: 'not_charged', outcome, errorCode, message, ...(plan ? { plan } : {}) };
@@ -281,10 +297,14 @@ export function createProviderSteps(
           return { kind: 'charge', charge: await createCharge(provider, name, input, input.attempt, signal), ...(plan ? { plan } : {}) };
         }, details);
         health?.record(name, answered.kind === 'charge' ? 'ok' : 'error');
+        if (answered.kind !== 'charge') count('error');
+        else if (answered.charge.status === 'succeeded' || answered.charge.status === 'requires_capture') count('approved');
+        else if (answered.charge.status === 'declined') count('declined');
         return answered;
       } catch (error) {
         const refused = failureType(error) === FailureType.ProviderRejected;
         health?.record(name, refused ? 'ok' : 'error');
+        if (!refused) count('error');
         // A refusal at the last PSP is the run's to record when the step decided the route.
         if (!canFailOver && !(refused && plan)) throw error;
         if (refused) {

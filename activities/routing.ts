@@ -1,8 +1,9 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
-import { ensureIntent, orderHolder, OrderTakenError } from '../db/payments';
+import { ensureIntent, orderHolder, OrderTakenError, recordRoutingDecision } from '../db/payments';
 import type { Db, Sql } from '../db/connect';
 import { FailureType } from '../shared/definitions';
-import type { RouteRequest } from '../shared/routing';
+import type { DecideRouteInput, DecidedRoute, RouteRequest } from '../shared/routing';
+import { paymentSegment } from '../domain/routing-segment';
 import type { PaymentWorkflowInput } from '../shared/payments';
 import { beginAttempt, beginFirstAttempt, finishAttempt } from '../db/payments-attempts';
 import { DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES, type AttemptOutcome, type RoutePlan } from '../domain/payments-attempts';
@@ -45,16 +46,42 @@ interface RouteDeps {
   providers: ProviderRegistry;
   route?: RoutePlanner;
   health?: ProviderHealthView;
+  /**
+   * The success-rate decision over the shared counts (activities/routing-decision.ts
+   * decideRoute): a tenant whose routing says `"strategy": "success_rate"` is routed by it.
+   */
+  decide?: (input: DecideRouteInput) => Promise<DecidedRoute>;
+}
+
+/**
+ * The route of a tenant whose routing decides by success rate (`decide`), as a plan that carries
+ * the decision; null for every other tenant (the static route decides).
+ */
+async function decidedBySuccessRate(deps: RouteDeps, request: RouteRequest): Promise<RoutePlan | null> {
+  if (!deps.decide || deps.route) return null;
+  const stored = await findTenantRouting(deps.sql, request.tenantId);
+  const parsed = stored === null ? null : Routing.safeParse(stored);
+  if (!parsed?.success || parsed.data.strategy !== 'success_rate') return null;
+  const saved = request.intent.savedMethod;
+  const { segment } = paymentSegment({ paymentMethod: request.paymentMethod, currency: request.currency, ...(saved ? { savedCard: { brand: saved.card.brand } } : {}) });
+  const decided = await deps.decide({ paymentId: request.paymentId, tenantId: request.tenantId, amountMinor: request.amountMinor, currency: request.currency, paymentMethod: request.paymentMethod, segment });
+  return {
+    providers: decided.providers,
+    reason: decided.decision.reason,
+    ...(decided.retryableDeclineCodes ? { retryableDeclineCodes: decided.retryableDeclineCodes } : {}),
+    decision: decided.decision,
+    tenantScope: decided.tenantScope,
+  };
 }
 
 /**
  * The PSPs to try for a payment, in order, and why, as configured here: names not configured
  * are dropped (a plan naming none falls back to the default provider).
  */
-function routePlanning({ sql, providers, health, route }: RouteDeps): (request: RouteRequest) => Promise<RoutePlan> {
+function routePlanning({ sql, providers, health, route, decide }: RouteDeps): (request: RouteRequest) => Promise<RoutePlan> {
   const planner = route ?? planRouteFor;
   return async (request) => {
-    const planned = await planner(request, { sql, providers, ...(health ? { health } : {}) });
+    const planned = (await decidedBySuccessRate({ sql, providers, ...(route ? { route } : {}), ...(decide ? { decide } : {}) }, request)) ?? (await planner(request, { sql, providers, ...(health ? { health } : {}) }));
     const configured = [...new Set(planned.providers)].filter((name) => providers.has(name));
     const dropped = planned.providers.filter((name) => !providers.has(name));
     if (dropped.length) log.warn('route names providers not configured here; dropped', { payment_id: request.paymentId, dropped });
@@ -68,6 +95,7 @@ function routePlanning({ sql, providers, health, route }: RouteDeps): (request: 
       providers: known.length ? known : [providers.defaultName],
       reason: known.length ? reason : `${reason}; no configured provider named, default used`,
       retryableDeclineCodes: planned.retryableDeclineCodes ?? [...DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES],
+      ...(planned.decision ? { decision: planned.decision, tenantScope: planned.tenantScope ?? null } : {}),
     };
   };
 }
@@ -129,7 +157,9 @@ export function createFirstAttemptPlanner(deps: RouteDeps): (request: RouteReque
     if (first === null) throw new Error(`attempt 1 of ${request.paymentId} could not be recorded (a concurrent try); asking again`);
     // An earlier try charged elsewhere: a probe the breaker gave this plan's first PSP is not ours.
     if (first.provider !== provider) deps.health?.release?.(provider);
-    return { plan: keepingFirst(planned, first.provider), triedBefore: first.earlier };
+    // The decision shown for the payment is the first try's: a retried step keeps it.
+    const decision = planned.decision ? await recordRoutingDecision(deps.sql, request.paymentId, planned.decision) : undefined;
+    return { plan: keepingFirst(decision ? { ...planned, decision } : planned, first.provider), triedBefore: first.earlier };
   };
 }
 

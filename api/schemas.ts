@@ -423,6 +423,24 @@ const Recovery = z
   })
   .openapi('Recovery');
 
+const RoutingDecision = z
+  .object({
+    strategy: z.enum(['static', 'success_rate']),
+    candidates: z
+      .array(
+        z.object({
+          provider: z.string(),
+          approval_estimate: z.number().nullable().openapi({ description: "The PSP's approval estimate for the payment's segment when it was decided (posterior mean over the shared counts)." }),
+          selection_probability: z.number().openapi({ description: 'The probability the decision chose it with; the candidates’ add up to 1.' }),
+        }),
+      )
+      .openapi({ description: 'Every candidate of the tenant’s routing for the payment.' }),
+    chosen: z.string().openapi({ description: 'The PSP tried first.' }),
+    explored: z.boolean().openapi({ description: 'True when the chosen PSP is not the one the estimates rank first (the exploration floor, or a probe).' }),
+    reason: z.string(),
+  })
+  .openapi('RoutingDecision');
+
 export const Payment = z
   .object({
     id: z.string().openapi({ example: 'pay_01jd6w8b3m4x0c2q7yk5h9t1ve' }),
@@ -449,6 +467,7 @@ export const Payment = z
     setup_future_usage: z.literal('off_session').nullable().openapi({ description: '`off_session`: the card is saved for the `customer` once the payment succeeds.' }),
     off_session: z.boolean().openapi({ description: 'Charged without the customer: a saved payment method, merchant-initiated.' }),
     recovery: Recovery.optional().openapi({ description: 'A payment that recovered (or recovers) a soft decline: where its retries stand.' }),
+    routing: RoutingDecision.optional().openapi({ description: 'A payment of a tenant whose routing decides by success rate: the decision that sent it where it went, made once by its first charge step and recorded in its run’s history.' }),
     workflow_id: z.string().openapi({ description: 'The Temporal workflow of this payment (search it in the Web UI).' }),
     metadata: z.record(z.string(), z.string()),
     created_at: z.string(),

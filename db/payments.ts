@@ -332,3 +332,15 @@ export async function paymentChargeStanding(db: Db, paymentId: string): Promise<
     SELECT status, provider_charge_id, provider, failure_code FROM payments WHERE id = ${paymentId}`;
   return row ?? null;
 }
+
+/**
+ * Records a payment's routing decision once (its first charge step; a retried step keeps the
+ * first try's) and returns the one recorded.
+ */
+export async function recordRoutingDecision<T>(db: Db, paymentId: string, decision: T): Promise<T> {
+  const [written] = await db<{ routing: T }[]>`
+    UPDATE payments SET routing = ${db.json(decision as never)} WHERE id = ${paymentId} AND routing IS NULL RETURNING routing`;
+  if (written) return written.routing;
+  const [stored] = await db<{ routing: T | null }[]>`SELECT routing FROM payments WHERE id = ${paymentId}`;
+  return stored?.routing ?? decision;
+}

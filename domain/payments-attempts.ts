@@ -33,6 +33,14 @@ export interface RoutePlan {
   reason: string;
   /** Declines that move the payment to the next PSP (DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES unless routing says otherwise). */
   retryableDeclineCodes?: string[];
+  /**
+   * The decision as recorded for the payment (shared/routing.ts RouteDecisionRecord: strategy,
+   * candidates with their estimates and selection probabilities, chosen, explored, reason), for
+   * a tenant whose routing decides by success rate; absent for the static route.
+   */
+  decision?: object;
+  /** Whose counts the payment's outcomes go to besides the pool: the tenant's id when its routing.scope is "tenant". */
+  tenantScope?: string | null;
 }
 
 /** One attempt as the memo of the run (Temporal Web UI) shows it. */

@@ -3,6 +3,15 @@ import type { DisputeStage, DisputeStatus } from './disputes';
 import { offSessionUnusable, type RecoveryView } from './recovery';
 
 /** A payments row as postgres.js returns it (money as exact integers, see db/connect.ts). */
+/** A payment's routing decision as recorded and shown (`routing`; shared/routing.ts RouteDecisionRecord). */
+export interface RoutingDecisionView {
+  strategy: 'static' | 'success_rate';
+  candidates: { provider: string; approval_estimate: number | null; selection_probability: number }[];
+  chosen: string;
+  explored: boolean;
+  reason: string;
+}
+
 export interface PaymentRow {
   id: string;
   tenant_id: string;
@@ -33,6 +42,8 @@ export interface PaymentRow {
   off_session: boolean;
   /** Where its revenue recovery stands (migration 019); null: the payment never recovered. */
   recovery?: RecoveryView | null;
+  /** The routing decision that sent it where it went (migration 029); null: the static route decided, with no decision recorded. */
+  routing?: RoutingDecisionView | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -113,6 +124,8 @@ export function paymentResource(row: PaymentRow) {
     off_session: row.off_session,
     // Only a payment that recovered has it: every other payment's bytes stay as they were.
     ...(row.recovery ? { recovery: row.recovery } : {}),
+    // Only a payment routed by success rate has it (docs/routing-and-waits.md).
+    ...(row.routing ? { routing: row.routing } : {}),
     workflow_id: row.workflow_id,
     metadata: row.metadata,
     created_at: row.created_at.toISOString(),

@@ -1,5 +1,6 @@
 /** What the route's plan of a payment across PSPs is given (workflow code imports it: no I/O). */
 import type { PaymentWorkflowInput } from './payments';
+import type { RoutingDecisionView } from '../domain/resources';
 
 /** What routing may look at: the input of the route's plan in the first charge attempt (activities/routing.ts, planRouteFor by default). */
 export interface RouteRequest {
@@ -37,24 +38,14 @@ export interface DecideRouteInput {
 }
 
 /** One candidate as the decision records it: its approval estimate now (null: not read) and the probability it was chosen with. */
-export interface RouteCandidateRecord {
-  provider: string;
-  approval_estimate: number | null;
-  selection_probability: number;
-}
+export type RouteCandidateRecord = RoutingDecisionView['candidates'][number];
 
 /**
  * The decision as the payment's history records it and `GET /v1/payments/{id}` shows it as
  * `routing`: the probabilities add up to 1; `explored`, the chosen PSP is not the one the
  * estimates rank first.
  */
-export interface RouteDecisionRecord {
-  strategy: 'static' | 'success_rate';
-  candidates: RouteCandidateRecord[];
-  chosen: string;
-  explored: boolean;
-  reason: string;
-}
+export type RouteDecisionRecord = RoutingDecisionView;
 
 /** What decideRoute answers: the record, the PSPs in the order to try them, and where its outcomes count. */
 export interface DecidedRoute {
