@@ -57,7 +57,14 @@ async function refundRetried(clients: number, meanwhile: (charge: string, answer
     }
   };
   await Promise.all([...Array.from({ length: clients }, retry), meanwhile(payment.provider_charge_id, answers)]);
-  const notice = (await keptOf(payment.provider_charge_id)).find((k) => k.type === 'REFUND');
+  // The REFUND's delivery is answered once its event's workflow has decided it: the refund can
+  // show succeeded a moment before the double hears back. Its last state once answered (or the
+  // one it is left in, for the failure's message).
+  const refundNotice = async () => (await keptOf(payment.provider_charge_id)).find((k) => k.type === 'REFUND');
+  const notice = await eventually(async () => {
+    const kept = await refundNotice();
+    return kept && kept.state !== 'pending' ? kept : null;
+  }, 15_000, 50, 'the REFUND delivery answered').catch(refundNotice);
   // What the double saw and what the clients were answered: a failure's message.
   const story = JSON.stringify({ notice, answered: answers.length, first: answers.slice(0, 3), last: answers.slice(-3) });
   return { payment, key, answers, settledBy: settledBy as { status: number; json: any } | null, notice, story, over };
