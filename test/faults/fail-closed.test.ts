@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEMPORAL_RETRY_AFTER_SECONDS } from '../../api/idempotency';
 import { Client, Connection } from '@temporalio/client';
 import type { EmbeddedPostgresHandle } from '../../devstack/embedded-postgres';
 import { apiClient, eventually, isolatedApi, uniqueKey, type TestStack } from '../helpers/stack';
@@ -56,7 +57,7 @@ describe('Temporal unreachable', () => {
     const refused = await apiClient(deadApiUrl, tenant.apiKey).post('/v1/payments', request, key);
     expect(refused.status).toBe(503);
     expect(refused.json.error.type).toBe('temporal_unavailable');
-    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(refused.headers.get('retry-after')).toBe(String(TEMPORAL_RETRY_AFTER_SECONDS));
     // The key's claim and the payment's intent are kept for the retry (one payment id, whether
     // or not the start reached Temporal); nothing was charged and no answer is stored.
     const [counts] = await stack.sql<{ records: number; answered: number; payments: number; charged: number }[]>`
@@ -103,7 +104,7 @@ describe('PostgreSQL stopped', () => {
     const duringOutage = await api.post('/v1/payments', downRequest, downKey);
     expect(duringOutage.status).toBe(503);
     expect(duringOutage.json.error.type).toBe('service_unavailable');
-    expect(Number(duringOutage.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(duringOutage.headers.get('retry-after')).toBe('2');
     expect((await api.get(`/v1/payments/${paymentId}`)).status).toBe(503);
     expect((await fetch(`${stack.apiUrl}/readyz`)).status).toBe(503);
 
