@@ -46,6 +46,12 @@ export interface ActivityDeps {
   disputeTimes?: DisputeTimes;
   /** Our return route's URL for a payment (API_PUBLIC_URL): where a PSP whose challengeReturn is `orchestrator` sends the customer back. */
   returnRoute?: (paymentId: string) => string;
+  /**
+   * How a payment is charged along its route: the tries a PSP gets for one attempt
+   * (PROVIDER_TRANSIENT_TRIES) and the payment's charge budget (PAYMENT_CHARGE_BUDGET_SECONDS,
+   * in ms), carried to the run with its route plan. Absent: the defaults (3 tries, 60 s).
+   */
+  charging?: { transientTries?: number; budgetMs?: number };
 }
 
 /**
@@ -66,7 +72,14 @@ export function createActivities(deps: ActivityDeps) {
   });
   const temporal = deps.temporal ? { temporal: deps.temporal } : {};
   const decisions = createRouteDecisionSteps({ sql: deps.sql, providerNames: deps.providers.names, fees: deps.routingFees ?? null, callLimits: deps.callLimits ?? null });
-  const routeDeps = { sql: deps.sql, providers: deps.providers, ...(deps.route ? { route: deps.route } : {}), ...(deps.health ? { health: deps.health } : {}), decide: decisions.decideRoute };
+  const routeDeps = {
+    sql: deps.sql,
+    providers: deps.providers,
+    ...(deps.route ? { route: deps.route } : {}),
+    ...(deps.health ? { health: deps.health } : {}),
+    decide: decisions.decideRoute,
+    ...(deps.charging?.budgetMs !== undefined ? { chargeBudgetMs: deps.charging.budgetMs } : {}),
+  };
   return {
     ...createPaymentSteps(deps.sql, deps.metrics, accounts),
     ...createRecoverySteps(deps.sql),
@@ -79,7 +92,15 @@ export function createActivities(deps: ActivityDeps) {
     ...createDisputeEventSteps({ providers: deps.providers, ...temporal }),
     ...createRouteSteps(routeDeps),
     ...decisions,
-    ...createProviderSteps(deps.providers, deps.health, createFirstAttemptPlanner(routeDeps), (reference) => currencyOfRefundReference(deps.sql, reference), deps.returnRoute, decisions.recordRouteOutcome),
+    ...createProviderSteps(
+      deps.providers,
+      deps.health,
+      createFirstAttemptPlanner(routeDeps),
+      (reference) => currencyOfRefundReference(deps.sql, reference),
+      deps.returnRoute,
+      decisions.recordRouteOutcome,
+      deps.charging?.transientTries,
+    ),
     ...jobs,
   };
 }

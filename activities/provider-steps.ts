@@ -108,12 +108,19 @@ export interface ChargeInput {
 export type ChargeAttemptInput = ChargeInput & {
   /** 1, 2, …: attempt n charges under providerSubKey.charge(paymentId, n). */
   attempt: number;
+  /**
+   * This attempt's first try ran as the run's local activity and failed (workflows/payments/charge.ts):
+   * `not_sent` when it certainly sent nothing (the PSP refused the connection), else `unknown`.
+   * That try counts among the PSP's tries.
+   */
+  localTry?: 'not_sent' | 'unknown';
 } & (
     | {
         provider: string;
         /**
-         * Whether another PSP follows this one. Only then may the step answer "not charged" after
-         * lost answers (the lookup found nothing): with no PSP to move to, it keeps asking this one.
+         * Whether the payment may go on without this PSP (another PSP follows, or the run starts
+         * its route again). Only then may the step answer "not charged" after its transient
+         * failures: otherwise it keeps asking this one.
          */
         canFailOver: boolean;
         route?: undefined;
@@ -127,7 +134,8 @@ export type ChargeAttemptInput = ChargeInput & {
          */
         route: RouteRequest;
         provider?: undefined;
-        canFailOver?: undefined;
+        /** As for a named PSP; absent: whether the plan has a PSP after its first. */
+        canFailOver?: boolean;
       }
   );
 
@@ -148,12 +156,20 @@ export type ChargeAttemptResult = (
  * After lost answers (a timeout, a 5xx, a reset), a retry first looks the charge up by our
  * sub-key. When that many of those lookups (each in its own retry, the retries' backoff between
  * them, well past the provider call's own timeout) have answered "no such charge", nothing
- * was charged there: the step answers not_charged and the payment may move on. A lookup that
+ * was charged there: the step may answer not_charged and the payment may move on. A lookup that
  * fails (the PSP is down, or hangs) counts nothing: the step keeps asking this PSP. The count
  * travels from retry to retry in the heartbeat details ({ noneFound }); a count lost errs on
  * the side of asking this PSP again, never of moving on early.
  */
 export const LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED = 2;
+
+/**
+ * How many tries a PSP gets for one attempt (PROVIDER_TRANSIENT_TRIES): a transient failure
+ * (a timeout, a 5xx, a refused connection) is tried again at the same PSP under the same
+ * sub-key, with the activity's backoff, until this many tries have failed; only then, and only
+ * when nothing was certainly charged there, does the step answer not_sent or not_charged.
+ */
+export const DEFAULT_PROVIDER_TRANSIENT_TRIES = 3;
 
 export interface ChargeStepInput {
   paymentId: string;
@@ -192,6 +208,8 @@ export function createProviderSteps(
    * Not awaited: a statistic never holds up or fails a charge.
    */
   routeOutcome?: (input: RouteOutcomeInput) => Promise<unknown>,
+  /** The tries a PSP gets for one attempt before the step answers that nothing was charged there. */
+  transientTries = DEFAULT_PROVIDER_TRANSIENT_TRIES,
 ) {
   const registry = isProviderRegistry(providers) ? providers : providerRegistry({ sandbox: providers });
   /** The named PSP, or the default when none is named. A name no longer configured cannot be retried into existence. */
@@ -228,10 +246,12 @@ export function createProviderSteps(
   return {
     /**
      * One attempt of a routed payment at one PSP, under that attempt's sub-key. Answers the
-     * charge, or that this PSP certainly took no money: it refused the request (4xx), it was
-     * unreachable before anything was sent (connection refused), or, after lost answers, its
-     * lookup by our sub-key says it holds no charge. While the outcome is unknown (a timeout,
-     * a 5xx, a lookup that fails too) the activity fails and is retried here, lookup first:
+     * charge, or that this PSP certainly took no money: it refused the request (4xx) at once;
+     * after `transientTries` tries that failed transiently, that it was unreachable before
+     * anything was sent (connection refused every time) or that its lookup by our sub-key holds
+     * no charge. A transient failure before then fails the try, retried here under the same
+     * sub-key with the activity's backoff, lookup first. While the outcome is unknown (a
+     * timeout, a 5xx, a lookup that fails too) the step is retried here for as long as it takes:
      * the payment never moves to another PSP while this one may hold its money.
      */
     async chargeAttempt(input: ChargeAttemptInput): Promise<ChargeAttemptResult> {
@@ -242,29 +262,36 @@ export function createProviderSteps(
         ({ plan, triedBefore } = await planFirstAttempt(input.route));
       }
       const name = plan ? plan.providers[0]! : input.provider!;
-      const canFailOver = plan ? plan.providers.length > 1 : input.canFailOver === true;
+      const canFailOver = input.canFailOver ?? (plan ? plan.providers.length > 1 : false);
       const provider = at(name);
       const context = Context.current();
       // A retry, or attempt 1 recorded by an earlier try (a worker that died mid-charge, a local
       // try whose answer was lost): the PSP may hold a charge under this key, so ask it first.
-      const retry = context.info.attempt > 1 || triedBefore;
+      const retry = context.info.attempt > 1 || triedBefore || input.localTry !== undefined;
       // A kind that resolves a lost answer by replaying the request under its key has no lookup:
       // the create is sent again and answers what the first one did. Only a lookup that reads
       // what the create wrote proves, by finding none, that nothing was charged (§3.8).
       const { unknownOutcome } = capabilitiesOf(provider);
       const lookFirst = retry && unknownOutcome !== 'replay';
       const where = { payment_id: input.paymentId, provider: name, attempt: input.attempt, activity_attempt: context.info.attempt, local: context.info.isLocal };
-      // Whether nothing can have been charged under this key so far: true on the first try;
-      // on a retry, only once the lookup has answered that nothing is there.
-      let nothingSoFar = !retry;
-      const previous = context.info.heartbeatDetails as { noneFound?: unknown } | undefined;
+      // This try's number at this PSP under this sub-key (the run's local first try counts).
+      const tries = context.info.attempt + (input.localTry ? 1 : 0);
+      const previous = context.info.heartbeatDetails as { noneFound?: unknown; clean?: unknown } | undefined;
       let noneFound = typeof previous?.noneFound === 'number' ? previous.noneFound : 0;
+      // Whether nothing can have been charged under this key so far: true on the very first
+      // try, after tries that each were refused before sending, or once a lookup found nothing.
+      // Carried from try to try in the heartbeat; lost, it errs on the side of "maybe charged".
+      let clean = context.info.attempt > 1 ? previous?.clean === true : input.localTry ? input.localTry === 'not_sent' : !triedBefore;
+      let sending = false;
       // The heartbeat's details name the PSP and attempt: the Web UI shows them on the pending
       // activity while its outcome is unknown (the memo learns them only from its answer).
-      const details = () => ({ provider: name, attempt: input.attempt, noneFound });
-      if (retry && !context.info.isLocal) context.heartbeat(details());
+      const details = () => ({ provider: name, attempt: input.attempt, noneFound, clean });
+      const beat = () => {
+        if (!context.info.isLocal) context.heartbeat(details());
+      };
+      if (retry) beat();
       // Only a payment's first attempt, on the step's first try, counts toward routing's estimates.
-      const counts = routeOutcome !== undefined && input.attempt === 1 && context.info.attempt === 1 && !triedBefore;
+      const counts = routeOutcome !== undefined && input.attempt === 1 && context.info.attempt === 1 && !triedBefore && input.localTry === undefined;
       const count = (outcome: RouteOutcomeInput['outcome']) => {
         if (!counts) return;
         const { segment } = paymentSegment({ paymentMethod: input.paymentMethod, currency: input.currency, ...(input.savedMethod ? { savedCard: { brand: input.savedMethod.card.brand } } : {}) });
@@ -282,18 +309,23 @@ export function createProviderSteps(
             const existing = await findCharge(provider, input.paymentId, signal, input.attempt);
             log.info('charge looked up before retrying', { ...where, found: existing?.id ?? null });
             if (existing) return { kind: 'charge', charge: existing, ...(plan ? { plan } : {}) };
-            nothingSoFar = true;
+            clean = true;
             noneFound += 1;
-            if (canFailOver && unknownOutcome === 'lookup' && noneFound >= LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED) {
-              return notCharged('not_charged', 'outcome_unknown_none_found', `after lost answers, ${noneFound} lookups by our key found no charge`);
+            beat();
+            // The PSP had its tries: nothing more is sent; two lookups finding none prove nothing was charged.
+            if (canFailOver && unknownOutcome === 'lookup' && tries > transientTries) {
+              if (noneFound >= LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED) {
+                return notCharged('not_charged', 'outcome_unknown_none_found', `after lost answers, ${noneFound} lookups by our key found no charge`);
+              }
+              throw new Error(`${name} had its ${transientTries} tries and its lookup found no charge: asking it once more before moving on`);
             }
-            if (!context.info.isLocal) context.heartbeat(details());
           }
           // Nothing charged so far (a first try, or a lookup that found none): past a recovery's end, nothing is sent.
-          if (nothingSoFar && input.sendBefore !== undefined && Date.now() >= input.sendBefore) {
+          if (clean && input.sendBefore !== undefined && Date.now() >= input.sendBefore) {
             return notCharged('not_sent', 'recovery_window_elapsed', 'the recovery’s attempts had ended when this step ran; nothing was sent');
           }
           log.info('charging', { ...where, amount_minor: input.amountMinor, currency: input.currency, capture: input.capture });
+          sending = true;
           return { kind: 'charge', charge: await createCharge(provider, name, input, input.attempt, signal), ...(plan ? { plan } : {}) };
         }, details);
         health?.record(name, answered.kind === 'charge' ? 'ok' : 'error');
@@ -311,13 +343,16 @@ export function createProviderSteps(
           const code = String((error as ApplicationFailure).details?.[0] ?? 'provider_rejected');
           return notCharged('rejected', code, PROVIDER_REJECTED_MESSAGE);
         }
-        if (nothingSoFar && error instanceof ProviderUnavailableError && error.notSent) {
-          return notCharged('not_sent', 'connection_refused', 'the provider could not be reached; nothing was sent');
-        }
-        throw error; // unknown outcome: retried here, lookup first
+        const notSent = error instanceof ProviderUnavailableError && error.notSent;
+        // A create that may have reached the PSP leaves the outcome unknown until a lookup answers.
+        if (sending && !notSent) clean = false;
+        beat();
+        if (!(clean && notSent)) throw error; // unknown outcome: retried here, lookup first
+        if (tries >= transientTries) return notCharged('not_sent', 'connection_refused', `the provider refused the connection on each of ${tries} tries; nothing was sent`);
+        // Nothing sent: tried here again; the run's local first try says so to the activity that takes it over.
+        throw ApplicationFailure.create({ type: FailureType.ProviderNotReached, message: `${name} refused the connection (try ${tries} of ${transientTries}); nothing was sent`, cause: error });
       }
     },
-
     /** Captures an authorization (all of it, or amountMinor of it) once. */
     async captureCharge(input: ChargeStepInput & { amountMinor: number; currency?: string }): Promise<ProviderCharge> {
       const provider = at(input.provider);

@@ -7,7 +7,7 @@ import { paymentSegment } from '../domain/routing-segment';
 import type { PaymentWorkflowInput } from '../shared/payments';
 import { beginAttempt, beginFirstAttempt, finishAttempt } from '../db/payments-attempts';
 import { DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES, type AttemptOutcome, type RoutePlan } from '../domain/payments-attempts';
-import { capabilitiesOf, chargesSavedCard, type ProviderRegistry } from '../provider/registry';
+import { capabilitiesOf, chargesSavedCard, supportsMethod, type ProviderRegistry } from '../provider/registry';
 import { step, workflowId } from './record-step';
 import { findTenantRouting } from '../db/tenants';
 import { orderWithHealth, routeCandidates, Routing, type ProviderHealthView } from '../domain/routing';
@@ -51,6 +51,23 @@ interface RouteDeps {
    * decideRoute): a tenant whose routing says `"strategy": "success_rate"` is routed by it.
    */
   decide?: (input: DecideRouteInput) => Promise<DecidedRoute>;
+  /** The payment's charge budget in ms (PAYMENT_CHARGE_BUDGET_SECONDS), carried with the plan to the run. */
+  chargeBudgetMs?: number;
+}
+
+/**
+ * The route's PSPs whose kind charges the payment's method (provider/registry.ts
+ * supportsMethod: each kind declares its methods; an unknown test method is supported nowhere).
+ * A client without a kind (a test's fake) charges any.
+ */
+function chargingTheMethod(providers: ProviderRegistry, names: string[], request: RouteRequest): { able: string[]; unable: string[] } {
+  const saved = request.intent.savedMethod;
+  const method = { paymentMethod: request.paymentMethod, ...(saved ? { savedCard: { brand: saved.card.brand } } : {}) };
+  const charges = (name: string) => {
+    const { kind } = providers.get(name);
+    return kind === undefined || supportsMethod(kind, method);
+  };
+  return { able: names.filter(charges), unable: names.filter((name) => !charges(name)) };
 }
 
 /**
@@ -82,15 +99,23 @@ function routePlanning({ sql, providers, health, route, decide }: RouteDeps): (r
   const planner = route ?? planRouteFor;
   return async (request) => {
     const planned = (await decidedBySuccessRate({ sql, providers, ...(route ? { route } : {}), ...(decide ? { decide } : {}) }, request)) ?? (await planner(request, { sql, providers, ...(health ? { health } : {}) }));
-    const configured = [...new Set(planned.providers)].filter((name) => providers.has(name));
+    const named = [...new Set(planned.providers)].filter((name) => providers.has(name));
     const dropped = planned.providers.filter((name) => !providers.has(name));
     if (dropped.length) log.warn('route names providers not configured here; dropped', { payment_id: request.paymentId, dropped });
+    // A PSP whose kind does not charge the payment's method is no candidate; none left fails the
+    // payment before any PSP is asked (the API refused it when no PSP of its route could).
+    const { able: configured, unable: methodless } = chargingTheMethod(providers, named, request);
+    if (named.length && !configured.length) {
+      const message = `No PSP on this payment's route charges payment method ${request.paymentMethod}: ${methodless.join(', ')} do not support it; nothing was charged.`;
+      throw ApplicationFailure.create({ type: FailureType.PaymentMethodUnsupported, message, nonRetryable: true });
+    }
     // A saved card goes only where it can be charged: its own token there, or a kind that takes
     // the network transaction id (the API refused the payment when no PSP of its route could).
     const saved = request.intent.savedMethod;
     const unable = saved ? configured.filter((name) => !chargesSavedCard(capabilitiesOf(providers.get(name)), Object.hasOwn(saved.tokens, name))) : [];
     const known = configured.filter((name) => !unable.includes(name));
-    const reason = unable.length ? `${planned.reason} (${unable.join(', ')} skipped: cannot charge this saved card)` : planned.reason;
+    const skipped = [...(methodless.length ? [`${methodless.join(', ')} skipped: payment method not supported`] : []), ...(unable.length ? [`${unable.join(', ')} skipped: cannot charge this saved card`] : [])];
+    const reason = skipped.length ? `${planned.reason} (${skipped.join('; ')})` : planned.reason;
     return {
       providers: known.length ? known : [providers.defaultName],
       reason: known.length ? reason : `${reason}; no configured provider named, default used`,
@@ -159,7 +184,8 @@ export function createFirstAttemptPlanner(deps: RouteDeps): (request: RouteReque
     if (first.provider !== provider) deps.health?.release?.(provider);
     // The decision shown for the payment is the first try's: a retried step keeps it.
     const decision = planned.decision ? await recordRoutingDecision(deps.sql, request.paymentId, planned.decision) : undefined;
-    return { plan: keepingFirst(decision ? { ...planned, decision } : planned, first.provider), triedBefore: first.earlier };
+    const budget = deps.chargeBudgetMs !== undefined ? { chargeBudgetMs: deps.chargeBudgetMs } : {};
+    return { plan: keepingFirst(decision ? { ...planned, decision, ...budget } : { ...planned, ...budget }, first.provider), triedBefore: first.earlier };
   };
 }
 

@@ -96,6 +96,8 @@ export interface StackOptions {
   health?: ProviderHealthRecorder;
   /** More PSP clients by name for the worker's registry (e.g. one at an address nobody listens on). */
   extraProviders?: Record<string, PaymentProvider>;
+  /** The worker's PROVIDER_TRANSIENT_TRIES and PAYMENT_CHARGE_BUDGET_SECONDS (as ms): ActivityDeps.charging; default 3 tries, 60 s. */
+  charging?: { transientTries?: number; budgetMs?: number };
   /** false: no in-process worker (e.g. workers run as child processes). */
   worker?: boolean;
   /** Pre-built workflow bundle; the worker bundles workflows/ itself when omitted. */
@@ -248,7 +250,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         connection: workerConnection,
         namespace,
         taskQueue,
-        deps: { sql, providers, metrics: workerMetrics, logger, temporal, retentionSeconds, returnRoute: (paymentId: string) => challengeReturnUrl(publicApiUrl, paymentId), ...(options.route ? { route: options.route } : {}), ...(options.health ? { health: options.health } : {}) },
+        deps: { sql, providers, metrics: workerMetrics, logger, temporal, retentionSeconds, returnRoute: (paymentId: string) => challengeReturnUrl(publicApiUrl, paymentId), ...(options.route ? { route: options.route } : {}), ...(options.health ? { health: options.health } : {}), ...(options.charging ? { charging: options.charging } : {}) },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),

@@ -41,6 +41,12 @@ export interface RoutePlan {
   decision?: object;
   /** Whose counts the payment's outcomes go to besides the pool: the tenant's id when its routing.scope is "tenant". */
   tenantScope?: string | null;
+  /**
+   * The payment's charge budget in ms (PAYMENT_CHARGE_BUDGET_SECONDS of the worker that planned
+   * it), from its run's start: the route starts again after its last candidate's transient
+   * failure within it (workflows/payments/charge.ts). Recorded with the plan in the run's history.
+   */
+  chargeBudgetMs?: number;
 }
 
 /** One attempt as the memo of the run (Temporal Web UI) shows it. */

@@ -257,6 +257,18 @@ const variables = z.object({
   PROVIDER_RATE_LIMITS: jsonVariable(z.record(z.string(), ProviderCallLimit)).optional(),
   /** One provider call; past it the outcome is unknown and the next attempt looks it up first. */
   PROVIDER_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+  /**
+   * Worker: the tries a PSP gets for one charge attempt (activities/provider-steps.ts
+   * chargeAttempt): a transient failure (a timeout, a 5xx, a refused connection) is tried again
+   * there under the same sub-key, with backoff, before the payment moves to its next candidate.
+   */
+  PROVIDER_TRANSIENT_TRIES: z.coerce.number().int().min(1).max(20).default(3),
+  /**
+   * Worker: a payment's charge budget, from its run's start (workflows/payments/charge.ts): after
+   * the last candidate's transient failure the route starts again within it; past it, a payment
+   * that certainly took no money fails `psp_unavailable`.
+   */
+  PAYMENT_CHARGE_BUDGET_SECONDS: seconds(60),
   /** Outbox relay: first retry delay, doubled per attempt up to the cap, for this many attempts. */
   WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().positive().default(5_000),
   WEBHOOK_RETRY_MAX_MS: z.coerce.number().int().positive().default(3_600_000),

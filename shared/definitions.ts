@@ -42,6 +42,14 @@ export const FailureType = {
   LedgerRejected: 'LedgerRejected',
   /** The provider refused the request itself; nothing happened there. */
   ProviderRejected: 'ProviderRejected',
+  /** The provider refused the connection: nothing was sent (a charge attempt's try, tried again at that PSP). */
+  ProviderNotReached: 'ProviderNotReached',
+  /**
+   * No PSP of the payment's route charges its payment method (the first charge attempt's plan,
+   * activities/routing.ts): nothing was sent anywhere; the run fails the payment
+   * `payment_method_unsupported`.
+   */
+  PaymentMethodUnsupported: 'PaymentMethodUnsupported',
   /** Update validator: the payment is not in a state that allows this command. */
   PaymentNotCapturable: 'PaymentNotCapturable',
   PaymentNotCancelable: 'PaymentNotCancelable',

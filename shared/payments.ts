@@ -82,6 +82,9 @@ export interface PaymentWorkflowInput {
 }
 
 /** When a payment's run continues as new, unless its input says otherwise (Temporal's limits: 2 000 updates, 51 200 events or 50 MB of history). */
+/** A payment's charge budget when its route plan carries none (PAYMENT_CHARGE_BUDGET_SECONDS' default; workflows/payments/charge.ts). */
+export const DEFAULT_CHARGE_BUDGET_MS = 60_000;
+
 export const PAYMENT_CONTINUE_AFTER = { updates: 1000, events: 10_000, bytes: 4 * 1024 * 1024 } as const;
 
 /**

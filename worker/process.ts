@@ -91,6 +91,8 @@ export async function createConfiguredWorker(options: {
     // Routing's decision and the PSPs' calls across the fleet (activities/routing-decision.ts).
     routingFees: config.PROVIDER_FEES,
     callLimits: config.PROVIDER_RATE_LIMITS,
+    // How a payment is charged along its route: each PSP's tries, the payment's charge budget.
+    charging: { transientTries: config.PROVIDER_TRANSIENT_TRIES, budgetMs: config.PAYMENT_CHARGE_BUDGET_SECONDS * 1000 },
   };
   // The bundle is loaded (or built) here rather than by the SDK: its hash is the default build id.
   // Webpack's report goes to debug; its warnings and errors stay visible.

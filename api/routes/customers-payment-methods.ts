@@ -6,7 +6,7 @@ import { ApiError } from '../../domain/errors';
 import { looksLikeId } from '../../domain/ids';
 import { paymentMethodResource } from '../../domain/resources';
 import { routeCandidates, Routing } from '../../domain/routing';
-import { chargesSavedCard, providerKind } from '../../provider/registry';
+import { chargesSavedCard, providerKind, supportsMethod } from '../../provider/registry';
 import type { SavedMethodCharge } from '../../shared/customers';
 import type { ApiDeps, AppEnv } from '../context';
 import { runTransactional } from '../idempotency';
@@ -42,7 +42,9 @@ const refuse = (path: string, message: string) => new ApiError('invalid_request'
  * claimed or charged: the customer is the tenant's; a saved payment method (our `pm_…` id) is
  * the tenant's, attached, and that customer's; off_session charges only such a method; and
  * the tenant's route can save the card (every PSP it may reach, its kind's `savedMethods`) or
- * charge the saved one (at least one PSP: refuseUnlessRouteSavesCards). Any of these refused: 400 naming the field, nothing runs.
+ * charge the saved one (at least one PSP: refuseUnlessRouteSavesCards); and at least one PSP of
+ * the route charges the payment's method (refuseUnlessRouteChargesMethod). Any of these refused:
+ * 400 naming the field, nothing runs.
  */
 export async function paymentMethodUse(deps: ApiDeps, tenantId: string, body: CreatePaymentBody): Promise<PaymentMethodUse> {
   let customerId: string | null = null;
@@ -69,7 +71,35 @@ export async function paymentMethodUse(deps: ApiDeps, tenantId: string, body: Cr
     throw refuse('payment_method', 'off_session charges a saved payment method of the customer (pm_…)');
   }
   if (savedMethod || body.setup_future_usage !== undefined) await refuseUnlessRouteSavesCards(deps, tenantId, body, savedMethod);
+  await refuseUnlessRouteChargesMethod(deps, tenantId, body, savedMethod);
   return { customerId, savedMethod };
+}
+
+/** The configured PSPs the tenant's route may reach for this payment (domain/routing.ts routeCandidates). */
+async function reachedBy(deps: ApiDeps, tenantId: string, body: CreatePaymentBody) {
+  const connections = deps.config.PROVIDERS ?? [];
+  const stored = await findTenantRouting(deps.sql, tenantId);
+  const parsed = stored === null ? null : Routing.safeParse(stored);
+  const route = routeCandidates(parsed?.success ? parsed.data : null, { paymentId: '', currency: body.currency, amountMinor: body.amount_minor, paymentMethod: body.payment_method }, connections.map((c) => c.name));
+  return connections.filter((c) => route.providers.includes(c.name));
+}
+
+const named = (list: readonly { name: string; kind: string }[]) => list.map((c) => `${c.name} (${c.kind})`).join(', ');
+
+/**
+ * 400 when no PSP the tenant's route may reach charges the payment's method, by its kind's
+ * declaration (provider/registry.ts supportsMethod; routing drops the others,
+ * activities/routing.ts). The route is read only when some configured PSP does not charge the
+ * method: a payment every PSP takes costs no query.
+ */
+async function refuseUnlessRouteChargesMethod(deps: ApiDeps, tenantId: string, body: CreatePaymentBody, saved: SavedMethodCharge | null): Promise<void> {
+  const method = { paymentMethod: body.payment_method, ...(saved ? { savedCard: { brand: saved.card.brand } } : {}) };
+  const charges = (c: { kind: string }) => supportsMethod(c.kind, method);
+  const connections = deps.config.PROVIDERS ?? [];
+  if (connections.every(charges)) return;
+  const reached = await reachedBy(deps, tenantId, body);
+  if (reached.some(charges)) return;
+  throw refuse('payment_method', `no PSP on this tenant's route supports payment method ${body.payment_method}: ${named(reached)} do not charge it`);
 }
 
 /**
@@ -79,13 +109,8 @@ export async function paymentMethodUse(deps: ApiDeps, tenantId: string, body: Cr
  * routing then skips the PSPs that cannot, activities/routing.ts).
  */
 async function refuseUnlessRouteSavesCards(deps: ApiDeps, tenantId: string, body: CreatePaymentBody, saved: SavedMethodCharge | null): Promise<void> {
-  const connections = deps.config.PROVIDERS ?? [];
-  if (connections.length === 0) return;
-  const stored = await findTenantRouting(deps.sql, tenantId);
-  const parsed = stored === null ? null : Routing.safeParse(stored);
-  const route = routeCandidates(parsed?.success ? parsed.data : null, { paymentId: '', currency: body.currency, amountMinor: body.amount_minor, paymentMethod: body.payment_method }, connections.map((c) => c.name));
-  const reached = connections.filter((c) => route.providers.includes(c.name));
-  const named = (list: typeof connections) => list.map((c) => `${c.name} (${c.kind})`).join(', ');
+  if ((deps.config.PROVIDERS ?? []).length === 0) return;
+  const reached = await reachedBy(deps, tenantId, body);
   if (saved === null) {
     const unable = reached.filter((c) => !providerKind(c.kind).capabilities.savedMethods);
     if (unable.length) throw refuse('setup_future_usage', `saving cards is not supported by the PSPs on this tenant's route: ${named(unable)}`);

@@ -39,7 +39,11 @@ export const createPayment = createRoute({
   summary: 'Create a payment (idempotent)',
   description:
     'Charges the payment method once, however often the request is delivered. 201 when `succeeded` or `requires_capture`; ' +
-    '402 `card_declined` (the body carries the declined payment); 409 `order_already_paid` when the order already has a live ' +
+    '402 `card_declined` (the body carries the declined payment); 402 `payment_failed` when nothing was charged anywhere, ' +
+    'with `failure.code` `provider_rejected` (the last PSP refused the request), `psp_unavailable` (no PSP of the route could ' +
+    'be reached within the payment\'s charge budget, PAYMENT_CHARGE_BUDGET_SECONDS) or `payment_method_unsupported` (no PSP of ' +
+    'the route charges the method); 400 `invalid_request` (`payment_method`) when no PSP of the tenant\'s route supports the ' +
+    'payment method; 409 `order_already_paid` when the order already has a live ' +
     'or paid payment (no charge is made). 202 when the outcome must be waited for: `requires_action` (send the customer to ' +
     '`next_action.redirect_to_url.url`; they come back to your `return_url`) or `processing` (an asynchronous method such as a ' +
     'SEPA debit). That 202 is the key\'s recorded answer and replays byte for byte; `GET /v1/payments/{id}` shows where the ' +

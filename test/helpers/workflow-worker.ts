@@ -166,7 +166,8 @@ function dispatchingActivities(): Steps {
  * chargeAttempt as the worker runs it. An input with `route` (attempt 1) is planned first, by
  * the run's `plan` fake as the worker's createFirstAttemptPlanner would, and is recorded (and
  * given to the fake) as the attempt at the plan's first PSP; the plan travels with the answer,
- * and a refusal at the plan's only PSP is answered, not thrown. A test that scripts only what
+ * and a refusal is answered, not thrown, where the step may answer "not charged" (canFailOver)
+ * or decided the route. A test that scripts only what
  * the PSP answers to the charge (`chargeAnswer`) scripts each attempt's answer.
  */
 async function chargeAttemptOf(run: Run, input: ChargeAttemptInput, call: StepCall): Promise<ChargeAttemptResult> {
@@ -174,7 +175,7 @@ async function chargeAttemptOf(run: Run, input: ChargeAttemptInput, call: StepCa
   let attempt: ResolvedAttempt;
   if (input.route) {
     const { route: _route, ...charge } = input;
-    attempt = { ...charge, provider: plan!.providers[0]!, canFailOver: plan!.providers.length > 1 };
+    attempt = { ...charge, provider: plan!.providers[0]!, canFailOver: input.canFailOver ?? plan!.providers.length > 1 };
   } else attempt = input;
   call.input = attempt;
   const chargeAnswer = run.fakes.chargeAnswer;
@@ -183,7 +184,7 @@ async function chargeAttemptOf(run: Run, input: ChargeAttemptInput, call: StepCa
     const result = await answer(attempt);
     return plan ? { ...result, plan } : result;
   } catch (error) {
-    if (plan && !attempt.canFailOver && error instanceof ApplicationFailure && error.type === FailureType.ProviderRejected) {
+    if ((plan || attempt.canFailOver) && error instanceof ApplicationFailure && error.type === FailureType.ProviderRejected) {
       return { kind: 'not_charged', outcome: 'rejected', errorCode: String(error.details?.[0] ?? 'provider_rejected'), message: error.message, plan };
     }
     throw error;

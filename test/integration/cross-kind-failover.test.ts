@@ -262,3 +262,54 @@ describe('failover across kinds: the next PSP only when the first certainly took
     });
   });
 });
+
+describe('routed {"fallback":["sandbox","sandbox-b","adyen-test"]}: a transient error is tried again at its PSP; a PSP without the method is no candidate', () => {
+  it('pm_card_flaky (503 twice per key at the sandbox): charged at the sandbox on its third try, under the one key; sandbox-b never asked; adyen-test (no pm_card_flaky) never a candidate', async () => {
+    const client = await routed(['sandbox', 'sandbox-b', 'adyen-test']);
+    const before = double.paymentsMade();
+    const paid = await decidedPayment(client, await create(client, payment({ payment_method: 'pm_card_flaky' })));
+    expect(paid).toMatchObject({ status: 'succeeded', provider: 'sandbox' });
+    expect(paid.attempts).toMatchObject([{ attempt: 1, provider: 'sandbox', outcome: 'succeeded', provider_charge_id: paid.provider_charge_id }]);
+    expect(paid.attempts).toHaveLength(1);
+    // One charge at the sandbox, under attempt 1's key, which it was sent three times (the two 503s, then the charge).
+    expect((await sandboxCharges('sandbox', paid.id)).map((c) => c.id)).toEqual([paid.provider_charge_id]);
+    expect((await stack.provider.findChargeByIdempotencyKey(`${paid.id}:charge`))?.id).toBe(paid.provider_charge_id);
+    const [flaky] = await stack.sql<{ attempts: number }[]>`SELECT attempts FROM sandbox.flaky_attempts WHERE idempotency_key = ${`${paid.id}:charge`}`;
+    expect(flaky?.attempts).toBe(3);
+    expect(await sandboxCharges('sandbox-b', paid.id)).toEqual([]);
+    expect(double.paymentsMade()).toBe(before);
+    expect(double.paymentsFor(paid.id)).toEqual([]);
+    // The plan dropped adyen-test, and says why (the run's memo).
+    const handle = stack.temporal.workflow.getHandle(paid.workflow_id as string);
+    await handle.result();
+    const { memo } = await handle.describe();
+    expect(memo).toMatchObject({ route: ['sandbox', 'sandbox-b'], route_reason: expect.stringContaining('adyen-test skipped: payment method not supported') });
+  });
+
+  it('a route with no PSP supporting the method: the API that knows the kinds refuses it (400 on payment_method, nothing runs); one that does not: the run fails it payment_method_unsupported before any PSP call', async () => {
+    const tenant = await stack.createTenant('cross-kind-unsupported');
+    await stack.sql`UPDATE tenants SET routing = ${stack.sql.json({ fallback: ['adyen-test'] })} WHERE id = ${tenant.id}`;
+    const knowing = await stack.startApi({
+      PROVIDERS: [
+        { name: 'sandbox', kind: 'sandbox', settings: { url: stack.sandboxUrl } },
+        { name: 'adyen-test', kind: 'adyen', settings: { url: double.url } },
+      ],
+    });
+    const before = double.paymentsMade();
+    try {
+      const order = uniqueKey('ord');
+      const refused = await apiClient(knowing.url, tenant.apiKey).post('/v1/payments', payment({ order_id: order, payment_method: 'pm_card_flaky' }), uniqueKey('pay'));
+      expect(refused.status, refused.text).toBe(400);
+      expect(refused.json.error).toMatchObject({ type: 'invalid_request', issues: [{ path: 'payment_method', message: expect.stringContaining('adyen-test (adyen)') }] });
+      expect(await stack.sql`SELECT id FROM payments WHERE tenant_id = ${tenant.id}`).toEqual([]);
+    } finally {
+      await knowing.close();
+    }
+    // This stack's own API names only its sandboxes' kinds: the run's plan finds no candidate.
+    const failed = await apiClient(stack.apiUrl, tenant.apiKey).post('/v1/payments', payment({ payment_method: 'pm_card_flaky' }), uniqueKey('pay'));
+    expect(failed.status, failed.text).toBe(402);
+    expect(failed.json.error).toMatchObject({ type: 'payment_failed', payment: { status: 'failed', provider: null, failure: { code: 'payment_method_unsupported', message: expect.stringContaining('adyen-test') } } });
+    expect((await apiClient(stack.apiUrl, tenant.apiKey).get(`/v1/payments/${failed.json.error.payment.id}`)).json.attempts).toEqual([]);
+    expect(double.paymentsMade()).toBe(before);
+  });
+});

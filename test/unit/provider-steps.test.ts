@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { ApplicationFailure } from '@temporalio/common';
-import { createProviderSteps } from '../../activities/provider-steps';
+import { createProviderSteps, type ChargeAttemptInput } from '../../activities/provider-steps';
 import { knownProviderKinds, providerKind, providerRegistry } from '../../provider/registry';
 import { databaseRefusalInterceptor } from '../../worker/database-refusals';
 import { FailureType } from '../../shared/definitions';
@@ -160,7 +160,7 @@ describe('what an error means for the retries', () => {
 describe('chargeAttempt: "nothing was charged here" only when certain', () => {
   const attemptInput = { ...chargeInput, tenantId: 'ten_1', provider: 'sandbox', attempt: 2, canFailOver: true };
   const key = providerSubKey.charge(paymentId, 2);
-  const runAttempt = (attempt: number, provider: PaymentProvider, input = attemptInput, heartbeatDetails?: unknown) =>
+  const runAttempt = (attempt: number, provider: PaymentProvider, input: ChargeAttemptInput = attemptInput, heartbeatDetails?: unknown) =>
     new MockActivityEnvironment({ attempt, heartbeatDetails }).run(createProviderSteps(provider).chargeAttempt, input);
 
   it('attempt n charges under its own sub-key <payment>:charge:<n>; attempt 1 keeps <payment>:charge', async () => {
@@ -177,34 +177,58 @@ describe('chargeAttempt: "nothing was charged here" only when certain', () => {
     expect(last).toMatchObject({ type: FailureType.ProviderRejected });
   });
 
-  it('connection refused on the first try is not_charged "not_sent"; any other network error is unknown (retried here)', async () => {
+  it('connection refused is tried here again (ProviderNotReached, retryable) until the PSP had its 3 tries, then not_sent; any other network error is unknown (retried here)', async () => {
     const refusedConnection = new ProviderUnavailableError('connection refused', undefined, { notSent: true });
-    expect(await runAttempt(1, recordingProvider({}, refusedConnection).provider)).toMatchObject({ kind: 'not_charged', outcome: 'not_sent', errorCode: 'connection_refused' });
+    const first = await runAttempt(1, recordingProvider({}, refusedConnection).provider).catch((e: unknown) => e);
+    expect(first).toMatchObject({ type: FailureType.ProviderNotReached, nonRetryable: false });
+    // The 2nd try's lookup is refused too: nothing was ever sent (the heartbeat carries it), still a try short.
+    const second = recordingProvider({}, refusedConnection);
+    second.provider.findChargeByIdempotencyKey = async () => Promise.reject(refusedConnection);
+    expect(await runAttempt(2, second.provider, attemptInput, { noneFound: 0, clean: true }).catch((e: unknown) => e)).toMatchObject({ type: FailureType.ProviderNotReached });
+    expect(await runAttempt(3, second.provider, attemptInput, { noneFound: 0, clean: true })).toMatchObject({ kind: 'not_charged', outcome: 'not_sent', errorCode: 'connection_refused' });
+    // A try before it may have sent the charge (no heartbeat saying otherwise): a refused lookup proves nothing.
+    expect(await runAttempt(3, second.provider, attemptInput, { noneFound: 0 }).catch((e: unknown) => e)).toBe(refusedConnection);
     const reset = new ProviderUnavailableError('socket hang up');
     expect(await runAttempt(1, recordingProvider({}, reset).provider).catch((e: unknown) => e)).toBe(reset);
   });
 
-  it('after lost answers: the 2nd lookup finding none (counted across retries in the heartbeat) is not_charged; the 1st charges again here', async () => {
-    const first = recordingProvider();
-    expect(await runAttempt(2, first.provider)).toMatchObject({ kind: 'charge' });
-    expect(first.calls).toEqual([`find charge ${key}`, `create charge ${key}`]);
+  it('PROVIDER_TRANSIENT_TRIES 1: the first refused connection is not_sent at once', async () => {
+    const refusedConnection = new ProviderUnavailableError('connection refused', undefined, { notSent: true });
+    const steps = createProviderSteps(recordingProvider({}, refusedConnection).provider, undefined, undefined, undefined, undefined, undefined, 1);
+    expect(await new MockActivityEnvironment({ attempt: 1 }).run(steps.chargeAttempt, attemptInput)).toMatchObject({ kind: 'not_charged', outcome: 'not_sent' });
+  });
+
+  it('after lost answers: the PSP gets 3 tries (a lookup finding none charges again under the same key), then 2 lookups finding none are not_charged', async () => {
     const second = recordingProvider();
-    expect(await runAttempt(3, second.provider, attemptInput, { noneFound: 1 })).toMatchObject({ kind: 'not_charged', outcome: 'not_charged', errorCode: 'outcome_unknown_none_found' });
-    expect(second.calls).toEqual([`find charge ${key}`]);
-    // Without another PSP it never says so: it charges here again under the same key.
+    expect(await runAttempt(2, second.provider)).toMatchObject({ kind: 'charge' });
+    expect(second.calls).toEqual([`find charge ${key}`, `create charge ${key}`]);
+    const third = recordingProvider();
+    expect(await runAttempt(3, third.provider, attemptInput, { noneFound: 1 })).toMatchObject({ kind: 'charge' });
+    expect(third.calls).toEqual([`find charge ${key}`, `create charge ${key}`]);
+    const fourth = recordingProvider();
+    expect(await runAttempt(4, fourth.provider, attemptInput, { noneFound: 2 })).toMatchObject({ kind: 'not_charged', outcome: 'not_charged', errorCode: 'outcome_unknown_none_found' });
+    expect(fourth.calls).toEqual([`find charge ${key}`]);
+    // Tries used up but only one lookup found none so far (a count lost): nothing is sent, the lookup is asked again.
+    const counted = recordingProvider();
+    expect(await runAttempt(4, counted.provider, attemptInput, { noneFound: 0 }).catch((e: unknown) => e)).toBeInstanceOf(Error);
+    expect(counted.calls).toEqual([`find charge ${key}`]);
+    // The run's local first try counts: the regular activity's 3rd try is the PSP's 4th.
+    const afterLocal = recordingProvider();
+    expect(await runAttempt(3, afterLocal.provider, { ...attemptInput, localTry: 'unknown' as const }, { noneFound: 2 })).toMatchObject({ kind: 'not_charged', outcome: 'not_charged' });
+    // Without a way on (no next PSP, no route starting again) it never says so: it charges here again under the same key.
     const last = recordingProvider();
-    expect(await runAttempt(3, last.provider, { ...attemptInput, canFailOver: false }, { noneFound: 5 })).toMatchObject({ kind: 'charge' });
+    expect(await runAttempt(5, last.provider, { ...attemptInput, canFailOver: false }, { noneFound: 5 })).toMatchObject({ kind: 'charge' });
   });
 
   it("only a kind whose lookup proves moves on after lost answers: a lagging lookup's none found charges here again, a replaying kind sends the request again", async () => {
     const lagging = recordingProvider();
     Object.assign(lagging.provider, { kind: 'stripe' });
-    expect(await runAttempt(3, lagging.provider, attemptInput, { noneFound: 1 })).toMatchObject({ kind: 'charge' });
+    expect(await runAttempt(4, lagging.provider, attemptInput, { noneFound: 3 })).toMatchObject({ kind: 'charge' });
     expect(lagging.calls).toEqual([`find charge ${key}`, `create charge ${key}`]);
     // A replaying kind (Adyen) has no lookup: the same request goes again under the same key, and it never moves on.
     const replaying = recordingProvider();
     Object.assign(replaying.provider, { kind: 'adyen' });
-    expect(await runAttempt(3, replaying.provider, attemptInput, { noneFound: 5 })).toMatchObject({ kind: 'charge' });
+    expect(await runAttempt(4, replaying.provider, attemptInput, { noneFound: 5 })).toMatchObject({ kind: 'charge' });
     expect(replaying.calls).toEqual([`create charge ${key}`]);
   });
 
@@ -257,13 +281,13 @@ describe('chargeAttempt deciding its route (attempt 1)', () => {
     }
   });
 
-  it('an unknown outcome at the only PSP stays unknown (retried there); with a next PSP a refused connection moves on', async () => {
+  it('an unknown outcome stays unknown (retried there); a refused connection on the first try is ProviderNotReached, tried there again', async () => {
     const reset = new ProviderUnavailableError('socket hang up');
     const only = runRouted({ 'psp-a': recordingProvider({}, reset).provider }, plan('psp-a'));
     expect(await only.result.catch((e: unknown) => e)).toBe(reset);
     const refusedConnection = new ProviderUnavailableError('connection refused', undefined, { notSent: true });
     const two = runRouted({ 'psp-a': recordingProvider({}, refusedConnection).provider, 'psp-b': recordingProvider().provider }, plan('psp-a', 'psp-b'));
-    expect(await two.result).toMatchObject({ kind: 'not_charged', outcome: 'not_sent', plan: { providers: ['psp-a', 'psp-b'] } });
+    expect(await two.result.catch((e: unknown) => e)).toMatchObject({ type: FailureType.ProviderNotReached, nonRetryable: false });
   });
 
   it('a worker without a planner refuses the input for good (never guesses a PSP)', async () => {

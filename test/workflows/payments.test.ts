@@ -123,7 +123,8 @@ describe('automatic capture', () => {
 
     expect(run.steps()).toEqual(['chargeAttempt', 'recordChargeOutcome']);
     expect(routes).toMatchObject([{ paymentId: input.paymentId, tenantId: input.tenantId, intent: { paymentId: input.paymentId, orderId: input.orderId } }]);
-    expect(run.inputsOf('chargeAttempt')[0]).toMatchObject({ attempt: 1, provider: 'sandbox', canFailOver: false });
+    // Even the only PSP may answer "not charged" after its tries: the route may start again (within the charge budget).
+    expect(run.inputsOf('chargeAttempt')[0]).toMatchObject({ attempt: 1, provider: 'sandbox', canFailOver: true });
     expect(run.inputsOf('recordChargeOutcome')[0]).toMatchObject({ attempt: { attempt: 1, provider: 'sandbox' } });
     expect(bodyOf(final)).toEqual({ id: input.paymentId, status: 'succeeded' });
     // Both steps ran as local activities, and the whole payment was one workflow task.
@@ -445,7 +446,8 @@ describe('routing and failover', () => {
     expect(run.steps()).toEqual(['chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordChargeOutcome', 'captureCharge', 'recordCapture']);
     expect(run.inputsOf('chargeAttempt')).toMatchObject([
       { provider: 'psp-a', attempt: 1, canFailOver: true },
-      { provider: 'psp-b', attempt: 2, canFailOver: false },
+      // The last PSP may answer "not charged" too: the route may start again (within the charge budget).
+      { provider: 'psp-b', attempt: 2, canFailOver: true },
     ]);
     expect(run.inputsOf('recordAttempt')[0]).toMatchObject({ attempt: 1, provider: 'psp-a', outcome: 'not_charged', next: { attempt: 2, provider: 'psp-b' } });
     expect(run.inputsOf('recordChargeOutcome')[0]).toMatchObject({ attempt: { attempt: 2, provider: 'psp-b' } });
@@ -547,6 +549,93 @@ describe('routing and failover', () => {
       ['psp-a', 'rejected', 'psp-b'],
       ['psp-b', 'rejected', null],
     ]);
+    expect(bodyOf(final).status).toBe('failed');
+  });
+
+  const threePsps = (chargeBudgetMs?: number): Fakes['plan'] =>
+    async () => ({ providers: ['psp-a', 'psp-b', 'psp-c'], reason: 'test: a, b, c', retryableDeclineCodes: ['processing_error'], ...(chargeBudgetMs ? { chargeBudgetMs } : {}) });
+  const unreachable = { kind: 'not_charged', outcome: 'not_sent', errorCode: 'connection_refused', message: 'refused' } as const;
+
+  it("after the last PSP's transient failure the route starts again, under new attempts, only at the PSPs that failed transiently", async () => {
+    const input = paymentInput();
+    const run = await bench.startPayment(input, {
+      plan: threePsps(),
+      chargeAttempt: async (step) => {
+        if (step.provider === 'psp-b') return { kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'declined', declineCode: 'processing_error' }) };
+        if (step.attempt === 1) return unreachable;
+        if (step.provider === 'psp-c') return { kind: 'not_charged', outcome: 'not_charged', errorCode: 'outcome_unknown_none_found', message: 'none found' };
+        return { kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'succeeded', amountCapturedMinor: step.amountMinor }) };
+      },
+    });
+    const final = await run.handle.result();
+    expect(bodyOf(final)).toMatchObject({ status: 'succeeded' });
+    // psp-b declined (a decline is an answer: never tried again); psp-a and psp-c took no money: tried again under attempts 4 and 5's keys.
+    expect(run.inputsOf('chargeAttempt').map((i) => [i.provider, i.attempt, i.canFailOver])).toEqual([
+      ['psp-a', 1, true],
+      ['psp-b', 2, true],
+      ['psp-c', 3, true],
+      ['psp-a', 4, true],
+    ]);
+    expect(run.inputsOf('recordAttempt').map((i) => [i.attempt, i.provider, i.outcome, i.next])).toEqual([
+      [1, 'psp-a', 'not_sent', { attempt: 2, provider: 'psp-b' }],
+      [2, 'psp-b', 'declined', { attempt: 3, provider: 'psp-c' }],
+      [3, 'psp-c', 'not_charged', { attempt: 4, provider: 'psp-a' }],
+    ]);
+  });
+
+  it('past the charge budget (workflow time from the run\'s start) the last transient failure fails the payment psp_unavailable, every attempt recorded', async () => {
+    const input = paymentInput();
+    const run = await bench.startPayment(input, { plan: threePsps(1), chargeAttempt: async () => unreachable });
+    const final = await run.handle.result();
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordAttempt', 'chargeAttempt', 'recordAttempt', 'recordPaymentFailure']);
+    expect(run.inputsOf('recordAttempt').map((i) => [i.attempt, i.provider, i.next?.provider ?? null])).toEqual([
+      [1, 'psp-a', 'psp-b'],
+      [2, 'psp-b', 'psp-c'],
+      [3, 'psp-c', null],
+    ]);
+    expect(run.inputsOf('recordPaymentFailure')[0]!.failure).toMatchObject({ code: 'psp_unavailable', message: expect.stringContaining('charge budget') });
+    expect(bodyOf(final).status).toBe('failed');
+  });
+
+  it('an outcome that stays unknown never fails for time: past the budget the step keeps asking that PSP', async () => {
+    let tries = 0;
+    const run = await bench.startPayment(paymentInput(), {
+      plan: threePsps(1),
+      chargeAttempt: async (step) => {
+        if (++tries < 4) throw new Error('socket hang up');
+        return { kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'succeeded', amountCapturedMinor: step.amountMinor }) };
+      },
+    });
+    expect(bodyOf(await run.handle.result()).status).toBe('succeeded');
+    expect(run.inputsOf('chargeAttempt').map((i) => [i.provider, i.attempt])).toEqual([['psp-a', 1], ['psp-a', 1], ['psp-a', 1], ['psp-a', 1]]);
+    expect(run.steps()).not.toContain('recordPaymentFailure');
+  });
+
+  it('the local first try refused (ProviderNotReached): the regular step is told nothing was sent; any other failure: unknown', async () => {
+    for (const [thrown, told] of [[ApplicationFailure.create({ type: FailureType.ProviderNotReached, message: 'refused' }), 'not_sent'], [new Error('socket hang up'), 'unknown']] as const) {
+      const run = await bench.startPayment(paymentInput(), {
+        ...twoPsps,
+        chargeAttempt: async (step) => {
+          if (step.localTry === undefined) throw thrown;
+          return { kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'succeeded', amountCapturedMinor: step.amountMinor }) };
+        },
+      });
+      await run.handle.result();
+      expect(run.calls.filter((c) => c.step === 'chargeAttempt').map((c) => [c.local, (c.input as { localTry?: string }).localTry ?? null])).toEqual([
+        [true, null],
+        [false, told],
+      ]);
+    }
+  });
+
+  it('no PSP of the route charges the method (the plan refuses it): failed payment_method_unsupported before any PSP call', async () => {
+    const message = 'No PSP on this payment\'s route charges payment method pm_card_flaky: psp-a do not support it; nothing was charged.';
+    const run = await bench.startPayment(paymentInput(), {
+      plan: async () => Promise.reject(ApplicationFailure.create({ type: FailureType.PaymentMethodUnsupported, message, nonRetryable: true })),
+    });
+    const final = await run.handle.result();
+    expect(run.steps()).toEqual(['chargeAttempt', 'recordPaymentFailure']);
+    expect(run.inputsOf('recordPaymentFailure')[0]!.failure).toEqual({ code: 'payment_method_unsupported', message });
     expect(bodyOf(final).status).toBe('failed');
   });
 });

@@ -1,16 +1,19 @@
 /**
  * Charging along the route: the PSPs of the tenant's route, tried in order, attempt 1 deciding
- * the route; and how the payment ends when no PSP charges it (refused everywhere, the saved card
- * held, the order taken). A phase over the run's state (state.ts).
+ * the route, the route started again after its last PSP's transient failure within the
+ * payment's charge budget; and how the payment ends when no PSP charges it (refused everywhere,
+ * unreachable past the budget, no PSP for its method, the saved card held, the order taken). A
+ * phase over the run's state (state.ts).
  */
-import { ApplicationFailure, log } from '@temporalio/workflow';
+import { log, workflowInfo } from '@temporalio/workflow';
 import type { AttemptMemo, RoutePlan } from '../../domain/payments-attempts';
+import { DEFAULT_CHARGE_BUDGET_MS } from '../../shared/payments';
 import type { ChargeAttemptInput, ChargeAttemptResult } from '../../activities/provider-steps';
 import type { OffSessionRefusal } from '../../domain/recovery';
 import { FailureType } from '../../shared/definitions';
 import { firstCharge, providerSteps, records } from '../activities';
 import { failureOfType } from '../saga';
-import { setStatus, showAttempts, type PhaseResult, type RunState } from './state';
+import { setStatus, showAttempts, type Failure, type PhaseResult, type RunState } from './state';
 
 /** Why the payment left a PSP for the next one, in an operator's words (the run's memo). */
 function movedOnBecause(provider: string, outcome: string, code: string | null): string {
@@ -26,57 +29,102 @@ function movedOnBecause(provider: string, outcome: string, code: string | null):
   }
 }
 
+/** One pass along the route: its PSPs, the one tried now, and those whose attempt in this pass ended by a transient failure. */
+interface Pass {
+  providers: string[];
+  index: number;
+  transient: string[];
+}
+
 /**
  * The PSPs of the route, tried in order. Attempt 1 decides the route (activities/routing.ts
  * createFirstAttemptPlanner; it persists the intent again if a start in doubt left the run
- * without it). Each attempt charges under its own sub-key; the payment moves to the next PSP
- * only when this one certainly took no money (refused, unreachable before anything was sent,
- * its lookup after lost answers found no charge) or declined with a code another PSP may
- * accept. While this one's outcome is unknown, chargeAttempt keeps retrying HERE.
+ * without it). Each attempt charges under its own sub-key; the step tries its PSP again on a
+ * transient failure (PROVIDER_TRANSIENT_TRIES) and the payment moves to the next PSP only when
+ * this one certainly took no money (refused, unreachable before anything was sent, its lookup
+ * after lost answers found no charge) or declined with a code another PSP may accept. While
+ * this one's outcome is unknown, chargeAttempt keeps asking HERE. After the last PSP's
+ * transient failure the route starts again, under new attempts, at the PSPs of this pass that
+ * failed transiently, until the charge budget ends (then `psp_unavailable`).
  */
 export async function chargeAlongTheRoute(run: RunState): Promise<PhaseResult> {
   const { input } = run;
   const request = chargeRequest(run);
   const route = { paymentId: input.paymentId, tenantId: input.tenantId, amountMinor: input.amountMinor, currency: input.currency, paymentMethod: input.paymentMethod, intent: input };
   let plan: RoutePlan | undefined;
+  let pass: Pass = { providers: [], index: 0, transient: [] };
   const attempts: AttemptMemo[] = [];
   for (let attempt = 1; ; attempt++) {
-    let result: ChargeAttemptResult;
-    try {
-      result = await chargeAttempt(plan ? { ...request, attempt, provider: plan.providers[attempt - 1]!, canFailOver: attempt < plan.providers.length } : { ...request, attempt, route });
-    } catch (error) {
-      const taken = failureOfType(error, FailureType.OrderTaken);
-      if (taken) return orderTaken(run, String(taken.details?.[0] ?? ''));
-      const held = failureOfType(error, FailureType.OffSessionRefused);
-      if (held) return offSessionRefused(run, held.details?.[0] as OffSessionRefusal);
-      const refused = failureOfType(error, FailureType.ProviderRejected);
-      if (!refused || !plan) throw error;
-      // The last PSP refused the request itself: nothing was charged anywhere.
-      return refusedEverywhere(run, plan, attempts, attempt, String(refused.details?.[0] ?? 'provider_rejected'), refused.message);
-    }
-    plan ??= result.plan!;
-    run.routePlan = plan;
-    const provider = plan.providers[attempt - 1]!;
-    const next = plan.providers[attempt];
+    // Every PSP may answer "not charged", the last one too: the route may start again.
+    const tried = await attemptOrEnd(run, plan ? { ...request, attempt, provider: pass.providers[pass.index]!, canFailOver: true } : { ...request, attempt, route, canFailOver: true });
+    if ('ended' in tried) return tried.ended;
+    const { result } = tried;
+    if (!plan) pass = { providers: (plan = run.routePlan = result.plan!).providers, index: 0, transient: [] };
+    const provider = pass.providers[pass.index]!;
+    const next = pass.providers[pass.index + 1];
     run.chargingAttempt = { provider, attempt };
+    const transient = result.kind === 'not_charged' && result.outcome !== 'rejected';
+    if (transient) pass.transient.push(provider);
     // A recovering payment's decline is never tried at once at the next PSP: that would be a
     // retry outside the recovery's rules (an advice wait, the card's budget); recover() retries it.
     const movesOn =
       result.kind === 'not_charged' ||
       (!input.recovery && result.charge.status === 'declined' && result.charge.declineCode !== null && (plan.retryableDeclineCodes ?? []).includes(result.charge.declineCode));
     if (movesOn && next !== undefined) {
-      await moveOn(run, plan, attempts, attempt, result, next);
+      await moveOn(run, plan, attempts, { attempt, provider }, result, next);
+      pass.index += 1;
       continue;
     }
-    if (result.kind === 'not_charged') {
-      // The last PSP: only a refusal of the request is answered (without a next PSP the step keeps asking this one).
-      if (result.outcome !== 'rejected') throw ApplicationFailure.nonRetryable(`chargeAttempt answered ${result.outcome} at the last provider ${provider}`);
-      return refusedEverywhere(run, plan, attempts, attempt, result.errorCode, result.message);
+    if (transient) {
+      // The last PSP's transient failure: nothing was charged anywhere on this pass's way.
+      if (Date.now() >= chargeBudgetEnd(plan)) return endWithoutCharge(run, plan, attempts, { attempt, provider }, result, pspUnavailable(plan));
+      pass = { providers: pass.transient, index: 0, transient: [] };
+      await moveOn(run, plan, attempts, { attempt, provider }, result, pass.providers[0]!, true);
+      continue;
     }
+    if (result.kind === 'not_charged') return endWithoutCharge(run, plan, attempts, { attempt, provider }, result, { code: 'provider_rejected', message: result.message });
     attempts.push({ attempt, provider, outcome: result.charge.status, error_code: result.charge.declineCode });
     // Shown with the charge (showCharge, right after this): no memo command of its own.
     run.routeMemo = { provider, attempts: [...attempts], route: plan.providers, route_reason: plan.reason };
     return { kind: 'charge', charge: result.charge };
+  }
+}
+
+/**
+ * When the payment's charge budget ends, in workflow time: the run's start plus the budget its
+ * plan carries (the planning worker's PAYMENT_CHARGE_BUDGET_SECONDS). Both are in the run's
+ * history (the run's start event, the first charge step's result), and the workflow's clock is
+ * each task's recorded time, so a replay decides exactly as the run did.
+ */
+function chargeBudgetEnd(plan: RoutePlan): number {
+  return workflowInfo().runStartTime.getTime() + (plan.chargeBudgetMs ?? DEFAULT_CHARGE_BUDGET_MS);
+}
+
+/** The failure of a payment no PSP could be reached for within its charge budget. */
+function pspUnavailable(plan: RoutePlan): Failure {
+  const seconds = Math.round((plan.chargeBudgetMs ?? DEFAULT_CHARGE_BUDGET_MS) / 1000);
+  return { code: 'psp_unavailable', message: `No PSP of the payment's route could take it within its charge budget of ${seconds} s: each attempt ended with nothing charged.` };
+}
+
+/**
+ * One charge attempt, or how the payment ends when the attempt cannot be made: the order taken
+ * (409), the saved card held, or no PSP of the route charging the payment's method (nothing was
+ * sent anywhere). A refusal of the request at a named PSP is its `rejected` answer, thrown or not.
+ */
+async function attemptOrEnd(run: RunState, input: ChargeAttemptInput): Promise<{ result: ChargeAttemptResult } | { ended: PhaseResult }> {
+  try {
+    return { result: await chargeAttempt(input) };
+  } catch (error) {
+    const taken = failureOfType(error, FailureType.OrderTaken);
+    if (taken) return { ended: await orderTaken(run, String(taken.details?.[0] ?? '')) };
+    const held = failureOfType(error, FailureType.OffSessionRefused);
+    if (held) return { ended: await offSessionRefused(run, held.details?.[0] as OffSessionRefusal) };
+    const unsupported = failureOfType(error, FailureType.PaymentMethodUnsupported);
+    if (unsupported) return { ended: await failPayment(run, { code: 'payment_method_unsupported', message: unsupported.message }) };
+    // A refusal of the request thrown by a step at a named PSP is what it answers otherwise: nothing charged there.
+    const refused = failureOfType(error, FailureType.ProviderRejected);
+    if (!refused || input.provider === undefined) throw error;
+    return { result: { kind: 'not_charged', outcome: 'rejected', errorCode: String(refused.details?.[0] ?? 'provider_rejected'), message: refused.message } };
   }
 }
 
@@ -105,37 +153,46 @@ export function chargeRequest(run: RunState) {
  * later attempts.
  */
 async function chargeAttempt(input: ChargeAttemptInput): Promise<ChargeAttemptResult> {
-  if (input.route) {
-    try {
-      return await firstCharge.chargeAttempt(input);
-    } catch (error) {
-      if (failureOfType(error, FailureType.OrderTaken) || failureOfType(error, FailureType.OffSessionRefused)) throw error;
-      log.warn('the first charge attempt did not answer in the workflow task; asking the PSP from the regular activity', { payment_id: input.paymentId, error: String(error) });
-    }
+  if (!input.route) return providerSteps.chargeAttempt(input);
+  try {
+    return await firstCharge.chargeAttempt(input);
+  } catch (error) {
+    if ([FailureType.OrderTaken, FailureType.OffSessionRefused, FailureType.PaymentMethodUnsupported].some((type) => failureOfType(error, type))) throw error;
+    log.warn('the first charge attempt did not answer in the workflow task; asking the PSP from the regular activity', { payment_id: input.paymentId, error: String(error) });
+    // The local try counts among the PSP's tries; a refused connection sent nothing.
+    return providerSteps.chargeAttempt({ ...input, localTry: failureOfType(error, FailureType.ProviderNotReached) ? 'not_sent' : 'unknown' });
   }
-  return providerSteps.chargeAttempt(input);
 }
 
-/** Records how an attempt ended without the payment's outcome, and that the next one began at the next PSP. */
-async function moveOn(run: RunState, plan: RoutePlan, attempts: AttemptMemo[], attempt: number, result: ChargeAttemptResult, nextProvider: string): Promise<void> {
-  const provider = plan.providers[attempt - 1]!;
+/** Records how an attempt ended without the payment's outcome, and that the next one began at the next PSP (`again`: the route starts again there). */
+async function moveOn(run: RunState, plan: RoutePlan, attempts: AttemptMemo[], at: { attempt: number; provider: string }, result: ChargeAttemptResult, nextProvider: string, again = false): Promise<void> {
+  const { attempt, provider } = at;
   const outcome = result.kind === 'not_charged' ? result.outcome : 'declined';
   const errorCode = result.kind === 'not_charged' ? result.errorCode : result.charge.declineCode;
   const next = { attempt: attempt + 1, provider: nextProvider };
-  attempts.push({ attempt, provider, outcome, error_code: errorCode, moved_on_because: movedOnBecause(provider, outcome, errorCode) });
+  const because = movedOnBecause(provider, outcome, errorCode) + (again ? `; the last PSP of the route: it starts again at ${nextProvider} within the charge budget` : '');
+  attempts.push({ attempt, provider, outcome, error_code: errorCode, moved_on_because: because });
   const providerChargeId = result.kind === 'charge' ? result.charge.id : null;
   await records.recordAttempt({ paymentId: run.input.paymentId, attempt, provider, outcome, providerChargeId, errorCode, next });
   showAttempts(run, plan, attempts, { attempt: next.attempt, provider: next.provider, outcome: 'pending', error_code: null });
 }
 
-/** Records that the last PSP refused the request and fails the payment (nothing charged anywhere). */
-async function refusedEverywhere(run: RunState, plan: RoutePlan, attempts: AttemptMemo[], attempt: number, code: string, message: string): Promise<PhaseResult> {
-  const provider = plan.providers[attempt - 1]!;
+/**
+ * Records how the last attempt ended with nothing charged (refused, or unreachable past the
+ * charge budget) and fails the payment with `failure` (nothing charged anywhere).
+ */
+async function endWithoutCharge(run: RunState, plan: RoutePlan, attempts: AttemptMemo[], at: { attempt: number; provider: string }, result: ChargeAttemptResult & { kind: 'not_charged' }, failure: Failure): Promise<PhaseResult> {
+  const { attempt, provider } = at;
   run.chargingAttempt = { provider, attempt };
-  attempts.push({ attempt, provider, outcome: 'rejected', error_code: code });
-  await records.recordAttempt({ paymentId: run.input.paymentId, attempt, provider, outcome: 'rejected', providerChargeId: null, errorCode: code, next: null });
+  attempts.push({ attempt, provider, outcome: result.outcome, error_code: result.errorCode });
+  await records.recordAttempt({ paymentId: run.input.paymentId, attempt, provider, outcome: result.outcome, providerChargeId: null, errorCode: result.errorCode, next: null });
   showAttempts(run, plan, attempts, null);
-  const response = await records.recordPaymentFailure({ paymentId: run.input.paymentId, failure: { code: 'provider_rejected', message }, idempotency: run.input.idempotency });
+  return failPayment(run, failure);
+}
+
+/** Fails the payment with `failure`: nothing was charged (402 payment_failed with the payment). */
+async function failPayment(run: RunState, failure: Failure): Promise<PhaseResult> {
+  const response = await records.recordPaymentFailure({ paymentId: run.input.paymentId, failure, idempotency: run.input.idempotency });
   setStatus(run, 'failed');
   return { kind: 'final', response };
 }
