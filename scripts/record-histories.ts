@@ -36,7 +36,6 @@ import {
   type HistoryIndex,
 } from '../devstack/histories';
 import { apiClient, startStack, type ApiResponse, type Stack } from '../devstack/stack';
-import type { RoutePlanner } from '../activities';
 import { startScratchEnvironment } from '../devstack/scratch-environment';
 import { failureConverterPath } from '../lib/data-converter';
 import { testDataConverter } from '../testkit/payload-keys';
@@ -141,12 +140,15 @@ async function injectDiscrepancy(ctx: Context, body: Record<string, unknown>): P
   if (!response.ok) throw new Error(`discrepancy injection: HTTP ${response.status} ${await response.text()}`);
 }
 
-/** Tenants whose payments are routed over both sandboxes (`sandbox`, then `sandbox-b`); the others' go to the default only. */
-const failoverTenants = new Set<string>();
-const route: RoutePlanner = async (request, { providers }) =>
-  failoverTenants.has(request.tenantId)
-    ? { providers: ['sandbox', 'sandbox-b'], reason: 'histories: sandbox, then sandbox-b' }
-    : { providers: [providers.defaultName], reason: 'default provider (no routing configured)' };
+/**
+ * Sets the scenario's tenant's routing as PATCH /admin/tenants stores it: every tenant is routed
+ * to `sandbox` alone, the failover scenarios' over both sandboxes (`sandbox`, then `sandbox-b`),
+ * the success-rate scenario's by `{"strategy":"success_rate"}` (activities/routing.ts plans them all).
+ */
+async function routeTenant(ctx: Context, routing: Record<string, unknown>): Promise<void> {
+  await ctx.stack.sql`UPDATE tenants SET routing = ${ctx.stack.sql.json(routing as never)} WHERE id = ${ctx.tenant.id}`;
+}
+const overBothSandboxes = { fallback: ['sandbox', 'sandbox-b'] };
 
 async function sandboxOutage(url: string, mode: 'none' | 'unavailable' | 'declining'): Promise<void> {
   const response = await fetch(`${url}/_sandbox/outage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ mode }) });
@@ -474,8 +476,9 @@ const scenarios: Scenario[] = [
   },
   {
     name: 'failover-unavailable',
-    async run({ stack, tenant, api }) {
-      failoverTenants.add(tenant.id);
+    async run(ctx) {
+      const { stack, api } = ctx;
+      await routeTenant(ctx, overBothSandboxes);
       await sandboxOutage(stack.sandboxUrl, 'unavailable');
       try {
         const response = await api.post('/v1/payments', automatic(), key('failover'));
@@ -485,7 +488,7 @@ const scenarios: Scenario[] = [
         return [{
           name: 'failover-unavailable',
           workflowId: response.json.workflow_id,
-          shows: "Failover: attempt 1 decides the route; sandbox answers 503 to creates; after two lookups by the attempt's key find no charge, attempt 1 ends not_charged (recordAttempt) and attempt 2 charges at sandbox-b under <payment>:charge:2.",
+          shows: "Failover: attempt 1 decides the route; sandbox answers 503 to creates, tried there 3 times under the same key (PROVIDER_TRANSIENT_TRIES), lookup first; once lookups by the attempt's key found no charge after its tries, attempt 1 ends not_charged (recordAttempt) and attempt 2 charges at sandbox-b under <payment>:charge:2.",
           check: failedOver(retried),
         }];
       } finally {
@@ -494,9 +497,25 @@ const scenarios: Scenario[] = [
     },
   },
   {
+    name: 'routing-success-rate',
+    async run(ctx) {
+      await routeTenant(ctx, { strategy: 'success_rate', ...overBothSandboxes });
+      const response = await ctx.api.post('/v1/payments', automatic(), key('routed'));
+      expectStatus(response, 201, 'success-rate payment');
+      if (response.json.routing?.strategy !== 'success_rate') throw new Error(`expected the routing decision with the payment, got ${response.text}`);
+      return [{
+        name: 'routing-success-rate',
+        workflowId: response.json.workflow_id,
+        shows: 'A tenant routed by {"strategy":"success_rate"}: the first charge step (a local activity) decides the route by decideRoute, and its recorded result carries the decision (strategy, candidates with their selection probabilities, chosen): a replay reads it and never decides again.',
+        check: oneTask,
+      }];
+    },
+  },
+  {
     name: 'failover-declined-manual-capture',
-    async run({ stack, tenant, api }) {
-      failoverTenants.add(tenant.id);
+    async run(ctx) {
+      const { stack, api } = ctx;
+      await routeTenant(ctx, overBothSandboxes);
       await sandboxOutage(stack.sandboxUrl, 'declining');
       let created: ApiResponse;
       try {
@@ -644,9 +663,8 @@ async function main(): Promise<void> {
       namespace: environment.namespace,
       workflowBundle: { code },
       dataConverter: testDataConverter,
-      // Two PSPs: only the failover scenarios' tenants are routed over both.
+      // Two PSPs: only the failover and success-rate scenarios' tenants are routed over both (routeTenant).
       secondSandbox: {},
-      route,
       // The card network's durations at the recovery scenarios' scale (only saved cards charged off-session meet them).
       networkTimeScale: RECOVERY_SCALE,
     });
@@ -655,6 +673,7 @@ async function main(): Promise<void> {
         // A tenant per scenario, so a frozen ledger account or an order id never leaks into the next.
         const tenant = await stack.createTenant(`histories ${scenario.name}`);
         const ctx: Context = { stack, tenant, api: apiClient(stack.apiUrl, tenant.apiKey) };
+        await routeTenant(ctx, { fallback: ['sandbox'] });
         for (const recording of await scenario.run(ctx)) {
           const handle = stack.temporal.workflow.getHandle(recording.workflowId);
           // Only closed runs are recorded: a history that ends mid-way shows less than its name says.

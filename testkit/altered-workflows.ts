@@ -37,8 +37,8 @@ const screening = proxyActivities<{ screenForFraud(input: { paymentId: string; a
   'first-charge-regular': [
     {
       file: 'charge.ts',
-      find: '      return await firstCharge.chargeAttempt(input);\n',
-      replace: '      return await providerSteps.chargeAttempt(input); // ALTERED: attempt 1 as a regular activity\n',
+      find: '    return await firstCharge.chargeAttempt(input);\n',
+      replace: '    return await providerSteps.chargeAttempt(input); // ALTERED: attempt 1 as a regular activity\n',
     },
   ],
 } as const;

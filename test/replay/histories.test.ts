@@ -16,11 +16,14 @@ import {
   type HistoryEntry,
 } from '../../devstack/histories';
 import { alteredWorkflows, type Alteration } from '../../testkit/altered-workflows';
-import { TEST_PAYLOAD_KEYS, testDataConverter } from '../../testkit/payload-keys';
+import { TEST_PAYLOAD_KEYS, testDataConverter, testPayloadKeys } from '../../testkit/payload-keys';
+import { defaultPayloadConverter, type Payload } from '@temporalio/common';
+import type { ChargeAttemptResult } from '../../activities/provider-steps';
+import type { RouteDecisionRecord } from '../../shared/routing';
 import { leaks } from '../helpers/history-payloads';
 import { paymentDataConverter } from '../../lib/data-converter';
 import { startTracing, stopTracing, tracingWorkflowSinks } from '../../lib/tracing';
-import { generatePayloadKey, parsePayloadKeys } from '../../lib/payload-codec';
+import { AesGcmPayloadCodec, generatePayloadKey, parsePayloadKeys } from '../../lib/payload-codec';
 
 /**
  * docs/CONTRACT.md §5.8 and §9.3: workflow code changes are proven safe by replaying the histories
@@ -114,6 +117,7 @@ describe('the recorded histories', () => {
       'reconciliation',
       'failover-unavailable',
       'failover-declined-manual-capture',
+      'routing-success-rate',
       'intent-in-claim',
       // A dispute won on submitted evidence, and one conceded.
       'dispute-won',
@@ -229,6 +233,37 @@ describe('every recorded history replays against the current workflow code', () 
     } finally {
       await stopTracing();
     }
+  });
+});
+
+/** The recorded result of the history's first local activity of `type` (its marker), decoded with the test key. */
+async function firstLocalResult<T>(file: string, type: string): Promise<T> {
+  const markers = (loadHistory(file).events ?? []).flatMap((event) => {
+    const details = event.markerRecordedEventAttributes?.details;
+    if (event.markerRecordedEventAttributes?.markerName !== 'core_local_activity' || !details) return [];
+    const data = JSON.parse(Buffer.from(details.data!.payloads![0]!.data!).toString('utf8')) as { activity_type: string };
+    return data.activity_type === type ? [details.result!.payloads![0]! as Payload] : [];
+  });
+  const [decoded] = await new AesGcmPayloadCodec(testPayloadKeys).decode([markers[0]!]);
+  return defaultPayloadConverter.fromPayload<T>(decoded!);
+}
+
+describe('a success-rate decision is recorded in the payment\'s history, read back, never decided again', () => {
+  it('routing-success-rate.json: the first charge step\'s recorded result carries the decision (success_rate, probabilities adding up to 1, chosen among the candidates, tried first), and the history replays', async () => {
+    const file = 'routing-success-rate.json';
+    expect(entry(file).workflowType).toBe('paymentWorkflow');
+    const result = await firstLocalResult<ChargeAttemptResult>(file, 'chargeAttempt');
+    const decision = result.plan!.decision as RouteDecisionRecord;
+    expect(decision.strategy).toBe('success_rate');
+    expect(decision.candidates.map((c) => c.provider).sort()).toEqual(['sandbox', 'sandbox-b']);
+    expect(decision.candidates.reduce((sum, c) => sum + c.selection_probability, 0)).toBeCloseTo(1, 9);
+    for (const candidate of decision.candidates) expect(candidate.selection_probability, candidate.provider).toBeGreaterThan(0);
+    expect(decision.candidates.map((c) => c.provider)).toContain(decision.chosen);
+    // The route the run charged along is the decision's: the chosen PSP first.
+    expect(result.plan!.providers[0]).toBe(decision.chosen);
+    expect(result).toMatchObject({ kind: 'charge', charge: { status: 'succeeded' } });
+    const { replayed, failures } = await replay(currentCode, [entry(file)]);
+    expect({ replayed, failures }).toEqual({ replayed: 1, failures: [] });
   });
 });
 
