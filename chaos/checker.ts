@@ -233,7 +233,8 @@ const movedOnOutcomes = new Set(['declined', 'rejected', 'not_sent', 'not_charge
  *   attempt's, or a moved-on attempt's that the PSP declined with a code about the PSP (the
  *   failover rule allows that one, and only that one, to leave a charge behind).
  * - A moved-on attempt left no charge behind unless it was such a decline, and the next
- *   attempt went to another PSP; the payment is held where its last attempt went.
+ *   attempt went to another PSP (or, the route started again after a transient failure, to the
+ *   same one under a new key); the payment is held where its last attempt went.
  * - No orphan at any PSP; one charge and one refund per key per PSP; every refund at the PSP
  *   of the charge it refunds; the ledger's receivable per PSP and currency equal to what that
  *   PSP holds (captured less refunded, less chargebacks' amounts and fees, plus
@@ -302,9 +303,11 @@ export function checkAcrossPsps(input: PspCensusInput, verdict: VerdictFn, into:
           `${subject}: attempt ${attempt.attempt} at ${attempt.provider} was retried, but left ${left.map(describe).join('; ')}`, own);
         return;
       }
+      // The next attempt is at another PSP, or (the route started again after its last PSP's
+      // transient failure, docs/CONTRACT.md §3.8, 5) at the same one under a new key.
       const ok =
         movedOnOutcomes.has(attempt.outcome) &&
-        next.provider !== attempt.provider &&
+        (next.provider !== attempt.provider || attempt.outcome === 'not_sent' || attempt.outcome === 'not_charged') &&
         (attempt.outcome === 'declined'
           ? attempt.error_code !== null && !NEVER_RETRY_ELSEWHERE_DECLINE_CODES.includes(attempt.error_code) && left.every((c) => c.status === 'declined')
           : left.length === 0);

@@ -114,6 +114,21 @@ describe('the census across two PSPs', () => {
     expect(failed(input)).toEqual(['at most one successful charge over all PSPs', 'captured less refunded at the PSPs equals the payment', 'every charge is an attempt of its payment', 'ledger equals each PSP', 'ledger equals the sum over the PSPs', 'moved on only when nothing was charged', 'one succeeded charge per succeeded payment']);
   });
 
+  it('the route started again at the same PSP after its transient failure (a new key, nothing left under the old one) passes; a charge left under the old key is reported', () => {
+    const input = cleanCensus();
+    // pay_b: A found nothing, B unreachable, then B again under attempt 3's key, charged there.
+    const b = input.attempts.filter((a) => a.payment_id === 'pay_b');
+    b[1]!.outcome = 'not_sent';
+    b[1]!.error_code = 'connection_refused';
+    b[1]!.provider_charge_id = null;
+    b.push({ payment_id: 'pay_b', attempt: 3, provider: 'sandbox-b', provider_charge_id: 'ch_b1', outcome: 'succeeded', error_code: null });
+    input.attempts.push(b[2]!);
+    input.charges.find((c) => c.id === 'ch_b1')!.idempotency_key = 'pay_b:charge:3';
+    expect(failed(input)).toEqual([]);
+    input.charges.push(charge('sandbox-b', 'ch_b9', 'pay_b', 'pay_b:charge:2', 'declined'));
+    expect(failed(input)).toEqual(['every charge is an attempt of its payment', 'moved on only when nothing was charged']);
+  });
+
   it('a move to B after a decline about the card is reported', () => {
     const input = cleanCensus();
     input.attempts.find((a) => a.payment_id === 'pay_c' && a.attempt === 1)!.error_code = 'card_declined';
