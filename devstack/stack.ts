@@ -302,7 +302,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       RATE_LIMIT_READ_PER_SECOND: 1_000_000,
       RATE_LIMIT_WRITE_PER_SECOND: 1_000_000,
       AUTH_FAILURES_PER_MINUTE: 1_000_000,
-      PROVIDERS: Object.keys(clients).map((name) => ({ name, kind: 'sandbox', settings: { url: name === 'sandbox' ? sandbox.url : secondSandbox!.url, webhookSecret: null } })),
+      // The worker's PSPs as the API reads them (their kinds: which payment methods and saved cards a route can take);
+      // a test's client without a kind is left out. Their addresses are the stack's concern (providerWebhooks below).
+      PROVIDERS: [
+        ...Object.keys(clients).map((name) => ({ name, kind: 'sandbox', settings: { url: name === 'sandbox' ? sandbox.url : secondSandbox!.url, webhookSecret: null } })),
+        ...Object.entries<PaymentProvider>(options.extraProviders ?? {}).flatMap(([name, client]) => (client.kind === undefined ? [] : [{ name, kind: client.kind, settings: { url: 'http://127.0.0.1:9', webhookSecret: null } }])),
+      ],
       ...options.api,
     };
     const apiMetrics = createApiMetrics();

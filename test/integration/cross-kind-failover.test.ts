@@ -286,30 +286,25 @@ describe('routed {"fallback":["sandbox","sandbox-b","adyen-test"]}: a transient 
     expect(memo).toMatchObject({ route: ['sandbox', 'sandbox-b'], route_reason: expect.stringContaining('adyen-test skipped: payment method not supported') });
   });
 
-  it('a route with no PSP supporting the method: the API that knows the kinds refuses it (400 on payment_method, nothing runs); one that does not: the run fails it payment_method_unsupported before any PSP call', async () => {
+  it('a route with no PSP supporting the method: the API refuses it (400 on payment_method, nothing runs); an API that knows only the sandbox kind lets it through, and the run fails it payment_method_unsupported before any PSP call', async () => {
     const tenant = await stack.createTenant('cross-kind-unsupported');
     await stack.sql`UPDATE tenants SET routing = ${stack.sql.json({ fallback: ['adyen-test'] })} WHERE id = ${tenant.id}`;
-    const knowing = await stack.startApi({
-      PROVIDERS: [
-        { name: 'sandbox', kind: 'sandbox', settings: { url: stack.sandboxUrl } },
-        { name: 'adyen-test', kind: 'adyen', settings: { url: double.url } },
-      ],
-    });
     const before = double.paymentsMade();
+    const refused = await apiClient(stack.apiUrl, tenant.apiKey).post('/v1/payments', payment({ payment_method: 'pm_card_flaky' }), uniqueKey('pay'));
+    expect(refused.status, refused.text).toBe(400);
+    expect(refused.json.error).toMatchObject({ type: 'invalid_request', issues: [{ path: 'payment_method', message: expect.stringContaining('adyen-test (adyen)') }] });
+    expect(await stack.sql`SELECT id FROM payments WHERE tenant_id = ${tenant.id}`).toEqual([]);
+    // An API whose PROVIDERS name the sandbox alone (a deployment's API and worker configured apart): the run's plan finds no candidate.
+    const unaware = await stack.startApi({ PROVIDERS: [{ name: 'sandbox', kind: 'sandbox', settings: { url: stack.sandboxUrl } }] });
     try {
-      const order = uniqueKey('ord');
-      const refused = await apiClient(knowing.url, tenant.apiKey).post('/v1/payments', payment({ order_id: order, payment_method: 'pm_card_flaky' }), uniqueKey('pay'));
-      expect(refused.status, refused.text).toBe(400);
-      expect(refused.json.error).toMatchObject({ type: 'invalid_request', issues: [{ path: 'payment_method', message: expect.stringContaining('adyen-test (adyen)') }] });
-      expect(await stack.sql`SELECT id FROM payments WHERE tenant_id = ${tenant.id}`).toEqual([]);
+      const client = apiClient(unaware.url, tenant.apiKey);
+      const failed = await client.post('/v1/payments', payment({ payment_method: 'pm_card_flaky' }), uniqueKey('pay'));
+      expect(failed.status, failed.text).toBe(402);
+      expect(failed.json.error).toMatchObject({ type: 'payment_failed', payment: { status: 'failed', provider: null, failure: { code: 'payment_method_unsupported', message: expect.stringContaining('adyen-test') } } });
+      expect((await client.get(`/v1/payments/${failed.json.error.payment.id}`)).json.attempts).toEqual([]);
     } finally {
-      await knowing.close();
+      await unaware.close();
     }
-    // This stack's own API names only its sandboxes' kinds: the run's plan finds no candidate.
-    const failed = await apiClient(stack.apiUrl, tenant.apiKey).post('/v1/payments', payment({ payment_method: 'pm_card_flaky' }), uniqueKey('pay'));
-    expect(failed.status, failed.text).toBe(402);
-    expect(failed.json.error).toMatchObject({ type: 'payment_failed', payment: { status: 'failed', provider: null, failure: { code: 'payment_method_unsupported', message: expect.stringContaining('adyen-test') } } });
-    expect((await apiClient(stack.apiUrl, tenant.apiKey).get(`/v1/payments/${failed.json.error.payment.id}`)).json.attempts).toEqual([]);
     expect(double.paymentsMade()).toBe(before);
   });
 });
