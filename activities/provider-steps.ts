@@ -68,15 +68,18 @@ export function tracedProvider(provider: PaymentProvider, name: string): Payment
   });
 }
 
-/** After a timeout or unknown outcome, the next attempt asks the provider before acting again.
- * A kind that replays (unknownOutcome `replay`) has no lookup: the same request is sent again.
+/**
+ * Whether this run of the step is a retry (a try after the first: Temporal's activity attempt
+ * above 1, never a charge attempt): after a timeout or an unknown outcome the next try asks the
+ * provider before acting again. A kind that replays (unknownOutcome `replay`) has no lookup: the
+ * same request is sent again.
  */
-export function isRetryAttempt(): boolean {
+export function isRetriedTry(): boolean {
   return Context.current().info.attempt > 1;
 }
 
 function looksUpFirst(provider: PaymentProvider): boolean {
-  return isRetryAttempt() && capabilitiesOf(provider).unknownOutcome !== 'replay';
+  return isRetriedTry() && capabilitiesOf(provider).unknownOutcome !== 'replay';
 }
 
 export interface ChargeInput {
@@ -253,7 +256,7 @@ export function createProviderSteps(
       // what the create wrote proves, by finding none, that nothing was charged (§3.8).
       const { unknownOutcome } = capabilitiesOf(provider);
       const lookFirst = retry && unknownOutcome !== 'replay';
-      const where = { payment_id: input.paymentId, provider: name, attempt: input.attempt, activity_attempt: context.info.attempt, local: context.info.isLocal };
+      const where = { payment_id: input.paymentId, provider: name, attempt: input.attempt, step_try: context.info.attempt, local: context.info.isLocal };
       // Whether nothing can have been charged under this key so far: true on the first try;
       // on a retry, only once the lookup has answered that nothing is there.
       let nothingSoFar = !retry;

@@ -171,7 +171,7 @@ const variables = z.object({
   IDEMPOTENCY_WAIT_MS: z.coerce.number().int().min(0).default(5000),
   /**
    * How the API learns a new payment's first answer: `notify`, the record's completion
-   * notification (NOTIFY at the commit of the run's outcome transaction, after a plain start);
+   * NOTIFY (sent at the commit of the run's outcome transaction, after a plain start);
    * `update`, Update-With-Start (the start carries a firstAnswer update whose result is that
    * answer). bench/NOTES.md has the two measured side by side.
    */

@@ -235,7 +235,7 @@ export const captureUpdate = defineUpdate<FinalResponse, [CaptureRequest]>('capt
 export const cancelUpdate = defineUpdate<FinalResponse, [CancelRequest]>('cancel');
 /**
  * The create request's first answer, once the run has recorded it (the stored response the
- * API would otherwise learn from the record's completion notification). Sent with the start as
+ * API would otherwise learn from the record's completion NOTIFY). Sent with the start as
  * Update-With-Start when PAYMENT_ANSWER=update (docs/ARCHITECTURE.md).
  */
 export const firstAnswerUpdate = defineUpdate<FinalResponse>('firstAnswer');
