@@ -65,8 +65,11 @@ async function successRateTenant(stack: BenchStack): Promise<string> {
 async function pay(stack: BenchStack, apiKey: string, index: number, network: Paid['network']): Promise<Paid> {
   const body = { order_id: `live-${index}-${randomUUID()}`, amount_minor: 2500, currency: 'EUR', payment_method: network === 'visa' ? 'pm_card_visa' : 'pm_card_mastercard' };
   const { status, json } = await post(stack, '/v1/payments', body, { authorization: `Bearer ${apiKey}`, 'idempotency-key': randomUUID() });
-  const routing = json.routing as { chosen?: string; explored?: boolean } | undefined;
-  return { index, network, httpStatus: status, status: String(json.status ?? json.error ?? status), provider: (json.provider as string | undefined) ?? null, chosen: routing?.chosen ?? null, explored: routing?.explored ?? null };
+  // A declined payment is answered 402 card_declined with the payment in the error.
+  const error = json.error as { type?: string; payment?: Record<string, unknown> } | undefined;
+  const payment = error?.payment ?? (error ? {} : json);
+  const routing = payment.routing as { chosen?: string; explored?: boolean } | undefined;
+  return { index, network, httpStatus: status, status: String(payment.status ?? error?.type ?? status), provider: (payment.provider as string | undefined) ?? null, chosen: routing?.chosen ?? null, explored: routing?.explored ?? null };
 }
 
 /** Payments with more than one charge that took money, across both PSPs (each sandbox keeps its own database). */
