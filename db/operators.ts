@@ -193,3 +193,8 @@ export async function auditTrail(db: Db, query: PageQuery & { tenantId: string |
     ${keysetPage(db, 'id', query)}`;
   return toPage(rows, query);
 }
+
+/** A note on an action still proposed (its operation answered 202: not decided yet; confirming again asks under the same key). */
+export async function noteAudit(db: Db, id: string, outcome: Record<string, unknown>): Promise<void> {
+  await db`UPDATE operator_audit SET outcome = ${db.json(outcome as never)} WHERE id = ${id} AND state = 'proposed'`;
+}

@@ -58,6 +58,11 @@ export const ActionPage: FC<{ operator: ConsoleSignedIn; action: AuditRow }> = (
           <code>{action.idempotency_key ?? ''}</code>
         </dd>
       </dl>
+      {action.state === 'proposed' && typeof outcome.message === 'string' && (
+        <p class="notice" role="status">
+          {outcome.message} Confirm again to ask for the outcome under the same key.
+        </p>
+      )}
       {action.state === 'proposed' ? (
         operator.role === 'operator' && (
           <form method="post" action={`/console/actions/${action.id}/confirm`}>

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Context } from 'hono';
 import { consolePayment } from '../../db/console';
-import { decideAudit, insertAudit, type AuditRow } from '../../db/operators';
+import { decideAudit, insertAudit, noteAudit, type AuditRow } from '../../db/operators';
 import { findTenant } from '../../db/tenants';
 import { ApiError } from '../../domain/errors';
 import { minorFromDecimal } from '../../domain/money';
@@ -136,7 +136,12 @@ export async function confirmAction(c: Context<AppEnv>, deps: ApiDeps, action: A
   const status = answer.response.status;
   const body = JSON.parse(answer.response.body) as Answer['body'];
   const kept = { ...(action.outcome ?? {}), http_status: status };
-  if (status >= 200 && status < 300) {
+  if (status === 202 && action.action !== 'refund') {
+    // Not decided yet (the PSP confirms by notification, or a recovery retry is in flight): the
+    // action stays proposed, and confirming again asks under the same key. A refund's 202 is a
+    // refund made and pending at the PSP: that is decided.
+    await noteAudit(deps.sql, action.id, { ...kept, message: describe(action, { status, body }) });
+  } else if (status >= 200 && status < 300) {
     await decideAudit(deps.sql, action.id, 'done', { ...kept, object_status: body.status ?? body.delivery_status ?? null, result_id: body.id ?? body.event_id ?? null, message: describe(action, { status, body }) });
   } else {
     await decideAudit(deps.sql, action.id, 'failed', { ...kept, error: body.error?.type, message: `Refused: ${body.error?.message ?? status}` });
