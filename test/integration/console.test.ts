@@ -543,4 +543,25 @@ describe("a payment's routing decision and waits", () => {
     expect(page.html).toContain('Routing decision');
     expect(page.html).toContain('No decision recorded');
   });
+
+  it("shows a success-rate decision (strategy, candidates with estimate and probability, chosen, reason), and the tenant's own segments on the PSPs page", async () => {
+    const routed = await stack.createTenant('console-routed');
+    const patched = await adminRequest(stack.apiUrl, 'PATCH', `/admin/tenants/${routed.id}`, { routing: { strategy: 'success_rate', fallback: ['sandbox'], scope: 'tenant' } });
+    expect(patched.status, JSON.stringify(patched.json)).toBe(200);
+    const payment = await pay(routed);
+    const routing = (await apiClient(stack.apiUrl, routed.apiKey).get(`/v1/payments/${payment.id}`)).json.routing as { reason: string; candidates: { selection_probability: number }[] };
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'viewer', tenantId: routed.id }));
+    const page = await client.get(`/console/payments/${payment.id}`);
+    expect(page.html).toContain('<dt>Strategy</dt><dd>success_rate</dd>');
+    expect(page.html).toContain(`<dd>${routing.reason.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')}</dd>`);
+    expect(page.html).toMatch(new RegExp(`<td>sandbox</td><td>[0-9.]+%</td><td>${(routing.candidates[0]!.selection_probability * 100).toFixed(1)}%</td>`));
+    // Its routing keeps its own counts (scope tenant): the PSPs page shows its segments, the one payment approved at each level.
+    const rowsOf = (html: string) => [...html.slice(html.indexOf('Per segment')).matchAll(/<tr><td>([^<]+)<\/td><td>sandbox<\/td><td>[^<]*<\/td><td>[^<]*<\/td><td>(\d+)<\/td><td>(\d+)<\/td><td>(\d+)<\/td><\/tr>/g)].map((m) => m.slice(1));
+    const rows = await eventually(async () => {
+      const found = rowsOf((await client.get('/console/psps')).html);
+      return found.length > 0 ? found : null;
+    }, 10_000, 100, "the tenant's segments");
+    expect(rows.map((r) => r[0])).toContain('*:*:*');
+    expect(rows.map((r) => r.slice(1))).toEqual(rows.map(() => ['1', '0', '0']));
+  });
 });
