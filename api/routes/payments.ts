@@ -302,26 +302,31 @@ export function paymentRoutes(deps: ApiDeps) {
     return c.json({ object: 'list' as const, data: page.rows.map(paymentResource), has_more: page.hasMore }, 200);
   });
 
-  /** Capture and cancel: updates to the payment's running workflow, with validators. */
-  async function runCommand(c: Context<AppEnv>, route: typeof capturePayment | typeof cancelPayment, kind: 'capture' | 'cancel', id: string, body: { amount_minor?: number }) {
-    const tenantId = c.var.tenant.id;
-    const payment = await tenantPayment(deps.sql, tenantId, id);
-    return runIdempotent(c, deps, route, {
-      params: { id },
-      body,
-      claim: () => ({ workflowId: payment.workflow_id, resourceId: payment.id }),
-      dispatch: (record, scope) => sendCommand(deps, record, scope, kind, body.amount_minor ?? null, c.var.requestId),
-      pending: async () => {
-        const row = (await getPayment(deps.sql, tenantId, payment.id))!;
-        return { body: paymentResource(row), location: paymentLocation(row.id) };
-      },
-    });
-  }
-
-  app.openapi(capturePayment, async (c) => recordedReply(c, capturePayment, await runCommand(c, capturePayment, 'capture', c.req.valid('param').id, optionalBody(CapturePaymentBody, c.req.valid('json')))));
-  app.openapi(cancelPayment, async (c) => recordedReply(c, cancelPayment, await runCommand(c, cancelPayment, 'cancel', c.req.valid('param').id, optionalBody(CancelPaymentBody, c.req.valid('json')))));
+  app.openapi(capturePayment, async (c) => recordedReply(c, capturePayment, await runPaymentCommand(deps, c, 'capture', c.req.valid('param').id, optionalBody(CapturePaymentBody, c.req.valid('json')))));
+  app.openapi(cancelPayment, async (c) => recordedReply(c, cancelPayment, await runPaymentCommand(deps, c, 'cancel', c.req.valid('param').id, optionalBody(CancelPaymentBody, c.req.valid('json')))));
 
   return app;
+}
+
+/**
+ * Capture and cancel (POST /v1/payments/{id}/capture and /cancel): updates to the payment's
+ * running workflow, with validators, under the idempotency protocol. The console's capture and
+ * cancel (api/console/actions.ts) run this same operation.
+ */
+export async function runPaymentCommand(deps: ApiDeps, c: Context<AppEnv>, kind: 'capture' | 'cancel', id: string, body: { amount_minor?: number }) {
+  const route = kind === 'capture' ? capturePayment : cancelPayment;
+  const tenantId = c.var.tenant.id;
+  const payment = await tenantPayment(deps.sql, tenantId, id);
+  return runIdempotent(c, deps, route, {
+    params: { id },
+    body,
+    claim: () => ({ workflowId: payment.workflow_id, resourceId: payment.id }),
+    dispatch: (record, scope) => sendCommand(deps, record, scope, kind, body.amount_minor ?? null, c.var.requestId),
+    pending: async () => {
+      const row = (await getPayment(deps.sql, tenantId, payment.id))!;
+      return { body: paymentResource(row), location: paymentLocation(row.id) };
+    },
+  });
 }
 
 /** Why a capture or cancel cannot be done once the payment's run has closed. */

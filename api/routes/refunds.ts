@@ -59,7 +59,7 @@ const getRefundRoute = createRoute({
  * POST /v1/payments/{id}/refunds as one idempotent operation (api/idempotency.ts): the run
  * started or joined under the refund's key, and the refund as it stands for a 202. Whether the
  * payment can be refunded is the run's first step (activities/refunds.ts beginRefund). The
- * console's refund (api/console/refund.ts) runs this same operation.
+ * console's refund (api/console/actions.ts) runs this same operation.
  */
 export function createRefundOperation(
   deps: ApiDeps,
