@@ -251,8 +251,10 @@ const variables = z.object({
    */
   PROVIDER_FEES: jsonVariable(FeeSchedule).optional(),
   /**
-   * Each PSP's calls per second across every worker (db/routing.ts takeCall, a token bucket in
-   * PostgreSQL): JSON, `{"<provider>":{"calls_per_second":50,"burst":100}}`. A PSP not named: no limit.
+   * Each PSP's calls per second across every worker and API process (db/routing.ts takeCall, a
+   * token bucket in PostgreSQL): every call to a named PSP takes a token first and waits over the
+   * limit (lib/provider-limits.ts). JSON, `{"<provider>":{"calls_per_second":50,"burst":100}}`.
+   * A PSP not named: no limit.
    */
   PROVIDER_RATE_LIMITS: jsonVariable(z.record(z.string(), ProviderCallLimit)).optional(),
   /** One provider call; past it the outcome is unknown and the next attempt looks it up first. */

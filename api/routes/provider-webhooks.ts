@@ -9,6 +9,9 @@ import { isTemporalUnavailable } from '../../lib/temporal';
 import { ProviderEventUnreadableError, ProviderWebhookError, type PaymentProvider, type ProviderWebhookEvent, type UnreadableField } from '../../provider/types';
 import { createProviderClient, createProviderWebhookBatchVerifier, createProviderWebhookVerifier, providerKind } from '../../provider/registry';
 import type { Config } from '../../lib/config';
+import type { Sql } from '../../db/connect';
+import { takeCall } from '../../db/routing';
+import { callLimitedProvider } from '../../lib/provider-limits';
 import type { Logger } from '../../lib/logger';
 import type { ProviderDispute } from '../../shared/disputes';
 import { handOverProviderEvent, type ProviderEventDecision, type ProviderEventHandOver } from '../../lib/provider-events';
@@ -24,12 +27,15 @@ import { errorResponses, jsonContent } from './openapi';
  * verification and its own secret (provider/<kind>/webhook.ts; Stripe's: the Stripe library's
  * constructEvent). Without a secret every webhook of that provider is refused (400).
  */
-export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS' | 'PROVIDER_TIMEOUT_MS'>): Promise<ProviderWebhookReceiver[]> {
+export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS' | 'PROVIDER_TIMEOUT_MS' | 'PROVIDER_RATE_LIMITS'>, sql?: Sql): Promise<ProviderWebhookReceiver[]> {
   return Promise.all(
     config.PROVIDERS.map(async (connection) => {
       const verify = await createProviderWebhookVerifier(connection);
       const verifyBatch = await createProviderWebhookBatchVerifier(connection);
-      const client = await createProviderClient(connection, config);
+      // The API's calls to the PSP (the charge a webhook reports, read back) take its tokens too (PROVIDER_RATE_LIMITS).
+      const limit = config.PROVIDER_RATE_LIMITS?.[connection.name];
+      const own = await createProviderClient(connection, config);
+      const client = limit && sql ? callLimitedProvider(own, connection.name, (provider) => takeCall(sql, provider, limit)) : own;
       return {
         name: connection.name,
         verify,

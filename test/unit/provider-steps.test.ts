@@ -120,7 +120,7 @@ describe('capture, void and refund retries act only if the lookup says it is not
     const subKey = providerSubKey.refund('re_1');
     const { provider, calls } = recordingProvider({ refund });
     const asked: string[] = [];
-    const steps = createProviderSteps(provider, undefined, undefined, async (reference) => (asked.push(reference), reference === 're_1' ? 'JPY' : null));
+    const steps = createProviderSteps(provider, undefined, async (reference) => (asked.push(reference), reference === 're_1' ? 'JPY' : null));
     await run(1, steps.refundCharge, { subKey, chargeId: 'ch_1', amountMinor: 400, reference: 're_1' });
     expect(asked).toEqual(['re_1']);
     expect(calls).toEqual([`refund ${subKey} JPY`]);
@@ -222,7 +222,7 @@ describe('chargeAttempt deciding its route (attempt 1)', () => {
   const plan = (...providers: string[]) => ({ providers, reason: 'test plan', retryableDeclineCodes: ['processing_error'] });
   const runRouted = (psps: Record<string, PaymentProvider>, planned: ReturnType<typeof plan>, attempt = 1, triedBefore = false) => {
     const asked: unknown[] = [];
-    const steps = createProviderSteps(providerRegistry(psps), undefined, async (request) => (asked.push(request), { plan: planned, triedBefore }));
+    const steps = createProviderSteps(providerRegistry(psps), async (request) => (asked.push(request), { plan: planned, triedBefore }));
     return { asked, result: new MockActivityEnvironment({ attempt }).run(steps.chargeAttempt, routeInput) };
   };
 
