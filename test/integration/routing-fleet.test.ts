@@ -199,7 +199,7 @@ describe("a PSP's calls per second across workers", () => {
     for (const worker of workers) await worker.stop();
   });
 
-  it('40 payments at once all succeed, and the PSP never sees more than 5 + burst calls in one second', async () => {
+  it('40 payments at once all succeed, and the PSP never sees more than 5 + burst calls in one second (one more for the way there)', async () => {
     const tenant = await tenantWith(null);
     const ids = await Promise.all(Array.from({ length: 40 }, () => startPayment(tenant)));
     for (const id of ids) expect(await finalStatus(tenant, id)).toBe('succeeded');
@@ -213,9 +213,11 @@ describe("a PSP's calls per second across workers", () => {
     expect(rows).toHaveLength(40);
     const times = rows.map((row) => row.at);
     const { perSecond, burst } = { perSecond: limits.sandbox.calls_per_second, burst: limits.sandbox.burst };
-    // The busiest one-second window starting at any request.
+    // The busiest one-second window starting at any request: the bucket lets at most burst + 5 leave
+    // in a second; one more is allowed for the way there (calls that left a moment apart may be
+    // stored closer together). Without the limit the 40 would all land within about a second.
     const busiest = Math.max(...times.map((start) => times.filter((t) => t >= start && t < start + 1).length));
-    expect(busiest, times.map((t) => Math.round((t - times[0]!) * 1000)).join(' ')).toBeLessThanOrEqual(perSecond + burst);
+    expect(busiest, times.map((t) => Math.round((t - times[0]!) * 1000)).join(' ')).toBeLessThanOrEqual(perSecond + burst + 1);
     // 40 calls at 5 per second after a burst of 5 take at least 7 s from the first to the last.
     expect(times.at(-1)! - times[0]!).toBeGreaterThanOrEqual((40 - burst) / perSecond - 0.5);
   });
