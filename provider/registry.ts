@@ -1,5 +1,5 @@
 import { hasTestPaymentMethodShape, paymentMethodFacts, type PaymentMethodRef } from '../domain/payment-methods';
-import type { PaymentMethodSupport, ProviderCapabilities, ProviderKind, ProviderWebhookBatchVerifier, ProviderWebhookVerifier } from './kind';
+import type { PaymentMethodSupport, ProviderCapabilities, ProviderDouble, ProviderKind, ProviderWebhookBatchVerifier, ProviderWebhookVerifier } from './kind';
 import * as kinds from './kinds';
 import type { PaymentProvider } from './types';
 
@@ -46,6 +46,14 @@ export function providerKind(kind: string): ProviderKind {
   if (!found) throw new Error(`unknown kind "${kind}" (known kinds: ${knownProviderKinds.join(', ')})`);
   return found;
 }
+
+/** The kinds that declare a double of their PSP (ProviderKind.double), by kind, sorted: what PSP_DOUBLES may name. */
+export const providerDoubles: ReadonlyMap<string, ProviderDouble> = new Map(
+  knownProviderKinds.flatMap((kind) => {
+    const double = providerKind(kind).double;
+    return double ? [[kind, double] as const] : [];
+  }),
+);
 
 /** What a client without a kind (a test's fake) is taken to be: a PSP whose lookup proves, whose modifications are final, that charges any saved card it is given. */
 const kindlessCapabilities: ProviderCapabilities = { balanceReport: false, chargeSearch: true, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: true, challengeReturn: 'merchant', disputeSource: 'retrieval' };
@@ -183,7 +191,7 @@ const nonEmpty = (value: string | undefined) => (value === undefined || value ==
 
 /**
  * PROVIDERS: `name=kind:url,…` (`name=kind` takes the kind's default URL), e.g.
- * `sandbox-a=sandbox:http://127.0.0.1:4010,stripe-eu=stripe:https://api.stripe.com`. Throws with
+ * `sandbox-a=sandbox:http://127.0.0.1:4010,psp-eu=<kind>:https://psp.example`. Throws with
  * the reason for a malformed entry, a bad or repeated name, a missing or unknown kind, or
  * settings the kind refuses.
  */
@@ -199,7 +207,7 @@ export function parseProvidersList(list: string, env: NodeJS.ProcessEnv): Provid
     const colon = rest.indexOf(':');
     const kind = (colon < 0 ? rest : rest.slice(0, colon)).trim();
     const url = colon < 0 ? undefined : rest.slice(colon + 1).trim();
-    // A bare URL names no kind: nothing guesses one (`adyen=https://…` is refused, not a sandbox).
+    // A bare URL names no kind: nothing guesses one (`psp=https://…` is refused, not a sandbox).
     if (kind === '' || url?.startsWith('//')) {
       throw new Error(`provider "${name}": no kind given; write ${name}=<kind>:<url> (known kinds: ${knownProviderKinds.join(', ')})`);
     }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { defineProviderKind, httpUrl } from '../kind';
 // Its module imports no SDK at run time (the library's types only).
 import { ADYEN_TEST_DISPUTES_URL } from './disputes';
+import { adyenDouble } from './double';
 import { adyenTestCards } from './test-cards';
 
 /**
@@ -9,7 +10,7 @@ import { adyenTestCards } from './test-cards';
  * by its PSP reference. Its client: ./client.ts; its wire mapping (Adyen's models to and from
  * ours, and our test payment methods as Adyen's test cards): ./wire.ts; its notifications'
  * HMAC validation (the library's): ./webhook.ts. Its double, for tests and `npm start`:
- * doubles/adyen/.
+ * doubles/adyen/, declared in ./double.ts.
  */
 export const adyen = defineProviderKind({
   kind: 'adyen',
@@ -61,4 +62,5 @@ export const adyen = defineProviderKind({
     const { verifyAdyenNotificationBatch } = await import('./webhook');
     return (rawBody) => verifyAdyenNotificationBatch(rawBody, { hmacKey: settings.hmacKey });
   },
+  double: adyenDouble,
 });

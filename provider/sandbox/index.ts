@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineProviderKind, httpUrl } from '../kind';
 
-/** How old (or how far ahead) a webhook's signature timestamp may be, in seconds (as Stripe's). */
+/** How old (or how far ahead) a webhook's signature timestamp may be, in seconds (as card PSPs allow). */
 const WEBHOOK_TOLERANCE_SECONDS = 300;
 
 /**
