@@ -173,6 +173,12 @@ export interface ProviderKind<Schema extends ProviderSettingsSchema = ProviderSe
    */
   settings: Schema;
   capabilities: ProviderCapabilities;
+  /**
+   * Its webhooks as a PSP sends them, for people (the inbound route's OpenAPI text,
+   * api/routes/provider-webhooks.ts): the body's shape, where its signature is, and the bounds
+   * of its identifiers where the PSP documents shorter ones than 255 (its wire schema holds them).
+   */
+  webhookBody: string;
   /** The payment methods it charges. */
   paymentMethods: PaymentMethodSupport;
   /**

@@ -47,6 +47,14 @@ export function providerKind(kind: string): ProviderKind {
   return found;
 }
 
+/**
+ * The kinds whose capabilities hold `holds`, as people read them (`` `a`, `b` ``; `none`): the
+ * API's texts name the kinds a behaviour applies to from their declarations, never by hand.
+ */
+export function kindsWhere(holds: (capabilities: ProviderCapabilities) => boolean): string {
+  return knownProviderKinds.filter((kind) => holds(providerKind(kind).capabilities)).map((kind) => `\`${kind}\``).join(', ') || 'none';
+}
+
 /** The kinds that declare a double of their PSP (ProviderKind.double), by kind, sorted: what PSP_DOUBLES may name. */
 export const providerDoubles: ReadonlyMap<string, ProviderDouble> = new Map(
   knownProviderKinds.flatMap((kind) => {

@@ -41,6 +41,11 @@ export const adyen = defineProviderKind({
   // Its Disputes API answers commands only: a dispute is known by its signed notifications.
   // Cards: Adyen's test cards by our names (and the double's own), and the cards it stored; no other method reaches its client.
   paymentMethods: { types: ['card'], testMethods: Object.keys(adyenTestCards), pspTokens: false },
+  webhookBody:
+    'batches, `{live, notificationItems: [{NotificationRequestItem}]}`, each item signed with its own HMAC in `additionalData.hmacSignature`, ' +
+    'answered `[accepted]`; its `pspReference` and `originalReference` at most 16 characters, its `merchantReference` 80; a dispute ' +
+    '(NOTIFICATION_OF_CHARGEBACK, CHARGEBACK, CHARGEBACK_REVERSED, SECOND_CHARGEBACK, …) without `originalReference`, or with an unreadable ' +
+    '`additionalData.defensePeriodEndsAt`, is unreadable',
   capabilities: { balanceReport: true, chargeSearch: false, unknownOutcome: 'replay', modifications: 'notified', notifications: 'batch', savedMethods: true, networkTransactionIds: false, challengeReturn: 'orchestrator', disputeSource: 'notification' },
   async createClient(settings, { timeoutMs }) {
     const { AdyenProvider } = await import('./client');
