@@ -160,7 +160,7 @@ export function kindSettingVariable(kind: string, key: string): string {
   return `${variablePart(kind)}_${variableSuffix(key)}`;
 }
 
-/** Every kind-wide variable the known kinds read (STRIPE_API_KEY, SANDBOX_WEBHOOK_SECRET, …). */
+/** Every kind-wide variable the known kinds read (<KIND>_API_KEY, SANDBOX_WEBHOOK_SECRET, …). */
 export function kindSettingVariables(): string[] {
   return [...kindsByName.values()].flatMap((kind) => Object.keys(kind.settings.shape).filter((key) => key !== 'url').map((key) => kindSettingVariable(kind.kind, key)));
 }
