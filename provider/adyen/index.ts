@@ -3,6 +3,7 @@ import { defineProviderKind, httpUrl } from '../kind';
 // Its module imports no SDK at run time (the library's types only).
 import { ADYEN_TEST_DISPUTES_URL } from './disputes';
 import { adyenDouble } from './double';
+import { ADYEN_MERCHANT_REFERENCE_MAX_LENGTH, ADYEN_PSP_REFERENCE_LENGTH } from './identifiers';
 import { adyenTestCards } from './test-cards';
 
 /**
@@ -43,7 +44,7 @@ export const adyen = defineProviderKind({
   paymentMethods: { types: ['card'], testMethods: Object.keys(adyenTestCards), pspTokens: false },
   webhookBody:
     'batches, `{live, notificationItems: [{NotificationRequestItem}]}`, each item signed with its own HMAC in `additionalData.hmacSignature`, ' +
-    'answered `[accepted]`; its `pspReference` and `originalReference` at most 16 characters, its `merchantReference` 80; a dispute ' +
+    `answered \`[accepted]\`; its \`pspReference\` and \`originalReference\` at most ${ADYEN_PSP_REFERENCE_LENGTH} characters, its \`merchantReference\` ${ADYEN_MERCHANT_REFERENCE_MAX_LENGTH}; a dispute ` +
     '(NOTIFICATION_OF_CHARGEBACK, CHARGEBACK, CHARGEBACK_REVERSED, SECOND_CHARGEBACK, …) without `originalReference`, or with an unreadable ' +
     '`additionalData.defensePeriodEndsAt`, is unreadable',
   capabilities: { balanceReport: true, chargeSearch: false, unknownOutcome: 'replay', modifications: 'notified', notifications: 'batch', savedMethods: true, networkTransactionIds: false, challengeReturn: 'orchestrator', disputeSource: 'notification' },
