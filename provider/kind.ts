@@ -159,9 +159,9 @@ export type ProviderSettingsSchema = z.ZodObject<{ url: z.ZodType<string, string
 
 /**
  * One kind of PSP: what provider/<kind>/index.ts exports and provider/kinds.ts lists. Adding a
- * PSP is one such folder (with its double's, doubles/<kind>/, if it has one) and one line in
- * provider/kinds.ts (docs/new-psp-kind.md); nothing else branches on a kind or names one
- * (test/unit/kind-folders.test.ts).
+ * PSP is one such folder (with its double's, doubles/<kind>/, if it has one), one line in
+ * provider/kinds.ts and, if its client uses one, its SDK in package.json (docs/new-psp-kind.md);
+ * nothing else branches on a kind or names one (test/unit/kind-folders.test.ts).
  */
 export interface ProviderKind<Schema extends ProviderSettingsSchema = ProviderSettingsSchema> {
   /** The name a connection gives in PROVIDERS (`name=<kind>:<url>`): lowercase letters, digits and '-'. */
