@@ -178,7 +178,7 @@ export function createProviderSteps(
   planFirstAttempt?: (request: RouteRequest) => Promise<FirstAttempt>,
   /**
    * The currency of a refund's money by its reference (db/refunds.ts currencyOfRefundReference):
-   * a PSP whose refund names its amount in full (Adyen) needs it, and the refund steps recorded
+   * a PSP whose refund names its amount in full needs it, and the refund steps recorded
    * in workflow histories do not carry it.
    */
   currencyOfRefund?: (reference: string) => Promise<string | null>,

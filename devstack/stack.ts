@@ -305,7 +305,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     };
     const apiMetrics = createApiMetrics();
     // The API verifies the sandbox's webhooks with the worker's client (it holds the shared secret).
-    // Every PSP of the worker's registry (extraProviders too: e.g. Stripe against stripe-mock) gets its inbound route.
+    // Every PSP of the worker's registry (extraProviders too: e.g. a kind's client against its PSP's mock) gets its inbound route.
     const providerWebhooks = Object.entries<PaymentProvider>({ ...clients, ...options.extraProviders }).map(([name, client]) => ({
       name,
       verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => client.verifyWebhook(raw, headers, now),
