@@ -13,7 +13,7 @@ import type { DisputeProvider, ProviderDispute } from '../provider/types';
 import type { ScopedKey } from '../shared/definitions';
 import { refundSummary, type DisputeEventType, type DisputeReport, type DisputeStanding } from '../shared/disputes';
 import { businessEventKey, type DisputeMoneyFact } from '../shared/keys';
-import { isRetryAttempt, providerCall } from './provider-steps';
+import { isRetriedTry, providerCall } from './provider-steps';
 import { step, workflowId } from './record-step';
 
 /**
@@ -236,7 +236,7 @@ export function createDisputeProviderSteps(registry: ProviderRegistry, sql: Sql)
         const known = await recorded(input.provider, input.providerDisputeId);
         return providerCall((signal) => disputes.closeDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId, recorded: known.dispute }, { signal }));
       }
-      if (isRetryAttempt()) {
+      if (isRetriedTry()) {
         const now = await providerCall((signal) => disputes.retrieveDispute(input.providerDisputeId, { signal }));
         if (now.status === 'lost') return now;
       }
@@ -262,7 +262,7 @@ export function createDisputeProviderSteps(registry: ProviderRegistry, sql: Sql)
         const all = { ...known.evidence, ...evidence };
         return providerCall((signal) => disputes.updateDispute({ idempotencyKey: input.subKey, disputeId: input.providerDisputeId, evidence: all, submit: input.submit, recorded: known.dispute }, { signal }));
       }
-      if (input.submit && isRetryAttempt()) {
+      if (input.submit && isRetriedTry()) {
         const submitted = await providerCall((signal) => submittedWith(disputes, input.providerDisputeId, evidence, signal));
         if (submitted) return submitted;
       }

@@ -4,7 +4,7 @@ import type { ProviderRegistry } from '../provider/registry';
 import type { WorkerMetrics } from '../lib/metrics';
 import type { DisputeTimes } from '../lib/dispute';
 import { createLogger, type Logger } from '../lib/logger';
-import type { ProviderHealthRecorder } from '../domain/routing';
+import { callLimitedRegistry } from '../lib/provider-limits';
 import { createDisputeProviderSteps, createDisputeSteps, type DisputeProviderSteps, type DisputeSteps } from './disputes';
 import { createDisputeEventSteps, type DisputeEventSteps } from './disputes-events';
 import { createJobSteps, type JobSteps } from './jobs';
@@ -20,7 +20,7 @@ import { createRefundEventSteps, type RefundEventSteps } from './refunds-events'
 import { createFirstAttemptPlanner, createRouteSteps, type RoutePlanner, type RouteSteps } from './routing';
 import { createRouteDecisionSteps, type RouteDecisionSteps } from './routing-decision';
 import type { FeeSchedule } from '../domain/routing-fees';
-import type { CallLimit } from '../db/routing';
+import type { CallLimit, HealthSettings } from '../db/routing';
 
 export interface ActivityDeps {
   sql: Sql;
@@ -28,12 +28,15 @@ export interface ActivityDeps {
   providers: ProviderRegistry;
   /** The routing of payments across the providers (default: activities/routing.ts planRouteFor, the routing seam). */
   route?: RoutePlanner;
-  /** The worker's circuit breaker per PSP (worker/provider-health.ts): fed by the charge step, read by the route's plan. */
-  health?: ProviderHealthRecorder;
   /** The deployment's fee schedule (PROVIDER_FEES) the net objective of decideRoute reads; absent: none. */
   routingFees?: FeeSchedule | null;
-  /** Each PSP's calls per second across the fleet (PROVIDER_RATE_LIMITS), for takeProviderCall; absent: none. */
+  /**
+   * Each PSP's calls per second across the fleet (PROVIDER_RATE_LIMITS): every call of the
+   * activities to a PSP it names takes a token first (lib/provider-limits.ts); absent: none.
+   */
   callLimits?: Readonly<Record<string, CallLimit>> | null;
+  /** The shared health's settings (db/routing.ts HEALTH_DEFAULTS when absent; tests shorten its times). */
+  routingHealth?: HealthSettings;
   /** Optional: outcome counters (the worker process passes its registry). */
   metrics?: WorkerMetrics;
   /** The periodic jobs log their findings here (default: a silent logger). */
@@ -61,9 +64,12 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   // One cache of ledger account ids for the process's database (db/ledger.ts).
   const accounts = new LedgerAccounts();
+  const decisions = createRouteDecisionSteps({ sql: deps.sql, providerNames: deps.providers.names, fees: deps.routingFees ?? null, callLimits: deps.callLimits ?? null, ...(deps.routingHealth ? { health: deps.routingHealth } : {}) });
+  // Every PSP call of every activity takes its PSP's token first (PROVIDER_RATE_LIMITS).
+  const providers = callLimitedRegistry(deps.providers, Object.keys(deps.callLimits ?? {}), (provider) => decisions.takeProviderCall({ provider }));
   const jobs = createJobSteps({
     sql: deps.sql,
-    providers: Object.fromEntries(deps.providers.names.map((name) => [name, deps.providers.get(name)])),
+    providers: Object.fromEntries(providers.names.map((name) => [name, providers.get(name)])),
     ...(deps.metrics ? { metrics: deps.metrics } : {}),
     logger: deps.logger ?? createLogger({ name: 'jobs', level: 'silent' }),
     ...(deps.temporal ? { temporal: deps.temporal } : {}),
@@ -71,12 +77,10 @@ export function createActivities(deps: ActivityDeps) {
     ...(deps.disputeTimes ? { disputeTimes: deps.disputeTimes } : {}),
   });
   const temporal = deps.temporal ? { temporal: deps.temporal } : {};
-  const decisions = createRouteDecisionSteps({ sql: deps.sql, providerNames: deps.providers.names, fees: deps.routingFees ?? null, callLimits: deps.callLimits ?? null });
   const routeDeps = {
     sql: deps.sql,
-    providers: deps.providers,
+    providers,
     ...(deps.route ? { route: deps.route } : {}),
-    ...(deps.health ? { health: deps.health } : {}),
     decide: decisions.decideRoute,
     ...(deps.charging?.budgetMs !== undefined ? { chargeBudgetMs: deps.charging.budgetMs } : {}),
   };
@@ -85,16 +89,15 @@ export function createActivities(deps: ActivityDeps) {
     ...createRecoverySteps(deps.sql),
     ...createRefundSteps(deps.sql, deps.metrics, accounts),
     ...createLateChargeSteps(deps.sql, deps.metrics),
-    ...createDisputeSteps(deps.sql, accounts, deps.providers),
-    ...createDisputeProviderSteps(deps.providers, deps.sql),
-    ...createChargeEventSteps({ sql: deps.sql, providers: deps.providers, ...temporal }),
+    ...createDisputeSteps(deps.sql, accounts, providers),
+    ...createDisputeProviderSteps(providers, deps.sql),
+    ...createChargeEventSteps({ sql: deps.sql, providers, ...temporal }),
     ...createRefundEventSteps({ sql: deps.sql, ...temporal }),
-    ...createDisputeEventSteps({ providers: deps.providers, ...temporal }),
+    ...createDisputeEventSteps({ providers, ...temporal }),
     ...createRouteSteps(routeDeps),
     ...decisions,
     ...createProviderSteps(
-      deps.providers,
-      deps.health,
+      providers,
       createFirstAttemptPlanner(routeDeps),
       (reference) => currencyOfRefundReference(deps.sql, reference),
       deps.returnRoute,

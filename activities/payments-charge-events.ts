@@ -92,8 +92,8 @@ export type ChargeEventSteps = ReturnType<typeof createChargeEventSteps>;
  * captured (part of the authorization, perhaps), not what was authorized. An authorisation
  * (`requires_capture` timestamped `authorizedAt`, no failed capture, no modification merely
  * received) of an automatic-capture payment is its success: the PSP captures it itself and
- * confirms nothing more (Adyen's automatic capture), e.g. a 3-D Secure payment decided by its
- * AUTHORISATION.
+ * confirms nothing more (a kind whose automatic capture is not notified), e.g. a 3-D Secure
+ * payment decided by its authorisation's notification.
  */
 function notifiedCharge(reported: ProviderCharge, payment: { amount_minor: number; capture_method: string }): ProviderCharge {
   if (reported.status === 'succeeded') return { ...reported, amountMinor: payment.amount_minor };

@@ -398,8 +398,8 @@ export function createPaymentSteps(sql: Sql, metrics?: WorkerMetrics, accounts?:
       idempotency: ScopedKey;
     }): Promise<FinalResponse> {
       return step(sql, async (tx) => {
-        // The payment's row first: a refusal of its compensation's refund stored before this (Adyen's
-        // REFUND_FAILED, which the refund event's step acts on only once the payment has failed) is read here.
+        // The payment's row first: a refusal of its compensation's refund stored before this (a notified
+        // refund's failure, which the refund event's step acts on only once the payment has failed) is read here.
         const current = await lockPayment(tx, input.paymentId);
         const refused = compensatedByRefund.includes(input.failure.code) && current.provider !== null && (await storedCompensationRefusal(tx, current.provider, input.paymentId));
         const failure = refused

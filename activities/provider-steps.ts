@@ -1,4 +1,3 @@
-import type { ProviderHealthRecorder } from '../domain/routing';
 import type { RoutePlan } from '../domain/payments-attempts';
 import type { FirstAttempt } from './routing';
 import type { SavedMethodCharge } from '../shared/customers';
@@ -9,6 +8,7 @@ import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
 import { killPoint } from '../lib/kill-points';
+import { heartbeatingContexts, ProviderCallDeferredError } from '../lib/provider-limits';
 import { inSpan, SpanKind, traceAttributes, tracingOn } from '../lib/tracing';
 import { capabilitiesOf, testPaymentMethodAt, isProviderRegistry, providerRegistry, UnknownProviderError, type ProviderRegistry } from '../provider/registry';
 import { ProviderRejectedError, ProviderUnavailableError, type PaymentProvider, type ProviderCharge, type ProviderRefund } from '../provider/types';
@@ -26,6 +26,8 @@ export async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>,
   // Every beat carries the step's details (if any): the last one is what the next attempt reads.
   // A local activity has no heartbeat: its workflow task's timeout notices a worker that died.
   const beat = context.info.isLocal ? undefined : setInterval(() => context.heartbeat(details?.()), 1000);
+  // A wait for the PSP's rate limit inside the call (lib/provider-limits.ts) leaves the beats to this one.
+  if (beat) heartbeatingContexts.add(context);
   try {
     const answer = await call(context.cancellationSignal);
     killPoint('after-provider-answer');
@@ -40,7 +42,10 @@ export async function providerCall<T>(call: (signal: AbortSignal) => Promise<T>,
     }
     throw error; // unknown outcome: retried with the same sub-key, lookup first
   } finally {
-    if (beat) clearInterval(beat);
+    if (beat) {
+      clearInterval(beat);
+      heartbeatingContexts.delete(context);
+    }
   }
 }
 
@@ -68,15 +73,18 @@ export function tracedProvider(provider: PaymentProvider, name: string): Payment
   });
 }
 
-/** After a timeout or unknown outcome, the next attempt asks the provider before acting again.
- * A kind that replays (unknownOutcome `replay`) has no lookup: the same request is sent again.
+/**
+ * Whether this run of the step is a retry (a try after the first: Temporal's activity attempt
+ * above 1, never a charge attempt): after a timeout or an unknown outcome the next try asks the
+ * provider before acting again. A kind that replays (unknownOutcome `replay`) has no lookup: the
+ * same request is sent again.
  */
-export function isRetryAttempt(): boolean {
+export function isRetriedTry(): boolean {
   return Context.current().info.attempt > 1;
 }
 
 function looksUpFirst(provider: PaymentProvider): boolean {
-  return isRetryAttempt() && capabilitiesOf(provider).unknownOutcome !== 'replay';
+  return isRetriedTry() && capabilitiesOf(provider).unknownOutcome !== 'replay';
 }
 
 export interface ChargeInput {
@@ -180,19 +188,13 @@ export interface ChargeStepInput {
   attempt?: number;
 }
 
-/**
- * `health`: the worker's circuit breaker (worker/provider-health.ts), told of every charge
- * attempt's answer: an answer (a charge, a decline, a refusal) is 'ok', no answer (unreachable,
- * a timeout, a 5xx) an 'error'.
- */
 export function createProviderSteps(
   providers: ProviderRegistry | PaymentProvider,
-  health?: ProviderHealthRecorder,
   /** Decides a route in attempt 1 (inputs with `route`; activities/routing.ts createFirstAttemptPlanner). */
   planFirstAttempt?: (request: RouteRequest) => Promise<FirstAttempt>,
   /**
    * The currency of a refund's money by its reference (db/refunds.ts currencyOfRefundReference):
-   * a PSP whose refund names its amount in full (Adyen) needs it, and the refund steps recorded
+   * a PSP whose refund names its amount in full needs it, and the refund steps recorded
    * in workflow histories do not carry it.
    */
   currencyOfRefund?: (reference: string) => Promise<string | null>,
@@ -203,9 +205,12 @@ export function createProviderSteps(
    */
   returnRoute?: (paymentId: string) => string,
   /**
-   * Counts a payment's first attempt at its first PSP in routing's shared state
-   * (activities/routing-decision.ts recordRouteOutcome): the issuer's answer, or the PSP's error.
-   * Not awaited: a statistic never holds up or fails a charge.
+   * Counts every charge attempt's outcome in routing's shared state
+   * (activities/routing-decision.ts recordRouteOutcome): the PSP's shared health is fed by every
+   * try of every attempt (an answer for it: a charge, a decline, a challenge, a refusal of the
+   * request; no answer against it: unreachable, a timeout, a 5xx, nothing found by its lookups);
+   * a payment's first attempt, on its step's first try, also counts the issuer's answer toward
+   * approvals. Not awaited: a statistic never holds up or fails a charge.
    */
   routeOutcome?: (input: RouteOutcomeInput) => Promise<unknown>,
   /** The tries a PSP gets for one attempt before the step answers that nothing was charged there. */
@@ -273,7 +278,7 @@ export function createProviderSteps(
       // what the create wrote proves, by finding none, that nothing was charged (§3.8).
       const { unknownOutcome } = capabilitiesOf(provider);
       const lookFirst = retry && unknownOutcome !== 'replay';
-      const where = { payment_id: input.paymentId, provider: name, attempt: input.attempt, activity_attempt: context.info.attempt, local: context.info.isLocal };
+      const where = { payment_id: input.paymentId, provider: name, attempt: input.attempt, step_try: context.info.attempt, local: context.info.isLocal };
       // This try's number at this PSP under this sub-key (the run's local first try counts).
       const tries = context.info.attempt + (input.localTry ? 1 : 0);
       const previous = context.info.heartbeatDetails as { noneFound?: unknown; clean?: unknown } | undefined;
@@ -290,12 +295,12 @@ export function createProviderSteps(
         if (!context.info.isLocal) context.heartbeat(details());
       };
       if (retry) beat();
-      // Only a payment's first attempt, on the step's first try, counts toward routing's estimates.
-      const counts = routeOutcome !== undefined && input.attempt === 1 && context.info.attempt === 1 && !triedBefore && input.localTry === undefined;
+      // Every try feeds the PSP's health; only a payment's first attempt, on the step's first try, counts toward routing's estimates.
+      const firstAttempt = input.attempt === 1 && context.info.attempt === 1 && !triedBefore && input.localTry === undefined;
       const count = (outcome: RouteOutcomeInput['outcome']) => {
-        if (!counts) return;
+        if (!routeOutcome) return;
         const { segment } = paymentSegment({ paymentMethod: input.paymentMethod, currency: input.currency, ...(input.savedMethod ? { savedCard: { brand: input.savedMethod.card.brand } } : {}) });
-        void routeOutcome({ provider: name, segment, outcome, firstAttempt: true, tenantScope: plan?.tenantScope ?? null }).catch((error: unknown) =>
+        void routeOutcome({ provider: name, segment, outcome, firstAttempt, tenantScope: plan?.tenantScope ?? null }).catch((error: unknown) =>
           log.warn('routing outcome not counted', { ...where, error: String((error as Error)?.message ?? error) }),
         );
       };
@@ -328,15 +333,18 @@ export function createProviderSteps(
           sending = true;
           return { kind: 'charge', charge: await createCharge(provider, name, input, input.attempt, signal), ...(plan ? { plan } : {}) };
         }, details);
-        health?.record(name, answered.kind === 'charge' ? 'ok' : 'error');
-        if (answered.kind !== 'charge') count('error');
+        // Past a recovery's end nothing was sent: no outcome of the PSP's.
+        if (answered.kind !== 'charge') {
+          if (answered.errorCode !== 'recovery_window_elapsed') count('error');
+        }
         else if (answered.charge.status === 'succeeded' || answered.charge.status === 'requires_capture') count('approved');
         else if (answered.charge.status === 'declined') count('declined');
+        else count('answered');
         return answered;
       } catch (error) {
         const refused = failureType(error) === FailureType.ProviderRejected;
-        health?.record(name, refused ? 'ok' : 'error');
-        if (!refused) count('error');
+        // A call held back by the PSP's rate limit (provider/call-limits.ts) met no PSP: it counts nothing.
+        if (!(error instanceof ProviderCallDeferredError)) count(refused ? 'answered' : 'error');
         // A refusal at the last PSP is the run's to record when the step decided the route.
         if (!canFailOver && !(refused && plan)) throw error;
         if (refused) {

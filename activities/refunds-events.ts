@@ -8,7 +8,8 @@ import { refundReportSignal, type RefundEventInput, type RefundEventResult } fro
 import { signalIfOpen, temporalOf } from './workflow-signals';
 
 /**
- * What a PSP's report of a refund (Adyen's REFUND, REFUND_FAILED) does, decided in one place
+ * What a PSP's report of a refund (its confirmation or refusal, at a kind whose refunds are
+ * confirmed by notification) does, decided in one place
  * (refundEventWorkflow, workflows/refunds.ts; the webhook route only verifies, stores and hands
  * over). Each part is safe to repeat: a signal is taken only once by the run it reaches (the
  * first confirmation of the refund the PSP answered it), the flag is set once.

@@ -95,7 +95,7 @@ export function createRouteDecisionSteps(deps: RouteDecisionDeps) {
       const codes = planned.retryableDeclineCodes ? { retryableDeclineCodes: planned.retryableDeclineCodes } : {};
       if (!learnt || candidates.length === 0) {
         const decided = staticDecision(candidates, planned.reason, estimates, eliminated, input.segment);
-        return { decision: decided.record, providers: decided.providers, tenantScope, ...codes };
+        return { decision: decided.record, providers: decided.providers, tenantScope, ...codes, ...(probe !== undefined ? { probe } : {}) };
       }
       const objective: NetObjective | undefined =
         routing.objective === 'net'
@@ -125,13 +125,14 @@ export function createRouteDecisionSteps(deps: RouteDecisionDeps) {
         providers: decision.order,
         tenantScope,
         ...codes,
+        ...(probe !== undefined ? { probe } : {}),
       };
     },
 
     /**
-     * Counts one attempt's outcome in the shared state (db/routing.ts recordOutcome): the
-     * issuer's answer toward approvals and declines, the PSP's error toward its health; only a
-     * payment's first attempt at a PSP counts. Committed without waiting for the WAL flush (a
+     * Counts one attempt's outcome in the shared state (db/routing.ts recordOutcome): every
+     * attempt's answer or error toward the PSP's health; a payment's first attempt at a PSP, the
+     * issuer's answer, toward approvals and declines. Committed without waiting for the WAL flush (a
      * crash may lose the last few outcomes of a statistic; bench/results/routing-store.md).
      */
     async recordRouteOutcome(input: RouteOutcomeInput): Promise<RecordedOutcome> {

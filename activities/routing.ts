@@ -10,7 +10,8 @@ import { DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES, type AttemptOutcome, type Ro
 import { capabilitiesOf, chargesSavedCard, supportsMethod, type ProviderRegistry } from '../provider/registry';
 import { step, workflowId } from './record-step';
 import { findTenantRouting } from '../db/tenants';
-import { orderWithHealth, routeCandidates, Routing, type ProviderHealthView } from '../domain/routing';
+import { routeCandidates, Routing } from '../domain/routing';
+import { releaseProbe } from '../db/routing';
 import { hardDeclineBeforeFirstAttempt } from '../db/recovery';
 import { offSessionRefusal } from '../domain/recovery';
 
@@ -21,34 +22,33 @@ export interface FirstAttempt {
 }
 
 /** Decides the PSPs a payment is tried at, in order (the routing; see planRouteFor). */
-export type RoutePlanner = (request: RouteRequest, context: { sql: Sql; providers: ProviderRegistry; health?: ProviderHealthView }) => Promise<RoutePlan>;
+export type RoutePlanner = (request: RouteRequest, context: { sql: Sql; providers: ProviderRegistry }) => Promise<RoutePlan>;
 
 /**
- * The routing of a payment: the tenant's routing (tenants.routing, set with PATCH
- * /admin/tenants/{id}) decides the order of the configured PSPs (domain/routing.ts
- * routeCandidates: the first matching rule's list, else the split's pick then the fallback
- * order, else the configured order), then the worker's circuit breaker moves PSPs that are
- * failing to the end (worker/provider-health.ts; never drops one). A stored routing that no
+ * The routing of a payment without the shared health: the tenant's routing (tenants.routing,
+ * set with PATCH /admin/tenants/{id}) decides the order of the configured PSPs
+ * (domain/routing.ts routeCandidates: the first matching rule's list, else the split's pick
+ * then the fallback order, else the configured order). A worker with decideRoute (every worker
+ * createActivities builds) routes by it instead (decidedByStrategy). A stored routing that no
  * longer validates (a PSP removed from PROVIDERS since) is read as far as it goes: unknown
  * names are skipped, and nothing usable means the configured order.
  */
-export const planRouteFor: RoutePlanner = async (request, { sql, providers, health }) => {
+export const planRouteFor: RoutePlanner = async (request, { sql, providers }) => {
   const stored = await findTenantRouting(sql, request.tenantId);
   const parsed = stored === null ? null : Routing.safeParse(stored);
   if (parsed && !parsed.success) log.warn('tenant routing unreadable; the configured order is used', { tenant_id: request.tenantId });
-  const decision = routeCandidates(parsed?.success ? parsed.data : null, request, providers.names);
-  return health ? orderWithHealth(decision, health) : decision;
+  return routeCandidates(parsed?.success ? parsed.data : null, request, providers.names);
 };
 
-/** What a payment's route is decided from: the tenant's routing, the configured PSPs, the breaker. */
+/** What a payment's route is decided from: the tenant's routing, the configured PSPs, the shared health. */
 interface RouteDeps {
   sql: Sql;
   providers: ProviderRegistry;
   route?: RoutePlanner;
-  health?: ProviderHealthView;
   /**
-   * The success-rate decision over the shared counts (activities/routing-decision.ts
-   * decideRoute): a tenant whose routing says `"strategy": "success_rate"` is routed by it.
+   * The decision over the shared state (activities/routing-decision.ts decideRoute): every
+   * tenant's route, static or success-rate, with the PSPs out of first place by the shared
+   * health (db/routing.ts routing_health) moved last and a half-open one probed.
    */
   decide?: (input: DecideRouteInput) => Promise<DecidedRoute>;
   /** The payment's charge budget in ms (PAYMENT_CHARGE_BUDGET_SECONDS), carried with the plan to the run. */
@@ -71,14 +71,12 @@ function chargingTheMethod(providers: ProviderRegistry, names: string[], request
 }
 
 /**
- * The route of a tenant whose routing decides by success rate (`decide`), as a plan that carries
- * the decision; null for every other tenant (the static route decides).
+ * The route decided by `decide` for every strategy, as a plan; it carries the decision's record
+ * only for a success-rate tenant (a payment routed statically shows no `routing`). Null when the
+ * worker has no `decide` or a planner of its own (`route`): that planner decides.
  */
-async function decidedBySuccessRate(deps: RouteDeps, request: RouteRequest): Promise<RoutePlan | null> {
+async function decidedByStrategy(deps: RouteDeps, request: RouteRequest): Promise<(RoutePlan & { probe?: string }) | null> {
   if (!deps.decide || deps.route) return null;
-  const stored = await findTenantRouting(deps.sql, request.tenantId);
-  const parsed = stored === null ? null : Routing.safeParse(stored);
-  if (!parsed?.success || parsed.data.strategy !== 'success_rate') return null;
   const saved = request.intent.savedMethod;
   const { segment } = paymentSegment({ paymentMethod: request.paymentMethod, currency: request.currency, ...(saved ? { savedCard: { brand: saved.card.brand } } : {}) });
   const decided = await deps.decide({ paymentId: request.paymentId, tenantId: request.tenantId, amountMinor: request.amountMinor, currency: request.currency, paymentMethod: request.paymentMethod, segment });
@@ -86,8 +84,9 @@ async function decidedBySuccessRate(deps: RouteDeps, request: RouteRequest): Pro
     providers: decided.providers,
     reason: decided.decision.reason,
     ...(decided.retryableDeclineCodes ? { retryableDeclineCodes: decided.retryableDeclineCodes } : {}),
-    decision: decided.decision,
+    ...(decided.decision.strategy === 'success_rate' ? { decision: decided.decision } : {}),
     tenantScope: decided.tenantScope,
+    ...(decided.probe !== undefined ? { probe: decided.probe } : {}),
   };
 }
 
@@ -95,10 +94,10 @@ async function decidedBySuccessRate(deps: RouteDeps, request: RouteRequest): Pro
  * The PSPs to try for a payment, in order, and why, as configured here: names not configured
  * are dropped (a plan naming none falls back to the default provider).
  */
-function routePlanning({ sql, providers, health, route, decide }: RouteDeps): (request: RouteRequest) => Promise<RoutePlan> {
+function routePlanning({ sql, providers, route, decide }: RouteDeps): (request: RouteRequest) => Promise<RoutePlan & { probe?: string }> {
   const planner = route ?? planRouteFor;
   return async (request) => {
-    const planned = (await decidedBySuccessRate({ sql, providers, ...(route ? { route } : {}), ...(decide ? { decide } : {}) }, request)) ?? (await planner(request, { sql, providers, ...(health ? { health } : {}) }));
+    const planned: RoutePlan & { probe?: string } = (await decidedByStrategy({ sql, providers, ...(route ? { route } : {}), ...(decide ? { decide } : {}) }, request)) ?? (await planner(request, { sql, providers }));
     const named = [...new Set(planned.providers)].filter((name) => providers.has(name));
     const dropped = planned.providers.filter((name) => !providers.has(name));
     if (dropped.length) log.warn('route names providers not configured here; dropped', { payment_id: request.paymentId, dropped });
@@ -121,6 +120,7 @@ function routePlanning({ sql, providers, health, route, decide }: RouteDeps): (r
       reason: known.length ? reason : `${reason}; no configured provider named, default used`,
       retryableDeclineCodes: planned.retryableDeclineCodes ?? [...DEFAULT_RETRYABLE_ELSEWHERE_DECLINE_CODES],
       ...(planned.decision ? { decision: planned.decision, tenantScope: planned.tenantScope ?? null } : {}),
+      ...(planned.probe !== undefined ? { probe: planned.probe } : {}),
     };
   };
 }
@@ -180,12 +180,13 @@ export function createFirstAttemptPlanner(deps: RouteDeps): (request: RouteReque
     const first = (await beginFirstAttempt(deps.sql, request.paymentId, provider)) ?? (await persistIntentAndBegin(deps, request.intent, provider));
     // Retryable: a concurrent try's row becomes visible to the next statement.
     if (first === null) throw new Error(`attempt 1 of ${request.paymentId} could not be recorded (a concurrent try); asking again`);
-    // An earlier try charged elsewhere: a probe the breaker gave this plan's first PSP is not ours.
-    if (first.provider !== provider) deps.health?.release?.(provider);
+    // An earlier try charged elsewhere: the probe the shared health gave this plan's first PSP is not ours.
+    if (first.provider !== provider && planned.probe === provider) await releaseProbe(deps.sql, provider);
     // The decision shown for the payment is the first try's: a retried step keeps it.
-    const decision = planned.decision ? await recordRoutingDecision(deps.sql, request.paymentId, planned.decision) : undefined;
+    const { probe: _probe, ...route } = planned;
+    const decision = route.decision ? await recordRoutingDecision(deps.sql, request.paymentId, route.decision) : undefined;
     const budget = deps.chargeBudgetMs !== undefined ? { chargeBudgetMs: deps.chargeBudgetMs } : {};
-    return { plan: keepingFirst(decision ? { ...planned, decision, ...budget } : { ...planned, ...budget }, first.provider), triedBefore: first.earlier };
+    return { plan: keepingFirst(decision ? { ...route, decision, ...budget } : { ...route, ...budget }, first.provider), triedBefore: first.earlier };
   };
 }
 

@@ -12,7 +12,7 @@ export function completionTopic(tenantId: string, operation: string, key: string
 
 export interface Expectation {
   /**
-   * Resolves when the operation completed: with its stored answer when the notification
+   * Resolves when the operation completed: with its stored answer when the NOTIFY
    * carried it (db/migrations/006), true when it did not or the record was seen completed;
    * false when `ms` passed first.
    */
@@ -21,7 +21,7 @@ export interface Expectation {
 }
 
 /**
- * A notification's topic and, when it carries one, the stored answer:
+ * A NOTIFY's topic and, when it carries one, the stored answer:
  * "<topic>\n<status>\n<location or empty>\n<body>" (the body last: it may hold newlines).
  */
 export function parseCompletion(payload: string): { topic: string; response: FinalResponse | null } {
@@ -37,7 +37,7 @@ export function parseCompletion(payload: string): { topic: string; response: Fin
 
 /**
  * Wakes requests that wait for an operation's outcome. One LISTEN connection per API
- * process; the workflow's final transaction notifies at commit. A lost notification costs
+ * process; the workflow's final transaction sends a NOTIFY at commit. A lost NOTIFY costs
  * only latency: a waiting request also looks at its record every `pollMs`.
  */
 export class CompletionWaiter {
@@ -45,7 +45,7 @@ export class CompletionWaiter {
    * NOTIFY is the fast path, this look at the record the guarantee. Found by the fault suite
    * (test/faults/postgres-outage.test.ts): postgres.js (3.4.9) re-subscribes LISTEN once, at
    * the moment its connection drops, and silently gives up if PostgreSQL is still down then.
-   * After any real outage no notification ever arrived again and every request waited out
+   * After any real outage no NOTIFY ever arrived again and every request waited out
    * its whole bounded wait (IDEMPOTENCY_WAIT_MS) before answering. One indexed read per
    * second per waiting request bounds that to a second.
    */
@@ -54,7 +54,7 @@ export class CompletionWaiter {
   /**
    * The subscription checks itself: every `healthMs` (default 5 s) it notifies its own ping topic, and if
    * the ping has not come back within `pingTimeoutMs` (the subscription died with an outage,
-   * see pollMs), it subscribes again, so notifications are instant again after recovery.
+   * see pollMs), it subscribes again, so NOTIFYs wake requests at once again after recovery.
    */
   static readonly pingTimeoutMs = 2000;
 
@@ -118,7 +118,7 @@ export class CompletionWaiter {
       // PostgreSQL unreachable: nothing to repair yet (requests fail closed meanwhile).
       const reachable = await ping(this.sql).then(() => true, () => false);
       if (!reachable || (await this.subscriptionWorks())) return;
-      this.logger.warn('completion notifications stopped arriving; subscribing again');
+      this.logger.warn('completion NOTIFYs stopped arriving; subscribing again');
       const stale = this.unlisten;
       this.unlisten = null;
       // Its connection is gone: don't let the goodbye hang the check.

@@ -15,7 +15,7 @@ import type { CompletionWaiter } from './completions';
 
 /** One configured PSP's webhook verification (its client's verifyWebhook, with its secret). */
 export interface ProviderWebhookReceiver {
-  /** The provider's configured name, as in the path (PROVIDERS; `sandbox` or `stripe` with PROVIDER). */
+  /** The provider's configured name, as in the path (PROVIDERS; the kind's name with PROVIDER, e.g. `sandbox`). */
   name: string;
   verify(rawBody: string, headers: Record<string, string | undefined>, now?: Date): ProviderWebhookEvent;
   /** Where the PSP's kind sends a customer back from a challenge (capabilities.challengeReturn); absent: `merchant`. */

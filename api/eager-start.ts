@@ -50,7 +50,7 @@ export class EagerStart {
   /** Unversioned, or versioned and the deployment's current version at the last check. */
   private routedHere = false;
   private routingCheck: NodeJS.Timeout | null = null;
-  /** The hosted worker's registry (circuit breakers, outcomes), served on the API's /metrics; null until it runs. */
+  /** The hosted worker's registry (outcomes; each PSP's shared health is the API's own `routing_provider_health`), served on the API's /metrics; null until it runs. */
   metrics: WorkerMetrics | null = null;
 
   constructor(

@@ -29,7 +29,7 @@ const KEY_REUSED = ['idempotency_key_reused', 'This Idempotency-Key was already 
  * - decided: known at once (e.g. a closed run's result), recorded and returned;
  * - running: the workflow will record it. If the operation is an Update, `outcome` awaits
  *   its result (its validator's refusal included) for up to `ms`, null if not known by then;
- *   otherwise the record's completion notification is awaited.
+ *   otherwise the record's completion NOTIFY is awaited.
  */
 export type Dispatched =
   /** `earlier`: the response of a run that happened before this request (a replay). */
@@ -240,7 +240,7 @@ async function dispatchAndWait(
       return recorded(dispatched.response, replayed);
     }
     if (dispatched.kind === 'running' && !dispatched.outcome) {
-      // The workflow records the outcome; its completion notification usually carries the
+      // The workflow records the outcome; its completion NOTIFY usually carries the
       // stored answer (db/migrations/006), which then needs no read back.
       const completion = await expectation.wait(config.IDEMPOTENCY_WAIT_MS);
       if (typeof completion === 'object') {
@@ -414,7 +414,7 @@ async function startWithUpdate<T extends WorkflowType>(
   } catch (error) {
     // The run started, but the workflow task that held the update failed (e.g. a PSP webhook's
     // signal arrived while the run completed in it: UnhandledCommand), and the update with it.
-    // The run goes on and records its outcome: the answer comes by the record's notification.
+    // The run goes on and records its outcome: the answer comes by the record's NOTIFY.
     if (updateLostWithItsTask(error)) return { kind: 'running' };
     // The run exists and has taken all the updates it may for now (it continues as new): still running, 202.
     if (runOutOfUpdates(error)) return { kind: 'running', outcome: () => Promise.resolve(null) };

@@ -66,7 +66,7 @@ export async function runApiProcess(extras: ApiProcessExtras = {}): Promise<void
     config,
     logger,
     metrics: createApiMetrics(),
-    providerWebhooks: await providerWebhookReceivers(config),
+    providerWebhooks: await providerWebhookReceivers(config, sql),
     liveProcesses: () => liveProcesses,
   });
   const server = await serveHttp(app.fetch, { port: config.PORT, hostname: config.HOST, limits: listenerLimits(config) });

@@ -13,6 +13,7 @@ import { discrepancyKinds, reconciliationRunStatuses } from '../shared/reconcili
 import { chargeStates, paymentLifecycle } from '../domain/payments';
 import { routingSchemas } from '../domain/routing';
 import { storable, unstorableText } from '../domain/text';
+import { kindsWhere } from '../provider/registry';
 
 /**
  * One zod schema per request: it validates in the API, its parsed output is the input the
@@ -100,8 +101,8 @@ const metadata = z.preprocess(withoutProtoKey('metadata'), metadataRecord);
 
 /**
  * The longest return_url every configured PSP accepts: the sandbox PSP refuses more than 2000
- * characters (sandbox/routes/charges.ts); Stripe's API reference gives return_url a maximum
- * length of 5000 where it states one. A longer one would only be refused by each PSP in turn (402
+ * characters (sandbox/routes/charges.ts); the card PSPs that state a maximum return_url length
+ * state 5000. A longer one would only be refused by each PSP in turn (402
  * provider_rejected after the whole route), so the API refuses it first, with its path.
  */
 export const RETURN_URL_MAX_LENGTH = 2000;
@@ -323,7 +324,7 @@ export const ListPaymentsQuery = z
 
 export const ListRefundsQuery = z.strictObject(paging).refine(oneCursor, oneCursorIssue);
 
-/** Evidence: named text fields, as Stripe's (`uncategorized_text`, `product_description`, …). */
+/** Evidence: named text fields (`uncategorized_text`, `product_description`, …). */
 export const DisputeEvidenceBody = z
   .strictObject({
     evidence: z.preprocess(
@@ -379,7 +380,7 @@ export const IdParam = (name: string, example: string) =>
 
 export const Failure = z.object({ code: z.string(), message: z.string() }).nullable();
 
-/** What the customer must do while the payment is `requires_action` (Stripe's PaymentIntent shape); null otherwise. */
+/** What the customer must do while the payment is `requires_action` (a redirect to the PSP's page); null otherwise. */
 export const NextAction = z
   .object({
     type: z.literal('redirect_to_url'),
@@ -455,7 +456,7 @@ export const Payment = z
     payment_method: z.string(),
     description: z.string().nullable(),
     provider_charge_id: z.string().nullable().openapi({
-      description: 'The PSP’s id of the payment’s charge: its latest attempt’s (a recovering payment’s latest retry’s; null when that retry made none, or while the PSP has not named the charge: Adyen names a payment waiting for its 3-D Secure redirect only once it is decided).',
+      description: 'The PSP’s id of the payment’s charge: its latest attempt’s (a recovering payment’s latest retry’s; null when that retry made none, or while the PSP has not named the charge: a PSP whose challenge comes back to the orchestrator may name a payment waiting for its 3-D Secure redirect only once it is decided).',
     }),
     provider: z.string().nullable().openapi({
       description: 'The configured PSP holding the payment’s charge (the one captures, cancels and refunds go to); null until the first attempt begins.',
@@ -486,7 +487,8 @@ export const Refund = z
     status: z.enum(refundStatuses).openapi({
       description:
         '`pending` until the PSP confirms it (its amount reserved on the payment, nothing posted to the ledger): at a PSP whose refunds are confirmed by ' +
-        'notification (Adyen) until its REFUND notification, for up to seven days, and left `pending` for an operator if none comes; ' +
+        'notification (kinds ' + kindsWhere((c) => c.modifications === 'notified') + ') until its notification of the refund, for up to seven days, ' +
+        'and left `pending` for an operator if none comes; ' +
         '`succeeded` (the ledger reversal posted) or `failed` (the reservation given back) as the PSP said.',
     }),
     reason: z.string().nullable(),
@@ -508,7 +510,7 @@ export const Dispute = z
     stage: z.enum(disputeStages).openapi({
       description:
         '`inquiry`: a question from the issuer, no money moved; `chargeback`: the funds were withdrawn; `pre_arbitration`: the network\'s second round after a defended chargeback ' +
-        '(Adyen\'s SECOND_CHARGEBACK, PREARBITRATION_WON, PREARBITRATION_LOST), which may follow a chargeback closed `won` and take the funds again.',
+        '(a second chargeback, or a pre-arbitration won or lost), which may follow a chargeback closed `won` and take the funds again.',
     }),
     status: z.enum(disputeStatuses).openapi({ description: 'Only moves forward: needs_response → under_review → won | lost (an inquiry may escalate to a chargeback).' }),
     evidence_due_by: z.string(),
@@ -743,7 +745,7 @@ export const ErrorBody = z
 // Reconciliation with the PSP (admin; docs/CONTRACT.md "Reconciliation").
 
 export const ListReconciliationRunsQuery = z
-  .strictObject({ provider: text().min(1).max(64).optional().openapi({ description: 'Only this provider’s runs (e.g. `sandbox`, `stripe`).' }), ...paging })
+  .strictObject({ provider: text().min(1).max(64).optional().openapi({ description: 'Only this provider’s runs (e.g. `sandbox-a`).' }), ...paging })
   .refine(oneCursor, oneCursorIssue);
 
 const Figures = z

@@ -53,17 +53,22 @@ import { startBenchStack } from './stack';
 import { StatementSampler, type StatementProfile } from './statements';
 import { runTracingPhase, writeTracingReport, type TracingResult } from './tracing';
 
-// `npm run bench -- routing-sim`: the routing simulation alone, no stack (bench/routing-sim/main.ts).
-if (process.argv[2] === 'routing-sim') {
-  const { runRoutingSimulation } = await import('./routing-sim/main');
-  await runRoutingSimulation(process.argv.slice(3));
-  process.exit(0);
-}
-
-// `npm run bench -- routing-store`: the routing store's live-path cost on the local PostgreSQL alone (bench/routing-store.ts).
-if (process.argv[2] === 'routing-store') {
-  const { runRoutingStoreBench } = await import('./routing-store');
-  await runRoutingStoreBench(process.argv.slice(3));
+/**
+ * Phases that run alone (`npm run bench -- <name> [options]`), each writing <name>.{md,json}:
+ * routing-sim, the routing simulation, no stack (bench/routing-sim/main.ts); routing-store, the
+ * routing store's live-path cost on PostgreSQL alone (bench/routing-store.ts); routing-live,
+ * success-rate routing on the real stack at fixed rates (bench/routing-live.ts); console-search,
+ * the console's payment search at a million payments, PostgreSQL alone (bench/console-search.ts).
+ */
+const alone: Record<string, () => Promise<(args: string[]) => Promise<void>>> = {
+  'routing-sim': async () => (await import('./routing-sim/main')).runRoutingSimulation,
+  'routing-store': async () => (await import('./routing-store')).runRoutingStoreBench,
+  'routing-live': async () => (await import('./routing-live')).runRoutingLiveBench,
+  'console-search': async () => (await import('./console-search')).runConsoleSearchBench,
+};
+const phase = process.argv[2] === undefined ? undefined : alone[process.argv[2]];
+if (phase) {
+  await (await phase())(process.argv.slice(3));
   process.exit(0);
 }
 

@@ -11,32 +11,19 @@
  * (default bench/results). Writes routing-store.json and routing-store.md there. It makes its
  * own database (routing_store_bench, dropped and made again) and migrates it.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { createSql, type Sql } from '../db/connect';
-import { migrate } from '../db/migrate';
+import type { Sql } from '../db/connect';
 import { readEstimates, recordOutcome, takeCall } from '../db/routing';
 import { createRouteDecisionSteps } from '../activities/routing-decision';
 import { decideSuccessRate, SUCCESS_RATE_DEFAULTS } from '../domain/routing-success-rate';
 import { seeded } from './routing-sim/sim';
+import { freshDatabase, option, percentiles, writeResults } from './common';
 
 const DATABASE = 'routing_store_bench';
 const PROVIDERS = ['psp-a', 'psp-b', 'psp-c'];
 const RATES = [0.9, 0.8, 0.7];
 const segment = { network: 'visa', currency: 'EUR', methodType: 'card' };
 
-function option(args: readonly string[], name: string, fallback: string): string {
-  const at = args.indexOf(name);
-  return at >= 0 && args[at + 1] !== undefined ? args[at + 1]! : fallback;
-}
-
-/** Percentiles of a sample in ms, to 0.01 ms. */
-function percentiles(samples: number[]) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 100) / 100;
-  return { n: sorted.length, p50: at(0.5), p90: at(0.9), p99: at(0.99), max: at(1) };
-}
 
 type Operation = 'readEstimates' | 'decision (pure)' | 'recordOutcome' | 'recordRouteOutcome (async commit)' | 'decideRoute (activity)' | 'takeCall';
 
@@ -74,15 +61,9 @@ export async function runRoutingStoreBench(args: readonly string[]): Promise<voi
   const payments = Number(option(args, '--payments', '2000'));
   const clientCounts = option(args, '--clients', '1,8').split(',').map(Number);
   const out = option(args, '--out', 'bench/results');
-  const adminUrl = process.env.BENCH_ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  const admin = createSql(adminUrl, { max: 1 });
-  await admin.unsafe(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
-  await admin.unsafe(`CREATE DATABASE ${DATABASE}`);
-  await admin.end();
-  const sql = createSql(adminUrl.replace(/\/[^/]*$/, `/${DATABASE}`), { max: Math.max(...clientCounts) + 2 });
+  const sql = await freshDatabase(DATABASE, Math.max(...clientCounts) + 2);
   const rounds: { clients: number; seconds: number; operations: Record<string, ReturnType<typeof percentiles>> }[] = [];
   try {
-    await migrate(sql);
     // Warm-up: connections, plans, the rows.
     await round(sql, 200, 1);
     for (const clients of clientCounts) {
@@ -92,10 +73,7 @@ export async function runRoutingStoreBench(args: readonly string[]): Promise<voi
     }
     const [{ rows } = { rows: 0 }] = await sql<{ rows: number }[]>`SELECT count(*)::int AS rows FROM routing_outcomes`;
     const results = { payments, clientCounts, rounds, routingOutcomeRows: rows, settings: SUCCESS_RATE_DEFAULTS, node: process.version, postgres: (await sql<{ server_version: string }[]>`SHOW server_version`.then((r) => r[0]?.server_version)) ?? null };
-    mkdirSync(out, { recursive: true });
-    writeFileSync(path.join(out, 'routing-store.json'), JSON.stringify(results, null, 2) + '\n');
-    writeFileSync(path.join(out, 'routing-store.md'), report(results));
-    console.log(report(results));
+    writeResults(out, 'routing-store', results, report(results));
   } finally {
     await sql.end();
   }

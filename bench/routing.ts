@@ -4,7 +4,7 @@
  * until the worker's circuit breaker has opened, and, once A is back, until payments go
  * back to A.
  */
-import { defaultBreakerSettings } from '../worker/provider-health';
+import { HEALTH_DEFAULTS } from '../db/routing';
 import { round, summarise, type HttpClient, type LatencySummary, type LoopResult } from './load';
 import { Scenarios } from './scenarios';
 import type { BenchStack } from './stack';
@@ -105,7 +105,7 @@ export interface RoutingContext {
 }
 
 /** The breaker's sliding window of outcomes (30 s). */
-const refillMs = defaultBreakerSettings.windowMs;
+const refillMs = HEALTH_DEFAULTS.windowMs;
 const circuitStates: Record<string, string> = { '0': 'closed', '1': 'half_open', '2': 'open' };
 
 export async function runRoutingPhase(ctx: RoutingContext): Promise<RoutingResult> {

@@ -67,8 +67,8 @@ export interface CheckInput {
   /** Each sandbox PSP's own database by the PSP's configured name, in PROVIDERS order (the first is the default). */
   pspSql: Record<string, Sql>;
   /**
-   * PSP doubles without a database of ours to read (the Adyen double), by name: the base URL
-   * whose read-only census (`GET /_sandbox/payments`, doubles/adyen/census.ts) says what each
+   * PSP doubles without a database of ours to read (the PSP double), by name: the base URL
+   * whose read-only census (`GET /_sandbox/payments`, doubles/control.ts) says what each
    * charged, captured, cancelled and refunded, and what became of its notifications.
    */
   doubles?: Record<string, string>;
@@ -149,7 +149,7 @@ function expectedEvents(payment: PaymentRow): { required: string[]; optional: st
       return of('payment.requires_capture');
     case 'canceled':
       // Voided while authorized, or while the customer was still at the challenge; at a PSP whose
-      // cancels are notified (Adyen) the customer may have finished first: that success is given back.
+      // cancels are notified the customer may have finished first: that success is given back.
       return { ...of('payment.canceled'), optional: [...optional, 'payment.requires_capture', 'payment.late_success_refunded'] };
     case 'declined':
       return of('payment.declined');
@@ -222,7 +222,7 @@ const heldStates = new Set(['succeeded', 'requires_capture']);
 const movedOnOutcomes = new Set(['declined', 'rejected', 'not_sent', 'not_charged']);
 
 /**
- * The census across the PSPs (the sandboxes and the Adyen double alike): for every payment, its charges at every PSP against
+ * The census across the PSPs (the sandboxes and the PSP double alike): for every payment, its charges at every PSP against
  * its attempts, and for the whole system, every PSP's charges, refunds and balance against our
  * payments, refunds and ledger.
  * - A succeeded (or authorized) payment has exactly one charge holding money across all PSPs,
@@ -497,7 +497,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
       const capturedOk = moneyless.has(payment.status)
         ? payment.amount_captured_minor === 0 && keptAtProvider === 0
         : payment.amount_captured_minor === charge.amount_captured_minor;
-      // A charge its PSP never named to the run (Adyen's redirect, ended before it was decided) is recorded without an id, found by our reference.
+      // A charge its PSP never named to the run (a redirect, ended before it was decided) is recorded without an id, found by our reference.
       const named = charge.id === payment.provider_charge_id || (payment.provider_charge_id === null && moneyless.has(payment.status));
       verdict('payment matches its charge', statusOk && capturedOk && named && charge.provider === providerOf(payment), () =>
         `${subject} is ${payment.status} (captured ${payment.amount_captured_minor}, charge ${payment.provider_charge_id} at ${providerOf(payment)}); ${charge.provider} charge ${charge.id} is ${charge.status} (captured ${charge.amount_captured_minor}, refunded ${charge.amount_refunded_minor})`, own);

@@ -17,8 +17,9 @@ import { TEST_PAYLOAD_KEYS, testDataConverter } from '../testkit/payload-keys';
 import { spawnService, spawnWorker } from '../testkit/processes';
 import { startNetworkProxy, type NetworkProxy } from './network-proxy';
 import { scheduleId } from '../shared/jobs';
-import type { AdyenCensusPayment } from '../doubles/adyen/census';
-import { adyenFaultKinds, faultKindsFor, type Fault, type FaultKind, type TemporalMode } from './nemesis';
+import type { DoubleCensusPayment } from '../doubles/control';
+import { providerDoubles } from '../provider/registry';
+import { doubleFaultKinds, faultKindsFor, type Fault, type FaultKind, type TemporalMode } from './nemesis';
 import { readDoubleCensus } from './psp-doubles';
 import { Supervisor, type Supervisable } from './supervisor';
 
@@ -39,20 +40,25 @@ const ADMIN_TOKEN = 'chaos-admin-token-0123456789';
 /** The run's two sandbox PSPs, in the order the sandbox tenants' payments try them. */
 export const PSPS = ['sandbox-a', 'sandbox-b'] as const;
 export type PspName = (typeof PSPS)[number];
-/** The third PSP: the Adyen double (doubles/adyen/), as `npm start` runs it with PSP_DOUBLES=adyen. */
-export const ADYEN_PSP = 'adyen-test';
+/**
+ * The third PSP: the double of the first kind that declares one (provider/<kind>/double.ts; its
+ * code in doubles/<kind>/), as `npm start` runs it with PSP_DOUBLES=<kind>.
+ */
+export const [DOUBLE_KIND, DOUBLE] = [...providerDoubles.entries()][0]!;
+/** The double's PSP name (`<kind>-test`). */
+export const DOUBLE_PSP = DOUBLE.name;
 /**
  * The tenants' routings: `chaos` tries sandbox-a first, sandbox-b when A certainly took no
  * money; `chaos-split` tries sandbox-a first for 70 % of its payments, sandbox-b for 30 %,
- * then the other; `chaos-adyen` tries adyen-test first, then sandbox-b.
+ * then the other; `chaos-double` tries the PSP double first, then sandbox-b.
  */
 export const TENANT_ROUTINGS = {
   chaos: { fallback: [...PSPS] },
   'chaos-split': { split: [{ provider: 'sandbox-a', weight: 70 }, { provider: 'sandbox-b', weight: 30 }], fallback: [...PSPS] },
-  'chaos-adyen': { fallback: [ADYEN_PSP, 'sandbox-b'] },
+  'chaos-double': { fallback: [DOUBLE_PSP, 'sandbox-b'] },
 };
-/** The tenants whose route starts at the Adyen double: their clients tell only the stories it can do (chaos/workload.ts). */
-export const ADYEN_TENANTS = new Set(['chaos-adyen']);
+/** The tenants whose route starts at the PSP double: their clients tell only the stories it can do (chaos/workload.ts). */
+export const DOUBLE_TENANTS = new Set(['chaos-double']);
 /** The faults that strike sandbox-a's one process (one at a time; the network kinds strike its proxy). */
 const sandboxAKinds = new Set<FaultKind>(['kill-sandbox', 'stall-sandbox', 'outage-unavailable', 'outage-down', 'outage-declining']);
 const TASK_QUEUE = 'chaos';
@@ -73,14 +79,14 @@ export const WAITS = {
   pollMaxMs: 10_000,
   webhookFaults: 'duplicate=0.2,reorder=0.1,loss=0.1,delay_ms=300',
   /**
-   * The Adyen double's notifications get the same faults (POST /_sandbox/webhook_faults). A
-   * notification it lost stays lost until redelivered: Adyen itself retries one until it is
-   * accepted, and the product learns a notified capture's or refund's outcome only from its
-   * notification (Adyen has no retrieval), so the run redelivers the lost ones every
-   * `adyenRedeliverMs`, as Adyen's retries would deliver them late.
+   * The PSP double's webhooks get the same faults (POST /_sandbox/webhook_faults). A webhook
+   * it lost stays lost until redelivered: a PSP retries one until it is accepted, and at a kind
+   * whose modifications are `notified` the product learns a capture's or refund's outcome only
+   * from its notification (no retrieval), so the run redelivers the lost ones every
+   * `doubleRedeliverMs`, as the PSP's retries would deliver them late.
    */
-  adyenWebhookFaults: { duplicate: 0.2, reorder: 0.1, loss: 0.1, delay_ms: 300 },
-  adyenRedeliverMs: 15_000,
+  doubleWebhookFaults: { duplicate: 0.2, reorder: 0.1, loss: 0.1, delay_ms: 300 },
+  doubleRedeliverMs: 15_000,
 } as const;
 
 /**
@@ -219,63 +225,54 @@ export async function startEnvironment(options: EnvironmentOptions) {
       psps[name] = { url, secret, supervisor };
     }
     const sandbox = psps['sandbox-a'].supervisor;
-    // The Adyen double as a third PSP, adyen-test, as `npm start` runs it (PSP_DOUBLES=adyen): its
-    // own process, its settings (the adyen kind's ADYEN_*) shared with the API and the worker, its
-    // signed notification batches sent to the first API's /provider_webhooks/adyen-test with the
-    // sandboxes' webhook faults. It keeps its payments in memory, as a PSP never forgets them:
-    // the nemesis puts it into its outage modes, never kills it.
-    const adyenPort = await freePort();
-    const adyenUrl = `http://127.0.0.1:${adyenPort}`;
-    // Its Disputes service and settlement reports on its own URL too: nothing goes to Adyen's hosts.
-    const adyenSettings = {
-      ADYEN_API_KEY: `test_${randomBytes(12).toString('hex')}`,
-      ADYEN_MERCHANT_ACCOUNT: 'ChaosTest',
-      ADYEN_HMAC_KEY: randomBytes(32).toString('hex').toUpperCase(),
-      ADYEN_DISPUTES_URL: `${adyenUrl}/ca/services/DisputeService`,
-      ADYEN_REPORT_URL: adyenUrl,
-      ADYEN_REPORT_USERNAME: 'report@Company.ChaosTest',
-      ADYEN_REPORT_PASSWORD: randomBytes(12).toString('hex'),
-    };
-    const adyenControl = async (method: 'GET' | 'POST', path: string, body?: unknown) => {
-      const response = await fetch(`${adyenUrl}${path}`, {
+    // The PSP double as a third PSP, as `npm start` runs it (PSP_DOUBLES=<kind>): its own
+    // process, its settings (its declaration's environment, every service on its own URL, fresh
+    // secrets) shared with the API and the worker, its signed webhooks sent to the first API's
+    // /provider_webhooks/<its name> with the sandboxes' webhook faults. It keeps its payments in
+    // memory, as a PSP never forgets them: the nemesis puts it into its outage modes, never kills it.
+    const doublePort = await freePort();
+    const doubleUrl = `http://127.0.0.1:${doublePort}`;
+    const doubleSettings = DOUBLE.environment(doubleUrl, {});
+    const doubleControl = async (method: 'GET' | 'POST', path: string, body?: unknown) => {
+      const response = await fetch(`${doubleUrl}${path}`, {
         method,
         ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
         signal: AbortSignal.timeout(5000),
       });
       const text = await response.text();
-      if (response.status !== 200) throw new Error(`${ADYEN_PSP} ${method} ${path}: ${response.status} ${text}`);
+      if (response.status !== 200) throw new Error(`${DOUBLE_PSP} ${method} ${path}: ${response.status} ${text}`);
       return JSON.parse(text) as unknown;
     };
-    await supervise(ADYEN_PSP, async (i) => {
+    await supervise(DOUBLE_PSP, async (i) => {
       const started = await spawnService({
-        name: `${ADYEN_PSP}-${i}`,
-        script: 'doubles/adyen/main.ts',
-        env: { ...adyenSettings, ADYEN_DOUBLE_PORT: String(adyenPort), ADYEN_DOUBLE_WEBHOOK_URL: `${apiUrls[0]}/provider_webhooks/${ADYEN_PSP}` },
-        readyUrl: `${adyenUrl}/healthz`,
+        name: `${DOUBLE_PSP}-${i}`,
+        script: DOUBLE.script,
+        env: { ...doubleSettings, [DOUBLE.portVariable]: String(doublePort), [DOUBLE.webhookUrlVariable]: `${apiUrls[0]}/provider_webhooks/${DOUBLE_PSP}` },
+        readyUrl: `${doubleUrl}/healthz`,
         logsDir: options.logsDir,
       });
-      await adyenControl('POST', '/_sandbox/webhook_faults', WAITS.adyenWebhookFaults);
+      await doubleControl('POST', '/_sandbox/webhook_faults', WAITS.doubleWebhookFaults);
       return started;
     });
-    /** Sends again every notification the double lost (its loss fault), as Adyen's retries would deliver it at last; how many. */
+    /** Sends again every webhook the double lost (its loss fault), as its PSP's retries would deliver it at last; how many. */
     const redeliverLost = async (): Promise<number> => {
-      const census = await readDoubleCensus(adyenUrl);
+      const census = await readDoubleCensus(doubleUrl);
       const lost = new Set(census.flatMap((p) => p.notifications.filter((n) => n.state === 'lost').map((n) => n.pspReference)));
-      for (const reference of lost) await adyenControl('POST', `/_sandbox/events/${encodeURIComponent(reference)}/redeliver`, {});
+      for (const reference of lost) await doubleControl('POST', `/_sandbox/events/${encodeURIComponent(reference)}/redeliver`, {});
       return lost.size;
     };
-    let adyenRedelivered = 0;
+    let doubleRedelivered = 0;
     const redelivery = setInterval(() => {
       redeliverLost().then(
-        (n) => (adyenRedelivered += n),
+        (n) => (doubleRedelivered += n),
         () => {}, // the API or the double busy for a moment: the next pass
       );
-    }, WAITS.adyenRedeliverMs);
+    }, WAITS.doubleRedeliverMs);
     closers.push(async () => clearInterval(redelivery));
-    // The worker reaches sandbox-a through the fault-injecting proxy, sandbox-b and adyen-test directly.
+    // The worker reaches sandbox-a through the fault-injecting proxy, sandbox-b and the double directly.
     const proxy: NetworkProxy = await startNetworkProxy(psps['sandbox-a'].url);
     closers.push(() => proxy.close());
-    const providersVia = (aUrl: string) => `sandbox-a=sandbox:${aUrl},sandbox-b=sandbox:${psps['sandbox-b'].url},${ADYEN_PSP}=adyen:${adyenUrl}`;
+    const providersVia = (aUrl: string) => `sandbox-a=sandbox:${aUrl},sandbox-b=sandbox:${psps['sandbox-b'].url},${DOUBLE_PSP}=${DOUBLE_KIND}:${doubleUrl}`;
     const pspSecrets = Object.fromEntries(PSPS.map((name) => [providerWebhookSecretVariable(name), psps[name].secret]));
     /** sandbox-a's outage mode (POST /_sandbox/outage; a restart ends one too). */
     const setOutage = async (mode: 'none' | 'unavailable' | 'down' | 'declining') => {
@@ -290,7 +287,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
 
     // A dispute's run is started by the API (its webhook route) or the worker (reconciliation): both with these times.
     const disputeTimes = { DISPUTE_REMINDER_SECONDS: DISPUTE_TIMES.reminderSeconds.join(','), DISPUTE_POLL_SECONDS: String(DISPUTE_TIMES.pollSeconds) };
-    const common = { ...pspSecrets, ...adyenSettings, DATABASE_URL: pg.url, TEMPORAL_ADDRESS: temporalAddress, TASK_QUEUE, ADMIN_TOKEN, WEBHOOK_RETRY_BASE_MS: '300', WEBHOOK_RETRY_MAX_MS: '3000', WEBHOOK_MAX_ATTEMPTS: '60', WEBHOOK_TIMEOUT_MS: '5000', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8,::1', WEBHOOK_ALLOW_HTTP: 'true', TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS, ...disputeTimes };
+    const common = { ...pspSecrets, ...doubleSettings, DATABASE_URL: pg.url, TEMPORAL_ADDRESS: temporalAddress, TASK_QUEUE, ADMIN_TOKEN, WEBHOOK_RETRY_BASE_MS: '300', WEBHOOK_RETRY_MAX_MS: '3000', WEBHOOK_MAX_ATTEMPTS: '60', WEBHOOK_TIMEOUT_MS: '5000', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8,::1', WEBHOOK_ALLOW_HTTP: 'true', TEMPORAL_PAYLOAD_KEYS: TEST_PAYLOAD_KEYS, ...disputeTimes };
     const workerKillPoints: (string | null)[] = [];
     const worker = await supervise('worker', async (i) => {
       const killAt = options.killPointFor(i);
@@ -302,7 +299,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
           temporalAddress: common.TEMPORAL_ADDRESS,
           taskQueue: TASK_QUEUE,
           providerUrl: proxy.url,
-          // API_PUBLIC_URL: where Adyen's challenge sends the customer back (our return route, on the first API).
+          // API_PUBLIC_URL: where a double's challenge sends the customer back (our return route, on the first API).
           env: { ...common, API_PUBLIC_URL: apiUrls[0]!, PROVIDERS: providersVia(proxy.url), PROVIDER_TIMEOUT_MS: '5000', LOG_LEVEL: 'warn', ...(killAt ? { CHAOS_KILL_AT: killAt } : {}) },
           logsDir: options.logsDir,
         },
@@ -403,8 +400,8 @@ export async function startEnvironment(options: EnvironmentOptions) {
         ? 'network'
         : sandboxAKinds.has(fault.kind)
           ? 'sandbox-a'
-          : adyenFaultKinds.includes(fault.kind)
-            ? ADYEN_PSP
+          : doubleFaultKinds.includes(fault.kind)
+            ? DOUBLE_PSP
             : fault.kind === 'kill-temporal-node'
               ? fault.kind
               : `${fault.kind}#${fault.target}`;
@@ -413,7 +410,7 @@ export async function startEnvironment(options: EnvironmentOptions) {
       // once scheduled a kind's only strike inside another's, and the run then proved nothing
       // about that kind). A kill of another busy target is skipped: that kind was struck by
       // the fault that holds it.
-      while ((slot === 'network' || slot === 'sandbox-a' || slot === ADYEN_PSP) && busy.has(slot)) await sleep(100);
+      while ((slot === 'network' || slot === 'sandbox-a' || slot === DOUBLE_PSP) && busy.has(slot)) await sleep(100);
       if (busy.has(slot)) {
         skipped[fault.kind] = (skipped[fault.kind] ?? 0) + 1;
         return;
@@ -450,18 +447,18 @@ export async function startEnvironment(options: EnvironmentOptions) {
               await untilDone('sandbox-a outage end', () => setOutage('none'));
             }
             break;
-          case 'adyen-outage-unavailable':
-          case 'adyen-outage-down':
-          case 'adyen-lose-answers': {
-            const mode = fault.kind === 'adyen-lose-answers' ? 'lose-answers' : fault.kind.slice('adyen-outage-'.length);
+          case 'double-outage-unavailable':
+          case 'double-outage-down':
+          case 'double-lose-answers': {
+            const mode = fault.kind === 'double-lose-answers' ? 'lose-answers' : fault.kind.slice('double-outage-'.length);
             // Down, the double listens to nothing, its control route included: it is told for how long.
             const down = mode === 'down';
-            await untilDone(`${ADYEN_PSP} outage`, () => adyenControl('POST', '/_sandbox/outage', down ? { mode, for_ms: fault.durationMs } : { mode }));
+            await untilDone(`${DOUBLE_PSP} outage`, () => doubleControl('POST', '/_sandbox/outage', down ? { mode, for_ms: fault.durationMs } : { mode }));
             try {
               await sleep(fault.durationMs);
             } finally {
-              if (down) await untilDone(`${ADYEN_PSP} listening again`, () => adyenControl('GET', '/healthz'));
-              else await untilDone(`${ADYEN_PSP} outage end`, () => adyenControl('POST', '/_sandbox/outage', { mode: 'none' }));
+              if (down) await untilDone(`${DOUBLE_PSP} listening again`, () => doubleControl('GET', '/healthz'));
+              else await untilDone(`${DOUBLE_PSP} outage end`, () => doubleControl('POST', '/_sandbox/outage', { mode: 'none' }));
             }
             break;
           }
@@ -524,19 +521,19 @@ export async function startEnvironment(options: EnvironmentOptions) {
       sql,
       pspSql,
       pspUrls: Object.fromEntries(PSPS.map((name) => [name, psps[name].url])) as Record<PspName, string>,
-      /** The Adyen double, adyen-test: its URL, its census, and its lost notifications sent again. */
-      adyen: {
-        name: ADYEN_PSP,
-        url: adyenUrl,
-        census: (): Promise<AdyenCensusPayment[]> => readDoubleCensus(adyenUrl),
-        /** Its webhook faults off (the run's end: nothing more is lost), then every lost notification sent again. */
+      /** The PSP double (DOUBLE_PSP): its URL, its census, and its lost webhooks sent again. */
+      double: {
+        name: DOUBLE_PSP,
+        url: doubleUrl,
+        census: (): Promise<DoubleCensusPayment[]> => readDoubleCensus(doubleUrl),
+        /** Its webhook faults off (the run's end: nothing more is lost), then every lost webhook sent again. */
         async settle(): Promise<void> {
-          await untilDone(`${ADYEN_PSP} webhook faults off`, () => adyenControl('POST', '/_sandbox/webhook_faults', {}));
-          adyenRedelivered += await untilDone(`${ADYEN_PSP} redelivery`, redeliverLost);
+          await untilDone(`${DOUBLE_PSP} webhook faults off`, () => doubleControl('POST', '/_sandbox/webhook_faults', {}));
+          doubleRedelivered += await untilDone(`${DOUBLE_PSP} redelivery`, redeliverLost);
         },
-        redeliverLost: async () => (adyenRedelivered += await redeliverLost()),
-        /** How many of its payments' lost notifications were sent again. */
-        redelivered: () => adyenRedelivered,
+        redeliverLost: async () => (doubleRedelivered += await redeliverLost()),
+        /** How many of its payments' lost webhooks were sent again. */
+        redelivered: () => doubleRedelivered,
       },
       temporal,
       merchant,

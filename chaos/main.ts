@@ -1,8 +1,8 @@
 /**
  * npm run chaos -- --minutes M --seed S [--clients N] [--gap MIN-MAX] [--temporal dev|cluster]
  *
- * Randomized faults under a mixed load over three PSPs, two sandboxes and the Adyen double
- * (the nemesis strikes sandbox-a and adyen-test, never sandbox-b), then the checker (chaos/run.ts). Prints the seed and its fault schedule first, the
+ * Randomized faults under a mixed load over three PSPs, two sandboxes and a PSP double
+ * (the nemesis strikes sandbox-a and the double, never sandbox-b), then the checker (chaos/run.ts). Prints the seed and its fault schedule first, the
  * verdict last (`N passed, N failed`); exits 1 on any finding. Results: --results (default
  * chaos/results/: census.json.gz, summary.json, summary.md); logs: test/artifacts/chaos-logs/.
  */
@@ -10,6 +10,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { projectRoot } from '../devstack/temporal-cli';
 import { temporalModes, type TemporalMode } from './nemesis';
+import { DOUBLE_PSP } from './environment';
 
 const { values } = parseArgs({
   options: {
@@ -38,7 +39,7 @@ const { summary } = await runChaos({ minutes, seed, clients, gapMs, temporal, re
 for (const finding of summary.findings) console.log(`FINDING ${finding}`);
 console.log(`written: ${values.results}/summary.md, summary.json, census.json.gz`);
 console.log(`seed ${seed}: ${summary.payments} payments, ${summary.refunds} refunds, faults ${JSON.stringify(summary.faultsInjected)}`);
-console.log(`three PSPs: ${summary.failover.failedOver} payments failed over from sandbox-a to sandbox-b; faults on sandbox-a ${JSON.stringify(summary.faultsOnSandboxA)}, on adyen-test ${JSON.stringify(summary.faultsOnAdyen)}; held at ${JSON.stringify(summary.failover.heldAt)}`);
+console.log(`three PSPs: ${summary.failover.failedOver} payments failed over from sandbox-a to sandbox-b; faults on sandbox-a ${JSON.stringify(summary.faultsOnSandboxA)}, on ${DOUBLE_PSP} ${JSON.stringify(summary.faultsOnDouble)}; held at ${JSON.stringify(summary.failover.heldAt)}`);
 console.log(`saved cards: ${Object.values(summary.savedCards.offSession).reduce((n, v) => n + v, 0)} off-session payments (${JSON.stringify(summary.savedCards.offSession)}), ${summary.savedCards.offSessionFailedOver} failed over`);
 console.log(`${summary.passed} passed, ${summary.failed} failed`);
 process.exit(summary.failed > 0 ? 1 : 0);

@@ -18,10 +18,10 @@ export const faultKinds = [
   'outage-unavailable',
   'outage-down',
   'outage-declining',
-  // Faults of the Adyen double, adyen-test (its outage modes, POST /_sandbox/outage).
-  'adyen-outage-unavailable',
-  'adyen-outage-down',
-  'adyen-lose-answers',
+  // Faults of the PSP double (chaos/environment.ts DOUBLE_PSP: its outage modes, POST /_sandbox/outage).
+  'double-outage-unavailable',
+  'double-outage-down',
+  'double-lose-answers',
 ] as const;
 export type FaultKind = (typeof faultKinds)[number];
 
@@ -46,17 +46,17 @@ export const pspFaultKinds: readonly FaultKind[] = [
 ];
 
 /**
- * The kinds that strike the Adyen double, adyen-test, the first PSP of the tenant `chaos-adyen`
- * (chaos/environment.ts), by its outage modes (POST /_sandbox/outage): `unavailable` (503,
+ * The kinds that strike the PSP double (DOUBLE_PSP, the double of a kind that declares one), the
+ * first PSP of the tenant `chaos-double` (chaos/environment.ts), by its outage modes (POST /_sandbox/outage): `unavailable` (503,
  * nothing done), `down` (nothing listening: connections refused, nothing sent, so a payment
  * moves on to sandbox-b), `lose-answers` (what was asked is done, then the connection dropped
  * before the answer: a lost answer). At a kind that resolves an unknown outcome by replaying the
  * request (`unknownOutcome: 'replay'`) a 503 or a lost answer leaves the outcome unknown, so the
- * payment keeps asking adyen-test under its key; its circuit opens and new payments try
+ * payment keeps asking the double under its key; its circuit opens and new payments try
  * sandbox-b first. The double keeps its payments in memory, like a
  * PSP that never forgets them: it is never killed.
  */
-export const adyenFaultKinds: readonly FaultKind[] = ['adyen-outage-unavailable', 'adyen-outage-down', 'adyen-lose-answers'];
+export const doubleFaultKinds: readonly FaultKind[] = ['double-outage-unavailable', 'double-outage-down', 'double-lose-answers'];
 
 /**
  * Which Temporal the run is on: `dev`, the dev server (one process, restarted whole by
@@ -102,9 +102,9 @@ const weights: Record<FaultKind, number> = {
   'outage-unavailable': 1.5,
   'outage-down': 1,
   'outage-declining': 1,
-  'adyen-outage-unavailable': 1,
-  'adyen-outage-down': 1,
-  'adyen-lose-answers': 1,
+  'double-outage-unavailable': 1,
+  'double-outage-down': 1,
+  'double-lose-answers': 1,
 };
 
 function fault(rng: Prng, kind: FaultKind, apiCount: number): Fault {
@@ -126,9 +126,9 @@ function fault(rng: Prng, kind: FaultKind, apiCount: number): Fault {
     case 'outage-unavailable':
     case 'outage-down':
     case 'outage-declining':
-    case 'adyen-outage-unavailable':
-    case 'adyen-outage-down':
-    case 'adyen-lose-answers':
+    case 'double-outage-unavailable':
+    case 'double-outage-down':
+    case 'double-lose-answers':
       return { kind, target: 0, durationMs: rng.int(5_000, 20_000) };
     default:
       // A killed process is restarted this long after it died.

@@ -1,28 +1,28 @@
-import type { AdyenCensusPayment } from '../doubles/adyen/census';
+import type { DoubleCensusPayment } from '../doubles/control';
 import type { ProviderRefundRow, PspCharge } from './psp-rows';
 import type { VerdictFn } from './tally';
 
 /**
- * The census of a PSP double that keeps no database of its own (the Adyen double, `adyen-test`):
- * read through its read-only control call (`GET /_sandbox/payments`, doubles/adyen/census.ts),
+ * The census of a PSP double that keeps no database of its own (chaos/environment.ts DOUBLE_PSP):
+ * read through its read-only control call (`GET /_sandbox/payments`, doubles/control.ts),
  * and put in the shapes the checker reads the sandboxes' tables in (chaos/checker.ts), so every
  * check across the PSPs counts it like the others.
  */
 
 /** Every payment the double holds, as its census call answers them (throws when it does not answer 200). */
-export async function readDoubleCensus(url: string): Promise<AdyenCensusPayment[]> {
+export async function readDoubleCensus(url: string): Promise<DoubleCensusPayment[]> {
   const response = await fetch(`${url}/_sandbox/payments`, { signal: AbortSignal.timeout(30_000) });
   if (response.status !== 200) throw new Error(`the census of the double at ${url} answered ${response.status}: ${await response.text()}`);
-  return ((await response.json()) as { data: AdyenCensusPayment[] }).data;
+  return ((await response.json()) as { data: DoubleCensusPayment[] }).data;
 }
 
 /** The double's states as the sandbox's charge statuses: an open challenge is `requires_action`, an open authorisation `requires_capture`, a captured one `succeeded`. */
-const chargeStatus: Record<AdyenCensusPayment['state'], string> = { refused: 'declined', challenged: 'requires_action', authorised: 'requires_capture', captured: 'succeeded', cancelled: 'canceled' };
+const chargeStatus: Record<DoubleCensusPayment['state'], string> = { refused: 'declined', challenged: 'requires_action', authorised: 'requires_capture', captured: 'succeeded', cancelled: 'canceled' };
 /** A modification `received` and not yet decided by its notification is `pending`, as a sandbox refund would be. */
-const refundStatus: Record<AdyenCensusPayment['modifications'][number]['status'], string> = { received: 'pending', succeeded: 'succeeded', failed: 'failed' };
+const refundStatus: Record<DoubleCensusPayment['modifications'][number]['status'], string> = { received: 'pending', succeeded: 'succeeded', failed: 'failed' };
 
 /** The double's payments and refunds as charges and provider refunds of the PSP `provider`. */
-export function holdingsOfDouble(provider: string, census: readonly AdyenCensusPayment[]): { charges: PspCharge[]; refunds: ProviderRefundRow[] } {
+export function holdingsOfDouble(provider: string, census: readonly DoubleCensusPayment[]): { charges: PspCharge[]; refunds: ProviderRefundRow[] } {
   const charges = census.map((p) => ({
     provider,
     id: p.pspReference,
@@ -59,11 +59,11 @@ export interface RefundByPspId {
  * The double's notifications against what we stored and did (notifications acted on once):
  * every one delivered (none lost or pending once the run is quiet), stored once under its id
  * (provider_events' key), about the payment it names (its merchant reference) when it names one
- * of ours; and every REFUND or REFUND_FAILED that decides one of our refunds decided it as it
- * said (succeeded on a successful REFUND, failed otherwise). A refund's first settlement counts.
+ * of ours; and every notification that decides one of our refunds decided it as it
+ * said (succeeded on a successful one, failed otherwise). A refund's first settlement counts.
  */
 export function checkDoubleNotifications(
-  input: { provider: string; census: readonly AdyenCensusPayment[]; stored: readonly StoredProviderEvent[]; refunds: readonly RefundByPspId[]; paymentIds: ReadonlySet<string> },
+  input: { provider: string; census: readonly DoubleCensusPayment[]; stored: readonly StoredProviderEvent[]; refunds: readonly RefundByPspId[]; paymentIds: ReadonlySet<string> },
   verdict: VerdictFn,
   into: (paymentId: string) => string[] | undefined = () => undefined,
 ): void {

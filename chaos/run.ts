@@ -4,8 +4,8 @@ import path from 'node:path';
 import { availableParallelism } from 'node:os';
 import { check, runningWorkflows, type PaymentCensus, type Verdict } from './checker';
 import type { reconciliationWorkflow } from '../workflows/reconciliation';
-import { ADYEN_TENANTS, DISPUTE_TIMES, PSPS, WAITS, startEnvironment, type ChaosEnvironment } from './environment';
-import { adyenFaultKinds, describeSchedule, faultSchedule, killPointPlan, pspFaultKinds, type NemesisEvent, type TemporalMode } from './nemesis';
+import { DOUBLE, DOUBLE_PSP, DOUBLE_TENANTS, DISPUTE_TIMES, PSPS, WAITS, startEnvironment, type ChaosEnvironment } from './environment';
+import { doubleFaultKinds, describeSchedule, faultSchedule, killPointPlan, pspFaultKinds, type NemesisEvent, type TemporalMode } from './nemesis';
 import { Prng } from './prng';
 import { Workload, type Operation } from './workload';
 
@@ -46,10 +46,10 @@ export interface ChaosSummary {
   faultsInjected: Record<string, number>;
   /** Of faultsInjected, the faults that struck sandbox-a (sandbox-b is never struck). */
   faultsOnSandboxA: Record<string, number>;
-  /** Of faultsInjected, the faults that struck the Adyen double, adyen-test. */
-  faultsOnAdyen: Record<string, number>;
-  /** The Adyen double's notifications its loss fault kept back, sent again by the run (as Adyen's retries would). */
-  adyenNotificationsRedelivered: number;
+  /** Of faultsInjected, the faults that struck the PSP double (DOUBLE_PSP). */
+  faultsOnDouble: Record<string, number>;
+  /** The double's webhooks its loss fault kept back, sent again by the run (as its PSP's retries would). */
+  doubleNotificationsRedelivered: number;
   faultsSkipped: Record<string, number>;
   /** Where payments went across the PSPs (payment_attempts). */
   failover: FailoverFigures;
@@ -106,15 +106,15 @@ export async function openAtPsps(pspSql: ChaosEnvironment['pspSql']): Promise<nu
 }
 
 /**
- * What the Adyen double still has open: notifications not yet delivered (pending, or lost and
+ * What the PSP double still has open: webhooks not yet delivered (pending, or lost and
  * not yet sent again; the environment sends the lost ones again every few seconds). -1: unreadable.
  */
-export async function openAtDouble(adyen: ChaosEnvironment['adyen'] | undefined): Promise<number> {
-  if (!adyen) return 0;
+export async function openAtDouble(double: ChaosEnvironment['double'] | undefined): Promise<number> {
+  if (!double) return 0;
   try {
-    const census = await adyen.census();
+    const census = await double.census();
     const open = census.flatMap((p) => p.notifications).filter((n) => n.state !== 'delivered').length;
-    if (open > 0) await adyen.redeliverLost();
+    if (open > 0) await double.redeliverLost();
     return open;
   } catch {
     return -1;
@@ -130,10 +130,10 @@ export async function openAtDouble(adyen: ChaosEnvironment['adyen'] | undefined)
  * deadline and the checker names what is left. Returns how long the database was quiet
  * before the workflows were.
  */
-export async function waitUntilQuiet(env: Pick<ChaosEnvironment, 'sql' | 'pspSql' | 'temporal' | 'tenants'> & Partial<Pick<ChaosEnvironment, 'adyen'>>, deadline: number): Promise<{ waitedForWorkflowsMs: number }> {
+export async function waitUntilQuiet(env: Pick<ChaosEnvironment, 'sql' | 'pspSql' | 'temporal' | 'tenants'> & Partial<Pick<ChaosEnvironment, 'double'>>, deadline: number): Promise<{ waitedForWorkflowsMs: number }> {
   let databaseQuietSince: number | null = null;
   for (;;) {
-    const [ours, psps, double] = [await openInDatabase(env.sql), await openAtPsps(env.pspSql), await openAtDouble(env.adyen)];
+    const [ours, psps, double] = [await openInDatabase(env.sql), await openAtPsps(env.pspSql), await openAtDouble(env.double)];
     const open = ours < 0 || psps < 0 || double < 0 ? -1 : ours + psps + double;
     if (open === 0) databaseQuietSince ??= Date.now();
     else databaseQuietSince = null;
@@ -203,8 +203,8 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
   const apiCount = 2;
   const loadMs = Math.round(options.minutes * 60_000);
   const temporalMode = options.temporal ?? 'dev';
-  // Every kind of fault of sandbox-a and of the Adyen double is struck at least once, however short the run.
-  const schedule = faultSchedule(rng.fork(1), { durationMs: loadMs, gapMs, apiCount, temporal: temporalMode, required: [...pspFaultKinds, ...adyenFaultKinds] });
+  // Every kind of fault of sandbox-a and of the PSP double is struck at least once, however short the run.
+  const schedule = faultSchedule(rng.fork(1), { durationMs: loadMs, gapMs, apiCount, temporal: temporalMode, required: [...pspFaultKinds, ...doubleFaultKinds] });
   log(`chaos: seed ${options.seed}, ${options.minutes} min, ${clients} clients, keys expire after ${keyTtlSeconds} s, Temporal ${temporalMode === 'cluster' ? 'cluster (two nodes)' : 'dev server'}`);
   log(`fault schedule (${schedule.length} events):\n${describeSchedule(schedule)}`);
 
@@ -222,7 +222,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
     log(`environment up in ${((Date.now() - started) / 1000).toFixed(0)} s; load starts`);
     const loadStarted = Date.now();
     // One workload per tenant (the first routed a then b, the second split between them, the third
-    // adyen-test then b, telling only the stories the Adyen double can do); the clients take turns.
+    // the PSP double then b, telling only the stories the double can do); the clients take turns.
     const workloads = env.tenants.map(
       (tenant, i) =>
         new Workload({
@@ -231,7 +231,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
           rng: rng.fork(3 + i),
           operationTimeoutMs: 120_000,
           shouldStop: () => Date.now() - loadStarted > loadMs,
-          adyen: ADYEN_TENANTS.has(tenant.name),
+          ...(DOUBLE_TENANTS.has(tenant.name) ? { double: DOUBLE.chaosMethods } : {}),
         }),
     );
     const paymentsSoFar = () => workloads.reduce((n, w) => n + w.paymentIds.size, 0);
@@ -259,9 +259,9 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
     await Promise.all(probes);
     await env.restore();
     await env.disarmWorker();
-    // The Adyen double loses no more notifications, and sends again those it lost: a capture or
+    // The PSP double loses no more webhooks, and sends again those it lost: a capture or
     // refund waiting for its notification is decided, and its client's story can end.
-    await env.adyen.settle();
+    await env.double.settle();
     await clientsDone;
     const loadEnded = Date.now();
     const operations = workloads.flatMap((w) => w.operations);
@@ -313,7 +313,7 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
     const verdict = await check({
       sql: env.sql,
       pspSql: env.pspSql,
-      doubles: { [env.adyen.name]: env.adyen.url },
+      doubles: { [env.double.name]: env.double.url },
       temporal: env.temporal,
       tenantIds: env.tenants.map((t) => t.id),
       acks: env.merchant.acks,
@@ -352,8 +352,8 @@ export async function runChaos(options: ChaosOptions): Promise<{ summary: ChaosS
       paymentsByStatus: count(verdict.census.map((p) => p.status)),
       faultsInjected: { ...env.injected, 'worker killed at a kill point (or crashed)': env.supervisors.find((s) => s.name === 'worker')!.unplannedExits },
       faultsOnSandboxA: Object.fromEntries(pspFaultKinds.map((kind) => [kind, env.injected[kind] ?? 0])),
-      faultsOnAdyen: Object.fromEntries(adyenFaultKinds.map((kind) => [kind, env.injected[kind] ?? 0])),
-      adyenNotificationsRedelivered: env.adyen.redelivered(),
+      faultsOnDouble: Object.fromEntries(doubleFaultKinds.map((kind) => [kind, env.injected[kind] ?? 0])),
+      doubleNotificationsRedelivered: env.double.redelivered(),
       faultsSkipped: env.skipped,
       failover: failoverFigures(verdict.census),
       savedCards: savedCardFigures(verdict.census),
@@ -482,13 +482,13 @@ export function renderSummary(s: ChaosSummary): string {
     '|---|---:|',
     ...rows(s.faultsInjected),
     '',
-    '**Three PSPs** (sandbox-a, then sandbox-b; adyen-test, the Adyen double, then sandbox-b; the nemesis strikes sandbox-a and adyen-test, never sandbox-b). Faults struck on sandbox-a:',
+    `**Three PSPs** (sandbox-a, then sandbox-b; ${DOUBLE_PSP}, a PSP double, then sandbox-b; the nemesis strikes sandbox-a and ${DOUBLE_PSP}, never sandbox-b). Faults struck on sandbox-a:`,
     '',
     '| fault on sandbox-a | count |',
     '|---|---:|',
     ...rows(s.faultsOnSandboxA),
     '',
-    `Faults struck on adyen-test: ${Object.entries(s.faultsOnAdyen).map(([k, v]) => `${k} ${v}`).join(', ')}; its notifications lost and sent again by the run: ${s.adyenNotificationsRedelivered}.`,
+    `Faults struck on ${DOUBLE_PSP}: ${Object.entries(s.faultsOnDouble).map(([k, v]) => `${k} ${v}`).join(', ')}; its webhooks lost and sent again by the run: ${s.doubleNotificationsRedelivered}.`,
     '',
     `Payments failed over from sandbox-a to sandbox-b: **${s.failover.failedOver}** (${Object.entries(s.failover.failedOverBecause).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}), ` +
       `${s.failover.failedOverAndHeldAtB} of them ending with money at sandbox-b; first tried at sandbox-b (the split's pick, or sandbox-a's circuit open): ${s.failover.firstTriedAtB}. ` +

@@ -47,18 +47,6 @@ const methodWeights = {
   pm_card_createDisputeInquiry: 1,
 };
 /**
- * The stories of a tenant routed to the Adyen double first (adyen-test, then sandbox-b): card
- * payments the double has a test card for (Adyen's, provider/adyen/wire.ts) and the sandbox
- * too, approved or declined, with automatic or manual capture, then captures, cancels and
- * refunds as everywhere; and 3-D Secure, whose customer comes back through our return route
- * (the details call) or not (the AUTHORISATION decides), as Adyen's redirect does. Not told
- * there: disputes (the double disputes only a card of its own, which sandbox-b does not have),
- * bank debits (no such method at the double), saved cards and recovering payments (a card saved
- * at Adyen cannot fail over to sandbox-b by network transaction id: the double's ids are its
- * own). The integration tests at adyen-test cover those.
- */
-const adyenMethodWeights = { pm_card_visa: 8, pm_card_declined: 1, pm_card_threeDSecureRequired: 2, pm_card_threeDSecureRequired_declined: 1 };
-/**
  * Recovering payments (docs/recovery.md): a story saves a card of its own that behaves as one of
  * these (a variant, never charged by another story: its declines count at the card network and
  * in its budget, both kept per card) for a customer of its own, then charges it
@@ -90,8 +78,16 @@ export interface WorkloadOptions {
   /** Give up on one operation after this long (what remains is judged by the checker). */
   operationTimeoutMs: number;
   shouldStop: () => boolean;
-  /** The tenant's route starts at the Adyen double: only the stories it can do (adyenMethodWeights). */
-  adyen?: boolean;
+  /**
+   * The tenant's route starts at the PSP double (then sandbox-b): only the stories it can do,
+   * the payment methods its kind's declaration weighs (ProviderDouble.chaosMethods), approved or
+   * declined, with automatic or manual capture, then captures, cancels and refunds as everywhere.
+   * Not told there: disputes (a double disputes only a card of its own, which sandbox-b does not
+   * have), bank debits, saved cards and recovering payments (a card saved at the double cannot
+   * fail over to sandbox-b by network transaction id: the double's ids are its own). Its kind's
+   * integration tests cover those.
+   */
+  double?: Readonly<Record<string, number>>;
 }
 
 /**
@@ -185,7 +181,7 @@ export class Workload {
   private async paymentBody(method: string, manual: boolean, amount: number): Promise<Record<string, unknown>> {
     const { rng } = this.options;
     const common = { order_id: this.key('ord'), amount_minor: amount, currency: rng.pick(currencies), capture_method: manual ? 'manual' : 'automatic' };
-    if (this.options.adyen) return { ...common, payment_method: method };
+    if (this.options.double) return { ...common, payment_method: method };
     if (this.savedMethods.length > 0 && rng.chance(0.15)) {
       return { ...common, payment_method: rng.pick(this.savedMethods), customer: this.customer, off_session: true };
     }
@@ -241,8 +237,8 @@ export class Workload {
   private async oneStory(): Promise<void> {
     const { rng } = this.options;
     const first = this.stories++ === 0;
-    if (!this.options.adyen && (first || rng.chance(RECOVERY_STORY_CHANCE))) return this.recoveryStory(first);
-    const method = this.options.adyen ? rng.weighted(adyenMethodWeights) : rng.weighted(methodWeights);
+    if (!this.options.double && (first || rng.chance(RECOVERY_STORY_CHANCE))) return this.recoveryStory(first);
+    const method = this.options.double ? rng.weighted(this.options.double) : rng.weighted(methodWeights);
     const manual = rng.chance(0.3);
     const amount = rng.int(100, 50_000);
     const body = await this.paymentBody(method, manual, amount);
@@ -323,7 +319,7 @@ export class Workload {
 
   /**
    * Submits the challenge page's form as the customer's browser would, through sandbox restarts.
-   * A PSP that sends the customer back to us (Adyen: a 303 to our return route) is followed there
+   * A PSP that sends the customer back to us (challengeReturn `orchestrator`: a 303 to our return route) is followed there
    * most of the time, as a browser would; the rest never come back. Our route's own 303 (to the
    * merchant's return_url) is not followed.
    */

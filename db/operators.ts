@@ -1,5 +1,6 @@
 import type { Db, Sql } from './connect';
 import { newId } from '../domain/ids';
+import { keysetPage, toPage, type Page, type PageQuery } from './paging';
 
 /** The console's operators, their sessions, failed sign-ins and the audit of their actions (migration 027, docs/console.md). */
 
@@ -182,4 +183,18 @@ export async function decideAudit(db: Db, id: string, state: 'done' | 'failed', 
 
 export async function auditOf(db: Db, objectId: string): Promise<AuditRow[]> {
   return db<AuditRow[]>`SELECT * FROM operator_audit WHERE object_id = ${objectId} ORDER BY created_at DESC LIMIT 100`;
+}
+
+/** Every operator action newest first, paged by id (ids sort by creation time); a tenant's operator sees its tenant's only (operator_audit_by_tenant). */
+export async function auditTrail(db: Db, query: PageQuery & { tenantId: string | null }): Promise<Page<AuditRow>> {
+  const rows = await db<AuditRow[]>`
+    SELECT * FROM operator_audit
+    WHERE true ${query.tenantId !== null ? db`AND tenant_id = ${query.tenantId}` : db``}
+    ${keysetPage(db, 'id', query)}`;
+  return toPage(rows, query);
+}
+
+/** A note on an action still proposed (its operation answered 202: not decided yet; confirming again asks under the same key). */
+export async function noteAudit(db: Db, id: string, outcome: Record<string, unknown>): Promise<void> {
+  await db`UPDATE operator_audit SET outcome = ${db.json(outcome as never)} WHERE id = ${id} AND state = 'proposed'`;
 }

@@ -89,7 +89,7 @@ export async function finishAttempt(
   provider: string,
   result: { outcome: Exclude<AttemptOutcome, 'pending'>; providerChargeId: string | null; errorCode: string | null },
 ): Promise<void> {
-  // A charge the PSP has not named yet ('': a redirect Adyen answered without its pspReference) is stored without an id.
+  // A charge the PSP has not named yet ('': a redirect its PSP answered without the charge's id) is stored without an id.
   const chargeId = result.providerChargeId || null;
   const finished = await db`
     UPDATE payment_attempts SET provider_charge_id = ${chargeId}, outcome = ${result.outcome},

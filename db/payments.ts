@@ -161,7 +161,7 @@ export const compensatedByRefund: readonly string[] = ['ledger_rejected', 'captu
 /**
  * A payment whose own run refunded its charge (a compensation: failed `ledger_rejected`,
  * `capture_failed` or `capture_unconfirmed`) and whose refund the PSP then refused by
- * notification (Adyen's REFUND_FAILED, after the run counted the refund given back on its
+ * notification (a notified refund's failure, after the run counted the refund given back on its
  * receipt): failed `compensation_failed`, `message` added to its failure's, as a compensation
  * refused in its answer is, and the merchant told again (`payment.failed`, once). The payment is the refund's
  * reference (the PSP's signed word), at that PSP, holding that charge or none (the ledger's
@@ -210,7 +210,7 @@ export interface PaymentChange {
   nextAction?: NextAction | null;
 }
 
-/** The payment's next_action while it is requires_action (the Stripe PaymentIntent shape). */
+/** The payment's next_action while it is requires_action (api/schemas.ts NextAction). */
 export interface NextAction {
   type: 'redirect_to_url';
   redirect_to_url: { url: string; return_url: string | null };

@@ -98,8 +98,8 @@ export async function markForwarded(sql: Sql, provider: string, eventId: string)
 }
 
 /**
- * A PSP's stored report of a cancel of this charge (a kind whose cancels are notified: Adyen's
- * CANCELLATION, stored as `charge.canceled` or `charge.cancel_failed`): `canceled` if any says
+ * A PSP's stored report of a cancel of this charge (a kind whose cancels are notified: its
+ * notification of the cancel, stored as `charge.canceled` or `charge.cancel_failed`): `canceled` if any says
  * so (a cancel that took place is final), else `cancel_failed`, else null. A charge is voided
  * under one key (its payment's void sub-key), so the PSP makes one cancel of it, whichever run
  * asks: this is that cancel's outcome even when it came before the run that reads it asked.
@@ -115,7 +115,7 @@ export async function storedCancellation(db: Db, input: { provider: string; paym
 }
 
 /**
- * A PSP's stored confirmation of a refund by its id (Adyen's REFUND or REFUND_FAILED, stored as
+ * A PSP's stored confirmation of a refund by its id (its notification of the refund, stored as
  * `refund.succeeded` or `refund.failed`; migration 022): a refund asked again under the key of
  * one already settled is answered `pending` again, and its settlement is this.
  */

@@ -9,8 +9,9 @@ import { levelEstimate, segmentLevels, SUCCESS_RATE_DEFAULTS, withOutcome, type 
  * - routing_outcomes: per (scope, PSP, segment level) the counts domain/routing-success-rate.ts
  *   decides from, updated by one UPSERT per outcome with the same arithmetic as its withOutcome
  *   (test/integration/routing-store.test.ts holds the two equal).
- * - routing_health: per PSP, its errors among its first attempts; too many put it out of first
- *   place for every worker (`eliminated_until`), then one payment at a time probes it back.
+ * - routing_health: per PSP, its errors among every charge attempt's outcomes; too many put it
+ *   out of first place for every worker (`eliminated_until`), then one payment at a time
+ *   probes it back. The one health mechanism: worker/provider-health.ts only shows it.
  * - provider_call_tokens: a token bucket per PSP (takeCall), its calls per second held across
  *   the fleet.
  */
@@ -18,37 +19,46 @@ import { levelEstimate, segmentLevels, SUCCESS_RATE_DEFAULTS, withOutcome, type 
 /** The scope of pooled counts (every tenant's outcomes); a tenant with `routing.scope: "tenant"` also has its own, under its id. */
 export const POOLED_SCOPE = '';
 
-/** What an attempt's outcome counts as: the issuer's answer (approved, declined), or the PSP's own error (its health). */
-export type RoutingOutcome = 'approved' | 'declined' | 'error';
+/**
+ * What an attempt's outcome counts as: the issuer's answer (approved, declined), another answer
+ * of the PSP (a challenge, a refusal of the request: its health only), or the PSP's own error
+ * (its health).
+ */
+export type RoutingOutcome = 'approved' | 'declined' | 'answered' | 'error';
 
 /**
- * The shared breaker's settings (routing_health), the worker breaker's defaults
- * (worker/provider-health.ts) in recency-weighted form: a PSP whose errors make at least
+ * The one health mechanism's settings (routing_health; every worker and API process reads and
+ * feeds the same rows): a PSP whose errors make at least
  * `errorRate` of its last calls (weighted by `decay` per call, at least `minCalls` of them,
  * forgotten after `windowMs` without a call) is out of first place for `eliminateMs`; then one
  * payment at a time probes it (its outcome awaited for `probeTimeoutMs`): a success brings it
  * back, an error puts it out again. A PSP whose errors went from none to all is out after at
- * most 7 of its payments (decay 0.9: its weighted errors pass half of its weighted calls at the
- * 7th), at once for every worker.
+ * most 7 of its payments (decay 0.9: its weighted calls reach `minCalls` at the 7th, all of them
+ * errors), at once for every worker; one with little traffic that has met only errors for
+ * `failingMs` is out at its next error, however few its calls. Every charge attempt's outcome
+ * counts (activities/provider-steps.ts chargeAttempt): a later attempt's and a retry's too.
  */
 export interface HealthSettings {
   decay: number;
   minCalls: number;
   errorRate: number;
   windowMs: number;
+  /** Errors only (no answer between, no gap of `windowMs`) for this long put it out at its next error, however few its calls. */
+  failingMs: number;
   eliminateMs: number;
   probeTimeoutMs: number;
 }
 
-export const HEALTH_DEFAULTS: HealthSettings = { decay: 0.9, minCalls: 5, errorRate: 0.5, windowMs: 30_000, eliminateMs: 30_000, probeTimeoutMs: 60_000 };
+export const HEALTH_DEFAULTS: HealthSettings = { decay: 0.9, minCalls: 5, errorRate: 0.5, windowMs: 30_000, failingMs: 20_000, eliminateMs: 30_000, probeTimeoutMs: 60_000 };
 
 export interface RecordOutcomeInput {
   provider: string;
   segment: RoutingSegment;
   outcome: RoutingOutcome;
   /**
-   * Whether this is the payment's first attempt at this PSP: only those count (not a recovery's
-   * retries, not a retry of the same attempt, not a move after a failover). The caller knows.
+   * Whether this is the payment's first attempt at this PSP: only those count toward approvals
+   * and declines (not a recovery's retries, not a retry of the same attempt, not a move after a
+   * failover). The caller knows. Every outcome counts toward the PSP's health.
    */
   firstAttempt: boolean;
   /** The scopes counted in: the pooled one always, and the tenant's own when its routing.scope is "tenant". */
@@ -76,24 +86,29 @@ export interface RecordedOutcome {
 function healthUpsert(db: Db, provider: string, error: boolean, health: HealthSettings) {
   const e = error ? 1 : 0;
   return db`
-    INSERT INTO routing_health AS h (provider, calls, errors, updated_at) VALUES (${provider}, 1, ${e}, now())
-    ON CONFLICT (provider) DO UPDATE SET (calls, errors, eliminated_until, eliminated_reason, probe_until, updated_at) = (
+    INSERT INTO routing_health AS h (provider, calls, errors, failing_since, updated_at) VALUES (${provider}, 1, ${e}, CASE WHEN ${e} = 1 THEN now() END, now())
+    ON CONFLICT (provider) DO UPDATE SET (calls, errors, eliminated_until, eliminated_reason, probe_until, failing_since, updated_at) = (
       SELECT
         CASE WHEN closed AND NOT trips THEN c WHEN closed OR probing THEN 0 ELSE h.calls END,
         CASE WHEN closed AND NOT trips THEN x.e ELSE CASE WHEN closed OR probing THEN 0 ELSE h.errors END END,
         CASE WHEN closed AND trips THEN now() + ${health.eliminateMs} * interval '1 millisecond'
              WHEN probing AND ${e} = 1 THEN now() + ${health.eliminateMs} * interval '1 millisecond'
              WHEN probing THEN NULL ELSE h.eliminated_until END,
-        CASE WHEN closed AND trips THEN format('%s errors in its last %s calls', round(x.e::numeric, 1), round(c::numeric, 1))
+        CASE WHEN closed AND rated THEN format('%s errors in its last %s calls', round(x.e::numeric, 1), round(c::numeric, 1))
+             WHEN closed AND trips THEN format('only errors for %s s', round(extract(epoch FROM now() - failing)::numeric))
              WHEN probing AND ${e} = 1 THEN 'its probe failed'
              WHEN probing THEN NULL ELSE h.eliminated_reason END,
         CASE WHEN probing THEN NULL ELSE h.probe_until END,
+        CASE WHEN closed AND NOT trips THEN failing ELSE NULL END,
         now()
-      FROM (SELECT *, closed AND c >= ${health.minCalls} AND e >= ${health.errorRate} * c AS trips
-            FROM (SELECT h.eliminated_until IS NULL AS closed,
-                         coalesce(h.eliminated_until <= now() AND h.probe_until > now(), false) AS probing,
-                         h.calls * w + 1 AS c, h.errors * w + ${e} AS e
-                  FROM (SELECT CASE WHEN h.updated_at < now() - ${health.windowMs} * interval '1 millisecond' THEN 0 ELSE ${health.decay}::float8 END AS w) fade) y) x)
+      FROM (SELECT *, rated OR (closed AND failing <= now() - ${health.failingMs} * interval '1 millisecond') AS trips
+            FROM (SELECT *, closed AND c >= ${health.minCalls} AND e >= ${health.errorRate} * c AS rated
+                  FROM (SELECT h.eliminated_until IS NULL AS closed,
+                               coalesce(h.eliminated_until <= now() AND h.probe_until > now(), false) AS probing,
+                               h.calls * w + 1 AS c, h.errors * w + ${e} AS e,
+                               -- Errors only since then: kept while every outcome is an error and none is a window apart.
+                               CASE WHEN ${e} = 0 THEN NULL WHEN w = 0 THEN now() ELSE coalesce(h.failing_since, now()) END AS failing
+                        FROM (SELECT CASE WHEN h.updated_at < now() - ${health.windowMs} * interval '1 millisecond' THEN 0 ELSE ${health.decay}::float8 END AS w) fade) y) r) x)
     RETURNING eliminated_until`;
 }
 
@@ -103,16 +118,22 @@ function commitMode(db: Db, input: Pick<RecordOutcomeInput, 'asyncCommit'>) {
 }
 
 /**
- * Counts one attempt's outcome, in one statement: the PSP's health (every outcome: an error
- * counts against it, an answer for it) and, per scope and level of the segment, the issuer's
- * answer into the recency-weighted counts (withOutcome's arithmetic, with the fall detector
- * routing_fallen), or a PSP error into `errors_total` alone. Only a first attempt at a PSP
- * counts; anything else records nothing.
+ * Counts one attempt's outcome, in one statement: the PSP's health (every outcome of every
+ * attempt: an error counts against it, an answer for it) and, for a payment's first attempt at
+ * the PSP, per scope and level of the segment, the issuer's answer into the recency-weighted
+ * counts (withOutcome's arithmetic, with the fall detector routing_fallen), or a PSP error into
+ * `errors_total` alone. Any other outcome (a later attempt's, an answer that is not the
+ * issuer's) moves the health alone (`recorded`: false).
  */
 export async function recordOutcome(db: Db, input: RecordOutcomeInput): Promise<RecordedOutcome> {
-  if (!input.firstAttempt) return { recorded: false, fell: false, eliminatedUntil: null };
-  const settings = input.settings ?? SUCCESS_RATE_DEFAULTS;
   const health = input.health ?? HEALTH_DEFAULTS;
+  if (!input.firstAttempt || input.outcome === 'answered') {
+    const rows = await db<{ eliminated_until: Date | null }[]>`
+      WITH health AS (${healthUpsert(db, input.provider, input.outcome === 'error', health)})
+      SELECT (SELECT eliminated_until FROM health) FROM ${commitMode(db, input)}`;
+    return { recorded: false, fell: false, eliminatedUntil: rows[0]?.eliminated_until ?? null };
+  }
+  const settings = input.settings ?? SUCCESS_RATE_DEFAULTS;
   const scopes = input.tenantScope ? [POOLED_SCOPE, input.tenantScope] : [POOLED_SCOPE];
   const levels = segmentLevels(input.segment);
   const { provider, outcome } = input;
@@ -230,6 +251,14 @@ export async function takeProbe(db: Db, provider: string, health: HealthSettings
     WHERE provider = ${provider} AND eliminated_until <= now() AND (probe_until IS NULL OR probe_until <= now())
     RETURNING provider`;
   return rows.length > 0;
+}
+
+/**
+ * Gives back the probe `takeProbe` gave a payment that will not try the PSP after all (an
+ * earlier try of its first attempt was recorded at another PSP), so the next payment may probe.
+ */
+export async function releaseProbe(db: Db, provider: string): Promise<void> {
+  await db`UPDATE routing_health SET probe_until = NULL WHERE provider = ${provider} AND eliminated_until <= now() AND probe_until > now()`;
 }
 
 /** One row of the store as GET /admin/routing and /metrics show it. */

@@ -23,7 +23,7 @@ import type { RoutePlanner } from '../activities';
 import type { PaymentProvider } from '../provider/types';
 import { startSandbox, type RunningSandbox, type StartSandboxOptions } from '../sandbox/server';
 import type { WebhookFaults } from '../sandbox/deps';
-import type { ProviderHealthRecorder } from '../domain/routing';
+import type { CallLimit } from '../db/routing';
 import { OutboxRelay, type RelayOptions } from '../worker/outbox-relay';
 import { Reconciliation } from '../activities/reconciliation';
 import { RetentionJob } from '../activities/retention';
@@ -92,8 +92,8 @@ export interface StackOptions {
    * secondSandbox): how the first charge attempt plans the route (default: activities/routing.ts planRouteFor).
    */
   route?: RoutePlanner;
-  /** The worker's circuit breaker per PSP (worker/provider-health.ts); none by default, so one test's outage never reorders another's payments. */
-  health?: ProviderHealthRecorder;
+  /** Each PSP's calls per second across the fleet (PROVIDER_RATE_LIMITS, parsed): the worker's PSP calls take its tokens; none by default. */
+  callLimits?: Record<string, CallLimit>;
   /** More PSP clients by name for the worker's registry (e.g. one at an address nobody listens on). */
   extraProviders?: Record<string, PaymentProvider>;
   /** The worker's PROVIDER_TRANSIENT_TRIES and PAYMENT_CHARGE_BUDGET_SECONDS (as ms): ActivityDeps.charging; default 3 tries, 60 s. */
@@ -250,7 +250,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         connection: workerConnection,
         namespace,
         taskQueue,
-        deps: { sql, providers, metrics: workerMetrics, logger, temporal, retentionSeconds, returnRoute: (paymentId: string) => challengeReturnUrl(publicApiUrl, paymentId), ...(options.route ? { route: options.route } : {}), ...(options.health ? { health: options.health } : {}), ...(options.charging ? { charging: options.charging } : {}) },
+        deps: { sql, providers, metrics: workerMetrics, logger, temporal, retentionSeconds, returnRoute: (paymentId: string) => challengeReturnUrl(publicApiUrl, paymentId), ...(options.route ? { route: options.route } : {}), ...(options.callLimits ? { callLimits: options.callLimits } : {}), ...(options.charging ? { charging: options.charging } : {}) },
         dataConverter: options.dataConverter,
         ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
         ...(options.workerTuning ? { tuning: options.workerTuning } : {}),
@@ -312,7 +312,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     };
     const apiMetrics = createApiMetrics();
     // The API verifies the sandbox's webhooks with the worker's client (it holds the shared secret).
-    // Every PSP of the worker's registry (extraProviders too: e.g. Stripe against stripe-mock) gets its inbound route.
+    // Every PSP of the worker's registry (extraProviders too: e.g. a kind's client against its PSP's mock) gets its inbound route.
     const providerWebhooks = Object.entries<PaymentProvider>({ ...clients, ...options.extraProviders }).map(([name, client]) => ({
       name,
       verify: (raw: string, headers: Record<string, string | undefined>, now?: Date) => client.verifyWebhook(raw, headers, now),

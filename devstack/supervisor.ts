@@ -6,6 +6,8 @@ import { z } from 'zod';
 import { Connection } from '@temporalio/client';
 import { createSql, ping } from '../db/connect';
 import { ensureDatabase, ensureSiblingDatabase, migrate } from '../db/migrate';
+import { providerDoubles } from '../provider/registry';
+import type { ProviderDouble } from '../provider/kind';
 import { assertSafeToListen, codecCorsOrigins, isLoopbackHost, loadConfig, providerWebhookSecretVariable } from '../lib/config';
 import { generatePayloadKey, parsePayloadKeys } from '../lib/payload-codec';
 import { freePort, httpStatus } from './ports';
@@ -40,13 +42,16 @@ const launcherSchema = z
     SANDBOX_PORT: port.default(4010),
     SANDBOX_B_PORT: port.default(4011),
     SANDBOX_HOST: z.string().min(1).default('127.0.0.1'),
-    /** Doubles of real PSPs to run beside the sandboxes: `adyen` runs the Adyen double (doubles/adyen/) as the PSP `adyen-test` on ADYEN_DOUBLE_PORT. */
+    /**
+     * Doubles of real PSPs to run beside the sandboxes, by kind: any kind that declares one
+     * (provider/<kind>/double.ts) runs its double (doubles/<kind>/) as the PSP `<kind>-test`, on
+     * the port its declaration's variable gives.
+     */
     PSP_DOUBLES: z
       .string()
       .default('')
       .transform((list) => list.split(',').map((d) => d.trim()).filter(Boolean))
-      .pipe(z.array(z.enum(['adyen'], { error: 'PSP_DOUBLES knows only adyen' }))),
-    ADYEN_DOUBLE_PORT: port.default(4012),
+      .pipe(z.array(z.enum([...providerDoubles.keys()] as [string, ...string[]], { error: `PSP_DOUBLES knows only ${[...providerDoubles.keys()].join(', ')}` }))),
     /** sandbox-b's own database (its schema is named `sandbox` too); default: `<database>_sandbox_b` on the same server, created when missing. */
     SANDBOX_B_DATABASE_URL: z.string().min(1).optional(),
     /** The API's port; 0 (any port) is not allowed here, the banner must name it. */
@@ -72,7 +77,9 @@ const launcherSchema = z
 /** The launcher's own variables (lib/config.ts has the ones the API and worker share); set in main(). */
 let launcherEnv: z.output<typeof launcherSchema>;
 
-const GRACE_MS: Record<string, number> = { api: 10_000, worker: 30_000, sandbox: 10_000, adyen: 5_000, codec: 5_000, balancer: 5_000 };
+const GRACE_MS: Record<string, number> = { api: 10_000, worker: 30_000, sandbox: 10_000, doubles: 5_000, codec: 5_000, balancer: 5_000 };
+/** The services that are PSP doubles (PSP_DOUBLES), by name: they stop after the sandboxes. */
+const doubleServices = new Set<string>();
 
 /**
  * Restarts: a child that dies is started again after 1 s, 2 s, 4 s … (at most 30 s); a child
@@ -155,12 +162,20 @@ startup.catch((error: unknown) => {
   void shutdown(`start-up failed: ${(error as Error)?.message ?? error}`, 1);
 });
 
+/** A double PSP_DOUBLES names, with its port (its declaration's variable, else its default; a bad one stops the start). */
+function doubleToRun(kind: string, double: ProviderDouble): ProviderDouble & { kind: string; port: number } {
+  const parsed = port.default(double.defaultPort).safeParse(process.env[double.portVariable]);
+  if (!parsed.success) throw new Error(`invalid configuration: ${double.portVariable}: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
+  return { ...double, kind, port: parsed.data };
+}
+
 async function main(): Promise<void> {
   const parsed = launcherSchema.safeParse(process.env);
   if (!parsed.success) {
     throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   }
   launcherEnv = parsed.data;
+  const doubles = launcherEnv.PSP_DOUBLES.map((kind) => doubleToRun(kind, providerDoubles.get(kind)!));
   const config = loadConfig(); // the same parsing (and ADMIN_TOKEN default) as the API's
   networkTimeScale(process.env, config); // one scale for recovery and the sandboxes' card network: refused now if two are asked
   const dataDir = launcherEnv.DATA_DIR ? path.resolve(launcherEnv.DATA_DIR) : path.join(projectRoot, '.data');
@@ -182,7 +197,7 @@ async function main(): Promise<void> {
     ...(sdkMetrics ? [{ port: Number(sdkMetrics[2]), host: sdkMetrics[1]!, what: "the Temporal SDK's metrics (TEMPORAL_SDK_METRICS_ADDRESS)" }] : []),
     { port: launcherEnv.SANDBOX_PORT, host: launcherEnv.SANDBOX_HOST, what: 'the provider sandbox sandbox-a (SANDBOX_PORT)' },
     { port: launcherEnv.SANDBOX_B_PORT, host: launcherEnv.SANDBOX_HOST, what: 'the provider sandbox sandbox-b (SANDBOX_B_PORT)' },
-    ...(launcherEnv.PSP_DOUBLES.includes('adyen') ? [{ port: launcherEnv.ADYEN_DOUBLE_PORT, host: '127.0.0.1', what: 'the Adyen double adyen-test (ADYEN_DOUBLE_PORT)' }] : []),
+    ...doubles.map((double) => ({ port: double.port, host: '127.0.0.1', what: `the ${double.kind} double ${double.name} (${double.portVariable})` })),
     ...(config.TEMPORAL_PAYLOAD_ENCRYPTION === 'on' ? [{ port: config.CODEC_PORT, host: '127.0.0.1', what: 'the codec server (CODEC_PORT)' }] : []),
     ...(externalTemporal
       ? []
@@ -257,26 +272,13 @@ async function main(): Promise<void> {
     { name: 'sandbox-a', port: launcherEnv.SANDBOX_PORT, databaseUrl, secret: process.env.PROVIDER_SANDBOX_A_WEBHOOK_SECRET ?? process.env.SANDBOX_WEBHOOK_SECRET ?? randomBytes(24).toString('hex') },
     { name: 'sandbox-b', port: launcherEnv.SANDBOX_B_PORT, databaseUrl: sandboxBDatabaseUrl, secret: process.env.PROVIDER_SANDBOX_B_WEBHOOK_SECRET ?? randomBytes(24).toString('hex') },
   ].map((sandbox) => ({ ...sandbox, url: `http://127.0.0.1:${sandbox.port}`, webhookUrl: `${apiUrl}/provider_webhooks/${sandbox.name}`, secretVariable: providerWebhookSecretVariable(sandbox.name) }));
-  // PSP_DOUBLES=adyen: the Adyen double as a third PSP, adyen-test, with the kind's settings shared by both sides.
-  const adyenDouble = launcherEnv.PSP_DOUBLES.includes('adyen')
-    ? {
-        name: 'adyen-test',
-        url: `http://127.0.0.1:${launcherEnv.ADYEN_DOUBLE_PORT}`,
-        env: {
-          ADYEN_API_KEY: process.env.ADYEN_API_KEY ?? `test_${randomBytes(12).toString('hex')}`,
-          ADYEN_MERCHANT_ACCOUNT: process.env.ADYEN_MERCHANT_ACCOUNT ?? 'OrchestratorTest',
-          ADYEN_HMAC_KEY: process.env.ADYEN_HMAC_KEY ?? randomBytes(32).toString('hex').toUpperCase(),
-          // The double serves Adyen's Disputes service under a path of its own URL (DISPUTES_PATH, doubles/adyen/disputes.ts).
-          PROVIDER_ADYEN_TEST_DISPUTES_URL: `http://127.0.0.1:${launcherEnv.ADYEN_DOUBLE_PORT}/ca/services/DisputeService`,
-          // Its settlement reports are on its own URL, to a report user of its own.
-          ADYEN_REPORT_URL: `http://127.0.0.1:${launcherEnv.ADYEN_DOUBLE_PORT}`,
-          ADYEN_REPORT_USERNAME: process.env.ADYEN_REPORT_USERNAME ?? 'report@Company.OrchestratorTest',
-          ADYEN_REPORT_PASSWORD: process.env.ADYEN_REPORT_PASSWORD ?? randomBytes(12).toString('hex'),
-        },
-      }
-    : null;
+  // PSP_DOUBLES: each double as a PSP of its own, `<kind>-test`, with the kind's settings shared by both sides (its declaration's environment).
+  const runningDoubles = doubles.map((double) => {
+    const url = `http://127.0.0.1:${double.port}`;
+    return { ...double, url, env: double.environment(url, process.env) };
+  });
   const providers =
-    process.env.PROVIDERS ?? [...sandboxes.map((sandbox) => `${sandbox.name}=sandbox:${sandbox.url}`), ...(adyenDouble ? [`${adyenDouble.name}=adyen:${adyenDouble.url}`] : [])].join(',');
+    process.env.PROVIDERS ?? [...sandboxes.map((sandbox) => `${sandbox.name}=sandbox:${sandbox.url}`), ...runningDoubles.map((double) => `${double.name}=${double.kind}:${double.url}`)].join(',');
   // TRACING=on: Jaeger before the processes that export to it (unless an OTLP endpoint is given).
   if (launcherEnv.TRACING === 'on') {
     say(`starting Jaeger (UI on ${launcherEnv.JAEGER_UI_PORT}, OTLP/HTTP on ${launcherEnv.JAEGER_OTLP_PORT}; the first start builds it into .tools/)`);
@@ -293,7 +295,7 @@ async function main(): Promise<void> {
     PROVIDERS: providers,
     ...Object.fromEntries(sandboxes.map((sandbox) => [sandbox.secretVariable, sandbox.secret])),
     SANDBOX_WEBHOOK_SECRET: sandboxes[0]!.secret,
-    ...adyenDouble?.env,
+    ...Object.assign({}, ...runningDoubles.map((double) => double.env)),
     LOG_LEVEL: config.LOG_LEVEL,
     ADMIN_TOKEN: config.ADMIN_TOKEN,
     ...(payloadKeys ? { TEMPORAL_PAYLOAD_KEYS: payloadKeys.text } : {}),
@@ -305,14 +307,15 @@ async function main(): Promise<void> {
   for (const sandbox of sandboxes) {
     startService(sandbox.name, 'sandbox/main.ts', sandboxEnvironment(common, { ...sandbox, host: launcherEnv.SANDBOX_HOST }, process.env.SANDBOX_NETWORK_DATABASE_URL ?? databaseUrl, config));
   }
-  // Its signed notification batches go to the API's inbound route, retried until answered `[accepted]`.
-  // It is on the sandboxes' card network: SANDBOX_NETWORK_KEY, when set, reaches it with the
-  // common environment as it reaches them, so sandbox-b charges a card saved at it by its id.
-  if (adyenDouble) {
-    startService(adyenDouble.name, 'doubles/adyen/main.ts', {
+  // A double's webhooks go to the API's inbound route under its name. It is on the sandboxes'
+  // card network: SANDBOX_NETWORK_KEY, when set, reaches it with the common environment as it
+  // reaches them, so sandbox-b charges a card saved at it by its id.
+  for (const double of runningDoubles) {
+    doubleServices.add(double.name);
+    startService(double.name, double.script, {
       ...common,
-      ADYEN_DOUBLE_PORT: String(launcherEnv.ADYEN_DOUBLE_PORT),
-      ADYEN_DOUBLE_WEBHOOK_URL: `${apiUrl}/provider_webhooks/${adyenDouble.name}`,
+      [double.portVariable]: String(double.port),
+      [double.webhookUrlVariable]: `${apiUrl}/provider_webhooks/${double.name}`,
     });
   }
   // Each worker beyond the first gets metrics ports of its own (the first keeps the configured ones).
@@ -338,7 +341,7 @@ async function main(): Promise<void> {
   const [buildIds] = await Promise.all([
     Promise.all(workers.map((worker) => waitForWorker(temporal, config.TEMPORAL_NAMESPACE, config.TASK_QUEUE, worker.pid, deadline))),
     ...sandboxes.map((sandbox) => waitFor(`the provider sandbox ${sandbox.name} to answer /healthz`, deadline, async () => (await httpStatus(`${sandbox.url}/healthz`)) === 200)),
-    ...(adyenDouble ? [waitFor(`the Adyen double ${adyenDouble.name} to answer /healthz`, deadline, async () => (await httpStatus(`${adyenDouble.url}/healthz`)) === 200)] : []),
+    ...runningDoubles.map((double) => waitFor(`the ${double.kind} double ${double.name} to answer /healthz`, deadline, async () => (await httpStatus(`${double.url}/healthz`)) === 200)),
     waitFor('the API to answer /readyz with 200', deadline, async () => (await httpStatus(`${apiUrl}/readyz`)) === 200),
     ...(codecUrl ? [waitFor('the codec server to answer /healthz', deadline, async () => (await httpStatus(`${codecUrl}/healthz`)) === 200)] : []),
   ]);
@@ -384,7 +387,7 @@ async function main(): Promise<void> {
         (sandbox) =>
           `  PSP ${sandbox.name.padEnd(11)}${sandbox.url} (webhooks to ${sandbox.webhookUrl}; database ${sandbox.databaseUrl === databaseUrl ? 'the same, schema sandbox' : new URL(sandbox.databaseUrl).pathname.slice(1)})`,
       ),
-      ...(adyenDouble ? [`  PSP ${adyenDouble.name.padEnd(11)}${adyenDouble.url} (the Adyen double, PSP_DOUBLES=adyen; merchant account ${adyenDouble.env.ADYEN_MERCHANT_ACCOUNT}; notifications to /provider_webhooks/${adyenDouble.name})`] : []),
+      ...runningDoubles.map((double) => `  PSP ${double.name.padEnd(11)}${double.url} (${double.describe(double.env)}; webhooks to /provider_webhooks/${double.name})`),
       `  PROVIDERS      ${providers}${process.env.PROVIDERS ? ' (from PROVIDERS)' : ''}`,
       payloadKeys
         ? `  Codec server   ${codecUrl} (Temporal payloads encrypted with key ${payloadKeys.encryptingId}${payloadKeys.file ? `, kept in ${rel(payloadKeys.file)}` : ', from TEMPORAL_PAYLOAD_KEYS'}; the Web UI decodes through it)`
@@ -932,9 +935,9 @@ function shutdown(reason: string, code: number): Promise<never> {
     // Whatever step start-up was in finishes (or is cancelled) first, so that nothing it
     // starts afterwards is missed.
     await startup.catch(() => {});
-    for (const name of ['api', 'worker', 'sandbox', 'adyen', 'codec', 'balancer'] as const) {
+    for (const name of ['api', 'worker', 'sandbox', 'doubles', 'codec', 'balancer'] as const) {
       // Several workers stop together (each finishing its activities within the grace period).
-      const group = state.services.filter((s) => s.name === name || s.name.startsWith(`${name}-`));
+      const group = state.services.filter((s) => (name === 'doubles' ? doubleServices.has(s.name) : s.name === name || s.name.startsWith(`${name}-`)));
       await Promise.all([
         ...group.map(async (service) => {
           const info = await service.current.stop(GRACE_MS[name]!);

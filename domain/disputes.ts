@@ -1,9 +1,8 @@
 /**
- * A dispute's lifecycle, after Stripe's Dispute (its `warning_*` statuses are our `inquiry`
- * stage), Adyen's notifications (NOTIFICATION_OF_CHARGEBACK: an inquiry; CHARGEBACK: the funds
- * withdrawn; CHARGEBACK_REVERSED: won, but not for good; SECOND_CHARGEBACK and the
- * PREARBITRATION_* codes: the issuer's second round) and Hyperswitch's stages (pre-dispute,
- * dispute, pre-arbitration). Three stages, four statuses; a dispute only moves forward along
+ * A dispute's lifecycle, after the card PSPs' disputes and notifications (an inquiry before any
+ * funds move; a chargeback that withdraws them; a reversal that is won, but not for good; the
+ * issuer's second round, pre-arbitration) and Hyperswitch's stages (pre-dispute, dispute,
+ * pre-arbitration); each kind maps its own words to these (provider/<kind>/wire.ts). Three stages, four statuses; a dispute only moves forward along
  * `disputeProgress`, so a late or reordered report never reopens one. A chargeback closed won
  * can still move on to `pre_arbitration`, the network's second round, which is always last.
  */

@@ -5,10 +5,10 @@
  * A payment names its method as a string (`payment_method`): one of our test payment methods
  * (the sandbox's names, `pm_card_visa`…, each knowing its type and network here), a saved method
  * of ours (`pm_…`, charged with the card the API found: it carries the card's brand), or a token
- * a PSP gave the merchant (`pm_1Q…` at Stripe), of which nothing is known here.
+ * a PSP gave the merchant (such as `pm_1Q…`), of which nothing is known here.
  */
 
-/** The types of payment method, as the PSPs name them (Stripe's `payment_method.type`). */
+/** The types of payment method, as the PSPs name them (a payment method's `type`). */
 export const PAYMENT_METHOD_TYPES = ['card', 'sepa_debit'] as const;
 export type PaymentMethodType = (typeof PAYMENT_METHOD_TYPES)[number];
 

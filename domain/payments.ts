@@ -319,7 +319,7 @@ export const chargeGivenBackByItsRun: readonly string[] = ['ledger_rejected', 'c
 
 /** A charge's figures as the PSP holds it, as far as the rules below read them. */
 export interface ChargeFigures {
-  /** The PSP's id of the charge; '' while the PSP has not named it (a redirect Adyen answered without its pspReference). */
+  /** The PSP's id of the charge; '' while the PSP has not named it (a redirect the PSP answered without the charge's id). */
   id: string;
   status: ChargeState;
   amountMinor: number;

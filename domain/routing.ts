@@ -340,36 +340,5 @@ function candidates(routing: Routing | null, payment: RoutedPayment, configured:
   return configuredOrder(rules.length ? 'no rule matched and no split or fallback' : 'no split, fallback or rule');
 }
 
-/** A PSP's circuit as the worker's breaker sees it (worker/provider-health.ts). */
+/** A PSP's shared health (db/routing.ts routing_health): in, half-open (probed back), out of first place. */
 export type CircuitState = 'closed' | 'half_open' | 'open';
-
-/** What routing needs of the breaker: injected, so activities need not import the worker. */
-export interface ProviderHealthView {
-  state(provider: string): CircuitState;
-  /** The candidates with open providers moved to the end, in order; never drops one. */
-  order(candidates: readonly string[]): string[];
-  /**
-   * Gives back the probe order() took for a half-open provider that the payment will not try
-   * after all (its attempt was recorded at another PSP by an earlier try), so a payment that
-   * will report an outcome there can take it.
-   */
-  release?(provider: string): void;
-}
-
-/** The breaker as the charge step feeds it: each answer (or its absence) of a PSP. */
-export interface ProviderHealthRecorder extends ProviderHealthView {
-  record(provider: string, outcome: 'ok' | 'error'): void;
-}
-
-/**
- * A routing decision with the PSPs whose circuit is open moved last (still candidates: when
- * every one is open the routing's order stands), the reason saying so. The first charge attempt's plan ends with it.
- */
-export function orderWithHealth(decision: RouteDecision, health: ProviderHealthView): RouteDecision {
-  const providers = health.order(decision.providers);
-  const unhealthy = decision.providers.filter((provider) => health.state(provider) !== 'closed');
-  if (unhealthy.length === 0) return { ...decision, providers };
-  const states = unhealthy.map((provider) => `${provider} ${health.state(provider).replace('_', '-')}`).join(', ');
-  const moved = providers.join() !== decision.providers.join();
-  return { ...decision, providers, reason: `${decision.reason}; circuit ${states}${moved ? `: tried ${providers.join(', ')}` : ''}` };
-}

@@ -134,7 +134,7 @@ const variables = z.object({
   ADMIN_TOKEN: z.string().min(16).optional(),
   /**
    * The API's address as customers' browsers reach it (scheme, host, port, optional path): a PSP
-   * whose challenge comes back to us (Adyen) is given `<API_PUBLIC_URL>/return/{payment_id}` as
+   * whose challenge comes back to us (challengeReturn `orchestrator`) is given `<API_PUBLIC_URL>/return/{payment_id}` as
    * the payment's returnUrl. Unset: the loopback API, http://127.0.0.1:<PORT> (development).
    */
   API_PUBLIC_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
@@ -171,7 +171,7 @@ const variables = z.object({
   IDEMPOTENCY_WAIT_MS: z.coerce.number().int().min(0).default(5000),
   /**
    * How the API learns a new payment's first answer: `notify`, the record's completion
-   * notification (NOTIFY at the commit of the run's outcome transaction, after a plain start);
+   * NOTIFY (sent at the commit of the run's outcome transaction, after a plain start);
    * `update`, Update-With-Start (the start carries a firstAnswer update whose result is that
    * answer). bench/NOTES.md has the two measured side by side.
    */
@@ -231,16 +231,16 @@ const variables = z.object({
   DISPUTE_EVIDENCE_MAX_BYTES: z.coerce.number().int().positive().default(DISPUTE_DEFAULTS.evidenceMaxBytes),
   /**
    * The PSPs, each named with its kind (provider/kinds.ts): `name=kind:url,…`, e.g.
-   * `sandbox-a=sandbox:http://127.0.0.1:4010,sandbox-b=sandbox:http://127.0.0.1:4011,stripe=stripe:https://api.stripe.com`
+   * `sandbox-a=sandbox:http://127.0.0.1:4010,sandbox-b=sandbox:http://127.0.0.1:4011,psp-eu=<kind>:https://psp.example`
    * (`name=kind` alone: the kind's default URL). Names: lowercase [a-z0-9-], unique. A missing or
    * unknown kind stops the process. Each connection's other settings (its kind's schema):
    * PROVIDER_<NAME>_<SETTING> (name upper-cased, `-` as `_`, e.g. PROVIDER_SANDBOX_B_WEBHOOK_SECRET),
-   * else the kind-wide <KIND>_<SETTING> (SANDBOX_WEBHOOK_SECRET, STRIPE_API_KEY, STRIPE_WEBHOOK_SECRET).
+   * else the kind-wide <KIND>_<SETTING> (SANDBOX_WEBHOOK_SECRET, <KIND>_API_KEY).
    * The first is the default (a payment that records no provider, and tenants without routing).
    * Unset: the one PSP of PROVIDER.
    */
   PROVIDERS: z.string().optional(),
-  /** Without PROVIDERS: the one PSP's kind, also its name (e.g. `sandbox`, `stripe`). Unset, with PROVIDER_URL unset too: the development sandbox. */
+  /** Without PROVIDERS: the one PSP's kind, also its name (e.g. `sandbox`). Unset, with PROVIDER_URL unset too: the development sandbox. */
   PROVIDER: z.string().optional(),
   /** Without PROVIDERS: the one PSP's URL (unset: its kind's default). */
   PROVIDER_URL: z.string().optional(),
@@ -251,8 +251,10 @@ const variables = z.object({
    */
   PROVIDER_FEES: jsonVariable(FeeSchedule).optional(),
   /**
-   * Each PSP's calls per second across every worker (db/routing.ts takeCall, a token bucket in
-   * PostgreSQL): JSON, `{"<provider>":{"calls_per_second":50,"burst":100}}`. A PSP not named: no limit.
+   * Each PSP's calls per second across every worker and API process (db/routing.ts takeCall, a
+   * token bucket in PostgreSQL): every call to a named PSP takes a token first and waits over the
+   * limit (lib/provider-limits.ts). JSON, `{"<provider>":{"calls_per_second":50,"burst":100}}`.
+   * A PSP not named: no limit.
    */
   PROVIDER_RATE_LIMITS: jsonVariable(z.record(z.string(), ProviderCallLimit)).optional(),
   /** One provider call; past it the outcome is unknown and the next attempt looks it up first. */

@@ -45,24 +45,12 @@ export type ApiMetrics = ReturnType<typeof createApiMetrics>;
 export function createWorkerMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'worker_' });
-  /** Called before each scrape of the circuit gauge (a cool-down may have ended since the last call). */
-  const providerCircuitRefreshers = new Set<() => void>();
   return {
     registry,
-    providerCircuitRefreshers,
     providerCircuitState: new Gauge({
       name: 'provider_circuit_state',
-      help: "Each PSP's circuit breaker in this worker: 0 closed, 1 half-open (probes let through), 2 open (tried last).",
+      help: "Each PSP's shared health (every worker's, read from PostgreSQL at the scrape): 0 closed, 1 half-open (one probe payment tries it first), 2 open (tried last).",
       labelNames: ['provider'] as const,
-      registers: [registry],
-      collect() {
-        for (const refresh of providerCircuitRefreshers) refresh();
-      },
-    }),
-    providerCircuitTransitions: new Counter({
-      name: 'provider_circuit_transitions_total',
-      help: "Changes of a PSP's circuit breaker state in this worker, by provider, from and to (closed, half_open, open).",
-      labelNames: ['provider', 'from', 'to'] as const,
       registers: [registry],
     }),
     paymentOutcomes: new Counter({

@@ -17,25 +17,25 @@ export interface ProviderCapabilities {
    * listChargesByReference lists every charge made for our reference (our payment id), in its
    * live state: reconciliation checks a capture its report lacks against it, gives back a
    * duplicate charge found there, and the abandoned-run sweep asks it what a closed run left.
-   * false (Adyen: no search by merchant reference): none of them asks this kind, and what only
+   * false (a PSP with no search by merchant reference): none of them asks this kind, and what only
    * the search could show is left to the report and an operator.
    */
   chargeSearch: boolean;
   /**
    * How a charge's unknown outcome (a lost answer) is resolved under our idempotency key:
    * `lookup`: findChargeByIdempotencyKey reads what the create wrote, so "none found" proves
-   * that no charge was made; `lagging-lookup`: the lookup is a search index that lags (Stripe's:
-   * up to about a minute), so "none found" soon after a lost answer does not mean "none made";
+   * that no charge was made; `lagging-lookup`: the lookup is a search index that lags (up to
+   * about a minute at the PSPs that have one), so "none found" soon after a lost answer does not mean "none made";
    * `replay`: there is no lookup, the same request sent again under its Idempotency-Key answers
-   * what the first one did (Adyen's). The charge step (activities/provider-steps.ts) looks up
+   * what the first one did. The charge step (activities/provider-steps.ts) looks up
    * first or replays accordingly, and the failover rule moves a payment on after lost answers
    * only at a `lookup` kind: only there can "none found" prove that no charge exists.
    */
   unknownOutcome: 'lookup' | 'lagging-lookup' | 'replay';
   /**
    * Whether a capture, cancel or refund is `final` in the PSP's answer, or `notified`: the
-   * answer only says the PSP received it, and a later notification confirms or refuses it
-   * (Adyen's CAPTURE, CANCELLATION, REFUND, CAPTURE_FAILED, REFUND_FAILED). A notified capture
+   * answer only says the PSP received it, and a later notification confirms or refuses it (the
+   * PSP's notification of each capture, cancel and refund, or of its failure). A notified capture
    * or refund is never shown `succeeded` before its confirmation (a refund's answer is `pending`).
    */
   modifications: 'final' | 'notified';
@@ -55,7 +55,7 @@ export interface ProviderCapabilities {
   /**
    * Whether the adapter can charge a card saved at another PSP, as a merchant-initiated
    * transaction naming the card network's transaction id of the card's first payment (and the
-   * card's details). false (Stripe's API takes no such id): a saved card goes only to a PSP of
+   * card's details). false (a PSP whose API takes no such id): a saved card goes only to a PSP of
    * this kind that holds its own token for it; routing (activities/routing.ts) drops the others
    * from the payment's route, and the API refuses the payment when none is left.
    */
@@ -66,7 +66,7 @@ export interface ProviderCapabilities {
    * retrieveEvidence): a webhook is a hint and the dispute is read from the PSP, the dispute's
    * run looks at the PSP on its schedule and at the deadline, reconciliation lists the disputes
    * it never saw, and a retried command looks before it repeats; `notification`, the PSP has no
-   * read of a dispute (Adyen's Disputes API only answers commands): its signed notification is
+   * read of a dispute (its disputes API only answers commands): its signed notification is
    * the dispute, the run never asks the PSP (it waits for the next notification, the deadline's
    * included), nothing lists its disputes, and a retried command is the same request replayed
    * under its key (activities/disputes.ts, api/routes/provider-webhooks.ts).
@@ -79,7 +79,7 @@ export interface ProviderCapabilities {
    * the charge step sends: ActivityDeps.returnRoute), whose details call
    * (PaymentProvider.completeChallenge, with what the PSP sent the customer back with) completes
    * the payment through its run before the customer goes on to the merchant's return_url
-   * (Adyen's /payments/details with `redirectResult`). The PSP's notification decides it too.
+   * (its details call with what the PSP appended to the returnUrl). The PSP's notification decides it too.
    */
   challengeReturn: 'merchant' | 'orchestrator';
 }
@@ -99,8 +99,8 @@ export interface PaymentMethodSupport {
   testMethods: 'all' | readonly string[];
   /**
    * Whether a payment method that is neither a test method nor a saved method of ours (a token
-   * the merchant got from the PSP, such as Stripe's `pm_1Q…`) goes to it as given. false: its
-   * adapter charges nothing else (the sandbox takes its names and tokens it saved; Adyen's
+   * the merchant got from the PSP, such as `pm_1Q…`) goes to it as given. false: its
+   * adapter charges nothing else (the sandbox takes its names and tokens it saved; another kind's
    * client, its test cards and the cards it stored).
    */
   pspTokens: boolean;
@@ -123,12 +123,45 @@ export interface ProviderClientOptions {
   timeoutMs: number;
 }
 
+/**
+ * A double of a kind's PSP: a process of ours that speaks its API, in memory, for tests, `npm
+ * start` (PSP_DOUBLES=<kind>, devstack/supervisor.ts) and the chaos run (chaos/environment.ts).
+ * The kind declares it (provider/<kind>/double.ts); its code is in its own folder
+ * (doubles/<kind>/). Every double answers the same control calls (doubles/control.ts).
+ */
+export interface ProviderDouble {
+  /** The PSP name its connection gets (`<kind>-test`): the connection's name in PROVIDERS and its inbound route's. */
+  name: string;
+  /** Its process's entry point, from the repository's root (`doubles/<kind>/main.ts`). */
+  script: string;
+  /** The variable its process reads its port from (a configuration key of `npm start`), and that port's default. */
+  portVariable: string;
+  defaultPort: number;
+  /** The variable its process reads our inbound route's URL from (where it sends its webhooks). */
+  webhookUrlVariable: string;
+  /**
+   * The variables the double and its connection share (the double's process, the API and the
+   * worker read each one the same), given the double's URL: a variable `env` sets is kept, any
+   * other is made up (fresh secrets each start).
+   */
+  environment(url: string, env: Readonly<Record<string, string | undefined>>): Record<string, string>;
+  /** What `npm start`'s banner says of it besides its URL, given its environment. */
+  describe(environment: Readonly<Record<string, string>>): string;
+  /**
+   * The test payment methods the chaos run's clients pay with at it, with their weights: the
+   * stories it can tell (a subset of the kind's `paymentMethods.testMethods`).
+   */
+  chaosMethods: Readonly<Record<string, number>>;
+}
+
 /** Every kind's settings have the PSP's base URL (the entry's URL, else the kind's default). */
 export type ProviderSettingsSchema = z.ZodObject<{ url: z.ZodType<string, string | undefined> } & z.ZodRawShape>;
 
 /**
  * One kind of PSP: what provider/<kind>/index.ts exports and provider/kinds.ts lists. Adding a
- * PSP is one such folder and one line in provider/kinds.ts; nothing else branches on a kind.
+ * PSP is one such folder (with its double's, doubles/<kind>/, if it has one), one line in
+ * provider/kinds.ts and, if its client uses one, its SDK in package.json (docs/new-psp-kind.md);
+ * nothing else branches on a kind or names one (test/unit/kind-folders.test.ts).
  */
 export interface ProviderKind<Schema extends ProviderSettingsSchema = ProviderSettingsSchema> {
   /** The name a connection gives in PROVIDERS (`name=<kind>:<url>`): lowercase letters, digits and '-'. */
@@ -140,13 +173,19 @@ export interface ProviderKind<Schema extends ProviderSettingsSchema = ProviderSe
    */
   settings: Schema;
   capabilities: ProviderCapabilities;
+  /**
+   * Its webhooks as a PSP sends them, for people (the inbound route's OpenAPI text,
+   * api/routes/provider-webhooks.ts): the body's shape, where its signature is, and the bounds
+   * of its identifiers where the PSP documents shorter ones than 255 (its wire schema holds them).
+   */
+  webhookBody: string;
   /** The payment methods it charges. */
   paymentMethods: PaymentMethodSupport;
   /**
    * Our test payment methods (the sandbox's names: `pm_card_visa`, `pm_card_declined`, …) as this
    * kind's own test instruments, for the ones it has: the charge step sends the kind's token in
    * their place, so one flow runs against every kind. Absent: the names are the kind's own (the
-   * sandbox), or its client reads them itself (Adyen's test cards, provider/adyen/wire.ts).
+   * sandbox), or its client reads them itself (as test cards of its own, provider/<kind>/wire.ts).
    */
   testPaymentMethods?: Readonly<Record<string, string>>;
   /**
@@ -158,6 +197,8 @@ export interface ProviderKind<Schema extends ProviderSettingsSchema = ProviderSe
   createWebhookVerifier(settings: z.output<Schema>): Promise<ProviderWebhookVerifier>;
   /** The connection's batch verification: required of a kind whose `notifications` are `batch`. */
   createBatchVerifier?(settings: z.output<Schema>): Promise<ProviderWebhookBatchVerifier>;
+  /** Its PSP's double, when it has one (provider/<kind>/double.ts): `npm start` runs it under PSP_DOUBLES=<kind>. */
+  double?: ProviderDouble;
 }
 
 /** A kind with its settings' type checked against its factories. */

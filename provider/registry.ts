@@ -1,5 +1,5 @@
 import { hasTestPaymentMethodShape, paymentMethodFacts, type PaymentMethodRef } from '../domain/payment-methods';
-import type { PaymentMethodSupport, ProviderCapabilities, ProviderKind, ProviderWebhookBatchVerifier, ProviderWebhookVerifier } from './kind';
+import type { PaymentMethodSupport, ProviderCapabilities, ProviderDouble, ProviderKind, ProviderWebhookBatchVerifier, ProviderWebhookVerifier } from './kind';
 import * as kinds from './kinds';
 import type { PaymentProvider } from './types';
 
@@ -46,6 +46,22 @@ export function providerKind(kind: string): ProviderKind {
   if (!found) throw new Error(`unknown kind "${kind}" (known kinds: ${knownProviderKinds.join(', ')})`);
   return found;
 }
+
+/**
+ * The kinds whose capabilities hold `holds`, as people read them (`` `a`, `b` ``; `none`): the
+ * API's texts name the kinds a behaviour applies to from their declarations, never by hand.
+ */
+export function kindsWhere(holds: (capabilities: ProviderCapabilities) => boolean): string {
+  return knownProviderKinds.filter((kind) => holds(providerKind(kind).capabilities)).map((kind) => `\`${kind}\``).join(', ') || 'none';
+}
+
+/** The kinds that declare a double of their PSP (ProviderKind.double), by kind, sorted: what PSP_DOUBLES may name. */
+export const providerDoubles: ReadonlyMap<string, ProviderDouble> = new Map(
+  knownProviderKinds.flatMap((kind) => {
+    const double = providerKind(kind).double;
+    return double ? [[kind, double] as const] : [];
+  }),
+);
 
 /** What a client without a kind (a test's fake) is taken to be: a PSP whose lookup proves, whose modifications are final, that charges any saved card it is given. */
 const kindlessCapabilities: ProviderCapabilities = { balanceReport: false, chargeSearch: true, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: true, challengeReturn: 'merchant', disputeSource: 'retrieval' };
@@ -144,7 +160,7 @@ export function kindSettingVariable(kind: string, key: string): string {
   return `${variablePart(kind)}_${variableSuffix(key)}`;
 }
 
-/** Every kind-wide variable the known kinds read (STRIPE_API_KEY, SANDBOX_WEBHOOK_SECRET, …). */
+/** Every kind-wide variable the known kinds read (<KIND>_API_KEY, SANDBOX_WEBHOOK_SECRET, …). */
 export function kindSettingVariables(): string[] {
   return [...kindsByName.values()].flatMap((kind) => Object.keys(kind.settings.shape).filter((key) => key !== 'url').map((key) => kindSettingVariable(kind.kind, key)));
 }
@@ -183,7 +199,7 @@ const nonEmpty = (value: string | undefined) => (value === undefined || value ==
 
 /**
  * PROVIDERS: `name=kind:url,…` (`name=kind` takes the kind's default URL), e.g.
- * `sandbox-a=sandbox:http://127.0.0.1:4010,stripe-eu=stripe:https://api.stripe.com`. Throws with
+ * `sandbox-a=sandbox:http://127.0.0.1:4010,psp-eu=<kind>:https://psp.example`. Throws with
  * the reason for a malformed entry, a bad or repeated name, a missing or unknown kind, or
  * settings the kind refuses.
  */
@@ -199,7 +215,7 @@ export function parseProvidersList(list: string, env: NodeJS.ProcessEnv): Provid
     const colon = rest.indexOf(':');
     const kind = (colon < 0 ? rest : rest.slice(0, colon)).trim();
     const url = colon < 0 ? undefined : rest.slice(colon + 1).trim();
-    // A bare URL names no kind: nothing guesses one (`adyen=https://…` is refused, not a sandbox).
+    // A bare URL names no kind: nothing guesses one (`psp=https://…` is refused, not a sandbox).
     if (kind === '' || url?.startsWith('//')) {
       throw new Error(`provider "${name}": no kind given; write ${name}=<kind>:<url> (known kinds: ${knownProviderKinds.join(', ')})`);
     }

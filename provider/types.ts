@@ -1,6 +1,6 @@
 /**
  * The payment service provider (PSP) as the orchestrator sees it. The sandbox client and
- * a real PSP adapter (Stripe) implement this same interface.
+ * every real PSP's adapter (provider/<kind>/client.ts) implement this same interface.
  *
  * Every mutating call carries an idempotency key derived from our own records (payment +
  * step), so a retried call after a crash or a lost response resolves to the same provider
@@ -62,7 +62,7 @@ export interface CaptureChargeRequest {
   chargeId: string;
   /** Omitted: capture the whole authorized amount. */
   amountMinor?: number;
-  /** The charge's currency: a PSP whose modification names its amount in full (Adyen) needs it. */
+  /** The charge's currency: a PSP whose modification names its amount in full needs it. */
   currency?: string;
 }
 
@@ -78,7 +78,7 @@ export interface CreateRefundRequest {
   idempotencyKey: string;
   chargeId: string;
   amountMinor: number;
-  /** The charge's currency: a PSP whose modification names its amount in full (Adyen) needs it. */
+  /** The charge's currency: a PSP whose modification names its amount in full needs it. */
   currency?: string;
   /** Our refund id. */
   reference: string;
@@ -91,7 +91,7 @@ export interface CreateRefundRequest {
 export interface CompleteChallengeRequest {
   idempotencyKey: string;
   chargeId: string;
-  /** Adyen's `redirectResult`, as the customer brought it back. */
+  /** What the PSP appended to the returnUrl (its redirect result), as the customer brought it back. */
   redirectResult: string;
   /** The charge's figures as asked for, read where the PSP's answer leaves them out. */
   amountMinor: number;
@@ -105,7 +105,7 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-/** Evidence for a dispute: named text fields (Stripe's `uncategorized_text`, `refund_policy`, …). */
+/** Evidence for a dispute: named text fields (`uncategorized_text`, `refund_policy`, …). */
 export type DisputeEvidence = Record<string, string>;
 
 export interface UpdateDisputeRequest {
@@ -135,7 +135,7 @@ export interface CloseDisputeRequest {
 export interface DisputeProvider {
   retrieveDispute(disputeId: string, options?: CallOptions): Promise<ProviderDispute>;
   /**
-   * One page of the PSP's disputes (the sandbox's oldest first, Stripe's newest first).
+   * One page of the PSP's disputes (the sandbox's oldest first, another kind's maybe newest first).
    * `created`: a PSP that can filter by creation lists only those created in [from, to); one
    * that cannot lists them all (the caller filters).
    */
@@ -201,7 +201,7 @@ export interface ProviderWebhookEvent {
    * 'charge.requires_action' | 'charge.processing' | 'charge.succeeded' | 'charge.requires_capture' |
    * 'charge.declined' | 'charge.canceled' | 'charge.refunded' | 'refund.succeeded' | 'refund.failed';
    * 'charge.dispute.*' (with the dispute); other PSP events pass through under their own names
-   * (e.g. 'stripe.customer.created').
+   * (e.g. '<kind>.customer.created').
    */
   type: string;
   createdAt: Date;
@@ -274,8 +274,8 @@ export interface ProviderBalanceTransaction {
   id: string;
   /**
    * A chargeback's withdrawal (negative amount, the dispute fee) is 'dispute'; its reinstatement
-   * 'dispute_reversal'; the second round's withdrawal of what a reinstatement gave back (Adyen's
-   * SecondChargeback) 'dispute_second'; the card network's fee for a retry that broke a scheme
+   * 'dispute_reversal'; the second round's withdrawal of what a reinstatement gave back (a
+   * second chargeback) 'dispute_second'; the card network's fee for a retry that broke a scheme
    * rule (no amount, the fee; its source the charge) 'excessive_retry'.
    */
   type: 'charge' | 'refund' | 'dispute' | 'dispute_reversal' | 'dispute_second' | 'excessive_retry';

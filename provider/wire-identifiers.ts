@@ -7,12 +7,13 @@ import { z } from 'zod';
  * event with a longer one is unreadable (ProviderEventUnreadableError naming its path: 400
  * `invalid_request` at the inbound route, nothing stored), never a 5xx from PostgreSQL's index or
  * Temporal's workflow id limit. The bound is the PSP's documented length where it documents one
- * (Adyen's pspReference: 16 characters; a merchant reference: 80), else 255: Stripe says its ids
- * may grow to 255 characters, and none we store needs more.
+ * (a kind's wire schema passes it: a 16-character PSP reference, an 80-character merchant
+ * reference), else 255: PSPs that document no bound allow ids up to 255 characters, and none we
+ * store needs more.
  */
 export const PSP_IDENTIFIER_MAX_LENGTH = 255;
 
-/** An event type or an event code: PSPs use short words (Stripe's longest about 50 characters, Adyen's about 30). */
+/** An event type or an event code: PSPs use short words (the longest we know about 50 characters). */
 export const PSP_EVENT_TYPE_MAX_LENGTH = 128;
 
 /** An identifier of at most `max` characters (default PSP_IDENTIFIER_MAX_LENGTH); may be empty. */

@@ -14,7 +14,7 @@ const unavailable = () =>
   new SandboxError(503, 'api_error', 'service_unavailable', 'The sandbox is in an outage (POST /_sandbox/outage); nothing was done.');
 
 
-/** The stand-in PSP: a Stripe-like API over its own durable state in the `sandbox` schema. */
+/** The stand-in PSP: a card PSP's API (intents, charges, refunds, disputes) over its own durable state in the `sandbox` schema. */
 export function createSandboxApp(deps: SandboxDeps, delivery: WebhookDelivery) {
   const app = new Hono();
 

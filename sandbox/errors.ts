@@ -1,10 +1,10 @@
-/** The closed set of error types the sandbox answers with, as Stripe names them. */
+/** The closed set of error types the sandbox answers with, as card PSPs name them. */
 export type SandboxErrorType = 'invalid_request_error' | 'idempotency_error' | 'card_error' | 'api_error';
 
 /**
  * An answer other than success, carrying its HTTP status and the `{error:{type, code,
  * message}}` body. Thrown by handlers; the app's error handler renders it, and the
- * idempotency layer stores it when the endpoint had started executing (as Stripe does).
+ * idempotency layer stores it when the endpoint had started executing (as card PSPs do).
  */
 export class SandboxError extends Error {
   constructor(

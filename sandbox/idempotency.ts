@@ -13,7 +13,7 @@ export interface IdempotencyScope {
   key: string;
   fingerprint: string;
   /**
-   * Forget the key this many seconds after it was first used (Stripe forgets after 24 hours);
+   * Forget the key this many seconds after it was first used (card PSPs forget after 24 hours);
    * null: remembered forever. A request after that is executed again, as a new request.
    */
   ttlSeconds: number | null;
@@ -76,7 +76,7 @@ async function readStored(sql: Sql | Tx, scope: IdempotencyScope): Promise<Store
  *
  * `beforeFirstAttempt` runs only when the key has no stored response yet (fault injection
  * that must not affect replays). A SandboxError thrown by `effect` is a final answer and
- * is stored like a success; validation errors are thrown before, and are not (as at Stripe).
+ * is stored like a success; validation errors are thrown before, and are not (as at card PSPs).
  */
 export async function runIdempotently(
   sql: Sql,

@@ -7,7 +7,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypt
  * tell which card an id stands for, and refuse one the network never issued, as a real scheme
  * recognises its own transaction ids.
  *
- * A PSP on the network that is no sandbox (the Adyen double, doubles/adyen/network.ts) is given
+ * A PSP on the network that is no sandbox (a PSP double, doubles/<kind>/network.ts) is given
  * the same key and issues its ids the same way, for its own card number of the test card: the id
  * then carries that number's last four digits, which a charge by the id must name.
  *
@@ -36,10 +36,10 @@ export function cardOfNetworkTransactionId(key: string, id: string): string | nu
 
 /**
  * The card's fingerprint, as the network and the sandbox's charges know it (a charge's
- * `card.fingerprint`, as Stripe's): one per card number, however often the card is saved or
+ * `card.fingerprint`, as card PSPs name it): one per card number, however often the card is saved or
  * charged, at any sandbox. A test card (a test payment method name, a variant included:
  * payment-methods.ts) is one card; one a PSP off the sandboxes charged with a number of its own
- * (`last4`: the Adyen double's, doubles/adyen/network.ts) is another.
+ * (`last4`: a PSP double's, doubles/<kind>/network.ts) is another.
  */
 export function cardFingerprint(card: string, last4: string | null = null): string {
   return createHash('sha256').update(last4 === null ? `card:${card}` : `card:${card}:${last4}`).digest('hex').slice(0, 24);

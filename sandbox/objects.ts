@@ -78,7 +78,7 @@ export function chargeJson(row: ChargeRow) {
     created_at: row.created_at.toISOString(),
     capture: row.capture,
     return_url: row.return_url,
-    /** As Stripe's PaymentIntent: where the customer authenticates, while status is requires_action. */
+    /** As a card PSP's payment intent: where the customer authenticates, while status is requires_action. */
     next_action:
       row.status === 'requires_action' && row.challenge_url !== null
         ? { type: 'redirect_to_url' as const, redirect_to_url: { url: row.challenge_url, return_url: row.return_url } }
@@ -96,7 +96,7 @@ export function chargeJson(row: ChargeRow) {
     /** Once authorized: the saved card token the charge made or charged, and the card network's transaction id. */
     saved_card: row.authorized_at !== null ? row.saved_card : null,
     network_transaction_id: row.authorized_at !== null ? row.network_transaction_id : null,
-    /** As Stripe's charge.outcome: a decline's scheme signal (Visa category, Mastercard Merchant Advice Code); null when none. */
+    /** As a card PSP's charge outcome: a decline's scheme signal (Visa category, Mastercard Merchant Advice Code); null when none. */
     outcome:
       row.network_decline_code !== null
         ? { network_decline_code: row.network_decline_code, decline_category: row.decline_category, network_advice_code: row.network_advice_code }
@@ -122,8 +122,8 @@ export function refundJson(row: RefundRow) {
 }
 
 /**
- * The card network's fee for a chargeback, withdrawn with the disputed amount (Stripe's is 15.00
- * in the account's currency). It is kept when the dispute is won: only the amount is reinstated.
+ * The card network's fee for a chargeback, withdrawn with the disputed amount (a card PSP's is
+ * typically 15.00 in the account's currency). It is kept when the dispute is won: only the amount is reinstated.
  */
 export const disputeFeeMinor = 1500;
 
@@ -145,7 +145,7 @@ export interface DisputeRow {
 }
 
 /**
- * The public dispute object, after Stripe's: `stage` says whether it is an inquiry (Stripe's
+ * The public dispute object, after a card PSP's: `stage` says whether it is an inquiry (a PSP's
  * `warning_*` statuses: no money moved) or a chargeback; `reference` is the disputed charge's
  * (our payment id), so a merchant finds its payment without a second call.
  */

@@ -21,7 +21,7 @@ export type PaymentMethodBehaviour =
    * capture), unless `declineAfterApproval` (the issuer declines after authentication).
    * Off-session (the customer is not there to authenticate), a saved card's charge is exempt,
    * unless `everyPayment`: the issuer asks on every payment, and the charge is declined with
-   * `authentication_required` (as Stripe answers `off_session: true`).
+   * `authentication_required` (as card PSPs answer `off_session: true`).
    */
   | { kind: 'challenge'; declineAfterApproval: boolean; everyPayment: boolean }
   /** A bank debit: processing, then settled (succeeded, or declined with debit_failed) after SANDBOX_ASYNC_SETTLE_MS. */
@@ -97,7 +97,7 @@ export interface TestCard {
   fingerprint: string;
 }
 
-/** The last four digits of each test card (Stripe's test numbers where it has one); a card not listed is a Visa 4242. */
+/** The last four digits of each test card (the card networks' usual test numbers where there is one); a card not listed is a Visa 4242. */
 const last4s: Record<string, string> = {
   pm_card_mastercard: '4444',
   pm_card_declined: '0002',

@@ -19,7 +19,7 @@ export interface StartSandboxOptions {
   limits?: ListenerLimits;
   slowMs?: number;
   flakyFailures?: number;
-  /** Forget idempotency keys after this many seconds (as Stripe does after 24 hours); never when omitted. */
+  /** Forget idempotency keys after this many seconds (as card PSPs do after 24 hours); never when omitted. */
   idempotencyKeyTtlSeconds?: number | null;
   /** pm_sepa_debit*: processing for this long, then settled (default 5000). */
   asyncSettleMs?: number;

@@ -70,7 +70,7 @@ export function parseWebhookFaults(text: string, base: WebhookFaults): WebhookFa
 }
 
 const probability = z.number().min(0).max(1);
-/** The body of POST /_sandbox/webhook_faults (the Adyen double takes the same). */
+/** The body of POST /_sandbox/webhook_faults (every PSP double takes the same, doubles/control.ts). */
 export const webhookFaultsBody = z.strictObject({
   duplicate: probability.default(0),
   reorder: probability.default(0),

@@ -1,5 +1,5 @@
 # Sourced by the scripts that build a tool with Go on its first use (install-temporal-cluster.sh,
-# install-jaeger.sh, install-stripe-mock.sh); defines no behaviour of its own.
+# install-jaeger.sh, and the PSP doubles' installers in doubles/<kind>/); defines no behaviour of its own.
 
 # The Go toolchain: `go` on PATH, else the usual install folder; empty when there is none.
 gobin=""

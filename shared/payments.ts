@@ -189,8 +189,8 @@ export interface CaptureRequest {
 }
 
 /**
- * The decline code of an authorization whose void the PSP refused (Adyen's CANCELLATION that is
- * not a success): the charge is reported still `requires_capture` with it, and a payment whose
+ * The decline code of an authorization whose void the PSP refused (its notification of the cancel
+ * that is not a success): the charge is reported still `requires_capture` with it, and a payment whose
  * cancel it answers fails with it as `failure.code`.
  */
 export const CANCEL_FAILED = 'cancel_failed';
@@ -238,13 +238,13 @@ export const captureUpdate = defineUpdate<FinalResponse, [CaptureRequest]>('capt
 export const cancelUpdate = defineUpdate<FinalResponse, [CancelRequest]>('cancel');
 /**
  * The create request's first answer, once the run has recorded it (the stored response the
- * API would otherwise learn from the record's completion notification). Sent with the start as
+ * API would otherwise learn from the record's completion NOTIFY). Sent with the start as
  * Update-With-Start when PAYMENT_ANSWER=update (docs/ARCHITECTURE.md).
  */
 export const firstAnswerUpdate = defineUpdate<FinalResponse>('firstAnswer');
 /**
  * What the customer came back to our return route with after a 3-D Secure challenge at a PSP
- * whose challengeReturn is `orchestrator` (Adyen's `redirectResult`), for the PSP's details call.
+ * whose challengeReturn is `orchestrator` (its redirect result), for the PSP's details call.
  */
 export interface ChallengeReturn {
   redirectResult: string;
@@ -274,7 +274,7 @@ export const chargeReportSignal = defineSignal<[ChargeReport]>('chargeReport');
 export const paymentStatusQuery = defineQuery<PaymentStatus>('paymentStatus');
 /**
  * The capture the run asked its PSP for (the charge, the amount and currency sent), null before
- * it asked one: what a PSP's report of a capture (Adyen's CAPTURE) is compared with before it is
+ * it asked one: what a PSP's report of a capture (its notification of it) is compared with before it is
  * passed on (activities/payments-charge-events.ts).
  */
 export interface CaptureAsked {
@@ -299,7 +299,7 @@ export interface ChargeEventInput {
   reported: { status: ChargeState; amountCapturedMinor: number };
   /**
    * The event's own charge, handed over with it: at a kind whose modifications are `notified`
-   * (Adyen's) the signed notification is the PSP's word on its charge (it has no retrieval), so
+   * the signed notification is the PSP's word on its charge (it has no retrieval), so
    * the step acts on it; elsewhere the step retrieves the charge. Absent in events handed over
    * before it was added.
    */

@@ -23,7 +23,7 @@ export interface RefundWorkflowInput {
   confirmationWindowSeconds?: number;
 }
 
-/** Seven days: a PSP that confirms refunds by notification (Adyen) sends it within hours, and redelivers it for days. */
+/** Seven days: a PSP that confirms refunds by notification sends it within hours, and redelivers it for days. */
 export const REFUND_CONFIRMATION_WINDOW_SECONDS = 7 * 24 * 3600;
 
 /** A refund as the PSP reports it (provider/types.ts ProviderRefund has this shape). */
@@ -44,8 +44,8 @@ export interface RefundReport {
 export const refundReportSignal = defineSignal<[RefundReport]>('refundReport');
 
 /**
- * Input of refundEventWorkflow (workflows/refunds.ts): one PSP report of a refund (Adyen's REFUND,
- * REFUND_FAILED), as the webhook route stored it (provider_events), handed over for its decision
+ * Input of refundEventWorkflow (workflows/refunds.ts): one PSP report of a refund (its
+ * confirmation or refusal), as the webhook route stored it (provider_events), handed over for its decision
  * under refundEventWorkflowId(provider, event id).
  */
 export interface RefundEventInput {

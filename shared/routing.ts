@@ -55,15 +55,20 @@ export interface DecidedRoute {
   retryableDeclineCodes?: string[];
   /** The tenant's own scope when its routing.scope is "tenant", else null: pass it back to recordRouteOutcome. */
   tenantScope: string | null;
+  /** The half-open PSP whose one probe this payment took (db/routing.ts takeProbe): it is tried first. */
+  probe?: string;
 }
 
 /** What recordRouteOutcome is given: one attempt's outcome at one PSP. */
 export interface RouteOutcomeInput {
   provider: string;
   segment: RouteSegment;
-  /** The issuer's answer (approved, declined), or the PSP's own error (a timeout, a 5xx, a refused connection). */
-  outcome: 'approved' | 'declined' | 'error';
-  /** The payment's first attempt at this PSP: only those count. */
+  /**
+   * The issuer's answer (approved, declined), another answer of the PSP (a challenge, a refusal
+   * of the request: health only), or the PSP's own error (a timeout, a 5xx, a refused connection).
+   */
+  outcome: 'approved' | 'declined' | 'answered' | 'error';
+  /** The payment's first attempt at this PSP: only those count toward approvals; every one toward health. */
   firstAttempt: boolean;
   /** From decideRoute's answer. */
   tenantScope: string | null;

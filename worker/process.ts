@@ -5,7 +5,7 @@ import { loadConfig, type Config } from '../lib/config';
 import { createLogger, type Logger } from '../lib/logger';
 import { createProviderRegistry } from '../provider/registry';
 import { OutboxRelay } from './outbox-relay';
-import { ProviderHealth } from './provider-health';
+import { showSharedHealth } from './provider-health';
 import { webhookTargetPolicy } from '../lib/webhook-target';
 import { ensureSchedules, scheduleSettings } from './schedules';
 import { installTemporalRuntime, serveWorkerMetrics } from './observability';
@@ -49,14 +49,16 @@ export interface PaymentWorkerParts {
   worker: Worker;
   /** Its Worker Deployment Version (TEMPORAL_WORKER_VERSIONING=on), or undefined: unversioned. */
   version: WorkerVersion | undefined;
-  /** Its registry: circuit breakers, outcomes (the worker process serves it on WORKER_METRICS_PORT). */
+  /** Its registry: the PSPs' shared health, outcomes (the worker process serves it on WORKER_METRICS_PORT). */
   metrics: WorkerMetrics;
+  /** The configured PSPs' names (the health gauge's labels). */
+  providerNames: readonly string[];
 }
 
 /**
  * The payment worker as every process that hosts one builds it: the worker process, and the
  * API process with API_EAGER_START=on (api/eager-start.ts). The PSP clients by configured name,
- * the circuit breaker per PSP, the workflow bundle and, from it, the Worker Deployment Version.
+ * the workflow bundle and, from it, the Worker Deployment Version.
  * `connection` is the worker's NativeConnection; `client` the activities' (the jobs' Schedules
  * and looks at runs), with the data converter of every client.
  */
@@ -74,13 +76,11 @@ export async function createConfiguredWorker(options: {
   const metrics = createWorkerMetrics();
   // The configured PSPs by name (PROVIDERS, or the one PROVIDER): provider/registry.ts.
   const providers = await createProviderRegistry(config);
-  // The circuit breaker per PSP: this process's charge attempts feed it, its route plans read it
-  // (state on /metrics as provider_circuit_state, a log line per transition).
-  const health = new ProviderHealth({ metrics, logger, providers: providers.names });
+  // Each PSP's health is shared in PostgreSQL (db/routing.ts): every charge attempt feeds it,
+  // every route's decision reads it; /metrics shows it (worker/provider-health.ts).
   const deps = {
     sql,
     providers,
-    health,
     metrics,
     logger,
     temporal: options.client,
@@ -122,7 +122,7 @@ export async function createConfiguredWorker(options: {
       ...(extras.activities ? { activities: { ...createActivities(deps), ...extras.activities } } : {}),
     },
   });
-  return { worker, version, metrics };
+  return { worker, version, metrics, providerNames: providers.names };
 }
 
 /**
@@ -148,7 +148,7 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
   // (TemporalConnection).
   const clientConnection = await TemporalConnection.connect(temporal);
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: paymentDataConverter(config.TEMPORAL_PAYLOAD_KEYS), interceptors: tracingClientInterceptors() });
-  const { worker, version, metrics } = await createConfiguredWorker({ config, logger, sql, connection, client, extras });
+  const { worker, version, metrics, providerNames } = await createConfiguredWorker({ config, logger, sql, connection, client, extras });
   const relay = new OutboxRelay(sql, logger, {
     retryBaseMs: config.WEBHOOK_RETRY_BASE_MS,
     retryMaxMs: config.WEBHOOK_RETRY_MAX_MS,
@@ -164,7 +164,10 @@ export async function runWorkerProcess(extras: WorkerProcessExtras = {}): Promis
     host: config.HOST,
     metrics,
     sdkMetricsUrl: `http://${config.TEMPORAL_SDK_METRICS_ADDRESS}/metrics`,
-    beforeScrape: () => relay.measureBacklog(),
+    beforeScrape: async () => {
+      await relay.measureBacklog();
+      await showSharedHealth(sql, metrics, providerNames);
+    },
     logger,
   });
   await relay.start();

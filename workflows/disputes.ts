@@ -20,7 +20,7 @@ import { failureOfType } from './saga';
  *   deadline, while the dispute needs a response (again for a chargeback an inquiry became);
  * - the deadline itself, when the PSP is asked (it decides an unanswered dispute);
  * - the next poll of the PSP (input.pollEveryMs): a lost webhook delays a decision by at most that.
- * A PSP that has no read of a dispute (the standing's disputeSource `notification`, Adyen's) is
+ * A PSP that has no read of a dispute (the standing's disputeSource `notification`) is
  * never asked: the run waits for its next notification (and its reminders), the deadline's included.
  * The run ends when the dispute is closed (won or lost) and no report waits (one that came
  * meanwhile is recorded first: a chargeback closed won may move on to its second round), or at

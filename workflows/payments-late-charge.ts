@@ -20,7 +20,7 @@ const MAX_ROUNDS = 3;
 const WAIT_FIRST_MS = 5_000;
 const WAIT_MAX_MS = 600_000;
 const MAX_LOOKS = 20;
-/** How long a void confirmed by notification (Adyen's CANCELLATION) is waited for; none by then needs an operator. */
+/** How long a void confirmed by notification (its notification of the cancel) is waited for; none by then needs an operator. */
 const VOID_CONFIRMATION_MS = 3_600_000;
 /** Reports kept: a flood of webhooks cannot grow the run's state without bound. */
 const MAX_REPORTS = 20;
@@ -61,8 +61,8 @@ const STORED_LOOK_MAX_MS = 3_600_000;
  *    none by then, is `refund_failed`, flagged `needs_operator`. The void and the refund are
  *    asked under the payment's own keys, so one the payment's run made first is answered again
  *    `received`, its notification delivered before this run asked: the stored notifications are
- *    read as well as the signals (awaitReport). A notified charge whose stored CANCELLATION says
- *    it was canceled holds nothing: its notification came after a later one (Adyen's are not
+ *    read as well as the signals (awaitReport). A notified charge whose stored cancel notification says
+ *    it was canceled holds nothing: its notification came after a later one (a PSP's are not
  *    ordered), and nothing is voided again.
  * 3. Record it on the payment (failure code and message; payment.late_success_refunded).
  */

@@ -57,7 +57,7 @@ export async function refundWorkflow(input: RefundWorkflowInput): Promise<FinalR
 }
 
 /**
- * One PSP report of a refund (Adyen's REFUND, REFUND_FAILED), handed over by the webhook route
+ * One PSP report of a refund (its confirmation or refusal), handed over by the webhook route
  * (api/routes/provider-webhooks.ts) once it verified and stored it, under
  * refundEventWorkflowId(provider, event id): every delivery of the report lands on this one run.
  * Its one step decides what the report does: passed to the refund run that waits for it (or the

@@ -34,6 +34,12 @@ export const Layout: FC<PropsWithChildren<{ title: string; operator?: ConsoleSig
             <>
               <nav aria-label="Console">
                 <a href="/console/payments">Payments</a>
+                <a href="/console/psps">PSPs</a>
+                <a href="/console/disputes">Disputes</a>
+                <a href="/console/recovery">Recovery</a>
+                <a href="/console/reconciliation">Reconciliation</a>
+                <a href="/console/endpoints">Endpoints</a>
+                <a href="/console/audit">Audit</a>
               </nav>
               <span class="who">
                 {operator.email} · {operator.role}

@@ -5,8 +5,10 @@ import type { PaymentRow } from '../../domain/resources';
 import type { PaymentHistory } from '../../db/console';
 import type { AuditRow } from '../../db/operators';
 import { providerSubKey } from '../../shared/keys';
-import { paymentStatuses } from '../../domain/payments';
+import { deadlineOf, paymentStatuses, paymentWindows, statusesAccepting } from '../../domain/payments';
+import type { AttemptRow } from '../../db/payments-attempts';
 import { Csrf, Layout, money, Table, when } from './pages';
+import { ProposeButton } from './overview-pages';
 
 /** The payments list and a payment's page (api/console/routes.ts serves them). */
 
@@ -131,11 +133,15 @@ const RefundForm: FC<{ operator: ConsoleSignedIn; payment: PaymentRow }> = ({ op
   </section>
 );
 
-function historyTables(payment: PaymentRow, history: PaymentHistory) {
+function historyTables(operator: ConsoleSignedIn, payment: PaymentRow, history: PaymentHistory) {
   return [
     { caption: 'Attempts', head: ['#', 'PSP', 'Outcome', 'Sub-key', 'Error', 'Started', 'Finished'], rows: history.attempts.map((a) => [String(a.attempt), a.provider, a.outcome, <code>{providerSubKey.charge(payment.id, a.attempt)}</code>, a.error_code ?? '', when(a.started_at), when(a.finished_at)]) },
     { caption: "PSP's webhooks", head: ['Received', 'PSP', 'Event', 'Type', 'Charge status', 'Disposition'], rows: history.providerEvents.map((e) => [when(e.received_at), e.provider, <code>{e.event_id}</code>, e.type, e.charge_status ?? '', e.disposition]) },
-    { caption: 'Events to the merchant', head: ['Event', 'Type', 'State', 'Attempts', 'Created', 'Delivered'], rows: history.events.map((e) => [<code>{e.id}</code>, e.type, e.delivery_state, String(e.attempts), when(e.created_at), when(e.delivered_at)]) },
+    {
+      caption: 'Events to the merchant',
+      head: ['Event', 'Type', 'State', 'Attempts', 'Created', 'Delivered', ''],
+      rows: history.events.map((e) => [<code>{e.id}</code>, e.type, e.delivery_state, String(e.attempts), when(e.created_at), when(e.delivered_at), <ProposeButton operator={operator} action={`/console/events/${e.id}/resend?payment=${payment.id}`} label="Review resend" />]),
+    },
     { caption: 'Webhook deliveries', head: ['Event', 'Attempt', 'URL', 'Status', 'Error', 'At'], rows: history.deliveries.map((d) => [<code>{d.event_id}</code>, String(d.attempt), d.url, d.response_status === null ? '' : String(d.response_status), d.error ?? '', when(d.created_at)]) },
     { caption: 'Refunds', head: ['Refund', 'Amount', 'Status', 'Reason', 'Created'], rows: history.refunds.map((r) => [<code>{r.id}</code>, money(r.amount_minor, r.currency), r.status, r.reason ?? '', when(r.created_at)]) },
     { caption: 'Disputes', head: ['Dispute', 'Amount', 'Stage', 'Status', 'Evidence due', 'Held'], rows: history.disputes.map((d) => [<code>{d.id}</code>, money(d.amount_minor, d.currency), d.stage, d.status, when(d.evidence_due_by), d.held_reason ?? '']) },
@@ -149,11 +155,116 @@ export const auditTable = (audit: AuditRow[]) => ({
   rows: audit.map((a) => [when(a.created_at), a.actor_email ?? a.actor, a.action, a.amount_minor === null ? '' : money(a.amount_minor, a.currency ?? ''), a.state, <code>{a.idempotency_key ?? ''}</code>]),
 });
 
-export const PaymentPage: FC<{ operator: ConsoleSignedIn; payment: PaymentRow; history: PaymentHistory; audit: AuditRow[]; links: PaymentLinks }> = ({ operator, payment, history, audit, links }) => (
+
+/** A payment's wait: for whom, which window, and until when. */
+export interface WaitView {
+  window: string;
+  waitsFor: string;
+  since: Date | null;
+  until: Date | null;
+}
+
+/**
+ * What the payment waits for now, as the API's payment shows it (its status; a recovering
+ * payment's recovery.window_ends_at): the status's window (domain/payments.ts paymentWindows)
+ * counted from its latest attempt's answer, which is when its run began to wait (the run's own
+ * timer starts a moment later); a recovering payment's window as its recovery states it.
+ */
+export function paymentWaits(payment: PaymentRow, attempts: AttemptRow[], windowSeconds: (key: string) => number | undefined): WaitView[] {
+  const deadline = deadlineOf(payment.status);
+  if (deadline === null) return [];
+  const window = paymentWindows[deadline];
+  if (deadline === 'recovery') return payment.recovery ? [{ window: deadline, waitsFor: window.waitsFor, since: null, until: new Date(payment.recovery.window_ends_at) }] : [];
+  const answered = attempts.filter((a) => a.finished_at !== null).at(-1)?.finished_at ?? payment.created_at;
+  const seconds = windowSeconds(window.configKey) ?? window.defaultSeconds;
+  return [{ window: deadline, waitsFor: window.waitsFor, since: answered, until: new Date(new Date(answered).getTime() + seconds * 1000) }];
+}
+
+const Routing: FC<{ payment: PaymentRow }> = ({ payment }) => {
+  const routing = payment.routing;
+  return (
+    <section>
+      <h2>Routing decision</h2>
+      {routing ? (
+        <>
+          <dl>
+            <dt>Strategy</dt>
+            <dd>{routing.strategy}</dd>
+            <dt>Chosen</dt>
+            <dd>
+              {routing.chosen}
+              {routing.explored ? ' (explored: not the best estimate, tried to keep learning)' : ''}
+            </dd>
+            <dt>Why</dt>
+            <dd>{routing.reason}</dd>
+          </dl>
+          <Table
+            caption="Candidates"
+            head={['PSP', 'Approval estimate', 'Selection probability']}
+            rows={routing.candidates.map((c) => [c.provider, c.approval_estimate === null ? 'none' : `${(c.approval_estimate * 100).toFixed(1)}%`, `${(c.selection_probability * 100).toFixed(1)}%`])}
+          />
+        </>
+      ) : (
+        <p class="muted">No decision recorded: the static route (the tenant's rules, else the default PSP) sent it to {payment.provider ?? 'the default PSP'}.</p>
+      )}
+    </section>
+  );
+};
+
+const RecoverySchedule: FC<{ payment: PaymentRow }> = ({ payment }) =>
+  payment.recovery ? (
+    <section>
+      <h2>Recovery</h2>
+      <dl>
+        <dt>Attempts so far</dt>
+        <dd>{String(payment.recovery.attempts)}</dd>
+        <dt>Next attempt</dt>
+        <dd>{payment.recovery.next_attempt_at ? when(payment.recovery.next_attempt_at) : 'none'}</dd>
+        <dt>Window ends</dt>
+        <dd>{when(payment.recovery.window_ends_at)}</dd>
+        <dt>Last decline</dt>
+        <dd>
+          {payment.recovery.last_decline.code}
+          {payment.recovery.last_decline.network_decline_code ? ` (network ${payment.recovery.last_decline.network_decline_code})` : ''}
+          {payment.recovery.last_decline.network_advice_code ? `, advice ${payment.recovery.last_decline.network_advice_code}` : ''}
+        </dd>
+        <dt>Stopped</dt>
+        <dd>{payment.recovery.stopped_because ?? 'no'}</dd>
+      </dl>
+    </section>
+  ) : null;
+
+const Commands: FC<{ operator: ConsoleSignedIn; payment: PaymentRow }> = ({ operator, payment }) => {
+  const capture = statusesAccepting('capture').includes(payment.status);
+  const cancel = statusesAccepting('cancel').includes(payment.status);
+  if (operator.role !== 'operator' || (!capture && !cancel)) return null;
+  return (
+    <section>
+      <h2>Capture or cancel</h2>
+      {capture && (
+        <form method="post" action={`/console/payments/${payment.id}/capture`} class="filters">
+          <Csrf operator={operator} />
+          <label>
+            Amount to capture ({payment.currency}; empty: all of it)
+            <input name="amount" inputmode="decimal" placeholder={money(payment.amount_minor, payment.currency)} />
+          </label>
+          <button type="submit">Review capture</button>
+        </form>
+      )}
+      {cancel && <ProposeButton operator={operator} action={`/console/payments/${payment.id}/cancel`} label="Review cancel" />}
+    </section>
+  );
+};
+
+export const PaymentPage: FC<{ operator: ConsoleSignedIn; payment: PaymentRow; history: PaymentHistory; audit: AuditRow[]; links: PaymentLinks; waits: WaitView[] }> = ({ operator, payment, history, audit, links, waits }) => (
   <Layout title={`Payment ${payment.id}`} operator={operator}>
     <Details payment={payment} links={links} />
+    <Commands operator={operator} payment={payment} />
     {operator.role === 'operator' && <RefundForm operator={operator} payment={payment} />}
-    {[...historyTables(payment, history), auditTable(audit)].map((table) => (
+    <Routing payment={payment} />
+    <Table caption="Waits" head={['Window', 'Waits for', 'Since', 'Deadline']} rows={waits.map((w) => [w.window, w.waitsFor, when(w.since), when(w.until)])} />
+    <RecoverySchedule payment={payment} />
+    {[...historyTables(operator, payment, history), auditTable(audit)].map((table) => (
       <Table caption={table.caption} head={table.head} rows={table.rows} />
     ))}
   </Layout>

@@ -2,17 +2,23 @@
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { secureHeaders } from 'hono/secure-headers';
-import { paymentHistory, searchPayments } from '../../db/console';
-import { auditOf } from '../../db/operators';
+import { consolePayment, disputeEvidence, failingEvents, latestDiscrepancies, openDisputes, paymentHistory, PSP_BUCKETS, pspBuckets, recoveredRevenue, RECOVERY_PERIODS, recoveringPayments, searchPayments, type PspBucket, type RecoveryPeriod } from '../../db/console';
+import { auditOf, auditTrail } from '../../db/operators';
+import { listRuns } from '../../db/reconciliation';
+import { listHealth, POOLED_SCOPE, routingSnapshot } from '../../db/routing';
 import { ApiError, errorStatus } from '../../domain/errors';
+import { looksLikeId } from '../../domain/ids';
 import type { PaymentRow } from '../../domain/resources';
 import type { ApiDeps, AppEnv, ConsoleSignedIn } from '../context';
 import { errorHandler } from '../middleware';
 import { ActionPage } from './action-pages';
 import { ErrorPage, SignInPage } from './pages';
 import { PaymentPage, PaymentsPage, type PaymentLinks } from './payment-pages';
-import { confirmRefund, proposeRefund } from './refund';
-import { consoleActionOr404, consolePaymentOr404 } from './scope';
+import { confirmAction, proposeAccept, proposePaymentCommand, proposeRefund, proposeResend } from './actions';
+import { AuditPage, DisputePage, DisputesPage, EndpointsPage, ReconciliationPage, RecoveryPage } from './overview-pages';
+import { paymentWaits } from './payment-pages';
+import { PspsPage } from './psp-pages';
+import { consoleActionOr404, consoleDisputeOr404, consoleEventOr404, consolePaymentOr404 } from './scope';
 import { parseSearch } from './search';
 import { checkAction, checkCsrf, requireSession, signedIn, signIn, signinFormToken, signOut } from './session';
 import { CONSOLE_CSS } from './style';
@@ -110,26 +116,107 @@ function paymentRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const operator = signedIn(c);
     const payment = await consolePaymentOr404(deps, c, c.req.param('id'));
     const [history, audit] = await Promise.all([paymentHistory(deps.sql, payment), auditOf(deps.sql, payment.id)]);
-    return c.html(<PaymentPage operator={operator} payment={payment} history={history} audit={audit} links={paymentLinks(deps, operator, payment)} />);
+    const waits = paymentWaits(payment, history.attempts, (key) => (deps.config as unknown as Record<string, number | undefined>)[key]);
+    return c.html(<PaymentPage operator={operator} payment={payment} history={history} audit={audit} links={paymentLinks(deps, operator, payment)} waits={waits} />);
+  });
+}
+
+/** One of a query parameter's allowed values, its default when absent; anything else is a 400 page. */
+function choice<T extends string>(given: string | undefined, allowed: readonly T[], fallback: T, name: string): T {
+  if (given === undefined || given === '') return fallback;
+  if (!(allowed as readonly string[]).includes(given)) throw new ApiError('invalid_request', `${name} must be one of ${allowed.join(', ')}.`);
+  return given as T;
+}
+
+function overviewRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
+  const session = requireSession(deps);
+  app.get('/console/psps', session, async (c) => {
+    const operator = signedIn(c);
+    const bucket = choice(c.req.query('bucket'), Object.keys(PSP_BUCKETS) as PspBucket[], '1h', 'bucket');
+    const to = Date.now();
+    const from = to - PSP_BUCKETS[bucket].spanMs;
+    const [rows, health, segments] = await Promise.all([
+      pspBuckets(deps.sql, { bucket, since: new Date(from), tenantId: operator.tenantId }),
+      listHealth(deps.sql),
+      // A tenant's operator sees its own scope's estimates only (there are none unless its routing keeps its own).
+      routingSnapshot(deps.sql, operator.tenantId ?? POOLED_SCOPE),
+    ]);
+    const providers = [...new Set([...(deps.config.PROVIDERS ?? []).map((p) => p.name), ...health.map((h) => h.provider), ...rows.map((r) => r.provider)])];
+    return c.html(<PspsPage operator={operator} data={{ bucket, from, to, rows, providers, health, segments }} />);
+  });
+  app.get('/console/disputes', session, async (c) => c.html(<DisputesPage operator={signedIn(c)} disputes={await openDisputes(deps.sql, signedIn(c).tenantId)} now={new Date()} />));
+  app.get('/console/disputes/:id', session, async (c) => {
+    const dispute = await consoleDisputeOr404(deps, c, c.req.param('id'));
+    const [evidence, audit] = await Promise.all([disputeEvidence(deps.sql, dispute.id), auditOf(deps.sql, dispute.id)]);
+    return c.html(<DisputePage operator={signedIn(c)} dispute={dispute} evidence={evidence} audit={audit} now={new Date()} />);
+  });
+  app.get('/console/recovery', session, async (c) => {
+    const operator = signedIn(c);
+    const period = choice(c.req.query('period'), Object.keys(RECOVERY_PERIODS) as RecoveryPeriod[], 'day', 'period');
+    const [payments, revenue] = await Promise.all([recoveringPayments(deps.sql, operator.tenantId), recoveredRevenue(deps.sql, { period, tenantId: operator.tenantId, now: new Date() })]);
+    return c.html(<RecoveryPage operator={operator} payments={payments} period={period} revenue={revenue} />);
+  });
+  app.get('/console/reconciliation', session, async (c) => {
+    const operator = signedIn(c);
+    // A run covers every tenant at its PSP: its counts are for operators without a tenant.
+    const [runs, discrepancies] = await Promise.all([operator.tenantId === null ? listRuns(deps.sql, { limit: 50 }) : null, latestDiscrepancies(deps.sql, operator.tenantId)]);
+    return c.html(<ReconciliationPage operator={operator} runs={runs?.rows ?? null} discrepancies={discrepancies} />);
+  });
+  app.get('/console/endpoints', session, async (c) => c.html(<EndpointsPage operator={signedIn(c)} events={await failingEvents(deps.sql, signedIn(c).tenantId)} />));
+  app.get('/console/audit', session, async (c) => {
+    const operator = signedIn(c);
+    const cursor = (name: string) => {
+      const value = c.req.query(name);
+      if (value === undefined) return {};
+      if (!looksLikeId('act', value)) throw new ApiError('invalid_request', `${name} must be an action id.`);
+      return { [name === 'starting_after' ? 'startingAfter' : 'endingBefore']: value };
+    };
+    const query = { limit: 100, tenantId: operator.tenantId, ...cursor('starting_after'), ...cursor('ending_before') };
+    const page = await auditTrail(deps.sql, query);
+    const first = page.rows[0]?.id ?? null;
+    const last = page.rows.at(-1)?.id ?? null;
+    const paging = 'endingBefore' in query ? { older: last, newer: page.hasMore ? first : null } : { older: page.hasMore ? last : null, newer: 'startingAfter' in query ? first : null };
+    return c.html(<AuditPage operator={operator} rows={page.rows} {...paging} />);
   });
 }
 
 function actionRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   const session = requireSession(deps);
   // Propose: nothing runs yet; the confirmation page carries the key the server minted (POST, redirect, GET).
+  // The role and the CSRF token are checked first: a viewer's POST reads nothing and records nothing.
+  const toAction = (c: Context<AppEnv>, action: { id: string }) => c.redirect(`/console/actions/${action.id}`, 303);
   app.post('/console/payments/:id/refunds', session, formLimit, async (c) => {
     const form = await formOf(c);
     const operator = checkAction(c, form);
     const payment = await consolePaymentOr404(deps, c, c.req.param('id'));
-    const action = await proposeRefund(deps, operator, payment, { amount: form.amount ?? '', reason: form.reason ?? '' });
-    return c.redirect(`/console/actions/${action.id}`, 303);
+    return toAction(c, await proposeRefund(deps, operator, payment, { amount: form.amount ?? '', reason: form.reason ?? '' }));
+  });
+  for (const kind of ['capture', 'cancel'] as const) {
+    app.post(`/console/payments/:id/${kind}`, session, formLimit, async (c) => {
+      const form = await formOf(c);
+      const operator = checkAction(c, form);
+      const payment = await consolePaymentOr404(deps, c, c.req.param('id'));
+      return toAction(c, await proposePaymentCommand(deps, operator, payment, kind, { ...(form.amount !== undefined ? { amount: form.amount } : {}) }));
+    });
+  }
+  app.post('/console/events/:id/resend', session, formLimit, async (c) => {
+    const operator = checkAction(c, await formOf(c));
+    const event = await consoleEventOr404(deps, c, c.req.param('id'));
+    // The payment the event is about, to link back to: only when it is the event's tenant's.
+    const given = c.req.query('payment');
+    const payment = given && looksLikeId('pay', given) ? await consolePayment(deps.sql, given, event.tenant_id) : null;
+    return toAction(c, await proposeResend(deps, operator, event, payment?.id ?? null));
+  });
+  app.post('/console/disputes/:id/accept', session, formLimit, async (c) => {
+    const operator = checkAction(c, await formOf(c));
+    return toAction(c, await proposeAccept(deps, operator, await consoleDisputeOr404(deps, c, c.req.param('id'))));
   });
   app.get('/console/actions/:id', session, async (c) => c.html(<ActionPage operator={signedIn(c)} action={await consoleActionOr404(deps, c, c.req.param('id'))} />));
   app.post('/console/actions/:id/confirm', session, formLimit, async (c) => {
     checkAction(c, await formOf(c));
     const action = await consoleActionOr404(deps, c, c.req.param('id'));
     // Decided already (a reload of the result, a second tab): the answer stands.
-    if (action.state === 'proposed') await confirmRefund(c, deps, action);
+    if (action.state === 'proposed') await confirmAction(c, deps, action);
     return c.redirect(`/console/actions/${action.id}`, 303);
   });
 }
@@ -141,6 +228,7 @@ export function consoleRoutes(deps: ApiDeps): Hono<AppEnv> {
   app.onError(consoleErrors());
   signInRoutes(app, deps);
   paymentRoutes(app, deps);
+  overviewRoutes(app, deps);
   actionRoutes(app, deps);
   return app;
 }

@@ -31,5 +31,28 @@ button.secondary { background: var(--bg); color: var(--accent); }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; }
 dt { color: var(--muted); }
 dd { margin: 0; }
+header nav { display: flex; gap: .8rem; flex-wrap: wrap; }
+.muted { color: var(--muted); }
+form.inline { display: inline; }
+.plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(30rem, 1fr)); gap: 1rem; }
+.plots h2 { grid-column: 1 / -1; }
+figure.plot { margin: 0; border: 1px solid var(--line); border-radius: 4px; padding: .5rem; }
+figure.plot figcaption { font-weight: 600; margin-bottom: .3rem; }
+figure.plot svg { width: 100%; height: auto; display: block; }
+.plot .axis { stroke: var(--muted); stroke-width: 1; }
+.plot .grid { stroke: var(--line); stroke-width: 1; stroke-dasharray: 4 4; }
+.plot .tick { fill: var(--muted); font-size: 11px; }
+.plot .line { fill: none; stroke-width: 2; }
+.legend { list-style: none; display: flex; gap: 1rem; flex-wrap: wrap; padding: 0; margin: .3rem 0 0; }
+.swatch { display: inline-block; width: .9rem; height: .9rem; border-radius: 2px; margin-right: .3rem; vertical-align: middle; }
+.s0 { stroke: #0b5cad; fill: #0b5cad; background: #0b5cad; }
+.s1 { stroke: #c2410c; fill: #c2410c; background: #c2410c; }
+.s2 { stroke: #116329; fill: #116329; background: #116329; }
+.s3 { stroke: #7e22ce; fill: #7e22ce; background: #7e22ce; }
+.s4 { stroke: #a40e26; fill: #a40e26; background: #a40e26; }
+.s5 { stroke: #0e7490; fill: #0e7490; background: #0e7490; }
+.s6 { stroke: #854d0e; fill: #854d0e; background: #854d0e; }
+.s7 { stroke: #57606a; fill: #57606a; background: #57606a; }
+.plot .line.s0, .plot .line.s1, .plot .line.s2, .plot .line.s3, .plot .line.s4, .plot .line.s5, .plot .line.s6, .plot .line.s7 { fill: none; }
 .signin { max-width: 24rem; margin: 4rem auto; display: flex; flex-direction: column; gap: .8rem; }
 `;

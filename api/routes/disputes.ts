@@ -181,6 +181,21 @@ async function runDisputeCommand(
   });
 }
 
+/**
+ * POST /v1/disputes/{id}/accept as one idempotent operation: the accept update to the dispute's
+ * run. The console's accept (api/console/actions.ts) runs it too.
+ */
+export async function runAcceptDispute(deps: ApiDeps, c: Context<AppEnv>, id: string) {
+  const send = (dispute: DisputeRow, scope: ScopedKey) =>
+    sendDisputeCommand(
+      deps,
+      dispute,
+      (options) => deps.temporal.workflow.getHandle(dispute.workflow_id).startUpdate(disputeAcceptUpdate, { ...options, args: [{ idempotency: scope, requestId: c.var.requestId }] }),
+      disputeUpdateId('accept', scope.key),
+    );
+  return runDisputeCommand(deps, c, acceptDisputeRoute, id, {}, send);
+}
+
 export function disputeRoutes(deps: ApiDeps) {
   const app = new OpenAPIHono<AppEnv>();
 
@@ -210,16 +225,7 @@ export function disputeRoutes(deps: ApiDeps) {
     return recordedReply(c, submitEvidenceRoute, await runDisputeCommand(deps, c, submitEvidenceRoute, c.req.valid('param').id, body, send, body.evidence));
   });
 
-  app.openapi(acceptDisputeRoute, async (c) => {
-    const send = (dispute: DisputeRow, scope: ScopedKey) =>
-      sendDisputeCommand(
-        deps,
-        dispute,
-        (options) => deps.temporal.workflow.getHandle(dispute.workflow_id).startUpdate(disputeAcceptUpdate, { ...options, args: [{ idempotency: scope, requestId: c.var.requestId }] }),
-        disputeUpdateId('accept', scope.key),
-      );
-    return recordedReply(c, acceptDisputeRoute, await runDisputeCommand(deps, c, acceptDisputeRoute, c.req.valid('param').id, {}, send));
-  });
+  app.openapi(acceptDisputeRoute, async (c) => recordedReply(c, acceptDisputeRoute, await runAcceptDispute(deps, c, c.req.valid('param').id)));
 
   return app;
 }

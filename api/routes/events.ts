@@ -1,4 +1,5 @@
 import { createRoute, OpenAPIHono } from '@hono/zod-openapi';
+import type { Context } from 'hono';
 import { getEvent, listDeliveryAttempts, resendEvent, resendUnacknowledgedSince, type DeliveryAttemptRow } from '../../db/deliveries';
 import type { OutboxEventRow } from '../../db/outbox';
 import { ApiError } from '../../domain/errors';
@@ -88,6 +89,26 @@ function attemptResource(row: DeliveryAttemptRow) {
   };
 }
 
+/**
+ * POST /v1/events/{id}/resend as one transactional idempotent operation: a new round of
+ * delivery of the tenant's event. The console's resend (api/console/actions.ts) runs it too.
+ */
+export async function runResendEvent(deps: ApiDeps, c: Context<AppEnv>, id: string, body: Record<string, never>) {
+  const tenantId = c.var.tenant.id;
+  const known = looksLikeId('evt', id) ? await getEvent(deps.sql, tenantId, id) : null;
+  if (!known) throw new ApiError('not_found', `No such event: ${id}`);
+  return runTransactional(c, deps, resendRoute, {
+    params: { id },
+    body,
+    resourceId: id,
+    execute: async (tx) => {
+      const event = await resendEvent(tx, tenantId, id);
+      if (!event) throw new ApiError('not_found', `No such event: ${id}`);
+      return finalResponse(resendRoute, 200, deliveryResource(event));
+    },
+  });
+}
+
 /** Events one by one, their delivery attempts, and resending them: how a merchant recovers missed webhooks. */
 export function eventRoutes(deps: ApiDeps) {
   const app = new OpenAPIHono<AppEnv>();
@@ -110,21 +131,7 @@ export function eventRoutes(deps: ApiDeps) {
     return c.json({ object: 'list' as const, data: page.rows.map(attemptResource), has_more: page.hasMore }, 200);
   });
 
-  app.openapi(resendRoute, async (c) => {
-    const { id } = c.req.valid('param');
-    const tenantId = c.var.tenant.id;
-    await tenantEvent(tenantId, id);
-    return recordedReply(c, resendRoute, await runTransactional(c, deps, resendRoute, {
-      params: { id },
-      body: optionalBody(ResendEventBody, c.req.valid('json')),
-      resourceId: id,
-      execute: async (tx) => {
-        const event = await resendEvent(tx, tenantId, id);
-        if (!event) throw new ApiError('not_found', `No such event: ${id}`);
-        return finalResponse(resendRoute, 200, deliveryResource(event));
-      },
-    }));
-  });
+  app.openapi(resendRoute, async (c) => recordedReply(c, resendRoute, await runResendEvent(deps, c, c.req.valid('param').id, optionalBody(ResendEventBody, c.req.valid('json')))));
 
   app.openapi(recoverRoute, async (c) => {
     const body = c.req.valid('json');

@@ -6,12 +6,13 @@ import { paymentForReturn, takeChallengeReturnCall, type PaymentReturnRow } from
 import { FailureType } from '../../shared/definitions';
 import { challengeReturnUpdate } from '../../shared/payments';
 import type { ApiDeps, AppEnv, ProviderWebhookReceiver } from '../context';
+import { kindsWhere } from '../../provider/registry';
 
 /**
  * The customer's way back from a 3-D Secure challenge at a PSP whose kind's challengeReturn is
- * `orchestrator` (Adyen): the PSP sends the customer's browser here, to the returnUrl the charge
+ * `orchestrator`: the PSP sends the customer's browser here, to the returnUrl the charge
  * step gave it (`<API_PUBLIC_URL>/return/{payment_id}`), with what the PSP needs to decide the
- * payment (Adyen's `redirectResult`). The route hands it to the payment's run (the
+ * payment (`redirectResult`). The route hands it to the payment's run (the
  * `challengeReturn` update, whose details call at the PSP decides the charge), then sends the
  * customer on (303) to the merchant's `return_url` stored on the payment, with `payment_id`
  * added: never to an address from the request. Unauthenticated (the customer's browser), so it
@@ -23,7 +24,7 @@ import type { ApiDeps, AppEnv, ProviderWebhookReceiver } from '../context';
  */
 
 /**
- * Adyen's redirectResult: base64 or base64url text, whose parts Adyen joins with `!` (its
+ * A PSP's redirectResult: base64 or base64url text, whose parts it may join with `!` (a
  * documented return is `redirectResult=X6XtfGC3%21Y…`), at most this long. Anything else is
  * refused before the run or the PSP sees it.
  */
@@ -72,9 +73,9 @@ const returnRoute = createRoute({
   tags: ['Payments'],
   summary: "The customer's return from a 3-D Secure challenge (a PSP's returnUrl)",
   description:
-    'Where a PSP whose challenge comes back to the orchestrator (Adyen) sends the customer after 3-D Secure. No API key: the ' +
+    'Where a PSP whose challenge comes back to the orchestrator (kinds ' + kindsWhere((c) => c.challengeReturn === 'orchestrator') + ') sends the customer after 3-D Secure. No API key: the ' +
     "customer's browser calls it. While the payment waits for its customer (`requires_action`) at such a PSP, the payment's " +
-    "run completes it with the PSP's details call (Adyen's `/payments/details` with `redirectResult`), then the customer is " +
+    "run completes it with the PSP's details call (with the `redirectResult` it sent), then the customer is " +
     "sent (303) to the payment's `return_url` with `payment_id` added: always the one stored on the payment, never an address " +
     'from the request. A payment no longer waiting, or at a PSP that sends its customers to the merchant, is sent on without ' +
     'effect; the same return again changes nothing more. Bounded: a malformed `redirectResult` is refused before anything is ' +
@@ -85,7 +86,7 @@ const returnRoute = createRoute({
   request: {
     params: z.object({ payment_id: z.string().openapi({ example: 'pay_01jd5k3x7m9q2r4t6v8w0y1z3a' }) }),
     query: z.object({
-      redirectResult: z.string().optional().openapi({ description: `What the PSP appended to its returnUrl (Adyen's \`redirectResult\`): base64 or base64url text (its parts joined by \`!\`), at most ${REDIRECT_RESULT_MAX_LENGTH} characters; a space is read as the \`+\` an unescaped query gave.` }),
+      redirectResult: z.string().optional().openapi({ description: `What the PSP appended to its returnUrl: base64 or base64url text (its parts joined by \`!\`), at most ${REDIRECT_RESULT_MAX_LENGTH} characters; a space is read as the \`+\` an unescaped query gave.` }),
     }),
   },
   responses: {

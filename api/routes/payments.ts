@@ -31,6 +31,7 @@ import {
 } from '../schemas';
 import { errorResponses, idempotentResponses, idempotencyKeyParameter, jsonContent, optionalBody, paymentIdExample } from './openapi';
 import { paymentMethodUse, type PaymentMethodUse } from './customers-payment-methods';
+import { kindsWhere } from '../../provider/registry';
 
 export const createPayment = createRoute({
   method: 'post',
@@ -87,8 +88,8 @@ export const capturePayment = createRoute({
   summary: 'Capture a manual-capture payment (idempotent)',
   description:
     `Captures all of the authorization, or \`amount_minor\` of it. 409 unless the payment is ${statusesAccepting('capture').map((s) => `\`${s}\``).join(' or ')}. ${notReadyYet} ` +
-    'At a PSP whose captures are confirmed by notification (Adyen’s CAPTURE), the payment stays `requires_capture` until it comes (202 while it has not; ' +
-    'retry with the same key); a capture the PSP refuses (CAPTURE_FAILED) or never confirms within the authorization window voids the authorization ' +
+    'At a PSP whose captures are confirmed by notification (kinds ' + kindsWhere((c) => c.modifications === 'notified') + '), the payment stays `requires_capture` until it comes (202 while it has not; ' +
+    'retry with the same key); a capture the PSP refuses (by notification) or never confirms within the authorization window voids the authorization ' +
     'and is 402 `payment_failed` (`failure.code` `capture_failed` or `capture_unconfirmed`).',
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CapturePaymentBody), required: false } },
@@ -108,7 +109,7 @@ export const cancelPayment = createRoute({
     `Voids the authorization, or the customer's pending 3-D Secure challenge, or stops a \`recovering\` payment's retries. 409 unless the payment is ${statusesAccepting('cancel').map((s) => `\`${s}\``).join(' or ')}. ${notReadyYet} ` +
     'A cancel that meets a recovery retry in flight is taken and decided by that retry: declined, the payment is `canceled` (200); paid, it is `succeeded` and ' +
     'only then is the cancel refused (409 `payment_not_cancelable`, saying so). Until then the answer is 202 with the payment as it stands, not stored. ' +
-    'At a PSP whose cancels are confirmed by notification (Adyen’s CANCELLATION), the payment stays `requires_capture` until it comes (202 while it has not; ' +
+    'At a PSP whose cancels are confirmed by notification (kinds ' + kindsWhere((c) => c.modifications === 'notified') + '), the payment stays `requires_capture` until it comes (202 while it has not; ' +
     'retry with the same key); a cancel the PSP refuses, or does not confirm by the authorization window’s end (and at least PROVIDER_DECISION_GRACE_SECONDS), ' +
     'is 402 `payment_failed` (`failure.code` `cancel_failed` or `cancel_unconfirmed`: the authorization may still hold the money, for an operator).',
   parameters: [idempotencyKeyParameter],
@@ -306,26 +307,31 @@ export function paymentRoutes(deps: ApiDeps) {
     return c.json({ object: 'list' as const, data: page.rows.map(paymentResource), has_more: page.hasMore }, 200);
   });
 
-  /** Capture and cancel: updates to the payment's running workflow, with validators. */
-  async function runCommand(c: Context<AppEnv>, route: typeof capturePayment | typeof cancelPayment, kind: 'capture' | 'cancel', id: string, body: { amount_minor?: number }) {
-    const tenantId = c.var.tenant.id;
-    const payment = await tenantPayment(deps.sql, tenantId, id);
-    return runIdempotent(c, deps, route, {
-      params: { id },
-      body,
-      claim: () => ({ workflowId: payment.workflow_id, resourceId: payment.id }),
-      dispatch: (record, scope) => sendCommand(deps, record, scope, kind, body.amount_minor ?? null, c.var.requestId),
-      pending: async () => {
-        const row = (await getPayment(deps.sql, tenantId, payment.id))!;
-        return { body: paymentResource(row), location: paymentLocation(row.id) };
-      },
-    });
-  }
-
-  app.openapi(capturePayment, async (c) => recordedReply(c, capturePayment, await runCommand(c, capturePayment, 'capture', c.req.valid('param').id, optionalBody(CapturePaymentBody, c.req.valid('json')))));
-  app.openapi(cancelPayment, async (c) => recordedReply(c, cancelPayment, await runCommand(c, cancelPayment, 'cancel', c.req.valid('param').id, optionalBody(CancelPaymentBody, c.req.valid('json')))));
+  app.openapi(capturePayment, async (c) => recordedReply(c, capturePayment, await runPaymentCommand(deps, c, 'capture', c.req.valid('param').id, optionalBody(CapturePaymentBody, c.req.valid('json')))));
+  app.openapi(cancelPayment, async (c) => recordedReply(c, cancelPayment, await runPaymentCommand(deps, c, 'cancel', c.req.valid('param').id, optionalBody(CancelPaymentBody, c.req.valid('json')))));
 
   return app;
+}
+
+/**
+ * Capture and cancel (POST /v1/payments/{id}/capture and /cancel): updates to the payment's
+ * running workflow, with validators, under the idempotency protocol. The console's capture and
+ * cancel (api/console/actions.ts) run this same operation.
+ */
+export async function runPaymentCommand(deps: ApiDeps, c: Context<AppEnv>, kind: 'capture' | 'cancel', id: string, body: { amount_minor?: number }) {
+  const route = kind === 'capture' ? capturePayment : cancelPayment;
+  const tenantId = c.var.tenant.id;
+  const payment = await tenantPayment(deps.sql, tenantId, id);
+  return runIdempotent(c, deps, route, {
+    params: { id },
+    body,
+    claim: () => ({ workflowId: payment.workflow_id, resourceId: payment.id }),
+    dispatch: (record, scope) => sendCommand(deps, record, scope, kind, body.amount_minor ?? null, c.var.requestId),
+    pending: async () => {
+      const row = (await getPayment(deps.sql, tenantId, payment.id))!;
+      return { body: paymentResource(row), location: paymentLocation(row.id) };
+    },
+  });
 }
 
 /** Why a capture or cancel cannot be done once the payment's run has closed. */

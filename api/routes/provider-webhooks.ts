@@ -7,8 +7,11 @@ import { annotateActiveSpan, linkActiveSpan, resourceAttribute, tracingOn } from
 import { ApiError } from '../../domain/errors';
 import { isTemporalUnavailable } from '../../lib/temporal';
 import { ProviderEventUnreadableError, ProviderWebhookError, type PaymentProvider, type ProviderWebhookEvent, type UnreadableField } from '../../provider/types';
-import { createProviderClient, createProviderWebhookBatchVerifier, createProviderWebhookVerifier, providerKind } from '../../provider/registry';
+import { createProviderClient, createProviderWebhookBatchVerifier, createProviderWebhookVerifier, knownProviderKinds, providerKind } from '../../provider/registry';
 import type { Config } from '../../lib/config';
+import type { Sql } from '../../db/connect';
+import { takeCall } from '../../db/routing';
+import { callLimitedProvider } from '../../lib/provider-limits';
 import type { Logger } from '../../lib/logger';
 import type { ProviderDispute } from '../../shared/disputes';
 import { handOverProviderEvent, type ProviderEventDecision, type ProviderEventHandOver } from '../../lib/provider-events';
@@ -21,15 +24,18 @@ import { errorResponses, jsonContent } from './openapi';
 
 /**
  * A receiver per configured PSP (PROVIDERS, or the one PROVIDER), each verifying with its kind's
- * verification and its own secret (provider/<kind>/webhook.ts; Stripe's: the Stripe library's
- * constructEvent). Without a secret every webhook of that provider is refused (400).
+ * verification and its own secret (provider/<kind>/webhook.ts, the PSP's own library's where it
+ * has one). Without a secret every webhook of that provider is refused (400).
  */
-export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS' | 'PROVIDER_TIMEOUT_MS'>): Promise<ProviderWebhookReceiver[]> {
+export function providerWebhookReceivers(config: Pick<Config, 'PROVIDERS' | 'PROVIDER_TIMEOUT_MS' | 'PROVIDER_RATE_LIMITS'>, sql?: Sql): Promise<ProviderWebhookReceiver[]> {
   return Promise.all(
     config.PROVIDERS.map(async (connection) => {
       const verify = await createProviderWebhookVerifier(connection);
       const verifyBatch = await createProviderWebhookBatchVerifier(connection);
-      const client = await createProviderClient(connection, config);
+      // The API's calls to the PSP (the charge a webhook reports, read back) take its tokens too (PROVIDER_RATE_LIMITS).
+      const limit = config.PROVIDER_RATE_LIMITS?.[connection.name];
+      const own = await createProviderClient(connection, config);
+      const client = limit && sql ? callLimitedProvider(own, connection.name, (provider) => takeCall(sql, provider, limit)) : own;
       return {
         name: connection.name,
         verify,
@@ -57,7 +63,7 @@ const Received = z
       description:
         'The decision of the event’s workflow (one per event, of its area), when it came within IDEMPOTENCY_WAIT_MS. ' +
         '`forward`: a charge event’s charge as the PSP holds it (retrieved from the PSP, never the event’s own figures) was passed to the payment, or the payment ' +
-        'already records it as reported; a refund’s confirmation (Adyen’s REFUND, REFUND_FAILED) was passed to the run of the pending refund it names (or to the late-charge run ' +
+        'already records it as reported; a refund’s confirmation (at a PSP that confirms refunds by notification) was passed to the run of the pending refund it names (or to the late-charge run ' +
         'that refunded the charge). `held_for_operator`: the PSP’s charge disagrees with the payment (amount, currency, charge id) or the PSP does not have it: nothing was passed on ' +
         'and the payment is flagged `failure.code` `needs_operator`; or a refund’s confirmation refuses the refund a payment’s own run made to give its charge back (a compensation, ' +
         'counted given back when the PSP received it): the payment, `failed`, then has `failure.code` `compensation_failed` and `payment.failed` is sent again. ' +
@@ -76,10 +82,10 @@ const receiveWebhook = createRoute({
   summary: 'Receive a webhook from the PSP (no API key, no Idempotency-Key)',
   description:
     'A body that is not `application/json` (parameters such as `; charset=utf-8` pass) is 415 before its signature is checked. ' +
-    'Verified on the raw body with the provider’s secret (the sandbox’s `Sandbox-Signature`, Stripe’s `Stripe-Signature`); ' +
+    'Verified on the raw body with the provider’s secret, where its kind signs (below); ' +
     'an unverified or stale request is 400 and changes nothing. A verified event that cannot be read (a field the provider’s kind reads ' +
-    'missing, null or of another type, or an identifier longer than the PSP’s documented length: Adyen’s `pspReference` and `originalReference` ' +
-    '16 characters, its `merchantReference` 80, every other id, reference or code 255, an event type or code 128) or stored (a `created` outside the dates PostgreSQL holds, U+0000 or a lone surrogate in a string) ' +
+    'missing, null or of another type, or an identifier longer than the PSP’s documented length: its kind’s bounds below, ' +
+    'every other id, reference or code 255, an event type or code 128) or stored (a `created` outside the dates PostgreSQL holds, U+0000 or a lone surrogate in a string) ' +
     'is 400 `invalid_request` with each field’s path in `issues`, and changes nothing. Each event is stored once (by provider and event id) with the ' +
     'payment it concerns, then handed to the workflow of its area (one per event, so every delivery lands on one decision), which decides: ' +
     'a charge’s of a payment of ours, a refund’s confirmation, a dispute’s (a PSP kind with disputes). The route itself decides nothing. ' +
@@ -88,25 +94,24 @@ const receiveWebhook = createRoute({
     'A verified event is a hint, not a figure: the charge is retrieved from the PSP that holds it and that charge is passed to the ' +
     'payment’s workflow; one whose amount, currency or id disagrees with the payment changes nothing: the payment is flagged `needs_operator`. ' +
     'A redelivery is acknowledged and changes nothing. ' +
-    'A PSP whose notifications come in batches (Adyen’s `{live, notificationItems: [{NotificationRequestItem}]}`, each item signed with its own ' +
-    'HMAC in `additionalData.hmacSignature`) has every item read and verified before any is stored: one bad signature (400 `webhook_signature_invalid`) ' +
+    'A PSP whose notifications come in batches (several items in one body, each signed on its own) has every item read and verified before any is stored: one bad signature (400 `webhook_signature_invalid`) ' +
     'or one unreadable item (400 `invalid_request`, the paths in `issues`) refuses the whole batch and stores nothing; an accepted batch stores ' +
     'and hands over each item as one event (a duplicate changes nothing) and is answered with the body `[accepted]`. ' +
     'No event moves a payment out of a final status. An event reporting money (a success, an authorization) for a payment that ended ' +
     'without money (`expired`, `canceled`, `declined`, `failed`) starts the late-charge workflow, once per charge, which gives the money ' +
     'back at the PSP and records it on the payment (`failure.code` `late_success_refunded`, event `payment.late_success_refunded`). ' +
-    'A refund’s confirmation (Adyen’s REFUND, REFUND_FAILED) goes to the refunds area’s workflow, which passes it to the run of the pending refund it names (our refund id, or the payment’s reference ' +
+    'A refund’s confirmation (at a PSP that confirms refunds by notification) goes to the refunds area’s workflow, which passes it to the run of the pending refund it names (our refund id, or the payment’s reference ' +
     'and the amount, at that PSP and charge), which records it `succeeded` or `failed`, or else to the late-charge run of its charge, which waits for it ' +
-    '(as for a void’s CANCELLATION, at a PSP without retrieval). ' +
+    '(as for a void’s notification, at a PSP without retrieval). ' +
     'A dispute event (a PSP kind with disputes) is a hint too: the disputes area’s workflow retrieves the dispute from the PSP (retrying until it answers) and reports it to its dispute workflow ' +
     '(signal-with-start under an id derived from the PSP and its dispute id, so duplicates join one run), which checks it before anything follows. ' +
-    'A PSP with no read of a dispute (Adyen’s NOTIFICATION_OF_CHARGEBACK, CHARGEBACK, CHARGEBACK_REVERSED, SECOND_CHARGEBACK, …) reports the verified ' +
-    'notification’s dispute itself; one without `originalReference`, or with an unreadable `additionalData.defensePeriodEndsAt`, is 400 `invalid_request`.',
+    'A PSP with no read of a dispute reports the verified notification’s dispute itself (one its kind cannot read, below, is 400 `invalid_request`). ' +
+    `Each kind’s webhooks (provider/<kind>/index.ts): ${knownProviderKinds.map((kind) => `\`${kind}\`: ${providerKind(kind).webhookBody}`).join('; ')}.`,
   security: [],
   request: { params: z.object({ provider: z.string().max(32).openapi({ param: { name: 'provider', in: 'path' }, example: 'sandbox' }) }) },
   responses: {
     200: {
-      description: 'Acknowledged (new or duplicate). A PSP whose notifications come in batches (Adyen’s) is answered with the body `[accepted]`.',
+      description: 'Acknowledged (new or duplicate). A PSP whose notifications come in batches is answered with the body `[accepted]`.',
       content: { ...jsonContent(Received), 'text/plain': { schema: z.literal('[accepted]') } },
     },
     ...errorResponses(['webhook_signature_invalid', 'invalid_request', 'not_found', 'payload_too_large', 'unsupported_media_type', 'service_unavailable', 'temporal_unavailable']),
@@ -134,8 +139,7 @@ export function providerWebhookRoutes(deps: ApiDeps) {
     const receivers = deps.providerWebhooks === undefined ? [] : Array.isArray(deps.providerWebhooks) ? deps.providerWebhooks : [deps.providerWebhooks];
     const receiver = receivers.find((r) => r.name === provider);
     if (!receiver) throw new ApiError('not_found', `No webhooks are received for provider ${provider}`);
-    // Every kind's PSP sends JSON (the sandbox, Stripe and Adyen: `application/json`, maybe with a
-    // charset): any other body is refused 415 before its signature is checked.
+    // Every kind's PSP sends JSON (`application/json`, maybe with a charset): any other body is refused 415 before its signature is checked.
     requireJson(c);
     // Verified on the exact bytes received, before anything is parsed or stored.
     const raw = await c.req.text();

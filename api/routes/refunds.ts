@@ -14,6 +14,7 @@ import { tenantPayment } from '../tenant-payment';
 import { runIdempotent, startOrAttach, type IdempotentOperation } from '../idempotency';
 import { CreateRefundBody, IdParam, ListRefundsQuery, listOf, Refund } from '../schemas';
 import { errorResponses, idempotentResponses, jsonContent, idempotencyKeyParameter, paymentIdExample } from './openapi';
+import { kindsWhere } from '../../provider/registry';
 
 export const createRefund = createRoute({
   method: 'post',
@@ -25,8 +26,8 @@ export const createRefund = createRoute({
     'and a refund never returns what a chargeback took through the card network (waiting, under review or lost): past what the network left, 409 `payment_disputed` ' +
     'with `amount_refundable_minor`; a chargeback won back makes its amount refundable again. ' +
     'however many arrive at once. Each refund runs under its own key and provider sub-key, in the payment’s currency. ' +
-    'At a PSP whose refunds are confirmed by notification (Adyen), the refund is `pending` (202, its amount reserved, nothing posted to the ledger) ' +
-    'until its REFUND notification: a success makes it `succeeded` (201 under its key), a REFUND that is not a success or a REFUND_FAILED makes it ' +
+    'At a PSP whose refunds are confirmed by notification (kinds ' + kindsWhere((c) => c.modifications === 'notified') + '), the refund is `pending` (202, its amount reserved, nothing posted to the ledger) ' +
+    'until its notification of the refund: a success makes it `succeeded` (201 under its key), a refusal makes it ' +
     '`failed` (402 `refund_failed`, the reservation given back); with no notification within seven days it stays `pending` for an operator.',
   parameters: [idempotencyKeyParameter],
   request: { params: IdParam('payment', paymentIdExample), body: { content: jsonContent(CreateRefundBody), required: true } },
@@ -59,7 +60,7 @@ const getRefundRoute = createRoute({
  * POST /v1/payments/{id}/refunds as one idempotent operation (api/idempotency.ts): the run
  * started or joined under the refund's key, and the refund as it stands for a 202. Whether the
  * payment can be refunded is the run's first step (activities/refunds.ts beginRefund). The
- * console's refund (api/console/refund.ts) runs this same operation.
+ * console's refund (api/console/actions.ts) runs this same operation.
  */
 export function createRefundOperation(
   deps: ApiDeps,

@@ -5,10 +5,9 @@
  * so the report runs others). Writes routing-sim.md and routing-sim.json to DIR (default
  * bench/results). No Temporal, no PostgreSQL.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { SUCCESS_RATE_DEFAULTS } from '../../domain/routing-success-rate';
 import { scenario, SIM_SEEDS } from './scenario';
+import { option, writeResults } from '../common';
 import { decisionEngineBaseline, runStrategy, staticBestStrategy, successRateStrategy, type SimRun, type SimStrategy } from './sim';
 
 /** The payment of the falling segment after the change at which its PSP's probability is read (1-based). */
@@ -20,11 +19,6 @@ interface StrategySummary {
   regretSd: number;
   approvalRateMean: number;
   runs: Array<Pick<SimRun, 'seed' | 'regret' | 'approvals'>>;
-}
-
-function option(args: string[], name: string, fallback: string): string {
-  const at = args.indexOf(name);
-  return (at >= 0 ? args[at + 1] : undefined) ?? fallback;
 }
 
 function meanSd(values: number[]): { mean: number; sd: number } {
@@ -69,10 +63,8 @@ export async function runRoutingSimulation(args: string[]): Promise<void> {
     fallingTargetMet: fallingSummary.max < 0.1,
   };
   const results = { scenario, seeds, settings: SUCCESS_RATE_DEFAULTS, seconds: round((Date.now() - started) / 1000), summaries, falling: fallingSummary, verdict, node: process.version };
-  mkdirSync(out, { recursive: true });
-  writeFileSync(path.join(out, 'routing-sim.json'), JSON.stringify(results, null, 2) + '\n');
-  writeFileSync(path.join(out, 'routing-sim.md'), report(results));
-  console.log(`[routing-sim] regret: ours ${ours.regretMean} ± ${ours.regretSd}, baseline ${baseline.regretMean} ± ${baseline.regretSd} (${reduction} % lower); ` + `falling PSP at its segment's ${FALLING_AT}th payment: max ${fallingSummary.max}; wrote ${path.join(out, 'routing-sim.md')}`);
+  writeResults(out, 'routing-sim', results, report(results));
+  console.log(`[routing-sim] regret: ours ${ours.regretMean} ± ${ours.regretSd}, baseline ${baseline.regretMean} ± ${baseline.regretSd} (${reduction} % lower); ` + `falling PSP at its segment's ${FALLING_AT}th payment: max ${fallingSummary.max}; wrote ${out}/routing-sim.md`);
 }
 
 function report(results: {

@@ -1,4 +1,5 @@
 import { eventFromNotification } from '../../provider/adyen/wire';
+import type { DoubleCensusPayment } from '../control';
 import type { KeptNotification } from './notifications';
 
 /** What the census reads of one payment the double holds (server.ts's HeldPayment). */
@@ -27,34 +28,8 @@ interface NotedRequest {
   amount: { value: number; currency: string } | null;
 }
 
-/** One payment of the double's census as `GET /_sandbox/payments` answers it. */
-export interface AdyenCensusPayment {
-  pspReference: string;
-  merchantReference: string;
-  /** The Idempotency-Key the payment was made under (null: none was sent). */
-  idempotencyKey: string | null;
-  amount: { value: number; currency: string };
-  resultCode: 'Authorised' | 'Refused' | 'RedirectShopper';
-  /**
-   * `refused`; `challenged`, its 3-D Secure challenge still open (neither decided nor
-   * cancelled); `authorised`, still open; `captured`, some or all of it; `cancelled`, its
-   * authorisation (or challenge) cancelled.
-   */
-  state: 'refused' | 'challenged' | 'authorised' | 'captured' | 'cancelled';
-  capturedMinor: number;
-  refundedMinor: number;
-  /** Its captures, cancels and refunds: `received` until the notification that decides it, then `succeeded` or `failed`. */
-  modifications: {
-    type: 'capture' | 'cancel' | 'refund';
-    pspReference: string;
-    reference: string | null;
-    idempotencyKey: string | null;
-    amount: { value: number; currency: string } | null;
-    status: 'received' | 'succeeded' | 'failed';
-  }[];
-  /** Its notifications by the id our webhook route stores them under, and what became of each. */
-  notifications: { id: string; eventCode: string; pspReference: string; success: boolean; state: KeptNotification['state']; attempts: number }[];
-}
+/** One payment of the double's census as `GET /_sandbox/payments` answers it (the doubles' shared shape, ../control.ts), with Adyen's result codes. */
+export type AdyenCensusPayment = DoubleCensusPayment & { resultCode: 'Authorised' | 'Refused' | 'RedirectShopper' };
 
 const MODIFICATION = /^\/payments\/([^/]+)\/(captures|cancels|refunds)$/;
 const TYPE_OF = { captures: 'capture', cancels: 'cancel', refunds: 'refund' } as const;

@@ -98,8 +98,8 @@ const API_VERSION = /^\/v\d+/;
 type Answer = { status: number; body: unknown };
 
 /**
- * A faithful double of Adyen's Checkout API for tests and `npm start` (as stripe-mock is for
- * Stripe): /payments, and a payment's /captures, /cancels and /refunds, each body checked
+ * A faithful double of Adyen's Checkout API for tests and `npm start` (as a PSP's own mock is
+ * for its API): /payments, and a payment's /captures, /cancels and /refunds, each body checked
  * against the official library's model of it (a field it does not carry, or a required one
  * missing, is refused in Adyen's error shape), answered in Adyen's shapes, replayed by
  * Idempotency-Key (the same key answers the first answer, and does nothing again). A capture,

@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { defineProviderKind, httpUrl } from '../kind';
 // Its module imports no SDK at run time (the library's types only).
 import { ADYEN_TEST_DISPUTES_URL } from './disputes';
+import { adyenDouble } from './double';
+import { ADYEN_MERCHANT_REFERENCE_MAX_LENGTH, ADYEN_PSP_REFERENCE_LENGTH } from './identifiers';
 import { adyenTestCards } from './test-cards';
 
 /**
@@ -9,7 +11,7 @@ import { adyenTestCards } from './test-cards';
  * by its PSP reference. Its client: ./client.ts; its wire mapping (Adyen's models to and from
  * ours, and our test payment methods as Adyen's test cards): ./wire.ts; its notifications'
  * HMAC validation (the library's): ./webhook.ts. Its double, for tests and `npm start`:
- * doubles/adyen/.
+ * doubles/adyen/, declared in ./double.ts.
  */
 export const adyen = defineProviderKind({
   kind: 'adyen',
@@ -40,6 +42,11 @@ export const adyen = defineProviderKind({
   // Its Disputes API answers commands only: a dispute is known by its signed notifications.
   // Cards: Adyen's test cards by our names (and the double's own), and the cards it stored; no other method reaches its client.
   paymentMethods: { types: ['card'], testMethods: Object.keys(adyenTestCards), pspTokens: false },
+  webhookBody:
+    'batches, `{live, notificationItems: [{NotificationRequestItem}]}`, each item signed with its own HMAC in `additionalData.hmacSignature`, ' +
+    `answered \`[accepted]\`; its \`pspReference\` and \`originalReference\` at most ${ADYEN_PSP_REFERENCE_LENGTH} characters, its \`merchantReference\` ${ADYEN_MERCHANT_REFERENCE_MAX_LENGTH}; a dispute ` +
+    '(NOTIFICATION_OF_CHARGEBACK, CHARGEBACK, CHARGEBACK_REVERSED, SECOND_CHARGEBACK, …) without `originalReference`, or with an unreadable ' +
+    '`additionalData.defensePeriodEndsAt`, is unreadable',
   capabilities: { balanceReport: true, chargeSearch: false, unknownOutcome: 'replay', modifications: 'notified', notifications: 'batch', savedMethods: true, networkTransactionIds: false, challengeReturn: 'orchestrator', disputeSource: 'notification' },
   async createClient(settings, { timeoutMs }) {
     const { AdyenProvider } = await import('./client');
@@ -61,4 +68,5 @@ export const adyen = defineProviderKind({
     const { verifyAdyenNotificationBatch } = await import('./webhook');
     return (rawBody) => verifyAdyenNotificationBatch(rawBody, { hmacKey: settings.hmacKey });
   },
+  double: adyenDouble,
 });

@@ -1,6 +1,7 @@
 import type { Types } from '@adyen/api-library';
 import { z } from 'zod';
 import { adyen } from './library';
+import { ADYEN_MERCHANT_REFERENCE_MAX_LENGTH, ADYEN_PSP_REFERENCE_LENGTH } from './identifiers';
 import { adyenTestCards } from './test-cards';
 import type { DisputeStage, DisputeStatus } from '../../domain/disputes';
 import { CANCEL_FAILED } from '../../shared/payments';
@@ -267,12 +268,10 @@ const eventDate = z.string().refine((text) => {
  * The fields of Adyen's NotificationRequestItem (the official library's model) that we read or
  * that its HMAC signs, each of the type the model says: what a notification must carry before its
  * signature is checked and it is mapped. Fields it does not name pass through unread. Its
- * identifiers are bounded at the lengths Adyen documents (../wire-identifiers.ts): a
+ * identifiers are bounded at the lengths Adyen documents (./identifiers.ts, ../wire-identifiers.ts): a
  * pspReference (and an originalReference, another item's pspReference) is 16 characters, a
  * merchant reference at most 80; the others at most 255, an event code 128.
  */
-const ADYEN_PSP_REFERENCE_LENGTH = 16;
-const ADYEN_MERCHANT_REFERENCE_MAX_LENGTH = 80;
 const pspReference = pspId(ADYEN_PSP_REFERENCE_LENGTH);
 
 export const notificationItemSchema = z.looseObject({

@@ -39,7 +39,7 @@ export interface SandboxProviderConfig {
   timeoutMs: number;
   /** The secret the sandbox signs its webhooks with (SANDBOX_WEBHOOK_SECRET); verifyWebhook refuses everything without it. */
   webhookSecret?: string | null;
-  /** How old (or how far ahead) a signature's timestamp may be, in seconds (default 300, as Stripe's). */
+  /** How old (or how far ahead) a signature's timestamp may be, in seconds (default 300, as card PSPs allow). */
   webhookToleranceSeconds?: number;
 }
 

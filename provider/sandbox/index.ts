@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineProviderKind, httpUrl } from '../kind';
 
-/** How old (or how far ahead) a webhook's signature timestamp may be, in seconds (as Stripe's). */
+/** How old (or how far ahead) a webhook's signature timestamp may be, in seconds (as card PSPs allow). */
 const WEBHOOK_TOLERANCE_SECONDS = 300;
 
 /**
@@ -19,6 +19,7 @@ export const sandbox = defineProviderKind({
   }),
   // Its names are our test payment methods; a card it saved is charged by its own token (savedMethods).
   paymentMethods: { types: ['card', 'sepa_debit'], testMethods: 'all', pspTokens: false },
+  webhookBody: 'one event a request, `{id, type, created, data: {object}}`, signed in `Sandbox-Signature` (`t=<unix seconds>,v1=<HMAC-SHA256 of "<t>.<raw body>">`, within 300 s)',
   capabilities: { balanceReport: true, chargeSearch: true, unknownOutcome: 'lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: true, challengeReturn: 'merchant', disputeSource: 'retrieval' },
   async createClient(settings, { timeoutMs }) {
     const { SandboxProvider } = await import('./client');

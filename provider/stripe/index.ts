@@ -20,6 +20,7 @@ export const stripe = defineProviderKind({
   // Search, by which it finds a PaymentIntent by our key, is eventually consistent (./client.ts).
   // It saves cards as its own Customer and PaymentMethod, but its API takes no network
   // transaction id of another processor for a merchant-initiated charge.
+  webhookBody: 'one Event a request, signed in `Stripe-Signature` (checked by the Stripe library, within its tolerance)',
   capabilities: { balanceReport: true, chargeSearch: true, unknownOutcome: 'lagging-lookup', modifications: 'final', notifications: 'event', savedMethods: true, networkTransactionIds: false, challengeReturn: 'merchant', disputeSource: 'retrieval' },
   testPaymentMethods: stripeTestPaymentMethods,
   // Cards (our names with a Stripe test card, a merchant's own PaymentMethod ids as given).

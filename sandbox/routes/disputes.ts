@@ -9,13 +9,13 @@ import { disputeJson, type ChargeRow, type DisputeRow } from '../objects';
 import type { SandboxDeps } from '../deps';
 
 /**
- * The disputes the card network raised against the sandbox's charges, after Stripe's API:
+ * The disputes the card network raised against the sandbox's charges, after the card PSPs' APIs:
  * GET /v1/disputes (oldest first, `charge` filter, `starting_after` + `limit` pages),
  * GET /v1/disputes/{id}, POST /v1/disputes/{id} (stage evidence; `submit: true` sends it for the
  * network's decision) and POST /v1/disputes/{id}/close (accept: the dispute is lost).
  */
 
-/** Stripe's evidence is a set of named text fields; here any snake_case name up to 50 of them. */
+/** A card PSP's evidence is a set of named text fields; here any snake_case name up to 50 of them. */
 const evidence = z
   .record(z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, 'must be a snake_case field name'), z.string().max(20_000))
   .refine((e) => Object.keys(e).length <= 50, 'at most 50 fields');
@@ -121,7 +121,7 @@ export function disputeRoutes(deps: SandboxDeps) {
     });
 }
 
-/** An open chargeback holds the charge's money at the network: the PSP refuses to refund it (Stripe's `is_charge_refundable: false`). */
+/** An open chargeback holds the charge's money at the network: the PSP refuses to refund it (`is_charge_refundable: false`). */
 export async function openChargebackOf(tx: Tx, charge: Pick<ChargeRow, 'id'>): Promise<DisputeRow | null> {
   const [row] = await tx<DisputeRow[]>`
     SELECT * FROM sandbox.disputes WHERE charge_id = ${charge.id} AND stage = 'chargeback' AND status IN ('needs_response', 'under_review')`;

@@ -26,7 +26,8 @@ const cspViolations: string[] = [];
 
 beforeAll(async () => {
   mkdirSync(artifacts, { recursive: true });
-  stack = await startStack({ api: { CONSOLE_TEMPORAL_UI_URL: 'http://127.0.0.1:8233' } });
+  // Disputes open 200 ms after a pm_card_createDispute charge and wait 10 minutes for evidence.
+  stack = await startStack({ api: { CONSOLE_TEMPORAL_UI_URL: 'http://127.0.0.1:8233' }, sandbox: { disputes: { disputeAfterMs: 200, disputeDecisionMs: 200, disputeEvidenceSeconds: 600 } } });
   [tenant, other] = await Promise.all([stack.createTenant('browser-console'), stack.createTenant('browser-console-other')]);
   browser = await launchSystemChromium({ timeout: 120_000 });
 }, 180_000);
@@ -36,8 +37,8 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-async function pay(owner: Tenant, orderId = uniqueKey('ord')): Promise<{ id: string; order_id: string }> {
-  const paid = await apiClient(stack.apiUrl, owner.apiKey).post('/v1/payments', { order_id: orderId, amount_minor: 4200, currency: 'EUR', payment_method: 'pm_card_visa', description: '<b>gift</b>' }, uniqueKey());
+async function pay(owner: Tenant, orderId = uniqueKey('ord'), fields: Record<string, unknown> = {}): Promise<{ id: string; order_id: string }> {
+  const paid = await apiClient(stack.apiUrl, owner.apiKey).post('/v1/payments', { order_id: orderId, amount_minor: 4200, currency: 'EUR', payment_method: 'pm_card_visa', description: '<b>gift</b>', ...fields }, uniqueKey());
   expect(paid.status).toBe(201);
   return paid.json;
 }
@@ -129,6 +130,44 @@ describe('the operator console in Chromium', () => {
     }
   });
 
+  it('opens the PSPs page (plots drawn on the server), the page of a dispute from the disputes list, and the other new pages', async () => {
+    const disputed = await pay(tenant, uniqueKey('ord'), { payment_method: 'pm_card_createDispute' });
+    const dispute = await eventually(async () => (await stack.sql<{ id: string }[]>`SELECT id FROM disputes WHERE payment_id = ${disputed.id}`)[0], 20_000, 50, 'the dispute opened');
+    const { context, page } = await signIn(await createOperator(stack.apiUrl, { role: 'operator' }));
+    try {
+      await Promise.all([page.waitForURL('**/console/psps'), page.click('nav >> text=PSPs')]);
+      expect(await page.locator('figure.plot svg').count()).toBe(5);
+      // One PSP here (the sandbox): one series on each plot.
+      expect(await page.locator('figure.plot polyline, figure.plot circle').count()).toBe(5);
+      await Promise.all([page.waitForURL('**/console/psps?bucket=5m'), page.click('text=5m buckets')]);
+      await page.screenshot({ path: path.join(artifacts, 'console-psps.png'), fullPage: true });
+      await Promise.all([page.waitForURL('**/console/disputes'), page.click('nav >> text=Disputes')]);
+      await Promise.all([page.waitForURL(`**/console/disputes/${dispute.id}`), page.click(`a:has-text("${dispute.id}")`)]);
+      expect(await page.textContent('h1')).toContain(dispute.id);
+      expect(await page.locator('button:has-text("Review accepting the dispute")').count()).toBe(1);
+      for (const other of ['recovery', 'reconciliation', 'endpoints', 'audit']) expect((await page.goto(`${stack.apiUrl}/console/${other}`))!.status()).toBe(200);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('captures once on a double click of the confirmation', async () => {
+    const payment = await pay(tenant, uniqueKey('ord'), { capture_method: 'manual' });
+    const { context, page } = await signIn(await createOperator(stack.apiUrl, { role: 'operator' }));
+    try {
+      await page.goto(`${stack.apiUrl}/console/payments/${payment.id}`);
+      await Promise.all([page.waitForURL('**/console/actions/*'), page.click('button:has-text("Review capture")')]);
+      await page.dblclick('button:has-text("Capture 42.00 EUR")');
+      await page.waitForSelector('text=Captured');
+      const key = (await page.textContent('dd code'))!;
+      const captured = await apiClient(stack.apiUrl, tenant.apiKey).get(`/v1/payments/${payment.id}`);
+      expect(captured.json).toMatchObject({ status: 'succeeded', amount_captured_minor: 4200 });
+      expect(await stack.sql`SELECT 1 FROM idempotency_records WHERE idempotency_key = ${key}`).toHaveLength(1);
+    } finally {
+      await context.close();
+    }
+  });
+
   it('signs in, searches and refunds with the keyboard alone (Tab and Enter), focus always visible', async () => {
     const payment = await pay(tenant);
     const operator = await createOperator(stack.apiUrl, { role: 'operator' });
@@ -204,6 +243,16 @@ describe('the operator console in Chromium', () => {
       await page.fill('input[name=amount]', '1.00');
       await Promise.all([page.waitForURL('**/console/actions/*'), page.click('button:has-text("Review refund")')]);
       found.push(...(await audit('refund confirmation')));
+      const manual = await pay(tenant, uniqueKey('ord'), { capture_method: 'manual' });
+      await page.goto(`${stack.apiUrl}/console/payments/${manual.id}`);
+      await Promise.all([page.waitForURL('**/console/actions/*'), page.click('button:has-text("Review capture")')]);
+      found.push(...(await audit('capture confirmation')));
+      const disputed = await pay(tenant, uniqueKey('ord'), { payment_method: 'pm_card_createDispute' });
+      const dispute = await eventually(async () => (await stack.sql<{ id: string }[]>`SELECT id FROM disputes WHERE payment_id = ${disputed.id}`)[0], 20_000, 50, 'the dispute opened');
+      for (const [where, url] of [['PSPs', '/console/psps'], ['disputes', '/console/disputes'], ['a dispute', `/console/disputes/${dispute.id}`], ['recovery', '/console/recovery'], ['reconciliation', '/console/reconciliation'], ['endpoints', '/console/endpoints'], ['audit', '/console/audit']]) {
+        await page.goto(`${stack.apiUrl}${url}`);
+        found.push(...(await audit(where!)));
+      }
       expect(found).toEqual([]);
     } finally {
       await context.close();

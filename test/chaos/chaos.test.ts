@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../devstack/temporal-cli';
-import { adyenFaultKinds, describeSchedule, faultSchedule, pspFaultKinds } from '../../chaos/nemesis';
+import { doubleFaultKinds, describeSchedule, faultSchedule, pspFaultKinds } from '../../chaos/nemesis';
 import { Prng } from '../../chaos/prng';
 import { runChaos } from '../../chaos/run';
 
@@ -73,12 +73,12 @@ describe('chaos', () => {
       // A run that scheduled a kind of fault and never struck with it proved nothing about it.
       const scheduled = new Set(summary.schedule.flatMap((event) => event.faults.map((fault) => fault.kind)));
       // The schedule holds every fault kind of sandbox-a and of the Adyen double, whatever the seed drew.
-      expect([...scheduled], replay).toEqual(expect.arrayContaining([...pspFaultKinds, ...adyenFaultKinds]));
+      expect([...scheduled], replay).toEqual(expect.arrayContaining([...pspFaultKinds, ...doubleFaultKinds]));
       for (const kind of scheduled) expect(summary.faultsInjected[kind] ?? 0, `${replay}: ${kind} was scheduled but never injected`).toBeGreaterThan(0);
       // Every kind of fault of sandbox-a was struck (the schedule holds each at least once), none of sandbox-b.
       for (const kind of pspFaultKinds) expect(summary.faultsOnSandboxA[kind] ?? 0, `${replay}: ${kind} never struck sandbox-a`).toBeGreaterThan(0);
       // ... and every kind of fault of the Adyen double struck adyen-test.
-      for (const kind of adyenFaultKinds) expect(summary.faultsOnAdyen[kind] ?? 0, `${replay}: ${kind} never struck adyen-test`).toBeGreaterThan(0);
+      for (const kind of doubleFaultKinds) expect(summary.faultsOnDouble[kind] ?? 0, `${replay}: ${kind} never struck the PSP double`).toBeGreaterThan(0);
       // The Adyen tenant's payments were held at adyen-test, and the census read the double's notifications and the checks over every PSP.
       expect(summary.failover.heldAt['adyen-test'] ?? 0, `${replay}: ${JSON.stringify(summary.failover.heldAt)}`).toBeGreaterThan(0);
       for (const name of ['at most one successful charge over all PSPs', 'captured less refunded at the PSPs equals the payment', 'PSP notification delivered and stored once']) {

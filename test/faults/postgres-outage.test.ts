@@ -138,7 +138,7 @@ describe('regression: completions still wake waiting requests after a PostgreSQL
       try {
         const woken = expectation.wait(20_000);
         await completeRecord(stack.sql, scope, owner, { status: 201, body: '{}', location: null });
-        // The stored answer (carried by the notification) or true (the record seen completed):
+        // The stored answer (carried by the NOTIFY) or true (the record seen completed):
         // woken by the completion; false: only the end of the bounded wait ended it.
         expect(await woken).not.toBe(false);
       } finally {

@@ -96,8 +96,8 @@ describe('a worker killed mid-payment', () => {
 
       // The retried charge: the next worker's span, a child of the run's, its PSP call under it.
       const retried = childrenOf(run).filter((s) => s.name === 'RunActivity:chargeAttempt' && s.service === 'payment-worker-next');
-      expect(retried.length, "the next worker's charge attempt under the run").toBeGreaterThan(0);
-      expect(retried.flatMap(childrenOf).some((s) => s.attributes['psp.name'] === 'sandbox' && s.attributes['psp.sub_key'] === `${paymentId}:charge`)).toBe(true);
+      const pspCall = (s: ReceivedSpan) => s.attributes['psp.name'] === 'sandbox' && s.attributes['psp.sub_key'] === `${paymentId}:charge`;
+      expect(retried.find((s) => childrenOf(s).some(pspCall)), "the next worker's charge attempt under the run, its PSP call under the payment's sub-key").toBeDefined();
       expect(childrenOf(run).some((s) => s.name === 'RunActivity:recordChargeOutcome' && s.service === 'payment-worker-next')).toBe(true);
       // Whatever the killed worker exported before it died is in the same trace.
       const killed = receiver.spans.filter((s) => s.service === 'payment-worker-killed' && s.attributes.workflowId === run.attributes.workflowId);

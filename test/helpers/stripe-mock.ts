@@ -9,13 +9,13 @@ const root = path.resolve(import.meta.dirname, '../..');
 
 /**
  * STRIPE_MOCK_PATH, else the project's own build in .tools/bin (built now by
- * scripts/install-stripe-mock.sh if missing), else the one on PATH the script chose.
+ * doubles/stripe/install-stripe-mock.sh if missing), else the one on PATH the script chose.
  */
 function stripeMockBinary(): string {
   const given = process.env.STRIPE_MOCK_PATH;
   if (given && existsSync(given)) return given;
   const own = path.join(root, '.tools', 'bin', 'stripe-mock');
-  if (!existsSync(own)) execFileSync('bash', [path.join(root, 'scripts', 'install-stripe-mock.sh')], { stdio: 'inherit' });
+  if (!existsSync(own)) execFileSync('bash', [path.join(root, 'doubles', 'stripe', 'install-stripe-mock.sh')], { stdio: 'inherit' });
   return existsSync(own) ? own : 'stripe-mock';
 }
 

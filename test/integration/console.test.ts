@@ -13,7 +13,13 @@ let stack: TestStack;
 let tenant: Tenant;
 let other: Tenant;
 beforeAll(async () => {
-  stack = await startStack({ api: { CONSOLE_TEMPORAL_UI_URL: 'http://temporal-ui.test', CONSOLE_TRACE_URL: 'http://traces.test/trace' } });
+  stack = await startStack({
+    api: { CONSOLE_TEMPORAL_UI_URL: 'http://temporal-ui.test', CONSOLE_TRACE_URL: 'http://traces.test/trace' },
+    // Disputes open 200 ms after a pm_card_createDispute charge and wait 10 minutes for evidence;
+    // a merchant endpoint that is down exhausts its three delivery attempts in well under a second.
+    sandbox: { disputes: { disputeAfterMs: 200, disputeDecisionMs: 200, disputeEvidenceSeconds: 600 } },
+    relay: { maxAttempts: 3, retryBaseMs: 50, retryMaxMs: 200 },
+  });
   [tenant, other] = await Promise.all([stack.createTenant('console'), stack.createTenant('console-other')]);
 });
 afterAll(async () => stack?.stop());
@@ -249,10 +255,10 @@ describe('refund from the console', () => {
     const refunds = await refundsOf(payment.id);
     expect(refunds).toHaveLength(1);
     expect(Number(refunds[0]!.amount_minor)).toBe(1250);
-    const [audit] = await stack.sql<{ state: string; idempotency_key: string; actor: string; outcome: { refund_id: string } }[]>`SELECT * FROM operator_audit WHERE object_id = ${payment.id}`;
+    const [audit] = await stack.sql<{ state: string; idempotency_key: string; actor: string; outcome: { result_id: string } }[]>`SELECT * FROM operator_audit WHERE object_id = ${payment.id}`;
     expect(audit).toMatchObject({ state: 'done', actor: operator.id });
     expect(refunds[0]!.refund_key).toBe(audit!.idempotency_key);
-    expect(audit!.outcome.refund_id).toBe(refunds[0]!.id);
+    expect(audit!.outcome.result_id).toBe(refunds[0]!.id);
     const result = await client.get(actionPath);
     expect(result.html).toContain(refunds[0]!.id);
     const api = await apiClient(stack.apiUrl, tenant.apiKey).get(`/v1/payments/${payment.id}`);
@@ -271,5 +277,291 @@ describe('refund from the console', () => {
     expect(audit).toMatchObject({ state: 'failed', outcome: { error: 'refund_exceeds_captured' } });
     expect(await refundsOf(payment.id)).toEqual([]);
     expect((await client.post(`/console/payments/${payment.id}/refunds`, { amount: 'lots', _csrf: await client.csrf() })).status).toBe(400);
+  });
+});
+
+// ── The PSPs, disputes, recovery, reconciliation, endpoints and audit pages, and the other actions ──
+
+const markup = '<script>alert(1)</script><img src=x onerror=alert(2)>';
+
+/** A tenant whose merchant endpoint refuses every connection: its events fail after three attempts. */
+async function tenantWithDeadEndpoint(name: string): Promise<Tenant> {
+  const created = await stack.createTenant(name);
+  const patched = await fetch(`${stack.apiUrl}/admin/tenants/${created.id}`, {
+    method: 'PATCH',
+    headers: { authorization: `Bearer ${stack.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ webhook_url: 'http://127.0.0.1:9/hooks' }),
+  });
+  expect(patched.status).toBe(200);
+  return created;
+}
+
+/** A tenant's payment whose first event has failed its deliveries. */
+async function failedEvent(owner: Tenant): Promise<{ paymentId: string; eventId: string }> {
+  const payment = await pay(owner);
+  const eventId = await eventually(async () => {
+    const [row] = await stack.sql<{ id: string }[]>`SELECT id FROM outbox_events WHERE tenant_id = ${owner.id} AND delivery_state = 'failed' AND payload->'data'->'object'->>'id' = ${payment.id} ORDER BY seq LIMIT 1`;
+    return row?.id ?? null;
+  }, 20_000, 50, 'the event failed');
+  return { paymentId: payment.id, eventId };
+}
+
+async function openDispute(owner: Tenant): Promise<{ id: string; payment_id: string; amount_minor: number }> {
+  const payment = await pay(owner, { payment_method: 'pm_card_createDispute' });
+  return eventually(async () => (await stack.sql<{ id: string; payment_id: string; amount_minor: number; status: string }[]>`SELECT id, payment_id, amount_minor, status FROM disputes WHERE payment_id = ${payment.id} AND status = 'needs_response'`)[0], 20_000, 50, 'the dispute opened');
+}
+
+/** An off-session payment declined softly, now waiting 12 hours for its first recovery retry. */
+async function recoveringPayment(owner: Tenant): Promise<string> {
+  const api = apiClient(stack.apiUrl, owner.apiKey);
+  const customer = (await api.post('/v1/customers', { email: 'jane@example.com' }, uniqueKey('cus'))).json.id as string;
+  const first = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', payment_method: `pm_card_recoverAfter2__${customer.replace(/[^A-Za-z0-9]/g, '').slice(-20)}`, customer, setup_future_usage: 'off_session' }, uniqueKey());
+  expect(first.status, first.text).toBe(201);
+  const method = await eventually(async () => ((await api.get(`/v1/customers/${customer}/payment_methods`)).json.data[0]?.id as string | undefined) ?? null);
+  const created = await api.post('/v1/payments', { order_id: uniqueKey('ord'), amount_minor: 2500, currency: 'EUR', payment_method: method, customer, off_session: true, recovery: { window_days: 14 } }, uniqueKey());
+  expect(created.status, created.text).toBe(202);
+  expect(created.json.status).toBe('recovering');
+  return created.json.id;
+}
+
+const recordsOf = async (key: string) => (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM idempotency_records WHERE idempotency_key = ${key}`)[0]!.n;
+const auditOfAction = async (path: string) => (await stack.sql<{ state: string; idempotency_key: string; action: string; outcome: { message: string } }[]>`SELECT * FROM operator_audit WHERE id = ${path.split('/').at(-1)!}`)[0]!;
+
+/** Proposes with `propose` (a path and its form), then confirms three times at once and once more: the answers and the action. */
+async function proposeAndConfirmFourTimes(client: ConsoleClient, path: string, form: Record<string, string> = {}) {
+  const proposed = await client.post(path, { ...form, _csrf: await client.csrf() });
+  expect(proposed.status, proposed.html).toBe(303);
+  const actionPath = proposed.location!;
+  const confirmation = await client.get(actionPath);
+  expect(confirmation.status).toBe(200);
+  const confirm = () => client.post(`${actionPath}/confirm`, { _csrf: hiddenField(confirmation.html, '_csrf') });
+  const answers = [...(await Promise.all([confirm(), confirm(), confirm()])), await confirm()];
+  expect(answers.map((a) => a.status)).toEqual([303, 303, 303, 303]);
+  return { actionPath, confirmation: confirmation.html, result: (await client.get(actionPath)).html, action: await auditOfAction(actionPath) };
+}
+
+describe('the PSPs page', () => {
+  it("shows a tenant's operator the figures of its own tenant's attempts only, per bucket, as plots without inline style; a bad bucket is a 400", async () => {
+    const [mine, theirs] = await Promise.all([stack.createTenant('console-psps'), stack.createTenant('console-psps-other')]);
+    await Promise.all([pay(mine), pay(mine), pay(theirs), pay(theirs), pay(theirs)]);
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'viewer', tenantId: mine.id }));
+    for (const bucket of ['5m', '1h', '1d']) {
+      const page = await client.get(`/console/psps?bucket=${bucket}`);
+      expect(page.status).toBe(200);
+      const span = page.html.slice(page.html.indexOf('Over the whole span'), page.html.indexOf('Over time'));
+      // One PSP (the sandbox): its 2 attempts, both approved, none failed, all of the traffic.
+      expect([...span.matchAll(/<tr><td>([\w-]+)<\/td><td>(\d+)<\/td><td>([^<]*)<\/td><td>([^<]*)<\/td><td>([^<]*)<\/td><\/tr>/g)].map((m) => m.slice(1))).toEqual([['sandbox', '2', '100%', '0%', '100%']]);
+      expect(page.html.match(/<svg /g)).toHaveLength(5);
+      expect(page.html).not.toMatch(/style=|<script/);
+    }
+    expect((await client.get('/console/psps?bucket=2m')).status).toBe(400);
+  });
+});
+
+describe('disputes, recovery, reconciliation, endpoints and the audit, per tenant', () => {
+  it("shows a tenant's operator its own disputes by deadline with their evidence, and answers 404 for another tenant's", async () => {
+    const [mine, theirs] = await Promise.all([openDispute(tenant), openDispute(other)]);
+    const evidence = await apiClient(stack.apiUrl, tenant.apiKey).post(`/v1/disputes/${mine.id}/evidence`, { evidence: { uncategorized_text: markup } }, uniqueKey());
+    expect(evidence.status, evidence.text).toBe(200);
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'operator', tenantId: tenant.id }));
+    const list = await client.get('/console/disputes');
+    expect(list.status).toBe(200);
+    expect(list.html).toContain(mine.id);
+    expect(list.html).not.toContain(theirs.id);
+    const page = await client.get(`/console/disputes/${mine.id}`);
+    expect(page.status).toBe(200);
+    expect(page.html).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(page.html).not.toContain('<script>');
+    expect(page.html).not.toContain('<img src=x');
+    expect((await client.get(`/console/disputes/${theirs.id}`)).status).toBe(404);
+    expect((await client.post(`/console/disputes/${theirs.id}/accept`, { _csrf: await client.csrf() })).status).toBe(404);
+    expect(await auditCount(theirs.id)).toBe(0);
+  });
+
+  it("lists a tenant's recovering payments with their next attempt to its operator only", async () => {
+    const [mine, theirs] = await Promise.all([recoveringPayment(tenant), recoveringPayment(other)]);
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'viewer', tenantId: tenant.id }));
+    const page = await client.get('/console/recovery');
+    expect(page.status).toBe(200);
+    expect(page.html).toContain(mine);
+    expect(page.html).not.toContain(theirs);
+    const [row] = await stack.sql<{ next: string }[]>`SELECT recovery->>'next_attempt_at' AS next FROM payments WHERE id = ${mine}`;
+    expect(page.html).toContain(row!.next.replace('T', ' ').slice(0, 19));
+    for (const period of ['day', 'week', 'month']) expect((await client.get(`/console/recovery?period=${period}`)).status).toBe(200);
+    expect((await client.get('/console/recovery?period=year')).status).toBe(400);
+    const payment = await client.get(`/console/payments/${mine}`);
+    expect(payment.html).toContain('Next attempt');
+    expect(payment.html).toContain(row!.next.replace('T', ' ').slice(0, 19));
+  });
+
+  it("shows a tenant's operator the discrepancies about its own payments only, and no run (runs cover every tenant); figures escaped", async () => {
+    const [mine, theirs] = await Promise.all([pay(tenant), pay(other)]);
+    // A run's findings as reconciliation records them (db/reconciliation.ts finishRun), written here for two payments of two tenants.
+    const runId = `rcn_${uniqueKey('run').replace(/[^a-z0-9]/gi, '')}`;
+    const from = new Date(Date.now() - 3600_000);
+    const to = new Date();
+    await stack.sql`INSERT INTO reconciliation_runs (id, run_key, workflow_id, provider, window_from, window_to, status, finished_at, discrepancy_count)
+      VALUES (${runId}, ${runId}, ${runId}, 'sandbox', ${from}, ${to}, 'discrepancies', now(), 2)`;
+    for (const payment of [mine, theirs]) {
+      const id = `dsc_${uniqueKey('d').replace(/[^a-z0-9]/gi, '')}`;
+      await stack.sql`INSERT INTO reconciliation_discrepancies (id, provider, window_from, window_to, kind, subject, payment_id, provider_reference, first_run_id)
+        VALUES (${id}, 'sandbox', ${from}, ${to}, 'amount_mismatch', ${payment.id}, ${payment.id}, ${markup}, ${runId})`;
+      await stack.sql`INSERT INTO reconciliation_findings (run_id, discrepancy_id, ours, provider_figures) VALUES (${runId}, ${id}, ${stack.sql.json({ amount_minor: 5000 })}, ${stack.sql.json({ amount_minor: 4000, note: markup })})`;
+    }
+    const tenantOperator = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'viewer', tenantId: tenant.id }));
+    const page = await tenantOperator.get('/console/reconciliation');
+    expect(page.status).toBe(200);
+    expect(page.html).toContain(mine.id);
+    expect(page.html).not.toContain(theirs.id);
+    expect(page.html).not.toContain('Latest runs');
+    expect(page.html).not.toContain('<script>');
+    const everyTenant = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'viewer' }));
+    const all = await everyTenant.get('/console/reconciliation');
+    expect(all.html).toContain(mine.id);
+    expect(all.html).toContain(theirs.id);
+    expect(all.html).toContain(runId);
+    expect(all.html).not.toContain('<script>');
+    expect(all.html).toContain('&lt;script&gt;');
+  });
+
+  it("lists a tenant's failing endpoint and its events to its operator only; another tenant's event is 404", async () => {
+    const [mine, theirs] = await Promise.all([tenantWithDeadEndpoint('console-endpoint'), tenantWithDeadEndpoint('console-endpoint-other')]);
+    const [a, b] = await Promise.all([failedEvent(mine), failedEvent(theirs)]);
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'operator', tenantId: mine.id }));
+    const page = await client.get('/console/endpoints');
+    expect(page.status).toBe(200);
+    expect(page.html).toContain(a.eventId);
+    expect(page.html).toContain('http://127.0.0.1:9/hooks');
+    expect(page.html).not.toContain(b.eventId);
+    expect(page.html).not.toContain(theirs.id);
+    expect((await client.post(`/console/events/${b.eventId}/resend`, { _csrf: await client.csrf() })).status).toBe(404);
+    expect(await auditCount(b.eventId)).toBe(0);
+  });
+
+  it("shows each operator action on the audit page (who, what, on which object, which key) to its tenant's operators only", async () => {
+    const payment = await pay(tenant);
+    const operator = await createOperator(stack.apiUrl, { role: 'operator', tenantId: tenant.id });
+    const client = await signedInClient(stack.apiUrl, operator);
+    const proposed = await client.post(`/console/payments/${payment.id}/refunds`, { amount: '1.00', reason: markup, _csrf: await client.csrf() });
+    const action = await auditOfAction(proposed.location!);
+    const page = await client.get('/console/audit');
+    expect(page.status).toBe(200);
+    for (const shown of [operator.email, action.idempotency_key, payment.id, '1.00 EUR', 'refund']) expect(page.html).toContain(shown);
+    expect(page.html).not.toContain('<script>');
+    const otherOperator = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'operator', tenantId: other.id }));
+    expect((await otherOperator.get('/console/audit')).html).not.toContain(action.idempotency_key);
+    expect((await otherOperator.get(proposed.location!)).status).toBe(404);
+    expect((await client.get('/console/audit?starting_after=nope')).status).toBe(400);
+  });
+});
+
+describe('capture, cancel, resend and accept from the console', () => {
+  it("refuses a viewer's proposal and confirmation of each, even with a valid CSRF token (403, nothing recorded or changed)", async () => {
+    const endpointTenant = await tenantWithDeadEndpoint('console-viewer-resend');
+    const [manual, event, dispute] = await Promise.all([pay(tenant, { capture_method: 'manual' }), failedEvent(endpointTenant), openDispute(tenant)]);
+    const viewer = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'viewer' }));
+    const csrf = await viewer.csrf();
+    const page = await viewer.get(`/console/payments/${manual.id}`);
+    expect(page.html).not.toMatch(/\/capture"|\/cancel"|\/resend/);
+    expect((await viewer.get(`/console/disputes/${dispute.id}`)).html).not.toContain('/accept"');
+    for (const path of [`/console/payments/${manual.id}/capture`, `/console/payments/${manual.id}/cancel`, `/console/events/${event.eventId}/resend`, `/console/disputes/${dispute.id}/accept`]) {
+      expect((await viewer.post(path, { _csrf: csrf })).status, path).toBe(403);
+    }
+    // An operator's proposal, which the viewer then tries to confirm.
+    const operator = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'operator' }));
+    const proposed = await operator.post(`/console/payments/${manual.id}/capture`, { _csrf: await operator.csrf() });
+    expect((await viewer.post(`${proposed.location!}/confirm`, { _csrf: csrf })).status).toBe(403);
+    expect((await auditOfAction(proposed.location!)).state).toBe('proposed');
+    expect(await auditCount(event.eventId)).toBe(0);
+    expect(await auditCount(dispute.id)).toBe(0);
+    expect(await auditCount(manual.id)).toBe(1);
+    const [state] = await stack.sql<{ status: string; resend_requests: number; dispute: string }[]>`
+      SELECT p.status, e.resend_requests, d.status AS dispute FROM payments p, outbox_events e, disputes d WHERE p.id = ${manual.id} AND e.id = ${event.eventId} AND d.id = ${dispute.id}`;
+    expect(state).toEqual({ status: 'requires_capture', resend_requests: 0, dispute: 'needs_response' });
+  });
+
+  it('captures once however often the capture is confirmed, through the API operation under the minted key; audited', async () => {
+    const payment = await pay(tenant, { capture_method: 'manual' });
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'operator' }));
+    const { confirmation, result, action } = await proposeAndConfirmFourTimes(client, `/console/payments/${payment.id}/capture`, { amount: '30.00' });
+    expect(confirmation).toContain('Capture 30.00 EUR');
+    expect(action).toMatchObject({ action: 'capture', state: 'done' });
+    expect(result).toContain('Captured');
+    expect(await recordsOf(action.idempotency_key)).toBe(1);
+    const api = await apiClient(stack.apiUrl, tenant.apiKey).get(`/v1/payments/${payment.id}`);
+    expect(api.json).toMatchObject({ status: 'succeeded', amount_captured_minor: 3000 });
+  });
+
+  it('cancels once however often the cancel is confirmed; a payment that takes no cancel is refused at once (409), nothing recorded', async () => {
+    const payment = await pay(tenant, { capture_method: 'manual' });
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'operator' }));
+    const { confirmation, action } = await proposeAndConfirmFourTimes(client, `/console/payments/${payment.id}/cancel`);
+    expect(confirmation).toContain('Cancel 50.00 EUR');
+    expect(action).toMatchObject({ action: 'cancel', state: 'done' });
+    expect(await recordsOf(action.idempotency_key)).toBe(1);
+    expect((await apiClient(stack.apiUrl, tenant.apiKey).get(`/v1/payments/${payment.id}`)).json.status).toBe('canceled');
+    expect((await client.post(`/console/payments/${payment.id}/cancel`, { _csrf: await client.csrf() })).status).toBe(409);
+    expect(await auditCount(payment.id)).toBe(1);
+  });
+
+  it('resends an event once however often the resend is confirmed', async () => {
+    const endpointTenant = await tenantWithDeadEndpoint('console-resend');
+    const { paymentId, eventId } = await failedEvent(endpointTenant);
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'operator', tenantId: endpointTenant.id }));
+    const { confirmation, result, action } = await proposeAndConfirmFourTimes(client, `/console/events/${eventId}/resend?payment=${paymentId}`);
+    expect(confirmation).toContain(`Resend ${eventId}`);
+    expect(confirmation).toContain(`/console/payments/${paymentId}`);
+    expect(action).toMatchObject({ action: 'event.resend', state: 'done' });
+    expect(result).toContain('Resent');
+    const [event] = await stack.sql<{ resend_requests: number }[]>`SELECT resend_requests FROM outbox_events WHERE id = ${eventId}`;
+    expect(event!.resend_requests).toBe(1);
+    expect(await recordsOf(action.idempotency_key)).toBe(1);
+  });
+
+  it('accepts a dispute once however often the accept is confirmed: the dispute is lost', async () => {
+    const dispute = await openDispute(tenant);
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'operator', tenantId: tenant.id }));
+    const { confirmation, action } = await proposeAndConfirmFourTimes(client, `/console/disputes/${dispute.id}/accept`);
+    expect(confirmation).toContain('Accept the dispute: lose 50.00 EUR');
+    expect(action).toMatchObject({ action: 'dispute.accept', state: 'done' });
+    expect(await recordsOf(action.idempotency_key)).toBe(1);
+    const [row] = await stack.sql<{ status: string }[]>`SELECT status FROM disputes WHERE id = ${dispute.id}`;
+    expect(row!.status).toBe('lost');
+    expect((await client.get(`/console/disputes/${dispute.id}`)).html).toContain(action.idempotency_key);
+  });
+});
+
+describe("a payment's routing decision and waits", () => {
+  it('shows the wait of an authorized payment with its deadline, and the route that sent it where it went', async () => {
+    const payment = await pay(tenant, { capture_method: 'manual' });
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'viewer' }));
+    const page = await client.get(`/console/payments/${payment.id}`);
+    const [attempt] = await stack.sql<{ finished_at: Date }[]>`SELECT finished_at FROM payment_attempts WHERE payment_id = ${payment.id} ORDER BY attempt DESC LIMIT 1`;
+    const deadline = new Date(attempt!.finished_at.getTime() + stack.apiConfig.AUTHORIZATION_WINDOW_SECONDS * 1000).toISOString().replace('T', ' ').slice(0, 19);
+    expect(page.html).toContain(`<td>authorization</td><td>merchant</td>`);
+    expect(page.html).toContain(deadline);
+    expect(page.html).toContain('Routing decision');
+    expect(page.html).toContain('No decision recorded');
+  });
+
+  it("shows a success-rate decision (strategy, candidates with estimate and probability, chosen, reason), and the tenant's own segments on the PSPs page", async () => {
+    const routed = await stack.createTenant('console-routed');
+    const patched = await adminRequest(stack.apiUrl, 'PATCH', `/admin/tenants/${routed.id}`, { routing: { strategy: 'success_rate', fallback: ['sandbox'], scope: 'tenant' } });
+    expect(patched.status, JSON.stringify(patched.json)).toBe(200);
+    const payment = await pay(routed);
+    const routing = (await apiClient(stack.apiUrl, routed.apiKey).get(`/v1/payments/${payment.id}`)).json.routing as { reason: string; candidates: { selection_probability: number }[] };
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'viewer', tenantId: routed.id }));
+    const page = await client.get(`/console/payments/${payment.id}`);
+    expect(page.html).toContain('<dt>Strategy</dt><dd>success_rate</dd>');
+    expect(page.html).toContain(`<dd>${routing.reason.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')}</dd>`);
+    expect(page.html).toMatch(new RegExp(`<td>sandbox</td><td>[0-9.]+%</td><td>${(routing.candidates[0]!.selection_probability * 100).toFixed(1)}%</td>`));
+    // Its routing keeps its own counts (scope tenant): the PSPs page shows its segments, the one payment approved at each level.
+    const rowsOf = (html: string) => [...html.slice(html.indexOf('Per segment')).matchAll(/<tr><td>([^<]+)<\/td><td>sandbox<\/td><td>[^<]*<\/td><td>[^<]*<\/td><td>(\d+)<\/td><td>(\d+)<\/td><td>(\d+)<\/td><\/tr>/g)].map((m) => m.slice(1));
+    const rows = await eventually(async () => {
+      const found = rowsOf((await client.get('/console/psps')).html);
+      return found.length > 0 ? found : null;
+    }, 10_000, 100, "the tenant's segments");
+    expect(rows.map((r) => r[0])).toContain('*:*:*');
+    expect(rows.map((r) => r.slice(1))).toEqual(rows.map(() => ['1', '0', '0']));
   });
 });

@@ -7,7 +7,7 @@ import { sandboxControls } from '../../testkit/sandbox';
 
 /**
  * PAYMENT_ANSWER=update: a new payment is started with Update-With-Start, and the firstAnswer
- * update's result is the answer (no completion notification awaited). The contract is the
+ * update's result is the answer (no completion NOTIFY awaited). The contract is the
  * same as with the default path; these tests hold it on the real dev server and PostgreSQL.
  */
 
@@ -65,7 +65,7 @@ describe('Update-With-Start answers a new payment', () => {
     // A PSP webhook's signal can reach the run while its first workflow task completes it: the
     // server then fails that task (UnhandledCommand). The update is then carried to the next
     // task, or failed with the task ("unexpected workflow task failure"; seen on this machine),
-    // and the API answers by the record's notification. Here the charge takes 1.5 s
+    // and the API answers by the record's NOTIFY. Here the charge takes 1.5 s
     // (pm_card_slow) and a signal is sent meanwhile (where the task stands then varies).
     const key = uniqueKey();
     const answer = api.post('/v1/payments', paymentBody({ payment_method: 'pm_card_slow' }), key);

@@ -17,7 +17,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-describe('the completion notification carries the stored answer', () => {
+describe('the completion NOTIFY carries the stored answer', () => {
   it('parses the topic alone, and the topic with status, location and a body holding newlines', () => {
     expect(parseCompletion('t|POST /v1/payments|k')).toEqual({ topic: 't|POST /v1/payments|k', response: null });
     expect(parseCompletion('t|op|k\n201\n/v1/payments/p\n{"a":"x\ny"}')).toEqual({
@@ -28,7 +28,7 @@ describe('the completion notification carries the stored answer', () => {
     expect(parseCompletion('t|op|k\nnot-a-status\n\n{}').response).toBeNull();
   });
 
-  it('wakes a waiting request with exactly the stored response; one too large for a notification wakes it without', async () => {
+  it('wakes a waiting request with exactly the stored response; one too large for a NOTIFY wakes it without', async () => {
     const waiter = new CompletionWaiter(stack.sql, stack.logger);
     await waiter.start();
     try {

@@ -1,24 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CircuitState, ProviderHealthRecorder } from '../../domain/routing';
 import { apiClient, startStack, uniqueKey, type Tenant, type TestStack } from '../helpers/stack';
 
 /**
  * A tenant's routing decides where its payments go: the real stack with two sandbox PSPs
  * (`sandbox`, configured first, and `sandbox-b`), the first charge attempt's default planner
- * (activities/routing.ts planRouteFor), the routing set through the admin API. The
- * breaker is a stub here (its own behaviour: test/unit/provider-health.test.ts).
+ * (activities/routing-decision.ts decideRoute), the routing set through the admin API. A PSP
+ * out by the shared health is set in its row here (how it gets there:
+ * test/integration/routing-health.test.ts).
  */
 
 let stack: TestStack;
-const open = new Set<string>();
-const health: ProviderHealthRecorder = {
-  record: () => {},
-  state: (provider): CircuitState => (open.has(provider) ? 'open' : 'closed'),
-  order: (candidates) => [...candidates.filter((p) => !open.has(p)), ...candidates.filter((p) => open.has(p))],
-};
 
 beforeAll(async () => {
-  stack = await startStack({ secondSandbox: {}, health });
+  stack = await startStack({ secondSandbox: {} });
 }, 60_000);
 afterAll(async () => stack?.stop());
 
@@ -81,15 +75,16 @@ describe('payments follow their tenant routing', () => {
     expect(memo.route).toEqual(['sandbox-b', 'sandbox']);
   });
 
-  it("an open circuit moves its PSP last for new payments, and back once it closes", async () => {
+  it("a PSP out by the shared health is moved last for new payments, and back once it is in", async () => {
     const tenant = await tenantWith(null);
-    open.add('sandbox');
+    await stack.sql`INSERT INTO routing_health (provider, calls, errors, eliminated_until, eliminated_reason) VALUES ('sandbox', 0, 0, now() + interval '1 hour', 'set by the test')
+                    ON CONFLICT (provider) DO UPDATE SET eliminated_until = excluded.eliminated_until, eliminated_reason = excluded.eliminated_reason`;
     try {
       const { payment, memo } = await pay(tenant);
       expect(payment.provider).toBe('sandbox-b');
       expect(memo.route).toEqual(['sandbox-b', 'sandbox']);
     } finally {
-      open.clear();
+      await stack.sql`DELETE FROM routing_health WHERE provider = 'sandbox'`;
     }
     expect((await pay(tenant)).payment.provider).toBe('sandbox');
   });

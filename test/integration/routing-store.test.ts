@@ -4,6 +4,7 @@ import { createSql, type Sql } from '../../db/connect';
 import { HEALTH_DEFAULTS, listOutcomes, POOLED_SCOPE, readEstimates, recordOutcome, takeCall, takeProbe } from '../../db/routing';
 import { countsAfterOutcome, decideSuccessRate, segmentLevels, SUCCESS_RATE_DEFAULTS, type OutcomeCounts, type RoutingSegment } from '../../domain/routing-success-rate';
 import { fileDatabaseUrl } from '../helpers/database';
+import { holdFor } from '../helpers/eventually';
 import { seeded } from '../../bench/routing-sim/sim';
 
 /**
@@ -67,6 +68,36 @@ describe('routing store: the counts', () => {
     } finally {
       await one.end();
     }
+  });
+
+  it("every attempt's error feeds the PSP's health; only first attempts count toward approvals", async () => {
+    const provider = psp('later');
+    let eliminated: Date | null = null;
+    let errors = 0;
+    for (; errors < 20 && eliminated === null; errors++) ({ eliminatedUntil: eliminated } = await recordOutcome(sql, { provider, segment: visaEur, outcome: 'error', firstAttempt: false }));
+    // From none to all errors: out at the 7th, when its weighted calls (decay 0.9 per call) reach minCalls (5).
+    expect(errors).toBe(7);
+    expect(eliminated).toBeInstanceOf(Date);
+    // A later attempt's answer (and an answer that is not the issuer's) counts no approval or decline.
+    await recordOutcome(sql, { provider, segment: visaEur, outcome: 'approved', firstAttempt: false });
+    await recordOutcome(sql, { provider, segment: visaEur, outcome: 'answered', firstAttempt: true });
+    expect((await listOutcomes(sql, POOLED_SCOPE)).filter((row) => row.provider === provider)).toEqual([]);
+  });
+
+  it('a PSP meeting only errors for failingMs is out at its next error, however few its calls; an answer between starts it over', async () => {
+    const provider = psp('sparse');
+    const health = { ...HEALTH_DEFAULTS, failingMs: 300 };
+    const error = () => recordOutcome(sql, { provider, segment: visaEur, outcome: 'error', firstAttempt: true, health });
+    expect((await error()).eliminatedUntil).toBeNull();
+    await holdFor(400, 'its errors last longer than failingMs');
+    // An answer between: its errors start over.
+    await recordOutcome(sql, { provider, segment: visaEur, outcome: 'answered', firstAttempt: true, health });
+    expect((await error()).eliminatedUntil).toBeNull();
+    await holdFor(400, 'its errors last longer than failingMs');
+    // The third call, the second error in a row, failingMs after the first: out.
+    expect((await error()).eliminatedUntil).toBeInstanceOf(Date);
+    const [row] = await sql<{ reason: string }[]>`SELECT eliminated_reason AS reason FROM routing_health WHERE provider = ${provider}`;
+    expect(row!.reason).toMatch(/^only errors for \d+ s$/);
   });
 
   it('counts only first attempts, keeps one row per key, and a tenant scope apart from the pool', async () => {

@@ -1,20 +1,23 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ProviderHealth } from '../../worker/provider-health';
+import { listHealth, recordOutcome } from '../../db/routing';
+import { createWorkerMetrics } from '../../lib/metrics';
+import { showSharedHealth } from '../../worker/provider-health';
 import { ADMIN_TOKEN, apiClient, eventually, startStack, uniqueKey, type TestStack, type Tenant } from '../helpers/stack';
 
 /**
  * A tenant's routing decides where its payments go, end to end: set with
  * PATCH /admin/tenants/{id}, read by the run's first charge attempt (domain/routing.ts
  * routeCandidates), and reordered by the worker's circuit breaker while a PSP fails
- * (worker/provider-health.ts). Two sandbox PSPs: `sandbox` (the default) and `sandbox-b`.
+ * (the shared health, db/routing.ts routing_health). Two sandbox PSPs: `sandbox` (the default) and `sandbox-b`.
  */
 
 let stack: TestStack;
-let now = Date.now();
-const health = new ProviderHealth({ now: () => now, settings: { minCalls: 3, errorRate: 0.5, windowMs: 60_000, openMs: 60_000 } });
+const stateOf = async (provider: string) => (await listHealth(stack.sql)).find((row) => row.provider === provider)?.state ?? 'closed';
+/** The elimination's time ends now (what 30 s of waiting would do): the PSP is half-open. */
+const coolDownEnds = (provider: string) => stack.sql`UPDATE routing_health SET eliminated_until = now(), probe_until = NULL WHERE provider = ${provider}`;
 
 beforeAll(async () => {
-  stack = await startStack({ secondSandbox: {}, health, api: { IDEMPOTENCY_WAIT_MS: 8000 } });
+  stack = await startStack({ secondSandbox: {}, api: { IDEMPOTENCY_WAIT_MS: 8000 } });
 });
 afterAll(async () => stack?.stop());
 
@@ -75,11 +78,18 @@ describe('a tenant\'s routing', () => {
     expect([...seen].sort()).toEqual(['sandbox', 'sandbox-b']);
   });
 
-  it('while the first PSP\'s circuit is open, new payments start at the next one; once it closes, they go back', async () => {
+  it('while the first PSP is out by the shared health, new payments start at the next one; once its probe succeeds, they go back', async () => {
     const { api } = await tenantWith({ fallback: ['sandbox', 'sandbox-b'] });
-    // The earlier payments' answers count as successes in the window: errors until it opens.
-    for (let i = 0; i < 50 && health.state('sandbox') !== 'open'; i++) health.record('sandbox', 'error');
-    expect(health.state('sandbox')).toBe('open');
+    // The earlier payments' answers count for it: errors (as any worker records them) until it is out.
+    const segment = { network: 'visa', currency: 'EUR', methodType: 'card' };
+    for (let i = 0; i < 50 && (await stateOf('sandbox')) !== 'open'; i++) await recordOutcome(stack.sql, { provider: 'sandbox', segment, outcome: 'error', firstAttempt: false });
+    expect(await stateOf('sandbox')).toBe('open');
+    // A worker's /metrics shows the shared state (read at the scrape).
+    const metrics = createWorkerMetrics();
+    await showSharedHealth(stack.sql, metrics, ['sandbox', 'sandbox-b']);
+    const scraped = await metrics.registry.metrics();
+    expect(scraped).toContain('provider_circuit_state{provider="sandbox"} 2');
+    expect(scraped).toContain('provider_circuit_state{provider="sandbox-b"} 0');
     const moved = await pay(api);
     expect(moved.status).toBe(201);
     expect(moved.json.provider).toBe('sandbox-b');
@@ -87,20 +97,14 @@ describe('a tenant\'s routing', () => {
     expect(payment.provider).toBe('sandbox-b');
     expect(payment.attempts).toMatchObject([{ attempt: 1, provider: 'sandbox-b', outcome: 'succeeded' }]);
 
-    // The cool-down ends: half-open, one probe payment goes to it, and its success closes it.
-    now += 61_000;
-    expect(health.state('sandbox')).toBe('half_open');
-    let probe = await pay(api);
-    // Under load an earlier payment's first workflow task can run again and plan meanwhile,
-    // holding the probe until it expires (probeTimeoutMs): the next payment then still starts
-    // at sandbox-b, and a later one probes.
-    for (let tries = 0; tries < 3 && probe.json.provider !== 'sandbox'; tries++) {
-      now += 61_000;
-      probe = await pay(api);
-    }
+    // The elimination ends: half-open, one probe payment goes to it, and its success closes it.
+    await coolDownEnds('sandbox');
+    expect(await stateOf('sandbox')).toBe('half_open');
+    const probe = await pay(api);
     expect(probe.status).toBe(201);
     expect(probe.json.provider).toBe('sandbox');
-    expect(health.state('sandbox')).toBe('closed');
+    // The probe's outcome is counted without holding up the payment's answer.
+    await eventually(async () => ((await stateOf('sandbox')) === 'closed' ? true : null), 10_000, 100, 'sandbox closed by its probe');
     expect((await finalOf(api, probe.json.id)).status).toBe('succeeded');
   });
 });

@@ -120,7 +120,7 @@ describe('capture, void and refund retries act only if the lookup says it is not
     const subKey = providerSubKey.refund('re_1');
     const { provider, calls } = recordingProvider({ refund });
     const asked: string[] = [];
-    const steps = createProviderSteps(provider, undefined, undefined, async (reference) => (asked.push(reference), reference === 're_1' ? 'JPY' : null));
+    const steps = createProviderSteps(provider, undefined, async (reference) => (asked.push(reference), reference === 're_1' ? 'JPY' : null));
     await run(1, steps.refundCharge, { subKey, chargeId: 'ch_1', amountMinor: 400, reference: 're_1' });
     expect(asked).toEqual(['re_1']);
     expect(calls).toEqual([`refund ${subKey} JPY`]);
@@ -194,7 +194,7 @@ describe('chargeAttempt: "nothing was charged here" only when certain', () => {
 
   it('PROVIDER_TRANSIENT_TRIES 1: the first refused connection is not_sent at once', async () => {
     const refusedConnection = new ProviderUnavailableError('connection refused', undefined, { notSent: true });
-    const steps = createProviderSteps(recordingProvider({}, refusedConnection).provider, undefined, undefined, undefined, undefined, undefined, 1);
+    const steps = createProviderSteps(recordingProvider({}, refusedConnection).provider, undefined, undefined, undefined, undefined, 1);
     expect(await new MockActivityEnvironment({ attempt: 1 }).run(steps.chargeAttempt, attemptInput)).toMatchObject({ kind: 'not_charged', outcome: 'not_sent' });
   });
 
@@ -246,7 +246,7 @@ describe('chargeAttempt deciding its route (attempt 1)', () => {
   const plan = (...providers: string[]) => ({ providers, reason: 'test plan', retryableDeclineCodes: ['processing_error'] });
   const runRouted = (psps: Record<string, PaymentProvider>, planned: ReturnType<typeof plan>, attempt = 1, triedBefore = false) => {
     const asked: unknown[] = [];
-    const steps = createProviderSteps(providerRegistry(psps), undefined, async (request) => (asked.push(request), { plan: planned, triedBefore }));
+    const steps = createProviderSteps(providerRegistry(psps), async (request) => (asked.push(request), { plan: planned, triedBefore }));
     return { asked, result: new MockActivityEnvironment({ attempt }).run(steps.chargeAttempt, routeInput) };
   };
 

@@ -186,8 +186,8 @@ export function showAttempts(run: RunState, plan: RoutePlan, attempts: AttemptMe
 export function noteReport(run: RunState, charge: ProviderCharge, from: string | null = run.chargingAttempt.provider ?? null): void {
   // A charge state (the lifecycle table's); anything else (e.g. a refund's event) is not about the charge's outcome.
   if (!isChargeState(charge.status)) return;
-  // The charge waited on, not named by its PSP yet (Adyen's redirect answered without its
-  // pspReference), is named by that PSP's first report of a charge under our reference: no
+  // The charge waited on, not named by its PSP yet (a redirect answered without the
+  // charge's id), is named by that PSP's first report of a charge under our reference: no
   // other charge of this payment is there (a route names each PSP once).
   if (run.waitingChargeId === '' && charge.id !== '' && from !== null && from === run.chargingAttempt.provider && charge.reference === run.input.paymentId) run.waitingChargeId = charge.id;
   if (run.reports.length >= MAX_KEPT_REPORTS) run.reports.shift();

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 VERSION="${STRIPE_MOCK_VERSION:-v0.203.0}"
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bin_dir="$root/.tools/bin"
 target="$bin_dir/stripe-mock"
 
