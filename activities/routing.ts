@@ -70,6 +70,15 @@ function chargingTheMethod(providers: ProviderRegistry, names: string[], request
   return { able: names.filter(charges), unable: names.filter((name) => !charges(name)) };
 }
 
+/** The payment's routing segment (domain/routing-segment.ts): its test method's or saved card's network, currency, method type. */
+function segmentOf(request: RouteRequest) {
+  const saved = request.intent.savedMethod;
+  return paymentSegment({ paymentMethod: request.paymentMethod, currency: request.currency, ...(saved ? { savedCard: { brand: saved.card.brand } } : {}) });
+}
+
+/** The finest level's key of the payment's segment (`visa:EUR:card`), as its attempts keep it. */
+const segmentKeyOf = (request: RouteRequest): string => segmentOf(request).levels[0]!;
+
 /**
  * The route decided by `decide` for every strategy, as a plan; it carries the decision's record
  * only for a success-rate tenant (a payment routed statically shows no `routing`). Null when the
@@ -77,8 +86,7 @@ function chargingTheMethod(providers: ProviderRegistry, names: string[], request
  */
 async function decidedByStrategy(deps: RouteDeps, request: RouteRequest): Promise<(RoutePlan & { probe?: string }) | null> {
   if (!deps.decide || deps.route) return null;
-  const saved = request.intent.savedMethod;
-  const { segment } = paymentSegment({ paymentMethod: request.paymentMethod, currency: request.currency, ...(saved ? { savedCard: { brand: saved.card.brand } } : {}) });
+  const { segment } = segmentOf(request);
   const decided = await deps.decide({ paymentId: request.paymentId, tenantId: request.tenantId, amountMinor: request.amountMinor, currency: request.currency, paymentMethod: request.paymentMethod, segment });
   return {
     providers: decided.providers,
@@ -137,8 +145,8 @@ function keepingFirst(plan: RoutePlan, first: string): RoutePlan {
  * refusing it fails the attempt for good with OrderTaken (the run answers 409): nothing was
  * charged. A holder gone again meanwhile is retried (the intent may now be persisted).
  */
-async function persistIntentAndBegin(deps: RouteDeps, intent: PaymentWorkflowInput, provider: string): Promise<{ provider: string; earlier: boolean } | null> {
-  return withIntent(deps.sql, intent, (tx) => beginFirstAttempt(tx, intent.paymentId, provider));
+async function persistIntentAndBegin(deps: RouteDeps, intent: PaymentWorkflowInput, provider: string, segment: string): Promise<{ provider: string; earlier: boolean } | null> {
+  return withIntent(deps.sql, intent, (tx) => beginFirstAttempt(tx, intent.paymentId, provider, segment));
 }
 
 /**
@@ -177,7 +185,8 @@ export function createFirstAttemptPlanner(deps: RouteDeps): (request: RouteReque
     await refuseHeldCard(deps.sql, request);
     const planned = await plan(request);
     const provider = planned.providers[0]!;
-    const first = (await beginFirstAttempt(deps.sql, request.paymentId, provider)) ?? (await persistIntentAndBegin(deps, request.intent, provider));
+    const segment = segmentKeyOf(request);
+    const first = (await beginFirstAttempt(deps.sql, request.paymentId, provider, segment)) ?? (await persistIntentAndBegin(deps, request.intent, provider, segment));
     // Retryable: a concurrent try's row becomes visible to the next statement.
     if (first === null) throw new Error(`attempt 1 of ${request.paymentId} could not be recorded (a concurrent try); asking again`);
     // An earlier try charged elsewhere: the probe the shared health gave this plan's first PSP is not ours.

@@ -193,8 +193,22 @@ export interface PspBucketRow {
   p95_ms: number | null;
 }
 
-/** Every PSP's figures per bucket since `since`, within the tenant when one is given (payment_attempts_by_start). */
-export async function pspBuckets(db: Db, input: { bucket: PspBucket; since: Date; tenantId: string | null }): Promise<PspBucketRow[]> {
+/** The segments (`visa:EUR:card`) of the attempts begun since `since`, within the tenant when one is given: what the PSPs page can be narrowed to. */
+export async function pspSegments(db: Db, input: { since: Date; tenantId: string | null }): Promise<string[]> {
+  const rows = await db<{ segment: string }[]>`
+    SELECT DISTINCT a.segment FROM payment_attempts a
+    ${input.tenantId !== null ? db`JOIN payments p ON p.id = a.payment_id AND p.tenant_id = ${input.tenantId}` : db``}
+    WHERE a.started_at >= ${input.since} AND a.segment IS NOT NULL
+    ORDER BY 1`;
+  return rows.map((row) => row.segment);
+}
+
+/**
+ * Every PSP's figures per bucket since `since`, within the tenant when one is given
+ * (payment_attempts_by_start), and within one routing segment when one is given (the
+ * attempts' own segment, migration 033).
+ */
+export async function pspBuckets(db: Db, input: { bucket: PspBucket; since: Date; tenantId: string | null; segment?: string | null }): Promise<PspBucketRow[]> {
   const { interval } = PSP_BUCKETS[input.bucket];
   const rows = await db<PspBucketRow[]>`
     SELECT a.provider,
@@ -209,6 +223,7 @@ export async function pspBuckets(db: Db, input: { bucket: PspBucket; since: Date
     FROM payment_attempts a
     ${input.tenantId !== null ? db`JOIN payments p ON p.id = a.payment_id AND p.tenant_id = ${input.tenantId}` : db``}
     WHERE a.started_at >= ${input.since}
+      ${input.segment ? db`AND a.segment = ${input.segment}` : db``}
     GROUP BY 1, 2
     ORDER BY 2, 1`;
   return rows.map((r) => ({ ...r, p50_ms: r.p50_ms === null ? null : Number(r.p50_ms), p95_ms: r.p95_ms === null ? null : Number(r.p95_ms) }));

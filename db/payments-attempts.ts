@@ -14,6 +14,8 @@ export interface AttemptRow {
   error_code: string | null;
   started_at: Date;
   finished_at: Date | null;
+  /** The payment's routing segment (`visa:EUR:card`; migration 033), null for attempts recorded before it was kept. */
+  segment: string | null;
 }
 
 /**
@@ -30,8 +32,9 @@ export async function beginAttempt(db: Db, paymentId: string, attempt: number, p
   // Only for a payment row that exists: after an ambiguous start the intent may be persisted
   // again later (recordChargeOutcome), which records the attempt that charged.
   await db`
-    INSERT INTO payment_attempts (payment_id, attempt, provider, outcome, started_at)
-    SELECT ${paymentId}, ${attempt}, ${provider}, 'pending', now()
+    INSERT INTO payment_attempts (payment_id, attempt, provider, outcome, started_at, segment)
+    SELECT ${paymentId}, ${attempt}, ${provider}, 'pending', now(),
+           (SELECT segment FROM payment_attempts WHERE payment_id = ${paymentId} AND attempt = 1)
     WHERE EXISTS (SELECT 1 FROM payments WHERE id = ${paymentId})
     ON CONFLICT (payment_id, attempt) DO NOTHING`;
   await db`
@@ -42,19 +45,19 @@ export async function beginAttempt(db: Db, paymentId: string, attempt: number, p
 
 /**
  * Attempt 1 of a payment whose route its first charge attempt decides: records it as begun at
- * `provider` unless an earlier try of that step recorded it already, points payments.provider
+ * `provider` (with the payment's routing segment, which its later attempts copy) unless an earlier try of that step recorded it already, points payments.provider
  * at the attempt's PSP if nothing pointed it yet (a late try, after the payment moved on to a
  * later attempt, must not point it back: see beginAttempt), and answers that PSP (the earlier try's, if any) and whether an earlier
  * try recorded it (`earlier`: that try may have charged, so the PSP is asked before charging).
  * One statement. Null only when neither this statement wrote the row nor its snapshot shows
  * one: a concurrent try committed it meanwhile (ask again), or the payment row does not exist.
  */
-export async function beginFirstAttempt(db: Db, paymentId: string, provider: string): Promise<{ provider: string; earlier: boolean } | null> {
+export async function beginFirstAttempt(db: Db, paymentId: string, provider: string, segment: string | null = null): Promise<{ provider: string; earlier: boolean } | null> {
   // No payment row: the attempt's foreign key refuses it (the check a lookup would repeat).
   const [row] = await db<{ provider: string; earlier: boolean }[]>`
     WITH inserted AS (
-      INSERT INTO payment_attempts (payment_id, attempt, provider, outcome, started_at)
-      VALUES (${paymentId}, 1, ${provider}, 'pending', now())
+      INSERT INTO payment_attempts (payment_id, attempt, provider, outcome, started_at, segment)
+      VALUES (${paymentId}, 1, ${provider}, 'pending', now(), ${segment})
       ON CONFLICT (payment_id, attempt) DO NOTHING
       RETURNING provider
     ), chosen AS (

@@ -11,7 +11,8 @@ import { Plot, type Series } from './plots';
  * PostgreSQL, the approval rate (approved / approved + declined), the error rate (the PSP
  * failed: rejected, not sent, not charged / attempts with an outcome), its share of the
  * attempts and its latency (an attempt's finish minus its start: median and 95th percentile),
- * per bucket; each PSP's health (the breaker the routing decision reads); and the success-rate
+ * per bucket, for every segment or one (`segment=visa:EUR:card`: the attempts' own routing
+ * segment); each PSP's health (the breaker the routing decision reads); and the success-rate
  * router's estimates per segment.
  */
 
@@ -28,6 +29,10 @@ export interface PspPageData {
   providers: string[];
   health: PspHealth[];
   segments: { segment: string; providers: SegmentEstimate[] }[];
+  /** The one segment the figures are narrowed to (the attempts' own: `visa:EUR:card`), or null for all. */
+  segment: string | null;
+  /** The segments of the span's attempts: what the page can be narrowed to. */
+  attemptSegments: string[];
 }
 
 const percent = (value: number) => `${(value * 100).toFixed(value > 0 && value < 0.1 ? 1 : 0)}%`;
@@ -59,13 +64,29 @@ function summary(rows: PspBucketRow[], provider: string, total: number) {
   return [provider, String(attempts), approval === null ? '' : percent(approval), errors === null ? '' : percent(errors), total > 0 ? percent(attempts / total) : ''];
 }
 
-const BucketChoice: FC<{ bucket: PspBucket }> = ({ bucket }) => (
+/** The page's address for a bucket size and a segment (null: every segment). */
+const pspsHref = (bucket: PspBucket, segment: string | null) => `/console/psps?bucket=${bucket}${segment ? `&segment=${encodeURIComponent(segment)}` : ''}`;
+
+const BucketChoice: FC<{ bucket: PspBucket; segment: string | null }> = ({ bucket, segment }) => (
   <nav class="pager" aria-label="Bucket size">
     {(Object.keys(PSP_BUCKETS) as PspBucket[]).map((b) =>
       b === bucket ? (
         <strong aria-current="page">{b} buckets</strong>
       ) : (
-        <a href={`/console/psps?bucket=${b}`}>{b} buckets</a>
+        <a href={pspsHref(b, segment)}>{b} buckets</a>
+      ),
+    )}
+  </nav>
+);
+
+/** Every segment, or one: the span's attempts' segments (network, currency, method type). */
+const SegmentChoice: FC<{ bucket: PspBucket; segment: string | null; segments: string[] }> = ({ bucket, segment, segments }) => (
+  <nav class="pager" aria-label="Segment">
+    {[null, ...new Set([...segments, ...(segment ? [segment] : [])])].map((s) =>
+      s === segment ? (
+        <strong aria-current="page">{s ?? 'every segment'}</strong>
+      ) : (
+        <a href={pspsHref(bucket, s)}>{s ?? 'every segment'}</a>
       ),
     )}
   </nav>
@@ -78,10 +99,11 @@ export const PspsPage: FC<{ operator: ConsoleSignedIn; data: PspPageData }> = ({
   const healthOf = (provider: string) => data.health.find((h) => h.provider === provider);
   return (
     <Layout title="PSPs" operator={operator}>
-      <BucketChoice bucket={data.bucket} />
+      <BucketChoice bucket={data.bucket} segment={data.segment} />
+      <SegmentChoice bucket={data.bucket} segment={data.segment} segments={data.attemptSegments} />
       <p class="muted">
-        From the charge attempts begun since {when(new Date(data.from))} UTC{operator.tenantId ? ` for ${operator.tenantId}` : ', every tenant'}, in {data.bucket} buckets. Latency: an attempt's finish
-        minus its start.
+        From the charge attempts begun since {when(new Date(data.from))} UTC{operator.tenantId ? ` for ${operator.tenantId}` : ', every tenant'}
+        {data.segment ? `, segment ${data.segment}` : ', every segment'}, in {data.bucket} buckets. Latency: an attempt's finish minus its start.
       </p>
       <Table
         caption="Health (the breaker the routing decision reads)"

@@ -2,7 +2,7 @@
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { secureHeaders } from 'hono/secure-headers';
-import { consolePayment, disputeEvidence, failingEvents, latestDiscrepancies, openDisputes, paymentHistory, PSP_BUCKETS, pspBuckets, recoveredRevenue, RECOVERY_PERIODS, recoveringPayments, searchPayments, type PspBucket, type RecoveryPeriod } from '../../db/console';
+import { consolePayment, disputeEvidence, failingEvents, latestDiscrepancies, openDisputes, paymentHistory, PSP_BUCKETS, pspBuckets, pspSegments, recoveredRevenue, RECOVERY_PERIODS, recoveringPayments, searchPayments, type PspBucket, type RecoveryPeriod } from '../../db/console';
 import { auditOf, auditTrail } from '../../db/operators';
 import { listRuns } from '../../db/reconciliation';
 import { listHealth, POOLED_SCOPE, routingSnapshot } from '../../db/routing';
@@ -128,6 +128,13 @@ function choice<T extends string>(given: string | undefined, allowed: readonly T
   return given as T;
 }
 
+/** The PSPs page's `segment` (a routing segment's finest key, `visa:EUR:card`), or null for every segment; 400 for anything else. */
+function segmentParam(value: string | undefined): string | null {
+  if (value === undefined || value === '') return null;
+  if (!/^[a-z0-9_]{1,32}:[A-Z]{3}:[a-z0-9_]{1,32}$/.test(value)) throw new ApiError('invalid_request', 'segment: a network, a currency and a method type, as visa:EUR:card.');
+  return value;
+}
+
 function overviewRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   const session = requireSession(deps);
   app.get('/console/psps', session, async (c) => {
@@ -135,14 +142,16 @@ function overviewRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const bucket = choice(c.req.query('bucket'), Object.keys(PSP_BUCKETS) as PspBucket[], '1h', 'bucket');
     const to = Date.now();
     const from = to - PSP_BUCKETS[bucket].spanMs;
-    const [rows, health, segments] = await Promise.all([
-      pspBuckets(deps.sql, { bucket, since: new Date(from), tenantId: operator.tenantId }),
+    const segment = segmentParam(c.req.query('segment'));
+    const [rows, health, segments, attemptSegments] = await Promise.all([
+      pspBuckets(deps.sql, { bucket, since: new Date(from), tenantId: operator.tenantId, segment }),
       listHealth(deps.sql),
       // A tenant's operator sees its own scope's estimates only (there are none unless its routing keeps its own).
       routingSnapshot(deps.sql, operator.tenantId ?? POOLED_SCOPE),
+      pspSegments(deps.sql, { since: new Date(from), tenantId: operator.tenantId }),
     ]);
     const providers = [...new Set([...(deps.config.PROVIDERS ?? []).map((p) => p.name), ...health.map((h) => h.provider), ...rows.map((r) => r.provider)])];
-    return c.html(<PspsPage operator={operator} data={{ bucket, from, to, rows, providers, health, segments }} />);
+    return c.html(<PspsPage operator={operator} data={{ bucket, from, to, rows, providers, health, segments, segment, attemptSegments }} />);
   });
   app.get('/console/disputes', session, async (c) => c.html(<DisputesPage operator={signedIn(c)} disputes={await openDisputes(deps.sql, signedIn(c).tenantId)} now={new Date()} />));
   app.get('/console/disputes/:id', session, async (c) => {

@@ -356,6 +356,27 @@ describe('the PSPs page', () => {
     }
     expect((await client.get('/console/psps?bucket=2m')).status).toBe(400);
   });
+
+  it("narrows the figures to one routing segment, each attempt's own (network, currency, method type); a malformed segment is a 400", async () => {
+    const tenant = await stack.createTenant('console-psps-segments');
+    await Promise.all([pay(tenant), pay(tenant), pay(tenant, { payment_method: 'pm_card_mastercard' }), pay(tenant, { payment_method: 'pm_card_mastercard', currency: 'USD' })]);
+    const client = await signedInClient(stack.apiUrl, await createOperator(stack.apiUrl, { role: 'viewer', tenantId: tenant.id }));
+    const wholeSpan = async (query: string) => {
+      const page = await client.get(`/console/psps?bucket=1h${query}`);
+      expect(page.status, page.html.slice(0, 300)).toBe(200);
+      const span = page.html.slice(page.html.indexOf('Over the whole span'), page.html.indexOf('Over time'));
+      return { html: page.html, rows: [...span.matchAll(/<tr><td>([\w-]+)<\/td><td>(\d+)<\/td>/g)].map((m) => m.slice(1)) };
+    };
+    const all = await wholeSpan('');
+    expect(all.rows).toEqual([['sandbox', '4']]);
+    // The segments offered are those of the tenant's attempts in the span.
+    for (const segment of ['visa:EUR:card', 'mastercard:EUR:card', 'mastercard:USD:card']) expect(all.html).toContain(`segment=${encodeURIComponent(segment)}`);
+    expect((await wholeSpan('&segment=visa:EUR:card')).rows).toEqual([['sandbox', '2']]);
+    expect((await wholeSpan('&segment=mastercard:EUR:card')).rows).toEqual([['sandbox', '1']]);
+    expect((await wholeSpan('&segment=mastercard:USD:card')).rows).toEqual([['sandbox', '1']]);
+    expect((await wholeSpan('&segment=visa:GBP:card')).rows).toEqual([]);
+    for (const bad of ['visa', '<b>x</b>:EUR:card', 'visa:eur:card', `${'a'.repeat(40)}:EUR:card`]) expect((await client.get(`/console/psps?segment=${encodeURIComponent(bad)}`)).status).toBe(400);
+  });
 });
 
 describe('disputes, recovery, reconciliation, endpoints and the audit, per tenant', () => {

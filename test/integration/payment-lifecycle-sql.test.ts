@@ -123,4 +123,19 @@ describe('attempt 1 decided in the charge step (db/payments-attempts.ts beginFir
     await beginAttempt(sql, id, 2, 'sandbox-a');
     expect(await pointer()).toBe('sandbox-c');
   });
+
+  it("keeps the payment's routing segment with attempt 1, and every later attempt copies it (the console's PSPs page per segment)", async () => {
+    const id = `pay_fa_${randomBytes(6).toString('hex')}`;
+    await sql`
+      INSERT INTO payments (id, tenant_id, order_id, amount_minor, currency, status, capture_method, payment_method, workflow_id)
+      VALUES (${id}, ${tenantId}, ${`ord_${id}`}, 1000, 'EUR', 'processing', 'automatic', 'pm_card_mastercard', ${`wf-${id}`})`;
+    expect(await beginFirstAttempt(sql, id, 'sandbox-b', 'mastercard:EUR:card')).toEqual({ provider: 'sandbox-b', earlier: false });
+    await finishAttempt(sql, id, 1, 'sandbox-b', { outcome: 'not_sent', providerChargeId: null, errorCode: 'connection_refused' });
+    await beginAttempt(sql, id, 2, 'sandbox-a');
+    const rows = await sql<{ attempt: number; segment: string | null }[]>`SELECT attempt, segment FROM payment_attempts WHERE payment_id = ${id} ORDER BY attempt`;
+    expect(rows).toEqual([
+      { attempt: 1, segment: 'mastercard:EUR:card' },
+      { attempt: 2, segment: 'mastercard:EUR:card' },
+    ]);
+  });
 });
