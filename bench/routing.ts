@@ -1,7 +1,7 @@
 /**
  * The routing phase: what a routed payment costs against a single-provider payment, measured interleaved in the same run, and the
  * failover timeline: how long from sandbox-a going down until payments succeed at sandbox-b,
- * until the worker's circuit breaker has opened, and, once A is back, until payments go
+ * until the shared health has put A out of first place (provider_circuit_state open), and, once A is back, until payments go
  * back to A.
  */
 import { HEALTH_DEFAULTS } from '../db/routing';
