@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { providerSubKey } from '../shared/keys';
 import { FailureType } from '../shared/definitions';
+import { PSP_ERROR_NONE_FOUND } from '../shared/payments';
 import { killPoint } from '../lib/kill-points';
 import { heartbeatingContexts, ProviderCallDeferredError } from '../lib/provider-limits';
 import { inSpan, SpanKind, traceAttributes, tracingOn } from '../lib/tracing';
@@ -131,6 +132,14 @@ export type ChargeAttemptInput = ChargeInput & {
          * failures: otherwise it keeps asking this one.
          */
         canFailOver: boolean;
+        /**
+         * Whether lookups finding no charge may end this attempt "not charged" after a send the
+         * PSP never answered (a timeout, a reset): only where another PSP follows. A request the
+         * PSP never answered may still be running there, and the route started again charges at
+         * the same PSP under a new key; so the last PSP of a pass ends its attempt by a lookup
+         * only after a send it answered (a 5xx: that request is over). Absent: `canFailOver`.
+         */
+        lookupMayEnd?: boolean;
         route?: undefined;
       }
     | {
@@ -144,6 +153,8 @@ export type ChargeAttemptInput = ChargeInput & {
         provider?: undefined;
         /** As for a named PSP; absent: whether the plan has a PSP after its first. */
         canFailOver?: boolean;
+        /** As for a named PSP; absent: whether the plan has a PSP after its first. */
+        lookupMayEnd?: boolean;
       }
   );
 
@@ -268,6 +279,7 @@ export function createProviderSteps(
       }
       const name = plan ? plan.providers[0]! : input.provider!;
       const canFailOver = input.canFailOver ?? (plan ? plan.providers.length > 1 : false);
+      const lookupMayEnd = input.lookupMayEnd ?? (plan ? plan.providers.length > 1 : canFailOver);
       const provider = at(name);
       const context = Context.current();
       // A retry, or attempt 1 recorded by an earlier try (a worker that died mid-charge, a local
@@ -281,16 +293,19 @@ export function createProviderSteps(
       const where = { payment_id: input.paymentId, provider: name, attempt: input.attempt, step_try: context.info.attempt, local: context.info.isLocal };
       // This try's number at this PSP under this sub-key (the run's local first try counts).
       const tries = context.info.attempt + (input.localTry ? 1 : 0);
-      const previous = context.info.heartbeatDetails as { noneFound?: unknown; clean?: unknown } | undefined;
+      const previous = context.info.heartbeatDetails as { noneFound?: unknown; clean?: unknown; answeredFailure?: unknown } | undefined;
       let noneFound = typeof previous?.noneFound === 'number' ? previous.noneFound : 0;
       // Whether nothing can have been charged under this key so far: true on the very first
       // try, after tries that each were refused before sending, or once a lookup found nothing.
       // Carried from try to try in the heartbeat; lost, it errs on the side of "maybe charged".
       let clean = context.info.attempt > 1 ? previous?.clean === true : input.localTry ? input.localTry === 'not_sent' : !triedBefore;
       let sending = false;
+      // Whether the last send under this key failed with an answer of the PSP's (a 5xx): that
+      // request is over at the PSP, so a lookup finding nothing after it is certain.
+      let answeredFailure = context.info.attempt > 1 && previous?.answeredFailure === true;
       // The heartbeat's details name the PSP and attempt: the Web UI shows them on the pending
       // activity while its outcome is unknown (the memo learns them only from its answer).
-      const details = () => ({ provider: name, attempt: input.attempt, noneFound, clean });
+      const details = () => ({ provider: name, attempt: input.attempt, noneFound, clean, answeredFailure });
       const beat = () => {
         if (!context.info.isLocal) context.heartbeat(details());
       };
@@ -318,9 +333,11 @@ export function createProviderSteps(
             noneFound += 1;
             beat();
             // The PSP had its tries: nothing more is sent; two lookups finding none prove nothing was charged.
-            if (canFailOver && unknownOutcome === 'lookup' && tries > transientTries) {
+            if (canFailOver && unknownOutcome === 'lookup' && tries > transientTries && (lookupMayEnd || answeredFailure)) {
               if (noneFound >= LOOKUPS_FINDING_NONE_BEFORE_NOT_CHARGED) {
-                return notCharged('not_charged', 'outcome_unknown_none_found', `after lost answers, ${noneFound} lookups by our key found no charge`);
+                return answeredFailure
+                  ? notCharged('not_charged', PSP_ERROR_NONE_FOUND, `the provider answered each try with an error, and ${noneFound} lookups by our key found no charge`)
+                  : notCharged('not_charged', 'outcome_unknown_none_found', `after lost answers, ${noneFound} lookups by our key found no charge`);
               }
               throw new Error(`${name} had its ${transientTries} tries and its lookup found no charge: asking it once more before moving on`);
             }
@@ -354,6 +371,7 @@ export function createProviderSteps(
         const notSent = error instanceof ProviderUnavailableError && error.notSent;
         // A create that may have reached the PSP leaves the outcome unknown until a lookup answers.
         if (sending && !notSent) clean = false;
+        if (sending) answeredFailure = error instanceof ProviderUnavailableError && error.status !== undefined && error.status >= 500;
         beat();
         if (!(clean && notSent)) throw error; // unknown outcome: retried here, lookup first
         if (tries >= transientTries) return notCharged('not_sent', 'connection_refused', `the provider refused the connection on each of ${tries} tries; nothing was sent`);

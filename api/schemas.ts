@@ -403,7 +403,7 @@ export const PaymentAttempt = z
         `(${chargeStates.map((s) => `\`${s}\``).join(', ')}); or why nothing was charged there and the payment moved on: ` +
         '`rejected` (the PSP refused the request), `not_sent` (unreachable before anything was sent), `not_charged` (answers lost, its lookup found no charge).',
     }),
-    error_code: z.string().nullable().openapi({ description: 'The decline or refusal code, or `connection_refused` / `outcome_unknown_none_found`.' }),
+    error_code: z.string().nullable().openapi({ description: 'The decline or refusal code, or `connection_refused` / `psp_error_none_found` / `outcome_unknown_none_found`.' }),
     started_at: z.string(),
     finished_at: z.string().nullable(),
   })

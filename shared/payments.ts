@@ -81,10 +81,19 @@ export interface PaymentWorkflowInput {
   continued?: PaymentCarried;
 }
 
-/** When a payment's run continues as new, unless its input says otherwise (Temporal's limits: 2 000 updates, 51 200 events or 50 MB of history). */
 /** A payment's charge budget when its route plan carries none (PAYMENT_CHARGE_BUDGET_SECONDS' default; workflows/payments/charge.ts). */
 export const DEFAULT_CHARGE_BUDGET_MS = 60_000;
 
+/**
+ * The error code of a charge attempt that ended "not charged" after the PSP answered its sends
+ * with errors (5xx) and its lookups found no charge: certain, so the route may start again at
+ * that PSP under a new key (workflows/payments/charge.ts). After sends the PSP never answered
+ * (a timeout, a reset) the code is `outcome_unknown_none_found`: that request may still be
+ * running there, so the route does not start again at it.
+ */
+export const PSP_ERROR_NONE_FOUND = 'psp_error_none_found';
+
+/** When a payment's run continues as new, unless its input says otherwise (Temporal's limits: 2 000 updates, 51 200 events or 50 MB of history). */
 export const PAYMENT_CONTINUE_AFTER = { updates: 1000, events: 10_000, bytes: 4 * 1024 * 1024 } as const;
 
 /**

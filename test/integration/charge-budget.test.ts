@@ -45,7 +45,7 @@ describe('the charge budget', () => {
     expect(attempts.length % 2).toBe(0);
     expect(attempts.length).toBeGreaterThanOrEqual(4);
     expect(attempts).toEqual(
-      attempts.map((_, i) => expect.objectContaining({ attempt: i + 1, provider: i % 2 === 0 ? 'sandbox' : 'sandbox-b', outcome: 'not_charged', error_code: 'outcome_unknown_none_found' })),
+      attempts.map((_, i) => expect.objectContaining({ attempt: i + 1, provider: i % 2 === 0 ? 'sandbox' : 'sandbox-b', outcome: 'not_charged', error_code: 'psp_error_none_found' })),
     );
     expect(await stack.provider.listChargesByReference(failed.id)).toEqual([]);
     expect(await stack.secondSandbox!.provider.listChargesByReference(failed.id)).toEqual([]);

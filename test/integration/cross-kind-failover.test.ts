@@ -229,7 +229,7 @@ describe('failover across kinds: the next PSP only when the first certainly took
       const paid = await decidedPayment(client, await create(client, payment()));
       expect(paid).toMatchObject({ status: 'succeeded', provider: 'adyen-test' });
       expect(paid.attempts).toMatchObject([
-        { attempt: 1, provider: 'sandbox', outcome: 'not_charged', error_code: 'outcome_unknown_none_found' },
+        { attempt: 1, provider: 'sandbox', outcome: 'not_charged', error_code: 'psp_error_none_found' },
         { attempt: 2, provider: 'adyen-test', outcome: 'succeeded' },
       ]);
       expect(await sandboxCharges('sandbox', paid.id)).toEqual([]);

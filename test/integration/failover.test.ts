@@ -138,7 +138,7 @@ describe('failover: the next PSP only when the last one certainly took no money'
     const payment = await pay(body());
     expect(payment).toMatchObject({ status: 'succeeded', provider: 'sandbox-b' });
     expect(payment.attempts).toMatchObject([
-      { attempt: 1, provider: 'sandbox', outcome: 'not_charged', error_code: 'outcome_unknown_none_found', provider_charge_id: null },
+      { attempt: 1, provider: 'sandbox', outcome: 'not_charged', error_code: 'psp_error_none_found', provider_charge_id: null },
       { attempt: 2, provider: 'sandbox-b', outcome: 'succeeded', provider_charge_id: payment.provider_charge_id },
     ]);
     const { a, b } = await chargesAt(payment.id);

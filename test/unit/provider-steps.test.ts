@@ -220,6 +220,25 @@ describe('chargeAttempt: "nothing was charged here" only when certain', () => {
     expect(await runAttempt(5, last.provider, { ...attemptInput, canFailOver: false }, { noneFound: 5 })).toMatchObject({ kind: 'charge' });
   });
 
+  it("the last PSP of a pass (lookupMayEnd false) ends its attempt by lookups only after sends it answered with an error: a request it never answered may still be running there", async () => {
+    const lastOfPass = { ...attemptInput, canFailOver: true, lookupMayEnd: false };
+    // Sends never answered (timeouts): the lookups finding none do not end it; it charges again under the same key.
+    const unanswered = recordingProvider();
+    expect(await runAttempt(4, unanswered.provider, lastOfPass, { noneFound: 2, clean: false })).toMatchObject({ kind: 'charge' });
+    expect(unanswered.calls).toEqual([`find charge ${key}`, `create charge ${key}`]);
+    // Sends answered 503: that request is over at the PSP, and two lookups finding none are certain.
+    const answered = recordingProvider();
+    expect(await runAttempt(4, answered.provider, lastOfPass, { noneFound: 2, clean: false, answeredFailure: true })).toMatchObject({ kind: 'not_charged', outcome: 'not_charged', errorCode: 'psp_error_none_found' });
+    expect(answered.calls).toEqual([`find charge ${key}`]);
+    // The try that meets the 503 remembers it for the next one (in its heartbeat).
+    const failing = recordingProvider({}, new ProviderUnavailableError('503', 503));
+    const env = new MockActivityEnvironment({ attempt: 2, heartbeatDetails: { noneFound: 0 } });
+    const beats: unknown[] = [];
+    env.on('heartbeat', (details: unknown) => beats.push(details));
+    await env.run(createProviderSteps(failing.provider).chargeAttempt, lastOfPass).catch(() => undefined);
+    expect(beats.at(-1)).toMatchObject({ answeredFailure: true });
+  });
+
   it("only a kind whose lookup proves moves on after lost answers: a lagging lookup's none found charges here again, a replaying kind sends the request again", async () => {
     const lagging = recordingProvider();
     Object.assign(lagging.provider, { kind: 'stripe' });

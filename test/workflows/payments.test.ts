@@ -563,12 +563,19 @@ describe('routing and failover', () => {
       chargeAttempt: async (step) => {
         if (step.provider === 'psp-b') return { kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'declined', declineCode: 'processing_error' }) };
         if (step.attempt === 1) return unreachable;
-        if (step.provider === 'psp-c') return { kind: 'not_charged', outcome: 'not_charged', errorCode: 'outcome_unknown_none_found', message: 'none found' };
+        // psp-c answered its sends with errors and its lookups found nothing: certain, so tried again.
+        if (step.provider === 'psp-c') return { kind: 'not_charged', outcome: 'not_charged', errorCode: 'psp_error_none_found', message: 'none found' };
         return { kind: 'charge', charge: at(step.provider, step.attempt, step.paymentId, { status: 'succeeded', amountCapturedMinor: step.amountMinor }) };
       },
     });
     const final = await run.handle.result();
     expect(bodyOf(final)).toMatchObject({ status: 'succeeded' });
+    // The last PSP of a pass may not end its attempt by lookups after sends it never answered.
+    expect(run.inputsOf('chargeAttempt').slice(1).map((i) => [i.provider, (i as { lookupMayEnd?: boolean }).lookupMayEnd])).toEqual([
+      ['psp-b', true],
+      ['psp-c', false],
+      ['psp-a', true],
+    ]);
     // psp-b declined (a decline is an answer: never tried again); psp-a and psp-c took no money: tried again under attempts 4 and 5's keys.
     expect(run.inputsOf('chargeAttempt').map((i) => [i.provider, i.attempt, i.canFailOver])).toEqual([
       ['psp-a', 1, true],

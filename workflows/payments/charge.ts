@@ -7,7 +7,7 @@
  */
 import { log, workflowInfo } from '@temporalio/workflow';
 import type { AttemptMemo, RoutePlan } from '../../domain/payments-attempts';
-import { DEFAULT_CHARGE_BUDGET_MS } from '../../shared/payments';
+import { DEFAULT_CHARGE_BUDGET_MS, PSP_ERROR_NONE_FOUND } from '../../shared/payments';
 import type { ChargeAttemptInput, ChargeAttemptResult } from '../../activities/provider-steps';
 import type { OffSessionRefusal } from '../../domain/recovery';
 import { FailureType } from '../../shared/definitions';
@@ -55,15 +55,19 @@ export async function chargeAlongTheRoute(run: RunState): Promise<PhaseResult> {
   let pass: Pass = { providers: [], index: 0, transient: [] };
   const attempts: AttemptMemo[] = [];
   for (let attempt = 1; ; attempt++) {
-    // Every PSP may answer "not charged", the last one too: the route may start again.
-    const tried = await attemptOrEnd(run, plan ? { ...request, attempt, provider: pass.providers[pass.index]!, canFailOver: true } : { ...request, attempt, route, canFailOver: true });
+    // Every PSP may answer "not charged", the last one too: the route may start again. The last
+    // one of a pass only once nothing can still be running there (lookupMayEnd: see its input).
+    const lookupMayEnd = pass.index + 1 < pass.providers.length;
+    const tried = await attemptOrEnd(run, plan ? { ...request, attempt, provider: pass.providers[pass.index]!, canFailOver: true, lookupMayEnd } : { ...request, attempt, route, canFailOver: true });
     if ('ended' in tried) return tried.ended;
     const { result } = tried;
     if (!plan) pass = { providers: (plan = run.routePlan = result.plan!).providers, index: 0, transient: [] };
     const provider = pass.providers[pass.index]!;
     const next = pass.providers[pass.index + 1];
     run.chargingAttempt = { provider, attempt };
-    const transient = result.kind === 'not_charged' && result.outcome !== 'rejected';
+    // Started again only where nothing can still be running: nothing was sent, or the PSP
+    // answered its sends with errors and its lookups found no charge (not after sends it never answered).
+    const transient = result.kind === 'not_charged' && (result.outcome === 'not_sent' || result.errorCode === PSP_ERROR_NONE_FOUND);
     if (transient) pass.transient.push(provider);
     // A recovering payment's decline is never tried at once at the next PSP: that would be a
     // retry outside the recovery's rules (an advice wait, the card's budget); recover() retries it.
