@@ -49,7 +49,7 @@ describe("the Web UI's Schedules page", () => {
     const daily = scheduleId(stack.taskQueue, 'reconciliation-daily');
     await page.goto(`${uiUrl}/namespaces/default/schedules/${encodeURIComponent(daily)}`);
     await page.getByText('reconciliationWorkflow').first().waitFor({ timeout: 20_000 });
-    expect(await page.getByText(daily).count()).toBeGreaterThan(0);
+    expect(await page.getByText(daily).first().isVisible(), `the schedule ${daily} named on its page`).toBe(true);
     await page.screenshot({ path: path.join(artifacts, 'temporal-ui-schedule-daily.png') });
   });
 });

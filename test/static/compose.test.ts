@@ -611,7 +611,7 @@ describe('Dockerfile and .dockerignore', () => {
 
   it('runs npm ci with SKIP_TEMPORAL_CLI=1, after copying the lockfile, the postinstall script and the driver patches it applies', () => {
     const ci = instructions.findIndex((line) => line.startsWith('RUN ') && /\bnpm ci\b/.test(line));
-    expect(ci).toBeGreaterThan(0);
+    expect(instructions[ci], 'the Dockerfile runs npm ci').toMatch(/^RUN .*\bnpm ci\b/);
     const skipped =
       /\bSKIP_TEMPORAL_CLI=1\b[^&;|]*\bnpm ci\b/.test(instructions[ci]!) ||
       instructions.slice(0, ci).some((line) => /^(ENV|ARG) .*\bSKIP_TEMPORAL_CLI=1\b/.test(line));
